@@ -1,0 +1,9 @@
+"""Memory-bound elementwise ops: GB/s counting bytes read + written (guide §1)."""
+
+from harness.workloads import elementwise
+
+gpubench_cases = elementwise.cases
+
+
+def test_elementwise(case, gpubench):
+    gpubench.run(case, elementwise.build)

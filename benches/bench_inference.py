@@ -1,0 +1,9 @@
+"""MLP and CNN forward passes: samples/s and latency under grad, no_grad and inference_mode."""
+
+from harness.workloads import inference
+
+gpubench_cases = inference.cases
+
+
+def test_inference(case, gpubench):
+    gpubench.run(case, inference.build)

@@ -1,0 +1,9 @@
+"""Host<->device copies: pageable vs pinned, blocking vs non_blocking (guide §1, §3)."""
+
+from harness.workloads import transfer
+
+gpubench_cases = transfer.cases
+
+
+def test_transfer(case, gpubench):
+    gpubench.run(case, transfer.build)

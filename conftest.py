@@ -1,0 +1,2 @@
+# Loads gpubench's pytest plugin for `pytest benches` and `pytest tests` run from this checkout.
+pytest_plugins = ["harness.plugin"]

@@ -1,0 +1,61 @@
+"""Cases are frozen dataclasses: identity is data.
+
+A case's fields are its settings; they become the pytest id, the CSV's setting columns and the
+report's axes, so nothing downstream ever parses a test name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar
+
+from harness.timing import Budget
+
+PROFILES = ("quick", "full", "smoke")
+PROFILE_HELP = "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def check_profile(name: str) -> str:
+    if name not in PROFILES:
+        raise ProfileError(f"unknown profile {name!r}: use --profile quick, full or smoke")
+    return name
+
+
+# Seconds of timed work per micro-benchmark case, per profile.
+BUDGETS: dict[str, Budget] = {
+    "smoke": Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
+    "quick": Budget(target_s=0.5, min_rounds=5, max_rounds=100, warmup_calls=3),
+    "full": Budget(target_s=2.0, min_rounds=10, max_rounds=1000, warmup_calls=5),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """Base of every case. Subclasses set `workload` and declare their settings as fields, each
+    named after its CSV column (harness.schema.CASE_COLUMNS)."""
+
+    workload: ClassVar[str] = ""
+    # Name of the all-defaults case (e.g. "guide-template"); cases with defaults are then named by
+    # what they change, so ids stay readable when a case has a dozen settings.
+    defaults_label: ClassVar[str] = "defaults"
+
+    def settings(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def test_id(self) -> str:
+        changed = {f.name: getattr(self, f.name) for f in fields(self) if f.default is MISSING or getattr(self, f.name) != f.default}
+        return "-".join(f"{k}={v}" for k, v in changed.items()) or self.defaults_label
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.workload}/{self.test_id}"
+
+
+class CaseSkipped(Exception):
+    """Raised by a workload's build step when this device cannot run the case; becomes a
+    `status=skipped` row with the message as its reason."""

@@ -1,0 +1,136 @@
+"""`gpubench`: run the suite, print the fingerprint, build reports, compare runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+SUITE_ROOT = Path(__file__).resolve().parent.parent
+BENCHES = SUITE_ROOT / "benches"
+
+
+def fail(message: str, code: int = 2) -> int:
+    print(f"gpubench: error: {message}", file=sys.stderr)
+    return code
+
+
+def _run_parser(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
+                         description="Runs the suite through pytest-benchmark. Arguments gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json out.json).")
+    run.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps")
+    run.add_argument("--profile", default="quick", help="quick (default), full or smoke")
+    run.add_argument("--results-dir", default="results", help="folder for results (default: results/)")
+    run.add_argument("--data-root", default=None, help="where MNIST / Fashion-MNIST live")
+    run.add_argument("--dataset", default="auto", help="auto, mnist, fashion-mnist or synthetic")
+    run.add_argument("--profile-ops", action="store_true", help="store the top 15 profiler ops of each training case")
+    run.add_argument("--nproc", type=int, default=0, help="also run the distributed (DDP) cases with N processes via torchrun")
+    run.add_argument("--no-report", action="store_true", help="skip the report after the run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpubench", description="Synchronized PyTorch benchmarks and cross-machine reports.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    env = sub.add_parser("env", help="print this machine's fingerprint")
+    env.add_argument("--device", default="auto")
+    env.add_argument("--json", action="store_true", help="print JSON instead of aligned lines")
+    report = sub.add_parser("report", help="merge result CSVs into report.md, plots and a merged CSV")
+    report.add_argument("results", nargs="+", type=Path, help="CSV files or folders of them")
+    report.add_argument("--out", type=Path, required=True, help="output folder")
+    report.add_argument("--baseline", default=None, help="machine_id or hostname to compare the others against")
+    compare = sub.add_parser("compare", help="compare two runs case by case; exit 1 on a significant slowdown")
+    compare.add_argument("base", type=Path)
+    compare.add_argument("new", type=Path)
+    compare.add_argument("--threshold", default="5%", help="slowdown that fails the comparison (default 5%%)")
+    return parser
+
+
+def pytest_args(args: argparse.Namespace, run_id: str, extra: list[str]) -> list[str]:
+    argv = [str(BENCHES), "--benchmark-only", "-v", f"--device={args.device}", f"--profile={args.profile}",
+            f"--results-dir={args.results_dir}", f"--dataset={args.dataset}", f"--run-id={run_id}",
+            f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider"]
+    if args.data_root:
+        argv.append(f"--data-root={args.data_root}")
+    if args.profile_ops:
+        argv.append("--profile-ops")
+    if args.nproc:
+        argv.append(f"--nproc={args.nproc}")
+    return argv + extra
+
+
+def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
+    import pytest
+
+    from harness.results import new_run_id
+
+    if not BENCHES.is_dir():
+        return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+    run_id = new_run_id()
+    code = int(pytest.main(pytest_args(args, run_id, extra)))
+    csv_path = Path(args.results_dir) / f"{run_id}.csv"
+    if code in (2, 3, 4) or not csv_path.exists() or args.no_report:
+        return code
+    from reports.build import ReportError, build_report
+
+    try:
+        out = build_report([csv_path], Path(args.results_dir) / f"{run_id}-report", baseline=None)
+    except ReportError as error:
+        return fail(str(error))
+    print(f"gpubench: report -> {out}")
+    return code
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    import json
+
+    from harness.device import DeviceError, resolve_device
+    from harness.env import fingerprint, format_fingerprint, gpu_telemetry
+
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as error:
+        return fail(str(error))
+    fields = fingerprint(device)
+    if device.type == "cuda":
+        fields.update(gpu_telemetry(device.index or 0))
+    print(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.build import ReportError, build_report
+
+    try:
+        out = build_report(args.results, args.out, args.baseline)
+    except ReportError as error:
+        return fail(str(error))
+    print(f"gpubench: report -> {out}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from reports.build import ReportError
+    from reports.compare import compare_paths, parse_threshold
+
+    try:
+        threshold = parse_threshold(args.threshold)
+        text, code = compare_paths(args.base, args.new, threshold)
+    except ReportError as error:
+        return fail(str(error))
+    print(text)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "run":
+        return cmd_run(args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return {"env": cmd_env, "report": cmd_report, "compare": cmd_compare}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

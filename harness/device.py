@@ -1,0 +1,174 @@
+"""Device resolution, synchronization and memory figures for cuda, mps and cpu."""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
+_SPEC = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
+
+
+class DeviceError(ValueError):
+    """A --device value that is malformed or names a device this machine does not have."""
+
+
+def mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def available_devices() -> list[str]:
+    """Every device string this machine can run, best first."""
+    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    if mps_available():
+        found.append("mps")
+    found.append("cpu")
+    return found
+
+
+def resolve_device(spec: str) -> torch.device:
+    """Turn a --device value into a torch.device, or raise DeviceError naming what exists.
+
+    `auto` picks cuda, then mps, then cpu (guide §2.1).
+    """
+    text = spec.strip().lower()
+    match = _SPEC.match(text)
+    have = ", ".join(available_devices())
+    if not match:
+        raise DeviceError(f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})")
+    kind, index = match.group(1), match.group(2)
+    if kind == "auto":
+        if index is not None:
+            raise DeviceError(f"'auto' takes no index: use --device auto or --device cuda:{index}")
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("mps") if mps_available() else torch.device("cpu")
+    if kind == "cpu":
+        if index not in (None, "0"):
+            raise DeviceError(f"device {spec!r} does not exist: use --device cpu")
+        return torch.device("cpu")
+    if kind == "mps":
+        if not mps_available():
+            raise DeviceError(f"mps was requested but torch.backends.mps.is_available() is False — use --device cpu (this machine has: {have})")
+        return torch.device("mps")
+    if not torch.cuda.is_available():
+        raise DeviceError(f"cuda was requested but torch.cuda.is_available() is False — use --device cpu (this machine has: {have})")
+    ordinal = int(index) if index is not None else torch.cuda.current_device()
+    if ordinal >= torch.cuda.device_count():
+        raise DeviceError(f"device {spec!r} does not exist: this machine has {have}")
+    return torch.device("cuda", ordinal)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait until all queued work on `device` has finished (a no-op on cpu)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def empty_cache(device: torch.device) -> None:
+    """Release cached blocks, e.g. after an out-of-memory case, so the next case starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+def process_rss_bytes() -> int:
+    """Resident memory of this process (the cpu 'device memory')."""
+    import psutil
+
+    return int(psutil.Process(os.getpid()).memory_info().rss)
+
+
+@dataclass(frozen=True)
+class MemorySnapshot:
+    allocated_bytes: int
+    reserved_bytes: int
+    peak_bytes: int
+
+
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start a new peak window: the CUDA allocator's counters, or on Linux the process's peak
+    resident set (writing 5 to /proc/self/clear_refs resets VmHWM). mps has no peak counter."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    elif device.type == "cpu":
+        try:
+            _CLEAR_REFS.write_text("5")
+        except OSError:
+            pass  # not Linux, or not permitted: the peak then covers the whole process lifetime
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set since the last reset (VmHWM), else the current RSS."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return process_rss_bytes()
+
+
+def memory_snapshot(device: torch.device) -> MemorySnapshot:
+    """Allocated / reserved / peak bytes.
+
+    cuda: allocator figures since the last reset_peak_memory. mps: current and driver-allocated
+    bytes (no peak counter exists, so peak is the current driver figure). cpu: the process's
+    resident set, and its peak since the last reset (a process-wide figure, not per tensor).
+    """
+    if device.type == "cuda":
+        return MemorySnapshot(
+            torch.cuda.memory_allocated(device),
+            torch.cuda.memory_reserved(device),
+            torch.cuda.max_memory_allocated(device),
+        )
+    if device.type == "mps":
+        current = int(torch.mps.current_allocated_memory())
+        driver = int(torch.mps.driver_allocated_memory())
+        return MemorySnapshot(current, driver, driver)
+    rss = process_rss_bytes()
+    return MemorySnapshot(rss, rss, peak_rss_bytes())
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for the allocator's out-of-memory errors on any backend."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def dtype_skip_reason(device: torch.device, dtype_name: str) -> str | None:
+    """Why `device` cannot run matmul-class work in `dtype_name`, or None when it can."""
+    if dtype_name == "tf32" and device.type != "cuda":
+        return f"tf32 is a CUDA tensor-core mode; not available on {device.type}"
+    if device.type == "cuda":
+        major, _ = torch.cuda.get_device_capability(device)
+        if dtype_name == "tf32" and major < 8:
+            return f"tf32 needs compute capability >= 8.0 (this GPU is {major}.x)"
+        if dtype_name == "bf16" and not torch.cuda.is_bf16_supported():
+            return "bf16 is not supported by this GPU"
+    if device.type == "mps" and dtype_name == "bf16" and not _mps_bf16_ok():
+        return "bf16 is not supported by this macOS/MPS version"
+    return None
+
+
+def _mps_bf16_ok() -> bool:
+    try:
+        torch.ones(1, dtype=torch.bfloat16, device="mps")
+        return True
+    except (RuntimeError, TypeError):
+        return False

@@ -1,0 +1,145 @@
+"""The machine fingerprint (guide §2): what every result row carries, and `gpubench env` prints."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import harness
+
+HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()
+
+
+def ram_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def git_commit() -> str:
+    """Short commit of the suite's own checkout ('unknown' outside git); '+dirty' when edited."""
+    root = Path(harness.__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+        return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _cuda_fields(index: int) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(index)
+    return {
+        "device_name": props.name,
+        "gpu_mem_bytes": int(props.total_memory),
+        "sm_count": int(props.multi_processor_count),
+        "compute_capability": f"{props.major}.{props.minor}",
+    }
+
+
+def gpu_telemetry(index: int = 0) -> dict[str, Any]:
+    """Clocks, power and temperature from NVML (nvidia-ml-py), or {} where NVML is absent.
+
+    Throttling explains many odd results, so this is read at the start and end of a run and after
+    every case.
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        reading = {
+            "gpu_sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "gpu_mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "gpu_temp_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            "gpu_power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "gpu_power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
+        }
+        return reading
+    except Exception:  # NVML missing, no driver, or a field this GPU does not report
+        return {}
+
+
+def driver_version() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        return ""
+
+
+def machine_id(fields: dict[str, Any]) -> str:
+    """A short stable hash of the hardware fields: the same on every run of the same machine."""
+    text = "|".join(f"{k}={fields.get(k, '')}" for k in HARDWARE_FIELDS)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def fingerprint(device: torch.device) -> dict[str, Any]:
+    """Everything guide §2 asks to check, plus what explains a number: CPU, RAM, threads, TF32."""
+    cuda = torch.cuda.is_available()
+    fields: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "device": str(device),
+        "device_name": cpu_model(),
+        "cuda_available": cuda,
+        "device_count": torch.cuda.device_count() if cuda else 0,
+        "current_device": torch.cuda.current_device() if cuda else "",
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "",
+        "cudnn_version": str(torch.backends.cudnn.version() or "") if cuda else "",
+        "driver_version": driver_version() if cuda else "",
+        "gpu_mem_bytes": "",
+        "sm_count": "",
+        "compute_capability": "",
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count() or 0,
+        "ram_bytes": ram_bytes(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python_version": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "gpubench_version": harness.__version__,
+        "git_commit": git_commit(),
+    }
+    if device.type == "cuda":
+        fields.update(_cuda_fields(device.index or 0))
+    elif device.type == "mps":
+        fields["device_name"] = f"Apple MPS ({cpu_model()})"
+    names = [torch.cuda.get_device_name(i) for i in range(fields["device_count"])]
+    hardware = dict(fields, ram_gib=round(fields["ram_bytes"] / 2**30), device_names=",".join(names))
+    fields["machine_id"] = machine_id(hardware)
+    return fields
+
+
+def format_fingerprint(fields: dict[str, Any]) -> str:
+    """Aligned `key: value` lines for the terminal."""
+    width = max(len(k) for k in fields)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in fields.items())

@@ -1,0 +1,48 @@
+"""Datasheet peaks (dense, no sparsity) of common accelerators. Torch-free: reports use it too.
+
+A measured figure above its device's peak is impossible and is flagged; below, it is shown as a
+percentage of peak. Achievable rates are lower (mamf-finder: H100/H200 bf16 ~795 of 989 TFLOP/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    tflops: dict[str, float]  # dtype -> dense TFLOP/s
+    mem_gbps: float  # device memory bandwidth, GB/s
+
+
+# Ordered: the first name that is a substring of the device name wins (so "H100 PCIe" before "H100").
+PEAKS: tuple[tuple[str, DevicePeak], ...] = (
+    ("H200", DevicePeak({"fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}, 4800)),
+    ("H100 PCIe", DevicePeak({"fp32": 51.2, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0}, 2000)),
+    ("H100", DevicePeak({"fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}, 3350)),
+    ("A100", DevicePeak({"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}, 2039)),
+    ("L40S", DevicePeak({"fp32": 91.6, "tf32": 183.0, "fp16": 362.0, "bf16": 362.0}, 864)),
+    ("L4", DevicePeak({"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0}, 300)),
+    ("A10", DevicePeak({"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0}, 600)),
+    ("RTX 4090", DevicePeak({"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2}, 1008)),
+    ("RTX 3090", DevicePeak({"fp32": 35.6, "tf32": 35.6, "fp16": 71.0, "bf16": 71.0}, 936)),
+    ("V100", DevicePeak({"fp32": 15.7, "fp16": 125.0}, 900)),
+    ("T4", DevicePeak({"fp32": 8.1, "fp16": 65.0}, 320)),
+)
+
+
+def device_peak(device_name: str) -> DevicePeak | None:
+    for key, peak in PEAKS:
+        if key.lower() in device_name.lower():
+            return peak
+    return None
+
+
+def peak_tflops(device_name: str, dtype: str) -> float | None:
+    peak = device_peak(device_name)
+    return peak.tflops.get(dtype) if peak else None
+
+
+def peak_gbps(device_name: str) -> float | None:
+    peak = device_peak(device_name)
+    return peak.mem_gbps if peak else None

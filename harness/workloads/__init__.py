@@ -1,0 +1,1 @@
+"""Workloads: each module turns a case into a `Timed` region plus the figures derived from it."""

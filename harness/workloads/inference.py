@@ -1,0 +1,48 @@
+"""Forward passes of the MLP and the CNN under grad, no_grad and inference_mode (guide §4, §8.1)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from harness.cases import Case
+from harness.runner import Timed
+from harness.stats import SampleStats
+from harness.workloads.models import make_model
+
+GRAD_MODES: dict[str, Callable[[], Any]] = {
+    "grad": contextlib.nullcontext,
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+}
+BATCHES = {"smoke": (8,), "quick": (1, 64, 1024), "full": (1, 16, 64, 256, 1024, 4096)}
+
+
+@dataclass(frozen=True)
+class InferenceCase(Case):
+    workload: ClassVar[str] = "inference"
+    model: str
+    batch_size: int
+    grad_mode: str
+
+
+def cases(profile: str, device: torch.device) -> list[InferenceCase]:
+    return [InferenceCase(m, b, g) for m in ("mlp", "cnn") for b in BATCHES[profile] for g in GRAD_MODES]
+
+
+def build(case: InferenceCase, device: torch.device, profile: str) -> Timed:
+    model = make_model(case.model).to(device).eval()
+    x = torch.randn(case.batch_size, 1, 28, 28, device=device)
+    mode = GRAD_MODES[case.grad_mode]
+
+    def forward() -> None:
+        with mode():
+            model(x)
+
+    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+        return {"samples_per_s": case.batch_size / stats.median_s, "latency_s": stats.median_s}
+
+    return Timed(fn=forward, figures=figures)

@@ -1,0 +1,101 @@
+"""Square matmul TFLOP/s over a size ladder and dtypes (guide §1, §3.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from harness.cases import Case, CaseSkipped
+from harness.device import dtype_skip_reason
+from harness.peaks import peak_tflops
+from harness.runner import Timed
+from harness.stats import SampleStats
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16")
+TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+# Sizes per profile and device kind: a 2-core CPU cannot do 8192³ in fp16 within a quick run.
+LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
+    ("smoke", "cpu"): (64,),
+    ("quick", "cpu"): (512, 1024, 2048),
+    ("full", "cpu"): (256, 512, 1024, 2048, 4096),
+    ("smoke", "gpu"): (256,),
+    ("quick", "gpu"): (1024, 2048, 4096, 8192),
+    ("full", "gpu"): (256, 512, 1024, 2048, 4096, 8192, 16384),
+}
+
+
+@dataclass(frozen=True)
+class MatmulCase(Case):
+    workload: ClassVar[str] = "matmul"
+    dtype: str
+    size: int
+
+
+# CPUs have no fast fp16 GEMM (measured here: 64 s for one n=2048 product, against 0.08 s in fp32),
+# so the fp16 ladder on cpu stops where one call still takes well under a second.
+CPU_FP16_MAX_N = {"smoke": 64, "quick": 512, "full": 1024}
+
+
+def ladder(profile: str, device: torch.device, dtype: str = "fp32") -> tuple[int, ...]:
+    sizes = LADDERS[(profile, "cpu" if device.type == "cpu" else "gpu")]
+    if device.type == "cpu" and dtype == "fp16":
+        sizes = tuple(n for n in sizes if n <= CPU_FP16_MAX_N[profile]) or sizes[:1]
+    return sizes
+
+
+def cases(profile: str, device: torch.device) -> list[MatmulCase]:
+    return [MatmulCase(dtype, n) for dtype in DTYPES for n in ladder(profile, device, dtype)]
+
+
+def matmul_tflops(n: int, seconds: float) -> float:
+    """2·n³ floating-point operations (a multiply and an add per inner-product term)."""
+    return 2 * n**3 / seconds / 1e12
+
+
+def float32_precision_for(dtype: str) -> str:
+    """torch.set_float32_matmul_precision value: tf32 allows TF32 tensor cores, fp32 forbids them."""
+    return "high" if dtype == "tf32" else "highest"
+
+
+def operands(n: int, dtype: str, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random operands (never zeros: they can run faster than real data) and an output buffer."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=TORCH_DTYPES[dtype])
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=TORCH_DTYPES[dtype])
+    return a, b, torch.empty_like(a)
+
+
+def with_precision(dtype: str) -> Callable[[], None]:
+    """Set the fp32 matmul precision for this case; returns the function that restores it."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(float32_precision_for(dtype))
+    return lambda: torch.set_float32_matmul_precision(previous)
+
+
+def tflops_figures(n: int, dtype: str, device_name: str) -> Callable[[SampleStats, Any], dict[str, Any]]:
+    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+        tflops = matmul_tflops(n, stats.median_s)
+        peak = peak_tflops(device_name, dtype)
+        return {"tflops": tflops, "peak_tflops": peak, "pct_of_peak": 100 * tflops / peak if peak else None}
+
+    return figures
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+
+
+def build(case: MatmulCase, device: torch.device, profile: str) -> Timed:
+    reason = dtype_skip_reason(device, case.dtype)
+    if reason:
+        raise CaseSkipped(reason)
+    restore = with_precision(case.dtype)
+    a, b, out = operands(case.size, case.dtype, device)
+    return Timed(
+        fn=lambda: torch.matmul(a, b, out=out),
+        figures=tflops_figures(case.size, case.dtype, device_name(device)),
+        cleanup=restore,
+    )

@@ -1,0 +1,69 @@
+"""Guide §8.5 made measurable: peak memory against step time for each out-of-memory strategy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from harness.cases import Case, CaseSkipped
+from harness.runner import Build, Timed
+from harness.stats import SampleStats
+from harness.workloads.data_source import DataSource
+from harness.workloads.models import make_model
+from harness.workloads.train_loop import Trainer, precision_skip_reason
+
+BASE_BATCH = 256
+
+
+@dataclass(frozen=True)
+class StrategyCase(Case):
+    workload: ClassVar[str] = "memory_strategies"
+    strategy: str
+    batch_size: int
+    accumulation_steps: int
+    precision: str
+    checkpointing: bool
+    freeze_features: bool
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch_size * self.accumulation_steps
+
+
+def strategies(device: torch.device, base_batch: int = BASE_BATCH) -> list[StrategyCase]:
+    amp = "fp16" if device.type == "cuda" else "bf16"  # the guide's AMP recipe is fp16 + GradScaler
+    small = base_batch // 4
+    return [
+        StrategyCase("baseline", base_batch, 1, "fp32", False, False),
+        StrategyCase("smaller_batch", small, 1, "fp32", False, False),
+        StrategyCase("amp", base_batch, 1, amp, False, False),
+        StrategyCase("accumulation", small, 4, "fp32", False, False),
+        StrategyCase("checkpointing", base_batch, 1, "fp32", True, False),
+        StrategyCase("freezing", base_batch, 1, "fp32", False, True),
+    ]
+
+
+def cases(profile: str, device: torch.device) -> list[StrategyCase]:
+    return strategies(device, 32 if profile == "smoke" else BASE_BATCH)
+
+
+def builder(data: DataSource) -> Build:
+    def build(case: StrategyCase, device: torch.device, profile: str) -> Timed:
+        reason = precision_skip_reason(case.precision, device)
+        if reason:
+            raise CaseSkipped(reason)
+        images, labels = data.preloaded(True, device)
+        micro = [(images[i * case.batch_size:(i + 1) * case.batch_size], labels[i * case.batch_size:(i + 1) * case.batch_size])
+                 for i in range(case.accumulation_steps)]
+        trainer = Trainer(make_model("cnn", case.checkpointing), device, case.precision, case.accumulation_steps, case.freeze_features)
+
+        def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+            note = "cpu: peak is the process's peak resident set during the case" if device.type == "cpu" else ""
+            return {"dataset": data.dataset, "effective_batch": case.effective_batch, "step_s": stats.median_s,
+                    "samples_per_s": case.effective_batch / stats.median_s, "reason": note}
+
+        return Timed(fn=lambda: trainer.step(micro), figures=figures)
+
+    return build

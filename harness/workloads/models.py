@@ -1,0 +1,66 @@
+"""The guide's models: the MNIST CNN (§5) and the SimpleNet MLP (§4)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class CNN(nn.Module):
+    """Conv(1→32)–ReLU–Pool → Conv(32→64)–ReLU–Pool → Linear(3136→256)–ReLU–Dropout → Linear(256→10).
+
+    With `checkpointing`, each conv block's activations are recomputed in backward instead of
+    stored (torch.utils.checkpoint, non-reentrant), trading compute for memory (guide §8.1).
+    """
+
+    def __init__(self, checkpointing: bool = False) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Dropout(0.5),
+            nn.Linear(256, 10),
+        )
+        self.checkpointing = checkpointing
+        # A plain tuple, not registered as submodules: the same layers, grouped per block.
+        self._blocks = (self.features[0:3], self.features[3:6])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointing and self.training and torch.is_grad_enabled():
+            for block in self._blocks:
+                x = checkpoint(block, x, use_reentrant=False)
+        else:
+            x = self.features(x)
+        return self.classifier(x)
+
+
+class SimpleNet(nn.Module):
+    """784→256→128→10 with ReLU; flattens [N, 1, 28, 28] images itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(784, 256), nn.ReLU(),
+            nn.Linear(256, 128), nn.ReLU(),
+            nn.Linear(128, 10),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+MODELS = {"cnn": CNN, "mlp": SimpleNet}
+
+
+def make_model(name: str, checkpointing: bool = False, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    if name == "cnn":
+        return CNN(checkpointing=checkpointing)
+    if checkpointing:
+        raise ValueError("checkpointing is defined for the CNN's conv blocks only")
+    return MODELS[name]()

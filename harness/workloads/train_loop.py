@@ -1,0 +1,177 @@
+"""The training step and epoch every training workload shares (guide §5, §7, §8).
+
+No per-step host sync: loss and correct counts accumulate on the device and are read once at the
+end, so the loop measures the settings, not `.item()` stalls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+from torch import nn
+
+from harness.timing import Stopwatch, synced_clock
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def precision_skip_reason(precision: str, device: torch.device) -> str | None:
+    if precision == "fp16" and device.type == "cpu":
+        return "fp16 on cpu has no fast kernels (an n=2048 fp16 matmul took 64 s against 0.08 s in fp32 here): use bf16 on cpu"
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "bf16 is not supported by this GPU"
+    return None
+
+
+class Trainer:
+    """One model, optimizer and precision policy: fp32; fp16 = autocast + GradScaler; bf16 =
+    autocast without a scaler (its range equals fp32's, guide §7.1)."""
+
+    def __init__(self, model: nn.Module, device: torch.device, precision: str = "fp32", accumulation_steps: int = 1,
+                 freeze_features: bool = False, compile_mode: str = "none", lr: float = 1e-3) -> None:
+        self.device = device
+        self.model = model.to(device)
+        self.precision = precision
+        self.accumulation_steps = accumulation_steps
+        if freeze_features:
+            for param in getattr(model, "features").parameters():
+                param.requires_grad_(False)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(params, lr=lr)
+        self.criterion = nn.CrossEntropyLoss()
+        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+        self.forward: Callable[[torch.Tensor], torch.Tensor] = model if compile_mode == "none" else torch.compile(model, mode=compile_mode)
+        self.loss_sum = torch.zeros((), device=device)
+        self.seen = 0
+        self._pending = 0  # micro-batches since the last optimizer step
+
+    def autocast(self) -> Any:
+        return torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.precision, torch.float32), enabled=self.precision != "fp32")
+
+    def micro_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Forward and backward of one micro-batch; the loss is divided by the accumulation steps so
+        N micro-batches of B give the gradients of one batch of N·B (guide §8.4)."""
+        self.model.train()
+        with self.autocast():
+            loss = self.criterion(self.forward(x), y)
+        scaled = loss / self.accumulation_steps
+        (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+        self.loss_sum += loss.detach().float() * x.shape[0]
+        self.seen += x.shape[0]
+        self._pending += 1
+        if self._pending == self.accumulation_steps:
+            self.optimizer_step()
+
+    def optimizer_step(self) -> None:
+        if self._pending == 0:
+            return
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._pending = 0
+
+    def step(self, micro_batches: Iterable[Batch]) -> None:
+        """One full optimizer step over the given micro-batches."""
+        for x, y in micro_batches:
+            self.micro_step(x, y)
+        self.optimizer_step()
+
+    @torch.no_grad()
+    def evaluate(self, batches: Iterable[Batch], non_blocking: bool = False) -> tuple[torch.Tensor, int]:
+        """Correct predictions (a device tensor) and the number of samples."""
+        self.model.eval()
+        correct = torch.zeros((), dtype=torch.long, device=self.device)
+        total = 0
+        for x, y in batches:
+            x, y = x.to(self.device, non_blocking=non_blocking), y.to(self.device, non_blocking=non_blocking)
+            with self.autocast():
+                correct += (self.forward(x).argmax(1) == y).sum()
+            total += y.shape[0]
+        return correct, total
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    train_s: float
+    eval_s: float
+    steps: int  # micro-batches trained
+    samples: int
+    data_wait_s: float
+    train_loss: float
+    test_accuracy: float
+
+    @property
+    def epoch_s(self) -> float:
+        return self.train_s + self.eval_s
+
+    @property
+    def data_wait_frac(self) -> float:
+        return self.data_wait_s / self.train_s if self.train_s > 0 else 0.0
+
+
+def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: bool, wait: Stopwatch) -> Iterator[Batch]:
+    """Yields device batches, charging the time spent getting each (next() and the copy call) to
+    `wait`. Host clock, no sync: a device still busy with the previous step is not data wait."""
+    iterator = iter(batches)
+    while True:
+        wait.start(sync=False)
+        try:
+            x, y = next(iterator)
+        except StopIteration:
+            wait.stop(sync=False)
+            return
+        x, y = x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
+        wait.stop(sync=False)
+        yield x, y
+
+
+def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], non_blocking: bool) -> EpochResult:
+    """One full epoch: every training batch, then every test batch; synchronized at the edges."""
+    trainer.loss_sum.zero_()
+    trainer.seen = 0
+    wait = Stopwatch()
+    start = synced_clock()
+    steps = 0
+    for x, y in timed_batches(train, trainer.device, non_blocking, wait):
+        trainer.micro_step(x, y)
+        steps += 1
+    trainer.optimizer_step()  # a last partial accumulation group still updates the model
+    trained = synced_clock()
+    correct, total = trainer.evaluate(test, non_blocking)
+    accuracy = correct.item() / max(total, 1)
+    done = synced_clock()
+    return EpochResult(trained - start, done - trained, steps, trainer.seen, wait.total_s,
+                       trainer.loss_sum.item() / max(trainer.seen, 1), accuracy)
+
+
+def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int = 10, top: int = 15) -> list[dict[str, Any]]:
+    """Guide §9.6: a few steps under torch.profiler (CPU and, on CUDA, CUDA activities); the top
+    operators by device time (self CPU time on cpu)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize() if device.type == "cuda" else None
+    events = prof.key_averages()
+
+    def device_time_us(event: Any) -> float:
+        return float(getattr(event, "device_time_total", 0.0) or getattr(event, "cuda_time_total", 0.0) or 0.0)
+
+    key = device_time_us if device.type == "cuda" else (lambda e: float(e.self_cpu_time_total))
+    ranked = sorted(events, key=key, reverse=True)[:top]
+    return [
+        {"op": e.key, "device_time_us": device_time_us(e), "self_cpu_time_us": float(e.self_cpu_time_total),
+         "cpu_time_us": float(e.cpu_time_total), "calls": int(e.count)}
+        for e in ranked
+    ]

@@ -1,0 +1,65 @@
+"""Host<->device copies: GB/s over sizes, pageable vs pinned, blocking vs non_blocking (guide §1, §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from harness.cases import Case, CaseSkipped
+from harness.runner import Timed
+from harness.stats import SampleStats
+
+MIB = 2**20
+LADDERS: dict[str, tuple[int, ...]] = {
+    "smoke": (MIB,),
+    "quick": (MIB, 64 * MIB, 256 * MIB),
+    "full": (64 * 1024, MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB),
+}
+
+
+@dataclass(frozen=True)
+class TransferCase(Case):
+    workload: ClassVar[str] = "transfer"
+    direction: str  # h2d | d2h
+    size: int  # bytes
+    pinned: bool
+    non_blocking: bool
+
+
+def cases(profile: str, device: torch.device) -> list[TransferCase]:
+    return [
+        TransferCase(direction, size, pinned, non_blocking)
+        for direction in ("h2d", "d2h")
+        for size in LADDERS[profile]
+        for pinned in (False, True)
+        for non_blocking in (False, True)
+    ]
+
+
+def skip_reason(case: TransferCase, device: torch.device) -> str | None:
+    if device.type == "cpu":
+        return "host<->device transfer needs an accelerator; --device is cpu"
+    if case.pinned and device.type != "cuda":
+        return f"pinned host memory is a CUDA feature; not measured on {device.type}"
+    return None
+
+
+def build(case: TransferCase, device: torch.device, profile: str) -> Timed:
+    reason = skip_reason(case, device)
+    if reason:
+        raise CaseSkipped(reason)
+    host = torch.empty(case.size, dtype=torch.uint8, pin_memory=case.pinned)
+    host.random_(0, 255)
+    on_device = torch.empty(case.size, dtype=torch.uint8, device=device)
+    if case.direction == "h2d":
+        fn = lambda: on_device.copy_(host, non_blocking=case.non_blocking)  # noqa: E731
+    else:
+        fn = lambda: host.copy_(on_device, non_blocking=case.non_blocking)  # noqa: E731
+    notes = [] if case.pinned or not case.non_blocking else ["non_blocking from pageable memory is staged synchronously by the driver"]
+
+    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+        return {"gbps": case.size / stats.median_s / 1e9}
+
+    return Timed(fn=fn, figures=figures, notes=notes)

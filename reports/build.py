@@ -1,0 +1,81 @@
+"""`gpubench report`: merged CSV + plots + report.md for every workload present."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from reports import plots, tables
+from reports.load import ReportError, load_results
+from reports.markdown import image, md_table, section
+
+__all__ = ["ReportError", "build_report", "render_report"]
+
+
+def _name(path: Path | None) -> str | None:
+    return path.name if path else None
+
+
+def render_report(frame: pd.DataFrame, out: Path, baseline: str | None) -> str:
+    """The report's markdown; writes the plots it links into `out`."""
+    base = tables.baseline_machine(frame, baseline)
+    workloads = set(frame["workload"])
+    parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} machine(s). "
+             f"Baseline: **{base}**. Times are medians of raw per-round samples; every timed region ended in a device synchronize."]
+    parts.append(section("Machines", md_table(tables.machines_table(frame), index=True)))
+    if "matmul" in workloads:
+        peak = tables.matmul_peak_table(frame)
+        parts.append(section("Matmul", image(_name(plots.matmul_plot(frame, out)), "matmul TFLOP/s"),
+                             "Best TFLOP/s per dtype, against the datasheet peak where the device is known:", md_table(peak)))
+    rows = tables.ok_rows(frame, "matmul_speedup")[["machine", "size", "baseline_median_s", "median_s", "speedup"]]
+    if not rows.empty:
+        parts.append(section("GPU over CPU (guide §3.3, n=5000 fp32)", md_table(rows.rename(columns={"baseline_median_s": "cpu_median_s", "median_s": "device_median_s"}))))
+    for workload in ("transfer", "elementwise"):
+        png = plots.bandwidth_plot(frame, workload, out)
+        if png:
+            best = tables.ok_rows(frame, workload).groupby("machine")["gbps"].max().rename("best_gbps")
+            parts.append(section(workload.capitalize(), image(png.name, f"{workload} GB/s"), md_table(best, index=True)))
+    if "selfcheck" in workloads:
+        rows = tables.ok_rows(frame, "selfcheck")[["machine", "size", "median_s", "selfcheck_tub_ratio", "selfcheck_events_ratio"]]
+        parts.append(section("Timer self-check", "Harness median over torch.utils.benchmark and CUDA-event medians; near 1.0 means the sync is right.", md_table(rows)))
+    speed = tables.speedups(frame, base)
+    if not speed.empty:
+        parts.append(section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline).", md_table(speed)))
+    if "mnist_epoch" in workloads:
+        notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
+        parts.append(section("MNIST training epoch", image(_name(plots.epoch_plot(frame, out)), "epoch throughput"),
+                             "Guide template against the fastest setting found:", md_table(tables.template_vs_fastest(frame)),
+                             md_table(tables.epoch_table(frame)), notes))
+        compile_png = plots.compile_plot(frame, out)
+        if compile_png:
+            rows = tables.ok_rows(frame, "mnist_epoch").dropna(subset=["compile_s"])
+            parts.append(section("torch.compile", image(compile_png.name, "compile cost"),
+                                 md_table(rows[["machine", "setting", "compile_s", "eager_step_s", "step_s", "break_even_steps"]])))
+    if "memory_strategies" in workloads:
+        rows = tables.ok_rows(frame, "memory_strategies")[["machine", "strategy", "effective_batch", "peak_mem_bytes", "step_s", "samples_per_s"]]
+        parts.append(section("Out-of-memory strategies (guide §8.5)", image(_name(plots.memory_plot(frame, out)), "memory vs speed"), md_table(rows)))
+    if "inference" in workloads:
+        rows = tables.ok_rows(frame, "inference")[["machine", "model", "batch_size", "grad_mode", "samples_per_s", "latency_s"]]
+        parts.append(section("Inference", md_table(rows)))
+    if "ddp" in workloads:
+        rows = tables.ok_rows(frame, "ddp")[["machine", "parallel", "backend", "world_size", "samples_per_s", "samples_per_s_per_rank", "step_s", "scaling_efficiency"]]
+        parts.append(section("Multi-process training", md_table(rows)))
+    advice = tables.recommendations(frame)
+    parts.append(section("Recommendations", "\n".join(f"- **{m}**\n" + "\n".join(f"  - {line}" for line in lines) for m, lines in advice.items())))
+    skipped = tables.not_ok(frame)
+    parts.append(section("Rows not ok", f"{len(skipped)} rows were skipped, failed or ran out of memory; each says why.", md_table(skipped)))
+    return "\n\n".join(parts) + "\n"
+
+
+def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
+    """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
+    frame = load_results(paths)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ReportError(f"cannot create {out} ({error.strerror}) — pass --out with a writable folder") from None
+    frame.drop(columns=["samples", "machine", "setting"]).to_csv(out / "merged.csv", index=False)
+    report = out / "report.md"
+    report.write_text(render_report(frame, out, baseline), encoding="utf-8")
+    return report

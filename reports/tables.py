@@ -1,0 +1,119 @@
+"""Pure table-building over the merged frame: what the report says, without rendering."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.peaks import peak_tflops
+
+FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
+                      "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "os", "python_version",
+                      "torch_version", "cuda_version", "cudnn_version", "driver_version", "torch_threads",
+                      "tf32_matmul", "gpubench_version", "git_commit", "profile")
+TEMPLATE_SETTING = "guide-template"
+
+
+def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
+    return frame[(frame["workload"] == workload) & (frame["status"] == "ok")]
+
+
+def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fingerprints side by side: one column per machine."""
+    first = frame.drop_duplicates("machine").set_index("machine")
+    return first[[c for c in FINGERPRINT_FIELDS if c in first]].T.fillna("")
+
+
+def matmul_peak_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Best TFLOP/s each machine reached per dtype, against the datasheet peak where known."""
+    rows = ok_rows(frame, "matmul")
+    if rows.empty:
+        return pd.DataFrame()
+    best = rows.loc[rows.groupby(["machine", "dtype"])["tflops"].idxmax()]
+    out = best[["machine", "dtype", "size", "tflops"]].copy()
+    out["peak_tflops"] = [peak_tflops(str(name), str(dtype)) for name, dtype in zip(best["device_name"], best["dtype"])]
+    out["pct_of_peak"] = 100 * out["tflops"] / out["peak_tflops"]
+    return out.reset_index(drop=True)
+
+
+def baseline_machine(frame: pd.DataFrame, baseline: str | None) -> str:
+    """The machine others are compared with: named by machine_id or hostname, else the first."""
+    if baseline is None:
+        return str(frame["machine"].iloc[0])
+    match = frame[(frame["machine_id"] == baseline) | (frame["hostname"] == baseline)]
+    if match.empty:
+        from reports.load import ReportError
+
+        known = ", ".join(sorted(set(frame["machine_id"]) | set(frame["hostname"])))
+        raise ReportError(f"--baseline {baseline!r} matches no machine_id or hostname in the results (known: {known})")
+    return str(match["machine"].iloc[0])
+
+
+def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Per workload and machine: geometric-mean speedup (baseline median / machine median) over
+    the ok cases both ran."""
+    ok = frame[frame["status"] == "ok"].groupby(["workload", "case_id", "machine"])["median_s"].median().unstack("machine")
+    if baseline not in ok:
+        return pd.DataFrame()
+    records = []
+    for machine in [m for m in ok.columns if m != baseline]:
+        ratios = (ok[baseline] / ok[machine]).dropna()
+        for workload, values in ratios.groupby(level="workload"):
+            records.append({"workload": workload, "machine": machine, "cases": len(values),
+                            "geomean_speedup": float(np.exp(np.log(values).mean())),
+                            "min": float(values.min()), "max": float(values.max())})
+    return pd.DataFrame(records)
+
+
+def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = ok_rows(frame, "mnist_epoch")
+    cols = ["machine", "setting", "dataset", "epoch_s", "samples_per_s", "data_wait_frac", "test_accuracy", "peak_mem_bytes", "compile_s", "break_even_steps"]
+    return rows[cols].sort_values(["machine", "epoch_s"]).reset_index(drop=True)
+
+
+def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per machine: the guide template's epoch time over the fastest setting found."""
+    rows = ok_rows(frame, "mnist_epoch")
+    records = []
+    for machine, group in rows.groupby("machine"):
+        template = group[group["setting"] == TEMPLATE_SETTING]
+        fastest = group.loc[group["epoch_s"].idxmin()]
+        template_s = float(template["epoch_s"].median()) if not template.empty else math.nan
+        records.append({"machine": machine, "template_epoch_s": template_s, "fastest_setting": fastest["setting"],
+                        "fastest_epoch_s": float(fastest["epoch_s"]), "template_over_fastest": template_s / float(fastest["epoch_s"])})
+    return pd.DataFrame(records)
+
+
+def not_ok(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["status"] != "ok"][["machine", "status", "case_id", "reason"]].reset_index(drop=True)
+
+
+def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Per machine, the fastest settings found, in words."""
+    advice: dict[str, list[str]] = {}
+    for machine, group in frame[frame["status"] == "ok"].groupby("machine"):
+        lines = []
+        matmul = group[group["workload"] == "matmul"]
+        if not matmul.empty:
+            top = matmul.loc[matmul["tflops"].idxmax()]
+            lines.append(f"matmul: {top['dtype']} is fastest ({top['tflops']:.1f} TFLOP/s at n={int(top['size'])})")
+        epoch = group[group["workload"] == "mnist_epoch"]
+        if not epoch.empty:
+            top = epoch.loc[epoch["epoch_s"].idxmin()]
+            lines.append(f"training: `{top['setting']}` gave the fastest epoch ({top['epoch_s']:.1f} s, {top['samples_per_s']:.0f} samples/s)")
+            bound = epoch[epoch["input_bound"].astype(str) == "True"]
+            if not bound.empty:
+                lines.append(f"input-bound settings ({len(bound)}): the data loader starves the device there — prefer `{top['setting']}`")
+        transfer = group[group["workload"] == "transfer"]
+        if not transfer.empty:
+            by_pin = transfer.groupby("pinned")["gbps"].max()
+            if len(by_pin) == 2:
+                lines.append(f"transfers: pinned memory peaks at {by_pin.get('True', math.nan):.1f} GB/s against {by_pin.get('False', math.nan):.1f} pageable")
+        inference = group[group["workload"] == "inference"]
+        if not inference.empty:
+            per_mode = inference.groupby("grad_mode")["samples_per_s"].median()
+            lines.append(f"inference: `{per_mode.idxmax()}` gives the highest median throughput")
+        advice[machine] = lines
+    return advice
