@@ -3,6 +3,7 @@ pytest-benchmark, case parametrization, and the `gpubench` fixture that records 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -18,6 +19,7 @@ from harness.env import fingerprint, gpu_telemetry
 from harness.results import ResultsWriter, check_writable, new_run_id, write_sidecar
 from harness.runner import Build, RunContext, run_case
 from harness.workloads.data_source import DataSource
+from harness.workloads.ddp import NprocError, check_nproc, default_nproc
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
 
 SYNCED_TIMER = "harness.timing.synced_clock"
@@ -32,6 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--run-id", default=None, help="name of this run's files (default: UTC time, host, pid)")
     group.addoption("--data-root", default=None, help=f"where MNIST / Fashion-MNIST live (default: {default_data_root()})")
     group.addoption("--dataset", default="auto", help=f"training data: {', '.join(DATASET_CHOICES)} (default auto: mnist > fashion-mnist > synthetic)")
+    group.addoption("--nproc", type=int, default=None, help="processes for the distributed (DDP) cases (default: the GPU count on cuda, 2 on cpu)")
     group.addoption("--profile-ops", action="store_true", default=False, help="also run a few steps of each training case under torch.profiler and store the top 15 ops")
 
 
@@ -47,6 +50,7 @@ class GpubenchState:
     data_root: Path
     dataset: str
     profile_ops: bool
+    nproc: int
     writer: ResultsWriter | None = None
     env: dict[str, Any] = field(default_factory=dict)
     telemetry_start: dict[str, Any] = field(default_factory=dict)
@@ -96,12 +100,13 @@ def pytest_configure(config: pytest.Config) -> None:
         results_dir = Path(config.getoption("results_dir"))
         data_root = Path(config.getoption("data_root") or default_data_root())
         dataset = check_dataset_request(config.getoption("dataset"), data_root)
-    except (DeviceError, ProfileError, DatasetError) as error:
+        nproc = check_nproc(config.getoption("nproc") or default_nproc(device), device)
+    except (DeviceError, ProfileError, DatasetError, NprocError) as error:
         raise pytest.UsageError(str(error)) from None
     _install_synced_timer(config, device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    state = GpubenchState(device, profile, results_dir, config.getoption("run_id") or new_run_id(), data_root, dataset, config.getoption("profile_ops"))
+    state = GpubenchState(device, profile, results_dir, config.getoption("run_id") or new_run_id(), data_root, dataset, config.getoption("profile_ops"), nproc)
     config.stash[STATE] = state
 
 
@@ -120,11 +125,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize `case` from the bench module's `gpubench_cases(profile, device)`."""
     if "case" not in metafunc.fixturenames:
         return
-    cases_for: Callable[[str, torch.device], list[Case]] | None = getattr(metafunc.module, "gpubench_cases", None)
+    cases_for: Callable[..., list[Case]] | None = getattr(metafunc.module, "gpubench_cases", None)
     if cases_for is None:
         return
     state: GpubenchState = metafunc.config.stash[STATE]
-    cases = cases_for(state.profile, state.device)
+    wants_nproc = "nproc" in inspect.signature(cases_for).parameters
+    cases = cases_for(state.profile, state.device, state.nproc) if wants_nproc else cases_for(state.profile, state.device)
     metafunc.parametrize("case", cases, ids=[c.test_id for c in cases])
 
 

@@ -1,0 +1,149 @@
+"""Multi-device training (guide §6): DDP under torchrun against one process, and DataParallel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from harness.cases import Case, CaseSkipped
+from harness.runner import Build, Timed
+from harness.stats import SampleStats
+from harness.timing import RoundPlan
+from harness.workloads.data_source import DataSource, PreloadedLoader
+from harness.workloads.models import make_model
+from harness.workloads.train_loop import Trainer
+
+# Per-rank steps per profile (0 = the full epoch of the rank's shard).
+MAX_STEPS = {"smoke": 5, "quick": 60, "full": 0}
+PER_RANK_BATCH = 128
+LAUNCH_TIMEOUT_S = 1800
+
+
+class NprocError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class DistributedCase(Case):
+    workload: ClassVar[str] = "ddp"
+    parallel: str  # ddp | dataparallel
+    world_size: int
+    backend: str
+    batch_size: int  # per rank (ddp) or per GPU share of the global batch (dataparallel)
+
+
+def default_nproc(device: torch.device) -> int:
+    return torch.cuda.device_count() if device.type == "cuda" else 2
+
+
+def check_nproc(nproc: int, device: torch.device) -> int:
+    """More processes than GPUs cannot each own a device: refuse before launch."""
+    if nproc < 1:
+        raise NprocError(f"--nproc {nproc}: use a positive number of processes")
+    if device.type == "cuda" and nproc > torch.cuda.device_count():
+        raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {torch.cuda.device_count()} — use --nproc {torch.cuda.device_count()} or fewer")
+    if device.type == "mps" and nproc > 1:
+        raise NprocError("DDP on mps is not supported by PyTorch — use --device cpu for gloo processes")
+    return nproc
+
+
+def cases_for(nproc: int, device: torch.device) -> list[DistributedCase]:
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    ddp = [DistributedCase("ddp", n, backend, PER_RANK_BATCH) for n in sorted({1, nproc})]
+    dataparallel = [DistributedCase("dataparallel", max(nproc, 2), "single-process", PER_RANK_BATCH)]
+    return ddp + dataparallel
+
+
+def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int, result_json: Path) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={case.world_size}",
+            "-m", "harness.workloads.ddp_worker", f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
+            f"--device-type={'cuda' if device.type == 'cuda' else 'cpu'}", f"--dataset={data.dataset}",
+            f"--data-root={data.root}", f"--result-json={result_json}"]
+
+
+def launch(command: list[str]) -> dict[str, Any]:
+    """Run torchrun; a failing rank fails the case with that rank's last error line."""
+    result_json = Path(command[-1].split("=", 1)[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=env)
+    if done.returncode != 0 or not result_json.exists():
+        errors = [line for line in (done.stderr + done.stdout).splitlines() if "Error" in line or "error" in line]
+        raise RuntimeError(f"torchrun exited {done.returncode}: {(errors or ['no error line'])[-1].strip()}")
+    return json.loads(result_json.read_text())
+
+
+class ScalingBaseline:
+    """Single-process samples/s per (backend, batch), for the scaling efficiency of larger runs."""
+
+    def __init__(self) -> None:
+        self.samples_per_s: dict[tuple[str, int], float] = {}
+
+    def efficiency(self, case: DistributedCase, samples_per_s: float) -> float | None:
+        key = (case.backend, case.batch_size)
+        if case.world_size == 1:
+            self.samples_per_s[key] = samples_per_s
+        single = self.samples_per_s.get(key)
+        return samples_per_s / (case.world_size * single) if single else None
+
+
+SCALING = ScalingBaseline()
+
+
+def ddp_build(case: DistributedCase, device: torch.device, profile: str, data: DataSource) -> Timed:
+    workdir = Path(tempfile.mkdtemp(prefix="gpubench-ddp-"))
+    command = torchrun_command(case, device, data, MAX_STEPS[profile], workdir / "rank0.json")
+
+    def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
+        samples_per_s = report["samples"] / report["train_s"]
+        steps = report["step_samples_s"]
+        note = "median_s is the whole torchrun launch (process start, rendezvous, data load); step_s is the training step"
+        return {"dataset": report["dataset"], "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / case.world_size,
+                "step_s": sorted(steps)[len(steps) // 2] if steps else None, "scaling_efficiency": SCALING.efficiency(case, samples_per_s),
+                "effective_batch": case.batch_size * case.world_size, "reason": note}
+
+    return Timed(fn=lambda: launch(command), figures=figures, plan=RoundPlan(0, 1, 1, 0.0))
+
+
+def dataparallel_build(case: DistributedCase, device: torch.device, profile: str, data: DataSource) -> Timed:
+    if device.type != "cuda" or torch.cuda.device_count() < 2:
+        have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        raise CaseSkipped(f"DataParallel needs two or more GPUs (this machine has {have})")
+    global_batch = case.batch_size * case.world_size
+    model = torch.nn.DataParallel(make_model("cnn"), device_ids=list(range(case.world_size)))
+    trainer = Trainer(model, device)
+    loader = PreloadedLoader(*data.preloaded(True, device), global_batch, shuffle=True)
+    steps = MAX_STEPS[profile] or len(loader)
+
+    def run() -> int:
+        seen = 0
+        for i, batch in enumerate(loader):
+            if i >= steps:
+                break
+            trainer.step([batch])
+            seen += batch[1].shape[0]
+        return seen
+
+    def figures(stats: SampleStats, seen: int) -> dict[str, Any]:
+        samples_per_s = seen / stats.median_s
+        return {"dataset": data.dataset, "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / case.world_size,
+                "step_s": stats.median_s / steps, "effective_batch": global_batch}
+
+    first = next(iter(loader))
+    return Timed(fn=run, figures=figures, plan=RoundPlan(1, 1, 1, 0.0), warmup=lambda: trainer.step([first]))
+
+
+def builder(data: DataSource) -> Build:
+    def build(case: DistributedCase, device: torch.device, profile: str) -> Timed:
+        if case.parallel == "dataparallel":
+            return dataparallel_build(case, device, profile, data)
+        return ddp_build(case, device, profile, data)
+
+    return build

@@ -1,0 +1,153 @@
+"""One rank of the distributed training benchmark (guide §6.2). Launched by torchrun:
+
+    torchrun --nproc_per_node=2 -m harness.workloads.ddp_worker --results-dir results
+
+Each process trains the guide's CNN under DistributedDataParallel on its DistributedSampler shard
+(backend nccl on CUDA, gloo on CPU). Rank 0 alone reports: to --result-json (how the pytest bench
+reads it) or as a results row in --results-dir (standalone and multi-node use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+from harness.stats import summarize
+from harness.timing import set_active_device, synced_clock
+from harness.workloads.data_source import DataSource
+from harness.workloads.models import make_model
+
+
+@dataclass(frozen=True)
+class RankReport:
+    world_size: int
+    backend: str
+    batch_size: int  # per rank
+    steps: int  # per rank
+    train_s: float
+    samples: int  # all ranks together
+    step_samples_s: list[float]
+    dataset: str
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.train_s
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=128, help="per-rank batch size")
+    parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps per rank (0: a full epoch)")
+    parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument("--device-type", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dataset", default="auto")
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--result-json", default=None, help="rank 0 writes its report here")
+    parser.add_argument("--results-dir", default=None, help="rank 0 appends a results row here")
+    return parser.parse_args(argv)
+
+
+def shard_loader(data: DataSource, batch_size: int, rank: int, world_size: int) -> DataLoader:
+    images, labels = data.preloaded(True, torch.device("cpu"))
+    sampler = DistributedSampler(TensorDataset(images, labels), num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+    return DataLoader(TensorDataset(images, labels), batch_size=batch_size, sampler=sampler, pin_memory=torch.cuda.is_available())
+
+
+def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int) -> RankReport:
+    device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    set_active_device(device)
+    model = make_model("cnn").to(device)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    criterion = torch.nn.CrossEntropyLoss()
+    from harness.datasets import default_data_root
+
+    data = DataSource(args.dataset, Path(args.data_root) if args.data_root else default_data_root())
+    loader = shard_loader(data, args.batch_size, rank, world_size)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        criterion(ddp(x.to(device, non_blocking=True)), y.to(device, non_blocking=True)).backward()
+        optimizer.step()
+
+    warm = iter(loader)
+    for _ in range(args.warmup_steps):
+        step(*next(warm))
+    loader.sampler.set_epoch(1)
+    step_samples_s: list[float] = []
+    seen = steps = 0
+    dist.barrier()
+    start = previous = synced_clock()
+    for x, y in loader:
+        step(x, y)
+        seen += x.shape[0]
+        steps += 1
+        now = synced_clock()
+        step_samples_s.append(now - previous)
+        previous = now
+        if args.max_steps and steps >= args.max_steps:
+            break
+    dist.barrier()
+    train_s = synced_clock() - start
+    counts = torch.tensor([seen], dtype=torch.long, device=device)
+    dist.all_reduce(counts)
+    return RankReport(world_size, dist.get_backend(), args.batch_size, steps, train_s, int(counts.item()), step_samples_s, data.dataset)
+
+
+def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
+    """Standalone use: rank 0 appends its own row, with this node's fingerprint."""
+    from harness.env import fingerprint
+    from harness.results import ResultsWriter, check_writable, new_run_id, utc_timestamp
+    from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
+
+    check_writable(results_dir)
+    run_id = new_run_id()
+    writer = ResultsWriter(results_dir, run_id)
+    env = fingerprint(device)
+    stats = summarize(report.step_samples_s)
+    row = {k: v for k, v in env.items() if k in RUN_COLUMNS}
+    row.update(schema_version=SCHEMA_VERSION, run_id=run_id, timestamp_utc=utc_timestamp(), profile="torchrun",
+               workload="ddp", case_id=f"ddp/parallel=ddp-world_size={report.world_size}-batch_size={report.batch_size}",
+               parallel="ddp", world_size=report.world_size, backend=report.backend, batch_size=report.batch_size,
+               dataset=report.dataset, rounds=stats.rounds, iterations=1, median_s=stats.median_s, iqr_s=stats.iqr_s,
+               min_s=stats.min_s, mean_s=stats.mean_s, stddev_s=stats.stddev_s, cv=stats.cv, step_s=stats.median_s,
+               samples_per_s=report.samples_per_s, samples_per_s_per_rank=report.samples_per_s / report.world_size,
+               status="ok", reason="", samples_s=report.step_samples_s)
+    writer.append(row)
+    writer.close()
+    return writer.path
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    if args.device_type == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo")
+    try:
+        report = train(args, rank, local_rank, world_size)
+        if rank == 0:
+            if args.result_json:
+                Path(args.result_json).write_text(json.dumps(asdict(report)))
+            if args.results_dir:
+                device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
+                print(f"rank 0: row -> {write_row(report, Path(args.results_dir), device)}")
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
