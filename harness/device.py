@@ -45,7 +45,7 @@ def resolve_device(spec: str) -> torch.device:
     kind, index = match.group(1), match.group(2)
     if kind == "auto":
         if index is not None:
-            raise DeviceError(f"'auto' takes no index: use --device auto or --device cuda:{index}")
+            raise DeviceError(f"'auto' takes no index: use one of {DEVICE_CHOICES} (this machine has: {have})")
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("mps") if mps_available() else torch.device("cpu")

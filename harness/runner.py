@@ -102,8 +102,8 @@ def time_case(timed: Timed, benchmark: Any, budget: Budget) -> tuple[RoundPlan, 
         plan = plan_rounds(estimate_s, budget)
     else:
         plan = timed.plan
-        if timed.warmup is not None:
-            warm_up(timed.warmup, max(1, plan.warmup_calls))
+        if plan.warmup_calls > 0:
+            warm_up(timed.warmup or timed.fn, plan.warmup_calls)
     result = benchmark.pedantic(timed.fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
     return plan, list(benchmark.stats.stats.data), result
 

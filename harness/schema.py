@@ -19,7 +19,7 @@ RUN_COLUMNS = (
 CASE_COLUMNS = (
     "workload", "case_id", "dtype", "size", "op", "direction", "pinned", "non_blocking", "model",
     "batch_size", "grad_mode", "dataset", "loader", "num_workers", "pin_memory", "persistent_workers",
-    "prefetch_factor", "precision", "compile_mode", "checkpointing", "accumulation_steps",
+    "prefetch_factor", "precision", "channels_last", "compile_mode", "checkpointing", "accumulation_steps",
     "effective_batch", "freeze_features", "strategy", "world_size", "backend", "parallel",
 )
 

@@ -35,6 +35,7 @@ class EpochCase(Case):
     persistent_workers: bool = False
     prefetch_factor: int = 0  # 0 = DataLoader's default (2 per worker)
     precision: str = "fp32"
+    channels_last: bool = False  # NHWC activations and weights (not in the guide; often the best CPU setting)
     compile_mode: str = "none"
     checkpointing: bool = False
     accumulation_steps: int = 1
@@ -64,17 +65,19 @@ def cases(profile: str, device: torch.device) -> list[EpochCase]:
     amp = "bf16"  # preferred over fp16 wherever supported: no GradScaler needed (guide §7.1)
     if profile == "smoke":
         return [TEMPLATE, PRELOADED]
+    best = replace(PRELOADED, precision=amp, channels_last=True)
     if profile == "quick":
-        quick = [TEMPLATE, replace(TEMPLATE, num_workers=2), PRELOADED, replace(PRELOADED, precision=amp), replace(PRELOADED, batch_size=1024, precision=amp)]
+        quick = [TEMPLATE, replace(TEMPLATE, num_workers=2), PRELOADED, replace(PRELOADED, precision=amp), best]
         if gpu:
-            quick.append(replace(PRELOADED, batch_size=1024, precision=amp, compile_mode="default"))
+            quick += [replace(best, batch_size=1024), replace(best, batch_size=1024, compile_mode="default")]
         return _unique(quick)
     full = [TEMPLATE, PRELOADED]
     full += _sweep(TEMPLATE, num_workers=(0, 1, 2, 8), pin_memory=(False,), non_blocking=(False,), persistent_workers=(True,), prefetch_factor=(4, 8))
     full += _sweep(PRELOADED, batch_size=(64, 128, 512, 1024, 2048), precision=("fp16", "bf16"),
-                   compile_mode=("default", "reduce-overhead", "max-autotune"), checkpointing=(True,),
+                   channels_last=(True,), compile_mode=("default", "reduce-overhead", "max-autotune"), checkpointing=(True,),
                    accumulation_steps=(4,), freeze_features=(True,))
-    full += [replace(PRELOADED, batch_size=64, accumulation_steps=4), replace(PRELOADED, batch_size=1024, precision="bf16", compile_mode="default")]
+    full += [replace(PRELOADED, batch_size=64, accumulation_steps=4), best, replace(best, batch_size=1024),
+             replace(best, batch_size=1024, compile_mode="default"), replace(best, compile_mode="default")]
     return _unique(full)
 
 
@@ -151,7 +154,8 @@ def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], devic
     first, train_shapes = batches[0], [b for b in batches if b[0].shape[0] != batches[0][0].shape[0]][:1]
     cost = CompileCost()
     if case.compile_mode != "none":
-        eager = Trainer(make_model(case.model, case.checkpointing), device, case.precision, 1, case.freeze_features)
+        eager = Trainer(make_model(case.model, case.checkpointing), device, case.precision, 1, case.freeze_features,
+                        channels_last=case.channels_last)
         warm_up(lambda: eager.step([first]), 2)
         cost.eager_step_s = step_seconds(eager, first)
         del eager
@@ -203,7 +207,7 @@ def builder(data: DataSource) -> Build:
         if reason:
             raise CaseSkipped(reason)
         trainer = Trainer(make_model(case.model, case.checkpointing), device, case.precision,
-                          case.accumulation_steps, case.freeze_features, case.compile_mode)
+                          case.accumulation_steps, case.freeze_features, case.compile_mode, channels_last=case.channels_last)
         train, test = make_loaders(case, data, device)
         shapes = shape_batches(data, device, case.batch_size)
         cost = warm_and_cost(case, trainer, shapes, device)

@@ -1,0 +1,53 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.cli import main, pytest_args, build_parser
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_env_prints_the_fingerprint(capsys):
+    assert main(["env", "--json"]) == 0
+    fields = json.loads(capsys.readouterr().out)
+    assert fields["device"] == "cpu" or fields["device"].startswith(("cuda", "mps"))
+    assert len(fields["machine_id"]) == 12
+
+
+def test_env_with_a_missing_device_is_one_line(capsys):
+    code = main(["env", "--device", "warp-drive"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "unknown device" in err
+
+
+def test_run_passes_unknown_options_through_to_pytest():
+    args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json", "x.json"])
+    argv = pytest_args(args, "RUN", extra)
+    assert "--device=cpu" in argv and "--benchmark-only" in argv and "--run-id=RUN" in argv
+    assert argv[-4:] == ["-k", "matmul", "--benchmark-json", "x.json"]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_run_writes_results_and_a_report(tmp_path):
+    done = run_cli("run", "--profile", "smoke", "--results-dir", str(tmp_path), "-k", "matmul and fp32", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    csvs = list(tmp_path.glob("*.csv"))
+    assert len(csvs) == 1
+    report = tmp_path / f"{csvs[0].stem}-report" / "report.md"
+    assert report.exists() and "## Matmul" in report.read_text()
+
+
+def test_run_with_a_bad_device_stops_before_any_case(tmp_path):
+    done = run_cli("run", "--device", "cuda:9" , "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 4
+    assert "ERROR:" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_needs_rows(tmp_path, capsys):
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no CSV files" in capsys.readouterr().err

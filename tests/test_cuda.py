@@ -1,0 +1,65 @@
+"""CUDA-only checks: they run on a GPU machine and skip with a reason elsewhere."""
+
+import pytest
+import torch
+
+from fakes import FakeBenchmark
+from harness import timing
+from harness.device import memory_snapshot, reset_peak_memory
+from harness.runner import RunContext, run_case
+from harness.timing import Budget, cuda_event_samples, measure
+from harness.workloads import matmul, transfer
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
+GPU = torch.device("cuda", 0)
+
+
+@pytest.fixture(autouse=True)
+def synced_on_gpu():
+    timing.set_active_device(GPU)
+    yield
+    timing.set_active_device(torch.device("cpu"))
+
+
+def test_synced_clock_agrees_with_cuda_events():
+    a = torch.randn(4096, 4096, device=GPU)
+    fn = lambda: a @ a  # noqa: E731
+    _, host = measure(fn, Budget(target_s=0.2, min_rounds=10, warmup_calls=3))
+    events = cuda_event_samples(fn, 1, 20)
+    ratio = sorted(host)[len(host) // 2] / sorted(events)[len(events) // 2]
+    assert 0.8 < ratio < 1.25
+
+
+def test_an_unsynced_clock_would_be_caught():
+    """What the selfcheck exists for: without the sync, the host clock reads only the launch."""
+    import time
+
+    a = torch.randn(8192, 8192, device=GPU)
+    a @ a
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    a @ a
+    launch_only = time.perf_counter() - start
+    torch.cuda.synchronize()
+    events = sorted(cuda_event_samples(lambda: a @ a, 1, 5))[2]
+    assert launch_only < 0.5 * events
+
+
+def test_peak_memory_counts_a_large_allocation():
+    reset_peak_memory(GPU)
+    block = torch.empty(256 * 2**20, dtype=torch.uint8, device=GPU)
+    assert memory_snapshot(GPU).peak_bytes >= 256 * 2**20
+    del block
+
+
+def test_tf32_is_scoped_to_its_case(tmp_path):
+    before = torch.get_float32_matmul_precision()
+    ctx = RunContext(GPU, "smoke", Budget(target_s=0.05, min_rounds=3, max_rounds=5), {"device_name": torch.cuda.get_device_name()}, None)
+    row = run_case(matmul.MatmulCase("tf32", 1024), matmul.build, FakeBenchmark(), ctx)
+    assert row["status"] == "ok" and torch.get_float32_matmul_precision() == before
+
+
+def test_pinned_transfer_runs():
+    timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), GPU, "smoke")
+    timed.fn()
+    torch.cuda.synchronize()

@@ -1,0 +1,70 @@
+import json
+import sys
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import ddp_equivalence
+from harness.workloads import ddp
+from harness.workloads.data_source import DataSource
+from harness.workloads.ddp import DistributedCase, NprocError, check_nproc, launch, torchrun_command
+
+CPU = torch.device("cpu")
+
+
+def test_two_gloo_processes_match_one_process_on_the_combined_batch(tmp_path):
+    out = tmp_path / "params.pt"
+    mp.spawn(ddp_equivalence.rank_main, args=(2, str(tmp_path / "init"), str(out)), nprocs=2, join=True)
+    distributed = torch.load(out)
+    for a, b in zip(ddp_equivalence.single_process_params(), distributed):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # float reduction order differs across ranks
+
+
+def test_more_processes_than_gpus_is_refused_before_launch(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(NprocError, match="--nproc 1 or fewer"):
+        check_nproc(4, torch.device("cuda", 0))
+    with pytest.raises(NprocError):
+        check_nproc(0, CPU)
+    assert check_nproc(2, CPU) == 2
+
+
+def test_cases_compare_one_process_with_n_and_list_dataparallel():
+    cases = ddp.cases_for(2, CPU)
+    assert [(c.parallel, c.world_size, c.backend) for c in cases] == [("ddp", 1, "gloo"), ("ddp", 2, "gloo"), ("dataparallel", 2, "single-process")]
+
+
+def test_dataparallel_needs_two_gpus():
+    from harness.cases import CaseSkipped
+
+    with pytest.raises(CaseSkipped, match="two or more GPUs"):
+        ddp.dataparallel_build(DistributedCase("dataparallel", 2, "single-process", 8), CPU, "smoke", DataSource("synthetic", CPU))
+
+
+def data(tmp_path) -> DataSource:
+    source = DataSource("synthetic", tmp_path)
+    return source
+
+
+def test_torchrun_launch_reports_rank0_figures(tmp_path):
+    case = DistributedCase("ddp", 2, "gloo", 16)
+    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json"))
+    assert report["world_size"] == 2 and report["steps"] == 2 and report["samples"] == 2 * 2 * 16
+    assert report["backend"] == "gloo" and len(report["step_samples_s"]) == 2
+
+
+def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
+    case = DistributedCase("ddp", 2, "gloo", 16)
+    command = torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json")
+    command = [arg if not arg.startswith("--batch-size") else "--batch-size=not-a-number" for arg in command]
+    with pytest.raises(RuntimeError, match="torchrun exited"):
+        launch(command)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_scaling_efficiency_is_against_one_process():
+    scaling = ddp.ScalingBaseline()
+    assert scaling.efficiency(DistributedCase("ddp", 1, "gloo", 8), 100.0) == 1.0
+    assert scaling.efficiency(DistributedCase("ddp", 2, "gloo", 8), 150.0) == pytest.approx(0.75)
+    assert scaling.efficiency(DistributedCase("ddp", 2, "nccl", 8), 150.0) is None

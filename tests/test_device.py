@@ -1,0 +1,75 @@
+import pytest
+import torch
+
+from harness import device as devices
+from harness.device import DeviceError, dtype_skip_reason, is_out_of_memory, memory_snapshot, resolve_device
+
+
+def test_auto_prefers_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(devices, "mps_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(devices, "mps_available", lambda: True)
+    assert resolve_device("auto") == torch.device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert resolve_device("auto") == torch.device("cuda", 0)
+
+
+def test_explicit_cpu_and_case_insensitive():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(" CPU ") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("spec", ["gpu", "cuda:x", "auto:1", "cpu:3", "", "tpu"])
+def test_bad_strings_name_the_choices(spec):
+    with pytest.raises(DeviceError) as error:
+        resolve_device(spec)
+    message = str(error.value)
+    assert "\n" not in message
+    assert "cpu" in message  # always says what exists
+
+
+def test_unavailable_cuda_says_to_use_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match=r"use --device cpu"):
+        resolve_device("cuda")
+
+
+def test_cuda_index_is_checked_against_device_count(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    with pytest.raises(DeviceError, match="does not exist"):
+        resolve_device("cuda:5")
+
+
+def test_unavailable_mps(monkeypatch):
+    monkeypatch.setattr(devices, "mps_available", lambda: False)
+    with pytest.raises(DeviceError, match="mps"):
+        resolve_device("mps")
+
+
+def test_dtype_skip_reasons_on_cpu():
+    cpu = torch.device("cpu")
+    assert "tf32" in dtype_skip_reason(cpu, "tf32")
+    assert dtype_skip_reason(cpu, "fp32") is None
+    assert dtype_skip_reason(cpu, "bf16") is None
+
+
+def test_cpu_memory_peak_tracks_a_large_allocation():
+    cpu = torch.device("cpu")
+    devices.reset_peak_memory(cpu)
+    before = memory_snapshot(cpu)
+    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    after = memory_snapshot(cpu)
+    del block
+    assert before.allocated_bytes > 0
+    assert after.peak_bytes >= before.allocated_bytes + 32 * 2**20
+
+
+def test_out_of_memory_is_recognised():
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate"))
+    assert is_out_of_memory(RuntimeError("MPS backend out of memory"))
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))

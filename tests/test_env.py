@@ -1,0 +1,31 @@
+import re
+
+import torch
+
+from harness.env import fingerprint, format_fingerprint, machine_id
+
+REQUIRED = ("cuda_available", "device_count", "current_device", "device_name", "torch_version", "cuda_version",
+            "cudnn_version", "driver_version", "gpu_mem_bytes", "sm_count", "compute_capability", "cpu_model",
+            "cpu_cores", "ram_bytes", "os", "python_version", "torch_threads", "tf32_matmul", "tf32_cudnn",
+            "hostname", "git_commit", "machine_id")
+
+
+def test_fingerprint_has_every_guide_field():
+    fields = fingerprint(torch.device("cpu"))
+    assert set(REQUIRED) <= set(fields)
+    assert fields["torch_version"] == torch.__version__
+    assert fields["cpu_cores"] >= 1 and fields["ram_bytes"] > 2**28
+    assert fields["torch_threads"] == torch.get_num_threads()
+
+
+def test_machine_id_is_short_stable_and_hardware_based():
+    first, second = fingerprint(torch.device("cpu")), fingerprint(torch.device("cpu"))
+    assert re.fullmatch(r"[0-9a-f]{12}", first["machine_id"])
+    assert first["machine_id"] == second["machine_id"]
+    hardware = {"cpu_model": "X", "cpu_cores": 8, "ram_gib": 32, "os": "Linux", "device_names": "", "gpu_mem_bytes": ""}
+    assert machine_id(hardware) != machine_id(dict(hardware, cpu_cores=16))
+
+
+def test_format_is_one_aligned_line_per_field():
+    text = format_fingerprint({"a": 1, "long_name": "x"})
+    assert text.splitlines() == ["a          1", "long_name  x"]

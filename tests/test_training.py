@@ -1,0 +1,171 @@
+"""Correctness the training workloads rest on (issue: accumulation, checkpointing, AMP, loaders)."""
+
+import gzip
+import struct
+
+import pytest
+import torch
+
+from harness.datasets import ImageDataset, Split, install_fashion_mnist, load_split, normalize_all, resolve_dataset
+from harness.workloads.data_source import DataSource, PreloadedLoader
+from harness.workloads.mnist_epoch import EpochCase, make_loaders, skip_reason
+from harness.workloads.models import CNN, make_model
+from harness.workloads.train_loop import Trainer, run_epoch
+
+DEVICE = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def batch(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 1, 28, 28, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+
+
+def grads(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+
+
+def accumulate_grads(model: torch.nn.Module, micro_batches, steps: int) -> list[torch.Tensor]:
+    criterion = torch.nn.CrossEntropyLoss()
+    for x, y in micro_batches:
+        (criterion(model(x), y) / steps).backward()
+    return grads(model)
+
+
+def test_accumulation_equals_one_large_batch():
+    x, y = batch(64)
+    model = make_model("cnn").eval()  # eval: no dropout, so both paths see the same function
+    reference = accumulate_grads(model, [(x, y)], 1)
+    model.zero_grad()
+    accumulated = accumulate_grads(model, [(x[i:i + 16], y[i:i + 16]) for i in range(0, 64, 16)], 4)
+    for a, b in zip(reference, accumulated):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_trainer_accumulation_steps_only_after_n_micro_batches():
+    trainer = Trainer(make_model("mlp"), torch.device("cpu"), accumulation_steps=3)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    x, y = batch(8)
+    trainer.micro_step(x, y)
+    trainer.micro_step(x, y)
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+    trainer.micro_step(x, y)
+    assert not all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+
+
+def test_checkpointing_gives_the_same_loss_and_gradients():
+    x, y = batch(32)
+    plain, checkpointed = make_model("cnn", seed=3), make_model("cnn", checkpointing=True, seed=3)
+    torch.manual_seed(7)
+    loss_plain = torch.nn.functional.cross_entropy(plain(x), y)
+    loss_plain.backward()
+    torch.manual_seed(7)  # same dropout mask
+    loss_ckpt = torch.nn.functional.cross_entropy(checkpointed(x), y)
+    loss_ckpt.backward()
+    torch.testing.assert_close(loss_plain, loss_ckpt)
+    for a, b in zip(grads(plain), grads(checkpointed)):
+        torch.testing.assert_close(a, b)
+
+
+def train_losses(precision: str, steps: int = 30) -> tuple[Trainer, list[float]]:
+    trainer = Trainer(make_model("mlp"), DEVICE, precision, lr=1e-2)
+    x, y = batch(128)
+    x, y = x.to(DEVICE), y.to(DEVICE)
+    losses = []
+    for _ in range(steps):
+        trainer.loss_sum.zero_()
+        trainer.seen = 0
+        trainer.step([(x, y)])
+        losses.append(trainer.loss_sum.item() / trainer.seen)
+    return trainer, losses
+
+
+@pytest.mark.parametrize("precision, uses_scaler", [("fp16", True), ("bf16", False)])
+def test_mixed_precision_trains(precision, uses_scaler):
+    trainer, losses = train_losses(precision)
+    assert (trainer.scaler is not None) == uses_scaler
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_fp16_on_cpu_is_a_skipped_row_not_a_crash():
+    reason = skip_reason(EpochCase(precision="fp16"), torch.device("cpu"))
+    assert reason and "bf16" in reason
+    assert skip_reason(EpochCase(num_workers=0, persistent_workers=True), torch.device("cpu")) is not None
+
+
+def test_channels_last_trains_to_the_same_loss():
+    x, y = batch(16)
+    plain = Trainer(make_model("cnn", seed=1).eval(), torch.device("cpu"))
+    nhwc = Trainer(make_model("cnn", seed=1).eval(), torch.device("cpu"), channels_last=True)
+    out_plain = plain.model(x)
+    out_nhwc = nhwc.model(x.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(out_plain, out_nhwc, rtol=1e-4, atol=1e-5)
+
+
+def write_idx(folder, name, array: torch.Tensor) -> None:
+    """IDX format: magic (0, 0, dtype 0x08 = uint8, ndim), big-endian sizes, raw bytes."""
+    header = struct.pack(">BBBB", 0, 0, 8, array.dim()) + struct.pack(f">{array.dim()}I", *array.shape)
+    with gzip.open(folder / f"{name}.gz", "wb") as handle:
+        handle.write(header + array.numpy().tobytes())
+
+
+@pytest.fixture
+def small_idx(tmp_path):
+    """A Debian-like folder of gzipped IDX files: 96 train and 40 test images."""
+    system = tmp_path / "system"
+    system.mkdir()
+    gen = torch.Generator().manual_seed(0)
+    for prefix, n in (("train", 96), ("t10k", 40)):
+        write_idx(system, f"{prefix}-images-idx3-ubyte", torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=gen))
+        write_idx(system, f"{prefix}-labels-idx1-ubyte", torch.randint(0, 10, (n,), dtype=torch.uint8, generator=gen))
+    return system
+
+
+def test_fashion_mnist_is_installed_from_the_system_copy_and_read_by_torchvision(tmp_path, small_idx):
+    root = tmp_path / "root"
+    assert install_fashion_mnist(root, small_idx)
+    split = load_split("fashion-mnist", root, train=True)
+    assert split.images.shape == (96, 28, 28) and split.images.dtype == torch.uint8
+    assert load_split("fashion-mnist", root, train=False).labels.shape == (40,)
+
+
+def test_auto_falls_back_from_mnist_to_fashion_to_synthetic(tmp_path, small_idx, monkeypatch):
+    monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
+    assert resolve_dataset("auto", tmp_path / "a", small_idx) == "fashion-mnist"
+    assert resolve_dataset("auto", tmp_path / "b", tmp_path / "nothing") == "synthetic"
+    synthetic = load_split("synthetic", tmp_path, train=False)
+    assert synthetic.images.shape == (10_000, 28, 28)
+
+
+def test_preloaded_and_dataloader_feed_the_same_normalized_values():
+    split = Split(torch.randint(0, 256, (10, 28, 28), dtype=torch.uint8), torch.arange(10))
+    per_image = torch.stack([ImageDataset(split)[i][0] for i in range(10)])
+    torch.testing.assert_close(per_image, normalize_all(split.images))
+    assert per_image.min() >= -1 and per_image.max() <= 1
+
+
+class TinySource(DataSource):
+    """A DataSource over a small in-memory split, for a whole epoch in a second."""
+
+    def __init__(self, train: Split, test: Split) -> None:
+        super().__init__("synthetic", __import__("pathlib").Path("."))
+        self._resolved = "synthetic"
+        self._splits = {True: train, False: test}
+
+
+@pytest.mark.parametrize("loader", ["dataloader", "preloaded"])
+def test_an_epoch_sees_every_image_once(loader):
+    gen = torch.Generator().manual_seed(0)
+    data = TinySource(Split(torch.randint(0, 256, (300, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (300,), generator=gen)),
+                      Split(torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (50,), generator=gen)))
+    case = EpochCase(batch_size=64, loader=loader, num_workers=0, pin_memory=False)
+    train, test = make_loaders(case, data, torch.device("cpu"))
+    result = run_epoch(Trainer(CNN(), torch.device("cpu")), train, test, non_blocking=False)
+    assert result.samples == 300 and result.steps == 5  # 4 full batches and a remainder of 44
+    assert 0.0 <= result.test_accuracy <= 1.0 and result.train_loss > 0
+    assert 0.0 <= result.data_wait_frac <= 1.0 and result.epoch_s > 0
+
+
+def test_preloaded_loader_shuffles_a_permutation():
+    images, labels = torch.arange(10.0).view(10, 1, 1, 1), torch.arange(10)
+    seen = torch.cat([y for _, y in PreloadedLoader(images, labels, 4, shuffle=True)])
+    assert sorted(seen.tolist()) == list(range(10))
