@@ -3,7 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.cli import main, pytest_args, build_parser
+from harness.cli import build_parser, main, pytest_args
+from harness.device import resolve_device
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -11,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_env_prints_the_fingerprint(capsys):
     assert main(["env", "--json"]) == 0
     fields = json.loads(capsys.readouterr().out)
-    assert fields["device"] == "cpu" or fields["device"].startswith(("cuda", "mps"))
+    assert fields["device"] == str(resolve_device("auto"))
     assert len(fields["machine_id"]) == 12
 
 

@@ -64,7 +64,7 @@ def rows_in(folder: Path) -> list[dict]:
 
 
 def test_a_tiny_bench_produces_rows_with_every_column(tiny):
-    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-json=bench.json")
+    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out", "--benchmark-json=bench.json")
     result.assert_outcomes(passed=1, skipped=1)
     rows = rows_in(tiny.path / "out")
     assert set(REQUIRED_COLUMNS) <= set(rows[0])
