@@ -17,7 +17,7 @@ from harness.datasets import DATASET_CHOICES, DatasetError, check_dataset_reques
 from harness.device import DEVICE_CHOICES, DeviceError, resolve_device
 from harness.env import fingerprint, gpu_telemetry
 from harness.results import ResultsWriter, check_writable, new_run_id, write_sidecar
-from harness.runner import Build, RunContext, run_case
+from harness.runner import Build, RunContext, run_case, summary_line
 from harness.workloads.data_source import DataSource
 from harness.workloads.ddp import NprocError, check_nproc, default_nproc
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
@@ -171,7 +171,13 @@ class Recorder:
             except CaseSkipped as skip:
                 pytest.skip(str(skip))
             return {}
-        row = run_case(case, build, self.benchmark, self.state.context())
+        try:
+            row = run_case(case, build, self.benchmark, self.state.context())
+        finally:
+            if self.state._data is not None:
+                self.state._data.release()  # a dataset left on the device would count in the next case's peak
+        if self.request.config.getoption("verbose") > 0:
+            self.progress(summary_line(row))
         if row["status"] == "skipped":
             pytest.skip(row["reason"])
         if row["status"] == "oom":

@@ -89,6 +89,21 @@ def _telemetry(device: torch.device) -> dict[str, Any]:
     return {k: reading[k] for k in ("gpu_sm_clock_mhz", "gpu_temp_c", "gpu_power_w") if k in reading}
 
 
+HEADLINES = (("tflops", "{:.3g} TFLOP/s"), ("gbps", "{:.3g} GB/s"), ("epoch_s", "epoch {:.3g} s"),
+             ("samples_per_s", "{:.4g} samples/s"), ("test_accuracy", "accuracy {:.3f}"), ("data_wait_frac", "data wait {:.0%}"),
+             ("speedup", "speedup {:.3g}x"), ("scaling_efficiency", "scaling efficiency {:.2f}"))
+
+
+def summary_line(row: dict[str, Any]) -> str:
+    """One line per finished case for the terminal: status, median and the headline figures."""
+    if row.get("status") != "ok":
+        return f"{row['case_id']}: {row['status']} — {row.get('reason', '')}"
+    figures = [fmt.format(row[key]) for key, fmt in HEADLINES if isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool)]
+    median_s = row["median_s"]
+    median = f"{median_s:.3g} s" if median_s >= 1 else f"{median_s * 1e3:.3g} ms"
+    return f"{row['case_id']}: median {median} over {row['rounds']} round(s); " + ", ".join(figures)
+
+
 def one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return f"{type(error).__name__}: {text}"[:300]

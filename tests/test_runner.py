@@ -91,3 +91,12 @@ def test_quality_warnings_flag_noise_and_impossible_figures():
     impossible = quality_warnings(steady, {"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
     assert len(impossible) == 1 and "above the bf16 datasheet peak" in impossible[0]
     assert quality_warnings(steady, {"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
+
+
+def test_summary_line_names_the_headline_figures():
+    from harness.runner import summary_line
+
+    line = summary_line({"case_id": "mnist_epoch/guide-template", "status": "ok", "median_s": 17.8, "rounds": 1,
+                         "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False})
+    assert line == "mnist_epoch/guide-template: median 17.8 s over 1 round(s); epoch 17.8 s, 3722 samples/s, accuracy 0.860"
+    assert summary_line({"case_id": "c", "status": "skipped", "reason": "why"}) == "c: skipped — why"

@@ -104,10 +104,10 @@ def ddp_build(case: DistributedCase, device: torch.device, profile: str, data: D
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
         samples_per_s = report["samples"] / report["train_s"]
         steps = report["step_samples_s"]
-        note = "median_s is the whole torchrun launch (process start, rendezvous, data load); step_s is the training step"
+        note = "median_s is the whole torchrun launch (process start, rendezvous, data load); step_s is the training step; peak memory is rank 0's"
         return {"dataset": report["dataset"], "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / case.world_size,
                 "step_s": sorted(steps)[len(steps) // 2] if steps else None, "scaling_efficiency": SCALING.efficiency(case, samples_per_s),
-                "effective_batch": case.batch_size * case.world_size, "reason": note}
+                "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"], "reason": note}
 
     return Timed(fn=lambda: launch(command), figures=figures, plan=RoundPlan(0, 1, 1, 0.0))
 

@@ -22,6 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+from harness.device import memory_snapshot, reset_peak_memory
 from harness.stats import summarize
 from harness.timing import set_active_device, synced_clock
 from harness.workloads.data_source import DataSource
@@ -38,6 +39,7 @@ class RankReport:
     samples: int  # all ranks together
     step_samples_s: list[float]
     dataset: str
+    peak_mem_bytes: int  # rank 0's peak: CUDA allocator, or the process's peak resident set on cpu
 
     @property
     def samples_per_s(self) -> float:
@@ -69,6 +71,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
         torch.cuda.set_device(device)
     set_active_device(device)
     model = make_model("cnn").to(device)
+    reset_peak_memory(device)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     criterion = torch.nn.CrossEntropyLoss()
@@ -103,7 +106,8 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
     train_s = synced_clock() - start
     counts = torch.tensor([seen], dtype=torch.long, device=device)
     dist.all_reduce(counts)
-    return RankReport(world_size, dist.get_backend(), args.batch_size, steps, train_s, int(counts.item()), step_samples_s, data.dataset)
+    peak = memory_snapshot(device).peak_bytes
+    return RankReport(world_size, dist.get_backend(), args.batch_size, steps, train_s, int(counts.item()), step_samples_s, data.dataset, peak)
 
 
 def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
@@ -124,6 +128,7 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
                dataset=report.dataset, rounds=stats.rounds, iterations=1, median_s=stats.median_s, iqr_s=stats.iqr_s,
                min_s=stats.min_s, mean_s=stats.mean_s, stddev_s=stats.stddev_s, cv=stats.cv, step_s=stats.median_s,
                samples_per_s=report.samples_per_s, samples_per_s_per_rank=report.samples_per_s / report.world_size,
+               peak_mem_bytes=report.peak_mem_bytes,
                status="ok", reason="", samples_s=report.step_samples_s)
     writer.append(row)
     writer.close()

@@ -54,8 +54,9 @@ def builder(data: DataSource) -> Build:
         reason = precision_skip_reason(case.precision, device)
         if reason:
             raise CaseSkipped(reason)
-        images, labels = data.preloaded(True, device)
-        micro = [(images[i * case.batch_size:(i + 1) * case.batch_size], labels[i * case.batch_size:(i + 1) * case.batch_size])
+        # Only this step's micro-batches go to the device, so the peak is the strategy's own.
+        images, labels = data.preloaded(True, torch.device("cpu"))
+        micro = [(images[i * case.batch_size:(i + 1) * case.batch_size].to(device), labels[i * case.batch_size:(i + 1) * case.batch_size].to(device))
                  for i in range(case.accumulation_steps)]
         trainer = Trainer(make_model("cnn", case.checkpointing), device, case.precision, case.accumulation_steps, case.freeze_features)
 
