@@ -91,7 +91,8 @@ def _telemetry(device: torch.device) -> dict[str, Any]:
 
 HEADLINES = (("tflops", "{:.3g} TFLOP/s"), ("gbps", "{:.3g} GB/s"), ("epoch_s", "epoch {:.3g} s"),
              ("samples_per_s", "{:.4g} samples/s"), ("test_accuracy", "accuracy {:.3f}"), ("data_wait_frac", "data wait {:.0%}"),
-             ("speedup", "speedup {:.3g}x"), ("scaling_efficiency", "scaling efficiency {:.2f}"))
+             ("speedup", "speedup {:.3g}x"), ("scaling_efficiency", "scaling efficiency {:.2f}"),
+             ("selfcheck_tub_ratio", "harness/torch.utils.benchmark {:.3f}"), ("selfcheck_events_ratio", "harness/CUDA events {:.3f}"))
 
 
 def summary_line(row: dict[str, Any]) -> str:

@@ -47,11 +47,11 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None) -> str:
         parts.append(section("MNIST training epoch", image(_name(plots.epoch_plot(frame, out)), "epoch throughput"),
                              "Guide template against the fastest setting found:", md_table(tables.template_vs_fastest(frame)),
                              md_table(tables.epoch_table(frame)), notes))
-        compile_png = plots.compile_plot(frame, out)
-        if compile_png:
-            rows = tables.ok_rows(frame, "mnist_epoch").dropna(subset=["compile_s"])
-            parts.append(section("torch.compile", image(compile_png.name, "compile cost"),
-                                 md_table(rows[["machine", "setting", "compile_s", "eager_step_s", "step_s", "break_even_steps"]])))
+        compiled = tables.compile_table(frame)
+        if not compiled.empty:
+            parts.append(section("torch.compile", image(_name(plots.compile_plot(frame, out)), "compile cost"),
+                                 "First-call compile time against the steady-state step, eager and compiled on the same batch; "
+                                 "break-even = compile time / step gain.", md_table(compiled)))
     if "memory_strategies" in workloads:
         rows = tables.ok_rows(frame, "memory_strategies")[["machine", "strategy", "effective_batch", "peak_mem_bytes", "step_s", "samples_per_s"]]
         parts.append(section("Out-of-memory strategies (guide §8.5)", image(_name(plots.memory_plot(frame, out)), "memory vs speed"), md_table(rows)))

@@ -117,3 +117,15 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
             lines.append(f"inference: `{per_mode.idxmax()}` gives the highest median throughput")
         advice[machine] = lines
     return advice
+
+
+def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Compiled cases: compile cost, eager and compiled step on the same batch, break-even steps.
+
+    The compiled step is derived from the row (break_even = compile_s / (eager - compiled)), so
+    `step_s`, the epoch's mean step with data fetching, is not mixed into the comparison."""
+    rows = ok_rows(frame, "mnist_epoch").dropna(subset=["compile_s", "eager_step_s"]).copy()
+    rows["compiled_step_s"] = rows["eager_step_s"] - rows["compile_s"] / rows["break_even_steps"]
+    rows["gain_pct"] = 100 * (rows["eager_step_s"] - rows["compiled_step_s"]) / rows["eager_step_s"]
+    rows["break_even_steps"] = rows["break_even_steps"].map(lambda v: "never" if pd.isna(v) else f"{v:.0f}")
+    return rows[["machine", "setting", "compile_mode", "compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "break_even_steps"]].reset_index(drop=True)

@@ -143,3 +143,19 @@ def test_compare_exit_code_gates_on_slowdowns(capsys):
 def test_threshold_parsing():
     assert parse_threshold("5%") == pytest.approx(0.05)
     assert parse_threshold("0.1") == pytest.approx(0.1)
+
+
+def test_compile_table_derives_the_compiled_step_from_break_even():
+    import pandas as pd
+
+    from reports.tables import compile_table
+
+    frame = pd.DataFrame([
+        {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default", "compile_mode": "default",
+         "compile_s": 10.0, "eager_step_s": 0.004, "break_even_steps": 10.0 / 0.001},
+        {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=max-autotune", "compile_mode": "max-autotune",
+         "compile_s": 60.0, "eager_step_s": 0.004, "break_even_steps": float("nan")},
+    ])
+    table = compile_table(frame)
+    assert table["compiled_step_s"][0] == pytest.approx(0.003) and table["gain_pct"][0] == pytest.approx(25.0)
+    assert table["break_even_steps"].tolist() == ["10000", "never"]
