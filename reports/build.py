@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports import plots, tables
-from reports.load import ReportError, load_results
+from reports.load import ReportError, load_results, load_top_ops
 from reports.markdown import image, md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
@@ -17,7 +17,21 @@ def _name(path: Path | None) -> str | None:
     return path.name if path else None
 
 
-def render_report(frame: pd.DataFrame, out: Path, baseline: str | None) -> str:
+def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict]]]) -> str:
+    """Guide §9.6: per machine, the top operators of the guide template and of the fastest epoch."""
+    parts = []
+    epochs = tables.ok_rows(frame, "mnist_epoch")
+    for machine, group in epochs.groupby("machine"):
+        fastest = group.loc[group["epoch_s"].idxmin()]
+        template = group[group["setting"] == tables.TEMPLATE_SETTING]
+        for label, row in (("guide template", template.iloc[0] if not template.empty else None), ("fastest setting", fastest)):
+            ops = top_ops.get(str(row["source_file"]), {}).get(str(row["case_id"])) if row is not None else None
+            if ops:
+                parts.append(f"**{machine}**, {label} (`{row['setting']}`), 10 training steps:\n\n" + md_table(tables.top_ops_table(ops)))
+    return section("Profiler: top operators (--profile-ops)", *parts) if parts else ""
+
+
+def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`."""
     base = tables.baseline_machine(frame, baseline)
     workloads = set(frame["workload"])
@@ -27,7 +41,8 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None) -> str:
     if "matmul" in workloads:
         peak = tables.matmul_peak_table(frame)
         parts.append(section("Matmul", image(_name(plots.matmul_plot(frame, out)), "matmul TFLOP/s"),
-                             "Best TFLOP/s per dtype, against the datasheet peak where the device is known:", md_table(peak)))
+                             "Best TFLOP/s per dtype, against the datasheet peak where the device is known:", md_table(peak),
+                             "<details><summary>Datasheet peaks known to gpubench (dense)</summary>\n\n" + md_table(tables.peaks_table()) + "\n\n</details>"))
     rows = tables.ok_rows(frame, "matmul_speedup")[["machine", "size", "baseline_median_s", "median_s", "speedup"]]
     if not rows.empty:
         parts.append(section("GPU over CPU (guide §3.3, n=5000 fp32)", md_table(rows.rename(columns={"baseline_median_s": "cpu_median_s", "median_s": "device_median_s"}))))
@@ -61,11 +76,12 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None) -> str:
     if "ddp" in workloads:
         rows = tables.ok_rows(frame, "ddp")[["machine", "parallel", "backend", "world_size", "samples_per_s", "samples_per_s_per_rank", "step_s", "scaling_efficiency"]]
         parts.append(section("Multi-process training", md_table(rows)))
+    parts.append(profiler_section(frame, top_ops or {}))
     advice = tables.recommendations(frame)
     parts.append(section("Recommendations", "\n".join(f"- **{m}**\n" + "\n".join(f"  - {line}" for line in lines) for m, lines in advice.items())))
     skipped = tables.not_ok(frame)
     parts.append(section("Rows not ok", f"{len(skipped)} rows were skipped, failed or ran out of memory; each says why.", md_table(skipped)))
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
@@ -75,7 +91,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ReportError(f"cannot create {out} ({error.strerror}) — pass --out with a writable folder") from None
-    frame.drop(columns=["samples", "machine", "setting"]).to_csv(out / "merged.csv", index=False)
+    frame.drop(columns=["samples", "machine", "setting", "source_file"]).to_csv(out / "merged.csv", index=False)
     report = out / "report.md"
-    report.write_text(render_report(frame, out, baseline), encoding="utf-8")
+    report.write_text(render_report(frame, out, baseline, load_top_ops(paths)), encoding="utf-8")
     return report

@@ -63,7 +63,7 @@ def read_one(path: Path) -> list[dict[str, str]]:
 
 def load_results(paths: list[Path]) -> pd.DataFrame:
     """All rows of all files as one frame, numeric columns typed, raw samples parsed."""
-    rows = [row for path in result_files(paths) for row in read_one(path)]
+    rows = [dict(row, source_file=path.stem) for path in result_files(paths) for row in read_one(path)]
     if not rows:
         raise ReportError(f"no result rows in {', '.join(map(str, paths))} — the files hold only headers; run some cases first")
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS) + [c for c in rows[0] if c not in COLUMNS])
@@ -73,6 +73,20 @@ def load_results(paths: list[Path]) -> pd.DataFrame:
     frame["machine"] = frame.apply(machine_label, axis=1)
     frame["setting"] = frame["case_id"].str.split("/", n=1).str[-1]
     return frame
+
+
+def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
+    """Profiler tables (`<run_id>.ops.json`, written with --profile-ops) found beside the CSVs:
+    CSV file stem -> case_id -> top operators. Missing or unreadable sidecars are simply absent."""
+    tables: dict[str, dict[str, list[dict]]] = {}
+    for csv_path in result_files(paths):
+        sidecar = csv_path.with_name(f"{csv_path.stem}.ops.json")
+        if sidecar.exists():
+            try:
+                tables[csv_path.stem] = json.loads(sidecar.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+    return tables
 
 
 def parse_samples(cell: object) -> list[float]:

@@ -129,3 +129,18 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows["gain_pct"] = 100 * (rows["eager_step_s"] - rows["compiled_step_s"]) / rows["eager_step_s"]
     rows["break_even_steps"] = rows["break_even_steps"].map(lambda v: "never" if pd.isna(v) else f"{v:.0f}")
     return rows[["machine", "setting", "compile_mode", "compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "break_even_steps"]].reset_index(drop=True)
+
+
+def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
+    frame = pd.DataFrame(ops[:limit])
+    if frame.empty:
+        return frame
+    return frame.assign(device_ms=frame["device_time_us"] / 1e3, self_cpu_ms=frame["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
+
+
+def peaks_table() -> pd.DataFrame:
+    """The datasheet peaks gpubench knows (dense TFLOP/s; memory GB/s)."""
+    from harness.peaks import PEAKS
+
+    return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()}, "mem_gbps": peak.mem_gbps}
+                         for name, peak in PEAKS])

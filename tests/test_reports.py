@@ -159,3 +159,16 @@ def test_compile_table_derives_the_compiled_step_from_break_even():
     table = compile_table(frame)
     assert table["compiled_step_s"][0] == pytest.approx(0.003) and table["gain_pct"][0] == pytest.approx(25.0)
     assert table["break_even_steps"].tolist() == ["10000", "never"]
+
+
+def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
+    import json
+    import shutil
+
+    csv_path = shutil.copy(GOLDEN[1], tmp_path / "run.csv")
+    ops = [{"op": "aten::convolution_backward", "device_time_us": 2120.0, "self_cpu_time_us": 1450.0, "cpu_time_us": 4000.0, "calls": 20}]
+    (tmp_path / "run.ops.json").write_text(json.dumps({"mnist_epoch/guide-template": ops}))
+    text = build_report([Path(csv_path)], tmp_path / "out", baseline=None).read_text()
+    section = text.split("## Profiler: top operators")[1]
+    assert "| aten::convolution_backward | 20 | 2.12 | 1.45 |" in section
+    assert "## Profiler" not in build_report(GOLDEN, tmp_path / "plain", baseline=None).read_text()
