@@ -63,6 +63,11 @@ class GpubenchState:
             self._data = DataSource(self.dataset, self.data_root, self.profile_ops, self.store_top_ops)
         return self._data
 
+    def release_device_data(self) -> None:
+        """A dataset left on the device would count in the next case's peak memory."""
+        if self._data is not None:
+            self._data.release()
+
     def store_top_ops(self, case_id: str, table: list[dict[str, Any]]) -> str:
         """Profiler tables go in one sidecar beside the CSV; the row names the file."""
         self.top_ops[case_id] = table
@@ -174,8 +179,7 @@ class Recorder:
         try:
             row = run_case(case, build, self.benchmark, self.state.context())
         finally:
-            if self.state._data is not None:
-                self.state._data.release()  # a dataset left on the device would count in the next case's peak
+            self.state.release_device_data()
         if self.request.config.getoption("verbose") > 0:
             self.progress(summary_line(row))
         if row["status"] == "skipped":
@@ -188,11 +192,6 @@ class Recorder:
 @pytest.fixture
 def gpubench(benchmark: Any, request: pytest.FixtureRequest) -> Recorder:
     return Recorder(request.config.stash[STATE], benchmark, request)
-
-
-@pytest.fixture(scope="session")
-def gpubench_state(request: pytest.FixtureRequest) -> GpubenchState:
-    return request.config.stash[STATE]
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -9,7 +9,7 @@ import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.schema import COLUMNS, SCHEMA_VERSION, SchemaError, upgrade_row
 
@@ -95,11 +95,3 @@ def read_rows(path: Path) -> list[dict[str, str]]:
                 raise SchemaError(f"{path}: line {reader.line_num} is truncated or has a bad schema_version") from None
             rows.append(upgrade_row(row, version, str(path)))
         return rows
-
-
-def iter_result_files(paths: Iterable[Path]) -> list[Path]:
-    """CSV files named directly or found (recursively) in the folders given."""
-    found: list[Path] = []
-    for path in paths:
-        found.extend(sorted(path.rglob("*.csv")) if path.is_dir() else [path])
-    return found

@@ -33,10 +33,6 @@ def set_active_device(device: torch.device, base_clock: Callable[[], float] | No
         _base_clock = base_clock
 
 
-def active_device() -> torch.device:
-    return _active_device
-
-
 def synced_clock() -> float:
     """Seconds from the host clock, read only after the active device has drained its queue."""
     synchronize(_active_device)
@@ -143,8 +139,3 @@ class Stopwatch:
         self._start = None
         self.total_s += span
         return span
-
-
-def now_s() -> float:
-    """Unsynchronized host time, for progress output and wall-clock bookkeeping only."""
-    return _base_clock()

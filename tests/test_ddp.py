@@ -15,7 +15,7 @@ CPU = torch.device("cpu")
 
 def test_two_gloo_processes_match_one_process_on_the_combined_batch(tmp_path):
     out = tmp_path / "params.pt"
-    mp.spawn(ddp_equivalence.rank_main, args=(2, str(tmp_path / "init"), str(out)), nprocs=2, join=True)
+    mp.spawn(ddp_equivalence.rank_main, args=(2, ddp_equivalence.free_port(), str(out)), nprocs=2, join=True)
     distributed = torch.load(out)
     for a, b in zip(ddp_equivalence.single_process_params(), distributed):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # float reduction order differs across ranks

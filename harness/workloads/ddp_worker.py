@@ -149,10 +149,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.results_dir:
                 device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
                 print(f"rank 0: row -> {write_row(report, Path(args.results_dir), device)}")
+        dist.barrier()  # tear down together: a rank leaving early can abort the others' gloo context
     finally:
         dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Gloo's worker threads can abort the interpreter's finalization (SIGABRT, "terminate called
+    # without an active exception"), which torchrun would report as a failed rank after the work
+    # succeeded: every result is written and flushed by now, so leave without finalization.
+    os._exit(code)
