@@ -169,3 +169,19 @@ def test_preloaded_loader_shuffles_a_permutation():
     images, labels = torch.arange(10.0).view(10, 1, 1, 1), torch.arange(10)
     seen = torch.cat([y for _, y in PreloadedLoader(images, labels, 4, shuffle=True)])
     assert sorted(seen.tolist()) == list(range(10))
+
+
+def test_epoch_builder_warms_up_then_times_one_epoch_with_its_figures():
+    from harness.stats import summarize
+    from harness.workloads.mnist_epoch import builder
+
+    gen = torch.Generator().manual_seed(1)
+    data = TinySource(Split(torch.randint(0, 256, (200, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (200,), generator=gen)),
+                      Split(torch.randint(0, 256, (30, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (30,), generator=gen)))
+    timed = builder(data)(EpochCase(batch_size=64, num_workers=8), torch.device("cpu"), "smoke")
+    assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)  # one real epoch, warmed in build
+    assert any("exceeds" in note for note in timed.notes) or (__import__("os").cpu_count() or 1) >= 8
+    result = timed.fn()
+    figures = timed.figures(summarize([result.epoch_s]), result)
+    assert figures["dataset"] == "synthetic" and "accuracy is meaningless" in figures["reason"]
+    assert figures["effective_batch"] == 64 and figures["samples_per_s"] > 0 and figures["compile_s"] is None

@@ -119,12 +119,13 @@ def make_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tup
 def shape_batches(data: DataSource, device: torch.device, batch_size: int) -> list[Batch]:
     """Device batches of every shape an epoch will see (full, and the train/test remainders), so
     warm-up compiles and autotunes all of them before the clock starts."""
-    images, labels = data.preloaded(True, device)
-    test_images, test_labels = data.preloaded(False, device)
+    cpu = torch.device("cpu")
+    images, labels = data.preloaded(True, cpu)  # only the slices go to the device, not the dataset
+    test_images, test_labels = data.preloaded(False, cpu)
     sizes = {batch_size, labels.shape[0] % batch_size or batch_size}
-    train = [(images[:n], labels[:n]) for n in sorted(sizes, reverse=True)]
+    train = [(images[:n].to(device), labels[:n].to(device)) for n in sorted(sizes, reverse=True)]
     test_sizes = {batch_size, test_labels.shape[0] % batch_size or batch_size}
-    return train + [(test_images[:n], test_labels[:n]) for n in sorted(test_sizes, reverse=True)]
+    return train + [(test_images[:n].to(device), test_labels[:n].to(device)) for n in sorted(test_sizes, reverse=True)]
 
 
 @dataclass
