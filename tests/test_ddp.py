@@ -43,13 +43,12 @@ def test_dataparallel_needs_two_gpus():
 
 
 def data(tmp_path) -> DataSource:
-    source = DataSource("synthetic", tmp_path)
-    return source
+    return DataSource("synthetic", tmp_path)
 
 
 def test_torchrun_launch_reports_rank0_figures(tmp_path):
     case = DistributedCase("ddp", 2, "gloo", 16)
-    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json"))
+    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json"), tmp_path / "r.json")
     assert report["world_size"] == 2 and report["steps"] == 2 and report["samples"] == 2 * 2 * 16
     assert report["backend"] == "gloo" and len(report["step_samples_s"]) == 2
 
@@ -59,7 +58,7 @@ def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
     command = torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json")
     command = [arg if not arg.startswith("--batch-size") else "--batch-size=not-a-number" for arg in command]
     with pytest.raises(RuntimeError, match="torchrun exited"):
-        launch(command)
+        launch(command, tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()
 
 
@@ -68,3 +67,20 @@ def test_scaling_efficiency_is_against_one_process():
     assert scaling.efficiency(DistributedCase("ddp", 1, "gloo", 8), 100.0) == 1.0
     assert scaling.efficiency(DistributedCase("ddp", 2, "gloo", 8), 150.0) == pytest.approx(0.75)
     assert scaling.efficiency(DistributedCase("ddp", 2, "nccl", 8), 150.0) is None
+
+
+def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
+    """The README's multi-node recipe: the worker under torchrun, rank 0 appending a results row."""
+    import subprocess
+
+    from harness.results import read_rows
+
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic",
+                           f"--data-root={tmp_path}", "--batch-size=16", "--max-steps=3", f"--results-dir={tmp_path / 'out'}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (csv_path,) = (tmp_path / "out").glob("*.csv")
+    (row,) = read_rows(csv_path)
+    assert (row["workload"], row["world_size"], row["backend"], row["status"]) == ("ddp", "2", "gloo", "ok")
+    assert float(row["samples_per_s"]) > 0 and len(json.loads(row["samples_s"])) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,9 +70,8 @@ def torchrun_command(case: DistributedCase, device: torch.device, data: DataSour
             f"--data-root={data.root}", f"--result-json={result_json}"]
 
 
-def launch(command: list[str]) -> dict[str, Any]:
-    """Run torchrun; a failing rank fails the case with that rank's last error line."""
-    result_json = Path(command[-1].split("=", 1)[1])
+def launch(command: list[str], result_json: Path) -> dict[str, Any]:
+    """Run torchrun and read rank 0's report; a failing rank fails the case with its last error line."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
     done = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=env)
     if done.returncode != 0 or not result_json.exists():
@@ -99,7 +99,8 @@ SCALING = ScalingBaseline()
 
 def ddp_build(case: DistributedCase, device: torch.device, profile: str, data: DataSource) -> Timed:
     workdir = Path(tempfile.mkdtemp(prefix="gpubench-ddp-"))
-    command = torchrun_command(case, device, data, MAX_STEPS[profile], workdir / "rank0.json")
+    result_json = workdir / "rank0.json"
+    command = torchrun_command(case, device, data, MAX_STEPS[profile], result_json)
 
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
         samples_per_s = report["samples"] / report["train_s"]
@@ -109,7 +110,8 @@ def ddp_build(case: DistributedCase, device: torch.device, profile: str, data: D
                 "step_s": sorted(steps)[len(steps) // 2] if steps else None, "scaling_efficiency": SCALING.efficiency(case, samples_per_s),
                 "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"], "reason": note}
 
-    return Timed(fn=lambda: launch(command), figures=figures, plan=RoundPlan(0, 1, 1, 0.0))
+    return Timed(fn=lambda: launch(command, result_json), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
+                 cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True))
 
 
 def dataparallel_build(case: DistributedCase, device: torch.device, profile: str, data: DataSource) -> Timed:
