@@ -172,3 +172,13 @@ def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
     section = text.split("## Profiler: top operators")[1]
     assert "| aten::convolution_backward | 20 | 2.12 | 1.45 |" in section
     assert "## Profiler" not in build_report(GOLDEN, tmp_path / "plain", baseline=None).read_text()
+
+
+def test_reports_read_csv_only_without_torch_or_pytest():
+    """Layering: the report builder must run where torch is not installed."""
+    import subprocess
+    import sys
+
+    code = "import sys, reports.build, reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr + done.stdout
