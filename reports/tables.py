@@ -23,7 +23,7 @@ def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
 def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Fingerprints side by side: one column per machine."""
     first = frame.drop_duplicates("machine").set_index("machine")
-    return first[[c for c in FINGERPRINT_FIELDS if c in first]].T.fillna("")
+    return first[[c for c in FINGERPRINT_FIELDS if c in first]].T.fillna("").rename_axis("field")
 
 
 def matmul_peak_table(frame: pd.DataFrame) -> pd.DataFrame:

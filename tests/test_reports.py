@@ -34,7 +34,7 @@ def test_report_links_only_plots_that_exist_and_are_pngs(report):
 
 def test_report_has_machines_side_by_side_and_every_workload(report):
     text = report.read_text()
-    machines_row = next(line for line in text.splitlines() if line.startswith("| index |"))
+    machines_row = next(line for line in text.splitlines() if line.startswith("| field |"))
     assert "laptop · Intel Core i7 (cpu)" in machines_row and "h100box · NVIDIA H100 80GB HBM3 (cuda:0)" in machines_row
     for heading in ("## Matmul", "## Elementwise", "## MNIST training epoch", "## Out-of-memory strategies", "## Recommendations", "## Rows not ok"):
         assert heading in text
