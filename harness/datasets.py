@@ -77,13 +77,18 @@ def how_to_get(name: str, root: Path) -> str:
     return f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), or use --dataset synthetic"
 
 
-def check_dataset_request(name: str, root: Path) -> str:
+def download_allowed() -> bool:
+    """GPUBENCH_DOWNLOAD=0 forbids network access (offline machines, tests)."""
+    return os.environ.get("GPUBENCH_DOWNLOAD", "1") != "0"
+
+
+def check_dataset_request(name: str, root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> str:
     """Validate --dataset before any case; an explicit real dataset must be there."""
     if name not in DATASET_CHOICES:
         raise DatasetError(f"unknown dataset {name!r}: use --dataset {', '.join(DATASET_CHOICES)}")
-    if name == "fashion-mnist" and not (has_idx_files(raw_dir(root, name)) or has_idx_files(SYSTEM_FASHION_DIR)):
+    if name == "fashion-mnist" and not (has_idx_files(raw_dir(root, name)) or has_idx_files(system_dir)):
         raise DatasetError(how_to_get(name, root))
-    if name == "mnist" and not try_mnist(root, download=True):
+    if name == "mnist" and not try_mnist(root, download=download_allowed()):
         raise DatasetError(how_to_get(name, root))
     return name
 
@@ -96,7 +101,7 @@ def resolve_dataset(name: str, root: Path, system_dir: Path = SYSTEM_FASHION_DIR
         if not install_fashion_mnist(root, system_dir):
             raise DatasetError(how_to_get(name, root))
         return name
-    if try_mnist(root, download=os.environ.get("GPUBENCH_DOWNLOAD", "1") != "0"):
+    if try_mnist(root, download=download_allowed()):
         return "mnist"
     if install_fashion_mnist(root, system_dir):
         return "fashion-mnist"

@@ -185,3 +185,16 @@ def test_epoch_builder_warms_up_then_times_one_epoch_with_its_figures():
     figures = timed.figures(summarize([result.epoch_s]), result)
     assert figures["dataset"] == "synthetic" and "accuracy is meaningless" in figures["reason"]
     assert figures["effective_batch"] == 64 and figures["samples_per_s"] > 0 and figures["compile_s"] is None
+
+
+def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp_path, monkeypatch):
+    from harness.datasets import DatasetError, check_dataset_request
+
+    monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
+    with pytest.raises(DatasetError) as mnist:
+        check_dataset_request("mnist", tmp_path)
+    assert str(tmp_path / "MNIST" / "raw") in str(mnist.value) and "--dataset" in str(mnist.value)
+    with pytest.raises(DatasetError) as fashion:
+        check_dataset_request("fashion-mnist", tmp_path, system_dir=tmp_path / "none")
+    assert "apt-get install dataset-fashion-mnist" in str(fashion.value) and "\n" not in str(fashion.value)
+    assert check_dataset_request("synthetic", tmp_path) == "synthetic"
