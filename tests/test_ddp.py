@@ -57,7 +57,7 @@ def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
     case = DistributedCase("ddp", 2, "gloo", 16)
     command = torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json")
     command = [arg if not arg.startswith("--batch-size") else "--batch-size=not-a-number" for arg in command]
-    with pytest.raises(RuntimeError, match="torchrun exited"):
+    with pytest.raises(RuntimeError, match=r"torchrun exited 1: .*error: argument --batch-size: invalid int value"):
         launch(command, tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()
 
@@ -84,3 +84,10 @@ def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
     (row,) = read_rows(csv_path)
     assert (row["workload"], row["world_size"], row["backend"], row["status"]) == ("ddp", "2", "gloo", "ok")
     assert float(row["samples_per_s"]) > 0 and len(json.loads(row["samples_s"])) == 3
+
+
+def test_rank_error_is_the_root_cause_not_torchrun():
+    output = "\n".join(["Traceback (most recent call last):", "  File x", "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+                         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  traceback : To enable traceback see: https://x"])
+    assert ddp.rank_error(output) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
+    assert ddp.rank_error("nothing useful") == "no error line in the ranks' output"

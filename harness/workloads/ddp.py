@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,9 +76,20 @@ def launch(command: list[str], result_json: Path) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
     done = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=env)
     if done.returncode != 0 or not result_json.exists():
-        errors = [line for line in (done.stderr + done.stdout).splitlines() if "Error" in line or "error" in line]
-        raise RuntimeError(f"torchrun exited {done.returncode}: {(errors or ['no error line'])[-1].strip()}")
+        raise RuntimeError(f"torchrun exited {done.returncode}: {rank_error(done.stderr + done.stdout)}")
     return json.loads(result_json.read_text())
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?: .+|^\S+: error: .+")
+
+
+def rank_error(output: str) -> str:
+    """The first exception a rank printed (the root cause), not torchrun's own ChildFailedError."""
+    for line in output.splitlines():
+        line = line.strip()
+        if _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
+            return line
+    return "no error line in the ranks' output"
 
 
 class ScalingBaseline:
