@@ -172,9 +172,14 @@ class Recorder:
         if self.benchmark.disabled:
             # --benchmark-disable: run once as a smoke test, record nothing.
             try:
-                build(case, self.state.device, self.state.profile).fn()
+                timed = build(case, self.state.device, self.state.profile)
             except CaseSkipped as skip:
                 pytest.skip(str(skip))
+            try:
+                timed.fn()
+            finally:
+                if timed.cleanup is not None:
+                    timed.cleanup()  # e.g. TF32 must not leak into the next case
             return {}
         try:
             row = run_case(case, build, self.benchmark, self.state.context())

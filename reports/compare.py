@@ -106,8 +106,16 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Samples pool per case within a side, so a side must hold a single machine's runs."""
+    machines = sorted(set(frame["machine_id"]))
+    if len(machines) > 1:
+        raise ReportError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) — compare one machine's runs per side")
+    return frame
+
+
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     """Text for the terminal and the exit code: 1 when any case is significantly slower."""
-    verdicts, only_base, only_new = compare_frames(load_results([base]), load_results([new]), threshold)
+    verdicts, only_base, only_new = compare_frames(one_machine(load_results([base]), base), one_machine(load_results([new]), new), threshold)
     code = 1 if any(v.verdict == "slower" for v in verdicts) else 0
     return format_comparison(verdicts, only_base, only_new, threshold), code

@@ -128,3 +128,39 @@ def test_real_micro_benches_end_to_end(tmp_path):
     assert all(r["status"] in ("ok", "skipped") for r in rows)
     selfcheck = next(r for r in rows if r["workload"] == "selfcheck")
     assert 0.5 < float(selfcheck["selfcheck_tub_ratio"]) < 2.0
+
+
+def test_benchmark_disable_restores_global_flags(pytester):
+    """--benchmark-disable still runs each case once; its cleanup must still run."""
+    pytester.makepyfile(bench_flag='''
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from harness.cases import Case
+from harness.runner import Timed
+
+
+@dataclass(frozen=True)
+class FlagCase(Case):
+    workload: ClassVar[str] = "matmul"
+    dtype: str
+
+
+def gpubench_cases(profile, device):
+    return [FlagCase("tf32"), FlagCase("fp32")]
+
+
+def build(case, device, profile):
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if case.dtype == "tf32" else "highest")
+    return Timed(fn=lambda: None, cleanup=lambda: torch.set_float32_matmul_precision(previous))
+
+
+def test_flag(case, gpubench):
+    gpubench.run(case, build)
+    assert torch.get_float32_matmul_precision() == "highest"
+''')
+    result = pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
+    result.assert_outcomes(passed=2)

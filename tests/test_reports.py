@@ -182,3 +182,8 @@ def test_reports_read_csv_only_without_torch_or_pytest():
     code = "import sys, reports.build, reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr + done.stdout
+
+
+def test_compare_refuses_a_side_that_mixes_machines(capsys):
+    assert main(["compare", str(DATA), str(GOLDEN[0])]) == 2
+    assert "holds runs from 2 machines" in capsys.readouterr().err
