@@ -104,10 +104,11 @@ def machine_id(fields: dict[str, Any]) -> str:
 def fingerprint(device: torch.device) -> dict[str, Any]:
     """Everything guide §2 asks to check, plus what explains a number: CPU, RAM, threads, TF32."""
     cuda = torch.cuda.is_available()
+    cpu = cpu_model()
     fields: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "device": str(device),
-        "device_name": cpu_model(),
+        "device_name": cpu,
         "cuda_available": cuda,
         "device_count": torch.cuda.device_count() if cuda else 0,
         "current_device": torch.cuda.current_device() if cuda else "",
@@ -118,7 +119,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "gpu_mem_bytes": "",
         "sm_count": "",
         "compute_capability": "",
-        "cpu_model": cpu_model(),
+        "cpu_model": cpu,
         "cpu_cores": os.cpu_count() or 0,
         "ram_bytes": ram_bytes(),
         "os": f"{platform.system()} {platform.release()}",
@@ -132,7 +133,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
     if device.type == "cuda":
         fields.update(_cuda_fields(device.index or 0))
     elif device.type == "mps":
-        fields["device_name"] = f"Apple MPS ({cpu_model()})"
+        fields["device_name"] = f"Apple MPS ({cpu})"
     names = [torch.cuda.get_device_name(i) for i in range(fields["device_count"])]
     hardware = dict(fields, ram_gib=round(fields["ram_bytes"] / 2**30), device_names=",".join(names))
     fields["machine_id"] = machine_id(hardware)

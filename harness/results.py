@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.schema import COLUMNS, SCHEMA_VERSION, SchemaError, upgrade_row
+from harness.schema import COLUMNS, REQUIRED_COLUMNS, STATUSES, SchemaError, upgrade_row
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -62,6 +62,7 @@ class ResultsWriter:
     def append(self, row: dict[str, Any]) -> None:
         unknown = set(row) - set(COLUMNS)
         assert not unknown, f"columns missing from harness.schema: {sorted(unknown)}"
+        assert row.get("status", "ok") in STATUSES, f"status {row.get('status')!r} is not one of {STATUSES}"
         self._writer.writerow({k: _cell(v) for k, v in row.items()})
         self._sync()
         self.rows_written += 1
@@ -82,16 +83,23 @@ def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> 
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """Read a results CSV as dicts, upgrading older schemas and refusing newer ones."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames or "schema_version" not in reader.fieldnames:
-            raise SchemaError(f"{path}: not a gpubench results file (no schema_version column)")
-        rows = []
-        for row in reader:
-            try:
-                version = int(row["schema_version"])
-            except (TypeError, ValueError):
-                raise SchemaError(f"{path}: line {reader.line_num} is truncated or has a bad schema_version") from None
-            rows.append(upgrade_row(row, version, str(path)))
-        return rows
+    """Read a results CSV as dicts, upgrading older schemas and refusing newer ones, files that are
+    not gpubench results, and truncated lines (SchemaError naming the file and the fix)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
+            rows = []
+            for row in reader:
+                if None in row or any(row.get(c) is None for c in REQUIRED_COLUMNS):
+                    raise SchemaError(f"{path}: line {reader.line_num} is truncated — re-run the case or delete the line")
+                try:
+                    version = int(row["schema_version"])
+                except ValueError:
+                    raise SchemaError(f"{path}: line {reader.line_num} has schema_version {row['schema_version']!r} — not a gpubench row") from None
+                rows.append(upgrade_row(row, version, str(path)))
+            return rows
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise SchemaError(f"{path}: not a readable CSV ({error})") from None

@@ -84,7 +84,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
 
 
 def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float) -> str:
-    lines = [f"| case | base median | new median | new/base | 95% CI | p | verdict |", "|---|---:|---:|---:|---|---:|---|"]
+    lines = ["| case | base median | new median | new/base | 95% CI | p | verdict |", "|---|---:|---:|---:|---|---:|---|"]
     for v in verdicts:
         ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "—"
         p = f"{v.p_value:.3g}" if v.p_value is not None else "—"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pandas as pd
 
-from harness.schema import COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SchemaError, upgrade_row
+from harness.results import read_rows
+from harness.schema import COLUMNS, SchemaError
 
 NUMERIC = ("size", "batch_size", "num_workers", "accumulation_steps", "effective_batch", "world_size", "rounds",
            "iterations", "median_s", "iqr_s", "min_s", "mean_s", "stddev_s", "cv", "tflops", "peak_tflops",
@@ -37,28 +37,12 @@ def result_files(paths: list[Path]) -> list[Path]:
 
 
 def read_one(path: Path) -> list[dict[str, str]]:
-    """Rows of one file, upgraded to the current schema; refuses what is not a gpubench CSV."""
+    """Rows of one file, upgraded to the current schema (harness.results reads; this names the
+    error for the report commands)."""
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise ReportError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
-            rows = []
-            for row in reader:
-                if None in row or any(row.get(c) is None for c in REQUIRED_COLUMNS):
-                    raise ReportError(f"{path}: line {reader.line_num} is truncated — re-run the case or delete the line")
-                try:
-                    version = int(row["schema_version"])
-                except ValueError:
-                    raise ReportError(f"{path}: line {reader.line_num} has schema_version {row['schema_version']!r} — not a gpubench row") from None
-                rows.append(upgrade_row(row, version, str(path)))
-            return rows
+        return read_rows(path)
     except SchemaError as error:
         raise ReportError(str(error)) from None
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise ReportError(f"{path}: not a readable CSV ({error})") from None
 
 
 def load_results(paths: list[Path]) -> pd.DataFrame:
@@ -103,4 +87,4 @@ def machine_label(row: pd.Series) -> str:
     return f"{row['hostname']} · {row['device_name']} ({row['device']})"
 
 
-__all__ = ["ReportError", "load_results", "SCHEMA_VERSION"]
+__all__ = ["ReportError", "load_results", "load_top_ops"]

@@ -15,7 +15,8 @@ from harness.stats import SampleStats, summarize
 from harness.timing import RoundPlan, sample, warm_up
 from harness.workloads.data_source import Batch, DataSource, PreloadedLoader
 from harness.workloads.models import make_model
-from harness.workloads.train_loop import EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
+from harness.workloads.train_loop import (COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason,
+                                          profile_top_ops, run_epoch)
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 
@@ -73,8 +74,8 @@ def cases(profile: str, device: torch.device) -> list[EpochCase]:
         return _unique(quick)
     full = [TEMPLATE, PRELOADED]
     full += _sweep(TEMPLATE, num_workers=(0, 1, 2, 8), pin_memory=(False,), non_blocking=(False,), persistent_workers=(True,), prefetch_factor=(4, 8))
-    full += _sweep(PRELOADED, batch_size=(64, 128, 512, 1024, 2048), precision=("fp16", "bf16"),
-                   channels_last=(True,), compile_mode=("default", "reduce-overhead", "max-autotune"), checkpointing=(True,),
+    full += _sweep(PRELOADED, batch_size=(64, 128, 512, 1024, 2048), precision=PRECISIONS[1:],
+                   channels_last=(True,), compile_mode=COMPILE_MODES[1:], checkpointing=(True,),
                    accumulation_steps=(4,), freeze_features=(True,))
     full += [replace(PRELOADED, batch_size=64, accumulation_steps=4), best, replace(best, batch_size=1024),
              replace(best, batch_size=1024, compile_mode="default"), replace(best, compile_mode="default")]
