@@ -1,12 +1,8 @@
 """Multi-process training: DDP on torchrun (gloo on CPU, nccl on GPU) against one process, and
 DataParallel at the same global batch (guide §6)."""
 
-from harness.workloads import ddp
-
-
-def gpubench_cases(profile, device, nproc):
-    return ddp.cases_for(nproc, device)
+from harness.workloads import ddp as gpubench_workload
 
 
 def test_ddp(case, gpubench):
-    gpubench.run(case, ddp.builder(gpubench.data))
+    gpubench.run(case)

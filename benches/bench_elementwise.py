@@ -1,9 +1,7 @@
 """Memory-bound elementwise ops: GB/s counting bytes read + written (guide §1)."""
 
-from harness.workloads import elementwise
-
-gpubench_cases = elementwise.cases
+from harness.workloads import elementwise as gpubench_workload
 
 
 def test_elementwise(case, gpubench):
-    gpubench.run(case, elementwise.build)
+    gpubench.run(case)

@@ -1,9 +1,7 @@
 """Square matmul TFLOP/s per dtype over the profile's size ladder (guide §1, §3.3)."""
 
-from harness.workloads import matmul
-
-gpubench_cases = matmul.cases
+from harness.workloads import matmul as gpubench_workload
 
 
 def test_matmul(case, gpubench):
-    gpubench.run(case, matmul.build)
+    gpubench.run(case)

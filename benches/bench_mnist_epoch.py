@@ -1,9 +1,7 @@
 """A full MNIST CNN training epoch (60k train + 10k eval) under the guide's settings (§5–§8)."""
 
-from harness.workloads import mnist_epoch
-
-gpubench_cases = mnist_epoch.cases
+from harness.workloads import mnist_epoch as gpubench_workload
 
 
 def test_mnist_epoch(case, gpubench):
-    gpubench.run(case, mnist_epoch.builder(gpubench.data))
+    gpubench.run(case)

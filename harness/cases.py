@@ -6,9 +6,10 @@ report's axes, so nothing downstream ever parses a test name.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from harness.caseids import short_id
 from harness.timing import Budget
 
 PROFILES = ("quick", "full", "smoke")
@@ -25,31 +26,29 @@ def check_profile(name: str) -> str:
     return name
 
 
-# Seconds of timed work per micro-benchmark case, per profile.
+# Seconds of timed work per build of a micro-benchmark case, per profile (quick: 3 builds, full: 5;
+# see harness.runner.DEFAULT_BUILDS).
 BUDGETS: dict[str, Budget] = {
     "smoke": Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
-    "quick": Budget(target_s=0.5, min_rounds=5, max_rounds=100, warmup_calls=3),
-    "full": Budget(target_s=2.0, min_rounds=10, max_rounds=1000, warmup_calls=5),
+    "quick": Budget(target_s=0.2, min_rounds=5, max_rounds=100, warmup_calls=3),
+    "full": Budget(target_s=0.5, min_rounds=10, max_rounds=500, warmup_calls=5),
 }
 
 
 @dataclass(frozen=True)
 class Case:
     """Base of every case. Subclasses set `workload` and declare their settings as fields, each
-    named after its CSV column (harness.schema.CASE_COLUMNS)."""
+    named after its CSV column (harness.schema.CASE_COLUMNS); a setting the case does not use is
+    None. Ids come from the one scheme in harness.caseids."""
 
     workload: ClassVar[str] = ""
-    # Name of the all-defaults case (e.g. "guide-template"); cases with defaults are then named by
-    # what they change, so ids stay readable when a case has a dozen settings.
-    defaults_label: ClassVar[str] = "defaults"
 
     def settings(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def test_id(self) -> str:
-        changed = {f.name: getattr(self, f.name) for f in fields(self) if f.default is MISSING or getattr(self, f.name) != f.default}
-        return "-".join(f"{k}={v}" for k, v in changed.items()) or self.defaults_label
+        return short_id(self.workload, self.settings())
 
     @property
     def case_id(self) -> str:

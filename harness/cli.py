@@ -16,15 +16,11 @@ def fail(message: str, code: int = 2) -> int:
 
 
 def _run_parser(sub: argparse._SubParsersAction) -> None:
+    from harness.options import add_to_parser
+
     run = sub.add_parser("run", help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
                          description="Runs the suite through pytest-benchmark. Arguments gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json out.json).")
-    run.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps")
-    run.add_argument("--profile", default="quick", help="quick (default), full or smoke")
-    run.add_argument("--results-dir", default="results", help="folder for results (default: results/)")
-    run.add_argument("--data-root", default=None, help="where MNIST / Fashion-MNIST live")
-    run.add_argument("--dataset", default="auto", help="auto, mnist, fashion-mnist or synthetic")
-    run.add_argument("--profile-ops", action="store_true", help="store the top 15 profiler ops of each training case")
-    run.add_argument("--nproc", type=int, default=0, help="also run the distributed (DDP) cases with N processes via torchrun")
+    add_to_parser(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
 
 
@@ -46,17 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def pytest_args(args: argparse.Namespace, run_id: str, extra: list[str]) -> list[str]:
-    argv = [str(BENCHES), "--benchmark-only", "-v", f"--device={args.device}", f"--profile={args.profile}",
-            f"--results-dir={args.results_dir}", f"--dataset={args.dataset}", f"--run-id={run_id}",
-            f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider"]
-    if args.data_root:
-        argv.append(f"--data-root={args.data_root}")
-    if args.profile_ops:
-        argv.append("--profile-ops")
-    if args.nproc:
-        argv.append(f"--nproc={args.nproc}")
-    return argv + extra
+def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    from harness.options import to_pytest_argv
+
+    return [str(BENCHES), "--benchmark-only", "-v", f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider",
+            *to_pytest_argv(args), *extra]
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -66,8 +56,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
-    run_id = new_run_id()
-    code = int(pytest.main(pytest_args(args, run_id, extra)))
+    args.run_id = args.run_id or new_run_id()  # the report below needs to know the file's name
+    run_id = args.run_id
+    code = int(pytest.main(pytest_args(args, extra)))
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
     if code in (2, 3, 4) or not csv_path.exists() or args.no_report:
         return code

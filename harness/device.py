@@ -94,6 +94,7 @@ class MemorySnapshot:
     allocated_bytes: int
     reserved_bytes: int
     peak_bytes: int
+    source: str  # what peak_bytes measures: cuda-allocator, mps-driver, cpu-rss
 
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -135,13 +136,14 @@ def memory_snapshot(device: torch.device) -> MemorySnapshot:
             torch.cuda.memory_allocated(device),
             torch.cuda.memory_reserved(device),
             torch.cuda.max_memory_allocated(device),
+            "cuda-allocator",
         )
     if device.type == "mps":
         current = int(torch.mps.current_allocated_memory())
         driver = int(torch.mps.driver_allocated_memory())
-        return MemorySnapshot(current, driver, driver)
+        return MemorySnapshot(current, driver, driver, "mps-driver")
     rss = process_rss_bytes()
-    return MemorySnapshot(rss, rss, peak_rss_bytes())
+    return MemorySnapshot(rss, rss, peak_rss_bytes(), "cpu-rss")
 
 
 def is_out_of_memory(error: BaseException) -> bool:

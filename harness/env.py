@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -84,6 +85,54 @@ def gpu_telemetry(index: int = 0) -> dict[str, Any]:
         return {}
 
 
+def gpu_other_processes(index: int = 0) -> int | None:
+    """Processes other than this one (and its children) holding a context on the GPU: another
+    job on the device changes results. None where NVML cannot tell."""
+    try:
+        import psutil
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle) + pynvml.nvmlDeviceGetGraphicsRunningProcesses(handle)
+        me = psutil.Process()
+        ours = {me.pid} | {child.pid for child in me.children(recursive=True)}
+        return len({p.pid for p in procs} - ours)
+    except Exception:  # NVML missing, no permission, or inside a container that hides pids
+        return None
+
+
+def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size of the CPU's last-level cache (Linux sysfs), or None where it cannot be read."""
+    best: tuple[int, int] | None = None
+    for index in sorted(sysfs.glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        size = int(text.rstrip("KMG")) * scale
+        if best is None or level > best[0]:
+            best = (level, size)
+    return best[1] if best else None
+
+
+@functools.lru_cache(maxsize=None)
+def llc_bytes(device: torch.device) -> int | None:
+    """The last-level cache in front of the benchmarked device's memory: the GPU's L2 on cuda,
+    the CPU's last level elsewhere. Bandwidth cases smaller than this measure the cache."""
+    if device.type == "cuda":
+        try:
+            size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
+        except (RuntimeError, AssertionError):  # no driver: cases listed for a GPU elsewhere
+            return None
+        return int(size) or None
+    return cpu_llc_bytes()
+
+
 def driver_version() -> str:
     try:
         import pynvml
@@ -122,6 +171,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "cpu_model": cpu,
         "cpu_cores": os.cpu_count() or 0,
         "ram_bytes": ram_bytes(),
+        "llc_bytes": llc_bytes(device),
         "os": f"{platform.system()} {platform.release()}",
         "python_version": platform.python_version(),
         "torch_threads": torch.get_num_threads(),

@@ -1,41 +1,43 @@
-"""pytest plugin: gpubench's options, validation before any case, the synced timer installed into
-pytest-benchmark, case parametrization, and the `gpubench` fixture that records rows."""
+"""pytest plugin: gpubench's options, validation before any case, the synced clock installed as
+pytest-benchmark's timer, case x build parametrization, and the `gpubench` fixture that records
+rows.
+
+A bench module names its workload (`gpubench_workload = matmul`, see harness.runner for the
+protocol) and has one test that calls `gpubench.run(case)`. Every case is measured in independent
+builds (harness.runner.DEFAULT_BUILDS); the builds of all cases are interleaved — build 0 of every
+case, then build 1 of every case — so they sample the whole run's machine state, not one moment.
+"""
 
 from __future__ import annotations
 
-import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
 
-from harness import timing
-from harness.cases import BUDGETS, PROFILE_HELP, Case, CaseSkipped, ProfileError, check_profile
-from harness.datasets import DATASET_CHOICES, DatasetError, check_dataset_request, default_data_root
-from harness.device import DEVICE_CHOICES, DeviceError, resolve_device
+from harness.cases import CaseSkipped, ProfileError, check_profile  # noqa: F401 - CaseSkipped re-exported for benches
+from harness.datasets import DatasetError, check_dataset_request, default_data_root
+from harness.device import DeviceError, resolve_device
 from harness.env import fingerprint, gpu_telemetry
+from harness.options import RUN_OPTIONS
 from harness.results import ResultsWriter, check_writable, new_run_id, write_sidecar
-from harness.runner import Build, RunContext, run_case, summary_line
+from harness.runner import BuildContext, RunContext, builds_for, run_case, summary_line
+from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
+from harness.timing import SyncedClock
 from harness.workloads.data_source import DataSource
 from harness.workloads.ddp import NprocError, check_nproc, default_nproc
-from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
 
-SYNCED_TIMER = "harness.timing.synced_clock"
 STATE = pytest.StashKey["GpubenchState"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpubench")
-    group.addoption("--device", default="auto", help=f"device to benchmark: {DEVICE_CHOICES} (default auto = cuda > mps > cpu)")
-    group.addoption("--profile", default="quick", help=f"size ladders and settings: {PROFILE_HELP}")
-    group.addoption("--results-dir", default="results", help="folder for the run's CSV and sidecars (default: results/)")
-    group.addoption("--run-id", default=None, help="name of this run's files (default: UTC time, host, pid)")
-    group.addoption("--data-root", default=None, help=f"where MNIST / Fashion-MNIST live (default: {default_data_root()})")
-    group.addoption("--dataset", default="auto", help=f"training data: {', '.join(DATASET_CHOICES)} (default auto: mnist > fashion-mnist > synthetic)")
-    group.addoption("--nproc", type=int, default=None, help="processes for the distributed (DDP) cases (default: the GPU count on cuda, 2 on cpu)")
-    group.addoption("--profile-ops", action="store_true", default=False, help="also run a few steps of each training case under torch.profiler and store the top 15 ops")
+    for option in RUN_OPTIONS:
+        group.addoption(option.flag, **option.kwargs())
 
 
 @dataclass
@@ -43,21 +45,24 @@ class GpubenchState:
     """Per-session state; the results file and fingerprint are created on the first case, so a
     pytest run that records nothing writes nothing."""
 
-    device: torch.device
-    profile: str
+    ctx: BuildContext
     results_dir: Path
     run_id: str
     data_root: Path
     dataset: str
     profile_ops: bool
-    nproc: int
     writer: ResultsWriter | None = None
     env: dict[str, Any] = field(default_factory=dict)
     telemetry_start: dict[str, Any] = field(default_factory=dict)
     top_ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
+    untimed_cases: int = 0
     _data: DataSource | None = None
 
     @property
+    def device(self) -> torch.device:
+        return self.ctx.device
+
     def data(self) -> DataSource:
         if self._data is None:
             self._data = DataSource(self.dataset, self.data_root, self.profile_ops, self.store_top_ops)
@@ -73,28 +78,26 @@ class GpubenchState:
         self.top_ops[case_id] = table
         return write_sidecar(self.results_dir, self.run_id, "ops", self.top_ops).name
 
-    def context(self) -> RunContext:
+    def run_context(self, record: bool = True) -> RunContext:
+        if not record:  # --benchmark-disable: cases run once, untimed, and nothing is written
+            return RunContext(self.ctx, {"run_id": self.run_id, "profile": self.ctx.profile}, None)
         if self.writer is None:
             self.env = fingerprint(self.device)
             self.telemetry_start = gpu_telemetry(self.device.index or 0) if self.device.type == "cuda" else {}
             self.writer = ResultsWriter(self.results_dir, self.run_id)
         base = {k: v for k, v in self.env.items() if k in RUN_COLUMNS}
-        base.update(schema_version=SCHEMA_VERSION, run_id=self.run_id, profile=self.profile)
-        return RunContext(self.device, self.profile, BUDGETS[self.profile], base, self.writer)
+        base.update(schema_version=SCHEMA_VERSION, run_id=self.run_id, profile=self.ctx.profile)
+        return RunContext(self.ctx, base, self.writer)
 
 
-def _install_synced_timer(config: pytest.Config, device: torch.device) -> None:
-    """Make pytest-benchmark time with the synced clock. A user's --benchmark-timer stays the host
-    clock underneath, so it remains pluggable."""
-    chosen = getattr(config.option, "benchmark_timer", None)
-    base_clock = None
-    if chosen and chosen not in ("time.perf_counter", SYNCED_TIMER):
-        from pytest_benchmark.utils import load_timer
+def _user_base_clock(config: pytest.Config) -> Any:
+    """A --benchmark-timer the user chose stays the host clock underneath the synced one."""
+    chosen = str(getattr(config.option, "benchmark_timer", "") or "")
+    if chosen in ("", "time.perf_counter", "harness.timing.synced_clock"):
+        return time.perf_counter
+    from pytest_benchmark.utils import load_timer
 
-        base_clock = load_timer(chosen).target
-    timing.set_active_device(device, base_clock)
-    if chosen is not None:
-        config.option.benchmark_timer = SYNCED_TIMER
+    return load_timer(chosen).target
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -105,14 +108,32 @@ def pytest_configure(config: pytest.Config) -> None:
         results_dir = Path(config.getoption("results_dir"))
         data_root = Path(config.getoption("data_root") or default_data_root())
         dataset = check_dataset_request(config.getoption("dataset"), data_root)
-        nproc = check_nproc(config.getoption("nproc") or default_nproc(device), device)
+        nproc_option = config.getoption("nproc")
+        nproc = check_nproc(default_nproc(device) if nproc_option is None else nproc_option, device)
     except (DeviceError, ProfileError, DatasetError, NprocError) as error:
         raise pytest.UsageError(str(error)) from None
-    _install_synced_timer(config, device)
+    clock = SyncedClock(device, _user_base_clock(config))
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    state = GpubenchState(device, profile, results_dir, config.getoption("run_id") or new_run_id(), data_root, dataset, config.getoption("profile_ops"), nproc)
+    ctx = BuildContext(device, profile, clock, nproc)
+    state = GpubenchState(ctx, results_dir, config.getoption("run_id") or new_run_id(), data_root, dataset, config.getoption("profile_ops"))
+    ctx.data_source = state.data
     config.stash[STATE] = state
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Install the session's synced clock as pytest-benchmark's timer (its session exists by now)."""
+    state = session.config.stash.get(STATE, None)
+    benchmarks = getattr(session.config, "_benchmarksession", None)
+    if state is not None and benchmarks is not None:
+        from pytest_benchmark.utils import NameWrapper
+
+        benchmarks.options["timer"] = NameWrapper(state.ctx.clock)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable)."""
+    items.sort(key=lambda item: getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -127,33 +148,37 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize `case` from the bench module's `gpubench_cases(profile, device)`."""
-    if "case" not in metafunc.fixturenames:
-        return
-    cases_for: Callable[..., list[Case]] | None = getattr(metafunc.module, "gpubench_cases", None)
-    if cases_for is None:
+    """Parametrize (case, build) from the bench module's `gpubench_workload`."""
+    workload: ModuleType | None = getattr(metafunc.module, "gpubench_workload", None)
+    if workload is None or "case" not in metafunc.fixturenames:
         return
     state: GpubenchState = metafunc.config.stash[STATE]
-    wants_nproc = "nproc" in inspect.signature(cases_for).parameters
-    cases = cases_for(state.profile, state.device, state.nproc) if wants_nproc else cases_for(state.profile, state.device)
-    metafunc.parametrize("case", cases, ids=[c.test_id for c in cases])
+    cases = workload.cases(state.ctx)
+    untimed = bool(getattr(metafunc.config.option, "benchmark_disable", False))
+    builds = 1 if untimed else builds_for(workload, state.ctx.profile)  # untimed: each case once
+    pairs = [(case, build) for case in cases for build in range(builds)]
+    ids = [case.test_id + (f"-b{build}" if builds > 1 else "") for case, build in pairs]
+    metafunc.parametrize(("case", "gpubench_build"), pairs, ids=ids)
+
+
+@pytest.fixture
+def gpubench_build() -> int:
+    """Which independent build of the case this test measures (parametrized by the plugin)."""
+    return 0
 
 
 class Recorder:
-    """The `gpubench` fixture: runs a case through the harness and records its row."""
+    """The `gpubench` fixture: runs one build of a case through the harness and records its row."""
 
-    def __init__(self, state: GpubenchState, benchmark: Any, request: pytest.FixtureRequest) -> None:
+    def __init__(self, state: GpubenchState, benchmark: Any, request: pytest.FixtureRequest, build: int) -> None:
         self.state = state
         self.benchmark = benchmark
         self.request = request
+        self.build = build
 
     @property
     def device(self) -> torch.device:
         return self.state.device
-
-    @property
-    def data(self) -> DataSource:
-        return self.state.data
 
     def progress(self, message: str) -> None:
         """A line on the terminal even while pytest captures output (long cases report here)."""
@@ -167,41 +192,58 @@ class Recorder:
         else:
             reporter.write_line(f"  gpubench: {message}")
 
-    def run(self, case: Case, build: Build) -> dict[str, Any]:
+    def _step_progress(self, case_id: str) -> Any:
+        start = time.monotonic()
+
+        def report(done: int, total: int) -> None:
+            spent_s = time.monotonic() - start
+            if total:
+                eta_s = spent_s / done * (total - done)
+                self.progress(f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {eta_s:.0f} s")
+            else:
+                self.progress(f"{case_id}: {done} steps, {spent_s:.0f} s")
+
+        return report
+
+    def run(self, case: Any) -> dict[str, Any]:
+        workload = self.request.module.gpubench_workload
         self.benchmark.group = case.workload
-        if self.benchmark.disabled:
-            # --benchmark-disable: run once as a smoke test, record nothing.
-            try:
-                timed = build(case, self.state.device, self.state.profile)
-            except CaseSkipped as skip:
-                pytest.skip(str(skip))
-            try:
-                timed.fn()
-            finally:
-                if timed.cleanup is not None:
-                    timed.cleanup()  # e.g. TF32 must not leak into the next case
-            return {}
+        if self.build > 0 and case.case_id in self.state.skipped:
+            pytest.skip(self.state.skipped[case.case_id])  # its first build already left the row
+        run = self.state.run_context(record=not self.benchmark.disabled)
+        run.build.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
         try:
-            row = run_case(case, build, self.benchmark, self.state.context())
+            row = run_case(case, workload, self.benchmark, run, self.build)
         finally:
+            run.build.progress = None
             self.state.release_device_data()
-        if self.request.config.getoption("verbose") > 0:
+        if self.benchmark.disabled and row["status"] == "ok":
+            self.state.untimed_cases += 1
+            return row
+        if self.request.config.getoption("verbose") > 0 and not self.benchmark.disabled:
             self.progress(summary_line(row))
         if row["status"] == "skipped":
+            self.state.skipped[case.case_id] = row["reason"]
             pytest.skip(row["reason"])
         if row["status"] == "oom":
             pytest.skip(f"out of memory: {row['reason']}")
+        if row["status"] == "failed":  # e.g. diverged: recorded, and the test says so
+            pytest.fail(row["reason"], pytrace=False)
         return row
 
 
 @pytest.fixture
-def gpubench(benchmark: Any, request: pytest.FixtureRequest) -> Recorder:
-    return Recorder(request.config.stash[STATE], benchmark, request)
+def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int) -> Recorder:
+    return Recorder(request.config.stash[STATE], benchmark, request, gpubench_build)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None or state.writer is None:
+    if state is None:
+        return
+    if state.untimed_cases:
+        terminalreporter.write_line(f"gpubench: --benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; nothing was recorded")
+    if state.writer is None:
         return
     end = gpu_telemetry(state.device.index or 0) if state.device.type == "cuda" else {}
     write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start, "gpu_telemetry_end": end})

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.schema import COLUMNS, REQUIRED_COLUMNS, STATUSES, SchemaError, upgrade_row
+from harness.schema import COLUMNS, REQUIRED_COLUMNS, STATUSES, SchemaError, to_cell, typed_row, upgrade_row
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -36,16 +36,6 @@ def check_writable(results_dir: Path) -> None:
         raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return json.dumps(list(value))
-    return str(value)
-
-
 class ResultsWriter:
     """Owns one run's CSV. Created exclusively (mode 'x'), so two runs never share a file; each
     row is flushed and fsynced before the next case starts, so a killed run keeps every finished
@@ -63,7 +53,7 @@ class ResultsWriter:
         unknown = set(row) - set(COLUMNS)
         assert not unknown, f"columns missing from harness.schema: {sorted(unknown)}"
         assert row.get("status", "ok") in STATUSES, f"status {row.get('status')!r} is not one of {STATUSES}"
-        self._writer.writerow({k: _cell(v) for k, v in row.items()})
+        self._writer.writerow({k: to_cell(v) for k, v in row.items()})
         self._sync()
         self.rows_written += 1
 
@@ -82,9 +72,11 @@ def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> 
     return path
 
 
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """Read a results CSV as dicts, upgrading older schemas and refusing newer ones, files that are
-    not gpubench results, and truncated lines (SchemaError naming the file and the fix)."""
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Read a results CSV as typed rows (harness.schema), upgrading older schemas and refusing
+    newer ones, files that are not gpubench results, and cut lines (SchemaError naming the file,
+    the line and the fix). A line with fewer fields than the header — cut anywhere, even inside a
+    quoted field — is never read as data."""
     try:
         with open(path, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -92,14 +84,15 @@ def read_rows(path: Path) -> list[dict[str, str]]:
             if missing:
                 raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
             rows = []
-            for row in reader:
-                if None in row or any(row.get(c) is None for c in REQUIRED_COLUMNS):
-                    raise SchemaError(f"{path}: line {reader.line_num} is truncated — re-run the case or delete the line")
+            for raw in reader:
+                where = f"{path}: line {reader.line_num}"
+                if None in raw or any(v is None for v in raw.values()):
+                    raise SchemaError(f"{where} is truncated — re-run the case or delete the line")
                 try:
-                    version = int(row["schema_version"])
+                    version = int(raw["schema_version"])
                 except ValueError:
-                    raise SchemaError(f"{path}: line {reader.line_num} has schema_version {row['schema_version']!r} — not a gpubench row") from None
-                rows.append(upgrade_row(row, version, str(path)))
+                    raise SchemaError(f"{where} has schema_version {raw['schema_version']!r} — not a gpubench row") from None
+                rows.append(typed_row(upgrade_row(raw, version, str(path)), where))
             return rows
     except (UnicodeDecodeError, csv.Error) as error:
         raise SchemaError(f"{path}: not a readable CSV ({error})") from None

@@ -1,51 +1,224 @@
-"""The results row schema. Torch-free: the report builder imports it too.
+"""The results row schema: every column declared once, with its type, unit and group.
 
-Every setting is its own column, so reports never parse test names. A column unused by a
-workload stays empty. Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach
-`upgrade_row` how to read the old version.
+Torch-free: the report builder imports it too. The writer, the reader, the report's typed parsing
+and its unit formatting all derive from `SCHEMA`. A column a workload does not use stays empty
+(None once read).
+
+Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach `upgrade_row` how to
+read the old version. Version history:
+  1  first release.
+  2  typed columns; short case ids from harness.caseids (settings a case does not use are empty);
+     one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
+     counts; noise and load flags; memory tier of bandwidth cases; cold/warm compile.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
-RUN_COLUMNS = (
-    "schema_version", "run_id", "timestamp_utc", "profile", "machine_id", "hostname", "device",
-    "device_name", "device_count", "torch_version", "cuda_version", "cudnn_version", "driver_version",
-    "gpu_mem_bytes", "sm_count", "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "os",
-    "python_version", "torch_threads", "tf32_matmul", "tf32_cudnn", "gpubench_version", "git_commit",
+SCHEMA_VERSION = 2
+
+Kind = Literal["str", "int", "float", "bool", "json"]
+Group = Literal["run", "case", "measurement", "figure"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: Kind
+    group: Group
+    unit: str = ""  # s, bytes, TFLOP/s, GB/s, samples/s, frac, ...; "" when unitless
+    required: bool = False  # a file without it is not a gpubench results file
+
+
+def _cols(group: Group, kind: Kind, names: str, unit: str = "", required: str = "") -> tuple[Column, ...]:
+    needed = set(required.split())
+    return tuple(Column(n, kind, group, unit, n in needed) for n in names.split())
+
+
+SCHEMA: tuple[Column, ...] = (
+    # run and machine: the fingerprint every row carries
+    *_cols("run", "int", "schema_version", required="schema_version"),
+    *_cols("run", "str", "run_id timestamp_utc profile machine_id hostname device device_name",
+           required="run_id timestamp_utc machine_id hostname device device_name"),
+    *_cols("run", "int", "device_count"),
+    *_cols("run", "str", "torch_version cuda_version cudnn_version driver_version", required="torch_version cuda_version"),
+    *_cols("run", "int", "gpu_mem_bytes", "bytes"),
+    *_cols("run", "int", "sm_count"),
+    *_cols("run", "str", "compute_capability cpu_model"),
+    *_cols("run", "int", "cpu_cores"),
+    *_cols("run", "int", "ram_bytes llc_bytes", "bytes"),
+    *_cols("run", "str", "os python_version"),
+    *_cols("run", "int", "torch_threads"),
+    *_cols("run", "bool", "tf32_matmul tf32_cudnn"),
+    *_cols("run", "str", "gpubench_version git_commit"),
+    # case: identity and settings
+    *_cols("case", "str", "workload case_id", required="workload case_id"),
+    *_cols("case", "int", "build builds"),
+    *_cols("case", "str", "dtype", required="dtype"),
+    *_cols("case", "int", "size", required="size"),  # bytes (transfer), elements (elementwise), n (matmul)
+    *_cols("case", "str", "op direction"),
+    *_cols("case", "bool", "pinned non_blocking"),
+    *_cols("case", "str", "model"),
+    *_cols("case", "int", "batch_size"),
+    *_cols("case", "str", "grad_mode dataset loader"),
+    *_cols("case", "int", "num_workers"),
+    *_cols("case", "bool", "pin_memory persistent_workers"),
+    *_cols("case", "int", "prefetch_factor"),
+    *_cols("case", "str", "precision"),
+    *_cols("case", "bool", "channels_last"),
+    *_cols("case", "str", "compile_mode"),
+    *_cols("case", "bool", "checkpointing"),
+    *_cols("case", "int", "accumulation_steps effective_batch"),
+    *_cols("case", "bool", "freeze_features"),
+    *_cols("case", "str", "strategy"),
+    *_cols("case", "int", "world_size"),
+    *_cols("case", "str", "backend parallel"),
+    # measurement: derived from the raw samples (harness.stats)
+    *_cols("measurement", "int", "rounds iterations", required="rounds"),
+    *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
+    *_cols("measurement", "float", "cv rel_iqr", "frac"),
+    *_cols("measurement", "int", "iqr_outliers stddev_outliers"),
+    *_cols("measurement", "float", "round_s", "s"),
+    *_cols("measurement", "float", "cpu_busy_frac", "frac"),
+    *_cols("measurement", "int", "gpu_other_procs"),
+    # figures: what the workload derives
+    *_cols("figure", "float", "tflops peak_tflops", "TFLOP/s", required="tflops"),
+    *_cols("figure", "float", "pct_of_peak", "%"),
+    *_cols("figure", "float", "gbps peak_gbps", "GB/s", required="gbps"),
+    *_cols("figure", "float", "pct_of_peak_gbps", "%"),
+    *_cols("figure", "int", "working_set_bytes", "bytes"),
+    *_cols("figure", "str", "memory_tier"),
+    *_cols("figure", "int", "peak_mem_bytes mem_allocated_bytes mem_reserved_bytes", "bytes", required="peak_mem_bytes"),
+    *_cols("figure", "str", "mem_source"),
+    *_cols("figure", "float", "samples_per_s", "samples/s"),
+    *_cols("figure", "float", "latency_s epoch_s step_s", "s"),
+    *_cols("figure", "float", "data_wait_frac", "frac"),
+    *_cols("figure", "bool", "input_bound"),
+    *_cols("figure", "float", "train_loss"),
+    *_cols("figure", "float", "test_accuracy", "frac"),
+    *_cols("figure", "float", "compile_s compile_warm_s eager_step_s", "s"),
+    *_cols("figure", "float", "break_even_steps", "steps"),
+    *_cols("figure", "float", "baseline_median_s", "s"),
+    *_cols("figure", "float", "speedup selfcheck_tub_ratio selfcheck_events_ratio", "x"),
+    *_cols("figure", "float", "samples_per_s_per_rank", "samples/s"),
+    *_cols("figure", "float", "scaling_efficiency", "frac"),
+    *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"),
+    *_cols("figure", "float", "gpu_temp_c", "°C"),
+    *_cols("figure", "float", "gpu_power_w", "W"),
+    *_cols("figure", "str", "profile_ops"),
+    # outcome
+    *_cols("measurement", "str", "status reason flags", required="status reason"),
+    *_cols("measurement", "json", "samples_s", "s"),
 )
 
-CASE_COLUMNS = (
-    "workload", "case_id", "dtype", "size", "op", "direction", "pinned", "non_blocking", "model",
-    "batch_size", "grad_mode", "dataset", "loader", "num_workers", "pin_memory", "persistent_workers",
-    "prefetch_factor", "precision", "channels_last", "compile_mode", "checkpointing", "accumulation_steps",
-    "effective_batch", "freeze_features", "strategy", "world_size", "backend", "parallel",
-)
-
-MEASUREMENT_COLUMNS = (
-    "rounds", "iterations", "median_s", "iqr_s", "min_s", "mean_s", "stddev_s", "cv",
-    "tflops", "peak_tflops", "pct_of_peak", "gbps", "peak_mem_bytes", "mem_allocated_bytes",
-    "mem_reserved_bytes", "samples_per_s", "latency_s", "epoch_s", "step_s", "data_wait_frac",
-    "input_bound", "train_loss", "test_accuracy", "compile_s", "eager_step_s", "break_even_steps",
-    "baseline_median_s", "speedup", "selfcheck_tub_ratio", "selfcheck_events_ratio",
-    "samples_per_s_per_rank", "scaling_efficiency", "gpu_sm_clock_mhz", "gpu_temp_c", "gpu_power_w",
-    "profile_ops", "status", "reason", "samples_s",
-)
-
-COLUMNS = RUN_COLUMNS + CASE_COLUMNS + MEASUREMENT_COLUMNS
-
-REQUIRED_COLUMNS = (
-    "schema_version", "run_id", "timestamp_utc", "machine_id", "hostname", "device", "device_name",
-    "torch_version", "cuda_version", "workload", "case_id", "dtype", "size", "rounds", "median_s",
-    "iqr_s", "min_s", "mean_s", "stddev_s", "tflops", "gbps", "peak_mem_bytes", "status", "reason",
-)
+BY_NAME: dict[str, Column] = {c.name: c for c in SCHEMA}
+COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA)
+RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "run")
+CASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "case")
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.required)
+NUMERIC_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind in ("int", "float"))
+BOOL_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind == "bool")
+SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS if c not in ("workload", "case_id", "build", "builds"))
 
 STATUSES = ("ok", "skipped", "failed", "oom")
 
 
 class SchemaError(ValueError):
     """A results file this version cannot read; the message names the file and the fix."""
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+def to_cell(value: Any) -> str:
+    """One CSV cell: empty for None, repr for floats (round-trips exactly), JSON for lists."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    if isinstance(value, (list, tuple)):
+        return json.dumps(list(value))
+    return str(value)
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _int(text: str) -> int:
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(f"not an integer: {text!r}")
+    return int(value)
+
+
+def _json(text: str) -> list[float]:
+    values = json.loads(text)
+    if not isinstance(values, list):
+        raise ValueError("not a JSON list")
+    return [float(v) for v in values]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": float, "bool": _bool, "json": _json}
+
+
+def parse_cell(column: str, text: str | None) -> Any:
+    """A typed value from a CSV cell: None when empty; ValueError when the text is not its type."""
+    if text is None or text == "":
+        return None
+    spec = BY_NAME.get(column)
+    return PARSERS[spec.kind](text) if spec else text
+
+
+def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
+    """Every known column parsed to its type; unknown columns (from a newer writer) kept as text."""
+    row: dict[str, Any] = {}
+    for column, text in raw.items():
+        try:
+            row[column] = parse_cell(column, text)
+        except ValueError as error:
+            raise SchemaError(f"{where}: column {column} holds {text!r} ({error}) — the file is damaged; re-run the case or delete the line") from None
+    return row
+
+
+# ---- upgrading -----------------------------------------------------------------------------------
+
+# Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
+_DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
+
+
+def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
+    """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
+    one id scheme, and the row counts as build 0 of 1."""
+    from harness.caseids import case_id_for  # torch-free (imported here: caseids is a leaf, schema the root)
+
+    row = dict(row)
+    if row.get("workload") == "mnist_epoch":
+        from harness.caseids import GUIDE_TEMPLATE
+
+        # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
+        row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
+        if row.get("loader") == "preloaded":
+            row.update({k: "" for k in _DATALOADER_ONLY})
+        elif row.get("prefetch_factor") in ("0", "0.0"):
+            row["prefetch_factor"] = ""  # v1 wrote 0 for "DataLoader's default"
+    typed = typed_row({c: row.get(c, "") for c in SETTING_COLUMNS}, "v1 upgrade")
+    if row.get("workload"):
+        row["case_id"] = case_id_for(row["workload"], typed)
+    row.setdefault("build", "0")
+    row.setdefault("builds", "1")
+    row["schema_version"] = str(SCHEMA_VERSION)
+    return row
 
 
 def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
@@ -56,5 +229,39 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         )
     if version < 1:
         raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
-    # Version 1 is the first; future upgrades go here, oldest first.
+    if version == 1:
+        row = _upgrade_v1(row)
     return row
+
+
+# ---- display -----------------------------------------------------------------------------------
+
+_SCALES: dict[str, tuple[tuple[float, str], ...]] = {
+    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")),
+    "bytes": ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")),
+    "samples/s": ((1e6, "M samples/s"), (1e3, "k samples/s"), (1, "samples/s")),
+}
+
+
+def human(value: Any, unit: str) -> str:
+    """A value in its unit at a readable scale: 0.0123 s -> '12.3 ms', 1614901248 bytes -> '1.5 GiB'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "frac":
+        return f"{value:.1%}" if abs(value) < 10 else f"{value:.3g}"
+    for scale, name in _SCALES.get(unit, ()):
+        if abs(value) >= scale or scale == _SCALES[unit][-1][0]:
+            return f"{value / scale:.3g} {name}"
+    if unit == "x":
+        return f"{value:.3g}x"
+    if unit == "%":
+        return f"{value:.1f}%"
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{text} {unit}".strip()
+
+
+def human_column(column: str, value: Any) -> str:
+    spec = BY_NAME.get(column)
+    return human(value, spec.unit if spec else "")

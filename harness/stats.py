@@ -1,4 +1,9 @@
-"""Pure statistics over raw per-round samples (seconds). No torch, no I/O."""
+"""Pure statistics over raw per-round samples (seconds). No torch, no I/O.
+
+The quartiles, IQR and outlier counts follow pytest-benchmark's `Stats` exactly (Wikipedia's
+quartile methods 3 and 2), so the CSV and pytest-benchmark's terminal table never disagree on the
+same samples (tests/test_stats.py pins this against pytest_benchmark.stats.Stats).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
+# Dispersion above this (IQR / median) makes a figure "noisy". IQR-based, so one outlier round
+# does not flag a steady case; outliers are counted apart.
+NOISY_REL_IQR = 0.05
+
 
 @dataclass(frozen=True)
 class SampleStats:
@@ -14,30 +23,46 @@ class SampleStats:
 
     rounds: int
     median_s: float
-    iqr_s: float
+    q1_s: float
+    q3_s: float
     min_s: float
     max_s: float
     mean_s: float
     stddev_s: float
+    iqr_outliers: int  # beyond 1.5 IQR from the quartiles (Tukey)
+    stddev_outliers: int  # beyond one stddev from the mean
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q3_s - self.q1_s
 
     @property
     def cv(self) -> float:
         """Coefficient of variation (stddev / mean); 0 for a single sample."""
         return self.stddev_s / self.mean_s if self.mean_s > 0 else 0.0
 
+    @property
+    def rel_iqr(self) -> float:
+        """IQR / median: the dispersion the noise flag uses (robust to a lone outlier)."""
+        return self.iqr_s / self.median_s if self.median_s > 0 else 0.0
 
-def quantile(sorted_samples: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default 'linear' method) of sorted data."""
-    if not sorted_samples:
-        raise ValueError("quantile of no samples")
-    pos = (len(sorted_samples) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    frac = pos - lo
-    return sorted_samples[lo] * (1 - frac) + sorted_samples[hi] * frac
+
+def quartiles(sorted_samples: Sequence[float]) -> tuple[float, float]:
+    """Q1 and Q3 as pytest-benchmark computes them: method 3 for odd counts, the medians of the
+    lower and upper halves for even counts."""
+    data, n = sorted_samples, len(sorted_samples)
+    if n == 1:
+        return data[0], data[0]
+    if n % 2:
+        k, r = n // 4, n % 4
+        if r == 1:
+            return 0.25 * data[k - 1] + 0.75 * data[k], 0.75 * data[3 * k] + 0.25 * data[3 * k + 1]
+        return 0.75 * data[k] + 0.25 * data[k + 1], 0.25 * data[3 * k + 1] + 0.75 * data[3 * k + 2]
+    return statistics.median(data[: n // 2]), statistics.median(data[n // 2:])
 
 
 def summarize(samples_s: Sequence[float]) -> SampleStats:
-    """Median, IQR, min, max, mean and sample stddev of raw samples.
+    """Median, quartiles, min, max, mean, sample stddev and outlier counts of raw samples.
 
     Raises ValueError for no samples or a negative sample: a negative duration means the clock
     or the sync is broken, and no statistic over it is worth publishing.
@@ -47,12 +72,23 @@ def summarize(samples_s: Sequence[float]) -> SampleStats:
     if any(s < 0 or math.isnan(s) for s in samples_s):
         raise ValueError(f"impossible sample (negative or NaN duration): {min(samples_s)!r}")
     data = sorted(samples_s)
+    q1, q3 = quartiles(data)
+    mean = statistics.fmean(data)
+    stddev = statistics.stdev(data) if len(data) > 1 else 0.0
+    fence = 1.5 * (q3 - q1)
     return SampleStats(
         rounds=len(data),
-        median_s=quantile(data, 0.5),
-        iqr_s=quantile(data, 0.75) - quantile(data, 0.25),
+        median_s=statistics.median(data),
+        q1_s=q1,
+        q3_s=q3,
         min_s=data[0],
         max_s=data[-1],
-        mean_s=statistics.fmean(data),
-        stddev_s=statistics.stdev(data) if len(data) > 1 else 0.0,
+        mean_s=mean,
+        stddev_s=stddev,
+        iqr_outliers=sum(1 for s in data if s < q1 - fence or s > q3 + fence),
+        stddev_outliers=sum(1 for s in data if s < mean - stddev or s > mean + stddev),
     )
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)

@@ -1,11 +1,13 @@
 """The one clock. Everything that times anything in gpubench goes through here.
 
 Design (after torch.utils.benchmark and triton.testing.do_bench):
-- `synced_clock()` is a host clock that first synchronizes the active device, so a region
-  [synced_clock(), work, synced_clock()] covers the device work queued inside it and nothing
-  queued before it. It is installed as pytest-benchmark's `--benchmark-timer`, so pytest-benchmark
-  drives the rounds while the figures stay correct on asynchronous devices. Because the sync sits at
-  the region edges, a round of many iterations pays for one sync, not one per call.
+- a `SyncedClock` is a host clock that first synchronizes its device, so a region
+  [clock(), work, clock()] covers the device work queued inside it and nothing queued before it.
+  The session's clock is installed as pytest-benchmark's timer, so pytest-benchmark drives the
+  rounds while the figures stay correct on asynchronous devices. Because the sync sits at the
+  region edges, a round of many iterations pays for one sync, not one per call.
+- the clock is an object handed to whoever times (no module-level device): a workload gets it
+  from its BuildContext, a torchrun worker makes its own.
 - warm-up calls never enter the samples; `plan_rounds` picks iterations/rounds from them.
 - raw samples are returned; statistics are derived elsewhere (harness.stats).
 """
@@ -21,22 +23,29 @@ import torch
 
 from harness.device import synchronize
 
-_active_device = torch.device("cpu")
-_base_clock: Callable[[], float] = time.perf_counter
+Clock = Callable[[], float]
 
 
-def set_active_device(device: torch.device, base_clock: Callable[[], float] | None = None) -> None:
-    """Choose the device `synced_clock` synchronizes, and optionally the host clock it reads."""
-    global _active_device, _base_clock
-    _active_device = device
-    if base_clock is not None:
-        _base_clock = base_clock
+class SyncedClock:
+    """Seconds from `base` (perf_counter unless the user chose a --benchmark-timer), read only
+    after `device` has drained its queue."""
 
+    __name__ = "synced_clock"  # how pytest-benchmark names the timer in its table and JSON
 
-def synced_clock() -> float:
-    """Seconds from the host clock, read only after the active device has drained its queue."""
-    synchronize(_active_device)
-    return _base_clock()
+    def __init__(self, device: torch.device, base: Clock = time.perf_counter) -> None:
+        self.device = device
+        self.base = base
+
+    def __call__(self) -> float:
+        synchronize(self.device)
+        return self.base()
+
+    def unsynced(self) -> float:
+        """The host clock without a sync (e.g. time spent waiting for the next batch)."""
+        return self.base()
+
+    def __repr__(self) -> str:
+        return f"SyncedClock({self.device}, base={getattr(self.base, '__name__', self.base)})"
 
 
 @dataclass(frozen=True)
@@ -51,42 +60,49 @@ class RoundPlan:
 
 @dataclass(frozen=True)
 class Budget:
-    """Time budget per case; the profiles differ only in these numbers."""
+    """Time budget per build of a case; the profiles differ only in these numbers."""
 
-    target_s: float = 1.0  # total timed seconds per case
+    target_s: float = 1.0  # total timed seconds per build
     min_round_s: float = 1e-3  # a round shorter than this is dominated by sync/launch overhead
     min_rounds: int = 5
     max_rounds: int = 200
     warmup_calls: int = 3
 
 
-def warm_up(fn: Callable[[], object], calls: int, max_s: float = float("inf")) -> float:
+def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:
     """Run `fn` up to `calls` times (cuBLAS init, autotune, lazy allocation) and return the seconds
-    per call of the last one, which the round planner uses. None of this enters the samples.
+    per call of the fastest of the last two, which the round planner uses. None of this enters
+    the samples.
 
     A slow case stops warming after two calls once `max_s` is spent: the first call pays the
     one-time costs, the second is already a steady-state estimate."""
-    last_s = spent_s = 0.0
+    spent_s = 0.0
+    seen: list[float] = []
     for done in range(max(1, calls)):
         if done >= 2 and spent_s > max_s:
             break
-        start = synced_clock()
+        start = clock()
         fn()
-        last_s = synced_clock() - start
-        spent_s += last_s
-    return last_s
+        seen.append(clock() - start)
+        spent_s += seen[-1]
+    return min(seen[-2:])
+
+
+# Planned rounds aim this much above the minimum: a call estimated from warm-up can run faster in
+# the rounds (caches warm, clocks up), and a round must really last >= min_round_s.
+ROUND_MARGIN = 1.5
 
 
 def plan_rounds(estimate_s: float, budget: Budget) -> RoundPlan:
     """Pick iterations per round (so a round lasts >= min_round_s) and rounds (to fill target_s)."""
     per_call = max(estimate_s, 1e-9)
-    iterations = max(1, math.ceil(budget.min_round_s / per_call))
+    iterations = max(1, math.ceil(ROUND_MARGIN * budget.min_round_s / per_call)) if budget.min_round_s > 0 else 1
     round_s = per_call * iterations
     rounds = int(min(budget.max_rounds, max(budget.min_rounds, budget.target_s // round_s)))
     return RoundPlan(budget.warmup_calls, iterations, rounds, estimate_s)
 
 
-def sample(fn: Callable[[], object], plan: RoundPlan) -> list[float]:
+def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[float]:
     """Time `plan.rounds` rounds of `plan.iterations` calls; seconds per call for each round.
 
     This is the harness's own sampler for regions that pytest-benchmark does not drive (the CPU
@@ -94,18 +110,18 @@ def sample(fn: Callable[[], object], plan: RoundPlan) -> list[float]:
     """
     samples_s: list[float] = []
     for _ in range(plan.rounds):
-        start = synced_clock()
+        start = clock()
         for _ in range(plan.iterations):
             fn()
-        samples_s.append((synced_clock() - start) / plan.iterations)
+        samples_s.append((clock() - start) / plan.iterations)
     return samples_s
 
 
-def measure(fn: Callable[[], object], budget: Budget) -> tuple[RoundPlan, list[float]]:
+def measure(fn: Callable[[], object], budget: Budget, clock: Clock) -> tuple[RoundPlan, list[float]]:
     """Warm up, plan, sample: the whole measurement for regions outside pytest-benchmark."""
-    estimate_s = warm_up(fn, budget.warmup_calls, budget.target_s)
+    estimate_s = warm_up(fn, budget.warmup_calls, clock, budget.target_s)
     plan = plan_rounds(estimate_s, budget)
-    return plan, sample(fn, plan)
+    return plan, sample(fn, plan, clock)
 
 
 def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -> list[float]:
@@ -124,18 +140,22 @@ def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -
 
 
 class Stopwatch:
-    """Accumulates synchronized spans inside a workload (e.g. data wait vs compute in an epoch)."""
+    """Accumulates spans inside a workload (e.g. data wait vs compute in an epoch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: SyncedClock) -> None:
+        self.clock = clock
         self.total_s = 0.0
         self._start: float | None = None
 
+    def _now(self, sync: bool) -> float:
+        return self.clock() if sync else self.clock.unsynced()
+
     def start(self, sync: bool = True) -> None:
-        self._start = synced_clock() if sync else _base_clock()
+        self._start = self._now(sync)
 
     def stop(self, sync: bool = True) -> float:
         assert self._start is not None, "stop() without start()"
-        span = (synced_clock() if sync else _base_clock()) - self._start
+        span = self._now(sync) - self._start
         self._start = None
         self.total_s += span
         return span

@@ -1,21 +1,53 @@
-"""Which differences between two runs are real: ratio of medians, a bootstrap confidence
-interval from the raw samples, and a Mann–Whitney U test (as asv/pyperf do before calling a
-regression)."""
+"""Which differences between two sides are real, judged against the noise between independent
+measurements, not between rounds of one measurement.
+
+Method (README, "How compare decides"):
+- The unit is an independent build of a case: a row's median (a fresh model/tensors, built at a
+  different moment of the run because builds are interleaved). A case with one build per run (an
+  epoch) uses the windows of that one epoch instead.
+- The change is the ratio of the sides' medians; its uncertainty, in log space, is
+  se² = Σ_side (s²/n + floor²/runs): the spread s of the side's n units, plus the between-run
+  noise that units from one run cannot see (NOISE_FLOOR, relative, per run on the side).
+- z = log(ratio) / se; two-sided p from the normal distribution. A change is significant at
+  p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
+  comparison could have detected a threshold-sized change and did not), inconclusive (it could
+  not: the smallest detectable change is printed, with the runs per side that would reach the
+  threshold). Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
+  in BASE and failed/ran out of memory in NEW.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from reports.load import ReportError, load_results
 
-ALPHA = 0.05
-MIN_SAMPLES = 3
-BOOTSTRAP_RESAMPLES = 2000
+ALPHA = 0.01
+Z_CRIT = 2.5758  # two-sided normal quantile for ALPHA
+NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's measurements of one case."""
+
+    units: list[float]  # build medians, or one epoch's windows
+    runs: int
+    kind: str  # "builds" | "windows"
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.units))
+
+    def se2(self, floor: float) -> float:
+        logs = np.log(np.asarray(self.units, float))
+        spread = float(np.std(logs, ddof=1)) if logs.size > 1 else 0.0
+        return spread**2 / logs.size + floor**2 / self.runs
 
 
 @dataclass(frozen=True)
@@ -27,7 +59,9 @@ class Verdict:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    verdict: str  # faster | slower | no significant change | too few samples
+    detectable: float | None  # smallest relative change this comparison could detect
+    verdict: str  # slower | faster | no change | inconclusive | broken
+    note: str = ""
 
 
 def parse_threshold(text: str) -> float:
@@ -41,73 +75,120 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def bootstrap_ratio_ci(base: np.ndarray, new: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of median(new)/median(base), resampling each side."""
-    rng = np.random.default_rng(seed)
-    base_medians = np.median(rng.choice(base, (BOOTSTRAP_RESAMPLES, base.size)), axis=1)
-    new_medians = np.median(rng.choice(new, (BOOTSTRAP_RESAMPLES, new.size)), axis=1)
-    ratios = new_medians / base_medians
-    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+def side_of(rows: pd.DataFrame) -> Side | None:
+    """The units of one case on one side (ok rows only)."""
+    medians = [float(m) for m in rows["median_s"] if m > 0]
+    runs = int(rows["run_id"].nunique())
+    if len(medians) >= 2:
+        return Side(medians, runs, "builds")
+    if len(medians) == 1:
+        windows = [float(s) for s in rows["samples"].iloc[0] if s > 0]
+        if len(windows) >= 2:
+            return Side(windows, runs, "windows")
+    return None
 
 
-def judge(case_id: str, base: list[float], new: list[float], threshold: float) -> Verdict:
-    """Slower/faster only when the test is significant, the interval excludes 1, and the change
-    exceeds the threshold; otherwise no significant change."""
-    b, n = np.asarray(base, float), np.asarray(new, float)
-    ratio = float(np.median(n) / np.median(b))
-    if b.size < MIN_SAMPLES or n.size < MIN_SAMPLES:
-        return Verdict(case_id, float(np.median(b)), float(np.median(n)), ratio, None, None, None, "too few samples")
-    low, high = bootstrap_ratio_ci(b, n)
-    p_value = float(sps.mannwhitneyu(b, n, alternative="two-sided").pvalue)
-    verdict = "no significant change"
-    if p_value < ALPHA and low > 1 and ratio > 1 + threshold:
+def runs_needed(detectable: float, threshold: float, runs: int) -> int:
+    """Runs per side at which the floor term alone would let a threshold-sized change show."""
+    if threshold <= 0:
+        return 0
+    return max(runs + 1, math.ceil(runs * (detectable / threshold) ** 2))
+
+
+def judge(case_id: str, base: Side, new: Side, threshold: float, floor: float = NOISE_FLOOR) -> Verdict:
+    ratio = new.median_s / base.median_s
+    se = math.sqrt(base.se2(floor) + new.se2(floor))
+    log_ratio = math.log(ratio)
+    z = log_ratio / se if se > 0 else math.inf
+    p_value = math.erfc(abs(z) / math.sqrt(2))
+    low, high = math.exp(log_ratio - Z_CRIT * se), math.exp(log_ratio + Z_CRIT * se)
+    detectable = math.exp(Z_CRIT * se) - 1
+    note = ""
+    if p_value < ALPHA and ratio > 1 + threshold:
         verdict = "slower"
-    elif p_value < ALPHA and high < 1 and ratio < 1 / (1 + threshold):
+    elif p_value < ALPHA and ratio < 1 / (1 + threshold):
         verdict = "faster"
-    return Verdict(case_id, float(np.median(b)), float(np.median(n)), ratio, low, high, p_value, verdict)
+    elif detectable <= threshold or p_value < ALPHA:
+        verdict = "no change"
+    else:
+        verdict = "inconclusive"
+        note = (f"could detect >= {detectable:.0%} here; ~{runs_needed(detectable, threshold, max(base.runs, new.runs))} "
+                f"runs per side would resolve {threshold:.0%}")
+    if "windows" in (base.kind, new.kind):
+        note = "; ".join(filter(None, [note, "one build per run: spread from the epoch's windows"]))
+    return Verdict(case_id, base.median_s, new.median_s, ratio, low, high, p_value, detectable, verdict, note)
 
 
-def pooled_samples(frame: pd.DataFrame) -> dict[str, list[float]]:
-    """Raw samples per case over every ok row (several runs of one side pool together)."""
-    ok = frame[frame["status"] == "ok"]
-    pooled: dict[str, list[float]] = {}
-    for case_id, samples in zip(ok["case_id"], ok["samples"]):
-        pooled.setdefault(case_id, []).extend(samples)
-    return {k: v for k, v in pooled.items() if v}
+def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The same run given twice (a file and its folder, a copy) counts once."""
+    keys = ["run_id", "case_id", "build"]
+    duplicated = frame.duplicated(subset=keys)
+    notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"] if duplicated.any() else []
+    return frame[~duplicated], notes
 
 
-def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> tuple[list[Verdict], list[str], list[str]]:
-    """Verdicts for cases in both; the case ids only in base, only in new."""
-    b, n = pooled_samples(base), pooled_samples(new)
-    common = sorted(set(b) & set(n))
-    return [judge(c, b[c], n[c], threshold) for c in common], sorted(set(b) - set(n)), sorted(set(n) - set(b))
-
-
-def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float) -> str:
-    lines = ["| case | base median | new median | new/base | 95% CI | p | verdict |", "|---|---:|---:|---:|---|---:|---|"]
-    for v in verdicts:
-        ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "—"
-        p = f"{v.p_value:.3g}" if v.p_value is not None else "—"
-        lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {v.ratio:.3f} | {ci} | {p} | {v.verdict} |")
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in ("slower", "faster", "no significant change", "too few samples")}
-    lines.append("")
-    lines.append(f"{len(verdicts)} cases compared (threshold {threshold:.0%}): " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-    if only_base:
-        lines.append(f"only in BASE ({len(only_base)}): " + ", ".join(only_base))
-    if only_new:
-        lines.append(f"only in NEW ({len(only_new)}): " + ", ".join(only_new))
-    return "\n".join(lines)
+def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float, floor: float = NOISE_FLOOR) -> tuple[list[Verdict], list[str], list[str], list[str]]:
+    """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
+    notes: list[str] = []
+    verdicts: list[Verdict] = []
+    base_ok, new_ok = base[base["status"] == "ok"], new[new["status"] == "ok"]
+    base_bad = base[base["status"].isin(["failed", "oom"])]
+    for case_id, reason in zip(base_bad["case_id"], base_bad["reason"]):
+        notes.append(f"BASE {case_id} excluded: {reason}")
+    new_broken = new[new["status"].isin(["failed", "oom"])]
+    for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
+        reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
+        verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan, math.nan,
+                                None, None, None, None, "broken", f"ok in BASE, {reason}"))
+    base_cases, new_cases = set(base_ok["case_id"]), set(new_ok["case_id"])
+    for case_id in sorted(base_cases & new_cases):
+        b, n = side_of(base_ok[base_ok["case_id"] == case_id]), side_of(new_ok[new_ok["case_id"] == case_id])
+        if b is None or n is None:
+            verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()),
+                                    float(new_ok[new_ok["case_id"] == case_id]["median_s"].median()), math.nan, None, None, None, None,
+                                    "inconclusive", "one sample on a side: run it again (2+ runs per side) to decide"))
+            continue
+        verdicts.append(judge(case_id, b, n, threshold, floor))
+    broken = {v.case_id for v in verdicts if v.verdict == "broken"}
+    return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
 
 def fmt_seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+    if math.isnan(seconds):
+        return "—"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds / 1e-9:.3g} ns"
 
 
+VERDICTS = ("slower", "faster", "no change", "inconclusive", "broken")
+
+
+def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float, notes: list[str]) -> str:
+    lines = ["| case | base median | new median | new/base | 99% CI | p | detectable | verdict |",
+             "|---|---:|---:|---:|---|---:|---:|---|"]
+    for v in verdicts:
+        ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "—"
+        p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
+        detectable = f"{v.detectable:.0%}" if v.detectable is not None else "—"
+        ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
+        verdict = v.verdict + (f" ({v.note})" if v.note else "")
+        lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {ratio} | {ci} | {p} | {detectable} | {verdict} |")
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
+    lines.append("")
+    lines.append(f"{len(verdicts)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise floor {NOISE_FLOOR:.0%} per run): "
+                 + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    if only_base:
+        lines.append(f"only in BASE ({len(only_base)}): " + ", ".join(only_base))
+    if only_new:
+        lines.append(f"only in NEW ({len(only_new)}): " + ", ".join(only_new))
+    lines.extend(notes)
+    return "\n".join(lines)
+
+
 def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Samples pool per case within a side, so a side must hold a single machine's runs."""
+    """Builds pool per case within a side, so a side must hold a single machine's runs."""
     machines = sorted(set(frame["machine_id"]))
     if len(machines) > 1:
         raise ReportError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) — compare one machine's runs per side")
@@ -115,7 +196,11 @@ def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
-    """Text for the terminal and the exit code: 1 when any case is significantly slower."""
-    verdicts, only_base, only_new = compare_frames(one_machine(load_results([base]), base), one_machine(load_results([new]), new), threshold)
-    code = 1 if any(v.verdict == "slower" for v in verdicts) else 0
-    return format_comparison(verdicts, only_base, only_new, threshold), code
+    """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke)."""
+    base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
+    new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
+    verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)
+    if not verdicts:
+        raise ReportError(f"no case in common between {base} and {new} — compare runs of the same cases (same profile and device)")
+    code = 1 if any(v.verdict in ("slower", "broken") for v in verdicts) else 0
+    return format_comparison(verdicts, only_base, only_new, threshold, base_notes + new_notes + notes), code

@@ -7,16 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.caseids import short_id
 from harness.results import read_rows
-from harness.schema import COLUMNS, SchemaError
-
-NUMERIC = ("size", "batch_size", "num_workers", "accumulation_steps", "effective_batch", "world_size", "rounds",
-           "iterations", "median_s", "iqr_s", "min_s", "mean_s", "stddev_s", "cv", "tflops", "peak_tflops",
-           "pct_of_peak", "gbps", "peak_mem_bytes", "samples_per_s", "latency_s", "epoch_s", "step_s",
-           "data_wait_frac", "train_loss", "test_accuracy", "compile_s", "eager_step_s", "break_even_steps",
-           "baseline_median_s", "speedup", "selfcheck_tub_ratio", "selfcheck_events_ratio",
-           "samples_per_s_per_rank", "scaling_efficiency", "cpu_cores", "ram_bytes", "gpu_mem_bytes")
-
+from harness.schema import BOOL_COLUMNS, COLUMNS, NUMERIC_COLUMNS, SETTING_COLUMNS, SchemaError
 
 class ReportError(ValueError):
     """Bad input for report/compare: one line naming the file and the fix."""
@@ -36,9 +29,9 @@ def result_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def read_one(path: Path) -> list[dict[str, str]]:
-    """Rows of one file, upgraded to the current schema (harness.results reads; this names the
-    error for the report commands)."""
+def read_one(path: Path) -> list[dict[str, object]]:
+    """Typed rows of one file, upgraded to the current schema (harness.results reads; this names
+    the error for the report commands)."""
     try:
         return read_rows(path)
     except SchemaError as error:
@@ -46,17 +39,29 @@ def read_one(path: Path) -> list[dict[str, str]]:
 
 
 def load_results(paths: list[Path]) -> pd.DataFrame:
-    """All rows of all files as one frame, numeric columns typed, raw samples parsed."""
+    """All rows of all files as one frame, typed by harness.schema: numbers as floats (NaN when
+    empty), booleans as True/False/None, raw samples as lists. Adds `machine` (a label) and
+    `setting` (the case's short id, rebuilt from its typed settings)."""
     rows = [dict(row, source_file=path.stem) for path in result_files(paths) for row in read_one(path)]
     if not rows:
         raise ReportError(f"no result rows in {', '.join(map(str, paths))} — the files hold only headers; run some cases first")
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS) + [c for c in rows[0] if c not in COLUMNS])
-    for column in NUMERIC:
+    for column in NUMERIC_COLUMNS:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    frame["samples"] = frame["samples_s"].map(parse_samples)
+    for column in BOOL_COLUMNS:
+        frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
+    frame["samples"] = frame["samples_s"].map(lambda v: list(v) if isinstance(v, list) else [])
+    frame["flags"] = frame["flags"].astype("object").fillna("")
+    frame["reason"] = frame["reason"].astype("object").fillna("")
+    frame["build"] = frame["build"].fillna(0)
     frame["machine"] = frame.apply(machine_label, axis=1)
-    frame["setting"] = frame["case_id"].str.split("/", n=1).str[-1]
+    settings = frame[list(SETTING_COLUMNS)].to_dict("records")
+    frame["setting"] = [short_id(w, {k: (None if _missing(v) else v) for k, v in r.items()}) for w, r in zip(frame["workload"], settings)]
     return frame
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
@@ -71,15 +76,6 @@ def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
             except (OSError, ValueError):
                 continue
     return tables
-
-
-def parse_samples(cell: object) -> list[float]:
-    if not isinstance(cell, str) or not cell.strip():
-        return []
-    try:
-        return [float(x) for x in json.loads(cell)]
-    except (ValueError, TypeError):
-        return []
 
 
 def machine_label(row: pd.Series) -> str:

@@ -61,23 +61,14 @@ def bandwidth_plot(frame: pd.DataFrame, workload: str, out: Path) -> Path | None
     return _save(fig, out / f"{workload}_gbps.png")
 
 
-# With loader=preloaded the DataLoader knobs do not apply; the case id still lists them.
-_PRELOADED_IMPLIED = "-num_workers=0-pin_memory=False-non_blocking=False"
-
-
-def short_setting(setting: str) -> str:
-    """A plot label: the case's setting without the DataLoader knobs a preloaded loader ignores."""
-    return setting.replace(_PRELOADED_IMPLIED, "") if setting.startswith("loader=preloaded") or "-loader=preloaded" in setting else setting
-
-
 def epoch_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     rows = ok_rows(frame, "mnist_epoch")
     if rows.empty:
         return None
     rows = rows.sort_values("samples_per_s")
     fig, ax = plt.subplots(figsize=(11, 0.35 * len(rows) + 1.5))
-    labels = [f"{short_setting(s)} · {m}" for s, m in zip(rows["setting"], rows["machine"])]
-    ax.barh(labels, rows["samples_per_s"], color=["tab:red" if str(b) == "True" else "tab:blue" for b in rows["input_bound"]])
+    labels = [f"{s} · {m}" for s, m in zip(rows["setting"], rows["machine"])]
+    ax.barh(labels, rows["samples_per_s"], color=["tab:red" if b is True else "tab:blue" for b in rows["input_bound"]])
     ax.set_xscale("log")
     ax.set_xlabel("training samples/s, log scale (red: input-bound)")
     ax.set_title("MNIST epoch throughput per setting")

@@ -14,6 +14,7 @@ FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device
                       "torch_version", "cuda_version", "cudnn_version", "driver_version", "torch_threads",
                       "tf32_matmul", "gpubench_version", "git_commit", "profile")
 TEMPLATE_SETTING = "guide-template"
+EQUAL_ACCURACY = 0.01  # "fastest" means fastest among settings within this of the template's accuracy
 
 
 def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
@@ -68,21 +69,50 @@ def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per machine and setting: medians over builds and runs, the within-epoch spread (IQR/median
+    of the windows) and the flags."""
     rows = ok_rows(frame, "mnist_epoch")
-    cols = ["machine", "setting", "dataset", "epoch_s", "samples_per_s", "data_wait_frac", "test_accuracy", "peak_mem_bytes", "compile_s", "break_even_steps"]
-    return rows[cols].sort_values(["machine", "epoch_s"]).reset_index(drop=True)
+    if rows.empty:
+        return pd.DataFrame()
+    grouped = rows.groupby(["machine", "setting"], sort=False)
+    out = grouped.agg(dataset=("dataset", "first"), epoch_s=("epoch_s", "median"), spread=("rel_iqr", "median"),
+                      samples_per_s=("samples_per_s", "median"), data_wait_frac=("data_wait_frac", "median"),
+                      test_accuracy=("test_accuracy", "median"), peak_mem_bytes=("peak_mem_bytes", "median"),
+                      compile_s=("compile_s", "median"), epochs=("epoch_s", "size"),
+                      flags=("flags", lambda f: ";".join(sorted({x for v in f for x in str(v).split(";") if x}))))
+    return out.reset_index().sort_values(["machine", "epoch_s"]).reset_index(drop=True)
+
+
+def fastest_at_equal_accuracy(epochs: pd.DataFrame) -> tuple[pd.Series | None, pd.DataFrame]:
+    """Among one machine's aggregated epoch rows: the fastest setting whose test accuracy is within
+    EQUAL_ACCURACY of the template's (any setting when there is no template or the data is
+    synthetic), and the settings that were faster but less accurate."""
+    if epochs.empty:
+        return None, epochs
+    template = epochs[epochs["setting"] == TEMPLATE_SETTING]
+    meaningful = not (epochs["dataset"] == "synthetic").any()
+    if template.empty or not meaningful or pd.isna(template["test_accuracy"].iloc[0]):
+        return epochs.loc[epochs["epoch_s"].idxmin()], epochs.iloc[0:0]
+    floor = float(template["test_accuracy"].iloc[0]) - EQUAL_ACCURACY
+    equal = epochs[epochs["test_accuracy"] >= floor]
+    best = equal.loc[equal["epoch_s"].idxmin()]
+    less = epochs[(epochs["test_accuracy"] < floor) & (epochs["epoch_s"] < best["epoch_s"])]
+    return best, less
 
 
 def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per machine: the guide template's epoch time over the fastest setting found."""
-    rows = ok_rows(frame, "mnist_epoch")
+    """Per machine: the guide template's epoch time over the fastest setting at equal accuracy."""
+    table = epoch_table(frame)
     records = []
-    for machine, group in rows.groupby("machine"):
+    for machine, group in table.groupby("machine", sort=False):
+        best, less = fastest_at_equal_accuracy(group)
         template = group[group["setting"] == TEMPLATE_SETTING]
-        fastest = group.loc[group["epoch_s"].idxmin()]
-        template_s = float(template["epoch_s"].median()) if not template.empty else math.nan
-        records.append({"machine": machine, "template_epoch_s": template_s, "fastest_setting": fastest["setting"],
-                        "fastest_epoch_s": float(fastest["epoch_s"]), "template_over_fastest": template_s / float(fastest["epoch_s"])})
+        template_s = float(template["epoch_s"].iloc[0]) if not template.empty else math.nan
+        records.append({"machine": machine, "template_epoch_s": template_s,
+                        "template_accuracy": float(template["test_accuracy"].iloc[0]) if not template.empty else math.nan,
+                        "fastest_setting": best["setting"], "fastest_epoch_s": float(best["epoch_s"]),
+                        "fastest_accuracy": float(best["test_accuracy"]), "template_over_fastest": template_s / float(best["epoch_s"]),
+                        "faster_but_less_accurate": ", ".join(f"{s} ({a:.3f})" for s, a in zip(less["setting"], less["test_accuracy"]))})
     return pd.DataFrame(records)
 
 
@@ -101,16 +131,18 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
             lines.append(f"matmul: {top['dtype']} is fastest ({top['tflops']:.1f} TFLOP/s at n={int(top['size'])})")
         epoch = group[group["workload"] == "mnist_epoch"]
         if not epoch.empty:
-            top = epoch.loc[epoch["epoch_s"].idxmin()]
-            lines.append(f"training: `{top['setting']}` gave the fastest epoch ({top['epoch_s']:.1f} s, {top['samples_per_s']:.0f} samples/s)")
-            bound = epoch[epoch["input_bound"].astype(str) == "True"]
+            top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
+            assert top is not None
+            lines.append(f"training: `{top['setting']}` gave the fastest epoch at the template's accuracy ({top['epoch_s']:.1f} s, "
+                         f"{top['samples_per_s']:.0f} samples/s, accuracy {top['test_accuracy']:.3f})")
+            bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
             if not bound.empty:
                 lines.append(f"input-bound settings ({len(bound)}): the data loader starves the device there — prefer `{top['setting']}`")
         transfer = group[group["workload"] == "transfer"]
         if not transfer.empty:
             by_pin = transfer.groupby("pinned")["gbps"].max()
             if len(by_pin) == 2:
-                lines.append(f"transfers: pinned memory peaks at {by_pin.get('True', math.nan):.1f} GB/s against {by_pin.get('False', math.nan):.1f} pageable")
+                lines.append(f"transfers: pinned memory peaks at {by_pin.get(True, math.nan):.1f} GB/s against {by_pin.get(False, math.nan):.1f} pageable")
         inference = group[group["workload"] == "inference"]
         if not inference.empty:
             per_mode = inference.groupby("grad_mode")["samples_per_s"].median()

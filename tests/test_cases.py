@@ -1,23 +1,53 @@
+from dataclasses import replace
+
 import pytest
 import torch
 
 from harness.cases import ProfileError, check_profile
-from harness.workloads import elementwise, inference, matmul, mnist_epoch, transfer
+from harness.runner import BuildContext
+from harness.timing import SyncedClock
+from harness.workloads import ddp, elementwise, inference, matmul, memory_strategies, mnist_epoch, selfcheck, speedup, transfer
 from harness.workloads.mnist_epoch import PRELOADED, TEMPLATE, EpochCase
 
 CPU = torch.device("cpu")
+WORKLOADS = (matmul, speedup, selfcheck, elementwise, transfer, inference, mnist_epoch, memory_strategies, ddp)
+
+
+def context(profile: str, device: torch.device = CPU, nproc: int = 2) -> BuildContext:
+    return BuildContext(device, profile, SyncedClock(CPU), nproc)
 
 
 def test_case_identity_is_data():
     case = matmul.MatmulCase("bf16", 1024)
     assert case.settings() == {"dtype": "bf16", "size": 1024}
-    assert case.case_id == "matmul/dtype=bf16-size=1024"
+    assert case.case_id == "matmul/bf16-n1024"
 
 
 def test_cases_with_defaults_are_named_by_what_they_change():
     assert TEMPLATE.case_id == "mnist_epoch/guide-template"
-    assert EpochCase(batch_size=1024).test_id == "batch_size=1024"
+    assert EpochCase(batch_size=1024).test_id == "dataloader-bs1024"
+    assert replace(PRELOADED, precision="bf16", channels_last=True, batch_size=1024).case_id == "mnist_epoch/preloaded-bf16-cl-bs1024"
     assert TEMPLATE.effective_batch == 256 and EpochCase(batch_size=64, accumulation_steps=4).effective_batch == 256
+
+
+def test_settings_a_case_does_not_use_are_absent():
+    assert PRELOADED.num_workers is None and PRELOADED.pin_memory is None and PRELOADED.prefetch_factor is None
+    assert PRELOADED.test_id == "preloaded"
+
+
+def test_the_id_rule_knows_the_guide_template():
+    from harness.caseids import GUIDE_TEMPLATE
+
+    assert {k: v for k, v in TEMPLATE.settings().items() if k in GUIDE_TEMPLATE} == GUIDE_TEMPLATE
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_case_id_is_short_and_unique(profile, device):
+    ctx = context(profile, torch.device(device), nproc=8)
+    ids = [c.case_id for module in WORKLOADS for c in module.cases(ctx)]
+    assert len(ids) == len(set(ids))
+    assert max(map(len, ids)) <= 60, max(ids, key=len)
 
 
 def test_guide_template_matches_the_guide():
@@ -27,13 +57,13 @@ def test_guide_template_matches_the_guide():
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
 def test_epoch_profiles_keep_the_template_and_the_best_candidates(profile):
-    cases = mnist_epoch.cases(profile, CPU)
+    cases = mnist_epoch.cases(context(profile))
     assert TEMPLATE in cases and PRELOADED in cases
     assert len(cases) == len(set(cases))
 
 
 def test_full_profile_sweeps_every_setting():
-    cases = mnist_epoch.cases("full", torch.device("cuda"))
+    cases = mnist_epoch.cases(context("full", torch.device("cuda")))
     for field, values in {"compile_mode": {"default", "reduce-overhead", "max-autotune"}, "precision": {"fp16", "bf16"},
                           "checkpointing": {True}, "accumulation_steps": {4}, "freeze_features": {True},
                           "persistent_workers": {True}, "pin_memory": {False}, "prefetch_factor": {4}}.items():
@@ -41,15 +71,15 @@ def test_full_profile_sweeps_every_setting():
 
 
 def test_cpu_fp16_matmul_ladder_is_capped():
-    sizes = {c.size for c in matmul.cases("quick", CPU) if c.dtype == "fp16"}
+    sizes = {c.size for c in matmul.cases(context("quick")) if c.dtype == "fp16"}
     assert sizes == {512}
-    assert {c.size for c in matmul.cases("quick", torch.device("cuda")) if c.dtype == "fp16"} == {1024, 2048, 4096, 8192}
+    assert {c.size for c in matmul.cases(context("quick", torch.device("cuda"))) if c.dtype == "fp16"} == {1024, 2048, 4096, 8192}
 
 
 def test_every_workload_lists_cases_per_profile():
     for module in (matmul, elementwise, transfer, inference, mnist_epoch):
         for profile in ("smoke", "quick", "full"):
-            assert module.cases(profile, CPU), (module.__name__, profile)
+            assert module.cases(context(profile)), (module.__name__, profile)
 
 
 def test_unknown_profile():

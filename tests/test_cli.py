@@ -24,7 +24,8 @@ def test_env_with_a_missing_device_is_one_line(capsys):
 
 def test_run_passes_unknown_options_through_to_pytest():
     args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json", "x.json"])
-    argv = pytest_args(args, "RUN", extra)
+    args.run_id = "RUN"
+    argv = pytest_args(args, extra)
     assert "--device=cpu" in argv and "--benchmark-only" in argv and "--run-id=RUN" in argv
     assert argv[-4:] == ["-k", "matmul", "--benchmark-json", "x.json"]
 
@@ -34,10 +35,10 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_run_writes_results_and_a_report(tmp_path):
-    done = run_cli("run", "--profile", "smoke", "--results-dir", str(tmp_path), "-k", "matmul and fp32", cwd=tmp_path)
+    done = run_cli("run", "--profile", "smoke", "--results-dir", str(tmp_path), "--run-id", "mine", "-k", "matmul and fp32", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     csvs = list(tmp_path.glob("*.csv"))
-    assert len(csvs) == 1
+    assert [c.name for c in csvs] == ["mine.csv"]  # --run-id names the file, and the report still follows
     report = tmp_path / f"{csvs[0].stem}-report" / "report.md"
     assert report.exists() and "## Matmul" in report.read_text()
 
@@ -52,3 +53,26 @@ def test_run_with_a_bad_device_stops_before_any_case(tmp_path):
 def test_report_needs_rows(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "no CSV files" in capsys.readouterr().err
+
+
+def test_plugin_and_cli_share_one_option_table():
+    from harness import plugin
+    from harness.options import RUN_OPTIONS
+
+    class Recording:
+        def __init__(self):
+            self.added = {}
+
+        def getgroup(self, name):
+            return self
+
+        def addoption(self, flag, **kwargs):
+            self.added[flag] = kwargs
+
+    recorded = Recording()
+    plugin.pytest_addoption(recorded)
+    run = build_parser().parse_args(["run"])
+    for option in RUN_OPTIONS:
+        assert recorded.added[option.flag]["default"] == getattr(run, option.dest), option.flag
+        assert recorded.added[option.flag]["help"] == option.help
+    assert set(recorded.added) == {o.flag for o in RUN_OPTIONS}

@@ -1,4 +1,3 @@
-import json
 import sys
 
 import pytest
@@ -30,16 +29,24 @@ def test_more_processes_than_gpus_is_refused_before_launch(monkeypatch):
     assert check_nproc(2, CPU) == 2
 
 
-def test_cases_compare_one_process_with_n_and_list_dataparallel():
-    cases = ddp.cases_for(2, CPU)
+def ctx(tmp_path, nproc: int = 2, rows=None):
+    from harness.runner import BuildContext
+    from harness.timing import SyncedClock
+
+    source = DataSource("synthetic", tmp_path)
+    return BuildContext(CPU, "smoke", SyncedClock(CPU), nproc, data_source=lambda: source, run_rows=rows if rows is not None else [])
+
+
+def test_cases_compare_one_process_with_n_and_list_dataparallel(tmp_path):
+    cases = ddp.cases(ctx(tmp_path))
     assert [(c.parallel, c.world_size, c.backend) for c in cases] == [("ddp", 1, "gloo"), ("ddp", 2, "gloo"), ("dataparallel", 2, "single-process")]
 
 
-def test_dataparallel_needs_two_gpus():
+def test_dataparallel_needs_two_gpus(tmp_path):
     from harness.cases import CaseSkipped
 
     with pytest.raises(CaseSkipped, match="two or more GPUs"):
-        ddp.dataparallel_build(DistributedCase("dataparallel", 2, "single-process", 8), CPU, "smoke", DataSource("synthetic", CPU))
+        ddp.build(DistributedCase("dataparallel", 2, "single-process", 8), ctx(tmp_path))
 
 
 def data(tmp_path) -> DataSource:
@@ -62,11 +69,36 @@ def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_scaling_efficiency_is_against_one_process():
-    scaling = ddp.ScalingBaseline()
-    assert scaling.efficiency(DistributedCase("ddp", 1, "gloo", 8), 100.0) == 1.0
-    assert scaling.efficiency(DistributedCase("ddp", 2, "gloo", 8), 150.0) == pytest.approx(0.75)
-    assert scaling.efficiency(DistributedCase("ddp", 2, "nccl", 8), 150.0) is None
+def test_scaling_baseline_comes_from_this_runs_rows():
+    rows = [{"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "gloo", "batch_size": 8, "samples_per_s": 100.0},
+            {"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "nccl", "batch_size": 8, "samples_per_s": 900.0}]
+    assert ddp.single_process_samples_per_s(DistributedCase("ddp", 2, "gloo", 8), rows) == 100.0
+    assert ddp.single_process_samples_per_s(DistributedCase("ddp", 2, "gloo", 16), rows) is None
+
+
+def test_scaling_efficiency_is_present_when_only_the_two_process_case_runs(tmp_path):
+    """-k selects only world_size=2: no baseline row exists, so the case measures one process itself."""
+    from harness.stats import summarize
+
+    timed = ddp.build(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=[]))
+    try:
+        report = timed.fn()
+        figures = timed.figures(summarize(timed.windows(report)), report)
+    finally:
+        timed.cleanup()
+    assert 0 < figures["scaling_efficiency"] < 2
+    assert "one process measured for this case" in figures["reason"]
+
+
+def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
+    from harness.stats import summarize
+
+    rows = [{"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "gloo", "batch_size": 16, "samples_per_s": 1.0}]
+    timed = ddp.build(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=rows))
+    report = {"samples": 1000, "train_s": 1.0, "step_samples_s": [0.1, 0.1], "dataset": "synthetic", "peak_mem_bytes": 0}
+    figures = timed.figures(summarize([0.1, 0.1]), report)
+    timed.cleanup()
+    assert figures["scaling_efficiency"] == 500.0 and "impossible: scaling efficiency" in figures["reason"]
 
 
 def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
@@ -82,8 +114,10 @@ def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     (csv_path,) = (tmp_path / "out").glob("*.csv")
     (row,) = read_rows(csv_path)
-    assert (row["workload"], row["world_size"], row["backend"], row["status"]) == ("ddp", "2", "gloo", "ok")
-    assert float(row["samples_per_s"]) > 0 and len(json.loads(row["samples_s"])) == 3
+    assert (row["workload"], row["world_size"], row["backend"], row["status"]) == ("ddp", 2, "gloo", "ok")
+    assert row["samples_per_s"] > 0 and len(row["samples_s"]) == 3
+    # the same id as the suite's case, so a standalone row and a suite row compare
+    assert row["case_id"] == DistributedCase("ddp", 2, "gloo", 16).case_id == "ddp/ddp-x2-gloo-bs16"
 
 
 def test_rank_error_is_the_root_cause_not_torchrun():

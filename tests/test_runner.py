@@ -4,19 +4,29 @@ import torch
 from fakes import FakeBenchmark
 from harness.cases import CaseSkipped
 from harness.results import ResultsWriter, read_rows
-from harness.runner import RunContext, Timed, quality_warnings, run_case
+from harness.runner import BuildContext, Diverged, RunContext, Timed, impossible_figures, quality_flags, run_case
 from harness.stats import summarize
-from harness.timing import Budget, RoundPlan
+from harness.timing import Budget, RoundPlan, SyncedClock
 from harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
 
 
+class Workload:
+    """A workload whose build is the given function (the protocol: cases/build)."""
+
+    def __init__(self, build):
+        self.build = build
+
+    def cases(self, ctx):
+        return []
+
+
 @pytest.fixture
 def ctx(tmp_path):
     writer = ResultsWriter(tmp_path, "run")
-    yield RunContext(CPU, "smoke", Budget(target_s=0.01, min_rounds=3, max_rounds=3, warmup_calls=1),
-                     {"schema_version": 1, "run_id": "run", "device_name": "NVIDIA H100 80GB HBM3"}, writer)
+    yield RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)),
+                     {"schema_version": 2, "run_id": "run", "device_name": "NVIDIA H100 80GB HBM3"}, writer)
     writer.close()
 
 
@@ -24,46 +34,51 @@ def fixed(fn, figures=lambda s, r: {}):
     return Timed(fn=fn, figures=figures, plan=RoundPlan(1, 2, 3, 0.0))
 
 
+def run(case, build, bench, ctx, build_index=0):
+    return run_case(case, Workload(build), bench, ctx, build_index)
+
+
 def test_ok_row_carries_stats_figures_and_raw_samples(ctx, tmp_path):
     calls = []
     bench = FakeBenchmark([0.004, 0.001, 0.002])
-    build = lambda case, device, profile: fixed(lambda: calls.append(1), lambda s, r: {"tflops": 1.5})  # noqa: E731
-    row = run_case(MatmulCase("fp32", 64), build, bench, ctx)
+    build = lambda case, bctx: fixed(lambda: calls.append(1), lambda s, r: {"tflops": 1.5})  # noqa: E731
+    row = run(MatmulCase("fp32", 64), build, bench, ctx)
     assert row["status"] == "ok"
     assert row["median_s"] == 0.002 and row["min_s"] == 0.001 and row["rounds"] == 3 and row["iterations"] == 2
-    assert row["samples_s"] == [0.004, 0.001, 0.002]
+    assert row["samples_s"] == [0.004, 0.001, 0.002] and row["build"] == 0 and row["builds"] == 1
+    assert row["iqr_outliers"] == 0 and row["rel_iqr"] == pytest.approx(row["iqr_s"] / 0.002)
     assert row["tflops"] == 1.5 and row["dtype"] == "fp32" and row["size"] == 64
     assert len(calls) == 1 + 3 * 2  # one warm-up call, then the rounds
-    assert bench.extra_info["case_id"] == "matmul/dtype=fp32-size=64"
+    assert bench.extra_info["case_id"] == "matmul/fp32-n64"
     assert read_rows(tmp_path / "run.csv")[0]["status"] == "ok"
 
 
 def test_skipped_case_becomes_a_row(ctx, tmp_path):
-    def build(case, device, profile):
+    def build(case, bctx):
         raise CaseSkipped("tf32 is a CUDA tensor-core mode; not available on cpu")
 
-    row = run_case(MatmulCase("tf32", 64), build, FakeBenchmark(), ctx)
+    row = run(MatmulCase("tf32", 64), build, FakeBenchmark(), ctx)
     assert (row["status"], row["reason"]) == ("skipped", "tf32 is a CUDA tensor-core mode; not available on cpu")
     assert read_rows(tmp_path / "run.csv")[0]["status"] == "skipped"
 
 
 def test_out_of_memory_becomes_an_oom_row_and_the_run_goes_on(ctx):
-    def build(case, device, profile):
+    def build(case, bctx):
         def explode():
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
         return fixed(explode)
 
-    row = run_case(MatmulCase("fp32", 65536), build, FakeBenchmark(), ctx)
+    row = run(MatmulCase("fp32", 65536), build, FakeBenchmark(), ctx)
     assert row["status"] == "oom" and "out of memory" in row["reason"]
-    assert run_case(MatmulCase("fp32", 64), lambda c, d, p: fixed(lambda: None), FakeBenchmark(), ctx)["status"] == "ok"
+    assert run(MatmulCase("fp32", 64), lambda c, x: fixed(lambda: None), FakeBenchmark(), ctx)["status"] == "ok"
 
 
 def test_failure_is_recorded_then_raised(ctx, tmp_path):
-    def build(case, device, profile):
+    def build(case, bctx):
         raise ValueError("bad\nthing")
 
     with pytest.raises(ValueError):
-        run_case(MatmulCase("fp32", 64), build, FakeBenchmark(), ctx)
+        run(MatmulCase("fp32", 64), build, FakeBenchmark(), ctx)
     row = read_rows(tmp_path / "run.csv")[0]
     assert row["status"] == "failed" and row["reason"] == "ValueError: bad thing"
 
@@ -72,31 +87,70 @@ def test_cleanup_runs_even_on_failure(ctx):
     restored = []
     timed = Timed(fn=lambda: 1 / 0, cleanup=lambda: restored.append(True), plan=RoundPlan(0, 1, 1, 0.0))
     with pytest.raises(ZeroDivisionError):
-        run_case(MatmulCase("fp32", 64), lambda c, d, p: timed, FakeBenchmark(), ctx)
+        run(MatmulCase("fp32", 64), lambda c, x: timed, FakeBenchmark(), ctx)
     assert restored == [True]
 
 
 def test_negative_time_is_refused_as_impossible(ctx):
     row = None
     with pytest.raises(ValueError, match="impossible"):
-        row = run_case(MatmulCase("fp32", 64), lambda c, d, p: fixed(lambda: None), FakeBenchmark([0.001, -0.002, 0.001]), ctx)
+        row = run(MatmulCase("fp32", 64), lambda c, x: fixed(lambda: None), FakeBenchmark([0.001, -0.002, 0.001]), ctx)
     assert row is None
 
 
-def test_quality_warnings_flag_noise_and_impossible_figures():
-    noisy = summarize([1.0, 1.5, 0.5])
-    assert any("noisy" in w for w in quality_warnings(noisy, {}, "", "fp32"))
-    steady = summarize([1.0, 1.0, 1.0])
-    assert quality_warnings(steady, {"tflops": 500.0}, "NVIDIA H100 80GB HBM3", "bf16") == []
-    impossible = quality_warnings(steady, {"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
+def test_noise_flags_use_the_iqr_not_one_outlier():
+    budget = Budget(min_round_s=1e-3)
+    plan = RoundPlan(0, 10, 9, 0.0)
+    one_outlier = summarize([1.0] * 8 + [5.0])  # cv far above 5%, IQR/median 0
+    assert one_outlier.cv > 0.05 and quality_flags(one_outlier, plan, budget, True) == []
+    assert quality_flags(summarize([1.0, 1.2, 0.8, 1.3, 0.7]), plan, budget, True) == ["noisy"]
+    assert quality_flags(summarize([0.5]), plan, budget, False) == ["one-sample"]
+    short = summarize([1e-5] * 5)  # 10 iterations of 10 µs: 0.1 ms rounds
+    assert quality_flags(short, plan, budget, planned_here=True) == ["short-rounds"]
+
+
+def test_impossible_figures_are_said():
+    assert impossible_figures({"tflops": 500.0}, "NVIDIA H100 80GB HBM3", "bf16") == []
+    impossible = impossible_figures({"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
     assert len(impossible) == 1 and "above the bf16 datasheet peak" in impossible[0]
-    assert quality_warnings(steady, {"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
+    assert impossible_figures({"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
+    assert impossible_figures({"gbps": 9000.0, "memory_tier": "cache"}, "NVIDIA H100 80GB HBM3", "fp32") == []  # a cache figure may be
+
+
+def test_a_diverged_run_is_a_failed_row_that_is_not_raised(ctx, tmp_path):
+    def build(case, bctx):
+        def figures(stats, result):
+            raise Diverged("train_loss is nan")
+        return fixed(lambda: None, figures)
+
+    row = run(MatmulCase("fp32", 64), build, FakeBenchmark(), ctx)
+    assert (row["status"], row["reason"]) == ("failed", "diverged: train_loss is nan")
+
+
+def test_the_peak_window_starts_after_the_build(ctx, monkeypatch):
+    from harness import device as devices
+
+    events = []
+    monkeypatch.setattr(devices, "reset_peak_memory", lambda device: events.append("reset"))
+
+    def build(case, bctx):
+        events.append("build")
+        return fixed(lambda: events.append("call"))
+
+    run(MatmulCase("fp32", 64), build, FakeBenchmark(), ctx)
+    assert events[:3] == ["build", "reset", "call"]
+
+
+def test_cpu_memory_is_the_allocators_peak_of_the_case(ctx):
+    big = lambda: torch.ones(2**22).sum()  # noqa: E731 - 16 MiB allocated, then freed
+    row = run(MatmulCase("fp32", 64), lambda c, x: Timed(fn=big, plan=RoundPlan(0, 1, 3, 0.0), cpu_memory=big), FakeBenchmark(), ctx)
+    assert row["mem_source"] == "cpu-profiler" and 2**24 <= row["peak_mem_bytes"] < 2**25
 
 
 def test_summary_line_names_the_headline_figures():
     from harness.runner import summary_line
 
     line = summary_line({"case_id": "mnist_epoch/guide-template", "status": "ok", "median_s": 17.8, "rounds": 1,
-                         "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False})
-    assert line == "mnist_epoch/guide-template: median 17.8 s over 1 round(s); epoch 17.8 s, 3722 samples/s, accuracy 0.860"
+                         "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False, "flags": "one-sample"})
+    assert line == "mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 samples/s, accuracy 0.860"
     assert summary_line({"case_id": "c", "status": "skipped", "reason": "why"}) == "c: skipped — why"

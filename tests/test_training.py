@@ -171,20 +171,59 @@ def test_preloaded_loader_shuffles_a_permutation():
     assert sorted(seen.tolist()) == list(range(10))
 
 
-def test_epoch_builder_warms_up_then_times_one_epoch_with_its_figures():
-    from harness.stats import summarize
-    from harness.workloads.mnist_epoch import builder
-
+def tiny_data(train: int = 200, test: int = 30) -> "TinySource":
     gen = torch.Generator().manual_seed(1)
-    data = TinySource(Split(torch.randint(0, 256, (200, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (200,), generator=gen)),
-                      Split(torch.randint(0, 256, (30, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (30,), generator=gen)))
-    timed = builder(data)(EpochCase(batch_size=64, num_workers=8), torch.device("cpu"), "smoke")
+    return TinySource(Split(torch.randint(0, 256, (train, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (train,), generator=gen)),
+                      Split(torch.randint(0, 256, (test, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (test,), generator=gen)))
+
+
+def epoch_context(data, profile: str = "smoke"):
+    from harness.runner import BuildContext
+    from harness.timing import SyncedClock
+
+    return BuildContext(torch.device("cpu"), profile, SyncedClock(torch.device("cpu")), data_source=lambda: data)
+
+
+def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
+    from harness.stats import summarize
+    from harness.workloads import mnist_epoch
+
+    timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
     assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)  # one real epoch, warmed in build
     assert any("exceeds" in note for note in timed.notes) or (__import__("os").cpu_count() or 1) >= 8
     result = timed.fn()
-    figures = timed.figures(summarize([result.epoch_s]), result)
+    windows = timed.windows(result)
+    assert len(windows) == result.steps == 4  # 200 images / 64: a window per step on a 4-step epoch
+    assert 0 < sum(windows) <= result.train_s  # train_s also holds the DataLoader's start and shutdown
+    figures = timed.figures(summarize(windows), result)
     assert figures["dataset"] == "synthetic" and "accuracy is meaningless" in figures["reason"]
     assert figures["effective_batch"] == 64 and figures["samples_per_s"] > 0 and figures["compile_s"] is None
+
+
+def test_a_long_epoch_is_timed_in_about_ten_windows():
+    data = tiny_data(train=64 * 23, test=16)
+    case = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
+    train, test = make_loaders(case, data, torch.device("cpu"))
+    seen = []
+    result = run_epoch(Trainer(CNN(), torch.device("cpu")), train, test, non_blocking=False, progress=lambda done, total: seen.append((done, total)))
+    assert result.steps == 23 and len(result.window_step_s) == 10  # 9 windows of 2 steps, the last holds 5
+    assert seen[0] == (2, 23) and len(seen) == 9
+
+
+def test_a_diverged_epoch_is_a_failed_row_never_a_result():
+    from harness.runner import Diverged
+    from harness.stats import summarize
+    from harness.workloads import mnist_epoch
+    from harness.workloads.train_loop import EpochResult
+
+    timed = mnist_epoch.build(EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
+                                        persistent_workers=None), epoch_context(tiny_data()))
+    nan_loss = EpochResult(1.0, 0.1, 4, 200, 0.0, float("nan"), 0.1, [0.25] * 4)
+    with pytest.raises(Diverged, match="train_loss is nan"):
+        timed.figures(summarize([0.25] * 4), nan_loss)
+    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "fashion-mnist") is not None
+    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "synthetic") is None  # accuracy means nothing there
+    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25]), "fashion-mnist") is None
 
 
 def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp_path, monkeypatch):

@@ -9,15 +9,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
 from harness.cases import Case, CaseSkipped
-from harness.runner import Build, Timed
-from harness.stats import SampleStats
+from harness.runner import BuildContext, Timed
+from harness.stats import SampleStats, median
 from harness.timing import RoundPlan
 from harness.workloads.data_source import DataSource, PreloadedLoader
 from harness.workloads.models import make_model
@@ -26,7 +26,9 @@ from harness.workloads.train_loop import Trainer
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
 MAX_STEPS = {"smoke": 5, "quick": 60, "full": 0}
 PER_RANK_BATCH = 128
+MAX_EFFICIENCY = 1.05  # above this, N processes beat N x one process: the measurement is wrong
 LAUNCH_TIMEOUT_S = 1800
+BUILDS = {"smoke": 1, "quick": 1, "full": 1}  # a launch is seconds of process start; steps give the spread
 
 
 class NprocError(ValueError):
@@ -57,7 +59,8 @@ def check_nproc(nproc: int, device: torch.device) -> int:
     return nproc
 
 
-def cases_for(nproc: int, device: torch.device) -> list[DistributedCase]:
+def cases(ctx: BuildContext) -> list[DistributedCase]:
+    nproc, device = ctx.nproc, ctx.device
     backend = "nccl" if device.type == "cuda" else "gloo"
     ddp = [DistributedCase("ddp", n, backend, PER_RANK_BATCH) for n in sorted({1, nproc})]
     dataparallel = [DistributedCase("dataparallel", max(nproc, 2), "single-process", PER_RANK_BATCH)]
@@ -92,41 +95,49 @@ def rank_error(output: str) -> str:
     return "no error line in the ranks' output"
 
 
-class ScalingBaseline:
-    """Single-process samples/s per (backend, batch), for the scaling efficiency of larger runs."""
-
-    def __init__(self) -> None:
-        self.samples_per_s: dict[tuple[str, int], float] = {}
-
-    def efficiency(self, case: DistributedCase, samples_per_s: float) -> float | None:
-        key = (case.backend, case.batch_size)
-        if case.world_size == 1:
-            self.samples_per_s[key] = samples_per_s
-        single = self.samples_per_s.get(key)
-        return samples_per_s / (case.world_size * single) if single else None
+def single_process_samples_per_s(case: DistributedCase, rows: list[dict[str, Any]]) -> float | None:
+    """The one-process baseline for `case` from the rows already written in this run."""
+    same = [r["samples_per_s"] for r in rows
+            if r.get("workload") == "ddp" and r.get("status") == "ok" and r.get("parallel") == "ddp" and r.get("world_size") == 1
+            and r.get("backend") == case.backend and r.get("batch_size") == case.batch_size and r.get("samples_per_s")]
+    return median(same) if same else None
 
 
-SCALING = ScalingBaseline()
-
-
-def ddp_build(case: DistributedCase, device: torch.device, profile: str, data: DataSource) -> Timed:
+def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
+    device, data = ctx.device, ctx.data
     workdir = Path(tempfile.mkdtemp(prefix="gpubench-ddp-"))
-    result_json = workdir / "rank0.json"
-    command = torchrun_command(case, device, data, MAX_STEPS[profile], result_json)
+    max_steps = MAX_STEPS[ctx.profile]
+    command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json")
+
+    def baseline() -> tuple[float | None, str]:
+        """Samples/s of one process: from this run's rows, else measured now (whatever -k selects)."""
+        if case.world_size == 1:
+            return None, ""
+        found = single_process_samples_per_s(case, ctx.run_rows)
+        if found:
+            return found, "scaling baseline: this run's world_size=1 row"
+        single = replace(case, world_size=1)
+        report = launch(torchrun_command(single, device, data, max_steps, workdir / "single.json"), workdir / "single.json")
+        return report["samples"] / report["train_s"], "scaling baseline: one process measured for this case (no world_size=1 row in this run)"
 
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
         samples_per_s = report["samples"] / report["train_s"]
-        steps = report["step_samples_s"]
-        note = "median_s is the whole torchrun launch (process start, rendezvous, data load); step_s is the training step; peak memory is rank 0's"
+        single, source = (samples_per_s, "") if case.world_size == 1 else baseline()
+        efficiency = samples_per_s / (case.world_size * single) if single else None
+        notes = ["samples are rank 0's step times; peak memory is rank 0's", source]
+        if efficiency is not None and efficiency > MAX_EFFICIENCY:
+            notes.append(f"impossible: scaling efficiency {efficiency:.2f} > {MAX_EFFICIENCY} — another job shared the machine during one of the runs")
         return {"dataset": report["dataset"], "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / case.world_size,
-                "step_s": sorted(steps)[len(steps) // 2] if steps else None, "scaling_efficiency": SCALING.efficiency(case, samples_per_s),
-                "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"], "reason": note}
+                "step_s": stats.median_s, "scaling_efficiency": efficiency,
+                "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"],
+                "reason": "; ".join(filter(None, notes))}
 
-    return Timed(fn=lambda: launch(command, result_json), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
-                 cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True))
+    return Timed(fn=lambda: launch(command, workdir / "rank0.json"), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
+                 windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True))
 
 
-def dataparallel_build(case: DistributedCase, device: torch.device, profile: str, data: DataSource) -> Timed:
+def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
+    device, profile, data = ctx.device, ctx.profile, ctx.data
     if device.type != "cuda" or torch.cuda.device_count() < 2:
         have = torch.cuda.device_count() if torch.cuda.is_available() else 0
         raise CaseSkipped(f"DataParallel needs two or more GPUs (this machine has {have})")
@@ -154,10 +165,5 @@ def dataparallel_build(case: DistributedCase, device: torch.device, profile: str
     return Timed(fn=run, figures=figures, plan=RoundPlan(1, 1, 1, 0.0), warmup=lambda: trainer.step([first]))
 
 
-def builder(data: DataSource) -> Build:
-    def build(case: DistributedCase, device: torch.device, profile: str) -> Timed:
-        if case.parallel == "dataparallel":
-            return dataparallel_build(case, device, profile, data)
-        return ddp_build(case, device, profile, data)
-
-    return build
+def build(case: DistributedCase, ctx: BuildContext) -> Timed:
+    return (dataparallel_build if case.parallel == "dataparallel" else ddp_build)(case, ctx)

@@ -24,7 +24,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from harness.device import memory_snapshot, reset_peak_memory
 from harness.stats import summarize
-from harness.timing import set_active_device, synced_clock
+from harness.timing import SyncedClock
 from harness.workloads.data_source import DataSource
 from harness.workloads.models import make_model
 
@@ -69,7 +69,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
     device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    set_active_device(device)
+    clock = SyncedClock(device)
     model = make_model("cnn").to(device)
     reset_peak_memory(device)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
@@ -92,18 +92,18 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
     step_samples_s: list[float] = []
     seen = steps = 0
     dist.barrier()
-    start = previous = synced_clock()
+    start = previous = clock()
     for x, y in loader:
         step(x, y)
         seen += x.shape[0]
         steps += 1
-        now = synced_clock()
+        now = clock()
         step_samples_s.append(now - previous)
         previous = now
         if args.max_steps and steps >= args.max_steps:
             break
     dist.barrier()
-    train_s = synced_clock() - start
+    train_s = clock() - start
     counts = torch.tensor([seen], dtype=torch.long, device=device)
     dist.all_reduce(counts)
     peak = memory_snapshot(device).peak_bytes
@@ -115,18 +115,21 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
     from harness.env import fingerprint
     from harness.results import ResultsWriter, check_writable, new_run_id, utc_timestamp
     from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
+    from harness.workloads.ddp import DistributedCase
 
     check_writable(results_dir)
     run_id = new_run_id()
     writer = ResultsWriter(results_dir, run_id)
     env = fingerprint(device)
     stats = summarize(report.step_samples_s)
+    case = DistributedCase("ddp", report.world_size, report.backend, report.batch_size)  # the suite's id scheme
     row = {k: v for k, v in env.items() if k in RUN_COLUMNS}
+    row.update(case.settings())
     row.update(schema_version=SCHEMA_VERSION, run_id=run_id, timestamp_utc=utc_timestamp(), profile="torchrun",
-               workload="ddp", case_id=f"ddp/parallel=ddp-world_size={report.world_size}-batch_size={report.batch_size}",
-               parallel="ddp", world_size=report.world_size, backend=report.backend, batch_size=report.batch_size,
+               workload=case.workload, case_id=case.case_id, build=0, builds=1,
                dataset=report.dataset, rounds=stats.rounds, iterations=1, median_s=stats.median_s, iqr_s=stats.iqr_s,
-               min_s=stats.min_s, mean_s=stats.mean_s, stddev_s=stats.stddev_s, cv=stats.cv, step_s=stats.median_s,
+               min_s=stats.min_s, mean_s=stats.mean_s, stddev_s=stats.stddev_s, cv=stats.cv, rel_iqr=stats.rel_iqr,
+               iqr_outliers=stats.iqr_outliers, stddev_outliers=stats.stddev_outliers, step_s=stats.median_s,
                samples_per_s=report.samples_per_s, samples_per_s_per_rank=report.samples_per_s / report.world_size,
                peak_mem_bytes=report.peak_mem_bytes,
                status="ok", reason="", samples_s=report.step_samples_s)

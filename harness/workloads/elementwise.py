@@ -1,4 +1,8 @@
-"""Memory-bound elementwise ops: GB/s counting every byte read and written (guide §1)."""
+"""Memory-bound elementwise ops: GB/s counting every byte read and written (guide §1).
+
+Every ladder ends at a DRAM-resident size: a working set >= 8x the last-level cache in front of the
+device's memory, so the headline is a memory figure, not a cache one. Each row says which tier its
+working set sits in (`memory_tier`: cache, mixed, dram)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import torch
 
 from harness.cases import Case, CaseSkipped
 from harness.device import dtype_skip_reason
-from harness.runner import Timed
+from harness.env import llc_bytes
+from harness.peaks import peak_gbps
+from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
 from harness.workloads.matmul import TORCH_DTYPES
 
@@ -21,7 +27,7 @@ OPS: dict[str, tuple[Callable[..., Any], int]] = {
 
 LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
     ("smoke", "cpu"): (2**16,),
-    ("quick", "cpu"): (2**20, 2**24),
+    ("quick", "cpu"): (2**20,),
     ("full", "cpu"): (2**16, 2**20, 2**22, 2**24, 2**26),
     ("smoke", "gpu"): (2**20,),
     ("quick", "gpu"): (2**20, 2**24, 2**28),
@@ -37,18 +43,46 @@ class ElementwiseCase(Case):
     size: int  # elements per tensor
 
 
-def cases(profile: str, device: torch.device) -> list[ElementwiseCase]:
-    kind = "cpu" if device.type == "cpu" else "gpu"
-    dtypes = ("fp32", "bf16") if profile == "full" else ("fp32",)
-    return [ElementwiseCase(op, dtype, n) for op in OPS for dtype in dtypes for n in LADDERS[(profile, kind)]]
+DRAM_FACTOR = 8  # a working set this many times the last-level cache is DRAM-resident
+UNKNOWN_LLC_BYTES = 64 * 2**20  # assumed where the cache size cannot be read
+
+
+def element_bytes(dtype: str) -> int:
+    return torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
 
 
 def bytes_moved(case: ElementwiseCase) -> int:
-    element_bytes = torch.empty((), dtype=TORCH_DTYPES[case.dtype]).element_size()
-    return OPS[case.op][1] * case.size * element_bytes
+    return OPS[case.op][1] * case.size * element_bytes(case.dtype)
 
 
-def build(case: ElementwiseCase, device: torch.device, profile: str) -> Timed:
+def dram_size(op: str, dtype: str, llc: int | None) -> int:
+    """Smallest power-of-two element count whose working set is >= DRAM_FACTOR x the LLC."""
+    per_element = OPS[op][1] * element_bytes(dtype)
+    n = 1
+    while n * per_element < DRAM_FACTOR * (llc or UNKNOWN_LLC_BYTES):
+        n *= 2
+    return n
+
+
+def memory_tier(working_set_bytes: int, llc: int | None) -> str:
+    if llc is None:
+        return "unknown"
+    if working_set_bytes <= llc:
+        return "cache"
+    return "dram" if working_set_bytes >= DRAM_FACTOR * llc else "mixed"
+
+
+def cases(ctx: BuildContext) -> list[ElementwiseCase]:
+    kind = "cpu" if ctx.device.type == "cpu" else "gpu"
+    dtypes = ("fp32", "bf16") if ctx.profile == "full" else ("fp32",)
+    llc = llc_bytes(ctx.device)
+    ladder = LADDERS[(ctx.profile, kind)]
+    return [ElementwiseCase(op, dtype, n) for op in OPS for dtype in dtypes
+            for n in (ladder if ctx.profile == "smoke" else sorted({*ladder, dram_size(op, dtype, llc)}))]
+
+
+def build(case: ElementwiseCase, ctx: BuildContext) -> Timed:
+    device = ctx.device
     reason = dtype_skip_reason(device, case.dtype)
     if reason:
         raise CaseSkipped(reason)
@@ -58,8 +92,13 @@ def build(case: ElementwiseCase, device: torch.device, profile: str) -> Timed:
     out = torch.empty_like(a)
     op = OPS[case.op][0]
     moved = bytes_moved(case)
+    tier = memory_tier(moved, llc_bytes(device))
+    peak = peak_gbps(torch.cuda.get_device_name(device) if device.type == "cuda" else "")
 
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
-        return {"gbps": moved / stats.median_s / 1e9}
+        gbps = moved / stats.median_s / 1e9
+        return {"gbps": gbps, "working_set_bytes": moved, "memory_tier": tier, "peak_gbps": peak,
+                "pct_of_peak_gbps": 100 * gbps / peak if peak and tier == "dram" else None,
+                "flags": ["cache"] if tier == "cache" else []}
 
     return Timed(fn=lambda: op(a, b, out), figures=figures)

@@ -9,7 +9,7 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from harness.cases import Case
-from harness.runner import Timed
+from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
 from harness.workloads.models import make_model
 
@@ -29,13 +29,13 @@ class InferenceCase(Case):
     grad_mode: str
 
 
-def cases(profile: str, device: torch.device) -> list[InferenceCase]:
-    return [InferenceCase(m, b, g) for m in ("mlp", "cnn") for b in BATCHES[profile] for g in GRAD_MODES]
+def cases(ctx: BuildContext) -> list[InferenceCase]:
+    return [InferenceCase(m, b, g) for m in ("mlp", "cnn") for b in BATCHES[ctx.profile] for g in GRAD_MODES]
 
 
-def build(case: InferenceCase, device: torch.device, profile: str) -> Timed:
-    model = make_model(case.model).to(device).eval()
-    x = torch.randn(case.batch_size, 1, 28, 28, device=device)
+def build(case: InferenceCase, ctx: BuildContext) -> Timed:
+    model = make_model(case.model).to(ctx.device).eval()
+    x = torch.randn(case.batch_size, 1, 28, 28, device=ctx.device)
     mode = GRAD_MODES[case.grad_mode]
 
     def forward() -> None:
@@ -45,4 +45,4 @@ def build(case: InferenceCase, device: torch.device, profile: str) -> Timed:
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         return {"samples_per_s": case.batch_size / stats.median_s, "latency_s": stats.median_s}
 
-    return Timed(fn=forward, figures=figures)
+    return Timed(fn=forward, figures=figures, cpu_memory=forward)

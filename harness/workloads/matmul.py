@@ -10,7 +10,7 @@ import torch
 from harness.cases import Case, CaseSkipped
 from harness.device import dtype_skip_reason
 from harness.peaks import peak_tflops
-from harness.runner import Timed
+from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
@@ -46,8 +46,8 @@ def ladder(profile: str, device: torch.device, dtype: str = "fp32") -> tuple[int
     return sizes
 
 
-def cases(profile: str, device: torch.device) -> list[MatmulCase]:
-    return [MatmulCase(dtype, n) for dtype in DTYPES for n in ladder(profile, device, dtype)]
+def cases(ctx: BuildContext) -> list[MatmulCase]:
+    return [MatmulCase(dtype, n) for dtype in DTYPES for n in ladder(ctx.profile, ctx.device, dtype)]
 
 
 def matmul_tflops(n: int, seconds: float) -> float:
@@ -88,14 +88,14 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else ""
 
 
-def build(case: MatmulCase, device: torch.device, profile: str) -> Timed:
-    reason = dtype_skip_reason(device, case.dtype)
+def build(case: MatmulCase, ctx: BuildContext) -> Timed:
+    reason = dtype_skip_reason(ctx.device, case.dtype)
     if reason:
         raise CaseSkipped(reason)
     restore = with_precision(case.dtype)
-    a, b, out = operands(case.size, case.dtype, device)
+    a, b, out = operands(case.size, case.dtype, ctx.device)
     return Timed(
         fn=lambda: torch.matmul(a, b, out=out),
-        figures=tflops_figures(case.size, case.dtype, device_name(device)),
+        figures=tflops_figures(case.size, case.dtype, device_name(ctx.device)),
         cleanup=restore,
     )

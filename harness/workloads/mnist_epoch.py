@@ -1,16 +1,24 @@
-"""A full MNIST CNN training epoch (60k train + 10k eval) under every setting of guide §5–§8."""
+"""A full MNIST CNN training epoch (60k train + 10k eval) under every setting of guide §5–§8.
+
+The epoch is timed in windows of steps (harness.workloads.train_loop.run_epoch), so one epoch
+gives a row with raw samples and a spread; `epoch_s` stays the whole epoch. A diverged run
+(non-finite loss, or test accuracy near chance on real data) is a failed row, never "fastest"."""
 
 from __future__ import annotations
 
+import math
 import os
+import tempfile
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Iterable
 
 import torch
 from torch.utils.data import DataLoader
 
+from harness.caseids import GUIDE_TEMPLATE
 from harness.cases import Case, CaseSkipped
-from harness.runner import Build, Timed
+from harness.datasets import CLASSES
+from harness.runner import BuildContext, Diverged, Timed
 from harness.stats import SampleStats, summarize
 from harness.timing import RoundPlan, sample, warm_up
 from harness.workloads.data_source import Batch, DataSource, PreloadedLoader
@@ -19,22 +27,24 @@ from harness.workloads.train_loop import (COMPILE_MODES, PRECISIONS, EpochResult
                                           profile_top_ops, run_epoch)
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
+CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
+BUILDS = {"smoke": 1, "quick": 1, "full": 3}  # an epoch is long; its windows give the spread
 
 
 @dataclass(frozen=True)
 class EpochCase(Case):
     """Defaults are the guide's template (§5): DataLoader with ToTensor+Normalize per image,
-    batch 256, num_workers=4, pin_memory=True, non_blocking copies, fp32, no compile."""
+    batch 256, num_workers=4, pin_memory=True, non_blocking copies, fp32, no compile.
+    A preloaded epoch uses none of the DataLoader's knobs: they are None."""
 
     workload: ClassVar[str] = "mnist_epoch"
-    defaults_label: ClassVar[str] = "guide-template"
     batch_size: int = 256
     loader: str = "dataloader"  # dataloader | preloaded
-    num_workers: int = 4
-    pin_memory: bool = True
-    non_blocking: bool = True
-    persistent_workers: bool = False
-    prefetch_factor: int = 0  # 0 = DataLoader's default (2 per worker)
+    num_workers: int | None = 4
+    pin_memory: bool | None = True
+    non_blocking: bool | None = True
+    persistent_workers: bool | None = False
+    prefetch_factor: int | None = None  # None = DataLoader's default (2 per worker)
     precision: str = "fp32"
     channels_last: bool = False  # NHWC activations and weights (not in the guide; often the best CPU setting)
     compile_mode: str = "none"
@@ -49,7 +59,7 @@ class EpochCase(Case):
 
 
 TEMPLATE = EpochCase()
-PRELOADED = EpochCase(loader="preloaded", num_workers=0, pin_memory=False, non_blocking=False)
+PRELOADED = EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
 
 
 def _sweep(base: EpochCase, **axes: Iterable[Any]) -> list[EpochCase]:
@@ -61,8 +71,8 @@ def _unique(cases: list[EpochCase]) -> list[EpochCase]:
     return list(dict.fromkeys(cases))
 
 
-def cases(profile: str, device: torch.device) -> list[EpochCase]:
-    gpu = device.type != "cpu"
+def cases(ctx: BuildContext) -> list[EpochCase]:
+    profile, gpu = ctx.profile, ctx.device.type != "cpu"
     amp = "bf16"  # preferred over fp16 wherever supported: no GradScaler needed (guide §7.1)
     if profile == "smoke":
         return [TEMPLATE, PRELOADED]
@@ -86,7 +96,7 @@ def skip_reason(case: EpochCase, device: torch.device) -> str | None:
     reason = precision_skip_reason(case.precision, device)
     if reason:
         return reason
-    if case.loader == "dataloader" and case.num_workers == 0 and (case.persistent_workers or case.prefetch_factor):
+    if case.loader == "dataloader" and not case.num_workers and (case.persistent_workers or case.prefetch_factor):
         return "persistent_workers and prefetch_factor need num_workers > 0 (DataLoader rejects them)"
     if case.compile_mode != "none" and not hasattr(torch, "compile"):
         return "torch.compile is not available in this PyTorch"
@@ -96,7 +106,7 @@ def skip_reason(case: EpochCase, device: torch.device) -> str | None:
 def setting_notes(case: EpochCase, device: torch.device) -> list[str]:
     notes = []
     cores = os.cpu_count() or 1
-    if case.loader == "dataloader" and case.num_workers > cores:
+    if case.loader == "dataloader" and (case.num_workers or 0) > cores:
         notes.append(f"num_workers={case.num_workers} exceeds the {cores} CPU cores")
     if case.loader == "dataloader" and case.pin_memory and device.type != "cuda":
         notes.append("pin_memory has no effect without CUDA")
@@ -107,9 +117,9 @@ def make_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tup
     if case.loader == "preloaded":
         return (PreloadedLoader(*data.preloaded(True, device), case.batch_size, shuffle=True),
                 PreloadedLoader(*data.preloaded(False, device), case.batch_size, shuffle=False))
-    options: dict[str, Any] = {"batch_size": case.batch_size, "num_workers": case.num_workers,
-                               "pin_memory": case.pin_memory and device.type == "cuda"}
-    if case.num_workers > 0:
+    options: dict[str, Any] = {"batch_size": case.batch_size, "num_workers": case.num_workers or 0,
+                               "pin_memory": bool(case.pin_memory) and device.type == "cuda"}
+    if case.num_workers:
         options["persistent_workers"] = case.persistent_workers
         if case.prefetch_factor:
             options["prefetch_factor"] = case.prefetch_factor
@@ -131,13 +141,14 @@ def shape_batches(data: DataSource, device: torch.device, batch_size: int) -> li
 
 @dataclass
 class CompileCost:
-    compile_s: float | None = None
+    compile_s: float | None = None  # cold: fresh dynamo state and an empty inductor cache
+    compile_warm_s: float | None = None  # the same compile again with the cache the cold one filled
     eager_step_s: float | None = None
     compiled_step_s: float | None = None
 
     @property
     def break_even_steps(self) -> float | None:
-        """Steps after which compiling has paid for itself; None when it never does."""
+        """Steps after which a cold compile has paid for itself; None when it never does."""
         if self.compile_s is None or self.eager_step_s is None or self.compiled_step_s is None:
             return None
         gain_s = self.eager_step_s - self.compiled_step_s
@@ -146,22 +157,69 @@ class CompileCost:
 
 def step_seconds(trainer: Trainer, batch: Batch, rounds: int = 5) -> float:
     plan = RoundPlan(0, 1, rounds, 0.0)
-    return summarize(sample(lambda: trainer.step([batch]), plan)).median_s
+    return summarize(sample(lambda: trainer.step([batch]), plan, trainer.clock)).median_s
 
 
-def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], device: torch.device) -> CompileCost:
+def make_trainer(case: EpochCase, device: torch.device, compile_mode: str | None = None) -> Trainer:
+    return Trainer(make_model(case.model, case.checkpointing), device, case.precision, case.accumulation_steps,
+                   case.freeze_features, case.compile_mode if compile_mode is None else compile_mode,
+                   channels_last=case.channels_last)
+
+
+def first_call_s(trainer: Trainer, batch: Batch) -> float:
+    start = trainer.clock()
+    trainer.step([batch])
+    return trainer.clock() - start
+
+
+class FreshCompileCaches:
+    """A compile measured from scratch: dynamo's state reset and inductor's on-disk cache pointed
+    at an empty folder (else a case inherits the kernels of the cases before it, and compile_s
+    depends on case order). Restores the previous cache folder on exit."""
+
+    def __enter__(self) -> "FreshCompileCaches":
+        self._folder = tempfile.TemporaryDirectory(prefix="gpubench-inductor-")
+        self._previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = self._folder.name
+        torch._dynamo.reset()
+        return self
+
+    def reset_dynamo(self) -> None:
+        torch._dynamo.reset()  # keeps the on-disk cache: the next compile is a warm one
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = self._previous
+        self._folder.cleanup()
+
+
+def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
+    """Eager step, then the cold first call of `trainer` (compile + one step) minus an eager step;
+    with `warm`, a second fresh model compiled against the cache the first filled."""
+    cost = CompileCost()
+    eager = make_trainer(case, device, compile_mode="none")
+    warm_up(lambda: eager.step([first]), 2, eager.clock)
+    cost.eager_step_s = step_seconds(eager, first)
+    del eager
+    with FreshCompileCaches() as caches:
+        cost.compile_s = first_call_s(trainer, first) - cost.eager_step_s
+        if warm:
+            caches.reset_dynamo()
+            # the reset also dropped the timed trainer's graphs: warm-up below re-traces them
+            cost.compile_warm_s = first_call_s(make_trainer(case, device), first) - cost.eager_step_s
+    return cost
+
+
+def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], device: torch.device, profile: str) -> CompileCost:
     """Warm-up outside the samples: cuDNN/cuBLAS init, allocator growth and, when compiled, the
-    compilation of every shape. For compiled cases also the first-call compile time against an
-    eager step, measured on the same batch."""
+    compilation of every shape. For compiled cases also the cold first-call compile time against
+    an eager step on the same batch (and, in the full profile, the warm-cache compile)."""
     first, train_shapes = batches[0], [b for b in batches if b[0].shape[0] != batches[0][0].shape[0]][:1]
     cost = CompileCost()
     if case.compile_mode != "none":
-        eager = Trainer(make_model(case.model, case.checkpointing), device, case.precision, 1, case.freeze_features,
-                        channels_last=case.channels_last)
-        warm_up(lambda: eager.step([first]), 2)
-        cost.eager_step_s = step_seconds(eager, first)
-        del eager
-        cost.compile_s = warm_up(lambda: trainer.step([first]), 1) - cost.eager_step_s
+        cost = compile_cost(case, trainer, first, device, warm=profile == "full")
     repeats = 3 if case.compile_mode == "reduce-overhead" else 2  # CUDA graphs record on a later call
     for _ in range(repeats):
         trainer.step([first])
@@ -173,8 +231,21 @@ def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], devic
     return cost
 
 
+def divergence(result: EpochResult, dataset: str) -> str | None:
+    """Why this epoch's model is not a result (non-finite loss; accuracy near chance on real data)."""
+    if not math.isfinite(result.train_loss):
+        return f"train_loss is {result.train_loss} (test accuracy {result.test_accuracy:.3f})"
+    chance = 1 / CLASSES
+    if dataset != "synthetic" and result.test_accuracy < chance + CHANCE_MARGIN:
+        return f"test accuracy {result.test_accuracy:.3f} is near chance ({chance:.2f}); train_loss {result.train_loss:.3g}"
+    return None
+
+
 def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any) -> Any:
     def figures(stats: SampleStats, result: EpochResult) -> dict[str, Any]:
+        why = divergence(result, data.dataset)
+        if why:
+            raise Diverged(why)
         row: dict[str, Any] = {
             "dataset": data.dataset,
             "effective_batch": case.effective_batch,
@@ -186,6 +257,7 @@ def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any
             "train_loss": result.train_loss,
             "test_accuracy": result.test_accuracy,
             "compile_s": cost.compile_s,
+            "compile_warm_s": cost.compile_warm_s,
             "eager_step_s": cost.eager_step_s,
             "break_even_steps": cost.break_even_steps,
             "profile_ops": ops() if ops else None,
@@ -203,26 +275,26 @@ def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any
     return figures
 
 
-def builder(data: DataSource) -> Build:
-    def build(case: EpochCase, device: torch.device, profile: str) -> Timed:
-        reason = skip_reason(case, device)
-        if reason:
-            raise CaseSkipped(reason)
-        trainer = Trainer(make_model(case.model, case.checkpointing), device, case.precision,
-                          case.accumulation_steps, case.freeze_features, case.compile_mode, channels_last=case.channels_last)
-        train, test = make_loaders(case, data, device)
-        shapes = shape_batches(data, device, case.batch_size)
-        cost = warm_and_cost(case, trainer, shapes, device)
-        if case.loader == "dataloader" and case.persistent_workers:
-            next(iter(train))  # start the workers once, as every epoch after the first finds them
-        ops = None
-        if data.profile_ops and data.ops_sink is not None:
-            ops = lambda: data.ops_sink(case.case_id, profile_top_ops(lambda: trainer.step([shapes[0]]), device))  # noqa: E731
-        return Timed(
-            fn=lambda: run_epoch(trainer, train, test, case.non_blocking),
-            figures=epoch_figures(case, data, cost, ops),
-            plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
-            notes=setting_notes(case, device),
-        )
-
-    return build
+def build(case: EpochCase, ctx: BuildContext) -> Timed:
+    device, data = ctx.device, ctx.data
+    reason = skip_reason(case, device)
+    if reason:
+        raise CaseSkipped(reason)
+    trainer = make_trainer(case, device)
+    trainer.clock = ctx.clock
+    train, test = make_loaders(case, data, device)
+    shapes = shape_batches(data, device, case.batch_size)
+    cost = warm_and_cost(case, trainer, shapes, device, ctx.profile)
+    if case.loader == "dataloader" and case.persistent_workers:
+        next(iter(train))  # start the workers once, as every epoch after the first finds them
+    ops = None
+    if data.profile_ops and data.ops_sink is not None:
+        ops = lambda: data.ops_sink(case.case_id, profile_top_ops(lambda: trainer.step([shapes[0]]), device))  # noqa: E731
+    return Timed(
+        fn=lambda: run_epoch(trainer, train, test, bool(case.non_blocking), ctx.progress),
+        figures=epoch_figures(case, data, cost, ops),
+        plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
+        windows=lambda result: result.window_step_s,
+        cpu_memory=lambda: trainer.step([shapes[0]]),  # on cpu: the allocator's peak over one training step
+        notes=setting_notes(case, device),
+    )

@@ -1,24 +1,38 @@
-"""Proves the clock: one matmul timed by the harness, by torch.utils.benchmark and by CUDA events.
+"""Proves the clock: a matmul timed by the harness's clock (the one pytest-benchmark uses,
+including a --benchmark-timer underneath it), by torch.utils.benchmark and, on CUDA, by CUDA
+events — interleaved, so both see the same machine state.
 
-The ratios harness/other should sit near 1.0. A harness that forgot to synchronize would read far
-below the others on a GPU (e.g. 0.03 ms instead of 1.36 ms), and the row says so.
+Each pair is one harness window and one torch.utils.benchmark window of the same number of calls;
+the row's ratio is the median over the pairs. Outside AGREEMENT the row fails: one of the clocks is
+wrong (a harness that forgot to synchronize reads far below the others on a GPU, e.g. 0.03 ms
+instead of 1.36 ms; a biased host clock reads its bias). A short case (~100 µs a call) and a long
+one cover both launch-bound and compute-bound regions.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 import torch.utils.benchmark as tub
 
 from harness.cases import Case
-from harness.runner import Timed
-from harness.stats import SampleStats, summarize
-from harness.timing import cuda_event_samples
+from harness.runner import BuildContext, Timed
+from harness.stats import SampleStats
+from harness.timing import Clock, cuda_event_samples
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
-AGREEMENT = (0.8, 1.25)  # ratios outside this band mean one of the clocks is wrong
+AGREEMENT = (0.97, 1.03)  # median harness/other ratio outside this band fails the row
+PAIRS = {"smoke": 5, "quick": 9, "full": 15}
+WINDOW_S = {"smoke": 0.005, "quick": 0.02, "full": 0.05}  # seconds of calls per window
+BUILDS = {"smoke": 1, "quick": 1, "full": 3}  # the pairs already repeat the measurement
+SIZES = {"cpu": (256, 1024), "gpu": (1024, 4096)}  # ~100 µs a call, and a long one
+
+
+class SelfcheckFailed(Exception):
+    pass
 
 
 @dataclass(frozen=True)
@@ -28,38 +42,59 @@ class SelfcheckCase(Case):
     size: int
 
 
-def cases(profile: str, device: torch.device) -> list[SelfcheckCase]:
-    if profile == "smoke":
+def cases(ctx: BuildContext) -> list[SelfcheckCase]:
+    if ctx.profile == "smoke":
         return [SelfcheckCase("fp32", 128)]
-    return [SelfcheckCase("fp32", 1024 if device.type == "cpu" else 4096)]
+    return [SelfcheckCase("fp32", n) for n in SIZES["cpu" if ctx.device.type == "cpu" else "gpu"]]
+
+
+def harness_window_s(fn: Callable[[], Any], calls: int, clock: Clock) -> float:
+    start = clock()
+    for _ in range(calls):
+        fn()
+    return (clock() - start) / calls
+
+
+def torch_benchmark_window_s(timer: tub.Timer, calls: int) -> float:
+    """torch.utils.benchmark.Timer at the harness's thread count (its default of 1 would make the
+    comparison meaningless on the CPU); it synchronizes CUDA itself."""
+    return timer.timeit(calls).median
+
+
+def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clock, cuda: bool) -> tuple[list[float], list[float]]:
+    """harness/torch.utils.benchmark (and harness/CUDA events) per pair of adjacent windows."""
+    timer = tub.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    tub_ratios: list[float] = []
+    event_ratios: list[float] = []
+    for _ in range(pairs):
+        harness_s = harness_window_s(fn, calls, clock)
+        tub_ratios.append(harness_s / torch_benchmark_window_s(timer, calls))
+        if cuda:
+            event_ratios.append(harness_s / cuda_event_samples(fn, calls, 1)[0])
+    return tub_ratios, event_ratios
 
 
 def disagreement(name: str, ratio: float | None) -> str | None:
     if ratio is None or AGREEMENT[0] <= ratio <= AGREEMENT[1]:
         return None
-    return f"selfcheck: harness/{name} ratio {ratio:.2f} outside {AGREEMENT} — one of the clocks is wrong"
+    return f"selfcheck: harness/{name} median ratio {ratio:.3f} outside {AGREEMENT[0]}–{AGREEMENT[1]} — one of the clocks is wrong"
 
 
-def torch_benchmark_median_s(stmt: Any, min_run_time_s: float) -> float:
-    """torch.utils.benchmark.Timer at the harness's thread count (its default of 1 would make
-    the comparison meaningless on the CPU); it synchronizes CUDA itself."""
-    timer = tub.Timer(stmt="fn()", globals={"fn": stmt}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time_s).median
-
-
-def build(case: SelfcheckCase, device: torch.device, profile: str) -> Timed:
+def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
     restore = with_precision(case.dtype)
-    a, b, out = operands(case.size, case.dtype, device)
+    a, b, out = operands(case.size, case.dtype, ctx.device)
     fn = lambda: torch.matmul(a, b, out=out)  # noqa: E731
-    base = tflops_figures(case.size, case.dtype, device_name(device))
+    base = tflops_figures(case.size, case.dtype, device_name(ctx.device))
 
     def figures(stats: SampleStats, result: Any) -> dict[str, Any]:
-        tub_ratio = stats.median_s / torch_benchmark_median_s(fn, max(0.2, stats.median_s * 10))
-        events_ratio = None
-        if device.type == "cuda":
-            iterations = max(1, int(1e-3 / stats.median_s))
-            events_ratio = stats.median_s / summarize(cuda_event_samples(fn, iterations, 20)).median_s
+        calls = max(1, round(WINDOW_S[ctx.profile] / stats.median_s))
+        tub_ratios, event_ratios = interleaved_ratios(fn, calls, PAIRS[ctx.profile], ctx.clock, ctx.device.type == "cuda")
+        tub_ratio = statistics.median(tub_ratios)
+        events_ratio = statistics.median(event_ratios) if event_ratios else None
         problems = [p for p in (disagreement("torch.utils.benchmark", tub_ratio), disagreement("cuda-events", events_ratio)) if p]
-        return dict(base(stats, result), selfcheck_tub_ratio=tub_ratio, selfcheck_events_ratio=events_ratio, reason="; ".join(problems))
+        if problems:
+            raise SelfcheckFailed("; ".join(problems) + f" ({len(tub_ratios)} interleaved pairs of {calls} calls)")
+        return dict(base(stats, result), selfcheck_tub_ratio=tub_ratio, selfcheck_events_ratio=events_ratio,
+                    reason=f"{len(tub_ratios)} interleaved pairs of {calls} calls")
 
     return Timed(fn=fn, figures=figures, cleanup=restore)

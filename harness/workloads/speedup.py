@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import torch
 
 from harness.cases import BUDGETS, Case, CaseSkipped
-from harness.runner import Timed
+from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats, summarize
-from harness.timing import Budget, measure
+from harness.timing import Budget, SyncedClock, measure
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 GUIDE_N = 5000
@@ -23,8 +23,12 @@ class SpeedupCase(Case):
     size: int
 
 
-def cases(profile: str, device: torch.device) -> list[SpeedupCase]:
-    return [SpeedupCase("fp32", 512 if profile == "smoke" else GUIDE_N)]
+# One build: the CPU side alone takes seconds per call, and the figure is a ratio within the build.
+BUILDS = {"smoke": 1, "quick": 1, "full": 3}
+
+
+def cases(ctx: BuildContext) -> list[SpeedupCase]:
+    return [SpeedupCase("fp32", 512 if ctx.profile == "smoke" else GUIDE_N)]
 
 
 def cpu_budget(profile: str) -> Budget:
@@ -32,7 +36,8 @@ def cpu_budget(profile: str) -> Budget:
     return Budget(target_s=BUDGETS[profile].target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10, warmup_calls=1)
 
 
-def build(case: SpeedupCase, device: torch.device, profile: str) -> Timed:
+def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
+    device, profile = ctx.device, ctx.profile
     if device.type == "cpu":
         raise CaseSkipped("the CPU-vs-GPU speedup needs an accelerator; --device is cpu")
     restore = with_precision(case.dtype)
@@ -41,7 +46,8 @@ def build(case: SpeedupCase, device: torch.device, profile: str) -> Timed:
     gpu_figures = tflops_figures(case.size, case.dtype, device_name(device))
 
     def figures(stats: SampleStats, result: Any) -> dict[str, Any]:
-        _, cpu_samples = measure(lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu), cpu_budget(profile))
+        cpu_clock = SyncedClock(torch.device("cpu"), ctx.clock.base)
+        _, cpu_samples = measure(lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu), cpu_budget(profile), cpu_clock)
         cpu_median_s = summarize(cpu_samples).median_s
         return dict(gpu_figures(stats, result), baseline_median_s=cpu_median_s, speedup=cpu_median_s / stats.median_s)
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from harness.timing import Stopwatch, synced_clock
+from harness.timing import Stopwatch, SyncedClock
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
@@ -37,6 +37,7 @@ class Trainer:
                  freeze_features: bool = False, compile_mode: str = "none", lr: float = 1e-3,
                  channels_last: bool = False) -> None:
         self.device = device
+        self.clock = SyncedClock(device)
         # channels_last (NHWC) lets oneDNN / cuDNN pick their fastest convolution kernels.
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=self.memory_format)
@@ -113,6 +114,7 @@ class EpochResult:
     data_wait_s: float
     train_loss: float
     test_accuracy: float
+    window_step_s: list[float]  # seconds per step in each window of steps (the epoch's spread)
 
     @property
     def epoch_s(self) -> float:
@@ -139,23 +141,48 @@ def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: 
         yield x, y
 
 
-def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], non_blocking: bool) -> EpochResult:
-    """One full epoch: every training batch, then every test batch; synchronized at the edges."""
+EPOCH_WINDOWS = 10  # an epoch is timed in this many windows of steps: its samples and its spread
+
+
+def window_steps(total_steps: int, windows: int = EPOCH_WINDOWS) -> int:
+    return max(1, total_steps // windows)
+
+
+def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], non_blocking: bool,
+              progress: Callable[[int, int], None] | None = None) -> EpochResult:
+    """One full epoch: every training batch, then every test batch; synchronized at the edges and
+    at the edge of every window of steps (a tenth of the epoch), never inside a window. The
+    windows' seconds per step are the epoch's samples; train_s also holds the loader's start
+    and shutdown, which no window does.
+    `progress(done, total)` is called at each window edge (total steps may be unknown: 0)."""
     trainer.loss_sum.zero_()
     trainer.seen = 0
-    wait = Stopwatch()
-    start = synced_clock()
-    steps = 0
+    clock = trainer.clock
+    wait = Stopwatch(clock)
+    total = len(train) if hasattr(train, "__len__") else 0  # type: ignore[arg-type]
+    per_window = window_steps(total) if total else 50
+    windows: list[float] = []
+    start = window_start = clock()
+    steps = closed = 0
     for x, y in timed_batches(train, trainer.device, non_blocking, wait):
         trainer.micro_step(x, y)
         steps += 1
+        # EPOCH_WINDOWS - 1 windows of per_window steps; the last window takes the rest
+        if steps - closed == per_window and (not total or len(windows) < EPOCH_WINDOWS - 1):
+            now = clock()
+            windows.append((now - window_start) / per_window)
+            window_start, closed = now, steps
+            if progress:
+                progress(steps, total)
     trainer.optimizer_step()  # a last partial accumulation group still updates the model
-    trained = synced_clock()
-    correct, total = trainer.evaluate(test, non_blocking)
-    accuracy = correct.item() / max(total, 1)
-    done = synced_clock()
+    trained = clock()
+    if steps > closed:
+        windows.append((trained - window_start) / (steps - closed))
+    correct, count = trainer.evaluate(test, non_blocking)
+    accuracy = correct.item() / max(count, 1)
+    done = clock()
     return EpochResult(trained - start, done - trained, steps, trainer.seen, wait.total_s,
-                       trainer.loss_sum.item() / max(trainer.seen, 1), accuracy)
+                       trainer.loss_sum.item() / max(trainer.seen, 1), accuracy, windows)
 
 
 def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int = 10, top: int = 15) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
-from harness.runner import Timed
+from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
 
 MIB = 2**20
@@ -28,11 +28,11 @@ class TransferCase(Case):
     non_blocking: bool
 
 
-def cases(profile: str, device: torch.device) -> list[TransferCase]:
+def cases(ctx: BuildContext) -> list[TransferCase]:
     return [
         TransferCase(direction, size, pinned, non_blocking)
         for direction in ("h2d", "d2h")
-        for size in LADDERS[profile]
+        for size in LADDERS[ctx.profile]
         for pinned in (False, True)
         for non_blocking in (False, True)
     ]
@@ -46,7 +46,8 @@ def skip_reason(case: TransferCase, device: torch.device) -> str | None:
     return None
 
 
-def build(case: TransferCase, device: torch.device, profile: str) -> Timed:
+def build(case: TransferCase, ctx: BuildContext) -> Timed:
+    device = ctx.device
     reason = skip_reason(case, device)
     if reason:
         raise CaseSkipped(reason)

@@ -1,0 +1,53 @@
+"""gpubench's run options, declared once: the pytest plugin adds them to pytest and `gpubench run`
+to its argument parser, with the same names, defaults and help. Torch-free (the CLI imports it
+before deciding whether to load torch)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    default: Any
+    help: str
+    type: Callable[[str], Any] | None = str  # None: an on/off switch
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def kwargs(self) -> dict[str, Any]:
+        if self.type is None:
+            return {"action": "store_true", "default": False, "help": self.help, "dest": self.dest}
+        return {"default": self.default, "type": self.type, "help": self.help, "dest": self.dest}
+
+    def to_argv(self, value: Any) -> list[str]:
+        """The pytest argument that carries `value`, or nothing when it is the default."""
+        if value == self.default or value is None:
+            return []
+        return [self.flag] if self.type is None else [f"{self.flag}={value}"]
+
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps"),
+    Option("--profile", "quick", "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"),
+    Option("--results-dir", "results", "folder for the run's CSV and sidecars (default: results/)"),
+    Option("--run-id", None, "name of this run's files (default: UTC time, host, pid)"),
+    Option("--data-root", None, "where MNIST / Fashion-MNIST live (default: ~/.cache/gpubench/data)"),
+    Option("--dataset", "auto", "training data: auto, mnist, fashion-mnist, synthetic (default auto: mnist > fashion-mnist > synthetic)"),
+    Option("--nproc", None, "processes for the distributed (DDP) cases (default: the GPU count on cuda, 2 on cpu)", int),
+    Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
+)
+
+
+def add_to_parser(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    for option in RUN_OPTIONS:
+        parser.add_argument(option.flag, **option.kwargs())
+
+
+def to_pytest_argv(values: argparse.Namespace) -> list[str]:
+    return [arg for option in RUN_OPTIONS for arg in option.to_argv(getattr(values, option.dest))]
