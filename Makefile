@@ -8,10 +8,10 @@ RESULTS ?= results
 
 .PHONY: bench test data clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
 # Real Fashion-MNIST offline (Debian's dataset-fashion-mnist); without it the suite uses real

@@ -38,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpubench")
     for option in RUN_OPTIONS:
         group.addoption(option.flag, **option.kwargs())
+    # Internal: `gpubench run` starts one pytest process per build and names the build here.
+    group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
+                    help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")
 
 
 @dataclass
@@ -56,6 +59,7 @@ class GpubenchState:
     telemetry_start: dict[str, Any] = field(default_factory=dict)
     top_ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
+    only_build: int | None = None  # this process runs one build of each case (gpubench run)
     untimed_cases: int = 0
     _data: DataSource | None = None
 
@@ -84,7 +88,10 @@ class GpubenchState:
         if self.writer is None:
             self.env = fingerprint(self.device)
             self.telemetry_start = gpu_telemetry(self.device.index or 0) if self.device.type == "cuda" else {}
-            self.writer = ResultsWriter(self.results_dir, self.run_id)
+            later_build = bool(self.only_build)
+            if later_build:  # cases whose first build (an earlier process) was skipped write no row again
+                self.skipped.update(skipped_in(self.results_dir / f"{self.run_id}.csv"))
+            self.writer = ResultsWriter(self.results_dir, self.run_id, resume=later_build)
         base = {k: v for k, v in self.env.items() if k in RUN_COLUMNS}
         base.update(schema_version=SCHEMA_VERSION, run_id=self.run_id, profile=self.ctx.profile)
         return RunContext(self.ctx, base, self.writer)
@@ -118,6 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     ctx = BuildContext(device, profile, clock, nproc)
     state = GpubenchState(ctx, results_dir, config.getoption("run_id") or new_run_id(), data_root, dataset, config.getoption("profile_ops"))
     ctx.data_source = state.data
+    state.only_build = config.getoption("gpubench_build")
     config.stash[STATE] = state
 
 
@@ -131,9 +139,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         benchmarks.options["timer"] = NameWrapper(state.ctx.clock)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable)."""
-    items.sort(key=lambda item: getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
+def _build_of(item: pytest.Item) -> int:
+    return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
+    With --gpubench-build K, only build K of each case runs here (the others are deselected)."""
+    state = config.stash.get(STATE, None)
+    if state is not None and state.only_build is not None:
+        keep = [item for item in items if _build_of(item) == state.only_build]
+        dropped = [item for item in items if _build_of(item) != state.only_build]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+    items.sort(key=_build_of)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -237,6 +257,15 @@ def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int
     return Recorder(request.config.stash[STATE], benchmark, request, gpubench_build)
 
 
+def skipped_in(csv_path: Path) -> dict[str, str]:
+    """case_id -> reason for the skipped rows already in a run's file."""
+    if not csv_path.exists():
+        return {}
+    from harness.results import read_rows
+
+    return {row["case_id"]: row["reason"] for row in read_rows(csv_path) if row["status"] == "skipped"}
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is None:
@@ -246,6 +275,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state.writer is None:
         return
     end = gpu_telemetry(state.device.index or 0) if state.device.type == "cuda" else {}
-    write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start, "gpu_telemetry_end": end})
+    if not state.only_build:  # the first build's process describes the run
+        write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start, "gpu_telemetry_end": end})
     state.writer.close()
     terminalreporter.write_line(f"gpubench: {state.writer.rows_written} rows -> {state.writer.path}")

@@ -39,14 +39,23 @@ def check_writable(results_dir: Path) -> None:
 class ResultsWriter:
     """Owns one run's CSV. Created exclusively (mode 'x'), so two runs never share a file; each
     row is flushed and fsynced before the next case starts, so a killed run keeps every finished
-    case."""
+    case. `resume=True` appends to the run's file (a later build process of the same run, see
+    `gpubench run`), after checking it was written with this schema."""
 
-    def __init__(self, results_dir: Path, run_id: str) -> None:
+    def __init__(self, results_dir: Path, run_id: str, resume: bool = False) -> None:
         self.path = results_dir / f"{run_id}.csv"
         self.rows_written = 0
-        self._file = open(self.path, "x", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS, restval="")
-        self._writer.writeheader()
+        if resume and self.path.exists():
+            with open(self.path, newline="", encoding="utf-8") as existing:
+                header = next(csv.reader(existing), [])
+            if tuple(header) != COLUMNS:
+                raise SchemaError(f"{self.path}: written by another gpubench version — use a new --run-id")
+            self._file = open(self.path, "a", newline="", encoding="utf-8")
+            self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS, restval="")
+        else:
+            self._file = open(self.path, "x", newline="", encoding="utf-8")
+            self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS, restval="")
+            self._writer.writeheader()
         self._sync()
 
     def append(self, row: dict[str, Any]) -> None:

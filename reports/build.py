@@ -53,7 +53,8 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     if "matmul" in workloads:
         peak = tables.matmul_peak_table(frame)
         parts.append(section("Matmul", image(_name(plots.matmul_plot(frame, out)), "matmul TFLOP/s"),
-                             "Best TFLOP/s per dtype, against the datasheet peak where the device is known:", md_table(peak),
+                             "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
+                             "`spread` is the IQR/median of the builds' TFLOP/s:", md_table(peak),
                              "<details><summary>Datasheet peaks known to gpubench (dense)</summary>\n\n" + md_table(tables.peaks_table()) + "\n\n</details>"))
     rows = tables.ok_rows(frame, "matmul_speedup")[["machine", "size", "baseline_median_s", "median_s", "speedup"]]
     if not rows.empty:
@@ -95,6 +96,11 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     parts.append(profiler_section(frame, top_ops or {}))
     advice = tables.recommendations(frame)
     parts.append(section("Recommendations", "\n".join(f"- **{m}**\n" + "\n".join(f"  - {line}" for line in lines) for m, lines in advice.items())))
+    flags = tables.flagged(frame)
+    if not flags.empty:
+        parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
+                             "`short-rounds`, `cache` (cache-resident working set), `busy` (other processes used > 25% of the CPU), "
+                             "`busy-gpu` (another process on the GPU). Counted per build.", md_table(flags)))
     skipped = tables.not_ok(frame)
     parts.append(section("Rows not ok", f"{len(skipped)} rows were skipped, failed or ran out of memory; each says why.", md_table(skipped)))
     return "\n\n".join(p for p in parts if p) + "\n"

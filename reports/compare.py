@@ -6,10 +6,13 @@ Method (README, "How compare decides"):
   different moment of the run because builds are interleaved). A case with one build per run (an
   epoch) uses the windows of that one epoch instead.
 - The change is the ratio of the sides' medians; its uncertainty, in log space, is
-  se² = Σ_side (s²/n + floor²/runs): the spread s of the side's n units, plus the between-run
-  noise that units from one run cannot see (NOISE_FLOOR, relative, per run on the side).
-- z = log(ratio) / se; two-sided p from the normal distribution. A change is significant at
-  p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
+  se² = s_p²·(1/n_base + 1/n_new) + floor²·(1/runs_base + 1/runs_new): s_p is the spread of the
+  units pooled over both sides (a side that happened to be tight does not make the other side's
+  spread look significant), the floor is the between-run noise that units from one run cannot
+  see (NOISE_FLOOR, relative).
+- t = log(ratio) / se; two-sided p from Student's t with Satterthwaite's degrees of freedom (the
+  pooled spread has n_base + n_new - 2; the floor is taken as known): few units give wide tails.
+  A change is significant at p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
   comparison could have detected a threshold-sized change and did not), inconclusive (it could
   not: the smallest detectable change is printed, with the runs per side that would reach the
   threshold). Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
@@ -28,7 +31,6 @@ import pandas as pd
 from reports.load import ReportError, load_results
 
 ALPHA = 0.01
-Z_CRIT = 2.5758  # two-sided normal quantile for ALPHA
 NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
 
 
@@ -44,10 +46,14 @@ class Side:
     def median_s(self) -> float:
         return float(np.median(self.units))
 
-    def se2(self, floor: float) -> float:
-        logs = np.log(np.asarray(self.units, float))
-        spread = float(np.std(logs, ddof=1)) if logs.size > 1 else 0.0
-        return spread**2 / logs.size + floor**2 / self.runs
+    @property
+    def logs(self) -> np.ndarray:
+        return np.log(np.asarray(self.units, float))
+
+
+def pooled_log_variance(base: Side, new: Side) -> float:
+    squares = float(((base.logs - base.logs.mean()) ** 2).sum() + ((new.logs - new.logs.mean()) ** 2).sum())
+    return squares / max(1, len(base.units) + len(new.units) - 2)
 
 
 @dataclass(frozen=True)
@@ -96,13 +102,20 @@ def runs_needed(detectable: float, threshold: float, runs: int) -> int:
 
 
 def judge(case_id: str, base: Side, new: Side, threshold: float, floor: float = NOISE_FLOOR) -> Verdict:
+    from scipy import stats as sps
+
     ratio = new.median_s / base.median_s
-    se = math.sqrt(base.se2(floor) + new.se2(floor))
+    n_base, n_new = len(base.units), len(new.units)
+    estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
+    se = math.sqrt(estimated + floor**2 * (1 / base.runs + 1 / new.runs))
+    # Satterthwaite: only the estimated part of se² carries the units' few degrees of freedom
+    dof = (se**4 / (estimated**2 / max(1, n_base + n_new - 2))) if estimated > 0 else math.inf
     log_ratio = math.log(ratio)
-    z = log_ratio / se if se > 0 else math.inf
-    p_value = math.erfc(abs(z) / math.sqrt(2))
-    low, high = math.exp(log_ratio - Z_CRIT * se), math.exp(log_ratio + Z_CRIT * se)
-    detectable = math.exp(Z_CRIT * se) - 1
+    t = log_ratio / se if se > 0 else math.inf
+    p_value = float(2 * sps.t.sf(abs(t), dof))
+    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
+    low, high = math.exp(log_ratio - t_crit * se), math.exp(log_ratio + t_crit * se)
+    detectable = math.exp(t_crit * se) - 1
     note = ""
     if p_value < ALPHA and ratio > 1 + threshold:
         verdict = "slower"

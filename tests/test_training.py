@@ -237,3 +237,21 @@ def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp
         check_dataset_request("fashion-mnist", tmp_path, system_dir=tmp_path / "none")
     assert "apt-get install dataset-fashion-mnist" in str(fashion.value) and "\n" not in str(fashion.value)
     assert check_dataset_request("synthetic", tmp_path) == "synthetic"
+
+
+def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(monkeypatch, tmp_path):
+    """compile_s must not depend on the cases before it: each cold compile gets an empty cache
+    folder and fresh dynamo state; the user's own cache setting comes back afterwards."""
+    import os
+
+    from harness.workloads.mnist_epoch import FreshCompileCaches
+
+    resets = []
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users"))
+    with FreshCompileCaches() as caches:
+        folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        assert folder != str(tmp_path / "users") and os.path.isdir(folder) and not os.listdir(folder)
+        caches.reset_dynamo()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users") and not os.path.exists(folder)
+    assert len(resets) == 2
