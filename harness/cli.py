@@ -81,20 +81,30 @@ def per_build_args(extra: list[str], build: int) -> list[str]:
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     """One pytest process per build: build k of every case runs in process k, appending to the
     run's CSV. Separate processes sample what a single process cannot vary: its memory layout,
-    thread placement and the machine's state at another moment (pyperf's lesson)."""
+    thread placement and the machine's state at another moment (pyperf's lesson). The first
+    process's collection says how many builds the selection needs."""
+    import os
     import subprocess
+    import tempfile
 
-    worst = 0
-    for build in range(MAX_BUILDS):
-        argv = [sys.executable, "-m", "pytest", *pytest_args(args, per_build_args(extra, build)), f"--gpubench-build={build}"]
-        if build:
-            print(f"gpubench: build {build + 1} of each case, in a fresh process", flush=True)
-        code = subprocess.run(argv).returncode
-        if code == NO_TESTS:
-            return worst if build else code
-        if code in STOP_CODES or code < 0:
-            return code if code >= 0 else 128 - code
-        worst = max(worst, code)
+    from harness.options import BUILD_COUNT_ENV
+
+    worst, builds = 0, 1
+    with tempfile.TemporaryDirectory(prefix="gpubench-run-") as folder:
+        count_file = Path(folder) / "builds"
+        env = dict(os.environ, **{BUILD_COUNT_ENV: str(count_file)})
+        build = 0
+        while build < builds:
+            argv = [sys.executable, "-m", "pytest", *pytest_args(args, per_build_args(extra, build)), f"--gpubench-build={build}"]
+            if build:
+                print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
+            code = subprocess.run(argv, env=env).returncode
+            if code in STOP_CODES or code < 0 or (code == NO_TESTS and build == 0):
+                return code if code >= 0 else 128 - code
+            worst = max(worst, code if code != NO_TESTS else 0)
+            if build == 0 and count_file.exists():
+                builds = min(MAX_BUILDS, int(count_file.read_text() or 1))
+            build += 1
     return worst
 
 

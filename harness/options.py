@@ -32,6 +32,10 @@ class Option:
         return [self.flag] if self.type is None else [f"{self.flag}={value}"]
 
 
+# `gpubench run` starts one pytest process per build; the first one's collection writes how many
+# builds the selection needs into the file this variable names.
+BUILD_COUNT_ENV = "GPUBENCH_BUILD_COUNT_FILE"
+
 RUN_OPTIONS: tuple[Option, ...] = (
     Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps"),
     Option("--profile", "quick", "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"),

@@ -10,6 +10,7 @@ case, then build 1 of every case — so they sample the whole run's machine stat
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from harness.cases import CaseSkipped, ProfileError, check_profile  # noqa: F401
 from harness.datasets import DatasetError, check_dataset_request, default_data_root
 from harness.device import DeviceError, resolve_device
 from harness.env import fingerprint, gpu_telemetry
-from harness.options import RUN_OPTIONS
+from harness.options import BUILD_COUNT_ENV, RUN_OPTIONS
 from harness.results import ResultsWriter, check_writable, new_run_id, write_sidecar
 from harness.runner import BuildContext, RunContext, builds_for, run_case, summary_line
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
@@ -147,6 +148,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
     With --gpubench-build K, only build K of each case runs here (the others are deselected)."""
     state = config.stash.get(STATE, None)
+    count_file = os.environ.get(BUILD_COUNT_ENV)
+    if count_file:  # tell `gpubench run` how many build processes this selection needs
+        Path(count_file).write_text(str(max((_build_of(item) + 1 for item in items), default=0)))
     if state is not None and state.only_build is not None:
         keep = [item for item in items if _build_of(item) == state.only_build]
         dropped = [item for item in items if _build_of(item) != state.only_build]

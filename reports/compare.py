@@ -6,10 +6,14 @@ Method (README, "How compare decides"):
   different moment of the run because builds are interleaved). A case with one build per run (an
   epoch) uses the windows of that one epoch instead.
 - The change is the ratio of the sides' medians; its uncertainty, in log space, is
-  se² = s_p²·(1/n_base + 1/n_new) + floor²·(1/runs_base + 1/runs_new): s_p is the spread of the
-  units pooled over both sides (a side that happened to be tight does not make the other side's
-  spread look significant), the floor is the between-run noise that units from one run cannot
-  see (NOISE_FLOOR, relative).
+  se² = s_p²·(1/n_base + 1/n_new) + between²: s_p is the spread of the units pooled over both
+  sides (a side that happened to be tight does not make the other side's spread look
+  significant); between² is the between-run noise of a ratio, which units from one run cannot
+  see. It is measured from the comparison itself: the robust scatter (1.4826·MAD) of the
+  log-ratios of all common cases around their median — most cases of two runs are unchanged, so
+  their scatter is the machine's run-to-run noise — and never taken below NOISE_FLOOR per run.
+  The median shift of all cases is printed apart: with one run per side a machine that was
+  slower during one run and a change that slowed everything look alike.
 - t = log(ratio) / se; two-sided p from Student's t with Satterthwaite's degrees of freedom (the
   pooled spread has n_base + n_new - 2; the floor is taken as known): few units give wide tails.
   A change is significant at p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
@@ -101,13 +105,15 @@ def runs_needed(detectable: float, threshold: float, runs: int) -> int:
     return max(runs + 1, math.ceil(runs * (detectable / threshold) ** 2))
 
 
-def judge(case_id: str, base: Side, new: Side, threshold: float, floor: float = NOISE_FLOOR) -> Verdict:
+def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float | None = None) -> Verdict:
     from scipy import stats as sps
 
     ratio = new.median_s / base.median_s
     n_base, n_new = len(base.units), len(new.units)
     estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
-    se = math.sqrt(estimated + floor**2 * (1 / base.runs + 1 / new.runs))
+    if between2 is None:
+        between2 = NOISE_FLOOR**2 * (1 / base.runs + 1 / new.runs)
+    se = math.sqrt(estimated + between2)
     # Satterthwaite: only the estimated part of se² carries the units' few degrees of freedom
     dof = (se**4 / (estimated**2 / max(1, n_base + n_new - 2))) if estimated > 0 else math.inf
     log_ratio = math.log(ratio)
@@ -140,7 +146,31 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return frame[~duplicated], notes
 
 
-def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float, floor: float = NOISE_FLOOR) -> tuple[list[Verdict], list[str], list[str], list[str]]:
+MIN_CASES_FOR_SCATTER = 8  # fewer common cases: the between-run noise is the fixed floor
+
+
+@dataclass(frozen=True)
+class RunNoise:
+    """Between-run noise of a ratio, measured across the common cases of one comparison."""
+
+    between2: float  # variance of a log-ratio from run-to-run noise (what judge adds to se²)
+    scatter: float | None  # robust sd of the cases' log-ratios around their median; None: too few cases
+    shift: float | None  # median ratio over all common cases (machine-wide change)
+
+
+def run_noise(pairs: list[tuple[Side, Side]]) -> RunNoise:
+    base_runs = max((b.runs for b, _ in pairs), default=1)
+    new_runs = max((n.runs for _, n in pairs), default=1)
+    floor2 = NOISE_FLOOR**2 * (1 / base_runs + 1 / new_runs)
+    if len(pairs) < MIN_CASES_FOR_SCATTER:
+        return RunNoise(floor2, None, None)
+    logs = np.log([n.median_s / b.median_s for b, n in pairs])
+    center = float(np.median(logs))
+    scatter = 1.4826 * float(np.median(np.abs(logs - center)))
+    return RunNoise(max(floor2, scatter**2), scatter, math.exp(center))
+
+
+def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
     notes: list[str] = []
     verdicts: list[Verdict] = []
@@ -154,6 +184,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float, floo
         verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan, math.nan,
                                 None, None, None, None, "broken", f"ok in BASE, {reason}"))
     base_cases, new_cases = set(base_ok["case_id"]), set(new_ok["case_id"])
+    sides: dict[str, tuple[Side, Side]] = {}
     for case_id in sorted(base_cases & new_cases):
         b, n = side_of(base_ok[base_ok["case_id"] == case_id]), side_of(new_ok[new_ok["case_id"] == case_id])
         if b is None or n is None:
@@ -161,7 +192,14 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float, floo
                                     float(new_ok[new_ok["case_id"] == case_id]["median_s"].median()), math.nan, None, None, None, None,
                                     "inconclusive", "one sample on a side: run it again (2+ runs per side) to decide"))
             continue
-        verdicts.append(judge(case_id, b, n, threshold, floor))
+        sides[case_id] = (b, n)
+    noise = run_noise(list(sides.values()))
+    verdicts.extend(judge(case_id, b, n, threshold, noise.between2) for case_id, (b, n) in sides.items())
+    verdicts.sort(key=lambda v: v.case_id)
+    if noise.scatter is not None:
+        notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter {math.expm1(noise.scatter):.1%} per ratio; "
+                        f"all cases moved by x{noise.shift:.3f} (median) — a machine-wide shift with one run per side cannot be told "
+                        "from a change that slowed everything: rerun both sides to tell")
     broken = {v.case_id for v in verdicts if v.verdict == "broken"}
     return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
@@ -190,7 +228,7 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {ratio} | {ci} | {p} | {detectable} | {verdict} |")
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
     lines.append("")
-    lines.append(f"{len(verdicts)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise floor {NOISE_FLOOR:.0%} per run): "
+    lines.append(f"{len(verdicts)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
                  + ", ".join(f"{n} {k}" for k, n in counts.items()))
     if only_base:
         lines.append(f"only in BASE ({len(only_base)}): " + ", ".join(only_base))

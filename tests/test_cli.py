@@ -76,3 +76,11 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["default"] == getattr(run, option.dest), option.flag
         assert recorded.added[option.flag]["help"] == option.help
     assert set(recorded.added) == {o.flag for o in RUN_OPTIONS}
+
+
+def test_each_build_process_gets_its_own_benchmark_files():
+    from harness.cli import per_build_args
+
+    extra = ["-k", "matmul", "--benchmark-json", "out/x.json", "--benchmark-save=base"]
+    assert per_build_args(extra, 0) == extra
+    assert per_build_args(extra, 2) == ["-k", "matmul", "--benchmark-json", "out/x.b2.json", "--benchmark-save=base-b2"]

@@ -194,3 +194,16 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     (row,) = rows_in(tiny.path / "out")
     assert row["status"] == "failed" and "harness/torch.utils.benchmark median ratio 1.0" in row["reason"]
     assert 1.05 < float(row["reason"].split("ratio ")[1].split()[0]) < 1.11
+
+
+def test_a_later_build_process_appends_to_the_runs_file(tiny):
+    """gpubench run starts one process per build: build 1 appends to build 0's CSV, and a case
+    whose first build was skipped writes no second skipped row."""
+    first = run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=0")
+    first.assert_outcomes(passed=1, skipped=1, deselected=2)
+    second = run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=1")
+    second.assert_outcomes(passed=1, skipped=1, deselected=2)
+    rows = rows_in(tiny.path / "out")
+    assert [(r["case_id"], r["build"], r["status"]) for r in rows] == [
+        ("matmul/fp32-n32", "0", "ok"), ("matmul/tf32-n32", "0", "skipped"), ("matmul/fp32-n32", "1", "ok")]
+    assert run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=2").ret == 5  # no build 2: done
