@@ -20,16 +20,21 @@ class Option:
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
 
+    @property
+    def namespaced(self) -> str:
+        """The pytest form that cannot collide with another plugin's option (`--gpubench-profile`)."""
+        return "--gpubench-" + self.flag.lstrip("-")
+
     def kwargs(self) -> dict[str, Any]:
         if self.type is None:
             return {"action": "store_true", "default": False, "help": self.help, "dest": self.dest}
         return {"default": self.default, "type": self.type, "help": self.help, "dest": self.dest}
 
     def to_argv(self, value: Any) -> list[str]:
-        """The pytest argument that carries `value`, or nothing when it is the default."""
+        """The pytest argument that carries `value` (namespaced), or nothing when it is the default."""
         if value == self.default or value is None:
             return []
-        return [self.flag] if self.type is None else [f"{self.flag}={value}"]
+        return [self.namespaced] if self.type is None else [f"{self.namespaced}={value}"]
 
 
 # `gpubench run` starts one pytest process per build; the first one's collection writes how many

@@ -258,7 +258,7 @@ def human(value: Any, unit: str) -> str:
         return f"{value:.3g}x"
     if unit == "%":
         return f"{value:.1f}%"
-    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    text = f"{value:.3g}" if isinstance(value, float) else str(value)
     return f"{text} {unit}".strip()
 
 

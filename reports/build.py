@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from reports import plots, tables
-from reports.load import ReportError, load_results, load_top_ops
+from reports.aggregate import per_case
+from reports.load import ReportError, load_results, load_top_ops, write_merged
 from reports.markdown import image, md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
@@ -43,56 +44,69 @@ def bandwidth_headline(frame: pd.DataFrame, workload: str) -> list[str]:
     return [note, md_table(by_tier, index=True)]
 
 
+def _cases_table(cases: pd.DataFrame, workload: str, columns: list[str]) -> str:
+    rows = cases[cases["workload"] == workload]
+    return md_table(rows[[c for c in columns if c in rows]], human=True)
+
+
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None) -> str:
-    """The report's markdown; writes the plots it links into `out`."""
+    """The report's markdown; writes the plots it links into `out`. The summary comes first;
+    every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
+    cases = per_case(frame)
     workloads = set(frame["workload"])
-    parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} machine(s). "
-             f"Baseline: **{base}**. Times are medians of raw per-round samples; every timed region ended in a device synchronize."]
-    parts.append(section("Machines", md_table(tables.machines_table(frame), index=True)))
+    parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
+             f"Baseline: **{base}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
+             "every timed region ended in a device synchronize."]
+    parts.append(section("Summary", md_table(tables.summary(frame, cases, base), index=True)))
     if "matmul" in workloads:
         peak = tables.matmul_peak_table(frame)
-        parts.append(section("Matmul", image(_name(plots.matmul_plot(frame, out)), "matmul TFLOP/s"),
+        parts.append(section("Matmul", image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
                              "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
-                             "`spread` is the IQR/median of the builds' TFLOP/s:", md_table(peak),
+                             "`spread` is the IQR/median of the builds' TFLOP/s:", md_table(peak, human=True),
                              "<details><summary>Datasheet peaks known to gpubench (dense)</summary>\n\n" + md_table(tables.peaks_table()) + "\n\n</details>"))
-    rows = tables.ok_rows(frame, "matmul_speedup")[["machine", "size", "baseline_median_s", "median_s", "speedup"]]
-    if not rows.empty:
-        parts.append(section("GPU over CPU (guide §3.3, n=5000 fp32)", md_table(rows.rename(columns={"baseline_median_s": "cpu_median_s", "median_s": "device_median_s"}))))
+    speedup = cases[cases["workload"] == "matmul_speedup"].rename(columns={"baseline_median_s": "cpu_median_s", "median_s": "device_median_s"})
+    if not speedup.empty:
+        parts.append(section("GPU over CPU (guide §3.3, n=5000 fp32)", md_table(speedup[["machine", "size", "cpu_median_s", "device_median_s", "speedup"]], human=True)))
     for workload in ("transfer", "elementwise"):
-        png = plots.bandwidth_plot(frame, workload, out)
+        png = plots.bandwidth_plot(cases, workload, out)
         if png:
             parts.append(section(workload.capitalize(), image(png.name, f"{workload} GB/s"), *bandwidth_headline(frame, workload)))
     if "selfcheck" in workloads:
-        rows = frame[frame["workload"] == "selfcheck"][["machine", "size", "status", "median_s", "selfcheck_tub_ratio", "selfcheck_events_ratio", "reason"]]
+        checks = frame[frame["workload"] == "selfcheck"].assign(failed=lambda f: f["status"] == "failed")
+        rows = (checks.groupby(["machine", "size"], sort=False)
+                .agg(builds=("status", "size"), failed=("failed", "sum"), median_s=("median_s", "median"),
+                     selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"), selfcheck_events_ratio=("selfcheck_events_ratio", "median"))
+                .reset_index())
         parts.append(section("Timer self-check", "Median over interleaved pairs of windows of harness / torch.utils.benchmark (and / CUDA events): "
-                             "outside 0.97–1.03 the row fails — one of the clocks is wrong.", md_table(rows)))
+                             "outside 0.97–1.03 a build fails — one of the clocks is wrong (the failures are listed under Rows not ok).",
+                             md_table(rows, human=True)))
     speed = tables.speedups(frame, base)
     if not speed.empty:
         parts.append(section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline).", md_table(speed)))
     if "mnist_epoch" in workloads:
         notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
-        parts.append(section("MNIST training epoch", image(_name(plots.epoch_plot(frame, out)), "epoch throughput"),
+        parts.append(section("MNIST training epoch", image(_name(plots.epoch_plot(cases, out)), "epoch throughput"),
                              f"Guide template against the fastest setting whose test accuracy is within {tables.EQUAL_ACCURACY} of the template's "
                              "(faster but less accurate settings are listed apart). Diverged runs are failed rows and never count:",
-                             md_table(tables.template_vs_fastest(frame)),
+                             md_table(tables.template_vs_fastest(frame), human=True),
                              "Medians over builds and runs; `spread` is the IQR/median of the epoch's windows of steps.",
-                             md_table(tables.epoch_table(frame)), notes))
+                             md_table(tables.epoch_table(frame), human=True), notes))
         compiled = tables.compile_table(frame)
         if not compiled.empty:
             parts.append(section("torch.compile", image(_name(plots.compile_plot(frame, out)), "compile cost"),
-                                 "First-call compile time against the steady-state step, eager and compiled on the same batch; "
-                                 "break-even = compile time / step gain.", md_table(compiled)))
+                                 "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the steady-state step, "
+                                 "eager and compiled on the same batch; break-even = compile time / step gain.", md_table(compiled, human=True)))
     if "memory_strategies" in workloads:
-        rows = (tables.ok_rows(frame, "memory_strategies").groupby(["machine", "strategy", "mem_source"], sort=False)
-                [["effective_batch", "peak_mem_bytes", "step_s", "samples_per_s"]].median().reset_index())
-        parts.append(section("Out-of-memory strategies (guide §8.5)", image(_name(plots.memory_plot(frame, out)), "memory vs speed"), md_table(rows)))
+        parts.append(section("Out-of-memory strategies (guide §8.5)", image(_name(plots.memory_plot(cases, out)), "memory vs speed"),
+                             "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's peak over one step above "
+                             "what was alive before it (never compare the two).",
+                             _cases_table(cases, "memory_strategies", ["machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s", "spread", "samples_per_s"])))
     if "inference" in workloads:
-        rows = tables.ok_rows(frame, "inference")[["machine", "model", "batch_size", "grad_mode", "samples_per_s", "latency_s"]]
-        parts.append(section("Inference", md_table(rows)))
+        parts.append(section("Inference", _cases_table(cases, "inference", ["machine", "model", "batch_size", "grad_mode", "samples_per_s", "latency_s", "spread", "flags"])))
     if "ddp" in workloads:
-        rows = tables.ok_rows(frame, "ddp")[["machine", "parallel", "backend", "world_size", "samples_per_s", "samples_per_s_per_rank", "step_s", "scaling_efficiency"]]
-        parts.append(section("Multi-process training", md_table(rows)))
+        parts.append(section("Multi-process training", _cases_table(cases, "ddp", ["machine", "parallel", "backend", "world_size", "samples_per_s",
+                                                                                "samples_per_s_per_rank", "step_s", "scaling_efficiency"])))
     parts.append(profiler_section(frame, top_ops or {}))
     advice = tables.recommendations(frame)
     parts.append(section("Recommendations", "\n".join(f"- **{m}**\n" + "\n".join(f"  - {line}" for line in lines) for m, lines in advice.items())))
@@ -101,8 +115,10 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
                              "`short-rounds`, `cache` (cache-resident working set), `busy` (other processes used > 25% of the CPU), "
                              "`busy-gpu` (another process on the GPU). Counted per build.", md_table(flags)))
-    skipped = tables.not_ok(frame)
-    parts.append(section("Rows not ok", f"{len(skipped)} rows were skipped, failed or ran out of memory; each says why.", md_table(skipped)))
+    skipped = tables.not_ok_grouped(frame)
+    count = int((frame["status"] != "ok").sum())
+    parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.", md_table(skipped)))
+    parts.append(section("Machines", md_table(tables.machines_table(frame), index=True)))
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -113,7 +129,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ReportError(f"cannot create {out} ({error.strerror}) — pass --out with a writable folder") from None
-    frame.drop(columns=["samples", "machine", "setting", "source_file"]).to_csv(out / "merged.csv", index=False)
+    write_merged(paths, out / "merged.csv")
     report = out / "report.md"
     report.write_text(render_report(frame, out, baseline, load_top_ops(paths)), encoding="utf-8")
     return report

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports.load import ReportError, load_results
+from reports.load import ReportError, load_results, samples
 
 ALPHA = 0.01
 NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
@@ -93,7 +93,7 @@ def side_of(rows: pd.DataFrame) -> Side | None:
     if len(medians) >= 2:
         return Side(medians, runs, "builds")
     if len(medians) == 1:
-        windows = [float(s) for s in rows["samples"].iloc[0] if s > 0]
+        windows = [s for s in samples(rows["samples_s"].iloc[0]) if s > 0]
         if len(windows) >= 2:
             return Side(windows, runs, "windows")
     return None

@@ -7,15 +7,32 @@ import math
 import pandas as pd
 
 
-def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g") -> str:
-    """A GitHub markdown table (no extra dependency: pandas.to_markdown needs tabulate)."""
+def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", human: bool = False) -> str:
+    """A GitHub markdown table (no extra dependency: pandas.to_markdown needs tabulate). With
+    `human`, columns the schema knows are shown in their unit at a readable scale (12.3 ms,
+    1.5 GiB, 11.2 k samples/s); `spread` as a percentage."""
     if frame.empty:
         return "_no rows_"
     data = frame.reset_index() if index else frame
     header = "| " + " | ".join(str(c) for c in data.columns) + " |"
     rule = "|" + "|".join("---" for _ in data.columns) + "|"
-    body = ["| " + " | ".join(cell(v, floatfmt) for v in row) + " |" for row in data.itertuples(index=False)]
+    formats = [_formatter(str(c), floatfmt, human) for c in data.columns]
+    body = ["| " + " | ".join(f(v) for f, v in zip(formats, row)) + " |" for row in data.itertuples(index=False)]
     return "\n".join([header, rule, *body])
+
+
+def _formatter(column: str, floatfmt: str, human: bool):
+    from harness.schema import BY_NAME, human_column
+
+    if human and column in ("spread", "rel_iqr"):
+        return lambda v: "" if _empty(v) else f"{v:.1%}"
+    if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
+        return lambda v: "" if _empty(v) else human_column(column, v)
+    return lambda v: cell(v, floatfmt)
+
+
+def _empty(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def cell(value: object, floatfmt: str) -> str:

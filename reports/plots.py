@@ -1,8 +1,12 @@
 """Plots (matplotlib, Agg: no display). Each function writes one PNG and returns its path, or
-None when the frame has nothing to draw."""
+None when there is nothing to draw; all but the compile plot read the aggregated cases
+(reports.aggregate.per_case). Readable at twenty machines: small multiples instead of
+one crowded axis, log axes where values span decades, labels from the short case ids, datasheet
+peaks drawn where known, CPU and GPU memory never on one axis."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
@@ -10,98 +14,173 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from reports.tables import compile_table, ok_rows  # noqa: E402
+from harness.peaks import peak_gbps, peak_tflops  # noqa: E402
+from reports.tables import compile_table  # noqa: E402
+
+MAX_LEGEND = 24
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # long labels: tight_layout does its best
-        fig.tight_layout()
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout(rect=(0, getattr(fig, "legend_space", 0.0), 1, 1))  # room for a figure legend below
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def matmul_plot(frame: pd.DataFrame, out: Path) -> Path | None:
-    rows = ok_rows(frame, "matmul")
+def _panels(count: int, width: float = 4.2, height: float = 3.4, columns: int = 4) -> tuple[plt.Figure, list[plt.Axes]]:
+    cols = min(columns, max(1, count))
+    rows = math.ceil(count / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.6), squeeze=False)
+    flat = list(axes.flat)
+    for extra in flat[count:]:
+        extra.set_visible(False)
+    return fig, flat[:count]
+
+
+def _legend(fig: plt.Figure, axes: list[plt.Axes]) -> None:
+    handles, labels = {}, []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = handle
+                labels.append(label)
+    if labels:
+        rows = math.ceil(min(len(labels), MAX_LEGEND) / 3)
+        fig.legend([handles[label] for label in labels[:MAX_LEGEND]], labels[:MAX_LEGEND], loc="lower center",
+                   ncol=min(3, len(labels)), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+        fig.legend_space = min(0.6, 0.2 * rows / fig.get_size_inches()[1])  # 0.2 inch a legend row
+
+
+def _plain_numbers(ax: plt.Axes) -> None:
+    """Log axes with plain tick labels (0.19, 4.2, 780), not 1.9×10⁻¹."""
+    formatter = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.3g}")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # labels inside one decade too
+    ax.yaxis.set_major_formatter(formatter)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
+    """One panel per dtype: TFLOP/s over n per machine, the datasheet peak dashed."""
+    rows = cases[cases["workload"] == "matmul"]
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for (machine, dtype), group in rows.groupby(["machine", "dtype"]):
-        group = group.groupby("size")["tflops"].median()
-        ax.plot(group.index, group.values, marker="o", label=f"{dtype} · {machine}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("n (square matmul)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title("matmul throughput")
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
+    dtypes = [d for d in ("fp32", "tf32", "fp16", "bf16") if d in set(rows["dtype"])]
+    fig, axes = _panels(len(dtypes))
+    colors = {m: f"C{i % 10}" for i, m in enumerate(sorted(rows["machine"].unique()))}
+    for ax, dtype in zip(axes, dtypes):
+        for machine, group in rows[rows["dtype"] == dtype].groupby("machine"):
+            series = group.sort_values("size")
+            ax.plot(series["size"], series["tflops"], marker="o", color=colors[machine], label=machine)
+            peak = peak_tflops(str(series["device_name"].iloc[0]), dtype)
+            if peak:
+                ax.axhline(peak, color=colors[machine], linestyle="--", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        _plain_numbers(ax)
+        ax.set_title(f"{dtype} (dashed: datasheet peak)", fontsize=9)
+        ax.set_xlabel("n (square matmul)")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(True, which="both", alpha=0.3)
+    _legend(fig, axes)
     return _save(fig, out / "matmul_tflops.png")
 
 
-def bandwidth_plot(frame: pd.DataFrame, workload: str, out: Path) -> Path | None:
-    rows = ok_rows(frame, workload)
+def _transfer_label(row: pd.Series) -> str:
+    return f"{'pinned' if row['pinned'] else 'pageable'}, {'non_blocking' if row['non_blocking'] else 'blocking'}"
+
+
+def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None:
+    """Transfers: a panel per direction and machine-series per memory kind. Elementwise: a panel
+    per op and dtype, log axes, the memory datasheet peak dashed."""
+    rows = cases[cases["workload"] == workload]
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    keys = ["machine", "direction", "pinned", "non_blocking"] if workload == "transfer" else ["machine", "op", "dtype"]
-    for key, group in rows.groupby(keys):
-        series = group.groupby("size")["gbps"].median()
-        label = " · ".join(str(k) for k in key[1:]) + f" · {key[0]}"
-        ax.plot(series.index, series.values, marker="o", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("bytes per transfer" if workload == "transfer" else "elements per tensor")
-    ax.set_ylabel("GB/s")
-    ax.set_title(f"{workload} bandwidth" + (" (direction · pinned · non_blocking)" if workload == "transfer" else ""))
-    ax.legend(fontsize=6)
-    ax.grid(True, which="both", alpha=0.3)
+    key = "direction" if workload == "transfer" else "panel"
+    if workload != "transfer":
+        rows = rows.assign(panel=rows["op"].astype(str) + " · " + rows["dtype"].astype(str))
+    panels = sorted(rows[key].unique())
+    fig, axes = _panels(len(panels))
+    for ax, panel in zip(axes, panels):
+        group = rows[rows[key] == panel]
+        for machine, series in group.groupby("machine"):
+            if workload == "transfer":
+                for label, line in series.groupby(series.apply(_transfer_label, axis=1)):
+                    line = line.sort_values("size")
+                    ax.plot(line["size"], line["gbps"], marker="o", label=f"{machine} · {label}")
+            else:
+                line = series.sort_values("size")
+                ax.plot(line["size"], line["gbps"], marker="o", label=machine)
+                peak = peak_gbps(str(line["device_name"].iloc[0]))
+                if peak:
+                    ax.axhline(peak, linestyle="--", linewidth=0.8, color=ax.lines[-1].get_color())
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        _plain_numbers(ax)
+        ax.set_title(str(panel) + (" (dashed: memory peak)" if workload != "transfer" and any(l.get_linestyle() == "--" for l in ax.lines) else ""), fontsize=9)
+        ax.set_xlabel("bytes per transfer" if workload == "transfer" else "elements per tensor")
+        ax.set_ylabel("GB/s")
+        ax.grid(True, which="both", alpha=0.3)
+    _legend(fig, axes)
     return _save(fig, out / f"{workload}_gbps.png")
 
 
-def epoch_plot(frame: pd.DataFrame, out: Path) -> Path | None:
-    rows = ok_rows(frame, "mnist_epoch")
+def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
+    """One panel per machine: training samples/s per setting (red: input-bound)."""
+    rows = cases[cases["workload"] == "mnist_epoch"]
     if rows.empty:
         return None
-    rows = rows.sort_values("samples_per_s")
-    fig, ax = plt.subplots(figsize=(11, 0.35 * len(rows) + 1.5))
-    labels = [f"{s} · {m}" for s, m in zip(rows["setting"], rows["machine"])]
-    ax.barh(labels, rows["samples_per_s"], color=["tab:red" if b is True else "tab:blue" for b in rows["input_bound"]])
-    ax.set_xscale("log")
-    ax.set_xlabel("training samples/s, log scale (red: input-bound)")
-    ax.set_title("MNIST epoch throughput per setting")
-    ax.tick_params(axis="y", labelsize=6)
+    machines = sorted(rows["machine"].unique())
+    most = int(rows.groupby("machine").size().max())
+    fig, axes = _panels(len(machines), width=6.0, height=0.32 * most + 1.2, columns=2)
+    for ax, machine in zip(axes, machines):
+        group = rows[rows["machine"] == machine].sort_values("samples_per_s")
+        ax.barh(group["setting"], group["samples_per_s"], color=["tab:red" if b is True else "tab:blue" for b in group["input_bound"]])
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_title(machine, fontsize=9)
+        ax.set_xlabel("training samples/s (log; red: input-bound)")
+        ax.tick_params(axis="y", labelsize=8)
     return _save(fig, out / "mnist_epoch.png")
 
 
-def memory_plot(frame: pd.DataFrame, out: Path) -> Path | None:
-    rows = ok_rows(frame, "memory_strategies")
+def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
+    """Peak memory against step time, one panel per memory source (never CPU and GPU on one axis)."""
+    rows = cases[cases["workload"] == "memory_strategies"]
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for machine, group in rows.groupby("machine"):
-        ax.scatter(group["step_s"] * 1e3, group["peak_mem_bytes"] / 2**20, label=machine)
-        for _, row in group.iterrows():
-            ax.annotate(row["strategy"], (row["step_s"] * 1e3, row["peak_mem_bytes"] / 2**20), fontsize=7)
-    ax.set_xlabel("optimizer step (ms)")
-    ax.set_ylabel("peak memory (MiB)")
-    ax.set_title("out-of-memory strategies: memory against speed")
-    ax.legend(fontsize=7)
+    sources = sorted(rows["mem_source"].fillna("unknown").unique())
+    fig, axes = _panels(len(sources), width=5.5, height=4.2, columns=2)
+    for ax, source in zip(axes, sources):
+        group = rows[rows["mem_source"].fillna("unknown") == source]
+        for machine, series in group.groupby("machine"):
+            ax.scatter(series["step_s"] * 1e3, series["peak_mem_bytes"] / 2**20, label=machine)
+            for _, row in series.iterrows():
+                ax.annotate(str(row["strategy"]), (row["step_s"] * 1e3, row["peak_mem_bytes"] / 2**20), fontsize=7)
+        ax.set_xlabel("optimizer step (ms)")
+        ax.set_ylabel("peak memory (MiB)")
+        ax.set_title(f"memory: {source}", fontsize=9)
+    _legend(fig, axes)
     return _save(fig, out / "memory_strategies.png")
 
 
 def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
-    rows = compile_table(frame).dropna(subset=["gain_pct"])
+    """Compile cost (s) and step gain (%) per compiled setting, one bar pair per machine · setting."""
+    rows = compile_table(frame).dropna(subset=["compile_s"])
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 5))
-    ax.scatter(rows["compile_s"], rows["gain_pct"])
-    for x, y, mode, steps in zip(rows["compile_s"], rows["gain_pct"], rows["compile_mode"], rows["break_even_steps"]):
-        ax.annotate(f"{mode} (break-even {steps} steps)", (x, y), fontsize=7)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("compile time, first call (s)")
-    ax.set_ylabel("compiled step gain vs eager, same batch (%)")
-    ax.set_title("torch.compile: cost against gain")
+    labels = [f"{s} · {m}" for s, m in zip(rows["setting"], rows["machine"])]
+    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11, 0.4 * len(rows) + 1.6), sharey=True)
+    cost.barh(labels, rows["compile_s"], color="tab:orange")
+    cost.set_xlabel("cold compile, first call (s)")
+    gain.barh(labels, rows["gain_pct"].fillna(0), color=["tab:green" if g > 0 else "tab:red" for g in rows["gain_pct"].fillna(0)])
+    gain.axvline(0, color="grey", lw=0.8)
+    gain.set_xlabel("compiled step gain vs eager, same batch (%)")
+    cost.tick_params(axis="y", labelsize=8)
+    fig.suptitle("torch.compile: cost against gain (break-even steps in the table)", fontsize=10)
     return _save(fig, out / "compile.png")

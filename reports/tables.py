@@ -10,7 +10,7 @@ import pandas as pd
 from harness.peaks import peak_tflops
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
-                      "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "os", "python_version",
+                      "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
                       "torch_version", "cuda_version", "cudnn_version", "driver_version", "torch_threads",
                       "tf32_matmul", "gpubench_version", "git_commit", "profile")
 TEMPLATE_SETTING = "guide-template"
@@ -23,8 +23,13 @@ def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Fingerprints side by side: one column per machine."""
+    from harness.schema import human_column
+
     first = frame.drop_duplicates("machine").set_index("machine")
-    return first[[c for c in FINGERPRINT_FIELDS if c in first]].T.fillna("").rename_axis("field")
+    table = first[[c for c in FINGERPRINT_FIELDS if c in first]].T.astype(object).where(lambda t: t.notna(), "")
+    for field in table.index:  # 135148564480 -> 126 GiB
+        table.loc[field] = [human_column(field, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in table.loc[field]]
+    return table.rename_axis("field")
 
 
 def matmul_peak_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -202,3 +207,81 @@ def peaks_table() -> pd.DataFrame:
 
     return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()}, "mem_gbps": peak.mem_gbps}
                          for name, peak in PEAKS])
+
+
+# ---- the one-screen summary -------------------------------------------------------------------
+
+def _pm(spread: float) -> str:
+    return f" ±{spread:.0%}" if isinstance(spread, float) and not math.isnan(spread) else ""
+
+
+def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd.Series | None:
+    rows = cases[(cases["machine"] == machine) & mask].dropna(subset=[figure])
+    return rows.loc[rows[figure].idxmax()] if not rows.empty else None
+
+
+def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str) -> dict[str, str]:
+    """The headline figures of one configuration, each with its spread, as display strings."""
+    from harness.schema import human
+    from reports.aggregate import geomean
+
+    mine = frame[frame["machine"] == machine]
+    out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}
+    for dtype in ("fp32", "tf32", "fp16", "bf16"):
+        best = _best(cases, machine, (cases["workload"] == "matmul") & (cases["dtype"] == dtype), "tflops")
+        if best is not None:
+            pct = f" ({best['pct_of_peak']:.0f}% of peak)" if not pd.isna(best.get("pct_of_peak")) else ""
+            out[f"matmul {dtype}, best"] = f"{best['tflops']:.3g} TFLOP/s{pct}{_pm(best['spread'])}"
+    dram = _best(cases, machine, (cases["workload"] == "elementwise") & (cases["memory_tier"] == "dram"), "gbps")
+    if dram is not None:
+        pct = f" ({dram['pct_of_peak_gbps']:.0f}% of peak)" if not pd.isna(dram.get("pct_of_peak_gbps")) else ""
+        out["memory bandwidth (DRAM)"] = f"{dram['gbps']:.3g} GB/s{pct}{_pm(dram['spread'])}"
+    pinned = _best(cases, machine, (cases["workload"] == "transfer") & (cases["direction"] == "h2d") & (cases["pinned"] == True), "gbps")  # noqa: E712
+    if pinned is not None:
+        out["host→device, pinned"] = f"{pinned['gbps']:.3g} GB/s{_pm(pinned['spread'])}"
+    epochs = epoch_table(mine)
+    if not epochs.empty:
+        template = epochs[epochs["setting"] == TEMPLATE_SETTING]
+        if not template.empty:
+            t = template.iloc[0]
+            out["guide-template epoch"] = f"{human(t['epoch_s'], 's')}{_pm(t['spread'])}, accuracy {t['test_accuracy']:.3f}"
+        best, _ = fastest_at_equal_accuracy(epochs)
+        if best is not None:
+            out["fastest epoch, equal accuracy"] = f"{human(best['epoch_s'], 's')} `{best['setting']}` ({best['test_accuracy']:.3f})"
+    if machine != baseline:
+        both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
+        if baseline in both and machine in both:
+            ratios = (both[baseline] / both[machine]).dropna()
+            out["speed vs baseline"] = f"{geomean(ratios):.3g}x (geomean of {len(ratios)} cases)"
+    else:
+        out["speed vs baseline"] = "baseline"
+    flagged = int((mine[mine["status"] == "ok"]["flags"] != "").sum())
+    out["flagged · not ok rows"] = f"{flagged} · {int((mine['status'] != 'ok').sum())}"
+    return out
+
+
+def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
+    from reports.aggregate import geomean
+
+    both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
+
+    def speed(machine: str) -> float:
+        if machine == baseline or baseline not in both:
+            return math.inf
+        return geomean((both[baseline] / both[machine]).dropna())
+
+    machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
+    columns = {m: summary_rows(frame, cases, m, baseline) for m in machines}
+    order = list(dict.fromkeys(key for rows in columns.values() for key in rows))
+    return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
+
+
+def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows not ok, grouped by machine, workload, status and reason, with counts and the cases."""
+    bad = frame[frame["status"] != "ok"]
+    if bad.empty:
+        return pd.DataFrame()
+    grouped = bad.groupby(["machine", "workload", "status", "reason"], sort=False)
+    out = grouped.agg(rows=("case_id", "size"), cases=("setting", lambda s: ", ".join(sorted(set(s))[:6]) + (" …" if s.nunique() > 6 else "")))
+    return out.reset_index()[["machine", "workload", "status", "rows", "reason", "cases"]]

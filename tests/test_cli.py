@@ -26,7 +26,7 @@ def test_run_passes_unknown_options_through_to_pytest():
     args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json", "x.json"])
     args.run_id = "RUN"
     argv = pytest_args(args, extra)
-    assert "--device=cpu" in argv and "--benchmark-only" in argv and "--run-id=RUN" in argv
+    assert "--gpubench-device=cpu" in argv and "--benchmark-only" in argv and "--gpubench-run-id=RUN" in argv
     assert argv[-4:] == ["-k", "matmul", "--benchmark-json", "x.json"]
 
 
@@ -66,8 +66,9 @@ def test_plugin_and_cli_share_one_option_table():
         def getgroup(self, name):
             return self
 
-        def addoption(self, flag, **kwargs):
-            self.added[flag] = kwargs
+        def addoption(self, *names, **kwargs):
+            for name in names:
+                self.added[name] = kwargs
 
     recorded = Recording()
     plugin.pytest_addoption(recorded)
@@ -75,7 +76,9 @@ def test_plugin_and_cli_share_one_option_table():
     for option in RUN_OPTIONS:
         assert recorded.added[option.flag]["default"] == getattr(run, option.dest), option.flag
         assert recorded.added[option.flag]["help"] == option.help
-    assert set(recorded.added) == {o.flag for o in RUN_OPTIONS}
+        assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
+    internal = {"--gpubench-build"}  # gpubench run's own: one pytest process per build
+    assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 
 def test_each_build_process_gets_its_own_benchmark_files():

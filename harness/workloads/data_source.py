@@ -22,6 +22,7 @@ class DataSource:
     root: Path
     profile_ops: bool = False
     ops_sink: Callable[[str, list[dict[str, Any]]], str] | None = None
+    limit: tuple[int, int] | None = None  # (train, test) images, for the smoke profile
     _resolved: str | None = None
     _splits: dict[bool, Split] = field(default_factory=dict)
     _on_device: dict[tuple[bool, str], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
@@ -34,8 +35,19 @@ class DataSource:
 
     def split(self, train: bool) -> Split:
         if train not in self._splits:
-            self._splits[train] = load_split(self.dataset, self.root, train)
+            split = load_split(self.dataset, self.root, train)
+            if self.limit is not None:
+                count = self.limit[0 if train else 1]
+                split = Split(split.images[:count], split.labels[:count])
+            self._splits[train] = split
         return self._splits[train]
+
+    def subset(self, train: int, test: int) -> "DataSource":
+        """The first `train`/`test` images of each split (same dataset, same root); the full
+        splits stay cached here."""
+        first = {True: self.split(True), False: self.split(False)}
+        splits = {kind: Split(split.images[:count], split.labels[:count]) for (kind, split), count in zip(first.items(), (train, test))}
+        return DataSource(self.requested, self.root, self.profile_ops, self.ops_sink, limit=(train, test), _resolved=self.dataset, _splits=splits)
 
     def image_dataset(self, train: bool) -> ImageDataset:
         return ImageDataset(self.split(train))

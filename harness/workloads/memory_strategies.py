@@ -14,7 +14,8 @@ from harness.workloads.models import make_model
 from harness.workloads.train_loop import Trainer, precision_skip_reason
 
 BASE_BATCH = 256
-BUILDS = {"smoke": 1, "quick": 3, "full": 5}  # a training step is tens of ms on a CPU
+BUILDS = {"smoke": 1, "quick": 3, "full": 5}
+MARKERS = ("training",)  # a training step is tens of ms on a CPU
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from harness.workloads.train_loop import (COMPILE_MODES, PRECISIONS, EpochResult
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
 BUILDS = {"smoke": 1, "quick": 1, "full": 3}  # an epoch is long; its windows give the spread
+MARKERS = ("slow", "training")
+SMOKE_IMAGES = (2048, 512)  # the smoke profile trains on this many train/test images: it tests the suite, not the machine
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,8 @@ def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any
             notes.append(f"input-bound: {result.data_wait_frac:.0%} of train time waited for data — try loader=preloaded or more num_workers")
         if data.dataset == "synthetic":
             notes.append("synthetic data: accuracy is meaningless")
+        if data.limit is not None:
+            notes.append(f"smoke profile: {data.limit[0]} training images, figures meaningless")
         if case.compile_mode != "none" and cost.break_even_steps is None:
             notes.append("compiled steps are not faster than eager: compiling never breaks even")
         row["reason"] = "; ".join(notes)
@@ -280,6 +284,8 @@ def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any
 
 def build(case: EpochCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
+    if ctx.profile == "smoke":
+        data = data.subset(*SMOKE_IMAGES)
     reason = skip_reason(case, device)
     if reason:
         raise CaseSkipped(reason)

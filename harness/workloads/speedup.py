@@ -14,6 +14,7 @@ from harness.timing import Budget, SyncedClock, measure
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 GUIDE_N = 5000
+MARKERS = ("gpu",)
 
 
 @dataclass(frozen=True)

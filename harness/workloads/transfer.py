@@ -12,6 +12,7 @@ from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
 
 MIB = 2**20
+MARKERS = ("gpu",)  # host<->device copies need an accelerator
 LADDERS: dict[str, tuple[int, ...]] = {
     "smoke": (MIB,),
     "quick": (MIB, 64 * MIB, 256 * MIB),

@@ -1,0 +1,47 @@
+"""Runs and builds of one configuration folded into one figure per case, with its spread.
+
+The report's length grows with machines and cases, never with runs: every table below the raw
+merged CSV reads `per_case`, where a case's figure is the median over all its builds and runs,
+`spread` the IQR/median of the build figures, `runs` how many runs it came from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.schema import NUMERIC_COLUMNS, SETTING_COLUMNS
+
+KEYS = ["machine", "workload", "case_id", "setting"]
+
+
+def _flags(values: pd.Series) -> str:
+    return ";".join(sorted({flag for text in values for flag in str(text).split(";") if flag}))
+
+
+def per_case(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (machine, case) over the ok rows: numeric columns as medians, settings as
+    they are, `builds`, `runs`, `spread` (of median_s between builds) and the union of flags."""
+    ok = frame[frame["status"] == "ok"]
+    if ok.empty:
+        return pd.DataFrame(columns=KEYS)
+    grouped = ok.groupby(KEYS, sort=False)
+    numeric = [c for c in NUMERIC_COLUMNS if c in ok and c not in ("build", "builds", "schema_version")]
+    out = grouped[numeric].median()
+    settings = [c for c in SETTING_COLUMNS if c in ok and c not in numeric]
+    extras = [c for c in ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version") if c in ok and c not in settings]
+    out = out.join(grouped[settings + extras].first())
+    out["builds"] = grouped.size()
+    out["runs"] = grouped["run_id"].nunique()
+    quartiles = grouped["median_s"].quantile([0.25, 0.75]).unstack()  # vectorized: 1000s of groups
+    spread = (quartiles[0.75] - quartiles[0.25]) / out["median_s"]
+    out["spread"] = spread.where(grouped["median_s"].count() > 1)
+    flagged = ok[ok["flags"] != ""]
+    out["flags"] = flagged.groupby(KEYS, sort=False)["flags"].agg(_flags).reindex(out.index).fillna("")
+    return out.reset_index()
+
+
+def geomean(values: pd.Series) -> float:
+    values = values.dropna()
+    values = values[values > 0]
+    return float(np.exp(np.log(values).mean())) if len(values) else float("nan")
