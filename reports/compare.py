@@ -136,7 +136,7 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
         note = (f"could detect >= {detectable:.0%} here; ~{runs_needed(detectable, threshold, max(base.runs, new.runs))} "
                 f"runs per side would resolve {threshold:.0%}")
     if "windows" in (base.kind, new.kind):
-        note = "; ".join(filter(None, [note, "one build per run: spread from the epoch's windows"]))
+        note = "; ".join(filter(None, [note, "one build per run: spread from its windows of steps"]))
     return Verdict(case_id, base.median_s, new.median_s, ratio, low, high, p_value, detectable, verdict, note)
 
 

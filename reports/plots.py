@@ -154,10 +154,10 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     rows = cases[cases["workload"] == "memory_strategies"]
     if rows.empty:
         return None
-    sources = sorted(rows["mem_source"].fillna("unknown").unique())
+    sources = sorted(rows["mem_source"].astype(object).fillna("unknown").unique())
     fig, axes = _panels(len(sources), width=5.5, height=4.2, columns=2)
     for ax, source in zip(axes, sources):
-        group = rows[rows["mem_source"].fillna("unknown") == source]
+        group = rows[rows["mem_source"].astype(object).fillna("unknown") == source]
         for machine, series in group.groupby("machine"):
             ax.scatter(series["step_s"] * 1e3, series["peak_mem_bytes"] / 2**20, label=machine)
             for _, row in series.iterrows():

@@ -4,27 +4,26 @@ import pytest
 import torch
 
 from fakes import FakeBenchmark
-from harness import timing
 from harness.device import memory_snapshot, reset_peak_memory
-from harness.runner import RunContext, run_case
-from harness.timing import Budget, cuda_event_samples, measure
-from harness.workloads import matmul, transfer
+from harness.runner import BuildContext, RunContext, run_case
+from harness.timing import Budget, SyncedClock, cuda_event_samples, measure
+from harness.workloads import matmul, selfcheck, transfer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
 GPU = torch.device("cuda", 0)
 
 
-@pytest.fixture(autouse=True)
-def synced_on_gpu():
-    timing.set_active_device(GPU)
-    yield
-    timing.set_active_device(torch.device("cpu"))
+CLOCK = SyncedClock(GPU) if torch.cuda.is_available() else None
+
+
+def gpu_context(profile: str = "smoke") -> BuildContext:
+    return BuildContext(GPU, profile, CLOCK)
 
 
 def test_synced_clock_agrees_with_cuda_events():
     a = torch.randn(4096, 4096, device=GPU)
     fn = lambda: a @ a  # noqa: E731
-    _, host = measure(fn, Budget(target_s=0.2, min_rounds=10, warmup_calls=3))
+    _, host = measure(fn, Budget(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK)
     events = cuda_event_samples(fn, 1, 20)
     ratio = sorted(host)[len(host) // 2] / sorted(events)[len(events) // 2]
     assert 0.8 < ratio < 1.25
@@ -54,12 +53,29 @@ def test_peak_memory_counts_a_large_allocation():
 
 def test_tf32_is_scoped_to_its_case(tmp_path):
     before = torch.get_float32_matmul_precision()
-    ctx = RunContext(GPU, "smoke", Budget(target_s=0.05, min_rounds=3, max_rounds=5), {"device_name": torch.cuda.get_device_name()}, None)
-    row = run_case(matmul.MatmulCase("tf32", 1024), matmul.build, FakeBenchmark(), ctx)
+    ctx = RunContext(gpu_context(), {"device_name": torch.cuda.get_device_name()}, None)
+    row = run_case(matmul.MatmulCase("tf32", 1024), matmul, FakeBenchmark(), ctx)
     assert row["status"] == "ok" and torch.get_float32_matmul_precision() == before
 
 
 def test_pinned_transfer_runs():
-    timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), GPU, "smoke")
+    timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), gpu_context())
     timed.fn()
     torch.cuda.synchronize()
+
+
+def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
+    """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within ±3%."""
+    from harness.stats import summarize
+
+    timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
+    for _ in range(3):
+        timed.fn()
+    figures = timed.figures(summarize([_call_s(timed.fn) for _ in range(5)]), None)  # raises SelfcheckFailed outside the band
+    assert 0.97 <= figures["selfcheck_tub_ratio"] <= 1.03 and 0.97 <= figures["selfcheck_events_ratio"] <= 1.03
+
+
+def _call_s(fn) -> float:
+    start = CLOCK()
+    fn()
+    return CLOCK() - start

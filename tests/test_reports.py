@@ -308,3 +308,43 @@ def test_reports_read_csv_only_without_torch_or_pytest():
 def test_compare_refuses_a_side_that_mixes_machines(capsys):
     assert main(["compare", str(DATA), str(GOLDEN[0])]) == 2
     assert "holds runs from 2 machines" in capsys.readouterr().err
+
+
+def test_labels_never_merge_two_machines_nor_two_torch_versions():
+    import pandas as pd
+
+    from reports.load import machine_labels
+
+    frame = pd.DataFrame([
+        {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "aaaaaaaaaaaa", "torch_version": "2.14.1"},
+        {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "bbbbbbbbbbbb", "torch_version": "2.14.1"},
+        {"hostname": "box", "device_name": "H200", "device": "cuda:0", "machine_id": "cccccccccccc", "torch_version": "2.11.0"},
+        {"hostname": "box", "device_name": "H200", "device": "cuda:0", "machine_id": "cccccccccccc", "torch_version": "2.14.1"},
+    ])
+    labels = machine_labels(frame).tolist()
+    assert labels[0] != labels[1] and labels[0].endswith("#aaaaaa") and labels[1].endswith("#bbbbbb")
+    assert labels[2] == "box · H200 (cuda:0) torch 2.11.0" and labels[3] == "box · H200 (cuda:0) torch 2.14.1"
+
+
+def test_the_summary_comes_first_and_names_every_machine(report):
+    head = report.read_text().splitlines()[:40]
+    assert "## Summary" in head
+    header = next(line for line in head if line.startswith("| figure |"))
+    assert "laptop · Intel Core i7 (cpu)" in header and "h100box · NVIDIA H100 80GB HBM3 (cuda:0)" in header
+    assert any(line.startswith("| speed vs baseline |") for line in head)
+
+
+def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
+    """Runs of one configuration are aggregated: the report grows with machines and cases, not runs."""
+    import shutil
+
+    one, many = tmp_path / "one", tmp_path / "many"
+    one.mkdir()
+    many.mkdir()
+    shutil.copy(GOLDEN[0], one / "r0.csv")
+    text = GOLDEN[0].read_text().splitlines()
+    for run in range(30):  # thirty runs of the laptop: the same cases, other run ids
+        (many / f"r{run}.csv").write_text("\n".join([text[0]] + [line.replace(",run-laptop,", f",run{run},") for line in text[1:]]) + "\n")
+    short = build_report([one], tmp_path / "o1", baseline=None).read_text().count("\n")
+    long = build_report([many], tmp_path / "o30", baseline=None).read_text().count("\n")
+    assert long <= 1.1 * short

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Iterable
 
@@ -178,14 +177,16 @@ def first_call_s(trainer: Trainer, batch: Batch) -> float:
 
 
 class FreshCompileCaches:
-    """A compile measured from scratch: dynamo's state reset and inductor's on-disk cache pointed
-    at an empty folder (else a case inherits the kernels of the cases before it, and compile_s
-    depends on case order). Restores the previous cache folder on exit."""
+    """A compile measured from scratch: dynamo's state reset, inductor's in-memory kernel caches
+    cleared and its on-disk caches (inductor, triton) pointed at an empty folder — else a case
+    inherits the kernels of the cases before it and compile_s depends on case order. Built on
+    torch's own `fresh_inductor_cache`; the user's cache settings come back on exit."""
 
     def __enter__(self) -> "FreshCompileCaches":
-        self._folder = tempfile.TemporaryDirectory(prefix="gpubench-inductor-")
-        self._previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = self._folder.name
+        from torch._inductor.utils import fresh_inductor_cache
+
+        self._fresh = fresh_inductor_cache()
+        self._fresh.__enter__()
         torch._dynamo.reset()
         return self
 
@@ -193,11 +194,7 @@ class FreshCompileCaches:
         torch._dynamo.reset()  # keeps the on-disk cache: the next compile is a warm one
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = self._previous
-        self._folder.cleanup()
+        self._fresh.__exit__(*exc)
 
 
 def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
