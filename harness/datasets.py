@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 
 import torch
@@ -75,6 +77,94 @@ def how_to_get(name: str, root: Path) -> str:
     if name == "mnist":
         return f"MNIST not found under {raw_dir(root, 'mnist')} and it could not be downloaded — copy the four IDX files there, or use --dataset fashion-mnist / synthetic"
     return f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), or use --dataset synthetic"
+
+
+# IDX header: two zero bytes, a type byte, the number of dimensions; then one big-endian uint32
+# per dimension; then the data. Only unsigned bytes (0x08) appear in (Fashion-)MNIST.
+IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
+IDX_DIMS = {"images": 3, "labels": 1}
+
+
+def idx_problem(path: Path) -> str | None:
+    """What is wrong with an IDX file (bad magic, truncated, trailing bytes), or None when its
+    size is exactly what its header declares."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in IDX_ITEM_BYTES:
+                return "is not an IDX file (bad magic number)"
+            ndim = head[3]
+            expected_ndim = IDX_DIMS["images" if "images" in path.name else "labels"]
+            if ndim != expected_ndim:
+                return f"has {ndim} dimensions where {expected_ndim} are expected"
+            raw_dims = handle.read(4 * ndim)
+        if len(raw_dims) < 4 * ndim:
+            return "is truncated inside its header"
+        dims = [int.from_bytes(raw_dims[i:i + 4], "big") for i in range(0, 4 * ndim, 4)]
+        expected = 4 + 4 * ndim + prod(dims) * IDX_ITEM_BYTES[head[2]]
+        size = path.stat().st_size
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if size != expected:
+        return f"is {'truncated' if size < expected else 'too long'}: {size} bytes where its header ({'x'.join(map(str, dims))}) says {expected}"
+    return None
+
+
+def how_to_restore(name: str) -> str:
+    if name == "fashion-mnist":
+        return f"delete it and gpubench re-extracts it from {SYSTEM_FASHION_DIR}"
+    return "delete it and re-download MNIST (leave GPUBENCH_DOWNLOAD unset), or copy the IDX file again"
+
+
+def check_idx_files(name: str, root: Path) -> None:
+    """Before any case: the decompressed IDX files a run will read must be whole (a copy cut by a
+    full disk or a killed extraction would fail every training case). Missing files are not
+    checked here (they are fetched or extracted later)."""
+    for file_name in IDX_FILES:
+        path = raw_dir(root, name) / file_name
+        if path.exists():
+            problem = idx_problem(path)
+            if problem:
+                raise DatasetError(f"{path} {problem} — {how_to_restore(name)}")
+
+
+def check_dataset_files(name: str, root: Path) -> None:
+    """check_idx_files for the data a run will read; for auto, the folder auto picks first."""
+    if name == "auto":
+        name = "mnist" if has_idx_files(raw_dir(root, "mnist")) else "fashion-mnist"
+    if name in ("mnist", "fashion-mnist"):
+        check_idx_files(name, root)
+
+
+def _can_write(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".gpubench-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def holds_dataset(root: Path, name: str) -> bool:
+    """The decompressed files `name` needs are all there (reading them needs no write access)."""
+    if name == "synthetic" or name not in DATASET_CHOICES:
+        return True  # no files needed (an unknown name is refused by check_dataset_request)
+    names = ("mnist", "fashion-mnist") if name == "auto" else (name,)
+    return any(all((raw_dir(root, n) / f).exists() for f in IDX_FILES) for n in names)
+
+
+def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
+    """The data root to use and a warning line when it is not the one asked for. A root that
+    cannot be written is fine if it already holds the data; else a temporary folder takes its
+    place (the data is extracted or downloaded there), else DatasetError."""
+    if holds_dataset(root, name) or _can_write(root):
+        return root, None
+    fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    if _can_write(fallback):
+        return fallback, f"data root {root} is not writable; using {fallback} instead — pass --data-root DIR with a writable folder to keep the data"
+    raise DatasetError(f"data root {root} is not writable, nor is {fallback} — pass --data-root DIR with a writable folder")
 
 
 def download_allowed() -> bool:

@@ -146,11 +146,17 @@ def memory_snapshot(device: torch.device) -> MemorySnapshot:
     return MemorySnapshot(rss, rss, peak_rss_bytes(), "cpu-rss")
 
 
+# How each allocator words running out: CUDA/MPS say "out of memory"; the CPU allocator says
+# "DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes".
+_OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
 def is_out_of_memory(error: BaseException) -> bool:
-    """True for the allocator's out-of-memory errors on any backend."""
-    if isinstance(error, torch.OutOfMemoryError):
+    """True for the allocator's out-of-memory errors on any backend (an `oom` row, not a failure)."""
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return True
-    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(words in text for words in _OOM_TEXTS)
 
 
 def dtype_skip_reason(device: torch.device, dtype_name: str) -> str | None:

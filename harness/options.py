@@ -25,10 +25,17 @@ class Option:
         """The pytest form that cannot collide with another plugin's option (`--gpubench-profile`)."""
         return "--gpubench-" + self.flag.lstrip("-")
 
-    def kwargs(self) -> dict[str, Any]:
+    @property
+    def pytest_dest(self) -> str:
+        """Where pytest keeps the value (`config.getoption("gpubench_profile")`): namespaced too,
+        because argparse refuses two options that share a dest (pytest-profiling's is `profile`)."""
+        return "gpubench_" + self.dest
+
+    def kwargs(self, dest: str | None = None) -> dict[str, Any]:
+        dest = dest or self.dest
         if self.type is None:
-            return {"action": "store_true", "default": False, "help": self.help, "dest": self.dest}
-        return {"default": self.default, "type": self.type, "help": self.help, "dest": self.dest}
+            return {"action": "store_true", "default": False, "help": self.help, "dest": dest}
+        return {"default": self.default, "type": self.type, "help": self.help, "dest": dest}
 
     def to_argv(self, value: Any) -> list[str]:
         """The pytest argument that carries `value` (namespaced), or nothing when it is the default."""

@@ -25,7 +25,7 @@ from harness.datasets import DatasetError, check_dataset_request, default_data_r
 from harness.device import DeviceError, resolve_device
 from harness.env import fingerprint, gpu_telemetry
 from harness.options import BUILD_COUNT_ENV, RUN_OPTIONS
-from harness.results import ResultsWriter, check_writable, new_run_id, write_sidecar
+from harness.results import ResultsFull, ResultsWriter, check_writable, new_run_id, write_sidecar
 from harness.runner import BuildContext, RunContext, builds_for, run_case, summary_line
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
 from harness.timing import SyncedClock
@@ -35,10 +35,21 @@ from harness.workloads.ddp import NprocError, check_nproc, default_nproc
 STATE = pytest.StashKey["GpubenchState"]()
 
 
+def _taken_flags(parser: pytest.Parser) -> set[str]:
+    """Option strings other plugins already registered (pytest-profiling has --profile)."""
+    groups = [*getattr(parser, "_groups", ()), getattr(parser, "_anonymous", None)]
+    return {name for group in groups if group is not None for opt in getattr(group, "options", ()) for name in opt.names()}
+
+
+@pytest.hookimpl(trylast=True)  # after other plugins: a short name they own is left to them
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Every option has a namespaced form (`--gpubench-profile`) that cannot collide with another
+    plugin, and the short form (`--profile`) unless another plugin already took it."""
     group = parser.getgroup("gpubench")
+    taken = _taken_flags(parser)
     for option in RUN_OPTIONS:
-        group.addoption(option.flag, **option.kwargs())
+        names = [option.namespaced] + ([option.flag] if option.flag not in taken else [])
+        group.addoption(*names, **option.kwargs(dest=option.pytest_dest))
     # Internal: `gpubench run` starts one pytest process per build and names the build here.
     group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
                     help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")
@@ -108,23 +119,43 @@ def _user_base_clock(config: pytest.Config) -> Any:
     return load_timer(chosen).target
 
 
+MARKERS = {
+    "slow": "long cases: training epochs, distributed runs (deselect with -m 'not slow')",
+    "training": "cases that train a model",
+    "distributed": "cases that start several processes (DDP, DataParallel)",
+    "gpu": "cases that need an accelerator (skipped rows on a CPU-only machine)",
+}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Validate everything before the first case: a bad value is one line and exit code 4."""
+    import sys
+
+    from harness.datasets import check_dataset_files, usable_data_root
+    from harness.results import RunIdError, check_run_id
+
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
     try:
-        device = resolve_device(config.getoption("device"))
-        profile = check_profile(config.getoption("profile"))
-        results_dir = Path(config.getoption("results_dir"))
-        data_root = Path(config.getoption("data_root") or default_data_root())
-        dataset = check_dataset_request(config.getoption("dataset"), data_root)
-        nproc_option = config.getoption("nproc")
+        device = resolve_device(config.getoption("gpubench_device"))
+        profile = check_profile(config.getoption("gpubench_profile"))
+        results_dir = Path(config.getoption("gpubench_results_dir"))
+        if config.getoption("gpubench_run_id"):  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
+            check_run_id(config.getoption("gpubench_run_id"), results_dir, appending=(config.getoption("gpubench_build") or 0) > 0)
+        data_root, data_warning = usable_data_root(Path(config.getoption("gpubench_data_root") or default_data_root()), config.getoption("gpubench_dataset"))
+        dataset = check_dataset_request(config.getoption("gpubench_dataset"), data_root)
+        check_dataset_files(dataset, data_root)
+        nproc_option = config.getoption("gpubench_nproc")
         nproc = check_nproc(default_nproc(device) if nproc_option is None else nproc_option, device)
-    except (DeviceError, ProfileError, DatasetError, NprocError) as error:
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError) as error:
         raise pytest.UsageError(str(error)) from None
+    if data_warning:
+        sys.stderr.write(f"gpubench: WARNING: {data_warning}\n")
     clock = SyncedClock(device, _user_base_clock(config))
     if device.type == "cuda":
         torch.cuda.set_device(device)
     ctx = BuildContext(device, profile, clock, nproc)
-    state = GpubenchState(ctx, results_dir, config.getoption("run_id") or new_run_id(), data_root, dataset, config.getoption("profile_ops"))
+    state = GpubenchState(ctx, results_dir, config.getoption("gpubench_run_id") or new_run_id(), data_root, dataset, config.getoption("gpubench_profile_ops"))
     ctx.data_source = state.data
     state.only_build = config.getoption("gpubench_build")
     config.stash[STATE] = state
@@ -157,6 +188,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+    for item in items:  # markers from the workload: -m "not slow" gives the fast subset
+        for name in getattr(getattr(getattr(item, "module", None), "gpubench_workload", None), "MARKERS", ()):
+            item.add_marker(name)
     items.sort(key=_build_of)
 
 
@@ -234,10 +268,16 @@ class Recorder:
         self.benchmark.group = case.workload
         if self.build > 0 and case.case_id in self.state.skipped:
             pytest.skip(self.state.skipped[case.case_id])  # its first build already left the row
-        run = self.state.run_context(record=not self.benchmark.disabled)
+        try:
+            run = self.state.run_context(record=not self.benchmark.disabled)
+        except ResultsFull as full:
+            pytest.exit(str(full), returncode=pytest.ExitCode.INTERRUPTED)
         run.build.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
+        self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
         try:
             row = run_case(case, workload, self.benchmark, run, self.build)
+        except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
+            pytest.exit(str(full), returncode=pytest.ExitCode.INTERRUPTED)
         finally:
             run.build.progress = None
             self.state.release_device_data()
@@ -261,6 +301,48 @@ def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int
     return Recorder(request.config.stash[STATE], benchmark, request, gpubench_build)
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The run's first lines: the device, and a GPU the driver shows but this torch cannot use."""
+    state = config.stash.get(STATE, None)
+    if state is None:
+        return []
+    lines = [f"gpubench: device {state.device}, profile {state.ctx.profile}, results {state.results_dir / state.run_id}.csv"]
+    unseen = unusable_gpu(state.device)
+    if unseen:
+        lines.insert(0, f"gpubench: WARNING: {unseen}")
+    return lines
+
+
+def unusable_gpu(device: torch.device) -> str | None:
+    """A GPU the machine's driver shows while the suite runs on the CPU: the torch build cannot
+    see it (a CPU wheel, a CUDA wheel on ROCm, a driver/runtime mismatch)."""
+    import shutil
+
+    if device.type != "cpu":
+        return None
+    for tool, marker, kind in (("nvidia-smi", "/dev/nvidia0", "an NVIDIA GPU"), ("rocm-smi", "/dev/kfd", "an AMD GPU (ROCm)")):
+        if Path(marker).exists() or shutil.which(tool):
+            build = f"torch {torch.__version__} (cuda {torch.version.cuda or 'none'}, hip {getattr(torch.version, 'hip', None) or 'none'})"
+            return f"this machine shows {kind} but {build} cannot use it — running on the CPU; install the torch build for your GPU"
+    return None
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """pytest-benchmark's saved runs carry the device fingerprint, so they can be told apart by GPU."""
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        machine_info["gpubench"] = {k: v for k, v in (state.env or fingerprint(state.device)).items()}
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
+    """Serializable params: the case's settings instead of 'UNSERIALIZABLE[MatmulCase(...)]'."""
+    for bench in output_json.get("benchmarks", []):
+        params = bench.get("params") or {}
+        case = params.get("case")
+        if hasattr(case, "settings"):
+            params["case"] = {"workload": case.workload, "case_id": case.case_id, **case.settings()}
+
+
 def skipped_in(csv_path: Path) -> dict[str, str]:
     """case_id -> reason for the skipped rows already in a run's file."""
     if not csv_path.exists():
@@ -280,6 +362,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     end = gpu_telemetry(state.device.index or 0) if state.device.type == "cuda" else {}
     if not state.only_build:  # the first build's process describes the run
-        write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start, "gpu_telemetry_end": end})
+        try:
+            write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start, "gpu_telemetry_end": end})
+        except ResultsFull as full:
+            terminalreporter.write_line(f"gpubench: {full}")
     state.writer.close()
     terminalreporter.write_line(f"gpubench: {state.writer.rows_written} rows -> {state.writer.path}")

@@ -75,6 +75,7 @@ def test_plugin_and_cli_share_one_option_table():
     run = build_parser().parse_args(["run"])
     for option in RUN_OPTIONS:
         assert recorded.added[option.flag]["default"] == getattr(run, option.dest), option.flag
+        assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
     internal = {"--gpubench-build"}  # gpubench run's own: one pytest process per build

@@ -125,3 +125,55 @@ def test_rank_error_is_the_root_cause_not_torchrun():
                          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  traceback : To enable traceback see: https://x"])
     assert ddp.rank_error(output) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
     assert ddp.rank_error("nothing useful") == "no error line in the ranks' output"
+
+
+MULTI_NODE_LIMIT_S = 90  # two agents and two ranks importing torch on a 2-core machine take ~30 s
+
+
+def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
+    """The README's multi-node recipe with both nodes on this host: two torchrun agents meet through
+    the c10d rendezvous, both succeed, and rank 0 writes one row for world_size 2."""
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from harness.results import read_rows
+    from harness.workloads.ddp import kill_launch
+
+    try:
+        port = ddp_equivalence.free_port()
+    except OSError as error:
+        pytest.skip(f"cannot bind a local port for the rendezvous: {error}")
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    logs = [tmp_path / f"node{node}.log" for node in (0, 1)]
+
+    def agent(node: int) -> subprocess.Popen:
+        with open(logs[node], "w") as log:
+            return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
+                                     "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                                     "-m", "harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic", f"--data-root={tmp_path}",
+                                     "--batch-size=16", "--max-steps=2", f"--results-dir={tmp_path / 'out'}"],
+                                    stdout=log, stderr=subprocess.STDOUT, cwd=repo, env=env, start_new_session=True)
+
+    agents = [agent(0), agent(1)]
+    deadline = time.monotonic() + MULTI_NODE_LIMIT_S
+    try:
+        for proc in agents:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"two torchrun agents took longer than {MULTI_NODE_LIMIT_S} s on this machine")
+    finally:
+        for proc in agents:
+            if proc.poll() is None:
+                kill_launch(proc)
+                proc.wait()
+    output = "\n".join(log.read_text() for log in logs)
+    if "address already in use" in output.lower():
+        pytest.skip(f"rendezvous port {port} was taken by another process")
+    assert [proc.returncode for proc in agents] == [0, 0], output[-3000:]
+    (csv_path,) = (tmp_path / "out").glob("*.csv")
+    (row,) = read_rows(csv_path)
+    assert (row["workload"], row["world_size"], row["backend"], row["status"]) == ("ddp", 2, "gloo", "ok")
+    assert row["case_id"] == "ddp/ddp-x2-gloo-bs16" and len(row["samples_s"]) == 2

@@ -207,3 +207,31 @@ def test_a_later_build_process_appends_to_the_runs_file(tiny):
     assert [(r["case_id"], r["build"], r["status"]) for r in rows] == [
         ("matmul/fp32-n32", "0", "ok"), ("matmul/tf32-n32", "0", "skipped"), ("matmul/fp32-n32", "1", "ok")]
     assert run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=2").ret == 5  # no build 2: done
+
+
+def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
+    """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
+    tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', help='another plugin')\n")
+    result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
+                                       "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
+    result.assert_outcomes(passed=2, skipped=2)  # the tiny bench has 2 builds in every profile
+    assert {r["profile"] for r in rows_in(tiny.path / "out")} == {"smoke"}
+
+
+def test_benchmark_json_carries_settings_and_the_device(tiny):
+    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-json=bench.json")
+    assert result.ret == 0
+    data = json.loads((tiny.path / "bench.json").read_text())
+    bench = data["benchmarks"][0]
+    assert bench["params"]["case"] == {"workload": "matmul", "case_id": "matmul/fp32-n32", "dtype": "fp32", "size": 32}
+    assert bench["extra_info"]["dtype"] == "fp32" and bench["extra_info"]["build"] == 0
+    assert data["machine_info"]["gpubench"]["device"] == "cpu" and len(data["machine_info"]["gpubench"]["machine_id"]) == 12
+
+
+def test_markers_select_the_fast_subset(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pytest", "benches", "--collect-only", "-q", "-m", "not slow", "--profile=quick", "--device=cpu"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    assert ids and not any("mnist_epoch" in i or "test_ddp" in i for i in ids)
+    assert any("test_matmul" in i for i in ids)

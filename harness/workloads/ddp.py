@@ -6,9 +6,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,10 +26,21 @@ from harness.workloads.models import make_model
 from harness.workloads.train_loop import Trainer
 
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
-MAX_STEPS = {"smoke": 5, "quick": 60, "full": 0}
+MAX_STEPS = {"smoke": 5, "quick": 40, "full": 0}
 PER_RANK_BATCH = 128
 MAX_EFFICIENCY = 1.05  # above this, N processes beat N x one process: the measurement is wrong
-LAUNCH_TIMEOUT_S = 1800
+# A whole torchrun launch (start, warm-up, the steps, teardown) per profile: past it a rank hung
+# or died without torchrun noticing, and the launch is killed with every rank.
+LAUNCH_TIMEOUT_S = {"smoke": 120, "quick": 600, "full": 3600}
+# The ranks' own collective timeout is half the launch's: a peer that stopped answering fails the
+# rank with its error (quoted in the case's reason) before the launch is killed without one.
+COLLECTIVE_SHARE = 0.5
+MAX_PROCS_PER_CORE = 4  # gloo ranks beyond this share the cores so thinly that the case measures the scheduler
+RANK_HOST_BYTES = 1_500_000_000  # host memory one CPU rank needs: torch, the CNN, the preloaded dataset
+WORKDIR_PREFIX = "gpubench-ddp-"
+KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
+STALE_WORKDIR_S = 24 * 3600  # a workdir this old belongs to no running case (a launch lasts at most an hour)
+MARKERS = ("slow", "training", "distributed")
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}  # a launch is seconds of process start; steps give the spread
 
 
@@ -44,14 +57,39 @@ class DistributedCase(Case):
     batch_size: int  # per rank (ddp) or per GPU share of the global batch (dataparallel)
 
 
+def available_memory_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def default_nproc(device: torch.device) -> int:
-    return torch.cuda.device_count() if device.type == "cuda" else 2
+    """The GPU count on cuda; 2 CPU ranks, or 1 where the memory holds only one (the default must
+    never be refused by check_nproc)."""
+    if device.type == "cuda":
+        return torch.cuda.device_count()
+    return 2 if 2 * RANK_HOST_BYTES <= available_memory_bytes() else 1
+
+
+def check_cpu_nproc(nproc: int) -> None:
+    """CPU ranks the machine cannot hold: too many per core, or more than its free memory."""
+    cores = os.cpu_count() or 1
+    if nproc > MAX_PROCS_PER_CORE * cores:
+        raise NprocError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this {cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} or fewer")
+    available = available_memory_bytes()
+    if nproc > 1 and nproc * RANK_HOST_BYTES > available:
+        fits = max(1, available // RANK_HOST_BYTES)
+        raise NprocError(f"--nproc {nproc} needs about {nproc * RANK_HOST_BYTES / 1e9:.1f} GB ({RANK_HOST_BYTES / 1e9:.1f} GB per process) "
+                         f"but {available / 1e9:.1f} GB is available — use --nproc {fits} or fewer")
 
 
 def check_nproc(nproc: int, device: torch.device) -> int:
-    """More processes than GPUs cannot each own a device: refuse before launch."""
+    """Processes the machine cannot hold are refused before launch: more than the GPUs on cuda
+    (each rank owns one), more than the cores or the memory can hold on cpu."""
     if nproc < 1:
         raise NprocError(f"--nproc {nproc}: use a positive number of processes")
+    if device.type == "cpu":
+        check_cpu_nproc(nproc)
     if device.type == "cuda" and nproc > torch.cuda.device_count():
         raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {torch.cuda.device_count()} — use --nproc {torch.cuda.device_count()} or fewer")
     if device.type == "mps" and nproc > 1:
@@ -67,32 +105,99 @@ def cases(ctx: BuildContext) -> list[DistributedCase]:
     return ddp + dataparallel
 
 
-def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int, result_json: Path) -> list[str]:
+def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int, result_json: Path,
+                     timeout_s: float = LAUNCH_TIMEOUT_S["full"]) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={case.world_size}",
             "-m", "harness.workloads.ddp_worker", f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
             f"--device-type={'cuda' if device.type == 'cuda' else 'cpu'}", f"--dataset={data.dataset}",
-            f"--data-root={data.root}", f"--result-json={result_json}"]
+            f"--data-root={data.root}", f"--result-json={result_json}", f"--timeout-s={timeout_s * COLLECTIVE_SHARE:g}"]
 
 
-def launch(command: list[str], result_json: Path) -> dict[str, Any]:
-    """Run torchrun and read rank 0's report; a failing rank fails the case with its last error line."""
+def kill_launch(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL torchrun and every rank. torchrun starts each rank in a session of its own, so
+    killing torchrun's process group alone would orphan them: the ranks are found (while torchrun
+    still holds them) and killed one by one, then torchrun's group."""
+    import psutil
+
+    try:
+        ranks = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        ranks = []
+    for rank in ranks:
+        try:
+            rank.kill()
+        except psutil.Error:
+            continue  # already gone
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group start_new_session gave torchrun (not ours)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"]) -> dict[str, Any]:
+    """Run torchrun and read rank 0's report. A failing rank fails the case naming the rank, its
+    exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=env)
-    if done.returncode != 0 or not result_json.exists():
-        raise RuntimeError(f"torchrun exited {done.returncode}: {rank_error(done.stderr + done.stdout)}")
+    # A session of its own: the whole launch can be killed without touching this process.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_launch(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
+            stdout, stderr = "", ""
+        first = rank_error(stderr + stdout, fallback=False)
+        detail = f" (first error: {first})" if first else ""
+        raise RuntimeError(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
+                           "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks") from None
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
+            kill_launch(proc)
+            proc.wait()
+    if proc.returncode != 0 or not result_json.exists():
+        output = stderr + stdout
+        cause = root_cause(output)
+        raise RuntimeError(f"torchrun exited {proc.returncode}: " + "; ".join(filter(None, [cause, rank_error(output, fallback=not cause)])))
     return json.loads(result_json.read_text())
 
 
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?: .+|^\S+: error: .+")
+# torchrun's ChildFailedError block: "Root Cause (first observed failure):" then lines like
+# "  rank      : 1 (local_rank: 1)" and "  exitcode  : -9 (pid: 1234)".
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)", re.MULTILINE)
+_ROOT_EXITCODE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
 
 
-def rank_error(output: str) -> str:
+def exit_cause(exitcode: int) -> str:
+    """'-9 (SIGKILL)': a negative exit code is the signal that ended the rank."""
+    if exitcode >= 0:
+        return str(exitcode)
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        return str(exitcode)
+    hint = ", often the kernel's out-of-memory killer: try a smaller --nproc" if name == "SIGKILL" else ""
+    return f"{exitcode} ({name}{hint})"
+
+
+def root_cause(output: str) -> str:
+    """'rank 1 exitcode -9 (SIGKILL)' from torchrun's root-cause block, or '' when it printed none."""
+    block = output[output.rfind("Root Cause"):] if "Root Cause" in output else output
+    rank, exitcode = _ROOT_RANK.search(block), _ROOT_EXITCODE.search(block)
+    if rank is None or exitcode is None:
+        return ""
+    return f"rank {rank.group(1)} exitcode {exit_cause(int(exitcode.group(1)))}"
+
+
+def rank_error(output: str, fallback: bool = True) -> str:
     """The first exception a rank printed (the root cause), not torchrun's own ChildFailedError."""
     for line in output.splitlines():
         line = line.strip()
         if _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
             return line
-    return "no error line in the ranks' output"
+    return "no error line in the ranks' output" if fallback else ""
 
 
 def single_process_samples_per_s(case: DistributedCase, rows: list[dict[str, Any]]) -> float | None:
@@ -103,11 +208,28 @@ def single_process_samples_per_s(case: DistributedCase, rows: list[dict[str, Any
     return median(same) if same else None
 
 
+def sweep_stale_workdirs(now_s: float | None = None, folder: Path | None = None) -> None:
+    """Remove workdirs left by a killed run (older than a day: no running case owns them)."""
+    now_s = time.time() if now_s is None else now_s
+    for stale in (folder or Path(tempfile.gettempdir())).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            if stale.is_dir() and now_s - stale.stat().st_mtime > STALE_WORKDIR_S:
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            continue  # another user's, or gone meanwhile
+
+
 def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
-    workdir = Path(tempfile.mkdtemp(prefix="gpubench-ddp-"))
+    sweep_stale_workdirs()
+    timeout_s = LAUNCH_TIMEOUT_S[ctx.profile]
     max_steps = MAX_STEPS[ctx.profile]
-    command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json")
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # removed by the Timed's cleanup, which the runner calls in a finally
+    try:
+        command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json", timeout_s)  # resolving the dataset may fail
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)  # no Timed yet, so no cleanup would remove it
+        raise
 
     def baseline() -> tuple[float | None, str]:
         """Samples/s of one process: from this run's rows, else measured now (whatever -k selects)."""
@@ -117,7 +239,8 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
         if found:
             return found, "scaling baseline: this run's world_size=1 row"
         single = replace(case, world_size=1)
-        report = launch(torchrun_command(single, device, data, max_steps, workdir / "single.json"), workdir / "single.json")
+        single_json = workdir / "single.json"
+        report = launch(torchrun_command(single, device, data, max_steps, single_json, timeout_s), single_json, timeout_s)
         return report["samples"] / report["train_s"], "scaling baseline: one process measured for this case (no world_size=1 row in this run)"
 
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +255,7 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
                 "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"],
                 "reason": "; ".join(filter(None, notes))}
 
-    return Timed(fn=lambda: launch(command, workdir / "rank0.json"), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
+    return Timed(fn=lambda: launch(command, workdir / "rank0.json", timeout_s), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
                  windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True))
 
 

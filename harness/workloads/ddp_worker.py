@@ -5,14 +5,22 @@
 Each process trains the guide's CNN under DistributedDataParallel on its DistributedSampler shard
 (backend nccl on CUDA, gloo on CPU). Rank 0 alone reports: to --result-json (how the pytest bench
 reads it) or as a results row in --results-dir (standalone and multi-node use).
+
+A collective that waits longer than --timeout-s for a peer (a dead or hung rank) fails the rank
+instead of hanging it. Test hooks (the fault tests use them; never set in a real run):
+GPUBENCH_TEST_DIE_RANK=R makes rank R kill itself with SIGKILL before joining the group, and
+GPUBENCH_TEST_HANG_RANK=R makes rank R sleep instead of joining.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import signal
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--result-json", default=None, help="rank 0 writes its report here")
     parser.add_argument("--results-dir", default=None, help="rank 0 appends a results row here")
+    parser.add_argument("--timeout-s", type=float, default=1800.0,
+                        help="seconds a collective waits for the other ranks before this rank fails (a dead or hung peer)")
     return parser.parse_args(argv)
 
 
@@ -138,12 +148,25 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
     return writer.path
 
 
+TEST_DIE_RANK_ENV, TEST_HANG_RANK_ENV = "GPUBENCH_TEST_DIE_RANK", "GPUBENCH_TEST_HANG_RANK"
+
+
+def apply_test_hooks(rank: int) -> None:
+    """The fault tests' hooks: this rank dies (SIGKILL, as the OOM killer would) or hangs."""
+    if os.environ.get(TEST_DIE_RANK_ENV) == str(rank):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(TEST_HANG_RANK_ENV) == str(rank):
+        while True:
+            time.sleep(60)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
     if args.device_type == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
-    dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo")
+    apply_test_hooks(rank)
+    dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
     try:
         report = train(args, rank, local_rank, world_size)
         if rank == 0:
