@@ -212,6 +212,9 @@ def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
             row.update({k: "" for k in _DATALOADER_ONLY})
         elif row.get("prefetch_factor") in ("0", "0.0"):
             row["prefetch_factor"] = ""  # v1 wrote 0 for "DataLoader's default"
+    if not row.get("mem_source") and row.get("peak_mem_bytes"):  # what version 1 measured, by device
+        device = row.get("device", "")
+        row["mem_source"] = "cuda-allocator" if device.startswith("cuda") else "mps-driver" if device == "mps" else "cpu-rss"
     typed = typed_row({c: row.get(c, "") for c in SETTING_COLUMNS}, "v1 upgrade")
     if row.get("workload"):
         row["case_id"] = case_id_for(row["workload"], typed)

@@ -214,12 +214,9 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
 
 
 def fmt_seconds(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "—"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+    from harness.schema import human
+
+    return human(seconds, "s") or "—"
 
 
 VERDICTS = ("slower", "faster", "no change", "inconclusive", "broken")

@@ -50,9 +50,11 @@ def _legend(fig: plt.Figure, axes: list[plt.Axes]) -> None:
                 handles[label] = handle
                 labels.append(label)
     if labels:
-        rows = math.ceil(min(len(labels), MAX_LEGEND) / 3)
+        longest = max(len(label) for label in labels[:MAX_LEGEND])
+        ncol = max(1, min(3, len(labels), int(fig.get_size_inches()[0] / (0.075 * longest + 0.5))))  # ~0.075 inch a character at size 8
+        rows = math.ceil(min(len(labels), MAX_LEGEND) / ncol)
         fig.legend([handles[label] for label in labels[:MAX_LEGEND]], labels[:MAX_LEGEND], loc="lower center",
-                   ncol=min(3, len(labels)), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+                   ncol=ncol, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
         fig.legend_space = min(0.6, 0.2 * rows / fig.get_size_inches()[1])  # 0.2 inch a legend row
 
 
@@ -156,10 +158,11 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
         return None
     sources = sorted(rows["mem_source"].astype(object).fillna("unknown").unique())
     fig, axes = _panels(len(sources), width=5.5, height=4.2, columns=2)
+    colors = {m: f"C{i % 10}" for i, m in enumerate(sorted(rows["machine"].unique()))}
     for ax, source in zip(axes, sources):
         group = rows[rows["mem_source"].astype(object).fillna("unknown") == source]
         for machine, series in group.groupby("machine"):
-            ax.scatter(series["step_s"] * 1e3, series["peak_mem_bytes"] / 2**20, label=machine)
+            ax.scatter(series["step_s"] * 1e3, series["peak_mem_bytes"] / 2**20, label=machine, color=colors[machine])
             for _, row in series.iterrows():
                 ax.annotate(str(row["strategy"]), (row["step_s"] * 1e3, row["peak_mem_bytes"] / 2**20), fontsize=7)
         ax.set_xlabel("optimizer step (ms)")

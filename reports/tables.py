@@ -260,6 +260,11 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     return out
 
 
+SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best", "matmul bf16, best",
+                 "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch", "fastest epoch, equal accuracy",
+                 "flagged · not ok rows")
+
+
 def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
     from reports.aggregate import geomean
@@ -273,7 +278,8 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataF
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
     columns = {m: summary_rows(frame, cases, m, baseline) for m in machines}
-    order = list(dict.fromkeys(key for rows in columns.values() for key in rows))
+    seen = list(dict.fromkeys(key for rows in columns.values() for key in rows))
+    order = [key for key in SUMMARY_ORDER if key in seen] + [key for key in seen if key not in SUMMARY_ORDER]
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
 
 
