@@ -71,13 +71,14 @@ def test_a_row_cut_inside_a_quoted_field_is_never_data(tmp_path):
         read_rows(tmp_path / "cut.csv")
 
 
-@pytest.mark.parametrize("name", ["cpu-2core-quick.csv", "h200-quick.csv"])
+@pytest.mark.parametrize("name", ["tests/v1/cpu-2core-quick.csv", "reports/examples/h200-quick.csv"])
 def test_version_1_example_files_are_upgraded_on_read(name):
-    """The committed v1 examples: read as v2, case ids rebuilt by the one id scheme, settings a
-    case does not use emptied (a preloaded epoch has no DataLoader knobs)."""
+    """Version-1 files as the first release wrote them (the CPU example of that release, the
+    committed H200 example): read as v2, case ids rebuilt by the one id scheme, settings a case
+    does not use emptied (a preloaded epoch has no DataLoader knobs)."""
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "reports" / "examples" / name
+    path = Path(__file__).resolve().parent.parent / name
     assert path.read_text().splitlines()[1].startswith("1,")  # really a version-1 file
     rows = read_rows(path)
     assert rows and all(r["schema_version"] == SCHEMA_VERSION and r["build"] == 0 and r["builds"] == 1 for r in rows)
