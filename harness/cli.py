@@ -125,6 +125,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         out = build_report([csv_path], Path(args.results_dir) / f"{run_id}-report", baseline=None)
     except ReportError as error:
         return fail(str(error))
+    except KeyboardInterrupt:
+        return fail(f"interrupted while writing the report: the results are whole in {csv_path}; run gpubench report {csv_path} --out DIR", code=130)
     print(f"gpubench: report -> {out}")
     return code
 
@@ -153,6 +155,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         out = build_report(args.results, args.out, args.baseline)
     except ReportError as error:
         return fail(str(error))
+    except KeyboardInterrupt:
+        return fail(f"interrupted: {args.out} is incomplete (no report.md) — run gpubench report again", code=130)
     print(f"gpubench: report -> {out}")
     return 0
 

@@ -129,7 +129,11 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ReportError(f"cannot create {out} ({error.strerror}) — pass --out with a writable folder") from None
+    (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
     write_merged(paths, out / "merged.csv")
     report = out / "report.md"
-    report.write_text(render_report(frame, out, baseline, load_top_ops(paths)), encoding="utf-8")
+    text = render_report(frame, out, baseline, load_top_ops(paths))
+    partial = out / "report.md.partial"  # report.md appears whole, last: a folder without it is incomplete
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(report)
     return report

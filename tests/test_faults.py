@@ -434,3 +434,26 @@ def test_no_writable_data_root_at_all_is_one_error(tmp_path, monkeypatch):
     with pytest.raises(DatasetError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a writable folder"):
         usable_data_root(tmp_path / "blocker" / "data", "mnist")
     assert usable_data_root(tmp_path / "blocker" / "data", "synthetic") == (tmp_path / "blocker" / "data", None)  # needs no files
+
+
+def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, capsys, monkeypatch):
+    """Interrupted while rendering: exit 130, one line, and the folder has no report.md (an older
+    one is removed first), so it never looks complete."""
+    from pathlib import Path
+
+    from harness.cli import main
+    from reports import build
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("an older report")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "render_report", interrupted)
+    golden = Path(__file__).parent / "data" / "golden_laptop.csv"
+    assert main(["report", str(golden), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and "incomplete" in err
+    assert not (out / "report.md").exists()
