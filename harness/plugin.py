@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness.cases import CaseSkipped, ProfileError, check_profile  # noqa: F401 - CaseSkipped re-exported for benches
+from harness.cases import ProfileError, check_profile
 from harness.datasets import DatasetError, check_dataset_request, default_data_root
 from harness.device import DeviceError, resolve_device
 from harness.env import fingerprint, gpu_telemetry

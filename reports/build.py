@@ -60,7 +60,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
              "every timed region ended in a device synchronize."]
     parts.append(section("Summary", md_table(tables.summary(frame, cases, base), index=True)))
     if "matmul" in workloads:
-        peak = tables.matmul_peak_table(frame)
+        peak = tables.matmul_peak_table(cases)
         parts.append(section("Matmul", image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
                              "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
                              "`spread` is the IQR/median of the builds' TFLOP/s:", md_table(peak, human=True),

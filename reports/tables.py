@@ -32,14 +32,13 @@ def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.rename_axis("field")
 
 
-def matmul_peak_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Best TFLOP/s each machine reached per dtype, against the datasheet peak where known."""
-    rows = ok_rows(frame, "matmul")
+def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
+    """Best TFLOP/s each machine reached per dtype (from reports.aggregate.per_case: medians over
+    builds and runs, `spread` between builds), against the datasheet peak where known."""
+    rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops"])
     if rows.empty:
         return pd.DataFrame()
-    per_case = build_spread(frame, "matmul", "tflops").merge(
-        rows.drop_duplicates(["machine", "case_id"])[["machine", "case_id", "dtype", "size", "device_name"]], on=["machine", "case_id"])
-    best = per_case.loc[per_case.groupby(["machine", "dtype"])["tflops"].idxmax()]
+    best = rows.loc[rows.groupby(["machine", "dtype"])["tflops"].idxmax()]
     out = best[["machine", "dtype", "size", "tflops", "builds", "spread"]].copy()
     out["peak_tflops"] = [peak_tflops(str(name), str(dtype)) for name, dtype in zip(best["device_name"], best["dtype"])]
     out["pct_of_peak"] = 100 * out["tflops"] / out["peak_tflops"]
@@ -123,10 +122,6 @@ def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def not_ok(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame["status"] != "ok"][["machine", "status", "case_id", "reason"]].reset_index(drop=True)
-
-
 def flagged(frame: pd.DataFrame) -> pd.DataFrame:
     """Ok rows whose figure carries a flag (noisy, one-sample, short-rounds, cache, busy, busy-gpu):
     per machine, workload and flag, how many builds and which cases."""
@@ -139,16 +134,6 @@ def flagged(frame: pd.DataFrame) -> pd.DataFrame:
     return (long.groupby(["machine", "workload", "flag"], sort=False)
             .agg(builds=("case_id", "size"), cases=("case_id", lambda c: ", ".join(sorted({x.split("/", 1)[-1] for x in c}))))
             .reset_index())
-
-
-def build_spread(frame: pd.DataFrame, workload: str, figure: str) -> pd.DataFrame:
-    """Per machine and case: the median of `figure` over builds and runs, and the spread between
-    builds (IQR of the build figures / their median)."""
-    rows = ok_rows(frame, workload)
-    grouped = rows.groupby(["machine", "case_id"], sort=False)[figure]
-    out = grouped.agg(["median", "count", lambda v: (v.quantile(0.75) - v.quantile(0.25)) / v.median() if len(v) > 1 else math.nan])
-    out.columns = [figure, "builds", "spread"]
-    return out.reset_index()
 
 
 def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:

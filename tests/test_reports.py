@@ -82,7 +82,7 @@ def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_list
 
 def test_a_diverged_run_is_never_fastest(tmp_path):
     """A diverged epoch is a failed row (harness.runner.Diverged): the report skips it and lists it."""
-    from reports.tables import not_ok, template_vs_fastest
+    from reports.tables import not_ok_grouped, template_vs_fastest
 
     frame = epoch_rows([
         {"setting": "guide-template", "epoch_s": 17.0, "samples_per_s": 1.0, "test_accuracy": 0.86},
@@ -91,7 +91,7 @@ def test_a_diverged_run_is_never_fastest(tmp_path):
          "reason": "diverged: train_loss is nan", "case_id": "mnist_epoch/preloaded-bs1024"},
     ])
     assert template_vs_fastest(frame)["fastest_setting"].tolist() == ["preloaded"]
-    assert "diverged" in not_ok(frame)["reason"].iloc[0]
+    assert "diverged" in not_ok_grouped(frame.assign(setting=frame["setting"]))["reason"].iloc[0]
 
 
 def test_non_ok_rows_are_listed_with_reasons(report):

@@ -14,7 +14,6 @@ from typing import Any, ClassVar, Iterable
 import torch
 from torch.utils.data import DataLoader
 
-from harness.caseids import GUIDE_TEMPLATE
 from harness.cases import Case, CaseSkipped
 from harness.datasets import CLASSES
 from harness.runner import BuildContext, Diverged, Timed
@@ -197,14 +196,17 @@ class FreshCompileCaches:
         self._fresh.__exit__(*exc)
 
 
+def eager_step_seconds(case: EpochCase, device: torch.device, batch: Batch) -> float:
+    """The same step uncompiled, warmed, on the same batch (its model is freed on return)."""
+    eager = make_trainer(case, device, compile_mode="none")
+    warm_up(lambda: eager.step([batch]), 2, eager.clock)
+    return step_seconds(eager, batch)
+
+
 def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
     """Eager step, then the cold first call of `trainer` (compile + one step) minus an eager step;
     with `warm`, a second fresh model compiled against the cache the first filled."""
-    cost = CompileCost()
-    eager = make_trainer(case, device, compile_mode="none")
-    warm_up(lambda: eager.step([first]), 2, eager.clock)
-    cost.eager_step_s = step_seconds(eager, first)
-    del eager
+    cost = CompileCost(eager_step_s=eager_step_seconds(case, device, first))
     with FreshCompileCaches() as caches:
         cost.compile_s = first_call_s(trainer, first) - cost.eager_step_s
         if warm:
