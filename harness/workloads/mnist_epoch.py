@@ -208,11 +208,13 @@ def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.
     with `warm`, a second fresh model compiled against the cache the first filled."""
     cost = CompileCost(eager_step_s=eager_step_seconds(case, device, first))
     with FreshCompileCaches() as caches:
-        cost.compile_s = first_call_s(trainer, first) - cost.eager_step_s
+        # a first call minus one eager step; a warm compile can be shorter than the step's own
+        # noise, so both are floored at zero rather than published as negative times
+        cost.compile_s = max(0.0, first_call_s(trainer, first) - cost.eager_step_s)
         if warm:
             caches.reset_dynamo()
             # the reset also dropped the timed trainer's graphs: warm-up below re-traces them
-            cost.compile_warm_s = first_call_s(make_trainer(case, device), first) - cost.eager_step_s
+            cost.compile_warm_s = max(0.0, first_call_s(make_trainer(case, device), first) - cost.eager_step_s)
     return cost
 
 
