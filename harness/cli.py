@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.options import RESULTS_FULL_EXIT  # torch-free, like this module's top
+
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 BENCHES = SUITE_ROOT / "benches"
 
@@ -45,13 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     from harness.options import to_pytest_argv
 
-    return [str(BENCHES), "--benchmark-only", "-v", f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider",
-            *to_pytest_argv(args), *extra]
+    only = [] if "--benchmark-disable" in extra else ["--benchmark-only"]  # the two exclude each other in pytest-benchmark
+    return [str(BENCHES), *only, "-v", f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider", *to_pytest_argv(args), *extra]
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
 # 5 no tests collected (for a later build: every case has fewer builds, the run is complete).
-STOP_CODES = (2, 3, 4)
+STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT)
 NO_TESTS = 5
 MAX_BUILDS = 100
 
@@ -78,6 +80,26 @@ def per_build_args(extra: list[str], build: int) -> list[str]:
     return out
 
 
+def run_child(argv: list[str], env: dict[str, str]) -> int:
+    """One build process, which dies with this one; SIGTERM here is passed on to it, and Ctrl-C
+    (which the whole terminal group gets) waits for it to stop with its rows whole."""
+    import signal
+    import subprocess
+
+    from harness.lifetime import child_preexec
+
+    child = subprocess.Popen(argv, env=env, preexec_fn=child_preexec())
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # pytest in the child stops at the case's edge; wait for it
+                continue
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     """One pytest process per build: build k of every case runs in process k, appending to the
     run's CSV. Separate processes sample what a single process cannot vary: its memory layout,
@@ -98,7 +120,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
             argv = [sys.executable, "-m", "pytest", *pytest_args(args, per_build_args(extra, build)), f"--gpubench-build={build}"]
             if build:
                 print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
-            code = subprocess.run(argv, env=env).returncode
+            code = run_child(argv, env)
             if code in STOP_CODES or code < 0 or (code == NO_TESTS and build == 0):
                 return code if code >= 0 else 128 - code
             worst = max(worst, code if code != NO_TESTS else 0)
@@ -117,6 +139,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     run_id = args.run_id
     code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
+    if code in (130, 143, -2, -15) or code == 2:  # interrupted (Ctrl-C or SIGTERM): say what was kept
+        kept = sum(1 for _ in open(csv_path, encoding="utf-8")) - 1 if csv_path.exists() else 0
+        print(f"gpubench: interrupted: {max(kept, 0)} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest", file=sys.stderr)
+        return 130 if code in (2, 130, -2) else 143
     if code in STOP_CODES or not csv_path.exists() or args.no_report:
         return code
     from reports.build import ReportError, build_report

@@ -47,6 +47,9 @@ class Option:
 # `gpubench run` starts one pytest process per build; the first one's collection writes how many
 # builds the selection needs into the file this variable names.
 BUILD_COUNT_ENV = "GPUBENCH_BUILD_COUNT_FILE"
+# Exit code of a run stopped because its results folder is full (EX_TEMPFAIL): gpubench run then
+# launches no further build process.
+RESULTS_FULL_EXIT = 75
 
 RUN_OPTIONS: tuple[Option, ...] = (
     Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps"),

@@ -24,7 +24,7 @@ from harness.cases import ProfileError, check_profile
 from harness.datasets import DatasetError, check_dataset_request, default_data_root
 from harness.device import DeviceError, resolve_device
 from harness.env import fingerprint, gpu_telemetry
-from harness.options import BUILD_COUNT_ENV, RUN_OPTIONS
+from harness.options import BUILD_COUNT_ENV, RESULTS_FULL_EXIT, RUN_OPTIONS
 from harness.results import ResultsFull, ResultsWriter, check_writable, new_run_id, write_sidecar
 from harness.runner import BuildContext, RunContext, builds_for, run_case, summary_line
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
@@ -271,13 +271,13 @@ class Recorder:
         try:
             run = self.state.run_context(record=not self.benchmark.disabled)
         except ResultsFull as full:
-            pytest.exit(str(full), returncode=pytest.ExitCode.INTERRUPTED)
+            pytest.exit(str(full), returncode=RESULTS_FULL_EXIT)
         run.build.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
         self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
         try:
             row = run_case(case, workload, self.benchmark, run, self.build)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
-            pytest.exit(str(full), returncode=pytest.ExitCode.INTERRUPTED)
+            pytest.exit(str(full), returncode=RESULTS_FULL_EXIT)
         finally:
             run.build.progress = None
             self.state.release_device_data()

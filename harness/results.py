@@ -181,13 +181,24 @@ def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> 
     return path
 
 
+def file_ends_whole(path: Path) -> bool:
+    """Every row the writer writes ends in a newline: a file that does not was cut mid-row."""
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Read a results CSV as typed rows (harness.schema), upgrading older schemas and refusing
     newer ones, files that are not gpubench results, and cut lines (SchemaError naming the file,
     the line and the fix). A line with fewer fields than the header — cut anywhere, even inside a
     quoted field — is never read as data."""
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        ends_whole = file_ends_whole(path)
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
@@ -202,6 +213,8 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
                 except ValueError:
                     raise SchemaError(f"{where} has schema_version {raw['schema_version']!r} — not a gpubench row") from None
                 rows.append(typed_row(upgrade_row(raw, version, str(path)), where))
+            if rows and not ends_whole:  # the last line was cut (inside a quoted field, say): not data
+                raise SchemaError(f"{path}: line {reader.line_num} is truncated (the file ends inside it) — re-run the case or delete the line")
             return rows
     except (UnicodeDecodeError, csv.Error) as error:
         raise SchemaError(f"{path}: not a readable CSV ({error})") from None

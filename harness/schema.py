@@ -172,12 +172,36 @@ def _json(text: str) -> list[float]:
 PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": float, "bool": _bool, "json": _json}
 
 
+NON_EMPTY = ("case_id", "status")  # a row without them identifies nothing
+
+
+def check_value(column: str, value: Any) -> None:
+    """What a typed value must also be: numbers finite, counts/sizes/times/bytes not negative, raw
+    samples non-negative durations, a known status. ValueError says why."""
+    spec = BY_NAME.get(column)
+    if spec is None or value is None:
+        return
+    if spec.kind == "float" and not math.isfinite(value):
+        raise ValueError("not a finite number")
+    if (spec.kind == "int" or spec.unit in ("s", "bytes")) and spec.kind != "json" and value < 0:
+        raise ValueError("negative")
+    if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
+        raise ValueError("a sample that is not a non-negative duration")
+    if column == "status" and value not in STATUSES:
+        raise ValueError(f"not one of {', '.join(STATUSES)}")
+
+
 def parse_cell(column: str, text: str | None) -> Any:
-    """A typed value from a CSV cell: None when empty; ValueError when the text is not its type."""
+    """A typed value from a CSV cell: None when empty; ValueError when the text is not its type
+    or breaks its column's rules (check_value)."""
     if text is None or text == "":
+        if column in NON_EMPTY:
+            raise ValueError("empty")
         return None
     spec = BY_NAME.get(column)
-    return PARSERS[spec.kind](text) if spec else text
+    value = PARSERS[spec.kind](text) if spec else text
+    check_value(column, value)
+    return value
 
 
 def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:

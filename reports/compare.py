@@ -76,13 +76,15 @@ class Verdict:
 
 
 def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' -> 0.05."""
+    """'5%' or '0.05' -> 0.05. A bare number of 1 or more is ambiguous (5 = 500%?) and refused."""
     try:
         value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
         raise ReportError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
-    if not 0 <= value < 10:
-        raise ReportError(f"bad --threshold {text!r}: use a percentage such as 5%")
+    if not text.endswith("%") and value >= 1:
+        raise ReportError(f"bad --threshold {text!r}: write {text}% for a percentage (or a fraction below 1, such as 0.05)")
+    if not 0 < value < 10:
+        raise ReportError(f"bad --threshold {text!r}: use a percentage above 0 such as 5%")
     return value
 
 
@@ -136,13 +138,19 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
         note = (f"could detect >= {detectable:.0%} here; ~{runs_needed(detectable, threshold, max(base.runs, new.runs))} "
                 f"runs per side would resolve {threshold:.0%}")
     if "windows" in (base.kind, new.kind):
-        note = "; ".join(filter(None, [note, "one build per run: spread from its windows of steps"]))
+        note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), not between builds"]))
     return Verdict(case_id, base.median_s, new.median_s, ratio, low, high, p_value, detectable, verdict, note)
 
 
 def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The same run given twice (a file and its folder, a copy) counts once."""
     keys = ["run_id", "case_id", "build"]
+    repeated = frame[frame.duplicated(subset=keys, keep=False)]
+    conflicting = repeated.groupby(keys)["median_s"].nunique(dropna=False)
+    if (conflicting > 1).any():
+        run_id, case_id, build = conflicting[conflicting > 1].index[0]
+        files = sorted(set(repeated[(repeated["run_id"] == run_id) & (repeated["case_id"] == case_id)]["source_file"]))
+        raise ReportError(f"run {run_id} holds {case_id} build {int(build)} twice with different figures (in {', '.join(files)}) — remove one of the files")
     duplicated = frame.duplicated(subset=keys)
     notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"] if duplicated.any() else []
     return frame[~duplicated], notes
@@ -187,7 +195,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     base_bad = base[base["status"].isin(["failed", "oom"])]
     for case_id, reason in zip(base_bad["case_id"], base_bad["reason"]):
         notes.append(f"BASE {case_id} excluded: {reason}")
-    new_broken = new[new["status"].isin(["failed", "oom"])]
+    new_broken = new[new["status"].isin(["failed", "oom", "skipped"])]  # ok before, not measured now: a regression
     for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
         reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
         verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan, math.nan,
@@ -252,11 +260,25 @@ def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     return frame
 
 
+def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """What differs between the sides besides the code: a verdict across machines, profiles or
+    devices compares those too."""
+    notes = []
+    for column, what in (("machine_id", "machines"), ("device", "devices"), ("profile", "profiles"), ("torch_version", "torch versions")):
+        b, n = sorted(set(base[column].dropna())), sorted(set(new[column].dropna()))
+        if b != n:
+            notes.append(f"note: the sides differ in {what} (BASE {', '.join(map(str, b))}; NEW {', '.join(map(str, n))}): the verdicts compare that too")
+    if set(base["run_id"]) == set(new["run_id"]):
+        notes.append("note: BASE and NEW are the same run(s)")
+    return notes
+
+
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke)."""
     base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
     new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)
+    notes = side_differences(base_frame, new_frame) + notes
     if not verdicts:
         raise ReportError(f"no case in common between {base} and {new} — compare runs of the same cases (same profile and device)")
     code = 1 if any(v.verdict in ("slower", "broken") for v in verdicts) else 0

@@ -8,23 +8,29 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.caseids import short_id
-from harness.results import read_rows
-from harness.schema import BOOL_COLUMNS, BY_NAME, COLUMNS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SETTING_COLUMNS, SchemaError
+from harness.results import file_ends_whole, read_rows
+from harness.schema import (BOOL_COLUMNS, BY_NAME, COLUMNS, NON_EMPTY, NUMERIC_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SETTING_COLUMNS,
+                            SchemaError, parse_cell)
 
 class ReportError(ValueError):
     """Bad input for report/compare: one line naming the file and the fix."""
 
 
 def result_files(paths: list[Path]) -> list[Path]:
+    """The results files named or found in folders: regular files only (a FIFO would hang the
+    reader; a folder or a dangling link named *.csv is not a results file)."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(p for p in sorted(path.rglob("*.csv")) if p.name != "merged.csv")
-        elif path.exists():
+            files.extend(p for p in sorted(path.rglob("*.csv")) if p.name != "merged.csv" and p.is_file())
+        elif path.is_file():
             files.append(path)
+        elif path.exists():
+            raise ReportError(f"{path}: not a regular file — name a results CSV or a folder of them")
         else:
             raise ReportError(f"{path}: no such file or folder")
     if not files:
@@ -48,15 +54,32 @@ def _typed_column(column: str, text: pd.Series, files: pd.Series, lines: pd.Seri
     empty = text == ""
     if kind in ("int", "float"):
         values = pd.to_numeric(text.where(~empty), errors="coerce")
+        damaged = values.isna() & ~empty
+        damaged |= ~empty & ~np.isfinite(values.fillna(0))
+        if kind == "int":
+            damaged |= ~empty & (values.fillna(0) % 1 != 0)
+        if kind == "int" or BY_NAME[column].unit in ("s", "bytes"):
+            damaged |= ~empty & (values.fillna(0) < 0)
     elif kind == "bool":
         values = text.map(BOOLEANS)
+        damaged = values.isna() & ~empty
+    elif kind == "json" or column in NON_EMPTY or column == "status":  # few distinct rules: the schema's own per-cell check
+        damaged = pd.Series([not _cell_ok(column, t) for t in text], index=text.index)
+        values = text.where(~empty, None)
     else:
         return text.where(~empty, None)
-    damaged = values.isna() & ~empty
     if damaged.any():
         first = damaged.idxmax()
         raise ReportError(f"{files[first]}: line {lines[first]}: column {column} holds {text[first]!r} — the file is damaged; re-run the case or delete the line")
     return values if kind != "bool" else values.astype(object).where(~empty, None)
+
+
+def _cell_ok(column: str, text: str) -> bool:
+    try:
+        parse_cell(column, text)
+        return True
+    except ValueError:
+        return False
 
 
 BOOLEANS = {"True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
@@ -66,7 +89,7 @@ def read_records(path: Path) -> tuple[list[str], list[list[str]]] | None:
     """The header and records of a current-schema file, checked for cut lines; None for an older
     or newer file (harness.results.read_rows upgrades or refuses it, naming the fix)."""
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             records = list(csv.reader(handle))
     except (UnicodeDecodeError, csv.Error) as error:
         raise ReportError(f"{path}: not a readable CSV ({error})") from None
@@ -75,9 +98,13 @@ def read_records(path: Path) -> tuple[list[str], list[list[str]]] | None:
     if missing:
         raise ReportError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
     body = records[1:]
-    cut = next((number for number, record in enumerate(body, start=2) if len(record) != len(header)), None)
-    if cut is not None:
-        raise ReportError(f"{path}: line {cut} is truncated — re-run the case or delete the line")
+    odd = next((number for number, record in enumerate(body, start=2) if len(record) != len(header)), None)
+    if odd is not None:
+        fields = len(body[odd - 2])
+        what = "is truncated" if fields < len(header) else f"has {fields} fields, the header {len(header)}"
+        raise ReportError(f"{path}: line {odd} {what} — re-run the case or delete the line")
+    if body and not file_ends_whole(path):
+        raise ReportError(f"{path}: line {len(body) + 1} is truncated (the file ends inside it) — re-run the case or delete the line")
     version = header.index("schema_version")
     if any(record[version] != str(SCHEMA_VERSION) for record in body):
         return None
@@ -160,6 +187,7 @@ def load_results(paths: list[Path]) -> pd.DataFrame:
     frame["flags"] = frame["flags"].astype("object").fillna("")
     frame["reason"] = frame["reason"].astype("object").fillna("")
     frame["build"] = frame["build"].fillna(0)
+    frame = frame.copy()  # one block per dtype again after the column-by-column typing (pandas warns otherwise)
     frame["machine"] = machine_labels(frame)
     frame["setting"] = setting_labels(frame)
     return frame

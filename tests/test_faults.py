@@ -457,3 +457,89 @@ def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "interrupted" in err and "incomplete" in err
     assert not (out / "report.md").exists()
+
+
+# ---- the second fault campaign --------------------------------------------------------------
+
+def _write_one_row(tmp_path, **cells):
+    import csv as csv_module
+
+    from harness.schema import COLUMNS, SCHEMA_VERSION
+
+    row = dict({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": "ok",
+                "median_s": "0.001", "samples_s": "[0.001, 0.001]"}, **cells)
+    path = tmp_path / "damaged.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv_module.DictWriter(handle, fieldnames=COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerow(row)
+    return path
+
+
+@pytest.mark.parametrize("cells", [{"median_s": "inf"}, {"median_s": "-1"}, {"samples_s": "[1,2,"}, {"samples_s": "hello"},
+                                   {"samples_s": "[-1e-5]"}, {"status": "weird"}, {"case_id": ""}, {"size": "64.5"}, {"build": "-3"}])
+def test_damaged_values_are_refused_by_both_readers(tmp_path, cells):
+    from harness.results import read_rows
+    from harness.schema import SchemaError
+    from reports.load import ReportError, load_results
+
+    path = _write_one_row(tmp_path, **cells)
+    with pytest.raises(SchemaError, match="line 2: column"):
+        read_rows(path)
+    with pytest.raises(ReportError, match="line 2: column"):
+        load_results([path])
+
+
+def test_a_file_cut_inside_its_last_quoted_field_is_refused(tmp_path):
+    from reports.load import ReportError, load_results
+
+    path = _write_one_row(tmp_path, samples_s="[0.001, 0.002, 0.003]")
+    text = path.read_text()
+    path.write_text(text[: text.rindex("0.002")])  # inside the quotes, no newline at the end
+    with pytest.raises(ReportError, match="line 2 is truncated"):
+        load_results([path])
+
+
+def test_things_named_csv_that_are_not_files_are_skipped(tmp_path):
+    import os
+
+    from reports.load import result_files
+
+    good = _write_one_row(tmp_path)
+    (tmp_path / "folder.csv").mkdir()
+    (tmp_path / "dangling.csv").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "pipe.csv")  # reading it would hang the report
+    assert result_files([tmp_path]) == [good]
+
+
+@pytest.mark.parametrize("text", ["5", "1", "0", "-5%"])
+def test_an_ambiguous_or_empty_threshold_is_refused(text):
+    from reports.compare import parse_threshold
+    from reports.load import ReportError
+
+    with pytest.raises(ReportError, match="bad --threshold"):
+        parse_threshold(text)
+
+
+def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
+    """The build process dies with gpubench run: nothing goes on appending rows after it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul or elementwise or inference",
+                             "--results-dir", str(tmp_path), "--run-id", "term", "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not psutil.Process(proc.pid).children():
+        time.sleep(0.2)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    assert "interrupted:" in err and "rows kept in" in err
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive

@@ -56,7 +56,7 @@ def test_a_damaged_cell_is_refused_naming_file_and_line(tmp_path):
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
         writer.writeheader()
-        writer.writerow({"schema_version": SCHEMA_VERSION, "case_id": "a", "rounds": "seven", "status": "ok"})
+        writer.writerow({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "a", "rounds": "seven", "status": "ok"})
     with pytest.raises(SchemaError, match=r"bad.csv: line 2: column rounds holds 'seven'"):
         read_rows(path)
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
+from harness.lifetime import child_preexec
 from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats, median
 from harness.timing import RoundPlan
@@ -139,7 +140,8 @@ def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIME
     exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
     # A session of its own: the whole launch can be killed without touching this process.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                            preexec_fn=child_preexec())  # and it dies with this process (torchrun then stops its ranks)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
