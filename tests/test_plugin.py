@@ -192,8 +192,9 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
     result.assert_outcomes(failed=1)
     (row,) = rows_in(tiny.path / "out")
-    assert row["status"] == "failed" and "harness/torch.utils.benchmark median ratio 1.0" in row["reason"]
-    assert 1.05 < float(row["reason"].split("ratio ")[1].split()[0]) < 1.11
+    assert row["status"] == "failed" and "harness/torch.utils.benchmark median ratio" in row["reason"]
+    # the smoke profile's 11 short pairs read the 8% bias with a few percent of noise: above the band
+    assert 1.03 < float(row["reason"].split("ratio ")[1].split()[0]) < 1.25
 
 
 def test_a_later_build_process_appends_to_the_runs_file(tiny):
