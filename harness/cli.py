@@ -121,6 +121,8 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
             if build:
                 print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
             code = run_child(argv, env)
+            if code == NO_TESTS and build == 0:
+                print("gpubench: no case matched the selection (-k/-m): nothing was run", file=sys.stderr)
             if code in STOP_CODES or code < 0 or (code == NO_TESTS and build == 0):
                 return code if code >= 0 else 128 - code
             worst = max(worst, code if code != NO_TESTS else 0)
@@ -130,11 +132,31 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     return worst
 
 
+def timer_problem(extra: list[str]) -> str | None:
+    """pytest-benchmark loads --benchmark-timer while parsing arguments, with a traceback when it
+    cannot: check it here first, for one line."""
+    import importlib
+
+    for index, arg in enumerate(extra):
+        name = arg.split("=", 1)[1] if arg.startswith("--benchmark-timer=") else extra[index + 1] if arg == "--benchmark-timer" and index + 1 < len(extra) else None
+        if name is None:
+            continue
+        module, _, attr = name.rpartition(".")
+        try:
+            getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as error:
+            return f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as time.perf_counter"
+    return None
+
+
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.results import new_run_id
 
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+    problem = timer_problem(extra)
+    if problem:
+        return fail(problem, code=4)
     args.run_id = args.run_id or new_run_id()  # the report below needs to know the file's name
     run_id = args.run_id
     code = run_builds(args, extra)

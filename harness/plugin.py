@@ -127,6 +127,7 @@ MARKERS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which would trace back on a bad timer
 def pytest_configure(config: pytest.Config) -> None:
     """Validate everything before the first case: a bad value is one line and exit code 4."""
     import sys
@@ -140,7 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
         device = resolve_device(config.getoption("gpubench_device"))
         profile = check_profile(config.getoption("gpubench_profile"))
         results_dir = Path(config.getoption("gpubench_results_dir"))
-        if config.getoption("gpubench_run_id"):  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
+        if config.getoption("gpubench_run_id") is not None:  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
             check_run_id(config.getoption("gpubench_run_id"), results_dir, appending=(config.getoption("gpubench_build") or 0) > 0)
         data_root, data_warning = usable_data_root(Path(config.getoption("gpubench_data_root") or default_data_root()), config.getoption("gpubench_dataset"))
         dataset = check_dataset_request(config.getoption("gpubench_dataset"), data_root)
@@ -151,7 +152,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(error)) from None
     if data_warning:
         sys.stderr.write(f"gpubench: WARNING: {data_warning}\n")
-    clock = SyncedClock(device, _user_base_clock(config))
+    try:
+        clock = SyncedClock(device, _user_base_clock(config))
+    except (ImportError, AttributeError) as error:
+        raise pytest.UsageError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as time.perf_counter") from None
     if device.type == "cuda":
         torch.cuda.set_device(device)
     ctx = BuildContext(device, profile, clock, nproc)
@@ -272,6 +276,8 @@ class Recorder:
             run = self.state.run_context(record=not self.benchmark.disabled)
         except ResultsFull as full:
             pytest.exit(str(full), returncode=RESULTS_FULL_EXIT)
+        except FileExistsError as taken:  # another run with this --run-id started at the same moment
+            pytest.exit(f"{taken.filename} was created by another run meanwhile — pass another --run-id", returncode=pytest.ExitCode.USAGE_ERROR)
         run.build.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
         self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
         try:

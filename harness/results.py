@@ -67,8 +67,8 @@ def check_run_id(run_id: str, results_dir: Path, appending: bool = False) -> str
     if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
         raise RunIdError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {fix}")
     separators = {"/", "\\", "\0", os.sep, os.altsep or "/"}
-    if any(sep in run_id for sep in separators) or run_id in (".", "..") or run_id.startswith("."):
-        raise RunIdError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, no leading dot) — {fix}")
+    if any(sep in run_id for sep in separators) or run_id in (".", "..") or run_id.startswith(".") or not run_id.isprintable():
+        raise RunIdError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, no leading dot, no control characters) — {fix}")
     existing = results_dir / f"{run_id}.csv"
     if existing.exists() and not appending:
         raise RunIdError(f"--run-id {run_id!r} already exists ({existing}) — {fix}")

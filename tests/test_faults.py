@@ -543,3 +543,23 @@ def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     assert "interrupted:" in err and "rows kept in" in err
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+@pytest.mark.parametrize("run_id", ["", "a\nb"])
+def test_an_empty_or_control_character_run_id_is_refused(tmp_path, run_id):
+    from harness.results import RunIdError, check_run_id
+
+    with pytest.raises(RunIdError, match="--run-id"):
+        check_run_id(run_id, tmp_path)
+
+
+def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
+                          "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 4 and "Traceback" not in bad.stderr and "cannot be loaded" in bad.stderr
+    empty = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
+                            "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
