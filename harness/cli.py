@@ -106,7 +106,6 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     thread placement and the machine's state at another moment (pyperf's lesson). The first
     process's collection says how many builds the selection needs."""
     import os
-    import subprocess
     import tempfile
 
     from harness.options import BUILD_COUNT_ENV

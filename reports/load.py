@@ -196,10 +196,10 @@ def load_results(paths: list[Path]) -> pd.DataFrame:
 def setting_labels(frame: pd.DataFrame) -> pd.Series:
     """The short id of each row's settings, computed once per distinct case."""
     keys = ["workload", *SETTING_COLUMNS]
-    distinct = frame[keys].astype(object).where(frame[keys].notna(), None).drop_duplicates()
-    labels = {tuple(row): short_id(row[0], dict(zip(SETTING_COLUMNS, row[1:]))) for row in distinct.itertuples(index=False, name=None)}
-    return pd.Series([labels[tuple(row)] for row in frame[keys].astype(object).where(frame[keys].notna(), None).itertuples(index=False, name=None)],
-                     index=frame.index)
+    settings = frame[keys].astype(object).where(frame[keys].notna(), None)
+    rows = list(settings.itertuples(index=False, name=None))
+    labels = {row: short_id(row[0], dict(zip(SETTING_COLUMNS, row[1:]))) for row in dict.fromkeys(rows)}
+    return pd.Series([labels[row] for row in rows], index=frame.index)
 
 
 def samples(cell: object) -> list[float]:
@@ -212,10 +212,6 @@ def samples(cell: object) -> list[float]:
         return [float(x) for x in json.loads(cell)]
     except (ValueError, TypeError):
         return []
-
-
-def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
 
 
 def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
