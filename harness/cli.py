@@ -52,8 +52,10 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
-# 5 no tests collected (for a later build: every case has fewer builds, the run is complete).
-STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT)
+# 5 no tests collected (for a later build: every case has fewer builds, the run is complete);
+# gpubench's plugin adds 75 (results folder full) and 143 (SIGTERM, the case in progress unwound).
+TERMINATED_EXIT = 143
+STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, TERMINATED_EXIT)
 NO_TESTS = 5
 MAX_BUILDS = 100
 
@@ -149,20 +151,21 @@ def timer_problem(extra: list[str]) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    from harness.results import new_run_id
+    from harness.results import count_rows, new_run_id
 
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     problem = timer_problem(extra)
     if problem:
         return fail(problem, code=4)
-    args.run_id = args.run_id or new_run_id()  # the report below needs to know the file's name
+    if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest
+        args.run_id = new_run_id()
     run_id = args.run_id
     code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
     if code in (130, 143, -2, -15) or code == 2:  # interrupted (Ctrl-C or SIGTERM): say what was kept
-        kept = sum(1 for _ in open(csv_path, encoding="utf-8")) - 1 if csv_path.exists() else 0
-        print(f"gpubench: interrupted: {max(kept, 0)} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest", file=sys.stderr)
+        kept = count_rows(csv_path)  # records, not lines: a quoted reason may hold a newline
+        print(f"gpubench: interrupted: {kept} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest", file=sys.stderr)
         return 130 if code in (2, 130, -2) else 143
     if code in STOP_CODES or not csv_path.exists() or args.no_report:
         return code

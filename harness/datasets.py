@@ -107,7 +107,22 @@ def idx_problem(path: Path) -> str | None:
         return f"cannot be read ({error.strerror or error})"
     if size != expected:
         return f"is {'truncated' if size < expected else 'too long'}: {size} bytes where its header ({'x'.join(map(str, dims))}) says {expected}"
+    if "labels" in path.name:
+        return label_problem(path, header_bytes=4 + 4 * ndim)
     return None
+
+
+def label_problem(path: Path, header_bytes: int) -> str | None:
+    """A label outside 0..CLASSES-1 (a damaged byte) would fail the first training step with an
+    index error deep in the loss; a labels file is 60 KB, so every byte is checked."""
+    try:
+        labels = path.read_bytes()[header_bytes:]
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if max(labels, default=0) < CLASSES:
+        return None
+    bad = [index for index, label in enumerate(labels) if label >= CLASSES]
+    return f"holds {len(bad)} label(s) outside 0..{CLASSES - 1} (the first: {labels[bad[0]]} at item {bad[0]})"
 
 
 def how_to_restore(name: str) -> str:

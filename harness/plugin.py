@@ -11,11 +11,12 @@ case, then build 1 of every case — so they sample the whole run's machine stat
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import torch
@@ -23,9 +24,11 @@ import torch
 from harness.cases import ProfileError, check_profile
 from harness.datasets import DatasetError, check_dataset_request, default_data_root
 from harness.device import DeviceError, resolve_device
+from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
 from harness.env import fingerprint, gpu_telemetry
 from harness.options import BUILD_COUNT_ENV, RESULTS_FULL_EXIT, RUN_OPTIONS
-from harness.results import ResultsFull, ResultsWriter, check_writable, new_run_id, write_sidecar
+from harness.results import (ResultsFull, ResultsWriter, check_output_file, check_results_dir_early, check_writable, new_run_id,
+                             write_sidecar)
 from harness.runner import BuildContext, RunContext, builds_for, run_case, summary_line
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
 from harness.timing import SyncedClock
@@ -33,6 +36,13 @@ from harness.workloads.data_source import DataSource
 from harness.workloads.ddp import NprocError, check_nproc, default_nproc
 
 STATE = pytest.StashKey["GpubenchState"]()
+TERMINATED_EXIT = 128 + signal.SIGTERM  # 143: what a shell reports for a process SIGTERM ended, as gpubench run does
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while cases run, raised like Ctrl-C's KeyboardInterrupt: the case in progress unwinds
+    through its finally blocks (a DDP launch is killed with its ranks, its workdir removed) and
+    writes no row, where the default action would kill the process mid-case."""
 
 
 def _taken_flags(parser: pytest.Parser) -> set[str]:
@@ -73,6 +83,9 @@ class GpubenchState:
     skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
     untimed_cases: int = 0
+    full: str | None = None  # the results folder filled up: this line ends the run, the remaining cases do not run
+    terminated: bool = False  # SIGTERM arrived: the run is stopping
+    previous_sigterm: Any = None  # restored at unconfigure (pytest may run in-process, as pytester does)
     _data: DataSource | None = None
 
     @property
@@ -101,6 +114,8 @@ class GpubenchState:
             self.env = fingerprint(self.device)
             self.telemetry_start = gpu_telemetry(self.device.index or 0) if self.device.type == "cuda" else {}
             later_build = bool(self.only_build)
+            if not later_build:  # the baseline every energy figure of the run sits on (one second)
+                self.idle_power_w = idle_power_w(self.ctx.energy)
             if later_build:  # cases whose first build (an earlier process) was skipped write no row again
                 self.skipped.update(skipped_in(self.results_dir / f"{self.run_id}.csv"))
             self.writer = ResultsWriter(self.results_dir, self.run_id, resume=later_build)
@@ -148,7 +163,9 @@ def pytest_configure(config: pytest.Config) -> None:
         check_dataset_files(dataset, data_root)
         nproc_option = config.getoption("gpubench_nproc")
         nproc = check_nproc(default_nproc(device) if nproc_option is None else nproc_option, device)
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError) as error:
+        check_output_files(config, results_dir)
+        target_accuracy = check_target_accuracy(config.getoption("gpubench_target_accuracy"))
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, OSError) as error:
         raise pytest.UsageError(str(error)) from None
     if data_warning:
         sys.stderr.write(f"gpubench: WARNING: {data_warning}\n")
@@ -158,21 +175,87 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as time.perf_counter") from None
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    ctx = BuildContext(device, profile, clock, nproc)
+    counter, energy_note = energy_counter(device)
+    ctx = BuildContext(device, profile, clock, nproc, energy=EnergyMeter(counter, energy_note), telemetry=gpu_sampler(device),
+                       target_accuracy=target_accuracy)
     state = GpubenchState(ctx, results_dir, config.getoption("gpubench_run_id") or new_run_id(), data_root, dataset, config.getoption("gpubench_profile_ops"))
     ctx.data_source = state.data
     state.only_build = config.getoption("gpubench_build")
     config.stash[STATE] = state
 
 
+def check_output_files(config: pytest.Config, results_dir: Path) -> None:
+    """Where the run will write, checked before pytest prints its header (OSError: one line). The
+    results folder is checked again, and created, once a case will record (collection_finish);
+    pytest-benchmark writes --benchmark-json only after the whole run."""
+    if not config.getoption("collectonly"):
+        check_results_dir_early(results_dir)
+    benchmark_json = getattr(config.option, "benchmark_json", None)
+    if benchmark_json:
+        check_output_file(Path(benchmark_json), "--benchmark-json")
+
+
+class TargetAccuracyError(ValueError):
+    pass
+
+
+def check_target_accuracy(target: float | None) -> float | None:
+    if target is not None and not 0 < target < 1:  # NaN fails this too
+        raise TargetAccuracyError(f"--target-accuracy {target} is outside (0, 1) — pass a test accuracy such as 0.85")
+    return target
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Install the session's synced clock as pytest-benchmark's timer (its session exists by now)."""
+    """Install the session's synced clock as pytest-benchmark's timer (its session exists by now),
+    and SIGTERM as an interrupt that lets the case in progress clean up."""
     state = session.config.stash.get(STATE, None)
     benchmarks = getattr(session.config, "_benchmarksession", None)
     if state is not None and benchmarks is not None:
         from pytest_benchmark.utils import NameWrapper
 
         benchmarks.options["timer"] = NameWrapper(state.ctx.clock)
+    if state is not None:
+        _install_sigterm(state)
+
+
+def _install_sigterm(state: GpubenchState) -> None:
+    def terminate(signum: int, frame: Any) -> None:
+        if state.terminated:  # a second SIGTERM (the group's, then gpubench run's forwarded one) must not cut the cleanup short
+            return
+        state.terminated = True
+        raise Terminated("SIGTERM: the case in progress was not recorded; the finished rows are whole")
+
+    try:
+        state.previous_sigterm = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread (pytest embedded somewhere): keep the default
+        pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """After the results folder filled up, the remaining cases are not run (nor reported): the run
+    ends with one line (pytest_unconfigure) instead of pytest.exit's banner."""
+    state = item.config.stash.get(STATE, None)
+    return True if state is not None and state.full else None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is not None and state.terminated:
+        session.exitstatus = TERMINATED_EXIT
+    elif state is not None and state.full:
+        session.exitstatus = RESULTS_FULL_EXIT  # gpubench run starts no further build process
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The results-full line comes last, after pytest's summary, where it is seen."""
+    import sys
+
+    state = config.stash.get(STATE, None)
+    if state is not None and state.previous_sigterm is not None:
+        signal.signal(signal.SIGTERM, state.previous_sigterm)
+    if state is not None and state.full:
+        sys.stderr.write(f"gpubench: {state.full}\n")
 
 
 def _build_of(item: pytest.Item) -> int:
@@ -267,6 +350,11 @@ class Recorder:
 
         return report
 
+    def _stop_full(self, full: ResultsFull) -> NoReturn:
+        """Every row so far is whole; this case is not recorded and the rest do not run."""
+        self.state.full = str(full)
+        pytest.skip("not recorded: the results folder is full")
+
     def run(self, case: Any) -> dict[str, Any]:
         workload = self.request.module.gpubench_workload
         self.benchmark.group = case.workload
@@ -275,7 +363,7 @@ class Recorder:
         try:
             run = self.state.run_context(record=not self.benchmark.disabled)
         except ResultsFull as full:
-            pytest.exit(str(full), returncode=RESULTS_FULL_EXIT)
+            self._stop_full(full)
         except FileExistsError as taken:  # another run with this --run-id started at the same moment
             pytest.exit(f"{taken.filename} was created by another run meanwhile — pass another --run-id", returncode=pytest.ExitCode.USAGE_ERROR)
         run.build.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
@@ -283,13 +371,15 @@ class Recorder:
         try:
             row = run_case(case, workload, self.benchmark, run, self.build)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
-            pytest.exit(str(full), returncode=RESULTS_FULL_EXIT)
+            self._stop_full(full)
         finally:
             run.build.progress = None
             self.state.release_device_data()
         if self.benchmark.disabled and row["status"] == "ok":
             self.state.untimed_cases += 1
             return row
+        if row["status"] == "ok":
+            show_row_samples(self.benchmark, row.get("samples_s") or [])
         if self.request.config.getoption("verbose") > 0 and not self.benchmark.disabled:
             self.progress(summary_line(row))
         if row["status"] == "skipped":
@@ -300,6 +390,23 @@ class Recorder:
         if row["status"] == "failed":  # e.g. diverged: recorded, and the test says so
             pytest.fail(row["reason"], pytrace=False)
         return row
+
+
+def show_row_samples(benchmark: Any, samples_s: list[float]) -> None:
+    """pytest-benchmark's table and JSON show the row's samples. A workload that reports its own
+    (Timed.windows: DDP rank 0's step times, an epoch's windows of steps) is timed by
+    pytest-benchmark as one whole call — a torchrun launch, an epoch — which would make the table
+    disagree with the CSV's median by orders of magnitude."""
+    from pytest_benchmark.stats import Stats
+
+    metadata = getattr(benchmark, "stats", None)
+    if metadata is None or not samples_s or list(metadata.stats.data) == list(samples_s):
+        return
+    shown = Stats()
+    for seconds in samples_s:
+        shown.update(seconds)
+    metadata.stats = shown
+    benchmark.extra_info["samples"] = "the workload's own samples (per step), as in the CSV row"
 
 
 @pytest.fixture
@@ -316,6 +423,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     unseen = unusable_gpu(state.device)
     if unseen:
         lines.insert(0, f"gpubench: WARNING: {unseen}")
+    if state.ctx.energy.note:  # said once here and in the environment sidecar, never per row
+        lines.append(f"gpubench: energy: {state.ctx.energy.note}")
     return lines
 
 
@@ -369,8 +478,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     end = gpu_telemetry(state.device.index or 0) if state.device.type == "cuda" else {}
     if not state.only_build:  # the first build's process describes the run
         try:
-            write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start, "gpu_telemetry_end": end})
+            energy = {"source": state.ctx.energy.counter.source if state.ctx.energy.counter else None,
+                      "note": state.ctx.energy.note, "idle_power_w": state.idle_power_w}
+            write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start,
+                                                                   "gpu_telemetry_end": end, "energy": energy})
         except ResultsFull as full:
-            terminalreporter.write_line(f"gpubench: {full}")
+            if not state.full:  # else the run's one results-full line already says it
+                terminalreporter.write_line(f"gpubench: {full}")
     state.writer.close()
     terminalreporter.write_line(f"gpubench: {state.writer.rows_written} rows -> {state.writer.path}")

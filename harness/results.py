@@ -38,6 +38,51 @@ def check_writable(results_dir: Path) -> None:
         raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
 
 
+def _nearest_existing(path: Path) -> Path:
+    """`path` itself or its closest ancestor that exists (a dangling link counts: it blocks mkdir)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return candidate
+    return Path(path.anchor)
+
+
+def check_results_dir_early(results_dir: Path) -> None:
+    """The results folder can be created and written — checked when pytest starts, so a bad one is
+    one line before pytest prints anything. Creates nothing that stays (pytest loads the plugin
+    for every run in the checkout, most of which record nothing): only a probe file in the
+    closest existing folder, removed at once. check_writable still runs before the first case."""
+    existing = _nearest_existing(results_dir.absolute())
+    try:
+        if not existing.is_dir():
+            raise OSError(errno.ENOTDIR, f"{existing} is not a folder")
+        probe = existing / f".gpubench-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """A file another plugin writes only after the whole run (pytest-benchmark's --benchmark-json)
+    must be writable now: found at the end, it is a traceback after all the measuring. Creates
+    nothing that stays."""
+    fix = f"pass {flag} with a file in a writable folder"
+    folder = path.parent
+    if path.is_dir():
+        raise OSError(f"{flag} {path} is a folder — {fix}")
+    if not folder.is_dir():
+        raise OSError(f"{flag} {path}: the folder {folder} does not exist — create it or {fix}")
+    try:
+        if path.exists():
+            open(path, "ab").close()  # append mode: its contents stay as they are
+        else:
+            probe = folder / f".{path.name}.gpubench-write-test-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+    except OSError as error:
+        raise OSError(f"{flag} {path} cannot be written ({error.strerror or error}) — {fix}") from None
+
+
 # errnos that mean the folder's disk (or the user's quota) is full: the run stops, rows kept.
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes

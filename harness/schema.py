@@ -172,12 +172,12 @@ def _json(text: str) -> list[float]:
 PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": float, "bool": _bool, "json": _json}
 
 
-NON_EMPTY = ("case_id", "status")  # a row without them identifies nothing
+NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies nothing (rows group into runs by run_id)
 
 
 def check_value(column: str, value: Any) -> None:
     """What a typed value must also be: numbers finite, counts/sizes/times/bytes not negative, raw
-    samples non-negative durations, a known status. ValueError says why."""
+    samples non-negative durations, a known status, an ISO 8601 timestamp. ValueError says why."""
     spec = BY_NAME.get(column)
     if spec is None or value is None:
         return
@@ -189,6 +189,18 @@ def check_value(column: str, value: Any) -> None:
         raise ValueError("a sample that is not a non-negative duration")
     if column == "status" and value not in STATUSES:
         raise ValueError(f"not one of {', '.join(STATUSES)}")
+    if column == "timestamp_utc":
+        _iso_timestamp(value)
+
+
+def _iso_timestamp(text: str) -> None:
+    """The writer's timestamps are ISO 8601 (utc_timestamp); anything else is damage, not a time."""
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("not an ISO 8601 timestamp") from None
 
 
 def parse_cell(column: str, text: str | None) -> Any:

@@ -185,7 +185,7 @@ def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: source)
     with pytest.raises(RuntimeError, match=r"torchrun exited 1: rank 1 exitcode -9 \(SIGKILL") as caught:
-        run_case(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": 2}, writer))
+        run_case(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": 2, "run_id": "r"}, writer))
     writer.close()
     assert "\n" not in str(caught.value)
     (failed,) = read_rows(tmp_path / "run.csv")
@@ -378,7 +378,7 @@ def idx_bytes(dims: tuple[int, ...]) -> bytes:
     return header + bytes(int(torch.tensor(dims).prod()))
 
 
-def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None) -> None:
+def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None, bad_label: str | None = None) -> None:
     """Four small, valid IDX files (2 train + 1 test image), one of them damaged on request."""
     folder.mkdir(parents=True)
     for name, dims in (("train-images-idx3-ubyte", (2, 28, 28)), ("train-labels-idx1-ubyte", (2,)),
@@ -388,6 +388,8 @@ def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None
             data = data[: len(data) - 100]
         if name == bad_magic:
             data = b"<html>" + data[6:]
+        if name == bad_label:  # the last label byte: 200 in a 10-class dataset
+            data = data[:-1] + bytes([200])
         (folder / name).write_bytes(data)
 
 
@@ -404,6 +406,15 @@ def test_a_corrupt_mnist_file_is_named_with_the_fix(tiny):
     write_idx_folder(tiny.path / "data" / "MNIST" / "raw", bad_magic="t10k-labels-idx1-ubyte")
     line = one_error_line(run(tiny, "--dataset=mnist", "--data-root=data"))
     assert "t10k-labels-idx1-ubyte is not an IDX file (bad magic number)" in line and "re-download MNIST" in line
+
+
+def test_out_of_range_labels_are_named_with_the_fix_before_any_case(tiny):
+    """A damaged label byte would otherwise fail the first training step with an index error."""
+    write_idx_folder(tiny.path / "data" / "FashionMNIST" / "raw", bad_label="train-labels-idx1-ubyte")
+    line = one_error_line(run(tiny, "--dataset=fashion-mnist", "--data-root=data"))
+    assert "train-labels-idx1-ubyte holds 1 label(s) outside 0..9 (the first: 200 at item 1)" in line
+    assert "delete it and gpubench re-extracts it" in line
+    assert [p.name for p in (tiny.path / "out").iterdir()] == ["taken.csv"]  # nothing written
 
 
 def test_whole_idx_files_pass(tmp_path):
@@ -477,7 +488,8 @@ def _write_one_row(tmp_path, **cells):
 
 
 @pytest.mark.parametrize("cells", [{"median_s": "inf"}, {"median_s": "-1"}, {"samples_s": "[1,2,"}, {"samples_s": "hello"},
-                                   {"samples_s": "[-1e-5]"}, {"status": "weird"}, {"case_id": ""}, {"size": "64.5"}, {"build": "-3"}])
+                                   {"samples_s": "[-1e-5]"}, {"status": "weird"}, {"case_id": ""}, {"size": "64.5"}, {"build": "-3"},
+                                   {"timestamp_utc": "yesterday"}, {"timestamp_utc": "2026-13-45T99:00:00"}, {"run_id": ""}])
 def test_damaged_values_are_refused_by_both_readers(tmp_path, cells):
     from harness.results import read_rows
     from harness.schema import SchemaError
@@ -563,3 +575,177 @@ def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
     empty = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
                             "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
+
+
+# ---- the third fault campaign --------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def gpubench_run(tmp_path: Path, *args: str, **popen) -> "subprocess.Popen[str]":
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, **popen)
+
+
+def _cmdlines(procs: list[psutil.Process]) -> list[str]:
+    lines = []
+    for proc in procs:
+        try:
+            lines.append(" ".join(proc.cmdline()))
+        except psutil.Error:
+            continue  # gone or a zombie meanwhile
+    return lines
+
+
+def test_sigterm_to_the_group_during_a_ddp_case_unwinds_it(tmp_path):
+    """SIGTERM to gpubench run's whole process group while torchrun runs (a job scheduler stopping
+    the job): one line, exit 143, the finished row whole, no torchrun or rank left, and the case's
+    workdir removed (the build process unwinds the case instead of dying mid-case)."""
+    import signal
+
+    (tmp_path / "tmp").mkdir()
+    proc = gpubench_run(tmp_path, "--nproc", "2", "--dataset", "synthetic", "-k", "ddp-x1 or ddp-x2", "--run-id", "term", "--no-report",
+                        start_new_session=True, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))  # the case's gpubench-ddp-* workdir goes there
+    csv_path = tmp_path / "res" / "term.csv"
+    deadline, tree = time.monotonic() + 120, []
+    while time.monotonic() < deadline and proc.poll() is None:  # the x1 row written, the x2 launch running
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        if csv_path.exists() and len(read_rows(csv_path)) == 1 and any("--nproc_per_node=2" in line for line in _cmdlines(tree)):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"the x2 launch never started: {proc.communicate()[1][-2000:]}")
+    time.sleep(1.5)  # the ranks are up
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines() == [f"gpubench: interrupted: 1 rows kept in {csv_path} (each whole); re-run with another --run-id for the rest"]
+    assert "Traceback" not in out + err
+    assert [(r["case_id"], r["status"]) for r in read_rows(csv_path)] == [("ddp/ddp-x1-gloo-bs128", "ok")]
+    gone, alive = psutil.wait_procs(tree, timeout=15)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], _cmdlines(alive)
+    assert not processes_of(tmp_path)  # torchrun and the ranks name the workdir in their command lines
+    assert not list((tmp_path / "tmp").glob("gpubench-*"))
+
+
+@pytest.mark.parametrize("path, message", [("nodir/out.json", "the folder nodir does not exist"), ("out", "is a folder")])
+def test_an_unwritable_benchmark_json_is_refused_before_any_case(tiny, path, message):
+    """pytest-benchmark writes it only after the whole run: a traceback then, after all the measuring."""
+    line = one_error_line(run(tiny, f"--benchmark-json={path}"))
+    assert f"--benchmark-json {path}" in line and message in line and "pass --benchmark-json with a file in a writable folder" in line
+    assert [p.name for p in (tiny.path / "out").iterdir()] == ["taken.csv"]  # nothing written
+
+
+@pytest.mark.parametrize("results_dir", ["blocker/sub", "blocker"])
+def test_a_bad_results_folder_is_one_line_before_pytests_header(tiny, results_dir):
+    (tiny.path / "blocker").write_text("")  # a file where a folder should be
+    result = run(tiny, f"--results-dir={results_dir}")
+    assert "is not writable" in one_error_line(result) and "--results-dir DIR" in one_error_line(result)
+    assert "test session starts" not in result.stdout.str()  # before anything else, like the other pre-checks
+    assert (tiny.path / "blocker").read_text() == "" and sorted(p.name for p in tiny.path.iterdir() if p.name.startswith(".gpubench")) == []
+
+
+def test_gpubench_run_refuses_an_empty_run_id_like_pytest(tmp_path):
+    proc = gpubench_run(tmp_path, "-k", "matmul", "--run-id", "")
+    out, err = proc.communicate(timeout=120)
+    errors = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 4 and len(errors) == 1 and "--run-id is 0 characters" in errors[0], err
+    assert not (tmp_path / "res").exists()
+
+
+WINDOWED_BENCH = '''
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.cases import Case
+from harness.runner import Timed
+from harness.timing import RoundPlan
+
+gpubench_workload = sys.modules[__name__]
+BUILDS = {"smoke": 1, "quick": 1, "full": 1}
+
+
+@dataclass(frozen=True)
+class StepsCase(Case):
+    workload: ClassVar[str] = "ddp"
+    world_size: int
+
+
+def cases(ctx):
+    return [StepsCase(2)]
+
+
+def build(case, ctx):
+    """Like DDP: one timed call (a launch) whose result carries its own per-step samples."""
+    return Timed(fn=lambda: [0.5, 0.25, 0.125], plan=RoundPlan(0, 1, 1, 0.0), windows=lambda steps: steps)
+
+
+def test_steps(case, gpubench):
+    gpubench.run(case)
+'''
+
+
+def test_pytest_benchmark_shows_the_rows_own_samples(pytester):
+    """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
+    pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
+    import json
+
+    pytester.makepyfile(bench_steps=WINDOWED_BENCH)
+    result = pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only", "--profile=smoke",
+                                           "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    (row,) = read_rows(next((pytester.path / "out").glob("*.csv")))
+    (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    assert bench["stats"]["data"] == row["samples_s"] == [0.5, 0.25, 0.125]
+    assert bench["stats"]["median"] == row["median_s"] == 0.25 and bench["stats"]["rounds"] == 3
+    assert "per step" in bench["extra_info"]["samples"]
+
+
+FULL_AFTER_ONE_ROW = '''
+"""Test plugin: the results folder is full once one row is written."""
+from harness import results
+
+_append = results.ResultsWriter.append
+
+
+def append(self, row):
+    if self.rows_written >= 1:
+        raise results.ResultsFull(self.rows_kept, self.path)
+    _append(self, row)
+
+
+results.ResultsWriter.append = append
+'''
+
+
+def assert_one_full_line(out: str, err: str) -> None:
+    """The one results-full line (on stderr, last), and no pytest.exit banner."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpubench: results folder full: 1 rows kept in"), err
+    assert "results folder full" not in out and not [line for line in out.splitlines() if line.startswith("!")], out[-3000:]
+
+
+def test_a_full_results_folder_is_one_line_under_pytest(tiny):
+    (tiny.path / "fullafter1.py").write_text(FULL_AFTER_ONE_ROW)
+    tiny.makepyfile(bench_tiny=TINY_BENCH.replace("return [TinyCase(8)]", "return [TinyCase(8), TinyCase(16), TinyCase(32)]"))
+    result = run(tiny, "-p", "fullafter1")
+    assert result.ret == 75
+    assert_one_full_line(result.stdout.str(), result.stderr.str())
+    result.assert_outcomes(passed=1, skipped=1)  # the third case did not run
+    (csv_path,) = [p for p in (tiny.path / "out").glob("*.csv") if p.name != "taken.csv"]
+    assert len(read_rows(csv_path)) == 1
+
+
+def test_a_full_results_folder_is_one_line_under_gpubench_run(tmp_path):
+    (tmp_path / "fullafter1.py").write_text(FULL_AFTER_ONE_ROW)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    proc = gpubench_run(tmp_path, "-k", "matmul", "--run-id", "full", "-p", "fullafter1", env=env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-2000:]
+    assert_one_full_line(out, err)
+    assert len(read_rows(tmp_path / "res" / "full.csv")) == 1 and not (tmp_path / "res" / "full-report").exists()
