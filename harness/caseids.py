@@ -37,6 +37,7 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "accumulation_steps": lambda v: f"acc{v}",
     "world_size": lambda v: f"x{v}",
     "compile_mode": lambda v: "eager" if v == "none" else f"compile-{v}",
+    "target_accuracy": lambda v: f"to{float(v):g}",
     "pinned": _flag("pinned", "pageable"),
     "non_blocking": _flag("nb", "blocking"),
     "pin_memory": _flag("pin", "nopin"),
@@ -74,6 +75,8 @@ RULES: dict[str, IdRule] = {
     "memory_strategies": IdRule(("strategy", "precision", "accumulation_steps", "batch_size"),
                                 {"precision": "fp32", "accumulation_steps": 1}),
     "ddp": IdRule(("parallel", "world_size", "backend", "batch_size")),
+    # the design's name is its identity (its settings are columns of the row): speedrun-to0.85
+    "time_to_accuracy": IdRule(("design", "target_accuracy"), label="template"),
 }
 
 

@@ -59,6 +59,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--data-root", None, "where MNIST / Fashion-MNIST live (default: ~/.cache/gpubench/data)"),
     Option("--dataset", "auto", "training data: auto, mnist, fashion-mnist, synthetic (default auto: mnist > fashion-mnist > synthetic)"),
     Option("--nproc", None, "processes for the distributed (DDP) cases (default: the GPU count on cuda, 2 on cpu)", int),
+    Option("--target-accuracy", None, "test accuracy the time_to_accuracy cases train to, in (0, 1) (default: 0.98 on MNIST, 0.85 on Fashion-MNIST)", float),
     Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
 )
 

@@ -13,9 +13,10 @@ already written in this run) comes through the one BuildContext.
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
@@ -23,7 +24,8 @@ import torch
 
 from harness import device as devices
 from harness.cases import BUDGETS, Case, CaseSkipped
-from harness.env import gpu_other_processes, gpu_telemetry
+from harness.energy import EnergyMeter, EnergyReading, TelemetrySampler
+from harness.env import gpu_other_processes
 from harness.peaks import peak_gbps, peak_tflops
 from harness.results import ResultsWriter, utc_timestamp
 from harness.stats import NOISY_REL_IQR, SampleStats, summarize
@@ -39,6 +41,14 @@ BUSY_FRAC = 0.25  # other processes took more than this share of the machine's C
 class Diverged(Exception):
     """Raised by a workload's figures when training diverged: the row is `failed`, never fastest."""
 
+    prefix = "diverged"
+
+
+class DidNotConverge(Diverged):
+    """A run that never reached its target accuracy within its cap: `failed`, counted as slowest."""
+
+    prefix = "did not converge"
+
 
 @dataclass
 class Timed:
@@ -53,6 +63,8 @@ class Timed:
         of steps); the row's statistics are then over those windows.
     cleanup: always called at the end (restores global flags such as TF32).
     cpu_memory: one untimed call of this under the allocator profiler gives the cpu peak memory.
+    energy_alias: a column that also holds the energy of one call (a run to a target accuracy:
+        energy_to_target_j).
     """
 
     fn: Callable[[], Any]
@@ -63,6 +75,7 @@ class Timed:
     cleanup: Callable[[], None] | None = None
     cpu_memory: Callable[[], Any] | None = None
     notes: list[str] = field(default_factory=list)
+    energy_alias: str | None = None
 
 
 @dataclass
@@ -76,6 +89,10 @@ class BuildContext:
     data_source: Callable[[], DataSource] | None = None
     run_rows: list[dict[str, Any]] = field(default_factory=list)  # rows already written in this run
     progress: Callable[[int, int], None] | None = None  # long cases report (done, total) here
+    energy: EnergyMeter = field(default_factory=lambda: EnergyMeter(None))  # joules over each timed region
+    telemetry: TelemetrySampler | None = None  # GPU clocks/temperature/power/throttling during each region
+    target_accuracy: float | None = None  # --target-accuracy (None: the dataset's default)
+    build_index: int = 0  # which independent build is running (a time-to-accuracy run's seed)
 
     @property
     def data(self) -> DataSource:
@@ -147,13 +164,6 @@ def measured_row(stats: SampleStats, plan: RoundPlan, samples_s: list[float]) ->
         "round_s": stats.median_s * plan.iterations,
         "samples_s": samples_s,
     }
-
-
-def _telemetry(device: torch.device) -> dict[str, Any]:
-    if device.type != "cuda":
-        return {}
-    reading = gpu_telemetry(device.index or 0)
-    return {k: reading[k] for k in ("gpu_sm_clock_mhz", "gpu_temp_c", "gpu_power_w") if k in reading}
 
 
 class LoadMeter:
@@ -231,9 +241,30 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:300]
 
 
-def time_case(timed: Timed, benchmark: Any, budget: Budget, clock: SyncedClock) -> tuple[RoundPlan, list[float], Any]:
+class Region:
+    """Energy and telemetry over the timed rounds only: warm-up and calibration stay outside."""
+
+    def __init__(self, meter: EnergyMeter, sampler: TelemetrySampler | None) -> None:
+        self.meter, self.sampler = meter, sampler
+        self.reading = EnergyReading(None, 0.0)
+        self.telemetry: dict[str, Any] = {}
+
+    def __enter__(self) -> "Region":
+        if self.sampler is not None:
+            self.sampler.start()
+        self._mark = self.meter.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.reading = self.meter.stop(self._mark)
+        if self.sampler is not None:
+            self.telemetry = self.sampler.stop()
+
+
+def time_case(timed: Timed, benchmark: Any, budget: Budget, clock: SyncedClock, region: Region | None = None) -> tuple[RoundPlan, list[float], Any]:
     """Warm up outside the samples, then let pytest-benchmark drive the rounds with the synced
-    clock installed as its timer. Returns the plan, raw seconds-per-call samples, last result.
+    clock installed as its timer (inside `region`, which reads energy and telemetry). Returns the
+    plan, raw seconds-per-call samples, last result.
     With pytest-benchmark disabled, one untimed call (a smoke test) and no samples."""
     if benchmark.disabled:
         return RoundPlan(0, 1, 1, 0.0), [], timed.fn()
@@ -246,14 +277,71 @@ def time_case(timed: Timed, benchmark: Any, budget: Budget, clock: SyncedClock) 
         plan = timed.plan
         if plan.warmup_calls > 0:
             warm_up(timed.warmup or timed.fn, plan.warmup_calls, clock)
-    result = benchmark.pedantic(timed.fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
+    region = region or Region(EnergyMeter(None), None)
+    clock()  # the region starts on an idle device: work queued by warm-up is not its energy
+    with region:
+        result = benchmark.pedantic(timed.fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
     return plan, list(benchmark.stats.stats.data), result
+
+
+MAX_ENERGY_CALLS = 1_000_000
+
+
+def energy_by_repetition(fn: Callable[[], Any], median_s: float, meter: EnergyMeter, clock: SyncedClock) -> EnergyReading:
+    """A region too short for the counter, measured again for energy only: calls until the
+    counter's window is filled (the device synced at each check, as at the timed rounds' edges;
+    the calls double when the estimate from `median_s` was short); the reading is per call."""
+    window_s = meter.min_window_s * 1.2
+    batch = min(MAX_ENERGY_CALLS, max(1, math.ceil(window_s / max(median_s, 1e-9))))
+    calls = 0
+    clock()
+    mark, start_s = meter.start(), clock()
+    while True:
+        for _ in range(batch):
+            fn()
+        calls += batch
+        if clock() - start_s >= window_s or calls >= MAX_ENERGY_CALLS:
+            break
+        batch = calls
+    reading = meter.stop(mark)
+    return EnergyReading(reading.energy_j / calls if reading.energy_j is not None else None, reading.seconds / calls, reading.source, reading.reason)
+
+
+def energy_figures(reading: EnergyReading, calls: int, out: dict[str, Any]) -> dict[str, Any]:
+    """energy_j per call of the timed function (one matmul, one epoch, one run to target), the
+    region's average power, and throughput per joule at that power."""
+    if reading.energy_j is None:
+        return {"energy_source": reading.source or None}
+    power_w = reading.avg_power_w
+    figures: dict[str, Any] = {"energy_j": reading.energy_j / calls, "avg_power_w": power_w, "energy_source": reading.source}
+    if power_w:
+        if isinstance(out.get("tflops"), (int, float)):
+            figures["tflop_per_j"] = out["tflops"] / power_w
+        if isinstance(out.get("samples_per_s"), (int, float)):
+            figures["samples_per_j"] = out["samples_per_s"] / power_w
+    return figures
+
+
+def _energy(timed: Timed, region: Region, plan: RoundPlan, stats: SampleStats, ctx: BuildContext, out: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The energy and telemetry columns of a measured case, and the reasons a reader must see."""
+    reading, calls = region.reading, plan.rounds * plan.iterations
+    if reading.energy_j is None and reading.source and timed.plan is None and timed.windows is None:
+        reading, calls = energy_by_repetition(timed.fn, stats.median_s, ctx.energy, ctx.clock), 1
+    columns = energy_figures(reading, calls, out)
+    if timed.energy_alias and columns.get("energy_j") is not None:
+        columns[timed.energy_alias] = columns["energy_j"]
+    columns.update(region.telemetry)
+    notes = [reading.reason] if reading.reason and columns.get("energy_j") is None else []
+    if region.telemetry.get("gpu_throttle"):
+        notes.append(f"throttled during the timed region: {region.telemetry['gpu_throttle'].replace(';', ', ')}")
+    return columns, notes
 
 
 def _measure(case: Case, timed: Timed, benchmark: Any, ctx: BuildContext, row: dict[str, Any]) -> dict[str, Any]:
     """The ok path: time, summarize, derive figures, memory and flags; returns the columns."""
     devices.reset_peak_memory(ctx.device)  # after the build: the peak is the timed region's own
-    plan, samples_s, result = time_case(timed, benchmark, ctx.budget, ctx.clock)
+    region = Region(ctx.energy, ctx.telemetry)
+    plan, samples_s, result = time_case(timed, benchmark, ctx.budget, ctx.clock, region)
     if benchmark.disabled:
         return {"status": "ok", "reason": "untimed (--benchmark-disable)"}
     if timed.windows is not None:
@@ -269,7 +357,11 @@ def _measure(case: Case, timed: Timed, benchmark: Any, ctx: BuildContext, row: d
     if ctx.device.type == "cpu" and timed.cpu_memory is not None:
         out.update(peak_mem_bytes=cpu_peak_bytes(timed.cpu_memory), mem_source="cpu-profiler")
     out.update(mem_allocated_bytes=memory.allocated_bytes, mem_reserved_bytes=memory.reserved_bytes)
-    warnings = timed.notes + impossible_figures(out, str(row.get("device_name", "")), str(getattr(case, "dtype", "") or ""))
+    energy, energy_notes = _energy(timed, region, plan, stats, ctx, out)
+    out.update(energy)
+    if energy.get("gpu_throttle"):
+        flags.append("throttled")
+    warnings = timed.notes + impossible_figures(out, str(row.get("device_name", "")), str(getattr(case, "dtype", "") or "")) + energy_notes
     out.update(status="ok", reason="; ".join(filter(None, [str(figures.get("reason") or "")] + warnings)), flags=flags)
     benchmark.extra_info.update({k: v for k, v in figures.items() if isinstance(v, (int, float, str, bool))})
     benchmark.extra_info["case_id"] = case.case_id
@@ -280,7 +372,7 @@ def run_case(case: Case, workload: ModuleType | Workload, benchmark: Any, ctx: R
     """Run one build of one case and append its row; returns the row. Re-raises unexpected
     failures after recording them, so pytest reports them too. --benchmark-disable takes this
     same path (one untimed call, no row written)."""
-    bctx = ctx.build
+    bctx = replace(ctx.build, build_index=build_index)
     row: dict[str, Any] = dict(ctx.base_row, timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id,
                                build=build_index, builds=builds_for(workload, bctx.profile))
     row.update(case.settings())
@@ -293,7 +385,7 @@ def run_case(case: Case, workload: ModuleType | Workload, benchmark: Any, ctx: R
     except CaseSkipped as skip:
         row.update(status="skipped", reason=str(skip))
     except Diverged as diverged:
-        row.update(status="failed", reason=f"diverged: {diverged}")
+        row.update(status="failed", reason=f"{diverged.prefix}: {diverged}")
     except Exception as error:  # noqa: BLE001 - every failure becomes a row, then is re-raised
         if devices.is_out_of_memory(error):
             row.update(status="oom", reason=one_line(error))
@@ -305,7 +397,6 @@ def run_case(case: Case, workload: ModuleType | Workload, benchmark: Any, ctx: R
             timed.cleanup()
         timed = None
         devices.empty_cache(bctx.device)
-    row.update(_telemetry(bctx.device))
     _record_load(row, load.busy_frac(), bctx.device)
     if ctx.writer is not None and not benchmark.disabled:
         ctx.writer.append(row)

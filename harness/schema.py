@@ -10,6 +10,10 @@ read the old version. Version history:
   2  typed columns; short case ids from harness.caseids (settings a case does not use are empty);
      one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
      counts; noise and load flags; memory tier of bandwidth cases; cold/warm compile.
+  3  energy on every timed region (energy_j, avg_power_w, energy_source, per-joule figures); GPU
+     clocks/temperature/power read *during* the region (v2 read them after the case) and its
+     throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
+     target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Kind = Literal["str", "int", "float", "bool", "json"]
 Group = Literal["run", "case", "measurement", "figure"]
@@ -77,6 +81,10 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("case", "str", "strategy"),
     *_cols("case", "int", "world_size"),
     *_cols("case", "str", "backend parallel"),
+    *_cols("case", "str", "design schedule"),  # time_to_accuracy: template / fastest-epoch / speedrun; constant / onecycle
+    *_cols("case", "float", "lr"),  # peak learning rate
+    *_cols("case", "float", "target_accuracy", "frac"),
+    *_cols("case", "int", "seed"),
     # measurement: derived from the raw samples (harness.stats)
     *_cols("measurement", "int", "rounds iterations", required="rounds"),
     *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
@@ -109,6 +117,14 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"),
     *_cols("figure", "float", "gpu_temp_c", "°C"),
     *_cols("figure", "float", "gpu_power_w", "W"),
+    *_cols("figure", "str", "gpu_throttle"),
+    *_cols("figure", "float", "time_to_target_s", "s"),
+    *_cols("figure", "float", "epochs_to_target", "epochs"),
+    *_cols("figure", "float", "energy_j energy_to_target_j", "J"),
+    *_cols("figure", "float", "avg_power_w", "W"),
+    *_cols("figure", "str", "energy_source"),
+    *_cols("figure", "float", "tflop_per_j", "TFLOP/J"),
+    *_cols("figure", "float", "samples_per_j", "samples/J"),
     *_cols("figure", "str", "profile_ops"),
     # outcome
     *_cols("measurement", "str", "status reason flags", required="status reason"),
@@ -122,7 +138,8 @@ CASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "case
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.required)
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind in ("int", "float"))
 BOOL_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind == "bool")
-SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS if c not in ("workload", "case_id", "build", "builds"))
+# a build's seed varies between the builds of one case: not a setting
+SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS if c not in ("workload", "case_id", "build", "builds", "seed"))
 
 STATUSES = ("ok", "skipped", "failed", "oom")
 
@@ -270,6 +287,8 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
     if version == 1:
         row = _upgrade_v1(row)
+    if version <= 2:  # 2 -> 3 only added columns (read as empty); telemetry then came after the case
+        row = dict(row, schema_version=str(SCHEMA_VERSION))
     return row
 
 

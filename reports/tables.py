@@ -81,10 +81,10 @@ def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     grouped = rows.groupby(["machine", "setting"], sort=False)
-    out = grouped.agg(dataset=("dataset", "first"), epoch_s=("epoch_s", "median"), spread=("rel_iqr", "median"),
-                      samples_per_s=("samples_per_s", "median"), data_wait_frac=("data_wait_frac", "median"),
-                      test_accuracy=("test_accuracy", "median"), peak_mem_bytes=("peak_mem_bytes", "median"),
-                      compile_s=("compile_s", "median"), epochs=("epoch_s", "size"),
+    medians = ("epoch_s", "rel_iqr", "samples_per_s", "data_wait_frac", "test_accuracy", "peak_mem_bytes", "compile_s", "energy_j", "avg_power_w")
+    named = {"rel_iqr": "spread"}
+    spec = {named.get(c, c): (c, "median") for c in medians if c in rows}
+    out = grouped.agg(dataset=("dataset", "first"), **spec, epochs=("epoch_s", "size"),
                       flags=("flags", lambda f: ";".join(sorted({x for v in f for x in str(v).split(";") if x}))))
     return out.reset_index().sort_values(["machine", "epoch_s"]).reset_index(drop=True)
 
@@ -119,6 +119,63 @@ def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
                         "fastest_setting": best["setting"], "fastest_epoch_s": float(best["epoch_s"]),
                         "fastest_accuracy": float(best["test_accuracy"]), "template_over_fastest": template_s / float(best["epoch_s"]),
                         "faster_but_less_accurate": ", ".join(f"{s} ({a:.3f})" for s, a in zip(less["setting"], less["test_accuracy"]))})
+    return pd.DataFrame(records)
+
+
+NOT_CONVERGED = "did not converge"
+
+
+def olympic_mean(times_s: list[float]) -> float:
+    """MLPerf's score over seeds: drop the fastest and the slowest, mean of the rest (plain mean
+    below three seeds). A seed that did not converge is passed as inf: it is the slowest, and a
+    second one leaves an inf in the mean (the result is invalid)."""
+    ordered = sorted(times_s)
+    kept = ordered[1:-1] if len(ordered) >= 3 else ordered
+    return float(np.mean(kept)) if kept else math.nan
+
+
+def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per machine, design and target: seeds run, how many did not converge, the olympic mean
+    time to target and the spread of the converged seeds, epochs and energy to target. Valid
+    only with at most one non-converging seed (MLPerf); diverged seeds count like those."""
+    rows = frame[(frame["workload"] == "time_to_accuracy") & frame["status"].isin(["ok", "failed"])]
+    if rows.empty:
+        return pd.DataFrame()
+    records = []
+    for (machine, design, target), group in rows.groupby(["machine", "design", "target_accuracy"], sort=False):
+        ok = group[group["status"] == "ok"]
+        missed = len(group) - len(ok)
+        times_s = list(ok["time_to_target_s"]) + [math.inf] * missed
+        score_s = olympic_mean(times_s)
+        valid = math.isfinite(score_s) and missed <= 1
+        records.append({"machine": machine, "design": design, "target_accuracy": target, "seeds": len(group), "not_converged": missed,
+                        "olympic_mean_s": score_s if valid else math.nan,
+                        "min_s": float(ok["time_to_target_s"].min()) if len(ok) else math.nan,
+                        "max_s": float(ok["time_to_target_s"].max()) if len(ok) else math.nan,
+                        "epochs_to_target": float(ok["epochs_to_target"].median()) if len(ok) else math.nan,
+                        "test_accuracy": float(ok["test_accuracy"].median()) if len(ok) else math.nan,
+                        "energy_to_target_j": float(ok["energy_to_target_j"].median()) if len(ok) and "energy_to_target_j" in ok else math.nan,
+                        "compile_s": float(ok["compile_s"].median()) if len(ok) else math.nan,
+                        "verdict": "valid" if valid else f"invalid: {missed} of {len(group)} seeds did not converge"})
+    return pd.DataFrame(records).sort_values(["machine", "target_accuracy", "olympic_mean_s"]).reset_index(drop=True)
+
+
+def first_to_target(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per machine and target: the design that reaches the target first (lowest valid olympic
+    mean) against the guide template, and by how much."""
+    table = time_to_accuracy_table(frame)
+    records = []
+    for (machine, target), group in table.groupby(["machine", "target_accuracy"], sort=False) if not table.empty else ():
+        valid = group.dropna(subset=["olympic_mean_s"])
+        if valid.empty:
+            continue
+        best = valid.loc[valid["olympic_mean_s"].idxmin()]
+        template = group[group["design"] == "template"]
+        template_s = float(template["olympic_mean_s"].iloc[0]) if not template.empty else math.nan
+        records.append({"machine": machine, "target_accuracy": target, "first_design": best["design"], "first_s": float(best["olympic_mean_s"]),
+                        "template_s": template_s, "template_over_first": template_s / float(best["olympic_mean_s"]),
+                        "first_energy_j": best["energy_to_target_j"],
+                        "template_energy_j": float(template["energy_to_target_j"].iloc[0]) if not template.empty else math.nan})
     return pd.DataFrame(records)
 
 
@@ -233,6 +290,18 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         best, _ = fastest_at_equal_accuracy(epochs)
         if best is not None:
             out["fastest epoch, equal accuracy"] = f"{human(best['epoch_s'], 's')} `{best['setting']}` ({best['test_accuracy']:.3f})"
+    first = first_to_target(mine)
+    for _, row in first.iterrows():
+        versus = f", template {human(row['template_s'], 's')} ({row['template_over_first']:.3g}x)" if not math.isnan(row["template_s"]) else ""
+        out[f"time to {row['target_accuracy']:g} accuracy"] = f"{human(row['first_s'], 's')} `{row['first_design']}`{versus}"
+    if not epochs.empty and "energy_j" in epochs:
+        template = epochs[epochs["setting"] == TEMPLATE_SETTING].dropna(subset=["energy_j"])
+        if not template.empty:
+            t = template.iloc[0]
+            out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
+    per_watt = _best(cases, machine, cases["workload"] == "matmul", "tflop_per_j") if "tflop_per_j" in cases else None
+    if per_watt is not None:
+        out["matmul per watt, best"] = f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, {per_watt['avg_power_w']:.3g} W)"
     if machine != baseline:
         both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
         if baseline in both and machine in both:
@@ -247,7 +316,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
 
 SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best", "matmul bf16, best",
                  "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch", "fastest epoch, equal accuracy",
-                 "flagged · not ok rows")
+                 "energy per template epoch", "matmul per watt, best", "flagged · not ok rows")
 
 
 def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataFrame:

@@ -36,3 +36,46 @@ class FakeBenchmark:
                 result = target()
             self.stats.stats.data.append(self.samples_s[i % len(self.samples_s)])
         return result
+
+
+class FakeNvml:
+    """Stands in for pynvml: an energy counter (mJ) the test moves by hand, and telemetry readings
+    (SM clock, temperature, power, throttle-reason bits) it sets."""
+
+    NVML_CLOCK_SM = 0
+    NVML_TEMPERATURE_GPU = 0
+
+    def __init__(self, energy_mj: int = 1_000_000, supports_energy: bool = True) -> None:
+        self.energy_mj = energy_mj
+        self.supports_energy = supports_energy
+        self.sm_clock_mhz, self.temp_c, self.power_mw, self.throttle_bits = 1980, 45, 300_000, 0
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        if not self.supports_energy:
+            raise RuntimeError("Not Supported")
+        return self.energy_mj
+
+    def nvmlDeviceGetClockInfo(self, handle: str, kind: int) -> int:
+        return self.sm_clock_mhz
+
+    def nvmlDeviceGetTemperature(self, handle: str, kind: int) -> int:
+        return self.temp_c
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        return self.power_mw
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: str) -> int:
+        return self.throttle_bits
+
+
+class SteppingClock:
+    """A host clock that moves only when told (seconds)."""
+
+    def __init__(self, now_s: float = 100.0) -> None:
+        self.now_s = now_s
+
+    def __call__(self) -> float:
+        return self.now_s

@@ -163,10 +163,10 @@ def step_seconds(trainer: Trainer, batch: Batch, rounds: int = 5) -> float:
     return summarize(sample(lambda: trainer.step([batch]), plan, trainer.clock)).median_s
 
 
-def make_trainer(case: EpochCase, device: torch.device, compile_mode: str | None = None) -> Trainer:
-    return Trainer(make_model(case.model, case.checkpointing), device, case.precision, case.accumulation_steps,
+def make_trainer(case: EpochCase, device: torch.device, compile_mode: str | None = None, seed: int = 0, lr: float = 1e-3) -> Trainer:
+    return Trainer(make_model(case.model, case.checkpointing, seed), device, case.precision, case.accumulation_steps,
                    case.freeze_features, case.compile_mode if compile_mode is None else compile_mode,
-                   channels_last=case.channels_last)
+                   lr=lr, channels_last=case.channels_last)
 
 
 def first_call_s(trainer: Trainer, batch: Batch) -> float:

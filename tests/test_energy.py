@@ -1,0 +1,182 @@
+"""Energy counters (NVML, RAPL) and GPU telemetry during a region, with fakes: no GPU needed."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from fakes import FakeBenchmark, FakeNvml, SteppingClock
+from harness.energy import (EnergyMeter, NvmlCounter, RaplCounter, TelemetrySampler, energy_counter, idle_power_w, nvml_sample,
+                            rapl_counter, summarize_telemetry)
+from harness.results import ResultsWriter
+from harness.runner import BuildContext, RunContext, Timed, run_case
+from harness.timing import RoundPlan, SyncedClock
+from harness.workloads.matmul import MatmulCase
+
+CPU = torch.device("cpu")
+
+
+def powercap(root: Path, zones: dict[str, tuple[str, int, int]]) -> Path:
+    """A fake /sys/class/powercap: zone -> (name, energy_uj, max_energy_range_uj)."""
+    for zone, (name, energy_uj, range_uj) in zones.items():
+        folder = root / zone
+        folder.mkdir(parents=True)
+        (folder / "name").write_text(name + "\n")
+        (folder / "energy_uj").write_text(f"{energy_uj}\n")
+        (folder / "max_energy_range_uj").write_text(f"{range_uj}\n")
+    return root
+
+
+def set_uj(root: Path, zone: str, energy_uj: int) -> None:
+    (root / zone / "energy_uj").write_text(f"{energy_uj}\n")
+
+
+def test_nvml_meter_reads_the_counter_difference_over_the_region():
+    nvml, clock = FakeNvml(), SteppingClock()
+    meter = EnergyMeter(NvmlCounter(0, nvml), clock=clock)
+    mark = meter.start()
+    nvml.energy_mj += 450_000  # 450 J
+    clock.now_s += 1.5
+    reading = meter.stop(mark)
+    assert reading.energy_j == pytest.approx(450.0) and reading.avg_power_w == pytest.approx(300.0)
+    assert reading.source == "nvml" and reading.reason == ""
+
+
+def test_a_region_shorter_than_the_nvml_window_gives_no_figure_and_says_why():
+    nvml, clock = FakeNvml(), SteppingClock()
+    meter = EnergyMeter(NvmlCounter(0, nvml), clock=clock)
+    mark = meter.start()
+    nvml.energy_mj += 30_000
+    clock.now_s += 0.2
+    reading = meter.stop(mark)
+    assert reading.energy_j is None and "shorter than the nvml counter's 1 s window" in reading.reason
+
+
+def test_a_counter_that_does_not_move_gives_no_figure_and_says_why():
+    clock = SteppingClock()
+    meter = EnergyMeter(NvmlCounter(0, FakeNvml()), clock=clock)
+    mark = meter.start()
+    clock.now_s += 2.0
+    reading = meter.stop(mark)
+    assert reading.energy_j is None and "did not move in 2 s" in reading.reason
+
+
+def test_a_gpu_without_the_energy_counter_is_one_line_not_an_error():
+    counter, note = energy_counter(torch.device("cuda:0"), nvml_loader=lambda: FakeNvml(supports_energy=False))
+    assert counter is None and "no NVML energy counter (Not Supported" in note and "\n" not in note
+
+    def missing():
+        raise ImportError("No module named 'pynvml'")
+
+    counter, note = energy_counter(torch.device("cuda:0"), nvml_loader=missing)
+    assert counter is None and "pynvml" in note
+
+
+def test_rapl_sums_package_zones_and_unwraps_the_counter(tmp_path):
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 900, 1000), "intel-rapl:1": ("package-1", 100, 1000),
+                               "intel-rapl:0:0": ("core", 5, 1000), "intel-rapl:2": ("psys", 0, 1000)})
+    counter, note = rapl_counter(root)
+    assert note == "" and isinstance(counter, RaplCounter) and len(counter.zones) == 2  # sub-zones and psys left out
+    start_j = counter.read_j()
+    set_uj(root, "intel-rapl:0", 50)  # wrapped: 900 -> 1000 -> 50 is 150 µJ
+    set_uj(root, "intel-rapl:1", 300)  # +200 µJ
+    assert counter.read_j() - start_j == pytest.approx(350e-6)
+
+
+def test_rapl_absent_or_unreadable_says_why_once(tmp_path, monkeypatch):
+    counter, note = rapl_counter(tmp_path / "nothing")
+    assert counter is None and "is absent" in note
+    root = powercap(tmp_path / "pc", {"intel-rapl:0": ("package-0", 1, 1000)})
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: denied(self) if self.name == "energy_uj" else open(self).read())
+    counter, note = rapl_counter(root)
+    assert counter is None and "readable by root only" in note and "chmod" in note
+
+
+def test_no_counter_means_empty_columns_not_a_failure(tmp_path):
+    meter = EnergyMeter(None, "no RAPL energy counters: /sys/class/powercap is absent")
+    assert idle_power_w(meter) is None
+    row = _run_matmul(tmp_path, meter)
+    assert row["status"] == "ok" and row.get("energy_j") is None and "energy" not in row["reason"]
+
+
+class FakeCounter:
+    """A counter whose joules are a linear function of a clock: `watts` of constant power."""
+
+    source, min_window_s = "rapl", 0.05
+
+    def __init__(self, clock, watts: float) -> None:
+        self.clock, self.watts = clock, watts
+
+    def read_j(self) -> float:
+        return self.clock() * self.watts
+
+
+def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None):
+    writer = ResultsWriter(tmp_path, "run")
+    bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), energy=meter, telemetry=telemetry)
+    ctx = RunContext(bctx, {"schema_version": 3, "run_id": "run", "device_name": "cpu"}, writer)
+
+    class Workload:
+        @staticmethod
+        def build(case, ctx):
+            return Timed(fn=lambda: torch.ones(64, 64) @ torch.ones(64, 64), figures=figures, plan=plan)
+
+    try:
+        return run_case(MatmulCase("fp32", 64), Workload, FakeBenchmark(samples or [0.001]), ctx)
+    finally:
+        writer.close()
+
+
+def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
+    import time
+
+    meter = EnergyMeter(FakeCounter(time.perf_counter, watts=50.0))
+    meter.counter.min_window_s = 0.0  # every region is long enough: no repetition
+    row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 10, 5, 0.0), figures=lambda s, r: {"tflops": 2.0, "samples_per_s": 100.0})
+    assert row["status"] == "ok" and row["energy_source"] == "rapl"
+    assert row["avg_power_w"] == pytest.approx(50.0, rel=0.05)
+    assert row["energy_j"] > 0 and row["tflop_per_j"] == pytest.approx(2.0 / row["avg_power_w"])
+    assert row["samples_per_j"] == pytest.approx(100.0 / row["avg_power_w"])
+
+
+def test_a_short_repeatable_region_is_repeated_for_its_energy(tmp_path):
+    import time
+
+    meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
+    meter.counter.min_window_s = 0.5  # the timed rounds (a few ms) are far shorter
+    row = _run_matmul(tmp_path, meter)  # planned from warm-up (plan=None): repeatable
+    assert row["energy_j"] is not None and row["avg_power_w"] == pytest.approx(20.0, rel=0.05)
+    assert row["energy_j"] / row["avg_power_w"] < 0.5  # one call's share of a window of >= 0.5 s
+    assert "shorter than" not in row["reason"]
+
+
+def test_a_short_fixed_region_gets_an_empty_figure_with_the_reason(tmp_path):
+    import time
+
+    meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
+    meter.counter.min_window_s = 30.0
+    row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 1, 1, 0.0))  # a fixed plan (an epoch) cannot be repeated
+    assert row["status"] == "ok" and row.get("energy_j") is None and "shorter than the rapl counter's 30 s window" in row["reason"]
+
+
+def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
+    nvml = FakeNvml()
+    readings = iter([(1980, 50, 300_000, 0), (1410, 83, 700_000, 0x4 | 0x20)] + [(1410, 84, 690_000, 0x4)] * 1000)
+
+    def read():
+        nvml.sm_clock_mhz, nvml.temp_c, nvml.power_mw, nvml.throttle_bits = next(readings)
+        return nvml_sample(nvml, "gpu0")
+
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(read, interval_s=0.001), plan=RoundPlan(0, 1, 3, 0.0))
+    assert row["gpu_temp_c"] >= 83 and row["gpu_sm_clock_mhz"] == 1410 and row["gpu_power_w"] > 600
+    assert "software power cap" in row["gpu_throttle"] and "software thermal slowdown" in row["gpu_throttle"]
+    assert "throttled during the timed region: software power cap" in row["reason"] and "throttled" in row["flags"]
+
+
+def test_telemetry_summary_ignores_idle_and_clock_setting_bits():
+    summary = summarize_telemetry([{"sm_clock_mhz": 1980.0, "temp_c": 40.0, "power_w": 100.0, "throttle_bits": 0x1 | 0x2}])
+    assert summary["gpu_throttle"] == "" and summary["gpu_power_w"] == 100.0

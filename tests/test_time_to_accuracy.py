@@ -1,0 +1,154 @@
+"""Time to accuracy: the MLPerf-style clock, seeds, the schedule, did-not-converge rows, scoring."""
+
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from fakes import FakeBenchmark
+from harness.datasets import CLASSES, Split
+from harness.results import ResultsWriter
+from harness.runner import BuildContext, RunContext, run_case
+from harness.timing import SyncedClock
+from harness.workloads import time_to_accuracy as tta
+from harness.workloads.data_source import DataSource
+from harness.workloads.models import make_model
+from reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
+
+CPU = torch.device("cpu")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def banded_split(size: int, seed: int, learnable: bool = True) -> Split:
+    """Class k lights row band k of the image: a CNN learns it in a few dozen steps. Not
+    learnable: the labels are shuffled, so no model gets past chance."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, CLASSES, (size,), generator=gen)
+    images = torch.randint(0, 40, (size, 28, 28), dtype=torch.uint8, generator=gen)
+    for k in range(CLASSES):
+        images[labels == k, 2 * k + 3:2 * k + 6, :] = 250
+    if not learnable:
+        labels = labels[torch.randperm(size, generator=gen)]
+    return Split(images, labels)
+
+
+@pytest.fixture
+def easy_data(monkeypatch, tmp_path):
+    monkeypatch.setattr("harness.workloads.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
+    return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
+
+
+@pytest.fixture
+def hard_data(monkeypatch, tmp_path):
+    monkeypatch.setattr("harness.workloads.data_source.load_split",
+                        lambda dataset, root, train: banded_split(512 if train else 256, int(train), learnable=False))
+    return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
+
+
+def case(**changes) -> tta.TargetCase:
+    base = tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["fastest-epoch"]), design="fastest-epoch", target_accuracy=0.9)
+    return replace(base, precision="fp32", batch_size=64, **changes)
+
+
+def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
+    (tmp_path / "results").mkdir(exist_ok=True)
+    writer = ResultsWriter(tmp_path / "results", "run")
+    bctx = BuildContext(CPU, profile, SyncedClock(CPU), data_source=lambda: data)
+    try:
+        return run_case(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": 3, "run_id": "run", "device_name": "cpu"}, writer),
+                        build_index)
+    finally:
+        writer.close()
+
+
+def test_the_one_cycle_schedule_warms_up_peaks_and_decays():
+    horizon = 100
+    factors = [tta.lr_factor(step, horizon) for step in range(150)]
+    assert factors[0] == pytest.approx(0.04) and max(factors) == pytest.approx(1.0) and factors.index(max(factors)) == 25
+    assert factors[99] < 0.06 and all(f == pytest.approx(0.04) for f in factors[100:])
+    assert all(a <= b for a, b in zip(factors[:25], factors[1:26])) and all(a >= b for a, b in zip(factors[25:99], factors[26:100]))
+
+
+def test_a_reachable_target_gives_time_epochs_accuracy_and_seed(tmp_path, easy_data):
+    row = run_row(tmp_path, easy_data, case(), build_index=2)
+    assert row["status"] == "ok", row["reason"]
+    assert row["test_accuracy"] >= 0.9 and row["seed"] == 2 and row["target_accuracy"] == 0.9
+    assert row["time_to_target_s"] > 0 and row["samples_s"] == [row["time_to_target_s"]]
+    steps_per_epoch = math.ceil(1024 / 64)
+    evals = math.ceil(steps_per_epoch / tta.EVALS_PER_EPOCH)  # evaluated every quarter epoch and at each epoch's end
+    assert (row["epochs_to_target"] * steps_per_epoch) % evals == 0 or (row["epochs_to_target"] % 1) == 0
+    assert row["case_id"] == "time_to_accuracy/fastest-epoch-to0.9"
+
+
+def test_an_unreachable_target_is_a_failed_row_that_says_did_not_converge(tmp_path, hard_data):
+    row = run_row(tmp_path, hard_data, case(target_accuracy=0.99), profile="smoke")
+    assert row["status"] == "failed"
+    assert row["reason"].startswith("did not converge: best test accuracy") and f"after {tta.EPOCH_CAP['smoke']} epochs" in row["reason"]
+
+
+def test_warm_up_leaves_the_timed_model_at_its_seeds_initial_weights(easy_data):
+    ctx = BuildContext(CPU, "quick", SyncedClock(CPU), data_source=lambda: easy_data, build_index=1)
+    timed = tta.build(case(), ctx)
+    trainer = timed.fn.__closure__  # the trainer is inside the timed function: find it by its model
+    model = next(cell.cell_contents for cell in trainer if isinstance(cell.cell_contents, tta.Trainer)).model
+    fresh = make_model("cnn", seed=tta.SEED_BASE + 1)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+    other = make_model("cnn", seed=tta.SEED_BASE)
+    assert not all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), other.state_dict().values()))
+
+
+def test_synthetic_data_has_no_target_to_reach(tmp_path):
+    row = run_row(tmp_path, DataSource("synthetic", tmp_path), case())
+    assert row["status"] == "skipped" and "no accuracy to reach" in row["reason"]
+
+
+def test_cases_follow_the_dataset_default_and_the_users_target(tmp_path):
+    data = DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
+    quick = tta.cases(BuildContext(CPU, "quick", SyncedClock(CPU), data_source=lambda: data))
+    assert [c.case_id for c in quick] == ["time_to_accuracy/template-to0.85", "time_to_accuracy/speedrun-to0.85"]
+    assert quick[0].loader == "dataloader" and quick[1].schedule == "onecycle" and quick[1].loader == "preloaded"
+    full = tta.cases(BuildContext(CPU, "full", SyncedClock(CPU), data_source=lambda: data, target_accuracy=0.9))
+    assert [c.design for c in full] == ["template", "fastest-epoch", "speedrun"] and {c.target_accuracy for c in full} == {0.9}
+    assert tta.BUILDS["full"] >= 5  # five seeds per design in the full profile
+
+
+def test_olympic_mean_drops_the_fastest_and_slowest_and_counts_non_convergence_as_slowest():
+    assert olympic_mean([1.0, 2.0, 3.0, 4.0, 100.0]) == pytest.approx(3.0)
+    assert olympic_mean([1.0, 2.0, 3.0, 4.0, math.inf]) == pytest.approx(3.0)
+    assert math.isinf(olympic_mean([1.0, 2.0, 3.0, math.inf, math.inf]))
+    assert olympic_mean([2.0, 4.0]) == pytest.approx(3.0)
+
+
+def _rows(machine, design, times, failed=0):
+    ok = [{"machine": machine, "workload": "time_to_accuracy", "design": design, "target_accuracy": 0.85, "status": "ok",
+           "time_to_target_s": t, "epochs_to_target": 1.0, "test_accuracy": 0.86, "energy_to_target_j": 10 * t, "compile_s": None} for t in times]
+    bad = [{"machine": machine, "workload": "time_to_accuracy", "design": design, "target_accuracy": 0.85, "status": "failed",
+            "time_to_target_s": None, "epochs_to_target": None, "test_accuracy": None, "energy_to_target_j": None, "compile_s": None}] * failed
+    return ok + bad
+
+
+def test_the_report_names_the_first_design_to_target_and_invalidates_two_non_converged_seeds():
+    frame = pd.DataFrame(_rows("m", "template", [30, 31, 29, 32, 28]) + _rows("m", "speedrun", [3, 4, 5, 6], failed=1)
+                         + _rows("m", "fastest-epoch", [1, 1, 1], failed=2))
+    table = time_to_accuracy_table(frame)
+    by = table.set_index("design")
+    assert by.loc["template", "olympic_mean_s"] == pytest.approx(30.0) and by.loc["speedrun", "olympic_mean_s"] == pytest.approx(5.0)
+    assert math.isnan(by.loc["fastest-epoch", "olympic_mean_s"]) and by.loc["fastest-epoch", "verdict"].startswith("invalid: 2 of 5")
+    first = first_to_target(frame).iloc[0]
+    assert first["first_design"] == "speedrun" and first["template_over_first"] == pytest.approx(6.0)
+
+
+def test_a_target_outside_zero_one_is_one_line_before_any_case(tmp_path):
+    for bad in ("1.5", "0", "nan"):
+        proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benches" / "bench_time_to_accuracy.py"), "--benchmark-only",
+                               "-p", "no:cacheprovider", f"--target-accuracy={bad}", f"--results-dir={tmp_path / 'r'}", "--dataset=synthetic"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(errors) == 1 and "--target-accuracy" in errors[0] and "outside (0, 1)" in errors[0]
+        assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
