@@ -219,9 +219,11 @@ def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
 
 
 HEADLINES = (("tflops", "{:.3g} TFLOP/s"), ("gbps", "{:.3g} GB/s"), ("epoch_s", "epoch {:.3g} s"),
+             ("time_to_target_s", "{:.3g} s to target"), ("epochs_to_target", "{:.2g} epochs"),
              ("samples_per_s", "{:.4g} samples/s"), ("test_accuracy", "accuracy {:.3f}"), ("data_wait_frac", "data wait {:.0%}"),
              ("speedup", "speedup {:.3g}x"), ("scaling_efficiency", "scaling efficiency {:.2f}"),
-             ("selfcheck_tub_ratio", "harness/torch.utils.benchmark {:.3f}"), ("selfcheck_events_ratio", "harness/CUDA events {:.3f}"))
+             ("selfcheck_tub_ratio", "harness/torch.utils.benchmark {:.3f}"), ("selfcheck_events_ratio", "harness/CUDA events {:.3f}"),
+             ("energy_j", "{:.3g} J"), ("avg_power_w", "{:.3g} W"))
 
 
 def summary_line(row: dict[str, Any]) -> str:

@@ -120,7 +120,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     if not flags.empty:
         parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
                              "`short-rounds`, `cache` (cache-resident working set), `busy` (other processes used > 25% of the CPU), "
-                             "`busy-gpu` (another process on the GPU). Counted per build.", md_table(flags)))
+                             "`busy-gpu` (another process on the GPU), `throttled` (the GPU throttled during the timed region). Counted per build.", md_table(flags)))
     skipped = tables.not_ok_grouped(frame)
     count = int((frame["status"] != "ok").sum())
     parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.", md_table(skipped)))

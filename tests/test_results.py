@@ -103,7 +103,7 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
         from harness.results import ResultsWriter
         writer = ResultsWriter(Path({str(tmp_path)!r}), "killed")
         for i in range(3):
-            writer.append({{"schema_version": 2, "case_id": f"case{{i}}", "status": "ok"}})
+            writer.append({{"schema_version": 2, "run_id": "killed", "case_id": f"case{{i}}", "status": "ok"}})
         os.kill(os.getpid(), signal.SIGKILL)  # no close, no flush at exit
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True)
