@@ -101,7 +101,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         parts.append(section("Time to accuracy", "MLPerf's clock: from the first touch of the data to the evaluation that reaches the target "
                              "(every evaluation inside it; model construction, warm-up and compile outside). Scored over seeds with the "
                              "olympic mean (fastest and slowest dropped); a seed that did not converge counts as the slowest, two make the "
-                             "result invalid. `min_s`/`max_s` span the converged seeds.",
+                             "result invalid. `fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
                              md_table(tables.first_to_target(frame), human=True), md_table(tables.time_to_accuracy_table(frame), human=True)))
     if "memory_strategies" in workloads:
         parts.append(section("Out-of-memory strategies (guide §8.5)", image(_name(plots.memory_plot(cases, out)), "memory vs speed"),

@@ -150,8 +150,8 @@ def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
         valid = math.isfinite(score_s) and missed <= 1
         records.append({"machine": machine, "design": design, "target_accuracy": target, "seeds": len(group), "not_converged": missed,
                         "olympic_mean_s": score_s if valid else math.nan,
-                        "min_s": float(ok["time_to_target_s"].min()) if len(ok) else math.nan,
-                        "max_s": float(ok["time_to_target_s"].max()) if len(ok) else math.nan,
+                        "fastest_seed_s": float(ok["time_to_target_s"].min()) if len(ok) else math.nan,
+                        "slowest_seed_s": float(ok["time_to_target_s"].max()) if len(ok) else math.nan,
                         "epochs_to_target": float(ok["epochs_to_target"].median()) if len(ok) else math.nan,
                         "test_accuracy": float(ok["test_accuracy"].median()) if len(ok) else math.nan,
                         "energy_to_target_j": float(ok["energy_to_target_j"].median()) if len(ok) and "energy_to_target_j" in ok else math.nan,
@@ -333,7 +333,11 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataF
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
     columns = {m: summary_rows(frame, cases, m, baseline) for m in machines}
     seen = list(dict.fromkeys(key for rows in columns.values() for key in rows))
-    order = [key for key in SUMMARY_ORDER if key in seen] + [key for key in seen if key not in SUMMARY_ORDER]
+    targets = [key for key in seen if key.startswith("time to ")]  # one per target accuracy, after the epoch figures
+    known = [key for key in SUMMARY_ORDER if key in seen]
+    at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
+    order = known[:at] + targets + known[at:]
+    order += [key for key in seen if key not in order]
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
 
 

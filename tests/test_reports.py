@@ -348,3 +348,25 @@ def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
     short = build_report([one], tmp_path / "o1", baseline=None).read_text().count("\n")
     long = build_report([many], tmp_path / "o30", baseline=None).read_text().count("\n")
     assert long <= 1.1 * short
+
+
+def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
+    def target_row(design, seed, seconds, status="ok"):
+        figures = {"time_to_target_s": seconds, "epochs_to_target": 1.0, "test_accuracy": 0.86, "energy_to_target_j": 40.0 * seconds,
+                   "energy_j": 40.0 * seconds, "avg_power_w": 40.0, "median_s": seconds, "samples_s": [seconds]} if status == "ok" else {"reason": "did not converge: best test accuracy 0.80"}
+        return dict({"schema_version": 3, "workload": "time_to_accuracy", "case_id": f"time_to_accuracy/{design}-to0.85", "design": design,
+                     "target_accuracy": 0.85, "seed": seed, "build": seed, "builds": 5, "status": status, "dataset": "fashion-mnist"}, **figures)
+
+    rows = [target_row("template", s, t) for s, t in enumerate((30.0, 31.0, 29.0, 33.0, 28.0))]
+    rows += [target_row("speedrun", s, t) for s, t in enumerate((6.0, 5.0, 7.0, 5.5))] + [target_row("speedrun", 4, None, "failed")]
+    rows.append({"workload": "mnist_epoch", "case_id": "mnist_epoch/guide-template", "status": "ok", "epoch_s": 20.0, "median_s": 0.08,
+                 "test_accuracy": 0.86, "dataset": "fashion-mnist", "energy_j": 900.0, "avg_power_w": 45.0, "samples_s": [0.08]})
+    rows.append({"workload": "matmul", "case_id": "matmul/bf16-n4096", "dtype": "bf16", "size": 4096, "status": "ok", "median_s": 0.01,
+                 "tflops": 2.0, "tflop_per_j": 0.05, "avg_power_w": 40.0, "samples_s": [0.01]})
+    text = build_report([write_rows(tmp_path / "run.csv", rows)], tmp_path / "out", None).read_text()
+    section = text.split("## Time to accuracy")[1].split("\n## ")[0]
+    assert "speedrun" in section and "| invalid" not in section and "| 6.17 |" in section  # olympic mean of 5, 5.5, 6, 7, inf
+    summary = text.split("## Summary")[1].split("\n## ")[0]
+    assert "time to 0.85 accuracy" in summary and "`speedrun`" in summary and "(4.86x)" in summary  # 30 / 6.17
+    assert summary.index("time to 0.85") < summary.index("energy per template epoch")
+    assert "energy per template epoch | 900 J at 45 W" in summary and "matmul per watt, best | 0.05 TFLOP/J" in summary
