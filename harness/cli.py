@@ -191,9 +191,13 @@ def cmd_env(args: argparse.Namespace) -> int:
         device = resolve_device(args.device)
     except DeviceError as error:
         return fail(str(error))
+    from harness.energy import energy_counter
+
     fields = fingerprint(device)
     if device.type == "cuda":
         fields.update(gpu_telemetry(device.index or 0))
+    counter, note = energy_counter(device)  # what the run's energy columns will come from
+    fields["energy_source"] = counter.source if counter is not None else note
     print(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
     return 0
 
