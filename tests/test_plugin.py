@@ -128,6 +128,7 @@ def test_benchmark_disable_runs_once_and_records_nothing(tiny):
     assert not list((tiny.path / "out").glob("*.csv")) if (tiny.path / "out").exists() else True
     summary = [line for line in result.outlines if "--benchmark-disable" in line]
     assert len(summary) == 1 and "nothing was recorded" in summary[0]  # said once, not per case
+    assert "was not used at all" not in result.stdout.str()  # nor pytest-benchmark's warning per case
 
 
 def test_real_micro_benches_end_to_end(tmp_path):
