@@ -233,10 +233,11 @@ def _install_sigterm(state: GpubenchState) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """After the results folder filled up, the remaining cases are not run (nor reported): the run
-    ends with one line (pytest_unconfigure) instead of pytest.exit's banner."""
+    """After the results folder filled up, or SIGTERM, the remaining cases are not run (nor
+    reported): the run ends with one line (pytest_unconfigure; gpubench run's own for SIGTERM)
+    instead of pytest's interrupt banner."""
     state = item.config.stash.get(STATE, None)
-    return True if state is not None and state.full else None
+    return True if state is not None and (state.full or state.terminated) else None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -256,6 +257,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, state.previous_sigterm)
     if state is not None and state.full:
         sys.stderr.write(f"gpubench: {state.full}\n")
+    elif state is not None and state.terminated and state.only_build is None:  # under gpubench run, it says so itself
+        kept = state.writer.rows_kept if state.writer is not None else 0
+        sys.stderr.write(f"gpubench: SIGTERM: {kept} rows kept in {state.results_dir / state.run_id}.csv (each whole); the case in progress was not recorded\n")
 
 
 def _build_of(item: pytest.Item) -> int:
@@ -372,6 +376,9 @@ class Recorder:
             row = run_case(case, workload, self.benchmark, run, self.build)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
             self._stop_full(full)
+        except Terminated:  # the case unwound (its finally blocks ran); the rest do not run. Not re-raised: pytest's
+            # report of an interrupt walks every frame and can crash on one inside torch (tb_lineno None)
+            pytest.skip("not recorded: SIGTERM")
         finally:
             run.build.progress = None
             self.state.release_device_data()

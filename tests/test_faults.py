@@ -749,3 +749,20 @@ def test_a_full_results_folder_is_one_line_under_gpubench_run(tmp_path):
     assert proc.returncode == 75, err[-2000:]
     assert_one_full_line(out, err)
     assert len(read_rows(tmp_path / "res" / "full.csv")) == 1 and not (tmp_path / "res" / "full-report").exists()
+
+
+def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(tiny):
+    """SIGTERM inside a case (here the case sends it itself): the case writes no row, the rest do
+    not run, exit 143, one line and no interrupt banner or traceback (pytest's interrupt report can
+    crash on a frame inside torch)."""
+    tiny.makepyfile(bench_tiny=TINY_BENCH.replace("return [TinyCase(8)]", "return [TinyCase(8), TinyCase(16), TinyCase(32)]").replace(
+        "return Timed(fn=lambda: None)",
+        "import os, signal\n    return Timed(fn=(lambda: os.kill(os.getpid(), signal.SIGTERM)) if case.size == 16 else (lambda: None))"))
+    result = run(tiny)
+    assert result.ret == 143, result.stdout.str()[-2000:]
+    (csv_path,) = [p for p in (tiny.path / "out").glob("*.csv") if p.name != "taken.csv"]
+    assert [r["case_id"] for r in read_rows(csv_path)] == ["matmul/n8"]
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert lines == [f"gpubench: SIGTERM: 1 rows kept in out/{csv_path.name} (each whole); the case in progress was not recorded"], lines
+    assert "Traceback" not in result.stdout.str() and not [line for line in result.outlines if line.startswith("!")]
+    result.assert_outcomes(passed=1, skipped=1)
