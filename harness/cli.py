@@ -112,8 +112,11 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
 
     from harness.options import BUILD_COUNT_ENV
 
+    from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
+
+    sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     worst, builds = 0, 1
-    with tempfile.TemporaryDirectory(prefix="gpubench-run-") as folder:
+    with tempfile.TemporaryDirectory(prefix=run_folder_prefix(os.getpid())) as folder:
         count_file = Path(folder) / "builds"
         env = dict(os.environ, **{BUILD_COUNT_ENV: str(count_file)})
         build = 0

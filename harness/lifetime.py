@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import signal
 import sys
+from pathlib import Path
 from typing import Callable
 
 PR_SET_PDEATHSIG = 1
@@ -22,3 +23,36 @@ def die_with_parent() -> None:
 def child_preexec() -> Callable[[], None] | None:
     """The preexec_fn for subprocess on Linux, else None."""
     return die_with_parent if sys.platform.startswith("linux") else None
+
+
+RUN_FOLDER_PREFIX = "gpubench-run-"  # gpubench run's scratch folder: gpubench-run-<pid>-<random>
+
+
+def run_folder_prefix(pid: int) -> str:
+    return f"{RUN_FOLDER_PREFIX}{pid}-"
+
+
+def pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_dead_run_folders(folder: Path) -> list[Path]:
+    """Scratch folders of `gpubench run`s that were killed (SIGKILL leaves no chance to clean up):
+    removed when their pid is gone. Returns what was removed."""
+    import shutil
+
+    removed = []
+    for path in folder.glob(f"{RUN_FOLDER_PREFIX}*"):
+        pid_text = path.name[len(RUN_FOLDER_PREFIX):].split("-", 1)[0]
+        if path.is_dir() and not path.is_symlink() and pid_text.isdigit() and not pid_alive(int(pid_text)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

@@ -83,7 +83,8 @@ class GpubenchState:
     skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
     untimed_cases: int = 0
-    full: str | None = None  # the results folder filled up: this line ends the run, the remaining cases do not run
+    stop: tuple[str, int] | None = None  # (line, exit code): the results folder filled up, or another run took the run id;
+    # the line ends the run and the remaining cases do not run
     terminated: bool = False  # SIGTERM arrived: the run is stopping
     previous_sigterm: Any = None  # restored at unconfigure (pytest may run in-process, as pytester does)
     _data: DataSource | None = None
@@ -237,15 +238,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     reported): the run ends with one line (pytest_unconfigure; gpubench run's own for SIGTERM)
     instead of pytest's interrupt banner."""
     state = item.config.stash.get(STATE, None)
-    return True if state is not None and (state.full or state.terminated) else None
+    return True if state is not None and (state.stop or state.terminated) else None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE, None)
     if state is not None and state.terminated:
         session.exitstatus = TERMINATED_EXIT
-    elif state is not None and state.full:
-        session.exitstatus = RESULTS_FULL_EXIT  # gpubench run starts no further build process
+    elif state is not None and state.stop:
+        session.exitstatus = state.stop[1]  # results full (75) or run id taken (4): gpubench run starts no further build
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -255,8 +256,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is not None and state.previous_sigterm is not None:
         signal.signal(signal.SIGTERM, state.previous_sigterm)
-    if state is not None and state.full:
-        sys.stderr.write(f"gpubench: {state.full}\n")
+    if state is not None and state.stop:
+        sys.stderr.write(f"gpubench: {state.stop[0]}\n")
     elif state is not None and state.terminated and state.only_build is None:  # under gpubench run, it says so itself
         kept = state.writer.rows_kept if state.writer is not None else 0
         sys.stderr.write(f"gpubench: SIGTERM: {kept} rows kept in {state.results_dir / state.run_id}.csv (each whole); the case in progress was not recorded\n")
@@ -356,8 +357,11 @@ class Recorder:
 
     def _stop_full(self, full: ResultsFull) -> NoReturn:
         """Every row so far is whole; this case is not recorded and the rest do not run."""
-        self.state.full = str(full)
-        pytest.skip("not recorded: the results folder is full")
+        self._stop(str(full), RESULTS_FULL_EXIT, "the results folder is full")
+
+    def _stop(self, line: str, code: int, why: str) -> NoReturn:
+        self.state.stop = (line, code)
+        pytest.skip(f"not recorded: {why}")
 
     def run(self, case: Any) -> dict[str, Any]:
         workload = self.request.module.gpubench_workload
@@ -369,7 +373,8 @@ class Recorder:
         except ResultsFull as full:
             self._stop_full(full)
         except FileExistsError as taken:  # another run with this --run-id started at the same moment
-            pytest.exit(f"{taken.filename} was created by another run meanwhile — pass another --run-id", returncode=pytest.ExitCode.USAGE_ERROR)
+            self._stop(f"{taken.filename} was created by another run meanwhile — pass another --run-id", int(pytest.ExitCode.USAGE_ERROR),
+                       "another run took this run id")
         run.build.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
         self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
         try:
@@ -491,7 +496,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             write_sidecar(state.results_dir, state.run_id, "env", {"fingerprint": state.env, "gpu_telemetry_start": state.telemetry_start,
                                                                    "gpu_telemetry_end": end, "energy": energy})
         except ResultsFull as full:
-            if not state.full:  # else the run's one results-full line already says it
+            if not state.stop:  # else the run's one line already says it
                 terminalreporter.write_line(f"gpubench: {full}")
     state.writer.close()
     terminalreporter.write_line(f"gpubench: {state.writer.rows_written} rows -> {state.writer.path}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -766,3 +767,39 @@ def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(tiny):
     assert lines == [f"gpubench: SIGTERM: 1 rows kept in out/{csv_path.name} (each whole); the case in progress was not recorded"], lines
     assert "Traceback" not in result.stdout.str() and not [line for line in result.outlines if line.startswith("!")]
     result.assert_outcomes(passed=1, skipped=1)
+
+
+TAKE_RUN_ID_AFTER_CHECK = '''
+"""Test plugin: another run creates this run's file after the run-id check, before the first case."""
+from pathlib import Path
+
+
+def pytest_collection_finish(session):
+    Path("out", "race.csv").write_text("another run\\n")
+'''
+
+
+def test_a_run_id_taken_by_another_run_meanwhile_is_one_line_without_a_banner(tiny):
+    (tiny.path / "takerace.py").write_text(TAKE_RUN_ID_AFTER_CHECK)
+    result = run(tiny, "-p", "takerace", "--run-id=race")
+    assert result.ret == 4
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(lines) == 1 and "race.csv was created by another run meanwhile — pass another --run-id" in lines[0], result.stderr.str()
+    assert not [line for line in result.stdout.str().splitlines() if line.startswith("!")], result.stdout.str()[-2000:]
+    assert (tiny.path / "out" / "race.csv").read_text() == "another run\n"  # the other run's file is untouched
+
+
+def test_scratch_folders_of_killed_runs_are_swept_and_live_ones_kept(tmp_path):
+    import subprocess
+
+    from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    killed = tmp_path / f"{run_folder_prefix(int(dead))}abc"
+    live = tmp_path / f"{run_folder_prefix(os.getpid())}def"
+    other = tmp_path / "gpubench-run-notapid"
+    for folder in (killed, live, other):
+        folder.mkdir()
+        (folder / "builds").write_text("4")
+    assert sweep_dead_run_folders(tmp_path) == [killed]
+    assert not killed.exists() and live.exists() and other.exists()
