@@ -39,9 +39,14 @@ BUSY_FRAC = 0.25  # other processes took more than this share of the machine's C
 
 
 class Diverged(Exception):
-    """Raised by a workload's figures when training diverged: the row is `failed`, never fastest."""
+    """Raised by a workload's figures when training diverged: the row is `failed`, never fastest.
+    `columns` still land in the row (e.g. the target a run did not reach)."""
 
     prefix = "diverged"
+
+    def __init__(self, message: str, columns: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.columns = columns or {}
 
 
 class DidNotConverge(Diverged):
@@ -387,7 +392,7 @@ def run_case(case: Case, workload: ModuleType | Workload, benchmark: Any, ctx: R
     except CaseSkipped as skip:
         row.update(status="skipped", reason=str(skip))
     except Diverged as diverged:
-        row.update(status="failed", reason=f"{diverged.prefix}: {diverged}")
+        row.update(diverged.columns, status="failed", reason=f"{diverged.prefix}: {diverged}")
     except Exception as error:  # noqa: BLE001 - every failure becomes a row, then is re-raised
         if devices.is_out_of_memory(error):
             row.update(status="oom", reason=one_line(error))

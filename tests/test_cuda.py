@@ -79,3 +79,27 @@ def _call_s(fn) -> float:
     start = CLOCK()
     fn()
     return CLOCK() - start
+
+
+def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
+    """The real counter: a matmul loop of ~1.5 s reads a power between idle and the board limit;
+    telemetry sampled during it has the GPU's clock and temperature."""
+    from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
+
+    counter, note = energy_counter(GPU)
+    if counter is None:
+        pytest.skip(note)
+    meter, sampler = EnergyMeter(counter), gpu_sampler(GPU)
+    idle_w = idle_power_w(meter)
+    a = torch.randn(8192, 8192, device=GPU, dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    sampler.start()
+    mark = meter.start()
+    while meter.clock() - mark[1] < 1.5:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+    reading, telemetry = meter.stop(mark), sampler.stop()
+    board_max_w = 1200.0  # above any single GPU's board power today (H200 SXM: 700 W, B200: 1000 W)
+    assert reading.energy_j is not None and idle_w is not None and idle_w < reading.avg_power_w < board_max_w
+    assert telemetry["gpu_sm_clock_mhz"] > 0 and telemetry["gpu_temp_c"] > 0

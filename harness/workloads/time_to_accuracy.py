@@ -55,7 +55,9 @@ class TargetCase(EpochCase):
     design: str = "template"
     schedule: str = "constant"  # constant | onecycle (see lr_factor)
     lr: float = 1e-3  # Adam's (peak) learning rate; the guide's is 1e-3 at batch 256
-    target_accuracy: float = DEFAULT_TARGETS["fashion-mnist"]
+    # None: the dataset's default, resolved when the case is built (collection stays cheap: no
+    # dataset lookup in every build process); the row holds the target used.
+    target_accuracy: float | None = None
 
 
 def epoch_fields(case: EpochCase) -> dict[str, Any]:
@@ -67,10 +69,13 @@ def epoch_settings(case: TargetCase) -> EpochCase:
     return EpochCase(**epoch_fields(case))
 
 
-def default_target(dataset: str, profile: str) -> float | None:
+def target_for(case: "TargetCase", dataset: str, profile: str) -> float:
+    """The case's own target, else the profile's / dataset's default."""
+    if case.target_accuracy is not None:
+        return case.target_accuracy
     if profile == "smoke":
         return SMOKE_TARGET
-    return DEFAULT_TARGETS.get(dataset)
+    return DEFAULT_TARGETS.get(dataset, DEFAULT_TARGETS["fashion-mnist"])
 
 
 def designs(gpu: bool) -> dict[str, EpochCase]:
@@ -87,11 +92,10 @@ SPEEDRUN_SCHEDULE = {"schedule": "onecycle", "lr": 3e-3}
 
 def cases(ctx: BuildContext) -> list[TargetCase]:
     gpu = ctx.device.type != "cpu"
-    target = ctx.target_accuracy or default_target(ctx.data.dataset, ctx.profile) or DEFAULT_TARGETS["fashion-mnist"]
     chosen = designs(gpu)
     if ctx.profile == "quick" and not gpu:  # a CPU epoch costs 10-35 s: the template and the speedrun only
         chosen.pop("fastest-epoch")
-    return [TargetCase(**epoch_fields(settings), design=name, target_accuracy=target,
+    return [TargetCase(**epoch_fields(settings), design=name, target_accuracy=ctx.target_accuracy,
                        **(SPEEDRUN_SCHEDULE if name == "speedrun" else {}))
             for name, settings in chosen.items()]
 
@@ -133,8 +137,10 @@ def fresh_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tu
 
 
 def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epochs: int, seed: int,
-                  clock: SyncedClock, progress: Any = None) -> TargetResult:
+                  clock: SyncedClock, progress: Any = None, target: float | None = None) -> TargetResult:
     """Train from the first touch of the data until an evaluation reaches the target (or the cap)."""
+    target = case.target_accuracy if target is None else target
+    assert target is not None, "a target accuracy is needed"
     device = trainer.device
     torch.manual_seed(seed + 1)  # the data order: the seed's, not whatever warm-up left behind
     start = clock()
@@ -161,8 +167,8 @@ def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epoc
                 if progress:
                     progress(steps, cap_epochs * steps_per_epoch)
                 loss = trainer.loss_sum.item() / max(trainer.seen, 1)
-                if accuracy >= case.target_accuracy or not math.isfinite(loss):
-                    return _result(evaluations, loss, reached=accuracy >= case.target_accuracy and math.isfinite(loss))
+                if accuracy >= target or not math.isfinite(loss):
+                    return _result(evaluations, loss, reached=accuracy >= target and math.isfinite(loss))
     return _result(evaluations, trainer.loss_sum.item() / max(trainer.seen, 1), reached=False)
 
 
@@ -202,19 +208,20 @@ def restore_point(trainer: Trainer) -> Any:
     return restore
 
 
-def target_figures(case: TargetCase, data: DataSource, cap_epochs: int, seed: int, compile_s: float | None) -> Any:
+def target_figures(case: TargetCase, target: float, data: DataSource, cap_epochs: int, seed: int, compile_s: float | None) -> Any:
     def figures(stats: SampleStats, result: TargetResult) -> dict[str, Any]:
+        columns = {"dataset": data.dataset, "seed": seed, "target_accuracy": target}  # a failed seed still counts in the report
         if not math.isfinite(result.train_loss):
-            raise Diverged(f"train_loss is {result.train_loss} after {result.epochs:.2f} epochs (test accuracy {result.test_accuracy:.3f})")
+            raise Diverged(f"train_loss is {result.train_loss} after {result.epochs:.2f} epochs (test accuracy {result.test_accuracy:.3f})", columns)
         if result.time_to_target_s is None:
-            raise DidNotConverge(f"best test accuracy {result.best_accuracy:.3f} after {cap_epochs} epochs, target {case.target_accuracy:g}"
-                                 f" — lower --target-accuracy or use the full profile (cap 10 epochs)")
+            raise DidNotConverge(f"best test accuracy {result.best_accuracy:.3f} after {cap_epochs} epochs, target {target:g}"
+                                 f" — lower --target-accuracy or use the full profile (cap 10 epochs)", columns)
         notes = []
         if data.dataset == "synthetic":
             notes.append("synthetic data: accuracy is meaningless")
         if data.limit is not None:
             notes.append(f"smoke profile: {data.limit[0]} training images, figures meaningless")
-        return {"dataset": data.dataset, "effective_batch": case.effective_batch, "seed": seed,
+        return {**columns, "effective_batch": case.effective_batch,
                 "time_to_target_s": result.time_to_target_s, "epochs_to_target": result.epochs,
                 "test_accuracy": result.test_accuracy, "train_loss": result.train_loss, "compile_s": compile_s,
                 "reason": "; ".join(notes)}
@@ -239,9 +246,10 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     data.release()  # the warm-up's device copy: the timed run makes its own
     restore()
     cap_epochs = EPOCH_CAP[ctx.profile]
+    target = target_for(case, data.dataset, ctx.profile)
     return Timed(
-        fn=lambda: run_to_target(trainer, case, data, cap_epochs, seed, ctx.clock, ctx.progress),
-        figures=target_figures(case, data, cap_epochs, seed, cost.compile_s),
+        fn=lambda: run_to_target(trainer, case, data, cap_epochs, seed, ctx.clock, ctx.progress, target),
+        figures=target_figures(case, target, data, cap_epochs, seed, cost.compile_s),
         plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
         windows=lambda result: [result.time_to_target_s] if result.time_to_target_s is not None else [result.evaluations[-1][2]],
         energy_alias="energy_to_target_j",
