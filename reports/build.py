@@ -8,7 +8,7 @@ import pandas as pd
 
 from reports import plots, tables
 from reports.aggregate import per_case
-from reports.load import ReportError, load_results, load_top_ops, write_merged
+from reports.load import ReportError, load_energy_notes, load_results, load_top_ops, write_merged
 from reports.markdown import image, md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
@@ -49,7 +49,8 @@ def _cases_table(cases: pd.DataFrame, workload: str, columns: list[str]) -> str:
     return md_table(rows[[c for c in columns if c in rows]], human=True)
 
 
-def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None) -> str:
+def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
+                  energy_notes: dict[str, str] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. The summary comes first;
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
@@ -58,7 +59,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
              f"Baseline: **{base}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
              "every timed region ended in a device synchronize."]
-    parts.append(section("Summary", md_table(tables.summary(frame, cases, base), index=True)))
+    parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
     if "matmul" in workloads:
         peak = tables.matmul_peak_table(cases)
         parts.append(section("Matmul", image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
@@ -138,7 +139,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
     write_merged(paths, out / "merged.csv")
     report = out / "report.md"
-    text = render_report(frame, out, baseline, load_top_ops(paths))
+    text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths))
     partial = out / "report.md.partial"  # report.md appears whole, last: a folder without it is incomplete
     partial.write_text(text, encoding="utf-8")
     partial.replace(report)

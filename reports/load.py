@@ -232,6 +232,21 @@ def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
     return tables
 
 
+def load_energy_notes(paths: list[Path]) -> dict[str, str]:
+    """Why a run has no energy figures (`<run_id>.env.json`'s energy note, e.g. no RAPL in a VM):
+    CSV file stem -> the note. Runs with a counter, or without a readable sidecar, are absent."""
+    notes: dict[str, str] = {}
+    for csv_path in result_files(paths):
+        sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
+        try:
+            note = (json.loads(sidecar.read_text(encoding="utf-8")).get("energy") or {}).get("note") if sidecar.exists() else None
+        except (OSError, ValueError, AttributeError):
+            continue
+        if note:
+            notes[csv_path.stem] = str(note)
+    return notes
+
+
 def machine_labels(frame: pd.DataFrame) -> pd.Series:
     """A unique human name per configuration (machine, device, torch): 'host · device name
     (device)'; two machines with one name get their machine_id, one machine with two torch

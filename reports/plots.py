@@ -72,6 +72,8 @@ def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     if rows.empty:
         return None
     dtypes = [d for d in ("fp32", "tf32", "fp16", "bf16") if d in set(rows["dtype"])]
+    if not dtypes:  # rows of a dtype this plot does not know (a hand-made or foreign file): no panel to draw
+        return None
     fig, axes = _panels(len(dtypes))
     colors = {m: f"C{i % 10}" for i, m in enumerate(sorted(rows["machine"].unique()))}
     for ax, dtype in zip(axes, dtypes):

@@ -262,7 +262,7 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
     return rows.loc[rows[figure].idxmax()] if not rows.empty else None
 
 
-def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str) -> dict[str, str]:
+def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings."""
     from harness.schema import human
     from reports.aggregate import geomean
@@ -302,6 +302,10 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     per_watt = _best(cases, machine, cases["workload"] == "matmul", "tflop_per_j") if "tflop_per_j" in cases else None
     if per_watt is not None:
         out["matmul per watt, best"] = f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, {per_watt['avg_power_w']:.3g} W)"
+    measured = "energy_j" in mine and mine["energy_j"].notna().any()
+    notes = sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes}) if energy_notes and "source_file" in mine else []
+    if not measured and notes:
+        out["energy"] = "not measured: " + notes[0].split(" — ")[0]
     if machine != baseline:
         both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
         if baseline in both and machine in both:
@@ -316,10 +320,10 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
 
 SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best", "matmul bf16, best",
                  "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch", "fastest epoch, equal accuracy",
-                 "energy per template epoch", "matmul per watt, best", "flagged · not ok rows")
+                 "energy per template epoch", "matmul per watt, best", "energy", "flagged · not ok rows")
 
 
-def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataFrame:
+def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str] | None = None) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
     from reports.aggregate import geomean
 
@@ -331,7 +335,7 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> pd.DataF
         return geomean((both[baseline] / both[machine]).dropna())
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
-    columns = {m: summary_rows(frame, cases, m, baseline) for m in machines}
+    columns = {m: summary_rows(frame, cases, m, baseline, energy_notes) for m in machines}
     seen = list(dict.fromkeys(key for rows in columns.values() for key in rows))
     targets = [key for key in seen if key.startswith("time to ")]  # one per target accuracy, after the epoch figures
     known = [key for key in SUMMARY_ORDER if key in seen]

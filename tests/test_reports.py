@@ -370,3 +370,12 @@ def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
     assert "time to 0.85 accuracy" in summary and "`speedrun`" in summary and "(4.86x)" in summary  # 30 / 6.17
     assert summary.index("time to 0.85") < summary.index("energy per template epoch")
     assert "energy per template epoch | 900 J at 45 W" in summary and "matmul per watt, best | 0.05 TFLOP/J" in summary
+
+
+def test_a_run_without_an_energy_counter_says_why_once_in_the_summary(tmp_path):
+    path = write_rows(tmp_path / "novm.csv", [{"case_id": "matmul/fp32-n64", "dtype": "fp32", "size": 64, "status": "ok", "median_s": 1.0, "tflops": 1.0,
+                                               "samples_s": [1.0]}])
+    (tmp_path / "novm.env.json").write_text(json.dumps({"energy": {"source": None, "idle_power_w": None,
+                                                                   "note": "no RAPL energy counters: /sys/class/powercap is absent — CPU energy columns stay empty"}}))
+    text = build_report([path], tmp_path / "out", None).read_text()
+    assert text.count("no RAPL energy counters") == 1 and "| energy | not measured: no RAPL energy counters: /sys/class/powercap is absent |" in text
