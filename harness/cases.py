@@ -26,7 +26,7 @@ def check_profile(name: str) -> str:
     return name
 
 
-# Seconds of timed work per build of a micro-benchmark case, per profile (quick: 4 builds, full: 7;
+# Seconds of timed work per build of a micro-benchmark case, per profile (quick: 3 builds, full: 7;
 # see harness.runner.DEFAULT_BUILDS). Many short builds beat few long ones: on a shared machine a
 # case's speed can change from one build to the next (fresh tensors, another moment of the run),
 # and that spread is what a comparison must be judged against.

@@ -34,7 +34,7 @@ from harness.workloads.data_source import DataSource
 
 # Independent builds per case and profile (fresh tensors/model each), unless a workload says
 # otherwise: `compare` judges a change against the spread between builds, not between rounds.
-DEFAULT_BUILDS = {"smoke": 1, "quick": 4, "full": 7}
+DEFAULT_BUILDS = {"smoke": 1, "quick": 3, "full": 7}
 BUSY_FRAC = 0.25  # other processes took more than this share of the machine's CPU during the case
 
 
