@@ -12,7 +12,10 @@ Method (README, "How compare decides"):
   see. It is measured from the comparison itself: the scatter of the log-ratios of all common
   cases around their median (standard deviation after rejecting cases beyond 3 MADs) — most
   cases of two runs are unchanged, so their scatter is the machine's run-to-run noise — and never
-  taken below NOISE_FLOOR per run.
+  taken below NOISE_FLOOR per run. Where a workload's other cases scattered more than that
+  between the runs, their scatter is used instead (workload_noise).
+  A case with one build per run also gets the typical between-process variance of the cases
+  built several times (process_variance): its own samples all come from one process.
   The median shift of all cases is printed apart: with one run per side a machine that was
   slower during one run and a change that slowed everything look alike.
 - t = log(ratio) / se; two-sided p from Student's t with Satterthwaite's degrees of freedom (the
@@ -187,6 +190,42 @@ def run_noise(pairs: list[tuple[Side, Side]]) -> RunNoise:
     return RunNoise(max(floor2, scatter**2), scatter, math.exp(center), max(1, int(kept.size) - 1))
 
 
+def process_variance(pairs: list[tuple[Side, Side]]) -> float:
+    """The typical variance of one build's log-median between processes, from the cases measured
+    in several builds (median over them of their pooled spread). A case with one build per run
+    is judged on its rounds or windows, all from one process; the machine-wide scatter comes
+    mostly from medians of several builds, so such a case gets this added for each run's one
+    process (selfcheck n=256 moved 19% between two unchanged runs whose scatter was 6%)."""
+    spreads = [pooled_log_variance(b, n) for b, n in pairs if b.kind == n.kind == "builds"]
+    return float(np.median(spreads)) if spreads else 0.0
+
+
+MIN_CASES_PER_WORKLOAD = 5  # its own between-run noise from at least 4 other cases (3 degrees of freedom)
+
+
+def workload_noise(pairs: dict[str, tuple[Side, Side]]) -> dict[str, tuple[float, float]]:
+    """Between-run noise of a case's ratio measured on the *other* cases of its workload: their
+    log-ratios' variance around their median (case_id -> (variance, degrees of freedom)).
+    Some workloads swing case by case between runs far more than the machine-wide scatter shows
+    (training steps on a shared CPU: 116 vs 169 ms for one case, 44 vs 68 ms for another, in two
+    runs of unchanged code, while the others moved 10%); leaving the case itself out keeps a real
+    change in it from widening its own noise, and centring on the others' median keeps a change
+    of the whole workload detectable."""
+    by_workload: dict[str, list[str]] = {}
+    for case_id in pairs:
+        by_workload.setdefault(case_id.split("/", 1)[0], []).append(case_id)
+    noise: dict[str, tuple[float, float]] = {}
+    for cases in by_workload.values():
+        if len(cases) < MIN_CASES_PER_WORKLOAD:
+            continue
+        logs = {c: math.log(pairs[c][1].median_s / pairs[c][0].median_s) for c in cases}
+        for case_id in cases:
+            others = np.array([v for c, v in logs.items() if c != case_id])
+            variance = float(((others - np.median(others)) ** 2).sum() / (others.size - 1))
+            noise[case_id] = (variance, float(others.size - 1))
+    return noise
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
     notes: list[str] = []
@@ -211,7 +250,13 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
             continue
         sides[case_id] = (b, n)
     noise = run_noise(list(sides.values()))
-    verdicts.extend(judge(case_id, b, n, threshold, noise.between2, noise.dof) for case_id, (b, n) in sides.items())
+    own = workload_noise(sides)
+    process2 = process_variance(list(sides.values()))
+    for case_id, (b, n) in sides.items():
+        between2, dof = max((noise.between2, noise.dof), own.get(case_id, (0.0, math.inf)))  # the wider of the two
+        if "windows" in (b.kind, n.kind):  # one build per run: its own samples cannot see process-to-process noise
+            between2 += process2 * (1 / b.runs + 1 / n.runs)
+        verdicts.append(judge(case_id, b, n, threshold, between2, dof))
     verdicts.sort(key=lambda v: v.case_id)
     if noise.scatter is not None:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter {math.expm1(noise.scatter):.1%} per ratio; "
