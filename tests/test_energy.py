@@ -115,7 +115,7 @@ class FakeCounter:
         return self.clock() * self.watts
 
 
-def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None):
+def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None, fn=None):
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), energy=meter, telemetry=telemetry)
     ctx = RunContext(bctx, {"schema_version": 3, "run_id": "run", "device_name": "cpu"}, writer)
@@ -123,7 +123,7 @@ def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops":
     class Workload:
         @staticmethod
         def build(case, ctx):
-            return Timed(fn=lambda: torch.ones(64, 64) @ torch.ones(64, 64), figures=figures, plan=plan)
+            return Timed(fn=fn or (lambda: torch.ones(64, 64) @ torch.ones(64, 64)), figures=figures, plan=plan)
 
     try:
         return run_case(MatmulCase("fp32", 64), Workload, FakeBenchmark(samples or [0.001]), ctx)
@@ -171,7 +171,11 @@ def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
         nvml.sm_clock_mhz, nvml.temp_c, nvml.power_mw, nvml.throttle_bits = next(readings)
         return nvml_sample(nvml, "gpu0")
 
-    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(read, interval_s=0.001), plan=RoundPlan(0, 1, 3, 0.0))
+    import time
+
+    # a region of 3 x 20 ms polled every millisecond: dozens of readings, the first one before throttling
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(read, interval_s=0.001), plan=RoundPlan(0, 1, 3, 0.0),
+                      fn=lambda: time.sleep(0.02))
     assert row["gpu_temp_c"] >= 83 and row["gpu_sm_clock_mhz"] == 1410 and row["gpu_power_w"] > 600
     assert "software power cap" in row["gpu_throttle"] and "software thermal slowdown" in row["gpu_throttle"]
     assert "throttled during the timed region: software power cap" in row["reason"] and "throttled" in row["flags"]
