@@ -25,6 +25,9 @@ RAPL_MIN_WINDOW_S = 0.05  # RAPL updates about every 1 ms
 TELEMETRY_INTERVAL_S = 0.1  # one NVML poll every 100 ms during a region (about 0.1% of a core)
 
 # nvmlClocksThrottleReasons bits (nvml.h); GPU idle and application-clock settings are not throttling.
+# The software power cap is how a data-centre GPU manages its boost under any heavy load: recorded
+# in gpu_throttle, but only the thermal and hardware slowdowns flag a row.
+SLOWDOWN_BITS = 0x8 | 0x20 | 0x40 | 0x80
 THROTTLE_REASONS = {
     0x4: "software power cap",
     0x8: "hardware slowdown",
@@ -51,7 +54,7 @@ class NvmlCounter:
 
     def __init__(self, index: int, nvml: Any) -> None:
         self.nvml = nvml
-        self.handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        self.handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
         self.read_j()  # raises here (not in a case) on a GPU without the counter
 
     def read_j(self) -> float:
@@ -113,6 +116,18 @@ def rapl_counter(root: Path = POWERCAP_ROOT) -> tuple[RaplCounter | None, str]:
                       f"`sudo chmod o+r {root}/intel-rapl:*/energy_uj` — CPU energy columns stay empty")
     except (OSError, ValueError) as error:
         return None, f"RAPL energy counters cannot be read ({error}) — CPU energy columns stay empty"
+
+
+def nvml_index(torch_index: int) -> int:
+    """NVML numbers GPUs physically, torch after CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER: with
+    CUDA_VISIBLE_DEVICES=3, torch's cuda:0 is NVML's 3. torch's own mapping where it has one."""
+    mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
+    if mapping is None:
+        return torch_index
+    try:
+        return int(mapping(torch_index))
+    except Exception:  # an unparsable CUDA_VISIBLE_DEVICES: torch's numbering is the best guess
+        return torch_index
 
 
 def load_nvml() -> Any:
@@ -225,6 +240,7 @@ def summarize_telemetry(samples: list[dict[str, float]]) -> dict[str, Any]:
         "gpu_temp_c": max(s["temp_c"] for s in samples),
         "gpu_power_w": statistics.fmean(s["power_w"] for s in samples),
         "gpu_throttle": ";".join(throttle_names(bits)),
+        "gpu_slowdown": ";".join(throttle_names(bits & SLOWDOWN_BITS)),  # not a column: what flags the row
     }
 
 
@@ -271,7 +287,7 @@ def gpu_sampler(device: torch.device, nvml_loader: Callable[[], Any] = load_nvml
         return None
     try:
         nvml = nvml_loader()
-        handle = nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(device.index or 0))
         nvml_sample(nvml, handle)
     except Exception:  # no NVML: the rows simply carry no telemetry
         return None

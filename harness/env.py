@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 import harness
+from harness.energy import nvml_index
 
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
 
@@ -72,7 +73,7 @@ def gpu_telemetry(index: int = 0) -> dict[str, Any]:
         import pynvml
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
         reading = {
             "gpu_sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "gpu_mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
@@ -93,7 +94,7 @@ def gpu_other_processes(index: int = 0) -> int | None:
         import pynvml
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle) + pynvml.nvmlDeviceGetGraphicsRunningProcesses(handle)
         me = psutil.Process()
         ours = {me.pid} | {child.pid for child in me.children(recursive=True)}

@@ -44,6 +44,20 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+SWEEP_MIN_AGE_S = 60.0  # a run in another pid namespace sharing /tmp looks dead: leave young folders alone
+
+
+def _ours_and_old(path: Path) -> bool:
+    import os
+    import time
+
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and time.time() - info.st_mtime > SWEEP_MIN_AGE_S
+
+
 def sweep_dead_run_folders(folder: Path) -> list[Path]:
     """Scratch folders of `gpubench run`s that were killed (SIGKILL leaves no chance to clean up):
     removed when their pid is gone. Returns what was removed."""
@@ -52,7 +66,8 @@ def sweep_dead_run_folders(folder: Path) -> list[Path]:
     removed = []
     for path in folder.glob(f"{RUN_FOLDER_PREFIX}*"):
         pid_text = path.name[len(RUN_FOLDER_PREFIX):].split("-", 1)[0]
-        if path.is_dir() and not path.is_symlink() and pid_text.isdigit() and not pid_alive(int(pid_text)):
+        if (path.is_dir() and not path.is_symlink() and pid_text.isdigit() and _ours_and_old(path)
+                and not pid_alive(int(pid_text))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

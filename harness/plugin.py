@@ -83,6 +83,7 @@ class GpubenchState:
     skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
     untimed_cases: int = 0
+    idle_power_w: float | None = None  # measured once before the first case where an energy counter exists
     stop: tuple[str, int] | None = None  # (line, exit code): the results folder filled up, or another run took the run id;
     # the line ends the run and the remaining cases do not run
     terminated: bool = False  # SIGTERM arrived: the run is stopping

@@ -70,6 +70,11 @@ class Timed:
     cpu_memory: one untimed call of this under the allocator profiler gives the cpu peak memory.
     energy_alias: a column that also holds the energy of one call (a run to a target accuracy:
         energy_to_target_j).
+    energy: False where the region's joules would not be the case's (a DDP launch: mostly process
+        start, and ranks on other GPUs unread); `energy_note` says why in the row.
+    samples_per_call: samples one call processes, where its throughput figure covers only part of
+        the call (an epoch's samples_per_s is over training, its energy over training and eval):
+        samples_per_j is then samples / joules of the call.
     """
 
     fn: Callable[[], Any]
@@ -81,6 +86,9 @@ class Timed:
     cpu_memory: Callable[[], Any] | None = None
     notes: list[str] = field(default_factory=list)
     energy_alias: str | None = None
+    energy: bool = True
+    energy_note: str = ""
+    samples_per_call: int | None = None
 
 
 @dataclass
@@ -263,9 +271,11 @@ class Region:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.reading = self.meter.stop(self._mark)
-        if self.sampler is not None:
-            self.telemetry = self.sampler.stop()
+        try:
+            self.reading = self.meter.stop(self._mark)
+        finally:  # the polling thread stops even when the counter read fails
+            if self.sampler is not None:
+                self.telemetry = self.sampler.stop()
 
 
 def time_case(timed: Timed, benchmark: Any, budget: Budget, clock: SyncedClock, region: Region | None = None) -> tuple[RoundPlan, list[float], Any]:
@@ -314,33 +324,44 @@ def energy_by_repetition(fn: Callable[[], Any], median_s: float, meter: EnergyMe
     return EnergyReading(reading.energy_j / calls if reading.energy_j is not None else None, reading.seconds / calls, reading.source, reading.reason)
 
 
-def energy_figures(reading: EnergyReading, calls: int, out: dict[str, Any]) -> dict[str, Any]:
+def energy_figures(reading: EnergyReading, calls: int, out: dict[str, Any], samples_per_call: int | None = None) -> dict[str, Any]:
     """energy_j per call of the timed function (one matmul, one epoch, one run to target), the
-    region's average power, and throughput per joule at that power."""
+    region's average power, and work per joule: TFLOP/s over watts (the region is all matmul), and
+    samples over joules — of the call when its samples are known, else samples/s over watts."""
     if reading.energy_j is None:
         return {"energy_source": reading.source or None}
     power_w = reading.avg_power_w
-    figures: dict[str, Any] = {"energy_j": reading.energy_j / calls, "avg_power_w": power_w, "energy_source": reading.source}
+    energy_j = reading.energy_j / calls
+    figures: dict[str, Any] = {"energy_j": energy_j, "avg_power_w": power_w, "energy_source": reading.source}
     if power_w:
         if isinstance(out.get("tflops"), (int, float)):
             figures["tflop_per_j"] = out["tflops"] / power_w
-        if isinstance(out.get("samples_per_s"), (int, float)):
+        if samples_per_call:
+            figures["samples_per_j"] = samples_per_call / energy_j
+        elif isinstance(out.get("samples_per_s"), (int, float)):
             figures["samples_per_j"] = out["samples_per_s"] / power_w
     return figures
 
 
 def _energy(timed: Timed, region: Region, plan: RoundPlan, stats: SampleStats, ctx: BuildContext, out: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The energy and telemetry columns of a measured case, and the reasons a reader must see."""
+    """The energy and telemetry columns of a measured case, and the reasons a reader must see.
+    A region too short for the counter is repeated for its energy in the first build of a case
+    only: on a GPU (1 s window) every later build would add over a second of full-power work."""
+    telemetry = dict(region.telemetry)
+    slowdown = telemetry.pop("gpu_slowdown", "")
+    notes = [f"throttled during the timed region: {slowdown.replace(';', ', ')}"] if slowdown else []
+    if not timed.energy:
+        return dict(telemetry, energy_source=None), ([timed.energy_note] if timed.energy_note and ctx.energy.available else []) + notes
     reading, calls = region.reading, plan.rounds * plan.iterations
-    if reading.energy_j is None and reading.source and timed.plan is None and timed.windows is None:
+    repeatable = timed.plan is None and timed.windows is None
+    if reading.energy_j is None and reading.source and repeatable and ctx.build_index == 0:
         reading, calls = energy_by_repetition(timed.fn, stats.median_s, ctx.energy, ctx.clock), 1
-    columns = energy_figures(reading, calls, out)
+    columns = energy_figures(reading, calls, out, timed.samples_per_call)
     if timed.energy_alias and columns.get("energy_j") is not None:
         columns[timed.energy_alias] = columns["energy_j"]
-    columns.update(region.telemetry)
-    notes = [reading.reason] if reading.reason and columns.get("energy_j") is None else []
-    if region.telemetry.get("gpu_throttle"):
-        notes.append(f"throttled during the timed region: {region.telemetry['gpu_throttle'].replace(';', ', ')}")
+    columns.update(telemetry)
+    if reading.reason and columns.get("energy_j") is None:
+        notes.insert(0, reading.reason + (" (measured once per case, in its first build)" if repeatable else ""))
     return columns, notes
 
 
@@ -366,7 +387,7 @@ def _measure(case: Case, timed: Timed, benchmark: Any, ctx: BuildContext, row: d
     out.update(mem_allocated_bytes=memory.allocated_bytes, mem_reserved_bytes=memory.reserved_bytes)
     energy, energy_notes = _energy(timed, region, plan, stats, ctx, out)
     out.update(energy)
-    if energy.get("gpu_throttle"):
+    if any(note.startswith("throttled") for note in energy_notes):
         flags.append("throttled")
     warnings = timed.notes + impossible_figures(out, str(row.get("device_name", "")), str(getattr(case, "dtype", "") or "")) + energy_notes
     out.update(status="ok", reason="; ".join(filter(None, [str(figures.get("reason") or "")] + warnings)), flags=flags)

@@ -254,7 +254,9 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     process2 = process_variance(list(sides.values()))
     for case_id, (b, n) in sides.items():
         between2, dof = max((noise.between2, noise.dof), own.get(case_id, (0.0, math.inf)))  # the wider of the two
-        if "windows" in (b.kind, n.kind):  # one build per run: its own samples cannot see process-to-process noise
+        # one build per run: its own samples cannot see process-to-process noise (already inside a
+        # workload scatter that won, when its cases are built once per run too)
+        if "windows" in (b.kind, n.kind) and between2 == noise.between2:
             between2 += process2 * (1 / b.runs + 1 / n.runs)
         verdicts.append(judge(case_id, b, n, threshold, between2, dof))
     verdicts.sort(key=lambda v: v.case_id)
@@ -309,7 +311,8 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     """What differs between the sides besides the code: a verdict across machines, profiles or
     devices compares those too."""
     notes = []
-    for column, what in (("machine_id", "machines"), ("device", "devices"), ("profile", "profiles"), ("torch_version", "torch versions")):
+    for column, what in (("machine_id", "machines"), ("device", "devices"), ("profile", "profiles"), ("torch_version", "torch versions"),
+                         ("dataset", "datasets (and so time-to-accuracy targets)")):
         b, n = sorted(set(base[column].dropna())), sorted(set(new[column].dropna()))
         if b != n:
             notes.append(f"note: the sides differ in {what} (BASE {', '.join(map(str, b))}; NEW {', '.join(map(str, n))}): the verdicts compare that too")

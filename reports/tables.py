@@ -138,11 +138,15 @@ def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per machine, design and target: seeds run, how many did not converge, the olympic mean
     time to target and the spread of the converged seeds, epochs and energy to target. Valid
     only with at most one non-converging seed (MLPerf); diverged seeds count like those."""
-    rows = frame[(frame["workload"] == "time_to_accuracy") & frame["status"].isin(["ok", "failed"])]
+    rows = frame[(frame["workload"] == "time_to_accuracy") & frame["status"].isin(["ok", "failed", "oom"])].copy()
     if rows.empty:
         return pd.DataFrame()
+    # a seed that crashed before its target was resolved still counts, as not converged, for its design's target
+    known = rows.dropna(subset=["target_accuracy"]).groupby(["machine", "design"])["target_accuracy"].first()
+    missing = rows["target_accuracy"].isna()
+    rows.loc[missing, "target_accuracy"] = [known.get((m, d), math.nan) for m, d in zip(rows.loc[missing, "machine"], rows.loc[missing, "design"])]
     records = []
-    for (machine, design, target), group in rows.groupby(["machine", "design", "target_accuracy"], sort=False):
+    for (machine, design, target), group in rows.groupby(["machine", "design", "target_accuracy"], sort=False, dropna=False):
         ok = group[group["status"] == "ok"]
         missed = len(group) - len(ok)
         times_s = list(ok["time_to_target_s"]) + [math.inf] * missed

@@ -139,7 +139,7 @@ def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
     row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 10, 5, 0.0), figures=lambda s, r: {"tflops": 2.0, "samples_per_s": 100.0})
     assert row["status"] == "ok" and row["energy_source"] == "rapl"
     assert row["avg_power_w"] == pytest.approx(50.0, rel=0.05)
-    assert row["energy_j"] > 0 and row["tflop_per_j"] == pytest.approx(2.0 / row["avg_power_w"])
+    assert row["energy_j"] > 0  # its division by the calls is checked with a call-counting counter below and row["tflop_per_j"] == pytest.approx(2.0 / row["avg_power_w"])
     assert row["samples_per_j"] == pytest.approx(100.0 / row["avg_power_w"])
 
 
@@ -178,7 +178,44 @@ def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
                       fn=lambda: time.sleep(0.02))
     assert row["gpu_temp_c"] >= 83 and row["gpu_sm_clock_mhz"] == 1410 and row["gpu_power_w"] > 600
     assert "software power cap" in row["gpu_throttle"] and "software thermal slowdown" in row["gpu_throttle"]
-    assert "throttled during the timed region: software power cap" in row["reason"] and "throttled" in row["flags"]
+    # the thermal slowdown flags the row; the power cap (a loaded data-centre GPU's normal state) is only recorded
+    assert "throttled during the timed region: software thermal slowdown" in row["reason"] and "throttled" in row["flags"]
+    assert "power cap" not in row["reason"]
+
+
+def test_the_power_cap_alone_is_recorded_but_flags_nothing(tmp_path):
+    import time
+
+    nvml = FakeNvml()
+    nvml.throttle_bits = 0x4
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(lambda: nvml_sample(nvml, "gpu0"), interval_s=0.001),
+                      plan=RoundPlan(0, 1, 3, 0.0), fn=lambda: time.sleep(0.01))
+    assert row["gpu_throttle"] == "software power cap" and "throttled" not in row["flags"] and "throttled" not in row["reason"]
+
+
+def test_warm_up_and_calibration_stay_outside_the_energy_region(tmp_path):
+    """A counter that counts the calls made while it is read: the region's joules come from the
+    timed rounds only (pytest-benchmark's rounds x iterations), not the warm-up calls before."""
+    calls = []
+
+    class CallCounter:
+        source, min_window_s = "rapl", 0.0
+
+        def read_j(self) -> float:
+            return float(len(calls))  # one joule per call so far
+
+    row = _run_matmul(tmp_path, EnergyMeter(CallCounter()), plan=RoundPlan(3, 2, 5, 0.0), fn=lambda: calls.append(1))
+    assert len(calls) == 3 + 2 * 5  # three warm-up calls, then 5 rounds of 2
+    assert row["energy_j"] == pytest.approx(1.0)  # 10 joules over the 10 timed calls: warm-up's 3 left out
+
+
+def test_an_epochs_samples_per_joule_is_its_samples_over_its_joules(tmp_path):
+    from harness.runner import energy_figures
+    from harness.energy import EnergyReading
+
+    figures = energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1, {"samples_per_s": 4000.0}, samples_per_call=60_000)
+    assert figures["samples_per_j"] == pytest.approx(100.0)  # not 4000 / 30 W: the throughput covers training only
+    assert energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1, {"samples_per_s": 4000.0})["samples_per_j"] == pytest.approx(4000 / 30)
 
 
 def test_telemetry_summary_ignores_idle_and_clock_setting_bits():

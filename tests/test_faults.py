@@ -798,8 +798,12 @@ def test_scratch_folders_of_killed_runs_are_swept_and_live_ones_kept(tmp_path):
     killed = tmp_path / f"{run_folder_prefix(int(dead))}abc"
     live = tmp_path / f"{run_folder_prefix(os.getpid())}def"
     other = tmp_path / "gpubench-run-notapid"
-    for folder in (killed, live, other):
+    young = tmp_path / f"{run_folder_prefix(int(dead))}young"  # another pid namespace's live run looks dead: spared while young
+    for folder in (killed, live, other, young):
         folder.mkdir()
         (folder / "builds").write_text("4")
+    hour_ago = time.time() - 3600
+    for folder in (killed, live, other):
+        os.utime(folder, (hour_ago, hour_ago))
     assert sweep_dead_run_folders(tmp_path) == [killed]
-    assert not killed.exists() and live.exists() and other.exists()
+    assert not killed.exists() and live.exists() and other.exists() and young.exists()

@@ -80,8 +80,9 @@ def test_a_reachable_target_gives_time_epochs_accuracy_and_seed(tmp_path, easy_d
     assert row["test_accuracy"] >= 0.9 and row["seed"] == 2 and row["target_accuracy"] == 0.9
     assert row["time_to_target_s"] > 0 and row["samples_s"] == [row["time_to_target_s"]]
     steps_per_epoch = math.ceil(1024 / 64)
-    evals = math.ceil(steps_per_epoch / tta.EVALS_PER_EPOCH)  # evaluated every quarter epoch and at each epoch's end
-    assert (row["epochs_to_target"] * steps_per_epoch) % evals == 0 or (row["epochs_to_target"] % 1) == 0
+    every = math.ceil(steps_per_epoch / tta.EVALS_PER_EPOCH)  # evaluated every quarter epoch and at each epoch's end
+    in_epoch = round(row["epochs_to_target"] * steps_per_epoch) % steps_per_epoch
+    assert in_epoch % every == 0  # the run stopped at an evaluation point
     assert row["case_id"] == "time_to_accuracy/fastest-epoch-to0.9"  # a target the user chose is in the id
 
 
@@ -98,6 +99,8 @@ def test_warm_up_leaves_the_timed_model_at_its_seeds_initial_weights(easy_data):
     model = next(cell.cell_contents for cell in trainer if isinstance(cell.cell_contents, tta.Trainer)).model
     fresh = make_model("cnn", seed=tta.SEED_BASE + 1)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values()))
+    trainer = next(cell.cell_contents for cell in timed.fn.__closure__ if isinstance(cell.cell_contents, tta.Trainer))
+    assert not trainer.optimizer.state and trainer.seen == 0  # Adam's moments from warm-up are gone too
     other = make_model("cnn", seed=tta.SEED_BASE)
     assert not all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), other.state_dict().values()))
 
@@ -156,3 +159,15 @@ def test_a_target_outside_zero_one_is_one_line_before_any_case(tmp_path):
         errors = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(errors) == 1 and "--target-accuracy" in errors[0] and "outside (0, 1)" in errors[0]
         assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_the_template_design_trains_through_a_dataloader_started_inside_the_clock(tmp_path, easy_data):
+    template = replace(tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["template"]), target_accuracy=0.9), num_workers=0, batch_size=64)
+    row = run_row(tmp_path, easy_data, template)
+    assert row["status"] == "ok" and row["loader"] == "dataloader" and row["test_accuracy"] >= 0.9
+
+
+def test_a_seed_that_crashed_before_its_target_was_known_still_counts_against_its_design():
+    frame = pd.DataFrame(_rows("m", "template", [30, 31, 29]) + [dict(_rows("m", "template", [], failed=1)[0], target_accuracy=None)] * 2)
+    row = time_to_accuracy_table(frame).iloc[0]
+    assert row["seeds"] == 5 and row["not_converged"] == 2 and row["verdict"].startswith("invalid")

@@ -258,7 +258,13 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
                 "reason": "; ".join(filter(None, notes))}
 
     return Timed(fn=lambda: launch(command, workdir / "rank0.json", timeout_s), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
-                 windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True))
+                 windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True),
+                 energy=False, energy_note=DDP_ENERGY_NOTE)
+
+
+# The timed call is a whole torchrun launch (process start, imports, data, warm-up steps) and
+# one GPU's counter would miss the other ranks': its joules would not be the steps'.
+DDP_ENERGY_NOTE = "energy: not measured for a DDP launch (mostly process start-up; other ranks' GPUs unread)"
 
 
 def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
@@ -287,7 +293,8 @@ def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
                 "step_s": stats.median_s / steps, "effective_batch": global_batch}
 
     first = next(iter(loader))
-    return Timed(fn=run, figures=figures, plan=RoundPlan(1, 1, 1, 0.0), warmup=lambda: trainer.step([first]))
+    return Timed(fn=run, figures=figures, plan=RoundPlan(1, 1, 1, 0.0), warmup=lambda: trainer.step([first]),
+                 energy=False, energy_note="energy: not measured for DataParallel (one GPU's counter of several)")
 
 
 def build(case: DistributedCase, ctx: BuildContext) -> Timed:

@@ -308,4 +308,5 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
         windows=lambda result: result.window_step_s,
         cpu_memory=lambda: trainer.step([shapes[0]]),  # on cpu: the allocator's peak over one training step
         notes=setting_notes(case, device),
+        samples_per_call=int(data.split(True).labels.shape[0]),  # the epoch's energy covers eval too: samples trained per joule
     )

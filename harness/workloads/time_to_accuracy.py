@@ -215,7 +215,8 @@ def target_figures(case: TargetCase, target: float, data: DataSource, cap_epochs
             raise Diverged(f"train_loss is {result.train_loss} after {result.epochs:.2f} epochs (test accuracy {result.test_accuracy:.3f})", columns)
         if result.time_to_target_s is None:
             raise DidNotConverge(f"best test accuracy {result.best_accuracy:.3f} after {cap_epochs} epochs, target {target:g}"
-                                 f" — lower --target-accuracy or use the full profile (cap 10 epochs)", columns)
+                                 + (" — lower --target-accuracy" if cap_epochs >= EPOCH_CAP["full"] else
+                                    f" — lower --target-accuracy or use the full profile (cap {EPOCH_CAP['full']} epochs)"), columns)
         notes = []
         if data.dataset == "synthetic":
             notes.append("synthetic data: accuracy is meaningless")
