@@ -165,7 +165,7 @@ def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epoc
                 accuracy = _evaluate(trainer, test, case)
                 evaluations.append((steps / steps_per_epoch, accuracy, clock() - start))
                 if progress:
-                    progress(steps, cap_epochs * steps_per_epoch)
+                    progress(steps, 0)  # no ETA: when the target is reached is what is measured
                 loss = trainer.loss_sum.item() / max(trainer.seen, 1)
                 if accuracy >= target or not math.isfinite(loss):
                     return _result(evaluations, loss, reached=accuracy >= target and math.isfinite(loss))
