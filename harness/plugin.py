@@ -268,6 +268,7 @@ def _build_of(item: pytest.Item) -> int:
     return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
 
+@pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
     With --gpubench-build K, only build K of each case runs here (the others are deselected)."""
@@ -281,9 +282,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-    for item in items:  # markers from the workload: -m "not slow" gives the fast subset
-        for name in getattr(getattr(getattr(item, "module", None), "gpubench_workload", None), "MARKERS", ()):
-            item.add_marker(name)
     items.sort(key=_build_of)
 
 
@@ -307,9 +305,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cases = workload.cases(state.ctx)
     untimed = bool(getattr(metafunc.config.option, "benchmark_disable", False))
     builds = 1 if untimed else builds_for(workload, state.ctx.profile)  # untimed: each case once
-    pairs = [(case, build) for case in cases for build in range(builds)]
-    ids = [case.test_id + (f"-b{build}" if builds > 1 else "") for case, build in pairs]
-    metafunc.parametrize(("case", "gpubench_build"), pairs, ids=ids)
+    # the workload's markers ride on each parameter set, so -m "not slow" sees them before any hook
+    marks = [getattr(pytest.mark, name) for name in getattr(workload, "MARKERS", ())]
+    params = [pytest.param(case, build, marks=marks, id=case.test_id + (f"-b{build}" if builds > 1 else ""))
+              for case in cases for build in range(builds)]
+    metafunc.parametrize(("case", "gpubench_build"), params)
 
 
 @pytest.fixture
