@@ -134,6 +134,11 @@ def olympic_mean(times_s: list[float]) -> float:
     return float(np.mean(kept)) if kept else math.nan
 
 
+def _summary_of(rows: pd.DataFrame, column: str, how: str = "median") -> float:
+    """median/min/max of a column over rows, NaN when there are none (no converged seed)."""
+    return float(getattr(rows[column], how)()) if len(rows) and column in rows else math.nan
+
+
 def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per machine, design and target: seeds run, how many did not converge, the olympic mean
     time to target and the spread of the converged seeds, epochs and energy to target. Valid
@@ -154,12 +159,9 @@ def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
         valid = math.isfinite(score_s) and missed <= 1
         records.append({"machine": machine, "design": design, "target_accuracy": target, "seeds": len(group), "not_converged": missed,
                         "olympic_mean_s": score_s if valid else math.nan,
-                        "fastest_seed_s": float(ok["time_to_target_s"].min()) if len(ok) else math.nan,
-                        "slowest_seed_s": float(ok["time_to_target_s"].max()) if len(ok) else math.nan,
-                        "epochs_to_target": float(ok["epochs_to_target"].median()) if len(ok) else math.nan,
-                        "test_accuracy": float(ok["test_accuracy"].median()) if len(ok) else math.nan,
-                        "energy_to_target_j": float(ok["energy_to_target_j"].median()) if len(ok) and "energy_to_target_j" in ok else math.nan,
-                        "compile_s": float(ok["compile_s"].median()) if len(ok) else math.nan,
+                        "fastest_seed_s": _summary_of(ok, "time_to_target_s", "min"), "slowest_seed_s": _summary_of(ok, "time_to_target_s", "max"),
+                        "epochs_to_target": _summary_of(ok, "epochs_to_target"), "test_accuracy": _summary_of(ok, "test_accuracy"),
+                        "energy_to_target_j": _summary_of(ok, "energy_to_target_j"), "compile_s": _summary_of(ok, "compile_s"),
                         "verdict": "valid" if valid else f"invalid: {missed} of {len(group)} seeds did not converge"})
     return pd.DataFrame(records).sort_values(["machine", "target_accuracy", "olympic_mean_s"]).reset_index(drop=True)
 

@@ -155,7 +155,7 @@ def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epoc
     steps = 0
     for _ in range(cap_epochs):
         in_epoch = 0
-        for x, y in timed_batches(train, device, bool(case.non_blocking), _NoWait()):
+        for x, y in timed_batches(train, device, bool(case.non_blocking)):  # data wait is not split out here
             trainer.step([(x, y)])
             if schedule is not None:
                 schedule.step()
@@ -170,14 +170,6 @@ def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epoc
                 if accuracy >= target or not math.isfinite(loss):
                     return _result(evaluations, loss, reached=accuracy >= target and math.isfinite(loss))
     return _result(evaluations, trainer.loss_sum.item() / max(trainer.seen, 1), reached=False)
-
-
-class _NoWait:
-    """timed_batches' stopwatch, unused here: time to target does not split out data wait."""
-
-    def start(self, sync: bool = False) -> None: ...
-
-    def stop(self, sync: bool = False) -> None: ...
 
 
 def _evaluate(trainer: Trainer, test: Iterable[Batch], case: EpochCase) -> float:

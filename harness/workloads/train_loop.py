@@ -125,19 +125,22 @@ class EpochResult:
         return self.data_wait_s / self.train_s if self.train_s > 0 else 0.0
 
 
-def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: bool, wait: Stopwatch) -> Iterator[Batch]:
+def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: bool, wait: Stopwatch | None = None) -> Iterator[Batch]:
     """Yields device batches, charging the time spent getting each (next() and the copy call) to
-    `wait`. Host clock, no sync: a device still busy with the previous step is not data wait."""
+    `wait` when given. Host clock, no sync: a device still busy with the previous step is not data wait."""
     iterator = iter(batches)
     while True:
-        wait.start(sync=False)
+        if wait:
+            wait.start(sync=False)
         try:
             x, y = next(iterator)
         except StopIteration:
-            wait.stop(sync=False)
+            if wait:
+                wait.stop(sync=False)
             return
         x, y = x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
-        wait.stop(sync=False)
+        if wait:
+            wait.stop(sync=False)
         yield x, y
 
 
