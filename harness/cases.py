@@ -9,39 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from harness.caseids import short_id
-from harness.timing import Budget
-
-PROFILES = ("quick", "full", "smoke")
-PROFILE_HELP = "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"
-
-
-class ProfileError(ValueError):
-    pass
-
-
-def check_profile(name: str) -> str:
-    if name not in PROFILES:
-        raise ProfileError(f"unknown profile {name!r}: use --profile quick, full or smoke")
-    return name
-
-
-# Seconds of timed work per build of a micro-benchmark case, per profile (quick: 3 builds, full: 7;
-# see harness.runner.DEFAULT_BUILDS). Many short builds beat few long ones: on a shared machine a
-# case's speed can change from one build to the next (fresh tensors, another moment of the run),
-# and that spread is what a comparison must be judged against.
-BUDGETS: dict[str, Budget] = {
-    "smoke": Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
-    "quick": Budget(target_s=0.1, min_rounds=5, max_rounds=100, warmup_calls=2),
-    "full": Budget(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
-}
+from harness.catalog import short_id
 
 
 @dataclass(frozen=True)
 class Case:
     """Base of every case. Subclasses set `workload` and declare their settings as fields, each
     named after its CSV column (harness.schema.CASE_COLUMNS); a setting the case does not use is
-    None. Ids come from the one scheme in harness.caseids."""
+    None. Ids come from its workload's declared rule (harness.catalog)."""
 
     workload: ClassVar[str] = ""
 
@@ -60,3 +35,20 @@ class Case:
 class CaseSkipped(Exception):
     """Raised by a workload's build step when this device cannot run the case; becomes a
     `status=skipped` row with the message as its reason."""
+
+
+class Diverged(Exception):
+    """Raised by a workload's figures when training diverged: the row is `failed`, never fastest.
+    `columns` still land in the row (e.g. the target a run did not reach)."""
+
+    prefix = "diverged"
+
+    def __init__(self, message: str, columns: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.columns = columns or {}
+
+
+class DidNotConverge(Diverged):
+    """A run that never reached its target accuracy within its cap: `failed`, counted as slowest."""
+
+    prefix = "did not converge"

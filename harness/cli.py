@@ -51,13 +51,10 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     return [str(BENCHES), *only, "-v", f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider", *to_pytest_argv(args), *extra]
 
 
-# pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
-# 5 no tests collected (for a later build: every case has fewer builds, the run is complete);
-# gpubench's plugin adds 75 (results folder full) and 143 (SIGTERM, the case in progress unwound).
+# Exit codes that end the run: interrupted (2), internal error (3), usage (4), results folder full
+# (75), SIGTERM (143). No further build process starts after one of them.
 TERMINATED_EXIT = 143
 STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, TERMINATED_EXIT)
-NO_TESTS = 5
-MAX_BUILDS = 100
 
 
 def per_build_args(extra: list[str], build: int) -> list[str]:
@@ -82,58 +79,28 @@ def per_build_args(extra: list[str], build: int) -> list[str]:
     return out
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> int:
-    """One build process, which dies with this one; SIGTERM here is passed on to it, and Ctrl-C
-    (which the whole terminal group gets) waits for it to stop with its rows whole."""
-    import signal
-    import subprocess
-
-    from harness.lifetime import child_preexec
-
-    child = subprocess.Popen(argv, env=env, preexec_fn=child_preexec())
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
-    try:
-        while True:
-            try:
-                return child.wait()
-            except KeyboardInterrupt:  # pytest in the child stops at the case's edge; wait for it
-                continue
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
-    """One pytest process per build: build k of every case runs in process k, appending to the
-    run's CSV. Separate processes sample what a single process cannot vary: its memory layout,
-    thread placement and the machine's state at another moment (pyperf's lesson). The first
-    process's collection says how many builds the selection needs."""
+    """One pytest process per build (harness.launch.run_builds), each dying with this one."""
     import os
     import tempfile
 
-    from harness.options import BUILD_COUNT_ENV
-
-    from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
+    from harness.launch import ProcessLauncher, python_module
+    from harness.launch import run_builds as launch_builds
+    from harness.lifetime import sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
-    worst, builds = 0, 1
-    with tempfile.TemporaryDirectory(prefix=run_folder_prefix(os.getpid())) as folder:
-        count_file = Path(folder) / "builds"
-        env = dict(os.environ, **{BUILD_COUNT_ENV: str(count_file)})
-        build = 0
-        while build < builds:
-            argv = [sys.executable, "-m", "pytest", *pytest_args(args, per_build_args(extra, build)), f"--gpubench-build={build}"]
-            if build:
-                print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
-            code = run_child(argv, env)
-            if code == NO_TESTS and build == 0:
-                print("gpubench: no case matched the selection (-k/-m): nothing was run", file=sys.stderr)
-            if code in STOP_CODES or code < 0 or (code == NO_TESTS and build == 0):
-                return code if code >= 0 else 128 - code
-            worst = max(worst, code if code != NO_TESTS else 0)
-            if build == 0 and count_file.exists():
-                builds = min(MAX_BUILDS, int(count_file.read_text() or 1))
-            build += 1
-    return worst
+
+    def argv_for(build: int) -> list[str]:
+        return python_module("pytest", *pytest_args(args, per_build_args(extra, build)), f"--gpubench-build={build}")
+
+    def announce(build: int, builds: int) -> None:
+        if build:
+            print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
+
+    outcome = launch_builds(ProcessLauncher(), argv_for, dict(os.environ), STOP_CODES, announce)
+    for note in outcome.notes:
+        print(f"gpubench: {note}", file=sys.stderr)
+    return outcome.code
 
 
 def timer_problem(extra: list[str]) -> str | None:

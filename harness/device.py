@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,3 +181,15 @@ def _mps_bf16_ok() -> bool:
         return True
     except (RuntimeError, TypeError):
         return False
+
+
+def unusable_gpu(device: torch.device) -> str | None:
+    """A GPU the machine's driver shows while the suite runs on the CPU: the torch build cannot
+    see it (a CPU wheel, a CUDA wheel on ROCm, a driver/runtime mismatch)."""
+    if device.type != "cpu":
+        return None
+    for tool, marker, kind in (("nvidia-smi", "/dev/nvidia0", "an NVIDIA GPU"), ("rocm-smi", "/dev/kfd", "an AMD GPU (ROCm)")):
+        if Path(marker).exists() or shutil.which(tool):
+            build = f"torch {torch.__version__} (cuda {torch.version.cuda or 'none'}, hip {getattr(torch.version, 'hip', None) or 'none'})"
+            return f"this machine shows {kind} but {build} cannot use it — running on the CPU; install the torch build for your GPU"
+    return None

@@ -44,9 +44,6 @@ class Option:
         return [self.namespaced] if self.type is None else [f"{self.namespaced}={value}"]
 
 
-# `gpubench run` starts one pytest process per build; the first one's collection writes how many
-# builds the selection needs into the file this variable names.
-BUILD_COUNT_ENV = "GPUBENCH_BUILD_COUNT_FILE"
 # Exit code of a run stopped because its results folder is full (EX_TEMPFAIL): gpubench run then
 # launches no further build process.
 RESULTS_FULL_EXIT = 75

@@ -7,7 +7,7 @@ and its unit formatting all derive from `SCHEMA`. A column a workload does not u
 Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach `upgrade_row` how to
 read the old version. Version history:
   1  first release.
-  2  typed columns; short case ids from harness.caseids (settings a case does not use are empty);
+  2  typed columns; short case ids (harness.catalog) (settings a case does not use are empty);
      one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
      counts; noise and load flags; memory tier of bandwidth cases; cold/warm compile.
   3  energy on every timed region (energy_j, avg_power_w, energy_source, per-joule figures); GPU
@@ -20,28 +20,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable
+
+from harness.catalog import case_id_for, declared_columns
+from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from harness.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
 
 SCHEMA_VERSION = 3
-
-Kind = Literal["str", "int", "float", "bool", "json"]
-Group = Literal["run", "case", "measurement", "figure"]
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    kind: Kind
-    group: Group
-    unit: str = ""  # s, bytes, TFLOP/s, GB/s, samples/s, frac, ...; "" when unitless
-    required: bool = False  # a file without it is not a gpubench results file
-
-
-def _cols(group: Group, kind: Kind, names: str, unit: str = "", required: str = "") -> tuple[Column, ...]:
-    needed = set(required.split())
-    return tuple(Column(n, kind, group, unit, n in needed) for n in names.split())
-
 
 SCHEMA: tuple[Column, ...] = (
     # run and machine: the fingerprint every row carries
@@ -129,6 +114,8 @@ SCHEMA: tuple[Column, ...] = (
     # outcome
     *_cols("measurement", "str", "status reason flags", required="status reason"),
     *_cols("measurement", "json", "samples_s", "s"),
+    # columns workloads declare themselves (harness.catalog), after the core ones: older files keep their order
+    *declared_columns(),
 )
 
 BY_NAME: dict[str, Column] = {c.name: c for c in SCHEMA}
@@ -253,12 +240,8 @@ _DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_wor
 def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
     """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
     one id scheme, and the row counts as build 0 of 1."""
-    from harness.caseids import case_id_for  # torch-free (imported here: caseids is a leaf, schema the root)
-
     row = dict(row)
     if row.get("workload") == "mnist_epoch":
-        from harness.caseids import GUIDE_TEMPLATE
-
         # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
         row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
         if row.get("loader") == "preloaded":

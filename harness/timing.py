@@ -14,14 +14,13 @@ Design (after torch.utils.benchmark and triton.testing.do_bench):
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from harness.device import synchronize
+from harness.plan import Budget, RoundPlan, plan_rounds
 
 Clock = Callable[[], float]
 
@@ -48,27 +47,6 @@ class SyncedClock:
         return f"SyncedClock({self.device}, base={getattr(self.base, '__name__', self.base)})"
 
 
-@dataclass(frozen=True)
-class RoundPlan:
-    """How to sample one case: `iterations` calls per timed round, `rounds` rounds."""
-
-    warmup_calls: int
-    iterations: int
-    rounds: int
-    estimate_s: float  # seconds per call seen during warm-up
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Time budget per build of a case; the profiles differ only in these numbers."""
-
-    target_s: float = 1.0  # total timed seconds per build
-    min_round_s: float = 1e-3  # a round shorter than this is dominated by sync/launch overhead
-    min_rounds: int = 5
-    max_rounds: int = 200
-    warmup_calls: int = 3
-
-
 def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:
     """Run `fn` up to `calls` times (cuBLAS init, autotune, lazy allocation) and return the seconds
     per call of the fastest of the last two, which the round planner uses. None of this enters
@@ -86,20 +64,6 @@ def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = f
         seen.append(clock() - start)
         spent_s += seen[-1]
     return min(seen[-2:])
-
-
-# Planned rounds aim this much above the minimum: a call estimated from warm-up can run faster in
-# the rounds (caches warm, clocks up), and a round must really last >= min_round_s.
-ROUND_MARGIN = 1.5
-
-
-def plan_rounds(estimate_s: float, budget: Budget) -> RoundPlan:
-    """Pick iterations per round (so a round lasts >= min_round_s) and rounds (to fill target_s)."""
-    per_call = max(estimate_s, 1e-9)
-    iterations = max(1, math.ceil(ROUND_MARGIN * budget.min_round_s / per_call)) if budget.min_round_s > 0 else 1
-    round_s = per_call * iterations
-    rounds = int(min(budget.max_rounds, max(budget.min_rounds, budget.target_s // round_s)))
-    return RoundPlan(budget.warmup_calls, iterations, rounds, estimate_s)
 
 
 def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[float]:
@@ -159,3 +123,18 @@ class Stopwatch:
         self._start = None
         self.total_s += span
         return span
+
+
+_session_clock: SyncedClock | None = None
+
+
+def install_session_clock(clock: SyncedClock | None) -> None:
+    """The clock `session_clock` reads: the pytest plugin installs its session's, and names
+    `harness.timing.session_clock` as pytest-benchmark's --benchmark-timer (its public way to
+    take a timer), so pytest-benchmark times every round with the one synced clock."""
+    global _session_clock
+    _session_clock = clock
+
+
+def session_clock() -> float:
+    return (_session_clock or time.perf_counter)()

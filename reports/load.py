@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.caseids import short_id
+from harness.catalog import short_id
 from harness.results import file_ends_whole, read_rows
 from harness.schema import (BOOL_COLUMNS, BY_NAME, COLUMNS, NON_EMPTY, NUMERIC_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SETTING_COLUMNS,
                             SchemaError, parse_cell)

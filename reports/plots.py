@@ -18,6 +18,7 @@ import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.peaks import peak_gbps, peak_tflops  # noqa: E402
+from harness.workload_spec import PlotSpec  # noqa: E402
 from reports.tables import compile_table  # noqa: E402
 
 MAX_LEGEND = 24
@@ -189,3 +190,32 @@ def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     cost.tick_params(axis="y", labelsize=8)
     fig.suptitle("torch.compile: cost against gain (break-even steps in the table)", fontsize=10)
     return _save(fig, out / "compile.png")
+
+
+def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
+    """A workload's declared plot: one panel per machine, `spec.y` over `spec.x`, a line per value
+    of `spec.hue` (harness.workload_spec.PlotSpec)."""
+    rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
+    if rows.empty:
+        return None
+    machines = sorted(rows["machine"].unique())
+    fig, axes = _panels(len(machines), width=5.0, height=3.6, columns=2)
+    for ax, machine in zip(axes, machines):
+        group = rows[rows["machine"] == machine]
+        lines = group.groupby(group[spec.hue].astype(str)) if spec.hue else [("", group)]
+        for label, line in lines:
+            line = line.sort_values(spec.x)
+            ax.plot(line[spec.x].astype(str) if line[spec.x].dtype == object else line[spec.x], line[spec.y], marker="o",
+                    label=f"{spec.hue}={label}" if spec.hue else None)
+        if spec.logx:
+            ax.set_xscale("log", base=2)
+        if spec.logy:
+            ax.set_yscale("log")
+            _plain_numbers(ax)
+        ax.set_title(machine, fontsize=9)
+        ax.set_xlabel(spec.x)
+        ax.set_ylabel(spec.y)
+        ax.grid(True, which="both", alpha=0.3)
+    if spec.hue:
+        _legend(fig, axes)
+    return _save(fig, path)

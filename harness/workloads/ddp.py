@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,11 +17,14 @@ from typing import Any, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
-from harness.lifetime import child_preexec
-from harness.runner import BuildContext, Timed
+from harness.catalog.ddp import SPEC
+from harness.context import BuildContext
+from harness.data_source import DataSource, PreloadedLoader
+from harness.launch import Job, TorchrunLauncher
+from harness.measure import Timed
+from harness.plan import RoundPlan
 from harness.stats import SampleStats, median
-from harness.timing import RoundPlan
-from harness.workloads.data_source import DataSource, PreloadedLoader
+from harness.workload import Workload
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import Trainer
 
@@ -36,17 +38,8 @@ LAUNCH_TIMEOUT_S = {"smoke": 120, "quick": 600, "full": 3600}
 # The ranks' own collective timeout is half the launch's: a peer that stopped answering fails the
 # rank with its error (quoted in the case's reason) before the launch is killed without one.
 COLLECTIVE_SHARE = 0.5
-MAX_PROCS_PER_CORE = 4  # gloo ranks beyond this share the cores so thinly that the case measures the scheduler
-RANK_HOST_BYTES = 1_500_000_000  # host memory one CPU rank needs: torch, the CNN, the preloaded dataset
 WORKDIR_PREFIX = "gpubench-ddp-"
-KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 STALE_WORKDIR_S = 24 * 3600  # a workdir this old belongs to no running case (a launch lasts at most an hour)
-MARKERS = ("slow", "training", "distributed")
-BUILDS = {"smoke": 1, "quick": 1, "full": 1}  # a launch is seconds of process start; steps give the spread
-
-
-class NprocError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -56,46 +49,6 @@ class DistributedCase(Case):
     world_size: int
     backend: str
     batch_size: int  # per rank (ddp) or per GPU share of the global batch (dataparallel)
-
-
-def available_memory_bytes() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().available)
-
-
-def default_nproc(device: torch.device) -> int:
-    """The GPU count on cuda; 2 CPU ranks, or 1 where the memory holds only one (the default must
-    never be refused by check_nproc)."""
-    if device.type == "cuda":
-        return torch.cuda.device_count()
-    return 2 if 2 * RANK_HOST_BYTES <= available_memory_bytes() else 1
-
-
-def check_cpu_nproc(nproc: int) -> None:
-    """CPU ranks the machine cannot hold: too many per core, or more than its free memory."""
-    cores = os.cpu_count() or 1
-    if nproc > MAX_PROCS_PER_CORE * cores:
-        raise NprocError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this {cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} or fewer")
-    available = available_memory_bytes()
-    if nproc > 1 and nproc * RANK_HOST_BYTES > available:
-        fits = max(1, available // RANK_HOST_BYTES)
-        raise NprocError(f"--nproc {nproc} needs about {nproc * RANK_HOST_BYTES / 1e9:.1f} GB ({RANK_HOST_BYTES / 1e9:.1f} GB per process) "
-                         f"but {available / 1e9:.1f} GB is available — use --nproc {fits} or fewer")
-
-
-def check_nproc(nproc: int, device: torch.device) -> int:
-    """Processes the machine cannot hold are refused before launch: more than the GPUs on cuda
-    (each rank owns one), more than the cores or the memory can hold on cpu."""
-    if nproc < 1:
-        raise NprocError(f"--nproc {nproc}: use a positive number of processes")
-    if device.type == "cpu":
-        check_cpu_nproc(nproc)
-    if device.type == "cuda" and nproc > torch.cuda.device_count():
-        raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {torch.cuda.device_count()} — use --nproc {torch.cuda.device_count()} or fewer")
-    if device.type == "mps" and nproc > 1:
-        raise NprocError("DDP on mps is not supported by PyTorch — use --device cpu for gloo processes")
-    return nproc
 
 
 def cases(ctx: BuildContext) -> list[DistributedCase]:
@@ -114,54 +67,21 @@ def torchrun_command(case: DistributedCase, device: torch.device, data: DataSour
             f"--data-root={data.root}", f"--result-json={result_json}", f"--timeout-s={timeout_s * COLLECTIVE_SHARE:g}"]
 
 
-def kill_launch(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL torchrun and every rank. torchrun starts each rank in a session of its own, so
-    killing torchrun's process group alone would orphan them: the ranks are found (while torchrun
-    still holds them) and killed one by one, then torchrun's group."""
-    import psutil
-
-    try:
-        ranks = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        ranks = []
-    for rank in ranks:
-        try:
-            rank.kill()
-        except psutil.Error:
-            continue  # already gone
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group start_new_session gave torchrun (not ours)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"]) -> dict[str, Any]:
-    """Run torchrun and read rank 0's report. A failing rank fails the case naming the rank, its
-    exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
+    """Run torchrun (harness.launch.TorchrunLauncher) and read rank 0's report. A failing rank
+    fails the case naming the rank, its exit cause and its first error line; a launch past
+    `timeout_s` is killed with all its ranks."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
-    # A session of its own: the whole launch can be killed without touching this process.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
-                            preexec_fn=child_preexec())  # and it dies with this process (torchrun then stops its ranks)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_launch(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
-            stdout, stderr = "", ""
-        first = rank_error(stderr + stdout, fallback=False)
+    done = TorchrunLauncher().run(Job(command, env, timeout_s))
+    output = done.stderr + done.stdout
+    if done.timed_out:
+        first = rank_error(output, fallback=False)
         detail = f" (first error: {first})" if first else ""
         raise RuntimeError(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
-                           "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks") from None
-    finally:
-        if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
-            kill_launch(proc)
-            proc.wait()
-    if proc.returncode != 0 or not result_json.exists():
-        output = stderr + stdout
+                           "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks")
+    if done.code != 0 or not result_json.exists():
         cause = root_cause(output)
-        raise RuntimeError(f"torchrun exited {proc.returncode}: " + "; ".join(filter(None, [cause, rank_error(output, fallback=not cause)])))
+        raise RuntimeError(f"torchrun exited {done.code}: " + "; ".join(filter(None, [cause, rank_error(output, fallback=not cause)])))
     return json.loads(result_json.read_text())
 
 
@@ -274,7 +194,7 @@ def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
         raise CaseSkipped(f"DataParallel needs two or more GPUs (this machine has {have})")
     global_batch = case.batch_size * case.world_size
     model = torch.nn.DataParallel(make_model("cnn"), device_ids=list(range(case.world_size)))
-    trainer = Trainer(model, device)
+    trainer = Trainer(model, device, clock=ctx.clock)
     loader = PreloadedLoader(*data.preloaded(True, device), global_batch, shuffle=True)
     steps = MAX_STEPS[profile] or len(loader)
 
@@ -299,3 +219,6 @@ def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
 
 def build(case: DistributedCase, ctx: BuildContext) -> Timed:
     return (dataparallel_build if case.parallel == "dataparallel" else ddp_build)(case, ctx)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -30,10 +30,10 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+from harness.data_source import DataSource
 from harness.device import memory_snapshot, reset_peak_memory
 from harness.stats import summarize
 from harness.timing import SyncedClock
-from harness.workloads.data_source import DataSource
 from harness.workloads.models import make_model
 
 
@@ -121,31 +121,27 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
 
 
 def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
-    """Standalone use: rank 0 appends its own row, with this node's fingerprint."""
-    from harness.env import fingerprint
-    from harness.results import ResultsWriter, check_writable, new_run_id, utc_timestamp
-    from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
+    """Standalone use: rank 0 writes its own row through a Session (this node's fingerprint, the
+    environment sidecar), with the measurement columns every row has (harness.runner)."""
+    from harness.plan import RoundPlan
+    from harness.results import check_writable, new_run_id, utc_timestamp
+    from harness.runner import measured_row
+    from harness.session import Session
     from harness.workloads.ddp import DistributedCase
 
     check_writable(results_dir)
-    run_id = new_run_id()
-    writer = ResultsWriter(results_dir, run_id)
-    env = fingerprint(device)
+    session = Session(device, results_dir, new_run_id(), "torchrun")
+    session.open()
     stats = summarize(report.step_samples_s)
     case = DistributedCase("ddp", report.world_size, report.backend, report.batch_size)  # the suite's id scheme
-    row = {k: v for k, v in env.items() if k in RUN_COLUMNS}
+    row = dict(session.base_row(), timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id, build=0, builds=1)
     row.update(case.settings())
-    row.update(schema_version=SCHEMA_VERSION, run_id=run_id, timestamp_utc=utc_timestamp(), profile="torchrun",
-               workload=case.workload, case_id=case.case_id, build=0, builds=1,
-               dataset=report.dataset, rounds=stats.rounds, iterations=1, median_s=stats.median_s, iqr_s=stats.iqr_s,
-               min_s=stats.min_s, mean_s=stats.mean_s, stddev_s=stats.stddev_s, cv=stats.cv, rel_iqr=stats.rel_iqr,
-               iqr_outliers=stats.iqr_outliers, stddev_outliers=stats.stddev_outliers, step_s=stats.median_s,
-               samples_per_s=report.samples_per_s, samples_per_s_per_rank=report.samples_per_s / report.world_size,
-               peak_mem_bytes=report.peak_mem_bytes,
-               status="ok", reason="", samples_s=report.step_samples_s)
-    writer.append(row)
-    writer.close()
-    return writer.path
+    row.update(measured_row(stats, RoundPlan(0, 1, stats.rounds, 0.0), report.step_samples_s))
+    row.update(dataset=report.dataset, step_s=stats.median_s, samples_per_s=report.samples_per_s,
+               samples_per_s_per_rank=report.samples_per_s / report.world_size, peak_mem_bytes=report.peak_mem_bytes, status="ok", reason="")
+    session.record(row)
+    session.close()
+    return session.csv_path
 
 
 TEST_DIE_RANK_ENV, TEST_HANG_RANK_ENV = "GPUBENCH_TEST_DIE_RANK", "GPUBENCH_TEST_HANG_RANK"

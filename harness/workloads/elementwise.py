@@ -12,11 +12,14 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
+from harness.catalog.elementwise import SPEC
+from harness.context import BuildContext
 from harness.device import dtype_skip_reason
 from harness.env import llc_bytes
+from harness.measure import Timed
 from harness.peaks import peak_gbps
-from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
+from harness.workload import Workload
 from harness.workloads.matmul import TORCH_DTYPES
 
 # op -> (function writing into out, tensors touched per element: inputs read + output written)
@@ -102,3 +105,6 @@ def build(case: ElementwiseCase, ctx: BuildContext) -> Timed:
                 "flags": ["cache"] if tier == "cache" else []}
 
     return Timed(fn=lambda: op(a, b, out), figures=figures)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

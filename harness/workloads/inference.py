@@ -9,8 +9,11 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from harness.cases import Case
-from harness.runner import BuildContext, Timed
+from harness.catalog.inference import SPEC
+from harness.context import BuildContext
+from harness.measure import Timed
 from harness.stats import SampleStats
+from harness.workload import Workload
 from harness.workloads.models import make_model
 
 GRAD_MODES: dict[str, Callable[[], Any]] = {
@@ -50,3 +53,6 @@ def build(case: InferenceCase, ctx: BuildContext) -> Timed:
         return {"samples_per_s": case.batch_size / stats.median_s, "latency_s": stats.median_s}
 
     return Timed(fn=forward, figures=figures, cpu_memory=forward)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -8,10 +8,13 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
+from harness.catalog.matmul import SPEC
+from harness.context import BuildContext
 from harness.device import dtype_skip_reason
+from harness.measure import Timed
 from harness.peaks import peak_tflops
-from harness.runner import BuildContext, Timed
 from harness.stats import SampleStats
+from harness.workload import Workload
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -99,3 +102,6 @@ def build(case: MatmulCase, ctx: BuildContext) -> Timed:
         figures=tflops_figures(case.size, case.dtype, device_name(ctx.device)),
         cleanup=restore,
     )
+
+
+WORKLOAD = Workload(SPEC, cases, build)

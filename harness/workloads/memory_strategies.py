@@ -8,8 +8,11 @@ from typing import Any, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
-from harness.runner import BuildContext, Timed
+from harness.catalog.memory_strategies import SPEC
+from harness.context import BuildContext
+from harness.measure import Timed
 from harness.stats import SampleStats
+from harness.workload import Workload
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import Trainer, precision_skip_reason
 
@@ -17,8 +20,6 @@ BASE_BATCH = 256
 # Six training steps of tens of ms each on a CPU: fewer builds. Not one in quick: a step's time
 # here can sit in one of two modes per process (freezing: 48 or 76 ms in three runs), and only
 # builds in separate processes show compare that spread.
-BUILDS = {"smoke": 1, "quick": 2, "full": 5}
-MARKERS = ("training",)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def build(case: StrategyCase, ctx: BuildContext) -> Timed:
     images, labels = data.preloaded(True, torch.device("cpu"))
     micro = [(images[i * case.batch_size:(i + 1) * case.batch_size].to(device), labels[i * case.batch_size:(i + 1) * case.batch_size].to(device))
              for i in range(case.accumulation_steps)]
-    trainer = Trainer(make_model("cnn", case.checkpointing), device, case.precision, case.accumulation_steps, case.freeze_features)
+    trainer = Trainer(make_model("cnn", case.checkpointing), device, case.precision, case.accumulation_steps, case.freeze_features, clock=ctx.clock)
 
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         return {"dataset": data.dataset, "effective_batch": case.effective_batch, "step_s": stats.median_s,
@@ -72,3 +73,6 @@ def build(case: StrategyCase, ctx: BuildContext) -> Timed:
     # cpu_memory: on the CPU the peak is the allocator's over one step (above the weights and
     # optimizer state alive before it), not the process's resident set.
     return Timed(fn=step, figures=figures, cpu_memory=step)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -14,20 +14,21 @@ from typing import Any, ClassVar, Iterable
 import torch
 from torch.utils.data import DataLoader
 
-from harness.cases import Case, CaseSkipped
+from harness.cases import Case, CaseSkipped, Diverged
+from harness.catalog.mnist_epoch import SPEC
+from harness.context import BuildContext
+from harness.data_source import Batch, DataSource, PreloadedLoader
 from harness.datasets import CLASSES
-from harness.runner import BuildContext, Diverged, Timed
+from harness.measure import Timed
+from harness.plan import RoundPlan
 from harness.stats import SampleStats, summarize
-from harness.timing import RoundPlan, sample, warm_up
-from harness.workloads.data_source import Batch, DataSource, PreloadedLoader
+from harness.timing import SyncedClock, sample, warm_up
+from harness.workload import Workload
 from harness.workloads.models import make_model
-from harness.workloads.train_loop import (COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason,
-                                          profile_top_ops, run_epoch)
+from harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
-BUILDS = {"smoke": 1, "quick": 1, "full": 3}  # an epoch is long; its windows give the spread
-MARKERS = ("slow", "training")
 SMOKE_IMAGES = (2048, 512)  # the smoke profile trains on this many train/test images: it tests the suite, not the machine
 
 
@@ -164,10 +165,11 @@ def step_seconds(trainer: Trainer, batch: Batch, rounds: int = 5) -> float:
     return summarize(sample(lambda: trainer.step([batch]), plan, trainer.clock)).median_s
 
 
-def make_trainer(case: EpochCase, device: torch.device, compile_mode: str | None = None, seed: int = 0, lr: float = 1e-3) -> Trainer:
+def make_trainer(case: EpochCase, device: torch.device, clock: SyncedClock, compile_mode: str | None = None, seed: int = 0,
+                 lr: float = 1e-3) -> Trainer:
     return Trainer(make_model(case.model, case.checkpointing, seed), device, case.precision, case.accumulation_steps,
                    case.freeze_features, case.compile_mode if compile_mode is None else compile_mode,
-                   lr=lr, channels_last=case.channels_last)
+                   lr=lr, channels_last=case.channels_last, clock=clock)
 
 
 def first_call_s(trainer: Trainer, batch: Batch) -> float:
@@ -197,9 +199,10 @@ class FreshCompileCaches:
         self._fresh.__exit__(*exc)
 
 
-def eager_step_seconds(case: EpochCase, device: torch.device, batch: Batch) -> float:
-    """The same step uncompiled, warmed, on the same batch (its model is freed on return)."""
-    eager = make_trainer(case, device, compile_mode="none")
+def eager_step_seconds(case: EpochCase, trainer: Trainer, batch: Batch) -> float:
+    """The same step uncompiled, warmed, on the same batch, with the timed trainer's clock (its
+    model is freed on return)."""
+    eager = make_trainer(case, trainer.device, trainer.clock, compile_mode="none")
     warm_up(lambda: eager.step([batch]), 2, eager.clock)
     return step_seconds(eager, batch)
 
@@ -207,7 +210,7 @@ def eager_step_seconds(case: EpochCase, device: torch.device, batch: Batch) -> f
 def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
     """Eager step, then the cold first call of `trainer` (compile + one step) minus an eager step;
     with `warm`, a second fresh model compiled against the cache the first filled."""
-    cost = CompileCost(eager_step_s=eager_step_seconds(case, device, first))
+    cost = CompileCost(eager_step_s=eager_step_seconds(case, trainer, first))
     with FreshCompileCaches() as caches:
         # a first call minus one eager step; a warm compile can be shorter than the step's own
         # noise, so both are floored at zero rather than published as negative times
@@ -215,7 +218,7 @@ def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.
         if warm:
             caches.reset_dynamo()
             # the reset also dropped the timed trainer's graphs: warm-up below re-traces them
-            cost.compile_warm_s = max(0.0, first_call_s(make_trainer(case, device), first) - cost.eager_step_s)
+            cost.compile_warm_s = max(0.0, first_call_s(make_trainer(case, device, trainer.clock), first) - cost.eager_step_s)
     return cost
 
 
@@ -291,8 +294,7 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
     reason = skip_reason(case, device)
     if reason:
         raise CaseSkipped(reason)
-    trainer = make_trainer(case, device)
-    trainer.clock = ctx.clock
+    trainer = make_trainer(case, device, ctx.clock)
     train, test = make_loaders(case, data, device)
     shapes = shape_batches(data, device, case.batch_size)
     cost = warm_and_cost(case, trainer, shapes, device, ctx.profile)
@@ -310,3 +312,6 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
         notes=setting_notes(case, device),
         samples_per_call=int(data.split(True).labels.shape[0]),  # the epoch's energy covers eval too: samples trained per joule
     )
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -19,9 +19,11 @@ import torch
 import torch.utils.benchmark as tub
 
 from harness.cases import Case
-from harness.runner import BuildContext, Timed
-from harness.stats import SampleStats
+from harness.catalog.selfcheck import SPEC
+from harness.context import BuildContext
+from harness.measure import Measurement, Timed
 from harness.timing import Clock, cuda_event_samples
+from harness.workload import Workload
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 AGREEMENT = (0.97, 1.03)  # median harness/other ratio outside this band fails the row
@@ -30,7 +32,6 @@ AGREEMENT = (0.97, 1.03)  # median harness/other ratio outside this band fails t
 PAIRS = {"smoke": 11, "quick": 41, "full": 61}
 WINDOW_S = {"smoke": 0.005, "quick": 0.01, "full": 0.02}  # seconds of calls per window, at least MIN_CALLS calls
 MIN_CALLS = 2
-BUILDS = {"smoke": 1, "quick": 1, "full": 3}  # the pairs already repeat the measurement
 SIZES = {"cpu": (256, 1024), "gpu": (1024, 4096)}  # ~100 µs a call, and a long one
 
 
@@ -94,15 +95,18 @@ def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
     fn = lambda: torch.matmul(a, b, out=out)  # noqa: E731
     base = tflops_figures(case.size, case.dtype, device_name(ctx.device))
 
-    def figures(stats: SampleStats, result: Any) -> dict[str, Any]:
-        calls = max(MIN_CALLS, round(WINDOW_S[ctx.profile] / stats.median_s))
+    def pairs(measured: Measurement) -> dict[str, Any]:
+        """The clocks compared after the case's own rounds, in interleaved pairs of windows."""
+        calls = max(MIN_CALLS, round(WINDOW_S[ctx.profile] / measured.stats.median_s))
         tub_ratios, event_ratios = interleaved_ratios(fn, calls, PAIRS[ctx.profile], ctx.clock, ctx.device.type == "cuda")
         tub_ratio = statistics.median(tub_ratios)
         events_ratio = statistics.median(event_ratios) if event_ratios else None
         problems = [p for p in (disagreement("torch.utils.benchmark", tub_ratio), disagreement("cuda-events", events_ratio)) if p]
         if problems:
             raise SelfcheckFailed("; ".join(problems) + f" ({len(tub_ratios)} interleaved pairs of {calls} calls)")
-        return dict(base(stats, result), selfcheck_tub_ratio=tub_ratio, selfcheck_events_ratio=events_ratio,
-                    reason=f"{len(tub_ratios)} interleaved pairs of {calls} calls")
+        return {"selfcheck_tub_ratio": tub_ratio, "selfcheck_events_ratio": events_ratio, "reason": f"{len(tub_ratios)} interleaved pairs of {calls} calls"}
 
-    return Timed(fn=fn, figures=figures, cleanup=restore)
+    return Timed(fn=fn, figures=base, companion=pairs, cleanup=restore)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -7,14 +7,17 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.cases import BUDGETS, Case, CaseSkipped
-from harness.runner import BuildContext, Timed
-from harness.stats import SampleStats, summarize
-from harness.timing import Budget, SyncedClock, measure
+from harness.cases import Case, CaseSkipped
+from harness.catalog.matmul_speedup import SPEC
+from harness.context import BuildContext
+from harness.measure import Measurement, Timed, measure
+from harness.plan import Budget
+from harness.profiles import Profile
+from harness.timing import SyncedClock
+from harness.workload import Workload
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 GUIDE_N = 5000
-MARKERS = ("gpu",)
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,6 @@ class SpeedupCase(Case):
 
 
 # One build: the CPU side alone takes seconds per call, and the figure is a ratio within the build.
-BUILDS = {"smoke": 1, "quick": 1, "full": 3}
 
 
 def cases(ctx: BuildContext) -> list[SpeedupCase]:
@@ -34,7 +36,7 @@ def cases(ctx: BuildContext) -> list[SpeedupCase]:
 
 def cpu_budget(profile: str) -> Budget:
     # Each CPU call of n=5000 takes about a second on a few cores: a handful of rounds is enough.
-    return Budget(target_s=BUDGETS[profile].target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10, warmup_calls=1)
+    return Budget(target_s=Profile(profile).budget.target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10, warmup_calls=1)
 
 
 def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
@@ -46,10 +48,14 @@ def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
     a_cpu, b_cpu, out_cpu = operands(case.size, case.dtype, torch.device("cpu"))
     gpu_figures = tflops_figures(case.size, case.dtype, device_name(device))
 
-    def figures(stats: SampleStats, result: Any) -> dict[str, Any]:
+    def cpu_side(measured: Measurement) -> dict[str, Any]:
+        """The same product on the CPU, timed after the device's rounds with the session clock's
+        host clock underneath (a CPU-synced clock: nothing of the device's queue is waited on)."""
         cpu_clock = SyncedClock(torch.device("cpu"), ctx.clock.base)
-        _, cpu_samples = measure(lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu), cpu_budget(profile), cpu_clock)
-        cpu_median_s = summarize(cpu_samples).median_s
-        return dict(gpu_figures(stats, result), baseline_median_s=cpu_median_s, speedup=cpu_median_s / stats.median_s)
+        cpu = measure(Timed(fn=lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu)), cpu_budget(profile), cpu_clock)
+        return {"baseline_median_s": cpu.stats.median_s, "speedup": cpu.stats.median_s / measured.stats.median_s}
 
-    return Timed(fn=lambda: torch.matmul(a, b, out=out), figures=figures, cleanup=restore)
+    return Timed(fn=lambda: torch.matmul(a, b, out=out), figures=gpu_figures, companion=cpu_side, cleanup=restore)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

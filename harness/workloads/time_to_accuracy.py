@@ -23,18 +23,19 @@ from typing import Any, ClassVar, Iterable
 
 import torch
 
-from harness.cases import CaseSkipped
+from harness.cases import CaseSkipped, DidNotConverge, Diverged
+from harness.catalog.time_to_accuracy import SPEC
+from harness.context import BuildContext
+from harness.data_source import Batch, DataSource, PreloadedLoader
 from harness.datasets import Split, normalize_all
-from harness.runner import BuildContext, Diverged, DidNotConverge, Timed
+from harness.measure import Timed
+from harness.plan import RoundPlan
 from harness.stats import SampleStats
-from harness.timing import RoundPlan, SyncedClock
-from harness.workloads.data_source import Batch, DataSource, PreloadedLoader
-from harness.workloads.mnist_epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer,
-                                           shape_batches, skip_reason, warm_and_cost)
+from harness.timing import SyncedClock
+from harness.workload import Workload
+from harness.workloads.mnist_epoch import PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer, shape_batches, skip_reason, warm_and_cost
 from harness.workloads.train_loop import Trainer, timed_batches
 
-BUILDS = {"smoke": 1, "quick": 1, "full": 5}  # one seed per build
-MARKERS = ("slow", "training")
 EVALS_PER_EPOCH = 4
 EPOCH_CAP = {"smoke": 3, "quick": 3, "full": 10}  # epochs without reaching the target: "did not converge"
 # Default targets per dataset: the guide template reaches them within about its first epoch
@@ -232,8 +233,7 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     if reason:
         raise CaseSkipped(reason)
     seed = SEED_BASE + ctx.build_index
-    trainer = make_trainer(epoch_settings(case), device, seed=seed, lr=case.lr)
-    trainer.clock = ctx.clock
+    trainer = make_trainer(epoch_settings(case), device, ctx.clock, seed=seed, lr=case.lr)
     restore = restore_point(trainer)
     cost = warm_and_cost(case, trainer, shape_batches(data, device, case.batch_size), device, ctx.profile)
     data.release()  # the warm-up's device copy: the timed run makes its own
@@ -247,3 +247,6 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
         windows=lambda result: [result.time_to_target_s] if result.time_to_target_s is not None else [result.evaluations[-1][2]],
         energy_alias="energy_to_target_j",
     )
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -35,9 +35,9 @@ class Trainer:
 
     def __init__(self, model: nn.Module, device: torch.device, precision: str = "fp32", accumulation_steps: int = 1,
                  freeze_features: bool = False, compile_mode: str = "none", lr: float = 1e-3,
-                 channels_last: bool = False) -> None:
+                 channels_last: bool = False, *, clock: SyncedClock) -> None:
         self.device = device
-        self.clock = SyncedClock(device)
+        self.clock = clock  # the session's: every figure of a run is timed with one clock
         # channels_last (NHWC) lets oneDNN / cuDNN pick their fastest convolution kernels.
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=self.memory_format)

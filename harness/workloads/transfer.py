@@ -8,11 +8,13 @@ from typing import Any, ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
-from harness.runner import BuildContext, Timed
+from harness.catalog.transfer import SPEC
+from harness.context import BuildContext
+from harness.measure import Timed
 from harness.stats import SampleStats
+from harness.workload import Workload
 
 MIB = 2**20
-MARKERS = ("gpu",)  # host<->device copies need an accelerator
 LADDERS: dict[str, tuple[int, ...]] = {
     "smoke": (MIB,),
     "quick": (MIB, 64 * MIB, 256 * MIB),
@@ -65,3 +67,6 @@ def build(case: TransferCase, ctx: BuildContext) -> Timed:
         return {"gbps": case.size / stats.median_s / 1e9}
 
     return Timed(fn=fn, figures=figures, notes=notes)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

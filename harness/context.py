@@ -1,0 +1,42 @@
+"""What every workload's `cases` and `build` receive: the one BuildContext of a session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from harness.data_source import DataSource
+from harness.energy import EnergyMeter, TelemetrySampler
+from harness.plan import Budget
+from harness.profiles import Profile
+from harness.timing import SyncedClock
+
+
+@dataclass
+class BuildContext:
+    """Everything a build needs: device, profile, the session's synced clock (the one clock every
+    figure is timed with), training data, nproc, and the rows already written in this run."""
+
+    device: torch.device
+    profile: Profile
+    clock: SyncedClock
+    nproc: int = 1
+    data_source: Callable[[], DataSource] | None = None
+    run_rows: list[dict[str, Any]] = field(default_factory=list)  # rows already written in this run
+    progress: Callable[[int, int], None] | None = None  # long cases report (done, total) here
+    energy: EnergyMeter = field(default_factory=lambda: EnergyMeter(None))  # joules over each timed region
+    telemetry: TelemetrySampler | None = None  # GPU clocks/temperature/power/throttling during each region
+    target_accuracy: float | None = None  # --target-accuracy (None: the dataset's default)
+    build_index: int = 0  # which independent build is running (a time-to-accuracy run's seed)
+
+    @property
+    def data(self) -> DataSource:
+        if self.data_source is None:
+            raise RuntimeError("this workload needs training data but the context has none")
+        return self.data_source()
+
+    @property
+    def budget(self) -> Budget:
+        return Profile(self.profile).budget

@@ -1,0 +1,174 @@
+"""Launchers: how gpubench starts the processes that measure. One interface, `Launcher.run(job)`:
+
+- `InlineLauncher`: pytest in this process (a script, a notebook, tests of the plugin);
+- `ProcessLauncher`: a foreground child that dies with this process; SIGTERM here is passed on,
+  Ctrl-C (which the terminal's whole group gets) waits for it to stop with its rows whole;
+- `TorchrunLauncher`: torchrun in a session of its own, output captured, killed with every rank
+  when it outlives its timeout.
+
+`run_builds` runs the suite as one process per build on any of them: build k of every case in
+process k, the first process reporting over a pipe how many builds the selection needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import psutil
+
+from harness.lifetime import child_preexec
+
+KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
+
+
+@dataclass
+class Job:
+    argv: list[str]
+    env: dict[str, str] | None = None
+    timeout_s: float | None = None
+    pass_fds: tuple[int, ...] = ()
+
+
+@dataclass
+class Completed:
+    code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+
+
+class Launcher(Protocol):
+    def run(self, job: Job) -> Completed: ...
+
+
+@dataclass
+class InlineLauncher:
+    """`python -m pytest ARGS` as pytest.main(ARGS) in this process (env and timeout unused)."""
+
+    def run(self, job: Job) -> Completed:
+        import pytest
+
+        args = job.argv[job.argv.index("pytest") + 1:] if "pytest" in job.argv else job.argv
+        return Completed(int(pytest.main(args)))
+
+
+@dataclass
+class ProcessLauncher:
+    def run(self, job: Job) -> Completed:
+        child = subprocess.Popen(job.argv, env=job.env, preexec_fn=child_preexec(), pass_fds=job.pass_fds)
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+        try:
+            while True:
+                try:
+                    return Completed(child.wait())
+                except KeyboardInterrupt:  # pytest in the child stops at the case's edge; wait for it
+                    continue
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def kill_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a launch and every process under it. torchrun starts each rank in a session of its
+    own, so killing its process group alone would orphan them: they are found (while torchrun
+    still holds them) and killed one by one, then torchrun's group."""
+    try:
+        ranks = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        ranks = []
+    for rank in ranks:
+        try:
+            rank.kill()
+        except psutil.Error:
+            continue  # already gone
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group start_new_session gave it (not ours)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass
+class TorchrunLauncher:
+    """A session of its own, so the whole launch can be killed without touching this process;
+    it dies with this process too (torchrun then stops its ranks)."""
+
+    def run(self, job: Job) -> Completed:
+        proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env,
+                                start_new_session=True, preexec_fn=child_preexec())
+        try:
+            stdout, stderr = proc.communicate(timeout=job.timeout_s)
+            return Completed(proc.returncode, stdout, stderr)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+            try:
+                stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
+                stdout, stderr = "", ""
+            return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr, timed_out=True)
+        finally:
+            if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
+                kill_tree(proc)
+                proc.wait()
+
+
+# pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
+# 5 no tests collected (for a later build: every case has fewer builds, the run is complete);
+# gpubench's plugin adds 75 (results folder full) and 143 (SIGTERM, the case in progress unwound).
+NO_TESTS = 5
+MAX_BUILDS = 100
+
+
+@dataclass
+class BuildsOutcome:
+    code: int  # the worst exit code, or the one that stopped the run
+    builds: int
+    stopped: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def read_build_count(fd: int) -> int | None:
+    with os.fdopen(fd, "r") as pipe:
+        text = pipe.read().strip()
+    try:
+        return int(json.loads(text.splitlines()[-1])["builds"]) if text else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: dict[str, str] | None, stop_codes: tuple[int, ...],
+               on_build: Callable[[int, int], None] = lambda build, builds: None) -> BuildsOutcome:
+    """Build k of every case in process k (pyperf's lesson: separate processes sample memory
+    layout, thread placement and another moment of the machine). The first process's collection
+    writes the selection's build count to a pipe (--gpubench-report-fd)."""
+    worst, builds, build = 0, 1, 0
+    while build < builds:
+        on_build(build, builds)
+        read_fd, write_fd = os.pipe() if build == 0 else (None, None)
+        argv = argv_for(build) + ([f"--gpubench-report-fd={write_fd}"] if write_fd is not None else [])
+        try:
+            code = launcher.run(Job(argv, env, pass_fds=(write_fd,) if write_fd is not None else ())).code
+        finally:
+            if write_fd is not None:
+                try:
+                    os.close(write_fd)
+                except OSError:  # an inline pytest closed it after writing
+                    pass
+        count = read_build_count(read_fd) if read_fd is not None else None
+        if code == NO_TESTS and build == 0:
+            return BuildsOutcome(code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])
+        if code in stop_codes or code < 0:
+            return BuildsOutcome(code if code >= 0 else 128 - code, builds, True)
+        worst = max(worst, code if code != NO_TESTS else 0)
+        if count is not None:
+            builds = min(MAX_BUILDS, max(1, count))
+        build += 1
+    return BuildsOutcome(worst, builds)
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]

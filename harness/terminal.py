@@ -1,0 +1,35 @@
+"""What a person sees per finished case: one line with the status, median and headline figures
+(each workload declares its headlines in harness.catalog)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.catalog import spec_for
+
+COMMON_HEADLINES = (("energy_j", "{:.3g} J"), ("avg_power_w", "{:.3g} W"))
+
+
+def headlines(workload: str) -> tuple[tuple[str, str], ...]:
+    spec = spec_for(workload)
+    return (spec.headlines if spec else ()) + COMMON_HEADLINES
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def summary_line(row: dict[str, Any]) -> str:
+    build = f" [build {row['build'] + 1}/{row['builds']}]" if row.get("builds", 1) > 1 else ""
+    if row.get("status") != "ok":
+        return f"{row['case_id']}{build}: {row['status']} — {row.get('reason', '')}"
+    figures = [fmt.format(row[key]) for key, fmt in headlines(str(row.get("workload"))) if _number(row.get(key))]
+    median_s = row["median_s"]
+    median = f"{median_s:.3g} s" if median_s >= 1 else f"{median_s * 1e3:.3g} ms"
+    flags = f" [{row['flags']}]" if row.get("flags") else ""
+    return f"{row['case_id']}{build}: median {median} over {row['rounds']} sample(s){flags}; " + ", ".join(figures)
+
+
+def one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return f"{type(error).__name__}: {text}"[:300]

@@ -1,0 +1,84 @@
+"""A 3x3 convolution, forward: TFLOP/s per dtype, memory format (NCHW or channels_last) and, on
+cuda, cuDNN's autotuner (torch.backends.cudnn.benchmark). The layer the MNIST CNN is made of,
+measured alone (guide §7 precision, §5 channels_last)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from harness.cases import Case, CaseSkipped
+from harness.catalog.conv2d import SPEC
+from harness.context import BuildContext
+from harness.device import dtype_skip_reason
+from harness.measure import Timed
+from harness.stats import SampleStats
+from harness.workload import Workload
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# (batch, channels, height=width) per device kind: ~0.3 GFLOP a call on a CPU, ~60 on a GPU.
+SHAPES = {"cpu": (16, 32, 32), "gpu": (64, 128, 56)}
+KERNEL = 3
+
+
+@dataclass(frozen=True)
+class ConvCase(Case):
+    workload: ClassVar[str] = "conv2d"
+    dtype: str
+    channels_last: bool
+    cudnn_benchmark: bool | None  # None off cuda: there is no cuDNN to tune
+    batch_size: int
+
+
+def cases(ctx: BuildContext) -> list[ConvCase]:
+    kind = "cpu" if ctx.device.type == "cpu" else "gpu"
+    batch = 4 if ctx.profile == "smoke" else SHAPES[kind][0]
+    tunings: tuple[bool | None, ...] = (False, True) if ctx.device.type == "cuda" else (None,)
+    return [ConvCase(dtype, cl, tuning, batch) for dtype in DTYPES for cl in (False, True) for tuning in tunings]
+
+
+def conv_tflops(batch: int, channels: int, size: int, seconds: float) -> float:
+    """2·N·C_out·H·W·C_in·k² operations (same padding: the output is H×W)."""
+    return 2 * batch * channels * size * size * channels * KERNEL * KERNEL / seconds / 1e12
+
+
+def backend_flags(case: ConvCase, device: torch.device) -> Callable[[], None]:
+    """cuDNN's autotuner as the case says, and fp32 as true fp32 (cuDNN's TF32 off); returns the
+    function that restores the process's flags."""
+    previous = (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = bool(case.cudnn_benchmark)
+        torch.backends.cudnn.allow_tf32 = case.dtype != "fp32"
+
+    def restore() -> None:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = previous
+
+    return restore
+
+
+def build(case: ConvCase, ctx: BuildContext) -> Timed:
+    reason = dtype_skip_reason(ctx.device, case.dtype)
+    if reason:
+        raise CaseSkipped(reason)
+    _, channels, size = SHAPES["cpu" if ctx.device.type == "cpu" else "gpu"]
+    memory_format = torch.channels_last if case.channels_last else torch.contiguous_format
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(case.batch_size, channels, size, size, generator=gen).to(ctx.device, DTYPES[case.dtype], memory_format=memory_format)
+    conv = torch.nn.Conv2d(channels, channels, KERNEL, padding=KERNEL // 2, bias=False)
+    conv = conv.to(ctx.device, DTYPES[case.dtype], memory_format=memory_format).eval()
+    restore = backend_flags(case, ctx.device)
+
+    def forward() -> torch.Tensor:
+        with torch.inference_mode():
+            return conv(x)
+
+    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+        return {"tflops": conv_tflops(case.batch_size, channels, size, stats.median_s), "samples_per_s": case.batch_size / stats.median_s,
+                "latency_s": stats.median_s}
+
+    return Timed(fn=forward, figures=figures, cleanup=restore)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -1,0 +1,120 @@
+"""The report's workload sections. A workload declares its section (harness.catalog): a named
+renderer here for the workloads whose section needs more than a table (peaks, template against
+fastest, olympic means), or a generic section — an optional plot and a table of declared columns
+— for the rest, including any new workload, without editing this package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from harness.workload_spec import ReportSection
+from reports import plots, tables
+from reports.markdown import image, md_table, section
+
+Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
+
+
+def _name(path: Path | None) -> str | None:
+    return path.name if path else None
+
+
+def _cases_table(cases: pd.DataFrame, workload: str, columns: tuple[str, ...] | list[str]) -> str:
+    rows = cases[cases["workload"] == workload]
+    return md_table(rows[[c for c in columns if c in rows]], human=True)
+
+
+def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    peak = tables.matmul_peak_table(cases)
+    return section(spec.title, image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
+                   "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
+                   "`spread` is the IQR/median of the builds' TFLOP/s:", md_table(peak, human=True),
+                   "<details><summary>Datasheet peaks known to gpubench (dense)</summary>\n\n" + md_table(tables.peaks_table()) + "\n\n</details>")
+
+
+def matmul_speedup(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    speedup = cases[cases["workload"] == workload].rename(columns={"baseline_median_s": "cpu_median_s", "median_s": "device_median_s"})
+    if speedup.empty:
+        return ""
+    return section(spec.title, md_table(speedup[["machine", "size", "cpu_median_s", "device_median_s", "speedup"]], human=True))
+
+
+def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    """Best GB/s per machine. For elementwise the headline is DRAM-resident sizes only (working set
+    >= 8x the last-level cache); cache-resident figures are shown apart, labelled."""
+    png = plots.bandwidth_plot(cases, workload, out)
+    if not png:
+        return ""
+    rows = tables.ok_rows(frame, workload)
+    if workload != "elementwise":
+        headline = [md_table(rows.groupby("machine")["gbps"].max().rename("best_gbps"), index=True)]
+    else:
+        by_tier = rows.groupby(["machine", "memory_tier"])["gbps"].max().unstack("memory_tier")
+        headline = ["Best GB/s by memory tier: `dram` = working set >= 8x the last-level cache (the memory headline), `cache` = fits in it.",
+                    md_table(by_tier, index=True)]
+    return section(spec.title, image(png.name, f"{workload} GB/s"), *headline)
+
+
+def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    checks = frame[frame["workload"] == workload].assign(failed=lambda f: f["status"] == "failed")
+    rows = (checks.groupby(["machine", "size"], sort=False)
+            .agg(builds=("status", "size"), failed=("failed", "sum"), median_s=("median_s", "median"),
+                 selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"), selfcheck_events_ratio=("selfcheck_events_ratio", "median"))
+            .reset_index())
+    return section(spec.title, "Median over interleaved pairs of windows of harness / torch.utils.benchmark (and / CUDA events): "
+                   "outside 0.97–1.03 a build fails — one of the clocks is wrong (the failures are listed under Rows not ok).",
+                   md_table(rows, human=True))
+
+
+def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
+    parts = [section(spec.title, image(_name(plots.epoch_plot(cases, out)), "epoch throughput"),
+                     f"Guide template against the fastest setting whose test accuracy is within {tables.EQUAL_ACCURACY} of the template's "
+                     "(faster but less accurate settings are listed apart). Diverged runs are failed rows and never count:",
+                     md_table(tables.template_vs_fastest(frame), human=True),
+                     "Medians over builds and runs; `spread` is the IQR/median of the epoch's windows of steps.",
+                     md_table(tables.epoch_table(frame), human=True), notes)]
+    compiled = tables.compile_table(frame)
+    if not compiled.empty:
+        parts.append(section("torch.compile", image(_name(plots.compile_plot(frame, out)), "compile cost"),
+                             "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the steady-state step, "
+                             "eager and compiled on the same batch; break-even = compile time / step gain.", md_table(compiled, human=True)))
+    return "\n\n".join(parts)
+
+
+def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    return section(spec.title, "MLPerf's clock: from the first touch of the data to the evaluation that reaches the target "
+                   "(every evaluation inside it; model construction, warm-up and compile outside). Scored over seeds with the "
+                   "olympic mean (fastest and slowest dropped); a seed that did not converge counts as the slowest, two make the "
+                   "result invalid. `fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
+                   md_table(tables.first_to_target(frame), human=True), md_table(tables.time_to_accuracy_table(frame), human=True))
+
+
+def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    return section(spec.title, image(_name(plots.memory_plot(cases, out)), "memory vs speed"),
+                   "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's peak over one step above "
+                   "what was alive before it (never compare the two).",
+                   _cases_table(cases, workload, ["machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s", "spread",
+                                                  "samples_per_s"]))
+
+
+def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    """A declared plot (if any) and a table of the declared columns (all settings and figures
+    when none are declared), over the cases: medians over builds and runs."""
+    rows = cases[cases["workload"] == workload]
+    if rows.empty:
+        return ""
+    png = plots.spec_plot(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
+    columns = spec.table or ("machine", "setting", "median_s", "spread", "flags")
+    return section(spec.title, image(_name(png), workload) if png else "", spec.intro, _cases_table(cases, workload, columns))
+
+
+RENDERERS: dict[str, Renderer] = {"matmul": matmul, "matmul_speedup": matmul_speedup, "bandwidth": bandwidth, "selfcheck": selfcheck,
+                                  "mnist_epoch": mnist_epoch, "time_to_accuracy": time_to_accuracy, "memory_strategies": memory_strategies}
+
+
+def render(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
+    renderer = RENDERERS[spec.renderer] if spec.renderer else generic
+    return renderer(frame, cases, out, spec, workload)
