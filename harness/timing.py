@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from harness.device import synchronize
-from harness.plan import Budget, RoundPlan, plan_rounds
+from harness.plan import RoundPlan
 
 Clock = Callable[[], float]
 
@@ -79,13 +79,6 @@ def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[floa
             fn()
         samples_s.append((clock() - start) / plan.iterations)
     return samples_s
-
-
-def measure(fn: Callable[[], object], budget: Budget, clock: Clock) -> tuple[RoundPlan, list[float]]:
-    """Warm up, plan, sample: the whole measurement for regions outside pytest-benchmark."""
-    estimate_s = warm_up(fn, budget.warmup_calls, clock, budget.target_s)
-    plan = plan_rounds(estimate_s, budget)
-    return plan, sample(fn, plan, clock)
 
 
 def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -> list[float]:

@@ -122,7 +122,6 @@ def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-NOT_CONVERGED = "did not converge"
 
 
 def olympic_mean(times_s: list[float]) -> float:
