@@ -26,6 +26,23 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
 
 
+def _ab_parser(sub: argparse._SubParsersAction) -> None:
+    from harness.options import add_to_parser
+
+    ab = sub.add_parser("ab", help="paired A/B session: the same cases under two environments, builds alternating; verdict from the pairs",
+                        description="Runs the selected cases under side A and side B, build by build in alternation (A B, B A, ...), each "
+                                    "build in its own process, then judges B against A from the paired differences. Arguments gpubench "
+                                    "does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
+    add_to_parser(ab)
+    ab.add_argument("--pairs", type=int, default=10, help="builds per side, alternating (default 10)")
+    for side in ("a", "b"):
+        ab.add_argument(f"--{side}-python", default=None, help=f"interpreter of side {side.upper()} (default: this one), e.g. a venv with another torch")
+        ab.add_argument(f"--{side}-env", action="append", metavar="NAME=VALUE", help=f"an environment variable of side {side.upper()} (repeatable)")
+        ab.add_argument(f"--{side}-arg", action="append", metavar="ARG", help=f"an extra pytest/gpubench argument of side {side.upper()}, "
+                        f"e.g. --{side}-arg=--gpubench-dataset=synthetic (repeatable)")
+    ab.add_argument("--threshold", default="5%", help="change that counts (default 5%%)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpubench", description="Synchronized PyTorch benchmarks and cross-machine reports.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -37,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("results", nargs="+", type=Path, help="CSV files or folders of them")
     report.add_argument("--out", type=Path, required=True, help="output folder")
     report.add_argument("--baseline", default=None, help="machine_id or hostname to compare the others against")
+    _ab_parser(sub)
     compare = sub.add_parser("compare", help="compare two runs case by case; exit 1 on a significant slowdown")
     compare.add_argument("base", type=Path)
     compare.add_argument("new", type=Path)
@@ -203,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command == "run":
         return cmd_run(args, extra)
+    if args.command == "ab":
+        from harness.ab_command import cmd_ab
+
+        return cmd_ab(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return {"env": cmd_env, "report": cmd_report, "compare": cmd_compare}[args.command](args)

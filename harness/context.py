@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -30,6 +30,8 @@ class BuildContext:
     telemetry: TelemetrySampler | None = None  # GPU clocks/temperature/power/throttling during each region
     target_accuracy: float | None = None  # --target-accuracy (None: the dataset's default)
     build_index: int = 0  # which independent build is running (a time-to-accuracy run's seed)
+    builds: int | None = None  # --builds: every case's build count (None: the workload's for the profile)
+    build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
 
     @property
     def data(self) -> DataSource:
@@ -39,4 +41,8 @@ class BuildContext:
 
     @property
     def budget(self) -> Budget:
-        return Profile(self.profile).budget
+        budget = Profile(self.profile).budget
+        return budget if self.build_seconds is None else replace(budget, target_s=self.build_seconds)
+
+    def builds_of(self, workload: Any) -> int:
+        return self.builds if self.builds is not None else workload.builds(self.profile)

@@ -162,7 +162,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     workload = as_workload(declared)
     state: RunState = metafunc.config.stash[STATE]
     untimed = bool(getattr(metafunc.config.option, "benchmark_disable", False))
-    builds = 1 if untimed else workload.builds(state.ctx.profile)  # untimed: each case once
+    builds = 1 if untimed else state.ctx.builds_of(workload)  # untimed: each case once
     # the workload's markers ride on each parameter set, so -m "not slow" sees them before any hook
     marks = [getattr(pytest.mark, name) for name in workload.markers]
     params = [pytest.param(case, build, marks=marks, id=case.test_id + (f"-b{build}" if builds > 1 else ""))

@@ -112,7 +112,7 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
     """Run one build (ctx.build_index) of one case and hand its row to `record`; returns the row.
     Re-raises unexpected failures after recording them, so pytest reports them too."""
     row: dict[str, Any] = dict(base_row, timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id,
-                               build=ctx.build_index, builds=workload.builds(ctx.profile))
+                               build=ctx.build_index, builds=ctx.builds_of(workload))
     row.update(case.settings())
     load = LoadMeter()
     timed: Timed | None = None

@@ -14,6 +14,7 @@ from harness.context import BuildContext
 from harness.datasets import DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root
 from harness.device import DeviceError, resolve_device
 from harness.energy import EnergyMeter, energy_counter, gpu_sampler
+from harness.launch import MAX_BUILDS
 from harness.nproc import NprocError, check_nproc, default_nproc
 from harness.profiles import ProfileError, check_profile
 from harness.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
@@ -72,7 +73,12 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     check_dataset_files(dataset, data_root)
     nproc = option("gpubench_nproc")
     check_output_files(results_dir, collect_only, benchmark_json)
-    return dict(device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
+    builds, build_seconds = option("gpubench_builds"), option("gpubench_build_seconds")
+    if builds is not None and not 1 <= builds <= MAX_BUILDS:
+        raise SetupError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
+    if build_seconds is not None and not 0 < build_seconds <= 60:  # NaN fails this too
+        raise SetupError(f"--build-seconds {build_seconds}: use a time in (0, 60] seconds, such as 0.05")
+    return dict(builds=builds, build_seconds=build_seconds, device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
@@ -82,6 +88,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     """The run's state from its options (`option(dest)`), or SetupError; and a data warning."""
     try:
         checked = _checked(option, collect_only, benchmark_json)
+    except SetupError:
+        raise
     except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, OSError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
@@ -92,7 +100,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     counter, energy_note = energy_counter(device)
     meter = EnergyMeter(counter, energy_note)
     ctx = BuildContext(device, checked["profile"], clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
-                       target_accuracy=checked["target_accuracy"])
+                       target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"])
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
     state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"])

@@ -13,8 +13,19 @@ import pandas as pd
 
 from harness.catalog import short_id
 from harness.results import file_ends_whole, read_rows
-from harness.schema import (BOOL_COLUMNS, BY_NAME, COLUMNS, NON_EMPTY, NUMERIC_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SETTING_COLUMNS,
-                            SchemaError, parse_cell)
+from harness.schema import (
+    BOOL_COLUMNS,
+    BY_NAME,
+    COLUMNS,
+    NON_EMPTY,
+    NUMERIC_COLUMNS,
+    REQUIRED_COLUMNS,
+    SCHEMA_VERSION,
+    SETTING_COLUMNS,
+    SchemaError,
+    parse_cell,
+)
+
 
 class ReportError(ValueError):
     """Bad input for report/compare: one line naming the file and the fix."""

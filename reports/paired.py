@@ -1,0 +1,129 @@
+"""Verdicts of a paired A/B session (`gpubench ab`): the same cases under two environments, build by
+build in alternation on one machine. Build k of side A and build k of side B ran next to each
+other, so the machine's drift hits both: the unit is the pair's log-ratio d_k = ln(B_k / A_k), and
+the verdict is a paired t-test over the pairs (Student's t, n - 1 degrees of freedom) — the
+variance that matters is the pairs' own, measured, not assumed.
+
+A change that slows every case (a torch, driver or BIOS change) is judged on its own line: per
+pair, the median log-ratio over the cases both sides ran; then the same t-test over the pairs.
+Verdicts as in `compare`: slower / faster (p < ALPHA and beyond the threshold), no change (the
+interval lies inside ± threshold), inconclusive (it does not: more pairs would tell), broken (ok
+in A, failed or out of memory in B). Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from reports.compare import ALPHA, Verdict
+
+MACHINE_WIDE = "(every case: machine-wide shift)"
+
+
+@dataclass(frozen=True)
+class PairedSession:
+    verdicts: list[Verdict]  # per case, then the machine-wide line last
+    pairs: int  # complete pairs (builds both sides finished)
+    notes: list[str]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(v.verdict in ("slower", "broken") for v in self.verdicts) else 0
+
+    @property
+    def median_detectable(self) -> float | None:
+        values = [v.detectable for v in self.verdicts if v.detectable is not None and v.case_id != MACHINE_WIDE]
+        return float(np.median(values)) if values else None
+
+
+def pair_logs(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, pd.Series]:
+    """case_id -> log(B/A) per build index, for the builds ok on both sides."""
+    ok_a = a[a["status"] == "ok"].groupby(["case_id", "build"])["median_s"].median()
+    ok_b = b[b["status"] == "ok"].groupby(["case_id", "build"])["median_s"].median()
+    both = pd.concat({"a": ok_a, "b": ok_b}, axis=1).dropna()
+    both = both[(both["a"] > 0) & (both["b"] > 0)]
+    logs = np.log(both["b"] / both["a"])
+    return {str(case): series.droplevel("case_id") for case, series in logs.groupby(level="case_id")}
+
+
+def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
+    """A paired t-test over log-ratios; the interval and `detectable` at 1 - ALPHA."""
+    n = len(logs)
+    mean = float(np.mean(logs)) if n else math.nan
+    if n < 3:
+        return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, "inconclusive",
+                       f"{n} pair(s): a paired verdict needs 3 or more")
+    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
+    t_crit = float(sps.t.ppf(1 - ALPHA / 2, n - 1))
+    p_value = float(2 * sps.t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean else 1.0)
+    ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
+    detectable = math.exp(t_crit * se) - 1
+    band = (1 / (1 + threshold), 1 + threshold)
+    if p_value < ALPHA and ratio > band[1]:
+        verdict = "slower"
+    elif p_value < ALPHA and ratio < band[0]:
+        verdict = "faster"
+    elif band[0] <= low and high <= band[1]:
+        verdict = "no change"
+    else:
+        verdict = "inconclusive"
+    note = f"{n} pairs" + (f"; could detect >= {detectable:.0%}: more pairs would tell" if verdict == "inconclusive" else "")
+    return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
+
+
+def machine_wide(logs: dict[str, pd.Series], threshold: float) -> Verdict | None:
+    """Per pair, the median log-ratio over the cases present in every pair; t-test over pairs."""
+    table = pd.DataFrame(logs).dropna(axis=1)  # rows: build (pair), columns: cases present in all pairs
+    if table.shape[1] < 2:
+        return None
+    verdict = judge_logs(MACHINE_WIDE, table.median(axis=1).to_numpy(), threshold)
+    return Verdict(verdict.case_id, verdict.base_median_s, verdict.new_median_s, verdict.ratio, verdict.ci_low, verdict.ci_high,
+                   verdict.p_value, verdict.detectable, verdict.verdict, f"median over {table.shape[1]} cases per pair; " + verdict.note)
+
+
+def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
+    """ok in A, failed or out of memory in B (never ok there): a regression, whatever the timing."""
+    ok_a, ok_b = set(a.loc[a["status"] == "ok", "case_id"]), set(b.loc[b["status"] == "ok", "case_id"])
+    bad_b = b[b["status"].isin(["failed", "oom"])]
+    verdicts = []
+    for case_id in sorted((ok_a & set(bad_b["case_id"])) - ok_b):
+        reason = str(bad_b.loc[bad_b["case_id"] == case_id, "reason"].iloc[0])
+        verdicts.append(Verdict(case_id, math.nan, math.nan, math.nan, None, None, None, None, "broken", f"ok in A, {reason}"))
+    return verdicts
+
+
+def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> PairedSession:
+    logs = pair_logs(a, b)
+    verdicts = broken_cases(a, b)
+    for case_id, series in sorted(logs.items()):
+        medians = (float(a.loc[(a["case_id"] == case_id) & (a["status"] == "ok"), "median_s"].median()),
+                   float(b.loc[(b["case_id"] == case_id) & (b["status"] == "ok"), "median_s"].median()))
+        verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians))
+    shift = machine_wide(logs, threshold)
+    notes = [] if shift is not None else ["machine-wide shift: not judged (fewer than 2 cases in every pair)"]
+    pairs = max((len(s) for s in logs.values()), default=0)
+    return PairedSession(verdicts + ([shift] if shift is not None else []), pairs, notes)
+
+
+def format_session(session: PairedSession, threshold: float, sides: tuple[str, str] = ("A", "B")) -> str:
+    a, b = sides
+    lines = [f"| case | {a} median | {b} median | {b}/{a} | {1 - ALPHA:.0%} CI | p | detectable | verdict |",
+             "|---|---:|---:|---:|---|---:|---:|---|"]
+    for v in session.verdicts:
+        ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "—"
+        p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
+        detectable = f"{v.detectable:.1%}" if v.detectable is not None else "—"
+        ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
+        a_s = f"{v.base_median_s * 1e3:.4g} ms" if not math.isnan(v.base_median_s) else "—"
+        b_s = f"{v.new_median_s * 1e3:.4g} ms" if not math.isnan(v.new_median_s) else "—"
+        lines.append(f"| {v.case_id} | {a_s} | {b_s} | {ratio} | {ci} | {p} | {detectable} | {v.verdict} ({v.note}) |")
+    counts = {k: sum(v.verdict == k for v in session.verdicts) for k in ("slower", "faster", "no change", "inconclusive", "broken")}
+    detectable = session.median_detectable
+    lines += ["", f"paired session: {session.pairs} pairs, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+              + (f"; median detectable change {detectable:.1%}" if detectable is not None else "")]
+    return "\n".join(lines + session.notes)
