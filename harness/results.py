@@ -1,4 +1,5 @@
-"""Results files: one CSV per run, a row appended and flushed as each case finishes."""
+"""Results files: one CSV per run, a row appended and flushed as each case finishes; read_frame is
+the one reader of them (read_rows for the harness, reports.load for the report commands)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, NoReturn
 
-from harness.schema import COLUMNS, REQUIRED_COLUMNS, STATUSES, SchemaError, to_cell, typed_row, upgrade_row
+from harness.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, SchemaError, kind_of, parse_cell,
+                            parse_column, to_cell, upgrade_row)
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a file is read: the harness writes far more often than it reads
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -236,30 +241,158 @@ def file_ends_whole(path: Path) -> bool:
         return handle.read(1) == b"\n"
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Read a results CSV as typed rows (harness.schema), upgrading older schemas and refusing
-    newer ones, files that are not gpubench results, and cut lines (SchemaError naming the file,
-    the line and the fix). A line with fewer fields than the header — cut anywhere, even inside a
-    quoted field — is never read as data."""
+# ---- reading: the one reader of results CSVs (harness and reports) ---------------------------------
+
+def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    """The header, records and line numbers of one results CSV, checked: a gpubench header, as
+    many fields in each record as in the header (one cut anywhere, even inside a quoted field,
+    is never data), a last line that ends. A byte-order mark and blank lines are skipped."""
+    records, lines = [], []  # lines: csv.reader's line number at each record's end
     try:
-        ends_whole = file_ends_whole(path)
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
-            rows = []
-            for raw in reader:
-                where = f"{path}: line {reader.line_num}"
-                if None in raw or any(v is None for v in raw.values()):
-                    raise SchemaError(f"{where} is truncated — re-run the case or delete the line")
-                try:
-                    version = int(raw["schema_version"])
-                except ValueError:
-                    raise SchemaError(f"{where} has schema_version {raw['schema_version']!r} — not a gpubench row") from None
-                rows.append(typed_row(upgrade_row(raw, version, str(path)), where))
-            if rows and not ends_whole:  # the last line was cut (inside a quoted field, say): not data
-                raise SchemaError(f"{path}: line {reader.line_num} is truncated (the file ends inside it) — re-run the case or delete the line")
-            return rows
+            reader = csv.reader(handle)
+            header = next(reader, [])
+            for record in reader:
+                if record:
+                    records.append(record)
+                    lines.append(reader.line_num)
     except (UnicodeDecodeError, csv.Error) as error:
         raise SchemaError(f"{path}: not a readable CSV ({error})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
+    odd = next((i for i, record in enumerate(records) if len(record) != len(header)), None)
+    if odd is not None:
+        fields = len(records[odd])
+        what = "is truncated" if fields < len(header) else f"has {fields} fields, the header {len(header)}"
+        raise SchemaError(f"{path}: line {lines[odd]} {what} — re-run the case or delete the line")
+    if records and not file_ends_whole(path):
+        raise SchemaError(f"{path}: line {lines[-1]} is truncated (the file ends inside it) — re-run the case or delete the line")
+    return header, records, lines
+
+
+def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> tuple[list[str], list[list[str]]]:
+    """Records of older schema versions brought up to this one as text (harness.schema.upgrade_row,
+    row by row); a newer version or one that is no number is refused. Current ones pass as they are."""
+    at, current = header.index("schema_version"), str(SCHEMA_VERSION)
+    if all(record[at] == current for record in records):
+        return header, records
+    rows = []
+    for record, line in zip(records, lines):
+        row = dict(zip(header, record))
+        if record[at] != current:
+            try:
+                version = int(record[at])
+            except ValueError:
+                raise SchemaError(f"{path}: line {line} has schema_version {record[at]!r} — not a gpubench row") from None
+            row = upgrade_row(row, version, str(path))
+        rows.append(row)
+    header = list(dict.fromkeys([*header, *(c for row in rows for c in row)]))
+    return header, [[row.get(c, "") for c in header] for row in rows]
+
+
+class _Text:
+    """Text records of several files under one header (the schema's columns, then any other a
+    file has), typed together: a few pandas calls per column, bounded text in memory."""
+
+    def __init__(self) -> None:
+        self.header: list[str] = list(COLUMNS)
+        self.records, self.paths, self.lines = [], [], []  # text records, and each one's file and line
+        self.files = 0
+
+    def add(self, path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> None:
+        if header != self.header:  # another order, fewer or other columns: one header for all
+            known, where = set(self.header), {c: i for i, c in enumerate(header)}
+            self.header += [c for c in dict.fromkeys(header) if c not in known]  # a repeated column: the last one counts
+            order = [where.get(c) for c in self.header]
+            records = [[record[i] if i is not None else "" for i in order] for record in records]
+        self.records.extend(records)
+        self.paths.extend([path] * len(records))
+        self.lines.extend(lines)
+        self.files += 1
+
+    def typed(self) -> pd.DataFrame:
+        """Every column typed by harness.schema.parse_column; the first refused cell names its file,
+        line and column. Text is deduplicated through a categorical (runs repeat their strings)."""
+        import pandas as pd
+
+        width = len(self.header)
+        rows = [r if len(r) == width else r + [""] * (width - len(r)) for r in self.records]
+        text = pd.DataFrame(rows, columns=self.header, dtype=object)
+        typed = {}
+        for column in self.header:
+            values, refused = parse_column(column, text[column])
+            if refused.any():
+                self.refuse(column, text[column], int(refused.to_numpy().argmax()))
+            if kind_of(column) == "str":
+                values = values.astype("category").astype(object).where(values.notna(), None)
+            typed[column] = values
+        return pd.DataFrame(typed).assign(source_file=[p.stem for p in self.paths])
+
+    def refuse(self, column: str, text: pd.Series, at: int) -> NoReturn:
+        cell, why = text.iloc[at], "refused by its column's rules"
+        try:
+            parse_cell(column, cell)  # parse_column refused it: the one-cell rule says why
+        except ValueError as error:
+            why = str(error)
+        raise SchemaError(f"{self.paths[at]}: line {self.lines[at]}: column {column} holds {cell!r} ({why}) — the file is damaged; re-run the case or delete the line")
+
+
+CHUNK_FILES = 100  # files typed together
+
+
+def read_frame(paths: Path | Iterable[Path]) -> pd.DataFrame:
+    """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file
+    has (as text), then `source_file` (the file's stem). Typed by harness.schema.parse_column:
+    numbers as floats (NaN when empty), booleans and text as True/False/str/None, `samples_s` as
+    its JSON text. Older schemas are upgraded row by row, newer ones refused; a file that is not
+    gpubench results, a cut line, a wrong field count or a damaged cell is a SchemaError naming the
+    file, the line and the fix. Current-schema files are typed column by column for a hundred
+    files at once, never row by row: a thousand runs load in seconds."""
+    import pandas as pd
+
+    pending, frames = _Text(), []
+    for path in map(Path, [paths] if isinstance(paths, (str, os.PathLike)) else paths):
+        header, records, lines = _records(path)
+        pending.add(path, *_upgraded(path, header, records, lines), lines)
+        if pending.files == CHUNK_FILES:
+            frames.append(pending.typed())
+            pending = _Text()
+    if pending.records or not frames:
+        frames.append(pending.typed())
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c != "source_file"), "source_file"]
+    return frame.reindex(columns=ordered)
+
+
+def _python(column: str, values: pd.Series) -> list[Any]:
+    """A read frame's column as the writer's values: int, float, bool, list of samples, text or None."""
+    kind, cells = kind_of(column), values.tolist()
+    if kind in ("int", "float"):
+        cast = int if kind == "int" else float
+        return [None if v is None or v != v else cast(v) for v in cells]
+    if kind == "json":
+        return [parse_cell(column, v) if isinstance(v, str) else None for v in cells]
+    return [None if v is None or v != v else v for v in cells]
+
+
+def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A read frame's rows as dicts of the writer's Python values (see _python)."""
+    columns = {c: _python(c, frame[c]) for c in frame.columns}
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """One results CSV as typed rows: read_frame's rows (the same checks, upgrades and refusals),
+    each a dict of every schema column (None when empty) and any other column the file has."""
+    return frame_rows(read_frame([path]).drop(columns="source_file"))
+
+
+def write_frame(frame: pd.DataFrame, path: Path, columns: list[str]) -> None:
+    """`columns` of a read frame as one results CSV, every cell as ResultsWriter writes it."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for start in range(0, len(frame), 4096):  # bounded memory: a few thousand rows of text at a time
+            part = frame.iloc[start:start + 4096]
+            writer.writerows(zip(*([to_cell(v) for v in _python(c, part[c])] for c in columns)))

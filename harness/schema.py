@@ -1,8 +1,8 @@
 """The results row schema: every column declared once, with its type, unit and group.
 
-Torch-free: the report builder imports it too. The writer, the reader, the report's typed parsing
-and its unit formatting all derive from `SCHEMA`. A column a workload does not use stays empty
-(None once read).
+Torch-free: the report builder imports it too. The writer, the one reader (harness.results.read_frame,
+which the report loads through) and the report's unit formatting all derive from `SCHEMA`. A
+column a workload does not use stays empty (None once read).
 
 Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach `upgrade_row` how to
 read the old version. Version history:
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Callable
 
 from harness.catalog import case_id_for, declared_columns
@@ -149,18 +150,30 @@ def to_cell(value: Any) -> str:
 
 
 # ---- reading -----------------------------------------------------------------------------------
+# One set of cell rules, in two forms that must agree cell for cell: parse_cell (one cell, used by
+# the v1 upgrade and to say why a cell is refused) and parse_column (a pandas column at once, used
+# by harness.results.read_frame, the only reader). Both take their spellings from the tables below.
+
+BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}  # stripped, lower-cased
+# What float() reads, less inf, nan, underscores and non-ASCII digits (no writer writes them).
+NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*", re.ASCII)
+
 
 def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise ValueError(f"not a boolean: {text!r}")
+    value = BOOL_WORDS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"not a boolean: {text!r}")
+    return value
+
+
+def _float(text: str) -> float:
+    if not NUMBER.fullmatch(text):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
 
 
 def _int(text: str) -> int:
-    value = float(text)
+    value = _float(text)
     if not value.is_integer():
         raise ValueError(f"not an integer: {text!r}")
     return int(value)
@@ -173,10 +186,16 @@ def _json(text: str) -> list[float]:
     return [float(v) for v in values]
 
 
-PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": float, "bool": _bool, "json": _json}
+PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json}
 
 
 NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies nothing (rows group into runs by run_id)
+TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value has rules for
+
+
+def non_negative(spec: Column) -> bool:
+    """Counts, sizes, times and bytes are never negative."""
+    return spec.kind != "json" and (spec.kind == "int" or spec.unit in ("s", "bytes"))
 
 
 def check_value(column: str, value: Any) -> None:
@@ -187,7 +206,7 @@ def check_value(column: str, value: Any) -> None:
         return
     if spec.kind == "float" and not math.isfinite(value):
         raise ValueError("not a finite number")
-    if (spec.kind == "int" or spec.unit in ("s", "bytes")) and spec.kind != "json" and value < 0:
+    if non_negative(spec) and value < 0:
         raise ValueError("negative")
     if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
         raise ValueError("a sample that is not a non-negative duration")
@@ -218,6 +237,46 @@ def parse_cell(column: str, text: str | None) -> Any:
     value = PARSERS[spec.kind](text) if spec else text
     check_value(column, value)
     return value
+
+
+def kind_of(column: str) -> Kind:
+    """A column's kind; a column this version does not know (a newer writer's) is text."""
+    spec = BY_NAME.get(column)
+    return spec.kind if spec else "str"
+
+
+def _refused(column: str, text: str) -> bool:
+    try:
+        parse_cell(column, text)
+    except ValueError:
+        return True
+    return False
+
+
+def parse_column(column: str, text: Any) -> tuple[Any, Any]:
+    """parse_cell over a pandas Series of cell texts at once: (values, refused), `refused` a
+    boolean mask of the cells parse_cell refuses. Numbers come as floats (NaN when empty),
+    booleans as True/False/None, text and JSON as their text (None when empty). Text columns
+    with rules, and JSON, go through parse_cell once per distinct text."""
+    spec, kind = BY_NAME.get(column), kind_of(column)
+    empty = text == ""
+    filled = text[~empty]  # most columns of most rows are empty: only the others are looked at
+    if kind in ("int", "float"):
+        number = filled.str.fullmatch(NUMBER).astype(bool)
+        values = filled.where(number).astype(float)
+        refused = ~number | ((values % 1 != 0) if kind == "int" else (values.abs() == math.inf))
+        if non_negative(spec):
+            refused |= values < 0
+        return values.reindex(text.index), refused.reindex(text.index, fill_value=False)
+    if kind == "bool":
+        values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
+        return values.astype(object).where(values.notna(), None), values.isna() & ~empty
+    if kind == "json" or column in TEXT_RULES:
+        verdicts = {t: _refused(column, t) for t in text.unique()}
+        refused = text.map(verdicts).astype(bool)
+    else:
+        refused = empty & False
+    return text.where(~empty, None), refused
 
 
 def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:

@@ -91,7 +91,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     except OSError as error:
         raise ReportError(f"cannot create {out} ({error.strerror}) — pass --out with a writable folder") from None
     (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
-    write_merged(paths, out / "merged.csv")
+    write_merged(frame, out / "merged.csv")
     report = out / "report.md"
     text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths))
     partial = out / "report.md.partial"  # report.md appears whole, last: a folder without it is incomplete

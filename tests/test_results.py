@@ -1,4 +1,5 @@
 import csv
+import re
 import subprocess
 import sys
 import textwrap
@@ -140,3 +141,161 @@ def test_unwritable_results_dir_names_the_fix(tmp_path):
     blocker.write_text("")
     with pytest.raises(OSError, match="--results-dir"):
         check_writable(blocker / "sub")
+
+
+# ---- one reader: the per-cell and the column rules agree, and the harness and the report read alike ----
+
+CELLS = {
+    "pinned": ["True", "False", "TRUE", " yes ", "No", "0", "1", "tRuE", "maybe", "2", ""],
+    "rounds": ["7", "7.0", "1e3", " 7 ", "+3", "-1", "1.5", "inf", "nan", "1_000", "0x10", "1e400", "\u0661\u0662", "", "seven"],
+    "median_s": ["0.1", "5.", ".5", "1E5", "-0", "-0.5", "inf", "-inf", "nan", "infinity", "1e400", "1e-400", "abc", ""],
+    "lr": ["-0.5", "0.001", "Infinity"],
+    "samples_s": ["[1, 2]", "[]", "[-1]", "[1,", "hello", "[NaN]", '["inf"]', "{}", ""],
+    "status": ["ok", "oom", "weird", ""],
+    "case_id": ["matmul/n8", ""],
+    "timestamp_utc": ["2026-11-29T00:00:00+00:00", "yesterday", "2026-13-45T99:00:00", ""],
+    "hostname": ["box", ""],
+    "a_newer_writers_column": ["anything", ""],
+}
+
+
+@pytest.mark.parametrize("column", CELLS)
+def test_the_column_rules_are_the_cell_rules(column):
+    """harness.schema.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
+    refuses, and reads the others to the same value."""
+    import pandas as pd
+
+    from harness.schema import parse_cell, parse_column
+
+    texts = CELLS[column]
+    values, refused = parse_column(column, pd.Series(texts, dtype=object))
+    for text, value, no in zip(texts, values.tolist(), refused.tolist()):
+        try:
+            expected, expected_no = parse_cell(column, text), False
+        except ValueError:
+            expected, expected_no = None, True
+        assert no == expected_no, (column, text)
+        if not no:
+            got = None if value is None or value != value else value
+            assert got == (text or None if column == "samples_s" else expected), (column, text)
+
+
+def test_numbers_are_read_exactly():
+    import random
+
+    import pandas as pd
+
+    from harness.schema import parse_column
+
+    xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
+    values, refused = parse_column("lr", pd.Series([repr(x) for x in xs], dtype=object))
+    assert not refused.any() and values.tolist() == xs
+
+
+def _tricky(tmp_path, name):
+    """One of the tricky files both readers must agree on; returns its path."""
+    base = {"schema_version": str(SCHEMA_VERSION), "run_id": "r", "timestamp_utc": "2026-11-29T00:00:00+00:00", "machine_id": "m",
+            "hostname": "h", "device": "cpu", "device_name": "cpu", "torch_version": "2.5", "workload": "matmul",
+            "case_id": "matmul/fp32-n64", "build": "0", "dtype": "fp32", "size": "64", "rounds": "3", "median_s": "0.001", "status": "ok",
+            "samples_s": "[0.001, 0.002]"}
+    cells = {"bools": {"pinned": "TRUE", "non_blocking": "yes", "tf32_matmul": "0", "input_bound": " No "}, "bad-bool": {"pinned": "maybe"},
+             "inf": {"median_s": "inf"}, "nan": {"min_s": "nan"}, "huge": {"mean_s": "1e400"}, "int-inf": {"rounds": "inf"},
+             "negative-seconds": {"median_s": "-0.5"}, "negative-zero": {"min_s": "-0"}, "exponent-int": {"rounds": "1e3"},
+             "underscore": {"rounds": "1_000"}, "spaces": {"rounds": " 7 "}, "v2-bools": {"schema_version": "2", "pinned": "TRUE"},
+             "newer": {"schema_version": str(SCHEMA_VERSION + 1)}, "no-version": {"schema_version": "x"}}.get(name, {})
+    path = tmp_path / f"{name}.csv"
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows([base, dict(base, **cells)])
+    text = path.read_text(encoding="utf-8")
+    edits = {"bom": lambda t: "\ufeff" + t, "blank-line": lambda t: t + "\r\n", "blank-lines": lambda t: t + "\n\n",
+             "cut-last-line": lambda t: t[: t.rindex("0.002")], "cut-mid-row": lambda t: t[: t.rindex(",matmul,") + 2] + "\n",
+             "extra-field": lambda t: t.rstrip("\r\n") + ",surplus\r\n", "not-results": lambda t: "a,b\n1,2\n"}
+    path.write_text(edits.get(name, lambda t: t)(text), encoding="utf-8", newline="")
+    return path
+
+
+TRICKY = ["plain", "bools", "bad-bool", "bom", "blank-line", "blank-lines", "cut-last-line", "cut-mid-row", "extra-field", "inf", "nan",
+          "huge", "int-inf", "negative-seconds", "negative-zero", "exponent-int", "underscore", "spaces", "v2-bools", "newer", "no-version",
+          "not-results"]
+
+
+def _plain(value):
+    """A value as both readers' callers see it, empty as None (the report reads empty flags as "")."""
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+@pytest.mark.parametrize("name", TRICKY)
+def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, name):
+    """read_rows (the harness) and reports.load.load_results (gpubench report) read one file alike:
+    both refuse it naming the file, or both read the same values."""
+    import json
+
+    from reports.load import ReportError, load_results
+
+    path = _tricky(tmp_path, name)
+    try:
+        rows, harness_error = read_rows(path), None
+    except SchemaError as error:
+        rows, harness_error = None, str(error)
+    try:
+        frame, report_error = load_results([path]), None
+    except ReportError as error:
+        frame, report_error = None, str(error)
+    assert harness_error == report_error, name
+    if harness_error:
+        assert str(path) in harness_error and len(harness_error.splitlines()) == 1
+        return
+    assert len(rows) == len(frame) == 2
+    for row, (_, loaded) in zip(rows, frame.iterrows()):
+        for column in COLUMNS:
+            value = json.loads(loaded[column]) if column == "samples_s" and loaded[column] else loaded[column]
+            assert _plain(row[column]) == _plain(value), (name, column)
+
+
+def test_the_tricky_files_read_as_written(tmp_path):
+    (plain, bools) = read_rows(_tricky(tmp_path, "bools"))
+    assert (bools["pinned"], bools["non_blocking"], bools["tf32_matmul"], bools["input_bound"]) == (True, True, False, False)
+    assert plain["pinned"] is None and plain["samples_s"] == [0.001, 0.002] and plain["size"] == 64 and isinstance(plain["size"], int)
+    assert read_rows(_tricky(tmp_path, "exponent-int"))[1]["rounds"] == 1000
+    assert [r["case_id"] for r in read_rows(_tricky(tmp_path, "blank-lines"))] == ["matmul/fp32-n64"] * 2
+    for name, message in (("cut-last-line", "line 3 is truncated (the file ends inside it)"), ("cut-mid-row", "line 3 is truncated"),
+                          ("extra-field", f"line 3 has {len(COLUMNS) + 1} fields, the header {len(COLUMNS)}"), ("underscore", "line 3: column rounds holds '1_000' (not a number"),
+                          ("negative-seconds", "line 3: column median_s holds '-0.5' (negative)"), ("newer", "upgrade gpubench"),
+                          ("bad-bool", "column pinned holds 'maybe' (not a boolean")):
+        with pytest.raises(SchemaError, match=re.escape(message)):
+            read_rows(_tricky(tmp_path, name))
+
+
+def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
+    """Files with different headers (another column order, fewer columns, a newer writer's extra
+    column) merge under the union of their columns: no file's values are blanked, and merged.csv
+    reads back to the frame it was written from."""
+    from pathlib import Path
+
+    from harness.results import frame_rows
+    from reports.load import load_results, write_merged
+
+    full = _tricky(tmp_path, "bools")
+    with open(full, newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))[:2]
+    keep = [c for c in reversed(header) if c not in ("pinned", "energy_j")]  # reordered, two columns fewer
+    with open(tmp_path / "a.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([keep, *([r[header.index(c)] for c in keep] for r in rows)])
+    with open(tmp_path / "b.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*COLUMNS, "from_a_newer_writer"], restval="")
+        writer.writeheader()
+        writer.writerow(dict(zip(header, rows[0]), pinned="True", energy_j="5.5", from_a_newer_writer="kept", case_id="matmul/b"))
+    frame = load_results([tmp_path / "a.csv", tmp_path / "b.csv"])
+    write_merged(frame, tmp_path / "merged.csv")
+    with open(tmp_path / "merged.csv", newline="") as handle:
+        merged = list(csv.DictReader(handle))
+    assert list(merged[0]) == [*COLUMNS, "from_a_newer_writer"]
+    assert [(r["case_id"], r["pinned"], r["energy_j"], r["from_a_newer_writer"]) for r in merged] == [
+        ("matmul/fp32-n64", "", "", ""), ("matmul/b", "True", "5.5", "kept")]
+    for loaded, out in ((frame, tmp_path / "merged.csv"), (load_results([Path(__file__).parent / "data"]), tmp_path / "golden.csv")):
+        write_merged(loaded, out)
+        assert frame_rows(load_results([out]).drop(columns="source_file")) == frame_rows(loaded.drop(columns="source_file"))
