@@ -36,9 +36,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from reports import replicates
 from reports.load import ReportError, load_results, samples
+from reports.paired import format_session, judge_session
+from reports.verdicts import ALPHA, VERDICTS, Verdict
 
-ALPHA = 0.01
 NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
 
 
@@ -62,20 +64,6 @@ class Side:
 def pooled_log_variance(base: Side, new: Side) -> float:
     squares = float(((base.logs - base.logs.mean()) ** 2).sum() + ((new.logs - new.logs.mean()) ** 2).sum())
     return squares / max(1, len(base.units) + len(new.units) - 2)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    case_id: str
-    base_median_s: float
-    new_median_s: float
-    ratio: float  # new / base: above 1 is slower
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    detectable: float | None  # smallest relative change this comparison could detect
-    verdict: str  # slower | faster | no change | inconclusive | broken
-    note: str = ""
 
 
 def parse_threshold(text: str) -> float:
@@ -260,10 +248,15 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
             between2 += process2 * (1 / b.runs + 1 / n.runs)
         verdicts.append(judge(case_id, b, n, threshold, between2, dof))
     verdicts.sort(key=lambda v: v.case_id)
-    if noise.scatter is not None:
+    if replicates.runs_per_side(base, new) >= 2:  # runs as units: the between-run noise is each side's own
+        measured = {v.case_id: v for v in replicates.case_verdicts(base, new, threshold, sorted(sides))}
+        verdicts = [measured.get(v.case_id, v) for v in verdicts]
+    shift = replicates.machine_wide(base, new, threshold)
+    if shift is not None:
+        verdicts.append(shift)
+    if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter {math.expm1(noise.scatter):.1%} per ratio; "
-                        f"all cases moved by x{noise.shift:.3f} (median) — a machine-wide shift with one run per side cannot be told "
-                        "from a change that slowed everything: rerun both sides to tell")
+                        f"all cases moved by x{noise.shift:.3f} (median)")
     broken = {v.case_id for v in verdicts if v.verdict == "broken"}
     return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
@@ -274,7 +267,6 @@ def fmt_seconds(seconds: float) -> str:
     return human(seconds, "s") or "—"
 
 
-VERDICTS = ("slower", "faster", "no change", "inconclusive", "broken")
 
 
 def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float, notes: list[str]) -> str:
@@ -287,9 +279,10 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
         lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {ratio} | {ci} | {p} | {detectable} | {verdict} |")
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
+    cases = [v for v in verdicts if v.case_id != replicates.MACHINE_WIDE]
+    counts = {k: sum(v.verdict == k for v in cases) for k in VERDICTS if k != "not judged"}
     lines.append("")
-    lines.append(f"{len(verdicts)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
+    lines.append(f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
                  + ", ".join(f"{n} {k}" for k, n in counts.items()))
     if only_base:
         lines.append(f"only in BASE ({len(only_base)}): " + ", ".join(only_base))
@@ -321,8 +314,20 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     return notes
 
 
+def paired_session_of(base: Path, new: Path) -> str | None:
+    """The session id when BASE and NEW are the A and B files of one `gpubench ab` session."""
+    if base.suffix != ".csv" or not base.stem.endswith("-A") or new != base.with_name(base.stem[:-2] + "-B.csv"):
+        return None
+    session = base.stem[:-2]
+    return session if base.with_name(f"{session}.ab.json").is_file() else None
+
+
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
-    """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke)."""
+    """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke),
+    or every case is (the machine-wide line). The two sides of a paired session are judged paired."""
+    if paired_session_of(base, new):
+        session = judge_session(load_results([base]), load_results([new]), threshold)
+        return format_session(session, threshold), session.exit_code
     base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
     new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)

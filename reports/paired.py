@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.compare import ALPHA, Verdict
+from reports.verdicts import ALPHA, Verdict, band_verdict
 
 MACHINE_WIDE = "(every case: machine-wide shift)"
 
@@ -63,15 +63,7 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
     p_value = float(2 * sps.t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean else 1.0)
     ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
     detectable = math.exp(t_crit * se) - 1
-    band = (1 / (1 + threshold), 1 + threshold)
-    if p_value < ALPHA and ratio > band[1]:
-        verdict = "slower"
-    elif p_value < ALPHA and ratio < band[0]:
-        verdict = "faster"
-    elif band[0] <= low and high <= band[1]:
-        verdict = "no change"
-    else:
-        verdict = "inconclusive"
+    verdict = band_verdict(p_value, ratio, low, high, threshold)
     note = f"{n} pairs" + (f"; could detect >= {detectable:.0%}: more pairs would tell" if verdict == "inconclusive" else "")
     return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
 

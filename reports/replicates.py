@@ -1,0 +1,77 @@
+"""Unpaired comparisons with replicate runs: runs as units. With two or more runs on each side,
+the noise a change must beat is the scatter between each side's own runs — measured, so a shift
+common to every case (a torch, driver or BIOS change) is no longer absorbed as noise.
+
+- A case: Welch's t over the runs' log-medians (a run's median over its builds), Satterthwaite's
+  degrees of freedom.
+- Every case at once (the machine-wide line): per run, the median over the common cases of the
+  run's log-median minus the case's mean over all runs; then Welch's t between the sides' runs.
+  With one run per side this line is printed, not judged: a machine that was slower during one
+  run and a change that slowed everything look alike.
+Torch-free."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from reports.verdicts import ALPHA, Verdict, band_verdict
+
+MACHINE_WIDE = "(every case: machine-wide shift)"
+
+
+def run_logs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows: run_id; columns: case_id; values: log of the run's median over its ok builds."""
+    ok = frame[(frame["status"] == "ok") & (frame["median_s"] > 0)]
+    return np.log(ok.groupby(["run_id", "case_id"])["median_s"].median().unstack("case_id"))
+
+
+def runs_per_side(base: pd.DataFrame, new: pd.DataFrame) -> int:
+    return min(base["run_id"].nunique(), new["run_id"].nunique())
+
+
+def welch(case_id: str, base: np.ndarray, new: np.ndarray, threshold: float, note: str) -> Verdict:
+    """Verdict of new against base from two samples of run-level logs (Welch's t)."""
+    d = float(new.mean() - base.mean())
+    var_b, var_n = base.var(ddof=1) / base.size, new.var(ddof=1) / new.size
+    se = math.sqrt(var_b + var_n)
+    denominator = var_b**2 / (base.size - 1) + var_n**2 / (new.size - 1)
+    dof = se**4 / denominator if denominator > 0 else float(base.size + new.size - 2)
+    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
+    p_value = float(2 * sps.t.sf(abs(d) / se, dof)) if se > 0 else (0.0 if d else 1.0)
+    ratio, low, high = math.exp(d), math.exp(d - t_crit * se), math.exp(d + t_crit * se)
+    detectable = math.exp(t_crit * se) - 1
+    verdict = band_verdict(p_value, ratio, low, high, threshold)
+    return Verdict(case_id, math.exp(base.mean()), math.exp(new.mean()), ratio, low, high, p_value, detectable, verdict,
+                   f"{base.size} vs {new.size} runs" + (f"; {note}" if note else ""))
+
+
+def case_verdicts(base: pd.DataFrame, new: pd.DataFrame, threshold: float, cases: list[str]) -> list[Verdict]:
+    base_logs, new_logs = run_logs(base), run_logs(new)
+    verdicts = []
+    for case_id in cases:
+        b, n = base_logs[case_id].dropna().to_numpy(), new_logs[case_id].dropna().to_numpy()
+        if b.size >= 2 and n.size >= 2:
+            verdicts.append(welch(case_id, b, n, threshold, "runs as units"))
+    return verdicts
+
+
+def machine_wide(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> Verdict | None:
+    """The machine-wide line: judged with 2+ runs per side, else printed with its measured shift."""
+    base_logs, new_logs = run_logs(base), run_logs(new)
+    common = sorted(set(base_logs.columns) & set(new_logs.columns))
+    both = pd.concat({"base": base_logs[common], "new": new_logs[common]}).dropna(axis=1)
+    if both.shape[1] < 2:
+        return None
+    levels = (both - both.mean()).median(axis=1)  # each run's level: the median case's distance from its mean
+    b, n = levels.loc["base"].to_numpy(), levels.loc["new"].to_numpy()
+    if b.size >= 2 and n.size >= 2:
+        verdict = welch(MACHINE_WIDE, b, n, threshold, f"median over {both.shape[1]} cases per run")
+        return Verdict(MACHINE_WIDE, math.nan, math.nan, *[getattr(verdict, f) for f in ("ratio", "ci_low", "ci_high", "p_value", "detectable", "verdict", "note")])
+    shift = math.exp(float(n.mean() - b.mean()))
+    return Verdict(MACHINE_WIDE, math.nan, math.nan, shift, None, None, None, None, "not judged",
+                   "one run per side: a machine that was slower during one run and a change that slowed every case look alike — "
+                   "give 2+ runs per side (gpubench compare BASE_DIR/ NEW_DIR/, a folder of runs each) or run a paired session (gpubench ab) to judge it")
