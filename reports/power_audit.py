@@ -1,0 +1,123 @@
+"""The power audit: how often the gate speaks when it should, and stays quiet when it should.
+
+Known changes are injected into real measurements of unchanged code (A/A data): the NEW side's
+times of chosen cases are scaled (median_s and the raw samples), then judged as `compare` or
+`gpubench ab` would. Scenarios: A/A (nothing injected: every flag is false), one case x1.1, x1.25,
+x2, one whole workload x1.3, every case x1.05 and x1.15. Counted per case-comparison (was the
+injected case called slower? was an untouched case called anything?) and per comparison (exit 1).
+Torch-free; `scripts/power-audit` runs it on folders of runs, tests run it on simulated data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from reports.compare import compare_frames
+from reports.paired import MACHINE_WIDE, judge_session
+from reports.verdicts import Verdict
+
+TIME_COLUMNS = ("median_s", "min_s", "mean_s", "iqr_s", "stddev_s")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    factor: float
+    scope: str  # "none" | "case" | "workload" | "all"
+
+    def cases(self, case_ids: list[str], pick: int) -> list[str]:
+        """The cases this scenario slows in one comparison (`pick` rotates the chosen case/workload)."""
+        if self.scope == "none":
+            return []
+        if self.scope == "all":
+            return list(case_ids)
+        if self.scope == "case":
+            return [case_ids[pick % len(case_ids)]]
+        workloads = sorted({c.split("/", 1)[0] for c in case_ids})
+        chosen = workloads[pick % len(workloads)]
+        return [c for c in case_ids if c.startswith(chosen + "/")]
+
+
+SCENARIOS = (Scenario("A/A", 1.0, "none"), Scenario("one case x1.10", 1.10, "case"), Scenario("one case x1.25", 1.25, "case"),
+             Scenario("one case x2", 2.0, "case"), Scenario("one workload x1.3", 1.3, "workload"),
+             Scenario("every case x1.05", 1.05, "all"), Scenario("every case x1.15", 1.15, "all"), Scenario("every case x1.10", 1.10, "all"))
+
+
+def inject(frame: pd.DataFrame, cases: Iterable[str], factor: float) -> pd.DataFrame:
+    """The frame with the chosen cases' times (and raw samples) scaled by `factor`."""
+    out = frame.copy()
+    mask = out["case_id"].isin(list(cases))
+    for column in TIME_COLUMNS:
+        if column in out:
+            out.loc[mask, column] = out.loc[mask, column] * factor
+    if "samples_s" in out:
+        out.loc[mask, "samples_s"] = out.loc[mask, "samples_s"].map(lambda cell: _scaled(cell, factor))
+    return out
+
+
+def _scaled(cell: object, factor: float) -> object:
+    if not isinstance(cell, str) or not cell.strip():
+        return cell
+    return json.dumps([float(x) * factor for x in json.loads(cell)])
+
+
+@dataclass
+class Tally:
+    comparisons: int = 0
+    exits: int = 0  # comparisons that exited 1
+    target_calls: int = 0  # injected case-comparisons
+    caught: int = 0  # ... called slower
+    other_calls: int = 0  # untouched case-comparisons
+    false_flags: int = 0  # ... called slower or faster
+    detectable: list[float] = field(default_factory=list)
+
+    def add(self, verdicts: list[Verdict], slowed: set[str], machine_wide: bool) -> None:
+        self.comparisons += 1
+        cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
+        self.exits += any(v.verdict in ("slower", "broken") for v in verdicts)
+        for v in cases:
+            if v.case_id in slowed:
+                self.target_calls += 1
+                self.caught += v.verdict == "slower"
+            else:
+                self.other_calls += 1
+                self.false_flags += v.verdict in ("slower", "faster")
+            if v.detectable is not None and math.isfinite(v.detectable):
+                self.detectable.append(v.detectable)
+
+    def row(self, name: str) -> dict[str, object]:
+        return {"scenario": name, "comparisons": self.comparisons, "exit 1": f"{self.exits}/{self.comparisons}",
+                "injected cases caught": f"{self.caught}/{self.target_calls}" if self.target_calls else "—",
+                "untouched cases flagged": f"{self.false_flags}/{self.other_calls}",
+                "median detectable": f"{np.median(self.detectable):.1%}" if self.detectable else "—"}
+
+
+Judge = Callable[[pd.DataFrame, pd.DataFrame, float], list[Verdict]]
+
+
+def unpaired_judge(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> list[Verdict]:
+    return compare_frames(base, new, threshold)[0]
+
+
+def paired_judge(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> list[Verdict]:
+    return judge_session(a, b, threshold).verdicts
+
+
+def audit(comparisons: list[tuple[pd.DataFrame, pd.DataFrame]], judge: Judge, threshold: float = 0.05,
+          scenarios: tuple[Scenario, ...] = SCENARIOS) -> pd.DataFrame:
+    """One row per scenario: every (base, new) comparison judged with the change injected into new."""
+    rows = []
+    for scenario in scenarios:
+        tally = Tally()
+        for pick, (base, new) in enumerate(comparisons):
+            case_ids = sorted(set(base.loc[base["status"] == "ok", "case_id"]) & set(new.loc[new["status"] == "ok", "case_id"]))
+            slowed = set(scenario.cases(case_ids, pick))
+            tally.add(judge(base, inject(new, slowed, scenario.factor), threshold), slowed, scenario.scope == "all")
+        rows.append(tally.row(scenario.name))
+    return pd.DataFrame(rows)

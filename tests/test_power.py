@@ -1,0 +1,87 @@
+"""The gate's power on simulated data with known truth: unchanged code must not be flagged, and
+injected changes must be caught (paired sessions; unpaired runs with replicates)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports.power_audit import SCENARIOS, Scenario, audit, inject, paired_judge, unpaired_judge
+
+CASES = [f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)]
+
+
+def run_frame(run_id: str, rng: np.random.Generator, builds: int, level: float, drift: np.ndarray | None = None) -> pd.DataFrame:
+    """One run: every case's builds, lognormal build noise (4%), the run's machine level, and a
+    drift per build (shared with the other side of a pair when given)."""
+    rows = []
+    for index, case_id in enumerate(CASES):
+        true_s = 1e-3 * (1 + index)
+        for build in range(builds):
+            shift = level + (drift[build] if drift is not None else 0.0)
+            rows.append({"run_id": run_id, "case_id": case_id, "workload": case_id.split("/")[0], "build": build, "status": "ok",
+                         "reason": "", "median_s": true_s * float(np.exp(shift + rng.normal(0, 0.04))), "samples_s": "",
+                         "machine_id": "m", "device": "cpu", "profile": "quick", "torch_version": "2", "dataset": None})
+    return pd.DataFrame(rows)
+
+
+def paired_sessions(count: int, pairs: int, seed: int = 0) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    rng = np.random.default_rng(seed)
+    sessions = []
+    for s in range(count):
+        drift = np.cumsum(rng.normal(0, 0.03, pairs))  # the machine wanders during the session: both sides see it
+        sessions.append((run_frame(f"s{s}-A", rng, pairs, 0.0, drift), run_frame(f"s{s}-B", rng, pairs, 0.0, drift)))
+    return sessions
+
+
+def runs(count: int, seed: int = 1) -> list[pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    return [run_frame(f"r{r}", rng, 3, float(rng.normal(0, 0.03))) for r in range(count)]
+
+
+def by_name(table: pd.DataFrame, name: str) -> dict[str, str]:
+    return table.set_index("scenario").loc[name].to_dict()
+
+
+def fraction(text: str) -> float:
+    done, total = text.split("/")
+    return int(done) / int(total)
+
+
+@pytest.fixture(scope="module")
+def paired_table() -> pd.DataFrame:
+    return audit(paired_sessions(10, 10), paired_judge)
+
+
+def test_paired_sessions_stay_quiet_on_unchanged_code(paired_table: pd.DataFrame) -> None:
+    aa = by_name(paired_table, "A/A")
+    assert fraction(aa["untouched cases flagged"]) <= 0.01 and fraction(aa["exit 1"]) <= 0.1
+
+
+def test_paired_sessions_catch_a_change_of_every_case_and_of_one_case(paired_table: pd.DataFrame) -> None:
+    assert fraction(by_name(paired_table, "every case x1.10")["exit 1"]) >= 0.9
+    assert fraction(by_name(paired_table, "one case x1.25")["injected cases caught"]) >= 0.9
+    assert fraction(by_name(paired_table, "one case x2")["injected cases caught"]) == 1.0
+
+
+def test_unpaired_replicates_see_a_machine_wide_shift() -> None:
+    pool = runs(12)
+    comparisons = [(pd.concat(pool[i:i + 3]), pd.concat(pool[i + 3:i + 6])) for i in (0, 6)]
+    table = audit(comparisons, unpaired_judge, scenarios=(Scenario("A/A", 1.0, "none"), Scenario("every case x1.15", 1.15, "all")))
+    assert by_name(table, "every case x1.15")["exit 1"] == "2/2"
+    assert by_name(table, "A/A")["exit 1"] == "0/2"
+
+
+def test_one_run_per_side_says_the_shift_is_not_judged() -> None:
+    pool = runs(2)
+    verdicts = unpaired_judge(pool[0], inject(pool[1], CASES, 1.15), 0.05)
+    assert [v.verdict for v in verdicts if v.case_id.startswith("(every case")] == ["not judged"]
+
+
+def test_injection_scales_only_the_chosen_cases() -> None:
+    frame = runs(1)[0]
+    scaled = inject(frame, ["matmul/c0"], 2.0)
+    changed = scaled["median_s"] / frame["median_s"]
+    assert set(changed[frame["case_id"] == "matmul/c0"]) == {2.0} and set(changed[frame["case_id"] != "matmul/c0"]) == {1.0}
+    assert [s.name for s in SCENARIOS][0] == "A/A"
