@@ -36,6 +36,10 @@ def per_case(frame: pd.DataFrame) -> pd.DataFrame:
     quartiles = grouped["median_s"].quantile([0.25, 0.75]).unstack()  # vectorized: 1000s of groups
     spread = (quartiles[0.75] - quartiles[0.25]) / out["median_s"]
     out["spread"] = spread.where(grouped["median_s"].count() > 1)
+    for figure in ("tflops", "gbps", "samples_per_s"):  # the builds' quartiles: headline rules and plot bands
+        if figure in ok and ok[figure].notna().any():
+            q = grouped[figure].quantile([0.25, 0.75]).unstack()
+            out[f"{figure}_q1"], out[f"{figure}_q3"] = q[0.25], q[0.75]
     flagged = ok[ok["flags"] != ""]
     out["flags"] = flagged.groupby(KEYS, sort=False)["flags"].agg(_flags).reindex(out.index).fillna("")
     return out.reset_index()

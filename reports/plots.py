@@ -67,6 +67,12 @@ def _plain_numbers(ax: plt.Axes) -> None:
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> None:
+    """The builds' interquartile range as a band around the median line (where several builds ran)."""
+    if f"{y}_q1" in series and series[f"{y}_q1"].notna().any():
+        ax.fill_between(series[x], series[f"{y}_q1"], series[f"{y}_q3"], color=color, alpha=0.2, linewidth=0)
+
+
 def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     """One panel per dtype: TFLOP/s over n per machine, the datasheet peak dashed."""
     rows = cases[cases["workload"] == "matmul"]
@@ -81,13 +87,14 @@ def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
         for machine, group in rows[rows["dtype"] == dtype].groupby("machine"):
             series = group.sort_values("size")
             ax.plot(series["size"], series["tflops"], marker="o", color=colors[machine], label=machine)
+            _band(ax, series, "size", "tflops", colors[machine])
             peak = peak_tflops(str(series["device_name"].iloc[0]), dtype)
             if peak:
                 ax.axhline(peak, color=colors[machine], linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_numbers(ax)
-        ax.set_title(f"{dtype} (dashed: datasheet peak)", fontsize=9)
+        ax.set_title(f"{dtype}" + (" (dashed: datasheet peak)" if any(l.get_linestyle() == "--" for l in ax.lines) else ""), fontsize=9)
         ax.set_xlabel("n (square matmul)")
         ax.set_ylabel("TFLOP/s")
         ax.grid(True, which="both", alpha=0.3)
@@ -117,9 +124,11 @@ def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None
                 for label, line in series.groupby(series.apply(_transfer_label, axis=1)):
                     line = line.sort_values("size")
                     ax.plot(line["size"], line["gbps"], marker="o", label=f"{machine} · {label}")
+                    _band(ax, line, "size", "gbps", ax.lines[-1].get_color())
             else:
                 line = series.sort_values("size")
                 ax.plot(line["size"], line["gbps"], marker="o", label=machine)
+                _band(ax, line, "size", "gbps", ax.lines[-1].get_color())
                 peak = peak_gbps(str(line["device_name"].iloc[0]))
                 if peak:
                     ax.axhline(peak, linestyle="--", linewidth=0.8, color=ax.lines[-1].get_color())
@@ -205,8 +214,9 @@ def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
         lines = group.groupby(group[spec.hue].astype(str)) if spec.hue else [("", group)]
         for label, line in lines:
             line = line.sort_values(spec.x)
-            ax.plot(line[spec.x].astype(str) if line[spec.x].dtype == object else line[spec.x], line[spec.y], marker="o",
-                    label=f"{spec.hue}={label}" if spec.hue else None)
+            xs = line[spec.x].astype(str) if line[spec.x].dtype == object else line[spec.x]
+            ax.plot(xs, line[spec.y], marker="o", label=f"{spec.hue}={label}" if spec.hue else None)
+            _band(ax, line.assign(**{spec.x: xs}), spec.x, spec.y, ax.lines[-1].get_color())
         if spec.logx:
             ax.set_xscale("log", base=2)
         if spec.logy:

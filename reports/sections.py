@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.workload_spec import ReportSection
 from reports import plots, tables
+from reports.intervals import BEST_RULE
 from reports.markdown import image, md_table, section
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
@@ -30,7 +31,7 @@ def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSect
     peak = tables.matmul_peak_table(cases)
     return section(spec.title, image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
                    "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
-                   "`spread` is the IQR/median of the builds' TFLOP/s:", md_table(peak, human=True),
+                   f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the builds' IQR:", md_table(peak, human=True),
                    "<details><summary>Datasheet peaks known to gpubench (dense)</summary>\n\n" + md_table(tables.peaks_table()) + "\n\n</details>")
 
 

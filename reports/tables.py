@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from harness.peaks import peak_tflops
+from reports.intervals import speedup_interval, steady_best
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
                       "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
@@ -38,7 +39,7 @@ def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
     rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops"])
     if rows.empty:
         return pd.DataFrame()
-    best = rows.loc[rows.groupby(["machine", "dtype"])["tflops"].idxmax()]
+    best = pd.DataFrame([steady_best(group, "tflops") for _, group in rows.groupby(["machine", "dtype"])])
     out = best[["machine", "dtype", "size", "tflops", "builds", "spread"]].copy()
     out["peak_tflops"] = [peak_tflops(str(name), str(dtype)) for name, dtype in zip(best["device_name"], best["dtype"])]
     out["pct_of_peak"] = 100 * out["tflops"] / out["peak_tflops"]
@@ -68,8 +69,10 @@ def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
     for machine in [m for m in ok.columns if m != baseline]:
         ratios = (ok[baseline] / ok[machine]).dropna()
         for workload, values in ratios.groupby(level="workload"):
+            interval = speedup_interval(frame, baseline, machine, str(workload))
             records.append({"workload": workload, "machine": machine, "cases": len(values),
                             "geomean_speedup": float(np.exp(np.log(values).mean())),
+                            "ci95_low": interval.low if interval else math.nan, "ci95_high": interval.high if interval else math.nan,
                             "min": float(values.min()), "max": float(values.max())})
     return pd.DataFrame(records)
 
@@ -263,14 +266,12 @@ def _pm(spread: float) -> str:
 
 
 def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd.Series | None:
-    rows = cases[(cases["machine"] == machine) & mask].dropna(subset=[figure])
-    return rows.loc[rows[figure].idxmax()] if not rows.empty else None
+    return steady_best(cases[(cases["machine"] == machine) & mask].dropna(subset=[figure]), figure)
 
 
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings."""
     from harness.schema import human
-    from reports.aggregate import geomean
 
     mine = frame[frame["machine"] == machine]
     out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}
@@ -312,10 +313,9 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     if not measured and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
     if machine != baseline:
-        both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
-        if baseline in both and machine in both:
-            ratios = (both[baseline] / both[machine]).dropna()
-            out["speed vs baseline"] = f"{geomean(ratios):.3g}x (geomean of {len(ratios)} cases)"
+        interval = speedup_interval(frame, baseline, machine)
+        if interval is not None:
+            out["speed vs baseline"] = interval.text()
     else:
         out["speed vs baseline"] = "baseline"
     flagged = int((mine[mine["status"] == "ok"]["flags"] != "").sum())

@@ -1,0 +1,61 @@
+"""Intervals on cross-machine ratios, and headline figures noise cannot win.
+
+A machine-vs-baseline speedup is a geometric mean over cases of baseline/machine medians. Its
+interval comes from the builds (and runs) each case was measured in: per case, the standard error
+of the difference of the two machines' mean log build medians; over n cases, se = sqrt(sum se²)/n;
+the interval is the point estimate times exp(± z·se) at 95%. Cases measured in one build on a
+side add no spread (they are counted in `single_build_cases`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+Z95 = 1.96
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    geomean: float
+    low: float
+    high: float
+    cases: int
+    single_build_cases: int
+
+    def text(self) -> str:
+        return f"{self.geomean:.3g}x (95% {self.low:.3g}–{self.high:.3g}, geomean of {self.cases} cases)"
+
+
+def _log_stats(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
+    ok = frame[(frame["machine"] == machine) & (frame["status"] == "ok") & (frame["median_s"] > 0)]
+    logs = np.log(ok["median_s"]).groupby(ok["case_id"])
+    return pd.DataFrame({"median": ok.groupby("case_id")["median_s"].median(), "var_of_mean": logs.var(ddof=1) / logs.count(),
+                         "n": logs.count()})
+
+
+def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload: str | None = None) -> RatioInterval | None:
+    """Geomean of baseline/machine over the cases both ran (of `workload` when given)."""
+    rows = frame if workload is None else frame[frame["workload"] == workload]
+    base, mine = _log_stats(rows, baseline), _log_stats(rows, machine)
+    both = base.join(mine, lsuffix="_base", rsuffix="_mine", how="inner")
+    if both.empty:
+        return None
+    logs = np.log(both["median_base"] / both["median_mine"])
+    variance = (both["var_of_mean_base"].fillna(0) + both["var_of_mean_mine"].fillna(0)).sum() / len(both) ** 2
+    single = int(((both["n_base"] < 2) | (both["n_mine"] < 2)).sum())
+    point, half = float(np.exp(logs.mean())), Z95 * math.sqrt(variance)
+    return RatioInterval(point, point * math.exp(-half), point * math.exp(half), len(both), single)
+
+
+def steady_best(cases: pd.DataFrame, figure: str) -> pd.Series | None:
+    """The case with the highest lower quartile of `figure` over its builds (`<figure>_q1` from
+    reports.aggregate): one lucky build of a noisy size cannot win the headline."""
+    column = f"{figure}_q1" if f"{figure}_q1" in cases else figure
+    rows = cases.dropna(subset=[column])
+    return rows.loc[rows[column].idxmax()] if not rows.empty else None
+
+
+BEST_RULE = "best = the size whose lower quartile over builds is highest (a noisy size cannot win on one lucky build)"
