@@ -3,6 +3,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from harness.caseids import GUIDE_TEMPLATE
 from harness.cases import ProfileError, check_profile
 from harness.runner import BuildContext
 from harness.timing import SyncedClock
@@ -36,8 +37,6 @@ def test_settings_a_case_does_not_use_are_absent():
 
 
 def test_the_id_rule_knows_the_guide_template():
-    from harness.caseids import GUIDE_TEMPLATE
-
     assert {k: v for k, v in TEMPLATE.settings().items() if k in GUIDE_TEMPLATE} == GUIDE_TEMPLATE
 
 

@@ -1,12 +1,18 @@
+"""The gpubench command line: run, report, env, compare's exit codes, and its one-line errors."""
+
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from harness.cli import build_parser, main, pytest_args
+from harness import plugin
+from harness.cli import build_parser, main, per_build_args, pytest_args
 from harness.device import resolve_device
-
-REPO = Path(__file__).resolve().parent.parent
+from harness.options import RUN_OPTIONS
+from harness.results import read_rows
+from reports import build
+from runs import FULL_AFTER_ONE_ROW, assert_one_full_line, gpubench_run
 
 
 def test_env_prints_the_fingerprint(capsys):
@@ -57,9 +63,6 @@ def test_report_needs_rows(tmp_path, capsys):
 
 
 def test_plugin_and_cli_share_one_option_table():
-    from harness import plugin
-    from harness.options import RUN_OPTIONS
-
     class Recording:
         def __init__(self):
             self.added = {}
@@ -84,8 +87,53 @@ def test_plugin_and_cli_share_one_option_table():
 
 
 def test_each_build_process_gets_its_own_benchmark_files():
-    from harness.cli import per_build_args
-
     extra = ["-k", "matmul", "--benchmark-json", "out/x.json", "--benchmark-save=base"]
     assert per_build_args(extra, 0) == extra
     assert per_build_args(extra, 2) == ["-k", "matmul", "--benchmark-json", "out/x.b2.json", "--benchmark-save=base-b2"]
+
+
+# ---- one line for what stops a run or a report ------------------------------------------------
+
+def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
+    bad = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
+                          "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 4 and "Traceback" not in bad.stderr and "cannot be loaded" in bad.stderr
+    empty = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
+                            "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
+
+
+def test_gpubench_run_refuses_an_empty_run_id_like_pytest(tmp_path):
+    proc = gpubench_run(tmp_path, "-k", "matmul", "--run-id", "")
+    out, err = proc.communicate(timeout=120)
+    errors = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 4 and len(errors) == 1 and "--run-id is 0 characters" in errors[0], err
+    assert not (tmp_path / "res").exists()
+
+
+def test_a_full_results_folder_is_one_line_under_gpubench_run(tmp_path):
+    (tmp_path / "fullafter1.py").write_text(FULL_AFTER_ONE_ROW)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    proc = gpubench_run(tmp_path, "-k", "matmul", "--run-id", "full", "-p", "fullafter1", env=env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-2000:]
+    assert_one_full_line(out, err)
+    assert len(read_rows(tmp_path / "res" / "full.csv")) == 1 and not (tmp_path / "res" / "full-report").exists()
+
+
+def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, capsys, monkeypatch):
+    """Interrupted while rendering: exit 130, one line, and the folder has no report.md (an older
+    one is removed first), so it never looks complete."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("an older report")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "render_report", interrupted)
+    golden = Path(__file__).parent / "data" / "golden_laptop.csv"
+    assert main(["report", str(golden), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and "incomplete" in err
+    assert not (out / "report.md").exists()

@@ -1,11 +1,15 @@
 """CUDA-only checks: they run on a GPU machine and skip with a reason elsewhere."""
 
+import time
+
 import pytest
 import torch
 
 from fakes import FakeBenchmark
 from harness.device import memory_snapshot, reset_peak_memory
+from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
 from harness.runner import BuildContext, RunContext, run_case
+from harness.stats import summarize
 from harness.timing import Budget, SyncedClock, cuda_event_samples, measure
 from harness.workloads import matmul, selfcheck, transfer
 
@@ -31,8 +35,6 @@ def test_synced_clock_agrees_with_cuda_events():
 
 def test_an_unsynced_clock_would_be_caught():
     """What the selfcheck exists for: without the sync, the host clock reads only the launch."""
-    import time
-
     a = torch.randn(8192, 8192, device=GPU)
     a @ a
     torch.cuda.synchronize()
@@ -58,16 +60,22 @@ def test_tf32_is_scoped_to_its_case(tmp_path):
     assert row["status"] == "ok" and torch.get_float32_matmul_precision() == before
 
 
-def test_pinned_transfer_runs():
+def test_pinned_transfer_copies_the_host_bytes_to_the_gpu():
+    """The timed call of a pinned, non_blocking host-to-device case copies its pinned host buffer
+    into its GPU tensor, host to device (checked after a sync: the copy is asynchronous)."""
     timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), gpu_context())
-    timed.fn()
+    buffers = dict(zip(timed.fn.__code__.co_freevars, (cell.cell_contents for cell in timed.fn.__closure__)))  # what the timed call copies
+    host, on_device = buffers["host"], buffers["on_device"]
+    sent = host.clone()
+    returned = timed.fn()
     torch.cuda.synchronize()
+    assert host.is_pinned() and on_device.device == GPU and returned is on_device
+    assert sent.any() and torch.equal(on_device.cpu(), sent)  # random bytes arrived on the GPU, not an all-zero buffer
+    assert torch.equal(host, sent)  # and the host buffer was the source, not the destination
 
 
 def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
     """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within ±3%."""
-    from harness.stats import summarize
-
     timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
     for _ in range(3):
         timed.fn()
@@ -84,8 +92,6 @@ def _call_s(fn) -> float:
 def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
     """The real counter: a matmul loop of ~1.5 s reads a power between idle and the board limit;
     telemetry sampled during it has the GPU's clock and temperature."""
-    from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
-
     counter, note = energy_counter(GPU)
     if counter is None:
         pytest.skip(note)

@@ -73,3 +73,9 @@ def test_out_of_memory_is_recognised():
     assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate"))
     assert is_out_of_memory(RuntimeError("MPS backend out of memory"))
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_a_real_cpu_allocation_failure_is_recognised():
+    with pytest.raises(RuntimeError) as caught:
+        torch.empty(2**62, dtype=torch.uint8)  # 4 EiB: no machine's allocator can grant it
+    assert is_out_of_memory(caught.value), str(caught.value)

@@ -1,15 +1,17 @@
 """Energy counters (NVML, RAPL) and GPU telemetry during a region, with fakes: no GPU needed."""
 
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from fakes import FakeBenchmark, FakeNvml, SteppingClock
-from harness.energy import (EnergyMeter, NvmlCounter, RaplCounter, TelemetrySampler, energy_counter, idle_power_w, nvml_sample,
+from harness.energy import (EnergyMeter, EnergyReading, NvmlCounter, RaplCounter, TelemetrySampler, energy_counter, idle_power_w, nvml_sample,
                             rapl_counter, summarize_telemetry)
 from harness.results import ResultsWriter
-from harness.runner import BuildContext, RunContext, Timed, run_case
+from harness.runner import BuildContext, RunContext, Timed, energy_figures, run_case
+from harness.schema import SCHEMA_VERSION
 from harness.timing import RoundPlan, SyncedClock
 from harness.workloads.matmul import MatmulCase
 
@@ -118,7 +120,7 @@ class FakeCounter:
 def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None, fn=None):
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), energy=meter, telemetry=telemetry)
-    ctx = RunContext(bctx, {"schema_version": 3, "run_id": "run", "device_name": "cpu"}, writer)
+    ctx = RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer)
 
     class Workload:
         @staticmethod
@@ -132,8 +134,6 @@ def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops":
 
 
 def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
-    import time
-
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=50.0))
     meter.counter.min_window_s = 0.0  # every region is long enough: no repetition
     row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 10, 5, 0.0), figures=lambda s, r: {"tflops": 2.0, "samples_per_s": 100.0})
@@ -144,8 +144,6 @@ def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
 
 
 def test_a_short_repeatable_region_is_repeated_for_its_energy(tmp_path):
-    import time
-
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
     meter.counter.min_window_s = 0.5  # the timed rounds (a few ms) are far shorter
     row = _run_matmul(tmp_path, meter)  # planned from warm-up (plan=None): repeatable
@@ -155,8 +153,6 @@ def test_a_short_repeatable_region_is_repeated_for_its_energy(tmp_path):
 
 
 def test_a_short_fixed_region_gets_an_empty_figure_with_the_reason(tmp_path):
-    import time
-
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
     meter.counter.min_window_s = 30.0
     row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 1, 1, 0.0))  # a fixed plan (an epoch) cannot be repeated
@@ -171,8 +167,6 @@ def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
         nvml.sm_clock_mhz, nvml.temp_c, nvml.power_mw, nvml.throttle_bits = next(readings)
         return nvml_sample(nvml, "gpu0")
 
-    import time
-
     # a region of 3 x 20 ms polled every millisecond: dozens of readings, the first one before throttling
     row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(read, interval_s=0.001), plan=RoundPlan(0, 1, 3, 0.0),
                       fn=lambda: time.sleep(0.02))
@@ -184,8 +178,6 @@ def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
 
 
 def test_the_power_cap_alone_is_recorded_but_flags_nothing(tmp_path):
-    import time
-
     nvml = FakeNvml()
     nvml.throttle_bits = 0x4
     row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(lambda: nvml_sample(nvml, "gpu0"), interval_s=0.001),
@@ -210,9 +202,6 @@ def test_warm_up_and_calibration_stay_outside_the_energy_region(tmp_path):
 
 
 def test_an_epochs_samples_per_joule_is_its_samples_over_its_joules(tmp_path):
-    from harness.runner import energy_figures
-    from harness.energy import EnergyReading
-
     figures = energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1, {"samples_per_s": 4000.0}, samples_per_call=60_000)
     assert figures["samples_per_j"] == pytest.approx(100.0)  # not 4000 / 30 W: the throughput covers training only
     assert energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1, {"samples_per_s": 4000.0})["samples_per_j"] == pytest.approx(4000 / 30)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.schema import REQUIRED_COLUMNS
+from harness.results import read_rows
+from harness.schema import COLUMNS, REQUIRED_COLUMNS
+from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, one_error_line, run_bench
 
 pytest_plugins = ["pytester"]
-REPO = Path(__file__).resolve().parent.parent
 
 TINY_BENCH = '''
 import sys
@@ -240,14 +241,195 @@ def test_markers_select_the_fast_subset(tmp_path):
     assert any("test_matmul" in i for i in ids)
 
 
+# Beside bench_tiny.py: another workload (elementwise) whose one case needs one build in every profile.
+ONE_BUILD_BENCH = '''
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.cases import Case
+from harness.runner import Timed
+
+gpubench_workload = sys.modules[__name__]
+BUILDS = {"smoke": 1, "quick": 1, "full": 1}
+
+
+@dataclass(frozen=True)
+class OneBuildCase(Case):
+    workload: ClassVar[str] = "elementwise"
+    size: int
+
+
+def cases(ctx):
+    return [OneBuildCase(32)]
+
+
+def build(case, ctx):
+    return Timed(fn=lambda: None)
+
+
+def test_one(case, gpubench):
+    gpubench.run(case)
+'''
+
+
 def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     """gpubench run starts as many build processes as the *selected* cases need: -k choosing a
     one-build workload must not start processes for another workload's builds."""
-    tiny.makepyfile(bench_one=TINY_BENCH.replace('BUILDS = {"smoke": 2, "quick": 2, "full": 2}', 'BUILDS = {"smoke": 1, "quick": 1, "full": 1}')
-                    .replace('workload: ClassVar[str] = "matmul"', 'workload: ClassVar[str] = "elementwise"').replace("def test_tiny", "def test_one"))
+    tiny.makepyfile(bench_one=ONE_BUILD_BENCH)
     count_file = tiny.path / "builds"
     monkeypatch.setenv("GPUBENCH_BUILD_COUNT_FILE", str(count_file))
     tiny.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py", "--collect-only", "-q")
     assert count_file.read_text() == "2"
     tiny.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py", "--collect-only", "-q", "-k", "test_one")
     assert count_file.read_text() == "1"
+
+
+# ---- checked before the first case (the one-case bench: the one_case fixture in conftest.py) ----
+
+@pytest.mark.parametrize("args, message", [
+    (["--run-id=taken"], "--run-id 'taken' already exists"),
+    (["--run-id=" + "x" * 121], "--run-id is 121 characters: use 1 to 120"),
+    (["--run-id=../x"], "must be a plain file name inside --results-dir"),
+    (["--run-id=a/b"], "must be a plain file name inside --results-dir"),
+    (["--nproc=1000"], "processes per core"),
+])
+def test_a_bad_run_is_refused_before_any_case_with_one_line(one_case, args, message):
+    before = sorted(p.name for p in (one_case.path / "out").iterdir())
+    assert message in one_error_line(run_bench(one_case, *args))
+    assert sorted(p.name for p in (one_case.path / "out").iterdir()) == before  # nothing written
+    assert not (one_case.path / "x.csv").exists()
+
+
+def test_a_later_build_may_append_to_its_runs_existing_file(one_case):
+    (one_case.path / "out" / "taken.csv").write_text(",".join(COLUMNS) + "\r\n")
+    assert run_bench(one_case, "--run-id=taken", "--gpubench-build=0").ret == 4  # the first build process starts the file: refused
+    assert run_bench(one_case, "--run-id=taken", "--gpubench-build=1").ret == 5  # accepted; the tiny case has no build 1
+
+
+@pytest.mark.parametrize("path, message", [("nodir/out.json", "the folder nodir does not exist"), ("out", "is a folder")])
+def test_an_unwritable_benchmark_json_is_refused_before_any_case(one_case, path, message):
+    """pytest-benchmark writes it only after the whole run: a traceback then, after all the measuring."""
+    line = one_error_line(run_bench(one_case, f"--benchmark-json={path}"))
+    assert f"--benchmark-json {path}" in line and message in line and "pass --benchmark-json with a file in a writable folder" in line
+    assert [p.name for p in (one_case.path / "out").iterdir()] == ["taken.csv"]  # nothing written
+
+
+@pytest.mark.parametrize("results_dir", ["blocker/sub", "blocker"])
+def test_a_bad_results_folder_is_one_line_before_pytests_header(one_case, results_dir):
+    (one_case.path / "blocker").write_text("")  # a file where a folder should be
+    result = run_bench(one_case, f"--results-dir={results_dir}")
+    assert "is not writable" in one_error_line(result) and "--results-dir DIR" in one_error_line(result)
+    assert "test session starts" not in result.stdout.str()  # before anything else, like the other pre-checks
+    assert (one_case.path / "blocker").read_text() == "" and sorted(p.name for p in one_case.path.iterdir() if p.name.startswith(".gpubench")) == []
+
+
+TAKE_RUN_ID_AFTER_CHECK = '''
+"""Test plugin: another run creates this run's file after the run-id check, before the first case."""
+from pathlib import Path
+
+
+def pytest_collection_finish(session):
+    Path("out", "race.csv").write_text("another run\\n")
+'''
+
+
+def test_a_run_id_taken_by_another_run_meanwhile_is_one_line_without_a_banner(one_case):
+    (one_case.path / "takerace.py").write_text(TAKE_RUN_ID_AFTER_CHECK)
+    result = run_bench(one_case, "-p", "takerace", "--run-id=race")
+    assert result.ret == 4
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(lines) == 1 and "race.csv was created by another run meanwhile — pass another --run-id" in lines[0], result.stderr.str()
+    assert not [line for line in result.stdout.str().splitlines() if line.startswith("!")], result.stdout.str()[-2000:]
+    assert (one_case.path / "out" / "race.csv").read_text() == "another run\n"  # the other run's file is untouched
+
+
+# ---- a workload's own samples, and a full results folder -------------------------------------
+
+WINDOWED_BENCH = '''
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.cases import Case
+from harness.runner import Timed
+from harness.timing import RoundPlan
+
+gpubench_workload = sys.modules[__name__]
+BUILDS = {"smoke": 1, "quick": 1, "full": 1}
+
+
+@dataclass(frozen=True)
+class StepsCase(Case):
+    workload: ClassVar[str] = "ddp"
+    world_size: int
+
+
+def cases(ctx):
+    return [StepsCase(2)]
+
+
+def build(case, ctx):
+    """Like DDP: one timed call (a launch) whose result carries its own per-step samples."""
+    return Timed(fn=lambda: [0.5, 0.25, 0.125], plan=RoundPlan(0, 1, 1, 0.0), windows=lambda steps: steps)
+
+
+def test_steps(case, gpubench):
+    gpubench.run(case)
+'''
+
+
+def test_pytest_benchmark_shows_the_rows_own_samples(pytester):
+    """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
+    pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
+    pytester.makepyfile(bench_steps=WINDOWED_BENCH)
+    result = pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only", "--profile=smoke",
+                                           "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    (row,) = read_rows(next((pytester.path / "out").glob("*.csv")))
+    (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    assert bench["stats"]["data"] == row["samples_s"] == [0.5, 0.25, 0.125]
+    assert bench["stats"]["median"] == row["median_s"] == 0.25 and bench["stats"]["rounds"] == 3
+    assert "per step" in bench["extra_info"]["samples"]
+
+
+# The one-case bench's workload with three cases: the results folder fills up after the first.
+THREE_CASES_BENCH = '''
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.cases import Case
+from harness.runner import Timed
+
+gpubench_workload = sys.modules[__name__]
+
+
+@dataclass(frozen=True)
+class TinyCase(Case):
+    workload: ClassVar[str] = "matmul"
+    size: int
+
+
+def cases(ctx):
+    return [TinyCase(8), TinyCase(16), TinyCase(32)]
+
+
+def build(case, ctx):
+    return Timed(fn=lambda: None)
+
+
+def test_tiny(case, gpubench):
+    gpubench.run(case)
+'''
+
+
+def test_a_full_results_folder_is_one_line_under_pytest(one_case):
+    (one_case.path / "fullafter1.py").write_text(FULL_AFTER_ONE_ROW)
+    one_case.makepyfile(bench_tiny=THREE_CASES_BENCH)
+    result = run_bench(one_case, "-p", "fullafter1")
+    assert result.ret == 75
+    assert_one_full_line(result.stdout.str(), result.stderr.str())
+    result.assert_outcomes(passed=1, skipped=1)  # the third case did not run
+    (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
+    assert len(read_rows(csv_path)) == 1

@@ -2,17 +2,24 @@
 
 import csv
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.schema import COLUMNS
+from harness.results import ResultsWriter
+from harness.schema import COLUMNS, SCHEMA_VERSION
 from reports.build import build_report
-from reports.compare import ALPHA, Side, compare_frames, judge, parse_threshold, side_of
-from reports.load import ReportError, load_results
+from reports.compare import ALPHA, Side, compare_frames, judge, parse_threshold, run_noise, side_of
+from reports.load import ReportError, load_results, machine_labels, result_files
+from reports.tables import compile_table, not_ok_grouped, template_vs_fastest
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = [DATA / "golden_laptop.csv", DATA / "golden_h100.csv"]
@@ -52,8 +59,6 @@ def test_report_states_percent_of_peak_and_speedups(report):
 
 
 def test_report_gives_template_over_fastest_per_machine(report):
-    from reports.tables import template_vs_fastest
-
     table = template_vs_fastest(load_results(GOLDEN))
     assert sorted(table["template_over_fastest"]) == pytest.approx([2.25, 5.0], rel=0.05)  # 18/8 and 3/0.6
     assert set(table["fastest_setting"]) == {"preloaded"}
@@ -61,15 +66,11 @@ def test_report_gives_template_over_fastest_per_machine(report):
 
 
 def epoch_rows(rows):
-    import pandas as pd
-
     return pd.DataFrame([dict({"workload": "mnist_epoch", "status": "ok", "machine": "m", "dataset": "fashion-mnist", "flags": "",
                                "rel_iqr": 0.01, "data_wait_frac": 0.0, "peak_mem_bytes": 1.0, "compile_s": None}, **r) for r in rows])
 
 
 def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_listed_apart():
-    from reports.tables import template_vs_fastest
-
     frame = epoch_rows([
         {"setting": "guide-template", "epoch_s": 3.46, "samples_per_s": 1.0, "test_accuracy": 0.862},
         {"setting": "preloaded-bf16-cl", "epoch_s": 0.40, "samples_per_s": 1.0, "test_accuracy": 0.858},
@@ -82,8 +83,6 @@ def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_list
 
 def test_a_diverged_run_is_never_fastest(tmp_path):
     """A diverged epoch is a failed row (harness.runner.Diverged): the report skips it and lists it."""
-    from reports.tables import not_ok_grouped, template_vs_fastest
-
     frame = epoch_rows([
         {"setting": "guide-template", "epoch_s": 17.0, "samples_per_s": 1.0, "test_accuracy": 0.86},
         {"setting": "preloaded", "epoch_s": 12.0, "samples_per_s": 1.0, "test_accuracy": 0.857},
@@ -159,8 +158,6 @@ def test_run_to_run_noise_is_measured_across_cases_and_robust_to_the_changed_one
     """Most cases of two runs are unchanged: their scatter is the machine's run-to-run noise. A
     few really slower cases neither inflate it nor escape it. 20 simulated comparisons of 30
     cases whose run medians move ~10% between runs (a noisy day), builds within 2%."""
-    from reports.compare import run_noise
-
     false_flags = caught = 0
     for seed in range(20):
         drift = np.random.default_rng(seed).normal(0, 0.10, 30)
@@ -194,16 +191,12 @@ def test_a_bimodal_case_is_inconclusive_not_a_regression():
 
 
 def test_faster_and_too_few_samples():
-    import pandas as pd
-
     assert judge("c", builds(1.0, seed=1), builds(0.7, seed=2), 0.05).verdict == "faster"
     one = pd.DataFrame([{"median_s": 1.0, "run_id": "r", "samples_s": "[1.0]"}])
     assert side_of(one) is None  # one build of one sample: nothing to judge the spread with
 
 
 def test_one_build_per_run_uses_the_windows_of_that_epoch():
-    import pandas as pd
-
     epoch = pd.DataFrame([{"median_s": 0.07, "run_id": "r", "samples_s": "[0.07, 0.071, 0.069, 0.072, 0.07, 0.068, 0.07, 0.071, 0.07, 0.069]"}])
     side = side_of(epoch)
     assert side is not None and side.kind == "windows" and len(side.units) == 10
@@ -220,11 +213,9 @@ def test_compare_lists_one_sided_cases(tmp_path):
 
 
 def write_rows(path, rows):
-    from harness.results import ResultsWriter
-
     writer = ResultsWriter(path.parent, path.stem)
     for row in rows:
-        writer.append(dict({"schema_version": 2, "run_id": path.stem, "machine_id": "m", "hostname": "h", "device": "cpu",
+        writer.append(dict({"schema_version": SCHEMA_VERSION, "run_id": path.stem, "machine_id": "m", "hostname": "h", "device": "cpu",
                             "device_name": "cpu", "workload": "matmul", "build": 0}, **row))
     writer.close()
     return path
@@ -266,11 +257,13 @@ def test_threshold_parsing():
     assert parse_threshold("0.1") == pytest.approx(0.1)
 
 
+@pytest.mark.parametrize("text", ["5", "1", "0", "-5%"])
+def test_an_ambiguous_or_empty_threshold_is_refused(text):
+    with pytest.raises(ReportError, match="bad --threshold"):
+        parse_threshold(text)
+
+
 def test_compile_table_derives_the_compiled_step_from_break_even():
-    import pandas as pd
-
-    from reports.tables import compile_table
-
     frame = pd.DataFrame([
         {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default", "compile_mode": "default",
          "compile_s": 10.0, "eager_step_s": 0.004, "break_even_steps": 10.0 / 0.001},
@@ -283,9 +276,6 @@ def test_compile_table_derives_the_compiled_step_from_break_even():
 
 
 def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
-    import json
-    import shutil
-
     csv_path = shutil.copy(GOLDEN[1], tmp_path / "run.csv")
     ops = [{"op": "aten::convolution_backward", "device_time_us": 2120.0, "self_cpu_time_us": 1450.0, "cpu_time_us": 4000.0, "calls": 20}]
     (tmp_path / "run.ops.json").write_text(json.dumps({"mnist_epoch/guide-template": ops}))
@@ -297,9 +287,6 @@ def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
 
 def test_reports_read_csv_only_without_torch_or_pytest():
     """Layering: the report builder must run where torch is not installed."""
-    import subprocess
-    import sys
-
     code = "import sys, reports.build, reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -311,10 +298,6 @@ def test_compare_refuses_a_side_that_mixes_machines(capsys):
 
 
 def test_labels_never_merge_two_machines_nor_two_torch_versions():
-    import pandas as pd
-
-    from reports.load import machine_labels
-
     frame = pd.DataFrame([
         {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "aaaaaaaaaaaa", "torch_version": "2.14.1"},
         {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "bbbbbbbbbbbb", "torch_version": "2.14.1"},
@@ -336,8 +319,6 @@ def test_the_summary_comes_first_and_names_every_machine(report):
 
 def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
     """Runs of one configuration are aggregated: the report grows with machines and cases, not runs."""
-    import shutil
-
     one, many = tmp_path / "one", tmp_path / "many"
     one.mkdir()
     many.mkdir()
@@ -354,7 +335,7 @@ def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
     def target_row(design, seed, seconds, status="ok"):
         figures = {"time_to_target_s": seconds, "epochs_to_target": 1.0, "test_accuracy": 0.86, "energy_to_target_j": 40.0 * seconds,
                    "energy_j": 40.0 * seconds, "avg_power_w": 40.0, "median_s": seconds, "samples_s": [seconds]} if status == "ok" else {"reason": "did not converge: best test accuracy 0.80"}
-        return dict({"schema_version": 3, "workload": "time_to_accuracy", "case_id": f"time_to_accuracy/{design}-to0.85", "design": design,
+        return dict({"schema_version": SCHEMA_VERSION, "workload": "time_to_accuracy", "case_id": f"time_to_accuracy/{design}-to0.85", "design": design,
                      "target_accuracy": 0.85, "seed": seed, "build": seed, "builds": 5, "status": status, "dataset": "fashion-mnist"}, **figures)
 
     rows = [target_row("template", s, t) for s, t in enumerate((30.0, 31.0, 29.0, 33.0, 28.0))]
@@ -383,8 +364,6 @@ def test_a_run_without_an_energy_counter_says_why_once_in_the_summary(tmp_path):
 
 def _frame(run_id: str, medians: dict[str, list[float]], windows: dict[str, list[float]] | None = None):
     """A run's rows: case -> build medians (several builds), and case -> one build's windows."""
-    import pandas as pd
-
     rows = [{"case_id": case, "status": "ok", "median_s": m, "run_id": run_id, "build": b, "samples_s": json.dumps([m]), "reason": ""}
             for case, ms in medians.items() for b, m in enumerate(ms)]
     rows += [{"case_id": case, "status": "ok", "median_s": float(np.median(w)), "run_id": run_id, "build": 0, "samples_s": json.dumps(w), "reason": ""}
@@ -401,8 +380,6 @@ def test_a_workload_that_swings_case_by_case_between_runs_is_judged_against_its_
     """Two runs of unchanged code: most cases moved ~3%, but the six training-step cases of one
     workload moved -34% to +56% case by case (measured here on memory_strategies). Not a
     regression; and a quiet workload's one really slower case is still caught."""
-    from reports.compare import compare_frames
-
     swings = [0.66, 1.56, 1.35, 0.83, 1.08, 0.95]
     base = _frame("a", {**_quiet_cases(1), **{f"memory_strategies/s{i}": [0.1, 0.101] for i in range(6)}})
     new = _frame("b", {**_quiet_cases(2, 1.03), **{f"memory_strategies/s{i}": [0.1 * s, 0.101 * s] for i, s in enumerate(swings)}})
@@ -418,8 +395,6 @@ def test_a_case_built_once_per_run_also_carries_the_noise_between_processes():
     """A one-build case is judged on its rounds, all from one process: a 19% move (selfcheck
     n=256 between two unchanged runs) is not a regression when builds of other cases differ by
     ~10% between processes; an 80% move still is."""
-    from reports.compare import compare_frames
-
     rng = np.random.default_rng(5)
     spread = {f"matmul/case{i}": list((1 + i / 10) * (1 + rng.normal(0, 0.10, 3))) for i in range(20)}
     rounds = [1.0 + 0.01 * k for k in range(-3, 4)]
@@ -429,3 +404,21 @@ def test_a_case_built_once_per_run_also_carries_the_noise_between_processes():
     large = compare_frames(base, _frame("b", moved, {"selfcheck/n256": [r * 1.8 for r in rounds]}), 0.05)[0]
     assert next(v for v in small if v.case_id == "selfcheck/n256").verdict == "inconclusive"
     assert next(v for v in large if v.case_id == "selfcheck/n256").verdict == "slower"
+
+
+# ---- damaged or odd inputs --------------------------------------------------------------------
+
+def test_a_file_cut_inside_its_last_quoted_field_is_refused(tmp_path):
+    path = write_rows(tmp_path / "damaged.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 0.001, "samples_s": [0.001, 0.002, 0.003]}])
+    text = path.read_text()
+    path.write_text(text[: text.rindex("0.002")])  # inside the quotes, no newline at the end
+    with pytest.raises(ReportError, match="line 2 is truncated"):
+        load_results([path])
+
+
+def test_things_named_csv_that_are_not_files_are_skipped(tmp_path):
+    good = write_rows(tmp_path / "good.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 0.001, "samples_s": [0.001, 0.001]}])
+    (tmp_path / "folder.csv").mkdir()
+    (tmp_path / "dangling.csv").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "pipe.csv")  # reading it would hang the report
+    assert result_files([tmp_path]) == [good]

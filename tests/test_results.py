@@ -1,13 +1,23 @@
+"""The results CSV: the writer, the reader, the schema's types, and what a full disk, a killed
+run or a damaged file leaves."""
+
 import csv
+import errno
+import os
 import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from harness.results import ResultsWriter, check_writable, new_run_id, read_rows
-from harness.schema import COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SchemaError
+from harness.results import (ResultsFull, ResultsWriter, RunIdError, check_run_id, check_writable, new_run_id, read_rows,
+                             write_sidecar)
+from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SchemaError, human_column
+from reports.load import ReportError, load_results
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def row(case_id: str, **extra):
@@ -42,8 +52,6 @@ def test_schema_types_every_column_when_read(tmp_path):
 
 
 def test_units_and_groups_are_declared_once():
-    from harness.schema import BY_NAME, human_column
-
     assert BY_NAME["median_s"].unit == "s" and BY_NAME["peak_mem_bytes"].unit == "bytes" and BY_NAME["tflops"].unit == "TFLOP/s"
     assert BY_NAME["pinned"].kind == "bool" and BY_NAME["case_id"].group == "case" and BY_NAME["hostname"].group == "run"
     assert human_column("median_s", 3.69e-05) == "36.9 µs"
@@ -75,11 +83,9 @@ def test_a_row_cut_inside_a_quoted_field_is_never_data(tmp_path):
 @pytest.mark.parametrize("name", ["tests/v1/cpu-2core-quick.csv", "reports/examples/h200-quick.csv"])
 def test_version_1_example_files_are_upgraded_on_read(name):
     """Version-1 files as the first release wrote them (the CPU example of that release, the
-    committed H200 example): read as v2, case ids rebuilt by the one id scheme, settings a case
-    does not use emptied (a preloaded epoch has no DataLoader knobs)."""
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / name
+    committed H200 example): read as the current version, case ids rebuilt by the one id scheme,
+    settings a case does not use emptied (a preloaded epoch has no DataLoader knobs)."""
+    path = REPO / name
     assert path.read_text().splitlines()[1].startswith("1,")  # really a version-1 file
     rows = read_rows(path)
     assert rows and all(r["schema_version"] == SCHEMA_VERSION and r["build"] == 0 and r["builds"] == 1 for r in rows)
@@ -104,7 +110,7 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
         from harness.results import ResultsWriter
         writer = ResultsWriter(Path({str(tmp_path)!r}), "killed")
         for i in range(3):
-            writer.append({{"schema_version": 2, "run_id": "killed", "case_id": f"case{{i}}", "status": "ok"}})
+            writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed", "case_id": f"case{{i}}", "status": "ok"}})
         os.kill(os.getpid(), signal.SIGKILL)  # no close, no flush at exit
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True)
@@ -299,3 +305,108 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     for loaded, out in ((frame, tmp_path / "merged.csv"), (load_results([Path(__file__).parent / "data"]), tmp_path / "golden.csv")):
         write_merged(loaded, out)
         assert frame_rows(load_results([out]).drop(columns="source_file")) == frame_rows(loaded.drop(columns="source_file"))
+
+
+# ---- a full results disk --------------------------------------------------------------------
+
+def quoted_row(case_id: str, **extra):
+    """A row whose reason needs CSV quoting."""
+    return row(case_id, **{"reason": "a, quoted; reason", **extra})
+
+
+def full_disk_after_half(monkeypatch) -> None:
+    """Every os.write puts half its bytes on disk, then fails as a full disk does."""
+    real_write = os.write
+
+    def write(fd: int, data) -> int:
+        real_write(fd, bytes(data[: max(1, len(data) // 2)]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("failing", ["write", "fsync"])
+def test_a_full_disk_leaves_only_whole_rows_and_says_how_many(tmp_path, monkeypatch, failing):
+    writer = ResultsWriter(tmp_path, "full")
+    writer.append(quoted_row("a"))
+    writer.append(quoted_row("b"))
+    if failing == "write":
+        full_disk_after_half(monkeypatch)
+    else:  # the data reached the page cache; the disk refuses it at fsync (delayed allocation, NFS)
+        monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(ResultsFull) as caught:
+        writer.append(quoted_row("c", reason="x" * 5000))
+    monkeypatch.undo()
+    message = str(caught.value)
+    assert message.startswith(f"results folder full: 2 rows kept in {tmp_path / 'full.csv'}") and "\n" not in message
+    assert "--results-dir" in message and caught.value.errno == errno.ENOSPC and isinstance(caught.value, OSError)
+    assert [r["case_id"] for r in read_rows(tmp_path / "full.csv")] == ["a", "b"]  # no cut third row
+    writer.append(quoted_row("d"))  # space freed: the run's file goes on whole
+    writer.close()
+    assert [r["case_id"] for r in read_rows(tmp_path / "full.csv")] == ["a", "b", "d"]
+
+
+def test_a_later_build_process_counts_the_rows_already_in_the_file(tmp_path, monkeypatch):
+    first = ResultsWriter(tmp_path, "run")
+    first.append(quoted_row("a"))
+    first.append(quoted_row("b"))
+    first.close()
+    later = ResultsWriter(tmp_path, "run", resume=True)
+    full_disk_after_half(monkeypatch)
+    with pytest.raises(ResultsFull, match="results folder full: 2 rows kept in"):
+        later.append(quoted_row("c"))
+    monkeypatch.undo()
+    later.close()
+    assert [r["case_id"] for r in read_rows(tmp_path / "run.csv")] == ["a", "b"]
+
+
+def test_a_disk_full_before_the_header_leaves_no_file(tmp_path, monkeypatch):
+    full_disk_after_half(monkeypatch)
+    with pytest.raises(ResultsFull, match="results folder full: 0 rows kept"):
+        ResultsWriter(tmp_path, "empty")
+    monkeypatch.undo()
+    assert not (tmp_path / "empty.csv").exists()
+
+
+def test_a_sidecar_is_never_half_written(tmp_path, monkeypatch):
+    writer = ResultsWriter(tmp_path, "run")
+    writer.append(quoted_row("a"))
+    write_sidecar(tmp_path, "run", "ops", {"case": [1, 2, 3]})
+    full_disk_after_half(monkeypatch)
+    with pytest.raises(ResultsFull, match=r"results folder full: 1 rows kept in .*run\.csv; run\.ops\.json not written"):
+        write_sidecar(tmp_path, "run", "ops", {"case": list(range(10_000))})
+    monkeypatch.undo()
+    writer.close()
+    assert (tmp_path / "run.ops.json").read_text() == '{\n  "case": [\n    1,\n    2,\n    3\n  ]\n}\n'  # the previous version, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.csv", "run.ops.json"]  # no temporary file left
+
+
+# ---- run ids and damaged values -------------------------------------------------------------
+
+@pytest.mark.parametrize("run_id", ["", "a\nb"])
+def test_an_empty_or_control_character_run_id_is_refused(tmp_path, run_id):
+    with pytest.raises(RunIdError, match="--run-id"):
+        check_run_id(run_id, tmp_path)
+
+
+def write_one_row(tmp_path: Path, **cells) -> Path:
+    """A results file of one row written cell by cell (csv, not ResultsWriter, which refuses bad values)."""
+    cells = dict({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": "ok",
+                  "median_s": "0.001", "samples_s": "[0.001, 0.001]"}, **cells)
+    path = tmp_path / "damaged.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerow(cells)
+    return path
+
+
+@pytest.mark.parametrize("cells", [{"median_s": "inf"}, {"median_s": "-1"}, {"samples_s": "[1,2,"}, {"samples_s": "hello"},
+                                   {"samples_s": "[-1e-5]"}, {"status": "weird"}, {"case_id": ""}, {"size": "64.5"}, {"build": "-3"},
+                                   {"timestamp_utc": "yesterday"}, {"timestamp_utc": "2026-13-45T99:00:00"}, {"run_id": ""}])
+def test_damaged_values_are_refused_by_both_readers(tmp_path, cells):
+    path = write_one_row(tmp_path, **cells)
+    with pytest.raises(SchemaError, match="line 2: column"):
+        read_rows(path)
+    with pytest.raises(ReportError, match="line 2: column"):
+        load_results([path])

@@ -2,9 +2,12 @@ import pytest
 import torch
 
 from fakes import FakeBenchmark
+from harness import device as devices
 from harness.cases import CaseSkipped
+from harness.device import is_out_of_memory
 from harness.results import ResultsWriter, read_rows
-from harness.runner import BuildContext, Diverged, RunContext, Timed, impossible_figures, quality_flags, run_case
+from harness.runner import BuildContext, Diverged, RunContext, Timed, impossible_figures, quality_flags, run_case, summary_line
+from harness.schema import SCHEMA_VERSION
 from harness.stats import summarize
 from harness.timing import Budget, RoundPlan, SyncedClock
 from harness.workloads.matmul import MatmulCase
@@ -26,7 +29,7 @@ class Workload:
 def ctx(tmp_path):
     writer = ResultsWriter(tmp_path, "run")
     yield RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)),
-                     {"schema_version": 2, "run_id": "run", "device_name": "NVIDIA H100 80GB HBM3"}, writer)
+                     {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "NVIDIA H100 80GB HBM3"}, writer)
     writer.close()
 
 
@@ -71,6 +74,24 @@ def test_out_of_memory_becomes_an_oom_row_and_the_run_goes_on(ctx):
     row = run(MatmulCase("fp32", 65536), build, FakeBenchmark(), ctx)
     assert row["status"] == "oom" and "out of memory" in row["reason"]
     assert run(MatmulCase("fp32", 64), lambda c, x: fixed(lambda: None), FakeBenchmark(), ctx)["status"] == "ok"
+
+
+def test_cpu_out_of_memory_is_an_oom_row(tmp_path):
+    message = "[enforce fail at alloc_cpu.cpp:119] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)"
+    assert is_out_of_memory(RuntimeError(message))
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+    class Huge:
+        @staticmethod
+        def build(case, ctx):
+            raise RuntimeError(message)
+
+    writer = ResultsWriter(tmp_path, "run")
+    row_out = run_case(MatmulCase("fp32", 64), Huge, FakeBenchmark(),
+                       RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)), {"schema_version": SCHEMA_VERSION}, writer))
+    writer.close()
+    assert row_out["status"] == "oom" and "can't allocate memory" in row_out["reason"]
 
 
 def test_failure_is_recorded_then_raised(ctx, tmp_path):
@@ -128,8 +149,6 @@ def test_a_diverged_run_is_a_failed_row_that_is_not_raised(ctx, tmp_path):
 
 
 def test_the_peak_window_starts_after_the_build(ctx, monkeypatch):
-    from harness import device as devices
-
     events = []
     monkeypatch.setattr(devices, "reset_peak_memory", lambda device: events.append("reset"))
 
@@ -148,8 +167,6 @@ def test_cpu_memory_is_the_allocators_peak_of_the_case(ctx):
 
 
 def test_summary_line_names_the_headline_figures():
-    from harness.runner import summary_line
-
     line = summary_line({"case_id": "mnist_epoch/guide-template", "status": "ok", "median_s": 17.8, "rounds": 1,
                          "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False, "flags": "one-sample"})
     assert line == "mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 samples/s, accuracy 0.860"

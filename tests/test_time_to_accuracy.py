@@ -14,6 +14,7 @@ from fakes import FakeBenchmark
 from harness.datasets import CLASSES, Split
 from harness.results import ResultsWriter
 from harness.runner import BuildContext, RunContext, run_case
+from harness.schema import SCHEMA_VERSION
 from harness.timing import SyncedClock
 from harness.workloads import time_to_accuracy as tta
 from harness.workloads.data_source import DataSource
@@ -60,7 +61,7 @@ def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
     writer = ResultsWriter(tmp_path / "results", "run")
     bctx = BuildContext(CPU, profile, SyncedClock(CPU), data_source=lambda: data)
     try:
-        return run_case(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": 3, "run_id": "run", "device_name": "cpu"}, writer),
+        return run_case(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer),
                         build_index)
     finally:
         writer.close()

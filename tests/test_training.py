@@ -1,16 +1,23 @@
 """Correctness the training workloads rest on (issue: accumulation, checkpointing, AMP, loaders)."""
 
 import gzip
+import os
 import struct
+from pathlib import Path
 
 import pytest
 import torch
 
-from harness.datasets import ImageDataset, Split, install_fashion_mnist, load_split, normalize_all, resolve_dataset
+from harness.datasets import (DatasetError, ImageDataset, Split, check_dataset_request, install_fashion_mnist, load_split, normalize_all,
+                              resolve_dataset)
+from harness.runner import BuildContext, Diverged
+from harness.stats import summarize
+from harness.timing import SyncedClock
+from harness.workloads import mnist_epoch
 from harness.workloads.data_source import DataSource, PreloadedLoader
-from harness.workloads.mnist_epoch import EpochCase, make_loaders, skip_reason
+from harness.workloads.mnist_epoch import EpochCase, FreshCompileCaches, make_loaders, skip_reason
 from harness.workloads.models import CNN, make_model
-from harness.workloads.train_loop import Trainer, run_epoch
+from harness.workloads.train_loop import EpochResult, Trainer, run_epoch
 
 DEVICE = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
@@ -92,13 +99,37 @@ def test_fp16_on_cpu_is_a_skipped_row_not_a_crash():
     assert skip_reason(EpochCase(num_workers=0, persistent_workers=True), torch.device("cpu")) is not None
 
 
+def nhwc_strided(tensor: torch.Tensor) -> bool:
+    """Laid out channels-last, and not also in the default layout (a one-channel tensor is both)."""
+    return tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
+
+
 def test_channels_last_trains_to_the_same_loss():
+    """Two training steps through Trainer.step: with channels_last the second convolution's weight
+    and every convolution's output are NHWC in memory, the parameters move, and each step's loss
+    is the default layout's (the same seed and dropout masks)."""
     x, y = batch(16)
-    plain = Trainer(make_model("cnn", seed=1).eval(), torch.device("cpu"))
-    nhwc = Trainer(make_model("cnn", seed=1).eval(), torch.device("cpu"), channels_last=True)
-    out_plain = plain.model(x)
-    out_nhwc = nhwc.model(x.contiguous(memory_format=torch.channels_last))
-    torch.testing.assert_close(out_plain, out_nhwc, rtol=1e-4, atol=1e-5)
+    plain = Trainer(make_model("cnn", seed=1), torch.device("cpu"))
+    nhwc = Trainer(make_model("cnn", seed=1), torch.device("cpu"), channels_last=True)
+    conv_outputs = []
+    for layer in nhwc.model.modules():
+        if isinstance(layer, torch.nn.Conv2d):
+            layer.register_forward_hook(lambda module, inputs, output: conv_outputs.append(output))
+    before = [p.detach().clone() for p in nhwc.model.parameters()]
+    losses = {}
+    for name, trainer in (("plain", plain), ("nhwc", nhwc)):
+        torch.manual_seed(7)  # the same dropout masks in both
+        losses[name] = []
+        for _ in range(2):
+            trainer.loss_sum.zero_()
+            trainer.seen = 0
+            trainer.step([(x, y)])
+            losses[name].append(trainer.loss_sum.item() / trainer.seen)
+    assert nhwc_strided(nhwc.model.features[3].weight) and not nhwc_strided(plain.model.features[3].weight)
+    assert len(conv_outputs) == 4 and all(nhwc_strided(out) for out in conv_outputs)  # 2 convolutions x 2 steps
+    assert not any(torch.equal(a, b) for a, b in zip(before, nhwc.model.parameters()))  # every parameter trained
+    assert losses["nhwc"][1] != losses["nhwc"][0]  # the second step saw the first step's update
+    torch.testing.assert_close(losses["nhwc"], losses["plain"], rtol=1e-4, atol=1e-5)
 
 
 def write_idx(folder, name, array: torch.Tensor) -> None:
@@ -147,7 +178,7 @@ class TinySource(DataSource):
     """A DataSource over a small in-memory split, for a whole epoch in a second."""
 
     def __init__(self, train: Split, test: Split) -> None:
-        super().__init__("synthetic", __import__("pathlib").Path("."))
+        super().__init__("synthetic", Path("."))
         self._resolved = "synthetic"
         self._splits = {True: train, False: test}
 
@@ -178,19 +209,13 @@ def tiny_data(train: int = 200, test: int = 30) -> "TinySource":
 
 
 def epoch_context(data, profile: str = "smoke"):
-    from harness.runner import BuildContext
-    from harness.timing import SyncedClock
-
     return BuildContext(torch.device("cpu"), profile, SyncedClock(torch.device("cpu")), data_source=lambda: data)
 
 
 def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
-    from harness.stats import summarize
-    from harness.workloads import mnist_epoch
-
     timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
     assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)  # one real epoch, warmed in build
-    assert any("exceeds" in note for note in timed.notes) or (__import__("os").cpu_count() or 1) >= 8
+    assert any("exceeds" in note for note in timed.notes) or (os.cpu_count() or 1) >= 8
     result = timed.fn()
     windows = timed.windows(result)
     assert len(windows) == result.steps == 4  # 200 images / 64: a window per step on a 4-step epoch
@@ -211,11 +236,6 @@ def test_a_long_epoch_is_timed_in_about_ten_windows():
 
 
 def test_a_diverged_epoch_is_a_failed_row_never_a_result():
-    from harness.runner import Diverged
-    from harness.stats import summarize
-    from harness.workloads import mnist_epoch
-    from harness.workloads.train_loop import EpochResult
-
     timed = mnist_epoch.build(EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
                                         persistent_workers=None), epoch_context(tiny_data()))
     nan_loss = EpochResult(1.0, 0.1, 4, 200, 0.0, float("nan"), 0.1, [0.25] * 4)
@@ -227,8 +247,6 @@ def test_a_diverged_epoch_is_a_failed_row_never_a_result():
 
 
 def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp_path, monkeypatch):
-    from harness.datasets import DatasetError, check_dataset_request
-
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
     with pytest.raises(DatasetError) as mnist:
         check_dataset_request("mnist", tmp_path)
@@ -242,10 +260,6 @@ def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp
 def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(monkeypatch, tmp_path):
     """compile_s must not depend on the cases before it: each cold compile gets an empty cache
     folder and fresh dynamo state; the user's own cache setting comes back afterwards."""
-    import os
-
-    from harness.workloads.mnist_epoch import FreshCompileCaches
-
     resets = []
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users"))

@@ -1,0 +1,110 @@
+"""gpubench in fresh processes, for the end-to-end tests: `gpubench run` as a subprocess, pytest
+with the plugin over a one-case bench (pytester; the `one_case` fixture in conftest.py), a test
+plugin that fills the results folder, and the processes a run may leave behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+
+# One workload with one case that does nothing: the run's checks before the first case, and how a
+# run ends, without the cost of a real workload.
+ONE_CASE_BENCH = '''
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.cases import Case
+from harness.runner import Timed
+
+gpubench_workload = sys.modules[__name__]
+
+
+@dataclass(frozen=True)
+class TinyCase(Case):
+    workload: ClassVar[str] = "matmul"
+    size: int
+
+
+def cases(ctx):
+    return [TinyCase(8)]
+
+
+def build(case, ctx):
+    return Timed(fn=lambda: None)
+
+
+def test_tiny(case, gpubench):
+    gpubench.run(case)
+'''
+
+# A test plugin (loaded with -p fullafter1): the results folder is full once one row is written.
+FULL_AFTER_ONE_ROW = '''
+"""Test plugin: the results folder is full once one row is written."""
+from harness import results
+
+_append = results.ResultsWriter.append
+
+
+def append(self, row):
+    if self.rows_written >= 1:
+        raise results.ResultsFull(self.rows_kept, self.path)
+    _append(self, row)
+
+
+results.ResultsWriter.append = append
+'''
+
+
+def run_bench(pytester, *args):
+    """pytest with the plugin over the folder's bench_tiny.py: smoke profile, results in out/."""
+    return pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
+                                         "--profile=smoke", "--results-dir=out", *args)
+
+
+def one_error_line(result) -> str:
+    """The one ERROR: line of a run refused before any case (exit 4, no traceback)."""
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert result.ret == 4 and len(errors) == 1, result.stderr.str()
+    assert "Traceback" not in result.stderr.str()
+    return errors[0]
+
+
+def assert_one_full_line(out: str, err: str) -> None:
+    """The one results-full line (on stderr, last), and no pytest.exit banner."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpubench: results folder full: 1 rows kept in"), err
+    assert "results folder full" not in out and not [line for line in out.splitlines() if line.startswith("!")], out[-3000:]
+
+
+def gpubench_run(tmp_path: Path, *args: str, **popen) -> subprocess.Popen[str]:
+    """`gpubench run` on the cpu at the smoke profile, results in tmp_path/res, started from the repository."""
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, **popen)
+
+
+def cmdlines(procs: list[psutil.Process]) -> list[str]:
+    lines = []
+    for proc in procs:
+        try:
+            lines.append(" ".join(proc.cmdline()))
+        except psutil.Error:
+            continue  # gone or a zombie meanwhile
+    return lines
+
+
+def processes_of(tmp_path: Path) -> list[psutil.Process]:
+    """Live processes started for this test (torchrun and its ranks name tmp_path)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(str(tmp_path) in arg for arg in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

@@ -1,0 +1,90 @@
+"""The dataset files a run reads: damaged IDX files named with the fix before any case, and a data
+root that cannot be written."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.datasets import IDX_FILES, DatasetError, check_dataset_files, idx_problem, usable_data_root
+from runs import one_error_line, run_bench
+
+pytest_plugins = ["pytester"]
+
+
+def idx_bytes(dims: tuple[int, ...]) -> bytes:
+    header = bytes([0, 0, 0x08, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims)
+    return header + bytes(int(torch.tensor(dims).prod()))
+
+
+def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None, bad_label: str | None = None) -> None:
+    """Four small, valid IDX files (2 train + 1 test image), one of them damaged on request."""
+    folder.mkdir(parents=True)
+    for name, dims in (("train-images-idx3-ubyte", (2, 28, 28)), ("train-labels-idx1-ubyte", (2,)),
+                       ("t10k-images-idx3-ubyte", (1, 28, 28)), ("t10k-labels-idx1-ubyte", (1,))):
+        data = idx_bytes(dims)
+        if name == cut:
+            data = data[: len(data) - 100]
+        if name == bad_magic:
+            data = b"<html>" + data[6:]
+        if name == bad_label:  # the last label byte: 200 in a 10-class dataset
+            data = data[:-1] + bytes([200])
+        (folder / name).write_bytes(data)
+
+
+def test_a_truncated_fashion_mnist_file_is_named_with_the_fix(one_case):
+    raw = one_case.path / "data" / "FashionMNIST" / "raw"
+    write_idx_folder(raw, cut="train-images-idx3-ubyte")
+    line = one_error_line(run_bench(one_case, "--dataset=fashion-mnist", "--data-root=data"))
+    assert "train-images-idx3-ubyte is truncated: 1484 bytes where its header (2x28x28) says 1584" in line
+    assert "delete it and gpubench re-extracts it from /usr/share/datasets/fashion-mnist" in line
+    assert [p.name for p in (one_case.path / "out").iterdir()] == ["taken.csv"]  # nothing written
+
+
+def test_a_corrupt_mnist_file_is_named_with_the_fix(one_case):
+    write_idx_folder(one_case.path / "data" / "MNIST" / "raw", bad_magic="t10k-labels-idx1-ubyte")
+    line = one_error_line(run_bench(one_case, "--dataset=mnist", "--data-root=data"))
+    assert "t10k-labels-idx1-ubyte is not an IDX file (bad magic number)" in line and "re-download MNIST" in line
+
+
+def test_out_of_range_labels_are_named_with_the_fix_before_any_case(one_case):
+    """A damaged label byte would otherwise fail the first training step with an index error."""
+    write_idx_folder(one_case.path / "data" / "FashionMNIST" / "raw", bad_label="train-labels-idx1-ubyte")
+    line = one_error_line(run_bench(one_case, "--dataset=fashion-mnist", "--data-root=data"))
+    assert "train-labels-idx1-ubyte holds 1 label(s) outside 0..9 (the first: 200 at item 1)" in line
+    assert "delete it and gpubench re-extracts it" in line
+    assert [p.name for p in (one_case.path / "out").iterdir()] == ["taken.csv"]  # nothing written
+
+
+def test_whole_idx_files_pass(tmp_path):
+    """Whole files pass the check, for mnist and for auto (which reads MNIST here); and the pass is
+    the check's verdict on these very files: a damaged one in their place is refused."""
+    raw = tmp_path / "MNIST" / "raw"
+    write_idx_folder(raw)
+    assert {name: idx_problem(raw / name) for name in IDX_FILES} == dict.fromkeys(IDX_FILES)  # each file read, none has a problem
+    check_dataset_files("mnist", tmp_path)
+    check_dataset_files("auto", tmp_path)  # auto reads MNIST here: checked, and whole
+    whole = (raw / "t10k-labels-idx1-ubyte").read_bytes()
+    (raw / "t10k-labels-idx1-ubyte").write_bytes(whole[:-1])
+    for name in ("mnist", "auto"):
+        with pytest.raises(DatasetError, match="t10k-labels-idx1-ubyte is truncated"):
+            check_dataset_files(name, tmp_path)
+
+
+def test_an_unwritable_data_root_falls_back_to_a_temporary_folder_with_one_warning(one_case, monkeypatch):
+    (one_case.path / "blocker").write_text("")  # a file: nothing can be created below it, not even by root
+    monkeypatch.setenv("TMPDIR", str(one_case.path / "tmp"))
+    (one_case.path / "tmp").mkdir()
+    result = run_bench(one_case, "--dataset=fashion-mnist", "--data-root=blocker/data")
+    assert result.ret == 0, result.stderr.str()
+    warnings = [line for line in result.stderr.lines + result.stdout.lines if "WARNING: data root" in line]
+    assert len(warnings) == 1 and f"using {one_case.path / 'tmp'}" in warnings[0] and "--data-root" in warnings[0]
+
+
+def test_no_writable_data_root_at_all_is_one_error(tmp_path, monkeypatch):
+    (tmp_path / "blocker").write_text("")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "blocker"))
+    with pytest.raises(DatasetError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a writable folder"):
+        usable_data_root(tmp_path / "blocker" / "data", "mnist")
+    assert usable_data_root(tmp_path / "blocker" / "data", "synthetic") == (tmp_path / "blocker" / "data", None)  # needs no files
