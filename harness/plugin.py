@@ -10,6 +10,7 @@ and has one test that calls `gpubench.run(case)`.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import signal
@@ -32,17 +33,46 @@ MARKERS = {
     "distributed": "cases that start several processes (DDP, DataParallel)",
     "gpu": "cases that need an accelerator (skipped rows on a CPU-only machine)",
 }
-# Plugins known to own one of gpubench's short flags keep it (pytest-profiling has --profile); the
-# namespaced form (--gpubench-profile) always works.
-SHORT_FLAG_OWNERS = {"--profile": ("profiling", "pytest_profiling")}
+class _OptionNames:
+    """A stand-in parser that only records the option names a plugin's pytest_addoption declares."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def getgroup(self, *args: Any, **kwargs: Any) -> "_OptionNames":
+        return self
+
+    def addoption(self, *names: str, **kwargs: Any) -> None:
+        self.names.update(names)
+
+    def addini(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
+    """Option strings the other registered plugins declare (pytest-profiling has --profile), read
+    by calling their pytest_addoption on a recording stand-in: pytest has no public list of them."""
+    recorder = _OptionNames()
+    for plugin in pluginmanager.get_plugins():
+        hook = getattr(plugin, "pytest_addoption", None)
+        if hook is None or plugin is sys.modules[__name__]:
+            continue
+        try:
+            parameters = inspect.signature(hook).parameters
+            hook(**{k: v for k, v in (("parser", recorder), ("pluginmanager", pluginmanager)) if k in parameters})
+        except Exception:  # noqa: BLE001 - a plugin that cannot declare into a stand-in owns nothing we can see
+            continue
+    return recorder.names
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """Every option has a namespaced form (`--gpubench-profile`) that cannot collide with another
+    plugin, and the short form (`--profile`) unless another plugin already took it."""
     group = parser.getgroup("gpubench")
+    taken = taken_flags(pluginmanager)
     for option in RUN_OPTIONS:
-        taken = any(pluginmanager.has_plugin(name) for name in SHORT_FLAG_OWNERS.get(option.flag, ()))
-        names = [option.namespaced] + ([] if taken else [option.flag])
+        names = [option.namespaced] + ([] if option.flag in taken else [option.flag])
         group.addoption(*names, **option.kwargs(dest=option.pytest_dest))
     # Internal: `gpubench run` starts one pytest process per build and names the build here, and
     # the pipe its first process reports the selection's build count on.

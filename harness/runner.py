@@ -86,25 +86,25 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     return out
 
 
-def _outcome(case: Case, timed: Timed | None, workload: Workload, ctx: BuildContext, rounds: Rounds | None,
-             untimed: bool, device_name: str) -> tuple[dict[str, Any], BaseException | None, Timed | None]:
-    """Build and measure; every exception becomes the row's status (the unexpected ones returned)."""
-    try:
-        timed = workload.build(case, ctx)
-        devices.reset_peak_memory(ctx.device)  # after the build: the peak is the timed region's own
-        if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
-            timed.fn()
-            return {"status": "ok", "reason": "untimed (--benchmark-disable)"}, None, timed
-        measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry)
-        return derive(case, timed, measured, ctx, device_name), None, timed
-    except CaseSkipped as skip:
-        return {"status": "skipped", "reason": str(skip)}, None, timed
-    except Diverged as diverged:
-        return dict(diverged.columns, status="failed", reason=f"{diverged.prefix}: {diverged}"), None, timed
-    except Exception as error:  # noqa: BLE001 - every failure becomes a row, then is re-raised
-        if devices.is_out_of_memory(error):
-            return {"status": "oom", "reason": one_line(error)}, None, timed
-        return {"status": "failed", "reason": one_line(error)}, error, timed
+def measured_columns(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds | None, untimed: bool, device_name: str) -> dict[str, Any]:
+    devices.reset_peak_memory(ctx.device)  # after the build: the peak is the timed region's own
+    if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
+        timed.fn()
+        return {"status": "ok", "reason": "untimed (--benchmark-disable)"}
+    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry)
+    return derive(case, timed, measured, ctx, device_name)
+
+
+def failure_columns(error: Exception) -> tuple[dict[str, Any], Exception | None]:
+    """The row's status for an exception of a build or measurement, and the exception to re-raise
+    after the row is recorded (an unexpected failure: pytest reports it too)."""
+    if isinstance(error, CaseSkipped):
+        return {"status": "skipped", "reason": str(error)}, None
+    if isinstance(error, Diverged):
+        return dict(error.columns, status="failed", reason=f"{error.prefix}: {error}"), None
+    if devices.is_out_of_memory(error):
+        return {"status": "oom", "reason": one_line(error)}, None
+    return {"status": "failed", "reason": one_line(error)}, error
 
 
 def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[str, Any], record: Callable[[dict[str, Any]], None] | None,
@@ -116,9 +116,14 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
     row.update(case.settings())
     load = LoadMeter()
     timed: Timed | None = None
-    try:
-        columns, failure, timed = _outcome(case, None, workload, ctx, rounds, untimed, str(base_row.get("device_name", "")))
-        row.update(columns)
+    failure: Exception | None = None
+    try:  # an interrupt (Ctrl-C, SIGTERM) passes through, after the cleanup
+        try:
+            timed = workload.build(case, ctx)
+            row.update(measured_columns(case, timed, ctx, rounds, untimed, str(base_row.get("device_name", ""))))
+        except Exception as error:  # noqa: BLE001 - every failure becomes a row
+            columns, failure = failure_columns(error)
+            row.update(columns)
     finally:
         if timed is not None and timed.cleanup is not None:
             timed.cleanup()

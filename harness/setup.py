@@ -59,7 +59,7 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
     if not collect_only:
         check_results_dir_early(results_dir)
     if benchmark_json:
-        check_output_file(Path(getattr(benchmark_json, "name", benchmark_json)), "--benchmark-json")
+        check_output_file(Path(benchmark_json), "--benchmark-json")
 
 
 def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:

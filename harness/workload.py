@@ -50,6 +50,6 @@ def as_workload(obj: Any) -> Workload:
     bench module may hold a small workload of its own; `BUILDS`/`MARKERS` as in WorkloadSpec)."""
     if isinstance(obj, Workload):
         return obj
-    name = getattr(obj, "WORKLOAD_NAME", obj.__name__.rsplit(".", 1)[-1])
+    name = getattr(obj, "WORKLOAD_NAME", None) or str(getattr(obj, "__name__", type(obj).__name__)).rsplit(".", 1)[-1]
     spec = spec_for(name) or WorkloadSpec(name, IdRule(()), getattr(obj, "BUILDS", None), tuple(getattr(obj, "MARKERS", ())))
-    return Workload(spec, obj.cases, obj.build)
+    return Workload(spec, getattr(obj, "cases", lambda ctx: []), obj.build)

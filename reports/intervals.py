@@ -40,7 +40,7 @@ def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload:
     """Geomean of baseline/machine over the cases both ran (of `workload` when given)."""
     rows = frame if workload is None else frame[frame["workload"] == workload]
     base, mine = _log_stats(rows, baseline), _log_stats(rows, machine)
-    both = base.join(mine, lsuffix="_base", rsuffix="_mine", how="inner")
+    both = base.add_suffix("_base").join(mine.add_suffix("_mine"), how="inner")
     if both.empty:
         return None
     logs = np.log(both["median_base"] / both["median_mine"])

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Callable
+
+from harness.context import BuildContext
+from harness.fixture import benchmark_rounds
+from harness.results import ResultsWriter
+from harness.runner import run_case
+from harness.workload import as_workload
 
 
 class FakeStats:
@@ -35,6 +42,8 @@ class FakeBenchmark:
             for _ in range(iterations):
                 result = target()
             self.stats.stats.data.append(self.samples_s[i % len(self.samples_s)])
+        if iterations > 1:  # as pytest-benchmark does: one more call after the rounds, for the result
+            result = target()
         return result
 
 
@@ -79,3 +88,20 @@ class SteppingClock:
 
     def __call__(self) -> float:
         return self.now_s
+
+
+@dataclass
+class RunContext:
+    """A build context, the run's base row and where its rows go: what the plugin's session hands
+    the runner, for tests that drive `run_case` directly."""
+
+    build: BuildContext
+    base_row: dict[str, Any]
+    writer: ResultsWriter | None
+
+
+def run_with(case: Any, workload: Any, benchmark: Any, ctx: RunContext, build_index: int = 0) -> dict[str, Any]:
+    """run_case as the gpubench fixture calls it: pytest-benchmark (a fake) drives the rounds."""
+    record = ctx.writer.append if ctx.writer is not None else None
+    return run_case(case, as_workload(workload), replace(ctx.build, build_index=build_index), ctx.base_row, record,
+                    rounds=benchmark_rounds(benchmark), untimed=benchmark.disabled)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.cases import Case
-from harness.runner import Timed
+from harness.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 

@@ -3,11 +3,21 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.caseids import GUIDE_TEMPLATE
-from harness.cases import ProfileError, check_profile
-from harness.runner import BuildContext
+from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from harness.context import BuildContext
+from harness.profiles import ProfileError, check_profile
 from harness.timing import SyncedClock
-from harness.workloads import ddp, elementwise, inference, matmul, memory_strategies, mnist_epoch, selfcheck, speedup, transfer
+from harness.workloads import (
+    ddp,
+    elementwise,
+    inference,
+    matmul,
+    memory_strategies,
+    mnist_epoch,
+    selfcheck,
+    speedup,
+    transfer,
+)
 from harness.workloads.mnist_epoch import PRELOADED, TEMPLATE, EpochCase
 
 CPU = torch.device("cpu")

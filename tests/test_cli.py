@@ -6,13 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runs import FULL_AFTER_ONE_ROW, assert_one_full_line, gpubench_run
+
 from harness import plugin
 from harness.cli import build_parser, main, per_build_args, pytest_args
 from harness.device import resolve_device
 from harness.options import RUN_OPTIONS
 from harness.results import read_rows
 from reports import build
-from runs import FULL_AFTER_ONE_ROW, assert_one_full_line, gpubench_run
 
 
 def test_env_prints_the_fingerprint(capsys):
@@ -74,16 +75,46 @@ def test_plugin_and_cli_share_one_option_table():
             for name in names:
                 self.added[name] = kwargs
 
+    class NoOtherPlugins:
+        def get_plugins(self):
+            return []
+
     recorded = Recording()
-    plugin.pytest_addoption(recorded)
+    plugin.pytest_addoption(recorded, NoOtherPlugins())
     run = build_parser().parse_args(["run"])
     for option in RUN_OPTIONS:
         assert recorded.added[option.flag]["default"] == getattr(run, option.dest), option.flag
         assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
-    internal = {"--gpubench-build"}  # gpubench run's own: one pytest process per build
+    internal = {"--gpubench-build", "--gpubench-report-fd"}  # gpubench run's own: one pytest process per build, its pipe
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
+
+
+def test_a_plugin_that_owns_a_short_flag_keeps_it():
+    class Recording:
+        def __init__(self):
+            self.added = {}
+
+        def getgroup(self, name):
+            return self
+
+        def addoption(self, *names, **kwargs):
+            for name in names:
+                self.added[name] = kwargs
+
+    class Profiling:
+        def get_plugins(self):
+            class PytestProfiling:  # declares --profile, as pytest-profiling does
+                @staticmethod
+                def pytest_addoption(parser):
+                    parser.getgroup("profiling").addoption("--profile", action="store_true")
+
+            return [PytestProfiling]
+
+    recorded = Recording()
+    plugin.pytest_addoption(recorded, Profiling())
+    assert "--gpubench-profile" in recorded.added and "--profile" not in recorded.added and "--device" in recorded.added
 
 
 def test_each_build_process_gets_its_own_benchmark_files():

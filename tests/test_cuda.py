@@ -4,13 +4,15 @@ import time
 
 import pytest
 import torch
+from fakes import FakeBenchmark, RunContext, run_with
 
-from fakes import FakeBenchmark
+from harness.context import BuildContext
 from harness.device import memory_snapshot, reset_peak_memory
 from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
-from harness.runner import BuildContext, RunContext, run_case
+from harness.measure import Timed, measure
+from harness.plan import Budget
 from harness.stats import summarize
-from harness.timing import Budget, SyncedClock, cuda_event_samples, measure
+from harness.timing import SyncedClock, cuda_event_samples
 from harness.workloads import matmul, selfcheck, transfer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
@@ -27,7 +29,7 @@ def gpu_context(profile: str = "smoke") -> BuildContext:
 def test_synced_clock_agrees_with_cuda_events():
     a = torch.randn(4096, 4096, device=GPU)
     fn = lambda: a @ a  # noqa: E731
-    _, host = measure(fn, Budget(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK)
+    host = measure(Timed(fn=fn), Budget(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK).samples_s
     events = cuda_event_samples(fn, 1, 20)
     ratio = sorted(host)[len(host) // 2] / sorted(events)[len(events) // 2]
     assert 0.8 < ratio < 1.25
@@ -56,7 +58,7 @@ def test_peak_memory_counts_a_large_allocation():
 def test_tf32_is_scoped_to_its_case(tmp_path):
     before = torch.get_float32_matmul_precision()
     ctx = RunContext(gpu_context(), {"device_name": torch.cuda.get_device_name()}, None)
-    row = run_case(matmul.MatmulCase("tf32", 1024), matmul, FakeBenchmark(), ctx)
+    row = run_with(matmul.MatmulCase("tf32", 1024), matmul, FakeBenchmark(), ctx)
     assert row["status"] == "ok" and torch.get_float32_matmul_precision() == before
 
 

@@ -6,9 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from harness.datasets import IDX_FILES, DatasetError, check_dataset_files, idx_problem, usable_data_root
 from runs import one_error_line, run_bench
+
+from harness.datasets import (
+    IDX_FILES,
+    DatasetError,
+    check_dataset_files,
+    idx_problem,
+    usable_data_root,
+)
 
 pytest_plugins = ["pytester"]
 

@@ -7,24 +7,34 @@ import tempfile
 import time
 from pathlib import Path
 
+import ddp_equivalence
 import pytest
 import torch
 import torch.multiprocessing as mp
+from fakes import FakeBenchmark, RunContext, run_with
+from runs import REPO, processes_of
 
-import ddp_equivalence
-from fakes import FakeBenchmark
+from harness import nproc
 from harness.cases import CaseSkipped
+from harness.context import BuildContext
+from harness.data_source import DataSource
 from harness.datasets import DatasetError
+from harness.launch import kill_tree as kill_launch
+from harness.nproc import NprocError, check_nproc, default_nproc
 from harness.results import ResultsWriter, read_rows
-from harness.runner import BuildContext, RunContext, run_case
 from harness.schema import SCHEMA_VERSION
 from harness.stats import summarize
 from harness.timing import SyncedClock
 from harness.workloads import ddp
-from harness.workloads.data_source import DataSource
-from harness.workloads.ddp import (STALE_WORKDIR_S, DistributedCase, NprocError, check_nproc, default_nproc, kill_launch, launch, rank_error,
-                                   root_cause, sweep_stale_workdirs, torchrun_command)
-from runs import REPO, processes_of
+from harness.workloads.ddp import (
+    STALE_WORKDIR_S,
+    DistributedCase,
+    launch,
+    rank_error,
+    root_cause,
+    sweep_stale_workdirs,
+    torchrun_command,
+)
 
 CPU = torch.device("cpu")
 
@@ -184,7 +194,7 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
 
 def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(ddp, "available_memory_bytes", lambda: 4_000_000_000)
+    monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 4_000_000_000)
     with pytest.raises(NprocError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use --nproc 8 or fewer"):
         check_nproc(9, CPU)
     with pytest.raises(NprocError, match=r"--nproc 3 needs about 4\.5 GB \(1\.5 GB per process\) but 4\.0 GB is available — use --nproc 2 or fewer"):
@@ -192,7 +202,7 @@ def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
     with pytest.raises(NprocError, match="positive"):
         check_nproc(0, CPU)
     assert check_nproc(2, CPU) == 2
-    monkeypatch.setattr(ddp, "available_memory_bytes", lambda: 2_000_000_000)
+    monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 2_000_000_000)
     assert default_nproc(CPU) == 1 and check_nproc(default_nproc(CPU), CPU) == 1  # the default is never refused
 
 
@@ -212,7 +222,7 @@ def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: source)
     with pytest.raises(RuntimeError, match=r"torchrun exited 1: rank 1 exitcode -9 \(SIGKILL") as caught:
-        run_case(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
+        run_with(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
     writer.close()
     assert "\n" not in str(caught.value)
     (failed,) = read_rows(tmp_path / "run.csv")

@@ -2,7 +2,13 @@ import pytest
 import torch
 
 from harness import device as devices
-from harness.device import DeviceError, dtype_skip_reason, is_out_of_memory, memory_snapshot, resolve_device
+from harness.device import (
+    DeviceError,
+    dtype_skip_reason,
+    is_out_of_memory,
+    memory_snapshot,
+    resolve_device,
+)
 
 
 def test_auto_prefers_cuda_then_mps_then_cpu(monkeypatch):

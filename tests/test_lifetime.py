@@ -10,10 +10,10 @@ import time
 
 import psutil
 import pytest
+from runs import cmdlines, gpubench_run, processes_of, run_bench
 
 from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
 from harness.results import read_rows
-from runs import cmdlines, gpubench_run, processes_of, run_bench
 
 pytest_plugins = ["pytester"]
 
@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.cases import Case
-from harness.runner import Timed
+from harness.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 

@@ -2,15 +2,23 @@
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from runs import (
+    FULL_AFTER_ONE_ROW,
+    REPO,
+    assert_one_full_line,
+    one_error_line,
+    run_bench,
+)
 
+from harness.launch import read_build_count
 from harness.results import read_rows
 from harness.schema import COLUMNS, REQUIRED_COLUMNS
-from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, one_error_line, run_bench
 
 pytest_plugins = ["pytester"]
 
@@ -22,7 +30,7 @@ from typing import ClassVar
 import torch
 
 from harness.cases import Case, CaseSkipped
-from harness.runner import Timed
+from harness.measure import Timed
 
 gpubench_workload = sys.modules[__name__]  # a bench module may hold its own workload
 BUILDS = {"smoke": 2, "quick": 2, "full": 2}
@@ -87,7 +95,7 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     # and its statistics are the CSV's: the same samples, the same quartiles
     data = json.loads((tiny.path / "bench.json").read_text())
     bench = data["benchmarks"][0]
-    assert bench["options"]["timer"].endswith("synced_clock")
+    assert bench["options"]["timer"] == "session_clock"  # harness.timing.session_clock: the session's synced clock
     assert bench["extra_info"]["case_id"] == "matmul/fp32-n32"
     assert bench["stats"]["iqr"] == pytest.approx(float(first["iqr_s"])) and bench["stats"]["median"] == pytest.approx(float(first["median_s"]))
     assert list((tiny.path / "out").glob("*.env.json"))
@@ -153,7 +161,7 @@ from typing import ClassVar
 import torch
 
 from harness.cases import Case
-from harness.runner import Timed
+from harness.measure import Timed
 
 
 @dataclass(frozen=True)
@@ -248,7 +256,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.cases import Case
-from harness.runner import Timed
+from harness.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}
@@ -277,12 +285,18 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     """gpubench run starts as many build processes as the *selected* cases need: -k choosing a
     one-build workload must not start processes for another workload's builds."""
     tiny.makepyfile(bench_one=ONE_BUILD_BENCH)
-    count_file = tiny.path / "builds"
-    monkeypatch.setenv("GPUBENCH_BUILD_COUNT_FILE", str(count_file))
-    tiny.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py", "--collect-only", "-q")
-    assert count_file.read_text() == "2"
-    tiny.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py", "--collect-only", "-q", "-k", "test_one")
-    assert count_file.read_text() == "1"
+
+    def reported(*args: str) -> int | None:
+        """The build count the collection writes to the pipe gpubench run hands it."""
+        read_fd, write_fd = os.pipe()
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py",
+                        "--collect-only", "-q", f"--gpubench-report-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
+                       capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        os.close(write_fd)
+        return read_build_count(read_fd)
+
+    assert reported() == 2
+    assert reported("-k", "test_one") == 1
 
 
 # ---- checked before the first case (the one-case bench: the one_case fixture in conftest.py) ----
@@ -352,8 +366,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.cases import Case
-from harness.runner import Timed
-from harness.timing import RoundPlan
+from harness.measure import Timed
+from harness.plan import RoundPlan
 
 gpubench_workload = sys.modules[__name__]
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}
@@ -400,7 +414,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.cases import Case
-from harness.runner import Timed
+from harness.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 

@@ -7,7 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.power_audit import SCENARIOS, Scenario, audit, inject, paired_judge, unpaired_judge
+from reports.power_audit import (
+    SCENARIOS,
+    Scenario,
+    audit,
+    inject,
+    paired_judge,
+    unpaired_judge,
+)
 
 CASES = [f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)]
 

@@ -1,15 +1,19 @@
 import pytest
 import torch
+from fakes import FakeBenchmark, RunContext, run_with
 
-from fakes import FakeBenchmark
 from harness import device as devices
-from harness.cases import CaseSkipped
+from harness.cases import CaseSkipped, Diverged
+from harness.context import BuildContext
 from harness.device import is_out_of_memory
+from harness.measure import Timed
+from harness.plan import Budget, RoundPlan
 from harness.results import ResultsWriter, read_rows
-from harness.runner import BuildContext, Diverged, RunContext, Timed, impossible_figures, quality_flags, run_case, summary_line
+from harness.runner import impossible_figures, quality_flags
 from harness.schema import SCHEMA_VERSION
 from harness.stats import summarize
-from harness.timing import Budget, RoundPlan, SyncedClock
+from harness.terminal import summary_line
+from harness.timing import SyncedClock
 from harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
@@ -38,7 +42,7 @@ def fixed(fn, figures=lambda s, r: {}):
 
 
 def run(case, build, bench, ctx, build_index=0):
-    return run_case(case, Workload(build), bench, ctx, build_index)
+    return run_with(case, Workload(build), bench, ctx, build_index)
 
 
 def test_ok_row_carries_stats_figures_and_raw_samples(ctx, tmp_path):
@@ -51,8 +55,7 @@ def test_ok_row_carries_stats_figures_and_raw_samples(ctx, tmp_path):
     assert row["samples_s"] == [0.004, 0.001, 0.002] and row["build"] == 0 and row["builds"] == 1
     assert row["iqr_outliers"] == 0 and row["rel_iqr"] == pytest.approx(row["iqr_s"] / 0.002)
     assert row["tflops"] == 1.5 and row["dtype"] == "fp32" and row["size"] == 64
-    assert len(calls) == 1 + 3 * 2  # one warm-up call, then the rounds
-    assert bench.extra_info["case_id"] == "matmul/fp32-n64"
+    assert len(calls) == 1 + 3 * 2 + 1  # one warm-up call, the rounds, and pytest-benchmark's call for the result
     assert read_rows(tmp_path / "run.csv")[0]["status"] == "ok"
 
 
@@ -88,7 +91,7 @@ def test_cpu_out_of_memory_is_an_oom_row(tmp_path):
             raise RuntimeError(message)
 
     writer = ResultsWriter(tmp_path, "run")
-    row_out = run_case(MatmulCase("fp32", 64), Huge, FakeBenchmark(),
+    row_out = run_with(MatmulCase("fp32", 64), Huge, FakeBenchmark(),
                        RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)), {"schema_version": SCHEMA_VERSION}, writer))
     writer.close()
     assert row_out["status"] == "oom" and "can't allocate memory" in row_out["reason"]
@@ -167,7 +170,7 @@ def test_cpu_memory_is_the_allocators_peak_of_the_case(ctx):
 
 
 def test_summary_line_names_the_headline_figures():
-    line = summary_line({"case_id": "mnist_epoch/guide-template", "status": "ok", "median_s": 17.8, "rounds": 1,
+    line = summary_line({"workload": "mnist_epoch", "case_id": "mnist_epoch/guide-template", "status": "ok", "median_s": 17.8, "rounds": 1,
                          "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False, "flags": "one-sample"})
     assert line == "mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 samples/s, accuracy 0.860"
     assert summary_line({"case_id": "c", "status": "skipped", "reason": "why"}) == "c: skipped — why"

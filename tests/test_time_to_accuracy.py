@@ -9,15 +9,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from fakes import FakeBenchmark, RunContext, run_with
 
-from fakes import FakeBenchmark
+from harness.context import BuildContext
+from harness.data_source import DataSource
 from harness.datasets import CLASSES, Split
 from harness.results import ResultsWriter
-from harness.runner import BuildContext, RunContext, run_case
 from harness.schema import SCHEMA_VERSION
 from harness.timing import SyncedClock
 from harness.workloads import time_to_accuracy as tta
-from harness.workloads.data_source import DataSource
 from harness.workloads.models import make_model
 from reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
 
@@ -40,13 +40,13 @@ def banded_split(size: int, seed: int, learnable: bool = True) -> Split:
 
 @pytest.fixture
 def easy_data(monkeypatch, tmp_path):
-    monkeypatch.setattr("harness.workloads.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
+    monkeypatch.setattr("harness.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
 
 @pytest.fixture
 def hard_data(monkeypatch, tmp_path):
-    monkeypatch.setattr("harness.workloads.data_source.load_split",
+    monkeypatch.setattr("harness.data_source.load_split",
                         lambda dataset, root, train: banded_split(512 if train else 256, int(train), learnable=False))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
@@ -61,7 +61,7 @@ def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
     writer = ResultsWriter(tmp_path / "results", "run")
     bctx = BuildContext(CPU, profile, SyncedClock(CPU), data_source=lambda: data)
     try:
-        return run_case(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer),
+        return run_with(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer),
                         build_index)
     finally:
         writer.close()
@@ -120,7 +120,7 @@ def test_cases_follow_the_dataset_default_and_the_users_target(tmp_path, easy_da
     assert tta.target_for(quick[0], "fashion-mnist", "smoke") == tta.SMOKE_TARGET
     full = tta.cases(BuildContext(CPU, "full", SyncedClock(CPU), data_source=never, target_accuracy=0.9))
     assert [c.case_id for c in full] == ["time_to_accuracy/template-to0.9", "time_to_accuracy/fastest-epoch-to0.9", "time_to_accuracy/speedrun-to0.9"]
-    assert tta.BUILDS["full"] >= 5  # five seeds per design in the full profile
+    assert tta.WORKLOAD.builds("full") >= 5  # five seeds per design in the full profile
     row = run_row(tmp_path, easy_data, replace(quick[1], precision="fp32", batch_size=64, schedule="constant", lr=1e-3), profile="smoke")
     assert row["status"] == "ok" and row["target_accuracy"] == tta.SMOKE_TARGET  # the row holds the default it used
 

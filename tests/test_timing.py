@@ -2,7 +2,9 @@ import pytest
 import torch
 
 from harness import timing
-from harness.timing import Budget, RoundPlan, Stopwatch, SyncedClock, measure, plan_rounds, sample, warm_up
+from harness.measure import Timed, measure
+from harness.plan import Budget, RoundPlan, plan_rounds
+from harness.timing import Stopwatch, SyncedClock, sample, warm_up
 
 
 class FakeClock:
@@ -44,10 +46,12 @@ def test_sample_returns_seconds_per_call_and_syncs_only_at_round_edges(fake_cloc
     assert len(fake_clock.syncs) == 6  # start and end of each round, none per call
 
 
-def test_warm_up_calls_never_enter_samples(fake_clock):
-    plan, samples = measure(fake_clock.work, Budget(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50, warmup_calls=3), fake_clock.synced)
-    assert fake_clock.calls == 3 + plan.rounds * plan.iterations
-    assert len(samples) == plan.rounds
+def test_warm_up_and_calibration_calls_never_enter_samples(fake_clock):
+    m = measure(Timed(fn=fake_clock.work), Budget(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50, warmup_calls=3), fake_clock.synced)
+    calibration = m.plan.iterations if m.plan.iterations > 1 else 0  # one whole round, still warm-up
+    assert fake_clock.calls == 3 + calibration + m.plan.rounds * m.plan.iterations
+    assert len(m.samples_s) == m.plan.rounds and m.calls == m.plan.rounds * m.plan.iterations
+    assert m.stats.median_s == pytest.approx(0.002)
 
 
 def test_warm_up_stops_early_for_slow_cases(fake_clock):

@@ -8,14 +8,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.datasets import (DatasetError, ImageDataset, Split, check_dataset_request, install_fashion_mnist, load_split, normalize_all,
-                              resolve_dataset)
-from harness.runner import BuildContext, Diverged
+from harness.cases import Diverged
+from harness.context import BuildContext
+from harness.data_source import DataSource, PreloadedLoader
+from harness.datasets import (
+    DatasetError,
+    ImageDataset,
+    Split,
+    check_dataset_request,
+    install_fashion_mnist,
+    load_split,
+    normalize_all,
+    resolve_dataset,
+)
 from harness.stats import summarize
 from harness.timing import SyncedClock
 from harness.workloads import mnist_epoch
-from harness.workloads.data_source import DataSource, PreloadedLoader
-from harness.workloads.mnist_epoch import EpochCase, FreshCompileCaches, make_loaders, skip_reason
+from harness.workloads.mnist_epoch import (
+    EpochCase,
+    FreshCompileCaches,
+    make_loaders,
+    skip_reason,
+)
 from harness.workloads.models import CNN, make_model
 from harness.workloads.train_loop import EpochResult, Trainer, run_epoch
 
@@ -49,7 +63,7 @@ def test_accumulation_equals_one_large_batch():
 
 
 def test_trainer_accumulation_steps_only_after_n_micro_batches():
-    trainer = Trainer(make_model("mlp"), torch.device("cpu"), accumulation_steps=3)
+    trainer = Trainer(make_model("mlp"), torch.device("cpu"), accumulation_steps=3, clock=SyncedClock(torch.device("cpu")))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     x, y = batch(8)
     trainer.micro_step(x, y)
@@ -74,7 +88,7 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
 
 
 def train_losses(precision: str, steps: int = 30) -> tuple[Trainer, list[float]]:
-    trainer = Trainer(make_model("mlp"), DEVICE, precision, lr=1e-2)
+    trainer = Trainer(make_model("mlp"), DEVICE, precision, lr=1e-2, clock=SyncedClock(DEVICE))
     x, y = batch(128)
     x, y = x.to(DEVICE), y.to(DEVICE)
     losses = []
@@ -109,8 +123,8 @@ def test_channels_last_trains_to_the_same_loss():
     and every convolution's output are NHWC in memory, the parameters move, and each step's loss
     is the default layout's (the same seed and dropout masks)."""
     x, y = batch(16)
-    plain = Trainer(make_model("cnn", seed=1), torch.device("cpu"))
-    nhwc = Trainer(make_model("cnn", seed=1), torch.device("cpu"), channels_last=True)
+    plain = Trainer(make_model("cnn", seed=1), torch.device("cpu"), clock=SyncedClock(torch.device("cpu")))
+    nhwc = Trainer(make_model("cnn", seed=1), torch.device("cpu"), channels_last=True, clock=SyncedClock(torch.device("cpu")))
     conv_outputs = []
     for layer in nhwc.model.modules():
         if isinstance(layer, torch.nn.Conv2d):
@@ -190,7 +204,7 @@ def test_an_epoch_sees_every_image_once(loader):
                       Split(torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (50,), generator=gen)))
     case = EpochCase(batch_size=64, loader=loader, num_workers=0, pin_memory=False)
     train, test = make_loaders(case, data, torch.device("cpu"))
-    result = run_epoch(Trainer(CNN(), torch.device("cpu")), train, test, non_blocking=False)
+    result = run_epoch(Trainer(CNN(), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))), train, test, non_blocking=False)
     assert result.samples == 300 and result.steps == 5  # 4 full batches and a remainder of 44
     assert 0.0 <= result.test_accuracy <= 1.0 and result.train_loss > 0
     assert 0.0 <= result.data_wait_frac <= 1.0 and result.epoch_s > 0
@@ -230,7 +244,7 @@ def test_a_long_epoch_is_timed_in_about_ten_windows():
     case = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
     train, test = make_loaders(case, data, torch.device("cpu"))
     seen = []
-    result = run_epoch(Trainer(CNN(), torch.device("cpu")), train, test, non_blocking=False, progress=lambda done, total: seen.append((done, total)))
+    result = run_epoch(Trainer(CNN(), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))), train, test, non_blocking=False, progress=lambda done, total: seen.append((done, total)))
     assert result.steps == 23 and len(result.window_step_s) == 10  # 9 windows of 2 steps, the last holds 5
     assert seen[0] == (2, 23) and len(seen) == 9
 
