@@ -128,7 +128,7 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
         if timed is not None and timed.cleanup is not None:
             timed.cleanup()
         timed = None
-        devices.empty_cache(ctx.device)
+        devices.empty_cache(ctx.device, collect=row.get("status") in ("failed", "oom"))
     record_load(row, load.busy_frac(), ctx.device)
     if record is not None and not untimed:
         record(row)

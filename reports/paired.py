@@ -4,6 +4,15 @@ other, so the machine's drift hits both: the unit is the pair's log-ratio d_k = 
 the verdict is a paired t-test over the pairs (Student's t, n - 1 degrees of freedom) — the
 variance that matters is the pairs' own, measured, not assumed.
 
+Few pairs give few degrees of freedom, so a case's variance is moderated (limma's empirical
+Bayes, Smyth 2004): it is pooled with the median variance of all cases' pairs, weighted as
+PRIOR_DOF pairs' worth, and the t-test has PRIOR_DOF + n - 1 degrees of freedom. A case that is
+noisier than the rest still widens its own interval through its own n - 1 degrees of freedom.
+
+With many cases, some would cross ALPHA by chance: the cases' p-values are adjusted together
+(Benjamini–Hochberg), so on unchanged code the chance that any case is called slower or faster
+is at most ALPHA per session, whatever the number of cases.
+
 A change that slows every case (a torch, driver or BIOS change) is judged on its own line: per
 pair, the median log-ratio over the cases both sides ran; then the same t-test over the pairs.
 Verdicts as in `compare`: slower / faster (p < ALPHA and beyond the threshold), no change (the
@@ -23,6 +32,8 @@ from scipy import stats as sps
 from reports.verdicts import ALPHA, Verdict, band_verdict
 
 MACHINE_WIDE = "(every case: machine-wide shift)"
+PRIOR_DOF = 4  # weight of the pooled variance, in pairs
+MIN_CASES_TO_POOL = 5  # fewer cases: each case's own variance alone (plain paired t)
 
 
 @dataclass(frozen=True)
@@ -51,21 +62,63 @@ def pair_logs(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, pd.Series]:
     return {str(case): series.droplevel("case_id") for case, series in logs.groupby(level="case_id")}
 
 
-def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
-    """A paired t-test over log-ratios; the interval and `detectable` at 1 - ALPHA."""
+def prior_of(logs: dict[str, pd.Series]) -> tuple[float, int] | None:
+    """(pooled variance, its weight in pairs) for moderating each case's variance, or None."""
+    variances = [float(np.var(s.to_numpy(), ddof=1)) for s in logs.values() if len(s) >= 2]
+    return (float(np.median(variances)), PRIOR_DOF) if len(variances) >= MIN_CASES_TO_POOL else None
+
+
+def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan),
+               prior: tuple[float, int] | None = None) -> Verdict:
+    """A paired t-test over log-ratios (the variance moderated by `prior`); the interval and
+    `detectable` at 1 - ALPHA."""
     n = len(logs)
     mean = float(np.mean(logs)) if n else math.nan
     if n < 3:
         return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, "inconclusive",
                        f"{n} pair(s): a paired verdict needs 3 or more")
-    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
-    t_crit = float(sps.t.ppf(1 - ALPHA / 2, n - 1))
-    p_value = float(2 * sps.t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean else 1.0)
+    variance, dof = float(np.var(logs, ddof=1)), n - 1
+    if prior is not None:
+        variance, dof = (prior[1] * prior[0] + dof * variance) / (prior[1] + dof), prior[1] + dof
+    se = math.sqrt(variance / n)
+    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
+    p_value = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else (0.0 if mean else 1.0)
     ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
     detectable = math.exp(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
     note = f"{n} pairs" + (f"; could detect >= {detectable:.0%}: more pairs would tell" if verdict == "inconclusive" else "")
     return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """Adjusted p-values (step-up, monotone), in the input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, p_values[i] * m / rank)
+        adjusted[i] = running
+    return adjusted
+
+
+def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
+    """The cases' verdicts from their p-values adjusted together (broken cases stay as they are)."""
+    tested = [v for v in verdicts if v.p_value is not None]
+    if len(tested) < 2:
+        return verdicts
+    by_case = dict(zip((v.case_id for v in tested), benjamini_hochberg([v.p_value for v in tested])))
+    out = []
+    for v in verdicts:
+        if v.case_id not in by_case:
+            out.append(v)
+            continue
+        p = by_case[v.case_id]
+        verdict = band_verdict(p, v.ratio, v.ci_low, v.ci_high, threshold)
+        note = v.note if verdict == v.verdict or verdict == "inconclusive" else v.note.split(";")[0]
+        out.append(Verdict(v.case_id, v.base_median_s, v.new_median_s, v.ratio, v.ci_low, v.ci_high, p, v.detectable, verdict,
+                           note + f"; p adjusted over {len(tested)} cases"))
+    return out
 
 
 def machine_wide(logs: dict[str, pd.Series], threshold: float) -> Verdict | None:
@@ -91,11 +144,13 @@ def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
 
 def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> PairedSession:
     logs = pair_logs(a, b)
+    prior = prior_of(logs)
     verdicts = broken_cases(a, b)
     for case_id, series in sorted(logs.items()):
         medians = (float(a.loc[(a["case_id"] == case_id) & (a["status"] == "ok"), "median_s"].median()),
                    float(b.loc[(b["case_id"] == case_id) & (b["status"] == "ok"), "median_s"].median()))
-        verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians))
+        verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians, prior))
+    verdicts = adjusted(verdicts, threshold)
     shift = machine_wide(logs, threshold)
     notes = [] if shift is not None else ["machine-wide shift: not judged (fewer than 2 cases in every pair)"]
     pairs = max((len(s) for s in logs.values()), default=0)
