@@ -23,7 +23,7 @@ from harness.launch import NO_TESTS, Job, ProcessLauncher
 from harness.options import RESULTS_FULL_EXIT
 
 STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, 143)
-DEFAULT_PAIRS = 10
+DEFAULT_PAIRS = 8
 DEFAULT_BUILD_SECONDS = 0.05  # more, shorter builds: the pairs are the units, not the rounds
 
 

@@ -27,6 +27,7 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _ab_parser(sub: argparse._SubParsersAction) -> None:
+    from harness.ab import DEFAULT_PAIRS
     from harness.options import add_to_parser
 
     ab = sub.add_parser("ab", help="paired A/B session: the same cases under two environments, builds alternating; verdict from the pairs",
@@ -34,7 +35,7 @@ def _ab_parser(sub: argparse._SubParsersAction) -> None:
                                     "build in its own process, then judges B against A from the paired differences. Arguments gpubench "
                                     "does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
     add_to_parser(ab)
-    ab.add_argument("--pairs", type=int, default=10, help="builds per side, alternating (default 10)")
+    ab.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help=f"builds per side, alternating (default {DEFAULT_PAIRS})")
     for side in ("a", "b"):
         ab.add_argument(f"--{side}-python", default=None, help=f"interpreter of side {side.upper()} (default: this one), e.g. a venv with another torch")
         ab.add_argument(f"--{side}-env", action="append", metavar="NAME=VALUE", help=f"an environment variable of side {side.upper()} (repeatable)")

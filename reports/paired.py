@@ -4,6 +4,11 @@ other, so the machine's drift hits both: the unit is the pair's log-ratio d_k = 
 the verdict is a paired t-test over the pairs (Student's t, n - 1 degrees of freedom) — the
 variance that matters is the pairs' own, measured, not assumed.
 
+On a shared machine a process now and then runs a case ~1.7x slower or faster (a thread placed
+on a busy core): such a pair is an outlier, not a change. Pairs whose log-ratio lies beyond
+OUTLIER_MADS scaled MADs of the case's median are set aside before the test (with 5 pairs or more;
+the note says how many), so one bad process cannot hide a change or fake one.
+
 Few pairs give few degrees of freedom, so a case's variance is moderated (limma's empirical
 Bayes, Smyth 2004): it is pooled with the median variance of all cases' pairs, weighted as
 PRIOR_DOF pairs' worth, and the t-test has PRIOR_DOF + n - 1 degrees of freedom. A case that is
@@ -33,6 +38,8 @@ from reports.verdicts import ALPHA, Verdict, band_verdict
 
 MACHINE_WIDE = "(every case: machine-wide shift)"
 PRIOR_DOF = 4  # weight of the pooled variance, in pairs
+OUTLIER_MADS = 3.0  # a pair this many scaled MADs from the case's median log-ratio is set aside
+MIN_PAIRS_TO_REJECT = 5
 MIN_CASES_TO_POOL = 5  # fewer cases: each case's own variance alone (plain paired t)
 
 
@@ -62,16 +69,30 @@ def pair_logs(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, pd.Series]:
     return {str(case): series.droplevel("case_id") for case, series in logs.groupby(level="case_id")}
 
 
+def without_outliers(logs: np.ndarray) -> np.ndarray:
+    """The pairs within OUTLIER_MADS scaled median absolute deviations of the median."""
+    if logs.size < MIN_PAIRS_TO_REJECT:
+        return logs
+    center = float(np.median(logs))
+    scale = 1.4826 * float(np.median(np.abs(logs - center)))
+    if scale <= 0:
+        return logs
+    return logs[np.abs(logs - center) <= OUTLIER_MADS * scale]
+
+
 def prior_of(logs: dict[str, pd.Series]) -> tuple[float, int] | None:
     """(pooled variance, its weight in pairs) for moderating each case's variance, or None."""
-    variances = [float(np.var(s.to_numpy(), ddof=1)) for s in logs.values() if len(s) >= 2]
+    variances = [float(np.var(kept, ddof=1)) for kept in (without_outliers(s.to_numpy()) for s in logs.values()) if kept.size >= 2]
     return (float(np.median(variances)), PRIOR_DOF) if len(variances) >= MIN_CASES_TO_POOL else None
 
 
 def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan),
                prior: tuple[float, int] | None = None) -> Verdict:
-    """A paired t-test over log-ratios (the variance moderated by `prior`); the interval and
-    `detectable` at 1 - ALPHA."""
+    """A paired t-test over log-ratios (the variance moderated by `prior`), outlier pairs set
+    aside; the interval and `detectable` at 1 - ALPHA."""
+    aside = len(logs)
+    logs = without_outliers(np.asarray(logs, float))
+    aside -= len(logs)
     n = len(logs)
     mean = float(np.mean(logs)) if n else math.nan
     if n < 3:
@@ -86,7 +107,7 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
     ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
     detectable = math.exp(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
-    note = f"{n} pairs" + (f"; could detect >= {detectable:.0%}: more pairs would tell" if verdict == "inconclusive" else "")
+    note = f"{n} pairs" + (f" ({aside} outlier pair(s) set aside)" if aside else "") + (f"; could detect >= {detectable:.0%}: more pairs would tell" if verdict == "inconclusive" else "")
     return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
 
 

@@ -3,8 +3,9 @@
 Known changes are injected into real measurements of unchanged code (A/A data): the NEW side's
 times of chosen cases are scaled (median_s and the raw samples), then judged as `compare` or
 `gpubench ab` would. Scenarios: A/A (nothing injected: every flag is false), one case x1.1, x1.25,
-x2, one whole workload x1.3, every case x1.05 and x1.15. Counted per case-comparison (was the
-injected case called slower? was an untouched case called anything?) and per comparison (exit 1).
+x2 (each case in turn), one whole workload x1.3 (each workload in turn), every case x1.05, x1.10
+and x1.15. Counted per case-comparison (was the injected case called slower? was an untouched case
+called anything?) and per comparison (exit 1).
 Torch-free; `scripts/power-audit` runs it on folders of runs, tests run it on simulated data.
 """
 
@@ -31,17 +32,17 @@ class Scenario:
     factor: float
     scope: str  # "none" | "case" | "workload" | "all"
 
-    def cases(self, case_ids: list[str], pick: int) -> list[str]:
-        """The cases this scenario slows in one comparison (`pick` rotates the chosen case/workload)."""
+    def variants(self, case_ids: list[str]) -> list[list[str]]:
+        """The sets of cases this scenario slows, one comparison each: every case in turn, every
+        workload in turn, all cases at once, or none."""
         if self.scope == "none":
-            return []
+            return [[]]
         if self.scope == "all":
-            return list(case_ids)
+            return [list(case_ids)]
         if self.scope == "case":
-            return [case_ids[pick % len(case_ids)]]
+            return [[case] for case in case_ids]
         workloads = sorted({c.split("/", 1)[0] for c in case_ids})
-        chosen = workloads[pick % len(workloads)]
-        return [c for c in case_ids if c.startswith(chosen + "/")]
+        return [[c for c in case_ids if c.startswith(w + "/")] for w in workloads]
 
 
 SCENARIOS = (Scenario("A/A", 1.0, "none"), Scenario("one case x1.10", 1.10, "case"), Scenario("one case x1.25", 1.25, "case"),
@@ -115,9 +116,9 @@ def audit(comparisons: list[tuple[pd.DataFrame, pd.DataFrame]], judge: Judge, th
     rows = []
     for scenario in scenarios:
         tally = Tally()
-        for pick, (base, new) in enumerate(comparisons):
+        for base, new in comparisons:
             case_ids = sorted(set(base.loc[base["status"] == "ok", "case_id"]) & set(new.loc[new["status"] == "ok", "case_id"]))
-            slowed = set(scenario.cases(case_ids, pick))
-            tally.add(judge(base, inject(new, slowed, scenario.factor), threshold), slowed, scenario.scope == "all")
+            for slowed in scenario.variants(case_ids):
+                tally.add(judge(base, inject(new, slowed, scenario.factor), threshold), set(slowed), scenario.scope == "all")
         rows.append(tally.row(scenario.name))
     return pd.DataFrame(rows)

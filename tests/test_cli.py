@@ -63,18 +63,21 @@ def test_report_needs_rows(tmp_path, capsys):
     assert "no CSV files" in capsys.readouterr().err
 
 
+class Recording:
+    """A stand-in pytest parser that records the options a plugin adds."""
+
+    def __init__(self):
+        self.added = {}
+
+    def getgroup(self, name):
+        return self
+
+    def addoption(self, *names, **kwargs):
+        for name in names:
+            self.added[name] = kwargs
+
+
 def test_plugin_and_cli_share_one_option_table():
-    class Recording:
-        def __init__(self):
-            self.added = {}
-
-        def getgroup(self, name):
-            return self
-
-        def addoption(self, *names, **kwargs):
-            for name in names:
-                self.added[name] = kwargs
-
     class NoOtherPlugins:
         def get_plugins(self):
             return []
@@ -92,17 +95,6 @@ def test_plugin_and_cli_share_one_option_table():
 
 
 def test_a_plugin_that_owns_a_short_flag_keeps_it():
-    class Recording:
-        def __init__(self):
-            self.added = {}
-
-        def getgroup(self, name):
-            return self
-
-        def addoption(self, *names, **kwargs):
-            for name in names:
-                self.added[name] = kwargs
-
     class Profiling:
         def get_plugins(self):
             class PytestProfiling:  # declares --profile, as pytest-profiling does

@@ -1,0 +1,97 @@
+"""`gpubench ab`: the paired session's order, its sides, and real sessions with a known truth."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.ab import Side, order, parse_env, side_argv
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A workload that sleeps SLEEP_MS milliseconds a call (and 1 ms without it): a change of known size.
+SLEEP_BENCH = '''
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.cases import Case
+from harness.measure import Timed
+
+gpubench_workload = sys.modules[__name__]
+
+
+@dataclass(frozen=True)
+class SleepCase(Case):
+    workload: ClassVar[str] = "matmul"
+    size: int
+
+
+def cases(ctx):
+    return [SleepCase(n) for n in (1, 2, 3, 4, 5, 6)]
+
+
+def build(case, ctx):
+    seconds = float(os.environ.get("SLEEP_MS", "1")) / 1e3 * (1 + case.size / 10)
+    return Timed(fn=lambda: time.sleep(seconds))
+
+
+def test_sleep(case, gpubench):
+    gpubench.run(case)
+'''
+
+
+def test_sides_alternate_a_b_then_b_a():
+    a, b = Side("A"), Side("B")
+    assert [tuple(s.name for s in order(pair, a, b)) for pair in range(4)] == [("A", "B"), ("B", "A"), ("A", "B"), ("B", "A")]
+
+
+def test_a_side_is_its_interpreter_variables_and_arguments():
+    side = Side("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
+    argv = side_argv(side, "s1", 3, 8, ["benches", "-k", "matmul"])
+    assert argv[:3] == ["/usr/bin/python3", "-m", "pytest"] and "--gpubench-dataset=synthetic" in argv
+    assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8"} <= set(argv)
+    assert parse_env(["A=1", "B=x=y"], "--b-env") == {"A": "1", "B": "x=y"}
+    with pytest.raises(ValueError, match="use NAME=VALUE"):
+        parse_env(["OMP_NUM_THREADS"], "--b-env")
+
+
+def test_bad_sides_are_one_line_before_any_build(tmp_path, capsys):
+    assert main(["ab", "--results-dir", str(tmp_path), "--a-python", str(tmp_path / "nope")]) == 4
+    assert "not an executable interpreter" in capsys.readouterr().err
+    assert main(["ab", "--results-dir", str(tmp_path), "--pairs", "2"]) == 4
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def session(tmp_path: Path, *side_args: str) -> subprocess.CompletedProcess[str]:
+    bench = tmp_path / "bench_sleep.py"
+    bench.write_text(SLEEP_BENCH, encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "harness.cli", "ab", "--device", "cpu", "--profile", "smoke", "--pairs", "4",
+                           "--results-dir", str(tmp_path / "out"), "--run-id", "s", *side_args, str(bench), "-k", "test_sleep"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_a_slower_side_is_called_slower_and_the_session_is_a_pair_of_runs(tmp_path):
+    done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=2")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("| matmul/")]
+    assert len(lines) == 6 and all("| slower (" in line for line in lines)
+    assert "(every case: machine-wide shift)" in done.stdout and "paired session: 4 pairs" in done.stdout
+    marker = json.loads((tmp_path / "out" / "s.ab.json").read_text())
+    assert marker["sides"]["B"]["env"] == {"SLEEP_MS": "2"} and marker["sides"]["A"]["run_id"] == "s-A"
+    # each side is a normal run, and compare judges the two files paired again
+    again = main(["compare", str(tmp_path / "out" / "s-A.csv"), str(tmp_path / "out" / "s-B.csv")])
+    assert again == 1
+
+
+def test_the_same_side_twice_is_not_called_slower(tmp_path):
+    done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "0 slower, 0 faster" in done.stdout

@@ -1,0 +1,76 @@
+"""The statistics behind the verdicts, against hand-computed values: paired t with moderated
+variance, Benjamini–Hochberg, Welch over replicate runs, and the interval on a machine ratio."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from reports.intervals import speedup_interval, steady_best
+from reports.paired import benjamini_hochberg, judge_logs
+from reports.replicates import machine_wide, welch
+
+
+def test_paired_t_over_log_ratios():
+    logs = np.array([0.10, 0.12, 0.08, 0.10])  # B about 10.5% slower in every pair
+    v = judge_logs("c", logs, 0.05)
+    se = np.std(logs, ddof=1) / 2
+    assert v.ratio == pytest.approx(math.exp(0.10))
+    assert v.p_value == pytest.approx(2 * sps.t.sf(0.10 / se, 3))
+    assert v.ci_low == pytest.approx(math.exp(0.10 - sps.t.ppf(0.995, 3) * se)) and v.verdict == "slower"
+
+
+def test_a_moderated_variance_weighs_the_pool_as_four_pairs():
+    logs = np.array([0.0, 0.01, -0.01])  # own variance 1e-4 with 2 degrees of freedom
+    v = judge_logs("c", logs, 0.05, prior=(4e-4, 4))
+    pooled = (4 * 4e-4 + 2 * 1e-4) / 6
+    assert v.detectable == pytest.approx(math.exp(sps.t.ppf(0.995, 6) * math.sqrt(pooled / 3)) - 1)
+    assert v.verdict == "no change"
+
+
+def test_benjamini_hochberg_step_up():
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+
+
+def test_welch_over_runs():
+    base, new = np.array([0.0, 0.02, -0.02]), np.array([0.10, 0.12, 0.08])
+    v = welch("c", base, new, 0.05, "")
+    se = math.sqrt(2 * 0.0004 / 3)
+    assert v.ratio == pytest.approx(math.exp(0.1)) and v.p_value == pytest.approx(2 * sps.t.sf(0.1 / se, 4))
+    assert v.verdict == "slower"
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["machine", "run_id", "case_id", "workload", "status", "median_s"])
+
+
+def test_the_machine_wide_line_compares_run_levels():
+    rows = []
+    for side, level in (("b", 1.0), ("n", 1.2)):
+        for r, jitter in enumerate((1.0, 1.01, 0.99)):
+            rows += [[side, f"{side}{r}", f"w/c{c}", "w", "ok", level * jitter * (1 + c)] for c in range(4)]
+    table = frame(rows)
+    v = machine_wide(table[table["machine"] == "b"], table[table["machine"] == "n"], 0.05)
+    assert v.ratio == pytest.approx(1.2, rel=1e-6) and v.verdict == "slower"
+
+
+def test_the_speedup_interval_comes_from_the_builds():
+    # two cases, two builds each: baseline twice as slow as the machine
+    rows = [["base", "r1", "w/a", "w", "ok", 2.0], ["base", "r1", "w/a", "w", "ok", 2.2],
+            ["mine", "r2", "w/a", "w", "ok", 1.0], ["mine", "r2", "w/a", "w", "ok", 1.1],
+            ["base", "r1", "w/b", "w", "ok", 4.0], ["base", "r1", "w/b", "w", "ok", 4.0],
+            ["mine", "r2", "w/b", "w", "ok", 2.0], ["mine", "r2", "w/b", "w", "ok", 2.0]]
+    interval = speedup_interval(frame(rows), "base", "mine")
+    var_a = np.var(np.log([2.0, 2.2]), ddof=1) / 2 * 2  # both machines' builds spread alike (log scale)
+    half = 1.96 * math.sqrt(var_a / 4)
+    assert interval.geomean == pytest.approx(2.0) and interval.cases == 2
+    assert interval.low == pytest.approx(2.0 * math.exp(-half)) and interval.high == pytest.approx(2.0 * math.exp(half))
+
+
+def test_a_noisy_size_cannot_win_the_headline():
+    cases = pd.DataFrame({"size": [512, 1024], "tflops": [0.196, 0.191], "tflops_q1": [0.09, 0.185]})
+    assert steady_best(cases, "tflops")["size"] == 1024
