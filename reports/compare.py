@@ -1,7 +1,8 @@
 """Which differences between two sides are real, judged against the noise between independent
 measurements, not between rounds of one measurement.
 
-Method (README, "How compare decides"):
+Method (docs/method.md, "How compare decides"; paired sessions in reports/paired.py, replicate runs in
+reports/replicates.py):
 - The unit is an independent build of a case: a row's median (a fresh model/tensors, built at a
   different moment of the run because builds are interleaved). A case with one build per run (an
   epoch) uses the windows of that one epoch instead.
@@ -42,6 +43,7 @@ from reports.paired import format_session, judge_session
 from reports.verdicts import ALPHA, VERDICTS, Verdict
 
 NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
+ONE_PROCESS_FLOOR = 0.08  # the same for a case measured in one process per run (an epoch, a DDP launch)
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,14 @@ def process_variance(pairs: list[tuple[Side, Side]]) -> float:
     return float(np.median(spreads)) if spreads else 0.0
 
 
+def robust_core(logs: np.ndarray) -> np.ndarray:
+    """The values within 3 scaled MADs of their median: one case of a workload that jumped (a
+    process on a busy core, ~1.7x) must not widen every other case's noise."""
+    center = float(np.median(logs))
+    rough = 1.4826 * float(np.median(np.abs(logs - center)))
+    return logs[np.abs(logs - center) <= 3 * rough] if rough > 0 else logs
+
+
 MIN_CASES_PER_WORKLOAD = 5  # its own between-run noise from at least 4 other cases (3 degrees of freedom)
 
 
@@ -208,9 +218,9 @@ def workload_noise(pairs: dict[str, tuple[Side, Side]]) -> dict[str, tuple[float
             continue
         logs = {c: math.log(pairs[c][1].median_s / pairs[c][0].median_s) for c in cases}
         for case_id in cases:
-            others = np.array([v for c, v in logs.items() if c != case_id])
-            variance = float(((others - np.median(others)) ** 2).sum() / (others.size - 1))
-            noise[case_id] = (variance, float(others.size - 1))
+            others = robust_core(np.array([v for c, v in logs.items() if c != case_id]))
+            variance = float(((others - np.median(others)) ** 2).sum() / max(1, others.size - 1))
+            noise[case_id] = (variance, float(max(1, others.size - 1)))
     return noise
 
 
@@ -239,7 +249,9 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
         sides[case_id] = (b, n)
     noise = run_noise(list(sides.values()))
     own = workload_noise(sides)
-    process2 = process_variance(list(sides.values()))
+    # at least ONE_PROCESS_FLOOR per run: two quick runs of unchanged code moved the template epoch 15% and the
+    # DDP steps 24% here, far beyond what the micro cases' build-to-build spread says
+    process2 = max(process_variance(list(sides.values())), ONE_PROCESS_FLOOR**2)
     for case_id, (b, n) in sides.items():
         between2, dof = max((noise.between2, noise.dof), own.get(case_id, (0.0, math.inf)))  # the wider of the two
         # one build per run: its own samples cannot see process-to-process noise (already inside a
