@@ -10,7 +10,7 @@ from harness.catalog import specs
 from harness.workload_spec import ReportSection
 from reports import sections, tables
 from reports.aggregate import per_case
-from reports.load import ReportError, load_energy_notes, load_results, load_top_ops, write_merged
+from reports.load import ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
 from reports.markdown import md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
@@ -68,14 +68,14 @@ def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base:
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
-                  energy_notes: dict[str, str] | None = None) -> str:
+                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. The summary comes first;
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     cases = per_case(frame)
     parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
              f"Baseline: **{base}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
-             "every timed region ended in a device synchronize."]
+             "every timed region ended in a device synchronize." + "".join(f" Note: {note}." for note in notes or [])]
     parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
     parts += workload_sections(frame, cases, out, base)
     parts.append(profiler_section(frame, top_ops or {}))
@@ -85,7 +85,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
-    frame = load_results(paths)
+    frame, notes = dedupe(load_results(paths))  # a run given twice (a file and its folder, a copy) counts once everywhere
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -93,7 +93,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
     write_merged(frame, out / "merged.csv")
     report = out / "report.md"
-    text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths))
+    text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths), notes)
     partial = out / "report.md.partial"  # report.md appears whole, last: a folder without it is incomplete
     partial.write_text(text, encoding="utf-8")
     partial.replace(report)

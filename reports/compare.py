@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from reports import replicates
-from reports.load import ReportError, load_results, samples
+from reports.load import ReportError, dedupe, load_results, samples
 from reports.paired import format_session, judge_session
 from reports.verdicts import ALPHA, VERDICTS, Verdict
 
@@ -134,19 +134,6 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
         note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), not between builds"]))
     return Verdict(case_id, base.median_s, new.median_s, ratio, low, high, p_value, detectable, verdict, note)
 
-
-def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The same run given twice (a file and its folder, a copy) counts once."""
-    keys = ["run_id", "case_id", "build"]
-    repeated = frame[frame.duplicated(subset=keys, keep=False)]
-    conflicting = repeated.groupby(keys)["median_s"].nunique(dropna=False)
-    if (conflicting > 1).any():
-        run_id, case_id, build = conflicting[conflicting > 1].index[0]
-        files = sorted(set(repeated[(repeated["run_id"] == run_id) & (repeated["case_id"] == case_id)]["source_file"]))
-        raise ReportError(f"run {run_id} holds {case_id} build {int(build)} twice with different figures (in {', '.join(files)}) — remove one of the files")
-    duplicated = frame.duplicated(subset=keys)
-    notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"] if duplicated.any() else []
-    return frame[~duplicated], notes
 
 
 MIN_CASES_FOR_SCATTER = 8  # fewer common cases: the between-run noise is the fixed floor

@@ -127,3 +127,17 @@ def machine_labels(frame: pd.DataFrame) -> pd.Series:
 
 
 __all__ = ["ReportError", "load_results", "load_top_ops", "write_merged"]
+
+
+def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The same run given twice (a file and its folder, a copy) counts once."""
+    keys = ["run_id", "case_id", "build"]
+    repeated = frame[frame.duplicated(subset=keys, keep=False)]
+    conflicting = repeated.groupby(keys)["median_s"].nunique(dropna=False)
+    if (conflicting > 1).any():
+        run_id, case_id, build = conflicting[conflicting > 1].index[0]
+        files = sorted(set(repeated[(repeated["run_id"] == run_id) & (repeated["case_id"] == case_id)]["source_file"]))
+        raise ReportError(f"run {run_id} holds {case_id} build {int(build)} twice with different figures (in {', '.join(files)}) — remove one of the files")
+    duplicated = frame.duplicated(subset=keys)
+    notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"] if duplicated.any() else []
+    return frame[~duplicated], notes

@@ -432,3 +432,14 @@ def test_things_named_csv_that_are_not_files_are_skipped(tmp_path):
     (tmp_path / "dangling.csv").symlink_to(tmp_path / "nowhere")
     os.mkfifo(tmp_path / "pipe.csv")  # reading it would hang the report
     assert result_files([tmp_path]) == [good]
+
+
+def test_a_run_given_twice_counts_once_everywhere_and_the_report_says_so(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    shutil.copy(GOLDEN[1], folder / "h100.csv")
+    rows = len(load_results([GOLDEN[1]]))
+    report = build_report([folder, folder / "h100.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
+    with open(tmp_path / "out" / "merged.csv", newline="", encoding="utf-8") as handle:
+        assert len(list(csv.DictReader(handle))) == rows
+    assert f"{rows} rows from 1 run(s)" in report and f"{rows} duplicate row(s) of run(s)" in report and "counted once" in report
