@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 
 from harness.fixture import Recorder
-from harness.options import RUN_OPTIONS
+from harness.options import RESULTS_FULL_EXIT, RUN_OPTIONS
+from harness.results import ResultsFull
 from harness.run_state import RunState, Terminated
+from harness.session import Stop
 from harness.setup import SetupError, make_state
 from harness.workload import as_workload
 
@@ -125,7 +127,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session's records are closed here, before the exit status is decided: an environment
+    sidecar the disk could not take at the end is lost data, and the run exits 75 for it."""
     state = session.config.stash.get(STATE, None)
+    if state is not None and state.session.is_open:
+        try:
+            state.session.close()
+        except ResultsFull as full:
+            state.session.stop = state.session.stop or Stop(str(full), RESULTS_FULL_EXIT)
     if state is not None and state.session.terminated:
         session.exitstatus = TERMINATED_EXIT
     elif state is not None and state.session.stop:
@@ -246,8 +255,6 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    from harness.results import ResultsFull
-
     state = config.stash.get(STATE, None)
     if state is None:
         return
@@ -255,9 +262,4 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"gpubench: --benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; nothing was recorded")
     if not state.session.is_open:
         return
-    try:
-        state.session.close()
-    except ResultsFull as full:
-        if not state.session.stop:  # else the run's one line already says it
-            terminalreporter.write_line(f"gpubench: {full}")
-    terminalreporter.write_line(f"gpubench: {state.session.writer.rows_written} rows -> {state.session.csv_path}")
+    terminalreporter.write_line(f"gpubench: {state.session.rows_written} rows -> {state.session.csv_path}")

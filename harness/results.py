@@ -14,8 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, NoReturn
 
-from harness.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, SchemaError, kind_of, parse_cell,
-                            parse_column, to_cell, upgrade_row)
+from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a file is read: the harness writes far more often than it reads

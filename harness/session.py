@@ -49,6 +49,7 @@ class Session:
     top_ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stop: Stop | None = None
     terminated: bool = False  # SIGTERM arrived: the run is stopping
+    closed: bool = False
 
     @property
     def csv_path(self) -> Path:
@@ -57,6 +58,10 @@ class Session:
     @property
     def is_open(self) -> bool:
         return self.writer is not None
+
+    @property
+    def rows_written(self) -> int:
+        return self.writer.rows_written if self.writer is not None else 0
 
     def open(self) -> None:
         """Fingerprint, idle power (first build only), the writer, and the environment sidecar."""
@@ -101,10 +106,11 @@ class Session:
         if self.writer is None:
             return
         try:
-            if self.build == 0:
+            if self.build == 0 and not self.closed:
                 self.write_env(self._telemetry())
         finally:
             self.writer.close()
+            self.closed = True
 
     @property
     def rows_kept(self) -> int:

@@ -447,3 +447,42 @@ def test_a_full_results_folder_is_one_line_under_pytest(one_case):
     result.assert_outcomes(passed=1, skipped=1)  # the third case did not run
     (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
     assert len(read_rows(csv_path)) == 1
+
+
+# A test plugin (-p envfull): the disk takes the rows but not the environment sidecar, at its
+# Nth write (1: when the run opens, before the first row; 2: the rewrite at the run's end).
+ENV_SIDECAR_FULL = '''
+import errno
+import os
+
+from harness import results, session
+
+_write = results.write_sidecar
+_calls = []
+
+
+def write_sidecar(results_dir, run_id, suffix, payload):
+    if suffix == "env":
+        _calls.append(1)
+        if len(_calls) == int(os.environ["ENV_FULL_AT"]):
+            csv_path = results_dir / f"{run_id}.csv"
+            raise results.ResultsFull(results.count_rows(csv_path), csv_path, errno.ENOSPC, what=f"{run_id}.env.json")
+    return _write(results_dir, run_id, suffix, payload)
+
+
+session.write_sidecar = write_sidecar
+'''
+
+
+@pytest.mark.parametrize("at, rows", [(1, 0), (2, 3)])
+def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeypatch, at, rows):
+    """The sidecar (idle power, energy source) is written before the first case, so a full disk
+    costs rows, never the run's description silently; losing its end-of-run rewrite is exit 75 too."""
+    (one_case.path / "envfull.py").write_text(ENV_SIDECAR_FULL)
+    one_case.makepyfile(bench_tiny=THREE_CASES_BENCH)
+    monkeypatch.setenv("ENV_FULL_AT", str(at))
+    result = run_bench(one_case, "-p", "envfull")
+    assert result.ret == 75, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    assert "env.json not written" in result.stderr.str() and f"results folder full: {rows} rows kept" in result.stderr.str()
+    (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
+    assert len(read_rows(csv_path)) == rows
