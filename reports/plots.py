@@ -59,12 +59,13 @@ def _legend(fig: plt.Figure, axes: list[plt.Axes]) -> None:
         fig.legend_space = min(0.6, 0.2 * rows / fig.get_size_inches()[1])  # 0.2 inch a legend row
 
 
-def _plain_numbers(ax: plt.Axes) -> None:
-    """Log axes with plain tick labels (0.19, 4.2, 780), not 1.9×10⁻¹."""
-    formatter = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.3g}")
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # labels inside one decade too
-    ax.yaxis.set_major_formatter(formatter)
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+def _plain_numbers(ax: plt.Axes, axis: str = "y", fmt: str = "{:.3g}") -> None:
+    """Log axes with plain tick labels (0.19, 4.2, 780), not 1.9×10⁻¹, and labels even when the
+    data span less than a decade (ticks at 1, 2 and 5 of each decade)."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: fmt.format(value)))
+    target.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> None:
@@ -154,11 +155,16 @@ def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     for ax, machine in zip(axes, machines):
         group = rows[rows["machine"] == machine].sort_values("samples_per_s")
         ax.barh(group["setting"], group["samples_per_s"], color=["tab:red" if b is True else "tab:blue" for b in group["input_bound"]])
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        values = group["samples_per_s"].dropna()
+        wide = len(values) > 1 and values.max() / values.min() >= 10  # a log axis only where the bars span a decade
+        if wide:
+            ax.set_xscale("log")
+            _plain_numbers(ax, "x", "{:,.0f}")
+        else:
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
         ax.set_title(machine, fontsize=9)
-        ax.set_xlabel("training samples/s (log; red: input-bound)")
+        ax.set_xlabel(f"training samples/s ({'log; ' if wide else ''}red: input-bound)")
         ax.tick_params(axis="y", labelsize=8)
     return _save(fig, out / "mnist_epoch.png")
 
