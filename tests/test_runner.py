@@ -14,6 +14,7 @@ from harness.schema import SCHEMA_VERSION
 from harness.stats import summarize
 from harness.terminal import summary_line
 from harness.timing import SyncedClock
+from harness.workloads import selfcheck
 from harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
@@ -174,3 +175,21 @@ def test_summary_line_names_the_headline_figures():
                          "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False, "flags": "one-sample"})
     assert line == "mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 samples/s, accuracy 0.860"
     assert summary_line({"case_id": "c", "status": "skipped", "reason": "why"}) == "c: skipped — why"
+
+
+@pytest.mark.parametrize("busy, status", [(0.5, "ok"), (0.0, "failed")])
+def test_a_selfcheck_that_disagrees_on_a_busy_machine_is_inconclusive_not_failed(ctx, monkeypatch, busy, status):
+    """Load makes the clocks disagree (a 1.031 ratio at cpu_busy_frac 0.5 failed an A/A run): the
+    selfcheck measures again, then says the machine was busy; it fails only on a quiet machine."""
+    attempts = []
+    monkeypatch.setattr(selfcheck, "interleaved_ratios", lambda *args: attempts.append(1) or ([1.031] * 5, []))
+    monkeypatch.setattr(selfcheck.LoadMeter, "busy_frac", lambda self: busy)
+    case = selfcheck.SelfcheckCase("fp32", 64)
+    if status == "failed":
+        with pytest.raises(selfcheck.SelfcheckFailed, match="ratio 1.031 outside"):
+            run_with(case, selfcheck.WORKLOAD, FakeBenchmark(), ctx)
+        assert len(attempts) == 1  # a quiet machine: no second measurement
+        return
+    row = run_with(case, selfcheck.WORKLOAD, FakeBenchmark(), ctx)
+    assert row["status"] == "ok" and row["reason"].startswith("selfcheck inconclusive: machine busy") and "busy" in row["flags"].split(";")
+    assert len(attempts) == 2  # measured again once
