@@ -217,7 +217,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return code
 
 
+def tolerant_output() -> None:
+    """A terminal whose encoding lacks a character gpubench prints (— ± × under a Latin-1 locale)
+    gets a replacement, not a UnicodeEncodeError: compare's crash would exit 1, the 'slower' code."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    tolerant_output()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command == "run":

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runs import FULL_AFTER_ONE_ROW, assert_one_full_line, gpubench_run
+from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
 from harness import plugin
 from harness.cli import build_parser, main, per_build_args, pytest_args
@@ -160,3 +160,13 @@ def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "interrupted" in err and "incomplete" in err
     assert not (out / "report.md").exists()
+
+
+def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
+    """compare prints — and ±: under a Latin-1 locale that was a UnicodeEncodeError and exit 1 (the 'slower' code)."""
+    golden = REPO / "tests" / "data" / "golden_h100.csv"
+    env = dict(os.environ, PYTHONIOENCODING="latin-1")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "compare", str(golden), str(golden)], cwd=REPO, env=env,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode("latin-1")[-2000:]
+    assert b"Traceback" not in done.stderr and b"cases compared" in done.stdout
