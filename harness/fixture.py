@@ -16,6 +16,7 @@ from harness.plan import RoundPlan
 from harness.results import ResultsFull
 from harness.run_state import RunState, Terminated
 from harness.runner import run_case
+from harness.schema import RUN_COLUMNS
 from harness.session import Stop
 from harness.terminal import summary_line
 from harness.workload import as_workload
@@ -78,10 +79,10 @@ class Recorder:
         workload = as_workload(self.request.module.gpubench_workload)
         session, untimed = self.state.session, self.benchmark.disabled
         self.benchmark.group = case.workload
+        if not untimed:
+            self._open()  # a later build's session reads the cases its first build skipped
         if self.build > 0 and case.case_id in session.skipped:
             pytest.skip(session.skipped[case.case_id])  # its first build already left the row
-        if not untimed:
-            self._open()
         ctx = self.state.context(self.build)
         ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
         self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
@@ -103,7 +104,8 @@ class Recorder:
             self.state.untimed_cases += 1
             self.benchmark(lambda: None)  # marks the fixture used (the runner made the untimed call): no warning per case
             return row
-        self.benchmark.extra_info.update({k: v for k, v in row.items() if k in FIGURE_KEYS and isinstance(v, (int, float, str, bool))})
+        self.benchmark.extra_info.update({k: v for k, v in row.items() if k not in RUN_COLUMNS and k != "samples_s" and v is not None
+                                          and isinstance(v, (int, float, str, bool))})
         if row["status"] == "ok":
             show_row_samples(self.benchmark, row.get("samples_s") or [])
         if self.request.config.getoption("verbose") > 0 and not untimed:
@@ -116,12 +118,6 @@ class Recorder:
         if row["status"] == "failed":  # e.g. diverged: recorded, and the test says so
             pytest.fail(row["reason"], pytrace=False)
         return row
-
-
-# Row columns copied into pytest-benchmark's extra_info (its JSON): the figures, not the fingerprint.
-FIGURE_KEYS = frozenset(("tflops", "pct_of_peak", "gbps", "samples_per_s", "latency_s", "epoch_s", "step_s", "test_accuracy",
-                         "data_wait_frac", "speedup", "scaling_efficiency", "time_to_target_s", "energy_j", "avg_power_w",
-                         "selfcheck_tub_ratio", "selfcheck_events_ratio", "compile_s", "peak_mem_bytes", "status", "reason"))
 
 
 def show_row_samples(benchmark: Any, samples_s: list[float]) -> None:

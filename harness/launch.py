@@ -1,6 +1,5 @@
 """Launchers: how gpubench starts the processes that measure. One interface, `Launcher.run(job)`:
 
-- `InlineLauncher`: pytest in this process (a script, a notebook, tests of the plugin);
 - `ProcessLauncher`: a foreground child that dies with this process; SIGTERM here is passed on,
   Ctrl-C (which the terminal's whole group gets) waits for it to stop with its rows whole;
 - `TorchrunLauncher`: torchrun in a session of its own, output captured, killed with every rank
@@ -45,17 +44,6 @@ class Completed:
 
 class Launcher(Protocol):
     def run(self, job: Job) -> Completed: ...
-
-
-@dataclass
-class InlineLauncher:
-    """`python -m pytest ARGS` as pytest.main(ARGS) in this process (env and timeout unused)."""
-
-    def run(self, job: Job) -> Completed:
-        import pytest
-
-        args = job.argv[job.argv.index("pytest") + 1:] if "pytest" in job.argv else job.argv
-        return Completed(int(pytest.main(args)))
 
 
 @dataclass
@@ -154,10 +142,7 @@ def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: di
             code = launcher.run(Job(argv, env, pass_fds=(write_fd,) if write_fd is not None else ())).code
         finally:
             if write_fd is not None:
-                try:
-                    os.close(write_fd)
-                except OSError:  # an inline pytest closed it after writing
-                    pass
+                os.close(write_fd)
         count = read_build_count(read_fd) if read_fd is not None else None
         if code == NO_TESTS and build == 0:
             return BuildsOutcome(code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])

@@ -3,8 +3,8 @@ sits on, the results writer, the sidecars, and the conditions that stop the run.
 plugin, `gpubench run`'s build processes and the DDP worker all write through one.
 
 The environment sidecar is written when the session opens, before the first case: a disk that
-fills up later can cost rows, never the run's description. It is rewritten at the end with the
-GPU telemetry of the run's last moment."""
+fills up later can cost rows, never the run's description. The first build's process rewrites it
+when it closes, with the GPU telemetry of that moment (under `gpubench run`, the end of build 0)."""
 
 from __future__ import annotations
 

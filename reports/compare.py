@@ -40,10 +40,7 @@ import pandas as pd
 from reports import replicates
 from reports.load import ReportError, dedupe, load_results, samples
 from reports.paired import format_session, judge_session
-from reports.verdicts import ALPHA, VERDICTS, Verdict
-
-NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
-ONE_PROCESS_FLOOR = 0.08  # the same for a case measured in one process per run (an epoch, a DDP launch)
+from reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, VERDICTS, Verdict
 
 
 @dataclass(frozen=True)
@@ -278,7 +275,7 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
         lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {ratio} | {ci} | {p} | {detectable} | {verdict} |")
-    cases = [v for v in verdicts if v.case_id != replicates.MACHINE_WIDE]
+    cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
     counts = {k: sum(v.verdict == k for v in cases) for k in VERDICTS if k != "not judged"}
     lines.append("")
     lines.append(f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
@@ -315,7 +312,7 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
 
 def paired_session_of(base: Path, new: Path) -> str | None:
     """The session id when BASE and NEW are the A and B files of one `gpubench ab` session."""
-    if base.suffix != ".csv" or not base.stem.endswith("-A") or new != base.with_name(base.stem[:-2] + "-B.csv"):
+    if base.suffix != ".csv" or not base.stem.endswith("-A") or new.resolve() != base.resolve().with_name(base.stem[:-2] + "-B.csv"):
         return None
     session = base.stem[:-2]
     return session if base.with_name(f"{session}.ab.json").is_file() else None

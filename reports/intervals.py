@@ -1,10 +1,10 @@
 """Intervals on cross-machine ratios, and headline figures noise cannot win.
 
 A machine-vs-baseline speedup is a geometric mean over cases of baseline/machine medians. Its
-interval comes from the builds (and runs) each case was measured in: per case, the standard error
-of the difference of the two machines' mean log build medians; over n cases, se = sqrt(sum se²)/n;
-the interval is the point estimate times exp(± z·se) at 95%. Cases measured in one build on a
-side add no spread (they are counted in `single_build_cases`)."""
+interval comes from the builds and runs each case was measured in: per case, the variance of each
+machine's mean log build median (build to build) plus the run-to-run noise `compare` assumes
+(NOISE_FLOOR per run; ONE_PROCESS_FLOOR for a case built once per run, whose builds cannot show
+it); over n cases, se = sqrt(sum se²)/n; the interval is the point estimate times exp(± z·se)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from reports.verdicts import NOISE_FLOOR, ONE_PROCESS_FLOOR
 
 Z95 = 1.96
 
@@ -26,14 +28,17 @@ class RatioInterval:
     single_build_cases: int
 
     def text(self) -> str:
-        return f"{self.geomean:.3g}x (95% {self.low:.3g}–{self.high:.3g}, geomean of {self.cases} cases)"
+        single = f", {self.single_build_cases} built once" if self.single_build_cases else ""
+        return f"{self.geomean:.3g}x (95% {self.low:.3g}–{self.high:.3g}, geomean of {self.cases} cases{single})"
 
 
 def _log_stats(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
     ok = frame[(frame["machine"] == machine) & (frame["status"] == "ok") & (frame["median_s"] > 0)]
     logs = np.log(ok["median_s"]).groupby(ok["case_id"])
-    return pd.DataFrame({"median": ok.groupby("case_id")["median_s"].median(), "var_of_mean": logs.var(ddof=1) / logs.count(),
-                         "n": logs.count()})
+    builds, runs = logs.count(), ok.groupby("case_id")["run_id"].nunique()
+    floor = np.where(builds > runs, NOISE_FLOOR, ONE_PROCESS_FLOOR) ** 2 / runs
+    return pd.DataFrame({"median": ok.groupby("case_id")["median_s"].median(),
+                         "var_of_mean": (logs.var(ddof=1) / builds).fillna(0) + floor, "n": builds})
 
 
 def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload: str | None = None) -> RatioInterval | None:
@@ -44,7 +49,7 @@ def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload:
     if both.empty:
         return None
     logs = np.log(both["median_base"] / both["median_mine"])
-    variance = (both["var_of_mean_base"].fillna(0) + both["var_of_mean_mine"].fillna(0)).sum() / len(both) ** 2
+    variance = (both["var_of_mean_base"] + both["var_of_mean_mine"]).sum() / len(both) ** 2
     single = int(((both["n_base"] < 2) | (both["n_mine"] < 2)).sum())
     point, half = float(np.exp(logs.mean())), Z95 * math.sqrt(variance)
     return RatioInterval(point, point * math.exp(-half), point * math.exp(half), len(both), single)

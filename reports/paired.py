@@ -1,28 +1,23 @@
 """Verdicts of a paired A/B session (`gpubench ab`): the same cases under two environments, build by
 build in alternation on one machine. Build k of side A and build k of side B ran next to each
-other, so the machine's drift hits both: the unit is the pair's log-ratio d_k = ln(B_k / A_k), and
-the verdict is a paired t-test over the pairs (Student's t, n - 1 degrees of freedom) — the
-variance that matters is the pairs' own, measured, not assumed.
+other, so the machine's drift hits both: the unit is the pair's log-ratio d_k = ln(B_k / A_k).
 
 On a shared machine a process now and then runs a case ~1.7x slower or faster (a thread placed
-on a busy core): such a pair is an outlier, not a change. Pairs whose log-ratio lies beyond
-OUTLIER_MADS scaled MADs of the case's median are set aside before the test (with 5 pairs or more;
-the note says how many), so one bad process cannot hide a change or fake one.
+on a busy core): one such pair would dominate a mean. The test is therefore Yuen's trimmed-mean t
+(the paired form): with 5 pairs or more the most extreme TRIM of the pairs on each side are
+trimmed from the mean and winsorized in the variance, with h - 1 degrees of freedom (h pairs
+kept). It keeps its error rate (a plain t-test after throwing outliers away does not: the
+variance of what remains is too small), and it is a plain paired t-test below 5 pairs.
 
-Few pairs give few degrees of freedom, so a case's variance is moderated (limma's empirical
-Bayes, Smyth 2004): it is pooled with the median variance of all cases' pairs, weighted as
-PRIOR_DOF pairs' worth, and the t-test has PRIOR_DOF + n - 1 degrees of freedom. A case that is
-noisier than the rest still widens its own interval through its own n - 1 degrees of freedom.
-
-With many cases, some would cross ALPHA by chance: the cases' p-values are adjusted together
-(Benjamini–Hochberg), so on unchanged code the chance that any case is called slower or faster
-is at most ALPHA per session, whatever the number of cases.
+Every case's p-value and the machine-wide line's are adjusted together (Benjamini–Hochberg), so
+on unchanged code the chance that anything is called slower or faster is about ALPHA per
+session, whatever the number of cases (tests/test_power.py measures it on simulated sessions).
 
 A change that slows every case (a torch, driver or BIOS change) is judged on its own line: per
-pair, the median log-ratio over the cases both sides ran; then the same t-test over the pairs.
+pair, the median log-ratio over the cases both sides ran; then the same test over the pairs.
 Verdicts as in `compare`: slower / faster (p < ALPHA and beyond the threshold), no change (the
 interval lies inside ± threshold), inconclusive (it does not: more pairs would tell), broken (ok
-in A, failed or out of memory in B). Torch-free.
+in A, never ok in B: failed, out of memory or skipped). Torch-free.
 """
 
 from __future__ import annotations
@@ -34,13 +29,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.verdicts import ALPHA, Verdict, band_verdict
+from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict
 
-MACHINE_WIDE = "(every case: machine-wide shift)"
-PRIOR_DOF = 4  # weight of the pooled variance, in pairs
-OUTLIER_MADS = 3.0  # a pair this many scaled MADs from the case's median log-ratio is set aside
-MIN_PAIRS_TO_REJECT = 5
-MIN_CASES_TO_POOL = 5  # fewer cases: each case's own variance alone (plain paired t)
+TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
+MIN_PAIRS_TO_TRIM = 5
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,10 @@ class PairedSession:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(v.verdict in ("slower", "broken") for v in self.verdicts) else 0
+        """1 on a slowdown or a broken case; 2 when no case could be compared at all."""
+        if any(v.verdict in ("slower", "broken") for v in self.verdicts):
+            return 1
+        return 0 if self.pairs else 2
 
     @property
     def median_detectable(self) -> float | None:
@@ -69,45 +64,32 @@ def pair_logs(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, pd.Series]:
     return {str(case): series.droplevel("case_id") for case, series in logs.groupby(level="case_id")}
 
 
-def without_outliers(logs: np.ndarray) -> np.ndarray:
-    """The pairs within OUTLIER_MADS scaled median absolute deviations of the median."""
-    if logs.size < MIN_PAIRS_TO_REJECT:
-        return logs
-    center = float(np.median(logs))
-    scale = 1.4826 * float(np.median(np.abs(logs - center)))
-    if scale <= 0:
-        return logs
-    return logs[np.abs(logs - center) <= OUTLIER_MADS * scale]
+def yuen(logs: np.ndarray) -> tuple[float, float, int, int]:
+    """(trimmed mean, its standard error, degrees of freedom, pairs trimmed) of paired log-ratios."""
+    x = np.sort(np.asarray(logs, float))
+    n = x.size
+    g = int(math.floor(TRIM * n)) if n >= MIN_PAIRS_TO_TRIM else 0
+    h = n - 2 * g
+    winsorized = np.clip(x, x[g], x[n - g - 1])
+    se = math.sqrt((n - 1) * float(np.var(winsorized, ddof=1)) / (h * (h - 1)))
+    return float(x[g:n - g].mean()), se, h - 1, 2 * g
 
 
-def prior_of(logs: dict[str, pd.Series]) -> tuple[float, int] | None:
-    """(pooled variance, its weight in pairs) for moderating each case's variance, or None."""
-    variances = [float(np.var(kept, ddof=1)) for kept in (without_outliers(s.to_numpy()) for s in logs.values()) if kept.size >= 2]
-    return (float(np.median(variances)), PRIOR_DOF) if len(variances) >= MIN_CASES_TO_POOL else None
-
-
-def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan),
-               prior: tuple[float, int] | None = None) -> Verdict:
-    """A paired t-test over log-ratios (the variance moderated by `prior`), outlier pairs set
-    aside; the interval and `detectable` at 1 - ALPHA."""
-    aside = len(logs)
-    logs = without_outliers(np.asarray(logs, float))
-    aside -= len(logs)
+def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
+    """Yuen's paired test over log-ratios; the interval and `detectable` at 1 - ALPHA (unadjusted)."""
     n = len(logs)
-    mean = float(np.mean(logs)) if n else math.nan
     if n < 3:
+        mean = float(np.mean(logs)) if n else math.nan
         return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, "inconclusive",
                        f"{n} pair(s): a paired verdict needs 3 or more")
-    variance, dof = float(np.var(logs, ddof=1)), n - 1
-    if prior is not None:
-        variance, dof = (prior[1] * prior[0] + dof * variance) / (prior[1] + dof), prior[1] + dof
-    se = math.sqrt(variance / n)
+    mean, se, dof, trimmed = yuen(np.asarray(logs, float))
     t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
     p_value = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else (0.0 if mean else 1.0)
     ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
     detectable = math.exp(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
-    note = f"{n} pairs" + (f" ({aside} outlier pair(s) set aside)" if aside else "") + (f"; could detect >= {detectable:.0%}: more pairs would tell" if verdict == "inconclusive" else "")
+    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect >= {detectable:.0%}: more pairs would tell"
+                                                                        if verdict == "inconclusive" else "")
     return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
 
 
@@ -138,7 +120,7 @@ def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
         verdict = band_verdict(p, v.ratio, v.ci_low, v.ci_high, threshold)
         note = v.note if verdict == v.verdict or verdict == "inconclusive" else v.note.split(";")[0]
         out.append(Verdict(v.case_id, v.base_median_s, v.new_median_s, v.ratio, v.ci_low, v.ci_high, p, v.detectable, verdict,
-                           note + f"; p adjusted over {len(tested)} cases"))
+                           note + f"; p adjusted over {len(tested)} tests"))
     return out
 
 
@@ -153,9 +135,9 @@ def machine_wide(logs: dict[str, pd.Series], threshold: float) -> Verdict | None
 
 
 def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
-    """ok in A, failed or out of memory in B (never ok there): a regression, whatever the timing."""
+    """ok in A, never ok in B (failed, out of memory or skipped): a regression, whatever the timing."""
     ok_a, ok_b = set(a.loc[a["status"] == "ok", "case_id"]), set(b.loc[b["status"] == "ok", "case_id"])
-    bad_b = b[b["status"].isin(["failed", "oom"])]
+    bad_b = b[b["status"].isin(["failed", "oom", "skipped"])]
     verdicts = []
     for case_id in sorted((ok_a & set(bad_b["case_id"])) - ok_b):
         reason = str(bad_b.loc[bad_b["case_id"] == case_id, "reason"].iloc[0])
@@ -165,17 +147,18 @@ def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
 
 def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> PairedSession:
     logs = pair_logs(a, b)
-    prior = prior_of(logs)
-    verdicts = broken_cases(a, b)
+    verdicts = []
     for case_id, series in sorted(logs.items()):
         medians = (float(a.loc[(a["case_id"] == case_id) & (a["status"] == "ok"), "median_s"].median()),
                    float(b.loc[(b["case_id"] == case_id) & (b["status"] == "ok"), "median_s"].median()))
-        verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians, prior))
-    verdicts = adjusted(verdicts, threshold)
+        verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians))
     shift = machine_wide(logs, threshold)
+    verdicts = adjusted(verdicts + ([shift] if shift is not None else []), threshold)
     notes = [] if shift is not None else ["machine-wide shift: not judged (fewer than 2 cases in every pair)"]
+    if not logs:
+        notes.append("no case was measured ok on both sides in any pair: nothing to compare")
     pairs = max((len(s) for s in logs.values()), default=0)
-    return PairedSession(verdicts + ([shift] if shift is not None else []), pairs, notes)
+    return PairedSession(broken_cases(a, b) + verdicts, pairs, notes)
 
 
 def format_session(session: PairedSession, threshold: float, sides: tuple[str, str] = ("A", "B")) -> str:

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from reports.compare import compare_frames
-from reports.paired import MACHINE_WIDE, judge_session
-from reports.verdicts import Verdict
+from reports.paired import judge_session
+from reports.verdicts import MACHINE_WIDE, Verdict
 
 TIME_COLUMNS = ("median_s", "min_s", "mean_s", "iqr_s", "stddev_s")
 
@@ -78,7 +78,7 @@ class Tally:
     false_flags: int = 0  # ... called slower or faster
     detectable: list[float] = field(default_factory=list)
 
-    def add(self, verdicts: list[Verdict], slowed: set[str], machine_wide: bool) -> None:
+    def add(self, verdicts: list[Verdict], slowed: set[str]) -> None:
         self.comparisons += 1
         cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
         self.exits += any(v.verdict in ("slower", "broken") for v in verdicts)
@@ -119,6 +119,6 @@ def audit(comparisons: list[tuple[pd.DataFrame, pd.DataFrame]], judge: Judge, th
         for base, new in comparisons:
             case_ids = sorted(set(base.loc[base["status"] == "ok", "case_id"]) & set(new.loc[new["status"] == "ok", "case_id"]))
             for slowed in scenario.variants(case_ids):
-                tally.add(judge(base, inject(new, slowed, scenario.factor), threshold), set(slowed), scenario.scope == "all")
+                tally.add(judge(base, inject(new, slowed, scenario.factor), threshold), set(slowed))
         rows.append(tally.row(scenario.name))
     return pd.DataFrame(rows)

@@ -18,9 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.verdicts import ALPHA, Verdict, band_verdict
-
-MACHINE_WIDE = "(every case: machine-wide shift)"
+from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict
 
 
 def run_logs(frame: pd.DataFrame) -> pd.DataFrame:

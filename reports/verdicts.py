@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ALPHA = 0.01
+NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
+ONE_PROCESS_FLOOR = 0.08  # the same for a case measured in one process per run (an epoch, a DDP launch)
+MACHINE_WIDE = "(every case: machine-wide shift)"  # the line that judges every case at once
 VERDICTS = ("slower", "faster", "no change", "inconclusive", "broken", "not judged")
 
 

@@ -221,6 +221,17 @@ def test_a_later_build_process_appends_to_the_runs_file(tiny):
     assert run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=2").ret == 5  # no build 2: done
 
 
+def test_a_later_build_skips_the_first_case_too_when_its_first_build_was_skipped(tiny):
+    """The skipped case listed first: a later build process learns the earlier build's skipped cases
+    before its first case, not after (it wrote a second skipped row for the first case)."""
+    tiny.makepyfile(bench_tiny=TINY_BENCH.replace('[TinyCase("fp32", 32), TinyCase("tf32", 32)]', '[TinyCase("tf32", 32), TinyCase("fp32", 32)]'))
+    run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=0")
+    run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=1")
+    rows = rows_in(tiny.path / "out")
+    assert [(r["case_id"], r["build"], r["status"]) for r in rows] == [
+        ("matmul/tf32-n32", "0", "skipped"), ("matmul/fp32-n32", "0", "ok"), ("matmul/fp32-n32", "1", "ok")]
+
+
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
     tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', help='another plugin')\n")

@@ -24,12 +24,14 @@ def test_paired_t_over_log_ratios():
     assert v.ci_low == pytest.approx(math.exp(0.10 - sps.t.ppf(0.995, 3) * se)) and v.verdict == "slower"
 
 
-def test_a_moderated_variance_weighs_the_pool_as_four_pairs():
-    logs = np.array([0.0, 0.01, -0.01])  # own variance 1e-4 with 2 degrees of freedom
-    v = judge_logs("c", logs, 0.05, prior=(4e-4, 4))
-    pooled = (4 * 4e-4 + 2 * 1e-4) / 6
-    assert v.detectable == pytest.approx(math.exp(sps.t.ppf(0.995, 6) * math.sqrt(pooled / 3)) - 1)
-    assert v.verdict == "no change"
+def test_yuen_trims_one_pair_each_side_and_winsorizes_the_variance():
+    logs = np.array([0.0, 0.01, -0.01, 0.02, -0.02, 0.005, 0.55, -0.01])  # one pair on a busy core
+    v = judge_logs("c", logs, 0.05)
+    kept = np.sort(logs)[1:-1]
+    winsorized = np.clip(logs, np.sort(logs)[1], np.sort(logs)[-2])
+    se = math.sqrt(7 * np.var(winsorized, ddof=1) / (6 * 5))
+    assert v.ratio == pytest.approx(math.exp(kept.mean())) and v.p_value == pytest.approx(2 * sps.t.sf(abs(kept.mean()) / se, 5))
+    assert v.verdict == "no change" and "2 trimmed" in v.note  # the jumped pair neither fakes nor hides a change
 
 
 def test_benjamini_hochberg_step_up():
@@ -65,10 +67,20 @@ def test_the_speedup_interval_comes_from_the_builds():
             ["base", "r1", "w/b", "w", "ok", 4.0], ["base", "r1", "w/b", "w", "ok", 4.0],
             ["mine", "r2", "w/b", "w", "ok", 2.0], ["mine", "r2", "w/b", "w", "ok", 2.0]]
     interval = speedup_interval(frame(rows), "base", "mine")
-    var_a = np.var(np.log([2.0, 2.2]), ddof=1) / 2 * 2  # both machines' builds spread alike (log scale)
-    half = 1.96 * math.sqrt(var_a / 4)
-    assert interval.geomean == pytest.approx(2.0) and interval.cases == 2
+    # per case and machine: the builds' variance of the mean log median, plus 4% run-to-run noise for one run
+    var_a = np.var(np.log([2.0, 2.2]), ddof=1) / 2 * 2 + 2 * 0.04**2  # both machines' builds spread alike
+    var_b = 2 * 0.04**2  # identical builds: the run-to-run floor alone
+    half = 1.96 * math.sqrt((var_a + var_b) / 4)
+    assert interval.geomean == pytest.approx(2.0) and interval.cases == 2 and interval.single_build_cases == 0
     assert interval.low == pytest.approx(2.0 * math.exp(-half)) and interval.high == pytest.approx(2.0 * math.exp(half))
+
+
+def test_a_case_built_once_still_widens_the_interval():
+    rows = [["base", "r1", "w/a", "w", "ok", 2.0], ["mine", "r2", "w/a", "w", "ok", 1.0]]
+    interval = speedup_interval(frame(rows), "base", "mine")
+    half = 1.96 * math.sqrt(2 * 0.08**2)  # one build, one run per machine: the one-process floor
+    assert interval.low == pytest.approx(2.0 * math.exp(-half)) and interval.single_build_cases == 1
+    assert "1 built once" in interval.text()
 
 
 def test_a_noisy_size_cannot_win_the_headline():
