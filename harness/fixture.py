@@ -16,7 +16,7 @@ from harness.plan import RoundPlan
 from harness.results import ResultsFull
 from harness.run_state import RunState, Terminated
 from harness.runner import run_case
-from harness.schema import RUN_COLUMNS
+from harness.schema import RUN_COLUMNS, SchemaError
 from harness.session import Stop
 from harness.terminal import summary_line
 from harness.workload import as_workload
@@ -74,6 +74,8 @@ class Recorder:
         except FileExistsError as taken:  # another run with this --run-id started at the same moment
             self._stop(Stop(f"{taken.filename} was created by another run meanwhile — pass another --run-id", int(pytest.ExitCode.USAGE_ERROR)),
                        "another run took this run id")
+        except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
+            self._stop(Stop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
 
     def run(self, case: Any) -> dict[str, Any]:
         workload = as_workload(self.request.module.gpubench_workload)

@@ -232,6 +232,15 @@ def test_a_later_build_skips_the_first_case_too_when_its_first_build_was_skipped
         ("matmul/tf32-n32", "0", "skipped"), ("matmul/fp32-n32", "0", "ok"), ("matmul/fp32-n32", "1", "ok")]
 
 
+def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_traceback_per_case(tiny):
+    (tiny.path / "out").mkdir()
+    (tiny.path / "out" / "r.csv").write_text("schema_version,run_id\n9,r\n")
+    result = run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=1")
+    assert result.ret == 4 and "Traceback" not in result.stdout.str() + result.stderr.str()
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpubench: out/r.csv: not a gpubench results file"), lines
+
+
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
     tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', help='another plugin')\n")
