@@ -6,6 +6,7 @@ import gc
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,3 +197,22 @@ def unusable_gpu(device: torch.device) -> str | None:
             build = f"torch {torch.__version__} (cuda {torch.version.cuda or 'none'}, hip {getattr(torch.version, 'hip', None) or 'none'})"
             return f"this machine shows {kind} but {build} cannot use it — running on the CPU; install the torch build for your GPU"
     return None
+
+
+def cudnn_tf32_for(precision: str | None) -> bool:
+    """cuDNN's TF32 convolutions only where a case asks for TF32. torch leaves them on by default,
+    so without this an "fp32" epoch would be TF32 convolutions beside IEEE linear layers; bf16 and
+    fp16 cases run their convolutions in their own dtype, so the flag does not touch them."""
+    return precision == "tf32"
+
+
+def scope_cudnn_tf32(allow: bool) -> Callable[[], None]:
+    """Sets torch.backends.cudnn.allow_tf32 for one case; returns what restores the process's
+    value. Harmless off cuda (only cuDNN reads it), so it is set on every device alike."""
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow
+
+    def restore() -> None:
+        torch.backends.cudnn.allow_tf32 = previous
+
+    return restore

@@ -107,6 +107,12 @@ def failure_columns(error: Exception) -> tuple[dict[str, Any], Exception | None]
     return {"status": "failed", "reason": one_line(error)}, error
 
 
+def case_precision(case: Case) -> str | None:
+    """The number format a case computes in: matmul-like cases name it `dtype`, training ones
+    `precision` (fp32 / bf16 / fp16); None where a case names neither (DDP: fp32 in its workers)."""
+    return getattr(case, "dtype", None) or getattr(case, "precision", None)
+
+
 def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[str, Any], record: Callable[[dict[str, Any]], None] | None,
              rounds: Rounds | None = None, untimed: bool = False) -> dict[str, Any]:
     """Run one build (ctx.build_index) of one case and hand its row to `record`; returns the row.
@@ -114,6 +120,9 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
     row: dict[str, Any] = dict(base_row, timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id,
                                build=ctx.build_index, builds=ctx.builds_of(workload))
     row.update(case.settings())
+    # cuDNN TF32 set per case (build, warm-up and rounds), recorded, and restored after it
+    row["cudnn_tf32"] = devices.cudnn_tf32_for(case_precision(case))
+    restore_tf32 = devices.scope_cudnn_tf32(row["cudnn_tf32"])
     load = LoadMeter()
     timed: Timed | None = None
     failure: Exception | None = None
@@ -128,6 +137,7 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
         if timed is not None and timed.cleanup is not None:
             timed.cleanup()
         timed = None
+        restore_tf32()
         devices.empty_cache(ctx.device, collect=row.get("status") in ("failed", "oom"))
     record_load(row, load.busy_frac(), ctx.device)
     if record is not None and not untimed:

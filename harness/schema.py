@@ -79,6 +79,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("measurement", "float", "round_s", "s"),
     *_cols("measurement", "float", "cpu_busy_frac", "frac"),
     *_cols("measurement", "int", "gpu_other_procs"),
+    *_cols("measurement", "bool", "cudnn_tf32"),  # torch.backends.cudnn.allow_tf32 during the case (only cuDNN reads it)
     # figures: what the workload derives
     *_cols("figure", "float", "tflops peak_tflops", "TFLOP/s", required="tflops"),
     *_cols("figure", "float", "pct_of_peak", "%"),

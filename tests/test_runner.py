@@ -16,6 +16,7 @@ from harness.terminal import summary_line
 from harness.timing import SyncedClock
 from harness.workloads import selfcheck
 from harness.workloads.matmul import MatmulCase
+from harness.workloads.mnist_epoch import EpochCase
 
 CPU = torch.device("cpu")
 
@@ -193,3 +194,20 @@ def test_a_selfcheck_that_disagrees_on_a_busy_machine_is_inconclusive_not_failed
     row = run_with(case, selfcheck.WORKLOAD, FakeBenchmark(), ctx)
     assert row["status"] == "ok" and row["reason"].startswith("selfcheck inconclusive: machine busy") and "busy" in row["flags"].split(";")
     assert len(attempts) == 2  # measured again once
+
+
+@pytest.mark.parametrize("case, allowed", [(MatmulCase("fp32", 64), False), (MatmulCase("tf32", 64), True),
+                                           (EpochCase(precision="fp32"), False), (EpochCase(precision="bf16"), False)])
+def test_cudnn_tf32_is_set_for_the_timed_region_recorded_and_restored(ctx, tmp_path, case, allowed):
+    """torch's default is cuDNN TF32 on: an fp32 case (dtype or training precision) runs its
+    convolutions in IEEE fp32, a tf32 case in TF32; the row says which; the process gets its value back."""
+    torch.backends.cudnn.allow_tf32 = not allowed  # the opposite, so a case that sets nothing is caught
+    seen = []
+    build = lambda case, bctx: fixed(lambda: seen.append(torch.backends.cudnn.allow_tf32))
+    try:
+        row = run(case, build, FakeBenchmark([0.001]), ctx)
+        assert row["status"] == "ok" and seen and set(seen) == {allowed} and row["cudnn_tf32"] is allowed
+        assert torch.backends.cudnn.allow_tf32 is (not allowed)
+        assert read_rows(tmp_path / "run.csv")[0]["cudnn_tf32"] is allowed
+    finally:
+        torch.backends.cudnn.allow_tf32 = True

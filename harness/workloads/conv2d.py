@@ -45,15 +45,14 @@ def conv_tflops(batch: int, channels: int, size: int, seconds: float) -> float:
 
 
 def backend_flags(case: ConvCase, device: torch.device) -> Callable[[], None]:
-    """cuDNN's autotuner as the case says, and fp32 as true fp32 (cuDNN's TF32 off); returns the
-    function that restores the process's flags."""
-    previous = (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32)
+    """cuDNN's autotuner as the case says; returns the function that restores the process's flag.
+    (cuDNN's TF32 is set per case by the runner for every workload: fp32 here is IEEE fp32.)"""
+    previous = torch.backends.cudnn.benchmark
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = bool(case.cudnn_benchmark)
-        torch.backends.cudnn.allow_tf32 = case.dtype != "fp32"
 
     def restore() -> None:
-        torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = previous
+        torch.backends.cudnn.benchmark = previous
 
     return restore
 

@@ -79,6 +79,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
     device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    torch.backends.cudnn.allow_tf32 = False  # fp32 convolutions are IEEE fp32, as in the parent's cases (a fresh process starts True)
     clock = SyncedClock(device)
     model = make_model("cnn").to(device)
     reset_peak_memory(device)
