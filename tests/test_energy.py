@@ -20,7 +20,7 @@ from harness.energy import (
     rapl_counter,
     summarize_telemetry,
 )
-from harness.energy_columns import energy_figures
+from harness.energy_columns import energy_by_repetition, energy_figures
 from harness.measure import Timed
 from harness.plan import RoundPlan
 from harness.results import ResultsWriter
@@ -152,7 +152,8 @@ def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
     row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 10, 5, 0.0), figures=lambda s, r: {"tflops": 2.0, "samples_per_s": 100.0})
     assert row["status"] == "ok" and row["energy_source"] == "rapl"
     assert row["avg_power_w"] == pytest.approx(50.0, rel=0.05)
-    assert row["energy_j"] > 0  # its division by the calls is checked with a call-counting counter below and row["tflop_per_j"] == pytest.approx(2.0 / row["avg_power_w"])
+    assert row["energy_j"] > 0  # its division by the calls is checked with a call-counting counter below
+    assert row["tflop_per_j"] == pytest.approx(2.0 / row["avg_power_w"])
     assert row["samples_per_j"] == pytest.approx(100.0 / row["avg_power_w"])
 
 
@@ -163,6 +164,24 @@ def test_a_short_repeatable_region_is_repeated_for_its_energy(tmp_path):
     assert row["energy_j"] is not None and row["avg_power_w"] == pytest.approx(20.0, rel=0.05)
     assert row["energy_j"] / row["avg_power_w"] < 0.5  # one call's share of a window of >= 0.5 s
     assert "shorter than" not in row["reason"]
+
+
+@pytest.mark.parametrize("median_s", [0.0105, 0.012, 0.008])
+def test_energy_repetition_adds_the_missing_calls_instead_of_doubling(median_s):
+    """Back-to-back calls of 10 ms on a fake clock; the median they are sized from includes a sync
+    per round (longer), or is shorter. The region ends just past the 1.2 s it needs, not 2x."""
+    clock = SteppingClock(0.0)
+    calls = []
+
+    def fn():
+        calls.append(1)
+        clock.now_s += 0.010
+
+    meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
+    meter.counter.min_window_s = 1.0  # the NVML window: repetition fills 1.2 s
+    reading = energy_by_repetition(fn, median_s, meter, clock)
+    assert 1.2 <= len(calls) * 0.010 <= 1.2 * 1.06  # about window / per call (old code: 2x when the median was long)
+    assert reading.energy_j == pytest.approx(100.0 * 0.010) and reading.seconds == pytest.approx(0.010)
 
 
 def test_a_short_fixed_region_gets_an_empty_figure_with_the_reason(tmp_path):
