@@ -13,11 +13,19 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
+
+from harness.nvml_probe import (
+    AVERAGED_POWER_WINDOW_S,
+    load_nvml,
+    probe_nvml,
+    running_pids,
+)
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 NVML_MIN_WINDOW_S = 1.0  # the counter moves every 20-100 ms: shorter regions are mostly quantization
@@ -130,13 +138,6 @@ def nvml_index(torch_index: int) -> int:
         return torch_index
 
 
-def load_nvml() -> Any:
-    import pynvml
-
-    pynvml.nvmlInit()
-    return pynvml
-
-
 def nvml_counter(index: int, nvml_loader: Callable[[], Any] = load_nvml) -> tuple[NvmlCounter | None, str]:
     try:
         return NvmlCounter(index, nvml_loader()), ""
@@ -214,34 +215,36 @@ def idle_power_w(meter: EnergyMeter, seconds: float = 1.0) -> float | None:
 # ---- telemetry during a region ------------------------------------------------------------------
 
 def nvml_sample(nvml: Any, handle: Any) -> dict[str, float]:
-    """One reading of what explains a GPU figure: SM clock, temperature, power, throttle bits."""
-    reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    return {
-        "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-        "temp_c": float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
-        "power_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-        "throttle_bits": float(reasons(handle)),
-    }
+    """One reading of what explains a GPU figure: SM clock, temperature, power, throttle bits —
+    every field NVML answers (harness.nvml_probe)."""
+    return probe_nvml(nvml, handle).sample()
 
 
 def throttle_names(bits: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if bits & bit]
 
 
-def summarize_telemetry(samples: list[dict[str, float]]) -> dict[str, Any]:
-    """Median SM clock, hottest temperature, mean power and every throttle reason seen."""
+def summarize_telemetry(samples: list[dict[str, float]], region_s: float | None = None, power_averaged: bool = False) -> dict[str, Any]:
+    """Median SM clock, hottest temperature, mean power and every throttle reason seen, over the
+    fields the GPU answered. A power that NVML averages over 1 s says little about a shorter
+    region: it is left out, and `gpu_power_note` (not a column) says why."""
     if not samples:
         return {}
     bits = 0
     for sample in samples:
         bits |= int(sample.get("throttle_bits", 0))
-    return {
-        "gpu_sm_clock_mhz": statistics.median(s["sm_clock_mhz"] for s in samples),
-        "gpu_temp_c": max(s["temp_c"] for s in samples),
-        "gpu_power_w": statistics.fmean(s["power_w"] for s in samples),
-        "gpu_throttle": ";".join(throttle_names(bits)),
-        "gpu_slowdown": ";".join(throttle_names(bits & SLOWDOWN_BITS)),  # not a column: what flags the row
-    }
+    summary: dict[str, Any] = {"gpu_throttle": ";".join(throttle_names(bits)),
+                               "gpu_slowdown": ";".join(throttle_names(bits & SLOWDOWN_BITS))}  # not a column: what flags the row
+    for column, key, combine in (("gpu_sm_clock_mhz", "sm_clock_mhz", statistics.median), ("gpu_temp_c", "temp_c", max),
+                                 ("gpu_power_w", "power_w", statistics.fmean)):
+        values = [s[key] for s in samples if key in s]
+        if values:
+            summary[column] = combine(values)
+    if power_averaged and region_s is not None and region_s < AVERAGED_POWER_WINDOW_S and "gpu_power_w" in summary:
+        del summary["gpu_power_w"]
+        summary["gpu_power_note"] = (f"gpu_power_w: left empty, the region ({region_s:.3g} s) is shorter than the {AVERAGED_POWER_WINDOW_S:g} s "
+                                     "NVML averages its power over on this GPU (no instantaneous power field)")
+    return summary
 
 
 class TelemetrySampler:
@@ -249,9 +252,14 @@ class TelemetrySampler:
     returns the region's summary. One reading is always taken at each edge, so a region shorter
     than the interval still has one."""
 
-    def __init__(self, read: Callable[[], dict[str, float]], interval_s: float = TELEMETRY_INTERVAL_S) -> None:
+    def __init__(self, read: Callable[[], dict[str, float]], interval_s: float = TELEMETRY_INTERVAL_S, power_averaged: bool = False,
+                 note: str = "", clock: Callable[[], float] = time.perf_counter) -> None:
         self.read = read
         self.interval_s = interval_s
+        self.power_averaged = power_averaged  # power is NVML's 1 s average: empty for shorter regions
+        self.note = note  # what NVML did not answer, said once per run
+        self.clock = clock
+        self._start_s = 0.0
         self.samples: list[dict[str, float]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -266,8 +274,9 @@ class TelemetrySampler:
         except Exception:  # a field this GPU does not report: the region keeps what it has
             pass
 
-    def start(self) -> "TelemetrySampler":
+    def start(self) -> TelemetrySampler:
         self.samples, self._stop = [], threading.Event()
+        self._start_s = self.clock()
         self._take()
         self._thread = threading.Thread(target=self._poll, name="gpubench-telemetry", daemon=True)
         self._thread.start()
@@ -278,17 +287,23 @@ class TelemetrySampler:
         if self._thread is not None:
             self._thread.join()
         self._take()
-        return summarize_telemetry(self.samples)
+        return summarize_telemetry(self.samples, self.clock() - self._start_s, self.power_averaged)
 
 
 def gpu_sampler(device: torch.device, nvml_loader: Callable[[], Any] = load_nvml) -> TelemetrySampler | None:
-    """A sampler of the benchmarked GPU, or None off NVIDIA GPUs / without NVML."""
+    """A sampler of the benchmarked GPU over the fields it answers, or None off NVIDIA GPUs,
+    without NVML, or when no field answers. Its `note` says what is missing, the busy-GPU check
+    (running processes) included."""
     if device.type != "cuda":
         return None
     try:
         nvml = nvml_loader()
         handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(device.index or 0))
-        nvml_sample(nvml, handle)
-    except Exception:  # no NVML: the rows simply carry no telemetry
+    except Exception:  # no NVML: the rows simply carry no telemetry (the energy note says why)
         return None
-    return TelemetrySampler(lambda: nvml_sample(nvml, handle))
+    probe = probe_nvml(nvml, handle)
+    _, process_note = running_pids(nvml, handle)
+    if not probe.readers:
+        return None
+    note = "; ".join(filter(None, [probe.note, process_note]))
+    return TelemetrySampler(probe.sample, power_averaged=probe.power == "average", note=note)

@@ -4,7 +4,8 @@ repetition that fills a counter window too long for the case's own rounds."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.energy import EnergyMeter, EnergyReading
 from harness.measure import Measurement, Timed
@@ -68,7 +69,9 @@ def energy_columns(timed: Timed, measured: Measurement, meter: EnergyMeter, cloc
     only: on a GPU (1 s window) every later build would add over a second of full-power work."""
     telemetry = dict(measured.telemetry)
     slowdown = telemetry.pop("gpu_slowdown", "")
+    power_note = telemetry.pop("gpu_power_note", "")
     notes = [f"throttled during the timed region: {slowdown.replace(';', ', ')}"] if slowdown else []
+    notes += [power_note] if power_note else []
     if not timed.energy:
         return dict(telemetry, energy_source=None), ([timed.energy_note] if timed.energy_note and meter.available else []) + notes
     reading, calls = measured.energy, measured.calls

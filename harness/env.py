@@ -8,6 +8,7 @@ import os
 import platform
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import torch
 
 import harness
 from harness.energy import nvml_index
+from harness.nvml_probe import instant_power_w, load_nvml, running_pids
 
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
 
@@ -63,42 +65,48 @@ def _cuda_fields(index: int) -> dict[str, Any]:
     }
 
 
-def gpu_telemetry(index: int = 0) -> dict[str, Any]:
-    """Clocks, power and temperature from NVML (nvidia-ml-py), or {} where NVML is absent.
+def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> dict[str, Any]:
+    """Clocks, power and temperature from NVML (nvidia-ml-py), each field read on its own: a field
+    this GPU does not report is left out, the others stay; {} where NVML is absent.
 
-    Throttling explains many odd results, so this is read at the start and end of a run and after
-    every case.
+    Throttling explains many odd results, so this is read at the start and end of a run.
     """
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
-        reading = {
-            "gpu_sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "gpu_mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "gpu_temp_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "gpu_power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            "gpu_power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
-        }
-        return reading
-    except Exception:  # NVML missing, no driver, or a field this GPU does not report
+        nvml = nvml_loader()
+        handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
+    except Exception:  # NVML missing or no driver
         return {}
+    fields: dict[str, Callable[[], Any]] = {
+        "gpu_sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "gpu_mem_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "gpu_temp_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+        "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,  # NVML's 1 s average on Ampere and newer
+        "gpu_power_instant_w": lambda: instant_power_w(nvml, handle),
+        "gpu_power_limit_w": lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
+    }
+    reading: dict[str, Any] = {}
+    for name, read in fields.items():
+        try:
+            reading[name] = read()
+        except Exception:  # noqa: BLE001 - NotSupported (VMs) or NoPermission: this field only
+            continue
+    return reading
 
 
-def gpu_other_processes(index: int = 0) -> int | None:
+def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> int | None:
     """Processes other than this one (and its children) holding a context on the GPU: another
-    job on the device changes results. None where NVML cannot tell."""
+    job on the device changes results. None where NVML cannot tell (harness.nvml_probe.running_pids
+    says why; the run says it once)."""
     try:
         import psutil
-        import pynvml
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
-        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle) + pynvml.nvmlDeviceGetGraphicsRunningProcesses(handle)
+        nvml = nvml_loader()
+        pids, _ = running_pids(nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(index)))
+        if pids is None:
+            return None
         me = psutil.Process()
         ours = {me.pid} | {child.pid for child in me.children(recursive=True)}
-        return len({p.pid for p in procs} - ours)
+        return len(pids - ours)
     except Exception:  # NVML missing, no permission, or inside a container that hides pids
         return None
 
@@ -121,7 +129,7 @@ def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> i
     return best[1] if best else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def llc_bytes(device: torch.device) -> int | None:
     """The last-level cache in front of the benchmarked device's memory: the GPU's L2 on cuda,
     the CPU's last level elsewhere. Bandwidth cases smaller than this measure the cache."""

@@ -233,6 +233,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.insert(0, f"gpubench: WARNING: {unseen}")
     if state.ctx.energy.note:  # said once here and in the environment sidecar, never per row
         lines.append(f"gpubench: energy: {state.ctx.energy.note}")
+    if state.ctx.telemetry is not None and state.ctx.telemetry.note:  # fields a GPU or VM answers NotSupported
+        lines.append(f"gpubench: telemetry: {state.ctx.telemetry.note}")
     return lines
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from harness.context import BuildContext
@@ -47,37 +48,73 @@ class FakeBenchmark:
         return result
 
 
+class NVMLError_NotSupported(Exception):  # noqa: N801 - pynvml's own name
+    """What pynvml raises for a field or query this GPU (or VM) does not support."""
+
+    def __str__(self) -> str:
+        return "Not Supported"
+
+
 class FakeNvml:
     """Stands in for pynvml: an energy counter (mJ) the test moves by hand, and telemetry readings
-    (SM clock, temperature, power, throttle-reason bits) it sets."""
+    (SM clock, temperature, power, throttle-reason bits) it sets. Any method named in
+    `not_supported` raises NotSupported, as one field of a real GPU in a VM does; the
+    instantaneous power field answers only when `instant_power_mw` is set."""
 
     NVML_CLOCK_SM = 0
+    NVML_CLOCK_MEM = 1
     NVML_TEMPERATURE_GPU = 0
+    NVML_FI_DEV_POWER_INSTANT = 186
 
-    def __init__(self, energy_mj: int = 1_000_000, supports_energy: bool = True) -> None:
+    def __init__(self, energy_mj: int = 1_000_000, supports_energy: bool = True, not_supported: tuple[str, ...] = (),
+                 instant_power_mw: int | None = None, pids: tuple[int, ...] = ()) -> None:
         self.energy_mj = energy_mj
-        self.supports_energy = supports_energy
+        self.not_supported = set(not_supported) | (set() if supports_energy else {"nvmlDeviceGetTotalEnergyConsumption"})
         self.sm_clock_mhz, self.temp_c, self.power_mw, self.throttle_bits = 1980, 45, 300_000, 0
+        self.instant_power_mw = instant_power_mw
+        self.pids = pids
+
+    def _answer(self, name: str, value: Any) -> Any:
+        if name in self.not_supported:
+            raise NVMLError_NotSupported()
+        return value
+
+    def nvmlInit(self) -> None:  # as a stand-in for the pynvml module itself
+        return None
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
         return f"gpu{index}"
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
-        if not self.supports_energy:
-            raise RuntimeError("Not Supported")
-        return self.energy_mj
+        return self._answer("nvmlDeviceGetTotalEnergyConsumption", self.energy_mj)
 
     def nvmlDeviceGetClockInfo(self, handle: str, kind: int) -> int:
-        return self.sm_clock_mhz
+        return self._answer("nvmlDeviceGetClockInfo", self.sm_clock_mhz)
 
     def nvmlDeviceGetTemperature(self, handle: str, kind: int) -> int:
-        return self.temp_c
+        return self._answer("nvmlDeviceGetTemperature", self.temp_c)
 
     def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
-        return self.power_mw
+        return self._answer("nvmlDeviceGetPowerUsage", self.power_mw)
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: str) -> int:
+        return self._answer("nvmlDeviceGetPowerManagementLimit", 700_000)
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: str) -> int:
-        return self.throttle_bits
+        return self._answer("nvmlDeviceGetCurrentClocksThrottleReasons", self.throttle_bits)
+
+    def nvmlDeviceGetFieldValues(self, handle: str, field_ids: list[int]) -> list[Any]:
+        """pynvml's c_nvmlFieldValue_t: a per-field status, a value type (1 = unsigned int) and a union."""
+        self._answer("nvmlDeviceGetFieldValues", None)
+        status = 3 if self.instant_power_mw is None else 0  # NVML_ERROR_NOT_SUPPORTED for this field only
+        return [SimpleNamespace(fieldId=f, nvmlReturn=status, valueType=1, value=SimpleNamespace(uiVal=self.instant_power_mw or 0))
+                for f in field_ids]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Any]:
+        return self._answer("nvmlDeviceGetComputeRunningProcesses", [SimpleNamespace(pid=pid) for pid in self.pids])
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: str) -> list[Any]:
+        return self._answer("nvmlDeviceGetGraphicsRunningProcesses", [])
 
 
 class SteppingClock:

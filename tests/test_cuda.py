@@ -98,6 +98,8 @@ def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
     if counter is None:
         pytest.skip(note)
     meter, sampler = EnergyMeter(counter), gpu_sampler(GPU)
+    if sampler is None:
+        pytest.skip("NVML answered no telemetry field on this GPU")
     idle_w = idle_power_w(meter)
     a = torch.randn(8192, 8192, device=GPU, dtype=torch.bfloat16)
     torch.cuda.synchronize()
@@ -110,4 +112,9 @@ def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
     reading, telemetry = meter.stop(mark), sampler.stop()
     board_max_w = 1200.0  # above any single GPU's board power today (H200 SXM: 700 W, B200: 1000 W)
     assert reading.energy_j is not None and idle_w is not None and idle_w < reading.avg_power_w < board_max_w
-    assert telemetry["gpu_sm_clock_mhz"] > 0 and telemetry["gpu_temp_c"] > 0
+    missing = [column for column in ("gpu_sm_clock_mhz", "gpu_temp_c", "gpu_power_w") if telemetry.get(column) is None]
+    for column in ("gpu_sm_clock_mhz", "gpu_temp_c"):
+        assert column in missing or telemetry[column] > 0
+    assert "gpu_power_w" in missing or 0 < telemetry["gpu_power_w"] < board_max_w
+    if missing:  # a field this GPU (or VM) answers NotSupported: a skip with NVML's reason, not a failure on None
+        pytest.skip(f"telemetry without {', '.join(missing)}: {sampler.note}")

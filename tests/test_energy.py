@@ -1,5 +1,7 @@
 """Energy counters (NVML, RAPL) and GPU telemetry during a region, with fakes: no GPU needed."""
 
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -15,12 +17,14 @@ from harness.energy import (
     RaplCounter,
     TelemetrySampler,
     energy_counter,
+    gpu_sampler,
     idle_power_w,
     nvml_sample,
     rapl_counter,
     summarize_telemetry,
 )
 from harness.energy_columns import energy_by_repetition, energy_figures
+from harness.env import gpu_other_processes, gpu_telemetry
 from harness.measure import Timed
 from harness.plan import RoundPlan
 from harness.results import ResultsWriter
@@ -243,3 +247,69 @@ def test_an_epochs_samples_per_joule_is_its_samples_over_its_joules(tmp_path):
 def test_telemetry_summary_ignores_idle_and_clock_setting_bits():
     summary = summarize_telemetry([{"sm_clock_mhz": 1980.0, "temp_c": 40.0, "power_w": 100.0, "throttle_bits": 0x1 | 0x2}])
     assert summary["gpu_throttle"] == "" and summary["gpu_power_w"] == 100.0
+
+
+# ---- NVML field by field (issue 20 items 4 and 6) -------------------------------------------------
+
+GPU = torch.device("cuda", 0)  # never touched: the fake NVML answers for it
+
+
+def _sample_region(sampler, seconds=0.0):
+    sampler.start()
+    time.sleep(seconds)
+    return sampler.stop()
+
+
+def test_one_unsupported_field_removes_only_that_field_and_the_run_says_which():
+    nvml = FakeNvml(not_supported=("nvmlDeviceGetTemperature",), instant_power_mw=450_000)
+    sampler = gpu_sampler(GPU, nvml_loader=lambda: nvml)
+    assert sampler is not None  # the old probe dropped every field for one NotSupported
+    summary = _sample_region(sampler)
+    assert "gpu_temp_c" not in summary and summary["gpu_sm_clock_mhz"] == 1980 and summary["gpu_power_w"] == 450.0
+    assert sampler.note == "NVML did not answer: temp_c (Not Supported)"
+
+
+def test_the_instantaneous_power_field_is_preferred_over_the_one_second_average():
+    nvml = FakeNvml(instant_power_mw=650_000)  # the averaged reading (300 W) mostly holds the second before the region
+    summary = _sample_region(gpu_sampler(GPU, nvml_loader=lambda: nvml))
+    assert summary["gpu_power_w"] == 650.0 and "gpu_power_note" not in summary
+
+
+@pytest.mark.parametrize("unsupported", [(), ("nvmlDeviceGetFieldValues",)])  # the field answers NotSupported / no such call
+def test_an_averaged_power_is_left_empty_below_a_second_and_the_row_says_why(tmp_path, unsupported):
+    nvml = FakeNvml(not_supported=unsupported)
+    sampler = gpu_sampler(GPU, nvml_loader=lambda: nvml)
+    assert sampler.power_averaged and "gpu_power_w is NVML's 1 s average" in sampler.note
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=sampler, plan=RoundPlan(0, 1, 3, 0.0), fn=lambda: time.sleep(0.01))
+    assert row.get("gpu_power_w") is None and row["gpu_sm_clock_mhz"] == 1980
+    assert "gpu_power_w: left empty, the region" in row["reason"] and "shorter than the 1 s NVML averages" in row["reason"]
+
+
+def test_an_averaged_power_over_a_region_of_a_second_or_more_is_kept():
+    clock = SteppingClock(0.0)
+    sampler = TelemetrySampler(lambda: {"power_w": 300.0}, interval_s=10.0, power_averaged=True, clock=clock)
+    sampler.start()
+    clock.now_s = 1.5
+    assert sampler.stop()["gpu_power_w"] == 300.0
+
+
+def test_a_graphics_process_query_not_supported_keeps_the_busy_gpu_check(monkeypatch):
+    nvml = FakeNvml(not_supported=("nvmlDeviceGetGraphicsRunningProcesses",), pids=(os.getpid(), 2**22 + 7))
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert gpu_other_processes(0) == 1  # another process holds the GPU; this one is not counted
+
+
+def test_a_compute_process_query_not_supported_removes_only_the_busy_gpu_check_and_says_so(monkeypatch):
+    nvml = FakeNvml(not_supported=("nvmlDeviceGetComputeRunningProcesses",), instant_power_mw=400_000)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert gpu_other_processes(0) is None
+    sampler = gpu_sampler(GPU, nvml_loader=lambda: nvml)
+    assert sampler is not None and _sample_region(sampler)["gpu_power_w"] == 400.0  # telemetry stays
+    assert sampler.note == ("the busy-GPU check is off: NVML's running compute processes query answered Not Supported; "
+                            "gpu_other_procs stays empty")
+
+
+def test_the_fingerprints_gpu_telemetry_keeps_the_fields_that_answer(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(not_supported=("nvmlDeviceGetPowerManagementLimit",)))
+    reading = gpu_telemetry(0)
+    assert reading["gpu_sm_clock_mhz"] == 1980 and reading["gpu_power_w"] == 300.0 and "gpu_power_limit_w" not in reading

@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "harness.results": 3,
     "reports": 4,  # reads results; torch-free
     # torch: devices, clocks, data, processes
-    "harness.device": 5, "harness.timing": 5, "harness.env": 5, "harness.energy": 5, "harness.datasets": 5, "harness.data_source": 5,
+    "harness.device": 5, "harness.timing": 5, "harness.env": 5, "harness.energy": 5, "harness.nvml_probe": 5, "harness.datasets": 5, "harness.data_source": 5,
     "harness.nproc": 5, "harness.cpu_memory": 5, "harness.launch": 5,
     # one measurement and its records
     "harness.cases": 6, "harness.context": 6, "harness.measure": 6, "harness.energy_columns": 6, "harness.machine_load": 6,

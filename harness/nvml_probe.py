@@ -1,0 +1,124 @@
+"""NVML read field by field and query by query: a GPU (or a VM's virtual GPU) that answers
+NotSupported for one field loses that field only, never the others, and says which and why.
+
+Power has two readings. `nvmlDeviceGetPowerUsage` is averaged over the last second on Ampere and
+newer (NVML's documentation), so for a region under a second it mostly reports earlier work; the
+field `NVML_FI_DEV_POWER_INSTANT` (through `nvmlDeviceGetFieldValues`) is the instantaneous
+reading, used wherever the driver answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+POWER_INSTANT_FIELD = 186  # NVML_FI_DEV_POWER_INSTANT in nvml.h (milliwatts), for a pynvml without the name
+NVML_SUCCESS = 0
+AVERAGED_POWER_WINDOW_S = 1.0  # nvmlDeviceGetPowerUsage's averaging window on Ampere and newer
+# nvmlValueType_t -> the member of the value union that holds it
+VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def why(error: BaseException) -> str:
+    """One line for an NVML error (pynvml's NVMLError_NotSupported prints 'Not Supported')."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def load_nvml() -> Any:
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def instant_power_w(nvml: Any, handle: Any) -> float:
+    """The instantaneous board power; raises where the driver does not answer the field."""
+    field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", POWER_INSTANT_FIELD)
+    [value] = nvml.nvmlDeviceGetFieldValues(handle, [field_id])
+    if value.nvmlReturn != NVML_SUCCESS:  # per-field status: the call itself succeeds
+        raise RuntimeError(f"NVML_FI_DEV_POWER_INSTANT answered error {value.nvmlReturn}")
+    return float(getattr(value.value, VALUE_MEMBERS.get(int(value.valueType), "uiVal"))) / 1000.0
+
+
+def telemetry_readers(nvml: Any, handle: Any) -> dict[str, Callable[[], float]]:
+    """Every field a region's telemetry may hold, each read on its own. Power appears twice:
+    the instantaneous field first, the averaged reading as its fallback."""
+    def throttle_bits() -> float:  # the newer name first (NVML 12.2 renamed throttle reasons to clock events)
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return float(reasons(handle))
+
+    return {
+        "sm_clock_mhz": lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        "temp_c": lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+        "power_instant_w": lambda: instant_power_w(nvml, handle),
+        "power_average_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        "throttle_bits": throttle_bits,
+    }
+
+
+@dataclass
+class NvmlProbe:
+    """The fields that answered once (`readers`, power under `power_w`), the ones that did not
+    (`missing`: field -> why), and which power reading the rows get."""
+
+    readers: dict[str, Callable[[], float]]
+    missing: dict[str, str] = field(default_factory=dict)
+    power: str = ""  # "instant" | "average" (a 1 s average) | "" (no power)
+
+    def sample(self) -> dict[str, float]:
+        """One reading of every field that answered the probe; a field that fails later is left
+        out of this reading only."""
+        reading = {}
+        for name, read in self.readers.items():
+            try:
+                reading[name] = read()
+            except Exception:  # noqa: BLE001 - a transient NVML error costs one reading of one field
+                continue
+        return reading
+
+    @property
+    def note(self) -> str:
+        """What the run's telemetry lacks, in one line (empty when nothing is missing)."""
+        parts = [f"{name} ({reason})" for name, reason in self.missing.items()]
+        if self.power == "average":
+            parts.append(f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s average, left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s")
+        return ("NVML did not answer: " + "; ".join(parts)) if parts else ""
+
+
+def probe_nvml(nvml: Any, handle: Any) -> NvmlProbe:
+    """Reads every field once; keeps those that answered. Power: instantaneous where it answers,
+    else the averaged reading."""
+    readers, missing = {}, {}
+    for name, read in telemetry_readers(nvml, handle).items():
+        try:
+            read()
+            readers[name] = read
+        except Exception as error:  # noqa: BLE001 - NotSupported, NoPermission, an old driver: this field only
+            missing[name] = why(error)
+    power = ""
+    if "power_instant_w" in readers:
+        readers.pop("power_average_w", None)
+        missing.pop("power_average_w", None)
+        power = "instant"
+    elif "power_average_w" in readers:
+        power = "average"
+        missing.pop("power_instant_w", None)  # said once, in `note`, as what the averaged power means
+    readers = {("power_w" if name.startswith("power_") else name): read for name, read in readers.items()}
+    return NvmlProbe(readers, missing, power)
+
+
+def running_pids(nvml: Any, handle: Any) -> tuple[set[int] | None, str]:
+    """PIDs holding a context on the GPU: compute and graphics processes, each query on its own.
+    A graphics query NotSupported (common on data-centre GPUs and in VMs) drops only itself; a
+    compute query NotSupported leaves the busy-GPU check without an answer (None) and says why."""
+    pids: set[int] = set()
+    try:
+        pids |= {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+    except Exception as error:  # noqa: BLE001 - NotSupported in many VMs, NoPermission in containers
+        return None, f"the busy-GPU check is off: NVML's running compute processes query answered {why(error)}; gpu_other_procs stays empty"
+    try:
+        pids |= {p.pid for p in nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)}
+    except Exception:  # noqa: BLE001 - compute processes are what a benchmark competes with
+        pass
+    return pids, ""
