@@ -277,9 +277,27 @@ def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(mo
     resets = []
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users"))
-    with FreshCompileCaches() as caches:
+    monkeypatch.setattr(mnist_epoch, "_COMPILER_WARMED", {"cpu"})  # warmed already: the compiler's warm-up is tested below
+    with FreshCompileCaches(torch.device("cpu")) as caches:
         folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
         assert folder != str(tmp_path / "users") and os.path.isdir(folder) and not os.listdir(folder)
         caches.reset_dynamo()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users") and not os.path.exists(folder)
     assert len(resets) == 2
+
+
+def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_and_outside_it(monkeypatch):
+    """The first compiled case of a process must not pay inductor's imports and compile-pool start
+    in its cold compile_s: a trivial compile runs first, once, before the timed first call."""
+    events = []
+    monkeypatch.setattr(mnist_epoch, "_COMPILER_WARMED", set())
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: events.append("warm-up compile") or fn)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setattr(mnist_epoch, "first_call_s", lambda trainer, batch: events.append("timed cold compile") or 1.0)
+    cpu, clock = torch.device("cpu"), SyncedClock(torch.device("cpu"))
+    case = mnist_epoch.EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
+    batch = (torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,)))
+    for _ in range(2):  # two compiled cases in one process
+        cost = mnist_epoch.compile_cost(case, mnist_epoch.make_trainer(case, cpu, clock), batch, cpu, warm=False)
+        assert cost.compile_s is not None
+    assert events == ["warm-up compile", "timed cold compile", "timed cold compile"]

@@ -178,15 +178,39 @@ def first_call_s(trainer: Trainer, batch: Batch) -> float:
     return trainer.clock() - start
 
 
+_COMPILER_WARMED: set[str] = set()  # device types whose compiler machinery this process has started
+
+
+def warm_compiler(device: torch.device) -> bool:
+    """Once per process and device type, a trivial torch.compile run once: inductor's imports, its
+    compile-worker pool and the device's code generator start here, not inside the first compiled
+    case's cold `compile_s` (later cases in the process never paid them, so the first was not
+    comparable). Returns whether it ran."""
+    if device.type in _COMPILER_WARMED:
+        return False
+
+    def tiny(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x * 2.0 + 1.0)
+
+    torch.compile(tiny)(torch.ones(8, device=device))
+    _COMPILER_WARMED.add(device.type)
+    return True
+
+
 class FreshCompileCaches:
     """A compile measured from scratch: dynamo's state reset, inductor's in-memory kernel caches
     cleared and its on-disk caches (inductor, triton) pointed at an empty folder — else a case
     inherits the kernels of the cases before it and compile_s depends on case order. Built on
-    torch's own `fresh_inductor_cache`; the user's cache settings come back on exit."""
+    torch's own `fresh_inductor_cache`; the user's cache settings come back on exit. The compiler
+    machinery is warmed first (once per process), outside the fresh caches."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
 
     def __enter__(self) -> "FreshCompileCaches":
         from torch._inductor.utils import fresh_inductor_cache
 
+        warm_compiler(self.device)
         self._fresh = fresh_inductor_cache()
         self._fresh.__enter__()
         torch._dynamo.reset()
@@ -211,7 +235,7 @@ def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.
     """Eager step, then the cold first call of `trainer` (compile + one step) minus an eager step;
     with `warm`, a second fresh model compiled against the cache the first filled."""
     cost = CompileCost(eager_step_s=eager_step_seconds(case, trainer, first))
-    with FreshCompileCaches() as caches:
+    with FreshCompileCaches(device) as caches:
         # a first call minus one eager step; a warm compile can be shorter than the step's own
         # noise, so both are floored at zero rather than published as negative times
         cost.compile_s = max(0.0, first_call_s(trainer, first) - cost.eager_step_s)
