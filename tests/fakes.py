@@ -48,7 +48,7 @@ class FakeBenchmark:
         return result
 
 
-class NVMLError_NotSupported(Exception):  # noqa: N801 - pynvml's own name
+class NVMLError_NotSupported(Exception):  # pynvml's own name
     """What pynvml raises for a field or query this GPU (or VM) does not support."""
 
     def __str__(self) -> str:

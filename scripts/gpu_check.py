@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""The GPU check: one command for a rented GPU machine that must fit 10 minutes and bring back
+everything it measured in two files. `scripts/gpu-check` runs this with unbuffered output.
+
+    scripts/gpu-check OUT                   # on a CUDA machine
+    scripts/gpu-check --dry-run OUT         # on any machine: every step on cpu, CUDA-only ones skipped with the reason
+
+Every step runs under coreutils `timeout` (its whole process group), capped by what is left of
+the budget (GPU_CHECK_BUDGET_S, default 600 s, counted from the start); a failed or timed-out step
+is recorded and the next one still runs. Everything is written into OUT/gpu-check/ as it goes and
+packed at the end into OUT/gpu-check.tar.gz beside OUT/gpu-check.log (the whole log); the folder
+is removed after packing (--keep keeps it). The report is not built here: unpack the tar
+elsewhere and run `gpubench report gpu-check/results --out report/`.
+
+No step downloads anything (GPUBENCH_DOWNLOAD=0): training data is Fashion-MNIST's four `.gz`
+files from --fashion-dir, else shared/fashion-mnist/ in the checkout, else Debian's
+/usr/share/datasets/fashion-mnist; without them the training cases run on synthetic data (and
+time to accuracy is skipped), which the log says.
+
+For tests: GPU_CHECK_K narrows every gpubench step to `-k "<step's selection> and (K)"`, and
+GPU_CHECK_SKIP (comma-separated step names) skips steps, each with that reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET_S = float(os.environ.get("GPU_CHECK_BUDGET_S", "600"))
+PACKING_RESERVE_S = 15.0  # kept back from the steps' budget for the summary and the tar
+KILL_AFTER_S = 10  # a step that ignores SIGTERM is killed this long after its timeout
+FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+FASHION_PLACES = (ROOT / "shared" / "fashion-mnist", Path("/usr/share/datasets/fashion-mnist"))
+
+
+@dataclass
+class Step:
+    """One command of the check. `timeout_s` is its own limit (the budget left may cut it);
+    `min_left_s`: run only if at least this much budget is left (the optional steps);
+    `cuda_only`: skipped with its reason in a dry run."""
+
+    name: str
+    argv: list[str]
+    timeout_s: float
+    what: str
+    cuda_only: bool = False
+    min_left_s: float = 0.0
+
+
+@dataclass
+class Outcome:
+    name: str
+    timeout_s: float
+    code: int | None  # None: not run
+    wall_s: float
+    note: str = ""
+
+
+@dataclass
+class Check:
+    out: Path
+    work: Path
+    device: str
+    dry_run: bool
+    log: TextIO
+    start_s: float = field(default_factory=time.monotonic)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+        self.log.write(text + "\n")
+        self.log.flush()
+
+    def left_s(self) -> float:
+        return BUDGET_S - PACKING_RESERVE_S - (time.monotonic() - self.start_s)
+
+
+def gpubench(*args: str) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", *args]
+
+
+def selection(base: str | None) -> list[str]:
+    """`-k` for a step: its own selection, narrowed by GPU_CHECK_K (tests make every step tiny)."""
+    narrow = os.environ.get("GPU_CHECK_K", "")
+    parts = [f"({p})" for p in (base, narrow) if p]
+    return ["-k", " and ".join(parts)] if parts else []
+
+
+def run_args(check: Check, profile: str, run_id: str, data: list[str], *extra: str) -> list[str]:
+    profile = "smoke" if check.dry_run else profile  # a dry run exercises the steps, not the machine
+    return gpubench("run", "--device", check.device, "--profile", profile, "--results-dir", str(check.work / "results"),
+                    "--run-id", run_id, "--no-report", *data, *extra)
+
+
+def steps(check: Check, data: list[str]) -> list[Step]:
+    """The check, cheapest and most telling first. Timeouts are estimates plus a margin: see README."""
+    nvml = [sys.executable, str(Path(__file__).resolve()), "--nvml-probe"]
+    cuda_tests = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_cuda.py"), "-q", "-rs", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    return [
+        Step("nvml-probe", nvml, 30, "own PID among compute processes, power average vs instantaneous, energy counter, throttle reasons",
+             cuda_only=True),
+        Step("cuda-tests", cuda_tests, 45, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned copies, NVML energy"),
+        Step("env", gpubench("env", "--device", check.device), 15, "gpubench env: the fingerprint"),
+        Step("smoke", run_args(check, "smoke", "smoke", data, "-m", "not distributed", *selection(None)), 180,
+             "every workload once but DDP: transfers, tf32, selfcheck, GradScaler, bf16 + channels_last, time to accuracy, energy"),
+        Step("quick-headline", run_args(check, "quick", "quick", data, "--builds", "1",
+                                        *selection("bench_matmul or bench_elementwise or bench_selfcheck or compile")), 150,
+             "the quick profile's headline figures: matmul, elementwise (DRAM tier from L2), selfcheck, compile"),
+        Step("ddp", run_args(check, "smoke", "ddp", data, "-m", "distributed", *selection(None)), 90, "DDP and DataParallel, alone"),
+        Step("cuda-graphs", run_args(check, "full", "graphs", data, "--builds", "1", *selection("reduce-overhead")), 120,
+             "CUDA graphs: torch.compile mode reduce-overhead from the full profile", cuda_only=True, min_left_s=60),
+        Step("ab", gpubench("ab", "--device", check.device, *(["--profile", "smoke", "--pairs", "3"] if check.dry_run else ["--pairs", "4"]),
+                            "--results-dir", str(check.work / "ab"), *selection("matmul or elementwise or conv2d")), 180,
+             "a paired A/A session: unchanged code against itself", min_left_s=120),
+    ]
+
+
+def skip_reason(check: Check, step: Step) -> str | None:
+    if step.name in os.environ.get("GPU_CHECK_SKIP", "").split(","):
+        return "skipped: named in GPU_CHECK_SKIP"
+    if step.cuda_only and check.device != "cuda":
+        return f"skipped: needs CUDA (this is a {check.device} dry run)"
+    left_s = check.left_s()
+    if left_s < max(step.min_left_s, 5.0):
+        return f"skipped: {left_s:.0f} s of the {BUDGET_S:.0f} s budget left, the step needs {max(step.min_left_s, 5.0):.0f} s"
+    return None
+
+
+def run_step(check: Check, number: int, step: Step) -> Outcome:
+    """The step under `timeout` in its own process group, its output streamed to the terminal,
+    the log and its own file."""
+    reason = skip_reason(check, step)
+    timeout_s = max(1, int(min(step.timeout_s, check.left_s())))
+    check.say(f"\n=== step {number} {step.name} (timeout {timeout_s} s): {step.what}")
+    if reason is not None:
+        check.say(f"gpu-check: {step.name} {reason}")
+        return Outcome(step.name, timeout_s, None, 0.0, reason)
+    check.say("$ " + " ".join(step.argv))
+    start_s = time.monotonic()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", GPUBENCH_DOWNLOAD="0", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    with open(check.work / "steps" / f"{number}-{step.name}.log", "w", encoding="utf-8") as own:
+        proc = subprocess.Popen(["timeout", "-k", str(KILL_AFTER_S), str(timeout_s), *step.argv], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            own.write(line)
+            check.say(line.rstrip("\n"))
+        code = proc.wait()
+    wall_s = time.monotonic() - start_s
+    note = "timed out" if code in (124, 137) else ("" if code == 0 else "failed")
+    check.say(f"gpu-check: {step.name} exit code {code}, {wall_s:.1f} s{' (' + note + ')' if note else ''}")
+    return Outcome(step.name, timeout_s, code, wall_s, note)
+
+
+def fashion_source(given: Path | None) -> Path | None:
+    """The first folder holding Fashion-MNIST's four .gz files (or the files themselves)."""
+    for folder in ([given] if given else []) + list(FASHION_PLACES):
+        if all((folder / f"{f}.gz").exists() or (folder / f).exists() for f in FASHION_FILES):
+            return folder
+    return None
+
+
+def prepare_data(check: Check, given: Path | None, data_root: Path) -> list[str]:
+    """--dataset/--data-root for every run: Fashion-MNIST put into `data_root` (a temporary folder:
+    not packed, not left in OUT), or synthetic data when no copy was brought along (the `data`
+    row of the summary then fails: time to accuracy was not measured)."""
+    source = fashion_source(given)
+    if source is None:
+        places = ", ".join(str(p) for p in ([given] if given else []) + list(FASHION_PLACES))
+        check.say(f"gpu-check: WARNING: no Fashion-MNIST in {places} — training runs on synthetic data, time to accuracy is skipped "
+                  "(bring the four .gz files along: see README, GPU check)")
+        check.outcomes.append(Outcome("data", 0, 1, 0.0, "no Fashion-MNIST: synthetic data"))
+        return ["--dataset", "synthetic"]
+    raw = data_root / "FashionMNIST" / "raw"  # torchvision's layout, which harness.datasets reads
+    raw.mkdir(parents=True, exist_ok=True)
+    for name in FASHION_FILES:  # decompressed here with the standard library: the driver never imports torch
+        if (source / name).exists():
+            shutil.copyfile(source / name, raw / name)
+        else:
+            with gzip.open(source / f"{name}.gz", "rb") as packed, open(raw / name, "wb") as plain:
+                shutil.copyfileobj(packed, plain)
+    check.say(f"gpu-check: Fashion-MNIST from {source}")
+    check.outcomes.append(Outcome("data", 0, 0, 0.0, f"Fashion-MNIST from {source}"))
+    return ["--dataset", "fashion-mnist", "--data-root", str(data_root)]
+
+
+def summary(check: Check) -> str:
+    rows = [f"{'step':<16} {'timeout_s':>9} {'exit':>5} {'wall_s':>7}  note"]
+    for o in check.outcomes:
+        rows.append(f"{o.name:<16} {o.timeout_s:>9.0f} {'-' if o.code is None else o.code:>5} {o.wall_s:>7.1f}  {o.note}")
+    rows.append(f"{'total':<16} {BUDGET_S:>9.0f} {'':>5} {time.monotonic() - check.start_s:>7.1f}  budget {BUDGET_S:.0f} s")
+    return "\n".join(rows)
+
+
+def pack(check: Check, keep: bool) -> Path:
+    """OUT/gpu-check.tar.gz of the work folder (the log copied in first); the folder goes unless kept."""
+    shutil.copyfile(check.out / "gpu-check.log", check.work / "gpu-check.log")
+    tar_path = check.out / "gpu-check.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        tar.add(check.work, arcname=check.work.name)
+    if not keep:
+        shutil.rmtree(check.work)
+    return tar_path
+
+
+def nvml_probe() -> int:
+    """Printed into the log: what the run's NVML columns will rest on, read while this process
+    holds a CUDA context (so it must find its own PID among the compute processes)."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from harness.energy import nvml_counter, nvml_index
+    from harness.nvml_probe import (
+        instant_power_w,
+        load_nvml,
+        probe_nvml,
+        running_pids,
+        why,
+    )
+
+    torch.ones(1, device="cuda")  # a context: this process is now a compute process
+    nvml = load_nvml()
+    handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(0))
+    pids, note = running_pids(nvml, handle)
+    print(f"compute processes: {sorted(pids) if pids is not None else None}; own pid {os.getpid()} "
+          f"{'found' if pids and os.getpid() in pids else 'NOT found (a container hides pids: gpu_other_procs counts every process)'} {note}")
+    for name, read in (("power average (nvmlDeviceGetPowerUsage)", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
+                       ("power instantaneous (NVML_FI_DEV_POWER_INSTANT)", lambda: instant_power_w(nvml, handle))):
+        try:
+            print(f"{name}: {read():.1f} W")
+        except Exception as error:  # noqa: BLE001 - printed, the point of the probe
+            print(f"{name}: not answered ({why(error)})")
+    counter, counter_note = nvml_counter(0, lambda: nvml)
+    print(f"energy counter: {f'{counter.read_j():.1f} J since the driver loaded' if counter else counter_note}")
+    probe = probe_nvml(nvml, handle)
+    print(f"telemetry fields: {sorted(probe.readers)}; power {probe.power or 'none'}; {probe.note or 'nothing missing'}")
+    print(f"one reading: {probe.sample()}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, nargs="?", help="folder for gpu-check.tar.gz and gpu-check.log")
+    parser.add_argument("--dry-run", action="store_true", help="every step on cpu (smoke-sized), the CUDA-only ones skipped")
+    parser.add_argument("--fashion-dir", type=Path, default=None, help="a folder with Fashion-MNIST's four .gz files")
+    parser.add_argument("--keep", action="store_true", help="keep OUT/gpu-check/ after packing it")
+    parser.add_argument("--nvml-probe", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.nvml_probe:
+        return nvml_probe()
+    if args.out is None:
+        parser.error("OUT is required: the folder the packed results and the log go into")
+    return run_check(args)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    out = args.out.resolve()
+    work = out / "gpu-check"
+    if work.exists() or (out / "gpu-check.tar.gz").exists():
+        sys.exit(f"gpu-check: {out} already holds a check: give a new folder (nothing there was touched)")
+    (work / "steps").mkdir(parents=True)
+    device = "cpu" if args.dry_run else "cuda"
+    if not args.dry_run and not cuda_available():
+        sys.exit("gpu-check: torch.cuda.is_available() is False — run this on a CUDA machine, or use --dry-run")
+    with open(out / "gpu-check.log", "w", encoding="utf-8") as log:
+        check = Check(out, work, device, args.dry_run, log)
+        check.say(f"gpu-check: device {device}{' (dry run)' if args.dry_run else ''}, budget {BUDGET_S:.0f} s, into {work}")
+        with tempfile.TemporaryDirectory(prefix="gpu-check-data-") as data_root:
+            data = prepare_data(check, args.fashion_dir, Path(data_root))
+            for number, step in enumerate(steps(check, data)):
+                check.outcomes.append(run_step(check, number, step))
+        table = summary(check)
+        (work / "summary.txt").write_text(table + "\n", encoding="utf-8")
+        check.say("\n=== summary\n" + table)
+    tar_path = pack(check, args.keep)
+    print(f"gpu-check: packed {tar_path} and {out / 'gpu-check.log'}; build the report elsewhere: "
+          f"tar xzf gpu-check.tar.gz && gpubench report gpu-check/results --out report/", flush=True)
+    return 0 if all(o.code in (None, 0) for o in check.outcomes) else 1
+
+
+def cuda_available() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"], timeout=120, check=False)
+    return probe.returncode == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""scripts/gpu-check: its dry run on the CPU (every step, its timeout, the packed output in one
+folder), and its step runner's timeouts and budget, without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = ("data", "nvml-probe", "cuda-tests", "env", "smoke", "quick-headline", "ddp", "cuda-graphs", "ab")
+
+
+def load_gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def summary_rows(log: str) -> dict[str, list[str]]:
+    table = log.split("=== summary\n", 1)[1].splitlines()[1:]
+    return {line.split()[0]: line.split(None, 4) for line in table if line.strip()}
+
+
+def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path):
+    """Every step made tiny (-k fp32-n64), DDP and the A/A session skipped by name to stay under a
+    minute here; the CUDA-only steps skip themselves with the reason."""
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHON=sys.executable, GPU_CHECK_K="fp32-n64", GPU_CHECK_SKIP="ddp,ab")
+    done = subprocess.run([str(ROOT / "scripts" / "gpu-check"), "--dry-run", str(out)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-check.log", "gpu-check.tar.gz"]  # what a remote runner brings back
+    log = (out / "gpu-check.log").read_text(encoding="utf-8")
+    rows = summary_rows(log)
+    assert tuple(rows)[:-1] == STEPS and "total" in rows
+    for name in ("cuda-tests", "env", "smoke", "quick-headline"):
+        assert rows[name][2] == "0" and float(rows[name][3]) > 0 and f"{name} (timeout " in log
+    assert rows["nvml-probe"][2] == "-" and "needs CUDA" in rows["nvml-probe"][4]
+    assert rows["cuda-graphs"][2] == "-" and "needs CUDA" in rows["cuda-graphs"][4]
+    assert rows["ddp"][2] == "-" and "GPU_CHECK_SKIP" in rows["ddp"][4]
+    assert int(rows["smoke"][1]) == 180 and int(rows["cuda-tests"][1]) == 45  # each step's own timeout, shown
+    assert "-m not distributed" in log and "GPUBENCH_DOWNLOAD" not in done.stderr
+    with tarfile.open(out / "gpu-check.tar.gz") as tar:
+        names = set(tar.getnames())
+        csv = tar.extractfile("gpu-check/results/smoke.csv").read().decode()
+    assert {"gpu-check/gpu-check.log", "gpu-check/summary.txt", "gpu-check/results/smoke.csv", "gpu-check/results/quick.csv",
+            "gpu-check/steps/3-smoke.log", "gpu-check/steps/1-cuda-tests.log"} <= names
+    assert "matmul/fp32-n64" in csv and ",ok," in csv
+
+
+def test_a_folder_that_holds_a_check_is_refused_in_one_line(tmp_path):
+    (tmp_path / "gpu-check.tar.gz").write_bytes(b"")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--dry-run", str(tmp_path)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 1 and "already holds a check: give a new folder" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+@pytest.fixture
+def check(tmp_path):
+    gpu_check = load_gpu_check()
+    (tmp_path / "gpu-check" / "steps").mkdir(parents=True)
+    with open(tmp_path / "gpu-check.log", "w", encoding="utf-8") as log:
+        yield gpu_check, gpu_check.Check(tmp_path, tmp_path / "gpu-check", "cpu", True, log)
+
+
+def test_a_step_past_its_timeout_is_killed_recorded_and_the_next_step_still_runs(check):
+    gpu_check, state = check
+    slow = gpu_check.run_step(state, 0, gpu_check.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1, "sleeps"))
+    after = gpu_check.run_step(state, 1, gpu_check.Step("after", [sys.executable, "-c", "print('ran')"], 30, "prints"))
+    assert (slow.code, slow.note, slow.timeout_s) == (124, "timed out", 1) and slow.wall_s < 15
+    assert (after.code, after.note) == (0, "")
+
+
+def test_steps_are_cut_to_the_budget_left_and_optional_ones_skipped(check):
+    gpu_check, state = check
+    state.start_s = time.monotonic() - (gpu_check.BUDGET_S - gpu_check.PACKING_RESERVE_S - 40)  # 40 s left
+    cut = gpu_check.run_step(state, 0, gpu_check.Step("cut", [sys.executable, "-c", "pass"], 300, "a step of 300 s"))
+    optional = gpu_check.run_step(state, 1, gpu_check.Step("optional", ["false"], 120, "runs if 60 s are left", min_left_s=60))
+    assert cut.code == 0 and 35 <= cut.timeout_s <= 40
+    assert optional.code is None and "s of the 600 s budget left, the step needs 60 s" in optional.note
