@@ -220,33 +220,39 @@ def nvml_probe() -> int:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from harness.energy import nvml_counter, nvml_index
-    from harness.nvml_probe import (
-        instant_power_w,
-        load_nvml,
-        probe_nvml,
-        running_pids,
-        why,
-    )
+    from harness.energy import nvml_index
+    from harness.nvml_probe import load_nvml
 
     torch.ones(1, device="cuda")  # a context: this process is now a compute process
     nvml = load_nvml()
-    handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(0))
+    print("\n".join(nvml_report(nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(0)), os.getpid())))
+    return 0
+
+
+def nvml_report(nvml: object, handle: object, own_pid: int) -> list[str]:
+    """One line per question: own PID among the compute processes, power averaged vs
+    instantaneous, the energy counter, the telemetry fields (throttle reasons among them)."""
+    from harness.energy import nvml_counter
+    from harness.nvml_probe import instant_power_w, probe_nvml, running_pids, why
+
     pids, note = running_pids(nvml, handle)
-    print(f"compute processes: {sorted(pids) if pids is not None else None}; own pid {os.getpid()} "
-          f"{'found' if pids and os.getpid() in pids else 'NOT found (a container hides pids: gpu_other_procs counts every process)'} {note}")
+    if pids is None:
+        lines = [f"compute processes: not answered; {note}"]
+    else:
+        found = "found" if own_pid in pids else "NOT found (a container hides pids: gpu_other_procs then counts this process as another)"
+        lines = [f"compute processes: {sorted(pids)}; own pid {own_pid} {found}"]
     for name, read in (("power average (nvmlDeviceGetPowerUsage)", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
                        ("power instantaneous (NVML_FI_DEV_POWER_INSTANT)", lambda: instant_power_w(nvml, handle))):
         try:
-            print(f"{name}: {read():.1f} W")
-        except Exception as error:  # noqa: BLE001 - printed, the point of the probe
-            print(f"{name}: not answered ({why(error)})")
+            lines.append(f"{name}: {read():.1f} W")
+        except Exception as error:  # noqa: BLE001 - printed: the point of the probe
+            lines.append(f"{name}: not answered ({why(error)})")
     counter, counter_note = nvml_counter(0, lambda: nvml)
-    print(f"energy counter: {f'{counter.read_j():.1f} J since the driver loaded' if counter else counter_note}")
+    lines.append(f"energy counter: {f'{counter.read_j():.1f} J since the driver loaded' if counter else counter_note}")
     probe = probe_nvml(nvml, handle)
-    print(f"telemetry fields: {sorted(probe.readers)}; power {probe.power or 'none'}; {probe.note or 'nothing missing'}")
-    print(f"one reading: {probe.sample()}")
-    return 0
+    lines.append(f"telemetry fields: {sorted(probe.readers)}; power {probe.power or 'none'}; {probe.note or 'nothing missing'}")
+    lines.append(f"one reading: {probe.sample()}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

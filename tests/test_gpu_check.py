@@ -87,3 +87,18 @@ def test_steps_are_cut_to_the_budget_left_and_optional_ones_skipped(check):
     optional = gpu_check.run_step(state, 1, gpu_check.Step("optional", ["false"], 120, "runs if 60 s are left", min_left_s=60))
     assert cut.code == 0 and 35 <= cut.timeout_s <= 40
     assert optional.code is None and "s of the 600 s budget left, the step needs 60 s" in optional.note
+
+
+def test_the_nvml_probe_reports_each_question_on_its_own_line():
+    from fakes import FakeNvml
+
+    gpu_check = load_gpu_check()
+    nvml = FakeNvml(not_supported=("nvmlDeviceGetGraphicsRunningProcesses",), pids=(4242,), instant_power_mw=512_000)
+    lines = gpu_check.nvml_report(nvml, "gpu0", 4242)
+    assert lines[0] == "compute processes: [4242]; own pid 4242 found"
+    assert lines[1] == "power average (nvmlDeviceGetPowerUsage): 300.0 W" and lines[2] == "power instantaneous (NVML_FI_DEV_POWER_INSTANT): 512.0 W"
+    assert lines[3] == "energy counter: 1000.0 J since the driver loaded"
+    assert "throttle_bits" in lines[4] and "power instant" in lines[4]
+    hidden = gpu_check.nvml_report(FakeNvml(not_supported=("nvmlDeviceGetComputeRunningProcesses",)), "gpu0", 4242)
+    assert hidden[0].startswith("compute processes: not answered; the busy-GPU check is off") and "not answered (" in hidden[2]
+    assert "NOT found" in gpu_check.nvml_report(FakeNvml(pids=(1,)), "gpu0", 4242)[0]
