@@ -271,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    start_s = time.monotonic()  # the budget counts from here: the CUDA probe below is part of the window
+    if shutil.which("timeout") is None:
+        sys.exit("gpu-check: coreutils `timeout` is not on PATH — install coreutils (every step runs under it)")
     out = args.out.resolve()
     work = out / "gpu-check"
     if work.exists() or (out / "gpu-check.tar.gz").exists():
@@ -280,7 +283,7 @@ def run_check(args: argparse.Namespace) -> int:
     if not args.dry_run and not cuda_available():
         sys.exit("gpu-check: torch.cuda.is_available() is False — run this on a CUDA machine, or use --dry-run")
     with open(out / "gpu-check.log", "w", encoding="utf-8") as log:
-        check = Check(out, work, device, args.dry_run, log)
+        check = Check(out, work, device, args.dry_run, log, start_s)
         check.say(f"gpu-check: device {device}{' (dry run)' if args.dry_run else ''}, budget {BUDGET_S:.0f} s, into {work}")
         with tempfile.TemporaryDirectory(prefix="gpu-check-data-") as data_root:
             data = prepare_data(check, args.fashion_dir, Path(data_root))
