@@ -313,3 +313,14 @@ def test_the_fingerprints_gpu_telemetry_keeps_the_fields_that_answer(monkeypatch
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(not_supported=("nvmlDeviceGetPowerManagementLimit",)))
     reading = gpu_telemetry(0)
     assert reading["gpu_sm_clock_mhz"] == 1980 and reading["gpu_power_w"] == 300.0 and "gpu_power_limit_w" not in reading
+
+
+def test_the_runs_first_lines_say_once_what_nvml_did_not_answer():
+    from types import SimpleNamespace
+
+    from harness.plugin import STATE, pytest_report_header
+
+    sampler = gpu_sampler(GPU, nvml_loader=lambda: FakeNvml(not_supported=("nvmlDeviceGetTemperature",), instant_power_mw=1))
+    ctx = SimpleNamespace(device=CPU, profile="smoke", energy=EnergyMeter(None), telemetry=sampler)
+    config = SimpleNamespace(stash={STATE: SimpleNamespace(ctx=ctx, session=SimpleNamespace(csv_path="run.csv"))})
+    assert "gpubench: telemetry: NVML did not answer: temp_c (Not Supported)" in pytest_report_header(config)
