@@ -74,7 +74,12 @@ from harness.workload import as_workload
 
 STATE = pytest.StashKey[RunState]()
 SESSION = pytest.StashKey[pytest.Session]()
-TERMINATED_EXIT = 128 + signal.SIGTERM  # 143: what a shell reports for a process SIGTERM ended, as gpubench run does
+# Signals that stop the run with the case in progress unwound (its DDP workdir removed) and the
+# session closed (the environment sidecar written): SIGTERM (a scheduler) and SIGHUP (the terminal
+# closed). The exit status is 128 + the first one's number, as a shell reports a process it ended.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+ENDED_BY = pytest.StashKey[int]()
+PREVIOUS_HANDLERS = pytest.StashKey[dict[int, Any]]()
 MARKERS = {
     "slow": "long cases: training epochs, distributed runs (deselect with -m 'not slow')",
     "training": "cases that train a model",
@@ -149,20 +154,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """SIGTERM becomes an interrupt that lets the case in progress clean up."""
+    """SIGTERM and SIGHUP become an interrupt that lets the case in progress clean up."""
     session.config.stash[SESSION] = session  # its exit status, set again at unconfigure for a held Ctrl-C
     state = session.config.stash.get(STATE, None)
     if state is None:
         return
 
     def terminate(signum: int, frame: Any) -> None:
-        if state.session.terminated:  # a second SIGTERM (the group's, then gpubench run's forwarded one) must not cut the cleanup short
+        if state.session.terminated:  # a second signal (the group's, then gpubench run's forwarded one) must not cut the cleanup short
             return
         state.session.terminated = True
-        raise Terminated("SIGTERM: the case in progress was not recorded; the finished rows are whole")
+        session.config.stash[ENDED_BY] = signum
+        raise Terminated(f"{signal.Signals(signum).name}: the case in progress was not recorded; the finished rows are whole")
 
     try:
-        state.previous_sigterm = signal.signal(signal.SIGTERM, terminate)
+        session.config.stash[PREVIOUS_HANDLERS] = {signum: signal.signal(signum, terminate) for signum in STOP_SIGNALS}
     except ValueError:  # not the main thread (pytest embedded somewhere): keep the default
         pass
 
@@ -193,7 +199,7 @@ def close_session(session: pytest.Session) -> None:
         except ResultsFull as full:
             state.session.stop = state.session.stop or Stop(str(full), RESULTS_FULL_EXIT)
     if state is not None and state.session.terminated:
-        session.exitstatus = TERMINATED_EXIT
+        session.exitstatus = 128 + session.config.stash.get(ENDED_BY, signal.SIGTERM)
     elif state is not None and state.session.stop:
         session.exitstatus = state.session.stop.code  # results full (75) or run id taken (4): gpubench run starts no further build
 
@@ -209,12 +215,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is None:
         return
     install_session_clock(None)
-    if state.previous_sigterm is not None:
-        signal.signal(signal.SIGTERM, state.previous_sigterm)
+    for signum, handler in config.stash.get(PREVIOUS_HANDLERS, {}).items():
+        signal.signal(signum, handler)
     if state.session.stop:
         sys.stderr.write(f"gpubench: {state.session.stop.line}\n")
     elif state.session.terminated and state.only_build is None:  # under gpubench run, it says so itself
-        sys.stderr.write(f"gpubench: SIGTERM: {state.session.rows_kept} rows kept in {state.session.csv_path} (each whole); "
+        ended_by = signal.Signals(config.stash.get(ENDED_BY, signal.SIGTERM)).name
+        sys.stderr.write(f"gpubench: {ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} (each whole); "
                          "the case in progress was not recorded\n")
 
 
