@@ -3,7 +3,8 @@
 - `ProcessLauncher`: a foreground child that dies with this process; SIGTERM and SIGHUP (the
   terminal closed) here are passed on, Ctrl-C (which the terminal's whole group gets) waits for it to stop with its rows whole;
 - `TorchrunLauncher`: torchrun in a session of its own, output captured, killed with every rank
-  when it outlives its timeout.
+  when it outlives its timeout or when the job's watch (polled every second) names a rank that
+  stopped responding.
 
 `run_builds` runs the suite as one process per build on any of them: build k of every case in
 process k, the first process reporting over a pipe how many builds the selection needs.
@@ -16,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -24,6 +26,7 @@ import psutil
 from harness.lifetime import child_preexec
 
 KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
+WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
 
 
 @dataclass
@@ -32,6 +35,9 @@ class Job:
     env: dict[str, str] | None = None
     timeout_s: float | None = None
     pass_fds: tuple[int, ...] = ()
+    # TorchrunLauncher polls it every WATCH_PERIOD_S; a non-empty answer (why, e.g. 'rank 1 stopped
+    # responding ...') kills the launch with its ranks. ProcessLauncher does not watch.
+    watch: Callable[[], str] | None = None
 
 
 @dataclass
@@ -40,6 +46,7 @@ class Completed:
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
+    stalled: str = ""  # the watch's answer when it ended the launch
 
 
 class Launcher(Protocol):
@@ -94,20 +101,31 @@ class TorchrunLauncher:
     def run(self, job: Job) -> Completed:
         proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env,
                                 start_new_session=True, preexec_fn=child_preexec())
+        deadline_s = None if job.timeout_s is None else time.monotonic() + job.timeout_s
         try:
-            stdout, stderr = proc.communicate(timeout=job.timeout_s)
-            return Completed(proc.returncode, stdout, stderr)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            try:
-                stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
-                stdout, stderr = "", ""
-            return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr, timed_out=True)
+            while True:
+                left_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+                wait_s = left_s if job.watch is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left_s is None else left_s)
+                try:  # communicate() may be called again after its timeout: nothing read so far is lost
+                    stdout, stderr = proc.communicate(timeout=wait_s)
+                    return Completed(proc.returncode, stdout, stderr)
+                except subprocess.TimeoutExpired:
+                    stalled = job.watch() if job.watch is not None else ""
+                    if stalled or (deadline_s is not None and time.monotonic() >= deadline_s):
+                        return self._killed(proc, stalled)
         finally:
             if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
                 kill_tree(proc)
                 proc.wait()
+
+    @staticmethod
+    def _killed(proc: subprocess.Popen[str], stalled: str) -> Completed:
+        kill_tree(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
+            stdout, stderr = "", ""
+        return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr, timed_out=not stalled, stalled=stalled)
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
