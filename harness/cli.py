@@ -71,9 +71,9 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
 
 
 # Exit codes that end the run: interrupted (2), internal error (3), usage (4), results folder full
-# (75), SIGTERM (143). No further build process starts after one of them.
-TERMINATED_EXIT = 143
-STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, TERMINATED_EXIT)
+# (75), SIGHUP (129), SIGTERM (143). No further build process starts after one of them.
+HANGUP_EXIT, TERMINATED_EXIT = 129, 143
+STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, HANGUP_EXIT, TERMINATED_EXIT)
 
 
 def per_build_args(extra: list[str], build: int) -> list[str]:
@@ -98,28 +98,68 @@ def per_build_args(extra: list[str], build: int) -> list[str]:
     return out
 
 
+def benchmark_json_of(argv: list[str]) -> str | None:
+    """The --benchmark-json file named in a pytest argv, if any (the last one counts, as in argparse)."""
+    found = None
+    for index, arg in enumerate(argv):
+        if arg.startswith("--benchmark-json="):
+            found = arg.split("=", 1)[1]
+        elif arg == "--benchmark-json" and index + 1 < len(argv):
+            found = argv[index + 1]
+    return found
+
+
+def build_table_args(extra: list[str], build: int, scratch: Path) -> list[str]:
+    """A build process prints no pytest-benchmark table (--benchmark-quiet) and writes its JSON, to
+    the user's per-build file or the run's scratch folder: the run prints one table from them."""
+    argv = per_build_args(extra, build)
+    own_json = [] if benchmark_json_of(argv) else [f"--benchmark-json={scratch / f'build-{build}.json'}"]
+    return [*argv, "--benchmark-quiet", *own_json]
+
+
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
-    """One pytest process per build (harness.launch.run_builds), each dying with this one."""
+    """One pytest process per build (harness.launch.run_builds), each dying with this one; then
+    one pytest-benchmark table for the whole run."""
     import os
+    import shutil
     import tempfile
 
+    from harness.bench_table import print_one_table
     from harness.launch import ProcessLauncher, python_module
     from harness.launch import run_builds as launch_builds
-    from harness.lifetime import sweep_dead_run_folders
+    from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
+    scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
+    argvs: list[list[str]] = []
 
     def argv_for(build: int) -> list[str]:
-        return python_module("pytest", *pytest_args(args, per_build_args(extra, build)), f"--gpubench-build={build}")
+        argvs.append(python_module("pytest", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}"))
+        return argvs[-1]
 
     def announce(build: int, builds: int) -> None:
         if build:
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
-    outcome = launch_builds(ProcessLauncher(), argv_for, dict(os.environ), STOP_CODES, announce)
+    try:
+        outcome = launch_builds(ProcessLauncher(), argv_for, dict(os.environ), STOP_CODES, announce)
+        print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     for note in outcome.notes:
         print(f"gpubench: {note}", file=sys.stderr)
+    if outcome.died:
+        csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
+        print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
+              "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code
+
+
+def count_rows_safely(csv_path: Path) -> int:
+    """Rows in the run's file, 0 when there is none (the build died before its first row)."""
+    from harness.results import count_rows
+
+    return count_rows(csv_path) if csv_path.exists() else 0
 
 
 def timer_problem(extra: list[str]) -> str | None:
@@ -140,7 +180,7 @@ def timer_problem(extra: list[str]) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    from harness.results import count_rows, new_run_id
+    from harness.results import new_run_id
 
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
@@ -152,11 +192,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     run_id = args.run_id
     code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
-    if code in (130, 143, -2, -15) or code == 2:  # interrupted (Ctrl-C or SIGTERM): say what was kept
-        kept = count_rows(csv_path)  # records, not lines: a quoted reason may hold a newline
+    if code in (2, 130, HANGUP_EXIT, TERMINATED_EXIT):  # interrupted (Ctrl-C, SIGHUP or SIGTERM): say what was kept
+        kept = count_rows_safely(csv_path)  # records, not lines: a quoted reason may hold a newline
         print(f"gpubench: interrupted: {kept} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest", file=sys.stderr)
-        return 130 if code in (2, 130, -2) else 143
-    if code in STOP_CODES or not csv_path.exists() or args.no_report:
+        return 130 if code in (2, 130) else code
+    if code in STOP_CODES or code > 128 or not csv_path.exists() or args.no_report:  # > 128: a build process was killed
         return code
     from reports.build import ReportError, build_report
 

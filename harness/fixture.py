@@ -94,9 +94,12 @@ class Recorder:
                            rounds=rounds, untimed=untimed)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
             self._stop(Stop(str(full), RESULTS_FULL_EXIT), "the results folder is full")
-        except Terminated:  # the case unwound (its finally blocks ran); the rest do not run. Not re-raised: pytest's
-            # report of an interrupt walks every frame and can crash on one inside torch (tb_lineno None)
-            pytest.skip("not recorded: SIGTERM")
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the case unwound (its finally blocks ran)
+            self.benchmark.has_error = True  # its rounds were cut short: pytest-benchmark's JSON would fail on them (min of nothing)
+            if not isinstance(stopped, Terminated):
+                raise
+            # The rest do not run. Not re-raised: pytest's report of an interrupt walks every frame and can crash on one inside torch
+            pytest.skip(f"not recorded: {str(stopped).split(':')[0]}")  # the signal's name
         finally:
             self.state.release_device_data()
         return self._report(case, row, untimed)

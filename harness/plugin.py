@@ -15,11 +15,56 @@ import json
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 import pytest
 
-from harness.fixture import Recorder
+
+class HeldInterrupt:
+    """Ctrl-C that pytest cannot turn into exit 2. pytest catches KeyboardInterrupt only inside its
+    session; before it (this plugin and torch import while pytest reads the conftest: seconds) and
+    after it (benchmark files, the summary, unconfigure) Python's default handler raises where
+    nothing catches it and the process dies by SIGINT: exit -2, about one Ctrl-C in five. In those
+    windows the interrupt is held: raised at the session's first hook, or made exit status 2."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.previous: Any = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def hold(self) -> None:
+        """Only over Python's own handler, from the main thread (not inside an embedding host's)."""
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self)
+
+    def release(self) -> bool:
+        """Python's handler back; True when Ctrl-C came while held."""
+        if signal.getsignal(signal.SIGINT) is self:
+            signal.signal(signal.SIGINT, self.previous)
+        pending, self.pending = self.pending, False
+        return pending
+
+
+    def exit_process(self, status: int) -> None:
+        """Last step of a command-line pytest (an atexit callback): leave now with the session's
+        status, or 2 for a Ctrl-C held since. After atexit, Python resets its signal handlers and
+        tears torch down for about two seconds, when Ctrl-C kills the process (-2); everything is
+        written by now (rows, sidecars, pytest-benchmark's files, the summary)."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(int(pytest.ExitCode.INTERRUPTED) if self.pending else status)
+
+
+HELD_INTERRUPT = HeldInterrupt()
+HELD_INTERRUPT.hold()  # at import, before harness.fixture imports torch (the longest of the windows)
+
+from harness.fixture import Recorder  # after the interrupt is held
 from harness.options import RESULTS_FULL_EXIT, RUN_OPTIONS
 from harness.results import ResultsFull
 from harness.run_state import RunState, Terminated
@@ -28,7 +73,13 @@ from harness.setup import SetupError, make_state
 from harness.workload import as_workload
 
 STATE = pytest.StashKey[RunState]()
-TERMINATED_EXIT = 128 + signal.SIGTERM  # 143: what a shell reports for a process SIGTERM ended, as gpubench run does
+SESSION = pytest.StashKey[pytest.Session]()
+# Signals that stop the run with the case in progress unwound (its DDP workdir removed) and the
+# session closed (the environment sidecar written): SIGTERM (a scheduler) and SIGHUP (the terminal
+# closed). The exit status is 128 + the first one's number, as a shell reports a process it ended.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+ENDED_BY = pytest.StashKey[int]()
+PREVIOUS_HANDLERS = pytest.StashKey[dict[int, Any]]()
 MARKERS = {
     "slow": "long cases: training epochs, distributed runs (deselect with -m 'not slow')",
     "training": "cases that train a model",
@@ -86,6 +137,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
 def pytest_configure(config: pytest.Config) -> None:
     """Validate everything before the first case: a bad value is one line and exit code 4."""
+    if HELD_INTERRUPT.release():  # Ctrl-C while pytest loaded the plugins: an interrupt of the session, exit 2
+        raise KeyboardInterrupt
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     try:
@@ -101,19 +154,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """SIGTERM becomes an interrupt that lets the case in progress clean up."""
+    """SIGTERM and SIGHUP become an interrupt that lets the case in progress clean up."""
+    session.config.stash[SESSION] = session  # its exit status, set again at unconfigure for a held Ctrl-C
     state = session.config.stash.get(STATE, None)
     if state is None:
         return
 
     def terminate(signum: int, frame: Any) -> None:
-        if state.session.terminated:  # a second SIGTERM (the group's, then gpubench run's forwarded one) must not cut the cleanup short
+        if state.session.terminated:  # a second signal (the group's, then gpubench run's forwarded one) must not cut the cleanup short
             return
         state.session.terminated = True
-        raise Terminated("SIGTERM: the case in progress was not recorded; the finished rows are whole")
+        session.config.stash[ENDED_BY] = signum
+        raise Terminated(f"{signal.Signals(signum).name}: the case in progress was not recorded; the finished rows are whole")
 
     try:
-        state.previous_sigterm = signal.signal(signal.SIGTERM, terminate)
+        session.config.stash[PREVIOUS_HANDLERS] = {signum: signal.signal(signum, terminate) for signum in STOP_SIGNALS}
     except ValueError:  # not the main thread (pytest embedded somewhere): keep the default
         pass
 
@@ -126,9 +181,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return True if state is not None and (state.session.stop or state.session.terminated) else None
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: before pytest-benchmark writes its files
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     """The session's records are closed here, before the exit status is decided: an environment
-    sidecar the disk could not take at the end is lost data, and the run exits 75 for it."""
+    sidecar the disk could not take at the end is lost data, and the run exits 75 for it. From
+    here to unconfigure, Ctrl-C is held (HeldInterrupt)."""
+    HELD_INTERRUPT.hold()
+    close_session(session)
+    return (yield)
+
+
+def close_session(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
     if state is not None and state.session.is_open:
         try:
@@ -136,7 +199,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except ResultsFull as full:
             state.session.stop = state.session.stop or Stop(str(full), RESULTS_FULL_EXIT)
     if state is not None and state.session.terminated:
-        session.exitstatus = TERMINATED_EXIT
+        session.exitstatus = 128 + session.config.stash.get(ENDED_BY, signal.SIGTERM)
     elif state is not None and state.session.stop:
         session.exitstatus = state.session.stop.code  # results full (75) or run id taken (4): gpubench run starts no further build
 
@@ -145,17 +208,51 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """The stop line comes last, after pytest's summary, where it is seen."""
     from harness.timing import install_session_clock
 
+    session = config.stash.get(SESSION, None)
+    if session is not None:
+        end_session_interrupts(config, session)
     state = config.stash.get(STATE, None)
     if state is None:
         return
     install_session_clock(None)
-    if state.previous_sigterm is not None:
-        signal.signal(signal.SIGTERM, state.previous_sigterm)
+    for signum, handler in config.stash.get(PREVIOUS_HANDLERS, {}).items():
+        signal.signal(signum, handler)
     if state.session.stop:
         sys.stderr.write(f"gpubench: {state.session.stop.line}\n")
     elif state.session.terminated and state.only_build is None:  # under gpubench run, it says so itself
-        sys.stderr.write(f"gpubench: SIGTERM: {state.session.rows_kept} rows kept in {state.session.csv_path} (each whole); "
+        ended_by = signal.Signals(config.stash.get(ENDED_BY, signal.SIGTERM)).name
+        sys.stderr.write(f"gpubench: {ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} (each whole); "
                          "the case in progress was not recorded\n")
+
+
+def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> None:
+    """A Ctrl-C held while the session ended makes it interrupted (2) unless a graver status
+    stands. pytest run as this process's command holds Ctrl-C until it leaves (exit_process);
+    embedded (pytester, pytest.main), Python's handler is given back."""
+    import atexit
+
+    ended = HELD_INTERRUPT.pending
+    HELD_INTERRUPT.pending = False
+    if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    if list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins:
+        atexit.register(HELD_INTERRUPT.exit_process, int(session.exitstatus))
+    else:
+        HELD_INTERRUPT.release()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C inside torch: a frame there can have no line number (tb_lineno None), and pytest's
+    report of the interrupt crashes on it (TypeError, exit 1): such frames are left out."""
+
+    def has_line(entry: Any) -> bool:
+        try:
+            return entry.lineno is not None
+        except TypeError:
+            return False
+
+    excinfo.traceback = excinfo.traceback.filter(has_line)
 
 
 def _build_of(item: pytest.Item) -> int:

@@ -1,5 +1,6 @@
 """Distributed training: the DDP workload, its torchrun launch, and a rank that dies or hangs."""
 
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from harness.workloads.ddp import (
     launch,
     rank_error,
     root_cause,
+    silent_rank,
     sweep_stale_workdirs,
     torchrun_command,
 )
@@ -253,6 +255,63 @@ def test_a_hung_peer_fails_the_waiting_rank_at_the_collective_timeout(tmp_path, 
         launch(command, tmp_path / "r.json", timeout_s=90)
 
 
+def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_path, monkeypatch):
+    """SIGSTOP on rank 1 mid-training (the issue's fault): rank 0 would wait in its collective until
+    the collective timeout and be the one blamed. Rank 1's heartbeat goes stale instead: the launch
+    is killed naming rank 1, long before the collective timeout (60 s at smoke), and the failed row says so."""
+    monkeypatch.setenv("GPUBENCH_TEST_STOP_RANK", "1")
+    monkeypatch.setenv(ddp.TEST_STALL_ENV, "4")  # the smoke profile's 30 s, shortened for the test
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    source = DataSource("synthetic", tmp_path)
+    writer = ResultsWriter(tmp_path, "run")
+    bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: source)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^rank 1 stopped responding \(no heartbeat for \d+ s, (at step 1|before its first step)\): the launch was killed"):
+        run_with(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
+    assert time.monotonic() - start < 50  # start-up, a step, 4 s of silence: not the 60 s collective timeout
+    writer.close()
+    (failed,) = read_rows(tmp_path / "run.csv")
+    assert failed["status"] == "failed" and "rank 1 stopped responding" in failed["reason"]
+    assert not list(tmp_path.glob("gpubench-ddp-*"))
+    deadline = time.monotonic() + 5
+    while processes_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(tmp_path), "a stopped rank survived"
+
+
+def test_a_stopped_rank_is_named_when_its_peer_times_out_first(tmp_path, monkeypatch):
+    """The collective timeout shortened below the heartbeat's stall limit: rank 0 fails first
+    (torchrun: 'rank 0 exitcode 1'), and the reason still names rank 1, whose heartbeat stopped first."""
+    monkeypatch.setenv("GPUBENCH_TEST_STOP_RANK", "1")
+    command = [arg if not arg.startswith("--timeout-s=") else "--timeout-s=8" for arg in launch_marked(tmp_path)]
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^torchrun exited 1: rank 1 stopped responding \(no heartbeat for \d+ s, .*\); rank 0 exitcode 1"):
+        launch(command, tmp_path / "r.json", timeout_s=120, stall_s=600)
+    assert time.monotonic() - start < 90  # the 8 s collective timeout, then torchrun's teardown of a stopped rank
+    deadline = time.monotonic() + 5
+    while processes_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(tmp_path), "a stopped rank survived"
+
+
+def beat(folder: Path, rank: int, step: int, time_s: float) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / f"heartbeat-{rank}.json").write_text(json.dumps({"rank": rank, "step": step, "time_s": time_s}))
+
+
+def test_the_silent_rank_is_the_one_whose_heartbeat_is_oldest(tmp_path):
+    beats = tmp_path / "r-heartbeats"
+    assert silent_rank(beats, 30, now_s=1000.0) == ""  # no heartbeat yet: nothing to judge
+    beat(beats, 0, 7, 999.0)
+    beat(beats, 1, 3, 960.0)
+    assert silent_rank(beats, 30, now_s=1000.0) == "rank 1 stopped responding (no heartbeat for 40 s, at step 3)"
+    assert silent_rank(beats, 60, now_s=1000.0) == ""  # still inside the stall limit
+    beat(beats, 1, -1, 960.0)
+    assert silent_rank(beats, 30, now_s=1000.0).endswith("before its first step)")
+    (beats / "heartbeat-2.json").write_text("{torn")  # a rank caught mid-write is skipped, not a crash
+    assert "rank 1" in silent_rank(beats, 30, now_s=1000.0)
+
+
 def test_the_root_cause_block_is_quoted():
     output = "\n".join([
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
@@ -306,14 +365,17 @@ def test_the_launch_timeout_scales_with_the_profile(tmp_path, monkeypatch):
     launched = {}
     source = DataSource("synthetic", tmp_path)
     for profile in ("smoke", "quick", "full"):
-        monkeypatch.setattr(ddp, "launch", lambda command, result_json, timeout_s, profile=profile: launched.setdefault(profile, (command, timeout_s)))
+        monkeypatch.setattr(ddp, "launch", lambda command, result_json, timeout_s, stall_s, profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s)))
         timed = ddp.build(DistributedCase("ddp", 1, "gloo", 16), BuildContext(CPU, profile, SyncedClock(CPU), 1, data_source=lambda: source))
         try:
             timed.fn()
         finally:
             timed.cleanup()
-    timeouts = {profile: timeout_s for profile, (_, timeout_s) in launched.items()}
-    collective = {profile: [arg for arg in command if arg.startswith("--timeout-s=")] for profile, (command, _) in launched.items()}
+    timeouts = {profile: timeout_s for profile, (_, timeout_s, _) in launched.items()}
+    collective = {profile: [arg for arg in command if arg.startswith("--timeout-s=")] for profile, (command, _, _) in launched.items()}
+    stalls = {profile: stall_s for profile, (_, _, stall_s) in launched.items()}
     assert timeouts == {"smoke": 120, "quick": 600, "full": 3600}  # each profile's own, not one for all
-    assert collective == {"smoke": ["--timeout-s=60"], "quick": ["--timeout-s=300"], "full": ["--timeout-s=1800"]}
+    # a quick case with a silent rank ends within 5 minutes: the heartbeat's 60 s, else the collectives' 120 s
+    assert collective == {"smoke": ["--timeout-s=60"], "quick": ["--timeout-s=120"], "full": ["--timeout-s=1800"]}
+    assert stalls == {"smoke": 30, "quick": 60, "full": 120}
     assert timeouts["smoke"] < timeouts["quick"] < timeouts["full"]

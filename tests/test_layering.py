@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "harness.workloads": 8,
     # adapters: pytest and the command line
     "harness.run_state": 9, "harness.setup": 9, "harness.fixture": 9, "harness.plugin": 9,
-    "harness.cli": 10, "harness.ab": 10, "harness.ab_command": 10,
+    "harness.cli": 10, "harness.ab": 10, "harness.ab_command": 10, "harness.bench_table": 10,
 }
 TORCH_FREE_BELOW = 5
 

@@ -35,9 +35,17 @@ MAX_EFFICIENCY = 1.05  # above this, N processes beat N x one process: the measu
 # A whole torchrun launch (start, warm-up, the steps, teardown) per profile: past it a rank hung
 # or died without torchrun noticing, and the launch is killed with every rank.
 LAUNCH_TIMEOUT_S = {"smoke": 120, "quick": 600, "full": 3600}
-# The ranks' own collective timeout is half the launch's: a peer that stopped answering fails the
-# rank with its error (quoted in the case's reason) before the launch is killed without one.
-COLLECTIVE_SHARE = 0.5
+# The ranks' own collective timeout: a peer that stopped answering fails the waiting rank with its
+# error (quoted in the case's reason) before the launch is killed without one. Half the launch's,
+# at most two minutes below the full profile: a quick case with a silent rank ends within 5 min.
+COLLECTIVE_TIMEOUT_S = {"smoke": 60, "quick": 120, "full": 1800}
+# A rank whose heartbeat file (ddp_worker.Heartbeat, rewritten every second by a thread) is this
+# old stopped responding (SIGSTOP, a frozen process): the launch is killed naming it, first.
+HEARTBEAT_STALL_S = {"smoke": 30, "quick": 60, "full": 120}
+TEST_STALL_ENV = "GPUBENCH_TEST_STALL_S"  # the fault tests' shorter stall limit; never set in a real run
+# After a failed launch: a rank whose last heartbeat came this long before the last rank's went
+# silent first (the others then timed out waiting for it, or were stopped by torchrun).
+SILENT_BEFORE_OTHERS_S = 5.0
 WORKDIR_PREFIX = "gpubench-ddp-"
 STALE_WORKDIR_S = 24 * 3600  # a workdir this old belongs to no running case (a launch lasts at most an hour)
 
@@ -60,28 +68,74 @@ def cases(ctx: BuildContext) -> list[DistributedCase]:
 
 
 def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int, result_json: Path,
-                     timeout_s: float = LAUNCH_TIMEOUT_S["full"]) -> list[str]:
+                     collective_timeout_s: float = COLLECTIVE_TIMEOUT_S["full"]) -> list[str]:
+    """Rank 0 reports to `result_json`; every rank beats in a folder beside it."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={case.world_size}",
             "-m", "harness.workloads.ddp_worker", f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
             f"--device-type={'cuda' if device.type == 'cuda' else 'cpu'}", f"--dataset={data.dataset}",
-            f"--data-root={data.root}", f"--result-json={result_json}", f"--timeout-s={timeout_s * COLLECTIVE_SHARE:g}"]
+            f"--data-root={data.root}", f"--result-json={result_json}", f"--timeout-s={collective_timeout_s:g}",
+            f"--heartbeat-dir={heartbeat_dir(result_json)}"]
 
 
-def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"]) -> dict[str, Any]:
-    """Run torchrun (harness.launch.TorchrunLauncher) and read rank 0's report. A failing rank
-    fails the case naming the rank, its exit cause and its first error line; a launch past
-    `timeout_s` is killed with all its ranks."""
+def heartbeat_dir(result_json: Path) -> Path:
+    """One folder per launch (the baseline launch shares the case's workdir)."""
+    return result_json.with_name(f"{result_json.stem}-heartbeats")
+
+
+def last_beat_s(folder: Path) -> float | None:
+    """When the last rank still beating last beat: the moment the launch ended."""
+    beats = read_heartbeats(folder)
+    return max((float(beat["time_s"]) for beat in beats.values()), default=None)
+
+
+def read_heartbeats(folder: Path) -> dict[int, dict[str, Any]]:
+    """Each rank's last heartbeat ({"rank", "step", "time_s"}), by rank; a torn file is skipped."""
+    beats = {}
+    for path in folder.glob("heartbeat-*.json"):
+        try:
+            beat = json.loads(path.read_text())
+            beats[int(beat["rank"])] = beat
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return beats
+
+
+def silent_rank(folder: Path, stall_s: float, now_s: float | None = None) -> str:
+    """'rank 1 stopped responding (no heartbeat for 31 s, at step 1)' for the rank whose heartbeat
+    is oldest, when it is older than `stall_s`; '' when every rank still beats."""
+    beats = read_heartbeats(folder)
+    now_s = time.time() if now_s is None else now_s
+    if not beats:
+        return ""
+    oldest = min(beats.values(), key=lambda beat: float(beat["time_s"]))
+    silent_s = now_s - float(oldest["time_s"])
+    if silent_s < stall_s:
+        return ""
+    step = int(oldest.get("step", -1))
+    where = f"at step {step}" if step >= 0 else "before its first step"
+    return f"rank {oldest['rank']} stopped responding (no heartbeat for {silent_s:.0f} s, {where})"
+
+
+def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
+           stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
+    """Run torchrun (harness.launch.TorchrunLauncher) and read rank 0's report. A rank whose
+    heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
+    rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
-    done = TorchrunLauncher().run(Job(command, env, timeout_s))
+    done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(heartbeat_dir(result_json), stall_s)))
     output = done.stderr + done.stdout
+    if done.stalled:
+        raise RuntimeError(f"{done.stalled}: the launch was killed with its ranks (the others waited for it) — a stopped (SIGSTOP), "
+                           "swapped-out or frozen process; rerun the case")
     if done.timed_out:
         first = rank_error(output, fallback=False)
         detail = f" (first error: {first})" if first else ""
         raise RuntimeError(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
                            "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks")
-    if done.code != 0 or not result_json.exists():
+    if done.code != 0 or not result_json.exists():  # a rank gone silent (named first) makes a peer time out waiting for it
         cause = root_cause(output)
-        raise RuntimeError(f"torchrun exited {done.code}: " + "; ".join(filter(None, [cause, rank_error(output, fallback=not cause)])))
+        silent = silent_rank(heartbeat_dir(result_json), SILENT_BEFORE_OTHERS_S, now_s=last_beat_s(heartbeat_dir(result_json)))
+        raise RuntimeError(f"torchrun exited {done.code}: " + "; ".join(filter(None, [silent, cause, rank_error(output, fallback=not cause)])))
     return json.loads(result_json.read_text())
 
 
@@ -144,11 +198,12 @@ def sweep_stale_workdirs(now_s: float | None = None, folder: Path | None = None)
 def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     sweep_stale_workdirs()
-    timeout_s = LAUNCH_TIMEOUT_S[ctx.profile]
+    timeout_s, collective_s = LAUNCH_TIMEOUT_S[ctx.profile], COLLECTIVE_TIMEOUT_S[ctx.profile]
+    stall_s = float(os.environ.get(TEST_STALL_ENV) or HEARTBEAT_STALL_S[ctx.profile])
     max_steps = MAX_STEPS[ctx.profile]
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # removed by the Timed's cleanup, which the runner calls in a finally
     try:
-        command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json", timeout_s)  # resolving the dataset may fail
+        command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json", collective_s)  # resolving the dataset may fail
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)  # no Timed yet, so no cleanup would remove it
         raise
@@ -162,7 +217,7 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
             return found, "scaling baseline: this run's world_size=1 row"
         single = replace(case, world_size=1)
         single_json = workdir / "single.json"
-        report = launch(torchrun_command(single, device, data, max_steps, single_json, timeout_s), single_json, timeout_s)
+        report = launch(torchrun_command(single, device, data, max_steps, single_json, collective_s), single_json, timeout_s, stall_s)
         return report["samples"] / report["train_s"], "scaling baseline: one process measured for this case (no world_size=1 row in this run)"
 
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +232,7 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
                 "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"],
                 "reason": "; ".join(filter(None, notes))}
 
-    return Timed(fn=lambda: launch(command, workdir / "rank0.json", timeout_s), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
+    return Timed(fn=lambda: launch(command, workdir / "rank0.json", timeout_s, stall_s), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
                  windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True),
                  energy=False, energy_note=DDP_ENERGY_NOTE)
 

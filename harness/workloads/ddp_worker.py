@@ -7,9 +7,13 @@ Each process trains the guide's CNN under DistributedDataParallel on its Distrib
 reads it) or as a results row in --results-dir (standalone and multi-node use).
 
 A collective that waits longer than --timeout-s for a peer (a dead or hung rank) fails the rank
-instead of hanging it. Test hooks (the fault tests use them; never set in a real run):
-GPUBENCH_TEST_DIE_RANK=R makes rank R kill itself with SIGKILL before joining the group, and
-GPUBENCH_TEST_HANG_RANK=R makes rank R sleep instead of joining.
+instead of hanging it. With --heartbeat-dir, each rank's thread rewrites heartbeat-<rank>.json
+there every second with its step: a rank whose file goes stale stopped responding (SIGSTOP, a
+frozen process), and the launcher names it instead of the peer that timed out waiting for it.
+Test hooks (the fault tests use them; never set in a real run): GPUBENCH_TEST_DIE_RANK=R makes
+rank R kill itself with SIGKILL before joining the group, GPUBENCH_TEST_HANG_RANK=R makes rank R
+sleep instead of joining, and GPUBENCH_TEST_STOP_RANK=R makes rank R stop itself (SIGSTOP) after
+its first timed step.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,7 +71,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--results-dir", default=None, help="rank 0 appends a results row here")
     parser.add_argument("--timeout-s", type=float, default=1800.0,
                         help="seconds a collective waits for the other ranks before this rank fails (a dead or hung peer)")
+    parser.add_argument("--heartbeat-dir", default=None, help="each rank rewrites heartbeat-<rank>.json here every second, with its step")
     return parser.parse_args(argv)
+
+
+HEARTBEAT_PERIOD_S = 1.0
+
+
+class Heartbeat:
+    """A daemon thread that rewrites heartbeat-<rank>.json ({"rank", "step", "time_s"}) every
+    second. A thread, not the training loop: a rank waiting in a collective for a peer still
+    beats, so a stale file marks the rank that stopped (its every thread frozen), not the waiter."""
+
+    def __init__(self, folder: Path, rank: int) -> None:
+        self.path, self.rank, self.step = folder / f"heartbeat-{rank}.json", rank, -1  # -1: not training yet
+
+    def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        threading.Thread(target=self._beat, name="gpubench-heartbeat", daemon=True).start()
+
+    def _beat(self) -> None:
+        partial = self.path.with_name(self.path.name + ".tmp")
+        while True:
+            try:
+                partial.write_text(json.dumps({"rank": self.rank, "step": self.step, "time_s": time.time()}))
+                os.replace(partial, self.path)  # whole or absent for the reader
+            except OSError:  # the workdir removed under a rank being torn down
+                return
+            time.sleep(HEARTBEAT_PERIOD_S)
 
 
 def shard_loader(data: DataSource, batch_size: int, rank: int, world_size: int) -> DataLoader:
@@ -75,7 +107,7 @@ def shard_loader(data: DataSource, batch_size: int, rank: int, world_size: int) 
     return DataLoader(TensorDataset(images, labels), batch_size=batch_size, sampler=sampler, pin_memory=torch.cuda.is_available())
 
 
-def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int) -> RankReport:
+def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int, beat: Heartbeat | None = None) -> RankReport:
     device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -108,6 +140,10 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int)
         step(x, y)
         seen += x.shape[0]
         steps += 1
+        if beat is not None:
+            beat.step = steps
+        if steps == 1:
+            apply_stop_hook(rank)
         now = clock()
         step_samples_s.append(now - previous)
         previous = now
@@ -145,7 +181,13 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
     return session.csv_path
 
 
-TEST_DIE_RANK_ENV, TEST_HANG_RANK_ENV = "GPUBENCH_TEST_DIE_RANK", "GPUBENCH_TEST_HANG_RANK"
+TEST_DIE_RANK_ENV, TEST_HANG_RANK_ENV, TEST_STOP_RANK_ENV = "GPUBENCH_TEST_DIE_RANK", "GPUBENCH_TEST_HANG_RANK", "GPUBENCH_TEST_STOP_RANK"
+
+
+def apply_stop_hook(rank: int) -> None:
+    """The fault tests' hook: this rank stops (SIGSTOP, as `kill -STOP` or a frozen machine would)."""
+    if os.environ.get(TEST_STOP_RANK_ENV) == str(rank):
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def apply_test_hooks(rank: int) -> None:
@@ -162,10 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
     if args.device_type == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
+    if beat is not None:
+        beat.start()
     apply_test_hooks(rank)
     dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
     try:
-        report = train(args, rank, local_rank, world_size)
+        report = train(args, rank, local_rank, world_size, beat)
         if rank == 0:
             if args.result_json:
                 Path(args.result_json).write_text(json.dumps(asdict(report)))

@@ -1,0 +1,57 @@
+"""One pytest-benchmark table for a whole `gpubench run`. Each build process runs with
+--benchmark-quiet and writes its JSON; the table is drawn here from all of them with
+pytest-benchmark's own table code (as its `pytest-benchmark compare` command draws saved runs),
+so a run of three builds shows one table, not three."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+
+def load_benchmarks(paths: list[Path]) -> list[dict[str, Any]]:
+    """The benchmarks of every build's JSON, flattened as pytest-benchmark's table expects; a file
+    a build never wrote (it died, or ran no timed case) is skipped."""
+    benchmarks = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for bench in data.get("benchmarks", []) if isinstance(data, dict) else []:
+            if isinstance(bench, dict) and isinstance(bench.get("stats"), dict):
+                benchmarks.append({**bench, **bench["stats"], "source": ""})  # no source: the plain test name
+    return benchmarks
+
+
+def print_one_table(paths: list[Path], verbose: bool = False) -> int:
+    """Print the run's table (pytest-benchmark's default columns, grouped by workload, sorted by
+    min); returns how many benchmarks it shows. Under --benchmark-verbose each build printed its own."""
+    from pytest_benchmark.cli import TerminalReporter
+    from pytest_benchmark.logger import Logger
+    from pytest_benchmark.plugin import (
+        pytest_benchmark_group_stats,
+        pytest_benchmark_scale_unit,
+    )
+    from pytest_benchmark.table import TableResults
+    from pytest_benchmark.utils import (
+        DEFAULT_COLUMNS,
+        NAME_FORMATTERS,
+        report_noprogress,
+    )
+
+    benchmarks = load_benchmarks(paths)
+    if verbose or not benchmarks:
+        return 0
+    groups = pytest_benchmark_group_stats(config=None, benchmarks=benchmarks, group_by="group")
+    table = TableResults(columns=DEFAULT_COLUMNS,
+                         sort="min", histogram=False, name_format=NAME_FORMATTERS["normal"], logger=Logger(Logger.QUIET),
+                         scale_unit=partial(pytest_benchmark_scale_unit, config=None))
+    try:
+        table.display(TerminalReporter(), groups, progress_reporter=report_noprogress)
+    except (KeyError, TypeError, ValueError) as error:  # a JSON another pytest-benchmark wrote: the rows are in the CSV anyway
+        print(f"gpubench: no combined pytest-benchmark table ({type(error).__name__}: {error}); the run's rows are in its CSV")
+        return 0
+    return len(benchmarks)

@@ -1,0 +1,49 @@
+"""Ctrl-C to plain `pytest benches` exits 2 wherever it lands: while the plugin and torch import,
+during the case, while pytest-benchmark writes and the summary prints, and while the process
+leaves (Python resets its handlers then, and torch's teardown took seconds: exit -2)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from runs import REPO
+
+STAGGER_S = [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2, 1.4]
+
+
+def torch_loaded(pid: int) -> bool:
+    """torch's library is mapped: the plugin, which holds Ctrl-C from its import on, is loading.
+    (Before pytest reads the conftest nothing of gpubench runs: Python's own Ctrl-C applies.)"""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def interrupted_run(tmp_path: Path, delay_s: float) -> tuple[bool, int, str]:
+    """(alive when Ctrl-C came, exit code, output) of one tiny run sent SIGINT `delay_s` after torch loads."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "benches", "--benchmark-only", "-p", "no:cacheprovider", "--profile=smoke",
+                             "--device=cpu", f"--results-dir={tmp_path}", "-k", "matmul and fp32"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and not torch_loaded(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(delay_s)
+    alive = proc.poll() is None
+    if alive:
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
+    out, _ = proc.communicate(timeout=60)
+    return alive, proc.returncode, out
+
+
+def test_ctrl_c_at_any_moment_of_a_plain_pytest_run_exits_2(tmp_path):
+    outcomes = [interrupted_run(tmp_path / str(i), delay_s) for i, delay_s in enumerate(STAGGER_S)]
+    interrupted = [(code, out) for alive, code, out in outcomes if alive]
+    assert len(interrupted) >= len(STAGGER_S) // 2, "the runs ended before most Ctrl-Cs: stagger them earlier"
+    for code, out in interrupted:
+        assert code == 2, out[-1500:]
+        assert "Traceback" not in out, out[-1500:]
+    assert all(code == 0 for alive, code, _ in outcomes if not alive)  # a run that ended first is whole
