@@ -196,7 +196,7 @@ def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
     fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid()}"
     problem = fallback_problem(fallback)
     if problem:
-        raise DatasetError(f"data root {root} is not writable, and the fallback {fallback} {problem} — pass --data-root DIR with a writable folder")
+        raise DatasetError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — pass --data-root DIR with a writable folder")
     if _can_write(fallback):
         return fallback, f"data root {root} is not writable; using {fallback} instead — pass --data-root DIR with a writable folder to keep the data"
     raise DatasetError(f"data root {root} is not writable, nor is {fallback} — pass --data-root DIR with a writable folder")
