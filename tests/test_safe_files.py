@@ -12,7 +12,14 @@ import pytest
 from runs import run_bench
 
 from harness.ab import write_marker
-from harness.results import ResultsWriter, RunIdError, check_results_dir_early, check_run_id, check_writable, write_sidecar
+from harness.results import (
+    ResultsWriter,
+    RunIdError,
+    check_results_dir_early,
+    check_run_id,
+    check_writable,
+    write_sidecar,
+)
 from harness.safe_files import UnsafePath, probe, replace_bytes
 from reports.build import build_report
 from reports.load import ReportError
