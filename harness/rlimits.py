@@ -60,7 +60,7 @@ def torch_starts(python: str = sys.executable) -> str | None:
     """None when a child under this process's limits can import torch and run a threaded op,
     else the last line it printed (or how it died)."""
     try:
-        done = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return str(error)
     if done.returncode == 0:

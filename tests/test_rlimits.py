@@ -39,7 +39,7 @@ def test_a_tiny_limit_stops_gpubench_run_with_one_line(tmp_path, kind, limit, sa
 
 def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path):
     proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(resource.RLIMIT_NOFILE, 32))  # ulimit -S -n 32: the hard limit allows more
-    out, err = proc.communicate(timeout=300)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     (csv_path,) = (tmp_path / "res").glob("*.csv")
     assert [row["status"] for row in read_rows(csv_path)] == ["ok"]
@@ -48,7 +48,7 @@ def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path):
 def test_the_torch_probe_runs_only_under_tight_limits(monkeypatch):
     calls = []
     monkeypatch.setattr(rlimits, "torch_starts", lambda python=None: calls.append(python) or "bad_alloc")
-    monkeypatch.setattr(rlimits, "tight_limits", lambda: [])
+    monkeypatch.setattr(rlimits, "tight_limits", list)
     assert rlimits.limits_problem() is None and calls == []  # an ordinary shell: no child started
     monkeypatch.setattr(rlimits, "tight_limits", lambda: ["ulimit -u 40"])
     assert rlimits.limits_problem() == ("torch cannot start under this shell's limits (ulimit -u 40): bad_alloc — "
