@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, NoReturn
 
-from harness.safe_files import UnsafePath, make_folder, open_append, open_new, open_read, probe, replace_bytes, replacing, write_all
+from harness.safe_files import UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, replace_bytes, replacing, write_all
 from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def check_results_dir_early(results_dir: Path) -> None:
     in the checkout, most of which record nothing; and the closest existing folder may be a shared
     one such as /tmp): asks the kernel instead. check_writable still runs before the first case."""
     if results_dir.is_symlink():
-        raise UnsafePath(f"{RESULTS_DIR} {str(results_dir)!r} is a symbolic link (to {os.readlink(results_dir)}) — {RESULTS_FIX}")
+        raise UnsafePath(link_line(results_dir, RESULTS_DIR, RESULTS_FIX))
     existing = _nearest_existing(results_dir.absolute())
     try:
         if not existing.is_dir():
