@@ -6,6 +6,7 @@ program may do for itself."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -24,14 +25,21 @@ PROBE_TIMEOUT_S = 120
 TORCH_PROBE = "import torch; torch.ones(256, 256) @ torch.ones(256, 256)"
 
 
+def _as_number(limit: int) -> float:
+    """RLIM_INFINITY is -1 on Linux: as infinity, so that limits compare as they mean."""
+    return math.inf if limit == resource.RLIM_INFINITY else limit
+
+
 def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
-    """The (soft, hard) limit of `kind` after raising soft towards `wanted` (never above hard)."""
+    """The (soft, hard) limit of `kind` after raising soft towards `wanted` (RLIM_INFINITY: no
+    limit), never above hard."""
     soft, hard = resource.getrlimit(kind)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
+    target = min(_as_number(wanted), _as_number(hard))
+    if _as_number(soft) < target:
+        raised = resource.RLIM_INFINITY if target == math.inf else int(target)
         try:
-            resource.setrlimit(kind, (target, hard))
-            soft = target
+            resource.setrlimit(kind, (raised, hard))
+            soft = raised
         except (ValueError, OSError):
             pass
     return soft, hard
@@ -39,7 +47,7 @@ def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
 
 def open_files_problem() -> str | None:
     soft, _ = raise_soft_limit(resource.RLIMIT_NOFILE, WANTED_OPEN_FILES)
-    if soft != resource.RLIM_INFINITY and soft < MIN_OPEN_FILES:
+    if _as_number(soft) < MIN_OPEN_FILES:
         return f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — raise it (ulimit -n 1024) and re-run"
     return None
 
@@ -51,7 +59,7 @@ def tight_limits() -> list[str]:
     if address_space != resource.RLIM_INFINITY:
         tight.append(f"ulimit -v {address_space // 1024}")
     processes, _ = raise_soft_limit(resource.RLIMIT_NPROC, FEW_PROCESSES)
-    if processes != resource.RLIM_INFINITY and processes < FEW_PROCESSES:
+    if _as_number(processes) < FEW_PROCESSES:
         tight.append(f"ulimit -u {processes}")
     return tight
 

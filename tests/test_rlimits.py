@@ -37,8 +37,9 @@ def test_a_tiny_limit_stops_gpubench_run_with_one_line(tmp_path, kind, limit, sa
     assert not (tmp_path / "res").exists()  # refused before any build process
 
 
-def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path):
-    proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(resource.RLIMIT_NOFILE, 32))  # ulimit -S -n 32: the hard limit allows more
+@pytest.mark.parametrize("kind, soft", [(resource.RLIMIT_NOFILE, 32), (resource.RLIMIT_AS, 3 * 10**9)], ids=["nofile-32", "as-3GB"])
+def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path, kind, soft):
+    proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(kind, soft))  # ulimit -S: the hard limit allows more
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     (csv_path,) = (tmp_path / "res").glob("*.csv")
