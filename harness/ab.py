@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.launch import NO_TESTS, Job, ProcessLauncher
 from harness.options import RESULTS_FULL_EXIT
+from harness.safe_files import replace_bytes
 
 STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, 143)
 DEFAULT_PAIRS = 8
@@ -107,5 +108,6 @@ def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], p
     path = results_dir / f"{session_id}.ab.json"
     payload = {"session": session_id, "pairs_planned": pairs, "order": "A B, B A, ...",
                "sides": {side.name: dict(side.describe(), run_id=f"{session_id}-{side.name}") for side in sides}}
-    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return path
+    # a random temporary inside the results folder, renamed: a link planted at the marker's name is replaced
+    return replace_bytes(results_dir, path.name, (json.dumps(payload, indent=2) + "\n").encode("utf-8"), "results directory",
+                         "pass --results-dir with the folder itself")

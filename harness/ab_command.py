@@ -9,7 +9,8 @@ from pathlib import Path
 from harness.ab import DEFAULT_BUILD_SECONDS, run_pairs, sides_of, write_marker
 from harness.cli import BENCHES, SUITE_ROOT, fail, pytest_args
 from harness.launch import MAX_BUILDS, NO_TESTS
-from harness.results import RunIdError, check_run_id, new_run_id
+from harness.results import RunIdError, check_run_id, check_writable, new_run_id
+from harness.rlimits import limits_problem
 from reports.compare import parse_threshold
 from reports.load import ReportError, load_results
 from reports.paired import format_session, judge_session
@@ -27,7 +28,10 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
         session_id = args.run_id or f"{new_run_id()}-ab"
         for side in sides:
             check_run_id(f"{session_id}-{side.name}", results_dir)
-        results_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(results_dir)  # made here, never a link: the marker and both sides' files go inside
+        problem = limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
+        if problem:
+            raise ValueError(problem)
     except (ValueError, ReportError, RunIdError, OSError) as error:
         return fail(str(error), code=4)
     args.run_id, args.builds = None, None  # each side's run id and the build count are the session's

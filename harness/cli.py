@@ -184,7 +184,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
-    problem = timer_problem(extra)
+    from harness.rlimits import limits_problem
+
+    problem = timer_problem(extra) or limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
     if problem:
         return fail(problem, code=4)
     if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest

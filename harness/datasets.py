@@ -6,12 +6,15 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 
 import torch
+
+from harness.safe_files import probe, replacing
 
 DATASET_CHOICES = ("auto", "mnist", "fashion-mnist", "synthetic")
 SYSTEM_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -49,11 +52,9 @@ def install_fashion_mnist(root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> 
     if not all((system_dir / f"{f}.gz").exists() for f in IDX_FILES):
         return False
     target.mkdir(parents=True, exist_ok=True)
-    for name in IDX_FILES:
-        partial = target / f"{name}.partial"
-        with gzip.open(system_dir / f"{name}.gz", "rb") as src, open(partial, "wb") as dst:
+    for name in IDX_FILES:  # each through a random temporary beside it, renamed whole: no link followed
+        with gzip.open(system_dir / f"{name}.gz", "rb") as src, replacing(target, name, "data folder", "pass --data-root DIR") as dst:
             shutil.copyfileobj(src, dst)
-        partial.replace(target / name)
     return True
 
 
@@ -154,12 +155,28 @@ def check_dataset_files(name: str, root: Path) -> None:
 def _can_write(folder: Path) -> bool:
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".gpubench-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        probe(folder, "data root", "pass --data-root DIR")  # a random name made with O_EXCL, removed at once
         return True
     except OSError:
         return False
+
+
+def fallback_problem(folder: Path) -> str | None:
+    """Why the shared-/tmp fallback `folder` must not be used, or None: anyone can create a folder
+    of that name in /tmp first and plant files in it (every label 0 makes any model "accurate"),
+    so it must be a real folder of this user that no one else can write to. Made 0700 if absent."""
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)  # not parents: /tmp exists, and only the last name is ours to make
+        info = folder.lstat()
+    except OSError as error:
+        return f"cannot be made ({error.strerror or error})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder (a link or a file someone else made)"
+    if info.st_uid != os.getuid():
+        return f"belongs to uid {info.st_uid}, not to this user ({os.getuid()})"
+    if info.st_mode & 0o022:
+        return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
 
 
 def holds_dataset(root: Path, name: str) -> bool:
@@ -176,7 +193,10 @@ def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
     place (the data is extracted or downloaded there), else DatasetError."""
     if holds_dataset(root, name) or _can_write(root):
         return root, None
-    fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid()}"
+    problem = fallback_problem(fallback)
+    if problem:
+        raise DatasetError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — pass --data-root DIR with a writable folder")
     if _can_write(fallback):
         return fallback, f"data root {root} is not writable; using {fallback} instead — pass --data-root DIR with a writable folder to keep the data"
     raise DatasetError(f"data root {root} is not writable, nor is {fallback} — pass --data-root DIR with a writable folder")

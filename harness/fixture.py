@@ -16,6 +16,7 @@ from harness.plan import RoundPlan
 from harness.results import ResultsFull
 from harness.run_state import RunState, Terminated
 from harness.runner import run_case
+from harness.safe_files import UnsafePath
 from harness.schema import RUN_COLUMNS, SchemaError
 from harness.session import Stop
 from harness.terminal import summary_line
@@ -76,6 +77,9 @@ class Recorder:
                        "another run took this run id")
         except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
             self._stop(Stop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
+        except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left (ulimit -n)
+            line = str(error) if isinstance(error, UnsafePath) else f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run"
+            self._stop(Stop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
 
     def run(self, case: Any) -> dict[str, Any]:
         workload = as_workload(self.request.module.gpubench_workload)

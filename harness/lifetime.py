@@ -52,10 +52,10 @@ def _ours_and_old(path: Path) -> bool:
     import time
 
     try:
-        info = path.stat()
+        info = path.lstat()  # the folder itself, never a link's target
     except OSError:
         return False
-    return info.st_uid == os.getuid() and time.time() - info.st_mtime > SWEEP_MIN_AGE_S
+    return info.st_uid == os.getuid() and time.time() - info.st_mtime > SWEEP_MIN_AGE_S  # the owner's uid: root spares others' too
 
 
 def sweep_dead_run_folders(folder: Path) -> list[Path]:

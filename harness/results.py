@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, NoReturn
 
+from harness.safe_files import UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, replace_bytes, replacing, write_all
 from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
 
 if TYPE_CHECKING:
@@ -31,13 +32,18 @@ def utc_timestamp() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+RESULTS_DIR = "results directory"
+RESULTS_FIX = "pass --results-dir with the folder itself"  # the fix for a link where a results file or folder goes
+
+
 def check_writable(results_dir: Path) -> None:
-    """Raise OSError with a one-line fix when results cannot be written there (before any case)."""
+    """Raise OSError with a one-line fix when results cannot be written there (before any case):
+    a folder that is a link is refused; the probe is a random name made inside the folder."""
     try:
-        results_dir.mkdir(parents=True, exist_ok=True)
-        probe = results_dir / f".gpubench-write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
+        make_folder(results_dir, RESULTS_DIR, RESULTS_FIX)
+        probe(results_dir, RESULTS_DIR, RESULTS_FIX)
+    except UnsafePath:
+        raise
     except OSError as error:
         raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
 
@@ -52,16 +58,17 @@ def _nearest_existing(path: Path) -> Path:
 
 def check_results_dir_early(results_dir: Path) -> None:
     """The results folder can be created and written — checked when pytest starts, so a bad one is
-    one line before pytest prints anything. Creates nothing that stays (pytest loads the plugin
-    for every run in the checkout, most of which record nothing): only a probe file in the
-    closest existing folder, removed at once. check_writable still runs before the first case."""
+    one line before pytest prints anything. Creates nothing (pytest loads the plugin for every run
+    in the checkout, most of which record nothing; and the closest existing folder may be a shared
+    one such as /tmp): asks the kernel instead. check_writable still runs before the first case."""
+    if results_dir.is_symlink():
+        raise UnsafePath(link_line(results_dir, RESULTS_DIR, RESULTS_FIX))
     existing = _nearest_existing(results_dir.absolute())
     try:
         if not existing.is_dir():
             raise OSError(errno.ENOTDIR, f"{existing} is not a folder")
-        probe = existing / f".gpubench-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        if not os.access(existing, os.W_OK | os.X_OK):  # read-only mounts too, even for root
+            raise OSError(errno.EACCES, "permission denied")
     except OSError as error:
         raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
 
@@ -69,7 +76,7 @@ def check_results_dir_early(results_dir: Path) -> None:
 def check_output_file(path: Path, flag: str) -> None:
     """A file another plugin writes only after the whole run (pytest-benchmark's --benchmark-json)
     must be writable now: found at the end, it is a traceback after all the measuring. Creates
-    nothing that stays."""
+    nothing that stays, and never writes through a link."""
     fix = f"pass {flag} with a file in a writable folder"
     folder = path.parent
     if path.is_dir():
@@ -77,12 +84,9 @@ def check_output_file(path: Path, flag: str) -> None:
     if not folder.is_dir():
         raise OSError(f"{flag} {path}: the folder {folder} does not exist — create it or {fix}")
     try:
-        if path.exists():
-            open(path, "ab").close()  # append mode: its contents stay as they are
-        else:
-            probe = folder / f".{path.name}.gpubench-write-test-{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
+        if path.exists() and not os.access(path, os.W_OK):  # its contents stay as they are
+            raise OSError(errno.EACCES, "permission denied")
+        probe(folder, flag, fix)  # a random name with O_EXCL: no link planted at a guessed name is followed
     except OSError as error:
         raise OSError(f"{flag} {path} cannot be written ({error.strerror or error}) — {fix}") from None
 
@@ -119,16 +123,11 @@ def check_run_id(run_id: str, results_dir: Path, appending: bool = False) -> str
     if any(sep in run_id for sep in separators) or run_id in (".", "..") or run_id.startswith(".") or not run_id.isprintable():
         raise RunIdError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, no leading dot, no control characters) — {fix}")
     existing = results_dir / f"{run_id}.csv"
+    if existing.is_symlink():  # dangling or not: never written through, and not "another run's file"
+        raise RunIdError(f"{existing} is a symbolic link (to {os.readlink(existing)}), not a results file — remove it or {fix}")
     if existing.exists() and not appending:
         raise RunIdError(f"--run-id {run_id!r} already exists ({existing}) — {fix}")
     return run_id
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """os.write may write part of the buffer (a full disk, a signal): loop until all of it is out."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def count_rows(path: Path) -> int:
@@ -152,15 +151,15 @@ class ResultsWriter:
         self.rows_written = 0
         self._rows_before = 0  # rows an earlier build process left in the file
         if resume and self.path.exists():
-            with open(self.path, newline="", encoding="utf-8") as existing:
+            with io.TextIOWrapper(open_read(self.path, "results file", RESULTS_FIX), encoding="utf-8", newline="") as existing:
                 header = next(csv.reader(existing), [])
             if tuple(header) != COLUMNS:
                 raise SchemaError(f"{self.path}: written by another gpubench version — use a new --run-id")
             self._rows_before = count_rows(self.path)
             # Unbuffered: a failed write leaves nothing in a Python buffer to flush later.
-            self._file = open(self.path, "ab", buffering=0)
-        else:
-            self._file = open(self.path, "xb", buffering=0)
+            self._file = os.fdopen(open_append(self.path, "results file", RESULTS_FIX), "ab", buffering=0)
+        else:  # O_EXCL|O_NOFOLLOW: two runs never share a file, and a link there is refused, not followed
+            self._file = os.fdopen(open_new(self.path, "results file", RESULTS_FIX), "wb", buffering=0)
             try:
                 self._write_whole(self._encode(None))
             except ResultsFull:
@@ -190,7 +189,7 @@ class ResultsWriter:
         fd = self._file.fileno()
         offset = os.lseek(fd, 0, os.SEEK_END)
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         except OSError as error:
             os.ftruncate(fd, offset)
@@ -211,18 +210,14 @@ class ResultsWriter:
 
 
 def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> Path:
-    """A JSON file beside the run's CSV (environment, profiler tables), written under a temporary
-    name and renamed: a full disk leaves the previous version, never half a file."""
+    """A JSON file beside the run's CSV (environment, profiler tables), written under a random
+    temporary name inside the results folder and renamed (harness.safe_files): a full disk leaves
+    the previous version, never half a file, and a link planted at either name is never followed."""
     path = results_dir / f"{run_id}.{suffix}.json"
     data = (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8")
-    partial = results_dir / f".{path.name}.partial-{os.getpid()}"
     try:
-        with open(partial, "wb", buffering=0) as handle:
-            _write_all(handle.fileno(), data)
-            os.fsync(handle.fileno())
-        os.replace(partial, path)
+        replace_bytes(results_dir, path.name, data, RESULTS_DIR, RESULTS_FIX)
     except OSError as error:
-        partial.unlink(missing_ok=True)
         if error.errno in FULL_ERRNOS:
             csv_path = results_dir / f"{run_id}.csv"
             raise ResultsFull(count_rows(csv_path), csv_path, error.errno, what=path.name) from error
@@ -387,9 +382,10 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return frame_rows(read_frame([path]).drop(columns="source_file"))
 
 
-def write_frame(frame: pd.DataFrame, path: Path, columns: list[str]) -> None:
-    """`columns` of a read frame as one results CSV, every cell as ResultsWriter writes it."""
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+def write_frame(frame: pd.DataFrame, path: Path, columns: list[str], fix: str = "pass another output folder") -> None:
+    """`columns` of a read frame as one results CSV, every cell as ResultsWriter writes it; whole or
+    not at all, never through a link (harness.safe_files.replacing)."""
+    with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)
         for start in range(0, len(frame), 4096):  # bounded memory: a few thousand rows of text at a time

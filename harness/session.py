@@ -16,7 +16,7 @@ import torch
 
 from harness.energy import EnergyMeter, idle_power_w
 from harness.env import fingerprint, gpu_telemetry
-from harness.results import ResultsWriter, read_rows, write_sidecar
+from harness.results import ResultsFull, ResultsWriter, read_rows, write_sidecar
 from harness.schema import RUN_COLUMNS, SCHEMA_VERSION
 
 
@@ -108,6 +108,11 @@ class Session:
         try:
             if self.build == 0 and not self.closed:
                 self.write_env(self._telemetry())
+        except ResultsFull:
+            raise  # the plugin stops the run with its line and exit 75
+        except OSError as error:  # no descriptor left (ulimit -n), a folder swapped for a link: lost data, one line
+            self.stop = self.stop or Stop(f"{self.run_id}.env.json not written ({error.strerror or error}); "
+                                          f"{self.rows_kept} rows kept in {self.csv_path} — fix that, then re-run", 4)
         finally:
             self.writer.close()
             self.closed = True

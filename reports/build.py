@@ -7,10 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.catalog import specs
+from harness.safe_files import UnsafePath, make_folder, replace_bytes
 from harness.workload_spec import ReportSection
 from reports import sections, tables
 from reports.aggregate import per_case
-from reports.load import ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
+from reports.load import OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
 from reports.markdown import md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
@@ -86,15 +87,13 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
     frame, notes = dedupe(load_results(paths))  # a run given twice (a file and its folder, a copy) counts once everywhere
-    try:
-        out.mkdir(parents=True, exist_ok=True)
+    try:  # every file below is made inside `out` under a random name and renamed: no link is followed
+        make_folder(out, "report folder", OUT_FIX)
+        (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
+        write_merged(frame, out / "merged.csv")
+        text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths), notes)
+        return replace_bytes(out, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)  # whole, last
+    except UnsafePath as error:
+        raise ReportError(str(error)) from None
     except OSError as error:
-        raise ReportError(f"cannot create {out} ({error.strerror}) — pass --out with a writable folder") from None
-    (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
-    write_merged(frame, out / "merged.csv")
-    report = out / "report.md"
-    text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths), notes)
-    partial = out / "report.md.partial"  # report.md appears whole, last: a folder without it is incomplete
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(report)
-    return report
+        raise ReportError(f"cannot write the report in {out} ({error.strerror or error}) — pass --out with a writable folder") from None

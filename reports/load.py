@@ -36,6 +36,7 @@ def result_files(paths: list[Path]) -> list[Path]:
     return files
 
 
+OUT_FIX = "pass --out with the folder itself"  # a report folder (or a file in it) that is a link
 LABELS = ("source_file", "machine", "setting")  # what the report adds to the rows it reads
 
 
@@ -62,7 +63,7 @@ def load_results(paths: list[Path]) -> pd.DataFrame:
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
     """merged.csv: every loaded row in the current schema under one header (the schema's columns,
     then any other a file had), each cell as the harness writes it."""
-    write_frame(frame, out, [c for c in frame.columns if c not in LABELS])
+    write_frame(frame, out, [c for c in frame.columns if c not in LABELS], fix=OUT_FIX)
 
 
 def setting_labels(frame: pd.DataFrame) -> pd.Series:

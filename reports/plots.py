@@ -18,6 +18,7 @@ import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.peaks import peak_gbps, peak_tflops  # noqa: E402
+from harness.safe_files import replacing  # noqa: E402
 from harness.workload_spec import PlotSpec  # noqa: E402
 from reports.tables import compile_table  # noqa: E402
 
@@ -28,8 +29,11 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout(rect=(0, getattr(fig, "legend_space", 0.0), 1, 1))  # room for a figure legend below
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
+        with replacing(path.parent, path.name, "report folder", "pass --out with the folder itself") as handle:
+            fig.savefig(handle, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 

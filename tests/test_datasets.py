@@ -1,6 +1,7 @@
 """The dataset files a run reads: damaged IDX files named with the fix before any case, and a data
 root that cannot be written."""
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -94,3 +95,34 @@ def test_no_writable_data_root_at_all_is_one_error(tmp_path, monkeypatch):
     with pytest.raises(DatasetError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a writable folder"):
         usable_data_root(tmp_path / "blocker" / "data", "mnist")
     assert usable_data_root(tmp_path / "blocker" / "data", "synthetic") == (tmp_path / "blocker" / "data", None)  # needs no files
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder another user owns needs root")
+@pytest.mark.parametrize("planted", ["another user's", "writable by all", "a link"])
+def test_a_fallback_folder_planted_in_the_shared_tmp_is_never_used(tmp_path, monkeypatch, planted):
+    """Anyone can make /tmp/gpubench-data-<uid> first and fill it with poisoned data (every label 0
+    makes any model "accurate"): only this user's own, private folder is used."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(shared))
+    fallback = shared / f"gpubench-data-{os.getuid()}"
+    if planted == "a link":
+        (tmp_path / "theirs").mkdir()
+        fallback.symlink_to(tmp_path / "theirs")
+    else:
+        fallback.mkdir()
+        os.chmod(fallback, 0o777)
+        if planted == "another user's":
+            os.chown(fallback, 12345, 12345)
+    (tmp_path / "blocker").write_text("")  # the asked-for root cannot be made
+    why = {"another user's": "belongs to uid 12345", "writable by all": "can be written by other users", "a link": "is not a folder"}[planted]
+    with pytest.raises(DatasetError, match=rf"nor is .*gpubench-data-{os.getuid()} usable: it {why}.* — pass --data-root DIR") as caught:
+        usable_data_root(tmp_path / "blocker" / "data", "fashion-mnist")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_fallback_folder_is_made_private(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    (tmp_path / "blocker").write_text("")
+    root, warning = usable_data_root(tmp_path / "blocker" / "data", "fashion-mnist")
+    assert root == tmp_path / f"gpubench-data-{os.getuid()}" and warning and (root.stat().st_mode & 0o077) == 0

@@ -77,11 +77,15 @@ def data(tmp_path) -> DataSource:
     return DataSource("synthetic", tmp_path)
 
 
-def test_torchrun_launch_reports_rank0_figures(tmp_path):
+def test_torchrun_launch_reports_rank0_figures_and_leaves_its_scratch_in_the_workdir(tmp_path, monkeypatch):
     case = DistributedCase("ddp", 2, "gloo", 16)
-    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json"), tmp_path / "r.json")
+    shared, workdir = tmp_path / "shared-tmp", tmp_path / "workdir"
+    shared.mkdir(), workdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(shared))  # the shared /tmp: torchrun's torchelastic_* folders must not land there
+    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=workdir / "r.json"), workdir / "r.json")
     assert report["world_size"] == 2 and report["steps"] == 2 and report["samples"] == 2 * 2 * 16
     assert report["backend"] == "gloo" and len(report["step_samples_s"]) == 2
+    assert list(shared.iterdir()) == [] and list(workdir.glob("torchelastic_*"))  # removed with the workdir by the case's cleanup
 
 
 def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
@@ -341,6 +345,21 @@ def test_stale_workdirs_are_swept_fresh_ones_kept(tmp_path):
         os.utime(folder, (long_ago, long_ago))
     sweep_stale_workdirs(folder=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpubench-ddp-fresh", "someone-else"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder another user owns needs root")
+def test_another_users_stale_workdir_is_never_swept_even_by_root(tmp_path):
+    theirs, elsewhere = tmp_path / "gpubench-ddp-theirs", tmp_path / "elsewhere"
+    for folder in (theirs, elsewhere):
+        folder.mkdir()
+        (folder / "rank0.json").write_text("{}")
+    os.chown(theirs, 12345, 12345)
+    (tmp_path / "gpubench-ddp-link").symlink_to(elsewhere)  # a link of the name is no workdir: its target stays
+    long_ago = time.time() - STALE_WORKDIR_S - 60
+    for path in (theirs, elsewhere, tmp_path / "gpubench-ddp-link"):
+        os.utime(path, (long_ago, long_ago), follow_symlinks=False)
+    sweep_stale_workdirs(folder=tmp_path)
+    assert (theirs / "rank0.json").exists() and (elsewhere / "rank0.json").exists()
 
 
 def test_a_build_that_fails_before_its_timed_leaves_no_workdir(tmp_path, monkeypatch):

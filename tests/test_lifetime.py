@@ -129,5 +129,10 @@ def test_scratch_folders_of_killed_runs_are_swept_and_live_ones_kept(tmp_path):
     hour_ago = time.time() - 3600
     for folder in (killed, live, other):
         os.utime(folder, (hour_ago, hour_ago))
-    assert sweep_dead_run_folders(tmp_path) == [killed]
+    theirs = tmp_path / f"{run_folder_prefix(int(dead))}theirs"  # another user's killed run: theirs to sweep, even when we are root
+    theirs.mkdir()
+    os.utime(theirs, (hour_ago, hour_ago))
+    if os.getuid() == 0:
+        os.chown(theirs, 12345, 12345)
+    assert sweep_dead_run_folders(tmp_path) == [killed] + ([] if os.getuid() == 0 else [theirs])
     assert not killed.exists() and live.exists() and other.exists() and young.exists()

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -121,7 +122,10 @@ def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIME
     """Run torchrun (harness.launch.TorchrunLauncher) and read rank 0's report. A rank whose
     heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
     rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])))
+    # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir
+    # (result_json's folder), so it is removed with it instead of piling up in the shared /tmp.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])),
+               TMPDIR=str(result_json.parent))
     done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(heartbeat_dir(result_json), stall_s)))
     output = done.stderr + done.stdout
     if done.stalled:
@@ -185,14 +189,17 @@ def single_process_samples_per_s(case: DistributedCase, rows: list[dict[str, Any
 
 
 def sweep_stale_workdirs(now_s: float | None = None, folder: Path | None = None) -> None:
-    """Remove workdirs left by a killed run (older than a day: no running case owns them)."""
+    """Remove this user's workdirs left by a killed run (older than a day: no running case owns
+    them). Another user's are never touched, even by root (the owner's uid is checked, not access);
+    a link of that name is not a workdir."""
     now_s = time.time() if now_s is None else now_s
     for stale in (folder or Path(tempfile.gettempdir())).glob(f"{WORKDIR_PREFIX}*"):
         try:
-            if stale.is_dir() and now_s - stale.stat().st_mtime > STALE_WORKDIR_S:
-                shutil.rmtree(stale, ignore_errors=True)
+            info = stale.lstat()
         except OSError:
-            continue  # another user's, or gone meanwhile
+            continue  # gone meanwhile
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and now_s - info.st_mtime > STALE_WORKDIR_S:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:

@@ -37,6 +37,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from harness.data_source import DataSource
 from harness.device import memory_snapshot, reset_peak_memory
+from harness.safe_files import replace_bytes
 from harness.stats import summarize
 from harness.timing import SyncedClock
 from harness.workloads.models import make_model
@@ -213,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         report = train(args, rank, local_rank, world_size, beat)
         if rank == 0:
             if args.result_json:
-                Path(args.result_json).write_text(json.dumps(asdict(report)))
+                result = Path(args.result_json)  # whole or absent, never written through a link planted there
+                replace_bytes(result.parent, result.name, json.dumps(asdict(report)).encode("utf-8"), "--result-json folder", "pass a real folder")
             if args.results_dir:
                 device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
                 print(f"rank 0: row -> {write_row(report, Path(args.results_dir), device)}")

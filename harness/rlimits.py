@@ -1,0 +1,93 @@
+"""Process limits (ulimit) a run needs, checked by `gpubench run` before any build process starts.
+Under a very low limit the failure would come from deep inside pytest or torch (an INTERNALERROR
+while importing, or an abort with no line at all): here it is one line naming the limit and the fix.
+Soft limits below what a run needs are first raised as far as the hard limit allows, as any
+program may do for itself."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+try:
+    import resource
+except ImportError:  # not a Unix: no ulimit to check
+    resource = None  # type: ignore[assignment]
+
+# pytest, torch, a DataLoader's worker pipes and torchrun's sockets: 16 was the least that ran one
+# smoke case at all, and a DataLoader case needs dozens more; most systems give 1024.
+MIN_OPEN_FILES = 64
+WANTED_OPEN_FILES = 4096  # the soft limit is raised this far when the hard limit allows
+FEW_PROCESSES = 1024  # below this (ulimit -u, threads count), torch's thread pools may fail to start
+PROBE_TIMEOUT_S = 120
+# Imports torch and runs one threaded matmul: what every build process does first.
+TORCH_PROBE = "import torch; torch.ones(256, 256) @ torch.ones(256, 256)"
+
+
+def _as_number(limit: int) -> float:
+    """RLIM_INFINITY is -1 on Linux: as infinity, so that limits compare as they mean."""
+    return math.inf if limit == resource.RLIM_INFINITY else limit
+
+
+def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
+    """The (soft, hard) limit of `kind` after raising soft towards `wanted` (RLIM_INFINITY: no
+    limit), never above hard."""
+    soft, hard = resource.getrlimit(kind)
+    target = min(_as_number(wanted), _as_number(hard))
+    if _as_number(soft) < target:
+        raised = resource.RLIM_INFINITY if target == math.inf else int(target)
+        try:
+            resource.setrlimit(kind, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def open_files_problem() -> str | None:
+    soft, _ = raise_soft_limit(resource.RLIMIT_NOFILE, WANTED_OPEN_FILES)
+    if _as_number(soft) < MIN_OPEN_FILES:
+        return f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — raise it (ulimit -n 1024) and re-run"
+    return None
+
+
+def tight_limits() -> list[str]:
+    """The limits under which torch itself may not start: a finite address space, few processes."""
+    tight = []
+    address_space, _ = raise_soft_limit(resource.RLIMIT_AS, resource.RLIM_INFINITY)
+    if address_space != resource.RLIM_INFINITY:
+        tight.append(f"ulimit -v {address_space // 1024}")
+    processes, _ = raise_soft_limit(resource.RLIMIT_NPROC, FEW_PROCESSES)
+    if _as_number(processes) < FEW_PROCESSES:
+        tight.append(f"ulimit -u {processes}")
+    return tight
+
+
+def torch_starts(python: str = sys.executable) -> str | None:
+    """None when a child under this process's limits can import torch and run a threaded op,
+    else the last line it printed (or how it died)."""
+    try:
+        done = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
+def limits_problem(python: str = sys.executable) -> str | None:
+    """One line when this process's limits would stop a run before or during its first case."""
+    if resource is None:
+        return None
+    problem = open_files_problem()
+    if problem:
+        return problem
+    tight = tight_limits()
+    if not tight:
+        return None
+    failure = torch_starts(python)  # only under tight limits: a normal run pays nothing for the check
+    if failure is None:
+        return None
+    return f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — raise them (ulimit -v unlimited; ulimit -u 4096) and re-run"

@@ -1,0 +1,150 @@
+"""Writing into folders other people can write to (a shared results folder, /tmp): every file
+gpubench writes goes through here. An output folder is opened once without following a link,
+and every file is made relative to that descriptor, so a folder swapped for a link later changes
+nothing. Temporary files get random names made with O_EXCL inside the output folder (never in an
+ancestor such as /tmp) and become final by rename, which replaces a link planted at the final
+name instead of writing through it; files written in place are opened with O_NOFOLLOW."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+NEW_FILE_MODE = 0o666  # the umask decides, as for any file the user makes: a random name needs no secrecy
+
+
+class UnsafePath(OSError):
+    """An output folder or file that is a symbolic link (or not a folder): str() is the one line."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def link_line(path: Path, what: str, fix: str) -> str:
+    """'<what> <path> is a symbolic link (to <target>) — <fix>'."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return f"{what} {path} is a symbolic link (to {target}); gpubench does not write through links — {fix}"
+
+
+def make_folder(path: Path, what: str, fix: str) -> None:
+    """Create `path` (and its parents); a link at `path` itself is refused, not followed."""
+    if path.is_symlink():
+        raise UnsafePath(link_line(path, what, fix))
+    path.mkdir(parents=True, exist_ok=True)
+
+
+@contextlib.contextmanager
+def folder_fd(path: Path, what: str, fix: str) -> Iterator[int]:
+    """A descriptor of the existing folder `path`, opened without following a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | DIRECTORY | NOFOLLOW)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
+            raise UnsafePath(link_line(path, what, fix)) from None
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _temporary(dir_fd: int, name: str) -> tuple[int, str]:
+    """A new file with a random name beside `name` (O_EXCL: never an existing file or link)."""
+    for _ in range(100):
+        temp = f".{name[:200]}.{secrets.token_hex(8)}.partial"
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE, dir_fd=dir_fd), temp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", name)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """os.write may write part of the buffer (a full disk, a signal): loop until all of it is out."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@contextlib.contextmanager
+def replacing(folder: Path, name: str, what: str, fix: str, text: bool = False) -> Iterator[IO]:
+    """A file object to write `folder/name` through: a temporary in `folder`, fsynced and renamed
+    over `name` when the block ends without an error (a link at `name` is replaced, its target
+    untouched), removed when it raises. Readers never see half a file."""
+    with folder_fd(folder, what, fix) as dir_fd:
+        fd, temp = _temporary(dir_fd, name)
+        try:
+            raw = os.fdopen(fd, "wb", buffering=0)
+            handle = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="") if text else raw
+            try:
+                yield handle
+                handle.flush()
+                os.fsync(fd)
+            finally:
+                handle.close()  # closes `raw` too
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            raise
+
+
+def replace_bytes(folder: Path, name: str, data: bytes, what: str, fix: str) -> Path:
+    """`folder/name` holds `data`, whole or not at all (see `replacing`)."""
+    with replacing(folder, name, what, fix) as handle:
+        write_all(handle.fileno(), data)
+    return folder / name
+
+
+def probe(folder: Path, what: str, fix: str) -> None:
+    """`folder` takes a new file: one with a random name is made there and removed at once."""
+    with folder_fd(folder, what, fix) as dir_fd:
+        fd, temp = _temporary(dir_fd, "gpubench-write-test")
+        os.close(fd)
+        os.unlink(temp, dir_fd=dir_fd)
+
+
+def open_new(path: Path, what: str, fix: str) -> int:
+    """A descriptor of the new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW: never an existing file, never
+    through a link, dangling or not; a link there is named as one, not as a file another made)."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE)
+    except FileExistsError:
+        if path.is_symlink():
+            raise UnsafePath(link_line(path, what, fix)) from None
+        raise
+
+
+def open_append(path: Path, what: str, fix: str) -> int:
+    """A descriptor appending to the existing file `path`, refused when `path` is a link."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | NOFOLLOW)
+    except OSError as error:
+        if error.errno == errno.ELOOP or path.is_symlink():
+            raise UnsafePath(link_line(path, what, fix)) from None
+        raise
+
+
+def open_read(path: Path, what: str, fix: str) -> IO[bytes]:
+    """`path` for reading, refused when it is a link (a file gpubench is about to append to)."""
+    try:
+        return os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb")
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafePath(link_line(path, what, fix)) from None
+        raise
