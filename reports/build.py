@@ -11,7 +11,7 @@ from harness.workload_spec import ReportSection
 from reports import sections, tables
 from reports.aggregate import per_case
 from reports.load import ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
-from reports.markdown import md_table, section
+from reports.markdown import Md, code, escape, md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
 
@@ -27,7 +27,7 @@ def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict
         for label, row in (("guide template", template.iloc[0] if not template.empty else None), ("fastest setting", fastest)):
             ops = top_ops.get(str(row["source_file"]), {}).get(str(row["case_id"])) if row is not None else None
             if ops:
-                parts.append(f"**{machine}**, {label} (`{row['setting']}`), 10 training steps:\n\n" + md_table(tables.top_ops_table(ops)))
+                parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"])) + md_table(tables.top_ops_table(ops)))
     return section("Profiler: top operators (--profile-ops)", *parts) if parts else ""
 
 
@@ -41,7 +41,7 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
 def outcome_sections(frame: pd.DataFrame) -> list[str]:
     """Recommendations, flagged figures, rows not ok and the machines: every report ends with them."""
     advice = tables.recommendations(frame)
-    parts = [section("Recommendations", "\n".join(f"- **{m}**\n" + "\n".join(f"  - {line}" for line in lines) for m, lines in advice.items()))]
+    parts = [section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))]
     flags = tables.flagged(frame)
     if not flags.empty:
         parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
@@ -74,8 +74,8 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     base = tables.baseline_machine(frame, baseline)
     cases = per_case(frame)
     parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
-             f"Baseline: **{base}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
-             "every timed region ended in a device synchronize." + "".join(f" Note: {note}." for note in notes or [])]
+             f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
+             "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes or [])]
     parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
     parts += workload_sections(frame, cases, out, base)
     parts.append(profiler_section(frame, top_ops or {}))

@@ -39,6 +39,7 @@ import pandas as pd
 
 from reports import replicates
 from reports.load import ReportError, dedupe, load_results, samples
+from reports.markdown import escape, table_row
 from reports.paired import format_session, judge_session
 from reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, VERDICTS, Verdict
 
@@ -274,17 +275,17 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         detectable = f"{v.detectable:.0%}" if v.detectable is not None else "—"
         ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
-        lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {ratio} | {ci} | {p} | {detectable} | {verdict} |")
+        lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p, detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
     counts = {k: sum(v.verdict == k for v in cases) for k in VERDICTS if k != "not judged"}
     lines.append("")
     lines.append(f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
                  + ", ".join(f"{n} {k}" for k, n in counts.items()))
     if only_base:
-        lines.append(f"only in BASE ({len(only_base)}): " + ", ".join(only_base))
+        lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
     if only_new:
-        lines.append(f"only in NEW ({len(only_new)}): " + ", ".join(only_new))
-    lines.extend(notes)
+        lines.append(f"only in NEW ({len(only_new)}): " + escape(", ".join(only_new)))
+    lines.extend(map(escape, notes))  # notes quote reasons and labels from the files: one line each
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from harness.catalog import short_id
 from harness.results import read_frame, write_frame
 from harness.schema import SETTING_COLUMNS, SchemaError
+from reports.markdown import CONTROL, LINE_BREAKS, plain
 
 
 class ReportError(ValueError):
@@ -51,12 +52,25 @@ def load_results(paths: list[Path]) -> pd.DataFrame:
         raise ReportError(str(error)) from None
     if frame.empty:
         raise ReportError(f"no result rows in {', '.join(map(str, paths))} — the files hold only headers; run some cases first")
+    clean_text(frame)
     frame["flags"] = frame["flags"].fillna("")
     frame["reason"] = frame["reason"].fillna("")
     frame["build"] = frame["build"].fillna(0)
     frame["machine"] = machine_labels(frame)
     frame["setting"] = setting_labels(frame)
     return frame
+
+
+def clean_text(frame: pd.DataFrame) -> None:
+    """Text cells on one printable line (reports.markdown.plain): a NUL or a line break in a
+    hostname or reason reaches neither merged.csv nor a plot. Looks at each distinct text once."""
+    for column in frame.columns:
+        if frame[column].dtype != object:
+            continue
+        dirty = {text: plain(text) for text in frame[column].dropna().unique()
+                 if isinstance(text, str) and (CONTROL.search(text) or LINE_BREAKS.search(text))}
+        if dirty:
+            frame[column] = frame[column].replace(dirty)
 
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
