@@ -14,6 +14,10 @@ read the old version. Version history:
      clocks/temperature/power read *during* the region (v2 read them after the case) and its
      throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
      target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
+  An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
+  1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
+  (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
+  compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
 """
 
 from __future__ import annotations
@@ -296,11 +300,27 @@ def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
 _DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
 
 
+def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
+    """A v1 epoch row's timing as one window of steps: its mean step (step_s, else batch_size /
+    samples_per_s) in median_s, min_s, mean_s and samples_s. Without either the row has no step
+    time: median_s is emptied rather than left as a whole epoch next to step times."""
+    step = row.get("step_s") or ""
+    if not step and row.get("batch_size") and row.get("samples_per_s"):
+        try:
+            step = repr(float(row["batch_size"]) / float(row["samples_per_s"]))
+        except (ValueError, ZeroDivisionError):
+            step = ""
+    timing = dict.fromkeys(("median_s", "min_s", "mean_s"), step)
+    return dict(row, **timing, iqr_s="", stddev_s="", cv="", samples_s=f"[{step}]" if step else "")
+
+
 def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
     """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
-    one id scheme, and the row counts as build 0 of 1."""
+    one id scheme, an epoch's timing becomes per step (_v1_epoch_step), and the row counts as
+    build 0 of 1."""
     row = dict(row)
     if row.get("workload") == "mnist_epoch":
+        row = _v1_epoch_step(row)
         # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
         row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
         if row.get("loader") == "preloaded":

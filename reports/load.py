@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.catalog import short_id
 from harness.results import read_frame, write_frame
-from harness.schema import SETTING_COLUMNS, SchemaError
+from harness.schema import SETTING_COLUMNS, SchemaError, kind_of
 from reports.markdown import CONTROL, LINE_BREAKS, plain
 
 
@@ -84,8 +84,17 @@ def setting_labels(frame: pd.DataFrame) -> pd.Series:
     keys = ["workload", *SETTING_COLUMNS]
     settings = frame[keys].astype(object).where(frame[keys].notna(), None)
     rows = list(settings.itertuples(index=False, name=None))
-    labels = {row: short_id(row[0], dict(zip(SETTING_COLUMNS, row[1:]))) for row in dict.fromkeys(rows)}
+    labels = {row: short_id(row[0], _typed_settings(row[1:])) for row in dict.fromkeys(rows)}
     return pd.Series([labels[row] for row in rows], index=frame.index)
+
+
+INT_SETTINGS = frozenset(c for c in SETTING_COLUMNS if kind_of(c) == "int")
+
+
+def _typed_settings(values: tuple) -> dict[str, object]:
+    """A row's settings as the writer typed them: integer settings read back as floats (a column
+    that may be empty) are ints again, so a label says bs1024, not bs1024.0."""
+    return {c: int(v) if c in INT_SETTINGS and v is not None else v for c, v in zip(SETTING_COLUMNS, values)}
 
 
 def samples(cell: object) -> list[float]:

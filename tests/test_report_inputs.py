@@ -65,3 +65,18 @@ def test_hostile_labels_change_nothing_in_compare_output(tmp_path, capsys):
     assert len(rows) > 2 and {len(CELL_SPLIT.split(row)) for row in rows} == {10}  # 8 cells between 9 pipes
     assert "<img" not in out and not any(line.startswith("#") for line in out.splitlines())
     assert "\x00" not in out and "a\\|b" in out  # the case ids are quoted, escaped
+
+
+def test_schema_1_epochs_compare_like_for_like_with_current_ones():
+    """The committed examples: the H200's v1 epoch rows timed a whole epoch as median_s, the
+    CPU's current ones a step; the H200 was 0.0354x the 2-core CPU on mnist_epoch."""
+    from reports.load import load_results
+    from reports.tables import baseline_machine, speedups
+
+    frame = load_results([EXAMPLES])
+    v1 = frame[(frame["workload"] == "mnist_epoch") & (frame["device"] == "cuda:0")]
+    assert len(v1) == 7 and (v1["median_s"] == v1["step_s"]).all() and (v1["median_s"] < 0.05).all()
+    speed = speedups(frame, baseline_machine(frame, None)).set_index("workload")
+    assert speed.loc["mnist_epoch", "geomean_speedup"] > 1  # an H200 step is faster than a 2-core CPU's
+    assert not frame["setting"].str.contains(r"\d\.0(?:-|$)").any()  # bs1024, not bs1024.0
+    assert {"preloaded-bf16-cl-bs1024", "dataloader-w2"} <= set(frame["setting"])
