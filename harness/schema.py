@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import datetime
 from typing import Any, Callable
 
 from harness.catalog import case_id_for, declared_columns
@@ -140,6 +141,11 @@ class SchemaError(ValueError):
     """A results file this version cannot read; the message names the file and the fix."""
 
 
+class ImpossibleValue(ValueError):
+    """A cell that reads as a number no measurement can give (negative, not finite, a fraction
+    outside [0, 1]): the report refuses its row and goes on; damage refuses the file."""
+
+
 # ---- writing -----------------------------------------------------------------------------------
 
 def to_cell(value: Any) -> str:
@@ -172,6 +178,8 @@ def _bool(text: str) -> bool:
 
 def _float(text: str) -> float:
     if not NUMBER.fullmatch(text):
+        if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ImpossibleValue("not a finite number")
         raise ValueError(f"not a number: {text!r}")
     return float(text)
 
@@ -197,37 +205,38 @@ NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies not
 TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value has rules for
 
 
+# units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
+NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
+FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # parts of a whole: within [0, 1]
+
+
 def non_negative(spec: Column) -> bool:
-    """Counts, sizes, times and bytes are never negative."""
-    return spec.kind != "json" and (spec.kind == "int" or spec.unit in ("s", "bytes"))
+    """Counts, sizes, times, bytes, rates and ratios are never negative."""
+    return spec.kind != "json" and (spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS)
 
 
 def check_value(column: str, value: Any) -> None:
-    """What a typed value must also be: numbers finite, counts/sizes/times/bytes not negative, raw
-    samples non-negative durations, a known status, an ISO 8601 timestamp. ValueError says why."""
+    """What a typed value must also be: numbers finite, counts/sizes/times/bytes/rates not
+    negative, fractions within [0, 1], raw samples non-negative durations (ImpossibleValue), a
+    known status, an ISO 8601 timestamp (ValueError). The error says why."""
     spec = BY_NAME.get(column)
     if spec is None or value is None:
         return
     if spec.kind == "float" and not math.isfinite(value):
-        raise ValueError("not a finite number")
+        raise ImpossibleValue("not a finite number")
     if non_negative(spec) and value < 0:
-        raise ValueError("negative")
+        raise ImpossibleValue("negative")
+    if column in FRACTIONS and not 0 <= value <= 1:
+        raise ImpossibleValue("outside [0, 1]")
     if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
-        raise ValueError("a sample that is not a non-negative duration")
+        raise ImpossibleValue("a sample that is not a non-negative duration")
     if column == "status" and value not in STATUSES:
         raise ValueError(f"not one of {', '.join(STATUSES)}")
-    if column == "timestamp_utc":
-        _iso_timestamp(value)
-
-
-def _iso_timestamp(text: str) -> None:
-    """The writer's timestamps are ISO 8601 (utc_timestamp); anything else is damage, not a time."""
-    from datetime import datetime
-
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError("not an ISO 8601 timestamp") from None
+    if column == "timestamp_utc":  # the writer's are ISO 8601 (utc_timestamp): anything else is damage, not a time
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("not an ISO 8601 timestamp") from None
 
 
 def parse_cell(column: str, text: str | None) -> Any:
@@ -271,6 +280,8 @@ def parse_column(column: str, text: Any) -> tuple[Any, Any]:
         refused = ~number | ((values % 1 != 0) if kind == "int" else (values.abs() == math.inf))
         if non_negative(spec):
             refused |= values < 0
+        if column in FRACTIONS:
+            refused |= (values < 0) | (values > 1)
         return values.reindex(text.index), refused.reindex(text.index, fill_value=False)
     if kind == "bool":
         values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)

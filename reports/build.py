@@ -38,8 +38,8 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
     return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline).", md_table(speed))
 
 
-def outcome_sections(frame: pd.DataFrame) -> list[str]:
-    """Recommendations, flagged figures, rows not ok and the machines: every report ends with them."""
+def outcome_sections(frame: pd.DataFrame, refused: list[str]) -> list[str]:
+    """Recommendations, flagged figures, rows not ok, rows refused and the machines: every report ends with them."""
     advice = tables.recommendations(frame)
     parts = [section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))]
     flags = tables.flagged(frame)
@@ -49,6 +49,9 @@ def outcome_sections(frame: pd.DataFrame) -> list[str]:
                              "`busy-gpu` (another process on the GPU), `throttled` (the GPU throttled during the timed region). Counted per build.", md_table(flags)))
     count = int((frame["status"] != "ok").sum())
     parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
+    if refused:
+        parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: left out of every table above.",
+                             "\n".join(f"- {escape(line)}" for line in refused)))
     parts.append(section("Machines", md_table(tables.machines_table(frame), index=True)))
     return parts
 
@@ -68,7 +71,7 @@ def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base:
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
-                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
+                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. The summary comes first;
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
@@ -79,13 +82,15 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
     parts += workload_sections(frame, cases, out, base)
     parts.append(profiler_section(frame, top_ops or {}))
-    parts += outcome_sections(frame)
+    parts += outcome_sections(frame, refused or [])
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
-    frame, notes = dedupe(load_results(paths))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
+    frame, notes = dedupe(load_results(paths, refused))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    notes += [f"{len(refused)} row(s) refused as impossible, listed under Rows refused"] if refused else []
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -93,7 +98,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
     write_merged(frame, out / "merged.csv")
     report = out / "report.md"
-    text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths), notes)
+    text = render_report(frame, out, baseline, load_top_ops(paths, notes), load_energy_notes(paths), notes, refused)
     partial = out / "report.md.partial"  # report.md appears whole, last: a folder without it is incomplete
     partial.write_text(text, encoding="utf-8")
     partial.replace(report)

@@ -13,6 +13,7 @@ from harness.catalog import short_id
 from harness.results import read_frame, write_frame
 from harness.schema import SETTING_COLUMNS, SchemaError, kind_of
 from reports.markdown import CONTROL, LINE_BREAKS, plain
+from reports.screen import screen
 
 
 class ReportError(ValueError):
@@ -37,21 +38,27 @@ def result_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-LABELS = ("source_file", "machine", "setting")  # what the report adds to the rows it reads
+LABELS = ("source_file", "source_line", "machine", "setting")  # what the report adds to the rows it reads
 
 
-def load_results(paths: list[Path]) -> pd.DataFrame:
+def load_results(paths: list[Path], refused: list[str] | None = None) -> pd.DataFrame:
     """All rows of the results files named or found in folders, as harness.results.read_frame reads
     them (the one reader: typed by harness.schema, older schemas upgraded, damage refused naming
     file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
     unique label per configuration), `setting` (the case's short id, rebuilt from its typed
-    settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as ""."""
+    settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as "".
+    With `refused`, rows with an impossible figure (reports.screen) are left out, each named
+    there in one line; without, an impossible cell refuses its file like damage does."""
+    files = result_files(paths)
     try:
-        frame = read_frame(result_files(paths))
+        frame = read_frame(files, refused)
     except SchemaError as error:  # already names the file and the fix
         raise ReportError(str(error)) from None
+    if refused is not None:
+        frame = screen(frame, {f.stem: str(f) for f in files}, refused)
     if frame.empty:
-        raise ReportError(f"no result rows in {', '.join(map(str, paths))} — the files hold only headers; run some cases first")
+        why = f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused else "the files hold only headers; run some cases first"
+        raise ReportError(f"no result rows in {', '.join(map(str, paths))} — {why}")
     clean_text(frame)
     frame["flags"] = frame["flags"].fillna("")
     frame["reason"] = frame["reason"].fillna("")
@@ -109,17 +116,30 @@ def samples(cell: object) -> list[float]:
         return []
 
 
-def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
+def _ops_table(data: object) -> tuple[dict[str, list[dict]], bool]:
+    """A sidecar's cases and their operators (dicts naming an `op`), and whether all of it was that."""
+    if not isinstance(data, dict):
+        return {}, False
+    table = {str(case): [op for op in ops if isinstance(op, dict) and "op" in op] for case, ops in data.items() if isinstance(ops, list)}
+    whole = len(table) == len(data) and all(len(table[str(case)]) == len(ops) for case, ops in data.items())
+    return table, whole
+
+
+def load_top_ops(paths: list[Path], notes: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     """Profiler tables (`<run_id>.ops.json`, written with --profile-ops) found beside the CSVs:
-    CSV file stem -> case_id -> top operators. Missing or unreadable sidecars are simply absent."""
+    CSV file stem -> case_id -> top operators. A missing sidecar is simply absent; what is not
+    such a table in one (not JSON, not a dict of lists of operators) is left out, said in `notes`."""
     tables: dict[str, dict[str, list[dict]]] = {}
     for csv_path in result_files(paths):
         sidecar = csv_path.with_name(f"{csv_path.stem}.ops.json")
-        if sidecar.exists():
-            try:
-                tables[csv_path.stem] = json.loads(sidecar.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
+        if not sidecar.is_file():
+            continue
+        try:
+            tables[csv_path.stem], whole = _ops_table(json.loads(sidecar.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            whole = False
+        if not whole and notes is not None:
+            notes.append(f"{sidecar.name} is not (wholly) a profiler table: what is not was left out")
     return tables
 
 

@@ -75,9 +75,15 @@ def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> Non
         ax.fill_between(series[x], series[f"{y}_q1"], series[f"{y}_q3"], color=color, alpha=0.2, linewidth=0)
 
 
+def _drawable(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The rows a log-log panel can draw: x and y present and above zero (an ok row with an empty
+    setting still has its table row; a panel of nothing would stop the report)."""
+    return rows[(rows[x] > 0) & (rows[y] > 0)] if {x, y} <= set(rows.columns) else rows.iloc[0:0]
+
+
 def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     """One panel per dtype: TFLOP/s over n per machine, the datasheet peak dashed."""
-    rows = cases[cases["workload"] == "matmul"]
+    rows = _drawable(cases[cases["workload"] == "matmul"], "size", "tflops")
     if rows.empty:
         return None
     dtypes = [d for d in ("fp32", "tf32", "fp16", "bf16") if d in set(rows["dtype"])]
@@ -111,7 +117,7 @@ def _transfer_label(row: pd.Series) -> str:
 def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None:
     """Transfers: a panel per direction and machine-series per memory kind. Elementwise: a panel
     per op and dtype, log axes, the memory datasheet peak dashed."""
-    rows = cases[cases["workload"] == workload]
+    rows = _drawable(cases[cases["workload"] == workload], "size", "gbps")
     if rows.empty:
         return None
     key = "direction" if workload == "transfer" else "panel"

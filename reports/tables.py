@@ -37,7 +37,7 @@ def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
 def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
     """Best TFLOP/s each machine reached per dtype (from reports.aggregate.per_case: medians over
     builds and runs, `spread` between builds), against the datasheet peak where known."""
-    rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops"])
+    rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops", "dtype", "size"])
     if rows.empty:
         return pd.DataFrame()
     best = pd.DataFrame([steady_best(group, "tflops") for _, group in rows.groupby(["machine", "dtype"])])
@@ -210,7 +210,7 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
         matmul = group[group["workload"] == "matmul"]
         if not matmul.empty:
             top = matmul.loc[matmul["tflops"].idxmax()]
-            lines.append(Md("matmul: {} is fastest ({:.1f} TFLOP/s at n={})").format(top["dtype"], top["tflops"], int(top["size"])))
+            lines.append(Md("matmul: {} is fastest ({:.1f} TFLOP/s at n={:.0f})").format(top["dtype"], top["tflops"], top["size"]))
         epoch = group[group["workload"] == "mnist_epoch"]
         if not epoch.empty:
             top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
@@ -246,10 +246,10 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
-    frame = pd.DataFrame(ops[:limit])
-    if frame.empty:
-        return frame
-    return frame.assign(device_ms=frame["device_time_us"] / 1e3, self_cpu_ms=frame["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
+    """A sidecar's operators (reports.load keeps dicts naming an `op`); a missing or non-numeric time is empty."""
+    frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
+    times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
+    return frame.assign(device_ms=times_us["device_time_us"] / 1e3, self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
 
 
 def peaks_table() -> pd.DataFrame:
@@ -339,7 +339,7 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     def speed(machine: str) -> float:
         if machine == baseline or baseline not in both:
             return math.inf
-        return geomean((both[baseline] / both[machine]).dropna())
+        return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0  # no ok case: last
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
     columns = {m: summary_rows(frame, cases, m, baseline, energy_notes) for m in machines}
