@@ -8,8 +8,11 @@ import csv
 import re
 from pathlib import Path
 
+import pytest
+
 from harness.cli import main
 from reports.build import build_report
+from reports.load import load_results
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 CPU, H200 = EXAMPLES / "cpu-2core-quick.csv", EXAMPLES / "h200-quick.csv"  # schema 3 and schema 1
@@ -80,3 +83,113 @@ def test_schema_1_epochs_compare_like_for_like_with_current_ones():
     assert speed.loc["mnist_epoch", "geomean_speedup"] > 1  # an H200 step is faster than a 2-core CPU's
     assert not frame["setting"].str.contains(r"\d\.0(?:-|$)").any()  # bs1024, not bs1024.0
     assert {"preloaded-bf16-cl-bs1024", "dataloader-w2"} <= set(frame["setting"])
+
+
+# ---- a report for every loadable input ---------------------------------------------------------------
+
+def rows_of(src: Path) -> tuple[list[str], list[list[str]]]:
+    with open(src, newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))
+    return header, rows
+
+
+def write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    return path
+
+
+def test_a_run_whose_every_row_was_skipped_gets_a_report_with_its_rows_not_ok(tmp_path):
+    header, rows = rows_of(CPU)
+    transfers = [row for row in rows if row[header.index("workload")] == "transfer"]  # `-k transfer` on a CPU: all skipped
+    text = build_report([write(tmp_path / "t.csv", header, transfers)], tmp_path / "out", None).read_text(encoding="utf-8")
+    assert f"{len(transfers)} rows were skipped, failed or ran out of memory" in text and "| transfer | skipped |" in text
+
+
+def test_a_machine_whose_every_row_failed_among_others_gets_its_column_and_its_rows_not_ok(tmp_path):
+    header, rows = rows_of(CPU)
+    dead = [list(row) for row in rows[:30]]
+    for row in dead:
+        row[header.index("status")], row[header.index("reason")] = "failed", "RuntimeError: the machine died"
+        row[header.index("machine_id")], row[header.index("hostname")], row[header.index("run_id")] = "dead", "deadbox", "deadrun"
+    text = build_report([CPU, H200, write(tmp_path / "dead.csv", header, dead)], tmp_path / "out", None).read_text(encoding="utf-8")
+    summary = text.split("## Summary", 1)[1].split("\n\n")[1]
+    assert "deadbox" in summary.splitlines()[0] and "| 0 · 30 |" in summary  # flagged · not ok rows
+    assert "RuntimeError: the machine died" in text.split("## Rows not ok", 1)[1]
+
+
+@pytest.mark.parametrize("sidecar", ["", "null", "[1, 2]", '"text"', '{"mnist_epoch/guide-template": "text"}',
+                                     '{"mnist_epoch/guide-template": [1, {"calls": 3}, {"op": "aten::mm", "device_time_us": "x"}]}'])
+def test_an_odd_profiler_sidecar_is_left_out_with_a_note(tmp_path, sidecar):
+    csv_path = tmp_path / CPU.name
+    csv_path.write_bytes(CPU.read_bytes())
+    (tmp_path / f"{CPU.stem}.ops.json").write_text(sidecar, encoding="utf-8")
+    text = build_report([csv_path], tmp_path / "out", None).read_text(encoding="utf-8")
+    assert f"Note: {CPU.stem}.ops.json is not (wholly) a profiler table" in text.replace("\\_", "_")
+
+
+@pytest.mark.parametrize("column", ["tflops", "gbps", "epoch_s", "samples_per_s", "median_s"])
+def test_ok_rows_without_their_figure_are_refused_with_a_note_and_the_report_goes_on(tmp_path, column):
+    header, rows = rows_of(CPU)
+    for row in rows:
+        row[header.index(column)] = ""
+    path = write(tmp_path / "empty.csv", header, rows)
+    text = build_report([path], tmp_path / "out", None).read_text(encoding="utf-8")
+    assert "## Rows refused" in text and f"column {column} is empty in an ok row" in text.replace("\\_", "_")
+
+
+def test_a_repeated_column_and_files_with_other_headers_load(tmp_path):
+    """A repeated column name (the last one counts) and a later file's extra column (the union of
+    the headers: its values kept)."""
+    header, rows = rows_of(CPU)
+    first = write(tmp_path / "a" / "first.csv", [*header, "hostname"], [[*row, "again"] for row in rows[:5]])
+    later = write(tmp_path / "b" / "later.csv", [*header, "newer_column"], [[*row[:1], "run2", *row[2:], "kept"] for row in rows[5:10]])
+    frame = load_results([first, later])
+    assert set(frame["hostname"]) == {"again", "vm"} and frame["newer_column"].tolist() == [None] * 5 + ["kept"] * 5
+    assert build_report([first, later], tmp_path / "out", None).is_file()
+
+
+# ---- impossible figures: refused with file, line and column ------------------------------------------
+
+IMPOSSIBLE = [("matmul", "tflops", "-5", "negative"), ("matmul", "gbps", "-1.5", "negative"), ("inference", "samples_per_s", "-3", "negative"),
+              ("mnist_epoch", "test_accuracy", "7.5", "outside [0, 1]"), ("matmul", "median_s", "-0.5", "negative"),
+              ("matmul", "median_s", "nan", "not a finite number"), ("matmul", "tflops", "inf", "not a finite number"),
+              ("matmul", "tflops", "1e400", "not a finite number"), ("elementwise", "pct_of_peak_gbps", "-2", "negative")]
+
+
+@pytest.mark.parametrize(("workload", "column", "value", "why"), IMPOSSIBLE)
+def test_an_impossible_figure_refuses_its_row_naming_file_line_and_column(tmp_path, workload, column, value, why):
+    header, rows = rows_of(CPU)
+    at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == workload and row[header.index("status")] == "ok")
+    rows[at][header.index(column)] = value
+    path = write(tmp_path / "impossible.csv", header, rows)
+    refused: list[str] = []
+    frame = load_results([path], refused)
+    assert refused == [f"{path}:{at + 2}: column {column} = {value} is impossible ({why})"] and len(frame) == len(rows) - 1
+    out = tmp_path / "out"
+    text = build_report([path], out, None).read_text(encoding="utf-8")
+    assert "1 row(s) refused as impossible" in text and f"{at + 2}: column" in text.split("## Rows refused", 1)[1]
+    assert len(load_results([out / "merged.csv"])) == len(rows) - 1
+
+
+def test_tflops_above_the_datasheet_peak_is_refused(tmp_path):
+    header, rows = rows_of(H200)  # schema 1: upgraded, then screened
+    at = next(i for i, row in enumerate(rows) if row[header.index("case_id")].startswith("matmul/") and row[header.index("dtype")] == "bf16")
+    rows[at][header.index("tflops")] = "2000.0"
+    path = write(tmp_path / "h200.csv", header, rows)
+    refused: list[str] = []
+    load_results([path], refused)
+    assert refused == [f"{path}:{at + 2}: column tflops = 2000 is impossible (above the bf16 datasheet peak 989.4 TFLOP/s of NVIDIA H200)"]
+
+
+def test_the_committed_examples_hold_nothing_impossible():
+    refused: list[str] = []
+    assert len(load_results([EXAMPLES], refused)) == 214 and refused == []
+
+
+@pytest.mark.parametrize("tail", ["\n", "  \n", "\n  ", "\r\n\t\r\n", " "])
+def test_a_trailing_blank_line_is_no_truncated_row(tmp_path, tail):
+    path = tmp_path / "blank.csv"
+    path.write_bytes(CPU.read_bytes() + tail.encode())
+    assert len(load_results([path])) == 118
