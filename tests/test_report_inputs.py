@@ -193,3 +193,33 @@ def test_a_trailing_blank_line_is_no_truncated_row(tmp_path, tail):
     path = tmp_path / "blank.csv"
     path.write_bytes(CPU.read_bytes() + tail.encode())
     assert len(load_results([path])) == 118
+
+
+# ---- compare across devices ----------------------------------------------------------------------
+
+def test_compare_across_devices_is_refused_in_one_line(capsys):
+    assert main(["compare", str(CPU), str(H200)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "BASE ran on cpu · AMD EPYC, NEW on cuda · NVIDIA H200: across devices" in err
+
+
+def on_device(rows: list[list[str]], header: list[str], run_id: str, device: str = "cpu", name: str = "AMD EPYC") -> list[list[str]]:
+    """The CPU example's rows as if run on another device of the same machine (another run)."""
+    out = [list(row) for row in rows]
+    for row in out:
+        row[header.index("run_id")], row[header.index("device")], row[header.index("device_name")] = run_id, device, name
+    return out
+
+
+def test_compare_with_several_devices_per_side_judges_each_device_alone(tmp_path, capsys):
+    header, rows = rows_of(CPU)
+    base = write(tmp_path / "base.csv", header, on_device(rows, header, "b1") + on_device(rows, header, "b2", "cuda:0", "NVIDIA H200"))
+    new = write(tmp_path / "new.csv", header, on_device(rows, header, "n1") + on_device(rows, header, "n2", "cuda:1", "NVIDIA A100"))
+    main(["compare", str(base), str(new)])
+    out = capsys.readouterr().out
+    assert "rows on cuda · NVIDIA H200 (only in BASE) not judged" in out and "rows on cuda · NVIDIA A100 (only in NEW) not judged" in out
+    assert "H200 |" not in out and "A100 |" not in out  # no verdict line across devices
+    both = write(tmp_path / "both.csv", header, on_device(rows, header, "c1") + on_device(rows, header, "c2", "cuda:0", "NVIDIA H200"))
+    main(["compare", str(base), str(both)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul/")]
+    assert {line.split(" | ")[0].split(" @ ")[1] for line in lines} == {"cpu · AMD EPYC", "cuda · NVIDIA H200"}  # judged per device
