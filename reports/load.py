@@ -72,7 +72,7 @@ def clean_text(frame: pd.DataFrame) -> None:
     """Text cells on one printable line (reports.markdown.plain): a NUL or a line break in a
     hostname or reason reaches neither merged.csv nor a plot. Looks at each distinct text once."""
     for column in frame.columns:
-        if frame[column].dtype != object:
+        if not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
             continue
         dirty = {text: plain(text) for text in frame[column].dropna().unique()
                  if isinstance(text, str) and (CONTROL.search(text) or LINE_BREAKS.search(text))}

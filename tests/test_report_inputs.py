@@ -17,7 +17,7 @@ from reports.load import load_results
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 CPU, H200 = EXAMPLES / "cpu-2core-quick.csv", EXAMPLES / "h200-quick.csv"  # schema 3 and schema 1
 # one label holding every way text can change a markdown document's structure
-PAYLOAD = "a|b\n# H1\r\n[x](http://e) *em* _u_ `t` <img src=x onerror=alert(1)> ~~s~~ \\ !\x00\x07\x1b"
+PAYLOAD = "$\\frac$ a|b\n# H1\r\n[x](http://e) *em* _u_ `t` <img src=x onerror=alert(1)> ~~s~~ \\ !\x00\x07\x1b"
 LABELS = ("hostname", "device_name", "dataset", "model", "flags")
 
 
@@ -223,3 +223,25 @@ def test_compare_with_several_devices_per_side_judges_each_device_alone(tmp_path
     main(["compare", str(base), str(both)])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul/")]
     assert {line.split(" | ")[0].split(" @ ")[1] for line in lines} == {"cpu · AMD EPYC", "cuda · NVIDIA H200"}  # judged per device
+
+
+def test_plot_labels_from_the_files_are_never_typeset_as_formulas(tmp_path, monkeypatch):
+    """A hostname holding a pair of '$' would be typeset by matplotlib's mathtext (or stop the plot)."""
+    from matplotlib import cbook
+
+    from reports import plots
+
+    texts: list[str] = []
+    save = plots._save
+
+    def capture(fig, path):
+        texts.extend(t.get_text() for legend in fig.legends for t in legend.get_texts())
+        texts.extend(ax.get_title() for ax in fig.axes)
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", capture)
+    header, rows = rows_of(CPU)
+    for row in rows:
+        row[header.index("hostname")] = "$x^2$ box"
+    build_report([write(tmp_path / "dollar.csv", header, rows), H200], tmp_path / "out", None)
+    assert any("x^2" in text for text in texts) and not any(cbook.is_math_text(text) for text in texts)
