@@ -12,10 +12,10 @@ import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, NoReturn
+from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.safe_files import UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, replace_bytes, replacing, write_all
-from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
+from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a file is read: the harness writes far more often than it reads
@@ -226,13 +226,12 @@ def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> 
 
 
 def file_ends_whole(path: Path) -> bool:
-    """Every row the writer writes ends in a newline: a file that does not was cut mid-row."""
+    """Every row the writer writes ends in a newline: a file that does not (spaces after the last
+    one aside: an editor's blank line) was cut mid-row."""
     with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() == 0:
-            return True
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
+        handle.seek(max(0, os.path.getsize(path) - 4096))
+        tail = handle.read().rstrip(b" \t\r\f\v")
+    return not tail or tail.endswith(b"\n")
 
 
 # ---- reading: the one reader of results CSVs (harness and reports) ---------------------------------
@@ -247,7 +246,7 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
             reader = csv.reader(handle)
             header = next(reader, [])
             for record in reader:
-                if record:
+                if any(field.strip() for field in record):  # a blank line, or one of spaces (an editor's), is no record
                     records.append(record)
                     lines.append(reader.line_num)
     except (UnicodeDecodeError, csv.Error) as error:
@@ -287,12 +286,12 @@ def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: li
 
 class _Text:
     """Text records of several files under one header (the schema's columns, then any other a
-    file has), typed together: a few pandas calls per column, bounded text in memory."""
+    file has), typed together: a few pandas calls per column, bounded text in memory; `refused` as read_frame's."""
 
-    def __init__(self) -> None:
+    def __init__(self, refused: list[str] | None = None) -> None:
         self.header: list[str] = list(COLUMNS)
         self.records, self.paths, self.lines = [], [], []  # text records, and each one's file and line
-        self.files = 0
+        self.files, self.refused, self.left_out = 0, refused, set()
 
     def add(self, path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> None:
         if header != self.header:  # another order, fewer or other columns: one header for all
@@ -316,46 +315,49 @@ class _Text:
         typed = {}
         for column in self.header:
             values, refused = parse_column(column, text[column])
-            if refused.any():
-                self.refuse(column, text[column], int(refused.to_numpy().argmax()))
+            for at in refused.to_numpy().nonzero()[0]:
+                self.refuse(column, text[column].iloc[at], int(at))
             if kind_of(column) == "str":
                 values = values.astype("category").astype(object).where(values.notna(), None)
             typed[column] = values
-        return pd.DataFrame(typed).assign(source_file=[p.stem for p in self.paths])
+        return pd.DataFrame(typed).assign(source_file=[p.stem for p in self.paths], source_line=self.lines).drop(index=sorted(self.left_out))
 
-    def refuse(self, column: str, text: pd.Series, at: int) -> NoReturn:
-        cell, why = text.iloc[at], "refused by its column's rules"
+    def refuse(self, column: str, cell: str, at: int) -> None:
+        impossible, why = False, "refused by its column's rules"
         try:
             parse_cell(column, cell)  # parse_column refused it: the one-cell rule says why
         except ValueError as error:
-            why = str(error)
-        raise SchemaError(f"{self.paths[at]}: line {self.lines[at]}: column {column} holds {cell!r} ({why}) — the file is damaged; re-run the case or delete the line")
+            impossible, why = isinstance(error, ImpossibleValue), str(error)
+        if not impossible or self.refused is None:
+            raise SchemaError(f"{self.paths[at]}: line {self.lines[at]}: column {column} holds {cell!r} ({why}) — the file is damaged; re-run the case or delete the line")
+        self.refused.append(f"{self.paths[at]}:{self.lines[at]}: column {column} = {cell.strip()} is impossible ({why})")
+        self.left_out.add(at)
 
 
 CHUNK_FILES = 100  # files typed together
 
 
-def read_frame(paths: Path | Iterable[Path]) -> pd.DataFrame:
-    """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file
-    has (as text), then `source_file` (the file's stem). Typed by harness.schema.parse_column:
-    numbers as floats (NaN when empty), booleans and text as True/False/str/None, `samples_s` as
-    its JSON text. Older schemas are upgraded row by row, newer ones refused; a file that is not
-    gpubench results, a cut line, a wrong field count or a damaged cell is a SchemaError naming the
-    file, the line and the fix. Current-schema files are typed column by column for a hundred
-    files at once, never row by row: a thousand runs load in seconds."""
+def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
+    """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file has (as
+    text), `source_file` (the file's stem) and `source_line`. Typed by harness.schema.parse_column (numbers as
+    floats, NaN when empty; booleans and text as True/False/str/None; `samples_s` as its JSON text); older
+    schemas upgraded row by row, newer ones refused. A file that is not gpubench results, a cut line, a wrong
+    field count or a damaged cell is a SchemaError naming the file, the line and the fix; so is an impossible
+    value, unless `refused` is given: its row is then left out and named there. Typed column by column, a
+    hundred files at once: a thousand runs load in seconds."""
     import pandas as pd
 
-    pending, frames = _Text(), []
+    pending, frames = _Text(refused), []
     for path in map(Path, [paths] if isinstance(paths, (str, os.PathLike)) else paths):
         header, records, lines = _records(path)
         pending.add(path, *_upgraded(path, header, records, lines), lines)
         if pending.files == CHUNK_FILES:
             frames.append(pending.typed())
-            pending = _Text()
+            pending = _Text(refused)
     if pending.records or not frames:
         frames.append(pending.typed())
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c != "source_file"), "source_file"]
+    ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c not in ("source_file", "source_line")), "source_file", "source_line"]
     return frame.reindex(columns=ordered)
 
 
@@ -379,7 +381,7 @@ def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """One results CSV as typed rows: read_frame's rows (the same checks, upgrades and refusals),
     each a dict of every schema column (None when empty) and any other column the file has."""
-    return frame_rows(read_frame([path]).drop(columns="source_file"))
+    return frame_rows(read_frame([path]).drop(columns=["source_file", "source_line"]))
 
 
 def write_frame(frame: pd.DataFrame, path: Path, columns: list[str], fix: str = "pass another output folder") -> None:

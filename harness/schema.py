@@ -14,6 +14,10 @@ read the old version. Version history:
      clocks/temperature/power read *during* the region (v2 read them after the case) and its
      throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
      target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
+  An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
+  1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
+  (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
+  compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import datetime
 from typing import Any, Callable
 
 from harness.catalog import case_id_for, declared_columns
@@ -137,6 +142,11 @@ class SchemaError(ValueError):
     """A results file this version cannot read; the message names the file and the fix."""
 
 
+class ImpossibleValue(ValueError):
+    """A cell that reads as a number no measurement can give (negative, not finite, a fraction
+    outside [0, 1]): the report refuses its row and goes on; damage refuses the file."""
+
+
 # ---- writing -----------------------------------------------------------------------------------
 
 def to_cell(value: Any) -> str:
@@ -169,6 +179,8 @@ def _bool(text: str) -> bool:
 
 def _float(text: str) -> float:
     if not NUMBER.fullmatch(text):
+        if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ImpossibleValue("not a finite number")
         raise ValueError(f"not a number: {text!r}")
     return float(text)
 
@@ -194,37 +206,38 @@ NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies not
 TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value has rules for
 
 
+# units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
+NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
+FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # parts of a whole: within [0, 1]
+
+
 def non_negative(spec: Column) -> bool:
-    """Counts, sizes, times and bytes are never negative."""
-    return spec.kind != "json" and (spec.kind == "int" or spec.unit in ("s", "bytes"))
+    """Counts, sizes, times, bytes, rates and ratios are never negative."""
+    return spec.kind != "json" and (spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS)
 
 
 def check_value(column: str, value: Any) -> None:
-    """What a typed value must also be: numbers finite, counts/sizes/times/bytes not negative, raw
-    samples non-negative durations, a known status, an ISO 8601 timestamp. ValueError says why."""
+    """What a typed value must also be: numbers finite, counts/sizes/times/bytes/rates not
+    negative, fractions within [0, 1], raw samples non-negative durations (ImpossibleValue), a
+    known status, an ISO 8601 timestamp (ValueError). The error says why."""
     spec = BY_NAME.get(column)
     if spec is None or value is None:
         return
     if spec.kind == "float" and not math.isfinite(value):
-        raise ValueError("not a finite number")
+        raise ImpossibleValue("not a finite number")
     if non_negative(spec) and value < 0:
-        raise ValueError("negative")
+        raise ImpossibleValue("negative")
+    if column in FRACTIONS and not 0 <= value <= 1:
+        raise ImpossibleValue("outside [0, 1]")
     if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
-        raise ValueError("a sample that is not a non-negative duration")
+        raise ImpossibleValue("a sample that is not a non-negative duration")
     if column == "status" and value not in STATUSES:
         raise ValueError(f"not one of {', '.join(STATUSES)}")
-    if column == "timestamp_utc":
-        _iso_timestamp(value)
-
-
-def _iso_timestamp(text: str) -> None:
-    """The writer's timestamps are ISO 8601 (utc_timestamp); anything else is damage, not a time."""
-    from datetime import datetime
-
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError("not an ISO 8601 timestamp") from None
+    if column == "timestamp_utc":  # the writer's are ISO 8601 (utc_timestamp): anything else is damage, not a time
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("not an ISO 8601 timestamp") from None
 
 
 def parse_cell(column: str, text: str | None) -> Any:
@@ -268,6 +281,8 @@ def parse_column(column: str, text: Any) -> tuple[Any, Any]:
         refused = ~number | ((values % 1 != 0) if kind == "int" else (values.abs() == math.inf))
         if non_negative(spec):
             refused |= values < 0
+        if column in FRACTIONS:
+            refused |= (values < 0) | (values > 1)
         return values.reindex(text.index), refused.reindex(text.index, fill_value=False)
     if kind == "bool":
         values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
@@ -297,11 +312,27 @@ def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
 _DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
 
 
+def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
+    """A v1 epoch row's timing as one window of steps: its mean step (step_s, else batch_size /
+    samples_per_s) in median_s, min_s, mean_s and samples_s. Without either the row has no step
+    time: median_s is emptied rather than left as a whole epoch next to step times."""
+    step = row.get("step_s") or ""
+    if not step and row.get("batch_size") and row.get("samples_per_s"):
+        try:
+            step = repr(float(row["batch_size"]) / float(row["samples_per_s"]))
+        except (ValueError, ZeroDivisionError):
+            step = ""
+    timing = dict.fromkeys(("median_s", "min_s", "mean_s"), step)
+    return dict(row, **timing, iqr_s="", stddev_s="", cv="", samples_s=f"[{step}]" if step else "")
+
+
 def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
     """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
-    one id scheme, and the row counts as build 0 of 1."""
+    one id scheme, an epoch's timing becomes per step (_v1_epoch_step), and the row counts as
+    build 0 of 1."""
     row = dict(row)
     if row.get("workload") == "mnist_epoch":
+        row = _v1_epoch_step(row)
         # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
         row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
         if row.get("loader") == "preloaded":

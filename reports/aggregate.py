@@ -23,13 +23,13 @@ def per_case(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (machine, case) over the ok rows: numeric columns as medians, settings as
     they are, `builds`, `runs`, `spread` (of median_s between builds) and the union of flags."""
     ok = frame[frame["status"] == "ok"]
-    if ok.empty:
-        return pd.DataFrame(columns=KEYS)
-    grouped = ok.groupby(KEYS, sort=False)
     numeric = [c for c in NUMERIC_COLUMNS if c in ok and c not in ("build", "builds", "schema_version")]
-    out = grouped[numeric].median()
     settings = [c for c in SETTING_COLUMNS if c in ok and c not in numeric]
     extras = [c for c in ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version") if c in ok and c not in settings]
+    if ok.empty:  # every row skipped or failed: no case, but every column a table may ask for
+        return pd.DataFrame(columns=[*KEYS, *numeric, *settings, *extras, "builds", "runs", "spread", "flags"])
+    grouped = ok.groupby(KEYS, sort=False)
+    out = grouped[numeric].median()
     out = out.join(grouped[settings + extras].first())
     out["builds"] = grouped.size()
     out["runs"] = grouped["run_id"].nunique()

@@ -12,7 +12,7 @@ from harness.workload_spec import ReportSection
 from reports import sections, tables
 from reports.aggregate import per_case
 from reports.load import OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
-from reports.markdown import md_table, section
+from reports.markdown import Md, code, escape, md_table, section
 
 __all__ = ["ReportError", "build_report", "render_report"]
 
@@ -28,7 +28,7 @@ def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict
         for label, row in (("guide template", template.iloc[0] if not template.empty else None), ("fastest setting", fastest)):
             ops = top_ops.get(str(row["source_file"]), {}).get(str(row["case_id"])) if row is not None else None
             if ops:
-                parts.append(f"**{machine}**, {label} (`{row['setting']}`), 10 training steps:\n\n" + md_table(tables.top_ops_table(ops)))
+                parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"])) + md_table(tables.top_ops_table(ops)))
     return section("Profiler: top operators (--profile-ops)", *parts) if parts else ""
 
 
@@ -39,10 +39,10 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
     return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline).", md_table(speed))
 
 
-def outcome_sections(frame: pd.DataFrame) -> list[str]:
-    """Recommendations, flagged figures, rows not ok and the machines: every report ends with them."""
+def outcome_sections(frame: pd.DataFrame, refused: list[str]) -> list[str]:
+    """Recommendations, flagged figures, rows not ok, rows refused and the machines: every report ends with them."""
     advice = tables.recommendations(frame)
-    parts = [section("Recommendations", "\n".join(f"- **{m}**\n" + "\n".join(f"  - {line}" for line in lines) for m, lines in advice.items()))]
+    parts = [section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))]
     flags = tables.flagged(frame)
     if not flags.empty:
         parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
@@ -50,6 +50,9 @@ def outcome_sections(frame: pd.DataFrame) -> list[str]:
                              "`busy-gpu` (another process on the GPU), `throttled` (the GPU throttled during the timed region). Counted per build.", md_table(flags)))
     count = int((frame["status"] != "ok").sum())
     parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
+    if refused:
+        parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: left out of every table above.",
+                             "\n".join(f"- {escape(line)}" for line in refused)))
     parts.append(section("Machines", md_table(tables.machines_table(frame), index=True)))
     return parts
 
@@ -69,29 +72,31 @@ def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base:
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
-                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
+                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. The summary comes first;
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     cases = per_case(frame)
     parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
-             f"Baseline: **{base}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
-             "every timed region ended in a device synchronize." + "".join(f" Note: {note}." for note in notes or [])]
+             f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
+             "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes or [])]
     parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
     parts += workload_sections(frame, cases, out, base)
     parts.append(profiler_section(frame, top_ops or {}))
-    parts += outcome_sections(frame)
+    parts += outcome_sections(frame, refused or [])
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
-    frame, notes = dedupe(load_results(paths))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
+    frame, notes = dedupe(load_results(paths, refused))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    notes += [f"{len(refused)} row(s) refused as impossible, listed under Rows refused"] if refused else []
     try:  # every file below is made inside `out` under a random name and renamed: no link is followed
         make_folder(out, "report folder", OUT_FIX)
         (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
         write_merged(frame, out / "merged.csv")
-        text = render_report(frame, out, baseline, load_top_ops(paths), load_energy_notes(paths), notes)
+        text = render_report(frame, out, baseline, load_top_ops(paths, notes), load_energy_notes(paths), notes, refused)
         return replace_bytes(out, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)  # whole, last
     except UnsafePath as error:
         raise ReportError(str(error)) from None

@@ -39,6 +39,7 @@ import pandas as pd
 
 from reports import replicates
 from reports.load import ReportError, dedupe, load_results, samples
+from reports.markdown import escape, table_row
 from reports.paired import format_session, judge_session
 from reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, VERDICTS, Verdict
 
@@ -274,17 +275,17 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         detectable = f"{v.detectable:.0%}" if v.detectable is not None else "—"
         ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
-        lines.append(f"| {v.case_id} | {fmt_seconds(v.base_median_s)} | {fmt_seconds(v.new_median_s)} | {ratio} | {ci} | {p} | {detectable} | {verdict} |")
+        lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p, detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
     counts = {k: sum(v.verdict == k for v in cases) for k in VERDICTS if k != "not judged"}
     lines.append("")
     lines.append(f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
                  + ", ".join(f"{n} {k}" for k, n in counts.items()))
     if only_base:
-        lines.append(f"only in BASE ({len(only_base)}): " + ", ".join(only_base))
+        lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
     if only_new:
-        lines.append(f"only in NEW ({len(only_new)}): " + ", ".join(only_new))
-    lines.extend(notes)
+        lines.append(f"only in NEW ({len(only_new)}): " + escape(", ".join(only_new)))
+    lines.extend(map(escape, notes))  # notes quote reasons and labels from the files: one line each
     return "\n".join(lines)
 
 
@@ -294,6 +295,28 @@ def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     if len(machines) > 1:
         raise ReportError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) — compare one machine's runs per side")
     return frame
+
+
+def device_of(frame: pd.DataFrame) -> pd.Series:
+    """A row's device: its kind (cpu, cuda, mps) and model, so cuda:0 and cuda:1 of one model are one."""
+    return frame["device"].astype(str).str.split(":").str[0] + " · " + frame["device_name"].astype(str)
+
+
+def same_devices(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Like for like: against another device a ratio measures the hardware, not the code. Sides
+    with no device in common are refused; rows on a device only one side ran on are not judged
+    (noted); with several common devices a case is judged per device, never pooled across them."""
+    base_device, new_device = device_of(base), device_of(new)
+    common = set(base_device) & set(new_device)
+    if not common:
+        raise ReportError(f"BASE ran on {', '.join(sorted(set(base_device)))}, NEW on {', '.join(sorted(set(new_device)))}: across devices a "
+                          "verdict would judge the hardware, not the code — compare runs of one device (gpubench report compares machines)")
+    notes = [f"note: {len(devices)} rows on {', '.join(sorted(set(devices)))} (only in {side}) not judged: against another device a ratio is the hardware's"
+             for side, devices in (("BASE", base_device[~base_device.isin(common)]), ("NEW", new_device[~new_device.isin(common)])) if len(devices)]
+    base, new = base[base_device.isin(common)], new[new_device.isin(common)]
+    if len(common) > 1:
+        base, new = (side.assign(case_id=side["case_id"] + " @ " + device_of(side)) for side in (base, new))
+    return base, new, notes
 
 
 def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
@@ -326,8 +349,10 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
         return format_session(session, threshold), session.exit_code
     base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
     new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
+    differences = side_differences(base_frame, new_frame)
+    base_frame, new_frame, device_notes = same_devices(base_frame, new_frame)
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)
-    notes = side_differences(base_frame, new_frame) + notes
+    notes = differences + device_notes + notes
     if not verdicts:
         raise ReportError(f"no case in common between {base} and {new} — compare runs of the same cases (same profile and device)")
     code = 1 if any(v.verdict in ("slower", "broken") for v in verdicts) else 0

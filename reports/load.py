@@ -11,7 +11,9 @@ import pandas as pd
 
 from harness.catalog import short_id
 from harness.results import read_frame, write_frame
-from harness.schema import SETTING_COLUMNS, SchemaError
+from harness.schema import SETTING_COLUMNS, SchemaError, kind_of
+from reports.markdown import CONTROL, LINE_BREAKS, plain
+from reports.screen import screen
 
 
 class ReportError(ValueError):
@@ -37,27 +39,46 @@ def result_files(paths: list[Path]) -> list[Path]:
 
 
 OUT_FIX = "pass --out with the folder itself"  # a report folder (or a file in it) that is a link
-LABELS = ("source_file", "machine", "setting")  # what the report adds to the rows it reads
+LABELS = ("source_file", "source_line", "machine", "setting")  # what the report adds to the rows it reads
 
 
-def load_results(paths: list[Path]) -> pd.DataFrame:
+def load_results(paths: list[Path], refused: list[str] | None = None) -> pd.DataFrame:
     """All rows of the results files named or found in folders, as harness.results.read_frame reads
     them (the one reader: typed by harness.schema, older schemas upgraded, damage refused naming
     file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
     unique label per configuration), `setting` (the case's short id, rebuilt from its typed
-    settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as ""."""
+    settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as "".
+    With `refused`, rows with an impossible figure (reports.screen) are left out, each named
+    there in one line; without, an impossible cell refuses its file like damage does."""
+    files = result_files(paths)
     try:
-        frame = read_frame(result_files(paths))
+        frame = read_frame(files, refused)
     except SchemaError as error:  # already names the file and the fix
         raise ReportError(str(error)) from None
+    if refused is not None:
+        frame = screen(frame, {f.stem: str(f) for f in files}, refused)
     if frame.empty:
-        raise ReportError(f"no result rows in {', '.join(map(str, paths))} — the files hold only headers; run some cases first")
+        why = f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused else "the files hold only headers; run some cases first"
+        raise ReportError(f"no result rows in {', '.join(map(str, paths))} — {why}")
+    clean_text(frame)
     frame["flags"] = frame["flags"].fillna("")
     frame["reason"] = frame["reason"].fillna("")
     frame["build"] = frame["build"].fillna(0)
     frame["machine"] = machine_labels(frame)
     frame["setting"] = setting_labels(frame)
     return frame
+
+
+def clean_text(frame: pd.DataFrame) -> None:
+    """Text cells on one printable line (reports.markdown.plain): a NUL or a line break in a
+    hostname or reason reaches neither merged.csv nor a plot. Looks at each distinct text once."""
+    for column in frame.columns:
+        if not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
+            continue
+        dirty = {text: plain(text) for text in frame[column].dropna().unique()
+                 if isinstance(text, str) and (CONTROL.search(text) or LINE_BREAKS.search(text))}
+        if dirty:
+            frame[column] = frame[column].replace(dirty)
 
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
@@ -71,8 +92,17 @@ def setting_labels(frame: pd.DataFrame) -> pd.Series:
     keys = ["workload", *SETTING_COLUMNS]
     settings = frame[keys].astype(object).where(frame[keys].notna(), None)
     rows = list(settings.itertuples(index=False, name=None))
-    labels = {row: short_id(row[0], dict(zip(SETTING_COLUMNS, row[1:]))) for row in dict.fromkeys(rows)}
+    labels = {row: short_id(row[0], _typed_settings(row[1:])) for row in dict.fromkeys(rows)}
     return pd.Series([labels[row] for row in rows], index=frame.index)
+
+
+INT_SETTINGS = frozenset(c for c in SETTING_COLUMNS if kind_of(c) == "int")
+
+
+def _typed_settings(values: tuple) -> dict[str, object]:
+    """A row's settings as the writer typed them: integer settings read back as floats (a column
+    that may be empty) are ints again, so a label says bs1024, not bs1024.0."""
+    return {c: int(v) if c in INT_SETTINGS and v is not None else v for c, v in zip(SETTING_COLUMNS, values)}
 
 
 def samples(cell: object) -> list[float]:
@@ -87,17 +117,30 @@ def samples(cell: object) -> list[float]:
         return []
 
 
-def load_top_ops(paths: list[Path]) -> dict[str, dict[str, list[dict]]]:
+def _ops_table(data: object) -> tuple[dict[str, list[dict]], bool]:
+    """A sidecar's cases and their operators (dicts naming an `op`), and whether all of it was that."""
+    if not isinstance(data, dict):
+        return {}, False
+    table = {str(case): [op for op in ops if isinstance(op, dict) and "op" in op] for case, ops in data.items() if isinstance(ops, list)}
+    whole = len(table) == len(data) and all(len(table[str(case)]) == len(ops) for case, ops in data.items())
+    return table, whole
+
+
+def load_top_ops(paths: list[Path], notes: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     """Profiler tables (`<run_id>.ops.json`, written with --profile-ops) found beside the CSVs:
-    CSV file stem -> case_id -> top operators. Missing or unreadable sidecars are simply absent."""
+    CSV file stem -> case_id -> top operators. A missing sidecar is simply absent; what is not
+    such a table in one (not JSON, not a dict of lists of operators) is left out, said in `notes`."""
     tables: dict[str, dict[str, list[dict]]] = {}
     for csv_path in result_files(paths):
         sidecar = csv_path.with_name(f"{csv_path.stem}.ops.json")
-        if sidecar.exists():
-            try:
-                tables[csv_path.stem] = json.loads(sidecar.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
+        if not sidecar.is_file():
+            continue
+        try:
+            tables[csv_path.stem], whole = _ops_table(json.loads(sidecar.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            whole = False
+        if not whole and notes is not None:
+            notes.append(f"{sidecar.name} is not (wholly) a profiler table: what is not was left out")
     return tables
 
 

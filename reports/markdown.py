@@ -1,23 +1,81 @@
-"""Markdown rendering: returns text, writes nothing."""
+"""Markdown rendering: returns text, writes nothing.
+
+Every label in the report comes from a CSV or a sidecar (hostnames are set by whoever runs a
+machine) and is untrusted: `escape` makes it plain text that cannot change the document's
+structure (no table cell split, no heading, link, emphasis, code or HTML). It is applied at the
+choke points: every table cell and header (md_table, table_row), every section title (section).
+Markdown the report writes itself is an `Md`; labels enter it only through `Md.format` (which
+escapes them) or `code` (a code span)."""
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
+
+# C0 and C1 control characters (NUL included); tabs and line breaks become spaces first
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+LINE_BREAKS = re.compile(r"[\t\n\r\v\f\x85\u2028\u2029]+")
+# ASCII punctuation that starts markdown structure; `_` only where it can open or close emphasis
+# (never inside a word: mnist_epoch stays as it is)
+MARKDOWN = re.compile(r"([\\`*\[\]|#!~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+class Md(str):
+    """Markdown the report wrote itself: trusted as it is. Labels enter it through `format`."""
+
+    def format(self, *args: Any, **kwargs: Any) -> Md:  # type: ignore[override]
+        return Md(str.format(self, *map(_safe, args), **{k: _safe(v) for k, v in kwargs.items()}))
+
+
+def _safe(value: Any) -> Any:
+    """Text is escaped; numbers keep their format specs ({x:.1f})."""
+    return escape(value) if isinstance(value, str) else value
+
+
+def plain(text: object) -> str:
+    """One line of printable text: line breaks as a space, control characters (NUL) as U+FFFD."""
+    return CONTROL.sub("\ufffd", LINE_BREAKS.sub(" ", str(text)))
+
+
+def escape(text: object) -> Md:
+    """Untrusted text as markdown that shows it literally, on one line."""
+    if isinstance(text, Md):
+        return text
+    escaped = MARKDOWN.sub(r"\\\1", plain(text))
+    return Md("".join(HTML.get(c, c) for c in escaped))
+
+
+SIMPLE = re.compile(r"[\w.,:=+/ -]*")  # a setting, dtype or design as gpubench writes it
+
+
+def code(text: object) -> Md:
+    """A setting as a code span, when it is one as gpubench writes it; other text is escaped
+    instead (backslash escapes do not work inside a code span)."""
+    text = plain(text)
+    return Md(f"`{text}`") if SIMPLE.fullmatch(text) else escape(text)
+
+
+def table_row(cells: Iterable[object]) -> str:
+    """One markdown table row, every cell escaped unless it is Md."""
+    return "| " + " | ".join(escape(c) for c in cells) + " |"
 
 
 def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", human: bool = False) -> str:
     """A GitHub markdown table (no extra dependency: pandas.to_markdown needs tabulate). With
     `human`, columns the schema knows are shown in their unit at a readable scale (12.3 ms,
-    1.5 GiB, 11.2 k samples/s); `spread` as a percentage."""
+    1.5 GiB, 11.2 k samples/s); `spread` as a percentage. Headers and cells are escaped."""
     if frame.empty:
         return "_no rows_"
     data = frame.reset_index() if index else frame
-    header = "| " + " | ".join(str(c) for c in data.columns) + " |"
+    header = table_row(str(c) for c in data.columns)
     rule = "|" + "|".join("---" for _ in data.columns) + "|"
     formats = [_formatter(str(c), floatfmt, human) for c in data.columns]
-    body = ["| " + " | ".join(f(v) for f, v in zip(formats, row)) + " |" for row in data.itertuples(index=False)]
+    body = [table_row(v if isinstance(v, Md) else f(v) for f, v in zip(formats, row)) for row in data.itertuples(index=False)]
     return "\n".join([header, rule, *body])
 
 
@@ -44,12 +102,12 @@ def cell(value: object, floatfmt: str) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return str(int(value))
         return format(value, floatfmt)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return str(value)
 
 
 def section(title: str, *parts: str) -> str:
-    return "\n\n".join([f"## {title}", *[p for p in parts if p]])
+    return "\n\n".join([f"## {escape(title)}", *[p for p in parts if p]])
 
 
 def image(path_name: str | None, alt: str) -> str:
-    return f"![{alt}]({path_name})" if path_name else ""
+    return f"![{escape(alt)}]({path_name})" if path_name else ""

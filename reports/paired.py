@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from reports.markdown import escape, table_row
 from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
@@ -172,9 +173,9 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
         ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
         a_s = f"{v.base_median_s * 1e3:.4g} ms" if not math.isnan(v.base_median_s) else "—"
         b_s = f"{v.new_median_s * 1e3:.4g} ms" if not math.isnan(v.new_median_s) else "—"
-        lines.append(f"| {v.case_id} | {a_s} | {b_s} | {ratio} | {ci} | {p} | {detectable} | {v.verdict} ({v.note}) |")
+        lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
     counts = {k: sum(v.verdict == k for v in session.verdicts) for k in ("slower", "faster", "no change", "inconclusive", "broken")}
     detectable = session.median_detectable
     lines += ["", f"paired session: {session.pairs} pairs, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
               + (f"; median detectable change {detectable:.1%}" if detectable is not None else "")]
-    return "\n".join(lines + session.notes)
+    return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files

@@ -6,6 +6,7 @@ peaks drawn where known, CPU and GPU memory never on one axis."""
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from pathlib import Path
@@ -23,6 +24,26 @@ from harness.workload_spec import PlotSpec  # noqa: E402
 from reports.tables import compile_table  # noqa: E402
 
 MAX_LEGEND = 24
+
+
+def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells with each '$' escaped: a pair of them in a hostname or setting would otherwise
+    be typeset as a formula (or stop the plot). Looks at each distinct text once."""
+    escaped = {}
+    for column in [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)]:  # object or str
+        dirty = {v: v.replace("$", "\\$") for v in frame[column].dropna().unique() if isinstance(v, str) and "$" in v}
+        if dirty:
+            escaped[column] = frame[column].replace(dirty)
+    return frame.assign(**escaped) if escaped else frame
+
+
+def literal_labels(plot):
+    """Every plot draws labels from the CSVs (machines, settings, ops): its rows reach it with
+    their '$' escaped (_literal_dollars), the one place plots take untrusted text."""
+    @functools.wraps(plot)
+    def draw(rows: pd.DataFrame, *args, **kwargs):
+        return plot(_literal_dollars(rows), *args, **kwargs)
+    return draw
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -78,9 +99,16 @@ def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> Non
         ax.fill_between(series[x], series[f"{y}_q1"], series[f"{y}_q3"], color=color, alpha=0.2, linewidth=0)
 
 
+def _drawable(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The rows a log-log panel can draw: x and y present and above zero (an ok row with an empty
+    setting still has its table row; a panel of nothing would stop the report)."""
+    return rows[(rows[x] > 0) & (rows[y] > 0)] if {x, y} <= set(rows.columns) else rows.iloc[0:0]
+
+
+@literal_labels
 def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     """One panel per dtype: TFLOP/s over n per machine, the datasheet peak dashed."""
-    rows = cases[cases["workload"] == "matmul"]
+    rows = _drawable(cases[cases["workload"] == "matmul"], "size", "tflops")
     if rows.empty:
         return None
     dtypes = [d for d in ("fp32", "tf32", "fp16", "bf16") if d in set(rows["dtype"])]
@@ -111,10 +139,11 @@ def _transfer_label(row: pd.Series) -> str:
     return f"{'pinned' if row['pinned'] else 'pageable'}, {'non_blocking' if row['non_blocking'] else 'blocking'}"
 
 
+@literal_labels
 def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None:
     """Transfers: a panel per direction and machine-series per memory kind. Elementwise: a panel
     per op and dtype, log axes, the memory datasheet peak dashed."""
-    rows = cases[cases["workload"] == workload]
+    rows = _drawable(cases[cases["workload"] == workload], "size", "gbps")
     if rows.empty:
         return None
     key = "direction" if workload == "transfer" else "panel"
@@ -148,6 +177,7 @@ def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None
     return _save(fig, out / f"{workload}_gbps.png")
 
 
+@literal_labels
 def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     """One panel per machine: training samples/s per setting (red: input-bound)."""
     rows = cases[cases["workload"] == "mnist_epoch"]
@@ -173,6 +203,7 @@ def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "mnist_epoch.png")
 
 
+@literal_labels
 def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     """Peak memory against step time, one panel per memory source (never CPU and GPU on one axis)."""
     rows = cases[cases["workload"] == "memory_strategies"]
@@ -194,6 +225,7 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "memory_strategies.png")
 
 
+@literal_labels
 def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     """Compile cost (s) and step gain (%) per compiled setting, one bar pair per machine · setting."""
     rows = compile_table(frame).dropna(subset=["compile_s"])
@@ -211,6 +243,7 @@ def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "compile.png")
 
 
+@literal_labels
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     """A workload's declared plot: one panel per machine, `spec.y` over `spec.x`, a line per value
     of `spec.hue` (harness.workload_spec.PlotSpec)."""

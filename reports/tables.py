@@ -9,6 +9,7 @@ import pandas as pd
 
 from harness.peaks import peak_tflops
 from reports.intervals import speedup_interval, steady_best
+from reports.markdown import Md, code
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
                       "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
@@ -36,7 +37,7 @@ def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
 def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
     """Best TFLOP/s each machine reached per dtype (from reports.aggregate.per_case: medians over
     builds and runs, `spread` between builds), against the datasheet peak where known."""
-    rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops"])
+    rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops", "dtype", "size"])
     if rows.empty:
         return pd.DataFrame()
     best = pd.DataFrame([steady_best(group, "tflops") for _, group in rows.groupby(["machine", "dtype"])])
@@ -209,16 +210,16 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
         matmul = group[group["workload"] == "matmul"]
         if not matmul.empty:
             top = matmul.loc[matmul["tflops"].idxmax()]
-            lines.append(f"matmul: {top['dtype']} is fastest ({top['tflops']:.1f} TFLOP/s at n={int(top['size'])})")
+            lines.append(Md("matmul: {} is fastest ({:.1f} TFLOP/s at n={:.0f})").format(top["dtype"], top["tflops"], top["size"]))
         epoch = group[group["workload"] == "mnist_epoch"]
         if not epoch.empty:
             top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
             assert top is not None
-            lines.append(f"training: `{top['setting']}` gave the fastest epoch at the template's accuracy ({top['epoch_s']:.1f} s, "
-                         f"{top['samples_per_s']:.0f} samples/s, accuracy {top['test_accuracy']:.3f})")
+            lines.append(Md("training: {} gave the fastest epoch at the template's accuracy ({:.1f} s, {:.0f} samples/s, accuracy {:.3f})")
+                         .format(code(top["setting"]), top["epoch_s"], top["samples_per_s"], top["test_accuracy"]))
             bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
             if not bound.empty:
-                lines.append(f"input-bound settings ({len(bound)}): the data loader starves the device there — prefer `{top['setting']}`")
+                lines.append(Md("input-bound settings ({}): the data loader starves the device there — prefer {}").format(len(bound), code(top["setting"])))
         transfer = group[group["workload"] == "transfer"]
         if not transfer.empty:
             by_pin = transfer.groupby("pinned")["gbps"].max()
@@ -227,7 +228,7 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
         inference = group[group["workload"] == "inference"]
         if not inference.empty:
             per_mode = inference.groupby("grad_mode")["samples_per_s"].median()
-            lines.append(f"inference: `{per_mode.idxmax()}` gives the highest median throughput")
+            lines.append(Md("inference: {} gives the highest median throughput").format(code(per_mode.idxmax())))
         advice[machine] = lines
     return advice
 
@@ -245,10 +246,10 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
-    frame = pd.DataFrame(ops[:limit])
-    if frame.empty:
-        return frame
-    return frame.assign(device_ms=frame["device_time_us"] / 1e3, self_cpu_ms=frame["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
+    """A sidecar's operators (reports.load keeps dicts naming an `op`); a missing or non-numeric time is empty."""
+    frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
+    times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
+    return frame.assign(device_ms=times_us["device_time_us"] / 1e3, self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
 
 
 def peaks_table() -> pd.DataFrame:
@@ -270,7 +271,8 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
 
 
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
-    """The headline figures of one configuration, each with its spread, as display strings."""
+    """The headline figures of one configuration, each with its spread, as display strings (an Md
+    where a setting is shown as code; plain text is escaped when the table is rendered)."""
     from harness.schema import human
 
     mine = frame[frame["machine"] == machine]
@@ -295,11 +297,11 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
             out["guide-template epoch"] = f"{human(t['epoch_s'], 's')}{_pm(t['spread'])}, accuracy {t['test_accuracy']:.3f}"
         best, _ = fastest_at_equal_accuracy(epochs)
         if best is not None:
-            out["fastest epoch, equal accuracy"] = f"{human(best['epoch_s'], 's')} `{best['setting']}` ({best['test_accuracy']:.3f})"
+            out["fastest epoch, equal accuracy"] = Md("{} {} ({:.3f})").format(human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"])
     first = first_to_target(mine)
     for _, row in first.iterrows():
         versus = f", template {human(row['template_s'], 's')} ({row['template_over_first']:.3g}x)" if not math.isnan(row["template_s"]) else ""
-        out[f"time to {row['target_accuracy']:g} accuracy"] = f"{human(row['first_s'], 's')} `{row['first_design']}`{versus}"
+        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}").format(human(row["first_s"], "s"), code(row["first_design"]), versus)
     if not epochs.empty and "energy_j" in epochs:
         template = epochs[epochs["setting"] == TEMPLATE_SETTING].dropna(subset=["energy_j"])
         if not template.empty:
@@ -337,7 +339,7 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     def speed(machine: str) -> float:
         if machine == baseline or baseline not in both:
             return math.inf
-        return geomean((both[baseline] / both[machine]).dropna())
+        return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0  # no ok case: last
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
     columns = {m: summary_rows(frame, cases, m, baseline, energy_notes) for m in machines}
