@@ -106,6 +106,20 @@ def test_a_results_dir_that_is_a_file_is_one_line_naming_the_fix(tmp_path, capsy
     assert "is a file, not a folder — pass a folder" in capsys.readouterr().err
 
 
+def test_a_results_dir_under_a_file_is_one_line_naming_the_fix(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["ab", "--results-dir", str(tmp_path / "file" / "out"), *NOTHING]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be created (Not a directory) — pass a folder you can write to" in err
+
+
+def test_an_interpreter_named_as_on_the_command_line_is_found_on_path(monkeypatch):
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    assert ab.interpreter(Path(sys.executable).name, "--a-python") == str(Path(sys.executable).parent / Path(sys.executable).name)
+    with pytest.raises(ValueError, match="not an executable interpreter"):
+        ab.interpreter("no-such-python", "--a-python")
+
+
 def test_a_marker_the_disk_refuses_is_one_line_and_exit_75(tmp_path, capsys, monkeypatch):
     def full(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
