@@ -30,7 +30,10 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     session_id = args.run_id or f"{new_run_id()}-ab"
     for side in sides:
         check_run_id(f"{session_id}-{side.name}", results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — pass a folder you can write to") from None
     return threshold, sides, session_id
 
 
