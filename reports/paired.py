@@ -83,6 +83,10 @@ def percent(change: float, decimals: int = 1) -> str:
     return f"{change:.{decimals}%}" if change <= MAX_SHOWN_CHANGE else f"> {MAX_SHOWN_CHANGE:.0%}"
 
 
+def reach(change: float) -> str:
+    return f">= {change:.0%}" if change <= MAX_SHOWN_CHANGE else f"only changes > {MAX_SHOWN_CHANGE:.0%}"
+
+
 def factor(value: float) -> str:
     """A ratio or an interval bound: three decimals, or two significant digits far from 1."""
     return f"{value:.3f}" if 1e-3 <= value < 1e3 else f"{value:.2g}"
@@ -101,7 +105,7 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
     ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
     detectable = math.exp(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
-    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect >= {percent(detectable, 0)}: more pairs would tell"
+    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(detectable)}: more pairs would tell"
                                                                         if verdict == "inconclusive" else "")
     return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
 

@@ -18,7 +18,13 @@ from harness.ab import Side, per_build_outputs, run_pairs, side_argv
 from harness.cli import main
 from harness.results import write_frame
 from reports.load import LABELS, load_results
-from reports.paired import format_session, judge_session, paired_sides, pairing_problem
+from reports.paired import (
+    format_session,
+    judge_logs,
+    judge_session,
+    paired_sides,
+    pairing_problem,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
@@ -192,6 +198,7 @@ def test_absurd_intervals_are_printed_short():
     from reports.paired import factor, percent
 
     assert percent(2.024e9) == "> 1000%" and percent(0.853) == "85.3%"
+    assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes > 1000%: more pairs would tell"
     assert factor(1.1e20) == "1.1e+20" and factor(0.808) == "0.808"
 
 
