@@ -44,7 +44,8 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side],
     except OSError as error:
         full = error.errno in (errno.ENOSPC, errno.EDQUOT)
         why = "the results folder is full" if full else error.strerror or str(error)
-        return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — free space or pass another --results-dir",
+        fix = "free space there or pass another --results-dir" if full else "pass a --results-dir you can write to"
+        return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — {fix}",
                     code=RESULTS_FULL_EXIT if full else 4)
     return 0
 
