@@ -14,8 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,19 +53,63 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
     return env
 
 
+# The session's own options: a side that set one would write elsewhere or under another name, and
+# the pairs it measured could not be found to judge.
+SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds", "--gpubench-report-fd")
+
+
+def side_args(args: list[str], flag: str) -> list[str]:
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if name in SESSION_OPTIONS:
+            raise ValueError(f"{flag}={arg}: the session sets {name} for both sides — pass it to gpubench ab itself (--results-dir, --run-id, --pairs)")
+    return args
+
+
+def interpreter(python: str, flag: str) -> str:
+    """An interpreter's path; a bare name (python3) is looked up on PATH, as a shell would."""
+    found = python if os.sep in python else shutil.which(python) or python
+    if not (Path(found).is_file() and os.access(found, os.X_OK)):
+        raise ValueError(f"{flag} {python}: not an executable interpreter — pass the python of a venv that has torch and gpubench's dependencies")
+    return found
+
+
 def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:
     sides = []
     for name in ("a", "b"):
-        python = getattr(args, f"{name}_python") or sys.executable
-        if not (Path(python).is_file() and os.access(python, os.X_OK)):
-            raise ValueError(f"--{name}-python {python}: not an executable interpreter — pass the python of a venv that has torch and gpubench's dependencies")
-        sides.append(Side(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"), list(getattr(args, f"{name}_arg") or [])))
+        python = interpreter(getattr(args, f"{name}_python") or sys.executable, f"--{name}-python")
+        sides.append(Side(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"),
+                          side_args(list(getattr(args, f"{name}_arg") or []), f"--{name}-arg")))
     return sides[0], sides[1]
 
 
-def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str]) -> list[str]:
-    return [side.python, "-m", "pytest", *pytest_args, *side.args, f"--gpubench-run-id={session_id}-{side.name}",
-            f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
+# pytest-benchmark's output files: every build process of both sides would write the same one.
+OUTPUT_FLAGS = {"--benchmark-json": lambda value, tag: f"{Path(value).with_suffix('')}.{tag}.json",
+                "--benchmark-save": lambda value, tag: f"{value}-{tag}"}
+
+
+def per_build_outputs(argv: list[str], tag: str) -> list[str]:
+    """--benchmark-json X.json -> X.A-b3.json, --benchmark-save NAME -> NAME-A-b3 (tag "A-b3"):
+    one file per side and build, as `gpubench run` names one per build."""
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        flag, sep, value = arg.partition("=")
+        if index and argv[index - 1] in OUTPUT_FLAGS:
+            out.append(OUTPUT_FLAGS[argv[index - 1]](arg, tag))
+        elif sep and flag in OUTPUT_FLAGS:
+            out.append(f"{flag}={OUTPUT_FLAGS[flag](value, tag)}")
+        else:
+            out.append(arg)
+    return out
+
+
+def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
+    """The pytest command of one build of one side. The config file is named: pytest otherwise
+    finds it from the common folder of every existing path on the command line, and an existing
+    --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
+    config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
+    return [side.python, "-m", "pytest", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *side.args,
+            f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
 
 
 def side_env(side: Side, suite_root: Path) -> dict[str, str]:
@@ -89,22 +137,92 @@ class Progress:
         return f"gpubench ab: pair {done}/{self.pairs} done ({spent_s:.0f} s{eta})"
 
 
-def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path) -> tuple[int, int]:
-    """Runs the pairs; returns (complete pairs, the code that stopped the session or 0)."""
+@dataclass
+class Stop:
+    """Why a session ended before its last pair: the exit code and a line naming what happened."""
+    code: int
+    line: str
+
+
+@dataclass
+class StopRequest:
+    signum: int = 0
+
+
+@contextmanager
+def stop_requests() -> Iterator[StopRequest]:
+    """SIGINT or SIGHUP to this process stops the session after the build in progress. From a
+    terminal the build process gets the signal too and stops at its case's edge; sent to this
+    process alone (kill -INT, a closed ssh session) it used to be swallowed by the launcher's wait,
+    and the session ran on to its end."""
+    request = StopRequest()
+
+    def note(signum: int, frame: object) -> None:
+        request.signum = request.signum or signum
+
+    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield request
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def build_stop(code: int, side: Side, pair: int, ran_first: bool) -> Stop | None:
+    """The Stop a build's exit code means, or None when the session goes on."""
+    where = f"side {side.name}, build {pair + 1}"
+    if code == NO_TESTS and pair == 0:
+        if ran_first:
+            return Stop(NO_TESTS, "no case matched the selection (-k/-m): nothing was run")
+        return Stop(4, f"{where} selected no case while the other side ran: give both sides the same selection "
+                       f"(check --{side.name.lower()}-arg); the other side's rows are kept")
+    if code < 0:
+        return Stop(128 - code, f"{where}: the build process was killed by {signal_name(-code)}")
+    if code in STOP_CODES:
+        return Stop(code, f"{where} stopped with exit {code}")
+    return None
+
+
+def first_build_stop(code: int, side: Side, csv_path: Path) -> Stop | None:
+    """A side whose first build recorded nothing (an interpreter without pytest or torch, a
+    wrong argument) would record nothing in every later one: stop now, not after every pair."""
+    if csv_path.exists():
+        return None
+    flag = side.name.lower()
+    return Stop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — check --{flag}-python "
+                   f"and --{flag}-arg (its output is above)")
+
+
+def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
+              results_dir: Path) -> tuple[int, Stop | None]:
+    """Runs the pairs; returns (complete pairs, why the session stopped early or None)."""
     launcher, progress = ProcessLauncher(), Progress(pairs)
-    for pair in range(pairs):
-        for side in order(pair, *sides):
-            code = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args), side_env(side, suite_root))).code
-            if code == NO_TESTS and pair == 0:
-                print("gpubench ab: no case matched the selection (-k/-m): nothing was run", file=sys.stderr)
-                return 0, NO_TESTS
-            if code in STOP_CODES or code < 0:
-                return pair, code if code >= 0 else 128 - code
-        print(progress.line(pair + 1), flush=True)
-    return pairs, 0
+    with stop_requests() as request:
+        for pair in range(pairs):
+            for index, side in enumerate(order(pair, *sides)):
+                if request.signum:  # arrived between two builds: start no other
+                    return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+                code = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args, suite_root), side_env(side, suite_root))).code
+                stop = build_stop(code, side, pair, ran_first=index == 0)
+                if stop is None and pair == 0:
+                    stop = first_build_stop(code, side, results_dir / f"{session_id}-{side.name}.csv")
+                if stop is None and request.signum:
+                    stop = Stop(128 + request.signum, f"{signal_name(request.signum)} received: stopped after side {side.name}, build {pair + 1}")
+                if stop is not None:
+                    return pair, stop
+            print(progress.line(pair + 1), flush=True)
+    return pairs, None
 
 
 def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> Path:
+    """`<session>.ab.json`; never through a symlink planted in its place (O_NOFOLLOW)."""
     path = results_dir / f"{session_id}.ab.json"
     payload = {"session": session_id, "pairs_planned": pairs, "order": "A B, B A, ...",
                "sides": {side.name: dict(side.describe(), run_id=f"{session_id}-{side.name}") for side in sides}}

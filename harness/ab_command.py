@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
-from harness.ab import DEFAULT_BUILD_SECONDS, run_pairs, sides_of, write_marker
+from harness.ab import DEFAULT_BUILD_SECONDS, Side, run_pairs, sides_of, write_marker
 from harness.cli import BENCHES, SUITE_ROOT, fail, pytest_args
 from harness.launch import MAX_BUILDS, NO_TESTS
+from harness.options import RESULTS_FULL_EXIT
 from harness.results import RunIdError, check_run_id, check_writable, new_run_id
 from harness.rlimits import limits_problem
 from reports.compare import parse_threshold
@@ -16,44 +18,79 @@ from reports.load import ReportError, load_results
 from reports.paired import format_session, judge_session
 
 
+def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str]:
+    """Everything that can be refused before a build runs: (threshold, sides, session id)."""
+    threshold = parse_threshold(args.threshold)
+    sides = sides_of(args)
+    if not 3 <= args.pairs <= MAX_BUILDS:
+        raise ValueError(f"--pairs {args.pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)")
+    if args.builds is not None:
+        raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds}")
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder (it is created if missing)")
+    session_id = args.run_id or f"{new_run_id()}-ab"
+    for side in sides:
+        check_run_id(f"{session_id}-{side.name}", results_dir)
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — pass a folder you can write to") from None
+    check_writable(results_dir)  # never a link: the marker and both sides' files go inside
+    problem = limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
+    if problem:
+        raise ValueError(problem)
+    return threshold, sides, session_id
+
+
+def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> int:
+    """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
+    try:
+        write_marker(results_dir, session_id, sides, pairs)
+    except OSError as error:
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        why = "the results folder is full" if full else error.strerror or str(error)
+        fix = "free space there or pass another --results-dir" if full else "pass a --results-dir you can write to"
+        return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — {fix}",
+                    code=RESULTS_FULL_EXIT if full else 4)
+    return 0
+
+
 def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     results_dir = Path(args.results_dir)
     try:
-        threshold = parse_threshold(args.threshold)
-        sides = sides_of(args)
-        if not 3 <= args.pairs <= MAX_BUILDS:
-            raise ValueError(f"--pairs {args.pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)")
-        session_id = args.run_id or f"{new_run_id()}-ab"
-        for side in sides:
-            check_run_id(f"{session_id}-{side.name}", results_dir)
-        check_writable(results_dir)  # made here, never a link: the marker and both sides' files go inside
-        problem = limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
-        if problem:
-            raise ValueError(problem)
+        threshold, sides, session_id = check_session(args, results_dir)
     except (ValueError, ReportError, RunIdError, OSError) as error:
         return fail(str(error), code=4)
-    args.run_id, args.builds = None, None  # each side's run id and the build count are the session's
+    args.run_id = None  # each side's run id is the session's
     args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
-    write_marker(results_dir, session_id, sides, args.pairs)
+    problem = marker_problem(results_dir, session_id, sides, args.pairs)
+    if problem:
+        return problem
     print(f"gpubench ab: session {session_id}: {args.pairs} pairs, A = {sides[0].describe()}, B = {sides[1].describe()}", flush=True)
-    done, code = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT)
-    if code == NO_TESTS:
+    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir)
+    if stop is not None and stop.code == NO_TESTS:
+        print(f"gpubench ab: {stop.line}", file=sys.stderr)
+        if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):
+            (results_dir / f"{session_id}.ab.json").unlink(missing_ok=True)  # a marker of no session would only mislead
         return NO_TESTS
-    if code:
-        print(f"gpubench ab: stopped (exit {code}) after {done} complete pair(s); the finished pairs are kept in {results_dir}", file=sys.stderr)
-    return judge_and_print(results_dir, session_id, threshold, code)
+    if stop is not None:
+        print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
+    return judge_and_print(results_dir, session_id, threshold, stop.code if stop else 0)
 
 
 def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int) -> int:
     paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
-    if not all(p.exists() for p in paths):
-        return code or fail(f"no complete pair in {results_dir}: nothing to judge")
+    missing = [path for path in paths if not path.exists()]
+    if missing:
+        side = missing[0].stem[-1]
+        return code or fail(f"side {side} recorded no row ({missing[0]} is missing): its build processes ran but measured nothing — "
+                            f"check --{side.lower()}-python and --{side.lower()}-arg")
     try:
         session = judge_session(load_results([paths[0]]), load_results([paths[1]]), threshold)
-    except ReportError as error:
-        return fail(str(error))
+    except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
+        return code or fail(str(error))
     print(format_session(session, threshold))
     print(f"gpubench ab: A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
     if code:

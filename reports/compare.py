@@ -40,7 +40,7 @@ import pandas as pd
 from reports import replicates
 from reports.load import ReportError, dedupe, load_results, samples
 from reports.markdown import escape, table_row
-from reports.paired import format_session, judge_session
+from reports.paired import format_session, judge_session, paired_sides, pairing_problem
 from reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, VERDICTS, Verdict
 
 
@@ -333,26 +333,25 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     return notes
 
 
-def paired_session_of(base: Path, new: Path) -> str | None:
-    """The session id when BASE and NEW are the A and B files of one `gpubench ab` session."""
-    if base.suffix != ".csv" or not base.stem.endswith("-A") or new.resolve() != base.resolve().with_name(base.stem[:-2] + "-B.csv"):
-        return None
-    session = base.stem[:-2]
-    return session if base.with_name(f"{session}.ab.json").is_file() else None
-
-
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke),
-    or every case is (the machine-wide line). The two sides of a paired session are judged paired."""
-    if paired_session_of(base, new):
-        session = judge_session(load_results([base]), load_results([new]), threshold)
-        return format_session(session, threshold), session.exit_code
+    or every case is (the machine-wide line). The two sides of a paired session are judged paired
+    (in either order), unless their rows show they are not one session's pairs."""
+    paired_notes = []
+    sides = paired_sides(base, new)
+    if sides:
+        base_rows, new_rows = load_results([base]), load_results([new])
+        problem = pairing_problem(base_rows, new_rows)
+        if problem is None:
+            session = judge_session(base_rows, new_rows, threshold, sides)
+            return format_session(session, threshold, sides), session.exit_code
+        paired_notes.append(f"note: {base.name} and {new.name} are named as a paired session's sides, but {problem}: judged unpaired")
     base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
     new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
     differences = side_differences(base_frame, new_frame)
     base_frame, new_frame, device_notes = same_devices(base_frame, new_frame)
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)
-    notes = differences + device_notes + notes
+    notes = paired_notes + differences + device_notes + notes
     if not verdicts:
         raise ReportError(f"no case in common between {base} and {new} — compare runs of the same cases (same profile and device)")
     code = 1 if any(v.verdict in ("slower", "broken") for v in verdicts) else 0

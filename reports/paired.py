@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,7 @@ from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
+MAX_SHOWN_CHANGE = 10.0  # beyond +1000% a detectable change says only "far too noisy": printed as such
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,26 @@ def yuen(logs: np.ndarray) -> tuple[float, float, int, int]:
     """(trimmed mean, its standard error, degrees of freedom, pairs trimmed) of paired log-ratios."""
     x = np.sort(np.asarray(logs, float))
     n = x.size
-    g = int(math.floor(TRIM * n)) if n >= MIN_PAIRS_TO_TRIM else 0
+    g = math.floor(TRIM * n) if n >= MIN_PAIRS_TO_TRIM else 0
     h = n - 2 * g
     winsorized = np.clip(x, x[g], x[n - g - 1])
     se = math.sqrt((n - 1) * float(np.var(winsorized, ddof=1)) / (h * (h - 1)))
     return float(x[g:n - g].mean()), se, h - 1, 2 * g
+
+
+def percent(change: float, decimals: int = 1) -> str:
+    """A detectable change as a percentage; beyond MAX_SHOWN_CHANGE (three pairs of a case that
+    jumped 1000x) the digits would be noise: "> 1000%"."""
+    return f"{change:.{decimals}%}" if change <= MAX_SHOWN_CHANGE else f"> {MAX_SHOWN_CHANGE:.0%}"
+
+
+def reach(change: float) -> str:
+    return f">= {change:.0%}" if change <= MAX_SHOWN_CHANGE else f"only changes > {MAX_SHOWN_CHANGE:.0%}"
+
+
+def factor(value: float) -> str:
+    """A ratio or an interval bound: three decimals, or two significant digits far from 1."""
+    return f"{value:.3f}" if 1e-3 <= value < 1e3 else f"{value:.2g}"
 
 
 def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
@@ -89,7 +106,7 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
     ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
     detectable = math.exp(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
-    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect >= {detectable:.0%}: more pairs would tell"
+    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(detectable)}: more pairs would tell"
                                                                         if verdict == "inconclusive" else "")
     return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
 
@@ -146,7 +163,18 @@ def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
     return verdicts
 
 
-def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> PairedSession:
+def one_side_cases(a: pd.DataFrame, b: pd.DataFrame, sides: tuple[str, str]) -> list[str]:
+    """Notes for the cases only one side ran (its selection differed): not judged, but named."""
+    notes = []
+    for name, mine, other in ((sides[0], a, b), (sides[1], b, a)):
+        only = sorted(set(mine["case_id"]) - set(other["case_id"]))
+        if only:
+            shown = ", ".join(only[:5]) + (f" and {len(only) - 5} more" if len(only) > 5 else "")
+            notes.append(f"only in {name}: {len(only)} case(s), not judged ({shown}) — the sides selected different cases")
+    return notes
+
+
+def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str] = ("A", "B")) -> PairedSession:
     logs = pair_logs(a, b)
     verdicts = []
     for case_id, series in sorted(logs.items()):
@@ -156,6 +184,7 @@ def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> PairedS
     shift = machine_wide(logs, threshold)
     verdicts = adjusted(verdicts + ([shift] if shift is not None else []), threshold)
     notes = [] if shift is not None else ["machine-wide shift: not judged (fewer than 2 cases in every pair)"]
+    notes += one_side_cases(a, b, sides)
     if not logs:
         notes.append("no case was measured ok on both sides in any pair: nothing to compare")
     pairs = max((len(s) for s in logs.values()), default=0)
@@ -167,15 +196,45 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
     lines = [f"| case | {a} median | {b} median | {b}/{a} | {1 - ALPHA:.0%} CI | p | detectable | verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for v in session.verdicts:
-        ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "—"
+        ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
         p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
-        detectable = f"{v.detectable:.1%}" if v.detectable is not None else "—"
-        ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
+        detectable = percent(v.detectable) if v.detectable is not None else "—"
+        ratio = factor(v.ratio) if not math.isnan(v.ratio) else "—"
         a_s = f"{v.base_median_s * 1e3:.4g} ms" if not math.isnan(v.base_median_s) else "—"
         b_s = f"{v.new_median_s * 1e3:.4g} ms" if not math.isnan(v.new_median_s) else "—"
         lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
     counts = {k: sum(v.verdict == k for v in session.verdicts) for k in ("slower", "faster", "no change", "inconclusive", "broken")}
     detectable = session.median_detectable
     lines += ["", f"paired session: {session.pairs} pairs, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
-              + (f"; median detectable change {detectable:.1%}" if detectable is not None else "")]
+              + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
+
+
+def paired_sides(base: Path, new: Path) -> tuple[str, str] | None:
+    """("A", "B") when BASE and NEW are the A and B files of one `gpubench ab` session (its
+    `<session>.ab.json` beside them), ("B", "A") when given the other way round, else None. Paths
+    are resolved first: a symlink of another name to a side's file is that side."""
+    base, new = base.resolve(), new.resolve()
+    if base.suffix != ".csv" or base.parent != new.parent:
+        return None
+    for first, second in (("A", "B"), ("B", "A")):
+        session = base.stem[:-2]
+        if base.stem.endswith(f"-{first}") and new.name == f"{session}-{second}.csv" and (base.parent / f"{session}.ab.json").is_file():
+            return first, second
+    return None
+
+
+def pairing_problem(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
+    """Why two files named as a session's sides cannot be judged paired: they hold more than one
+    machine, or their builds did not alternate (every row of build k, on both sides, written no
+    later than any row of build k + 1 — a side copied in from another session breaks it)."""
+    machines = sorted(set(a["machine_id"]) | set(b["machine_id"]))
+    if len(machines) > 1:
+        return f"they hold {len(machines)} machines ({', '.join(machines)}), and a pair is two builds on one machine"
+    stamps = pd.concat([a[["build", "timestamp_utc"]], b[["build", "timestamp_utc"]]])
+    spans = pd.to_datetime(stamps["timestamp_utc"], utc=True, errors="coerce").groupby(stamps["build"]).agg(["min", "max"]).sort_index()
+    late = spans["max"].iloc[:-1].to_numpy() > spans["min"].iloc[1:].to_numpy()
+    if late.any():
+        build = int(spans.index[int(np.argmax(late))])
+        return f"their builds did not alternate (a row of build {build + 1} was written after one of build {build + 2})"
+    return None

@@ -1,0 +1,241 @@
+"""`gpubench ab` and `compare` on paired sessions under the faults of docs/fault-campaign.md: signals
+that reach the session alone, build processes that die or record nothing, sides that select or
+write elsewhere, a results folder that refuses the marker, and paired files that are not what
+their names say. The builds here are tiny python processes, not pytest: the session's logic only."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import ab, ab_command
+from harness.ab import Side, per_build_outputs, run_pairs, side_argv
+from harness.cli import main
+from harness.results import write_frame
+from reports.load import LABELS, load_results
+from reports.paired import (
+    format_session,
+    judge_logs,
+    judge_session,
+    paired_sides,
+    pairing_problem,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
+SIDES = (Side("A"), Side("B"))
+
+
+def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str) -> list[tuple[str, int]]:
+    """Each build runs `python -c script` (SIDE and BUILD in its environment) instead of pytest;
+    returns the (side, build) list of the builds started."""
+    started: list[tuple[str, int]] = []
+
+    def argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
+        started.append((side.name, build))
+        return [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{script}"]
+
+    monkeypatch.setattr(ab, "side_argv", argv)
+    return started
+
+
+def session_files(results_dir: Path, *sides: str) -> None:
+    for name in sides:
+        (results_dir / f"s-{name}.csv").write_text("rows\n")
+
+
+def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_path, monkeypatch):
+    # kill -INT <session pid> (not the terminal's group): the build goes on to its end, no other starts
+    session_files(tmp_path, "A", "B")
+    started = fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)")
+    done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert started == [("A", 0)] and done == 0
+    assert stop is not None and stop.code == 130 and "SIGINT received" in stop.line
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is the default again afterwards
+
+
+def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
+    session_files(tmp_path, "A", "B")
+    fake_builds(monkeypatch, "import os\nif (SIDE, BUILD) == ('B', 1): os.kill(os.getpid(), 9)")
+    done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert done == 1 and stop is not None and stop.code == 137
+    assert stop.line == "side B, build 2: the build process was killed by SIGKILL"
+
+
+def test_a_side_that_selects_nothing_while_the_other_ran_is_a_usage_error_not_nothing_run(tmp_path, monkeypatch):
+    session_files(tmp_path, "A")
+    fake_builds(monkeypatch, "raise SystemExit(5 if SIDE == 'B' else 0)")
+    _done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert stop is not None and stop.code == 4 and "side B, build 1 selected no case while the other side ran" in stop.line
+    assert "nothing was run" not in stop.line
+
+
+def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_path, monkeypatch):
+    # an --a-python without pytest (or /bin/true): every build of it would record nothing
+    session_files(tmp_path, "B")
+    started = fake_builds(monkeypatch, "raise SystemExit(1 if SIDE == 'A' else 0)")
+    _done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert started == [("A", 0)] and stop is not None and stop.code == 4
+    assert "side A, build 1 recorded no row (exit 1)" in stop.line and "--a-python" in stop.line
+
+
+def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
+    argv = side_argv(Side("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
+    assert str(tmp_path / "out.B-b3.json") in argv and "--benchmark-save=base-B-b3" in argv
+    assert f"--config-file={REPO / 'pyproject.toml'}" in argv  # else an existing out.json outside the checkout: 0 cases
+    assert per_build_outputs(["--benchmark-json=x.json", "-k", "matmul"], "A-b0") == ["--benchmark-json=x.A-b0.json", "-k", "matmul"]
+
+
+NOTHING = ["--device", "cpu", "--profile", "smoke", "--pairs", "3", "-k", "no_case_has_this_name"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--b-arg=--gpubench-results-dir=elsewhere"], "the session sets --gpubench-results-dir for both sides"),
+    (["--a-arg=--gpubench-run-id=x"], "the session sets --gpubench-run-id for both sides"),
+    (["--builds", "5"], "a session's builds are its pairs — use --pairs 5"),
+])
+def test_options_the_session_owns_are_refused_before_any_build(tmp_path, capsys, extra, message):
+    assert main(["ab", "--results-dir", str(tmp_path / "out"), *NOTHING, *extra]) == 4
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_results_dir_that_is_a_file_is_one_line_naming_the_fix(tmp_path, capsys):
+    (tmp_path / "out").write_text("")
+    assert main(["ab", "--results-dir", str(tmp_path / "out"), *NOTHING]) == 4
+    assert "is a file, not a folder — pass a folder" in capsys.readouterr().err
+
+
+def test_a_results_dir_under_a_file_is_one_line_naming_the_fix(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["ab", "--results-dir", str(tmp_path / "file" / "out"), *NOTHING]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be created (Not a directory) — pass a folder you can write to" in err
+
+
+def test_an_interpreter_named_as_on_the_command_line_is_found_on_path(monkeypatch):
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    assert ab.interpreter(Path(sys.executable).name, "--a-python") == str(Path(sys.executable).parent / Path(sys.executable).name)
+    with pytest.raises(ValueError, match="not an executable interpreter"):
+        ab.interpreter("no-such-python", "--a-python")
+
+
+def test_a_marker_the_disk_refuses_is_one_line_and_exit_75(tmp_path, capsys, monkeypatch):
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ab_command, "write_marker", full)
+    assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 75
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the results folder is full" in err and "nothing was run" in err
+
+
+def test_a_planted_marker_symlink_is_not_followed(tmp_path, capsys):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    (tmp_path / "s.ab.json").symlink_to(target)
+    assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 4
+    assert target.read_text() == "keep me\n" and "cannot write" in capsys.readouterr().err
+
+
+def test_a_selection_of_nothing_leaves_no_marker_behind(tmp_path, capsys):
+    assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 5
+    assert "no case matched the selection" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def side_frame(run_id: str, builds: int, factor: float = 1.0, start: str = "2026-12-01T00:00:00", machine: str | None = None) -> pd.DataFrame:
+    """A side of a session from the golden laptop run: its cases, `builds` builds, written 10 s
+    apart (a side's build k at 20k s, the other's at 20k + 10 s)."""
+    golden = load_results([GOLDEN]).drop(columns=list(LABELS))
+    frames = []
+    for build in range(builds):
+        frame = golden.copy()
+        frame["run_id"], frame["build"] = run_id, build
+        frame["median_s"] = frame["median_s"] * factor * (1 + 0.01 * ((build * 7) % 3))
+        stamp = pd.Timestamp(start, tz="UTC") + pd.Timedelta(seconds=20 * build + (10 if run_id.endswith("-B") else 0))
+        frame["timestamp_utc"] = stamp.isoformat()
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True)
+    if machine:
+        out["machine_id"] = machine
+    return out
+
+
+def write_session(folder: Path, a: pd.DataFrame, b: pd.DataFrame, session: str = "s") -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = folder / f"{session}-A.csv", folder / f"{session}-B.csv"
+    for frame, path in zip((a, b), paths):
+        write_frame(frame, path, list(frame.columns))
+    (folder / f"{session}.ab.json").write_text("{}\n")
+    return paths
+
+
+def test_a_stopped_session_keeps_its_stop_code_when_a_side_holds_only_a_header(tmp_path, capsys):
+    # the disk filled during side B's first build: exit 75 (full), not 2 and "run some cases first"
+    _a_path, b_path = write_session(tmp_path, side_frame("s-A", 1), side_frame("s-B", 1))
+    b_path.write_text(b_path.read_text().splitlines()[0] + "\n")
+    assert ab_command.judge_and_print(tmp_path, "s", 0.05, 75) == 75
+    assert "run some cases first" not in capsys.readouterr().err
+
+
+def test_cases_only_one_side_ran_are_named(tmp_path):
+    a = side_frame("s-A", 3)
+    b = side_frame("s-B", 3)
+    b = b[b["case_id"] != "matmul/fp32-n2048"]
+    text = format_session(judge_session(a, b, 0.05), 0.05)
+    assert "only in A: 1 case(s), not judged (matmul/fp32-n2048) — the sides selected different cases" in text
+    assert "only in B" not in text
+
+
+def test_absurd_intervals_are_printed_short():
+    from reports.paired import factor, percent
+
+    assert percent(2.024e9) == "> 1000%" and percent(0.853) == "85.3%"
+    assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes > 1000%: more pairs would tell"
+    assert factor(1.1e20) == "1.1e+20" and factor(0.808) == "0.808"
+
+
+def test_compare_recognises_a_session_given_backwards_or_through_a_symlink(tmp_path):
+    a_path, b_path = write_session(tmp_path, side_frame("s-A", 4), side_frame("s-B", 4, factor=1.5))
+    assert paired_sides(b_path, a_path) == ("B", "A")
+    (tmp_path / "link-A.csv").symlink_to(a_path)
+    assert paired_sides(tmp_path / "link-A.csv", b_path) == ("A", "B")
+    assert main(["compare", str(b_path), str(a_path)]) == 0  # A is faster than B: paired, no slowdown
+
+
+def test_compare_backwards_prints_the_sides_as_given(tmp_path, capsys):
+    a_path, b_path = write_session(tmp_path, side_frame("s-A", 4), side_frame("s-B", 4, factor=1.5))
+    main(["compare", str(b_path), str(a_path)])
+    out = capsys.readouterr().out
+    assert "| case | B median | A median | A/B |" in out and "paired session: 4 pairs" in out
+
+
+def test_files_named_as_a_session_that_are_not_one_are_judged_unpaired_with_a_note(tmp_path, capsys):
+    # B copied in from a session that ran later: its builds did not alternate with A's
+    a_path, b_path = write_session(tmp_path, side_frame("s-A", 4), side_frame("s-B", 4, start="2026-12-02T00:00:00"))
+    assert "did not alternate" in pairing_problem(load_results([a_path]), load_results([b_path]))
+    main(["compare", str(a_path), str(b_path)])
+    out = capsys.readouterr().out
+    assert "are named as a paired session's sides, but their builds did not alternate" in out and "paired session:" not in out
+
+
+def test_a_side_from_another_machine_is_not_judged_paired(tmp_path):
+    a_path, b_path = write_session(tmp_path, side_frame("s-A", 4), side_frame("s-B", 4, machine="bbbbbbbbbbbb"))
+    assert "2 machines" in pairing_problem(load_results([a_path]), load_results([b_path]))
+    assert pairing_problem(*(side_frame(f"s-{n}", 4) for n in "AB")) is None  # a real session's builds alternate
+
+
+def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
+    # a closed terminal: the session stops after the build in progress and judges what it has
+    session_files(tmp_path, "A", "B")
+    fake_builds(monkeypatch, "import os, signal\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getppid(), signal.SIGHUP)")
+    done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert done == 0 and stop is not None and stop.code == 129
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
