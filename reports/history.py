@@ -1,0 +1,102 @@
+"""A machine's history: its runs at several dates or torch versions, headline figures over time.
+
+A machine is its machine_id and device (each GPU of a node has its own history); a run is a
+run_id. Only machines with two runs or more get a table row per run and a plot (one PNG per
+machine, a panel per headline figure), so a report of single runs stays as it was."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from reports.aggregate import per_case
+from reports.health import headlines
+from reports.markdown import cell, image, md_table, section
+from reports.references import FIGURES
+
+HISTORY_MIN_RUNS = 2
+MAX_PANEL_COLUMNS = 4
+
+
+def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of a machine with two runs or more: machine (host · device name (device)),
+    machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
+    headline figure it measured. Sorted by machine, then time."""
+    runs = frame.groupby("run_id", sort=False).agg(machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
+                                                   device_name=("device_name", "first"), torch=("torch_version", "first"),
+                                                   started=("timestamp_utc", "min"))
+    per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
+    values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
+    runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
+    runs = runs[runs.groupby(["machine_id", "device"])["hostname"].transform("size") >= HISTORY_MIN_RUNS]
+    if runs.empty:
+        return pd.DataFrame()
+    ordered = [f for f in FIGURES if f in runs.columns]
+    out = runs.reset_index()
+    out["machine"] = out["hostname"].astype(str) + " · " + out["device_name"].astype(str) + " (" + out["device"].astype(str) + ")"
+    out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
+    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[["machine", "machine_id", "device", "run_id", "started", "torch", *ordered]]
+
+
+def _figure_columns(runs: pd.DataFrame) -> list[str]:
+    return [c for c in runs.columns if c in FIGURES and runs[c].notna().any()]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
+    """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
+    each point); returns (machine, file name) pairs."""
+    written = []
+    for (machine, machine_id, device), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
+        figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
+        if not figures:
+            continue
+        cols = min(MAX_PANEL_COLUMNS, len(figures))
+        rows = -(-len(figures) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows + 0.5), squeeze=False)
+        for ax in list(axes.flat)[len(figures):]:
+            ax.set_visible(False)
+        for ax, figure in zip(axes.flat, figures):
+            points = group.dropna(subset=[figure])
+            ax.plot(points["started"], points[figure], marker="o")
+            for _, row in points.iterrows():
+                ax.annotate(str(row["torch"]), (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
+            ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
+            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        fig.suptitle(f"{machine} — headline figures per run", fontsize=10)
+        fig.tight_layout()
+        name = f"history_{_slug(str(machine_id))}_{_slug(str(device))}.png"
+        fig.savefig(out / name, dpi=100)
+        plt.close(fig)
+        written.append((str(machine), name))
+    return written
+
+
+def history_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs as the report prints them: date, torch and each headline in its unit."""
+    table = runs.assign(started=runs["started"].dt.strftime("%Y-%m-%d %H:%M"))
+    rename = {f: f"{FIGURES[f].label} ({FIGURES[f].unit})" for f in _figure_columns(runs)}
+    return table[["machine", "started", "torch", "run_id", *rename]].rename(columns=rename)
+
+
+def render(frame: pd.DataFrame, out: Path) -> str:
+    """The report's history section, or "" when no machine has two runs."""
+    runs = run_figures(frame)
+    if runs.empty:
+        return ""
+    plots = plot_history(runs, out)
+    intro = ("Machines with several runs (dates, torch versions): each run's headline figures "
+             "(best size per run; an epoch is the guide template's).")
+    pictures = [f"**{cell(machine, '')}**\n\n" + image(name, "headline figures per run") for machine, name in plots]
+    return section("History", intro, md_table(history_table(runs), floatfmt=".4g"), *pictures)
