@@ -7,11 +7,11 @@ import re
 
 import pandas as pd
 import pytest
+from test_health import H200, copy_of
 
 from reports import history
 from reports.build import build_report
 from reports.load import load_results, machine_labels, write_merged
-from test_health import H200, copy_of  # noqa: E402 - tests/ is on the path (conftest.py)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
