@@ -206,7 +206,9 @@ def test_the_gpu_five_percent_off_its_node_is_the_outlier(h200, factor, outlier)
 
 
 def test_single_gpu_machines_have_no_node_table(h200):
-    frame, cases = together(h200, copy_of(h200, "other", "bcbcbcbcbcbc"))
+    upgraded = copy_of(h200).assign(torch_version="2.12.0+cu130", run_id="upgraded")  # one GPU, two torch versions: two labels, one device
+    frame, cases = together(h200, upgraded, copy_of(h200, "other", "bcbcbcbcbcbc"))
+    assert frame["machine"].nunique() == 3
     assert health.outlier_table(frame, cases).empty
     assert "GPUs within a node" not in health.render(frame, cases, {})
 
