@@ -83,11 +83,25 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     return written
 
 
+def _change(values: pd.Series) -> str:
+    values = values.dropna()
+    if values.empty:
+        return ""
+    first, last = float(values.iloc[0]), float(values.iloc[-1])
+    return f"{first:.4g} → {last:.4g} ({last / first - 1:+.0%})" if len(values) > 1 else f"{first:.4g}"
+
+
 def history_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs as the report prints them: date, torch and each headline in its unit."""
-    table = runs.assign(started=runs["started"].dt.strftime("%Y-%m-%d %H:%M"))
-    rename = {f: f"{FIGURES[f].label} ({FIGURES[f].unit})" for f in _figure_columns(runs)}
-    return table[["machine", "started", "torch", "run_id", *rename]].rename(columns=rename)
+    """One row per machine (the report grows with machines, not runs; the plot holds each run):
+    its runs, first and last date, torch versions, and each headline first → last (change)."""
+    rows = []
+    for (machine, _, _), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
+        row = {"machine": machine, "runs": len(group),
+               "dates": f"{group['started'].min():%Y-%m-%d} → {group['started'].max():%Y-%m-%d}",
+               "torch": ", ".join(dict.fromkeys(group["torch"].astype(str)))}
+        row.update({f"{FIGURES[f].label} ({FIGURES[f].unit})": _change(group[f]) for f in _figure_columns(runs)})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def render(frame: pd.DataFrame, out: Path) -> str:
@@ -96,7 +110,7 @@ def render(frame: pd.DataFrame, out: Path) -> str:
     if runs.empty:
         return ""
     plots = plot_history(runs, out)
-    intro = ("Machines with several runs (dates, torch versions): each run's headline figures "
-             "(best size per run; an epoch is the guide template's).")
-    pictures = [f"**{cell(machine, '')}**\n\n" + image(name, "headline figures per run") for machine, name in plots]
-    return section("History", intro, md_table(history_table(runs), floatfmt=".4g"), *pictures)
+    intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is the "
+             "guide template's) from the first run to the last; the plots show every run.")
+    pictures = "\n".join(f"- **{cell(machine, '')}**: " + image(name, "headline figures per run") for machine, name in plots)
+    return section("History", intro, md_table(history_table(runs)), pictures)

@@ -50,7 +50,9 @@ def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
     text = history.render(frame, tmp_path)
     assert text.startswith("## History")
     rows = [line for line in text.splitlines() if line.startswith("| vm · NVIDIA H200 (cuda:0) |")]
-    assert len(rows) == 2 and "2026-11-29 12:00" in rows[0] and "2.12.0+cu130" in rows[1]
+    assert len(rows) == 1  # one row per machine: the report grows with machines, not runs
+    assert "| 2 | 2026-11-29 → 2026-12-20 | 2.11.0+cu130, 2.12.0+cu130 |" in rows[0]
+    assert "778 → 622.4 (-20%)" in rows[0] and "55.14 → 55.14 (+0%)" in rows[0]
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert links == ["history_8f9f0ab5b928_cuda_0.png"]
     assert (tmp_path / links[0]).read_bytes()[:8] == PNG_MAGIC
