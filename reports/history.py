@@ -17,9 +17,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from reports.aggregate import per_case
-from reports.health import headlines
+from reports.health import HEALTH_DROP, headlines
 from reports.markdown import cell, image, md_table, section
-from reports.references import FIGURES
+from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
 MAX_PANEL_COLUMNS = 4
@@ -42,7 +42,8 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     out = runs.reset_index()
     out["machine"] = out["hostname"].astype(str) + " · " + out["device_name"].astype(str) + " (" + out["device"].astype(str) + ")"
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
-    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[["machine", "machine_id", "device", "run_id", "started", "torch", *ordered]]
+    columns = ["machine", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
+    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[columns]
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
@@ -53,12 +54,22 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
 
 
+def _reference_lines(ax: plt.Axes, reference: float | None, higher_is_better: bool) -> None:
+    """The device's gpubench reference (dashed) and the health flag's edge (dotted), where known."""
+    if reference is None:
+        return
+    edge = reference * (1 - HEALTH_DROP) if higher_is_better else reference / (1 - HEALTH_DROP)
+    ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="reference")
+    ax.axhline(edge, color="tab:red", linestyle=":", linewidth=1, label=f"{HEALTH_DROP:.0%} below: flagged")
+
+
 def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
-    each point); returns (machine, file name) pairs."""
-    written = []
+    each point, the device's reference where known); returns (machine, file name) pairs."""
+    written, refs = [], load_references()
     for (machine, machine_id, device), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
         figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
+        references = {r.figure: r.value for r in refs.for_device(str(group["device_name"].iloc[0]), "gpubench")}
         if not figures:
             continue
         cols = min(MAX_PANEL_COLUMNS, len(figures))
@@ -69,12 +80,16 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         for ax, figure in zip(axes.flat, figures):
             points = group.dropna(subset=[figure])
             ax.plot(points["started"], points[figure], marker="o")
+            _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
             for _, row in points.iterrows():
                 ax.annotate(str(row["torch"]), (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
             ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
             ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         fig.suptitle(f"{machine} — headline figures per run", fontsize=10)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        if labels:
+            fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
         fig.tight_layout()
         name = f"history_{_slug(str(machine_id))}_{_slug(str(device))}.png"
         fig.savefig(out / name, dpi=100)

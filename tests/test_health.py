@@ -275,3 +275,10 @@ def test_report_flags_the_synthetic_degraded_h200(tmp_path):
     assert "matmul bf16, best at 75%" in flagged[0] and "host→device, pinned at 75%" in flagged[0]
     assert "power cap: 700 W (reference run 700 W)" in section  # read from the copied sidecar
     assert DEFAULT_PATH.name in section or "references.json" in section
+
+
+def test_the_committed_example_report_shows_the_health_check():
+    report = (ROOT / "reports" / "examples" / "report" / "report.md").read_text(encoding="utf-8")
+    section = report.split("## Health against references")[1].split("\n## ")[0]  # rebuilt with this code, not an older one
+    assert "| vm · NVIDIA H200 (cuda:0) | matmul bf16, best (TFLOP/s) | 778 | 778 | 1.00 | 794.5 | 0.98 | ok |" in section
+    assert "- **synthetic-degraded-h200 · NVIDIA H200 (cuda:0)**: " in section and "  - PCIe link width and generation" in section

@@ -81,3 +81,14 @@ def test_report_of_a_store_shows_the_history(h200, tmp_path):
     report = build_report([tmp_path / "store"], tmp_path / "out", None).read_text(encoding="utf-8")
     assert "## History" in report and "(history_8f9f0ab5b928_cuda_0.png)" in report
     assert (tmp_path / "out" / "history_8f9f0ab5b928_cuda_0.png").read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("higher_is_better, edge", [(True, 90.0), (False, 100 / 0.9)])
+def test_history_panels_draw_the_reference_and_the_flag_edge(higher_is_better, edge):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    history._reference_lines(ax, 100.0, higher_is_better)
+    history._reference_lines(ax, None, higher_is_better)  # a device without a reference: nothing drawn
+    assert [line.get_ydata()[0] for line in ax.get_lines()] == [100.0, pytest.approx(edge)]
+    plt.close(fig)
