@@ -179,9 +179,70 @@ def timer_problem(extra: list[str]) -> str | None:
     return None
 
 
+# --device cuda:all: the micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck,
+# speedup) on each visible GPU in turn, one run per GPU, then one report that sets the GPUs side by side.
+ALL_GPUS = "cuda:all"
+MICRO_MARKEXPR = "not slow and not training and not distributed"
+
+
+def micro_only(extra: list[str]) -> list[str]:
+    """`extra` with its -m expression (if any) and-ed with the micro cases' markers."""
+    out, user, skip = [], None, False
+    for index, arg in enumerate(extra):
+        if skip:
+            skip = False
+        elif arg == "-m" and index + 1 < len(extra):
+            user, skip = extra[index + 1], True
+        elif arg.startswith("-m") and len(arg) > 2 and not arg.startswith("--"):
+            user = arg[2:].lstrip("=")
+        else:
+            out.append(arg)
+    return [*out, "-m", f"({user}) and ({MICRO_MARKEXPR})" if user else MICRO_MARKEXPR]
+
+
+def per_gpu_runs(args: argparse.Namespace, extra: list[str], count: int) -> list[tuple[argparse.Namespace, list[str]]]:
+    """One `gpubench run` per GPU: --device cuda:i, run id `<run_id>-cuda<i>`, micro cases only, no report of its own."""
+    return [(argparse.Namespace(**{**vars(args), "device": f"cuda:{i}", "run_id": f"{args.run_id}-cuda{i}", "no_report": True}), micro_only(extra))
+            for i in range(count)]
+
+
+def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
+    from harness.device import cuda_device_count
+    from harness.results import new_run_id
+
+    count = cuda_device_count()
+    if count == 0:
+        return fail("--device cuda:all: torch sees no CUDA GPU — use --device cpu, or check CUDA_VISIBLE_DEVICES and the driver", code=4)
+    args.run_id = args.run_id or new_run_id()
+    code, csvs = 0, []
+    for one, one_extra in per_gpu_runs(args, extra, count):
+        print(f"gpubench: {one.device} ({one.run_id}), micro cases: -m '{one_extra[-1]}'", flush=True)
+        one_code = cmd_run(one, one_extra)
+        csvs += [p for p in [Path(args.results_dir) / f"{one.run_id}.csv"] if p.exists()]
+        code = code or one_code
+        if one_code in (*STOP_CODES, 130):
+            break  # interrupted or stopped: the GPUs measured so far are kept, the rest not started
+    return _report_after_run(csvs, Path(args.results_dir) / f"{args.run_id}-report", code) if csvs and not args.no_report else code
+
+
+def _report_after_run(csvs: list[Path], out: Path, code: int) -> int:
+    from reports.build import ReportError, build_report
+
+    try:
+        report = build_report(csvs, out, baseline=None)
+    except ReportError as error:
+        return fail(str(error))
+    except KeyboardInterrupt:
+        return fail(f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; run gpubench report on them --out DIR", code=130)
+    print(f"gpubench: report -> {report}")
+    return code
+
+
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.results import new_run_id
 
+    if args.device.strip().lower() == ALL_GPUS:
+        return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     from harness.rlimits import limits_problem
@@ -200,16 +261,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         return 130 if code in (2, 130) else code
     if code in STOP_CODES or code > 128 or not csv_path.exists() or args.no_report:  # > 128: a build process was killed
         return code
-    from reports.build import ReportError, build_report
-
-    try:
-        out = build_report([csv_path], Path(args.results_dir) / f"{run_id}-report", baseline=None)
-    except ReportError as error:
-        return fail(str(error))
-    except KeyboardInterrupt:
-        return fail(f"interrupted while writing the report: the results are whole in {csv_path}; run gpubench report {csv_path} --out DIR", code=130)
-    print(f"gpubench: report -> {out}")
-    return code
+    return _report_after_run([csv_path], Path(args.results_dir) / f"{run_id}-report", code)
 
 
 def cmd_env(args: argparse.Namespace) -> int:

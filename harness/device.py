@@ -34,6 +34,11 @@ def available_devices() -> list[str]:
     return found
 
 
+def cuda_device_count() -> int:
+    """GPUs torch can use here (0 without CUDA): `--device cuda:all` runs one per GPU."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def resolve_device(spec: str) -> torch.device:
     """Turn a --device value into a torch.device, or raise DeviceError naming what exists.
 
@@ -42,6 +47,8 @@ def resolve_device(spec: str) -> torch.device:
     text = spec.strip().lower()
     match = _SPEC.match(text)
     have = ", ".join(available_devices())
+    if text == "cuda:all":
+        raise DeviceError(f"'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); here name one GPU: cuda:N (this machine has: {have})")
     if not match:
         raise DeviceError(f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})")
     kind, index = match.group(1), match.group(2)

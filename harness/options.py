@@ -49,7 +49,7 @@ class Option:
 RESULTS_FULL_EXIT = 75
 
 RUN_OPTIONS: tuple[Option, ...] = (
-    Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps"),
+    Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps; cuda:all (gpubench run only): the micro cases on each GPU in turn, one run each, one report"),
     Option("--profile", "quick", "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"),
     Option("--results-dir", "results", "folder for the run's CSV and sidecars (default: results/)"),
     Option("--run-id", None, "name of this run's files (default: UTC time, host, pid)"),

@@ -9,7 +9,7 @@ import pandas as pd
 from harness.catalog import specs
 from harness.safe_files import UnsafePath, make_folder, replace_bytes
 from harness.workload_spec import ReportSection
-from reports import sections, tables
+from reports import health, history, sections, tables
 from reports.aggregate import per_case
 from reports.load import OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
 from reports.markdown import Md, code, escape, md_table, section
@@ -72,7 +72,8 @@ def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base:
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
-                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None) -> str:
+                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None,
+                  telemetry: dict[str, dict[str, float]] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. The summary comes first;
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
@@ -81,6 +82,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
              f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
              "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes or [])]
     parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
+    parts += [health.render(frame, cases, telemetry), history.render(frame, out)]  # is each box healthy; each machine over time
     parts += workload_sections(frame, cases, out, base)
     parts.append(profiler_section(frame, top_ops or {}))
     parts += outcome_sections(frame, refused or [])
@@ -96,7 +98,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
         make_folder(out, "report folder", OUT_FIX)
         (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
         write_merged(frame, out / "merged.csv")
-        text = render_report(frame, out, baseline, load_top_ops(paths, notes), load_energy_notes(paths), notes, refused)
+        text = render_report(frame, out, baseline, load_top_ops(paths, notes), load_energy_notes(paths), notes, refused, health.load_telemetry(paths))
         return replace_bytes(out, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)  # whole, last
     except UnsafePath as error:
         raise ReportError(str(error)) from None

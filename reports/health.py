@@ -1,0 +1,224 @@
+"""Is this box healthy? Each machine's headline figures against its device's reference
+(reports/references.json), with the usual causes to check for a figure >= 10% below; and, on a
+node measured GPU by GPU (`gpubench run --device cuda:all`), the GPU >= 5% off its siblings.
+
+Ratios are performance ratios: above 1 is better than the reference whichever way the figure
+runs (TFLOP/s measured/reference; an epoch time reference/measured)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from reports.intervals import steady_best
+from reports.load import result_files
+from reports.markdown import cell, md_table, section
+from reports.references import FIGURES, References, load_references
+from reports.tables import TEMPLATE_SETTING
+
+HEALTH_DROP = 0.10  # a figure this far below its reference is flagged (issue 18)
+OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is flagged
+DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
+CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
+POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
+
+
+def _dram_mask(cases: pd.DataFrame) -> pd.Series:
+    elementwise = cases["workload"] == "elementwise"
+    tier = cases["memory_tier"] if "memory_tier" in cases else pd.Series(None, index=cases.index, dtype=object)
+    untiered = tier.isna() | (tier == "unknown")
+    big = pd.to_numeric(cases.get("size"), errors="coerce") >= DRAM_MIN_ELEMENTS
+    return elementwise & ((tier == "dram") | (untiered & big))
+
+
+def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
+    """Which aggregated cases each headline figure is the best of, and in which column."""
+    def col(name: str) -> pd.Series:
+        return cases[name] if name in cases else pd.Series(None, index=cases.index, dtype=object)
+
+    matmul = cases["workload"] == "matmul"
+    pinned = (cases["workload"] == "transfer") & (col("pinned") == True)
+    masks = {f"matmul_{d}_tflops": (matmul & (col("dtype") == d), "tflops") for d in ("fp32", "tf32", "fp16", "bf16")}
+    masks["h2d_pinned_gbps"] = (pinned & (col("direction") == "h2d"), "gbps")
+    masks["d2h_pinned_gbps"] = (pinned & (col("direction") == "d2h"), "gbps")
+    masks["dram_gbps"] = (_dram_mask(cases), "gbps")
+    masks["template_epoch_s"] = ((cases["workload"] == "mnist_epoch") & (cases["setting"] == TEMPLATE_SETTING), "epoch_s")
+    return masks
+
+
+def headlines(cases: pd.DataFrame) -> pd.DataFrame:
+    """One row per machine and headline figure it measured: machine, figure, value. Throughputs
+    take the steady best size (reports.intervals), the epoch its guide-template median."""
+    rows = []
+    if cases.empty:
+        return pd.DataFrame(columns=["machine", "figure", "value"])
+    for figure, (mask, column) in _masks(cases).items():
+        if column not in cases:
+            continue
+        for machine, group in cases[mask].dropna(subset=[column]).groupby("machine", sort=False):
+            best = steady_best(group, column) if FIGURES[figure].higher_is_better else group.loc[group[column].idxmin()]
+            rows.append({"machine": machine, "figure": figure, "value": float(best[column])})
+    return pd.DataFrame(rows, columns=["machine", "figure", "value"])
+
+
+def performance_ratio(value: float, reference: float, higher_is_better: bool) -> float:
+    return value / reference if higher_is_better else reference / value
+
+
+def _devices(frame: pd.DataFrame) -> pd.DataFrame:
+    """machine label -> machine_id, hostname, device, device_name."""
+    return frame.groupby("machine", sort=False)[["machine_id", "hostname", "device", "device_name"]].first()
+
+
+def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> pd.DataFrame:
+    """Per machine and headline with a reference: measured, reference, ratio, the published maximum
+    and its ratio, and `health` ('ok' or '≥10% below' against the gpubench reference)."""
+    devices, rows = _devices(frame), []
+    for head in headlines(cases).itertuples(index=False):
+        name = str(devices.loc[head.machine, "device_name"])
+        spec = FIGURES[head.figure]
+        ours = [r.value for r in refs.for_device(name, "gpubench") if r.figure == head.figure]
+        published = [r.value for r in refs.for_device(name, "published") if r.figure == head.figure]
+        if not ours and not published:
+            continue
+        ratio = performance_ratio(head.value, ours[0], spec.higher_is_better) if ours else math.nan
+        health = "" if not ours else ("ok" if ratio > 1 - HEALTH_DROP else f"≥{HEALTH_DROP:.0%} below")
+        rows.append({"machine": head.machine, "figure": f"{spec.label} ({spec.unit})", "key": head.figure, "measured": head.value,
+                     "reference": ours[0] if ours else math.nan, "ratio": ratio, "published max": published[0] if published else math.nan,
+                     "of published": performance_ratio(head.value, published[0], spec.higher_is_better) if published else math.nan,
+                     "health": health})
+    table = pd.DataFrame(rows)
+    return table.sort_values("machine", kind="stable").reset_index(drop=True) if not table.empty else table  # a machine's figures together
+
+
+def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
+    """The sidecar's start/end GPU telemetry per CSV stem (`<run_id>.env.json`): the power cap
+    lives only there. Missing or unreadable sidecars are simply absent."""
+    out: dict[str, dict[str, float]] = {}
+    for csv_path in result_files(paths):
+        sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
+        try:
+            data = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else {}
+            readings = [data.get(k) or {} for k in ("gpu_telemetry_start", "gpu_telemetry_end")]
+            limits = [float(r["gpu_power_limit_w"]) for r in readings if isinstance(r, dict) and "gpu_power_limit_w" in r]
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        if limits:
+            out[csv_path.stem] = {"gpu_power_limit_w": min(limits)}
+    return out
+
+
+def _power_cause(mine: pd.DataFrame, telemetry: dict[str, dict[str, float]], reference: float | None) -> str:
+    limits = [telemetry[s]["gpu_power_limit_w"] for s in mine["source_file"].unique() if s in telemetry]
+    if not limits:
+        return "power cap: not recorded — to check: `nvidia-smi -q -d POWER` (Current/Max Power Limit)"
+    cap, versus = min(limits), f" (reference run {reference:.0f} W)" if reference else ""
+    likely = " ← below the reference: likely cause" if reference and cap < (1 - POWER_DROP) * reference else ""
+    return f"power cap: {cap:.0f} W{versus}{likely}"
+
+
+def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
+    clocks = pd.to_numeric(mine.get("gpu_sm_clock_mhz"), errors="coerce").dropna() if "gpu_sm_clock_mhz" in mine else pd.Series(dtype=float)
+    if clocks.empty:
+        return "clocks: not recorded — to check: `nvidia-smi -q -d CLOCK` (SM clock under load vs max)"
+    median, versus = float(clocks.median()), f" (reference run {reference:.0f} MHz)" if reference else ""
+    likely = " ← below the reference: likely cause" if reference and median < (1 - CLOCK_DROP) * reference else ""
+    return f"clocks: SM clock median {median:.0f} MHz over {len(clocks)} rows, min {clocks.min():.0f}{versus}{likely}"
+
+
+def _thermal_cause(mine: pd.DataFrame) -> str:
+    temps = pd.to_numeric(mine["gpu_temp_c"], errors="coerce").dropna() if "gpu_temp_c" in mine else pd.Series(dtype=float)
+    hottest = f", hottest {temps.max():.0f} °C" if not temps.empty else ""
+    flagged = mine["flags"].astype(str).str.contains("throttled")
+    if ("gpu_throttle" not in mine or mine["gpu_throttle"].isna().all()) and not flagged.any():
+        return f"thermal throttling: throttle reasons not recorded{hottest} — to check: `nvidia-smi -q -d PERFORMANCE`"
+    reasons = mine["gpu_throttle"].fillna("").astype(str) if "gpu_throttle" in mine else pd.Series("", index=mine.index)
+    slowed = reasons.str.contains("thermal|hardware") | flagged  # the software power cap alone is normal boost management
+    capped = f" (software power cap in {int(reasons.str.contains('power cap').sum())})" if reasons.str.contains("power cap").any() else ""
+    if not slowed.any():
+        return f"thermal throttling: no thermal or hardware slowdown in {len(mine)} rows{hottest}{capped}"
+    return f"thermal throttling: thermal/hardware slowdown in {int(slowed.sum())} of {len(mine)} rows{hottest}{capped} ← likely cause"
+
+
+def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]]) -> list[str]:
+    """The usual causes of a figure below its reference, each with what this run recorded about it,
+    or 'to check' with the command that reads it where gpubench does not record it."""
+    mine = frame[frame["machine"] == machine]
+    fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
+    return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
+             "(GPU Link Info: current vs max generation and width; a x8 or Gen3 link halves host↔device GB/s)"),
+            _power_cause(mine, telemetry, fingerprint.get("gpu_power_limit_w")),
+            _clock_cause(mine, fingerprint.get("gpu_sm_clock_mhz")),
+            _thermal_cause(mine)]
+
+
+def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
+    """GPUs of one node (same machine_id and hostname, several devices): per headline, each GPU
+    against the node's median over its GPUs; `outlier` where one is >= 5% off."""
+    devices = _devices(frame)
+    heads = headlines(cases).join(devices, on="machine")
+    rows = []
+    for (_, host), node in heads.groupby(["machine_id", "hostname"], sort=False):
+        if node["device"].nunique() < 2:
+            continue
+        for figure, group in node.groupby("figure", sort=False):
+            if len(group) < 2:
+                continue
+            median = float(group["value"].median())
+            for row in group.itertuples(index=False):
+                off = row.value / median - 1
+                rows.append({"node": host, "device": row.device, "figure": FIGURES[figure].label, "value": row.value,
+                             "node median": median, "off": f"{off:+.1%}", "gpu": f"outlier (≥{OUTLIER_OFF:.0%} off)" if abs(off) >= OUTLIER_OFF else "ok"})
+    return pd.DataFrame(rows)
+
+
+def _display(table: pd.DataFrame) -> pd.DataFrame:
+    """Figures at 4 significant digits (4343 GB/s, not 4.34e+03), ratios at 2 decimals."""
+    def number(value: float, fmt: str) -> str:
+        return "" if pd.isna(value) else format(value, fmt)
+
+    out = table.drop(columns="key").copy()
+    for column in ("measured", "reference", "published max"):
+        out[column] = out[column].map(lambda v: number(v, ".4g"))
+    for column in ("ratio", "of published"):
+        out[column] = out[column].map(lambda v: number(v, ".2f"))
+    return out
+
+
+def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
+    missing = sorted(set(frame["device_name"].astype(str)) - set(frame[frame["machine"].isin(set(table.get("machine", [])))]["device_name"].astype(str)))
+    return (f"No reference for {', '.join(cell(m, '') for m in missing)}: add its figures, with their source, to "
+            "`reports/references.json`." if missing else "")
+
+
+def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References, telemetry: dict[str, dict[str, float]]) -> str:
+    flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
+    parts = []
+    for machine, group in flagged.groupby("machine", sort=False):
+        figures = "; ".join(f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"]))
+        lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, telemetry))
+        parts.append(f"- **{cell(machine, '')}**: {figures} of the reference. Causes to check:\n{lines}")
+    return "\n".join(parts)
+
+
+def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[str, float]] | None = None,
+           refs: References | None = None) -> str:
+    """The report's health sections (markdown), or "" when there is nothing to say."""
+    refs = refs if refs is not None else load_references()
+    table = health_table(frame, cases, refs)
+    parts = []
+    if not table.empty:
+        intro = (f"Each machine's headline figures against its device's reference (`reports/references.json`, sources there and in "
+                 f"docs/health.md). `ratio` is performance against the gpubench reference (above 1: better; for a time, "
+                 f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of published` sets the figure "
+                 "against a published maximum measured another way (mamf-finder's shape search): context, never flagged.")
+        parts.append(section("Health against references", intro, md_table(_display(table)),
+                             _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
+    outliers = outlier_table(frame, cases)
+    if not outliers.empty:
+        parts.append(section("GPUs within a node", f"Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "
+                             f"one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.", md_table(outliers)))
+    return "\n\n".join(parts)

@@ -1,0 +1,140 @@
+"""A machine's history: its runs at several dates or torch versions, headline figures over time.
+
+A machine is its machine_id and device (each GPU of a node has its own history); a run is a
+run_id. Only machines with two runs or more get a table row per run and a plot (one PNG per
+machine, a panel per headline figure), so a report of single runs stays as it was."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from harness.safe_files import replacing
+from reports.aggregate import per_case
+from reports.health import HEALTH_DROP, headlines
+from reports.markdown import cell, image, md_table, section
+from reports.references import FIGURES, load_references
+
+HISTORY_MIN_RUNS = 2
+MAX_PANEL_COLUMNS = 4
+
+
+def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of a machine with two runs or more: machine (host · device name (device)),
+    machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
+    headline figure it measured. Sorted by machine, then time."""
+    runs = frame.groupby("run_id", sort=False).agg(machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
+                                                   device_name=("device_name", "first"), torch=("torch_version", "first"),
+                                                   started=("timestamp_utc", "min"))
+    per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
+    values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
+    runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
+    runs = runs[runs.groupby(["machine_id", "device"])["hostname"].transform("size") >= HISTORY_MIN_RUNS]
+    if runs.empty:
+        return pd.DataFrame()
+    ordered = [f for f in FIGURES if f in runs.columns]
+    out = runs.reset_index()
+    out["machine"] = out["hostname"].astype(str) + " · " + out["device_name"].astype(str) + " (" + out["device"].astype(str) + ")"
+    out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
+    columns = ["machine", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
+    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[columns]
+
+
+def _figure_columns(runs: pd.DataFrame) -> list[str]:
+    return [c for c in runs.columns if c in FIGURES and runs[c].notna().any()]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def _reference_lines(ax: plt.Axes, reference: float | None, higher_is_better: bool) -> None:
+    """The device's gpubench reference (dashed) and the health flag's edge (dotted), where known."""
+    if reference is None:
+        return
+    edge = reference * (1 - HEALTH_DROP) if higher_is_better else reference / (1 - HEALTH_DROP)
+    ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="reference")
+    ax.axhline(edge, color="tab:red", linestyle=":", linewidth=1, label=f"{HEALTH_DROP:.0%} below: flagged")
+
+
+def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
+    """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
+    each point, the device's reference where known); returns (machine, file name) pairs."""
+    written, refs = [], load_references()
+    for (machine, machine_id, device), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
+        figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
+        references = {r.figure: r.value for r in refs.for_device(str(group["device_name"].iloc[0]), "gpubench")}
+        if not figures:
+            continue
+        cols = min(MAX_PANEL_COLUMNS, len(figures))
+        rows = -(-len(figures) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows + 0.5), squeeze=False)
+        for ax in list(axes.flat)[len(figures):]:
+            ax.set_visible(False)
+        for ax, figure in zip(axes.flat, figures):
+            points = group.dropna(subset=[figure])
+            ax.plot(points["started"], points[figure], marker="o")
+            _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
+            for _, row in points.iterrows():
+                ax.annotate(_literal(str(row["torch"])), (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
+            ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
+            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        fig.suptitle(f"{_literal(str(machine))} — headline figures per run", fontsize=10)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        if labels:
+            fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
+        fig.tight_layout()
+        name = f"history_{_slug(str(machine_id))}_{_slug(str(device))}.png"
+        try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
+            with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
+                fig.savefig(handle, dpi=100, format="png")
+        finally:
+            plt.close(fig)
+        written.append((str(machine), name))
+    return written
+
+
+def _change(values: pd.Series) -> str:
+    values = values.dropna()
+    if values.empty:
+        return ""
+    first, last = float(values.iloc[0]), float(values.iloc[-1])
+    return f"{first:.4g} → {last:.4g} ({last / first - 1:+.0%})" if len(values) > 1 else f"{first:.4g}"
+
+
+def history_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per machine (the report grows with machines, not runs; the plot holds each run):
+    its runs, first and last date, torch versions, and each headline first → last (change)."""
+    rows = []
+    for (machine, _, _), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
+        row = {"machine": machine, "runs": len(group),
+               "dates": f"{group['started'].min():%Y-%m-%d} → {group['started'].max():%Y-%m-%d}",
+               "torch": ", ".join(dict.fromkeys(group["torch"].astype(str)))}
+        row.update({f"{FIGURES[f].label} ({FIGURES[f].unit})": _change(group[f]) for f in _figure_columns(runs)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render(frame: pd.DataFrame, out: Path) -> str:
+    """The report's history section, or "" when no machine has two runs."""
+    runs = run_figures(frame)
+    if runs.empty:
+        return ""
+    plots = plot_history(runs, out)
+    intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is the "
+             "guide template's) from the first run to the last; the plots show every run.")
+    pictures = "\n".join(f"- **{cell(machine, '')}**: " + image(name, "headline figures per run") for machine, name in plots)
+    return section("History", intro, md_table(history_table(runs)), pictures)
+
+
+def _literal(label: str) -> str:
+    """A label from the files, drawn as text: matplotlib would typeset '$...$' as a formula."""
+    return label.replace("$", r"\$")

@@ -1,0 +1,94 @@
+"""A machine's history (reports/history.py): several runs of one machine and device, at several
+dates or torch versions, on synthetic copies of the committed H200 run."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+from test_health import H200, copy_of
+
+from reports import history
+from reports.build import build_report
+from reports.load import load_results, machine_labels, write_merged
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def h200() -> pd.DataFrame:
+    return load_results([H200])
+
+
+def run_at(frame: pd.DataFrame, run_id: str, day: str, torch: str = "2.11.0+cu130", device: str = "cuda:0", **scales: float) -> pd.DataFrame:
+    out = copy_of(frame, "vm", "8f9f0ab5b928", device, run_id, **scales)
+    out["timestamp_utc"] = f"{day}T12:00:00+00:00"
+    out["torch_version"] = torch
+    return out
+
+
+def labelled(*frames: pd.DataFrame) -> pd.DataFrame:
+    frame = pd.concat(frames, ignore_index=True)
+    frame["machine"] = machine_labels(frame)
+    return frame
+
+
+def test_one_run_per_machine_has_no_history(h200, tmp_path):
+    frame = labelled(h200, run_at(h200, "gpu1", "2026-11-29", device="cuda:1"))  # two GPUs of a node: two machines, one run each
+    assert history.run_figures(frame).empty
+    assert history.render(frame, tmp_path) == "" and not list(tmp_path.glob("*.png"))
+
+
+def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
+    later = run_at(h200, "later", "2026-12-20", torch="2.12.0+cu130", matmul_bf16=0.8)
+    frame = labelled(later, run_at(h200, "earlier", "2026-11-29"))  # given newest first
+    runs = history.run_figures(frame)
+    assert list(runs["run_id"]) == ["earlier", "later"] and list(runs["torch"]) == ["2.11.0+cu130", "2.12.0+cu130"]
+    assert runs["matmul_bf16_tflops"].iloc[1] / runs["matmul_bf16_tflops"].iloc[0] == pytest.approx(0.8, rel=0.01)
+    assert runs["h2d_pinned_gbps"].iloc[1] == pytest.approx(runs["h2d_pinned_gbps"].iloc[0])
+    text = history.render(frame, tmp_path)
+    assert text.startswith("## History")
+    rows = [line for line in text.splitlines() if line.startswith("| vm · NVIDIA H200 (cuda:0) |")]
+    assert len(rows) == 1  # one row per machine: the report grows with machines, not runs
+    assert "| 2 | 2026-11-29 → 2026-12-20 | 2.11.0+cu130, 2.12.0+cu130 |" in rows[0]
+    assert "778 → 622.4 (-20%)" in rows[0] and "55.14 → 55.14 (+0%)" in rows[0]
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links == ["history_8f9f0ab5b928_cuda_0.png"]
+    assert (tmp_path / links[0]).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
+    frame = labelled(*[run_at(h200, f"{day}-{gpu}", day, device=gpu) for day in ("2026-11-29", "2026-11-30") for gpu in ("cuda:0", "cuda:1")])
+    runs = history.run_figures(frame)
+    assert runs.groupby("device")["run_id"].apply(list).to_dict() == {"cuda:0": ["2026-11-29-cuda:0", "2026-11-30-cuda:0"],
+                                                                      "cuda:1": ["2026-11-29-cuda:1", "2026-11-30-cuda:1"]}
+    history.render(frame, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_8f9f0ab5b928_cuda_0.png", "history_8f9f0ab5b928_cuda_1.png"]
+
+
+def test_a_run_without_headline_figures_is_no_point(h200, tmp_path):
+    inference_only = run_at(h200, "inference-only", "2026-12-01")
+    inference_only = inference_only[inference_only["workload"] == "inference"]
+    assert history.run_figures(labelled(h200, inference_only)).empty
+
+
+def test_report_of_a_store_shows_the_history(h200, tmp_path):
+    store = tmp_path / "store" / "8f9f0ab5b928"  # the results store's layout: <store>/<machine_id>/<run_id>.csv
+    store.mkdir(parents=True)
+    for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-12-05")):
+        write_merged(run_at(h200, run_id, day), store / f"{run_id}.csv")
+    report = build_report([tmp_path / "store"], tmp_path / "out", None).read_text(encoding="utf-8")
+    assert "## History" in report and "(history_8f9f0ab5b928_cuda_0.png)" in report
+    assert (tmp_path / "out" / "history_8f9f0ab5b928_cuda_0.png").read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("higher_is_better, edge", [(True, 90.0), (False, 100 / 0.9)])
+def test_history_panels_draw_the_reference_and_the_flag_edge(higher_is_better, edge):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    history._reference_lines(ax, 100.0, higher_is_better)
+    history._reference_lines(ax, None, higher_is_better)  # a device without a reference: nothing drawn
+    assert [line.get_ydata()[0] for line in ax.get_lines()] == [100.0, pytest.approx(edge)]
+    plt.close(fig)
