@@ -178,21 +178,18 @@ def run_failure(error: BaseException) -> str:
     return f"gpubench run exited {code}" + (f" ({RUN_EXITS[code]})" if code in RUN_EXITS else "")
 
 
-def settle(fleet_job: FleetJob, queue_state: str | None, now: float) -> None:
+def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: float = RESULT_GRACE_S) -> None:
     """Move a job that left the active states to done or failed: submitit's result file says how
-    the run ended; without one, squeue's last word or the log says why (after a grace for NFS)."""
+    the run ended; without one, squeue's last word or the log says why — after `grace_s` (a
+    result file written on another node may take a moment to show on NFS)."""
     job = fleet_job.job
+    if fleet_job.gone_since is None:
+        fleet_job.gone_since = now
     if job.paths.result_pickle.exists():
         error = job.exception()
         fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, run_failure(error))
-    elif queue_state in ENDED_REASONS or (fleet_job.gone_since is not None and now - fleet_job.gone_since > RESULT_GRACE_S):
-        tail = log_tail(job)
-        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "", "") or reason_from_log(tail)
-    elif fleet_job.gone_since is None:
-        fleet_job.gone_since = now
-        return
-    else:
-        return
+    elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
+        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(log_tail(job))
     if fleet_job.state == FAILED:
         fleet_job.log_tail = log_tail(job)
 
@@ -218,7 +215,7 @@ def update(jobs: list[FleetJob], engine: str) -> None:
         if fleet_job.job.state == "RUNNING":
             fleet_job.state = RUNNING
         else:
-            settle(fleet_job, None, now - RESULT_GRACE_S - 1)  # a local process that ended has written its result, if any
+            settle(fleet_job, None, now, grace_s=0.0)  # a local process that ended has written its result, if any
 
 
 @dataclass
