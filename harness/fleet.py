@@ -139,7 +139,7 @@ def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
     """job id -> squeue's state for those of `job_ids` it still knows (finished ones for MinJobAge,
     300 s by default); None when squeue itself failed (the controller busy: ask again later)."""
     try:
-        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:

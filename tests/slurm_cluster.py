@@ -124,7 +124,7 @@ class SlurmCluster:
 
     def _daemon(self, name: str, argv: list[str], pid_file: Path, log: Path) -> None:
         """Each daemon forks into the background and writes its pid file; its pid is kept to stop it."""
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=self.env)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=self.env, check=False)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if pid_file.exists() and pid_file.read_text().strip():
@@ -137,7 +137,7 @@ class SlurmCluster:
         deadline = time.monotonic() + READY_TIMEOUT_S
         state = ""
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=self.env, timeout=30)
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=self.env, timeout=30, check=False)
             state = (out.stdout + out.stderr).strip()
             if out.returncode == 0 and state and all(line.strip() in ("idle", "mix") for line in state.splitlines()):
                 return
@@ -147,13 +147,29 @@ class SlurmCluster:
 
     def queue(self) -> list[str]:
         """The job ids squeue lists (every state), or the error squeue printed."""
-        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=self.env, timeout=30)
+        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=self.env, timeout=30, check=False)
         if out.returncode != 0:
             raise RuntimeError(f"squeue failed: {out.stderr.strip()}")
         return out.stdout.split()
 
+    def cancel_jobs(self) -> None:
+        """Cancel whatever a test left in this cluster's queue (only this cluster: SLURM_CONF names it)."""
+        if "slurmctld" not in self.pids:
+            return
+        subprocess.run(["scancel", f"--user={os.geteuid()}"], capture_output=True, env=self.env, timeout=30, check=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if not self.queue():
+                    return
+            except (RuntimeError, subprocess.TimeoutExpired):
+                return
+            time.sleep(0.5)
+
     def stop(self) -> None:
-        """SIGTERM to each daemon this cluster started (by pid, newest first), SIGKILL if it lingers."""
+        """Cancel the jobs left, then SIGTERM each daemon this cluster started (by pid, newest first),
+        SIGKILL if it lingers."""
+        self.cancel_jobs()
         for name in ("slurmd", "slurmctld", "munged"):
             pid = self.pids.pop(name, None)
             if pid is None:
