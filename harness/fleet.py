@@ -12,6 +12,7 @@ word or the job's log. Torch-free."""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -218,6 +219,32 @@ def update(jobs: list[FleetJob], engine: str) -> None:
             settle(fleet_job, None, now, grace_s=0.0)  # a local process that ended has written its result, if any
 
 
+def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
+    """A local job is a tree of processes (submitit's controller — its pid is the job id —, its
+    task, gpubench run, a pytest per build). submitit's cancel signals the controller alone, which
+    SIGKILLs its task a second later and orphans the run below it. So SIGINT goes to the whole tree,
+    as Ctrl-C in a terminal would: each run stops at a case's edge with its rows whole; SIGKILL
+    takes what outlives `grace_s`."""
+    import psutil
+
+    try:
+        root = psutil.Process(int(job_id))
+        tree = [root, *root.children(recursive=True)]
+    except (psutil.Error, ValueError):
+        return  # already gone
+    for process in reversed(tree):  # the deepest first: a run sees its build stop before its own SIGINT
+        try:
+            process.send_signal(signal.SIGINT)
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue
+
+
 @dataclass
 class Cancelled:
     labels: list[str] = field(default_factory=list)
@@ -231,7 +258,10 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 30.0) -> Cance
     live = [j for j in jobs if j.job is not None and not j.finished]
     for fleet_job in live:
         try:
-            fleet_job.job.cancel(check=False)
+            if engine == "slurm":
+                fleet_job.job.cancel(check=False)
+            else:
+                stop_local_tree(str(fleet_job.job.job_id))
         except OSError:  # scancel missing: reported below as still queued
             pass
         outcome.labels.append(fleet_job.label)

@@ -161,6 +161,31 @@ def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
 
 
+def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
+    """SIGINT to the fleet alone (not the terminal's whole group): the local job's whole tree stops."""
+    import psutil
+
+    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32", cwd=tmp_path)
+    lines: list[str] = []
+    wait_for(proc, ": running", lines)
+    time.sleep(3)  # gpubench run and its first build process have started
+    under = psutil.Process(proc.pid).children(recursive=True)
+    assert any("harness.cli" in " ".join(p.cmdline()) for p in under)
+    os.kill(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "[long] job" in rest and "cancelled (interrupted)" in rest, "".join(lines) + rest
+    gone, alive = psutil.wait_procs(under, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
+    from slurm_cluster import ClusterUnavailable, SlurmCluster
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ClusterUnavailable, match="binaries missing .*apt-get install slurm-wlm munge"):
+        SlurmCluster(tmp_path).start()
+
+
 def test_fleet_without_a_store_is_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
