@@ -28,7 +28,7 @@ SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
 RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its result file may take to appear (NFS)
 LOG_TAIL_LINES = 12
 
-QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+WAITING, QUEUED, RUNNING, DONE, FAILED = "waiting", "queued", "running", "done", "failed"
 
 # squeue's job states (man squeue, JOB STATE CODES): still in the queue, or ended and why.
 ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_FED": QUEUED, "REQUEUE_HOLD": QUEUED,
@@ -121,7 +121,7 @@ class FleetJob:
     target: Target
     run_id: str
     job: Any = None  # the submitit Job, once submitted
-    state: str = "waiting"
+    state: str = WAITING  # not yet submitted
     reason: str = ""
     log_tail: str = ""
     csv: Path | None = None
@@ -251,7 +251,7 @@ class Cancelled:
     still_queued: list[str] = field(default_factory=list)
 
 
-def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 30.0) -> Cancelled:
+def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cancelled:
     """Cancel every submitted job not yet finished (scancel on Slurm, SIGINT locally) and, on Slurm,
     wait until squeue no longer lists them as active."""
     outcome = Cancelled()
@@ -271,7 +271,7 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 30.0) -> Cance
     ids = [str(j.job.job_id) for j in live]
     while time.monotonic() < deadline:
         states = squeue_states(ids)
-        active = [i for i, state in (states or {}).items() if state in ACTIVE_STATES and state != "COMPLETING"]
+        active = [i for i, state in (states or {}).items() if state in ACTIVE_STATES]  # COMPLETING too: squeue still lists it
         if states is not None and not active:
             return outcome
         time.sleep(0.5)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.fleet import DONE, ENGINES, FAILED, FleetError, FleetJob, Target, cancel_all, parse_targets, update
+from harness.fleet import DONE, ENGINES, FAILED, WAITING, FleetError, FleetJob, Target, cancel_all, parse_targets, update
 from harness.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
 from harness.store import LOGS_FOLDER, REPORTS_FOLDER, find_run
 
@@ -100,7 +100,7 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
     while not all(j.finished for j in jobs):
         for fleet_job in jobs:
             busy = any(j.job is not None and not j.finished for j in jobs)
-            if fleet_job.job is None and (engine == "slurm" or not busy):
+            if fleet_job.state == WAITING and (engine == "slurm" or not busy):
                 submit_job(fleet_job)
         update(jobs, engine)
         for fleet_job in jobs:
@@ -133,7 +133,7 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path) -> int:
     for label in cancelled.labels:
         say(f"{label}: cancelled (interrupted)")
     if cancelled.still_queued:
-        say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 30 s after scancel — check with squeue and scancel them")
+        say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and scancel them")
     for fleet_job in jobs:
         find_csv(fleet_job, store)
     kept = [str(j.csv) for j in jobs if j.csv is not None]

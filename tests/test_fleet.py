@@ -120,6 +120,61 @@ def test_local_targets_run_one_after_another(tmp_path):
     assert jobs[1].csv == tmp_path / "m" / "two.csv"
 
 
+def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path):
+    jobs = [FleetJob(Target("nosuch"), "r")]
+    calls: list[str] = []
+
+    def refuse(fleet_job: FleetJob) -> None:
+        calls.append(fleet_job.target.name)
+        fleet_job.state, fleet_job.reason = FAILED, "not submitted: invalid partition"
+
+    def submit(fleet_job: FleetJob) -> None:
+        if fleet_job.target.name == "nosuch":
+            return refuse(fleet_job)
+        calls.append(fleet_job.target.name)
+        fleet_job.job, fleet_job.state = SlowJob("1", tmp_path), RUNNING
+        (tmp_path / "m").mkdir()
+        (tmp_path / "m" / "ok.csv").write_text("x\n")
+
+    jobs.append(FleetJob(Target("ok"), "ok"))
+    drive(jobs, "local", tmp_path, submit, poll_s=0.0)
+    assert calls == ["nosuch", "ok"] and [j.state for j in jobs] == [FAILED, DONE]
+
+
+class SlowJob(FakeJob):
+    """Running for three looks at its state, then finished with a result."""
+
+    def __init__(self, job_id: str, tmp: Path) -> None:
+        super().__init__(job_id, tmp)
+        self.looks = 0
+
+    @property
+    def state(self) -> str:
+        self.looks += 1
+        if self.looks > 3:
+            self.paths.result_pickle.write_text("")
+            return "FINISHED"
+        return "RUNNING"
+
+    @state.setter
+    def state(self, value: str) -> None:
+        pass
+
+
+def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatch):
+    """A cancelled job is COMPLETING while its processes stop: squeue still lists it, so the
+    fleet waits (the Ctrl-C promise is an empty squeue)."""
+    import harness.fleet as fleet_module
+
+    answers = iter([{"5": "COMPLETING"}, {"5": "COMPLETING"}, {"5": "CANCELLED"}])
+    seen: list[int] = []
+    monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: seen.append(1) or next(answers))
+    job = FleetJob(Target("a"), "r", job=FakeJob("5", tmp_path), state=RUNNING)
+    monkeypatch.setattr(fleet_module.time, "sleep", lambda s: None)
+    outcome = fleet_module.cancel_all([job], "slurm")
+    assert job.job.cancelled and len(seen) == 3 and outcome.still_queued == []
+
+
 def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "fleet", "--store", str(store), "--poll-seconds", "0.5", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
@@ -240,7 +295,8 @@ LONG = ["--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmu
 
 @pytest.mark.slurm
 def test_slurm_job_cancelled_with_scancel_is_a_line_naming_the_target(slurm, tmp_path):
-    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=b,time=10,name=victim", *LONG, env=slurm.env, cwd=tmp_path)
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=b,time=10,name=victim", "--target", "partition=nosuch", *LONG,
+                 env=slurm.env, cwd=tmp_path)
     lines: list[str] = []
     wait_for(proc, ": running", lines)
     job_id = lines[-1].split(" job ", 1)[1].split(":", 1)[0]
@@ -249,6 +305,7 @@ def test_slurm_job_cancelled_with_scancel_is_a_line_naming_the_target(slurm, tmp
     out = "".join(lines) + rest
     assert proc.returncode == 1, out
     assert f"[victim] job {job_id}: FAILED — cancelled" in out and "victim FAILED (cancelled" in out
+    assert out.count("[nosuch]: FAILED — not submitted: sbatch: error: invalid partition") == 1, out  # named once, never resubmitted
 
 
 @pytest.mark.slurm
