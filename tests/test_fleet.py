@@ -120,45 +120,32 @@ def test_local_targets_run_one_after_another(tmp_path):
     assert jobs[1].csv == tmp_path / "m" / "two.csv"
 
 
-def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path):
-    jobs = [FleetJob(Target("nosuch"), "r")]
-    calls: list[str] = []
+def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path, monkeypatch):
+    """sbatch refused one target (an unknown partition) while another runs for a few polls."""
+    import harness.fleet as fleet_module
 
-    def refuse(fleet_job: FleetJob) -> None:
-        calls.append(fleet_job.target.name)
-        fleet_job.state, fleet_job.reason = FAILED, "not submitted: invalid partition"
+    jobs = [FleetJob(Target("nosuch"), "r"), FleetJob(Target("ok"), "ok")]
+    calls: list[str] = []
+    answers = iter([{"1": "RUNNING"}, {"1": "RUNNING"}, {"1": "COMPLETED"}])
+
+    def squeue(ids: list[str]) -> dict[str, str]:
+        answer = next(answers)
+        if answer["1"] == "COMPLETED":
+            jobs[1].job.paths.result_pickle.write_text("")
+        return answer
 
     def submit(fleet_job: FleetJob) -> None:
-        if fleet_job.target.name == "nosuch":
-            return refuse(fleet_job)
         calls.append(fleet_job.target.name)
-        fleet_job.job, fleet_job.state = SlowJob("1", tmp_path), RUNNING
+        if fleet_job.target.name == "nosuch":
+            fleet_job.state, fleet_job.reason = FAILED, "not submitted: invalid partition"
+            return
+        fleet_job.job, fleet_job.state = FakeJob("1", tmp_path), "queued"
         (tmp_path / "m").mkdir()
         (tmp_path / "m" / "ok.csv").write_text("x\n")
 
-    jobs.append(FleetJob(Target("ok"), "ok"))
-    drive(jobs, "local", tmp_path, submit, poll_s=0.0)
+    monkeypatch.setattr(fleet_module, "squeue_states", squeue)
+    drive(jobs, "slurm", tmp_path, submit, poll_s=0.0)
     assert calls == ["nosuch", "ok"] and [j.state for j in jobs] == [FAILED, DONE]
-
-
-class SlowJob(FakeJob):
-    """Running for three looks at its state, then finished with a result."""
-
-    def __init__(self, job_id: str, tmp: Path) -> None:
-        super().__init__(job_id, tmp)
-        self.looks = 0
-
-    @property
-    def state(self) -> str:
-        self.looks += 1
-        if self.looks > 3:
-            self.paths.result_pickle.write_text("")
-            return "FINISHED"
-        return "RUNNING"
-
-    @state.setter
-    def state(self, value: str) -> None:
-        pass
 
 
 def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatch):
