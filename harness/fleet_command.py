@@ -10,7 +10,8 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.fleet import DONE, ENGINES, FAILED, WAITING, FleetError, FleetJob, Target, cancel_all, parse_targets, update
 from harness.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
@@ -70,7 +71,7 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
     try:
         executor = make_executor(engine, folder, fleet_job.target)
         fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT)))
-    except Exception as error:  # sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run
+    except Exception as error:  # noqa: BLE001 - sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run: submitit raises several types
         fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
         say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")
         return

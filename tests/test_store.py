@@ -64,7 +64,7 @@ def test_runs_in_and_find_run_look_one_level_down(tmp_path):
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
 
 
 def test_run_into_a_store_then_report_and_compare_read_it(tmp_path):
