@@ -163,18 +163,25 @@ def log_tail(job: Any, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(parts) or "(the job wrote no log)"
 
 
-def reason_from_log(text: str) -> str:
+def log_marker(text: str) -> str | None:
+    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`)."""
     for marker, reason in LOG_REASONS:
         if marker in text:
             return reason
-    return "ended without a result (killed, or its node lost)"
+    return None
 
 
-def run_failure(error: BaseException) -> str:
-    """Why `gpubench run` failed, from the trace submitit keeps of the job's exception."""
+def reason_from_log(text: str) -> str:
+    return log_marker(text) or "ended without a result (killed, or its node lost)"
+
+
+def run_failure(error: BaseException, tail: str = "") -> str:
+    """Why the job's command failed, from the trace submitit keeps of its exception: the run's exit
+    code, else what Slurm wrote in the log (scancel's SIGTERM reaches submitit's process too, which
+    may record the kill as the command's error)."""
     match = re.search(r"non-zero exit status (-?\d+)", str(error))
     if match is None:
-        return "the job's command failed"
+        return log_marker(tail) or "the job's command failed"
     code = int(match.group(1))
     return f"gpubench run exited {code}" + (f" ({RUN_EXITS[code]})" if code in RUN_EXITS else "")
 
@@ -188,7 +195,8 @@ def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: fl
         fleet_job.gone_since = now
     if job.paths.result_pickle.exists():
         error = job.exception()
-        fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, run_failure(error))
+        ended = ENDED_REASONS.get(queue_state or "")  # Slurm's word on a cancel or a timeout comes first
+        fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, ended or run_failure(error, log_tail(job)))
     elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
         fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(log_tail(job))
     if fleet_job.state == FAILED:

@@ -99,6 +99,10 @@ def test_a_slurm_job_gone_from_the_queue_waits_for_its_result_then_fails(tmp_pat
     timed_out = FleetJob(Target("b"), "r", job=FakeJob("10", tmp_path))
     settle(timed_out, "TIMEOUT", now=0.0)
     assert timed_out.state == FAILED and timed_out.reason.startswith("timed out")
+    killed = FleetJob(Target("c"), "r", job=FakeJob("11", tmp_path))
+    killed.job.finish("FailedJobError: Job got killed for an unknown reason.")  # scancel's SIGTERM reached submitit's process
+    settle(killed, "CANCELLED", now=0.0)
+    assert killed.state == FAILED and killed.reason.startswith("cancelled")
 
 
 def test_local_targets_run_one_after_another(tmp_path):
