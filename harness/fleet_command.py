@@ -9,8 +9,8 @@ import argparse
 import signal
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harness.fleet import DONE, ENGINES, FAILED, WAITING, FleetError, FleetJob, Target, cancel_all, parse_targets, update

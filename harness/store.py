@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 HARDWARE_KEYS = ("cpu_model", "cpu_cores", "ram_gib", "gpus")
