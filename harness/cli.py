@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="output folder")
     report.add_argument("--baseline", default=None, help="machine_id or hostname to compare the others against")
     _ab_parser(sub)
+    from harness.fleet_command import add_fleet_parser
+
+    add_fleet_parser(sub)
     compare = sub.add_parser("compare", help="compare two runs case by case; exit 1 on a significant slowdown")
     compare.add_argument("base", type=Path)
     compare.add_argument("new", type=Path)
@@ -320,10 +323,33 @@ def tolerant_output() -> None:
             reconfigure(errors="replace")
 
 
+def resolve_store(args: argparse.Namespace) -> str | None:
+    """--store STORE: this machine's folder in the store becomes the run's results folder, resolved
+    here, on the machine that runs (harness.store). The problem, as one line, or None."""
+    if getattr(args, "store", None) is None:
+        return None
+    from harness.env import machine_identity
+    from harness.options import RESULTS_DIR_DEFAULT
+    from harness.store import StoreError, results_dir_for
+
+    try:
+        args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
+    except StoreError as error:
+        return str(error)
+    args.store = None  # the build processes get the resolved folder
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     tolerant_output()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    if args.command in ("run", "ab") and (problem := resolve_store(args)):
+        return fail(problem, code=4)
+    if args.command == "fleet":
+        from harness.fleet_command import cmd_fleet
+
+        return cmd_fleet(args, extra)
     if args.command == "run":
         return cmd_run(args, extra)
     if args.command == "ab":

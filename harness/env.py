@@ -159,6 +159,26 @@ def machine_id(fields: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def nvml_gpu_names() -> list[str]:
+    """Every GPU of the node, as NVML names them (no CUDA context, and CUDA_VISIBLE_DEVICES or a
+    Slurm allocation of one GPU does not hide the others); [] where NVML is absent."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
+        return [name.decode() if isinstance(name, bytes) else str(name) for name in names]
+    except Exception:  # NVML missing, no driver
+        return []
+
+
+def machine_identity() -> dict[str, Any]:
+    """What names this machine in a results store (harness.store.machine_folder_name): the host
+    and its hardware, whatever device a run benchmarks."""
+    return {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
+            "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
+
+
 def fingerprint(device: torch.device) -> dict[str, Any]:
     """Everything guide §2 asks to check, plus what explains a number: CPU, RAM, threads, TF32."""
     cuda = torch.cuda.is_available()

@@ -47,11 +47,13 @@ class Option:
 # Exit code of a run stopped because its results folder is full (EX_TEMPFAIL): gpubench run then
 # launches no further build process.
 RESULTS_FULL_EXIT = 75
+RESULTS_DIR_DEFAULT = "results"
 
 RUN_OPTIONS: tuple[Option, ...] = (
     Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps; cuda:all (gpubench run only): the micro cases on each GPU in turn, one run each, one report"),
     Option("--profile", "quick", "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"),
-    Option("--results-dir", "results", "folder for the run's CSV and sidecars (default: results/)"),
+    Option("--results-dir", RESULTS_DIR_DEFAULT, "folder for the run's CSV and sidecars (default: results/)"),
+    Option("--store", None, "results store: write into STORE/<machine>/ (host name + hardware hash, resolved on the machine that runs) instead of --results-dir"),
     Option("--run-id", None, "name of this run's files (default: UTC time, host, pid)"),
     Option("--data-root", None, "where MNIST / Fashion-MNIST live (default: ~/.cache/gpubench/data)"),
     Option("--dataset", "auto", "training data: auto, mnist, fashion-mnist, synthetic (default auto: mnist > fashion-mnist > synthetic)"),

@@ -14,12 +14,15 @@ from harness.context import BuildContext
 from harness.datasets import DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root
 from harness.device import DeviceError, resolve_device
 from harness.energy import EnergyMeter, energy_counter, gpu_sampler
+from harness.env import machine_identity
 from harness.launch import MAX_BUILDS
 from harness.nproc import NprocError, check_nproc, default_nproc
+from harness.options import RESULTS_DIR_DEFAULT
 from harness.profiles import ProfileError, check_profile
 from harness.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
 from harness.run_state import RunState
 from harness.session import Session
+from harness.store import StoreError, results_dir_for
 from harness.timing import SyncedClock, install_session_clock
 
 
@@ -64,7 +67,7 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
 
 def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
     device = resolve_device(option("gpubench_device"))
-    results_dir = Path(option("gpubench_results_dir"))
+    results_dir = results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)
     build = option("gpubench_build")
     if option("gpubench_run_id") is not None:  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
         check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0)
@@ -90,7 +93,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         checked = _checked(option, collect_only, benchmark_json)
     except SetupError:
         raise
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, OSError) as error:
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, OSError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
     clock = SyncedClock(device, user_base_clock(benchmark_timer))

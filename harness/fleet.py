@@ -1,0 +1,287 @@
+"""`gpubench fleet`, the launcher of many machines: one job per target, each running
+`python -m harness.cli run --store STORE ...` where the job lands, through submitit —
+`SlurmExecutor` under `--cluster slurm`, `LocalExecutor` (a job on this machine) without.
+
+This module holds the targets (what a job asks the scheduler for) and the watch over a job (queued,
+running, done, failed and why). Slurm states are read from `squeue -t all`, not from submitit's
+watcher: that one asks `sacct`, which needs the accounting database many small clusters (and the
+tests' cluster) do not run. A job that left the queue without submitit's result file failed
+outside the run — cancelled, timed out, its node lost — and the reason comes from squeue's last
+word or the job's log. Torch-free."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.store import safe_name
+
+ENGINES = ("local", "slurm")
+DEFAULT_TIME_MIN = 60
+TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
+SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
+RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its result file may take to appear (NFS)
+LOG_TAIL_LINES = 12
+
+WAITING, QUEUED, RUNNING, DONE, FAILED = "waiting", "queued", "running", "done", "failed"
+
+# squeue's job states (man squeue, JOB STATE CODES): still in the queue, or ended and why.
+ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_FED": QUEUED, "REQUEUE_HOLD": QUEUED,
+                 "RESV_DEL_HOLD": QUEUED, "SPECIAL_EXIT": QUEUED, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING,
+                 "STOPPED": RUNNING, "SIGNALING": RUNNING, "STAGE_OUT": RUNNING, "RESIZING": RUNNING}
+ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)", "TIMEOUT": "timed out (the target's time limit)",
+                 "NODE_FAIL": "its node failed", "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted by the scheduler",
+                 "BOOT_FAIL": "its node failed to boot", "DEADLINE": "missed its deadline", "REVOKED": "revoked by the federation"}
+LOG_REASONS = (("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]), ("DUE TO PREEMPTION", ENDED_REASONS["PREEMPTED"]),
+               ("DUE TO NODE FAILURE", ENDED_REASONS["NODE_FAIL"]), ("CANCELLED AT", ENDED_REASONS["CANCELLED"]),
+               ("oom-kill", ENDED_REASONS["OUT_OF_MEMORY"]))
+RUN_EXITS = {1: "a case failed", 2: "interrupted", 3: "pytest internal error", 4: "usage error", 5: "no case matched -k/-m",
+             75: "results folder full", 130: "interrupted", 143: "terminated (SIGTERM)"}
+
+
+class FleetError(ValueError):
+    """A bad --target or fleet option: one line naming the fix."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one job runs: Slurm's partition, generic resources (`gpu:1`), constraint, node list,
+    CPUs and time limit; `device` is the run's --device there."""
+
+    name: str
+    partition: str | None = None
+    gres: str | None = None
+    time_min: int = DEFAULT_TIME_MIN
+    constraint: str | None = None
+    nodelist: str | None = None
+    cpus: int | None = None
+    device: str | None = None
+
+    def slurm_parameters(self) -> dict[str, Any]:
+        """submitit.SlurmExecutor's parameters (sbatch's --partition, --gres, --time, ...)."""
+        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition, "gres": self.gres,
+                  "constraint": self.constraint, "nodelist": self.nodelist, "cpus_per_task": self.cpus}
+        return {key: value for key, value in wanted.items() if value is not None}
+
+    def slurm_only(self) -> list[str]:
+        return [key for key in SLURM_ONLY_KEYS if getattr(self, key) is not None]
+
+
+def parse_minutes(text: str) -> int:
+    """`30` (minutes), `2:00:00` or `90:00` (Slurm's H:MM:SS and MM:SS) -> whole minutes."""
+    parts = text.split(":")
+    if not all(part.isdigit() for part in parts) or not 1 <= len(parts) <= 3:
+        raise FleetError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
+    seconds = 0
+    for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)):
+        seconds += int(part) * scale
+    if seconds < 60:
+        raise FleetError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
+    return -(-seconds // 60)
+
+
+def parse_target(text: str, index: int) -> Target:
+    """`partition=gpu,gres=gpu:1,time=30` (comma-separated key=value); the name defaults to the
+    partition, node list, constraint or device, else `target<index>`."""
+    fields: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not value or key not in TARGET_KEYS:
+            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target partition=gpu,gres=gpu:1,time=30")
+        fields[key] = value
+    cpus = fields.get("cpus")
+    if cpus is not None and not cpus.isdigit():
+        raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
+    label = fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint") or fields.get("device") or f"target{index}"
+    return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
+                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN, constraint=fields.get("constraint"),
+                  nodelist=fields.get("nodelist"), cpus=int(cpus) if cpus else None, device=fields.get("device"))
+
+
+def parse_targets(texts: list[str] | None) -> list[Target]:
+    """The targets in order; none given: one on this machine. Names must differ (they name the runs)."""
+    targets = [parse_target(text, index + 1) for index, text in enumerate(texts or ["name=local"])]
+    seen: set[str] = set()
+    for target in targets:
+        if target.name in seen:
+            raise FleetError(f"two targets are named {target.name!r} — give each its own name=, e.g. --target partition=gpu,name=gpu-b")
+        seen.add(target.name)
+    return targets
+
+
+@dataclass
+class FleetJob:
+    """One target's job and what is known of it."""
+
+    target: Target
+    run_id: str
+    job: Any = None  # the submitit Job, once submitted
+    state: str = WAITING  # not yet submitted
+    reason: str = ""
+    log_tail: str = ""
+    csv: Path | None = None
+    gone_since: float | None = None  # when it was first seen out of the queue without a result
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (DONE, FAILED)
+
+    @property
+    def label(self) -> str:
+        return f"[{self.target.name}]" + (f" job {self.job.job_id}" if self.job is not None else "")
+
+
+def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
+    """job id -> squeue's state for those of `job_ids` it still knows (finished ones for MinJobAge,
+    300 s by default); None when squeue itself failed (the controller busy: ask again later)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    states = dict(line.split("|", 1) for line in out.stdout.splitlines() if "|" in line)
+    return {job_id: states[job_id] for job_id in job_ids if job_id in states}
+
+
+def log_tail(job: Any, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of the job's error stream, then of its output stream (where pytest reports)."""
+    parts = []
+    for name, read in (("stderr", job.stderr), ("stdout", job.stdout)):
+        try:
+            text = read() or ""
+        except OSError:
+            text = ""
+        kept = [line for line in text.splitlines() if line.strip()][-lines:]
+        if kept:
+            parts.append(f"--- {name} (last {len(kept)} lines)\n" + "\n".join(kept))
+    return "\n".join(parts) or "(the job wrote no log)"
+
+
+def log_marker(text: str) -> str | None:
+    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`)."""
+    for marker, reason in LOG_REASONS:
+        if marker in text:
+            return reason
+    return None
+
+
+def reason_from_log(text: str) -> str:
+    return log_marker(text) or "ended without a result (killed, or its node lost)"
+
+
+def run_failure(error: BaseException, tail: str = "") -> str:
+    """Why the job's command failed, from the trace submitit keeps of its exception: the run's exit
+    code, else what Slurm wrote in the log (scancel's SIGTERM reaches submitit's process too, which
+    may record the kill as the command's error)."""
+    match = re.search(r"non-zero exit status (-?\d+)", str(error))
+    if match is None:
+        return log_marker(tail) or "the job's command failed"
+    code = int(match.group(1))
+    return f"gpubench run exited {code}" + (f" ({RUN_EXITS[code]})" if code in RUN_EXITS else "")
+
+
+def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: float = RESULT_GRACE_S) -> None:
+    """Move a job that left the active states to done or failed: submitit's result file says how
+    the run ended; without one, squeue's last word or the log says why — after `grace_s` (a
+    result file written on another node may take a moment to show on NFS)."""
+    job = fleet_job.job
+    if fleet_job.gone_since is None:
+        fleet_job.gone_since = now
+    if job.paths.result_pickle.exists():
+        error = job.exception()
+        ended = ENDED_REASONS.get(queue_state or "")  # Slurm's word on a cancel or a timeout comes first
+        fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, ended or run_failure(error, log_tail(job)))
+    elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
+        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(log_tail(job))
+    if fleet_job.state == FAILED:
+        fleet_job.log_tail = log_tail(job)
+
+
+def update(jobs: list[FleetJob], engine: str) -> None:
+    """Each submitted, unfinished job's state, from squeue (Slurm) or the process (local)."""
+    live = [j for j in jobs if j.job is not None and not j.finished]
+    if not live:
+        return
+    now = time.monotonic()
+    if engine == "slurm":
+        states = squeue_states([str(j.job.job_id) for j in live])
+        if states is None:
+            return
+        for fleet_job in live:
+            state = states.get(str(fleet_job.job.job_id))
+            if state in ACTIVE_STATES:
+                fleet_job.state = ACTIVE_STATES[state]
+            else:
+                settle(fleet_job, state, now)
+        return
+    for fleet_job in live:
+        if fleet_job.job.state == "RUNNING":
+            fleet_job.state = RUNNING
+        else:
+            settle(fleet_job, None, now, grace_s=0.0)  # a local process that ended has written its result, if any
+
+
+def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
+    """A local job is a tree of processes (submitit's controller — its pid is the job id —, its
+    task, gpubench run, a pytest per build). submitit's cancel signals the controller alone, which
+    SIGKILLs its task a second later and orphans the run below it. So SIGINT goes to the whole tree,
+    as Ctrl-C in a terminal would: each run stops at a case's edge with its rows whole; SIGKILL
+    takes what outlives `grace_s`."""
+    import psutil
+
+    try:
+        root = psutil.Process(int(job_id))
+        tree = [root, *root.children(recursive=True)]
+    except (psutil.Error, ValueError):
+        return  # already gone
+    for process in reversed(tree):  # the deepest first: a run sees its build stop before its own SIGINT
+        try:
+            process.send_signal(signal.SIGINT)
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue
+
+
+@dataclass
+class Cancelled:
+    labels: list[str] = field(default_factory=list)
+    still_queued: list[str] = field(default_factory=list)
+
+
+def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cancelled:
+    """Cancel every submitted job not yet finished (scancel on Slurm, SIGINT locally) and, on Slurm,
+    wait until squeue no longer lists them as active."""
+    outcome = Cancelled()
+    live = [j for j in jobs if j.job is not None and not j.finished]
+    for fleet_job in live:
+        try:
+            if engine == "slurm":
+                fleet_job.job.cancel(check=False)
+            else:
+                stop_local_tree(str(fleet_job.job.job_id))
+        except OSError:  # scancel missing: reported below as still queued
+            pass
+        outcome.labels.append(fleet_job.label)
+    if engine != "slurm" or not live:
+        return outcome
+    deadline = time.monotonic() + wait_s
+    ids = [str(j.job.job_id) for j in live]
+    while time.monotonic() < deadline:
+        states = squeue_states(ids)
+        active = [i for i, state in (states or {}).items() if state in ACTIVE_STATES]  # COMPLETING too: squeue still lists it
+        if states is not None and not active:
+            return outcome
+        time.sleep(0.5)
+    outcome.still_queued = ids
+    return outcome

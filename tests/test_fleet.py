@@ -1,0 +1,313 @@
+"""gpubench fleet: targets, job watching, the local default end to end (and two fleets into one
+store at once), and a real one-node Slurm cluster (tests/slurm_cluster.py; marked `slurm`, skipped
+with the reason where the daemons cannot start)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.cli import build_parser
+from harness.fleet import DONE, FAILED, RUNNING, FleetError, FleetJob, Target, parse_minutes, parse_targets, reason_from_log, run_failure, settle, update
+from harness.fleet_command import drive, run_argv
+from harness.results import read_rows
+from harness.store import runs_in
+
+TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # one case, seconds
+
+
+def test_targets_parse_into_slurm_parameters():
+    a, b = parse_targets(["partition=gpu,gres=gpu:1,time=30", "nodelist=node[1-2],constraint=h100,time=2:00:00,cpus=8,name=big"])
+    assert a.name == "gpu" and a.slurm_parameters() == {"job_name": "gpubench-gpu", "time": 30, "partition": "gpu", "gres": "gpu:1"}
+    assert b.name == "big" and b.slurm_parameters()["time"] == 120 and b.slurm_parameters()["nodelist"] == "node[1-2]" and b.cpus == 8
+    assert [t.name for t in parse_targets(None)] == ["local"]
+
+
+@pytest.mark.parametrize("text, message", [("partiton=gpu", "is not one of"), ("partition=a", "two targets"), ("time=0:30", "under a minute"),
+                                           ("time=soon", "give minutes"), ("cpus=many", "whole number")])
+def test_bad_targets_are_one_line_naming_the_fix(text, message):
+    with pytest.raises(FleetError, match=message):
+        parse_targets(["partition=a", text] if message == "two targets" else [text])
+
+
+def test_minutes():
+    assert parse_minutes("30") == 30 and parse_minutes("90:00") == 90 and parse_minutes("1:00:30") == 61
+
+
+def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
+    args, extra = build_parser().parse_known_args(["fleet", "--store", "S", "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"])
+    argv = run_argv(args, Path("/abs/S"), "F-gpu", Target("gpu", device="cuda:1"), extra)
+    assert argv[1:] == ["-m", "harness.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu", "--no-report", "--device", "cuda:1",
+                        "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"]
+
+
+def test_failure_reasons():
+    assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***") == "timed out (the target's time limit)"
+    assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***").startswith("cancelled")
+    assert run_failure(RuntimeError("CalledProcessError: Command '[...]' returned non-zero exit status 5.")) == "gpubench run exited 5 (no case matched -k/-m)"
+
+
+class FakeJob:
+    """A submitit job as the watch sees it: state, result file, exception, logs, cancel."""
+
+    def __init__(self, job_id: str, tmp: Path, state: str = "RUNNING", error: str | None = None) -> None:
+        self.job_id, self.state, self.error, self.cancelled = job_id, state, error, False
+        self.paths = SimpleNamespace(result_pickle=tmp / f"{job_id}_result.pkl")
+
+    def finish(self, error: str | None = None) -> None:
+        self.state, self.error = "FINISHED", error
+        self.paths.result_pickle.write_text("")
+
+    def exception(self):
+        return RuntimeError(self.error) if self.error else None
+
+    def stderr(self) -> str:
+        return "line\n*** JOB 1 ON n CANCELLED AT 2026 ***" if self.state == "INTERRUPTED" else ""
+
+    def stdout(self) -> str:
+        return "ran"
+
+    def cancel(self, check: bool = True) -> None:
+        self.cancelled = True
+
+
+def test_a_local_job_ending_without_a_result_is_a_failure_naming_why(tmp_path):
+    ok, crashed, failed = (FleetJob(Target(n), n) for n in ("ok", "crashed", "failed"))
+    ok.job, crashed.job, failed.job = FakeJob("1", tmp_path), FakeJob("2", tmp_path, state="INTERRUPTED"), FakeJob("3", tmp_path)
+    ok.job.finish()
+    failed.job.finish("returned non-zero exit status 1")
+    update([ok, crashed, failed], "local")
+    assert (ok.state, crashed.state, failed.state) == (DONE, FAILED, FAILED)
+    assert crashed.reason.startswith("cancelled") and "CANCELLED AT" in crashed.log_tail
+    assert failed.reason == "gpubench run exited 1 (a case failed)"
+
+
+def test_a_slurm_job_gone_from_the_queue_waits_for_its_result_then_fails(tmp_path):
+    job = FleetJob(Target("a"), "r")
+    job.job = FakeJob("9", tmp_path)
+    settle(job, None, now=100.0)
+    assert job.state != FAILED  # NFS: the result file may come a little later
+    settle(job, None, now=200.0)
+    assert job.state == FAILED and job.reason.startswith("ended without a result")
+    timed_out = FleetJob(Target("b"), "r", job=FakeJob("10", tmp_path))
+    settle(timed_out, "TIMEOUT", now=0.0)
+    assert timed_out.state == FAILED and timed_out.reason.startswith("timed out")
+    killed = FleetJob(Target("c"), "r", job=FakeJob("11", tmp_path))
+    killed.job.finish("FailedJobError: Job got killed for an unknown reason.")  # scancel's SIGTERM reached submitit's process
+    settle(killed, "CANCELLED", now=0.0)
+    assert killed.state == FAILED and killed.reason.startswith("cancelled")
+
+
+def test_local_targets_run_one_after_another(tmp_path):
+    """Two runs at once on one machine would measure each other: the second is submitted only
+    once the first finished."""
+    jobs = [FleetJob(Target(n), n) for n in ("one", "two")]
+    running_at_submit: list[int] = []
+
+    def submit(fleet_job: FleetJob) -> None:
+        running_at_submit.append(sum(j.job is not None and not j.finished for j in jobs))
+        fleet_job.job = FakeJob(fleet_job.target.name, tmp_path)
+        fleet_job.state = RUNNING
+        fleet_job.job.finish()  # done by the next poll
+        (tmp_path / "m").mkdir(exist_ok=True)
+        (tmp_path / "m" / f"{fleet_job.run_id}.csv").write_text("x\n")
+
+    drive(jobs, "local", tmp_path, submit, poll_s=0.0)
+    assert running_at_submit == [0, 0] and [j.state for j in jobs] == [DONE, DONE]
+    assert jobs[1].csv == tmp_path / "m" / "two.csv"
+
+
+def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path, monkeypatch):
+    """sbatch refused one target (an unknown partition) while another runs for a few polls."""
+    import harness.fleet as fleet_module
+
+    jobs = [FleetJob(Target("nosuch"), "r"), FleetJob(Target("ok"), "ok")]
+    calls: list[str] = []
+    answers = iter([{"1": "RUNNING"}, {"1": "RUNNING"}, {"1": "COMPLETED"}])
+
+    def squeue(ids: list[str]) -> dict[str, str]:
+        answer = next(answers)
+        if answer["1"] == "COMPLETED":
+            jobs[1].job.paths.result_pickle.write_text("")
+        return answer
+
+    def submit(fleet_job: FleetJob) -> None:
+        calls.append(fleet_job.target.name)
+        if fleet_job.target.name == "nosuch":
+            fleet_job.state, fleet_job.reason = FAILED, "not submitted: invalid partition"
+            return
+        fleet_job.job, fleet_job.state = FakeJob("1", tmp_path), "queued"
+        (tmp_path / "m").mkdir()
+        (tmp_path / "m" / "ok.csv").write_text("x\n")
+
+    monkeypatch.setattr(fleet_module, "squeue_states", squeue)
+    drive(jobs, "slurm", tmp_path, submit, poll_s=0.0)
+    assert calls == ["nosuch", "ok"] and [j.state for j in jobs] == [FAILED, DONE]
+
+
+def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatch):
+    """A cancelled job is COMPLETING while its processes stop: squeue still lists it, so the
+    fleet waits (the Ctrl-C promise is an empty squeue)."""
+    import harness.fleet as fleet_module
+
+    answers = iter([{"5": "COMPLETING"}, {"5": "COMPLETING"}, {"5": "CANCELLED"}])
+    seen: list[int] = []
+    monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: seen.append(1) or next(answers))
+    job = FleetJob(Target("a"), "r", job=FakeJob("5", tmp_path), state=RUNNING)
+    monkeypatch.setattr(fleet_module.time, "sleep", lambda s: None)
+    outcome = fleet_module.cancel_all([job], "slurm")
+    assert job.job.cancelled and len(seen) == 3 and outcome.still_queued == []
+
+
+def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "fleet", "--store", str(store), "--poll-seconds", "0.5", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
+
+
+def check_fleet_store(store: Path, out: str, targets: tuple[str, ...]) -> set[str]:
+    """Each target's run whole in the store, and the fleet's report covering all of them; the run ids."""
+    fleet_id = out.split("gpubench fleet: ", 1)[1].split(":", 1)[0]
+    run_ids = {f"{fleet_id}-{t}" for t in targets}
+    found = {csv.stem: csv for runs in runs_in(store).values() for csv in runs if csv.stem.startswith(fleet_id)}
+    assert set(found) == run_ids, out
+    for run_id, csv in found.items():
+        rows = read_rows(csv)
+        assert rows and {r["run_id"] for r in rows} == {run_id} and all(r["status"] == "ok" for r in rows)
+        assert csv.with_suffix(".env.json").exists()
+    merged = read_rows(store / "reports" / fleet_id / "merged.csv")
+    assert {r["run_id"] for r in merged} == run_ids and (store / "reports" / fleet_id / "report.md").exists()
+    return run_ids
+
+
+def test_local_fleet_of_two_targets_writes_the_store_and_one_report(tmp_path):
+    proc = fleet(tmp_path / "store", "--target", "name=one", "--target", "name=two", *TINY, cwd=tmp_path)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    check_fleet_store(tmp_path / "store", out, ("one", "two"))
+    assert "[one] job" in out and "done ->" in out and "report of 2 runs" in out
+
+
+def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
+    store = tmp_path / "store"
+    procs = [fleet(store, "--target", "name=x", "--target", "name=y", *TINY, cwd=tmp_path) for _ in range(2)]
+    outs = [proc.communicate(timeout=900)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    run_ids = check_fleet_store(store, outs[0], ("x", "y")) | check_fleet_store(store, outs[1], ("x", "y"))
+    assert len(run_ids) == 4
+    whole = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(store), "--out", str(tmp_path / "all")], capture_output=True, text=True, timeout=600, check=False)
+    assert whole.returncode == 0, whole.stderr
+    assert {r["run_id"] for r in read_rows(tmp_path / "all" / "merged.csv")} == run_ids
+    assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
+
+
+def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
+    """SIGINT to the fleet alone (not the terminal's whole group): the local job's whole tree stops."""
+    import psutil
+
+    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32", cwd=tmp_path)
+    lines: list[str] = []
+    wait_for(proc, ": running", lines)
+    time.sleep(3)  # gpubench run and its first build process have started
+    under = psutil.Process(proc.pid).children(recursive=True)
+    assert any("harness.cli" in " ".join(p.cmdline()) for p in under)
+    os.kill(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "[long] job" in rest and "cancelled (interrupted)" in rest, "".join(lines) + rest
+    _, alive = psutil.wait_procs(under, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
+    from slurm_cluster import ClusterUnavailable, SlurmCluster
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ClusterUnavailable, match="binaries missing .*apt-get install slurm-wlm munge"):
+        SlurmCluster(tmp_path).start()
+
+
+def test_fleet_without_a_store_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
+
+
+# ---------------------------------------------------------------- a real Slurm cluster on this machine
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    from slurm_cluster import ClusterUnavailable, SlurmCluster
+
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+    except ClusterUnavailable as error:
+        cluster.stop()
+        pytest.skip(f"no local Slurm cluster: {error}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def wait_for(proc: subprocess.Popen[str], text: str, lines: list[str], timeout_s: float = 300) -> None:
+    """Read the fleet's output until a line holds `text`."""
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"never saw {text!r}:\n{''.join(lines)}")
+
+
+@pytest.mark.slurm
+def test_slurm_fleet_on_two_partitions(slurm, tmp_path):
+    started = time.monotonic()
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=a,time=10", "--target", "partition=b,time=10", *TINY,
+                 env=slurm.env, cwd=tmp_path)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    check_fleet_store(tmp_path / "store", out, ("a", "b"))
+    assert out.count(": queued") == 2 and out.count(": done ->") == 2
+    print(f"slurm fleet of two partitions: {time.monotonic() - started:.1f} s wall")
+
+
+LONG = ["--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32"]  # a build per process: minutes
+
+
+@pytest.mark.slurm
+def test_slurm_job_cancelled_with_scancel_is_a_line_naming_the_target(slurm, tmp_path):
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=b,time=10,name=victim", "--target", "partition=nosuch", *LONG,
+                 env=slurm.env, cwd=tmp_path)
+    lines: list[str] = []
+    wait_for(proc, ": running", lines)
+    job_id = lines[-1].split(" job ", 1)[1].split(":", 1)[0]
+    subprocess.run(["scancel", job_id], env=slurm.env, check=True, timeout=60)
+    rest, _ = proc.communicate(timeout=300)
+    out = "".join(lines) + rest
+    assert proc.returncode == 1, out
+    assert f"[victim] job {job_id}: FAILED — cancelled" in out and "victim FAILED (cancelled" in out
+    assert out.count("[nosuch]: FAILED — not submitted: sbatch: error: invalid partition") == 1, out  # named once, never resubmitted
+
+
+@pytest.mark.slurm
+def test_ctrl_c_cancels_every_submitted_job(slurm, tmp_path):
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=a,time=10", "--target", "partition=b,time=10", *LONG,
+                 env=slurm.env, cwd=tmp_path)
+    lines: list[str] = []
+    wait_for(proc, ": running", lines)
+    assert len(slurm.queue()) == 2
+    os.kill(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(lines) + rest
+    assert proc.returncode == 130, out
+    assert out.count("cancelled (interrupted)") == 2 and slurm.queue() == [], out
