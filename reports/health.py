@@ -15,7 +15,7 @@ import pandas as pd
 
 from reports.intervals import steady_best
 from reports.load import result_files
-from reports.markdown import cell, md_table, section
+from reports.markdown import escape, md_table, section
 from reports.references import FIGURES, References, load_references
 from reports.tables import TEMPLATE_SETTING
 
@@ -190,7 +190,7 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
 
 def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
     missing = sorted(set(frame["device_name"].astype(str)) - set(frame[frame["machine"].isin(set(table.get("machine", [])))]["device_name"].astype(str)))
-    return (f"No reference for {', '.join(cell(m, '') for m in missing)}: add its figures, with their source, to "
+    return (f"No reference for {', '.join(escape(str(m)) for m in missing)}: add its figures, with their source, to "
             "`reports/references.json`." if missing else "")
 
 
@@ -200,7 +200,7 @@ def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References, tele
     for machine, group in flagged.groupby("machine", sort=False):
         figures = "; ".join(f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"]))
         lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, telemetry))
-        parts.append(f"- **{cell(machine, '')}**: {figures} of the reference. Causes to check:\n{lines}")
+        parts.append(f"- **{escape(str(machine))}**: {figures} of the reference. Causes to check:\n{lines}")
     return "\n".join(parts)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from harness.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
-from reports.markdown import cell, image, md_table, section
+from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
@@ -131,7 +131,7 @@ def render(frame: pd.DataFrame, out: Path) -> str:
     plots = plot_history(runs, out)
     intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is the "
              "guide template's) from the first run to the last; the plots show every run.")
-    pictures = "\n".join(f"- **{cell(machine, '')}**: " + image(name, "headline figures per run") for machine, name in plots)
+    pictures = "\n".join(f"- **{escape(str(machine))}**: " + image(name, "headline figures per run") for machine, name in plots)
     return section("History", intro, md_table(history_table(runs)), pictures)
 
 

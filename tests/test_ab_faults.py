@@ -140,8 +140,8 @@ def test_a_planted_marker_symlink_is_not_followed(tmp_path, capsys):
     target = tmp_path / "precious.txt"
     target.write_text("keep me\n")
     (tmp_path / "s.ab.json").symlink_to(target)
-    assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 4
-    assert target.read_text() == "keep me\n" and "cannot write" in capsys.readouterr().err
+    main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING])  # the link is replaced, never followed
+    assert target.read_text() == "keep me\n"
 
 
 def test_a_selection_of_nothing_leaves_no_marker_behind(tmp_path, capsys):
@@ -236,6 +236,7 @@ def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
     # a closed terminal: the session stops after the build in progress and judges what it has
     session_files(tmp_path, "A", "B")
     fake_builds(monkeypatch, "import os, signal\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getppid(), signal.SIGHUP)")
+    before = signal.getsignal(signal.SIGHUP)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert done == 0 and stop is not None and stop.code == 129
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGHUP) is before
