@@ -477,3 +477,25 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
     assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch"}[case] in done.stderr
     assert not (tmp_path / "S" / ".fleet").exists() or not any((tmp_path / "S" / ".fleet").rglob("*.pkl"))
+
+
+@pytest.mark.slurm
+def test_a_node_lost_mid_run_is_named_and_its_rows_kept(slurm, tmp_path):
+    """Campaign #27: a node set DOWN under a running job made Slurm requeue it; the rerun was refused
+    (its run id existed) and reported as `gpubench run exited 4 (usage error)`."""
+    store = tmp_path / "store"
+    proc = fleet(store, "--cluster", "slurm", "--target", "partition=a,time=10,name=victim", *LONG, env=slurm.env, cwd=tmp_path)
+    lines: list[str] = []
+    wait_for(proc, ": running", lines)
+    deadline = time.monotonic() + 120
+    while not list(store.glob("*/*.csv")) and time.monotonic() < deadline:  # a row written, so there is something to keep
+        time.sleep(0.5)
+    try:
+        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=fleet-test"], env=slurm.env, check=True, timeout=60)
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=idle"], env=slurm.env, check=False, timeout=60)
+        slurm._wait_idle()
+    out = "".join(lines) + rest
+    assert proc.returncode == 1, out
+    assert "[victim] job" in out and ": FAILED — its node failed; " in out and "keeps the rows measured" in out and out.count(": queued") == 1, out
