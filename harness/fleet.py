@@ -25,6 +25,8 @@ ENGINES = ("local", "slurm")
 DEFAULT_TIME_MIN = 60
 TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
 SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
+MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
+SIGNAL_DELAY_S = 20  # submitit's USR2 before the limit ends a job it may not requeue: 90 s by default, all of time=1
 RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its result file may take to appear (NFS)
 LOG_TAIL_LINES = 12
 
@@ -37,9 +39,16 @@ ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "
 ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)", "TIMEOUT": "timed out (the target's time limit)",
                  "NODE_FAIL": "its node failed", "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted by the scheduler",
                  "BOOT_FAIL": "its node failed to boot", "DEADLINE": "missed its deadline", "REVOKED": "revoked by the federation"}
-LOG_REASONS = (("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]), ("DUE TO PREEMPTION", ENDED_REASONS["PREEMPTED"]),
+STORE_FULL = "the store filled up (No space left on device) — free space there"
+# Slurm's words in a job's log, then submitit's: its USR2 handler ends a job it may not requeue before Slurm does.
+LOG_REASONS = (("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]), ("this job is timed-out", ENDED_REASONS["TIMEOUT"]),
+               ("this job is preempted", ENDED_REASONS["PREEMPTED"]), ("No space left on device", STORE_FULL), ("DUE TO PREEMPTION", ENDED_REASONS["PREEMPTED"]),
                ("DUE TO NODE FAILURE", ENDED_REASONS["NODE_FAIL"]), ("CANCELLED AT", ENDED_REASONS["CANCELLED"]),
                ("oom-kill", ENDED_REASONS["OUT_OF_MEMORY"]))
+# squeue's pending reasons that no wait clears: the target asks what the partition cannot give.
+STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail", "PartitionDown",
+                 "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit", "JobHeldAdmin", "JobHeldUser"}
+SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
 RUN_EXITS = {1: "a case failed", 2: "interrupted", 3: "pytest internal error", 4: "usage error", 5: "no case matched -k/-m",
              75: "results folder full", 130: "interrupted", 143: "terminated (SIGTERM)"}
 
@@ -82,18 +91,15 @@ def parse_minutes(text: str) -> int:
         seconds += int(part) * scale
     if seconds < 60:
         raise FleetError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
+    if seconds > MAX_TIME_MIN * 60:
+        raise FleetError(f"time={text}: over a year — give minutes (time=30) or H:MM:SS (time=2:00:00)")
     return -(-seconds // 60)
 
 
 def parse_target(text: str, index: int) -> Target:
     """`partition=gpu,gres=gpu:1,time=30` (comma-separated key=value); the name defaults to the
     partition, node list, constraint or device, else `target<index>`."""
-    fields: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not value or key not in TARGET_KEYS:
-            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target partition=gpu,gres=gpu:1,time=30")
-        fields[key] = value
+    fields = target_fields(text)
     cpus = fields.get("cpus")
     if cpus is not None and not cpus.isdigit():
         raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
@@ -101,6 +107,23 @@ def parse_target(text: str, index: int) -> Target:
     return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
                   time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN, constraint=fields.get("constraint"),
                   nodelist=fields.get("nodelist"), cpus=int(cpus) if cpus else None, device=fields.get("device"))
+
+
+def target_fields(text: str) -> dict[str, str]:
+    """key -> value of one --target; an empty one, an unknown key or a key given twice is refused
+    (the last of two silently won, and an empty --target ran a job nobody asked for)."""
+    fields: dict[str, str] = {}
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), or no --target for one job here")
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value or key not in TARGET_KEYS:
+            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target partition=gpu,gres=gpu:1,time=30")
+        if key in fields:
+            raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
+        fields[key] = value
+    return fields
 
 
 def parse_targets(texts: list[str] | None) -> list[Target]:
@@ -126,10 +149,16 @@ class FleetJob:
     log_tail: str = ""
     csv: Path | None = None
     gone_since: float | None = None  # when it was first seen out of the queue without a result
+    stuck: str = ""  # squeue's reason for a pending job that no wait will start (PartitionConfig, ...)
 
     @property
     def finished(self) -> bool:
         return self.state in (DONE, FAILED)
+
+    @property
+    def progress(self) -> str:
+        """What a change of is announced on: the state, and why a queued job cannot start."""
+        return f"{self.state} {self.stuck}"
 
     @property
     def label(self) -> str:
@@ -137,10 +166,10 @@ class FleetJob:
 
 
 def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
-    """job id -> squeue's state for those of `job_ids` it still knows (finished ones for MinJobAge,
-    300 s by default); None when squeue itself failed (the controller busy: ask again later)."""
+    """job id -> squeue's `STATE|REASON` for those of `job_ids` it still knows (finished ones for
+    MinJobAge, 300 s by default); None when squeue itself failed (the controller busy: ask again later)."""
     try:
-        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T"], capture_output=True, text=True, timeout=60, check=False)
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -149,18 +178,36 @@ def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
     return {job_id: states[job_id] for job_id in job_ids if job_id in states}
 
 
+def read_log(job: Any) -> dict[str, str]:
+    """The job's error and output streams as written (empty where unreadable)."""
+    streams = {}
+    for name, read in (("stderr", job.stderr), ("stdout", job.stdout)):
+        try:
+            streams[name] = read() or ""
+        except OSError:
+            streams[name] = ""
+    return streams
+
+
+def without_submitit_trace(text: str) -> str:
+    """What the run wrote, not the frames of submitit's own traceback: submitit re-raises a failed
+    command as `FailedJobError: <the command's stderr>` after a dozen lines of its frames, which
+    filled the whole tail and hid the run's one-line error."""
+    return SUBMITIT_ERROR.split(text)[-1]
+
+
 def log_tail(job: Any, lines: int = LOG_TAIL_LINES) -> str:
     """The last lines of the job's error stream, then of its output stream (where pytest reports)."""
     parts = []
-    for name, read in (("stderr", job.stderr), ("stdout", job.stdout)):
-        try:
-            text = read() or ""
-        except OSError:
-            text = ""
-        kept = [line for line in text.splitlines() if line.strip()][-lines:]
+    for name, text in read_log(job).items():
+        kept = [line for line in without_submitit_trace(text).splitlines() if line.strip()][-lines:]
         if kept:
             parts.append(f"--- {name} (last {len(kept)} lines)\n" + "\n".join(kept))
     return "\n".join(parts) or "(the job wrote no log)"
+
+
+def whole_log(job: Any) -> str:
+    return "\n".join(read_log(job).values())
 
 
 def log_marker(text: str) -> str | None:
@@ -196,9 +243,9 @@ def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: fl
     if job.paths.result_pickle.exists():
         error = job.exception()
         ended = ENDED_REASONS.get(queue_state or "")  # Slurm's word on a cancel or a timeout comes first
-        fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, ended or run_failure(error, log_tail(job)))
+        fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, ended or run_failure(error, whole_log(job)))
     elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
-        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(log_tail(job))
+        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(whole_log(job))
     if fleet_job.state == FAILED:
         fleet_job.log_tail = log_tail(job)
 
@@ -214,11 +261,12 @@ def update(jobs: list[FleetJob], engine: str) -> None:
         if states is None:
             return
         for fleet_job in live:
-            state = states.get(str(fleet_job.job.job_id))
+            state, _, why = states.get(str(fleet_job.job.job_id), "").partition("|")
             if state in ACTIVE_STATES:
                 fleet_job.state = ACTIVE_STATES[state]
+                fleet_job.stuck = why if fleet_job.state == QUEUED and why in STUCK_REASONS else ""
             else:
-                settle(fleet_job, state, now)
+                settle(fleet_job, state or None, now)
         return
     for fleet_job in live:
         if fleet_job.job.state == "RUNNING":
@@ -279,7 +327,7 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cance
     ids = [str(j.job.job_id) for j in live]
     while time.monotonic() < deadline:
         states = squeue_states(ids)
-        active = [i for i, state in (states or {}).items() if state in ACTIVE_STATES]  # COMPLETING too: squeue still lists it
+        active = [i for i, state in (states or {}).items() if state.partition("|")[0] in ACTIVE_STATES]  # COMPLETING too: squeue still lists it
         if states is not None and not active:
             return outcome
         time.sleep(0.5)

@@ -6,20 +6,41 @@ every target is submitted at once through submitit and Slurm places them."""
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.fleet import DONE, ENGINES, FAILED, WAITING, FleetError, FleetJob, Target, cancel_all, parse_targets, update
+from harness.fleet import (
+    DONE,
+    ENGINES,
+    FAILED,
+    QUEUED,
+    SIGNAL_DELAY_S,
+    WAITING,
+    FleetError,
+    FleetJob,
+    Target,
+    cancel_all,
+    parse_targets,
+    update,
+)
 from harness.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
 from harness.store import LOGS_FOLDER, REPORTS_FOLDER, find_run
 
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 POLL_S = 2.0
 INTERRUPTED_EXIT = 130
+STORE_FULL_EXIT = 75  # as `gpubench run` and `gpubench ab` exit on a full results folder
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SLURM_CLIENTS = ("sbatch", "squeue", "scancel")
 PASSED_BY_FLEET = ("store", "run_id", "results_dir")  # set per job, not passed through
 
 
@@ -58,10 +79,12 @@ def make_executor(engine: str, folder: Path, target: Target) -> Any:
 
     if engine == "slurm":
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)  # a timed-out benchmark would time out again
-        executor.update_parameters(**target.slurm_parameters())
+        # --no-requeue: a node lost mid-run made Slurm requeue the job, whose second start was refused
+        # (its run id exists) and read as a usage error; ended, it is named `its node failed`, its rows kept.
+        executor.update_parameters(signal_delay_s=SIGNAL_DELAY_S, additional_parameters={"no_requeue": True}, **target.slurm_parameters())
     else:
         executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
-        executor.update_parameters(timeout_min=target.time_min)
+        executor.update_parameters(timeout_min=target.time_min, signal_delay_s=SIGNAL_DELAY_S)
     return executor
 
 
@@ -84,6 +107,9 @@ def announce(fleet_job: FleetJob, store: Path) -> None:
     elif fleet_job.state == FAILED:
         kept = f"; {fleet_job.csv} keeps the rows measured" if fleet_job.csv else ""
         say(f"{fleet_job.label}: FAILED — {fleet_job.reason}{kept}\n" + "\n".join("    " + line for line in fleet_job.log_tail.splitlines()))
+    elif fleet_job.state == QUEUED and fleet_job.stuck:
+        say(f"{fleet_job.label}: queued, and squeue says {fleet_job.stuck}: no node of the partition can start it as asked — "
+            "check the target's cpus=, gres=, time=, constraint=, nodelist= (Ctrl-C cancels)")
     else:
         say(f"{fleet_job.label}: {fleet_job.state}")
 
@@ -102,25 +128,34 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
         for fleet_job in jobs:
             busy = any(j.job is not None and not j.finished for j in jobs)
             if fleet_job.state == WAITING and (engine == "slurm" or not busy):
-                submit_job(fleet_job)
+                with signals_deferred():
+                    submit_job(fleet_job)
         update(jobs, engine)
         for fleet_job in jobs:
-            if fleet_job.finished and seen.get(fleet_job.target.name) not in (DONE, FAILED):
+            if fleet_job.finished and not seen.get(fleet_job.target.name, "").startswith((DONE, FAILED)):
                 find_csv(fleet_job, store)
-            if fleet_job.job is not None and seen.get(fleet_job.target.name) != fleet_job.state:
-                seen[fleet_job.target.name] = fleet_job.state
+            if fleet_job.job is not None and seen.get(fleet_job.target.name) != fleet_job.progress:
+                seen[fleet_job.target.name] = fleet_job.progress
                 announce(fleet_job, store)
         if not all(j.finished for j in jobs):
             time.sleep(poll_s)
 
 
-def check_args(args: argparse.Namespace) -> list[Target]:
+def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if args.store is None:
         raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into (on a cluster, one every node sees)")
     if args.results_dir != RESULTS_DIR_DEFAULT:
         raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ — drop --results-dir")
     if args.run_id is not None:
         raise FleetError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> — drop --run-id")
+    owned = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--gpubench-")]
+    if owned:  # passed through to pytest they overrode the job's store or run id: the run's rows went where the fleet never looks
+        raise FleetError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and build of each job — "
+                         f"drop it, and pass run options as gpubench fleet's own (--profile, --device, ...)")
+    missing = [name for name in SLURM_CLIENTS if shutil.which(name) is None] if args.cluster == "slurm" else []
+    if missing:
+        raise FleetError(f"--cluster slurm needs {', '.join(SLURM_CLIENTS)} on PATH ({', '.join(missing)} missing) — "
+                         "run it where Slurm's clients are (a login node), or leave --cluster out to run here")
     targets = parse_targets(args.target)
     if args.cluster == "local":
         for target in targets:
@@ -129,7 +164,65 @@ def check_args(args: argparse.Namespace) -> list[Target]:
     return targets
 
 
-def interrupted(jobs: list[FleetJob], engine: str, store: Path) -> int:
+def prepare_store(store: Path, logs: Path) -> None:
+    """The store and the fleet's log folder, writable, before any job: a store that is a file,
+    read-only or full failed every target one by one as `not submitted: [Errno ...]`."""
+    if store.exists() and not store.is_dir():
+        raise FleetError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=logs, prefix=".probe-")
+        try:
+            os.write(handle, b"gpubench fleet: can this store hold a job's files?\n" * 64)
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise StoreFull(f"--store {store} is full: nothing was submitted — free space there or pass another --store") from None
+        raise FleetError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a folder you can write to") from None
+
+
+class StoreFull(FleetError):
+    """The store has no room for a job's files."""
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM, SIGHUP) while sbatch submits waits until submitit returns the job: taken
+    mid-call it killed sbatch after the controller had queued the job, which then ran on uncancelled
+    while the fleet said `nothing was measured`."""
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if caught:
+        raise_interrupt(caught[0], None)
+
+
+@contextmanager
+def signals_ignored() -> Iterator[None]:
+    """A second Ctrl-C while the jobs stop would end the fleet with a traceback, before it says which rows are kept."""
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = INTERRUPTED_EXIT) -> int:
+    live = [j for j in jobs if j.job is not None and not j.finished]
+    if live:
+        say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
+    with signals_ignored():
+        return cancelled_and_kept(jobs, engine, store, code)
+
+
+def cancelled_and_kept(jobs: list[FleetJob], engine: str, store: Path, code: int) -> int:
     cancelled = cancel_all(jobs, engine)
     for label in cancelled.labels:
         say(f"{label}: cancelled (interrupted)")
@@ -139,7 +232,7 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path) -> int:
         find_csv(fleet_job, store)
     kept = [str(j.csv) for j in jobs if j.csv is not None]
     say("interrupted" + (f": the rows measured are kept in {', '.join(kept)}" if kept else ": nothing was measured"))
-    return INTERRUPTED_EXIT
+    return code
 
 
 def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
@@ -151,37 +244,60 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
     if not csvs:
         say("no run wrote results: no report")
         return 1
+    rebuild = f"the rows measured are kept — build it with: gpubench report {' '.join(str(csv) for csv in csvs)} --out <folder>"
     try:
         report = build_report(csvs, out, baseline=None)
     except ReportError as error:
-        say(f"report not built: {error}")
+        say(f"report not built: {error}; {rebuild}")
         return 1
+    except Stopped as stop:
+        say(f"interrupted while building the report; {rebuild}")
+        return stop.code
     say(f"report of {len(csvs)} runs -> {report}")
     return 0 if len(done) == len(jobs) else 1
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM (a scheduler, kill) or SIGHUP (the terminal closed): the jobs are cancelled
+    and the fleet exits 128 + the signal's number."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.code = 128 + signum
+
+
 def raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # SIGTERM (a scheduler, kill): cancel the jobs as Ctrl-C does
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """Each stop signal raises Stopped until the fleet's report is written."""
+    previous = {signum: signal.signal(signum, raise_interrupt) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def cmd_fleet(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.cli import fail
     from harness.results import new_run_id
 
-    try:
-        targets = check_args(args)
-    except FleetError as error:
-        return fail(str(error))
-    store = Path(args.store).absolute()
+    store = Path(args.store).absolute() if args.store is not None else Path()
     fleet_id = new_run_id()
-    jobs = [FleetJob(target, f"{fleet_id}-{target.name}") for target in targets]
     logs = store / LOGS_FOLDER / fleet_id
-    say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
-        drive(jobs, args.cluster, store, lambda j: submit(j, args.cluster, logs, run_argv(args, store, j.run_id, j.target, extra)), args.poll_seconds)
-    except KeyboardInterrupt:
-        return interrupted(jobs, args.cluster, store)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return summary_and_report(jobs, store, args.out or store / REPORTS_FOLDER / fleet_id)
+        targets = check_args(args, extra)
+        prepare_store(store, logs)
+    except FleetError as error:
+        return fail(str(error), STORE_FULL_EXIT if isinstance(error, StoreFull) else 2)
+    jobs = [FleetJob(target, f"{fleet_id}-{target.name}") for target in targets]
+    say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")
+    with stop_signals():
+        try:
+            drive(jobs, args.cluster, store, lambda j: submit(j, args.cluster, logs, run_argv(args, store, j.run_id, j.target, extra)), args.poll_seconds)
+        except KeyboardInterrupt as stop:
+            return interrupted(jobs, args.cluster, store, getattr(stop, "code", INTERRUPTED_EXIT))
+        return summary_and_report(jobs, store, args.out or store / REPORTS_FOLDER / fleet_id)

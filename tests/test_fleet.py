@@ -5,6 +5,7 @@ with the reason where the daemons cannot start)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,20 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cli import build_parser
-from harness.fleet import DONE, FAILED, RUNNING, FleetError, FleetJob, Target, parse_minutes, parse_targets, reason_from_log, run_failure, settle, update
+from harness.fleet import (
+    DONE,
+    FAILED,
+    RUNNING,
+    FleetError,
+    FleetJob,
+    Target,
+    parse_minutes,
+    parse_targets,
+    reason_from_log,
+    run_failure,
+    settle,
+    update,
+)
 from harness.fleet_command import drive, run_argv
 from harness.results import read_rows
 from harness.store import runs_in
@@ -31,7 +45,8 @@ def test_targets_parse_into_slurm_parameters():
 
 
 @pytest.mark.parametrize("text, message", [("partiton=gpu", "is not one of"), ("partition=a", "two targets"), ("time=0:30", "under a minute"),
-                                           ("time=soon", "give minutes"), ("cpus=many", "whole number")])
+                                           ("time=soon", "give minutes"), ("cpus=many", "whole number"), ("", "is empty"), (" , ,", "is empty"),
+                                           ("name=a,name=b", "name= is given twice"), ("time=99999999999999999999", "over a year")])
 def test_bad_targets_are_one_line_naming_the_fix(text, message):
     with pytest.raises(FleetError, match=message):
         parse_targets(["partition=a", text] if message == "two targets" else [text])
@@ -57,8 +72,8 @@ def test_failure_reasons():
 class FakeJob:
     """A submitit job as the watch sees it: state, result file, exception, logs, cancel."""
 
-    def __init__(self, job_id: str, tmp: Path, state: str = "RUNNING", error: str | None = None) -> None:
-        self.job_id, self.state, self.error, self.cancelled = job_id, state, error, False
+    def __init__(self, job_id: str, tmp: Path, state: str = "RUNNING", error: str | None = None, out: str = "ran", err: str = "") -> None:
+        self.job_id, self.state, self.error, self.cancelled, self.out, self.err = job_id, state, error, False, out, err
         self.paths = SimpleNamespace(result_pickle=tmp / f"{job_id}_result.pkl")
 
     def finish(self, error: str | None = None) -> None:
@@ -69,10 +84,10 @@ class FakeJob:
         return RuntimeError(self.error) if self.error else None
 
     def stderr(self) -> str:
-        return "line\n*** JOB 1 ON n CANCELLED AT 2026 ***" if self.state == "INTERRUPTED" else ""
+        return "line\n*** JOB 1 ON n CANCELLED AT 2026 ***" if self.state == "INTERRUPTED" else self.err
 
     def stdout(self) -> str:
-        return "ran"
+        return self.out
 
     def cancel(self, check: bool = True) -> None:
         self.cancelled = True
@@ -311,3 +326,176 @@ def test_ctrl_c_cancels_every_submitted_job(slurm, tmp_path):
     out = "".join(lines) + rest
     assert proc.returncode == 130, out
     assert out.count("cancelled (interrupted)") == 2 and slurm.queue() == [], out
+
+
+# ---------------------------------------------------------------- the fault campaign's fixes (docs/fault-campaign-fleet.md)
+
+SUBMITIT_TRACE = """Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/submitit/core/submission.py", line 55, in process_job
+    result = delayed.result()
+             ^^^^^^^^^^^^^^^^
+  File "/venv/lib/python3.11/site-packages/submitit/core/utils.py", line 359, in __call__
+    raise FailedJobError(stderr) from subprocess_error
+submitit.core.utils.FailedJobError: ERROR: cuda was requested but torch.cuda.is_available() is False — use --device cpu
+"""
+
+
+def test_the_tail_shows_the_runs_error_not_submitits_frames(tmp_path):
+    """Campaign #15: the tail was a dozen lines of submitit's frames; the run's one line hid under them."""
+    from harness.fleet import log_tail
+
+    tail = log_tail(FakeJob("1", tmp_path, err=SUBMITIT_TRACE))
+    assert "ERROR: cuda was requested" in tail and 'File "' not in tail and "Traceback" not in tail
+
+
+def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
+    """Campaign #22, #23, #36: submitit's USR2 ends a job it may not requeue before Slurm does (state
+    FAILED, not TIMEOUT), and a full store leaves no result file: both were `the job's command failed`
+    or `ended without a result (killed, or its node lost)`."""
+    timed_out = "submitit WARNING (2026-12-01) - Caught signal SIGUSR2 on vm: this job is timed-out.\n"
+    assert run_failure(RuntimeError("Job got killed for an unknown reason."), timed_out).startswith("timed out")
+    full = FleetJob(Target("f"), "r", job=FakeJob("2", tmp_path, out="Could not dump error:\nbecause of [Errno 28] No space left on device"))
+    settle(full, None, now=0.0, grace_s=0.0)
+    assert full.state == FAILED and full.reason.startswith("the store filled up"), full.reason
+
+
+def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsys):
+    """Campaign #10: cpus=99 on a 2-CPU node pends forever as `queued`; squeue's reason is shown."""
+    import harness.fleet as fleet_module
+    from harness.fleet import QUEUED
+    from harness.fleet_command import announce
+
+    stuck, waiting = FleetJob(Target("a"), "r", job=FakeJob("1", tmp_path)), FleetJob(Target("b"), "r", job=FakeJob("2", tmp_path))
+    monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: {"1": "PENDING|PartitionConfig", "2": "PENDING|Priority"})
+    update([stuck, waiting], "slurm")
+    assert (stuck.state, stuck.stuck, waiting.state, waiting.stuck) == (QUEUED, "PartitionConfig", QUEUED, "")
+    announce(stuck, tmp_path)
+    assert "squeue says PartitionConfig" in capsys.readouterr().out
+
+
+def test_slurm_jobs_are_not_requeued_and_get_submitits_signal_20_s_before_their_limit(tmp_path):
+    """Campaign #24, #22: a node lost mid-run made Slurm requeue the job, whose rerun was refused (its
+    run id exists); submitit's USR2 came 90 s before the limit, at once for time=1."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from harness.fleet_command import make_executor
+
+    if shutil.which("srun") is None:
+        pytest.skip("submitit's SlurmExecutor needs srun on PATH")
+    executor = make_executor("slurm", tmp_path, Target("a", partition="a", time_min=5))
+    script = _make_sbatch_string(command="true", folder=tmp_path, **executor.parameters)
+    assert "#SBATCH --no-requeue" in script and "#SBATCH --signal=USR2@20" in script, script
+    assert make_executor("local", tmp_path, Target("l")).parameters["signal_delay_s"] == 20
+
+
+def test_a_stop_signal_during_submission_waits_for_the_job_then_stops(tmp_path):
+    """Campaign #25: Ctrl-C while sbatch answered killed it after the controller had queued the job;
+    the job ran on, uncancelled, and the fleet said `nothing was measured`."""
+    jobs = [FleetJob(Target("t1"), "r")]
+
+    def submit(fleet_job: FleetJob) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # arrives while sbatch runs
+        time.sleep(0.2)
+        fleet_job.job, fleet_job.state = FakeJob("7", tmp_path), "queued"
+
+    with pytest.raises(KeyboardInterrupt):
+        drive(jobs, "slurm", tmp_path, submit, poll_s=0.0)
+    assert jobs[0].job is not None  # known, so cancel_all cancels it
+
+
+def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, capsys):
+    """Campaign #28: a second Ctrl-C during the wait for squeue was a traceback, before the line
+    saying which rows are kept."""
+    import harness.fleet_command as command
+    from harness.fleet import Cancelled
+
+    def cancel(jobs, engine):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        return Cancelled(labels=[jobs[0].label])
+
+    monkeypatch.setattr(command, "cancel_all", cancel)
+    job = FleetJob(Target("a"), "r", job=FakeJob("5", tmp_path), state=RUNNING)
+    assert command.interrupted([job], "slurm", tmp_path) == 130
+    assert "interrupted: nothing was measured" in capsys.readouterr().out
+
+
+def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path, monkeypatch, capsys):
+    """Campaign #29: Ctrl-C during the final report was a pandas traceback and no word of the runs."""
+    import reports.build
+    from harness.fleet_command import stop_signals, summary_and_report
+
+    def slow_report(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+
+    monkeypatch.setattr(reports.build, "build_report", slow_report)
+    csv = tmp_path / "m" / "r.csv"
+    job = FleetJob(Target("a"), "r", state=DONE, csv=csv)
+    with stop_signals():
+        assert summary_and_report([job], tmp_path, tmp_path / "out") == 130
+    assert f"gpubench report {csv} --out" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code):
+    """Campaign #30: SIGTERM exited 130 as if Ctrl-C; SIGHUP (the terminal closed) killed the fleet
+    and left its jobs running."""
+    from harness.fleet_command import stop_signals
+
+    with pytest.raises(KeyboardInterrupt) as stopped, stop_signals():
+        os.kill(os.getpid(), signum)
+        time.sleep(1)
+    assert stopped.value.code == code
+
+
+@pytest.mark.parametrize("errno_value, message", [(28, "is full: nothing was submitted"), (30, r"cannot be written \(Read-only file system\)")])
+def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path, monkeypatch, errno_value, message):
+    """Campaign #33, #35: each target failed in turn as `not submitted: [Errno 28] ...`."""
+    import tempfile
+
+    from harness.fleet_command import StoreFull, prepare_store
+
+    def refuse(**kwargs):
+        raise OSError(errno_value, os.strerror(errno_value))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(FleetError, match=message) as refused:
+        prepare_store(tmp_path / "S", tmp_path / "S" / ".fleet" / "f")
+    assert isinstance(refused.value, StoreFull) == (errno_value == 28)
+
+
+@pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients"])
+def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
+    """Campaign #32, #14, #18: a store that is a file, `--gpubench-results-dir` passed through (the
+    rows went where the fleet never looks), --cluster slurm without sbatch: one line, exit 2, no job."""
+    (tmp_path / "afile").write_text("")
+    argv, env = {"store-is-a-file": (["--store", "afile"], None),
+                 "pytest-form-option": (["--store", "S", "--gpubench-results-dir=elsewhere"], None),
+                 "no-slurm-clients": (["--store", "S", "--cluster", "slurm"], dict(os.environ, PATH=str(tmp_path)))}[case]
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "fleet", *argv, *TINY], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
+    assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch"}[case] in done.stderr
+    assert not (tmp_path / "S" / ".fleet").exists() or not any((tmp_path / "S" / ".fleet").rglob("*.pkl"))
+
+
+@pytest.mark.slurm
+def test_a_node_lost_mid_run_is_named_and_its_rows_kept(slurm, tmp_path):
+    """Campaign #27: a node set DOWN under a running job made Slurm requeue it; the rerun was refused
+    (its run id existed) and reported as `gpubench run exited 4 (usage error)`."""
+    store = tmp_path / "store"
+    proc = fleet(store, "--cluster", "slurm", "--target", "partition=a,time=10,name=victim", *LONG, env=slurm.env, cwd=tmp_path)
+    lines: list[str] = []
+    wait_for(proc, ": running", lines)
+    deadline = time.monotonic() + 120
+    while not list(store.glob("*/*.csv")) and time.monotonic() < deadline:  # a row written, so there is something to keep
+        time.sleep(0.5)
+    try:
+        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=fleet-test"], env=slurm.env, check=True, timeout=60)
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=idle"], env=slurm.env, check=False, timeout=60)
+        slurm._wait_idle()
+    out = "".join(lines) + rest
+    assert proc.returncode == 1, out
+    assert "[victim] job" in out and ": FAILED — its node failed; " in out and "keeps the rows measured" in out and out.count(": queued") == 1, out
