@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.aggregate import per_case
 from reports.intervals import steady_best
 from reports.load import result_files
 from reports.markdown import escape, md_table, section
@@ -24,6 +25,7 @@ OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is fla
 DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
 POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
+RUN_KEY = "\x1f"  # joins a machine label and a run id: load.clean_text keeps control characters out of both
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
@@ -64,6 +66,19 @@ def headlines(cases: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["machine", "figure", "value"])
 
 
+def latest_headlines(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
+    """headlines(), but a machine with several runs (a store's history) is judged on the latest run
+    that measured each figure: folding its runs would let old healthy runs outvote today's drop."""
+    if (frame.groupby("machine")["run_id"].nunique() <= 1).all():
+        return headlines(cases)  # one run per machine: the same figures, already aggregated
+    keys = frame[["machine", "run_id"]].astype(str).agg(RUN_KEY.join, axis=1)
+    per_run = headlines(per_case(frame.assign(machine=keys)))
+    per_run["started"] = per_run["machine"].map(frame.groupby(keys)["timestamp_utc"].min())
+    per_run["machine"] = per_run["machine"].str.split(RUN_KEY, regex=False).str[0]
+    latest = per_run.sort_values("started", kind="stable").groupby(["machine", "figure"], sort=False).tail(1)
+    return latest[["machine", "figure", "value"]].reset_index(drop=True)
+
+
 def performance_ratio(value: float, reference: float, higher_is_better: bool) -> float:
     return value / reference if higher_is_better else reference / value
 
@@ -77,7 +92,7 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> 
     """Per machine and headline with a reference: measured, reference, ratio, the published maximum
     and its ratio, and `health` ('ok' or '≥10% below' against the gpubench reference)."""
     devices, rows = _devices(frame), []
-    for head in headlines(cases).itertuples(index=False):
+    for head in latest_headlines(frame, cases).itertuples(index=False):
         name = str(devices.loc[head.machine, "device_name"])
         spec = FIGURES[head.figure]
         ours = [r.value for r in refs.for_device(name, "gpubench") if r.figure == head.figure]
@@ -98,7 +113,7 @@ def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
     """The sidecar's start/end GPU telemetry per CSV stem (`<run_id>.env.json`): the power cap
     lives only there. Missing or unreadable sidecars are simply absent."""
     out: dict[str, dict[str, float]] = {}
-    for csv_path in result_files(paths):
+    for csv_path in result_files(paths, []):
         sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
         try:
             data = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else {}
@@ -214,7 +229,8 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
         intro = (f"Each machine's headline figures against its device's reference (`reports/references.json`, sources there and in "
                  f"docs/health.md). `ratio` is performance against the gpubench reference (above 1: better; for a time, "
                  f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of published` sets the figure "
-                 "against a published maximum measured another way (mamf-finder's shape search): context, never flagged.")
+                 "against a published maximum measured another way (mamf-finder's shape search): context, never flagged. "
+                 "A machine with several runs is judged on its latest run of each figure (History shows the earlier ones).")
         parts.append(section("Health against references", intro, md_table(_display(table)),
                              _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
     outliers = outlier_table(frame, cases)

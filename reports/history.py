@@ -23,6 +23,9 @@ from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
+# One machine's history, as the store names a machine (<host>-<hardware hash>): machine_id hashes the
+# hardware alone, so the identical nodes of a fleet share it, and the hostname tells them apart.
+IDENTITY = ("hostname", "machine_id", "device")
 MAX_PANEL_COLUMNS = 4
 
 
@@ -36,15 +39,15 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
-    runs = runs[runs.groupby(["machine_id", "device"])["hostname"].transform("size") >= HISTORY_MIN_RUNS]
+    runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
         return pd.DataFrame()
     ordered = [f for f in FIGURES if f in runs.columns]
     out = runs.reset_index()
     out["machine"] = out["hostname"].astype(str) + " · " + out["device_name"].astype(str) + " (" + out["device"].astype(str) + ")"
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
-    columns = ["machine", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
-    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[columns]
+    columns = ["machine", "hostname", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
+    return out.sort_values(["machine", "hostname", "machine_id", "started"]).reset_index(drop=True)[columns]
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
@@ -67,8 +70,9 @@ def _reference_lines(ax: plt.Axes, reference: float | None, higher_is_better: bo
 def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
     each point, the device's reference where known); returns (machine, file name) pairs."""
-    written, refs = [], load_references()
-    for (machine, machine_id, device), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
+    written, refs, names = [], load_references(), set()
+    for (host, machine_id, device), group in runs.groupby(list(IDENTITY), sort=False):
+        machine = group["machine"].iloc[0]
         figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
         references = {r.figure: r.value for r in refs.for_device(str(group["device_name"].iloc[0]), "gpubench")}
         if not figures:
@@ -92,7 +96,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         if labels:
             fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
         fig.tight_layout()
-        name = f"history_{_slug(str(machine_id))}_{_slug(str(device))}.png"
+        name = _png_name(names, str(host), str(machine_id), str(device))
         try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
             with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
                 fig.savefig(handle, dpi=100, format="png")
@@ -100,6 +104,17 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             plt.close(fig)
         written.append((str(machine), name))
     return written
+
+
+def _png_name(taken: set[str], host: str, machine_id: str, device: str) -> str:
+    """One PNG per machine: two hosts whose names differ only in what the slug replaces
+    ('a b', 'a_b') get a numbered second file, never each other's plot."""
+    stem = f"history_{_slug(host)[:40]}_{_slug(machine_id)}_{_slug(device)}"
+    name, number = f"{stem}.png", 2
+    while name in taken:
+        name, number = f"{stem}-{number}.png", number + 1
+    taken.add(name)
+    return name
 
 
 def _change(values: pd.Series) -> str:
@@ -114,8 +129,8 @@ def history_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per machine (the report grows with machines, not runs; the plot holds each run):
     its runs, first and last date, torch versions, and each headline first → last (change)."""
     rows = []
-    for (machine, _, _), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
-        row = {"machine": machine, "runs": len(group),
+    for _, group in runs.groupby(list(IDENTITY), sort=False):
+        row = {"machine": group["machine"].iloc[0], "runs": len(group),
                "dates": f"{group['started'].min():%Y-%m-%d} → {group['started'].max():%Y-%m-%d}",
                "torch": ", ".join(dict.fromkeys(group["torch"].astype(str)))}
         row.update({f"{FIGURES[f].label} ({FIGURES[f].unit})": _change(group[f]) for f in _figure_columns(runs)})
