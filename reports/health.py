@@ -209,6 +209,12 @@ def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
             "`reports/references.json`." if missing else "")
 
 
+def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
+    """The GPUs of the rows whose name has no reference at all (CPUs never have one: not named)."""
+    gpus = frame.loc[frame["device"].astype(str).str.startswith("cuda"), "device_name"].astype(str)
+    return sorted(name for name in set(gpus) if not refs.for_device(name))
+
+
 def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References, telemetry: dict[str, dict[str, float]]) -> str:
     flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
     parts = []
@@ -233,6 +239,9 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
                  "A machine with several runs is judged on its latest run of each figure (History shows the earlier ones).")
         parts.append(section("Health against references", intro, md_table(_display(table)),
                              _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
+    elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
+        parts.append(section("Health against references", f"Not judged. No reference for {', '.join(map(escape, unknown))}: add its "
+                             "figures, with their source, to `reports/references.json`."))
     outliers = outlier_table(frame, cases)
     if not outliers.empty:
         parts.append(section("GPUs within a node", f"Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "

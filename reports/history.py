@@ -1,8 +1,8 @@
 """A machine's history: its runs at several dates or torch versions, headline figures over time.
 
-A machine is its machine_id and device (each GPU of a node has its own history); a run is a
-run_id. Only machines with two runs or more get a table row per run and a plot (one PNG per
-machine, a panel per headline figure), so a report of single runs stays as it was."""
+A machine is its host, machine_id and device (as the store names it; each GPU of a node has its own history); a run is a
+run_id. Only machines with two runs or more get a table row and a plot (one PNG per machine, a
+panel per headline figure); a report of single runs says in one line that there is no history yet."""
 
 from __future__ import annotations
 
@@ -139,10 +139,12 @@ def history_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(frame: pd.DataFrame, out: Path) -> str:
-    """The report's history section, or "" when no machine has two runs."""
+    """The report's history section; when no machine has two runs, one line saying so (a store
+    read before its machines ran twice would otherwise just lack the section)."""
     runs = run_figures(frame)
     if runs.empty:
-        return ""
+        return section("History", "None yet: no machine here has two runs with a headline figure. A machine's history starts "
+                       "with its second run (`gpubench run --store STORE` on it again).")
     plots = plot_history(runs, out)
     intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is the "
              "guide template's) from the first run to the last; the plots show every run.")
