@@ -160,8 +160,11 @@ def _thermal_cause(mine: pd.DataFrame) -> str:
 
 def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]]) -> list[str]:
     """The usual causes of a figure below its reference, each with what this run recorded about it,
-    or 'to check' with the command that reads it where gpubench does not record it."""
+    or 'to check' with the command that reads it where gpubench does not record it. A machine with
+    several runs is read in its latest run, the one judged: older runs' clocks would dilute today's."""
     mine = frame[frame["machine"] == machine]
+    newest = mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1]
+    mine = mine[mine["run_id"] == newest]
     fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
     return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
              "(GPU Link Info: current vs max generation and width; a x8 or Gen3 link halves host↔device GB/s)"),

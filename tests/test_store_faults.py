@@ -189,3 +189,12 @@ def test_a_store_that_takes_no_files_is_refused_naming_store(tmp_path, monkeypat
 
 def test_a_full_store_names_store_as_a_way_out(tmp_path):
     assert "--store" in str(ResultsFull(0, tmp_path / "r.csv"))
+
+
+def test_the_causes_of_a_drop_are_read_in_the_latest_run(h200):
+    healthy = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00") for day in range(1, 5)]
+    slow = copy_of(h200, run_id="r9", matmul=0.7).assign(timestamp_utc="2026-11-09T12:00:00+00:00", gpu_sm_clock_mhz=1500.0)
+    frame = pd.concat([slow, *healthy], ignore_index=True)
+    frame["machine"] = machine_labels(frame)
+    clock = next(line for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {}) if line.startswith("clocks"))
+    assert "median 1500 MHz" in clock and "likely cause" in clock  # four healthy runs would have outvoted it
