@@ -37,6 +37,8 @@ def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[P
             raise ReportError(f"{path}: not a regular file — name a results CSV or a folder of them")
         else:
             raise ReportError(f"{path}: no such file or folder")
+    if not files and left_out:  # nothing found because nothing could be listed: say that, not "run first"
+        raise ReportError(f"no results read in {', '.join(map(str, paths))}: {left_out[0]}")
     if not files:
         raise ReportError(f"no CSV files found in {', '.join(map(str, paths))} — run `gpubench run` first or name a results folder")
     return files
@@ -59,7 +61,7 @@ def _walk(folder: Path, left_out: list[str] | None) -> list[Path]:
         seen.add(real)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found += [Path(root, n) for n in sorted(names) if n.endswith(".csv") and not n.startswith(".") and n != "merged.csv"]
-    return [f for f in found if f.is_file()]
+    return sorted(f for f in found if f.is_file())  # the order rglob gave: the first machine is the default baseline
 
 
 def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[Path]:

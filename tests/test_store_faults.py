@@ -198,3 +198,15 @@ def test_the_causes_of_a_drop_are_read_in_the_latest_run(h200):
     frame["machine"] = machine_labels(frame)
     clock = next(line for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {}) if line.startswith("clocks"))
     assert "median 1500 MHz" in clock and "likely cause" in clock  # four healthy runs would have outvoted it
+
+
+def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypatch):
+    (tmp_path / "store").mkdir()
+
+    def walk(top, onerror=None, followlinks=False):
+        onerror(PermissionError(errno.EACCES, "Permission denied", str(top)))
+        yield from ()
+
+    monkeypatch.setattr("reports.load.os.walk", walk)
+    with pytest.raises(ReportError, match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
+        build_report([tmp_path / "store"], tmp_path / "out", None)
