@@ -175,9 +175,10 @@ def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[
 
 def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
     """GPUs of one node (same machine_id and hostname, several devices): per headline, each GPU
-    against the node's median over its GPUs; `outlier` where one is >= 5% off."""
+    against the node's median over its GPUs, each GPU in its latest run (latest_headlines); `outlier`
+    where one is >= 5% off."""
     devices = _devices(frame)
-    heads = headlines(cases).join(devices, on="machine")
+    heads = latest_headlines(frame, cases).join(devices, on="machine")  # each GPU as it is now, not its history's median
     rows = []
     for (_, host), node in heads.groupby(["machine_id", "hostname"], sort=False):
         if node["device"].nunique() < 2:

@@ -210,3 +210,13 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
     monkeypatch.setattr("reports.load.os.walk", walk)
     with pytest.raises(ReportError, match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
         build_report([tmp_path / "store"], tmp_path / "out", None)
+
+
+def test_a_gpu_that_fell_off_its_node_in_the_latest_run_is_the_outlier(h200):
+    micro = h200[h200["workload"].isin(["matmul", "transfer", "elementwise"])]
+    runs = [copy_of(micro, "node1", "abcabcabcabc", f"cuda:{gpu}", f"d{day}-cuda{gpu}", **({"matmul": 0.8} if (day, gpu) == (9, 2) else {}))
+            .assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00") for day in (1, 2, 3, 9) for gpu in range(4)]
+    frame = pd.concat(runs, ignore_index=True)  # four `--device cuda:all` runs of one node; GPU 2 slowed in the last
+    frame["machine"] = machine_labels(frame)
+    table = health.outlier_table(frame, per_case(frame))
+    assert set(table[table["gpu"] != "ok"]["device"]) == {"cuda:2"}
