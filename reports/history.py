@@ -19,6 +19,7 @@ import pandas as pd
 from harness.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
+from reports.load import base_labels
 from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
@@ -39,12 +40,13 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
+    runs[["hostname", "machine_id"]] = runs[["hostname", "machine_id"]].fillna("")  # an empty host name is a name: groupby drops NaN keys
     runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
         return pd.DataFrame()
     ordered = [f for f in FIGURES if f in runs.columns]
     out = runs.reset_index()
-    out["machine"] = out["hostname"].astype(str) + " · " + out["device_name"].astype(str) + " (" + out["device"].astype(str) + ")"
+    out["machine"] = base_labels(out)
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
     columns = ["machine", "hostname", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
     return out.sort_values(["machine", "hostname", "machine_id", "started"]).reset_index(drop=True)[columns]

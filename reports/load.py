@@ -213,11 +213,23 @@ def load_energy_notes(paths: list[Path]) -> dict[str, str]:
     return notes
 
 
+NO_HOST = "(no host name)"  # socket.gethostname() can be "": the label must still be text
+
+
+def base_labels(frame: pd.DataFrame) -> pd.Series:
+    """'host · device name (device)' per row; an empty cell reads as text, never NaN (pandas keeps
+    NaN through astype(str) in a str column, and a NaN label drops the rows from every groupby)."""
+    def text(column: str, empty: str) -> pd.Series:
+        return frame[column].fillna("").astype(str).replace("", empty)
+
+    return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
+
+
 def machine_labels(frame: pd.DataFrame) -> pd.Series:
     """A unique human name per configuration (machine, device, torch): 'host · device name
     (device)'; two machines with one name get their machine_id, one machine with two torch
     versions gets the version (an upgrade is a different configuration, never merged)."""
-    base = frame["hostname"].astype(str) + " · " + frame["device_name"].astype(str) + " (" + frame["device"].astype(str) + ")"
+    base = base_labels(frame)
     ids_per_label = frame.groupby(base)["machine_id"].transform("nunique")
     torches = frame.groupby([frame["machine_id"], frame["device"]])["torch_version"].transform("nunique")
     label = base.where(ids_per_label <= 1, base + " #" + frame["machine_id"].astype(str).str[:6])

@@ -220,3 +220,11 @@ def test_a_gpu_that_fell_off_its_node_in_the_latest_run_is_the_outlier(h200):
     frame["machine"] = machine_labels(frame)
     table = health.outlier_table(frame, per_case(frame))
     assert set(table[table["gpu"] != "ok"]["device"]) == {"cuda:2"}
+
+
+def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
+    store = tmp_path / "store"  # socket.gethostname() == "": the store folder is host-<hash>, the rows' hostname empty
+    for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-11-30")):
+        put(store, copy_of(h200, ""), "host-1234abcd", run_id, day)
+    text = report(store, tmp_path / "out")
+    assert "None yet" not in text and re.search(r"\]\((history__8f9f0ab5b928_cuda_0\.png)\)", text)
