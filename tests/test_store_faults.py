@@ -228,3 +228,11 @@ def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
         put(store, copy_of(h200, ""), "host-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
     assert "None yet" not in text and re.search(r"\]\((history__8f9f0ab5b928_cuda_0\.png)\)", text)
+
+
+def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
+    from harness import env
+
+    monkeypatch.setattr(env.socket, "gethostname", lambda: os.fsdecode(b"n\xffd"))  # what Python gives for those bytes
+    assert env.machine_identity()["hostname"] == "n\\xffd"
+    assert env.host_name().encode("utf-8") == b"n\\xffd"  # the CSV writer's encoding: every row would have failed
