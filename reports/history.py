@@ -1,11 +1,12 @@
 """A machine's history: its runs at several dates or torch versions, headline figures over time.
 
-A machine is its host, machine_id and device (as the store names it; each GPU of a node has its own history); a run is a
-run_id. Only machines with two runs or more get a table row and a plot (one PNG per machine, a
+A machine is its host, hardware (CPU, cores, RAM: what the store's folder hash reads) and device
+(each GPU of a node has its own history), as the store names it; a run is a run_id. Only machines with two runs or more get a table row and a plot (one PNG per machine, a
 panel per headline figure); a report of single runs says in one line that there is no history yet."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -24,9 +25,11 @@ from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
-# One machine's history, as the store names a machine (<host>-<hardware hash>): machine_id hashes the
-# hardware alone, so the identical nodes of a fleet share it, and the hostname tells them apart.
-IDENTITY = ("hostname", "machine_id", "device")
+# One machine's history, as the store names a machine (<host>-<hardware hash>, harness.store): the host
+# (identical nodes share their hardware) and the hardware a run's rows name, per device and its name.
+# Not machine_id: it also hashes the kernel release and the GPUs a job was given, so a monthly kernel
+# update or a job given 1 GPU of 8 would split one node's history in two.
+IDENTITY = ("hostname", "hardware", "device", "device_name")
 MAX_PANEL_COLUMNS = 4
 
 
@@ -36,11 +39,13 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     headline figure it measured. Sorted by machine, then time."""
     runs = frame.groupby("run_id", sort=False).agg(machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
                                                    device_name=("device_name", "first"), torch=("torch_version", "first"),
-                                                   started=("timestamp_utc", "min"))
+                                                   started=("timestamp_utc", "min"), cpu_model=("cpu_model", "first"),
+                                                   cpu_cores=("cpu_cores", "first"), ram_bytes=("ram_bytes", "first"))
     per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
-    runs[["hostname", "machine_id"]] = runs[["hostname", "machine_id"]].fillna("")  # an empty host name is a name: groupby drops NaN keys
+    runs[["hostname", "device", "device_name"]] = runs[["hostname", "device", "device_name"]].fillna("")  # an empty host name is a name: groupby drops NaN keys
+    runs["hardware"] = _hardware(runs)
     runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
         return pd.DataFrame()
@@ -48,8 +53,16 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     out = runs.reset_index()
     out["machine"] = base_labels(out)
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
-    columns = ["machine", "hostname", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
-    return out.sort_values(["machine", "hostname", "machine_id", "started"]).reset_index(drop=True)[columns]
+    columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
+    return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
+
+
+def _hardware(runs: pd.DataFrame) -> pd.Series:
+    """8 hex digits over what the store's folder hash reads that a run's rows also hold: CPU model,
+    core count, RAM in GiB (the node's GPU list is not in the rows; the device name stands for it)."""
+    gib = (pd.to_numeric(runs["ram_bytes"], errors="coerce") / 2**30).round()
+    text = runs["cpu_model"].fillna("").astype(str) + "|" + runs["cpu_cores"].astype(str) + "|" + gib.astype(str)
+    return text.map(lambda key: hashlib.sha256(key.encode()).hexdigest()[:8])
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
@@ -73,7 +86,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
     each point, the device's reference where known); returns (machine, file name) pairs."""
     written, refs, names = [], load_references(), set()
-    for (host, machine_id, device), group in runs.groupby(list(IDENTITY), sort=False):
+    for (host, hardware, device, _), group in runs.groupby(list(IDENTITY), sort=False):
         machine = group["machine"].iloc[0]
         figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
         references = {r.figure: r.value for r in refs.for_device(str(group["device_name"].iloc[0]), "gpubench")}
@@ -98,7 +111,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         if labels:
             fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
         fig.tight_layout()
-        name = _png_name(names, str(host), str(machine_id), str(device))
+        name = _png_name(names, str(host), str(hardware), str(device))
         try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
             with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
                 fig.savefig(handle, dpi=100, format="png")
@@ -108,10 +121,10 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     return written
 
 
-def _png_name(taken: set[str], host: str, machine_id: str, device: str) -> str:
+def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:
     """One PNG per machine: two hosts whose names differ only in what the slug replaces
     ('a b', 'a_b') get a numbered second file, never each other's plot."""
-    stem = f"history_{_slug(host)[:40]}_{_slug(machine_id)}_{_slug(device)}"
+    stem = f"history_{_slug(host)[:40]}_{hardware}_{_slug(device)}"
     name, number = f"{stem}.png", 2
     while name in taken:
         name, number = f"{stem}-{number}.png", number + 1

@@ -227,7 +227,7 @@ def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-11-30")):
         put(store, copy_of(h200, ""), "host-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
-    assert "None yet" not in text and re.search(r"\]\((history__8f9f0ab5b928_cuda_0\.png)\)", text)
+    assert "None yet" not in text and re.search(r"\]\((history__fd2346ce_cuda_0\.png)\)", text)
 
 
 def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
@@ -236,3 +236,11 @@ def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
     monkeypatch.setattr(env.socket, "gethostname", lambda: os.fsdecode(b"n\xffd"))  # what Python gives for those bytes
     assert env.machine_identity()["hostname"] == "n\\xffd"
     assert env.host_name().encode("utf-8") == b"n\\xffd"  # the CSV writer's encoding: every row would have failed
+
+
+def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_path):
+    store = tmp_path / "store"  # one store folder; machine_id hashes the kernel release and the GPUs the job saw
+    put(store, copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44"), "vm-1234abcd", "r1", "2026-11-01")
+    put(store, copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"), "vm-1234abcd", "r2", "2026-12-01")
+    text = report(store, tmp_path / "out")
+    assert "None yet" not in text and re.search(r"\| vm · NVIDIA H200 \(cuda:0\) \| 2 \| 2026-11-01 → 2026-12-01 \|", text)
