@@ -61,8 +61,8 @@ def _hardware(runs: pd.DataFrame) -> pd.Series:
     """8 hex digits over what the store's folder hash reads that a run's rows also hold: CPU model,
     core count, RAM in GiB (the node's GPU list is not in the rows; the device name stands for it)."""
     gib = (pd.to_numeric(runs["ram_bytes"], errors="coerce") / 2**30).round()
-    text = runs["cpu_model"].fillna("").astype(str) + "|" + runs["cpu_cores"].astype(str) + "|" + gib.astype(str)
-    return text.map(lambda key: hashlib.sha256(key.encode()).hexdigest()[:8])
+    keys = [f"{model}|{cores}|{ram}" for model, cores, ram in zip(runs["cpu_model"], runs["cpu_cores"], gib)]  # an empty cell is text too
+    return pd.Series([hashlib.sha256(key.encode()).hexdigest()[:8] for key in keys], index=runs.index)
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
