@@ -172,10 +172,17 @@ def nvml_gpu_names() -> list[str]:
         return []
 
 
+def host_name() -> str:
+    """socket.gethostname() as text that encodes: a host name that is not UTF-8 arrives with
+    surrogates (U+DCFF for the byte 0xff), which the CSV writer cannot encode, and every row would fail; its bytes
+    are kept as backslash escapes instead ('n\\xffd')."""
+    return os.fsencode(socket.gethostname()).decode("utf-8", "backslashreplace")
+
+
 def machine_identity() -> dict[str, Any]:
     """What names this machine in a results store (harness.store.machine_folder_name): the host
     and its hardware, whatever device a run benchmarks."""
-    return {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
+    return {"hostname": host_name(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
             "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
 
 
@@ -184,7 +191,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     cpu = cpu_model()
     fields: dict[str, Any] = {
-        "hostname": socket.gethostname(),
+        "hostname": host_name(),
         "device": str(device),
         "device_name": cpu,
         "cuda_available": cuda,

@@ -45,7 +45,7 @@ def check_writable(results_dir: Path) -> None:
     except UnsafePath:
         raise
     except OSError as error:
-        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
+        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) with a writable folder") from None
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -70,7 +70,7 @@ def check_results_dir_early(results_dir: Path) -> None:
         if not os.access(existing, os.W_OK | os.X_OK):  # read-only mounts too, even for root
             raise OSError(errno.EACCES, "permission denied")
     except OSError as error:
-        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR with a writable folder") from None
+        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) with a writable folder") from None
 
 
 def check_output_file(path: Path, flag: str) -> None:
@@ -102,7 +102,7 @@ class ResultsFull(OSError):
 
     def __init__(self, rows_kept: int, path: Path, code: int = errno.ENOSPC, what: str = "") -> None:
         lost = f"; {what} not written" if what else ""
-        super().__init__(f"results folder full: {rows_kept} rows kept in {path}{lost} — free space there or pass --results-dir on another disk, then re-run the missing cases")
+        super().__init__(f"results folder full: {rows_kept} rows kept in {path}{lost} — free space there or pass --results-dir (or --store) on another disk, then re-run the missing cases")
         self.errno = code  # strerror stays None, so str() is the message above, without "[Errno 28]"
         self.rows_kept = rows_kept
         self.path = path

@@ -19,6 +19,7 @@ identity itself is read by harness.env.machine_identity."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -54,14 +55,40 @@ def results_dir_for(store: str | Path | None, results_dir: str | Path, default_r
                     identity: Callable[[], dict[str, Any]]) -> Path:
     """Where a run writes: `<store>/<machine>/` with --store (the identity read on this machine),
     else --results-dir. The two name the same thing, so both at once is refused."""
-    if store is None or str(store) == "":
+    if store is None:
         return Path(results_dir)
+    if not str(store).strip():  # an unset shell variable: the run would land in ./results, outside the store
+        raise StoreError("--store is empty — pass the store's folder (it is created if missing)")
     if str(results_dir) != default_results_dir:
         raise StoreError(f"--store {store} and --results-dir {results_dir} both name where results go — pass one of them")
     root = Path(store)
     if root.exists() and not root.is_dir():
         raise StoreError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
-    return root / machine_folder_name(identity())
+    folder = root / machine_folder_name(identity())
+    check_writable(folder, str(store))
+    return folder
+
+
+def check_writable(folder: Path, store: str) -> None:
+    """The machine folder, or the nearest folder above it that exists, must take new files: the
+    writer's own check would name --results-dir, an option this run did not use. Creates nothing
+    (a --collect-only run leaves no folder behind)."""
+    if folder.is_symlink():
+        raise StoreError(f"--store {store}: the machine folder {folder} is a link (to {os.readlink(folder)}); gpubench does not write "
+                         "through links — replace the link with the folder itself, or pass --store where the folder lives")
+    nearest = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not nearest.is_dir():
+        raise StoreError(f"--store {store}: {nearest} is a file, not a folder — pass a --store under a folder")
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        why = "read-only file system" if _read_only(nearest) else "permission denied"
+        raise StoreError(f"--store {store}: cannot write into {nearest} ({why}) — pass a --store you can write to")
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def find_run(store: Path, run_id: str) -> Path | None:

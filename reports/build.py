@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -92,7 +93,11 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
     refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
-    frame, notes = dedupe(load_results(paths, refused))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    left_out: list[str] = []  # files in the folders that are not readable results (a store's stray or live files)
+    frame, notes = dedupe(load_results(paths, refused, left_out))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    for line in left_out:  # said where the person looks, and in the report
+        print(f"gpubench: note: left out of this report: {line}", file=sys.stderr)
+    notes = [f"left out of this report: {line}" for line in left_out] + notes
     notes += [f"{len(refused)} row(s) refused as impossible, listed under Rows refused"] if refused else []
     try:  # every file below is made inside `out` under a random name and renamed: no link is followed
         make_folder(out, "report folder", OUT_FIX)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.aggregate import per_case
 from reports.intervals import steady_best
 from reports.load import result_files
 from reports.markdown import escape, md_table, section
@@ -24,6 +25,7 @@ OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is fla
 DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
 POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
+RUN_KEY = "\x1f"  # joins a machine label and a run id: load.clean_text keeps control characters out of both
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
@@ -64,6 +66,19 @@ def headlines(cases: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["machine", "figure", "value"])
 
 
+def latest_headlines(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
+    """headlines(), but a machine with several runs (a store's history) is judged on the latest run
+    that measured each figure: folding its runs would let old healthy runs outvote today's drop."""
+    if (frame.groupby("machine")["run_id"].nunique() <= 1).all():
+        return headlines(cases)  # one run per machine: the same figures, already aggregated
+    keys = frame[["machine", "run_id"]].astype(str).agg(RUN_KEY.join, axis=1)
+    per_run = headlines(per_case(frame.assign(machine=keys)))
+    per_run["started"] = per_run["machine"].map(frame.groupby(keys)["timestamp_utc"].min())
+    per_run["machine"] = per_run["machine"].str.split(RUN_KEY, regex=False).str[0]
+    latest = per_run.sort_values("started", kind="stable").groupby(["machine", "figure"], sort=False).tail(1)
+    return latest[["machine", "figure", "value"]].reset_index(drop=True)
+
+
 def performance_ratio(value: float, reference: float, higher_is_better: bool) -> float:
     return value / reference if higher_is_better else reference / value
 
@@ -77,7 +92,7 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> 
     """Per machine and headline with a reference: measured, reference, ratio, the published maximum
     and its ratio, and `health` ('ok' or '≥10% below' against the gpubench reference)."""
     devices, rows = _devices(frame), []
-    for head in headlines(cases).itertuples(index=False):
+    for head in latest_headlines(frame, cases).itertuples(index=False):
         name = str(devices.loc[head.machine, "device_name"])
         spec = FIGURES[head.figure]
         ours = [r.value for r in refs.for_device(name, "gpubench") if r.figure == head.figure]
@@ -98,7 +113,7 @@ def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
     """The sidecar's start/end GPU telemetry per CSV stem (`<run_id>.env.json`): the power cap
     lives only there. Missing or unreadable sidecars are simply absent."""
     out: dict[str, dict[str, float]] = {}
-    for csv_path in result_files(paths):
+    for csv_path in result_files(paths, []):
         sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
         try:
             data = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else {}
@@ -145,8 +160,11 @@ def _thermal_cause(mine: pd.DataFrame) -> str:
 
 def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]]) -> list[str]:
     """The usual causes of a figure below its reference, each with what this run recorded about it,
-    or 'to check' with the command that reads it where gpubench does not record it."""
+    or 'to check' with the command that reads it where gpubench does not record it. A machine with
+    several runs is read in its latest run, the one judged: older runs' clocks would dilute today's."""
     mine = frame[frame["machine"] == machine]
+    newest = mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1]
+    mine = mine[mine["run_id"] == newest]
     fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
     return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
              "(GPU Link Info: current vs max generation and width; a x8 or Gen3 link halves host↔device GB/s)"),
@@ -157,9 +175,10 @@ def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[
 
 def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
     """GPUs of one node (same machine_id and hostname, several devices): per headline, each GPU
-    against the node's median over its GPUs; `outlier` where one is >= 5% off."""
+    against the node's median over its GPUs, each GPU in its latest run (latest_headlines); `outlier`
+    where one is >= 5% off."""
     devices = _devices(frame)
-    heads = headlines(cases).join(devices, on="machine")
+    heads = latest_headlines(frame, cases).join(devices, on="machine")  # each GPU as it is now, not its history's median
     rows = []
     for (_, host), node in heads.groupby(["machine_id", "hostname"], sort=False):
         if node["device"].nunique() < 2:
@@ -194,6 +213,12 @@ def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
             "`reports/references.json`." if missing else "")
 
 
+def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
+    """The GPUs of the rows whose name has no reference at all (CPUs never have one: not named)."""
+    gpus = frame.loc[frame["device"].astype(str).str.startswith("cuda"), "device_name"].astype(str)
+    return sorted(name for name in set(gpus) if not refs.for_device(name))
+
+
 def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References, telemetry: dict[str, dict[str, float]]) -> str:
     flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
     parts = []
@@ -214,9 +239,13 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
         intro = (f"Each machine's headline figures against its device's reference (`reports/references.json`, sources there and in "
                  f"docs/health.md). `ratio` is performance against the gpubench reference (above 1: better; for a time, "
                  f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of published` sets the figure "
-                 "against a published maximum measured another way (mamf-finder's shape search): context, never flagged.")
+                 "against a published maximum measured another way (mamf-finder's shape search): context, never flagged. "
+                 "A machine with several runs is judged on its latest run of each figure (History shows the earlier ones).")
         parts.append(section("Health against references", intro, md_table(_display(table)),
                              _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
+    elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
+        parts.append(section("Health against references", f"Not judged. No reference for {', '.join(map(escape, unknown))}: add its "
+                             "figures, with their source, to `reports/references.json`."))
     outliers = outlier_table(frame, cases)
     if not outliers.empty:
         parts.append(section("GPUs within a node", f"Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "

@@ -1,11 +1,12 @@
 """A machine's history: its runs at several dates or torch versions, headline figures over time.
 
-A machine is its machine_id and device (each GPU of a node has its own history); a run is a
-run_id. Only machines with two runs or more get a table row per run and a plot (one PNG per
-machine, a panel per headline figure), so a report of single runs stays as it was."""
+A machine is its host, hardware (CPU, cores, RAM: what the store's folder hash reads) and device
+(each GPU of a node has its own history), as the store names it; a run is a run_id. Only machines with two runs or more get a table row and a plot (one PNG per machine, a
+panel per headline figure); a report of single runs says in one line that there is no history yet."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -19,10 +20,16 @@ import pandas as pd
 from harness.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
+from reports.load import base_labels
 from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
+# One machine's history, as the store names a machine (<host>-<hardware hash>, harness.store): the host
+# (identical nodes share their hardware) and the hardware a run's rows name, per device and its name.
+# Not machine_id: it also hashes the kernel release and the GPUs a job was given, so a monthly kernel
+# update or a job given 1 GPU of 8 would split one node's history in two.
+IDENTITY = ("hostname", "hardware", "device", "device_name")
 MAX_PANEL_COLUMNS = 4
 
 
@@ -32,19 +39,30 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     headline figure it measured. Sorted by machine, then time."""
     runs = frame.groupby("run_id", sort=False).agg(machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
                                                    device_name=("device_name", "first"), torch=("torch_version", "first"),
-                                                   started=("timestamp_utc", "min"))
+                                                   started=("timestamp_utc", "min"), cpu_model=("cpu_model", "first"),
+                                                   cpu_cores=("cpu_cores", "first"), ram_bytes=("ram_bytes", "first"))
     per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
-    runs = runs[runs.groupby(["machine_id", "device"])["hostname"].transform("size") >= HISTORY_MIN_RUNS]
+    runs[["hostname", "device", "device_name"]] = runs[["hostname", "device", "device_name"]].fillna("")  # an empty host name is a name: groupby drops NaN keys
+    runs["hardware"] = _hardware(runs)
+    runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
         return pd.DataFrame()
     ordered = [f for f in FIGURES if f in runs.columns]
     out = runs.reset_index()
-    out["machine"] = out["hostname"].astype(str) + " · " + out["device_name"].astype(str) + " (" + out["device"].astype(str) + ")"
+    out["machine"] = base_labels(out)
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
-    columns = ["machine", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
-    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[columns]
+    columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
+    return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
+
+
+def _hardware(runs: pd.DataFrame) -> pd.Series:
+    """8 hex digits over what the store's folder hash reads that a run's rows also hold: CPU model,
+    core count, RAM in GiB (the node's GPU list is not in the rows; the device name stands for it)."""
+    gib = (pd.to_numeric(runs["ram_bytes"], errors="coerce") / 2**30).round()
+    keys = [f"{model}|{cores}|{ram}" for model, cores, ram in zip(runs["cpu_model"], runs["cpu_cores"], gib)]  # an empty cell is text too
+    return pd.Series([hashlib.sha256(key.encode()).hexdigest()[:8] for key in keys], index=runs.index)
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
@@ -67,8 +85,9 @@ def _reference_lines(ax: plt.Axes, reference: float | None, higher_is_better: bo
 def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
     each point, the device's reference where known); returns (machine, file name) pairs."""
-    written, refs = [], load_references()
-    for (machine, machine_id, device), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
+    written, refs, names = [], load_references(), set()
+    for (host, hardware, device, _), group in runs.groupby(list(IDENTITY), sort=False):
+        machine = group["machine"].iloc[0]
         figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
         references = {r.figure: r.value for r in refs.for_device(str(group["device_name"].iloc[0]), "gpubench")}
         if not figures:
@@ -92,7 +111,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         if labels:
             fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
         fig.tight_layout()
-        name = f"history_{_slug(str(machine_id))}_{_slug(str(device))}.png"
+        name = _png_name(names, str(host), str(hardware), str(device))
         try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
             with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
                 fig.savefig(handle, dpi=100, format="png")
@@ -100,6 +119,17 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             plt.close(fig)
         written.append((str(machine), name))
     return written
+
+
+def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:
+    """One PNG per machine: two hosts whose names differ only in what the slug replaces
+    ('a b', 'a_b') get a numbered second file, never each other's plot."""
+    stem = f"history_{_slug(host)[:40]}_{hardware}_{_slug(device)}"
+    name, number = f"{stem}.png", 2
+    while name in taken:
+        name, number = f"{stem}-{number}.png", number + 1
+    taken.add(name)
+    return name
 
 
 def _change(values: pd.Series) -> str:
@@ -114,8 +144,8 @@ def history_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per machine (the report grows with machines, not runs; the plot holds each run):
     its runs, first and last date, torch versions, and each headline first → last (change)."""
     rows = []
-    for (machine, _, _), group in runs.groupby(["machine", "machine_id", "device"], sort=False):
-        row = {"machine": machine, "runs": len(group),
+    for _, group in runs.groupby(list(IDENTITY), sort=False):
+        row = {"machine": group["machine"].iloc[0], "runs": len(group),
                "dates": f"{group['started'].min():%Y-%m-%d} → {group['started'].max():%Y-%m-%d}",
                "torch": ", ".join(dict.fromkeys(group["torch"].astype(str)))}
         row.update({f"{FIGURES[f].label} ({FIGURES[f].unit})": _change(group[f]) for f in _figure_columns(runs)})
@@ -124,10 +154,12 @@ def history_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(frame: pd.DataFrame, out: Path) -> str:
-    """The report's history section, or "" when no machine has two runs."""
+    """The report's history section; when no machine has two runs, one line saying so (a store
+    read before its machines ran twice would otherwise just lack the section)."""
     runs = run_figures(frame)
     if runs.empty:
-        return ""
+        return section("History", "None yet: no machine here has two runs with a headline figure. A machine's history starts "
+                       "with its second run (`gpubench run --store STORE` on it again).")
     plots = plot_history(runs, out)
     intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is the "
              "guide template's) from the first run to the last; the plots show every run.")

@@ -5,6 +5,7 @@ names errors as ReportError."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -20,41 +21,94 @@ class ReportError(ValueError):
     """Bad input for report/compare: one line naming the file and the fix."""
 
 
-def result_files(paths: list[Path]) -> list[Path]:
+def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[Path]:
     """The results files named or found in folders: regular files only (a FIFO would hang the
-    reader; a folder or a dangling link named *.csv is not a results file)."""
+    reader; a folder or a dangling link named *.csv is not a results file). A folder is walked
+    through links to folders (a store may link a machine's folder in), each folder once; hidden
+    folders (a store's `.fleet/` logs) and `merged.csv` (a report's) are not runs. A folder that
+    cannot be listed is named in `left_out` when given, else refused: never silently missing."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(p for p in sorted(path.rglob("*.csv")) if p.name != "merged.csv" and p.is_file())
+            files.extend(_walk(path, left_out))
         elif path.is_file():
             files.append(path)
         elif path.exists():
             raise ReportError(f"{path}: not a regular file — name a results CSV or a folder of them")
         else:
             raise ReportError(f"{path}: no such file or folder")
+    if not files and left_out:  # nothing found because nothing could be listed: say that, not "run first"
+        raise ReportError(f"no results read in {', '.join(map(str, paths))}: {left_out[0]}")
     if not files:
         raise ReportError(f"no CSV files found in {', '.join(map(str, paths))} — run `gpubench run` first or name a results folder")
     return files
+
+
+def _walk(folder: Path, left_out: list[str] | None) -> list[Path]:
+    found, seen = [], set()
+
+    def unreadable(error: OSError) -> None:
+        line = f"{error.filename}: cannot list the folder ({error.strerror}) — its runs are not in this report; make it readable"
+        if left_out is None:
+            raise ReportError(line)
+        left_out.append(line)
+
+    for root, dirs, names in os.walk(folder, onerror=unreadable, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # a link back up the tree, or two links to one folder
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(root, n) for n in sorted(names) if n.endswith(".csv") and not n.startswith(".") and n != "merged.csv"]
+    return sorted(f for f in found if f.is_file())  # the order rglob gave: the first machine is the default baseline
+
+
+def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[Path]:
+    """The files read_frame reads whole; one found in a folder that it refuses (not ours, cut by a
+    run still writing it, unreadable) is named in `left_out`, one named by the user still refuses."""
+    kept = []
+    for path in files:
+        try:
+            read_frame([path], [])
+            kept.append(path)
+        except (SchemaError, OSError) as error:
+            if path in named:
+                raise ReportError(_read_problem(error)) from None
+            left_out.append(_read_problem(error))
+    return kept
+
+
+def _read_problem(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return f"{error.filename}: cannot read ({error.strerror or error}) — make it readable or move it out of the folder"
+    return str(error)
 
 
 OUT_FIX = "pass --out with the folder itself"  # a report folder (or a file in it) that is a link
 LABELS = ("source_file", "source_line", "machine", "setting")  # what the report adds to the rows it reads
 
 
-def load_results(paths: list[Path], refused: list[str] | None = None) -> pd.DataFrame:
+def load_results(paths: list[Path], refused: list[str] | None = None, left_out: list[str] | None = None) -> pd.DataFrame:
     """All rows of the results files named or found in folders, as harness.results.read_frame reads
     them (the one reader: typed by harness.schema, older schemas upgraded, damage refused naming
     file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
     unique label per configuration), `setting` (the case's short id, rebuilt from its typed
     settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as "".
     With `refused`, rows with an impossible figure (reports.screen) are left out, each named
-    there in one line; without, an impossible cell refuses its file like damage does."""
-    files = result_files(paths)
+    there in one line; without, an impossible cell refuses its file like damage does. With
+    `left_out` (a store: many writers, some files not ours), a file found in a folder that cannot be
+    read as results is left out and named there; without, it refuses the load."""
+    files = result_files(paths, left_out)
     try:
         frame = read_frame(files, refused)
-    except SchemaError as error:  # already names the file and the fix
-        raise ReportError(str(error)) from None
+    except (SchemaError, OSError) as error:  # a SchemaError already names the file and the fix
+        if left_out is None:
+            raise ReportError(_read_problem(error)) from None
+        files = _readable(files, set(paths), left_out)  # only on this path: each file read once more
+        if not files:
+            raise ReportError(f"no readable results in {', '.join(map(str, paths))}: {left_out[0]}") from None
+        frame = read_frame(files, refused)
     if refused is not None:
         frame = screen(frame, {f.stem: str(f) for f in files}, refused)
     if frame.empty:
@@ -131,7 +185,7 @@ def load_top_ops(paths: list[Path], notes: list[str] | None = None) -> dict[str,
     CSV file stem -> case_id -> top operators. A missing sidecar is simply absent; what is not
     such a table in one (not JSON, not a dict of lists of operators) is left out, said in `notes`."""
     tables: dict[str, dict[str, list[dict]]] = {}
-    for csv_path in result_files(paths):
+    for csv_path in result_files(paths, []):
         sidecar = csv_path.with_name(f"{csv_path.stem}.ops.json")
         if not sidecar.is_file():
             continue
@@ -148,7 +202,7 @@ def load_energy_notes(paths: list[Path]) -> dict[str, str]:
     """Why a run has no energy figures (`<run_id>.env.json`'s energy note, e.g. no RAPL in a VM):
     CSV file stem -> the note. Runs with a counter, or without a readable sidecar, are absent."""
     notes: dict[str, str] = {}
-    for csv_path in result_files(paths):
+    for csv_path in result_files(paths, []):
         sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
         try:
             note = (json.loads(sidecar.read_text(encoding="utf-8")).get("energy") or {}).get("note") if sidecar.exists() else None
@@ -159,11 +213,23 @@ def load_energy_notes(paths: list[Path]) -> dict[str, str]:
     return notes
 
 
+NO_HOST = "(no host name)"  # socket.gethostname() can be "": the label must still be text
+
+
+def base_labels(frame: pd.DataFrame) -> pd.Series:
+    """'host · device name (device)' per row; an empty cell reads as text, never NaN (pandas keeps
+    NaN through astype(str) in a str column, and a NaN label drops the rows from every groupby)."""
+    def text(column: str, empty: str) -> pd.Series:
+        return frame[column].fillna("").astype(str).replace("", empty)
+
+    return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
+
+
 def machine_labels(frame: pd.DataFrame) -> pd.Series:
     """A unique human name per configuration (machine, device, torch): 'host · device name
     (device)'; two machines with one name get their machine_id, one machine with two torch
     versions gets the version (an upgrade is a different configuration, never merged)."""
-    base = frame["hostname"].astype(str) + " · " + frame["device_name"].astype(str) + " (" + frame["device"].astype(str) + ")"
+    base = base_labels(frame)
     ids_per_label = frame.groupby(base)["machine_id"].transform("nunique")
     torches = frame.groupby([frame["machine_id"], frame["device"]])["torch_version"].transform("nunique")
     label = base.where(ids_per_label <= 1, base + " #" + frame["machine_id"].astype(str).str[:6])

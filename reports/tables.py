@@ -113,6 +113,8 @@ def fastest_at_equal_accuracy(epochs: pd.DataFrame) -> tuple[pd.Series | None, p
 def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
     """Per machine: the guide template's epoch time over the fastest setting at equal accuracy."""
     table = epoch_table(frame)
+    if table.empty:  # every epoch row failed: no machine to set against its template
+        return pd.DataFrame()
     records = []
     for machine, group in table.groupby("machine", sort=False):
         best, less = fastest_at_equal_accuracy(group)

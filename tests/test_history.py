@@ -37,7 +37,8 @@ def labelled(*frames: pd.DataFrame) -> pd.DataFrame:
 def test_one_run_per_machine_has_no_history(h200, tmp_path):
     frame = labelled(h200, run_at(h200, "gpu1", "2026-11-29", device="cuda:1"))  # two GPUs of a node: two machines, one run each
     assert history.run_figures(frame).empty
-    assert history.render(frame, tmp_path) == "" and not list(tmp_path.glob("*.png"))
+    text = history.render(frame, tmp_path)  # said in one line, not left to the reader to infer from a missing section
+    assert text.startswith("## History") and "None yet: no machine here has two runs" in text and not list(tmp_path.glob("*.png"))
 
 
 def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
@@ -54,7 +55,7 @@ def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
     assert "| 2 | 2026-11-29 → 2026-12-20 | 2.11.0+cu130, 2.12.0+cu130 |" in rows[0]
     assert "778 → 622.4 (-20%)" in rows[0] and "55.14 → 55.14 (+0%)" in rows[0]
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert links == ["history_8f9f0ab5b928_cuda_0.png"]
+    assert links == ["history_vm_fd2346ce_cuda_0.png"]
     assert (tmp_path / links[0]).read_bytes()[:8] == PNG_MAGIC
 
 
@@ -64,7 +65,7 @@ def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
     assert runs.groupby("device")["run_id"].apply(list).to_dict() == {"cuda:0": ["2026-11-29-cuda:0", "2026-11-30-cuda:0"],
                                                                       "cuda:1": ["2026-11-29-cuda:1", "2026-11-30-cuda:1"]}
     history.render(frame, tmp_path)
-    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_8f9f0ab5b928_cuda_0.png", "history_8f9f0ab5b928_cuda_1.png"]
+    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_vm_fd2346ce_cuda_0.png", "history_vm_fd2346ce_cuda_1.png"]
 
 
 def test_a_run_without_headline_figures_is_no_point(h200, tmp_path):
@@ -79,8 +80,8 @@ def test_report_of_a_store_shows_the_history(h200, tmp_path):
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-12-05")):
         write_merged(run_at(h200, run_id, day), store / f"{run_id}.csv")
     report = build_report([tmp_path / "store"], tmp_path / "out", None).read_text(encoding="utf-8")
-    assert "## History" in report and "(history_8f9f0ab5b928_cuda_0.png)" in report
-    assert (tmp_path / "out" / "history_8f9f0ab5b928_cuda_0.png").read_bytes()[:8] == PNG_MAGIC
+    assert "## History" in report and "(history_vm_fd2346ce_cuda_0.png)" in report
+    assert (tmp_path / "out" / "history_vm_fd2346ce_cuda_0.png").read_bytes()[:8] == PNG_MAGIC
 
 
 @pytest.mark.parametrize("higher_is_better, edge", [(True, 90.0), (False, 100 / 0.9)])

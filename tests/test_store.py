@@ -82,6 +82,7 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path):
     merged = read_rows(tmp_path / "report" / "merged.csv")
     assert {row["run_id"] for row in merged} == {"first", "second"}
     compare = cli("compare", str(machine / "first.csv"), str(machine / "second.csv"), "--threshold", "900%", cwd=tmp_path)
-    assert compare.returncode == 0 and "matmul" in compare.stdout, compare.stdout + compare.stderr
+    # 0 or 1 (slower): on a shared CPU one smoke run can be 1000x slower than the other; this checks compare reads the store
+    assert compare.returncode in (0, 1) and "matmul/fp32-n64" in compare.stdout, compare.stdout + compare.stderr
     both = cli("run", "--store", str(store), "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert both.returncode == 4 and both.stderr.count("\n") == 1 and "pass one of them" in both.stderr
