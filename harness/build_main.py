@@ -19,7 +19,7 @@ def main() -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C arrives here, held
     import pytest
 
-    code = int(pytest.console_main())
+    code = int(pytest.main())  # pytest's own command line: sys.argv[1:], no extra plugins
     # a Ctrl-C held while pytest never reached its session (a usage error first) is still an interrupt
     return INTERRUPTED_EXIT if HELD_INTERRUPT.pending and code in (0, 1, 5) else code
 
