@@ -151,15 +151,25 @@ def test_sigint_to_this_process_alone_reaches_the_build():
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler again afterwards
 
 
+def guarded_builds(launcher: ProcessLauncher) -> launch.BuildsOutcome:
+    """run_builds over one self-stopping build; freed after 20 s (the old launcher waited for good)."""
+    guard = threading.Timer(20, end_children)
+    guard.start()
+    try:
+        return launch.run_builds(launcher, lambda build: [sys.executable, "-c", STOPS_ITSELF], None, (2, 3, 4))
+    finally:
+        guard.cancel()
+
+
 def test_a_run_of_builds_stops_after_the_build_a_signal_came_in_and_names_a_stopped_one():
     signal_me(1.0, signal.SIGINT)
-    outcome = launch.run_builds(ProcessLauncher(), lambda build: [sys.executable, "-c", STOPS_ITSELF], None, (2, 3, 4))
+    outcome = guarded_builds(ProcessLauncher())
     assert (outcome.code, outcome.stopped) == (2, True)
     assert outcome.notes == ["build 1 of 1 had been stopped (state T): continued so it could act on SIGINT"]
 
 
 def test_a_run_of_builds_names_the_build_killed_for_being_stopped():
-    outcome = launch.run_builds(ProcessLauncher(stopped_limit_s=1.0), lambda build: [sys.executable, "-c", STOPS_ITSELF], None, (2, 3, 4))
+    outcome = guarded_builds(ProcessLauncher(stopped_limit_s=1.0))
     assert outcome.code == 128 + signal.SIGKILL and outcome.died == "build 1 of 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
 
 
