@@ -153,10 +153,11 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
     for note in outcome.notes:
-        print(f"gpubench: {note}", file=sys.stderr)
+        kept = f": {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)" if "no later build started" in note else ""
+        print(f"gpubench: {note}{kept}", file=sys.stderr)
     if outcome.died:
-        csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
         print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code

@@ -234,7 +234,8 @@ class TorchrunLauncher:
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
-# 5 no tests collected (for a later build: every case has fewer builds, the run is complete);
+# 5 no tests collected (for a later build: the first build's collection asked for more, so it is named
+# and no later build starts: the later ones would select nothing either);
 # gpubench's plugin adds 75 (results folder full), 143 (SIGTERM) and 129 (SIGHUP): the case in
 # progress unwound. A negative code is the signal that killed the build process.
 NO_TESTS = 5
@@ -331,7 +332,7 @@ def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: di
                 return BuildsOutcome(done.code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])
             if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
                 builds = min(MAX_BUILDS, max(1, count))
-            outcome = build_outcome(done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes)
+            outcome = build_outcome(done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0)
             if outcome is not None:
                 return outcome
             worst = max(worst, done.code if done.code != NO_TESTS else 0)
@@ -339,7 +340,12 @@ def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: di
     return BuildsOutcome(worst, builds)
 
 
-def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...]) -> BuildsOutcome | None:
+# A later build's stop, named (the first build's usage error is pytest's one ERROR line, enough alone).
+LATER_STOPS = {3: "an internal error, above", 4: "a usage error, above",
+               NO_TESTS: "it selected no case, though the first build's collection asked for more builds"}
+
+
+def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False) -> BuildsOutcome | None:
     """How one build's end ends the run, or None when the next build starts."""
     code = done.code
     if signum:  # this process got a signal: the run stops after this build, whatever it exited with
@@ -349,6 +355,8 @@ def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_co
         return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
     if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
         return BuildsOutcome(code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}")
+    if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
+        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True, [f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started"])
     if code in stop_codes:
         return BuildsOutcome(code, builds, True)
     return None

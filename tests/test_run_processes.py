@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -212,3 +213,54 @@ def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tm
                           check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert count_rows(tmp_path / "res" / "j.csv") == 1 and json.loads(existing.read_text())["benchmarks"]
+
+
+@dataclass
+class ExitsWith:
+    """A launcher whose builds exit with the given codes; the first reports `builds` over its pipe, as pytest's collection does."""
+    codes: list[int]
+    builds: int = 3
+    started: int = 0
+
+    def run(self, job: Job) -> Completed:
+        if job.pass_fds:
+            os.write(job.pass_fds[0], json.dumps({"builds": self.builds}).encode())
+        self.started += 1
+        return Completed(self.codes[self.started - 1])
+
+
+@pytest.mark.parametrize(("codes", "code", "note"), [
+    ([0, 5, 0], 0, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for more builds): no later build started"),
+    ([0, 4, 0], 4, "build 2 of 3 ended with exit 4 (a usage error, above): no later build started"),
+    ([0, 3, 0], 3, "build 2 of 3 ended with exit 3 (an internal error, above): no later build started"),
+])
+def test_a_later_build_that_stops_the_run_is_named(codes, code, note):
+    launcher = ExitsWith(codes)
+    outcome = launch.run_builds(launcher, lambda build: ["build"], None, (2, 3, 4))
+    assert (outcome.code, outcome.stopped, outcome.notes, launcher.started) == (code, True, [note], 2)
+
+
+def test_the_first_builds_usage_error_stays_pytests_one_line():
+    outcome = launch.run_builds(ExitsWith([4]), lambda build: ["build"], None, (2, 3, 4))
+    assert (outcome.code, outcome.notes) == (4, [])
+
+
+STOPS_AT_BUILD_2 = '''
+import pytest
+
+
+def pytest_sessionstart(session):
+    if session.config.getoption("gpubench_build") == 1:
+        pytest.exit("stopped by the test plugin", returncode=4)
+'''
+
+
+def test_gpubench_run_names_a_later_build_that_stopped_it_with_the_rows_kept(tmp_path):
+    (tmp_path / "stopsat2.py").write_text(STOPS_AT_BUILD_2)
+    proc = gpubench_run(tmp_path, "--builds", "3", "-k", "matmul and fp32-n64", "--no-report", "--run-id", "s", "-p", "stopsat2",
+                        env=dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}"))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err[-2000:]
+    csv_path = tmp_path / "res" / "s.csv"
+    assert err.strip().splitlines()[-1] == (f"gpubench: build 2 of 3 ended with exit 4 (a usage error, above): no later build started: "
+                                            f"1 rows kept in {csv_path} (each whole)")
