@@ -7,7 +7,7 @@ import ctypes
 import signal
 import sys
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 
