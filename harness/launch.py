@@ -243,11 +243,10 @@ MAX_BUILDS = 100
 # A build stopped (SIGSTOP, state T) this long is killed and named, sized from the profile as the
 # DDP heartbeats are (harness.workloads.ddp.HEARTBEAT_STALL_S): a stopped process makes no progress.
 STOPPED_LIMIT_S = {"smoke": 30.0, "quick": 60.0, "full": 120.0}
-TEST_STOPPED_ENV = "GPUBENCH_TEST_STOPPED_S"  # the fault tests' shorter limit; never set in a real run
 
 
 def stopped_limit_s(profile: str) -> float:
-    return float(os.environ.get(TEST_STOPPED_ENV) or STOPPED_LIMIT_S.get(str(profile), STOPPED_LIMIT_S["full"]))
+    return STOPPED_LIMIT_S.get(str(profile), STOPPED_LIMIT_S["full"])
 
 
 @dataclass

@@ -174,8 +174,7 @@ def test_a_run_of_builds_names_the_build_killed_for_being_stopped():
     assert outcome.code == 128 + signal.SIGKILL and outcome.died == "build 1 of 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
 
 
-def test_the_stopped_limit_is_sized_from_the_profile(monkeypatch):
-    monkeypatch.delenv(launch.TEST_STOPPED_ENV, raising=False)
+def test_the_stopped_limit_is_sized_from_the_profile():
     assert launch.stopped_limit_s("smoke") < launch.stopped_limit_s("quick") < launch.stopped_limit_s("full")
 
 
