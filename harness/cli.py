@@ -155,8 +155,9 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
     for note in outcome.notes:
-        kept = f": {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)" if "no later build started" in note else ""
-        print(f"gpubench: {note}{kept}", file=sys.stderr)
+        print(f"gpubench: {note}", file=sys.stderr)
+    if outcome.cut_short:
+        print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)
     if outcome.died:
         print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)

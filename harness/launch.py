@@ -256,6 +256,7 @@ class BuildsOutcome:
     stopped: bool = False
     notes: list[str] = field(default_factory=list)
     died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
+    cut_short: str = ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4 (...)'
 
 
 def signal_death(code: int) -> str:
@@ -355,7 +356,8 @@ def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_co
     if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
         return BuildsOutcome(code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}")
     if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
-        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True, [f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started"])
+        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True,
+                             cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started")
     if code in stop_codes:
         return BuildsOutcome(code, builds, True)
     return None

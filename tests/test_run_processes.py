@@ -236,12 +236,12 @@ class ExitsWith:
 def test_a_later_build_that_stops_the_run_is_named(codes, code, note):
     launcher = ExitsWith(codes)
     outcome = launch.run_builds(launcher, lambda build: ["build"], None, (2, 3, 4))
-    assert (outcome.code, outcome.stopped, outcome.notes, launcher.started) == (code, True, [note], 2)
+    assert (outcome.code, outcome.stopped, outcome.cut_short, launcher.started) == (code, True, note, 2)
 
 
 def test_the_first_builds_usage_error_stays_pytests_one_line():
     outcome = launch.run_builds(ExitsWith([4]), lambda build: ["build"], None, (2, 3, 4))
-    assert (outcome.code, outcome.notes) == (4, [])
+    assert (outcome.code, outcome.notes, outcome.cut_short) == (4, [], "")
 
 
 STOPS_AT_BUILD_2 = '''
