@@ -18,12 +18,17 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.launch import NO_TESTS, Job, ProcessLauncher
+from harness.launch import (
+    NO_TESTS,
+    Completed,
+    Job,
+    ProcessLauncher,
+    signal_name,
+    stop_requests,
+)
 from harness.options import RESULTS_FULL_EXIT
 from harness.safe_files import replace_bytes
 
@@ -108,7 +113,7 @@ def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: 
     finds it from the common folder of every existing path on the command line, and an existing
     --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
     config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
-    return [side.python, "-m", "pytest", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *side.args,
+    return [side.python, "-m", "harness.build_main", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *side.args,
             f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
 
 
@@ -144,35 +149,15 @@ class Stop:
     line: str
 
 
-@dataclass
-class StopRequest:
-    signum: int = 0
-
-
-@contextmanager
-def stop_requests() -> Iterator[StopRequest]:
-    """SIGINT or SIGHUP to this process stops the session after the build in progress. From a
-    terminal the build process gets the signal too and stops at its case's edge; sent to this
-    process alone (kill -INT, a closed ssh session) it used to be swallowed by the launcher's wait,
-    and the session ran on to its end."""
-    request = StopRequest()
-
-    def note(signum: int, frame: object) -> None:
-        request.signum = request.signum or signum
-
-    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGHUP)}
-    try:
-        yield request
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+def launcher_stop(done: Completed, signum: int, side: Side, pair: int) -> Stop | None:
+    """The Stop a signal to this session, or a build the launcher killed (stopped too long), means."""
+    where = f"side {side.name}, build {pair + 1}"
+    if signum:  # the build was told too (ProcessLauncher passes it on): the session stops after it, whatever it exited with
+        how = f" ({where} {done.stalled})" if done.stalled else ""
+        return Stop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
+    if done.stalled:
+        return Stop(128 + signal.SIGKILL, f"{where} {done.stalled}")
+    return None
 
 
 def build_stop(code: int, side: Side, pair: int, ran_first: bool) -> Stop | None:
@@ -201,20 +186,19 @@ def first_build_stop(code: int, side: Side, csv_path: Path) -> Stop | None:
 
 
 def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
-              results_dir: Path) -> tuple[int, Stop | None]:
+              results_dir: Path, stopped_limit_s: float | None = None) -> tuple[int, Stop | None]:
     """Runs the pairs; returns (complete pairs, why the session stopped early or None)."""
-    launcher, progress = ProcessLauncher(), Progress(pairs)
+    launcher, progress = ProcessLauncher(stopped_limit_s), Progress(pairs)
     with stop_requests() as request:
         for pair in range(pairs):
             for index, side in enumerate(order(pair, *sides)):
                 if request.signum:  # arrived between two builds: start no other
                     return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
-                code = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args, suite_root), side_env(side, suite_root))).code
-                stop = build_stop(code, side, pair, ran_first=index == 0)
+                done = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args, suite_root), side_env(side, suite_root), hold_sigint=True))
+                request.signum = request.signum or done.signal
+                stop = launcher_stop(done, request.signum, side, pair) or build_stop(done.code, side, pair, ran_first=index == 0)
                 if stop is None and pair == 0:
-                    stop = first_build_stop(code, side, results_dir / f"{session_id}-{side.name}.csv")
-                if stop is None and request.signum:
-                    stop = Stop(128 + request.signum, f"{signal_name(request.signum)} received: stopped after side {side.name}, build {pair + 1}")
+                    stop = first_build_stop(done.code, side, results_dir / f"{session_id}-{side.name}.csv")
                 if stop is not None:
                     return pair, stop
             print(progress.line(pair + 1), flush=True)

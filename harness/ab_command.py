@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.ab import DEFAULT_BUILD_SECONDS, Side, run_pairs, sides_of, write_marker
 from harness.cli import BENCHES, SUITE_ROOT, fail, pytest_args
-from harness.launch import MAX_BUILDS, NO_TESTS
+from harness.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.options import RESULTS_FULL_EXIT
 from harness.results import RunIdError, check_run_id, check_writable, new_run_id
 from harness.rlimits import limits_problem
@@ -69,7 +69,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if problem:
         return problem
     print(f"gpubench ab: session {session_id}: {args.pairs} pairs, A = {sides[0].describe()}, B = {sides[1].describe()}", flush=True)
-    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir)
+    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir, stopped_limit_s(args.profile))
     if stop is not None and stop.code == NO_TESTS:
         print(f"gpubench ab: {stop.line}", file=sys.stderr)
         if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):

@@ -70,7 +70,11 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     from harness.options import to_pytest_argv
 
     only = [] if "--benchmark-disable" in extra else ["--benchmark-only"]  # the two exclude each other in pytest-benchmark
-    return [str(BENCHES), *only, "-v", f"--rootdir={SUITE_ROOT}", "-p", "no:cacheprovider", *to_pytest_argv(args), *extra]
+    # The config file named, not found: pytest looks for it from the common folder of every existing
+    # path on the command line, and an existing --benchmark-json outside the checkout made that "/"
+    # (no config, no conftest, 0 cases).
+    return [str(BENCHES), *only, "-v", f"--rootdir={SUITE_ROOT}", f"--config-file={SUITE_ROOT / 'pyproject.toml'}", "-p", "no:cacheprovider",
+            *to_pytest_argv(args), *extra]
 
 
 # Exit codes that end the run: interrupted (2), internal error (3), usage (4), results folder full
@@ -128,7 +132,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import tempfile
 
     from harness.bench_table import print_one_table
-    from harness.launch import ProcessLauncher, python_module
+    from harness.launch import ProcessLauncher, python_module, stopped_limit_s
     from harness.launch import run_builds as launch_builds
     from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
 
@@ -137,7 +141,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     argvs: list[list[str]] = []
 
     def argv_for(build: int) -> list[str]:
-        argvs.append(python_module("pytest", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}"))
+        argvs.append(python_module("harness.build_main", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}"))
         return argvs[-1]
 
     def announce(build: int, builds: int) -> None:
@@ -145,14 +149,16 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
     try:
-        outcome = launch_builds(ProcessLauncher(), argv_for, dict(os.environ), STOP_CODES, announce)
+        outcome = launch_builds(ProcessLauncher(stopped_limit_s(args.profile)), argv_for, dict(os.environ), STOP_CODES, announce)
         print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
     for note in outcome.notes:
         print(f"gpubench: {note}", file=sys.stderr)
+    if outcome.cut_short:
+        print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)
     if outcome.died:
-        csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
         print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code

@@ -18,8 +18,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import psutil
 
@@ -38,6 +40,7 @@ class Job:
     # TorchrunLauncher polls it every WATCH_PERIOD_S; a non-empty answer (why, e.g. 'rank 1 stopped
     # responding ...') kills the launch with its ranks. ProcessLauncher does not watch.
     watch: Callable[[], str] | None = None
+    hold_sigint: bool = False  # ProcessLauncher: the child is harness.build_main, which unblocks SIGINT itself
 
 
 @dataclass
@@ -46,7 +49,8 @@ class Completed:
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
-    stalled: str = ""  # the watch's answer when it ended the launch
+    stalled: str = ""  # the watch's answer when it ended the launch (ProcessLauncher: why it killed the build)
+    signal: int = 0  # ProcessLauncher: the first signal this process got and passed on during the launch
 
 
 class Launcher(Protocol):
@@ -55,23 +59,124 @@ class Launcher(Protocol):
 
 @dataclass
 class ProcessLauncher:
+    """A build process in a process group of its own, so this process is the one that passes each
+    signal on: a terminal's Ctrl-C reaches the build once, and so does a `kill -INT` of this process
+    alone (a CI runner). After passing one on, it waits STOP_GRACE_S for the build to unwind its
+    case, then kills its group (a second signal kills it at once). A build stopped (SIGSTOP, state T)
+    for `stopped_limit_s` is killed and named: it makes no progress, and nothing else would end it."""
+
+    stopped_limit_s: float | None = None
+
     def run(self, job: Job) -> Completed:
-        child = subprocess.Popen(job.argv, env=job.env, preexec_fn=child_preexec(), pass_fds=job.pass_fds)
-        previous = {signum: signal.signal(signum, lambda signum, frame: child.send_signal(signum)) for signum in FORWARDED_SIGNALS}
+        child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds, process_group=0)
+        watch = BuildWatch(child, self.stopped_limit_s)
+        previous = {signum: signal.getsignal(signum) for signum in PASSED_ON}
+        for signum in PASSED_ON:
+            signal.signal(signum, lambda signum, frame: watch.signalled(signum))
         try:
-            while True:
-                try:
-                    return Completed(child.wait())
-                except KeyboardInterrupt:  # pytest in the child stops at the case's edge; wait for it
-                    continue
+            return watch.wait()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            if child.poll() is None:  # this process is leaving (an exception): its build goes with it
+                kill_group(child)
 
 
-# Passed on to the build process, whose plugin unwinds the case in progress on either: a closed
+# Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
 # terminal's SIGHUP would otherwise kill this process mid-run and leave its scratch folder behind.
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
+POLL_S = 0.1  # how often the launcher looks at its build (ended? stopped?)
+
+
+def build_preexec(hold_sigint: bool) -> Callable[[], None] | None:
+    """The child's start: it dies with this process; with `hold_sigint` (harness.build_main, which
+    unblocks it once its handler is in) SIGINT starts blocked, so a Ctrl-C during interpreter
+    start-up waits, pending, instead of a traceback."""
+    dies_with_parent = child_preexec()
+    if not hold_sigint:
+        return dies_with_parent
+
+    def preexec() -> None:
+        if dies_with_parent is not None:
+            dies_with_parent()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    return preexec
+
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read, closed by refcount
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces
+
+
+def kill_group(child: subprocess.Popen[str]) -> None:
+    """SIGKILL the build's process group (its own, from process_group=0), then SIGCONT: a stopped
+    process dies of SIGKILL too, a stopped descendant outside the group gets to act on its PDEATHSIG."""
+    for signum in (signal.SIGKILL, signal.SIGCONT):
+        try:
+            os.killpg(child.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@dataclass
+class BuildWatch:
+    """One build process as ProcessLauncher waits for it: the signals passed on, since when it is stopped."""
+
+    child: subprocess.Popen[str]
+    stopped_limit_s: float | None
+    signals: list[int] = field(default_factory=list)
+    first_signal_s: float = 0.0
+    stopped_since_s: float | None = None
+    was_stopped: bool = False
+
+    def signalled(self, signum: int) -> None:
+        """A signal handler: pass it on (and SIGCONT, so a stopped build can act on it) and remember
+        it (Completed.signal: the caller stops after this build)."""
+        self.signals.append(signum)
+        self.first_signal_s = self.first_signal_s or time.monotonic()
+        self.was_stopped = self.was_stopped or process_state(self.child.pid) == "T"
+        for sent in (signum, signal.SIGCONT):
+            try:
+                self.child.send_signal(sent)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> Completed:
+        while True:
+            try:
+                return self._completed(self.child.wait(timeout=POLL_S), "")
+            except subprocess.TimeoutExpired:
+                why = self._why_end()
+            if why:
+                kill_group(self.child)
+                return self._completed(self.child.wait(), why)
+
+    def _why_end(self) -> str:
+        """Why the build must be killed now, or ''."""
+        now_s = time.monotonic()
+        name = signal.Signals(self.signals[0]).name if self.signals else ""
+        if len(self.signals) > 1:
+            return f"was killed at a second {signal.Signals(self.signals[-1]).name}"
+        if self.signals and now_s - self.first_signal_s > STOP_GRACE_S:
+            return f"did not stop within {STOP_GRACE_S:.0f} s of {name}: killed"
+        stopped = process_state(self.child.pid) == "T"
+        self.stopped_since_s = (self.stopped_since_s or now_s) if stopped else None
+        if stopped and self.stopped_limit_s is not None and now_s - self.stopped_since_s >= self.stopped_limit_s:
+            self.was_stopped = True
+            return f"made no progress: it was stopped (state T, SIGSTOP) for {self.stopped_limit_s:.0f} s: killed"
+        return ""
+
+    def _completed(self, code: int, why: str) -> Completed:
+        if self.was_stopped and self.signals:  # which build was stopped is worth a line: someone stopped it
+            continued = f"had been stopped (state T): continued so it could act on {signal.Signals(self.signals[0]).name}"
+            why = f"{continued}, but {why}" if why else continued
+        return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0)
 
 
 def kill_tree(proc: subprocess.Popen[str]) -> None:
@@ -129,11 +234,19 @@ class TorchrunLauncher:
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
-# 5 no tests collected (for a later build: every case has fewer builds, the run is complete);
+# 5 no tests collected (for a later build: the first build's collection asked for more, so it is named
+# and no later build starts: the later ones would select nothing either);
 # gpubench's plugin adds 75 (results folder full), 143 (SIGTERM) and 129 (SIGHUP): the case in
 # progress unwound. A negative code is the signal that killed the build process.
 NO_TESTS = 5
 MAX_BUILDS = 100
+# A build stopped (SIGSTOP, state T) this long is killed and named, sized from the profile as the
+# DDP heartbeats are (harness.workloads.ddp.HEARTBEAT_STALL_S): a stopped process makes no progress.
+STOPPED_LIMIT_S = {"smoke": 30.0, "quick": 60.0, "full": 120.0}
+
+
+def stopped_limit_s(profile: str) -> float:
+    return STOPPED_LIMIT_S.get(str(profile), STOPPED_LIMIT_S["full"])
 
 
 @dataclass
@@ -143,6 +256,7 @@ class BuildsOutcome:
     stopped: bool = False
     notes: list[str] = field(default_factory=list)
     died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
+    cut_short: str = ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4 (...)'
 
 
 def signal_death(code: int) -> str:
@@ -166,34 +280,94 @@ def read_build_count(fd: int) -> int | None:
         return None
 
 
+@dataclass
+class StopRequest:
+    signum: int = 0  # the first of PASSED_ON this process got, 0 while none came
+
+
+@contextmanager
+def stop_requests() -> Iterator[StopRequest]:
+    """SIGINT, SIGTERM or SIGHUP to this process stops a run of builds after the build in progress
+    (which the launcher passes it on to, and names in Completed.signal), and between two builds
+    before the next one starts: never a KeyboardInterrupt, never a death without a line."""
+    request = StopRequest()
+
+    def note(signum: int, frame: object) -> None:
+        request.signum = request.signum or signum
+
+    previous = {signum: signal.signal(signum, note) for signum in PASSED_ON}
+    try:
+        yield request
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def signal_exit(signum: int) -> int:
+    """The exit code a signal to the run means: 2 for SIGINT (pytest's interrupted; gpubench run says 130), else 128 + N."""
+    return 2 if signum == signal.SIGINT else 128 + signum
+
+
 def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: dict[str, str] | None, stop_codes: tuple[int, ...],
                on_build: Callable[[int, int], None] = lambda build, builds: None) -> BuildsOutcome:
     """Build k of every case in process k (pyperf's lesson: separate processes sample memory
     layout, thread placement and another moment of the machine). The first process's collection
     writes the selection's build count to a pipe (--gpubench-report-fd)."""
     worst, builds, build = 0, 1, 0
-    while build < builds:
-        on_build(build, builds)
-        read_fd, write_fd = os.pipe() if build == 0 else (None, None)
-        argv = argv_for(build) + ([f"--gpubench-report-fd={write_fd}"] if write_fd is not None else [])
-        try:
-            code = launcher.run(Job(argv, env, pass_fds=(write_fd,) if write_fd is not None else ())).code
-        finally:
-            if write_fd is not None:
-                os.close(write_fd)
-        count = read_build_count(read_fd) if read_fd is not None else None
-        if code == NO_TESTS and build == 0:
-            return BuildsOutcome(code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])
-        if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
-            builds = min(MAX_BUILDS, max(1, count))
-        if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
-            return BuildsOutcome(code if code >= 0 else 128 - code, builds, True,
-                                 died=f"build {build + 1} of {builds} was killed by {signal_death(code)}")
-        if code in stop_codes:
-            return BuildsOutcome(code, builds, True)
-        worst = max(worst, code if code != NO_TESTS else 0)
-        build += 1
+    with stop_requests() as request:
+        while build < builds:
+            if request.signum:  # arrived between two builds: start no other
+                return BuildsOutcome(signal_exit(request.signum), builds, True, [f"{signal_name(request.signum)} received: no build started after it"])
+            on_build(build, builds)
+            read_fd, write_fd = os.pipe() if build == 0 else (None, None)
+            argv = argv_for(build) + ([f"--gpubench-report-fd={write_fd}"] if write_fd is not None else [])
+            try:
+                done = launcher.run(Job(argv, env, pass_fds=(write_fd,) if write_fd is not None else (), hold_sigint=True))
+            finally:
+                if write_fd is not None:
+                    os.close(write_fd)
+            count = read_build_count(read_fd) if read_fd is not None else None
+            request.signum = request.signum or done.signal
+            if done.code == NO_TESTS and build == 0 and not request.signum:
+                return BuildsOutcome(done.code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])
+            if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
+                builds = min(MAX_BUILDS, max(1, count))
+            outcome = build_outcome(done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0)
+            if outcome is not None:
+                return outcome
+            worst = max(worst, done.code if done.code != NO_TESTS else 0)
+            build += 1
     return BuildsOutcome(worst, builds)
+
+
+# A later build's stop, named (the first build's usage error is pytest's one ERROR line, enough alone).
+LATER_STOPS = {3: "an internal error, above", 4: "a usage error, above",
+               NO_TESTS: "it selected no case, though the first build's collection asked for more builds"}
+
+
+def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False) -> BuildsOutcome | None:
+    """How one build's end ends the run, or None when the next build starts."""
+    code = done.code
+    if signum:  # this process got a signal: the run stops after this build, whatever it exited with
+        notes = [f"{where} {done.stalled}"] if done.stalled else []
+        return BuildsOutcome(signal_exit(signum), builds, True, notes)
+    if done.stalled:  # ProcessLauncher killed it: stopped for too long
+        return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
+    if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
+        return BuildsOutcome(code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}")
+    if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
+        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True,
+                             cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started")
+    if code in stop_codes:
+        return BuildsOutcome(code, builds, True)
+    return None
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def python_module(module: str, *args: str) -> list[str]:

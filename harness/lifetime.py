@@ -7,7 +7,7 @@ import ctypes
 import signal
 import sys
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 
@@ -71,3 +71,61 @@ def sweep_dead_run_folders(folder: Path) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+INTERRUPTED_EXIT = 2  # pytest's ExitCode.INTERRUPTED
+
+
+class HeldInterrupt:
+    """Ctrl-C that pytest cannot turn into exit 2. pytest catches KeyboardInterrupt only inside its
+    session; before it (pytest, this plugin and torch import: seconds) and after it (benchmark
+    files, the summary, unconfigure) Python's default handler raises where nothing catches it and
+    the process dies by SIGINT: exit -2, or a traceback. In those windows the interrupt is held:
+    raised at the session's first hook, or made exit status 2. Inside the session the first Ctrl-C
+    raises and later ones are held (`raise_once`): the terminal's Ctrl-C and the one `gpubench run`
+    passes on must not cut the first one's unwinding short."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.previous: object = None
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.pending = True
+
+    def raise_once(self, signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, self)  # from now on held (previous stays Python's own handler)
+        raise KeyboardInterrupt
+
+    def hold(self) -> None:
+        """Only over Python's own handler or raise_once, from the main thread (not inside an embedding host's)."""
+        import threading
+
+        current = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread() and (current is signal.default_int_handler or current == self.raise_once):
+            signal.signal(signal.SIGINT, self)
+            self.previous = signal.default_int_handler
+
+    def release(self, then: Callable[[int, object], None] | None = None) -> bool:
+        """Python's handler back (or `then`); True when Ctrl-C came while held."""
+        current = signal.getsignal(signal.SIGINT)
+        if current is self or (then is None and current == self.raise_once):
+            signal.signal(signal.SIGINT, then or self.previous)
+        pending, self.pending = self.pending, False
+        return pending
+
+    def exit_process(self, status: int) -> None:
+        """Last step of a command-line pytest (an atexit callback): leave now with the session's
+        status, or 2 for a Ctrl-C held since. After atexit, Python resets its signal handlers and
+        tears torch down for about two seconds, when Ctrl-C kills the process (-2); everything is
+        written by now (rows, sidecars, pytest-benchmark's files, the summary)."""
+        import os
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(INTERRUPTED_EXIT if self.pending else status)
+
+
+HELD_INTERRUPT = HeldInterrupt()

@@ -15,53 +15,12 @@ import json
 import os
 import signal
 import sys
-import threading
 from typing import Any
 
 import pytest
 
+from harness.lifetime import HELD_INTERRUPT  # torch-free
 
-class HeldInterrupt:
-    """Ctrl-C that pytest cannot turn into exit 2. pytest catches KeyboardInterrupt only inside its
-    session; before it (this plugin and torch import while pytest reads the conftest: seconds) and
-    after it (benchmark files, the summary, unconfigure) Python's default handler raises where
-    nothing catches it and the process dies by SIGINT: exit -2, about one Ctrl-C in five. In those
-    windows the interrupt is held: raised at the session's first hook, or made exit status 2."""
-
-    def __init__(self) -> None:
-        self.pending = False
-        self.previous: Any = None
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.pending = True
-
-    def hold(self) -> None:
-        """Only over Python's own handler, from the main thread (not inside an embedding host's)."""
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.previous = signal.signal(signal.SIGINT, self)
-
-    def release(self) -> bool:
-        """Python's handler back; True when Ctrl-C came while held."""
-        if signal.getsignal(signal.SIGINT) is self:
-            signal.signal(signal.SIGINT, self.previous)
-        pending, self.pending = self.pending, False
-        return pending
-
-
-    def exit_process(self, status: int) -> None:
-        """Last step of a command-line pytest (an atexit callback): leave now with the session's
-        status, or 2 for a Ctrl-C held since. After atexit, Python resets its signal handlers and
-        tears torch down for about two seconds, when Ctrl-C kills the process (-2); everything is
-        written by now (rows, sidecars, pytest-benchmark's files, the summary)."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(int(pytest.ExitCode.INTERRUPTED) if self.pending else status)
-
-
-HELD_INTERRUPT = HeldInterrupt()
 HELD_INTERRUPT.hold()  # at import, before harness.fixture imports torch (the longest of the windows)
 
 from harness.fixture import Recorder  # after the interrupt is held
@@ -137,8 +96,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
 def pytest_configure(config: pytest.Config) -> None:
     """Validate everything before the first case: a bad value is one line and exit code 4."""
-    if HELD_INTERRUPT.release():  # Ctrl-C while pytest loaded the plugins: an interrupt of the session, exit 2
+    if HELD_INTERRUPT.pending:  # Ctrl-C while pytest loaded the plugins: an interrupt of the session, exit 2 (later ones stay held)
+        HELD_INTERRUPT.pending = False
         raise KeyboardInterrupt
+    HELD_INTERRUPT.release(then=HELD_INTERRUPT.raise_once)  # in the session: the first Ctrl-C raises, later ones are held
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     try:
@@ -211,6 +172,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION, None)
     if session is not None:
         end_session_interrupts(config, session)
+    else:  # ended before its session (a usage error): Python's handler back for an embedding host
+        HELD_INTERRUPT.release()
     state = config.stash.get(STATE, None)
     if state is None:
         return

@@ -56,7 +56,7 @@ def test_sides_alternate_a_b_then_b_a():
 def test_a_side_is_its_interpreter_variables_and_arguments():
     side = Side("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
     argv = side_argv(side, "s1", 3, 8, ["benches", "-k", "matmul"])
-    assert argv[:3] == ["/usr/bin/python3", "-m", "pytest"] and "--gpubench-dataset=synthetic" in argv
+    assert argv[:3] == ["/usr/bin/python3", "-m", "harness.build_main"] and "--gpubench-dataset=synthetic" in argv
     assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8"} <= set(argv)
     assert parse_env(["A=1", "B=x=y"], "--b-env") == {"A": "1", "B": "x=y"}
     with pytest.raises(ValueError, match="use NAME=VALUE"):

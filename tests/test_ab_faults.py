@@ -53,10 +53,11 @@ def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_pa
     # kill -INT <session pid> (not the terminal's group): the build goes on to its end, no other starts
     session_files(tmp_path, "A", "B")
     started = fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)")
+    before = signal.getsignal(signal.SIGINT)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert started == [("A", 0)] and done == 0
     assert stop is not None and stop.code == 130 and "SIGINT received" in stop.line
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is the default again afterwards
+    assert signal.getsignal(signal.SIGINT) is before  # Ctrl-C is the caller's again afterwards
 
 
 def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
@@ -240,3 +241,19 @@ def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert done == 0 and stop is not None and stop.code == 129
     assert signal.getsignal(signal.SIGHUP) is before
+
+
+def test_ctrl_c_that_ends_the_first_build_is_the_sessions_130_not_the_builds_2(tmp_path, monkeypatch):
+    # a terminal's Ctrl-C during side A's first build: the build exits 2 (pytest's interrupted); the
+    # session used to stop with that 2 ("stopped with exit 2") where its every other Ctrl-C exits 130
+    fake_builds(monkeypatch, "import os, signal, sys\nos.kill(os.getppid(), signal.SIGINT)\nsys.exit(2)")
+    done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert done == 0 and stop is not None and (stop.code, stop.line) == (130, "SIGINT received: stopped after side A, build 1")
+
+
+def test_a_build_stopped_longer_than_its_limit_ends_the_session_named(tmp_path, monkeypatch):
+    session_files(tmp_path, "A", "B")
+    fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(0.1)")
+    done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path, stopped_limit_s=1.0)
+    assert done == 0 and stop is not None and stop.code == 137
+    assert stop.line == "side B, build 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"

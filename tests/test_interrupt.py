@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 from runs import REPO
 
 STAGGER_S = [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2, 1.4]
@@ -47,3 +48,42 @@ def test_ctrl_c_at_any_moment_of_a_plain_pytest_run_exits_2(tmp_path):
         assert code == 2, out[-1500:]
         assert "Traceback" not in out, out[-1500:]
     assert all(code == 0 for alive, code, _ in outcomes if not alive)  # a run that ended first is whole
+
+
+# Ctrl-C to `gpubench run` while its build process starts: the interpreter, pytest, its plugins and
+# torch import in the first ~0.3 s. Before harness.build_main held it from the first line, a
+# KeyboardInterrupt traceback from an import (socket, argparse, the assertion rewriter) came at
+# 0.02-0.15 s, one of them with exit 1.
+BUILD_START_STAGGER_S = [0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3]
+
+
+def build_started(proc: subprocess.Popen[str]) -> bool:
+    try:
+        children = psutil.Process(proc.pid).children()
+    except psutil.Error:
+        return False
+    return any("--gpubench-build" in " ".join(child.cmdline()) for child in children)
+
+
+def interrupted_gpubench_run(tmp_path: Path, delay_s: float) -> tuple[int, str]:
+    """(exit code, output) of `gpubench run` given a terminal's Ctrl-C `delay_s` after its build process started."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "--no-report",
+                             f"--results-dir={tmp_path}", "--run-id=r", "-k", "matmul and fp32-n64"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not build_started(proc) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out
+
+
+def test_ctrl_c_while_a_build_process_starts_is_one_line_and_exit_130(tmp_path):
+    for index, delay_s in enumerate(BUILD_START_STAGGER_S):
+        code, out = interrupted_gpubench_run(tmp_path / str(index), delay_s)
+        assert "Traceback" not in out and "KeyboardInterrupt" not in out, (delay_s, out[-2000:])
+        assert code == 130, (delay_s, out[-2000:])
+        assert out.strip().splitlines()[-1] == f"gpubench: interrupted: 0 rows kept in {tmp_path / str(index) / 'r.csv'} (each whole); " \
+            "re-run with another --run-id for the rest", (delay_s, out[-2000:])

@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "harness.workload": 7, "harness.runner": 7,
     "harness.workloads": 8,
     # adapters: pytest and the command line
-    "harness.run_state": 9, "harness.setup": 9, "harness.fixture": 9, "harness.plugin": 9,
+    "harness.run_state": 9, "harness.setup": 9, "harness.fixture": 9, "harness.plugin": 9, "harness.build_main": 9,
     "harness.cli": 10, "harness.ab": 10, "harness.ab_command": 10, "harness.bench_table": 10, "harness.fleet": 10, "harness.fleet_command": 10,
 }
 TORCH_FREE_BELOW = 5

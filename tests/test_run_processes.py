@@ -6,13 +6,19 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
+import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import pytest
-from runs import cmdlines, gpubench_run
+from runs import REPO, cmdlines, gpubench_run
 
-from harness.launch import signal_death
+from harness import launch
+from harness.launch import Completed, Job, ProcessLauncher, signal_death
 from harness.results import count_rows, read_rows
 
 
@@ -32,7 +38,7 @@ def test_a_build_process_killed_with_sigkill_is_named_with_the_rows_kept(tmp_pat
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None and not (csv_path.exists() and count_rows(csv_path) >= 1):
         time.sleep(0.1)
-    (build,) = [child for child in psutil.Process(proc.pid).children() if "pytest" in " ".join(child.cmdline())]
+    (build,) = [child for child in psutil.Process(proc.pid).children() if "--gpubench-build" in " ".join(child.cmdline())]
     build.kill()  # as kill -9, or the kernel's out-of-memory killer under a memory cap
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGKILL, err[-2000:]
@@ -72,3 +78,188 @@ def test_sighup_to_gpubench_run_during_a_ddp_case_leaves_no_folder_and_writes_th
     assert not list((tmp_path / "tmp").glob("gpubench-*"))  # no scratch (gpubench-run-*) or DDP (gpubench-ddp-*) folder left
     sidecar = json.loads((tmp_path / "res" / "hup.env.json").read_text())
     assert sidecar["fingerprint"]
+
+
+# ProcessLauncher against tiny python children: a build that stops itself (SIGSTOP, as a stray
+# kill -STOP or a debugger would), one that ignores Ctrl-C, one that waits for it.
+# (SIGINT unblocked first, as harness.build_main does: run_builds starts its builds with it blocked)
+STOPS_ITSELF = "import os, signal, time\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(30)"
+IGNORES_CTRL_C = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(30)"
+WAITS_FOR_CTRL_C = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    sys.exit(2)"
+
+
+def signal_me(after_s: float, *signums: int) -> list[threading.Timer]:
+    """SIGINT (etc.) to this test's process alone, `after_s` from now, one each 0.3 s: as `kill -INT <pid>`."""
+    timers = [threading.Timer(after_s + 0.3 * index, os.kill, (os.getpid(), signum)) for index, signum in enumerate(signums)]
+    for timer in timers:
+        timer.start()
+    return timers
+
+
+def end_children() -> None:
+    for child in psutil.Process().children():
+        child.resume()
+        child.kill()
+
+
+def launched(script: str, launcher: ProcessLauncher | None = None) -> tuple[float, Completed]:
+    """(seconds, outcome) of one launch; a child still alive after 20 s is continued and killed
+    (the old launcher waited for a stopped child for good)."""
+    started_s = time.monotonic()
+    job = Job([sys.executable, "-c", script])
+    guard = threading.Timer(20, end_children)
+    guard.start()
+    try:
+        done = (launcher or ProcessLauncher()).run(job)
+    finally:
+        guard.cancel()
+    return time.monotonic() - started_s, done
+
+
+def test_ctrl_c_ends_a_stopped_build_at_once_and_names_it():
+    signal_me(1.0, signal.SIGINT)
+    took_s, done = launched(STOPS_ITSELF)
+    assert took_s < 5, took_s
+    assert done.signal == signal.SIGINT and done.stalled == "had been stopped (state T): continued so it could act on SIGINT"
+
+
+def test_a_build_stopped_longer_than_its_limit_is_killed_and_named():
+    took_s, done = launched(STOPS_ITSELF, ProcessLauncher(stopped_limit_s=1.0))
+    assert took_s < 5 and done.code == -signal.SIGKILL and done.signal == 0
+    assert done.stalled == "made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
+
+
+def test_a_build_that_ignores_ctrl_c_is_killed_at_the_second(monkeypatch):
+    monkeypatch.setattr(launch, "STOP_GRACE_S", 60.0)  # the second Ctrl-C, not the grace, ends it
+    signal_me(1.0, signal.SIGINT, signal.SIGINT)
+    took_s, done = launched(IGNORES_CTRL_C)
+    assert took_s < 5 and done.code == -signal.SIGKILL and done.stalled == "was killed at a second SIGINT"
+
+
+def test_a_build_that_ignores_ctrl_c_is_killed_after_the_grace(monkeypatch):
+    monkeypatch.setattr(launch, "STOP_GRACE_S", 1.0)
+    signal_me(1.0, signal.SIGINT)
+    took_s, done = launched(IGNORES_CTRL_C)
+    assert took_s < 6 and done.code == -signal.SIGKILL and done.stalled == "did not stop within 1 s of SIGINT: killed"
+
+
+def test_sigint_to_this_process_alone_reaches_the_build():
+    # kill -INT <gpubench run's pid> (a CI runner): the old wait loop swallowed it and the build ran on
+    before = signal.getsignal(signal.SIGINT)
+    signal_me(1.0, signal.SIGINT)
+    took_s, done = launched(WAITS_FOR_CTRL_C)
+    assert took_s < 5 and done.code == 2 and done.signal == signal.SIGINT
+    assert signal.getsignal(signal.SIGINT) is before  # the caller's handler again afterwards
+
+
+def guarded_builds(launcher: ProcessLauncher) -> launch.BuildsOutcome:
+    """run_builds over one self-stopping build; freed after 20 s (the old launcher waited for good)."""
+    guard = threading.Timer(20, end_children)
+    guard.start()
+    try:
+        return launch.run_builds(launcher, lambda build: [sys.executable, "-c", STOPS_ITSELF], None, (2, 3, 4))
+    finally:
+        guard.cancel()
+
+
+def test_a_run_of_builds_stops_after_the_build_a_signal_came_in_and_names_a_stopped_one():
+    signal_me(1.0, signal.SIGINT)
+    outcome = guarded_builds(ProcessLauncher())
+    assert (outcome.code, outcome.stopped) == (2, True)
+    assert outcome.notes == ["build 1 of 1 had been stopped (state T): continued so it could act on SIGINT"]
+
+
+def test_a_run_of_builds_names_the_build_killed_for_being_stopped():
+    outcome = guarded_builds(ProcessLauncher(stopped_limit_s=1.0))
+    assert outcome.code == 128 + signal.SIGKILL and outcome.died == "build 1 of 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
+
+
+def test_the_stopped_limit_is_sized_from_the_profile():
+    assert launch.stopped_limit_s("smoke") < launch.stopped_limit_s("quick") < launch.stopped_limit_s("full")
+
+
+def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> subprocess.Popen[str]:
+    """`gpubench run` with Ctrl-C at its default in a process group of its own (as from a terminal),
+    returned once its `builds`-th build process has started."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir",
+                             str(tmp_path / "res"), "-k", "matmul and fp32-n64", "--no-report", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads yet
+    seen: set[int] = set()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and len(seen) < builds:
+        seen |= {child.pid for child in psutil.Process(proc.pid).children() if "--gpubench-build" in " ".join(cmdlines([child]))}
+        time.sleep(0.02)
+    return proc
+
+
+def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
+    proc = run_until_a_build_started(tmp_path, "--builds", "3", "--run-id", "int")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)  # the run's process alone, not its group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "build 3 of 3" not in out and "Traceback" not in out + err
+    kept = count_rows(tmp_path / "res" / "int.csv")
+    assert err.strip().splitlines()[-1] == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with another --run-id for the rest"
+
+
+def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tmp_path):
+    existing = tmp_path / "existing.json"
+    existing.write_text("{}")  # pytest took "/" as the common folder of the command line's paths: no config, 0 cases
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"),
+                           "-k", "matmul and fp32-n64", "--no-report", "--run-id", "j", "--benchmark-json", str(existing)],
+                          check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert count_rows(tmp_path / "res" / "j.csv") == 1 and json.loads(existing.read_text())["benchmarks"]
+
+
+@dataclass
+class ExitsWith:
+    """A launcher whose builds exit with the given codes; the first reports `builds` over its pipe, as pytest's collection does."""
+    codes: list[int]
+    builds: int = 3
+    started: int = 0
+
+    def run(self, job: Job) -> Completed:
+        if job.pass_fds:
+            os.write(job.pass_fds[0], json.dumps({"builds": self.builds}).encode())
+        self.started += 1
+        return Completed(self.codes[self.started - 1])
+
+
+@pytest.mark.parametrize(("codes", "code", "note"), [
+    ([0, 5, 0], 0, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for more builds): no later build started"),
+    ([0, 4, 0], 4, "build 2 of 3 ended with exit 4 (a usage error, above): no later build started"),
+    ([0, 3, 0], 3, "build 2 of 3 ended with exit 3 (an internal error, above): no later build started"),
+])
+def test_a_later_build_that_stops_the_run_is_named(codes, code, note):
+    launcher = ExitsWith(codes)
+    outcome = launch.run_builds(launcher, lambda build: ["build"], None, (2, 3, 4))
+    assert (outcome.code, outcome.stopped, outcome.cut_short, launcher.started) == (code, True, note, 2)
+
+
+def test_the_first_builds_usage_error_stays_pytests_one_line():
+    outcome = launch.run_builds(ExitsWith([4]), lambda build: ["build"], None, (2, 3, 4))
+    assert (outcome.code, outcome.notes, outcome.cut_short) == (4, [], "")
+
+
+STOPS_AT_BUILD_2 = '''
+import pytest
+
+
+def pytest_sessionstart(session):
+    if session.config.getoption("gpubench_build") == 1:
+        pytest.exit("stopped by the test plugin", returncode=4)
+'''
+
+
+def test_gpubench_run_names_a_later_build_that_stopped_it_with_the_rows_kept(tmp_path):
+    (tmp_path / "stopsat2.py").write_text(STOPS_AT_BUILD_2)
+    proc = gpubench_run(tmp_path, "--builds", "3", "-k", "matmul and fp32-n64", "--no-report", "--run-id", "s", "-p", "stopsat2",
+                        env=dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}"))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err[-2000:]
+    csv_path = tmp_path / "res" / "s.csv"
+    assert err.strip().splitlines()[-1] == (f"gpubench: build 2 of 3 ended with exit 4 (a usage error, above): no later build started: "
+                                            f"1 rows kept in {csv_path} (each whole)")
