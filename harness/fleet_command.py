@@ -88,12 +88,37 @@ def make_executor(engine: str, folder: Path, target: Target) -> Any:
     return executor
 
 
+@contextmanager
+def stderr_into(path: Path) -> Iterator[None]:
+    """submitit starts its local controller with this process's stderr, in the terminal's process
+    group: a Ctrl-C printed the controller's KeyboardInterrupt traceback among the fleet's lines.
+    Started with its stderr in a log beside the job's, what it says stays there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+
+
 def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> None:
     from submitit.helpers import CommandFunction
 
     try:
         executor = make_executor(engine, folder, fleet_job.target)
-        fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT)))
+        if engine == "local":
+            # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
+            # task: the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
+            command = CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT), env=dict(os.environ))
+            with stderr_into(folder / "controller.log"):
+                fleet_job.job = executor.submit(command)
+        else:
+            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT)))
     except Exception as error:  # noqa: BLE001 - sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run: submitit raises several types
         fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
         say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")

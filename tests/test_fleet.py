@@ -30,7 +30,7 @@ from harness.fleet import (
     settle,
     update,
 )
-from harness.fleet_command import drive, run_argv
+from harness.fleet_command import drive, run_argv, submit
 from harness.results import read_rows
 from harness.store import runs_in
 
@@ -237,6 +237,34 @@ def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     assert proc.returncode == 130 and "[long] job" in rest and "cancelled (interrupted)" in rest, "".join(lines) + rest
     _, alive = psutil.wait_procs(under, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
+
+
+def test_a_local_job_runs_in_this_machines_environment(tmp_path, monkeypatch):
+    """submitit's local controller sets CUDA_VISIBLE_DEVICES="" for its task (no gpus_per_node):
+    every local fleet on a GPU node measured the CPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    job = FleetJob(Target("env"), "r")
+    submit(job, "local", tmp_path / "jobs", [sys.executable, "-c", "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"])
+    assert job.job.result().strip() == "'3,1'"  # result() waits for the job
+
+
+def test_ctrl_c_to_the_local_controller_prints_nothing_among_the_fleets_lines(tmp_path, capfd):
+    """A terminal's Ctrl-C reaches submitit's local controller too (the same process group): its
+    KeyboardInterrupt traceback went to the fleet's stderr."""
+    import psutil
+
+    job = FleetJob(Target("quiet"), "r")
+    submit(job, "local", tmp_path / "jobs", [sys.executable, "-c", "import time; time.sleep(60)"])
+    controller = psutil.Process(int(job.job.job_id))
+    deadline = time.monotonic() + 60
+    while not controller.children() and time.monotonic() < deadline:  # its wait loop runs once its task has started
+        time.sleep(0.1)
+    time.sleep(0.5)
+    os.kill(controller.pid, signal.SIGINT)
+    controller.wait(timeout=60)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "KeyboardInterrupt" in (tmp_path / "jobs" / "controller.log").read_text()  # said, where it belongs
 
 
 def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):

@@ -201,9 +201,16 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     tiny.makepyfile(bench_check="from harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n")
     result = tiny.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
-    result.assert_outcomes(failed=1)
     (row,) = rows_in(tiny.path / "out")
-    assert row["status"] == "failed" and "harness/torch.utils.benchmark median ratio" in row["reason"]
+    assert "harness/torch.utils.benchmark median ratio" in row["reason"], row["reason"]
+    if row["status"] == "ok":
+        # other processes used > 25% of the CPU twice: the documented verdict is "inconclusive: machine
+        # busy" (test_runner checks that rule) — still naming the disagreement, never a pass
+        assert row["reason"].startswith("selfcheck inconclusive: machine busy") and "busy" in row["flags"].split(";")
+        result.assert_outcomes(passed=1)
+    else:
+        assert row["status"] == "failed"
+        result.assert_outcomes(failed=1)
     # the smoke profile's 11 short pairs read the 25% bias with some noise: far above the band
     assert 1.1 < float(row["reason"].split("ratio ")[1].split()[0]) < 1.5
 
