@@ -126,7 +126,7 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
         verdict = "no change"
     else:
         verdict = "inconclusive"
-        note = (f"could detect >= {detectable:.0%} here; ~{runs_needed(detectable, threshold, max(base.runs, new.runs))} "
+        note = (f"could detect {detectable:.0%} or more here; ~{runs_needed(detectable, threshold, max(base.runs, new.runs))} "
                 f"runs per side would resolve {threshold:.0%}")
     if "windows" in (base.kind, new.kind):
         note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), not between builds"]))

@@ -80,12 +80,13 @@ def yuen(logs: np.ndarray) -> tuple[float, float, int, int]:
 
 def percent(change: float, decimals: int = 1) -> str:
     """A detectable change as a percentage; beyond MAX_SHOWN_CHANGE (three pairs of a case that
-    jumped 1000x) the digits would be noise: "> 1000%"."""
-    return f"{change:.{decimals}%}" if change <= MAX_SHOWN_CHANGE else f"> {MAX_SHOWN_CHANGE:.0%}"
+    jumped 1000x) the digits would be noise: "over 1000%". Words, not ">": cells are escaped for
+    markdown, and `&gt;` is what a terminal would show."""
+    return f"{change:.{decimals}%}" if change <= MAX_SHOWN_CHANGE else f"over {MAX_SHOWN_CHANGE:.0%}"
 
 
 def reach(change: float) -> str:
-    return f">= {change:.0%}" if change <= MAX_SHOWN_CHANGE else f"only changes > {MAX_SHOWN_CHANGE:.0%}"
+    return f"{change:.0%} or more" if change <= MAX_SHOWN_CHANGE else f"only changes over {MAX_SHOWN_CHANGE:.0%}"
 
 
 def factor(value: float) -> str:

@@ -198,9 +198,17 @@ def test_cases_only_one_side_ran_are_named(tmp_path):
 def test_absurd_intervals_are_printed_short():
     from reports.paired import factor, percent
 
-    assert percent(2.024e9) == "> 1000%" and percent(0.853) == "85.3%"
-    assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes > 1000%: more pairs would tell"
+    assert percent(2.024e9) == "over 1000%" and percent(0.853) == "85.3%"
+    assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes over 1000%: more pairs would tell"
     assert factor(1.1e20) == "1.1e+20" and factor(0.808) == "0.808"
+
+
+def test_a_verdict_printed_to_a_terminal_has_no_html_entities():
+    """Cells are escaped for markdown, and `>` became `&gt;`: the terminal showed "could detect &gt;= 16%"."""
+    b = side_frame("s-B", 3)
+    b["median_s"] = b["median_s"] * b["build"].map({0: 1.0, 1: 1.3, 2: 0.8})  # pairs that disagree: inconclusive
+    text = format_session(judge_session(side_frame("s-A", 3), b, 0.05), 0.05)
+    assert "inconclusive (3 pairs" in text and "% or more" in text and "&gt;" not in text and "&lt;" not in text
 
 
 def test_compare_recognises_a_session_given_backwards_or_through_a_symlink(tmp_path):
