@@ -113,7 +113,9 @@ def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: 
     finds it from the common folder of every existing path on the command line, and an existing
     --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
     config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
-    return [side.python, "-m", "harness.build_main", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *side.args,
+    # the session's verdict table is the one to read: a pytest-benchmark table per build was 2 x pairs walls of numbers
+    quiet = [] if "--benchmark-verbose" in pytest_args else ["--benchmark-quiet"]
+    return [side.python, "-m", "harness.build_main", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *quiet, *side.args,
             f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
 
 
