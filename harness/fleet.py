@@ -278,9 +278,11 @@ def update(jobs: list[FleetJob], engine: str) -> None:
 def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
     """A local job is a tree of processes (submitit's controller — its pid is the job id —, its
     task, gpubench run, a pytest per build). submitit's cancel signals the controller alone, which
-    SIGKILLs its task a second later and orphans the run below it. So SIGINT goes to the whole tree,
-    as Ctrl-C in a terminal would: each run stops at a case's edge with its rows whole; SIGKILL
-    takes what outlives `grace_s`."""
+    SIGKILLs its task a second later and orphans the run below it. So SIGINT goes to gpubench run,
+    as Ctrl-C in a terminal would: it passes it on to its build, which stops at a case's edge with
+    its rows whole. Only to the run: a build signalled by us too got it twice, read as a second
+    Ctrl-C (kill at once). The whole tree only before the run has started; SIGKILL takes what
+    outlives `grace_s`."""
     import psutil
 
     try:
@@ -288,7 +290,8 @@ def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
         tree = [root, *root.children(recursive=True)]
     except (psutil.Error, ValueError):
         return  # already gone
-    for process in reversed(tree):  # the deepest first: a run sees its build stop before its own SIGINT
+    runs = [process for process in tree if is_gpubench_run(process)]
+    for process in runs or reversed(tree):  # without a run yet: the deepest first
         try:
             process.send_signal(signal.SIGINT)
         except psutil.Error:
@@ -299,6 +302,14 @@ def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
             process.kill()
         except psutil.Error:
             continue
+
+
+def is_gpubench_run(process: Any) -> bool:
+    try:
+        argv = process.cmdline()
+    except Exception:  # noqa: BLE001 - psutil.Error: gone, or not ours to read
+        return False
+    return "harness.cli" in argv and "run" in argv
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Launchers: how gpubench starts the processes that measure. One interface, `Launcher.run(job)`:
 
-- `ProcessLauncher`: a foreground child that dies with this process; SIGTERM and SIGHUP (the
-  terminal closed) here are passed on, Ctrl-C (which the terminal's whole group gets) waits for it to stop with its rows whole;
+- `ProcessLauncher`: a child in a process group of its own that dies with this process; SIGINT,
+  SIGTERM and SIGHUP here are passed on to it (once), then it has STOP_GRACE_S to stop with its rows whole;
 - `TorchrunLauncher`: torchrun in a session of its own, output captured, killed with every rank
   when it outlives its timeout or when the job's watch (polled every second) names a rank that
   stopped responding.
@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import psutil
@@ -68,17 +68,24 @@ class ProcessLauncher:
     stopped_limit_s: float | None = None
 
     def run(self, job: Job) -> Completed:
-        child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds, process_group=0)
-        watch = BuildWatch(child, self.stopped_limit_s)
+        # the handlers go in before the build starts: a signal while Popen forks and execs (the build
+        # already visible, Popen not yet returned) waits in `early` and is passed on once it can be
+        early: list[int] = []
+        watch: BuildWatch | None = None
         previous = {signum: signal.getsignal(signum) for signum in PASSED_ON}
         for signum in PASSED_ON:
-            signal.signal(signum, lambda signum, frame: watch.signalled(signum))
+            signal.signal(signum, lambda signum, frame: watch.signalled(signum) if watch is not None else early.append(signum))
+        child = None
         try:
+            child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds)
+            watch = BuildWatch(child, self.stopped_limit_s)
+            for signum in early:
+                watch.signalled(signum)
             return watch.wait()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if child.poll() is None:  # this process is leaving (an exception): its build goes with it
+            if child is not None and child.poll() is None:  # this process is leaving (an exception): its build goes with it
                 kill_group(child)
 
 
@@ -86,21 +93,27 @@ class ProcessLauncher:
 # terminal's SIGHUP would otherwise kill this process mid-run and leave its scratch folder behind.
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
+REPEAT_S = 1.0  # the same signal again sooner is the first one twice (see BuildWatch.signalled)
 POLL_S = 0.1  # how often the launcher looks at its build (ended? stopped?)
 
 
-def build_preexec(hold_sigint: bool) -> Callable[[], None] | None:
-    """The child's start: it dies with this process; with `hold_sigint` (harness.build_main, which
-    unblocks it once its handler is in) SIGINT starts blocked, so a Ctrl-C during interpreter
-    start-up waits, pending, instead of a traceback."""
+def build_preexec(hold_sigint: bool) -> Callable[[], None]:
+    """The child's start: it dies with this process, in a process group of its own (setpgid here:
+    Popen's process_group needs Python 3.11). A background group may not use the terminal: the
+    first print under `stty tostop` (SIGTTOU) or a read (SIGTTIN: pdb, breakpoint()) stopped the
+    build for good, so both are ignored — writes go through, a read fails instead of hanging.
+    With `hold_sigint` (harness.build_main, which unblocks it once its handler is in) SIGINT starts
+    blocked, so a Ctrl-C during interpreter start-up waits, pending, instead of a traceback."""
     dies_with_parent = child_preexec()
-    if not hold_sigint:
-        return dies_with_parent
 
     def preexec() -> None:
         if dies_with_parent is not None:
             dies_with_parent()
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        os.setpgid(0, 0)
+        for signum in (signal.SIGTTOU, signal.SIGTTIN):
+            signal.signal(signum, signal.SIG_IGN)
+        if hold_sigint:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
     return preexec
 
@@ -115,7 +128,7 @@ def process_state(pid: int) -> str:
 
 
 def kill_group(child: subprocess.Popen[str]) -> None:
-    """SIGKILL the build's process group (its own, from process_group=0), then SIGCONT: a stopped
+    """SIGKILL the build's process group (its own, from build_preexec's setpgid), then SIGCONT: a stopped
     process dies of SIGKILL too, a stopped descendant outside the group gets to act on its PDEATHSIG."""
     for signum in (signal.SIGKILL, signal.SIGCONT):
         try:
@@ -137,9 +150,14 @@ class BuildWatch:
 
     def signalled(self, signum: int) -> None:
         """A signal handler: pass it on (and SIGCONT, so a stopped build can act on it) and remember
-        it (Completed.signal: the caller stops after this build)."""
+        it (Completed.signal: the caller stops after this build). The same signal again within
+        REPEAT_S is the first one arriving twice, not a second Ctrl-C: a terminal's Ctrl-C reaches
+        this process's group, and a parent passing it on (gpubench fleet) sends it again."""
+        now_s = time.monotonic()
+        if self.signals and signum == self.signals[-1] and now_s - self.first_signal_s < REPEAT_S:
+            return
         self.signals.append(signum)
-        self.first_signal_s = self.first_signal_s or time.monotonic()
+        self.first_signal_s = self.first_signal_s or now_s
         self.was_stopped = self.was_stopped or process_state(self.child.pid) == "T"
         for sent in (signum, signal.SIGCONT):
             try:
@@ -333,8 +351,8 @@ def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: di
             if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
                 builds = min(MAX_BUILDS, max(1, count))
             outcome = build_outcome(done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0)
-            if outcome is not None:
-                return outcome
+            if outcome is not None:  # an earlier build's failed case still counts: exit 1, not a later build's 0
+                return replace(outcome, code=max(outcome.code, worst))
             worst = max(worst, done.code if done.code != NO_TESTS else 0)
             build += 1
     return BuildsOutcome(worst, builds)

@@ -267,6 +267,51 @@ def test_ctrl_c_to_the_local_controller_prints_nothing_among_the_fleets_lines(tm
     assert "KeyboardInterrupt" in (tmp_path / "jobs" / "controller.log").read_text()  # said, where it belongs
 
 
+# A local job's tree as fleet.stop_local_tree meets it: submitit's controller -> gpubench run -> a build.
+# Each logs the SIGINTs it gets; the run passes its own on to the build, as harness.launch does.
+BUILD = """import os, signal, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+open(sys.argv[1] + '/build.ready', 'w').close()
+deadline = time.monotonic() + 30
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)  # a second SIGINT meanwhile would be read as a second Ctrl-C
+open(sys.argv[1] + '/build.log', 'w').write(str(len(got)))
+"""
+RUN = """import signal, subprocess, sys
+build = subprocess.Popen([sys.executable, sys.argv[1] + '/build.py', sys.argv[1]])
+got = []
+def passed_on(signum, frame):
+    got.append(signum)
+    build.send_signal(signum)
+signal.signal(signal.SIGINT, passed_on)
+build.wait()
+open(sys.argv[1] + '/run.log', 'w').write(str(len(got)))
+"""
+CONTROLLER = """import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'harness.cli', 'run'])
+"""
+
+
+def test_stopping_a_local_job_signals_its_run_once_and_the_build_only_through_it(tmp_path):
+    """gpubench run passes SIGINT on to its build; signalled directly as well, the build got it
+    twice, and the run's launcher read a second SIGINT as a second Ctrl-C: killed mid-unwind."""
+    from harness.fleet import stop_local_tree
+
+    for name, text in (("build.py", BUILD), ("run.py", RUN), ("controller.py", CONTROLLER)):
+        (tmp_path / name).write_text(text)
+    controller = subprocess.Popen([sys.executable, str(tmp_path / "controller.py"), str(tmp_path)])
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "build.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the run's handler is in
+    stop_local_tree(str(controller.pid), grace_s=30)
+    controller.wait(timeout=30)
+    assert ((tmp_path / "run.log").read_text(), (tmp_path / "build.log").read_text()) == ("1", "1")
+
+
 def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
     from slurm_cluster import ClusterUnavailable, SlurmCluster
 

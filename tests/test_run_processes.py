@@ -88,9 +88,10 @@ IGNORES_CTRL_C = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_I
 WAITS_FOR_CTRL_C = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    sys.exit(2)"
 
 
-def signal_me(after_s: float, *signums: int) -> list[threading.Timer]:
-    """SIGINT (etc.) to this test's process alone, `after_s` from now, one each 0.3 s: as `kill -INT <pid>`."""
-    timers = [threading.Timer(after_s + 0.3 * index, os.kill, (os.getpid(), signum)) for index, signum in enumerate(signums)]
+def signal_me(after_s: float, *signums: int, every_s: float = 1.3) -> list[threading.Timer]:
+    """SIGINT (etc.) to this test's process alone, `after_s` from now, one each `every_s` (more than
+    launch.REPEAT_S: a second Ctrl-C, not the first one twice): as `kill -INT <pid>`."""
+    timers = [threading.Timer(after_s + every_s * index, os.kill, (os.getpid(), signum)) for index, signum in enumerate(signums)]
     for timer in timers:
         timer.start()
     return timers
@@ -129,11 +130,64 @@ def test_a_build_stopped_longer_than_its_limit_is_killed_and_named():
     assert done.stalled == "made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
 
 
+TERMINAL_SCRIPT = """
+import json, sys, termios
+from harness.launch import Job, ProcessLauncher
+attrs = termios.tcgetattr(0)
+attrs[3] |= termios.TOSTOP  # stty tostop: a background process group that writes is stopped (SIGTTOU)
+termios.tcsetattr(0, termios.TCSANOW, attrs)
+done = ProcessLauncher(stopped_limit_s=2.0).run(Job([sys.executable, "-c", "print('a build writes'); print(input())"]))
+open(sys.argv[1], "w").write(json.dumps([done.code, done.stalled]))
+"""
+
+
+def test_a_build_may_write_to_a_terminal_that_stops_background_writers(tmp_path):
+    """Builds run in a process group of their own, in the background of the terminal: under `stty
+    tostop` their first print stopped them (SIGTTOU), and a read (pdb, input()) did too, until the
+    stopped-build limit killed them having measured nothing. Writes go through; a read fails."""
+    import fcntl
+    import select
+    import termios
+
+    def terminal_of_its_own() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    master, slave = os.openpty()
+    outcome = tmp_path / "outcome.json"
+    proc = subprocess.Popen([sys.executable, "-c", TERMINAL_SCRIPT, str(outcome)], stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=terminal_of_its_own, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    os.close(slave)
+    seen = b""
+    while proc.poll() is None or select.select([master], [], [], 0)[0]:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:  # EIO: every writer closed the terminal
+                break
+    proc.wait(timeout=30)
+    os.close(master)
+    code, stalled = json.loads(outcome.read_text())
+    assert stalled == "" and code == 1, seen.decode(errors="replace")  # input() failed (EOFError/EIO), not stopped
+    assert b"a build writes" in seen
+
+
 def test_a_build_that_ignores_ctrl_c_is_killed_at_the_second(monkeypatch):
     monkeypatch.setattr(launch, "STOP_GRACE_S", 60.0)  # the second Ctrl-C, not the grace, ends it
     signal_me(1.0, signal.SIGINT, signal.SIGINT)
     took_s, done = launched(IGNORES_CTRL_C)
     assert took_s < 5 and done.code == -signal.SIGKILL and done.stalled == "was killed at a second SIGINT"
+
+
+UNWINDS_SLOWLY = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    time.sleep(1.5)\n    sys.exit(2)"
+
+
+def test_one_ctrl_c_arriving_twice_lets_the_build_unwind():
+    """A terminal's Ctrl-C reaches gpubench run, and gpubench fleet, stopping its local job, sends it
+    SIGINT again a moment later: that was read as a second Ctrl-C and the build was killed mid-unwind."""
+    signal_me(1.0, signal.SIGINT, signal.SIGINT, every_s=0.05)
+    took_s, done = launched(UNWINDS_SLOWLY)
+    assert (done.code, done.stalled, done.signal) == (2, "", signal.SIGINT) and took_s < 10
 
 
 def test_a_build_that_ignores_ctrl_c_is_killed_after_the_grace(monkeypatch):
@@ -232,6 +286,8 @@ class ExitsWith:
     ([0, 5, 0], 0, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for more builds): no later build started"),
     ([0, 4, 0], 4, "build 2 of 3 ended with exit 4 (a usage error, above): no later build started"),
     ([0, 3, 0], 3, "build 2 of 3 ended with exit 3 (an internal error, above): no later build started"),
+    # an earlier build's failed case is not forgotten when a later one cuts the run short: exit 1, not 0
+    ([1, 5, 0], 1, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for more builds): no later build started"),
 ])
 def test_a_later_build_that_stops_the_run_is_named(codes, code, note):
     launcher = ExitsWith(codes)
