@@ -211,11 +211,11 @@ def whole_log(job: Any) -> str:
 
 
 def log_marker(text: str) -> str | None:
-    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`)."""
-    for marker, reason in LOG_REASONS:
-        if marker in text:
-            return reason
-    return None
+    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`): the
+    marker found last in the log, the end that came last (an earlier ENOSPC warning about a cache
+    folder does not make a later scancel a full store)."""
+    found = [(text.rfind(marker), reason) for marker, reason in LOG_REASONS if marker in text]
+    return max(found)[1] if found else None
 
 
 def reason_from_log(text: str) -> str:

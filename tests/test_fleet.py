@@ -312,6 +312,11 @@ def test_stopping_a_local_job_signals_its_run_once_and_the_build_only_through_it
     assert ((tmp_path / "run.log").read_text(), (tmp_path / "build.log").read_text()) == ("1", "1")
 
 
+def test_the_reason_is_the_end_written_last_in_the_log():
+    log = "UserWarning: could not write the compile cache: No space left on device\nslurmstepd: *** JOB 7 ON n1 CANCELLED AT 2026-12-01T04:00:00 ***\n"
+    assert reason_from_log(log).startswith("cancelled")
+
+
 def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
     from slurm_cluster import ClusterUnavailable, SlurmCluster
 
