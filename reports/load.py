@@ -100,16 +100,19 @@ def load_results(paths: list[Path], refused: list[str] | None = None, left_out: 
     `left_out` (a store: many writers, some files not ours), a file found in a folder that cannot be
     read as results is left out and named there; without, it refuses the load."""
     files = result_files(paths, left_out)
+    found: list[str] | None = None if refused is None else []  # this read's refusals: a failed read's are not kept
     try:
-        frame = read_frame(files, refused)
+        frame = read_frame(files, found)
     except (SchemaError, OSError) as error:  # a SchemaError already names the file and the fix
         if left_out is None:
             raise ReportError(_read_problem(error)) from None
         files = _readable(files, set(paths), left_out)  # only on this path: each file read once more
         if not files:
             raise ReportError(f"no readable results in {', '.join(map(str, paths))}: {left_out[0]}") from None
-        frame = read_frame(files, refused)
+        found = None if refused is None else []  # the chunks read before the failure named their rows already
+        frame = read_frame(files, found)
     if refused is not None:
+        refused.extend(found or [])
         frame = screen(frame, {f.stem: str(f) for f in files}, refused)
     if frame.empty:
         why = f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused else "the files hold only headers; run some cases first"
