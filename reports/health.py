@@ -192,14 +192,14 @@ def _thermal_cause(mine: pd.DataFrame) -> str:
 
 
 def run_rows(frame: pd.DataFrame, machine: str, run_id: str | None = None) -> pd.DataFrame:
-    """The rows of one run of a machine (its identity, whatever label the run had): `run_id`, or
-    the machine's newest run."""
+    """The rows of one run of a machine, found by the machine's identity (an earlier run may carry
+    another label): `run_id`, or the machine's newest run."""
     identity = machine_keys(frame[frame["machine"] == machine].head(1)).iloc[0]
-    mine = frame[machine_keys(frame) == identity] if run_id is None else frame[frame["run_id"].astype(str) == run_id]
     if run_id is None:
-        run_id = mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1]
-        return mine[mine["run_id"] == run_id]
-    return mine[machine_keys(mine) == identity]
+        mine = frame[machine_keys(frame) == identity]
+        run_id = str(mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1])
+    rows = frame[frame["run_id"].astype(str) == run_id]
+    return rows[machine_keys(rows) == identity]
 
 
 def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]],
