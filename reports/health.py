@@ -15,7 +15,7 @@ import pandas as pd
 
 from reports.aggregate import per_case
 from reports.intervals import steady_best
-from reports.load import result_files
+from reports.load import identities, result_files
 from reports.markdown import escape, md_table, section
 from reports.references import FIGURES, References, load_references
 from reports.tables import TEMPLATE_SETTING
@@ -25,7 +25,7 @@ OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is fla
 DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
 POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
-RUN_KEY = "\x1f"  # joins a machine label and a run id: load.clean_text keeps control characters out of both
+RUN_KEY = "\x1f"  # joins a machine's identity and a run id: load.clean_text keeps control characters out of both
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
@@ -66,17 +66,49 @@ def headlines(cases: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["machine", "figure", "value"])
 
 
+def machine_keys(frame: pd.DataFrame) -> pd.Series:
+    """Each row's machine as one text: load.IDENTITY (host, hardware, device, device name), as the
+    history groups runs. Not the `machine` label: a kernel or torch update splits one host into two labels."""
+    parts = identities(frame).astype(str)
+    return parts["hostname"] + RUN_KEY + parts["hardware"] + RUN_KEY + parts["device"] + RUN_KEY + parts["device_name"]
+
+
+def _runs(frame: pd.DataFrame, identity: pd.Series) -> tuple[pd.Series, pd.DataFrame]:
+    """Each row's run key (its machine's identity and run id), and per run key: identity, run_id,
+    machine (the run's label), started (its first timestamp), latest (the newest run of its machine)."""
+    run_ids = frame["run_id"].astype(str)
+    keys = identity + RUN_KEY + run_ids
+    columns = pd.DataFrame({"identity": identity, "run_id": run_ids, "machine": frame["machine"], "started": frame["timestamp_utc"]})
+    runs = columns.groupby(keys, sort=False).agg(identity=("identity", "first"), run_id=("run_id", "first"),
+                                                 machine=("machine", "first"), started=("started", "min"))
+    newest = runs.sort_values("started", kind="stable").groupby("identity", sort=False).tail(1)
+    runs["latest"] = runs.index.isin(newest.index)
+    return keys, runs
+
+
 def latest_headlines(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
     """headlines(), but a machine with several runs (a store's history) is judged on the latest run
-    that measured each figure: folding its runs would let old healthy runs outvote today's drop."""
-    if (frame.groupby("machine")["run_id"].nunique() <= 1).all():
-        return headlines(cases)  # one run per machine: the same figures, already aggregated
-    keys = frame[["machine", "run_id"]].astype(str).agg(RUN_KEY.join, axis=1)
-    per_run = headlines(per_case(frame.assign(machine=keys)))
-    per_run["started"] = per_run["machine"].map(frame.groupby(keys)["timestamp_utc"].min())
-    per_run["machine"] = per_run["machine"].str.split(RUN_KEY, regex=False).str[0]
-    latest = per_run.sort_values("started", kind="stable").groupby(["machine", "figure"], sort=False).tail(1)
-    return latest[["machine", "figure", "value"]].reset_index(drop=True)
+    that measured each figure: folding its runs would let old healthy runs outvote today's drop.
+    Columns: machine (the label of the machine's newest run), figure, value, run_id and started (the
+    run the figure is from) and latest (that run is the machine's newest: no figure of it may come
+    from `-k transfer` run yesterday while the causes are read in today's)."""
+    keys, runs = _runs(frame, machine_keys(frame))
+    if runs["machine"].is_unique and runs["identity"].is_unique:
+        heads = headlines(cases)  # one run per machine: the same figures, already aggregated
+        return heads.merge(runs[["machine", "run_id", "started", "latest"]], on="machine", how="left")
+    per_run = headlines(per_case(frame.assign(machine=keys))).join(runs.drop(columns="machine"), on="machine")
+    latest = per_run.sort_values("started", kind="stable").groupby(["identity", "figure"], sort=False).tail(1)
+    labels = runs[runs["latest"]].set_index("identity")["machine"]  # a machine's rows keep one name
+    latest = latest.assign(machine=latest["identity"].map(labels))
+    return latest[["machine", "figure", "value", "run_id", "started", "latest"]].reset_index(drop=True)
+
+
+def _earlier_run(run_id: str, started: object, latest: bool) -> str:
+    """'' for a figure of the machine's newest run, else which run it is from and when."""
+    if latest:
+        return ""
+    day = pd.to_datetime(started, utc=True, errors="coerce")
+    return f"from run {run_id} of {day:%Y-%m-%d}" if not pd.isna(day) else f"from run {run_id}"
 
 
 def performance_ratio(value: float, reference: float, higher_is_better: bool) -> float:
@@ -90,7 +122,8 @@ def _devices(frame: pd.DataFrame) -> pd.DataFrame:
 
 def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> pd.DataFrame:
     """Per machine and headline with a reference: measured, reference, ratio, the published maximum
-    and its ratio, and `health` ('ok' or '≥10% below' against the gpubench reference)."""
+    and its ratio, `health` ('ok' or '≥10% below' against the gpubench reference), and the run the
+    figure is from: `run_id`, and `run` saying so where it is not the machine's newest."""
     devices, rows = _devices(frame), []
     for head in latest_headlines(frame, cases).itertuples(index=False):
         name = str(devices.loc[head.machine, "device_name"])
@@ -104,7 +137,7 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> 
         rows.append({"machine": head.machine, "figure": f"{spec.label} ({spec.unit})", "key": head.figure, "measured": head.value,
                      "reference": ours[0] if ours else math.nan, "ratio": ratio, "published max": published[0] if published else math.nan,
                      "of published": performance_ratio(head.value, published[0], spec.higher_is_better) if published else math.nan,
-                     "health": health})
+                     "health": health, "run": _earlier_run(head.run_id, head.started, head.latest), "run_id": head.run_id})
     table = pd.DataFrame(rows)
     return table.sort_values("machine", kind="stable").reset_index(drop=True) if not table.empty else table  # a machine's figures together
 
@@ -158,13 +191,24 @@ def _thermal_cause(mine: pd.DataFrame) -> str:
     return f"thermal throttling: thermal/hardware slowdown in {int(slowed.sum())} of {len(mine)} rows{hottest}{capped} ← likely cause"
 
 
-def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]]) -> list[str]:
+def run_rows(frame: pd.DataFrame, machine: str, run_id: str | None = None) -> pd.DataFrame:
+    """The rows of one run of a machine, found by the machine's identity (an earlier run may carry
+    another label): `run_id`, or the machine's newest run."""
+    identity = machine_keys(frame[frame["machine"] == machine].head(1)).iloc[0]
+    if run_id is None:
+        mine = frame[machine_keys(frame) == identity]
+        run_id = str(mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1])
+    rows = frame[frame["run_id"].astype(str) == run_id]
+    return rows[machine_keys(rows) == identity]
+
+
+def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]],
+           run_id: str | None = None) -> list[str]:
     """The usual causes of a figure below its reference, each with what this run recorded about it,
-    or 'to check' with the command that reads it where gpubench does not record it. A machine with
-    several runs is read in its latest run, the one judged: older runs' clocks would dilute today's."""
-    mine = frame[frame["machine"] == machine]
-    newest = mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1]
-    mine = mine[mine["run_id"] == newest]
+    or 'to check' with the command that reads it where gpubench does not record it. Read in the run
+    `run_id` of the machine, the one whose figure is flagged (default: its newest): another run's
+    clocks would dilute or contradict that run's."""
+    mine = run_rows(frame, machine, run_id)
     fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
     return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
              "(GPU Link Info: current vs max generation and width; a x8 or Gen3 link halves host↔device GB/s)"),
@@ -199,7 +243,7 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
     def number(value: float, fmt: str) -> str:
         return "" if pd.isna(value) else format(value, fmt)
 
-    out = table.drop(columns="key").copy()
+    out = table.drop(columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])).copy()  # every figure from the newest runs: no column to say so
     for column in ("measured", "reference", "published max"):
         out[column] = out[column].map(lambda v: number(v, ".4g"))
     for column in ("ratio", "of published"):
@@ -222,10 +266,11 @@ def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
 def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References, telemetry: dict[str, dict[str, float]]) -> str:
     flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
     parts = []
-    for machine, group in flagged.groupby("machine", sort=False):
+    for (machine, run_id), group in flagged.groupby(["machine", "run_id"], sort=False):  # the causes of each run its flags are from
         figures = "; ".join(f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"]))
-        lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, telemetry))
-        parts.append(f"- **{escape(str(machine))}**: {figures} of the reference. Causes to check:\n{lines}")
+        earlier = f" ({escape(group['run'].iloc[0])}: its newest run did not measure it)" if group["run"].iloc[0] else ""
+        lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, telemetry, str(run_id)))
+        parts.append(f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. Causes to check{', in that run' if earlier else ''}:\n{lines}")
     return "\n".join(parts)
 
 

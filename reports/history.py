@@ -6,7 +6,6 @@ panel per headline figure); a report of single runs says in one line that there 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
@@ -20,16 +19,11 @@ import pandas as pd
 from harness.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
-from reports.load import base_labels
+from reports.load import IDENTITY, base_labels, identities
 from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
-# One machine's history, as the store names a machine (<host>-<hardware hash>, harness.store): the host
-# (identical nodes share their hardware) and the hardware a run's rows name, per device and its name.
-# Not machine_id: it also hashes the kernel release and the GPUs a job was given, so a monthly kernel
-# update or a job given 1 GPU of 8 would split one node's history in two.
-IDENTITY = ("hostname", "hardware", "device", "device_name")
 MAX_PANEL_COLUMNS = 4
 
 
@@ -44,8 +38,7 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
-    runs[["hostname", "device", "device_name"]] = runs[["hostname", "device", "device_name"]].fillna("")  # an empty host name is a name: groupby drops NaN keys
-    runs["hardware"] = _hardware(runs)
+    runs[list(IDENTITY)] = identities(runs)
     runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
         return pd.DataFrame()
@@ -55,14 +48,6 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
     columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
     return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
-
-
-def _hardware(runs: pd.DataFrame) -> pd.Series:
-    """8 hex digits over what the store's folder hash reads that a run's rows also hold: CPU model,
-    core count, RAM in GiB (the node's GPU list is not in the rows; the device name stands for it)."""
-    gib = (pd.to_numeric(runs["ram_bytes"], errors="coerce") / 2**30).round()
-    keys = [f"{model}|{cores}|{ram}" for model, cores, ram in zip(runs["cpu_model"], runs["cpu_cores"], gib)]  # an empty cell is text too
-    return pd.Series([hashlib.sha256(key.encode()).hexdigest()[:8] for key in keys], index=runs.index)
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:

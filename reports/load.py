@@ -4,6 +4,7 @@ names errors as ReportError."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -100,16 +101,19 @@ def load_results(paths: list[Path], refused: list[str] | None = None, left_out: 
     `left_out` (a store: many writers, some files not ours), a file found in a folder that cannot be
     read as results is left out and named there; without, it refuses the load."""
     files = result_files(paths, left_out)
+    found: list[str] | None = None if refused is None else []  # this read's refusals: a failed read's are not kept
     try:
-        frame = read_frame(files, refused)
+        frame = read_frame(files, found)
     except (SchemaError, OSError) as error:  # a SchemaError already names the file and the fix
         if left_out is None:
             raise ReportError(_read_problem(error)) from None
         files = _readable(files, set(paths), left_out)  # only on this path: each file read once more
         if not files:
             raise ReportError(f"no readable results in {', '.join(map(str, paths))}: {left_out[0]}") from None
-        frame = read_frame(files, refused)
+        found = None if refused is None else []  # the chunks read before the failure named their rows already
+        frame = read_frame(files, found)
     if refused is not None:
+        refused.extend(found or [])
         frame = screen(frame, {f.stem: str(f) for f in files}, refused)
     if frame.empty:
         why = f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused else "the files hold only headers; run some cases first"
@@ -223,6 +227,27 @@ def base_labels(frame: pd.DataFrame) -> pd.Series:
         return frame[column].fillna("").astype(str).replace("", empty)
 
     return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
+
+
+# One machine, as the store names a machine (<host>-<hardware hash>, harness.store): the host (identical
+# nodes share their hardware) and the hardware a run's rows name, per device and its name. History and
+# health group runs by it. Not machine_id: it also hashes the kernel release and the GPUs a job was given,
+# so a monthly kernel update or a job given 1 GPU of 8 would split one node in two.
+IDENTITY = ("hostname", "hardware", "device", "device_name")
+
+
+def identities(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each row's IDENTITY (rows of results, or one row per run with the same columns): hostname,
+    device and device name with an empty cell as "" (an empty host name is a name: groupby drops
+    NaN keys), and `hardware`, 8 hex digits over what the store's folder hash reads that the rows
+    also hold: CPU model, core count, RAM in GiB (the node's GPU list is not in the rows; the
+    device name stands for it). Each distinct hardware is hashed once."""
+    out = frame[["hostname", "device", "device_name"]].fillna("")
+    gib = (pd.to_numeric(frame["ram_bytes"], errors="coerce") / 2**30).round()
+    keys = [f"{model}|{cores}|{ram}" for model, cores, ram in zip(frame["cpu_model"], frame["cpu_cores"], gib)]  # an empty cell is text too
+    hashes = {key: hashlib.sha256(key.encode()).hexdigest()[:8] for key in set(keys)}
+    out["hardware"] = pd.Series([hashes[key] for key in keys], index=frame.index, dtype=object)
+    return out[list(IDENTITY)]
 
 
 def machine_labels(frame: pd.DataFrame) -> pd.Series:

@@ -184,6 +184,25 @@ def test_tflops_above_the_datasheet_peak_is_refused(tmp_path):
     assert refused == [f"{path}:{at + 2}: column tflops = 2000 is impossible (above the bf16 datasheet peak 989.4 TFLOP/s of NVIDIA H200)"]
 
 
+def test_a_store_read_twice_names_each_refused_row_once(tmp_path, monkeypatch):
+    """A store over CHUNK_FILES files: a chunk refuses an impossible row, a later file is no results,
+    and the store is read again without it; the refused row is still named once, not once per read."""
+    monkeypatch.setattr("harness.results.CHUNK_FILES", 1)  # every file its own chunk, as past 100 files
+    header, rows = rows_of(CPU)
+    at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == "matmul" and row[header.index("status")] == "ok")
+    bad = [list(row) for row in rows]
+    bad[at][header.index("tflops")] = "-5"
+    store = tmp_path / "store"
+    impossible = write(store / "a" / "r1.csv", header, bad)
+    write(store / "a" / "r2.csv", header, [[*row[:1], "r2", *row[2:]] for row in rows])
+    (store / "z").mkdir()
+    (store / "z" / "stray.csv").write_text("not,results\n1,2\n", encoding="utf-8")
+    refused, left_out = [], []
+    frame = load_results([store], refused, left_out)
+    assert refused == [f"{impossible}:{at + 2}: column tflops = -5 is impossible (negative)"]
+    assert len(left_out) == 1 and "stray.csv" in left_out[0] and len(frame) == 2 * len(rows) - 1
+
+
 def test_the_committed_examples_hold_nothing_impossible():
     refused: list[str] = []
     assert len(load_results([EXAMPLES], refused)) == 295 and refused == []

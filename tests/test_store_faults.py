@@ -244,3 +244,39 @@ def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_p
     put(store, copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"), "vm-1234abcd", "r2", "2026-12-01")
     text = report(store, tmp_path / "out")
     assert "None yet" not in text and re.search(r"\| vm · NVIDIA H200 \(cuda:0\) \| 2 \| 2026-11-01 → 2026-12-01 \|", text)
+
+
+def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200):
+    slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1", matmul_bf16=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00")
+    fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(timestamp_utc="2026-12-01T12:00:00+00:00")  # a new kernel: a new machine_id
+    frame = pd.concat([fixed, slow], ignore_index=True)
+    frame["machine"] = machine_labels(frame)  # two labels (#8f9f0a, #0a1b2c): one host, one hardware, one GPU
+    table = health.health_table(frame, per_case(frame), health.load_references())
+    assert set(table["machine"]) == set(frame.loc[frame["run_id"] == "r2", "machine"])  # one machine, named as its latest run
+    assert (table["health"] == "ok").all() and "Causes to check" not in health.render(frame, per_case(frame))
+
+
+def only_transfers(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["workload"] == "transfer"]  # `gpubench run -k transfer`
+
+
+def matmul_failed(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    matmul = out["workload"] == "matmul"
+    out.loc[matmul, "status"], out.loc[matmul, "reason"], out.loc[matmul, ["tflops", "median_s"]] = "failed", "RuntimeError: CUDA error", None
+    return out
+
+
+@pytest.mark.parametrize("newest", [only_transfers, matmul_failed])
+@pytest.mark.parametrize("machine_id", ["8f9f0ab5b928", "0a1b2c3d4e5f"])  # the second: a kernel update between the runs, another label
+def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that_run(h200, newest, machine_id):
+    slow = copy_of(h200, run_id="r1", matmul=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00", gpu_sm_clock_mhz=1500.0)
+    later = newest(copy_of(h200, machine_id=machine_id, run_id="r2").assign(timestamp_utc="2026-11-02T12:00:00+00:00", gpu_sm_clock_mhz=1980.0))
+    frame = pd.concat([later, slow], ignore_index=True)
+    frame["machine"] = machine_labels(frame)
+    table = health.health_table(frame, per_case(frame), health.load_references()).set_index("key")
+    assert table.loc["matmul_bf16_tflops", "health"] == "≥10% below" and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
+    assert table.loc["h2d_pinned_gbps", "run"] == ""  # measured in the machine's latest run: nothing to say
+    flagged = health.render(frame, per_case(frame)).split("Causes to check", 1)[1]
+    clock = next(line for line in flagged.splitlines() if "clocks:" in line)
+    assert "median 1500 MHz" in clock and "likely cause" in clock  # r1's clocks, the run whose matmul is flagged
