@@ -24,6 +24,16 @@ def torch_loaded(pid: int) -> bool:
         return False
 
 
+def leaving(pid: int) -> bool:
+    """The process has called exit: a zombie, or the kernel still unmapping torch's memory (PF_EXITING,
+    tens of ms) — its status is decided and no handler runs any more (a Ctrl-C then is not one to it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    return fields[0] in ("Z", "X") or bool(int(fields[6]) & 0x4)  # state; flags & PF_EXITING
+
+
 def interrupted_run(tmp_path: Path, delay_s: float) -> tuple[bool, int, str]:
     """(alive when Ctrl-C came, exit code, output) of one tiny run sent SIGINT `delay_s` after torch loads."""
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "benches", "--benchmark-only", "-p", "no:cacheprovider", "--profile=smoke",
@@ -33,7 +43,7 @@ def interrupted_run(tmp_path: Path, delay_s: float) -> tuple[bool, int, str]:
     while proc.poll() is None and not torch_loaded(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(delay_s)
-    alive = proc.poll() is None
+    alive = proc.poll() is None and not leaving(proc.pid)
     if alive:
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
     out, _ = proc.communicate(timeout=60)
