@@ -4,6 +4,7 @@ plugin that fills the results folder, and the processes a run may leave behind."
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,23 @@ def processes_of(tmp_path: Path) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def idx_bytes(dims: tuple[int, ...]) -> bytes:
+    header = bytes([0, 0, 0x08, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims)
+    return header + bytes(math.prod(dims))
+
+
+def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None, bad_label: str | None = None) -> None:
+    """Four small, valid IDX files (2 train + 1 test image), one of them damaged on request."""
+    folder.mkdir(parents=True)
+    for name, dims in (("train-images-idx3-ubyte", (2, 28, 28)), ("train-labels-idx1-ubyte", (2,)),
+                       ("t10k-images-idx3-ubyte", (1, 28, 28)), ("t10k-labels-idx1-ubyte", (1,))):
+        data = idx_bytes(dims)
+        if name == cut:
+            data = data[: len(data) - 100]
+        if name == bad_magic:
+            data = b"<html>" + data[6:]
+        if name == bad_label:  # the last label byte: 200 in a 10-class dataset
+            data = data[:-1] + bytes([200])
+        (folder / name).write_bytes(data)

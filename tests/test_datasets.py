@@ -3,11 +3,9 @@ root that cannot be written."""
 
 import os
 import tempfile
-from pathlib import Path
 
 import pytest
-import torch
-from runs import one_error_line, run_bench
+from runs import one_error_line, run_bench, write_idx_folder
 
 from harness.datasets import (
     IDX_FILES,
@@ -18,26 +16,6 @@ from harness.datasets import (
 )
 
 pytest_plugins = ["pytester"]
-
-
-def idx_bytes(dims: tuple[int, ...]) -> bytes:
-    header = bytes([0, 0, 0x08, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims)
-    return header + bytes(int(torch.tensor(dims).prod()))
-
-
-def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None, bad_label: str | None = None) -> None:
-    """Four small, valid IDX files (2 train + 1 test image), one of them damaged on request."""
-    folder.mkdir(parents=True)
-    for name, dims in (("train-images-idx3-ubyte", (2, 28, 28)), ("train-labels-idx1-ubyte", (2,)),
-                       ("t10k-images-idx3-ubyte", (1, 28, 28)), ("t10k-labels-idx1-ubyte", (1,))):
-        data = idx_bytes(dims)
-        if name == cut:
-            data = data[: len(data) - 100]
-        if name == bad_magic:
-            data = b"<html>" + data[6:]
-        if name == bad_label:  # the last label byte: 200 in a 10-class dataset
-            data = data[:-1] + bytes([200])
-        (folder / name).write_bytes(data)
 
 
 def test_a_truncated_fashion_mnist_file_is_named_with_the_fix(one_case):
@@ -80,9 +58,14 @@ def test_whole_idx_files_pass(tmp_path):
 
 
 def test_an_unwritable_data_root_falls_back_to_a_temporary_folder_with_one_warning(one_case, monkeypatch):
+    """The fallback folder holds its own small Fashion-MNIST (private, ours), so the test does not
+    depend on Debian's dataset-fashion-mnist being installed on the machine."""
     (one_case.path / "blocker").write_text("")  # a file: nothing can be created below it, not even by root
     monkeypatch.setenv("TMPDIR", str(one_case.path / "tmp"))
-    (one_case.path / "tmp").mkdir()
+    fallback = one_case.path / "tmp" / f"gpubench-data-{os.getuid()}"
+    write_idx_folder(fallback / "FashionMNIST" / "raw")
+    for folder in (fallback / "FashionMNIST" / "raw", fallback / "FashionMNIST", fallback):
+        folder.chmod(0o700)
     result = run_bench(one_case, "--dataset=fashion-mnist", "--data-root=blocker/data")
     assert result.ret == 0, result.stderr.str()
     warnings = [line for line in result.stderr.lines + result.stdout.lines if "WARNING: data root" in line]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from runs import write_idx_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ("data", "nvml-probe", "cuda-tests", "env", "smoke", "quick-headline", "ddp", "cuda-graphs", "ab")
@@ -34,14 +35,16 @@ def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path)
     """Every step made tiny (-k fp32-n64), DDP and the A/A session skipped by name to stay under a
     minute here; the CUDA-only steps skip themselves with the reason."""
     out = tmp_path / "out"
+    write_idx_folder(tmp_path / "fashion")  # brought along, as on a GPU machine: the check does not lean on Debian's package
     env = dict(os.environ, PYTHON=sys.executable, GPU_CHECK_K="fp32-n64", GPU_CHECK_SKIP="ddp,ab")
-    done = subprocess.run([str(ROOT / "scripts" / "gpu-check"), "--dry-run", str(out)], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run([str(ROOT / "scripts" / "gpu-check"), "--dry-run", str(out), "--fashion-dir", str(tmp_path / "fashion")],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["gpu-check.log", "gpu-check.tar.gz"]  # what a remote runner brings back
     log = (out / "gpu-check.log").read_text(encoding="utf-8")
     rows = summary_rows(log)
     assert tuple(rows)[:-1] == STEPS and "total" in rows
+    assert rows["data"][2] == "0" and f"Fashion-MNIST from {tmp_path / 'fashion'}" in rows["data"][4]
     for name in ("cuda-tests", "env", "smoke", "quick-headline"):
         assert rows[name][2] == "0" and float(rows[name][3]) > 0 and f"{name} (timeout " in log
     assert rows["nvml-probe"][2] == "-" and "needs CUDA" in rows["nvml-probe"][4]
@@ -102,3 +105,12 @@ def test_the_nvml_probe_reports_each_question_on_its_own_line():
     hidden = gpu_check.nvml_report(FakeNvml(not_supported=("nvmlDeviceGetComputeRunningProcesses",)), "gpu0", 4242)
     assert hidden[0].startswith("compute processes: not answered; the busy-GPU check is off") and "not answered (" in hidden[2]
     assert "NOT found" in gpu_check.nvml_report(FakeNvml(pids=(1,)), "gpu0", 4242)[0]
+
+
+def test_without_fashion_mnist_the_data_step_fails_and_the_runs_use_synthetic_data(check, monkeypatch):
+    """No copy brought along and none on the machine: the check goes on with synthetic data, and its
+    summary says time to accuracy was not measured (the data row fails)."""
+    gpu_check, state = check
+    monkeypatch.setattr(gpu_check, "FASHION_PLACES", ())
+    assert gpu_check.prepare_data(state, None, state.work / "data") == ["--dataset", "synthetic"]
+    assert [(o.name, o.code, o.note) for o in state.outcomes] == [("data", 1, "no Fashion-MNIST: synthetic data")]
