@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from reports import replicates
-from reports.load import ReportError, dedupe, load_results, samples
+from reports.load import ReportError, dedupe, load_results, run_keys, samples
 from reports.markdown import escape, table_row
 from reports.paired import format_session, judge_session, paired_sides, pairing_problem
 from reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, VERDICTS, Verdict
@@ -328,7 +328,7 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
         b, n = sorted(set(base[column].dropna())), sorted(set(new[column].dropna()))
         if b != n:
             notes.append(f"note: the sides differ in {what} (BASE {', '.join(map(str, b))}; NEW {', '.join(map(str, n))}): the verdicts compare that too")
-    if set(base["run_id"]) == set(new["run_id"]):
+    if run_keys(base) == run_keys(new):  # two nodes given one --run-id are two runs
         notes.append("note: BASE and NEW are the same run(s)")
     return notes
 

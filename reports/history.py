@@ -31,11 +31,13 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per run of a machine with two runs or more: machine (host · device name (device)),
     machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
     headline figure it measured. Sorted by machine, then time."""
-    runs = frame.groupby("run_id", sort=False).agg(machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
+    # two nodes (or two GPUs of one) given one --run-id are two runs
+    run_key = frame["run_id"].astype(str) + " @ " + frame["machine_id"].astype(str) + " " + frame["device"].astype(str)
+    runs = frame.groupby(run_key, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
                                                    device_name=("device_name", "first"), torch=("torch_version", "first"),
                                                    started=("timestamp_utc", "min"), cpu_model=("cpu_model", "first"),
                                                    cpu_cores=("cpu_cores", "first"), ram_bytes=("ram_bytes", "first"))
-    per_run = frame.assign(machine=frame["run_id"])  # per_case folds by machine: here, by run
+    per_run = frame.assign(machine=run_key)  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
     runs[list(IDENTITY)] = identities(runs)
@@ -43,7 +45,7 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame()
     ordered = [f for f in FIGURES if f in runs.columns]
-    out = runs.reset_index()
+    out = runs.reset_index(drop=True)
     out["machine"] = base_labels(out)
     out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
     columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]

@@ -68,6 +68,21 @@ def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_vm_fd2346ce_cuda_0.png", "history_vm_fd2346ce_cuda_1.png"]
 
 
+def test_two_nodes_given_the_same_run_ids_each_have_their_own_history(h200, tmp_path):
+    """`--run-id nightly-<day>` on two nodes of one store: four runs, two per node, never two merged runs."""
+    def node(host: str, machine_id: str, run_id: str, day: str, **scales: float) -> pd.DataFrame:
+        out = copy_of(h200, host, machine_id, "cuda:0", run_id, **scales)
+        out["timestamp_utc"] = f"{day}T12:00:00+00:00"
+        return out
+    frame = labelled(*[node(host, machine_id, f"nightly-{day}", day, matmul_bf16=scale) for day in ("2026-11-29", "2026-11-30")
+                       for host, machine_id, scale in (("node1", "aaaaaaaaaaaa", 1.0), ("node2", "cccccccccccc", 0.5))])
+    runs = history.run_figures(frame)
+    assert runs.groupby("hostname")["run_id"].apply(list).to_dict() == {"node1": ["nightly-2026-11-29", "nightly-2026-11-30"],
+                                                                        "node2": ["nightly-2026-11-29", "nightly-2026-11-30"]}
+    bf16 = runs.groupby("hostname")["matmul_bf16_tflops"].median()
+    assert bf16["node2"] / bf16["node1"] == pytest.approx(0.5, rel=0.01)  # each node's own figures, not a fold of both
+
+
 def test_a_run_without_headline_figures_is_no_point(h200, tmp_path):
     inference_only = run_at(h200, "inference-only", "2026-12-01")
     inference_only = inference_only[inference_only["workload"] == "inference"]

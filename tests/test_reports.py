@@ -446,3 +446,24 @@ def test_a_run_given_twice_counts_once_everywhere_and_the_report_says_so(tmp_pat
     with open(tmp_path / "out" / "merged.csv", newline="", encoding="utf-8") as handle:
         assert len(list(csv.DictReader(handle))) == rows
     assert f"{rows} rows from 1 run(s)" in report and f"{rows} duplicate row(s) of run(s)" in report and "counted once" in report
+
+
+def test_two_machines_sharing_a_run_id_are_two_runs_not_duplicates(tmp_path, capsys):
+    """`--run-id nightly` on two nodes of one store: same run id and case ids, different machines. They are two
+    runs side by side, never one run holding each case twice (refused) or counted once (a machine lost)."""
+    first = tmp_path / "store" / "h100box-1" / "nightly.csv"
+    second = tmp_path / "store" / "h100box2-2" / "nightly.csv"
+    for path in (first, second):
+        path.parent.mkdir(parents=True)
+    first.write_text(GOLDEN[1].read_text().replace("run-h100box", "nightly"))
+    slower = pd.read_csv(first)
+    slower["median_s"] *= 1.5  # the other node's own figures: the same cases, other numbers
+    slower["machine_id"], slower["hostname"] = "cccccccccccc", "h100box2"
+    slower.to_csv(second, index=False)
+    report = build_report([tmp_path / "store"], tmp_path / "out", None).read_text(encoding="utf-8")
+    merged = pd.read_csv(tmp_path / "out" / "merged.csv")
+    assert len(merged) == 2 * len(slower) and set(merged["hostname"]) == {"h100box", "h100box2"}
+    assert "duplicate row" not in report and "h100box2" in report
+    main(["compare", str(first), str(second)])
+    out = capsys.readouterr().out
+    assert "the sides differ in machines" in out and "same run(s)" not in out
