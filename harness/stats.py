@@ -92,3 +92,20 @@ def summarize(samples_s: Sequence[float]) -> SampleStats:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.99) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: the order statistics x_(k) and x_(n+1-k),
+    k the largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2 (the sign test's interval;
+    no assumption about the shape of the noise). Too few values for that confidence: (min, max)."""
+    if not values:
+        raise ValueError("no values for a confidence interval")
+    data, n = sorted(values), len(values)
+    tail = (1 - confidence) / 2
+    below = [0.0]  # below[k] = P(B < k)
+    for j in range(n):
+        below.append(below[-1] + math.comb(n, j) / 2**n)
+    k = 1
+    while k + 1 <= (n + 1) // 2 and below[k + 1] <= tail:
+        k += 1
+    return data[k - 1], data[n - k]

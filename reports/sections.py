@@ -65,7 +65,9 @@ def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
                  selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"), selfcheck_events_ratio=("selfcheck_events_ratio", "median"))
             .reset_index())
     return section(spec.title, "Median over interleaved pairs of windows of harness / torch.utils.benchmark (and / CUDA events): "
-                   "outside 0.97–1.03 a build fails — one of the clocks is wrong (the failures are listed under Rows not ok).",
+                   "a build fails when the median's 99% confidence interval lies wholly outside 0.97–1.03 — one of the clocks is wrong (the "
+                   "failures are listed under Rows not ok); a median outside the band that noise or load leaves unclear is measured again, "
+                   "then marked inconclusive.",
                    md_table(rows, human=True))
 
 

@@ -11,7 +11,6 @@ from harness.device import memory_snapshot, reset_peak_memory
 from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
 from harness.measure import Timed, measure
 from harness.plan import Budget
-from harness.stats import summarize
 from harness.timing import SyncedClock, cuda_event_samples
 from harness.workloads import matmul, selfcheck, transfer
 
@@ -79,16 +78,13 @@ def test_pinned_transfer_copies_the_host_bytes_to_the_gpu():
 def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
     """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within ±3%."""
     timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
-    for _ in range(3):
-        timed.fn()
-    figures = timed.figures(summarize([_call_s(timed.fn) for _ in range(5)]), None)  # raises SelfcheckFailed outside the band
+    try:
+        measured = measure(timed, Budget(target_s=0.2, min_rounds=5, warmup_calls=3), CLOCK)
+        figures = timed.companion(measured)  # the pairs, as run_case runs them; raises SelfcheckFailed on a clear disagreement
+    finally:
+        timed.cleanup()
+    assert "inconclusive" not in figures["reason"], figures["reason"]
     assert 0.97 <= figures["selfcheck_tub_ratio"] <= 1.03 and 0.97 <= figures["selfcheck_events_ratio"] <= 1.03
-
-
-def _call_s(fn) -> float:
-    start = CLOCK()
-    fn()
-    return CLOCK() - start
 
 
 def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():

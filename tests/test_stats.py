@@ -4,7 +4,7 @@ import random
 import pytest
 from pytest_benchmark.stats import Stats
 
-from harness.stats import summarize
+from harness.stats import median_ci, summarize
 
 
 def test_summary_of_hand_computed_samples():
@@ -63,3 +63,22 @@ def test_single_sample_has_zero_spread():
 def test_impossible_samples_are_refused(bad):
     with pytest.raises(ValueError):
         summarize(bad)
+
+
+def test_median_ci_is_the_sign_tests_order_statistics():
+    """[x_(k), x_(n+1-k)], k the largest with P(Binomial(n, 1/2) < k) <= 0.5%: for 41 values x_12..x_30."""
+    values = list(range(1, 42))
+    assert median_ci(values, 0.99) == (12, 30)
+    below = lambda k, n: sum(math.comb(n, j) for j in range(k)) / 2**n  # noqa: E731
+    assert below(12, 41) <= 0.005 < below(13, 41)
+    assert median_ci([3.0, 1.0, 2.0], 0.99) == (1.0, 3.0)  # too few for 99%: the whole range
+    assert median_ci([5.0], 0.99) == (5.0, 5.0)
+    with pytest.raises(ValueError):
+        median_ci([], 0.99)
+
+
+def test_median_ci_covers_the_median_as_often_as_it_says():
+    rng = random.Random(7)
+    trials, n = 2000, 41
+    covered = sum(low <= 0.0 <= high for low, high in (median_ci([rng.gauss(0, 1) for _ in range(n)], 0.95) for _ in range(trials)))
+    assert 0.94 <= covered / trials <= 0.99  # exact coverage for 41 values at k=14: 0.972

@@ -3,17 +3,20 @@ including a --benchmark-timer underneath it), by torch.utils.benchmark and, on C
 events — interleaved, so both see the same machine state.
 
 Each pair is one harness window and one torch.utils.benchmark window of the same number of calls;
-the row's ratio is the median over the pairs. Outside AGREEMENT the row fails: one of the clocks is
-wrong (a harness that forgot to synchronize reads far below the others on a GPU, e.g. 0.03 ms
-instead of 1.36 ms; a biased host clock reads its bias). A short case (~100 µs a call) and a long
-one cover both launch-bound and compute-bound regions.
+the row's ratio is the median over the pairs. The row fails when the clocks clearly disagree: the
+median's 99% confidence interval lies wholly outside AGREEMENT (a harness that forgot to synchronize
+reads far below the others on a GPU, e.g. 0.03 ms instead of 1.36 ms; a biased host clock reads its
+bias). A median outside the band whose interval still reaches into it is noise until shown
+otherwise: more pairs are measured and pooled, and if it stays unclear (or other processes kept
+the CPU busy) the row says "inconclusive" instead of failing. A short case (~100 µs a call) and a
+long one cover both launch-bound and compute-bound regions.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Literal
 
 import torch
 import torch.utils.benchmark as tub
@@ -23,14 +26,20 @@ from harness.catalog.selfcheck import SPEC
 from harness.context import BuildContext
 from harness.machine_load import BUSY_FRAC, LoadMeter
 from harness.measure import Measurement, Timed
+from harness.stats import median_ci
 from harness.timing import Clock, cuda_event_samples
 from harness.workload import Workload
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
-AGREEMENT = (0.97, 1.03)  # median harness/other ratio outside this band fails the row
+AGREEMENT = (0.97, 1.03)  # a median harness/other ratio clearly outside this band fails the row
 # Single windows on a shared 2-core machine vary by ±10%; the median of 41 pair ratios sat within
-# ±1.6% of 1.0 in 9 trials here (9 pairs: up to ±6%), so the band can be tight.
+# ±1.6% of 1.0 in 9 trials here (9 pairs: up to ±6%), so the band can be tight. But not every run:
+# the 1024 case (2 calls a window) read 1.042 and 0.968 in 2 of 22 quiet A/A runs, and failed the
+# README's main job. Hence the interval: an edge reading is measured again, not failed.
 PAIRS = {"smoke": 11, "quick": 41, "full": 61}
+ATTEMPTS = 3  # pair sets measured and pooled at most, while the verdict is unclear
+CONFIDENCE = 0.99
+Verdict = Literal["agree", "disagree", "unclear"]
 WINDOW_S = {"smoke": 0.005, "quick": 0.01, "full": 0.02}  # seconds of calls per window, at least MIN_CALLS calls
 MIN_CALLS = 2
 SIZES = {"cpu": (256, 1024), "gpu": (1024, 4096)}  # ~100 µs a call, and a long one
@@ -84,10 +93,21 @@ def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clo
     return tub_ratios, event_ratios
 
 
-def disagreement(name: str, ratio: float | None) -> str | None:
-    if ratio is None or AGREEMENT[0] <= ratio <= AGREEMENT[1]:
+def clock_verdict(ratios: list[float]) -> Verdict:
+    """agree: the median is inside AGREEMENT; disagree: the median's confidence interval lies wholly
+    outside it (clearly a wrong clock); unclear: outside, but within reach of the noise."""
+    ratio, (low, high) = statistics.median(ratios), median_ci(ratios, CONFIDENCE)
+    if AGREEMENT[0] <= ratio <= AGREEMENT[1]:
+        return "agree"
+    return "disagree" if high < AGREEMENT[0] or low > AGREEMENT[1] else "unclear"
+
+
+def disagreement(name: str, ratios: list[float]) -> str | None:
+    """The line naming a clock whose median is outside the band, with its interval; None inside."""
+    if not ratios or clock_verdict(ratios) == "agree":
         return None
-    return f"selfcheck: harness/{name} median ratio {ratio:.3f} outside {AGREEMENT[0]}–{AGREEMENT[1]} — one of the clocks is wrong"
+    low, high = median_ci(ratios, CONFIDENCE)
+    return f"harness/{name} median ratio {statistics.median(ratios):.3f} (99% CI {low:.3f}–{high:.3f}) outside {AGREEMENT[0]}–{AGREEMENT[1]}"
 
 
 def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
@@ -97,27 +117,35 @@ def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
     base = tflops_figures(case.size, case.dtype, device_name(ctx.device))
 
     def pairs(measured: Measurement) -> dict[str, Any]:
-        """The clocks compared after the case's own rounds, in interleaved pairs of windows; a
-        disagreement while other processes used the CPU is measured again once, and if the machine
-        is still busy the row says so instead of failing: load, not a wrong clock."""
+        """The clocks compared after the case's own rounds, in interleaved pairs of windows. A clear
+        disagreement on a quiet machine fails the row. An unclear one (a median just outside the
+        band, its interval reaching in) is measured again and pooled, up to ATTEMPTS pair sets; a
+        disagreement while other processes use the CPU is measured again too. What stays unclear or
+        busy is "inconclusive" with its reason: noise or load, not shown to be a wrong clock."""
         calls = max(MIN_CALLS, round(WINDOW_S[ctx.profile] / measured.stats.median_s))
-        for attempt in range(2):
+        tub_ratios: list[float] = []
+        event_ratios: list[float] = []
+        for _ in range(ATTEMPTS):
             load = LoadMeter()
-            tub_ratios, event_ratios = interleaved_ratios(fn, calls, PAIRS[ctx.profile], ctx.clock, ctx.device.type == "cuda")
+            more_tub, more_events = interleaved_ratios(fn, calls, PAIRS[ctx.profile], ctx.clock, ctx.device.type == "cuda")
             busy = load.busy_frac()
-            tub_ratio = statistics.median(tub_ratios)
-            events_ratio = statistics.median(event_ratios) if event_ratios else None
-            problems = [p for p in (disagreement("torch.utils.benchmark", tub_ratio), disagreement("cuda-events", events_ratio)) if p]
-            if not problems or busy <= BUSY_FRAC:
+            tub_ratios, event_ratios = tub_ratios + more_tub, event_ratios + more_events
+            verdicts = {clock_verdict(r) for r in (tub_ratios, event_ratios) if r}
+            if verdicts == {"agree"} or ("disagree" in verdicts and busy <= BUSY_FRAC):
                 break
         done = f"{len(tub_ratios)} interleaved pairs of {calls} calls"
-        figures = {"selfcheck_tub_ratio": tub_ratio, "selfcheck_events_ratio": events_ratio, "reason": done}
-        if problems and busy > BUSY_FRAC:
-            return dict(figures, flags=["busy"], reason=f"selfcheck inconclusive: machine busy (other processes used {busy:.0%} of the CPU, "
-                                                        f"twice) — {'; '.join(problems)} ({done}); rerun on a quiet machine")
-        if problems:
-            raise SelfcheckFailed("; ".join(problems) + f" ({done})")
-        return figures
+        figures = {"selfcheck_tub_ratio": statistics.median(tub_ratios),
+                   "selfcheck_events_ratio": statistics.median(event_ratios) if event_ratios else None, "reason": done}
+        problems = [p for p in (disagreement("torch.utils.benchmark", tub_ratios), disagreement("cuda-events", event_ratios)) if p]
+        if not problems:
+            return figures
+        if busy > BUSY_FRAC:
+            return dict(figures, flags=["busy"], reason=f"selfcheck inconclusive: machine busy (other processes used {busy:.0%} of the CPU) "
+                                                        f"— {'; '.join(problems)} ({done}); rerun on a quiet machine")
+        if "disagree" in verdicts:
+            raise SelfcheckFailed(f"selfcheck: {'; '.join(problems)} — one of the clocks is wrong ({done})")
+        return dict(figures, flags=["noisy"], reason=f"selfcheck inconclusive: too noisy to tell — {'; '.join(problems)} ({done}): "
+                                                     "the interval reaches into the band; rerun on a quieter machine")
 
     return Timed(fn=fn, figures=base, companion=pairs, cleanup=restore)
 
