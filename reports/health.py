@@ -15,7 +15,7 @@ import pandas as pd
 
 from reports.aggregate import per_case
 from reports.intervals import steady_best
-from reports.load import identities, result_files
+from reports.load import KEY_SEP, identities, result_files
 from reports.markdown import escape, md_table, section
 from reports.references import FIGURES, References, load_references
 from reports.tables import TEMPLATE_SETTING
@@ -25,7 +25,7 @@ OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is fla
 DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
 POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
-RUN_KEY = "\x1f"  # joins a machine's identity and a run id: load.clean_text keeps control characters out of both
+RUN_KEY = KEY_SEP  # joins a machine's identity and a run id
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:

@@ -19,7 +19,7 @@ import pandas as pd
 from harness.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
-from reports.load import IDENTITY, base_labels, identities
+from reports.load import IDENTITY, base_labels, identities, run_key
 from reports.markdown import escape, image, md_table, section
 from reports.references import FIGURES, load_references
 
@@ -31,13 +31,12 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per run of a machine with two runs or more: machine (host · device name (device)),
     machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
     headline figure it measured. Sorted by machine, then time."""
-    # two nodes (or two GPUs of one) given one --run-id are two runs
-    run_key = frame["run_id"].astype(str) + " @ " + frame["machine_id"].astype(str) + " " + frame["device"].astype(str)
-    runs = frame.groupby(run_key, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
+    runs_of_rows = run_key(frame)  # two nodes (or two GPUs of one) given one --run-id are two runs
+    runs = frame.groupby(runs_of_rows, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
                                                    device_name=("device_name", "first"), torch=("torch_version", "first"),
                                                    started=("timestamp_utc", "min"), cpu_model=("cpu_model", "first"),
                                                    cpu_cores=("cpu_cores", "first"), ram_bytes=("ram_bytes", "first"))
-    per_run = frame.assign(machine=run_key)  # per_case folds by machine: here, by run
+    per_run = frame.assign(machine=runs_of_rows)  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
     runs[list(IDENTITY)] = identities(runs)

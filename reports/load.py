@@ -261,28 +261,38 @@ def machine_labels(frame: pd.DataFrame) -> pd.Series:
     return label.where(torches <= 1, label + " torch " + frame["torch_version"].astype(str))
 
 
-__all__ = ["RUN", "ReportError", "dedupe", "load_results", "load_top_ops", "run_keys", "write_merged"]
+__all__ = ["KEY_SEP", "RUN", "ReportError", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys", "write_merged"]
 
 
-# What makes a run one run: its id on its machine. Two nodes of a store given one `--run-id nightly` are two runs.
-RUN = ["run_id", "machine_id"]
+# What makes a run one run: its id on its machine and device. Two nodes (or two GPUs of one) given one
+# `--run-id nightly` are two runs.
+RUN = ["run_id", "machine_id", "device"]
+KEY_SEP = "\x1f"  # joins the parts of a key: clean_text keeps control characters out of every part
 
 
-def run_keys(frame: pd.DataFrame) -> set[tuple[str, str]]:
-    """The runs a frame holds, each as (run_id, machine_id)."""
-    return set(frame[RUN].astype(str).itertuples(index=False, name=None))
+def run_key(frame: pd.DataFrame) -> pd.Series:
+    """Each row's run as one text (RUN joined), for grouping rows by run."""
+    parts = frame[RUN].astype(str)
+    return parts["run_id"] + KEY_SEP + parts["machine_id"] + KEY_SEP + parts["device"]
+
+
+def run_keys(frame: pd.DataFrame) -> set[str]:
+    """The runs a frame holds."""
+    return set(run_key(frame))
 
 
 def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The same run given twice (a file and its folder, a copy) counts once."""
-    keys = [*RUN, "device", "case_id", "build"]
+    keys = [*RUN, "case_id", "build"]
     repeated = frame[frame.duplicated(subset=keys, keep=False)]
-    conflicting = repeated.groupby(keys)["median_s"].nunique(dropna=False)
+    by_key = repeated.groupby(keys)
+    conflicting = by_key["median_s"].nunique(dropna=False)
     if (conflicting > 1).any():
-        run_id, machine_id, device, case_id, build = conflicting[conflicting > 1].index[0]
-        same = (repeated["run_id"] == run_id) & (repeated["machine_id"] == machine_id) & (repeated["device"] == device) & (repeated["case_id"] == case_id)
-        files = sorted(set(repeated[same]["source_file"]))
-        raise ReportError(f"run {run_id} holds {case_id} build {int(build)} twice with different figures (in {', '.join(files)}) — remove one of the files")
+        key = conflicting[conflicting > 1].index[0]
+        same = by_key.get_group(key)
+        files = sorted(set(same["source_file"]))
+        raise ReportError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build {int(same['build'].iloc[0])} twice with different "
+                          f"figures (in {', '.join(files)}) — remove one of the files")
     duplicated = frame.duplicated(subset=keys)
     notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"] if duplicated.any() else []
     return frame[~duplicated], notes

@@ -467,3 +467,12 @@ def test_two_machines_sharing_a_run_id_are_two_runs_not_duplicates(tmp_path, cap
     main(["compare", str(first), str(second)])
     out = capsys.readouterr().out
     assert "the sides differ in machines" in out and "same run(s)" not in out
+
+
+def test_one_run_holding_a_case_twice_with_different_figures_is_refused_naming_both_files(tmp_path):
+    shutil.copy(GOLDEN[1], tmp_path / "a.csv")
+    other = pd.read_csv(GOLDEN[1])
+    other.loc[0, "median_s"] *= 2
+    other.to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(ReportError, match=r"run run-h100box holds matmul/fp32-n1024 build 0 twice with different figures \(in a, b\)"):
+        build_report([tmp_path], tmp_path / "out", None)
