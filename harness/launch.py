@@ -258,8 +258,8 @@ class TorchrunLauncher:
 # progress unwound. A negative code is the signal that killed the build process.
 NO_TESTS = 5
 MAX_BUILDS = 100
-# A build stopped (SIGSTOP, state T) this long is killed and named, sized from the profile as the
-# DDP heartbeats are (harness.workloads.ddp.HEARTBEAT_STALL_S): a stopped process makes no progress.
+# How long a process may make no progress before it is killed and named, per profile: a build
+# stopped (SIGSTOP, state T) here, a DDP rank whose heartbeat went stale (harness.workloads.ddp).
 STOPPED_LIMIT_S = {"smoke": 30.0, "quick": 60.0, "full": 120.0}
 
 

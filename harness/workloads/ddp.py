@@ -21,7 +21,7 @@ from harness.cases import Case, CaseSkipped
 from harness.catalog.ddp import SPEC
 from harness.context import BuildContext
 from harness.data_source import DataSource, PreloadedLoader
-from harness.launch import Job, TorchrunLauncher
+from harness.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
 from harness.measure import Timed
 from harness.plan import RoundPlan
 from harness.stats import SampleStats, median
@@ -42,7 +42,7 @@ LAUNCH_TIMEOUT_S = {"smoke": 120, "quick": 600, "full": 3600}
 COLLECTIVE_TIMEOUT_S = {"smoke": 60, "quick": 120, "full": 1800}
 # A rank whose heartbeat file (ddp_worker.Heartbeat, rewritten every second by a thread) is this
 # old stopped responding (SIGSTOP, a frozen process): the launch is killed naming it, first.
-HEARTBEAT_STALL_S = {"smoke": 30, "quick": 60, "full": 120}
+HEARTBEAT_STALL_S = STOPPED_LIMIT_S  # the launcher's limit for a stopped build: one table
 TEST_STALL_ENV = "GPUBENCH_TEST_STALL_S"  # the fault tests' shorter stall limit; never set in a real run
 # After a failed launch: a rank whose last heartbeat came this long before the last rank's went
 # silent first (the others then timed out waiting for it, or were stopped by torchrun).
