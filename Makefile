@@ -6,12 +6,12 @@ PROFILE ?= quick
 DEVICE ?= auto
 RESULTS ?= results
 
-.PHONY: bench test data clean
+.PHONY: bench test check data clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e .
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
 # Real Fashion-MNIST offline (Debian's dataset-fashion-mnist); without it the suite uses real
@@ -24,8 +24,14 @@ data:
 bench: $(VENV)/.installed data
 	$(VENV)/bin/gpubench run --device $(DEVICE) --profile $(PROFILE) --results-dir $(RESULTS)
 
+# Every test; a test that hangs fails by name after 10 minutes.
 test: $(VENV)/.installed
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --timeout 600
+
+# The one-minute loop: every test that starts no process (--no-processes fails one that does without
+# the `process` mark). `make check ARGS=--lf` reruns what failed last time.
+check: $(VENV)/.installed
+	$(PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 $(ARGS)
 
 clean:
 	rm -rf $(VENV) .benchmarks

@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/fakes.py, tests/runs.py
 REPO = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
 
+from process_guard import _no_processes, pytest_addoption, pytest_configure  # noqa: E402,F401 - the fast loop's guard
 from runs import ONE_CASE_BENCH  # noqa: E402 - found through the path above
 
 

@@ -78,6 +78,7 @@ def session(tmp_path: Path, *side_args: str) -> subprocess.CompletedProcess[str]
                           cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.process
 def test_a_slower_side_is_called_slower_and_the_session_is_a_pair_of_runs(tmp_path):
     done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=2")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
@@ -91,6 +92,7 @@ def test_a_slower_side_is_called_slower_and_the_session_is_a_pair_of_runs(tmp_pa
     assert again == 1
 
 
+@pytest.mark.process
 def test_the_same_side_twice_is_not_called_slower(tmp_path):
     done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

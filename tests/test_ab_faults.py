@@ -49,6 +49,7 @@ def session_files(results_dir: Path, *sides: str) -> None:
         (results_dir / f"s-{name}.csv").write_text("rows\n")
 
 
+@pytest.mark.process
 def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_path, monkeypatch):
     # kill -INT <session pid> (not the terminal's group): the build goes on to its end, no other starts
     session_files(tmp_path, "A", "B")
@@ -60,6 +61,7 @@ def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_pa
     assert signal.getsignal(signal.SIGINT) is before  # Ctrl-C is the caller's again afterwards
 
 
+@pytest.mark.process
 def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
     session_files(tmp_path, "A", "B")
     fake_builds(monkeypatch, "import os\nif (SIDE, BUILD) == ('B', 1): os.kill(os.getpid(), 9)")
@@ -68,6 +70,7 @@ def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
     assert stop.line == "side B, build 2: the build process was killed by SIGKILL"
 
 
+@pytest.mark.process
 def test_a_side_that_selects_nothing_while_the_other_ran_is_a_usage_error_not_nothing_run(tmp_path, monkeypatch):
     session_files(tmp_path, "A")
     fake_builds(monkeypatch, "raise SystemExit(5 if SIDE == 'B' else 0)")
@@ -76,6 +79,7 @@ def test_a_side_that_selects_nothing_while_the_other_ran_is_a_usage_error_not_no
     assert "nothing was run" not in stop.line
 
 
+@pytest.mark.process
 def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_path, monkeypatch):
     # an --a-python without pytest (or /bin/true): every build of it would record nothing
     session_files(tmp_path, "B")
@@ -137,6 +141,7 @@ def test_a_marker_the_disk_refuses_is_one_line_and_exit_75(tmp_path, capsys, mon
     assert err.count("\n") == 1 and "the results folder is full" in err and "nothing was run" in err
 
 
+@pytest.mark.process
 def test_a_planted_marker_symlink_is_not_followed(tmp_path, capsys):
     target = tmp_path / "precious.txt"
     target.write_text("keep me\n")
@@ -145,6 +150,7 @@ def test_a_planted_marker_symlink_is_not_followed(tmp_path, capsys):
     assert target.read_text() == "keep me\n"
 
 
+@pytest.mark.process
 def test_a_selection_of_nothing_leaves_no_marker_behind(tmp_path, capsys):
     assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 5
     assert "no case matched the selection" in capsys.readouterr().err
@@ -241,6 +247,7 @@ def test_a_side_from_another_machine_is_not_judged_paired(tmp_path):
     assert pairing_problem(*(side_frame(f"s-{n}", 4) for n in "AB")) is None  # a real session's builds alternate
 
 
+@pytest.mark.process
 def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
     # a closed terminal: the session stops after the build in progress and judges what it has
     session_files(tmp_path, "A", "B")
@@ -251,6 +258,7 @@ def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGHUP) is before
 
 
+@pytest.mark.process
 def test_ctrl_c_that_ends_the_first_build_is_the_sessions_130_not_the_builds_2(tmp_path, monkeypatch):
     # a terminal's Ctrl-C during side A's first build: the build exits 2 (pytest's interrupted); the
     # session used to stop with that 2 ("stopped with exit 2") where its every other Ctrl-C exits 130
@@ -259,6 +267,7 @@ def test_ctrl_c_that_ends_the_first_build_is_the_sessions_130_not_the_builds_2(t
     assert done == 0 and stop is not None and (stop.code, stop.line) == (130, "SIGINT received: stopped after side A, build 1")
 
 
+@pytest.mark.process
 def test_a_build_stopped_longer_than_its_limit_ends_the_session_named(tmp_path, monkeypatch):
     session_files(tmp_path, "A", "B")
     fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(0.1)")

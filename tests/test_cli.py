@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
 from harness import plugin
@@ -42,6 +43,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.process
 def test_run_writes_results_and_a_report(tmp_path):
     done = run_cli("run", "--profile", "smoke", "--results-dir", str(tmp_path), "--run-id", "mine", "-k", "matmul and fp32", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -51,6 +53,7 @@ def test_run_writes_results_and_a_report(tmp_path):
     assert report.exists() and "## Matmul" in report.read_text()
 
 
+@pytest.mark.process
 def test_run_with_a_bad_device_stops_before_any_case(tmp_path):
     done = run_cli("run", "--device", "cuda:9" , "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
     assert done.returncode == 4
@@ -117,6 +120,7 @@ def test_each_build_process_gets_its_own_benchmark_files():
 
 # ---- one line for what stops a run or a report ------------------------------------------------
 
+@pytest.mark.process
 def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
                           "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"], capture_output=True, text=True, timeout=120)
@@ -126,6 +130,7 @@ def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
     assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
 
 
+@pytest.mark.process
 def test_gpubench_run_refuses_an_empty_run_id_like_pytest(tmp_path):
     proc = gpubench_run(tmp_path, "-k", "matmul", "--run-id", "")
     out, err = proc.communicate(timeout=120)
@@ -134,6 +139,7 @@ def test_gpubench_run_refuses_an_empty_run_id_like_pytest(tmp_path):
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.process
 def test_a_full_results_folder_is_one_line_under_gpubench_run(tmp_path):
     (tmp_path / "fullafter1.py").write_text(FULL_AFTER_ONE_ROW)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
@@ -162,6 +168,7 @@ def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, caps
     assert not (out / "report.md").exists()
 
 
+@pytest.mark.process
 def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
     """compare prints — and ±: under a Latin-1 locale that was a UnicodeEncodeError and exit 1 (the 'slower' code)."""
     golden = REPO / "tests" / "data" / "golden_h100.csv"

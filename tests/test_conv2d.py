@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from harness.catalog import spec_for
@@ -60,6 +61,7 @@ def test_cuda_flags_are_set_for_the_case_and_restored() -> None:
     assert torch.backends.cudnn.benchmark is before  # cuDNN's TF32 is the runner's, for every workload (tests/test_runner.py)
 
 
+@pytest.mark.process
 def test_a_run_writes_its_rows_and_its_report_section(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "conv2d",
                            "--results-dir", str(tmp_path), "--run-id", "conv"], cwd=ROOT, capture_output=True, text=True, timeout=300)

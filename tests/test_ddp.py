@@ -41,6 +41,7 @@ from harness.workloads.ddp import (
 CPU = torch.device("cpu")
 
 
+@pytest.mark.process
 def test_two_gloo_processes_match_one_process_on_the_combined_batch(tmp_path):
     out = tmp_path / "params.pt"
     mp.spawn(ddp_equivalence.rank_main, args=(2, ddp_equivalence.free_port(), str(out)), nprocs=2, join=True)
@@ -77,6 +78,7 @@ def data(tmp_path) -> DataSource:
     return DataSource("synthetic", tmp_path)
 
 
+@pytest.mark.process
 def test_torchrun_launch_reports_rank0_figures_and_leaves_its_scratch_in_the_workdir(tmp_path, monkeypatch):
     case = DistributedCase("ddp", 2, "gloo", 16)
     shared, workdir = tmp_path / "shared-tmp", tmp_path / "workdir"
@@ -88,6 +90,7 @@ def test_torchrun_launch_reports_rank0_figures_and_leaves_its_scratch_in_the_wor
     assert list(shared.iterdir()) == [] and list(workdir.glob("torchelastic_*"))  # removed with the workdir by the case's cleanup
 
 
+@pytest.mark.process
 def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
     case = DistributedCase("ddp", 2, "gloo", 16)
     command = torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json")
@@ -104,6 +107,7 @@ def test_scaling_baseline_comes_from_this_runs_rows():
     assert ddp.single_process_samples_per_s(DistributedCase("ddp", 2, "gloo", 16), rows) is None
 
 
+@pytest.mark.process
 def test_scaling_efficiency_is_present_when_only_the_two_process_case_runs(tmp_path):
     """-k selects only world_size=2: no baseline row exists, so the case measures one process itself."""
     timed = ddp.build(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=[]))
@@ -125,6 +129,7 @@ def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
     assert figures["scaling_efficiency"] == 500.0 and "impossible: scaling efficiency" in figures["reason"]
 
 
+@pytest.mark.process
 def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
     """The README's multi-node recipe: the worker under torchrun, rank 0 appending a results row."""
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -152,6 +157,7 @@ def test_rank_error_is_the_root_cause_not_torchrun():
 MULTI_NODE_LIMIT_S = 120
 
 
+@pytest.mark.process
 def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
     """The README's multi-node recipe with both nodes on this host: two torchrun agents meet through
     the c10d rendezvous, both succeed, and rank 0 writes one row for world_size 2. It skips only
@@ -220,6 +226,7 @@ def launch_marked(tmp_path: Path) -> list[str]:
     return torchrun_command(case, CPU, DataSource("synthetic", tmp_path), max_steps=2, result_json=tmp_path / "r.json")
 
 
+@pytest.mark.process
 def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path, monkeypatch):
     """Through the runner: the failed row says which rank died how, and the workdir is removed."""
     monkeypatch.setenv("GPUBENCH_TEST_DIE_RANK", "1")
@@ -237,6 +244,7 @@ def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path
     assert not processes_of(tmp_path)
 
 
+@pytest.mark.process
 def test_a_hung_rank_is_killed_with_the_whole_launch_at_the_timeout(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUBENCH_TEST_HANG_RANK", "1")
     # The ranks' collective timeout far beyond the launch's: only the launch timeout can end this.
@@ -251,6 +259,7 @@ def test_a_hung_rank_is_killed_with_the_whole_launch_at_the_timeout(tmp_path, mo
     assert not processes_of(tmp_path), "a rank survived the launch timeout"
 
 
+@pytest.mark.process
 def test_a_hung_peer_fails_the_waiting_rank_at_the_collective_timeout(tmp_path, monkeypatch):
     """The worker's process-group timeout: rank 0 gives up on the silent rank 1 by itself."""
     monkeypatch.setenv("GPUBENCH_TEST_HANG_RANK", "1")
@@ -259,6 +268,7 @@ def test_a_hung_peer_fails_the_waiting_rank_at_the_collective_timeout(tmp_path, 
         launch(command, tmp_path / "r.json", timeout_s=90)
 
 
+@pytest.mark.process
 def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_path, monkeypatch):
     """SIGSTOP on rank 1 mid-training (the issue's fault): rank 0 would wait in its collective until
     the collective timeout and be the one blamed. Rank 1's heartbeat goes stale instead: the launch
@@ -283,6 +293,7 @@ def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_pa
     assert not processes_of(tmp_path), "a stopped rank survived"
 
 
+@pytest.mark.process
 def test_a_stopped_rank_is_named_when_its_peer_times_out_first(tmp_path, monkeypatch):
     """The collective timeout shortened below the heartbeat's stall limit: rank 0 fails first
     (torchrun: 'rank 0 exitcode 1'), and the reason still names rank 1, whose heartbeat stopped first."""

@@ -201,6 +201,7 @@ def check_fleet_store(store: Path, out: str, targets: tuple[str, ...]) -> set[st
     return run_ids
 
 
+@pytest.mark.process
 def test_local_fleet_of_two_targets_writes_the_store_and_one_report(tmp_path):
     proc = fleet(tmp_path / "store", "--target", "name=one", "--target", "name=two", *TINY, cwd=tmp_path)
     out, _ = proc.communicate(timeout=600)
@@ -209,6 +210,7 @@ def test_local_fleet_of_two_targets_writes_the_store_and_one_report(tmp_path):
     assert "[one] job" in out and "done ->" in out and "report of 2 runs" in out
 
 
+@pytest.mark.process
 def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     store = tmp_path / "store"
     procs = [fleet(store, "--target", "name=x", "--target", "name=y", *TINY, cwd=tmp_path) for _ in range(2)]
@@ -222,6 +224,7 @@ def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
 
 
+@pytest.mark.process
 def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     """SIGINT to the fleet alone (not the terminal's whole group): the local job's whole tree stops."""
     import psutil
@@ -239,6 +242,7 @@ def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     assert not alive, [p.cmdline() for p in alive]
 
 
+@pytest.mark.process
 def test_a_local_job_runs_in_this_machines_environment(tmp_path, monkeypatch):
     """submitit's local controller sets CUDA_VISIBLE_DEVICES="" for its task (no gpus_per_node):
     every local fleet on a GPU node measured the CPU."""
@@ -248,6 +252,7 @@ def test_a_local_job_runs_in_this_machines_environment(tmp_path, monkeypatch):
     assert job.job.result().strip() == "'3,1'"  # result() waits for the job
 
 
+@pytest.mark.process
 def test_ctrl_c_to_the_local_controller_prints_nothing_among_the_fleets_lines(tmp_path, capfd):
     """A terminal's Ctrl-C reaches submitit's local controller too (the same process group): its
     KeyboardInterrupt traceback went to the fleet's stderr."""
@@ -295,6 +300,7 @@ subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'har
 """
 
 
+@pytest.mark.process
 def test_stopping_a_local_job_signals_its_run_once_and_the_build_only_through_it(tmp_path):
     """gpubench run passes SIGINT on to its build; signalled directly as well, the build got it
     twice, and the run's launcher read a second SIGINT as a second Ctrl-C: killed mid-unwind."""
@@ -325,6 +331,7 @@ def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
         SlurmCluster(tmp_path).start()
 
 
+@pytest.mark.process
 def test_fleet_without_a_store_is_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
@@ -543,6 +550,7 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
     assert isinstance(refused.value, StoreFull) == (errno_value == 28)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients"])
 def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     """Campaign #32, #14, #18: a store that is a file, `--gpubench-results-dir` passed through (the

@@ -31,6 +31,7 @@ def summary_rows(log: str) -> dict[str, list[str]]:
     return {line.split()[0]: line.split(None, 4) for line in table if line.strip()}
 
 
+@pytest.mark.process
 def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path):
     """Every step made tiny (-k fp32-n64), DDP and the A/A session skipped by name to stay under a
     minute here; the CUDA-only steps skip themselves with the reason."""
@@ -60,6 +61,7 @@ def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path)
     assert "matmul/fp32-n64" in csv and ",ok," in csv
 
 
+@pytest.mark.process
 def test_a_folder_that_holds_a_check_is_refused_in_one_line(tmp_path):
     (tmp_path / "gpu-check.tar.gz").write_bytes(b"")
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--dry-run", str(tmp_path)], capture_output=True,
@@ -75,6 +77,7 @@ def check(tmp_path):
         yield gpu_check, gpu_check.Check(tmp_path, tmp_path / "gpu-check", "cpu", True, log)
 
 
+@pytest.mark.process
 def test_a_step_past_its_timeout_is_killed_recorded_and_the_next_step_still_runs(check):
     gpu_check, state = check
     slow = gpu_check.run_step(state, 0, gpu_check.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1, "sleeps"))
@@ -83,6 +86,7 @@ def test_a_step_past_its_timeout_is_killed_recorded_and_the_next_step_still_runs
     assert (after.code, after.note) == (0, "")
 
 
+@pytest.mark.process
 def test_steps_are_cut_to_the_budget_left_and_optional_ones_skipped(check):
     gpu_check, state = check
     state.start_s = time.monotonic() - (gpu_check.BUDGET_S - gpu_check.PACKING_RESERVE_S - 40)  # 40 s left

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from runs import REPO
 
 STAGGER_S = [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2, 1.4]
@@ -50,6 +51,7 @@ def interrupted_run(tmp_path: Path, delay_s: float) -> tuple[bool, int, str]:
     return alive, proc.returncode, out
 
 
+@pytest.mark.process
 def test_ctrl_c_at_any_moment_of_a_plain_pytest_run_exits_2(tmp_path):
     outcomes = [interrupted_run(tmp_path / str(i), delay_s) for i, delay_s in enumerate(STAGGER_S)]
     interrupted = [(code, out) for alive, code, out in outcomes if alive]
@@ -90,6 +92,7 @@ def interrupted_gpubench_run(tmp_path: Path, delay_s: float) -> tuple[int, str]:
     return proc.returncode, out
 
 
+@pytest.mark.process
 def test_ctrl_c_while_a_build_process_starts_is_one_line_and_exit_130(tmp_path):
     for index, delay_s in enumerate(BUILD_START_STAGGER_S):
         code, out = interrupted_gpubench_run(tmp_path / str(index), delay_s)

@@ -18,6 +18,7 @@ from harness.results import read_rows
 pytest_plugins = ["pytester"]
 
 
+@pytest.mark.process
 def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     """The build process dies with gpubench run: nothing goes on appending rows after it."""
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul or elementwise or inference",
@@ -35,6 +36,7 @@ def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     assert not alive
 
 
+@pytest.mark.process
 def test_sigterm_to_the_group_during_a_ddp_case_unwinds_it(tmp_path):
     """SIGTERM to gpubench run's whole process group while torchrun runs (a job scheduler stopping
     the job): one line, exit 143, the finished row whole, no torchrun or rank left, and the case's
@@ -102,6 +104,7 @@ def test_tiny(case, gpubench):
 '''
 
 
+@pytest.mark.process
 def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(one_case):
     """SIGTERM inside a case (here the case sends it itself): the case writes no row, the rest do
     not run, exit 143, one line and no interrupt banner or traceback (pytest's interrupt report can
@@ -117,6 +120,7 @@ def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(one_case):
     result.assert_outcomes(passed=1, skipped=1)
 
 
+@pytest.mark.process
 def test_scratch_folders_of_killed_runs_are_swept_and_live_ones_kept(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
     killed = tmp_path / f"{run_folder_prefix(int(dead))}abc"

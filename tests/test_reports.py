@@ -298,6 +298,7 @@ def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
     assert "## Profiler" not in build_report(GOLDEN, tmp_path / "plain", baseline=None).read_text()
 
 
+@pytest.mark.process
 def test_reports_read_csv_only_without_torch_or_pytest():
     """Layering: the report builder must run where torch is not installed."""
     code = "import sys, reports.build, reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"

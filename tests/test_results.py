@@ -118,6 +118,7 @@ def test_two_runs_never_share_a_file(tmp_path):
     assert new_run_id() != new_run_id()
 
 
+@pytest.mark.process
 def test_killed_run_keeps_every_finished_case(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal

@@ -23,6 +23,7 @@ def limited(kind: int, soft: int, hard: int | None = None):
     return apply
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind, limit, says", [
     (resource.RLIMIT_NOFILE, 12, "the open-file limit is 12 (ulimit -n); a run needs at least 64"),
     (resource.RLIMIT_NOFILE, 32, "the open-file limit is 32 (ulimit -n)"),
@@ -37,6 +38,7 @@ def test_a_tiny_limit_stops_gpubench_run_with_one_line(tmp_path, kind, limit, sa
     assert not (tmp_path / "res").exists()  # refused before any build process
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind, soft", [(resource.RLIMIT_NOFILE, 32), (resource.RLIMIT_AS, 3 * 10**9)], ids=["nofile-32", "as-3GB"])
 def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path, kind, soft):
     proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(kind, soft))  # ulimit -S: the hard limit allows more
@@ -80,6 +82,7 @@ session.write_sidecar = write_sidecar
 '''
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("at", [1, 2])
 def test_no_descriptor_left_for_the_sidecar_is_one_line_not_an_internal_error(one_case, monkeypatch, at):
     (one_case.path / "nofds.py").write_text(NO_FDS_AT_ENV)

@@ -22,6 +22,7 @@ from harness.launch import Completed, Job, ProcessLauncher, signal_death
 from harness.results import count_rows, read_rows
 
 
+@pytest.mark.process
 def test_a_two_build_run_prints_one_benchmark_table(tmp_path):
     proc = gpubench_run(tmp_path, "--builds", "2", "-k", "matmul and fp32", "--no-report", "--run-id", "two")
     out, err = proc.communicate(timeout=300)
@@ -32,6 +33,7 @@ def test_a_two_build_run_prints_one_benchmark_table(tmp_path):
     assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["two.csv", "two.env.json"]  # the builds' JSON stayed in the scratch folder
 
 
+@pytest.mark.process
 def test_a_build_process_killed_with_sigkill_is_named_with_the_rows_kept(tmp_path):
     proc = gpubench_run(tmp_path, "--builds", "3", "-k", "matmul or elementwise", "--run-id", "killed")
     csv_path = tmp_path / "res" / "killed.csv"
@@ -56,6 +58,7 @@ def test_signal_deaths_are_named_from_either_form_of_exit_code():
     assert signal_death(1) == "" and signal_death(0) == "" and signal_death(75) == ""
 
 
+@pytest.mark.process
 def test_sighup_to_gpubench_run_during_a_ddp_case_leaves_no_folder_and_writes_the_sidecar(tmp_path):
     """The terminal closed while torchrun runs: the build process unwinds the case (its workdir
     removed), closes its session, and gpubench run removes its scratch folder: exit 129."""
@@ -117,6 +120,7 @@ def launched(script: str, launcher: ProcessLauncher | None = None) -> tuple[floa
     return time.monotonic() - started_s, done
 
 
+@pytest.mark.process
 def test_ctrl_c_ends_a_stopped_build_at_once_and_names_it():
     signal_me(1.0, signal.SIGINT)
     took_s, done = launched(STOPS_ITSELF)
@@ -124,6 +128,7 @@ def test_ctrl_c_ends_a_stopped_build_at_once_and_names_it():
     assert done.signal == signal.SIGINT and done.stalled == "had been stopped (state T): continued so it could act on SIGINT"
 
 
+@pytest.mark.process
 def test_a_build_stopped_longer_than_its_limit_is_killed_and_named():
     took_s, done = launched(STOPS_ITSELF, ProcessLauncher(stopped_limit_s=1.0))
     assert took_s < 5 and done.code == -signal.SIGKILL and done.signal == 0
@@ -141,6 +146,7 @@ open(sys.argv[1], "w").write(json.dumps([done.code, done.stalled]))
 """
 
 
+@pytest.mark.process
 def test_a_build_may_write_to_a_terminal_that_stops_background_writers(tmp_path):
     """Builds run in a process group of their own, in the background of the terminal: under `stty
     tostop` their first print stopped them (SIGTTOU), and a read (pdb, input()) did too, until the
@@ -172,6 +178,7 @@ def test_a_build_may_write_to_a_terminal_that_stops_background_writers(tmp_path)
     assert b"a build writes" in seen
 
 
+@pytest.mark.process
 def test_a_build_that_ignores_ctrl_c_is_killed_at_the_second(monkeypatch):
     monkeypatch.setattr(launch, "STOP_GRACE_S", 60.0)  # the second Ctrl-C, not the grace, ends it
     signal_me(1.0, signal.SIGINT, signal.SIGINT)
@@ -182,6 +189,7 @@ def test_a_build_that_ignores_ctrl_c_is_killed_at_the_second(monkeypatch):
 UNWINDS_SLOWLY = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    time.sleep(1.5)\n    sys.exit(2)"
 
 
+@pytest.mark.process
 def test_one_ctrl_c_arriving_twice_lets_the_build_unwind():
     """A terminal's Ctrl-C reaches gpubench run, and gpubench fleet, stopping its local job, sends it
     SIGINT again a moment later: that was read as a second Ctrl-C and the build was killed mid-unwind."""
@@ -190,6 +198,7 @@ def test_one_ctrl_c_arriving_twice_lets_the_build_unwind():
     assert (done.code, done.stalled, done.signal) == (2, "", signal.SIGINT) and took_s < 10
 
 
+@pytest.mark.process
 def test_a_build_that_ignores_ctrl_c_is_killed_after_the_grace(monkeypatch):
     monkeypatch.setattr(launch, "STOP_GRACE_S", 1.0)
     signal_me(1.0, signal.SIGINT)
@@ -197,6 +206,7 @@ def test_a_build_that_ignores_ctrl_c_is_killed_after_the_grace(monkeypatch):
     assert took_s < 6 and done.code == -signal.SIGKILL and done.stalled == "did not stop within 1 s of SIGINT: killed"
 
 
+@pytest.mark.process
 def test_sigint_to_this_process_alone_reaches_the_build():
     # kill -INT <gpubench run's pid> (a CI runner): the old wait loop swallowed it and the build ran on
     before = signal.getsignal(signal.SIGINT)
@@ -216,6 +226,7 @@ def guarded_builds(launcher: ProcessLauncher) -> launch.BuildsOutcome:
         guard.cancel()
 
 
+@pytest.mark.process
 def test_a_run_of_builds_stops_after_the_build_a_signal_came_in_and_names_a_stopped_one():
     signal_me(1.0, signal.SIGINT)
     outcome = guarded_builds(ProcessLauncher())
@@ -223,6 +234,7 @@ def test_a_run_of_builds_stops_after_the_build_a_signal_came_in_and_names_a_stop
     assert outcome.notes == ["build 1 of 1 had been stopped (state T): continued so it could act on SIGINT"]
 
 
+@pytest.mark.process
 def test_a_run_of_builds_names_the_build_killed_for_being_stopped():
     outcome = guarded_builds(ProcessLauncher(stopped_limit_s=1.0))
     assert outcome.code == 128 + signal.SIGKILL and outcome.died == "build 1 of 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
@@ -247,6 +259,7 @@ def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> su
     return proc
 
 
+@pytest.mark.process
 def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
     proc = run_until_a_build_started(tmp_path, "--builds", "3", "--run-id", "int")
     time.sleep(1.0)
@@ -258,6 +271,7 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
     assert err.strip().splitlines()[-1] == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with another --run-id for the rest"
 
 
+@pytest.mark.process
 def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tmp_path):
     existing = tmp_path / "existing.json"
     existing.write_text("{}")  # pytest took "/" as the common folder of the command line's paths: no config, 0 cases
@@ -310,6 +324,7 @@ def pytest_sessionstart(session):
 '''
 
 
+@pytest.mark.process
 def test_gpubench_run_names_a_later_build_that_stopped_it_with_the_rows_kept(tmp_path):
     (tmp_path / "stopsat2.py").write_text(STOPS_AT_BUILD_2)
     proc = gpubench_run(tmp_path, "--builds", "3", "-k", "matmul and fp32-n64", "--no-report", "--run-id", "s", "-p", "stopsat2",

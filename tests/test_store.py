@@ -67,6 +67,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.process
 def test_run_into_a_store_then_report_and_compare_read_it(tmp_path):
     """Two real smoke runs (one case each) into a store; report reads the store folder, compare
     the machine folder against a run's file."""

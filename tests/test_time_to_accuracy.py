@@ -151,6 +151,7 @@ def test_the_report_names_the_first_design_to_target_and_invalidates_two_non_con
     assert first["first_design"] == "speedrun" and first["template_over_first"] == pytest.approx(6.0)
 
 
+@pytest.mark.process
 def test_a_target_outside_zero_one_is_one_line_before_any_case(tmp_path):
     for bad in ("1.5", "0", "nan"):
         proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benches" / "bench_time_to_accuracy.py"), "--benchmark-only",

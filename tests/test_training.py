@@ -226,6 +226,7 @@ def epoch_context(data, profile: str = "smoke"):
     return BuildContext(torch.device("cpu"), profile, SyncedClock(torch.device("cpu")), data_source=lambda: data)
 
 
+@pytest.mark.process
 def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
     timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
     assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)  # one real epoch, warmed in build
