@@ -328,6 +328,7 @@ def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     assert {r["op"] for r in rows} == set(COLLECTIVES) and all(float(r["busbw_gbps"]) > 0 for r in rows)
     report = (tmp_path / "coll-report" / "report.md").read_text(encoding="utf-8")
     assert "## Collectives (interconnect)" in report and "| all_reduce busbw, largest size | " in report
+    assert report.index("all_reduce busbw, largest size") < report.index("flagged · not ok rows")  # before the outcome
     assert "`all_reduce-64KiB-x2-gloo`" in report and (tmp_path / "coll-report" / "collectives.png").stat().st_size > 0
 
 
