@@ -120,8 +120,8 @@ def mismatch_text(point: dict[str, Any]) -> str:
     ranks = "; ".join(f"rank {rank:.0f}: {wrong:.0f} wrong, first at element {index:.0f}: {got:g} instead of {want:g}"
                       for rank, wrong, index, got, want in point["mismatches"][:4])
     return (f"{point['wrong']} elements wrong (nccl-tests' #wrong) in {point['op']} of {bytes_size(point['size'])}: "
-            f"{ranks} — the collective library, its transport or a device corrupted the data: rerun, then run "
-            "nccl-tests on this machine")
+            f"{ranks} — the collective library, its transport or a device corrupted the data: rerun; if it repeats "
+            "on GPUs, see whether nccl-tests alone reproduces it")
 
 
 def point_figures(case: CollectiveCase, point: dict[str, Any], stats: SampleStats) -> dict[str, Any]:
