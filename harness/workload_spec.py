@@ -106,6 +106,19 @@ class ReportSection:
 
 
 @dataclass(frozen=True)
+class SummaryFigure:
+    """One row a workload adds to the report's summary, per machine: `column` of its best ok case
+    (the highest lower quartile over builds) among those whose settings match `where`, kept to
+    the cases at the largest value of `at_largest` when given; shown as `fmt` and the case."""
+
+    label: str
+    column: str
+    fmt: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+    at_largest: str | None = None
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     id_rule: IdRule
@@ -114,3 +127,4 @@ class WorkloadSpec:
     headlines: tuple[tuple[str, str], ...] = ()  # (column, format) for the one-line terminal summary
     columns: tuple[Column, ...] = ()  # columns this workload adds to the results schema
     report: ReportSection | None = None
+    summary: tuple[SummaryFigure, ...] = ()  # rows of the report's summary

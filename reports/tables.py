@@ -316,6 +316,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     notes = sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes}) if energy_notes and "source_file" in mine else []
     if not measured and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
+    out.update(declared_summary(cases, machine))
     if machine != baseline:
         interval = speedup_interval(frame, baseline, machine)
         if interval is not None:
@@ -324,6 +325,26 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         out["speed vs baseline"] = "baseline"
     flagged = int((mine[mine["status"] == "ok"]["flags"] != "").sum())
     out["flagged · not ok rows"] = f"{flagged} · {int((mine['status'] != 'ok').sum())}"
+    return out
+
+
+def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
+    """The summary rows workloads declare (harness.workload_spec.SummaryFigure), each with its case."""
+    from harness.catalog import specs
+
+    out: dict[str, str] = {}
+    for name, spec in specs().items():
+        for figure in spec.summary:
+            mask = (cases["machine"] == machine) & (cases["workload"] == name)
+            for column, value in figure.where.items():
+                mask &= (cases[column] == value) if column in cases else False
+            rows = cases[mask].dropna(subset=[figure.column]) if figure.column in cases else cases.iloc[0:0]
+            if figure.at_largest and not rows.empty:
+                rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
+            best = steady_best(rows, figure.column)
+            if best is not None:
+                value = figure.fmt.format(best[figure.column])
+                out[figure.label] = Md("{} {}{}").format(value, code(best["setting"]), _pm(best["spread"]))
     return out
 
 
@@ -350,7 +371,9 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     known = [key for key in SUMMARY_ORDER if key in seen]
     at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
     order = known[:at] + targets + known[at:]
-    order += [key for key in seen if key not in order]
+    declared = [key for key in seen if key not in order]  # workloads' own rows: before how the run went
+    outcome = [key for key in order if key in ("energy", "flagged · not ok rows")]
+    order = [key for key in order if key not in outcome] + declared + outcome
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
 
 

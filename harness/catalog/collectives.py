@@ -1,0 +1,80 @@
+"""The interconnect: collectives timed across ranks, with nccl-tests' figures (its PERFORMANCE.md).
+
+algbw is the bytes of the operation's size over the time; busbw scales it by the share of those
+bytes each rank must send or receive, so that one figure compares with the link's speed whatever
+the collective and the number of ranks."""
+
+from __future__ import annotations
+
+from harness.columns import Column
+from harness.workload_spec import (
+    IdRule,
+    PlotSpec,
+    ReportSection,
+    SummaryFigure,
+    WorkloadSpec,
+    bytes_size,
+)
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+# Ops whose buffer is cut into one chunk per rank: their size is rounded down to a multiple of the ranks.
+CHUNKED_OPS = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
+ELEMENT_BYTES = 4  # fp32, nccl-tests' default type
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """busbw / algbw in nccl-tests: an all_reduce moves 2(n-1)/n of its size through each rank's
+    link (a reduce-scatter then an all-gather); all_gather, reduce_scatter and all_to_all (n-1)/n;
+    broadcast and sendrecv the size itself."""
+    n = world_size
+    if n < 1:
+        raise ValueError(f"world_size must be at least 1, not {n}")
+    factors = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+               "all_to_all": (n - 1) / n, "broadcast": 1.0, "sendrecv": 1.0}
+    if op not in factors:
+        raise ValueError(f"unknown collective {op!r}: use one of {', '.join(OPS)}")
+    return factors[op]
+
+
+def elements(op: str, size_bytes: int, world_size: int) -> int:
+    """fp32 elements of the operation's size, as nccl-tests counts it (the whole gathered buffer
+    of an all_gather, the whole input of a reduce_scatter); chunked ops round down to a multiple
+    of the ranks. 0: the size holds less than one element per chunk."""
+    count = size_bytes // ELEMENT_BYTES
+    return count // world_size * world_size if op in CHUNKED_OPS else count
+
+
+def algbw_gbps(size_bytes: int, seconds: float) -> float:
+    """Algorithm bandwidth: the operation's bytes over its time, in GB/s (10^9 bytes/s)."""
+    if seconds <= 0:
+        raise ValueError(f"a collective cannot take {seconds} s")
+    return size_bytes / seconds / 1e9
+
+
+def busbw_gbps(op: str, size_bytes: int, seconds: float, world_size: int) -> float:
+    return algbw_gbps(size_bytes, seconds) * bus_factor(op, world_size)
+
+
+SPEC = WorkloadSpec(
+    name="collectives",
+    id_rule=IdRule(("op", "dtype", "size", "world_size", "backend"), defaults={"dtype": "fp32"}, size_token=bytes_size),
+    builds={"smoke": 1, "quick": 1, "full": 3},  # one launch times the whole ladder; its rounds give the spread
+    markers=("slow", "distributed"),
+    headlines=(("busbw_gbps", "busbw {:.3g} GB/s"), ("algbw_gbps", "algbw {:.3g} GB/s")),
+    columns=(Column("algbw_gbps", "float", "figure", "GB/s"), Column("busbw_gbps", "float", "figure", "GB/s"),
+             Column("wrong_elements", "int", "figure")),
+    report=ReportSection(
+        "Collectives (interconnect)",
+        intro="nccl-tests' figures from torch.distributed (gloo on cpu, nccl on cuda), fp32: the time of one call "
+              "is the slowest rank's (ranks start each round together at a barrier), `algbw` = size / time, "
+              "`busbw` = algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, "
+              "x1 for broadcast and sendrecv (each rank sends to the next and receives from the previous). Every "
+              "size's result is checked element by element: a wrong one is a failed row (under Rows not ok). "
+              "Small sizes measure latency, large ones the link.",
+        table=("machine", "setting", "median_s", "algbw_gbps", "busbw_gbps", "spread", "flags"),
+        plot=PlotSpec(x="size", y="busbw_gbps", hue="op", logx=True, logy=True),
+        order=105,
+    ),
+    summary=(SummaryFigure("all_reduce busbw, largest size", "busbw_gbps", "{:.3g} GB/s", where={"op": "all_reduce"},
+                           at_largest="size"),),
+)

@@ -1,0 +1,240 @@
+"""Collectives: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and sendrecv over a
+ladder of sizes, with nccl-tests' algbw, busbw and `#wrong` (harness.catalog.collectives).
+
+A case is one collective at one size. Process start costs seconds, so one torchrun launch (the DDP
+workload's launcher, harness.workloads.ddp.launch) times every case of the ladder in a build
+process; each case then takes its own result from it. A launch's results are each taken once: a
+case run again in the same process is measured by a fresh launch."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+
+from harness.cases import Case, CaseSkipped, Diverged
+from harness.catalog.collectives import (
+    ELEMENT_BYTES,
+    OPS,
+    SPEC,
+    algbw_gbps,
+    bus_factor,
+    elements,
+)
+from harness.context import BuildContext
+from harness.machine_load import BUSY_FRAC, LoadMeter
+from harness.measure import Timed
+from harness.plan import RoundPlan
+from harness.runner import failure_columns, measured_row
+from harness.stats import SampleStats, summarize
+from harness.workload import Workload
+from harness.workload_spec import bytes_size
+from harness.workloads.ddp import (
+    COLLECTIVE_TIMEOUT_S,
+    HEARTBEAT_STALL_S,
+    LAUNCH_TIMEOUT_S,
+    WORKDIR_PREFIX,
+    heartbeat_dir,
+    launch,
+    sweep_stale_workdirs,
+)
+
+WORKER = "harness.workloads.collectives_worker"
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+# Bytes per case, per profile and device type: the small sizes measure latency, the large ones the
+# link. The CPU's largest sizes keep the quick profile's launch within seconds on two cores.
+LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
+    ("smoke", "cpu"): (1 * KiB, 64 * KiB),
+    ("smoke", "cuda"): (1 * KiB, 1 * MiB),
+    ("quick", "cpu"): (1 * KiB, 32 * KiB, 1 * MiB, 32 * MiB),
+    ("quick", "cuda"): (1 * KiB, 32 * KiB, 1 * MiB, 32 * MiB, 1 * GiB),
+    ("full", "cpu"): tuple(KiB * 4**k for k in range(10)),  # 1 KiB .. 256 MiB
+    ("full", "cuda"): tuple(256 * 4**k for k in range(13)),  # 256 B .. 4 GiB
+}
+# Peak bytes of one rank at a size, in multiples of it: the check's source, result and expected
+# result, and the temporary chunks the expected all_to_all result is joined from.
+MEMORY_PER_SIZE = 4
+SAMPLES_NOTE = "samples: the slowest rank's seconds per call, per round (ranks start each round at a barrier)"
+ENERGY_NOTE = "energy: not measured for collectives (one launch times every size; other ranks' GPUs unread)"
+
+
+@dataclass(frozen=True)
+class CollectiveCase(Case):
+    workload: ClassVar[str] = "collectives"
+    op: str
+    dtype: str
+    size: int  # bytes, as nccl-tests sizes the operation
+    world_size: int
+    backend: str
+
+
+def ladder(profile: str, device_type: str) -> tuple[int, ...]:
+    return LADDERS[(str(profile), "cuda" if device_type == "cuda" else "cpu")]
+
+
+def cases(ctx: BuildContext) -> list[CollectiveCase]:
+    backend = "nccl" if ctx.device.type == "cuda" else "gloo"
+    sizes = ladder(ctx.profile, ctx.device.type)
+    return [CollectiveCase(op, "fp32", size, ctx.nproc, backend) for op in OPS for size in sizes]
+
+
+def memory_skip(size_bytes: int, device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return None
+    total = torch.cuda.get_device_properties(device).total_memory
+    need = MEMORY_PER_SIZE * size_bytes
+    if need <= total:
+        return None
+    return (f"{bytes_size(size_bytes)} needs about {need / GiB:.1f} GiB per GPU ({MEMORY_PER_SIZE}x the size); "
+            f"this GPU has {total / GiB:.0f} GiB")
+
+
+def skip_reason(case: CollectiveCase, device: torch.device) -> str | None:
+    """Why this device cannot run the case, or None."""
+    if device.type not in ("cpu", "cuda"):
+        return f"collectives run on cpu (gloo) or cuda (nccl): torch.distributed has no backend for {device.type}"
+    if case.world_size < 2:
+        gpus = f" (this machine has {torch.cuda.device_count()} GPU)" if device.type == "cuda" else ""
+        return f"collectives need two or more ranks: --nproc is {case.world_size}{gpus}"
+    if case.backend == "nccl" and not dist.is_nccl_available():
+        return "this torch was built without NCCL"
+    if elements(case.op, case.size, case.world_size) == 0:
+        return f"{bytes_size(case.size)} holds less than one fp32 element per rank over {case.world_size} ranks"
+    return memory_skip(case.size, device)
+
+
+class WrongResult(Diverged):
+    """A collective that left a wrong result on a rank: a failed row, whatever its speed."""
+
+    prefix = "wrong result"
+
+
+def mismatch_text(point: dict[str, Any]) -> str:
+    """'2048 elements wrong (nccl-tests' #wrong): rank 1: 1024 wrong, first at element 0: 4 instead of 3; ...'"""
+    ranks = "; ".join(f"rank {rank:.0f}: {wrong:.0f} wrong, first at element {index:.0f}: {got:g} instead of {want:g}"
+                      for rank, wrong, index, got, want in point["mismatches"][:4])
+    return (f"{point['wrong']} elements wrong (nccl-tests' #wrong) in {point['op']} of {bytes_size(point['size'])}: "
+            f"{ranks} — the collective library, its transport or a device corrupted the data: rerun; if it repeats "
+            "on GPUs, see whether nccl-tests alone reproduces it")
+
+
+def point_figures(case: CollectiveCase, point: dict[str, Any], stats: SampleStats) -> dict[str, Any]:
+    """algbw and busbw from the slowest rank's median time per call; a wrong result fails the row."""
+    if point["wrong"]:
+        raise WrongResult(mismatch_text(point), {"wrong_elements": point["wrong"]})
+    algbw = algbw_gbps(elements(case.op, case.size, case.world_size) * ELEMENT_BYTES, stats.median_s)
+    # A case after the launch's first is recorded after the launch ended: its own load reading
+    # would miss the launch, so the launch's is carried to every case it timed.
+    busy_frac = point.get("launch_busy_frac", 0.0)
+    busy = [f"other processes used {busy_frac:.0%} of the CPU during the launch"] if busy_frac > BUSY_FRAC else []
+    return {"algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(case.op, case.world_size), "wrong_elements": 0,
+            "iterations": point["iterations"], "round_s": stats.median_s * point["iterations"],
+            "peak_mem_bytes": None, "mem_source": None,  # this process's memory is not the ranks'
+            "flags": ["busy"] if busy else [], "reason": "; ".join([SAMPLES_NOTE, *busy])}
+
+
+def point_columns(case: CollectiveCase, point: dict[str, Any]) -> dict[str, Any]:
+    """A standalone worker's row (collectives_worker --results-dir): measurement and figures, or failed."""
+    stats = summarize(point["samples_s"])
+    columns = measured_row(stats, RoundPlan(0, point["iterations"], stats.rounds, 0.0), point["samples_s"])
+    try:
+        figures = point_figures(case, point, stats)
+    except WrongResult as wrong:
+        return failure_columns(wrong)[0]
+    columns.update(figures, flags=";".join(figures["flags"]), status="ok")
+    return columns
+
+
+@dataclass(frozen=True)
+class LaunchKey:
+    """One launch: every size of every collective a build process runs on one set of ranks."""
+
+    device_type: str
+    profile: str
+    build: int
+    world_size: int
+    backend: str
+    sizes: tuple[int, ...]
+    worker: str
+
+    def points(self) -> set[tuple[str, int]]:
+        """(op, size) of every result the launch reports (the worker leaves out sizes below one element per chunk)."""
+        return {(op, size) for op in OPS for size in self.sizes if elements(op, size, self.world_size)}
+
+
+@dataclass
+class Launched:
+    points: dict[tuple[str, int], dict[str, Any]]
+    error: str = ""
+    busy_frac: float = 0.0  # other processes' share of the CPU during the launch (harness.machine_load)
+    taken: set[tuple[str, int]] = field(default_factory=set)
+
+
+_LAUNCHED: dict[LaunchKey, Launched] = {}
+
+
+def launch_key(case: CollectiveCase, ctx: BuildContext, worker: str) -> LaunchKey:
+    sizes = tuple(size for size in ladder(ctx.profile, ctx.device.type) if memory_skip(size, ctx.device) is None)
+    return LaunchKey(ctx.device.type, str(ctx.profile), ctx.build_index, case.world_size, case.backend, sizes, worker)
+
+
+def worker_command(key: LaunchKey, result_json: Path) -> list[str]:
+    """torchrun on this node (--standalone), rank 0 reporting to `result_json`; every rank beats beside it."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={key.world_size}",
+            "-m", key.worker,
+            f"--device-type={key.device_type}", f"--profile={key.profile}", f"--ops={','.join(OPS)}",
+            f"--sizes={','.join(map(str, key.sizes))}", f"--result-json={result_json}",
+            f"--timeout-s={COLLECTIVE_TIMEOUT_S[key.profile]:g}", f"--heartbeat-dir={heartbeat_dir(result_json)}"]
+
+
+def launch_ladder(key: LaunchKey) -> Launched:
+    """One launch through the DDP workload's launcher (timeout, heartbeat, the failing rank named)."""
+    sweep_stale_workdirs()
+    # The ddp workdirs' prefix: their sweep removes one a killed run left.
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}collectives-"))
+    load = LoadMeter()
+    try:
+        result_json = workdir / "rank0.json"
+        report = launch(worker_command(key, result_json), result_json, LAUNCH_TIMEOUT_S[key.profile],
+                        HEARTBEAT_STALL_S[key.profile])
+    except Exception as error:  # noqa: BLE001 - every case of the launch fails with its reason
+        return Launched({}, error=" ".join(str(error).split()) or type(error).__name__)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return Launched({(point["op"], point["size"]): point for point in report["points"]}, busy_frac=load.busy_frac())
+
+
+def take_point(case: CollectiveCase, ctx: BuildContext, worker: str) -> dict[str, Any]:
+    """This case's result from the build's launch, launching when none holds it untaken."""
+    key = launch_key(case, ctx, worker)
+    launched = _LAUNCHED.get(key)
+    if launched is None or (case.op, case.size) in launched.taken:
+        launched = _LAUNCHED[key] = launch_ladder(key)
+    launched.taken.add((case.op, case.size))
+    if launched.taken >= key.points():  # every case has its result: nothing is kept past them
+        del _LAUNCHED[key]
+    if launched.error:
+        raise RuntimeError(launched.error)
+    point = launched.points.get((case.op, case.size))
+    if point is None:
+        raise RuntimeError(f"the launch reported no result for {case.case_id}")
+    return dict(point, launch_busy_frac=launched.busy_frac)
+
+
+def build(case: CollectiveCase, ctx: BuildContext, worker: str = WORKER) -> Timed:
+    """`worker`: the module torchrun starts on every rank (a test passes one with a broken collective)."""
+    reason = skip_reason(case, ctx.device)
+    if reason:
+        raise CaseSkipped(reason)
+    return Timed(fn=lambda: take_point(case, ctx, worker), plan=RoundPlan(0, 1, 1, 0.0),
+                 figures=lambda stats, point: point_figures(case, point, stats),
+                 windows=lambda point: point["samples_s"], energy=False, energy_note=ENERGY_NOTE)
+
+
+WORKLOAD = Workload(SPEC, cases, build)
