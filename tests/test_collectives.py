@@ -299,6 +299,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.process
 def test_a_rank_adding_the_wrong_tensor_fails_the_all_reduce_rows_only(tmp_path, monkeypatch) -> None:
     """One torchrun launch of two gloo ranks (~15-40 s here): the corruption must travel through a
     real reduction between processes, and the suite's launch and rows must report it."""
@@ -316,6 +317,7 @@ def test_a_rank_adding_the_wrong_tensor_fails_the_all_reduce_rows_only(tmp_path,
     assert len(ok) == 10 and all(row["busbw_gbps"] > 0 and row["wrong_elements"] == 0 for row in ok)
 
 
+@pytest.mark.process
 def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     """gpubench run, as a user runs it: one build process, one torchrun launch (~30-60 s here)."""
     command = [sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "collectives",
