@@ -82,13 +82,16 @@ class IdRule:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One panel per machine: `y` against `x`, a line per value of `hue` (columns of the cases)."""
+    """One panel per machine: `y` against `x`, a line per value of `hue` (columns of the cases).
+    With `bars`, a horizontal bar of `y` per value of `x` instead (cases that are settings, not a
+    ladder), coloured by `hue`."""
 
     x: str
     y: str
     hue: str | None = None
     logx: bool = False
     logy: bool = False
+    bars: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,18 @@ class ReportSection:
 
 
 @dataclass(frozen=True)
+class SummaryFigure:
+    """One row of the report's summary, per machine: among the workload's cases whose columns equal
+    `where`, the one with the steadiest best `figure` (reports.intervals.steady_best); `text`
+    writes its cell from that case's columns (the spread between builds is appended)."""
+
+    label: str
+    figure: str
+    text: Callable[[Mapping[str, Any]], str]
+    where: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     id_rule: IdRule
@@ -114,3 +129,4 @@ class WorkloadSpec:
     headlines: tuple[tuple[str, str], ...] = ()  # (column, format) for the one-line terminal summary
     columns: tuple[Column, ...] = ()  # columns this workload adds to the results schema
     report: ReportSection | None = None
+    summary: tuple[SummaryFigure, ...] = ()  # rows of the report's summary

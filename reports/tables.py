@@ -272,6 +272,22 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
     return steady_best(cases[(cases["machine"] == machine) & mask].dropna(subset=[figure]), figure)
 
 
+def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
+    """The summary rows workloads declare (harness.workload_spec.SummaryFigure), for one machine."""
+    from harness.catalog import specs
+
+    out: dict[str, str] = {}
+    for name, spec in specs().items():
+        for figure in spec.summary:
+            mask = cases["workload"] == name
+            for column, value in figure.where.items():
+                mask &= cases[column] == value if column in cases else False
+            best = _best(cases, machine, mask, figure.figure) if figure.figure in cases else None
+            if best is not None:
+                out[figure.label] = figure.text(best) + _pm(best["spread"])
+    return out
+
+
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings (an Md
     where a setting is shown as code; plain text is escaped when the table is rendered)."""
@@ -316,6 +332,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     notes = sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes}) if energy_notes and "source_file" in mine else []
     if not measured and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
+    out.update(declared_summary(cases, machine))
     if machine != baseline:
         interval = speedup_interval(frame, baseline, machine)
         if interval is not None:
@@ -351,6 +368,7 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
     order = known[:at] + targets + known[at:]
     order += [key for key in seen if key not in order]
+    order.sort(key=lambda key: key == "flagged · not ok rows")  # stable: the count of what went wrong stays last
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
 
 
