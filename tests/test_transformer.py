@@ -149,7 +149,7 @@ def run_build(case: TransformerCase, profile: Profile = Profile.SMOKE) -> tuple[
 
 def test_a_step_trains_and_its_figures_count_tokens_and_flops() -> None:
     case = base_case("tiny", "fp32", "math")
-    timed, _ = run_build(case)
+    timed, results = run_build(case)
     try:
         figures = timed.figures(summarize([0.5] * 5), None)
     finally:
@@ -158,6 +158,7 @@ def test_a_step_trains_and_its_figures_count_tokens_and_flops() -> None:
     flops = gpt.flops_per_token(figures["n_params"], 2, 2, 32, 64) * TINY.tokens_per_step
     assert figures["tflops"] == pytest.approx(flops / 0.5 / 1e12)
     assert figures["mfu"] is None and figures["peak_tflops"] is None  # no datasheet peak for a CPU
+    assert figures["train_loss"] == pytest.approx(results[-1].detach().item())  # the last timed step's, not a warm-up step's
     assert 0 < figures["train_loss"] < 5.6  # below ln(256): it learned
 
 
