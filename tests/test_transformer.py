@@ -106,6 +106,15 @@ def test_the_model_runs_the_attention_backend_it_names(backend: str, kernel: str
     assert not others & ops
 
 
+def test_a_step_that_runs_another_attention_kernel_is_caught() -> None:
+    flash = base_case("tiny", "fp32", "flash")
+    step = transformer.TrainStep(flash, CPU)
+    assert transformer.attention_mismatch(flash, step) is None
+    assert transformer.attention_mismatch(base_case("tiny", "fp32", "math"), step) == (
+        "the eager step ran flash attention, not math: the setting did not hold")
+    assert len(step.losses) == 2  # each check is one training step (a warm-up step in a build)
+
+
 def test_a_backend_the_cpu_cannot_run_is_skipped_with_the_reason() -> None:
     for backend in ("math", "flash"):
         case = replace(base_case("tiny", "fp32", "math"), sdpa_backend=backend)

@@ -82,7 +82,8 @@ class CausalSelfAttention(nn.Module):
         batch, seq, width = x.shape
         shape = (batch, seq, self.n_head, width // self.n_head)
         q, k, v = (t.view(shape).transpose(1, 2) for t in self.qkv(x).split(width, dim=2))
-        # Inside the module, so torch.compile traces the choice into its graph rather than reading a global flag.
+        # Here, so a forward alone runs the named backend and torch.compile guards its graph on it; the
+        # training step also sets it around the whole call, where the compiled graph's kernel is chosen.
         with sdpa_kernel(self.backend):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).contiguous().view(batch, seq, width))

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
+from torch.nn.attention import sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
 
 from harness.cases import Case, CaseSkipped, Diverged
 from harness.catalog.transformer import SPEC
@@ -39,6 +41,12 @@ from harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
 
 PRECISIONS = ("fp32", "bf16")
 BATCH_POOL = 4  # distinct batches the steps cycle through
+# The attention kernels (as the profiler names them) that show which fused backend ran; math runs as matmuls.
+FUSED_KERNELS: dict[str, tuple[str, ...]] = {
+    "flash": ("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_flash_attention_for_cpu"),
+    "efficient": ("aten::_scaled_dot_product_efficient_attention",),
+    "cudnn": ("aten::_scaled_dot_product_cudnn_attention",),
+}
 # Warm-up and timed steps per profile. The warm-up holds the compilation and the allocator's growth;
 # the timed steps are one more than a multiple of the pool, so the last trains on the first's batch.
 STEPS: dict[str, tuple[int, int]] = {"smoke": (2, 5), "quick": (2, 9), "full": (3, 21)}
@@ -141,7 +149,8 @@ class TrainStep:
     """One AdamW step on the next batch of the pool; the loss stays on the device in `losses`."""
 
     def __init__(self, case: TransformerCase, device: torch.device, seed: int = 0) -> None:
-        self.model = GPT(case.config, SDPA_BACKENDS[case.sdpa_backend], seed).to(device)
+        self.backend = SDPA_BACKENDS[case.sdpa_backend]
+        self.model = GPT(case.config, self.backend, seed).to(device)
         self.optimizer = optimizer_for(case, self.model)
         self.forward: Callable[..., torch.Tensor] = (self.model if case.compile_mode == "none"
                                                      else torch.compile(self.model, mode=case.compile_mode))
@@ -151,9 +160,11 @@ class TrainStep:
 
     def __call__(self) -> torch.Tensor:
         tokens, targets = self.batches[len(self.losses) % len(self.batches)]
-        with self.autocast():
+        # Also around the call, not only inside the model: torch.compile traces the kernel choice from the
+        # process's flags and would otherwise pick its own (flash for a math case on a CPU).
+        with sdpa_kernel(self.backend), self.autocast():
             loss = self.forward(tokens, targets)
-        loss.backward()
+            loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.losses.append(loss.detach())
@@ -211,6 +222,20 @@ def with_fp32_matmuls() -> Callable[[], None]:
     return lambda: torch.set_float32_matmul_precision(previous)
 
 
+def attention_mismatch(case: TransformerCase, step: TrainStep) -> str | None:
+    """Why the step did not run the attention backend it names, found from the kernels one step
+    calls under the profiler (eager or compiled; a fused backend has its own kernel, math none)."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    names = {event.key for event in prof.key_averages()}
+    ran = {backend for backend, kernels in FUSED_KERNELS.items() if names.intersection(kernels)}
+    if ran == ({case.sdpa_backend} & set(FUSED_KERNELS)):
+        return None
+    how = "compiled" if case.compile_mode != "none" else "eager"
+    ran_text = ", ".join(sorted(ran)) or "math"
+    return f"the {how} step ran {ran_text} attention, not {case.sdpa_backend}: the setting did not hold"
+
+
 def build(case: TransformerCase, ctx: BuildContext) -> Timed:
     reason = skip_reason(case, ctx.device)
     if reason:
@@ -219,8 +244,11 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
     try:
         step = TrainStep(case, ctx.device, seed=ctx.build_index)
         warmup, timed_steps = STEPS[str(ctx.profile)]
-        for _ in range(warmup):  # compiles (forward and backward) and grows the allocator, outside the samples
+        for _ in range(warmup - 1):  # compiles (forward and backward) and grows the allocator, outside the samples
             step()
+        mismatch = attention_mismatch(case, step)  # the last warm-up step
+        if mismatch:
+            raise CaseSkipped(mismatch)
         step.losses.clear()  # the timed steps' losses are the first ones from here
     except BaseException:
         restore()
