@@ -7,6 +7,7 @@ import csv
 import json
 import subprocess
 import sys
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from harness.cases import CaseSkipped, Diverged
 from harness.context import BuildContext
 from harness.measure import Timed
+from harness.peaks import peak_tflops
 from harness.profiles import Profile
 from harness.stats import summarize
 from harness.timing import SyncedClock
@@ -126,6 +128,19 @@ def test_a_backend_the_cpu_cannot_run_is_skipped_with_the_reason() -> None:
             transformer.build(case, ctx())
 
 
+def test_torchs_warnings_say_why_a_backend_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on CUDA, where torch warns with each check a backend failed before it raises."""
+    def refusing(*args, **kwargs):
+        warnings.warn("Flash attention requires q, k, v to have the same last dimension\nand more", UserWarning)
+        warnings.warn("Flash attention does not support fp32 inputs", UserWarning)
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", refusing)
+    assert transformer.backend_skip_reason(base_case("tiny", "fp32", "flash"), CPU) == (
+        "sdpa backend flash cannot run fp32 attention on cpu: Flash attention requires q, k, v to have the same "
+        "last dimension; Flash attention does not support fp32 inputs")
+
+
 def test_a_fused_optimizer_torch_refuses_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     real = torch.optim.AdamW
 
@@ -167,7 +182,8 @@ def test_a_step_trains_and_its_figures_count_tokens_and_flops() -> None:
     flops = gpt.flops_per_token(figures["n_params"], 2, 2, 32, 64) * TINY.tokens_per_step
     assert figures["tflops"] == pytest.approx(flops / 0.5 / 1e12)
     assert figures["mfu"] is None and figures["peak_tflops"] is None  # no datasheet peak for a CPU
-    assert figures["train_loss"] == pytest.approx(results[-1].detach().item())  # the last timed step's, not a warm-up step's
+    # the last timed step's loss, not a warm-up step's
+    assert figures["train_loss"] == pytest.approx(results[-1].detach().item())
     assert 0 < figures["train_loss"] < 5.6  # below ln(256): it learned
 
 
@@ -225,3 +241,29 @@ def test_a_run_writes_its_rows_summary_and_section(tmp_path: Path) -> None:
     assert "| tiny | bf16 | none | math | adamw |" in report
     assert "| tiny transformer step, fastest | " in report.split("## Summary")[1].split("\n## ")[0]
     assert (tmp_path / "gpt-report" / "transformer.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
+def test_a_gpu_runs_each_backend_it_can_and_names_why_not_the_rest() -> None:
+    gpu = torch.device("cuda", 0)
+    context = BuildContext(gpu, Profile.SMOKE, SyncedClock(gpu))
+    outcome: dict[str, object] = {}
+    for backend in gpt.SDPA_BACKENDS:
+        try:
+            timed = transformer.build(base_case("tiny", "bf16", backend, "adamw-fused"), context)
+        except CaseSkipped as skipped:
+            outcome[backend] = str(skipped)
+            continue
+        try:
+            for _ in range(transformer.STEPS["smoke"][1]):
+                timed.fn()
+            outcome[backend] = timed.figures(summarize([0.01] * 5), None)
+        finally:
+            timed.cleanup()
+    assert isinstance(outcome["math"], dict)
+    for backend, result in outcome.items():
+        assert isinstance(result, dict) or f"sdpa backend {backend} cannot run bf16 attention on cuda" in result, result
+    if peak_tflops(torch.cuda.get_device_name(gpu), "bf16"):
+        assert outcome["math"]["mfu"] > 0
+    fp32_flash = transformer.backend_skip_reason(base_case("tiny", "fp32", "flash"), gpu)
+    assert fp32_flash and fp32_flash.startswith("sdpa backend flash cannot run fp32 attention on cuda: "), fp32_flash
