@@ -1,12 +1,13 @@
 """A GPT-style decoder's training step (harness.workloads.gpt): tokens/s, step time, peak memory and
-MFU — the model's FLOP/s over the device's datasheet peak in the case's precision, as nanoGPT, PaLM
-(appendix B) and MLPerf report it. Settings: model size, precision (fp32, bf16 autocast),
-torch.compile, the attention backend (torch.nn.attention.sdpa_kernel) and the fused AdamW.
+MFU — the model's FLOP/s over the device's datasheet peak in the case's precision, as nanoGPT and
+PaLM (appendix B) report it. Settings: model size, precision (fp32, bf16 autocast), torch.compile,
+the attention backend (torch.nn.attention.sdpa_kernel) and the fused AdamW.
 
 Each sample is one training step (forward, backward, optimizer step, zeroed gradients) between two
 reads of the synced clock; the warm-up steps, and with them the compilation, run in the build. The
 loss of every timed step is kept on the device and read once afterwards: a loss that is not finite,
-or that does not fall over the timed steps of this learnable token stream, fails the row."""
+or that is no lower when the first timed step's batch of this learnable token stream comes round
+again, fails the row."""
 
 from __future__ import annotations
 
@@ -200,7 +201,7 @@ def model_figures(case: TransformerCase, params: int, median_s: float, device_na
 def step_figures(case: TransformerCase, step: TrainStep,
                  device_name: str) -> Callable[[SampleStats, Any], dict[str, Any]]:
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
-        timed = [float(x) for x in torch.stack(step.losses[:stats.rounds]).float().cpu()]  # the one read of the losses
+        timed = torch.stack(step.losses[:stats.rounds]).float().cpu().tolist()  # the one read of the losses
         columns = model_figures(case, counted_params(step.model), stats.median_s, device_name)
         columns["train_loss"] = timed[-1] if timed else None
         why = loss_check(timed)
