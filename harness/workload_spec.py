@@ -82,13 +82,16 @@ class IdRule:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One panel per machine: `y` against `x`, a line per value of `hue` (columns of the cases)."""
+    """One panel per machine: `y` against `x`, a line per value of `hue` (columns of the cases).
+    With `bars`, a horizontal bar of `y` per value of `x` instead (cases that are settings, not a
+    ladder), coloured by `hue`."""
 
     x: str
     y: str
     hue: str | None = None
     logx: bool = False
     logy: bool = False
+    bars: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,15 +110,20 @@ class ReportSection:
 
 @dataclass(frozen=True)
 class SummaryFigure:
-    """One row a workload adds to the report's summary, per machine: `column` of its best ok case
-    (the highest lower quartile over builds) among those whose settings match `where`, kept to
-    the cases at the largest value of `at_largest` when given; shown as `fmt` and the case."""
+    """One row a workload adds to the report's summary, per machine: among its cases whose columns
+    equal `where` (kept to those at the largest value of `at_largest` when given), the one with the
+    steadiest best `figure` (reports.intervals.steady_best). `text` writes the cell from that case's
+    columns: a str.format template ("{tflops:.3g} TFLOP/s ({setting})") or a function for a cell with
+    a part that may be missing. The spread between builds is appended."""
 
     label: str
-    column: str
-    fmt: str
+    figure: str
+    text: str | Callable[[Mapping[str, Any]], str]
     where: Mapping[str, Any] = field(default_factory=dict)
     at_largest: str | None = None
+
+    def cell(self, best: Mapping[str, Any]) -> str:
+        return self.text.format(**best) if isinstance(self.text, str) else self.text(best)
 
 
 @dataclass(frozen=True)

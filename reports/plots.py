@@ -243,13 +243,41 @@ def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "compile.png")
 
 
+def _bar_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path:
+    """One panel per machine: a horizontal bar of `spec.y` per value of `spec.x`, coloured by `spec.hue`."""
+    machines = sorted(rows["machine"].unique())
+    most = int(rows.groupby("machine").size().max())
+    fig, axes = _panels(len(machines), width=6.0, height=0.32 * most + 1.2, columns=2)
+    hues = sorted(rows[spec.hue].astype(str).unique()) if spec.hue else [""]
+    colours = {hue: f"C{index % 10}" for index, hue in enumerate(hues)}
+    for ax, machine in zip(axes, machines):
+        group = rows[rows["machine"] == machine].sort_values(spec.y)
+        keys = group[spec.hue].astype(str) if spec.hue else pd.Series("", index=group.index)
+        ax.barh(group[spec.x].astype(str), group[spec.y], color=[colours[k] for k in keys])
+        for hue in dict.fromkeys(keys) if spec.hue else ():
+            ax.barh([], [], color=colours[hue], label=f"{spec.hue}={hue}")  # one legend entry per hue
+        values = group[spec.y][group[spec.y] > 0]
+        wide = spec.logy and len(values) > 1 and values.max() / values.min() >= 10  # log only where the bars span a decade
+        if wide:
+            ax.set_xscale("log")
+            _plain_numbers(ax, "x")
+        ax.set_title(machine, fontsize=9)
+        ax.set_xlabel(f"{spec.y} (log)" if wide else spec.y)
+        ax.tick_params(axis="y", labelsize=8)
+    if spec.hue:
+        _legend(fig, axes)
+    return _save(fig, path)
+
+
 @literal_labels
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     """A workload's declared plot: one panel per machine, `spec.y` over `spec.x`, a line per value
-    of `spec.hue` (harness.workload_spec.PlotSpec)."""
+    of `spec.hue` (harness.workload_spec.PlotSpec), or bars."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None
+    if spec.bars:
+        return _bar_plot(rows, spec, path)
     machines = sorted(rows["machine"].unique())
     fig, axes = _panels(len(machines), width=5.0, height=3.6, columns=2)
     for ax, machine in zip(axes, machines):

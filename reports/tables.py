@@ -272,6 +272,27 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
     return steady_best(cases[(cases["machine"] == machine) & mask].dropna(subset=[figure]), figure)
 
 
+def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
+    """The summary rows workloads declare (harness.workload_spec.SummaryFigure), for one machine."""
+    from harness.catalog import specs
+
+    out: dict[str, str] = {}
+    for name, spec in specs().items():
+        for figure in spec.summary:
+            if figure.figure not in cases or any(column not in cases for column in figure.where):
+                continue
+            mask = (cases["machine"] == machine) & (cases["workload"] == name)
+            for column, value in figure.where.items():
+                mask &= cases[column] == value
+            rows = cases[mask].dropna(subset=[figure.figure])
+            if figure.at_largest and not rows.empty:
+                rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
+            best = steady_best(rows, figure.figure)
+            if best is not None:
+                out[figure.label] = figure.cell(best.to_dict()) + _pm(best["spread"])
+    return out
+
+
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings (an Md
     where a setting is shown as code; plain text is escaped when the table is rendered)."""
@@ -328,26 +349,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     return out
 
 
-def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
-    """The summary rows workloads declare (harness.workload_spec.SummaryFigure), each with its case."""
-    from harness.catalog import specs
-
-    out: dict[str, str] = {}
-    for name, spec in specs().items():
-        for figure in spec.summary:
-            mask = (cases["machine"] == machine) & (cases["workload"] == name)
-            for column, value in figure.where.items():
-                mask &= (cases[column] == value) if column in cases else False
-            rows = cases[mask].dropna(subset=[figure.column]) if figure.column in cases else cases.iloc[0:0]
-            if figure.at_largest and not rows.empty:
-                rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
-            best = steady_best(rows, figure.column)
-            if best is not None:
-                value = figure.fmt.format(best[figure.column])
-                out[figure.label] = Md("{} {}{}").format(value, code(best["setting"]), _pm(best["spread"]))
-    return out
-
-
+MICRO_ROWS = 8  # SUMMARY_ORDER's rows up to the host->device one: the micro-benchmarks; declared rows follow them
 SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best", "matmul bf16, best",
                  "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch", "fastest epoch, equal accuracy",
                  "energy per template epoch", "matmul per watt, best", "energy", "flagged · not ok rows")
@@ -371,9 +373,8 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     known = [key for key in SUMMARY_ORDER if key in seen]
     at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
     order = known[:at] + targets + known[at:]
-    declared = [key for key in seen if key not in order]  # workloads' own rows: before how the run went
-    outcome = [key for key in order if key in ("energy", "flagged · not ok rows")]
-    order = [key for key in order if key not in outcome] + declared + outcome
+    micro = sum(key in SUMMARY_ORDER[:MICRO_ROWS] for key in order)
+    order = order[:micro] + [key for key in seen if key not in order] + order[micro:]  # workloads' rows after the micro ones
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
 
 

@@ -269,8 +269,8 @@ def test_the_summary_row_is_all_reduce_busbw_at_the_largest_size() -> None:
         "setting": ["all_reduce-1MiB-x2-gloo", "all_reduce-32MiB-x2-gloo", "broadcast-1GiB-x2-gloo",
                     "all_reduce-1MiB-x2-gloo"],
     })
-    assert declared_summary(cases, "a") == {"all_reduce busbw, largest size": "5 GB/s `all_reduce-32MiB-x2-gloo` ±10%"}
-    assert declared_summary(cases, "b") == {"all_reduce busbw, largest size": "7 GB/s `all_reduce-1MiB-x2-gloo`"}
+    assert declared_summary(cases, "a") == {"all_reduce busbw, largest size": "5 GB/s (all_reduce-32MiB-x2-gloo) ±10%"}
+    assert declared_summary(cases, "b") == {"all_reduce busbw, largest size": "7 GB/s (all_reduce-1MiB-x2-gloo)"}
     assert declared_summary(cases, "c") == {}
     assert spec_for("collectives").report.plot.logx and spec_for("collectives").report.plot.logy
 

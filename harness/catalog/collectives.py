@@ -75,6 +75,6 @@ SPEC = WorkloadSpec(
         plot=PlotSpec(x="size", y="busbw_gbps", hue="op", logx=True, logy=True),
         order=105,
     ),
-    summary=(SummaryFigure("all_reduce busbw, largest size", "busbw_gbps", "{:.3g} GB/s", where={"op": "all_reduce"},
-                           at_largest="size"),),
+    summary=(SummaryFigure("all_reduce busbw, largest size", "busbw_gbps", "{busbw_gbps:.3g} GB/s ({setting})",
+                           where={"op": "all_reduce"}, at_largest="size"),),
 )

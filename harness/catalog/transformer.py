@@ -1,0 +1,53 @@
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from harness.columns import Column
+from harness.workload_spec import (
+    IdRule,
+    PlotSpec,
+    ReportSection,
+    SummaryFigure,
+    WorkloadSpec,
+)
+
+
+def _training(best: Mapping[str, Any]) -> str:
+    """A summary cell: tokens/s of the fastest setting, and its MFU where the device has a peak."""
+    mfu = best.get("mfu")
+    share = f", MFU {mfu:.0%}" if isinstance(mfu, float) and math.isfinite(mfu) else ""
+    return f"{best['tokens_per_s']:.3g} tokens/s ({best['setting']}){share}"
+
+
+SPEC = WorkloadSpec(
+    name="transformer",
+    id_rule=IdRule(("model", "precision", "compile_mode", "sdpa_backend", "optimizer"),
+                   defaults={"compile_mode": "none", "optimizer": "adamw"},
+                   always=frozenset({"model", "precision", "sdpa_backend"})),
+    builds={"smoke": 1, "quick": 2, "full": 5},  # each sample is a training step already
+    markers=("training",),
+    headlines=(("tokens_per_s", "{:.4g} tokens/s"), ("tflops", "{:.3g} model TFLOP/s"), ("mfu", "MFU {:.1%}")),
+    columns=(
+        Column("seq_len", "int", "case"),  # tokens per sequence (the model's context)
+        Column("sdpa_backend", "str", "case"),  # math, flash, efficient, cudnn (torch.nn.attention.SDPBackend)
+        Column("optimizer", "str", "case"),  # adamw (torch's default implementation) or adamw-fused
+        Column("n_params", "int", "figure"),  # N of the FLOP count: every parameter but the position embedding
+        Column("tokens_per_s", "float", "figure", "tokens/s"),
+        Column("mfu", "float", "figure", "frac"),  # model FLOP/s over the device's datasheet peak in the precision
+    ),
+    report=ReportSection(
+        "Transformer training step (GPT-style decoder)",
+        intro="One AdamW training step of a GPT-style decoder (nanoGPT's shape: pre-LayerNorm blocks, causal "
+              "scaled_dot_product_attention, tied output head) on a learnable synthetic token stream; a step whose "
+              "loss does not fall over the timed steps is a failed row. `tflops` counts the model's FLOPs, "
+              "6·N + 12·L·H·Q·T "
+              "per token (PaLM appendix B); `mfu` divides them by the datasheet peak in the case's precision (empty "
+              "where gpubench knows no peak: CPUs). Medians over builds; `spread` between builds.",
+        table=("machine", "model", "precision", "compile_mode", "sdpa_backend", "optimizer", "batch_size", "seq_len",
+               "tokens_per_s", "step_s", "spread", "tflops", "mfu", "peak_mem_bytes", "flags"),
+        plot=PlotSpec(x="setting", y="tokens_per_s", hue="model", logy=True, bars=True),
+        order=65,
+    ),
+    summary=(SummaryFigure("tiny transformer step, fastest", "tokens_per_s", _training, {"model": "tiny"}),
+             SummaryFigure("gpt2-125m step, fastest", "tokens_per_s", _training, {"model": "gpt2-125m"})),
+)

@@ -1,0 +1,262 @@
+"""A GPT-style decoder's training step (harness.workloads.gpt): tokens/s, step time, peak memory and
+MFU — the model's FLOP/s over the device's datasheet peak in the case's precision, as nanoGPT and
+PaLM (appendix B) report it. Settings: model size, precision (fp32, bf16 autocast), torch.compile,
+the attention backend (torch.nn.attention.sdpa_kernel) and the fused AdamW.
+
+Each sample is one training step (forward, backward, optimizer step, zeroed gradients) between two
+reads of the synced clock; the warm-up steps, and with them the compilation, run in the build. The
+loss of every timed step is kept on the device and read once afterwards: a loss that is not finite,
+or that is no lower when the first timed step's batch of this learnable token stream comes round
+again, fails the row."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import torch
+from torch.nn.attention import sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+
+from harness.cases import Case, CaseSkipped, Diverged
+from harness.catalog.transformer import SPEC
+from harness.context import BuildContext
+from harness.measure import Timed
+from harness.peaks import peak_tflops
+from harness.plan import RoundPlan
+from harness.stats import SampleStats
+from harness.workload import Workload
+from harness.workloads.gpt import (
+    CONFIGS,
+    GPT,
+    SDPA_BACKENDS,
+    GPTConfig,
+    counted_params,
+    flops_per_token,
+    token_batches,
+)
+from harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
+
+PRECISIONS = ("fp32", "bf16")
+BATCH_POOL = 4  # distinct batches the steps cycle through
+# The attention kernels (as the profiler names them) that show which fused backend ran; math runs as matmuls.
+FUSED_KERNELS: dict[str, tuple[str, ...]] = {
+    "flash": ("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_flash_attention_for_cpu"),
+    "efficient": ("aten::_scaled_dot_product_efficient_attention",),
+    "cudnn": ("aten::_scaled_dot_product_cudnn_attention",),
+}
+# Warm-up and timed steps per profile. The warm-up holds the compilation and the allocator's growth;
+# the timed steps are one more than a multiple of the pool, so the last trains on the first's batch.
+STEPS: dict[str, tuple[int, int]] = {"smoke": (2, 5), "quick": (2, 5), "full": (3, 21)}
+
+
+@dataclass(frozen=True)
+class TransformerCase(Case):
+    workload: ClassVar[str] = "transformer"
+    model: str  # a name in gpt.CONFIGS
+    precision: str
+    compile_mode: str
+    sdpa_backend: str
+    optimizer: str  # adamw: torch's default implementation (foreach on CUDA); adamw-fused: fused=True
+    batch_size: int
+    seq_len: int
+
+    @property
+    def config(self) -> GPTConfig:
+        return CONFIGS[self.model]
+
+
+def base_case(model: str, precision: str, backend: str, optimizer: str = "adamw") -> TransformerCase:
+    config = CONFIGS[model]
+    return TransformerCase(model, precision, "none", backend, optimizer, config.batch_size, config.seq_len)
+
+
+def sweep(base: TransformerCase, compiled: bool) -> list[TransformerCase]:
+    """One setting at a time around `base`: the other precision, every attention backend, the
+    other optimizer and, with `compiled`, torch.compile."""
+    other_optimizer = "adamw" if base.optimizer == "adamw-fused" else "adamw-fused"
+    cases = [base] + [replace(base, precision=p) for p in PRECISIONS if p != base.precision]
+    cases += [replace(base, sdpa_backend=b) for b in SDPA_BACKENDS if b != base.sdpa_backend]
+    cases += [replace(base, optimizer=other_optimizer)]
+    return cases + ([replace(base, compile_mode="default")] if compiled else [])
+
+
+def cases(ctx: BuildContext) -> list[TransformerCase]:
+    """The CPU runs `tiny`; a cold torch.compile of it takes 20 s to 2 minutes on a 2-core CPU, so
+    its compiled case is in the smoke and full profiles there, not the quick one. A GPU adds GPT-2
+    small (125M) in bf16 with flash attention and the fused optimizer, each setting swept around
+    it (fp32 also with the backends that run fp32); `small` joins the full profile."""
+    profile, tiny = str(ctx.profile), base_case("tiny", "fp32", "math")
+    if ctx.device.type == "cpu":
+        small = sweep(base_case("small", "fp32", "math"), compiled=False) if profile == "full" else []
+        return sweep(tiny, compiled=profile != "quick") + small
+    if profile == "smoke":  # the GPU check's smoke step has no room for a cold compile
+        return sweep(tiny, compiled=False)
+    gpt2 = base_case("gpt2-125m", "bf16", "flash", "adamw-fused")
+    fp32 = [replace(gpt2, precision="fp32", sdpa_backend=b) for b in ("math", "efficient", "cudnn")]
+    large = sweep(gpt2, compiled=True) + fp32
+    small = sweep(base_case("small", "bf16", "flash", "adamw-fused"), compiled=True) if profile == "full" else []
+    return list(dict.fromkeys(sweep(tiny, compiled=True) + small + large))
+
+
+def backend_skip_reason(case: TransformerCase, device: torch.device) -> str | None:
+    """Why this attention backend cannot run the case here, found by trying: one causal call,
+    forward and backward, of the case's head shape and dtype under sdpa_kernel. torch says why a
+    backend refused in its warnings (on CUDA); they join the reason."""
+    config, dtype = case.config, AMP_DTYPES.get(case.precision, torch.float32)
+    q = torch.randn(1, config.n_head, config.seq_len, config.head_dim, device=device, dtype=dtype, requires_grad=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            with torch.nn.attention.sdpa_kernel(SDPA_BACKENDS[case.sdpa_backend]):
+                torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+        except RuntimeError as error:
+            why = [str(w.message).split("\n")[0] for w in seen] or [str(error).split(". ")[0]]
+            what = f"sdpa backend {case.sdpa_backend} cannot run {case.precision} attention on {device.type}"
+            return f"{what}: {'; '.join(why)}"
+    return None
+
+
+def optimizer_for(case: TransformerCase, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """nanoGPT's AdamW (betas 0.9/0.95, weight decay 0.1); fused=True for adamw-fused, else torch's default."""
+    fused = True if case.optimizer == "adamw-fused" else None
+    return torch.optim.AdamW(model.parameters(), lr=case.config.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
+
+
+def fused_skip_reason(case: TransformerCase, device: torch.device) -> str | None:
+    """Why AdamW(fused=True) cannot run here, found by one step on a tiny parameter."""
+    if case.optimizer != "adamw-fused":
+        return None
+    param = torch.nn.Parameter(torch.zeros(4, device=device))
+    param.grad = torch.ones_like(param)
+    try:
+        torch.optim.AdamW([param], fused=True).step()
+    except RuntimeError as error:
+        return f"AdamW(fused=True) is not supported on {device.type} by this torch: {str(error).splitlines()[0]}"
+    return None
+
+
+def skip_reason(case: TransformerCase, device: torch.device) -> str | None:
+    if case.compile_mode != "none" and not hasattr(torch, "compile"):
+        return "torch.compile is not available in this PyTorch"
+    return (precision_skip_reason(case.precision, device) or backend_skip_reason(case, device)
+            or fused_skip_reason(case, device))
+
+
+class TrainStep:
+    """One AdamW step on the next batch of the pool; the loss stays on the device in `losses`."""
+
+    def __init__(self, case: TransformerCase, device: torch.device, seed: int = 0) -> None:
+        self.backend = SDPA_BACKENDS[case.sdpa_backend]
+        self.model = GPT(case.config, self.backend, seed).to(device)
+        self.optimizer = optimizer_for(case, self.model)
+        self.forward: Callable[..., torch.Tensor] = (self.model if case.compile_mode == "none"
+                                                     else torch.compile(self.model, mode=case.compile_mode))
+        self.batches = token_batches(case.config, device, BATCH_POOL, seed)
+        self.autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=case.precision == "bf16")
+        self.losses: list[torch.Tensor] = []
+
+    def __call__(self) -> torch.Tensor:
+        tokens, targets = self.batches[len(self.losses) % len(self.batches)]
+        # Also around the call, not only inside the model: torch.compile traces the kernel choice from the
+        # process's flags and would otherwise pick its own (flash for a math case on a CPU).
+        with sdpa_kernel(self.backend), self.autocast():
+            loss = self.forward(tokens, targets)
+            loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.losses.append(loss.detach())
+        return loss
+
+
+def loss_check(losses: list[float], period: int = BATCH_POOL) -> str | None:
+    """Why these timed steps did not train: a loss that is not finite, or a loss on the first timed
+    step's batch that is not lower when that batch comes round again (every `period` steps) the
+    last time. The same batch: a step that does not train cannot pass on an easier batch."""
+    if not all(math.isfinite(x) for x in losses):
+        return f"the loss is not finite ({', '.join(f'{x:.4g}' for x in losses)})"
+    again = (len(losses) - 1) // period * period
+    if again == 0:
+        return f"{len(losses)} timed step(s): the first step's batch never came round again ({period} batches)"
+    if losses[again] >= losses[0]:
+        return (f"the loss did not fall over {again} timed steps on the same batch "
+                f"({losses[0]:.4g} -> {losses[again]:.4g})")
+    return None
+
+
+def model_figures(case: TransformerCase, params: int, median_s: float, device_name: str) -> dict[str, Any]:
+    """tokens/s and model TFLOP/s of a step of `median_s`, and MFU where the device's peak is known."""
+    config = case.config
+    per_token = flops_per_token(params, config.n_layer, config.n_head, config.head_dim, config.seq_len)
+    tflops = per_token * config.tokens_per_step / median_s / 1e12
+    peak = peak_tflops(device_name, case.precision) if device_name else None
+    return {"n_params": params, "tokens_per_s": config.tokens_per_step / median_s,
+            "samples_per_s": config.batch_size / median_s,
+            "step_s": median_s, "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else None}
+
+
+def step_figures(case: TransformerCase, step: TrainStep,
+                 device_name: str) -> Callable[[SampleStats, Any], dict[str, Any]]:
+    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+        timed = torch.stack(step.losses[:stats.rounds]).float().cpu().tolist()  # the one read of the losses
+        columns = model_figures(case, counted_params(step.model), stats.median_s, device_name)
+        columns["train_loss"] = timed[-1] if timed else None
+        why = loss_check(timed)
+        if why:
+            raise Diverged(why, {"train_loss": columns["train_loss"], "n_params": columns["n_params"]})
+        if columns["mfu"] is not None and columns["mfu"] > 1:
+            columns["reason"] = (f"impossible: MFU {columns['mfu']:.0%} is above the datasheet peak"
+                                 " — the timing missed device work")
+        return columns
+
+    return figures
+
+
+def with_fp32_matmuls() -> Callable[[], None]:
+    """fp32 matmuls as IEEE fp32 (no TF32) for the case, so fp32's peak is the one that applies;
+    returns the function that restores the process's setting."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    return lambda: torch.set_float32_matmul_precision(previous)
+
+
+def attention_mismatch(case: TransformerCase, step: TrainStep) -> str | None:
+    """Why the step did not run the attention backend it names, found from the kernels one step
+    calls under the profiler (eager or compiled; a fused backend has its own kernel, math none)."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    names = {event.key for event in prof.key_averages()}
+    ran = {backend for backend, kernels in FUSED_KERNELS.items() if names.intersection(kernels)}
+    if ran == ({case.sdpa_backend} & set(FUSED_KERNELS)):
+        return None
+    how = "compiled" if case.compile_mode != "none" else "eager"
+    ran_text = ", ".join(sorted(ran)) or "math"
+    return f"the {how} step ran {ran_text} attention, not {case.sdpa_backend}: the setting did not hold"
+
+
+def build(case: TransformerCase, ctx: BuildContext) -> Timed:
+    reason = skip_reason(case, ctx.device)
+    if reason:
+        raise CaseSkipped(reason)
+    restore = with_fp32_matmuls()
+    try:
+        step = TrainStep(case, ctx.device, seed=ctx.build_index)
+        warmup, timed_steps = STEPS[str(ctx.profile)]
+        for _ in range(warmup - 1):  # compiles (forward and backward) and grows the allocator, outside the samples
+            step()
+        mismatch = attention_mismatch(case, step)  # the last warm-up step
+        if mismatch:
+            raise CaseSkipped(mismatch)
+        step.losses.clear()  # the timed steps' losses are the first ones from here
+    except BaseException:
+        restore()
+        raise
+    device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else ""
+    return Timed(fn=step, figures=step_figures(case, step, device_name), plan=RoundPlan(0, 1, timed_steps, 0.0),
+                 cleanup=restore, cpu_memory=step)
+
+
+WORKLOAD = Workload(SPEC, cases, build)
