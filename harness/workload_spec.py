@@ -49,6 +49,10 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "checkpointing": _flag("ckpt", "nockpt"),
     "freeze_features": _flag("freeze", "nofreeze"),
     "cudnn_benchmark": _flag("cudnnbench", "nocudnnbench"),
+    "seq_len": lambda v: f"s{v}",
+    "causal": _flag("causal", "noncausal"),
+    "heads": lambda v: f"h{v}",
+    "head_dim": lambda v: f"d{v}",
 }
 
 
@@ -82,13 +86,19 @@ class IdRule:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One panel per machine: `y` against `x`, a line per value of `hue` (columns of the cases)."""
+    """One panel per machine (and per value of the `panels` columns, where given): `y` against `x`,
+    a line per value of `hue` (one column, or several whose values name the line together)."""
 
     x: str
     y: str
-    hue: str | None = None
+    hue: str | tuple[str, ...] | None = None
     logx: bool = False
     logy: bool = False
+    panels: tuple[str, ...] = ()
+
+    @property
+    def hues(self) -> tuple[str, ...]:
+        return (self.hue,) if isinstance(self.hue, str) else tuple(self.hue or ())
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,18 @@ class ReportSection:
 
 
 @dataclass(frozen=True)
+class SummaryFigure:
+    """A row of the report's summary: per machine, the case of this workload (among those whose
+    columns equal `where`) with the highest `figure`, written by `fmt` (str.format over the case's
+    columns, e.g. "{tflops:.3g} TFLOP/s ({dtype})")."""
+
+    label: str
+    figure: str
+    fmt: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     id_rule: IdRule
@@ -114,3 +136,4 @@ class WorkloadSpec:
     headlines: tuple[tuple[str, str], ...] = ()  # (column, format) for the one-line terminal summary
     columns: tuple[Column, ...] = ()  # columns this workload adds to the results schema
     report: ReportSection | None = None
+    summary: tuple[SummaryFigure, ...] = ()  # rows this workload adds to the report's summary

@@ -243,32 +243,54 @@ def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "compile.png")
 
 
+def _hue_labels(rows: pd.DataFrame, hues: tuple[str, ...]) -> pd.Series:
+    """Each row's line name: `col=value` for every hue column, joined (one name for no hue)."""
+    if not hues:
+        return pd.Series("", index=rows.index)
+    named = rows[list(hues)].astype(str)
+    return named.apply(lambda values: ", ".join(f"{c}={v}" for c, v in zip(hues, values)), axis=1)
+
+
+def _spec_panels(rows: pd.DataFrame, panels: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per machine and, where declared, per value of the panel columns."""
+    keys = ["machine", *panels]
+    out = []
+    for values, group in rows.groupby(keys, sort=True):
+        values = values if isinstance(values, tuple) else (values,)
+        title = str(values[0]) + "".join(f" · {c}={v}" for c, v in zip(panels, values[1:]))
+        out.append((title, group))
+    return out
+
+
 @literal_labels
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
-    """A workload's declared plot: one panel per machine, `spec.y` over `spec.x`, a line per value
-    of `spec.hue` (harness.workload_spec.PlotSpec)."""
+    """A workload's declared plot: one panel per machine (and per value of `spec.panels`),
+    `spec.y` over `spec.x`, a line per value of `spec.hue` — one color per line name in every
+    panel (harness.workload_spec.PlotSpec)."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None
-    machines = sorted(rows["machine"].unique())
-    fig, axes = _panels(len(machines), width=5.0, height=3.6, columns=2)
-    for ax, machine in zip(axes, machines):
-        group = rows[rows["machine"] == machine]
-        lines = group.groupby(group[spec.hue].astype(str)) if spec.hue else [("", group)]
-        for label, line in lines:
+    rows = rows.assign(_line=_hue_labels(rows, spec.hues))
+    labels = sorted(rows["_line"].unique())
+    styles = {label: (f"C{i % 10}", ("-", "--", ":")[i // 10 % 3]) for i, label in enumerate(labels)}
+    panels = _spec_panels(rows, spec.panels)
+    fig, axes = _panels(len(panels), width=5.0, height=3.6, columns=2)
+    for ax, (title, group) in zip(axes, panels):
+        for label, line in group.groupby("_line", sort=True):
             line = line.sort_values(spec.x)
             xs = line[spec.x].astype(str) if line[spec.x].dtype == object else line[spec.x]
-            ax.plot(xs, line[spec.y], marker="o", label=f"{spec.hue}={label}" if spec.hue else None)
-            _band(ax, line.assign(**{spec.x: xs}), spec.x, spec.y, ax.lines[-1].get_color())
+            color, style = styles[label]
+            ax.plot(xs, line[spec.y], marker="o", color=color, linestyle=style, label=label or None)
+            _band(ax, line.assign(**{spec.x: xs}), spec.x, spec.y, color)
         if spec.logx:
             ax.set_xscale("log", base=2)
         if spec.logy:
             ax.set_yscale("log")
             _plain_numbers(ax)
-        ax.set_title(machine, fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel(spec.x)
         ax.set_ylabel(spec.y)
         ax.grid(True, which="both", alpha=0.3)
-    if spec.hue:
+    if spec.hues:
         _legend(fig, axes)
     return _save(fig, path)

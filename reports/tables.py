@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.catalog import specs
 from harness.peaks import peak_tflops
 from reports.intervals import speedup_interval, steady_best
 from reports.markdown import Md, code
@@ -309,6 +310,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         if not template.empty:
             t = template.iloc[0]
             out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
+    out.update(declared_summary_rows(cases, machine))
     per_watt = _best(cases, machine, cases["workload"] == "matmul", "tflop_per_j") if "tflop_per_j" in cases else None
     if per_watt is not None:
         out["matmul per watt, best"] = f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, {per_watt['avg_power_w']:.3g} W)"
@@ -327,6 +329,24 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     return out
 
 
+def declared_summary_rows(cases: pd.DataFrame, machine: str) -> dict[str, str]:
+    """The rows workloads add to the summary (harness.workload_spec.SummaryFigure): each the best
+    case of its workload among those matching `where`, written by the declared format."""
+    out: dict[str, str] = {}
+    for name, spec in specs().items():
+        for row in spec.summary:
+            if row.figure not in cases or any(column not in cases for column in row.where):
+                continue
+            mask = cases["workload"] == name
+            for column, value in row.where.items():
+                mask &= cases[column] == value
+            best = _best(cases, machine, mask, row.figure)
+            if best is not None:
+                out[row.label] = row.fmt.format(**best.to_dict()) + _pm(best["spread"])
+    return out
+
+
+MICRO_ROWS = 8  # SUMMARY_ORDER's rows up to the host->device one: the micro-benchmarks; declared rows follow them
 SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best", "matmul bf16, best",
                  "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch", "fastest epoch, equal accuracy",
                  "energy per template epoch", "matmul per watt, best", "energy", "flagged · not ok rows")
@@ -350,7 +370,8 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     known = [key for key in SUMMARY_ORDER if key in seen]
     at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
     order = known[:at] + targets + known[at:]
-    order += [key for key in seen if key not in order]
+    micro = sum(key in SUMMARY_ORDER[:MICRO_ROWS] for key in order)
+    order = order[:micro] + [key for key in seen if key not in order] + order[micro:]
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
 
 
