@@ -17,12 +17,14 @@ from harness.cases import CaseSkipped
 from harness.catalog import spec_for
 from harness.context import BuildContext
 from harness.profiles import Profile
-from harness.schema import COLUMNS
+from harness.results import ResultsWriter
+from harness.schema import COLUMNS, SCHEMA_VERSION
 from harness.timing import SyncedClock
 from harness.workloads import attention, matmul_peak
 from harness.workloads.attention import AttentionCase, attention_flops
 from harness.workloads.matmul_peak import MatmulPeak
 from reports import plots, tables
+from reports.build import build_report
 
 CPU = torch.device("cpu")
 
@@ -183,3 +185,34 @@ def test_the_declared_plot_has_a_panel_per_machine_dtype_and_pass(tmp_path: Path
     assert plots._hue_labels(cases, ("sdpa_backend", "causal")).iloc[0] == "sdpa_backend=flash, causal=True"
     png = plots.spec_plot(cases, spec_for("attention").report.plot, tmp_path / "attention.png")
     assert png is not None and png.stat().st_size > 0
+
+
+def attention_row(op: str, backend: str, tflops: float, status: str = "ok") -> dict[str, Any]:
+    case = AttentionCase("bf16", op, backend, True, 512, 2, 4, 64)
+    row = dict(case.settings(), schema_version=SCHEMA_VERSION, run_id="run", machine_id="m", hostname="h", device="cpu",
+               device_name="cpu", workload="attention", case_id=case.case_id, build=0, status=status)
+    if status == "ok":
+        row.update(median_s=0.01, samples_s=[0.01], tflops=tflops, measured_peak_tflops=2.0, measured_peak_n=1024,
+                   pct_of_measured_peak=50 * tflops)
+    else:
+        row["reason"] = f"sdpa backend {backend} cannot run this case on cpu: RuntimeError: no kernel"
+    return row
+
+
+def test_the_report_shows_the_section_its_plot_and_summary_rows_after_the_micro_benchmarks(tmp_path: Path) -> None:
+    writer = ResultsWriter(tmp_path, "run")
+    matmul = {"schema_version": SCHEMA_VERSION, "run_id": "run", "machine_id": "m", "hostname": "h", "device": "cpu",
+              "device_name": "cpu", "workload": "matmul", "case_id": "matmul/bf16-n64", "dtype": "bf16", "size": 64,
+              "build": 0, "status": "ok", "median_s": 0.01, "samples_s": [0.01], "tflops": 2.0}
+    for row in (matmul, attention_row("fwd", "flash", 1.5), attention_row("fwd", "math", 0.5),
+                attention_row("fwd_bwd", "flash", 1.0), attention_row("fwd", "cudnn", 0.0, "skipped")):
+        writer.append(row)
+    writer.close()
+    text = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
+    summary = text.split("## Summary")[1].split("\n## ")[0]
+    assert "| attention forward, best | 1.5 TFLOP/s, 75% of matmul (bf16 flash s512) |" in summary
+    assert summary.index("matmul bf16, best") < summary.index("attention forward, best") < summary.index("attention fwd+bwd")
+    assert summary.index("attention fwd+bwd") < summary.index("flagged · not ok rows")
+    section = text.split("## Attention (scaled_dot_product_attention)")[1].split("\n## ")[0]
+    assert "![attention](attention.png)" in section and (tmp_path / "out" / "attention.png").stat().st_size > 0
+    assert "sdpa backend cudnn cannot run this case on cpu" in text.split("## Rows not ok")[1]
