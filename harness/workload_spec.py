@@ -49,6 +49,10 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "checkpointing": _flag("ckpt", "nockpt"),
     "freeze_features": _flag("freeze", "nofreeze"),
     "cudnn_benchmark": _flag("cudnnbench", "nocudnnbench"),
+    "seq_len": lambda v: f"s{v}",
+    "causal": _flag("causal", "noncausal"),
+    "heads": lambda v: f"h{v}",
+    "head_dim": lambda v: f"d{v}",
 }
 
 
@@ -82,16 +86,22 @@ class IdRule:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One panel per machine: `y` against `x`, a line per value of `hue` (columns of the cases).
-    With `bars`, a horizontal bar of `y` per value of `x` instead (cases that are settings, not a
-    ladder), coloured by `hue`."""
+    """One panel per machine (and per value of the `panels` columns, where given): `y` against `x`,
+    a line per value of `hue` (one column, or several whose values name the line together). With
+    `bars`, a horizontal bar of `y` per value of `x` instead (cases that are settings, not a ladder),
+    coloured by `hue`."""
 
     x: str
     y: str
-    hue: str | None = None
+    hue: str | tuple[str, ...] | None = None
     logx: bool = False
     logy: bool = False
     bars: bool = False
+    panels: tuple[str, ...] = ()
+
+    @property
+    def hues(self) -> tuple[str, ...]:
+        return (self.hue,) if isinstance(self.hue, str) else tuple(self.hue or ())
 
 
 @dataclass(frozen=True)
@@ -135,4 +145,4 @@ class WorkloadSpec:
     headlines: tuple[tuple[str, str], ...] = ()  # (column, format) for the one-line terminal summary
     columns: tuple[Column, ...] = ()  # columns this workload adds to the results schema
     report: ReportSection | None = None
-    summary: tuple[SummaryFigure, ...] = ()  # rows of the report's summary
+    summary: tuple[SummaryFigure, ...] = ()  # rows this workload adds to the report's summary

@@ -243,19 +243,38 @@ def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
     return _save(fig, out / "compile.png")
 
 
+def _hue_labels(rows: pd.DataFrame, hues: tuple[str, ...]) -> pd.Series:
+    """Each row's line name: `col=value` for every hue column, joined (one name for no hue)."""
+    if not hues:
+        return pd.Series("", index=rows.index)
+    named = rows[list(hues)].astype(str)
+    return named.apply(lambda values: ", ".join(f"{c}={v}" for c, v in zip(hues, values)), axis=1)
+
+
+def _spec_panels(rows: pd.DataFrame, panels: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per machine and, where declared, per value of the panel columns."""
+    keys = ["machine", *panels]
+    out = []
+    for values, group in rows.groupby(keys, sort=True):
+        values = values if isinstance(values, tuple) else (values,)
+        title = str(values[0]) + "".join(f" · {c}={v}" for c, v in zip(panels, values[1:]))
+        out.append((title, group))
+    return out
+
+
 def _bar_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path:
     """One panel per machine: a horizontal bar of `spec.y` per value of `spec.x`, coloured by `spec.hue`."""
     machines = sorted(rows["machine"].unique())
     most = int(rows.groupby("machine").size().max())
     fig, axes = _panels(len(machines), width=6.0, height=0.32 * most + 1.2, columns=2)
-    hues = sorted(rows[spec.hue].astype(str).unique()) if spec.hue else [""]
-    colours = {hue: f"C{index % 10}" for index, hue in enumerate(hues)}
+    rows = rows.assign(_line=_hue_labels(rows, spec.hues))
+    colours = {hue: f"C{index % 10}" for index, hue in enumerate(sorted(rows["_line"].unique()))}
     for ax, machine in zip(axes, machines):
         group = rows[rows["machine"] == machine].sort_values(spec.y)
-        keys = group[spec.hue].astype(str) if spec.hue else pd.Series("", index=group.index)
+        keys = group["_line"]
         ax.barh(group[spec.x].astype(str), group[spec.y], color=[colours[k] for k in keys])
-        for hue in dict.fromkeys(keys) if spec.hue else ():
-            ax.barh([], [], color=colours[hue], label=f"{spec.hue}={hue}")  # one legend entry per hue
+        for hue in dict.fromkeys(keys) if spec.hues else ():
+            ax.barh([], [], color=colours[hue], label=hue)  # one legend entry per hue
         values = group[spec.y][group[spec.y] > 0]
         wide = spec.logy and len(values) > 1 and values.max() / values.min() >= 10  # log only where the bars span a decade
         if wide:
@@ -264,39 +283,42 @@ def _bar_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path:
         ax.set_title(machine, fontsize=9)
         ax.set_xlabel(f"{spec.y} (log)" if wide else spec.y)
         ax.tick_params(axis="y", labelsize=8)
-    if spec.hue:
+    if spec.hues:
         _legend(fig, axes)
     return _save(fig, path)
 
 
 @literal_labels
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
-    """A workload's declared plot: one panel per machine, `spec.y` over `spec.x`, a line per value
-    of `spec.hue` (harness.workload_spec.PlotSpec), or bars."""
+    """A workload's declared plot: one panel per machine (and per value of `spec.panels`),
+    `spec.y` over `spec.x`, a line per value of `spec.hue` — one color per line name in every
+    panel (harness.workload_spec.PlotSpec); with `spec.bars`, a bar per setting instead."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None
     if spec.bars:
         return _bar_plot(rows, spec, path)
-    machines = sorted(rows["machine"].unique())
-    fig, axes = _panels(len(machines), width=5.0, height=3.6, columns=2)
-    for ax, machine in zip(axes, machines):
-        group = rows[rows["machine"] == machine]
-        lines = group.groupby(group[spec.hue].astype(str)) if spec.hue else [("", group)]
-        for label, line in lines:
+    rows = rows.assign(_line=_hue_labels(rows, spec.hues))
+    labels = sorted(rows["_line"].unique())
+    styles = {label: (f"C{i % 10}", ("-", "--", ":")[i // 10 % 3]) for i, label in enumerate(labels)}
+    panels = _spec_panels(rows, spec.panels)
+    fig, axes = _panels(len(panels), width=5.0, height=3.6, columns=2)
+    for ax, (title, group) in zip(axes, panels):
+        for label, line in group.groupby("_line", sort=True):
             line = line.sort_values(spec.x)
             xs = line[spec.x].astype(str) if line[spec.x].dtype == object else line[spec.x]
-            ax.plot(xs, line[spec.y], marker="o", label=f"{spec.hue}={label}" if spec.hue else None)
-            _band(ax, line.assign(**{spec.x: xs}), spec.x, spec.y, ax.lines[-1].get_color())
+            color, style = styles[label]
+            ax.plot(xs, line[spec.y], marker="o", color=color, linestyle=style, label=label or None)
+            _band(ax, line.assign(**{spec.x: xs}), spec.x, spec.y, color)
         if spec.logx:
             ax.set_xscale("log", base=2)
         if spec.logy:
             ax.set_yscale("log")
             _plain_numbers(ax)
-        ax.set_title(machine, fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel(spec.x)
         ax.set_ylabel(spec.y)
         ax.grid(True, which="both", alpha=0.3)
-    if spec.hue:
+    if spec.hues:
         _legend(fig, axes)
     return _save(fig, path)

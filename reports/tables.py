@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.catalog import specs
 from harness.peaks import peak_tflops
 from reports.intervals import speedup_interval, steady_best
 from reports.markdown import Md, code
@@ -274,8 +275,6 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
 
 def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
     """The summary rows workloads declare (harness.workload_spec.SummaryFigure), for one machine."""
-    from harness.catalog import specs
-
     out: dict[str, str] = {}
     for name, spec in specs().items():
         for figure in spec.summary:

@@ -1,0 +1,181 @@
+"""`F.scaled_dot_product_attention` per backend (math, flash, efficient, cudnn through
+`torch.nn.attention.sdpa_kernel`), forward and forward+backward, causal and not, over sequence
+lengths: TFLOP/s and the fraction of this machine's own matmul TFLOP/s in the same dtype,
+measured in the same build with the same clock (a roofline that does not trust datasheets)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from harness import device as devices
+from harness.cases import Case, CaseSkipped
+from harness.catalog.attention import SPEC
+from harness.context import BuildContext
+from harness.device import dtype_skip_reason
+from harness.measure import Measurement, Timed
+from harness.stats import SampleStats
+from harness.terminal import one_line
+from harness.workload import Workload
+from harness.workloads.matmul import with_precision
+from harness.workloads.matmul_peak import measured_peak
+
+BACKENDS: dict[str, SDPBackend] = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+                                   "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+OPS = ("fwd", "fwd_bwd")
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")}  # fp16 has no fast CPU kernels
+
+
+@dataclass(frozen=True)
+class Shape:
+    heads: int
+    head_dim: int
+    tokens: int  # batch × sequence length per call, kept constant over the ladder (batch = tokens / length)
+
+
+# On a GPU flash-attention's benchmark shape (model width 2048 as 16 heads of 128, 16k tokens a call);
+# on a CPU a few ms to a few hundred ms a call.
+SHAPES = {"cpu": Shape(heads=4, head_dim=64, tokens=256), "gpu": Shape(heads=16, head_dim=128, tokens=16384)}
+LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
+    ("smoke", "cpu"): (64,),
+    ("quick", "cpu"): (64, 256),
+    ("full", "cpu"): (64, 128, 256, 512, 1024),
+    ("smoke", "gpu"): (256,),
+    ("quick", "gpu"): (1024, 4096, 16384),
+    ("full", "gpu"): (512, 1024, 2048, 4096, 8192, 16384),
+}
+# bf16 on a CPU: the shortest length only in quick, for the profile's budget (its backward runs 0.1-0.3 s a call here).
+CPU_REDUCED_LADDERS = {"smoke": (64,), "quick": (64,), "full": (64, 128, 256, 512)}
+
+
+@dataclass(frozen=True)
+class AttentionCase(Case):
+    workload: ClassVar[str] = "attention"
+    dtype: str
+    op: str  # fwd, fwd_bwd
+    sdpa_backend: str
+    causal: bool
+    seq_len: int
+    batch_size: int
+    heads: int
+    head_dim: int
+
+
+def kind(device: torch.device) -> str:
+    return "cpu" if device.type == "cpu" else "gpu"
+
+
+def ladder(profile: str, device: torch.device, dtype: str) -> tuple[int, ...]:
+    if device.type == "cpu" and dtype != "fp32":
+        return CPU_REDUCED_LADDERS[str(profile)]
+    return LADDERS[(str(profile), kind(device))]
+
+
+def cases(ctx: BuildContext) -> list[AttentionCase]:
+    shape = SHAPES[kind(ctx.device)]
+    return [AttentionCase(dtype, op, backend, causal, seq, max(1, shape.tokens // seq), shape.heads, shape.head_dim)
+            for dtype in DTYPES[kind(ctx.device)] for op in OPS for backend in BACKENDS for causal in (False, True)
+            for seq in ladder(ctx.profile, ctx.device, dtype)]
+
+
+# flash-attention's count (Dao-AILab/flash-attention, benchmarks/benchmark_flash_attention.py, `flops`):
+# a backward costs 2.5 forwards — its four products plus the recomputation of Q·Kᵀ.
+BACKWARD_OVER_FORWARD = 2.5
+
+
+def attention_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool, op: str) -> float:
+    """Floating-point operations of one call: the forward's two products Q·Kᵀ and P·V are
+    2·B·H·S²·D each, half of them under a causal mask; fwd_bwd adds 2.5× the forward."""
+    if op not in OPS:
+        raise ValueError(f"unknown attention op {op!r}: use one of {', '.join(OPS)}")
+    forward = 4 * batch * heads * seq_len**2 * head_dim / (2 if causal else 1)
+    return forward if op == "fwd" else forward * (1 + BACKWARD_OVER_FORWARD)
+
+
+def case_tflops(case: AttentionCase, seconds: float) -> float:
+    flops = attention_flops(case.batch_size, case.heads, case.seq_len, case.head_dim, case.causal, case.op)
+    return flops / seconds / 1e12
+
+
+Attend = Callable[..., torch.Tensor]
+
+
+def backend_skip_reason(case: AttentionCase, device: torch.device,
+                        attend: Attend = F.scaled_dot_product_attention) -> str | None:
+    """Why the case's backend cannot run it here, from one small call (batch 1, one head, the
+    case's length, head size, dtype and mask; its backward too for fwd_bwd), or None when it ran.
+    torch says why it refused each fused kernel in warnings before it raises: they are the reason."""
+    q = torch.randn(1, 1, case.seq_len, case.head_dim, device=device, dtype=TORCH_DTYPES[case.dtype],
+                    requires_grad=case.op == "fwd_bwd")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with sdpa_kernel(BACKENDS[case.sdpa_backend]):
+                out = attend(q, q, q, is_causal=case.causal)
+                if case.op == "fwd_bwd":
+                    torch.autograd.grad(out, q, torch.ones_like(out))
+            devices.synchronize(device)  # a kernel that fails on the device raises here, not in the rounds
+        except RuntimeError as error:
+            said = list(dict.fromkeys(" ".join(str(w.message).split()) for w in caught))
+            said.append(one_line(error))
+            return f"sdpa backend {case.sdpa_backend} cannot run this case on {device.type}: " + "; ".join(said)
+    return None
+
+
+def attention_call(case: AttentionCase, device: torch.device,
+                   attend: Attend = F.scaled_dot_product_attention) -> Callable[[], Any]:
+    """The timed call on fresh random q, k, v of the case's shape: the forward (inputs without
+    gradients: no autograd graph), or the forward and the gradients of q, k and v for a fixed
+    upstream gradient (returned, never accumulated into .grad)."""
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    shape = (case.batch_size, case.heads, case.seq_len, case.head_dim)
+    grad = case.op == "fwd_bwd"
+    dtype = TORCH_DTYPES[case.dtype]
+    q, k, v = (torch.randn(shape, generator=gen).to(device, dtype).requires_grad_(grad) for _ in range(3))
+    backend = BACKENDS[case.sdpa_backend]
+    if not grad:
+        def forward() -> torch.Tensor:
+            with sdpa_kernel(backend):
+                return attend(q, k, v, is_causal=case.causal)
+        return forward
+    upstream = torch.randn(shape, generator=gen).to(device, dtype)
+
+    def forward_backward() -> tuple[torch.Tensor, ...]:
+        with sdpa_kernel(backend):
+            return torch.autograd.grad(attend(q, k, v, is_causal=case.causal), (q, k, v), upstream)
+    return forward_backward
+
+
+def roofline(case: AttentionCase, ctx: BuildContext) -> Callable[[Measurement], dict[str, Any]]:
+    """The companion: this build's own matmul in the case's dtype, and the case's fraction of it."""
+    def companion(measured: Measurement) -> dict[str, Any]:
+        peak = measured_peak(case.dtype, ctx)
+        pct = 100 * case_tflops(case, measured.stats.median_s) / peak.tflops
+        out: dict[str, Any] = {"measured_peak_tflops": peak.tflops, "measured_peak_n": peak.n,
+                               "pct_of_measured_peak": pct}
+        if pct > 100:
+            out["reason"] = (f"{pct:.0f}% of this build's {case.dtype} matmul (n={peak.n}): the kernel computes faster "
+                             f"than torch.matmul in {case.dtype} here")
+        return out
+    return companion
+
+
+def build(case: AttentionCase, ctx: BuildContext) -> Timed:
+    reason = dtype_skip_reason(ctx.device, case.dtype) or backend_skip_reason(case, ctx.device)
+    if reason:
+        raise CaseSkipped(reason)
+    restore = with_precision(case.dtype)  # fp32 is IEEE fp32: the math backend's products use no TF32
+
+    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
+        return {"tflops": case_tflops(case, stats.median_s), "latency_s": stats.median_s}
+
+    return Timed(fn=attention_call(case, ctx.device), figures=figures, companion=roofline(case, ctx), cleanup=restore)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

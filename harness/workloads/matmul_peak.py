@@ -1,0 +1,59 @@
+"""This machine's own matmul TFLOP/s in a dtype, measured inside the build that needs it with the
+session's clock: the ceiling a roofline is drawn against without trusting a datasheet. It is
+measured once per device, dtype and build and kept for the process, so the cases of one build
+share one figure and each independent build measures its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.context import BuildContext
+from harness.measure import Timed, measure
+from harness.workloads.matmul import matmul_tflops, operands, with_precision
+
+# An n×n product that reaches this kind of device's matmul peak in one call of milliseconds to tens of them.
+GPU_N, CPU_N = 8192, 1024
+# A CPU without native bf16/fp16 emulates them at about 1 GFLOP/s whatever the size (here: 1.39 at
+# n=256, 1.35 at n=512): the smallest size that still runs tens of milliseconds keeps the build cheap.
+CPU_EMULATED_N = 256
+
+
+@dataclass(frozen=True)
+class MatmulPeak:
+    tflops: float
+    n: int
+
+
+_MEASURED: dict[tuple[str, str, int], MatmulPeak] = {}
+
+
+def cpu_computes_natively(dtype: str) -> bool:
+    """Whether this CPU's oneDNN has native kernels for the dtype (AVX-512 bf16, AMX fp16...)."""
+    if dtype == "bf16":
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if dtype == "fp16":
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return True
+
+
+def peak_n(device: torch.device, dtype: str) -> int:
+    if device.type != "cpu":
+        return GPU_N
+    return CPU_N if cpu_computes_natively(dtype) else CPU_EMULATED_N
+
+
+def measured_peak(dtype: str, ctx: BuildContext) -> MatmulPeak:
+    """The matmul TFLOP/s of this build (median over the profile's rounds), measured on first use."""
+    key = (str(ctx.device), dtype, ctx.build_index)
+    if key not in _MEASURED:
+        n = peak_n(ctx.device, dtype)
+        restore = with_precision(dtype)  # fp32 is IEEE fp32 (no TF32), as the case's own math
+        try:
+            a, b, out = operands(n, dtype, ctx.device)
+            timed = measure(Timed(fn=lambda: torch.matmul(a, b, out=out)), ctx.budget, ctx.clock)
+        finally:
+            restore()
+        _MEASURED[key] = MatmulPeak(matmul_tflops(n, timed.stats.median_s), n)
+    return _MEASURED[key]
