@@ -25,7 +25,7 @@ from typing import Protocol
 
 import psutil
 
-from harness.lifetime import child_preexec
+from harness.lifetime import child_preexec, ended_unreaped, kill_group, process_state
 
 KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
@@ -86,7 +86,7 @@ class ProcessLauncher:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             if child is not None and child.poll() is None:  # this process is leaving (an exception): its build goes with it
-                kill_group(child)
+                kill_group(child.pid)
 
 
 # Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
@@ -94,7 +94,7 @@ class ProcessLauncher:
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
 REPEAT_S = 1.0  # the same signal again sooner is the first one twice (see BuildWatch.signalled)
-POLL_S = 0.1  # how often the launcher looks at its build (ended? stopped?)
+POLL_S = 0.1  # how often the launcher looks at its build (stopped?); its end is seen within a fifth of it
 
 
 def build_preexec(hold_sigint: bool) -> Callable[[], None]:
@@ -116,25 +116,6 @@ def build_preexec(hold_sigint: bool) -> Callable[[], None]:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
     return preexec
-
-
-def process_state(pid: int) -> str:
-    """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
-    try:
-        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read, closed by refcount
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces
-
-
-def kill_group(child: subprocess.Popen[str]) -> None:
-    """SIGKILL the build's process group (its own, from build_preexec's setpgid), then SIGCONT: a stopped
-    process dies of SIGKILL too, a stopped descendant outside the group gets to act on its PDEATHSIG."""
-    for signum in (signal.SIGKILL, signal.SIGCONT):
-        try:
-            os.killpg(child.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 @dataclass
@@ -167,12 +148,12 @@ class BuildWatch:
 
     def wait(self) -> Completed:
         while True:
-            try:
-                return self._completed(self.child.wait(timeout=POLL_S), "")
-            except subprocess.TimeoutExpired:
-                why = self._why_end()
+            if ended_unreaped(self.child.pid, POLL_S):  # its group id cannot name another group yet
+                kill_group(self.child.pid)  # what it left behind in its group (a wrapper's background process)
+                return self._completed(self.child.wait(), "")
+            why = self._why_end()
             if why:
-                kill_group(self.child)
+                kill_group(self.child.pid)
                 return self._completed(self.child.wait(), why)
 
     def _why_end(self) -> str:
