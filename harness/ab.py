@@ -19,9 +19,11 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from harness.launch import (
     NO_TESTS,
@@ -95,15 +97,16 @@ def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) 
     command = f"{python} -c {PROBE!r}"
     probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
-    assert probe.stdout is not None
-    try:
-        started = ended_unreaped(probe.pid, deadline_s)
-        kill_group(probe.pid)  # at the deadline, or what it left behind
-        probe.wait()
-        os.set_blocking(probe.stdout.fileno(), False)  # one outside its group may hold the pipe: read what is there
-        said = (probe.stdout.read(4096) or b"").decode(errors="replace")
-    finally:
+    kept = bytearray()
+    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)  # a long banner never blocks it
+    reader.start()
+    started = ended_unreaped(probe.pid, deadline_s)
+    kill_group(probe.pid)  # at the deadline, or what it left behind
+    probe.wait()
+    reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
+    if not reader.is_alive():
         probe.stdout.close()
+    said = bytes(kept).decode(errors="replace")
     if not started:
         raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
                          "pass the python of a venv that has torch and gpubench's dependencies")
@@ -111,6 +114,13 @@ def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) 
         first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
         raise ValueError(f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
                          f"{first}) — pass the python of a venv that has torch and gpubench's dependencies")
+
+
+def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
+    """Read `pipe` to its end, keeping its last `limit` bytes (the probe's answer comes last)."""
+    for chunk in iter(lambda: pipe.read1(65536), b""):
+        kept += chunk
+        del kept[:-limit]
 
 
 def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:

@@ -6,6 +6,7 @@ text and tuples only, so even a file that got past the checks builds nothing. To
 
 from __future__ import annotations
 
+import grp
 import io
 import os
 import pickle
@@ -53,8 +54,18 @@ def trusted_owner(info: os.stat_result) -> bool:
 
 def others_can_replace(info: os.stat_result) -> bool:
     """Someone else could add, rename or remove what a folder holds: it is another user's, or group- or
-    world-writable without the sticky bit (with it, as /tmp, no one renames an entry that is not theirs)."""
-    return not trusted_owner(info) or (bool(info.st_mode & OTHERS_WRITE) and not info.st_mode & stat.S_ISVTX)
+    world-writable without the sticky bit (with it, as /tmp, no one renames an entry that is not theirs).
+    A group that is the owner's own (a user private group: the owner's name, no other member) is the owner."""
+    writable = info.st_mode & (0o002 if own_group(info) else OTHERS_WRITE)
+    return not trusted_owner(info) or (bool(writable) and not info.st_mode & stat.S_ISVTX)
+
+
+def own_group(info: os.stat_result) -> bool:
+    try:
+        group = grp.getgrgid(info.st_gid)
+    except KeyError:
+        return False
+    return group.gr_name == owner_name(info.st_uid) and set(group.gr_mem) <= {group.gr_name}
 
 
 def chain(folder: Path) -> list[Path]:

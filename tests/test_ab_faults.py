@@ -277,6 +277,14 @@ def test_an_a_python_that_does_not_start_python_is_one_line_before_any_build(tmp
     assert time.monotonic() - started < 8 and not (tmp_path / "out").exists()
 
 
+def test_an_interpreter_that_prints_a_long_banner_first_still_starts(tmp_path):
+    # a wrapper (a shell script) that writes more than a pipe holds, then starts this Python
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nhead -c 200000 /dev/zero\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    ab.starts_python(str(wrapper), "--a-python", 20.0)
+
+
 def test_a_file_that_takes_a_sides_name_during_the_session_is_not_judged_as_that_side(tmp_path, monkeypatch):
     # side A's first build (a tiny python) makes A's file, and a foreign s-B.csv appears before B's first build
     started = fake_builds(monkeypatch, f"if SIDE == 'A': open({str(tmp_path / 's-B.csv')!r}, 'w').write('foreign\\n')", tmp_path, "A")

@@ -91,6 +91,20 @@ def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
         private_folder(open_folder / "jobs" / "f")
 
 
+@AS_ROOT
+def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
+    # a user private group (named as the user, no other member), as Debian gives each account: root's here
+    from harness.job_files import UntrustedFile, private_folder
+
+    above = tmp_path / "home"
+    above.mkdir()
+    above.chmod(0o775)
+    private_folder(above / "jobs" / "f")
+    os.chown(above, 0, STORE_GID)  # a group no account is in, by name or by number: not the owner's own
+    with pytest.raises(UntrustedFile, match="lets another user replace"):
+        private_folder(above / "jobs" / "g")
+
+
 def test_the_fleet_refuses_a_jobs_dir_others_can_write_before_any_job(tmp_path, capsys):
     from harness.job_files import owner_name
 
