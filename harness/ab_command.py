@@ -7,7 +7,14 @@ import errno
 import sys
 from pathlib import Path
 
-from harness.ab import DEFAULT_BUILD_SECONDS, Side, SideFiles, run_pairs, sides_of, write_marker
+from harness.ab import (
+    DEFAULT_BUILD_SECONDS,
+    Side,
+    SideFiles,
+    run_pairs,
+    sides_of,
+    write_marker,
+)
 from harness.cli import BENCHES, SUITE_ROOT, fail, pytest_args
 from harness.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.options import RESULTS_FULL_EXIT

@@ -137,9 +137,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.lifetime import (
         STOP_WITH_ENV,
         run_folder_prefix,
-        stop_as_on_sigterm,
         sweep_dead_run_folders,
-        watch_process,
     )
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
@@ -155,13 +153,9 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
     # a local fleet's job: its fleet gone (kill -9), nobody would read what it measures
-    watch = watch_process(os.environ.get(STOP_WITH_ENV, ""), stop_as_on_sigterm("the gpubench fleet that started it"))
-    launcher = ProcessLauncher(stopped_limit_s(args.profile))
+    launcher = ProcessLauncher(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
     try:
-        try:
-            outcome = launch_builds(launcher, argv_for, dict(os.environ), STOP_CODES, announce)
-        finally:
-            watch.set()
+        outcome = launch_builds(launcher, argv_for, dict(os.environ), STOP_CODES, announce)
         print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

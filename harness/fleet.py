@@ -54,7 +54,7 @@ SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
 # error or a line of its own: the job's log says which (run_exit).
 RUN_EXITS = {1: "a case failed", 3: "pytest internal error", 4: "usage error", 5: "no case matched -k/-m",
              75: "results folder full", 129: "hung up (SIGHUP)", 130: "interrupted", 143: "terminated (SIGTERM)"}
-RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.M)  # argparse's (with ' run'), or harness.cli.fail's
+RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
 
 
 class FleetError(ValueError):

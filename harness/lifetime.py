@@ -6,9 +6,8 @@ from __future__ import annotations
 import ctypes
 import signal
 import sys
-import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -29,7 +28,6 @@ def child_preexec() -> Callable[[], None] | None:
 # "<pid>:<start time>" of the process whose end stops `gpubench run` (a local fleet: its job's
 # controller is submitit's, started without PR_SET_PDEATHSIG, and outlives a fleet killed with -9).
 STOP_WITH_ENV = "GPUBENCH_STOP_WITH"
-WATCH_PERIOD_S = 1.0
 
 
 def process_token(pid: int) -> str:
@@ -40,6 +38,8 @@ def process_token(pid: int) -> str:
 
 
 def token_alive(token: str) -> bool:
+    """Whether the process `token` (process_token) names still runs: not ended, not a zombie, and not a
+    later process given its pid."""
     import psutil
 
     pid_text, _, started = token.partition(":")
@@ -50,34 +50,6 @@ def token_alive(token: str) -> bool:
         return False
     except psutil.AccessDenied:  # another user's, alive
         return True
-
-
-def watch_process(token: str, on_end: Callable[[], None], period_s: float = WATCH_PERIOD_S) -> threading.Event:
-    """A daemon thread calls `on_end` once the process `token` names has ended (at once if it already
-    has); set the event returned to stop watching. An empty token watches nothing."""
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if not token_alive(token):
-                on_end()
-                return
-            done.wait(period_s)
-
-    if token:
-        threading.Thread(target=watch, name="gpubench-stop-with", daemon=True).start()
-    return done
-
-
-def stop_as_on_sigterm(what: str) -> Callable[[], None]:
-    """An `on_end` that says why, then sends this process SIGTERM: its handlers stop it with its rows whole."""
-    import os
-
-    def stop() -> None:
-        print(f"gpubench: {what} has ended: stopping this run", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    return stop
 
 
 def process_state(pid: int) -> str:

@@ -6,9 +6,9 @@ sleep children, each named with its reason."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-import threading
 import time
 
 import psutil
@@ -80,21 +80,36 @@ def test_what_a_build_leaves_in_its_process_group_is_killed_when_it_ends(tmp_pat
     assert not left.is_running() or left.status() == psutil.STATUS_ZOMBIE
 
 
-def test_the_watch_of_a_process_calls_back_once_it_has_ended():
+def test_a_process_token_tells_the_same_process_from_an_ended_one():
     # a `sleep` stands for the fleet; killed and not yet reaped (a zombie) it has ended too
-    from harness.lifetime import process_token, watch_process
+    from harness.lifetime import process_token, token_alive
 
     fleet = subprocess.Popen(["sleep", "30"])
-    ended = threading.Event()
-    watch = watch_process(process_token(fleet.pid), ended.set, period_s=0.05)
     try:
-        assert not ended.wait(0.3)
+        token = process_token(fleet.pid)
+        assert token_alive(token)
         fleet.kill()
-        assert ended.wait(5)
+        deadline = time.monotonic() + 5
+        while token_alive(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not token_alive(token)
     finally:
-        watch.set()
         fleet.kill()
         fleet.wait()
-    gone = threading.Event()
-    watch_process(f"{os.getpid()}:1.000", gone.set, period_s=0.05)  # a live pid, given to a later process than the one named
-    assert gone.wait(5)
+    assert not token_alive(f"{os.getpid()}:1.000")  # a live pid, given to a later process than the one named
+
+
+def test_a_build_stops_as_on_sigterm_once_the_process_it_runs_for_has_ended(capfd):
+    # the build (tiny python) kills the `sleep` that stands for a local fleet (kill -9), then waits for SIGTERM
+    from harness.lifetime import process_token
+
+    fleet = subprocess.Popen(["sleep", "30"])
+    script = f"import os, time\nos.kill({fleet.pid}, 9)\ntime.sleep(30)"
+    started = time.monotonic()
+    try:
+        done = ProcessLauncher(stop_with=process_token(fleet.pid)).run(Job([sys.executable, "-c", script]))
+    finally:
+        fleet.kill()
+        fleet.wait()
+    assert done.signal == signal.SIGTERM and done.code == -signal.SIGTERM and time.monotonic() - started < 10
+    assert f"the fleet that started this run (pid {fleet.pid}) has ended: stopping as on SIGTERM" in capfd.readouterr().err

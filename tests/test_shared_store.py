@@ -76,7 +76,12 @@ def test_a_result_file_of_another_owner_is_not_loaded(tmp_path):
 
 
 def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
-    from harness.job_files import UntrustedFile, load_outcome, owner_name, private_folder
+    from harness.job_files import (
+        UntrustedFile,
+        load_outcome,
+        owner_name,
+        private_folder,
+    )
 
     folder = private_folder(tmp_path / "jobs" / "f")
     (folder / "1_0_result.pkl").write_bytes(pickle.dumps(("success", "")))
