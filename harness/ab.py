@@ -16,10 +16,14 @@ import json
 import os
 import shutil
 import signal
+import stat
+import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from harness.launch import (
     NO_TESTS,
@@ -29,12 +33,14 @@ from harness.launch import (
     signal_name,
     stop_requests,
 )
+from harness.lifetime import child_preexec, ended_unreaped, kill_group
 from harness.options import RESULTS_FULL_EXIT
-from harness.safe_files import replace_bytes
+from harness.safe_files import open_new, write_all
 
 STOP_CODES = (2, 3, 4, RESULTS_FULL_EXIT, 143)
 DEFAULT_PAIRS = 8
 DEFAULT_BUILD_SECONDS = 0.05  # more, shorter builds: the pairs are the units, not the rounds
+REDACTED = "***"  # a side variable's value, as printed and kept
 
 
 @dataclass
@@ -45,7 +51,8 @@ class Side:
     args: list[str] = field(default_factory=list)
 
     def describe(self) -> dict[str, object]:
-        return {"python": self.python, "env": self.env, "args": self.args}
+        """What is printed and kept in the session's marker: the variables' names, not their values (a token, say)."""
+        return {"python": self.python, "env": {name: REDACTED for name in self.env}, "args": self.args}
 
 
 def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
@@ -79,10 +86,49 @@ def interpreter(python: str, flag: str) -> str:
     return found
 
 
+START_DEADLINE_S = 30.0  # a venv's python on a slow network file system starts in seconds
+PROBE = "import sys; print('gpubench-probe', sys.version_info[0])"
+
+
+def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) -> None:
+    """`python -c PROBE` must print Python 3's answer within `deadline_s`: a wrapper that never starts
+    Python (stuck on a lock, waiting for input) hung every build of its side with no line. The
+    probe runs in a session of its own, without a terminal or input; its whole group is killed after."""
+    command = f"{python} -c {PROBE!r}"
+    probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
+    kept = bytearray()
+    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)  # a long banner never blocks it
+    reader.start()
+    started = ended_unreaped(probe.pid, deadline_s)
+    kill_group(probe.pid)  # at the deadline, or what it left behind
+    probe.wait()
+    reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
+    if not reader.is_alive():
+        probe.stdout.close()
+    said = bytes(kept).decode(errors="replace")
+    if not started:
+        raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
+                         "pass the python of a venv that has torch and gpubench's dependencies")
+    if probe.returncode != 0 or "gpubench-probe 3" not in said:
+        first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
+        raise ValueError(f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
+                         f"{first}) — pass the python of a venv that has torch and gpubench's dependencies")
+
+
+def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
+    """Read `pipe` to its end, keeping its last `limit` bytes (the probe's answer comes last)."""
+    for chunk in iter(lambda: pipe.read1(65536), b""):
+        kept += chunk
+        del kept[:-limit]
+
+
 def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:
     sides = []
     for name in ("a", "b"):
         python = interpreter(getattr(args, f"{name}_python") or sys.executable, f"--{name}-python")
+        if python != sys.executable:
+            starts_python(python, f"--{name}-python", START_DEADLINE_S)
         sides.append(Side(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"),
                           side_args(list(getattr(args, f"{name}_arg") or []), f"--{name}-arg")))
     return sides[0], sides[1]
@@ -187,31 +233,98 @@ def first_build_stop(code: int, side: Side, csv_path: Path) -> Stop | None:
                    f"and --{flag}-arg (its output is above)")
 
 
+@dataclass
+class SideFiles:
+    """Each side's results file as only this session's builds make it: absent until the side's first
+    build, then the very file that build created (device and inode), holding rows of the side's run
+    id alone. A file that took a side's name meanwhile — another session or `gpubench run` given that
+    run id, a file put in its place — is named, never judged as the side."""
+
+    results_dir: Path
+    session_id: str
+    made: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def path(self, side: str) -> Path:
+        return self.results_dir / f"{self.session_id}-{side}.csv"
+
+    def taken(self, side: str) -> Stop | None:
+        """Before the side's first build: its file must not exist yet."""
+        path = self.path(side)
+        if path.exists() or path.is_symlink():
+            return Stop(4, f"{path} appeared before side {side}'s first build: another run took its name, and it is "
+                           f"not judged as side {side} — run the session again with another --run-id")
+        return None
+
+    def note(self, side: str, code: int) -> None:
+        """After the side's first build: the file it made; none when it was refused (exit 4: the name was
+        taken meanwhile)."""
+        try:
+            info = os.lstat(self.path(side))
+        except OSError:
+            return
+        if code != 4 and stat.S_ISREG(info.st_mode):
+            self.made[side] = (info.st_dev, info.st_ino)
+
+    def problem(self, side: str, run_ids: set[str]) -> str | None:
+        """Why the side's file is not this session's to judge, or None."""
+        path, own = self.path(side), f"{self.session_id}-{side}"
+        try:
+            info = os.lstat(path)
+            same = self.made.get(side) == (info.st_dev, info.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            return (f"{path} is not the file side {side}'s builds made (replaced, or made by another run that took "
+                    "its name): not judged")
+        foreign = sorted(run_ids - {own})
+        if foreign:
+            return f"{path} holds rows of run {foreign[0]!r}, not only side {side}'s ({own}): not judged"
+        return None
+
+
 def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
-              results_dir: Path, stopped_limit_s: float | None = None) -> tuple[int, Stop | None]:
-    """Runs the pairs; returns (complete pairs, why the session stopped early or None)."""
+              results_dir: Path, stopped_limit_s: float | None = None,
+              files: SideFiles | None = None) -> tuple[int, Stop | None]:
+    """Runs the pairs; returns (complete pairs, why the session stopped early or None). `files`
+    learns which file each side's first build made."""
     launcher, progress = ProcessLauncher(stopped_limit_s), Progress(pairs)
+    files = files or SideFiles(results_dir, session_id)
     with stop_requests() as request:
         for pair in range(pairs):
             for index, side in enumerate(order(pair, *sides)):
                 if request.signum:  # arrived between two builds: start no other
                     return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+                taken = files.taken(side.name) if pair == 0 else None
+                if taken is not None:
+                    return pair, taken
                 done = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args, suite_root), side_env(side, suite_root), hold_sigint=True))
+                if pair == 0:
+                    files.note(side.name, done.code)
                 request.signum = request.signum or done.signal
                 stop = launcher_stop(done, request.signum, side, pair) or build_stop(done.code, side, pair, ran_first=index == 0)
                 if stop is None and pair == 0:
-                    stop = first_build_stop(done.code, side, results_dir / f"{session_id}-{side.name}.csv")
+                    stop = first_build_stop(done.code, side, files.path(side.name))
                 if stop is not None:
                     return pair, stop
             print(progress.line(pair + 1), flush=True)
     return pairs, None
 
 
+MARKER_MODE = 0o600  # the session's sides as given: a side's arguments may hold what others should not read
+
+
 def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> Path:
-    """`<session>.ab.json`; never through a symlink planted in its place (O_NOFOLLOW)."""
+    """`<session>.ab.json`, made new (O_EXCL, never through a link): the session's name is its own,
+    and a second session of that id is refused before it runs a build."""
     path = results_dir / f"{session_id}.ab.json"
     payload = {"session": session_id, "pairs_planned": pairs, "order": "A B, B A, ...",
                "sides": {side.name: dict(side.describe(), run_id=f"{session_id}-{side.name}") for side in sides}}
-    # a random temporary inside the results folder, renamed: a link planted at the marker's name is replaced
-    return replace_bytes(results_dir, path.name, (json.dumps(payload, indent=2) + "\n").encode("utf-8"), "results directory",
-                         "pass --results-dir with the folder itself")
+    fd = open_new(path, "results directory", "pass --results-dir with the folder itself", mode=MARKER_MODE)
+    try:
+        write_all(fd, (json.dumps(payload, indent=2) + "\n").encode("utf-8"))
+    except OSError:  # a full disk: no half marker left to refuse the next try of this id
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+    return path

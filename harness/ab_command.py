@@ -7,12 +7,20 @@ import errno
 import sys
 from pathlib import Path
 
-from harness.ab import DEFAULT_BUILD_SECONDS, Side, run_pairs, sides_of, write_marker
+from harness.ab import (
+    DEFAULT_BUILD_SECONDS,
+    Side,
+    SideFiles,
+    run_pairs,
+    sides_of,
+    write_marker,
+)
 from harness.cli import BENCHES, SUITE_ROOT, fail, pytest_args
 from harness.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.options import RESULTS_FULL_EXIT
 from harness.results import RunIdError, check_run_id, check_writable, new_run_id
 from harness.rlimits import limits_problem
+from harness.safe_files import UnsafePath, make_folders
 from reports.compare import parse_threshold
 from reports.load import ReportError, load_results
 from reports.paired import format_session, judge_session
@@ -32,7 +40,7 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     for side in sides:
         check_run_id(f"{session_id}-{side.name}", results_dir)
     try:
-        results_dir.mkdir(parents=True, exist_ok=True)
+        make_folders(results_dir)
     except OSError as error:
         raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — pass a folder you can write to") from None
     check_writable(results_dir)  # never a link: the marker and both sides' files go inside
@@ -46,10 +54,13 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side],
     """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
     try:
         write_marker(results_dir, session_id, sides, pairs)
+    except UnsafePath as error:  # a link planted at the marker's name
+        return fail(str(error), code=4)
     except OSError as error:
-        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
-        why = "the results folder is full" if full else error.strerror or str(error)
-        fix = "free space there or pass another --results-dir" if full else "pass a --results-dir you can write to"
+        full, exists = error.errno in (errno.ENOSPC, errno.EDQUOT), isinstance(error, FileExistsError)
+        why, fix = (("the results folder is full", "free space there or pass another --results-dir") if full
+                    else ("a session of this id is there already", "pass another --run-id") if exists
+                    else (error.strerror or str(error), "pass a --results-dir you can write to"))
         return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — {fix}",
                     code=RESULTS_FULL_EXIT if full else 4)
     return 0
@@ -69,7 +80,9 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if problem:
         return problem
     print(f"gpubench ab: session {session_id}: {args.pairs} pairs, A = {sides[0].describe()}, B = {sides[1].describe()}", flush=True)
-    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir, stopped_limit_s(args.profile))
+    files = SideFiles(results_dir, session_id)
+    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
+                           stopped_limit_s(args.profile), files)
     if stop is not None and stop.code == NO_TESTS:
         print(f"gpubench ab: {stop.line}", file=sys.stderr)
         if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):
@@ -77,10 +90,12 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
         return NO_TESTS
     if stop is not None:
         print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
-    return judge_and_print(results_dir, session_id, threshold, stop.code if stop else 0)
+    return judge_and_print(results_dir, session_id, threshold, stop.code if stop else 0, files)
 
 
-def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int) -> int:
+def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,
+                    files: SideFiles | None = None) -> int:
+    """The paired verdict of the session's two files; with `files`, only when each is the one its side's builds made."""
     paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
     missing = [path for path in paths if not path.exists()]
     if missing:
@@ -88,7 +103,11 @@ def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: 
         return code or fail(f"side {side} recorded no row ({missing[0]} is missing): its build processes ran but measured nothing — "
                             f"check --{side.lower()}-python and --{side.lower()}-arg")
     try:
-        session = judge_session(load_results([paths[0]]), load_results([paths[1]]), threshold)
+        frames = load_results([paths[0]]), load_results([paths[1]])
+        problems = [files.problem(name, set(frame["run_id"])) for name, frame in zip("AB", frames)] if files else []
+        if any(problems):
+            return fail(next(p for p in problems if p), code=code or 4)
+        session = judge_session(*frames, threshold)
     except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
         return code or fail(str(error))
     print(format_session(session, threshold))

@@ -134,7 +134,11 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.bench_table import print_one_table
     from harness.launch import ProcessLauncher, python_module, stopped_limit_s
     from harness.launch import run_builds as launch_builds
-    from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
+    from harness.lifetime import (
+        STOP_WITH_ENV,
+        run_folder_prefix,
+        sweep_dead_run_folders,
+    )
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
@@ -148,8 +152,10 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         if build:
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
+    # a local fleet's job: its fleet gone (kill -9), nobody would read what it measures
+    launcher = ProcessLauncher(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
     try:
-        outcome = launch_builds(ProcessLauncher(stopped_limit_s(args.profile)), argv_for, dict(os.environ), STOP_CODES, announce)
+        outcome = launch_builds(launcher, argv_for, dict(os.environ), STOP_CODES, announce)
         print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.job_files import UntrustedFile, load_outcome
 from harness.store import safe_name
 
 ENGINES = ("local", "slurm")
@@ -49,8 +50,11 @@ LOG_REASONS = (("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]), ("this job is ti
 STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail", "PartitionDown",
                  "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit", "JobHeldAdmin", "JobHeldUser"}
 SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
-RUN_EXITS = {1: "a case failed", 2: "interrupted", 3: "pytest internal error", 4: "usage error", 5: "no case matched -k/-m",
-             75: "results folder full", 130: "interrupted", 143: "terminated (SIGTERM)"}
+# gpubench run's exit codes. Its 2 is no interruption (those exit 130, 129, 143) but argparse's usage
+# error or a line of its own: the job's log says which (run_exit).
+RUN_EXITS = {1: "a case failed", 3: "pytest internal error", 4: "usage error", 5: "no case matched -k/-m",
+             75: "results folder full", 129: "hung up (SIGHUP)", 130: "interrupted", 143: "terminated (SIGTERM)"}
+RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
 
 
 class FleetError(ValueError):
@@ -81,10 +85,15 @@ class Target:
         return [key for key in SLURM_ONLY_KEYS if getattr(self, key) is not None]
 
 
+def ascii_digits(text: str) -> bool:
+    """0-9 only: str.isdigit takes '²' and '٣', which int() then refuses or reads as another number."""
+    return re.fullmatch(r"[0-9]+", text) is not None
+
+
 def parse_minutes(text: str) -> int:
     """`30` (minutes), `2:00:00` or `90:00` (Slurm's H:MM:SS and MM:SS) -> whole minutes."""
     parts = text.split(":")
-    if not all(part.isdigit() for part in parts) or not 1 <= len(parts) <= 3:
+    if not all(ascii_digits(part) for part in parts) or not 1 <= len(parts) <= 3:
         raise FleetError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
     seconds = 0
     for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)):
@@ -101,7 +110,7 @@ def parse_target(text: str, index: int) -> Target:
     partition, node list, constraint or device, else `target<index>`."""
     fields = target_fields(text)
     cpus = fields.get("cpus")
-    if cpus is not None and not cpus.isdigit():
+    if cpus is not None and not ascii_digits(cpus):
         raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
     label = fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint") or fields.get("device") or f"target{index}"
     return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
@@ -122,6 +131,10 @@ def target_fields(text: str) -> dict[str, str]:
             raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target partition=gpu,gres=gpu:1,time=30")
         if key in fields:
             raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
+        unprintable = [char for char in value if not char.isprintable()]
+        if unprintable:  # a control character went on into the sbatch script, where sbatch refused it without naming it
+            raise FleetError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
+                             "give plain text")
         fields[key] = value
     return fields
 
@@ -222,15 +235,27 @@ def reason_from_log(text: str) -> str:
     return log_marker(text) or "ended without a result (killed, or its node lost)"
 
 
-def run_failure(error: BaseException, tail: str = "") -> str:
+def run_failure(trace: str, tail: str = "") -> str:
     """Why the job's command failed, from the trace submitit keeps of its exception: the run's exit
     code, else what Slurm wrote in the log (scancel's SIGTERM reaches submitit's process too, which
     may record the kill as the command's error)."""
-    match = re.search(r"non-zero exit status (-?\d+)", str(error))
+    match = re.search(r"non-zero exit status (-?\d+)", trace)
     if match is None:
         return log_marker(tail) or "the job's command failed"
     code = int(match.group(1))
-    return f"gpubench run exited {code}" + (f" ({RUN_EXITS[code]})" if code in RUN_EXITS else "")
+    meaning = run_exit(code, tail)
+    return f"gpubench run exited {code}" + (f" ({meaning})" if meaning else "")
+
+
+def run_exit(code: int, log: str) -> str:
+    """What an exit code of gpubench run means; for 2, the run's own last error line in its log."""
+    if code != 2:
+        return RUN_EXITS.get(code, "")
+    errors = RUN_ERROR.findall(log)
+    if not errors:
+        return ""
+    usage, line = errors[-1]
+    return ("usage error: " if usage else "") + line.strip()[:200]
 
 
 def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: float = RESULT_GRACE_S) -> None:
@@ -241,9 +266,13 @@ def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: fl
     if fleet_job.gone_since is None:
         fleet_job.gone_since = now
     if job.paths.result_pickle.exists():
-        error = job.exception()
+        try:  # never submitit's job.exception(): its pickle.load runs whatever the file holds
+            outcome, text = load_outcome(job.paths.result_pickle)
+        except UntrustedFile as refused:
+            outcome, text = "refused", str(refused)
         ended = ENDED_REASONS.get(queue_state or "")  # Slurm's word on a cancel or a timeout comes first
-        fleet_job.state, fleet_job.reason = (DONE, "") if error is None else (FAILED, ended or run_failure(error, whole_log(job)))
+        failure = text if outcome == "refused" else ended or run_failure(text, whole_log(job))
+        fleet_job.state, fleet_job.reason = (DONE, "") if outcome == "success" else (FAILED, failure)
     elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
         fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(whole_log(job))
     if fleet_job.state == FAILED:

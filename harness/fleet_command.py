@@ -32,8 +32,11 @@ from harness.fleet import (
     parse_targets,
     update,
 )
+from harness.job_files import UntrustedFile, default_jobs_dir, private_folder
+from harness.lifetime import STOP_WITH_ENV, process_token
 from harness.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
-from harness.store import LOGS_FOLDER, REPORTS_FOLDER, find_run
+from harness.safe_files import make_folders
+from harness.store import REPORTS_FOLDER, find_run
 
 SUITE_ROOT = Path(__file__).resolve().parent.parent
 POLL_S = 2.0
@@ -55,6 +58,9 @@ def add_fleet_parser(sub: argparse._SubParsersAction) -> None:
                             "(repeatable; default: one target here)")
     fleet.add_argument("--cluster", choices=ENGINES, default="local", help="where jobs run: local (default: this machine) or slurm")
     fleet.add_argument("--out", type=Path, default=None, help="the fleet's report folder (default: STORE/reports/<fleet id>)")
+    fleet.add_argument("--jobs-dir", type=Path, default=None,
+                       help="where submitit keeps each job's script, logs and pickles: a folder only you can write, "
+                            "at the same path on every node (default: ~/.cache/gpubench/fleet)")
     fleet.add_argument("--poll-seconds", type=float, default=POLL_S, help=argparse.SUPPRESS)
 
 
@@ -114,7 +120,8 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
         if engine == "local":
             # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
             # task: the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
-            command = CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT), env=dict(os.environ))
+            env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())})  # it stops if the fleet is killed
+            command = CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT), env=env)
             with stderr_into(folder / "controller.log"):
                 fleet_job.job = executor.submit(command)
         else:
@@ -169,6 +176,8 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
 def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if args.store is None:
         raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into (on a cluster, one every node sees)")
+    if not str(args.store).strip():  # an unset shell variable: the jobs would write into the current folder
+        raise FleetError("--store is empty — pass the store's folder (it is created if missing)")
     if args.results_dir != RESULTS_DIR_DEFAULT:
         raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ — drop --results-dir")
     if args.run_id is not None:
@@ -189,14 +198,14 @@ def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     return targets
 
 
-def prepare_store(store: Path, logs: Path) -> None:
-    """The store and the fleet's log folder, writable, before any job: a store that is a file,
-    read-only or full failed every target one by one as `not submitted: [Errno ...]`."""
+def prepare_store(store: Path) -> None:
+    """The store, writable, before any job: a store that is a file, read-only or full failed every
+    target one by one as `not submitted: [Errno ...]`."""
     if store.exists() and not store.is_dir():
         raise FleetError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
     try:
-        logs.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(dir=logs, prefix=".probe-")
+        make_folders(store)  # a link to a folder is followed: the store may live elsewhere
+        handle, probe = tempfile.mkstemp(dir=store, prefix=".probe-")
         try:
             os.write(handle, b"gpubench fleet: can this store hold a job's files?\n" * 64)
         finally:
@@ -312,12 +321,15 @@ def cmd_fleet(args: argparse.Namespace, extra: list[str]) -> int:
 
     store = Path(args.store).absolute() if args.store is not None else Path()
     fleet_id = new_run_id()
-    logs = store / LOGS_FOLDER / fleet_id
     try:
         targets = check_args(args, extra)
-        prepare_store(store, logs)
-    except FleetError as error:
+        prepare_store(store)
+        logs = private_folder((args.jobs_dir or default_jobs_dir()).absolute() / fleet_id)
+    except (FleetError, UntrustedFile) as error:
         return fail(str(error), STORE_FULL_EXIT if isinstance(error, StoreFull) else 2)
+    except OSError as error:
+        return fail(f"--jobs-dir {args.jobs_dir or default_jobs_dir()} cannot be made ({error.strerror or error}) — "
+                    "pass a folder you can write to")
     jobs = [FleetJob(target, f"{fleet_id}-{target.name}") for target in targets]
     say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")
     with stop_signals():

@@ -25,7 +25,13 @@ from typing import Protocol
 
 import psutil
 
-from harness.lifetime import child_preexec
+from harness.lifetime import (
+    child_preexec,
+    ended_unreaped,
+    kill_group,
+    process_state,
+    token_alive,
+)
 
 KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
@@ -63,9 +69,12 @@ class ProcessLauncher:
     signal on: a terminal's Ctrl-C reaches the build once, and so does a `kill -INT` of this process
     alone (a CI runner). After passing one on, it waits STOP_GRACE_S for the build to unwind its
     case, then kills its group (a second signal kills it at once). A build stopped (SIGSTOP, state T)
-    for `stopped_limit_s` is killed and named: it makes no progress, and nothing else would end it."""
+    for `stopped_limit_s` is killed and named: it makes no progress, and nothing else would end it.
+    `stop_with` (lifetime.process_token) names a process whose end is passed on as SIGTERM: a local
+    fleet's, whose job's controller (submitit's, no parent-death signal) outlives a fleet killed with -9."""
 
     stopped_limit_s: float | None = None
+    stop_with: str = ""
 
     def run(self, job: Job) -> Completed:
         # the handlers go in before the build starts: a signal while Popen forks and execs (the build
@@ -78,7 +87,7 @@ class ProcessLauncher:
         child = None
         try:
             child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds)
-            watch = BuildWatch(child, self.stopped_limit_s)
+            watch = BuildWatch(child, self.stopped_limit_s, self.stop_with)
             for signum in early:
                 watch.signalled(signum)
             return watch.wait()
@@ -86,7 +95,7 @@ class ProcessLauncher:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             if child is not None and child.poll() is None:  # this process is leaving (an exception): its build goes with it
-                kill_group(child)
+                kill_group(child.pid)
 
 
 # Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
@@ -94,7 +103,8 @@ class ProcessLauncher:
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
 REPEAT_S = 1.0  # the same signal again sooner is the first one twice (see BuildWatch.signalled)
-POLL_S = 0.1  # how often the launcher looks at its build (ended? stopped?)
+POLL_S = 0.1  # how often the launcher looks at its build (stopped?); its end is seen within a fifth of it
+STOP_WITH_PERIOD_S = 1.0  # how often it asks whether ProcessLauncher.stop_with's process still runs
 
 
 def build_preexec(hold_sigint: bool) -> Callable[[], None]:
@@ -118,31 +128,14 @@ def build_preexec(hold_sigint: bool) -> Callable[[], None]:
     return preexec
 
 
-def process_state(pid: int) -> str:
-    """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
-    try:
-        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read, closed by refcount
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces
-
-
-def kill_group(child: subprocess.Popen[str]) -> None:
-    """SIGKILL the build's process group (its own, from build_preexec's setpgid), then SIGCONT: a stopped
-    process dies of SIGKILL too, a stopped descendant outside the group gets to act on its PDEATHSIG."""
-    for signum in (signal.SIGKILL, signal.SIGCONT):
-        try:
-            os.killpg(child.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 @dataclass
 class BuildWatch:
     """One build process as ProcessLauncher waits for it: the signals passed on, since when it is stopped."""
 
     child: subprocess.Popen[str]
     stopped_limit_s: float | None
+    stop_with: str = ""
+    stop_with_checked_s: float = 0.0
     signals: list[int] = field(default_factory=list)
     first_signal_s: float = 0.0
     stopped_since_s: float | None = None
@@ -167,17 +160,23 @@ class BuildWatch:
 
     def wait(self) -> Completed:
         while True:
-            try:
-                return self._completed(self.child.wait(timeout=POLL_S), "")
-            except subprocess.TimeoutExpired:
-                why = self._why_end()
+            if ended_unreaped(self.child.pid, POLL_S):  # its group id cannot name another group yet
+                kill_group(self.child.pid)  # what it left behind in its group (a wrapper's background process)
+                return self._completed(self.child.wait(), "")
+            why = self._why_end()
             if why:
-                kill_group(self.child)
+                kill_group(self.child.pid)
                 return self._completed(self.child.wait(), why)
 
     def _why_end(self) -> str:
         """Why the build must be killed now, or ''."""
         now_s = time.monotonic()
+        if self.stop_with and not self.signals and now_s - self.stop_with_checked_s >= STOP_WITH_PERIOD_S:
+            self.stop_with_checked_s = now_s
+            if not token_alive(self.stop_with):
+                print(f"gpubench: the fleet that started this run (pid {self.stop_with.split(':')[0]}) has ended: "
+                      "stopping as on SIGTERM", file=sys.stderr, flush=True)
+                self.signalled(signal.SIGTERM)
         name = signal.Signals(self.signals[0]).name if self.signals else ""
         if len(self.signals) > 1:
             return f"was killed at a second {signal.Signals(self.signals[-1]).name}"

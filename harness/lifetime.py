@@ -6,8 +6,8 @@ from __future__ import annotations
 import ctypes
 import signal
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -23,6 +23,84 @@ def die_with_parent() -> None:
 def child_preexec() -> Callable[[], None] | None:
     """The preexec_fn for subprocess on Linux, else None."""
     return die_with_parent if sys.platform.startswith("linux") else None
+
+
+# "<pid>:<start time>" of the process whose end stops `gpubench run` (a local fleet: its job's
+# controller is submitit's, started without PR_SET_PDEATHSIG, and outlives a fleet killed with -9).
+STOP_WITH_ENV = "GPUBENCH_STOP_WITH"
+
+
+def process_token(pid: int) -> str:
+    """`pid` with its start time: a later process given the same pid is not the same one."""
+    import psutil
+
+    return f"{pid}:{psutil.Process(pid).create_time():.3f}"
+
+
+def token_alive(token: str) -> bool:
+    """Whether the process `token` (process_token) names still runs: not ended, not a zombie, and not a
+    later process given its pid."""
+    import psutil
+
+    pid_text, _, started = token.partition(":")
+    try:
+        process = psutil.Process(int(pid_text))
+        return f"{process.create_time():.3f}" == started and process.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+    except psutil.AccessDenied:  # another user's, alive
+        return True
+
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read, closed by refcount
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a child's process group (its own, from a setpgid at its start), then SIGCONT: a stopped
+    process dies of SIGKILL too, a stopped descendant outside the group gets to act on its PDEATHSIG."""
+    import os
+
+    for signum in (signal.SIGKILL, signal.SIGCONT):
+        try:
+            os.killpg(pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def ended_unreaped(pid: int, within_s: float) -> bool:
+    """Whether the child `pid` ended, waiting up to `within_s`, without reaping it: until it is
+    reaped its pid (and the id of the group it leads) cannot be given to another process, so what
+    is left in its group can be killed by that id safely."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while not _is_zombie(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(within_s / 5)
+    return True
+
+
+def _is_zombie(pid: int) -> bool:
+    import os
+
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13
+        import psutil
+
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+    except ChildProcessError:  # already reaped
+        return True
 
 
 RUN_FOLDER_PREFIX = "gpubench-run-"  # gpubench run's scratch folder: gpubench-run-<pid>-<random>

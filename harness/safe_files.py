@@ -12,13 +12,18 @@ import errno
 import io
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-NEW_FILE_MODE = 0o666  # the umask decides, as for any file the user makes: a random name needs no secrecy
+# The umask narrows these, as for any file the user makes; whatever it is, no file gpubench makes is
+# writable by others or executable, and no folder world-writable. A run writes only its own files;
+# a team's store takes new ones from the group in its folders (docs/usage.md, a store shared by a team).
+NEW_FILE_MODE = 0o644
+NEW_FOLDER_MODE = 0o775
 
 
 class UnsafePath(OSError):
@@ -45,7 +50,27 @@ def make_folder(path: Path, what: str, fix: str) -> None:
     """Create `path` (and its parents); a link at `path` itself is refused, not followed."""
     if path.is_symlink():
         raise UnsafePath(link_line(path, what, fix))
-    path.mkdir(parents=True, exist_ok=True)
+    make_folders(path)
+
+
+def make_folders(path: Path) -> None:
+    """Each missing folder down to `path`, NEW_FOLDER_MODE under the umask (Path.mkdir gives parents
+    0777 under it: world-writable under umask 0). Inside a setgid folder (a team's store) a new one
+    gets the setgid bit from the kernel and the sticky bit from here: members add runs to a shared
+    machine folder, and none renames or removes another's."""
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(errno.EEXIST, "File exists", str(path))
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, NEW_FOLDER_MODE)
+        except FileExistsError:
+            if not folder.is_dir():  # a dangling link
+                raise
+            continue  # made meanwhile by another run: its maker set its bits
+        parent = os.stat(folder.parent).st_mode
+        if parent & stat.S_ISGID and parent & stat.S_ISVTX:
+            os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | stat.S_ISVTX)
 
 
 @contextlib.contextmanager
@@ -119,11 +144,11 @@ def probe(folder: Path, what: str, fix: str) -> None:
         os.unlink(temp, dir_fd=dir_fd)
 
 
-def open_new(path: Path, what: str, fix: str) -> int:
+def open_new(path: Path, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
     """A descriptor of the new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW: never an existing file, never
     through a link, dangling or not; a link there is named as one, not as a file another made)."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
     except FileExistsError:
         if path.is_symlink():
             raise UnsafePath(link_line(path, what, fix)) from None

@@ -28,7 +28,6 @@ from typing import Any
 HARDWARE_KEYS = ("cpu_model", "cpu_cores", "ram_gib", "gpus")
 MAX_HOST_CHARS = 40
 REPORTS_FOLDER = "reports"  # <store>/reports/<fleet id>/: fleet reports, beside the machines
-LOGS_FOLDER = ".fleet"  # <store>/.fleet/<fleet id>/: the fleet's job scripts and logs
 
 
 class StoreError(ValueError):

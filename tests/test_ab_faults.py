@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import signal
+import stat
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -31,29 +33,25 @@ GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
 SIDES = (Side("A"), Side("B"))
 
 
-def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str) -> list[tuple[str, int]]:
-    """Each build runs `python -c script` (SIDE and BUILD in its environment) instead of pytest;
-    returns the (side, build) list of the builds started."""
+def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path | None = None, writes: str = "") -> list[tuple[str, int]]:
+    """Each build runs `python -c script` (SIDE and BUILD in its environment) instead of pytest; the
+    first build of each side named in `writes` makes its results file, as a real one would. Returns
+    the (side, build) list of the builds started."""
     started: list[tuple[str, int]] = []
+    makes = f"if BUILD == 0 and SIDE in {writes!r}: open({str(results_dir)!r} + '/s-' + SIDE + '.csv', 'a').write('rows\\n')\n"
 
     def argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
         started.append((side.name, build))
-        return [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{script}"]
+        return [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
 
     monkeypatch.setattr(ab, "side_argv", argv)
     return started
 
 
-def session_files(results_dir: Path, *sides: str) -> None:
-    for name in sides:
-        (results_dir / f"s-{name}.csv").write_text("rows\n")
-
-
 @pytest.mark.process
 def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_path, monkeypatch):
     # kill -INT <session pid> (not the terminal's group): the build goes on to its end, no other starts
-    session_files(tmp_path, "A", "B")
-    started = fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)")
+    started = fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)", tmp_path, "AB")
     before = signal.getsignal(signal.SIGINT)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert started == [("A", 0)] and done == 0
@@ -63,8 +61,7 @@ def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_pa
 
 @pytest.mark.process
 def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
-    session_files(tmp_path, "A", "B")
-    fake_builds(monkeypatch, "import os\nif (SIDE, BUILD) == ('B', 1): os.kill(os.getpid(), 9)")
+    fake_builds(monkeypatch, "import os\nif (SIDE, BUILD) == ('B', 1): os.kill(os.getpid(), 9)", tmp_path, "AB")
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert done == 1 and stop is not None and stop.code == 137
     assert stop.line == "side B, build 2: the build process was killed by SIGKILL"
@@ -72,8 +69,7 @@ def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
 
 @pytest.mark.process
 def test_a_side_that_selects_nothing_while_the_other_ran_is_a_usage_error_not_nothing_run(tmp_path, monkeypatch):
-    session_files(tmp_path, "A")
-    fake_builds(monkeypatch, "raise SystemExit(5 if SIDE == 'B' else 0)")
+    fake_builds(monkeypatch, "raise SystemExit(5 if SIDE == 'B' else 0)", tmp_path, "A")
     _done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert stop is not None and stop.code == 4 and "side B, build 1 selected no case while the other side ran" in stop.line
     assert "nothing was run" not in stop.line
@@ -82,8 +78,7 @@ def test_a_side_that_selects_nothing_while_the_other_ran_is_a_usage_error_not_no
 @pytest.mark.process
 def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_path, monkeypatch):
     # an --a-python without pytest (or /bin/true): every build of it would record nothing
-    session_files(tmp_path, "B")
-    started = fake_builds(monkeypatch, "raise SystemExit(1 if SIDE == 'A' else 0)")
+    started = fake_builds(monkeypatch, "raise SystemExit(1 if SIDE == 'A' else 0)", tmp_path, "B")
     _done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert started == [("A", 0)] and stop is not None and stop.code == 4
     assert "side A, build 1 recorded no row (exit 1)" in stop.line and "--a-python" in stop.line
@@ -250,8 +245,7 @@ def test_a_side_from_another_machine_is_not_judged_paired(tmp_path):
 @pytest.mark.process
 def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
     # a closed terminal: the session stops after the build in progress and judges what it has
-    session_files(tmp_path, "A", "B")
-    fake_builds(monkeypatch, "import os, signal\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getppid(), signal.SIGHUP)")
+    fake_builds(monkeypatch, "import os, signal\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getppid(), signal.SIGHUP)", tmp_path, "AB")
     before = signal.getsignal(signal.SIGHUP)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert done == 0 and stop is not None and stop.code == 129
@@ -269,8 +263,78 @@ def test_ctrl_c_that_ends_the_first_build_is_the_sessions_130_not_the_builds_2(t
 
 @pytest.mark.process
 def test_a_build_stopped_longer_than_its_limit_ends_the_session_named(tmp_path, monkeypatch):
-    session_files(tmp_path, "A", "B")
-    fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(0.1)")
+    fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(0.1)", tmp_path, "AB")
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path, stopped_limit_s=1.0)
     assert done == 0 and stop is not None and stop.code == 137
     assert stop.line == "side B, build 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("body, message", [
+    ("exec sleep 15", "did not start Python within 1 s"),  # stuck before Python (a lock, a prompt)
+    ("echo hello", "not a Python 3 interpreter (`"),
+])
+def test_an_a_python_that_does_not_start_python_is_one_line_before_any_build(tmp_path, monkeypatch, capsys, body, message):
+    # the side's interpreter is a shell script: started once, as the session's probe
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\n{body}\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(ab, "START_DEADLINE_S", 1.0, raising=False)
+    started = time.monotonic()
+    assert main(["ab", "--results-dir", str(tmp_path / "out"), "--a-python", str(wrapper), *NOTHING]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and f"--a-python {wrapper}" in err, err
+    assert time.monotonic() - started < 8 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.process
+def test_an_interpreter_that_prints_a_long_banner_first_still_starts(tmp_path):
+    # a wrapper (a shell script) that writes more than a pipe holds, then starts this Python
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nhead -c 200000 /dev/zero\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    ab.starts_python(str(wrapper), "--a-python", 20.0)
+
+
+@pytest.mark.process
+def test_a_file_that_takes_a_sides_name_during_the_session_is_not_judged_as_that_side(tmp_path, monkeypatch):
+    # side A's first build (a tiny python) makes A's file, and a foreign s-B.csv appears before B's first build
+    started = fake_builds(monkeypatch, f"if SIDE == 'A': open({str(tmp_path / 's-B.csv')!r}, 'w').write('foreign\\n')", tmp_path, "A")
+    done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
+    assert started == [("A", 0)] and done == 0 and stop is not None and stop.code == 4
+    assert f"{tmp_path / 's-B.csv'} appeared before side B's first build" in stop.line
+
+
+def test_a_sides_file_replaced_or_holding_another_runs_rows_is_not_judged(tmp_path, capsys):
+    a_path, b_path = write_session(tmp_path, side_frame("s-A", 4), side_frame("s-B", 4))
+    files = ab.SideFiles(tmp_path, "s")
+    files.note("A", 0)
+    files.note("B", 0)
+    b_path.rename(tmp_path / "kept.csv")  # another run's file put in B's place
+    write_frame(side_frame("s-B", 4, factor=2.0), b_path, list(side_frame("s-B", 1).columns))
+    assert ab_command.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
+    err = capsys.readouterr().err
+    assert "is not the file side B's builds made" in err and err.count("\n") == 1
+    files.note("B", 0)
+    write_frame(side_frame("other-run", 4), tmp_path / "other.csv", list(side_frame("s-A", 1).columns))
+    a_path.write_bytes((tmp_path / "other.csv").read_bytes())  # another run's rows written into A's own file
+    assert ab_command.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
+    assert "holds rows of run 'other-run', not only side A's (s-A)" in capsys.readouterr().err
+
+
+def test_side_variables_are_shown_and_kept_by_name_only(tmp_path, capsys, monkeypatch):
+    # --b-env HF_TOKEN=...: the value was printed, and kept in a marker anyone could read
+    monkeypatch.setattr(ab_command, "run_pairs", lambda *args, **kwargs: (0, ab.Stop(130, "SIGINT received")))
+    main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", "--b-env", "HF_TOKEN=hf_secret123", *NOTHING])
+    printed = "".join(capsys.readouterr())
+    marker = tmp_path / "s.ab.json"
+    assert "'HF_TOKEN': '***'" in printed and "hf_secret123" not in printed
+    assert '"HF_TOKEN": "***"' in marker.read_text() and "hf_secret123" not in marker.read_text()
+    assert stat.S_IMODE(marker.stat().st_mode) == 0o600
+
+
+def test_a_second_session_of_one_id_is_refused_before_any_build(tmp_path, capsys, monkeypatch):
+    (tmp_path / "s.ab.json").write_text("{}\n")  # a session of this id runs (or ran) in this folder
+    assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a session of this id is there already" in err and "pass another --run-id" in err

@@ -5,8 +5,10 @@ with the reason where the daemons cannot start)."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -66,11 +68,11 @@ def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
 def test_failure_reasons():
     assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***") == "timed out (the target's time limit)"
     assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***").startswith("cancelled")
-    assert run_failure(RuntimeError("CalledProcessError: Command '[...]' returned non-zero exit status 5.")) == "gpubench run exited 5 (no case matched -k/-m)"
+    assert run_failure("CalledProcessError: Command '[...]' returned non-zero exit status 5.") == "gpubench run exited 5 (no case matched -k/-m)"
 
 
 class FakeJob:
-    """A submitit job as the watch sees it: state, result file, exception, logs, cancel."""
+    """A submitit job as the watch sees it: state, result file (submitit's pickle of its outcome), logs, cancel."""
 
     def __init__(self, job_id: str, tmp: Path, state: str = "RUNNING", error: str | None = None, out: str = "ran", err: str = "") -> None:
         self.job_id, self.state, self.error, self.cancelled, self.out, self.err = job_id, state, error, False, out, err
@@ -78,10 +80,7 @@ class FakeJob:
 
     def finish(self, error: str | None = None) -> None:
         self.state, self.error = "FINISHED", error
-        self.paths.result_pickle.write_text("")
-
-    def exception(self):
-        return RuntimeError(self.error) if self.error else None
+        self.paths.result_pickle.write_bytes(pickle.dumps(("error", error) if error else ("success", self.out)))
 
     def stderr(self) -> str:
         return "line\n*** JOB 1 ON n CANCELLED AT 2026 ***" if self.state == "INTERRUPTED" else self.err
@@ -150,7 +149,7 @@ def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path,
     def squeue(ids: list[str]) -> dict[str, str]:
         answer = next(answers)
         if answer["1"] == "COMPLETED":
-            jobs[1].job.paths.result_pickle.write_text("")
+            jobs[1].job.paths.result_pickle.write_bytes(pickle.dumps(("success", "")))
         return answer
 
     def submit(fleet_job: FleetJob) -> None:
@@ -182,7 +181,9 @@ def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatc
 
 
 def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "fleet", "--store", str(store), "--poll-seconds", "0.5", *args],
+    """A fleet into `store`, its job files beside it (not in the home folder of whoever runs the tests)."""
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "fleet", "--store", str(store), "--jobs-dir", str(store.parent / "jobs"),
+                             "--poll-seconds", "0.5", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
 
@@ -203,11 +204,21 @@ def check_fleet_store(store: Path, out: str, targets: tuple[str, ...]) -> set[st
 
 @pytest.mark.process
 def test_local_fleet_of_two_targets_writes_the_store_and_one_report(tmp_path):
-    proc = fleet(tmp_path / "store", "--target", "name=one", "--target", "name=two", *TINY, cwd=tmp_path)
+    """Into a team's store (setgid, sticky, group-writable) under the loosest umask: nothing the
+    fleet loads as code (submitit's pickles) is in the store, nothing there is world-writable or
+    executable; the pickles are in the user's own jobs folder."""
+    store = tmp_path / "store"
+    store.mkdir()
+    store.chmod(0o3775)
+    proc = fleet(store, "--target", "name=one", "--target", "name=two", *TINY, cwd=tmp_path, preexec_fn=lambda: os.umask(0))
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
-    check_fleet_store(tmp_path / "store", out, ("one", "two"))
+    check_fleet_store(store, out, ("one", "two"))
     assert "[one] job" in out and "done ->" in out and "report of 2 runs" in out
+    written = list(store.rglob("*"))
+    assert not [p for p in written if p.suffix == ".pkl"] and list((tmp_path / "jobs").rglob("*_result.pkl"))
+    assert not [p for p in written if p.stat().st_mode & stat.S_IWOTH or (p.is_file() and p.stat().st_mode & 0o111)]
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in (tmp_path / "jobs").iterdir())
 
 
 @pytest.mark.process
@@ -240,6 +251,35 @@ def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     assert proc.returncode == 130 and "[long] job" in rest and "cancelled (interrupted)" in rest, "".join(lines) + rest
     _, alive = psutil.wait_procs(under, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
+
+
+def command_of(process) -> list[str]:
+    import psutil
+
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone meanwhile
+        return []
+
+
+@pytest.mark.process
+def test_a_local_fleet_killed_with_9_leaves_no_run_measuring(tmp_path):
+    """kill -9 of the fleet: submitit's controller (started without a parent-death signal) ran its
+    job on, measuring with no one to read it. A real fleet: the watch spans three processes."""
+    import psutil
+
+    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32", cwd=tmp_path)
+    wait_for(proc, ": running", [])
+    deadline = time.monotonic() + 120
+    runs: list[psutil.Process] = []
+    while not runs and time.monotonic() < deadline:
+        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4] == ["-m", "harness.cli", "run"]]
+        time.sleep(0.2)
+    assert runs, "gpubench run never started"
+    proc.kill()
+    proc.wait()
+    _, alive = psutil.wait_procs(runs, timeout=60)
+    assert not alive, "gpubench run measures on after its fleet was killed"
 
 
 @pytest.mark.process
@@ -438,7 +478,7 @@ def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
     FAILED, not TIMEOUT), and a full store leaves no result file: both were `the job's command failed`
     or `ended without a result (killed, or its node lost)`."""
     timed_out = "submitit WARNING (2026-12-01) - Caught signal SIGUSR2 on vm: this job is timed-out.\n"
-    assert run_failure(RuntimeError("Job got killed for an unknown reason."), timed_out).startswith("timed out")
+    assert run_failure("FailedJobError: Job got killed for an unknown reason.", timed_out).startswith("timed out")
     full = FleetJob(Target("f"), "r", job=FakeJob("2", tmp_path, out="Could not dump error:\nbecause of [Errno 28] No space left on device"))
     settle(full, None, now=0.0, grace_s=0.0)
     assert full.state == FAILED and full.reason.startswith("the store filled up"), full.reason
@@ -546,7 +586,7 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
     with pytest.raises(FleetError, match=message) as refused:
-        prepare_store(tmp_path / "S", tmp_path / "S" / ".fleet" / "f")
+        prepare_store(tmp_path / "S")
     assert isinstance(refused.value, StoreFull) == (errno_value == 28)
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: dict[str, int] = {
     # pure and torch-free: statistics, planning, declarations
     "harness.stats": 0, "harness.plan": 0, "harness.columns": 0, "harness.peaks": 0, "harness.options": 0, "harness.lifetime": 0,
-    "harness.workload_spec": 0, "harness.safe_files": 0, "harness.rlimits": 0, "harness": 0,
+    "harness.workload_spec": 0, "harness.safe_files": 0, "harness.rlimits": 0, "harness.job_files": 0, "harness": 0,
     "harness.catalog": 1, "harness.profiles": 1,
     "harness.schema": 2,
     "harness.results": 3, "harness.store": 3,

@@ -94,15 +94,18 @@ def test_a_dangling_link_at_the_runs_file_is_named_as_one(one_case):
     assert not (one_case.path / "nowhere.csv").exists()
 
 
-def test_sidecars_and_the_ab_marker_replace_links_at_their_names(tmp_path):
+def test_sidecars_replace_links_at_their_names_and_the_ab_marker_refuses_them(tmp_path):
     names = ["run.env.json", "run.ops.json", "s.ab.json", f".run.env.json.partial-{os.getpid()}", f".run.ops.json.partial-{os.getpid()}"]
     for name in names:  # the final names, and the temporaries' old pid-predictable names
         plant(tmp_path / name, victim(tmp_path, name))
     write_sidecar(tmp_path, "run", "env", {"a": 1})
     write_sidecar(tmp_path, "run", "ops", {"b": 2})
-    write_marker(tmp_path, "s", (), 3)
+    with pytest.raises(UnsafePath, match="is a symbolic link"):  # the marker is made new (the session's name is its own)
+        write_marker(tmp_path, "s", (), 3)
     assert untouched(tmp_path)
     assert json.loads((tmp_path / "run.env.json").read_text()) == {"a": 1} and not (tmp_path / "run.env.json").is_symlink()
+    (tmp_path / "s.ab.json").unlink()
+    write_marker(tmp_path, "s", (), 3)
     assert json.loads((tmp_path / "s.ab.json").read_text())["pairs_planned"] == 3
 
 

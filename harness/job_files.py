@@ -1,0 +1,152 @@
+"""The job files of `gpubench fleet`: submitit keeps a job's command and its outcome as pickles,
+and loading a pickle can run any code in it. So they live in a folder of this user's alone — never
+in the results store, which a team shares — and are loaded only from a folder that no one else can
+write. The outcome the fleet reads back is unpickled with no class, function or global allowed:
+text and tuples only, so even a file that got past the checks builds nothing. Torch-free."""
+
+from __future__ import annotations
+
+import grp
+import io
+import os
+import pickle
+import pwd
+import stat
+from pathlib import Path
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+PRIVATE_MODE = 0o700
+OTHERS = 0o077  # group and others: any permission at all
+OTHERS_WRITE = 0o022
+MAX_OUTCOME_BYTES = 64 * 2**20  # a command's captured output; more is no outcome of gpubench run's
+TRUST_FIX = "pass --jobs-dir with a folder only you can write (under your home, say)"
+
+
+class UntrustedFile(ValueError):
+    """A job file or folder someone other than this user (or root) could have written: the line names
+    it, its owner and mode."""
+
+
+def default_jobs_dir() -> Path:
+    """~/.cache/gpubench/fleet (or under $XDG_CACHE_HOME): the user's own, and on a cluster usually
+    seen by every node."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "gpubench" / "fleet"
+
+
+def owner_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def described(path: Path, info: os.stat_result) -> str:
+    """'<path> (owner alice, mode 0777)'."""
+    return f"{path} (owner {owner_name(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o})"
+
+
+def trusted_owner(info: os.stat_result) -> bool:
+    return info.st_uid in (os.geteuid(), 0)
+
+
+def others_can_replace(info: os.stat_result) -> bool:
+    """Someone else could add, rename or remove what a folder holds: it is another user's, or group- or
+    world-writable without the sticky bit (with it, as /tmp, no one renames an entry that is not theirs).
+    A group that is the owner's own (a user private group: the owner's name, no other member) is the owner."""
+    writable = info.st_mode & (0o002 if own_group(info) else OTHERS_WRITE)
+    return not trusted_owner(info) or (bool(writable) and not info.st_mode & stat.S_ISVTX)
+
+
+def own_group(info: os.stat_result) -> bool:
+    try:
+        group = grp.getgrgid(info.st_gid)
+    except KeyError:
+        return False
+    return group.gr_name == owner_name(info.st_uid) and set(group.gr_mem) <= {group.gr_name}
+
+
+def chain(folder: Path) -> list[Path]:
+    """`folder` and every folder above it, as given and with links resolved (a link's target has folders of its own)."""
+    paths: list[Path] = []
+    for start in (folder.absolute(), folder.resolve()):
+        paths += [path for path in (start, *start.parents) if path not in paths]
+    return paths
+
+
+def check_folder(folder: Path, what: str = "the jobs folder") -> None:
+    """`folder` is this user's, open to no one else (0700), and no folder above it lets another user
+    swap it: each owned by this user or root and writable by no one else, unless sticky."""
+    info = os.stat(folder)
+    if not trusted_owner(info) or info.st_mode & OTHERS:
+        raise UntrustedFile(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
+                            f"files kept there as code — chmod 700 it, or {TRUST_FIX}")
+    for above in chain(folder)[1:]:
+        info = os.stat(above)
+        if others_can_replace(info):
+            raise UntrustedFile(f"{described(above, info)}, above {what} {folder}, lets another user replace what "
+                                f"it holds, and gpubench loads the job files kept below it as code — {TRUST_FIX}")
+
+
+def private_folder(folder: Path, what: str = "the jobs folder") -> Path:
+    """`folder`, each missing level made 0700, then checked (check_folder)."""
+    missing = [path for path in (folder, *folder.parents) if not path.exists()]
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=PRIVATE_MODE)
+        except FileExistsError:  # made meanwhile (another fleet): checked below like any other
+            pass
+    check_folder(folder, what)
+    return folder
+
+
+class TextOnly(pickle.Unpickler):
+    """An unpickler that imports nothing: strings, numbers, tuples, lists and dicts come back, any
+    class, function or global (what makes a pickle run code) is refused."""
+
+    def find_class(self, module: str, name: str) -> object:
+        raise pickle.UnpicklingError(f"it refers to {module}.{name}")
+
+
+def load_outcome(path: Path) -> tuple[str, str]:
+    """submitit's ("success" | "error", text) from a job's result file, read without following a
+    link, from a folder this user owns and no one else can write (check_folder's first rule: its
+    parents were checked when the fleet began), and the file this user's or root's."""
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | DIRECTORY | NOFOLLOW)
+    except OSError as error:
+        raise UntrustedFile(f"{path.parent} cannot be opened as a folder ({error.strerror}): "
+                            "the job's outcome is not loaded") from None
+    try:
+        folder = os.fstat(dir_fd)
+        if not trusted_owner(folder) or folder.st_mode & OTHERS_WRITE:
+            raise UntrustedFile(f"{described(path.parent, folder)} can be written by another user: {path.name} is not "
+                                f"loaded — {TRUST_FIX}")
+        fd = os.open(path.name, os.O_RDONLY | NOFOLLOW | NONBLOCK, dir_fd=dir_fd)  # a FIFO there would block the open
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            others_write = info.st_mode & OTHERS_WRITE and folder.st_mode & 0o011  # the folder lets them reach it
+            if not stat.S_ISREG(info.st_mode) or not trusted_owner(info) or others_write:
+                raise UntrustedFile(f"{described(path, info)} is not a file of yours: not loaded — {TRUST_FIX}")
+            data = handle.read(MAX_OUTCOME_BYTES + 1)
+    except OSError as error:
+        raise UntrustedFile(f"{path} cannot be read ({error.strerror}): the job's outcome is not loaded") from None
+    finally:
+        os.close(dir_fd)
+    return outcome_of(path, data)
+
+
+def outcome_of(path: Path, data: bytes) -> tuple[str, str]:
+    """The (outcome, text) pair in `data`, or UntrustedFile naming why not."""
+    if len(data) > MAX_OUTCOME_BYTES:
+        raise UntrustedFile(f"{path} holds over {MAX_OUTCOME_BYTES >> 20} MiB: not the outcome of a job — not loaded")
+    try:
+        outcome = TextOnly(io.BytesIO(data)).load()
+    except Exception as error:  # noqa: BLE001 - a damaged pickle raises many types; each is the same refusal
+        raise UntrustedFile(f"{path} is not a job's outcome ({error}): not loaded") from None
+    pair = isinstance(outcome, tuple) and len(outcome) == 2
+    if not (pair and outcome[0] in ("success", "error") and isinstance(outcome[1], str)):
+        raise UntrustedFile(f"{path} is not a job's outcome (submitit's pair of a word and text): not loaded")
+    return outcome[0], outcome[1]

@@ -1,0 +1,202 @@
+"""A results store a team shares: what gpubench writes into it (modes), what it loads as code
+(submitit's pickles: only from the user's own jobs folder, and an outcome read back as text only),
+and what another member of the store's group can and cannot do to it. The second member is a
+child process given another uid and gid (root only); no account is created."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.fleet import DONE, FAILED, FleetJob, Target, settle
+from harness.safe_files import make_folder, open_new, replace_bytes
+
+SECOND_UID, STORE_GID = 65534, 65533  # nobody, and a group number no account is in
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files of another owner are made with os.chown")
+
+
+class Payload:
+    """A pickle that runs code when loaded: it writes a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
+
+
+def submitit_job(folder: Path, job_id: str = "7"):
+    """submitit's own job object over `folder`, as the fleet holds one."""
+    from submitit.local.local import LocalJob
+
+    return LocalJob(folder, job_id)
+
+
+def jobs_folder(tmp_path: Path) -> Path:
+    """A fleet's jobs folder as it makes one: the user's, 0700."""
+    folder = tmp_path / "jobs" / "f"
+    folder.mkdir(parents=True, mode=0o700)
+    return folder
+
+
+def test_a_result_file_that_would_run_code_is_not_loaded(tmp_path):
+    # another member put it where the job's outcome goes (the store's .fleet/ folder was group-writable)
+    folder = jobs_folder(tmp_path)
+    job = FleetJob(Target("t"), "r", job=submitit_job(folder))
+    job.job.paths.result_pickle.write_bytes(pickle.dumps(("success", Payload(tmp_path / "ran"))))
+    settle(job, None, now=0.0, grace_s=0.0)
+    assert not (tmp_path / "ran").exists()
+    assert job.state == FAILED and "is not a job's outcome (it refers to builtins.exec): not loaded" in job.reason
+
+
+@AS_ROOT
+def test_a_result_file_of_another_owner_is_not_loaded(tmp_path):
+    folder = jobs_folder(tmp_path)
+    job = FleetJob(Target("t"), "r", job=submitit_job(folder))
+    result = job.job.paths.result_pickle
+    result.write_bytes(pickle.dumps(("success", "ran")))
+    os.chown(result, SECOND_UID, SECOND_UID)
+    settle(job, None, now=0.0, grace_s=0.0)
+    assert job.state == FAILED, job.reason
+    assert f"{result} (owner nobody, mode 0644) is not a file of yours: not loaded" in job.reason
+    os.chown(result, 0, 0)
+    job.state = "running"
+    settle(job, None, now=0.0, grace_s=0.0)
+    assert job.state == DONE  # the same file, the user's own: loaded
+
+
+def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
+    from harness.job_files import (
+        UntrustedFile,
+        load_outcome,
+        owner_name,
+        private_folder,
+    )
+
+    folder = private_folder(tmp_path / "jobs" / "f")
+    (folder / "1_0_result.pkl").write_bytes(pickle.dumps(("success", "")))
+    os.chmod(folder, 0o770)
+    me = owner_name(os.geteuid())
+    with pytest.raises(UntrustedFile, match=rf"\(owner {me}, mode 0770\) can be written by another user: 1_0_result"):
+        load_outcome(folder / "1_0_result.pkl")
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o777)
+    open_folder.chmod(0o777)  # the umask narrowed mkdir's mode
+    with pytest.raises(UntrustedFile, match=rf"{open_folder} \(owner {me}, mode 0777\), above the jobs folder .* lets"):
+        private_folder(open_folder / "jobs" / "f")
+
+
+@AS_ROOT
+def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
+    # a user private group (named as the user, no other member), as Debian gives each account: root's here
+    from harness.job_files import UntrustedFile, private_folder
+
+    above = tmp_path / "home"
+    above.mkdir()
+    above.chmod(0o775)
+    private_folder(above / "jobs" / "f")
+    os.chown(above, 0, STORE_GID)  # a group no account is in, by name or by number: not the owner's own
+    with pytest.raises(UntrustedFile, match="lets another user replace"):
+        private_folder(above / "jobs" / "g")
+
+
+def test_the_fleet_refuses_a_jobs_dir_others_can_write_before_any_job(tmp_path, capsys):
+    from harness.job_files import owner_name
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # a team folder without the sticky bit: a member could swap jobs/ for their own
+    tiny = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # what a job would run, were it started
+    assert main(["fleet", "--store", str(tmp_path / "S"), "--jobs-dir", str(shared / "jobs"), "--target", "name=x",
+                 *tiny]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--jobs-dir" in err
+    assert f"{shared} (owner {owner_name(os.geteuid())}, mode 0777), above the jobs folder" in err
+    assert not (shared / "jobs").exists() or not any((shared / "jobs").rglob("*.pkl"))
+
+
+def test_what_gpubench_writes_into_a_team_store_is_never_world_writable_nor_executable(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    store.chmod(0o3775)  # a team's store: setgid (the group goes down) and sticky (no one removes another's files)
+    old = os.umask(0)  # the loosest umask: what stays out is gpubench's doing
+    try:
+        make_folder(store / "m" / "deeper", "results directory", "fix")
+        os.close(open_new(store / "m" / "deeper" / "r.csv", "results directory", "fix"))
+        replace_bytes(store / "m", "r.env.json", b"{}\n", "results directory", "fix")
+    finally:
+        os.umask(old)
+    for folder in (store / "m", store / "m" / "deeper"):
+        mode = folder.stat().st_mode
+        assert mode & stat.S_ISGID and mode & stat.S_ISVTX and not mode & stat.S_IWOTH, f"{folder}: {mode:o}"
+    for file in (store / "m" / "deeper" / "r.csv", store / "m" / "r.env.json"):
+        assert stat.S_IMODE(file.stat().st_mode) == 0o644, file
+
+
+def second_member(script: str, env: dict[str, str]) -> dict[str, str]:
+    """`script` run by another user (uid nobody) in the store's group; what it printed (JSON)."""
+    def become() -> None:
+        os.setgroups([STORE_GID])
+        os.setgid(STORE_GID)
+        os.setuid(SECOND_UID)
+
+    for python in ("/usr/bin/python3", sys.executable):  # this venv's may sit under a home only root can enter
+        if not Path(python).exists():
+            continue
+        done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60, env=env,
+                              preexec_fn=become, check=False)
+        if done.returncode == 0:
+            return json.loads(done.stdout)
+    pytest.skip(f"no python the second user can start: {done.stderr.strip()[-200:]}")
+
+
+MEMBER = """import json, os
+store, jobs = os.environ["STORE"], os.environ["JOBS"]
+def attempt(act):
+    try:
+        act()
+        return "done"
+    except PermissionError:
+        return "denied"
+said = {"add": attempt(lambda: open(store + "/m/theirs.csv", "x").close()),
+        "replace": attempt(lambda: os.replace(store + "/m/theirs.csv", store + "/m/mine.csv")),
+        "append": attempt(lambda: open(store + "/m/mine.csv", "a").close()),
+        "plant": attempt(lambda: open(jobs + "/1_0_result.pkl", "wb").close())}
+print(json.dumps(said))
+"""
+
+
+@pytest.mark.process
+@AS_ROOT
+def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_the_job_files():
+    # a child process as uid nobody in the store's group (no account made); a folder in /tmp it can reach
+    base = Path(tempfile.mkdtemp(prefix="gpubench-team-"))
+    try:
+        base.chmod(0o755)
+        store = base / "store"
+        store.mkdir()
+        os.chown(store, 0, STORE_GID)
+        store.chmod(0o3775)
+        old = os.umask(0o002)  # the team's umask (docs/usage.md)
+        try:
+            make_folder(store / "m", "results directory", "fix")
+            os.close(open_new(store / "m" / "mine.csv", "results directory", "fix"))
+        finally:
+            os.umask(old)
+        from harness.job_files import private_folder
+
+        jobs = private_folder(base / "jobs" / "f")
+        said = second_member(MEMBER, dict(os.environ, STORE=str(store), JOBS=str(jobs)))
+        assert said == {"add": "done", "replace": "denied", "append": "denied", "plant": "denied"}, said
+    finally:
+        shutil.rmtree(base)
