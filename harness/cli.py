@@ -308,7 +308,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ReportError as error:
         return fail(str(error))
     except KeyboardInterrupt:
-        return fail(f"interrupted: {args.out} is incomplete (no report.md) — run gpubench report again", code=130)
+        return fail(f"interrupted: no report written ({args.out} is as it was) — run gpubench report again", code=130)
     print(f"gpubench: report -> {out}")
     return 0
 

@@ -14,7 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from harness.safe_files import UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, replace_bytes, replacing, write_all
+from harness.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
+from harness.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
+                                replace_bytes, replacing, write_all)
 from harness.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
 
 if TYPE_CHECKING:
@@ -93,7 +95,6 @@ def check_output_file(path: Path, flag: str) -> None:
 
 # errnos that mean the folder's disk (or the user's quota) is full: the run stops, rows kept.
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes
 
 
 class ResultsFull(OSError):
@@ -106,28 +107,6 @@ class ResultsFull(OSError):
         self.errno = code  # strerror stays None, so str() is the message above, without "[Errno 28]"
         self.rows_kept = rows_kept
         self.path = path
-
-
-class RunIdError(ValueError):
-    """A --run-id that cannot name a new file in the results folder."""
-
-
-def check_run_id(run_id: str, results_dir: Path, appending: bool = False) -> str:
-    """Refuse, before any case, a run id that would escape the results folder, overflow a file
-    name, or overwrite another run (`appending`: a later build process of the same run, which
-    adds to the file on purpose)."""
-    fix = "pass another --run-id, or none for a fresh one"
-    if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
-        raise RunIdError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {fix}")
-    separators = {"/", "\\", "\0", os.sep, os.altsep or "/"}
-    if any(sep in run_id for sep in separators) or run_id in (".", "..") or run_id.startswith(".") or not run_id.isprintable():
-        raise RunIdError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, no leading dot, no control characters) — {fix}")
-    existing = results_dir / f"{run_id}.csv"
-    if existing.is_symlink():  # dangling or not: never written through, and not "another run's file"
-        raise RunIdError(f"{existing} is a symbolic link (to {os.readlink(existing)}), not a results file — remove it or {fix}")
-    if existing.exists() and not appending:
-        raise RunIdError(f"--run-id {run_id!r} already exists ({existing}) — {fix}")
-    return run_id
 
 
 def count_rows(path: Path) -> int:
@@ -225,13 +204,14 @@ def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> 
     return path
 
 
-def file_ends_whole(path: Path) -> bool:
+def ends_whole(data: bytes) -> bool:
     """Every row the writer writes ends in a newline: a file that does not (spaces after the last
     one aside: an editor's blank line) was cut mid-row."""
-    with open(path, "rb") as handle:
-        handle.seek(max(0, os.path.getsize(path) - 4096))
-        tail = handle.read().rstrip(b" \t\r\f\v")
+    tail = data[-4096:].rstrip(b" \t\r\f\v")
     return not tail or tail.endswith(b"\n")
+
+
+MAX_RESULTS_BYTES = 256 * 2**20  # 100 times a long run's file: a larger one is a stray, left unread
 
 
 # ---- reading: the one reader of results CSVs (harness and reports) ---------------------------------
@@ -241,25 +221,30 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     many fields in each record as in the header (one cut anywhere, even inside a quoted field,
     is never data), a last line that ends. A byte-order mark and blank lines are skipped."""
     records, lines = [], []  # lines: csv.reader's line number at each record's end
+    data = read_regular(path, MAX_RESULTS_BYTES, "results file")  # no link, FIFO or device; the size checked first
     try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, [])
-            for record in reader:
-                if any(field.strip() for field in record):  # a blank line, or one of spaces (an editor's), is no record
-                    records.append(record)
-                    lines.append(reader.line_num)
+        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
+        header = next(reader, [])
+        for record in reader:
+            if any(field.strip() for field in record):  # a blank line, or one of spaces (an editor's), is no record
+                records.append(record)
+                lines.append(reader.line_num)
     except (UnicodeDecodeError, csv.Error) as error:
         raise SchemaError(f"{path}: not a readable CSV ({error})") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
+    twice = next((c for i, c in enumerate(header) if c and c in header[:i]), None)
+    if twice is not None:  # which of the two holds the figure? neither is trusted
+        first = header.index(twice)
+        raise SchemaError(f"{path}: the header names column {twice} twice (columns {first + 1} and "
+                          f"{header.index(twice, first + 1) + 1}) — the file is damaged; keep one of them")
     odd = next((i for i, record in enumerate(records) if len(record) != len(header)), None)
     if odd is not None:
         fields = len(records[odd])
         what = "is truncated" if fields < len(header) else f"has {fields} fields, the header {len(header)}"
         raise SchemaError(f"{path}: line {lines[odd]} {what} — re-run the case or delete the line")
-    if records and not file_ends_whole(path):
+    if records and not ends_whole(data):
         raise SchemaError(f"{path}: line {lines[-1]} is truncated (the file ends inside it) — re-run the case or delete the line")
     return header, records, lines
 
@@ -296,7 +281,7 @@ class _Text:
     def add(self, path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> None:
         if header != self.header:  # another order, fewer or other columns: one header for all
             known, where = set(self.header), {c: i for i, c in enumerate(header)}
-            self.header += [c for c in dict.fromkeys(header) if c not in known]  # a repeated column: the last one counts
+            self.header += [c for c in header if c not in known]  # _records refused a column named twice
             order = [where.get(c) for c in self.header]
             records = [[record[i] if i is not None else "" for i in order] for record in records]
         self.records.extend(records)
@@ -329,9 +314,16 @@ class _Text:
         except ValueError as error:
             impossible, why = isinstance(error, ImpossibleValue), str(error)
         if not impossible or self.refused is None:
-            raise SchemaError(f"{self.paths[at]}: line {self.lines[at]}: column {column} holds {cell!r} ({why}) — the file is damaged; re-run the case or delete the line")
-        self.refused.append(f"{self.paths[at]}:{self.lines[at]}: column {column} = {cell.strip()} is impossible ({why})")
+            raise SchemaError(f"{self.paths[at]}: line {self.lines[at]}: column {column} holds {_quoted(cell)} "
+                              f"({why}) — the file is damaged; re-run the case or delete the line")
+        shown = _quoted(cell.strip())[1:-1]
+        self.refused.append(f"{self.paths[at]}:{self.lines[at]}: column {column} = {shown} is impossible ({why})")
         self.left_out.add(at)
+
+
+def _quoted(cell: str, max_chars: int = 40) -> str:
+    """A cell as a message quotes it: a 10,000-character cell would fill the line."""
+    return repr(cell) if len(cell) <= max_chars else repr(cell[:max_chars]) + "…"
 
 
 CHUNK_FILES = 100  # files typed together

@@ -1,24 +1,36 @@
-"""Writing into folders other people can write to (a shared results folder, /tmp): every file
-gpubench writes goes through here. An output folder is opened once without following a link,
+"""Files in folders other people can write to (a shared results folder or store, /tmp): every file
+gpubench writes, and every file a report reads there, goes through here.
+
+Writing: An output folder is opened once without following a link,
 and every file is made relative to that descriptor, so a folder swapped for a link later changes
 nothing. Temporary files get random names made with O_EXCL inside the output folder (never in an
 ancestor such as /tmp) and become final by rename, which replaces a link planted at the final
-name instead of writing through it; files written in place are opened with O_NOFOLLOW."""
+name instead of writing through it; files written in place are opened with O_NOFOLLOW.
+
+Reading (read_regular, read_json): a file is opened without following a link at its name and
+without waiting on a FIFO or a device (O_NOFOLLOW|O_NONBLOCK), checked to be a regular file no
+larger than its kind may be (fstat, before any byte is read), and JSON is refused nested deeper
+than any file gpubench writes: what is refused is one line, RefusedRead, never a hang, a read
+that does not end, or a RecursionError."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import io
+import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import IO
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # The umask narrows these, as for any file the user makes; whatever it is, no file gpubench makes is
 # writable by others or executable, and no folder world-writable. A run writes only its own files;
 # a team's store takes new ones from the group in its folders (docs/usage.md, a store shared by a team).
@@ -173,3 +185,93 @@ def open_read(path: Path, what: str, fix: str) -> IO[bytes]:
         if error.errno == errno.ELOOP:
             raise UnsafePath(link_line(path, what, fix)) from None
         raise
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+MAX_JSON_DEPTH = 32  # gpubench's JSON files nest at most 5 levels; json's parser recurses once per level
+KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+         stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
+
+
+class RefusedRead(OSError):
+    """A file left unread because of what it is (a link, not a regular file, too large, nested
+    too deep): str() is the one line, naming the file, why, and what to do."""
+
+    def __init__(self, path: Path | str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.line = f"{path}: {why}"
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def mib(size_bytes: int) -> str:
+    return f"{size_bytes / 2**20:.3g} MiB"
+
+
+def kind_problem(path: Path | str, mode: int) -> RefusedRead | None:
+    """Why a file of this mode is not read (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return RefusedRead(path, f"a symbolic link (to {target}), not followed when reading — "
+                                 "replace the link with the file itself")
+    kind = KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return RefusedRead(path, f"{kind}, not a regular file (gpubench reads regular files only) — "
+                             "move it out of the folder")
+
+
+def read_regular(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes` of them. A link at its name is
+    not followed (O_NOFOLLOW), a FIFO or device is never waited on (a look first, then O_NONBLOCK
+    and the descriptor's own fstat, so a file swapped in between is what gets checked), and the
+    size is checked before any byte is read (a 2 GB sparse stray costs nothing)."""
+    problem = kind_problem(path, os.lstat(path).st_mode)
+    if problem is not None:
+        raise problem
+    try:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # a link put there since the look
+            raise kind_problem(path, stat.S_IFLNK) from None
+        raise
+    status = os.fstat(fd)
+    too_large = RefusedRead(path, f"{status.st_size:,} bytes, above the {mib(max_bytes)} a {what} may be — "
+                                  "move it out of the folder")
+    problem = kind_problem(path, status.st_mode) or (too_large if status.st_size > max_bytes else None)
+    if problem is not None:
+        os.close(fd)
+        raise problem
+    with os.fdopen(fd, "rb", buffering=0) as handle:  # only now is anything read
+        data = handle.read(max_bytes + 1)  # a file that grows while read stops at the limit too
+    if len(data) > max_bytes:
+        raise too_large
+    return data
+
+
+STRINGS_AND_TEXT = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+')
+DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deep JSON text nests its lists and objects (brackets inside strings do not count),
+    found without parsing it: json's parser recurses per level and would raise RecursionError."""
+    brackets = STRINGS_AND_TEXT.sub("", text).replace('"', "")  # a quote left: a string that never ends
+    return max(accumulate(map(DEPTH_STEP.__getitem__, brackets)), default=0)
+
+
+def read_json(path: Path | str, max_bytes: int, what: str = "JSON file") -> object:
+    """The JSON value of the regular file `path` (read_regular), refused as RefusedRead when it
+    nests deeper than MAX_JSON_DEPTH; ValueError when it is not UTF-8 JSON."""
+    text = read_regular(path, max_bytes, what).decode("utf-8")
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise RefusedRead(path, f"JSON nested {depth} levels deep (gpubench reads at most {MAX_JSON_DEPTH}) — "
+                                "move it out of the folder")
+    return json.loads(text)

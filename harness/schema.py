@@ -143,8 +143,9 @@ class SchemaError(ValueError):
 
 
 class ImpossibleValue(ValueError):
-    """A cell that reads as a number no measurement can give (negative, not finite, a fraction
-    outside [0, 1]): the report refuses its row and goes on; damage refuses the file."""
+    """A cell that reads as a value no measurement can give (negative, not finite, a fraction
+    outside [0, 1], a time or a year out of range): the report refuses its row and goes on;
+    damage refuses the file."""
 
 
 # ---- writing -----------------------------------------------------------------------------------
@@ -193,6 +194,11 @@ def _int(text: str) -> int:
 
 
 def _json(text: str) -> list[float]:
+    """A flat JSON list of numbers (raw samples): a bracket inside it is refused before parsing,
+    since json's parser recurses once per level (RecursionError on a deeply nested cell)."""
+    inner = text.strip()[1:-1]
+    if "[" in inner or "]" in inner or "{" in inner:
+        raise ValueError("not a flat JSON list of numbers")
     values = json.loads(text)
     if not isinstance(values, list):
         raise ValueError("not a JSON list")
@@ -209,6 +215,12 @@ TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value
 # units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
 NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
 FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # parts of a whole: within [0, 1]
+# Durations no measurement gives: a timed region is at least a nanosecond (no clock gpubench reads
+# resolves less, and no device operation is shorter) and under 10^6 s (11.6 days). Other times in
+# seconds (spreads, a compile time net of a step) may be 0, never longer.
+MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e6
+TIMED = ("median_s", "min_s", "mean_s")  # what compare divides and takes logarithms of
+YEARS = (1970, 2100)  # a results timestamp outside [1970, 2100) is a broken clock or damage, and pandas cannot date it
 
 
 def non_negative(spec: Column) -> bool:
@@ -218,8 +230,9 @@ def non_negative(spec: Column) -> bool:
 
 def check_value(column: str, value: Any) -> None:
     """What a typed value must also be: numbers finite, counts/sizes/times/bytes/rates not
-    negative, fractions within [0, 1], raw samples non-negative durations (ImpossibleValue), a
-    known status, an ISO 8601 timestamp (ValueError). The error says why."""
+    negative, fractions within [0, 1], times within MIN/MAX_DURATION_S (_time_problem), a year
+    within YEARS (ImpossibleValue); a known status, an ISO 8601 timestamp (ValueError). The error
+    says why."""
     spec = BY_NAME.get(column)
     if spec is None or value is None:
         return
@@ -231,13 +244,28 @@ def check_value(column: str, value: Any) -> None:
         raise ImpossibleValue("outside [0, 1]")
     if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
         raise ImpossibleValue("a sample that is not a non-negative duration")
+    problem = _time_problem(column, spec, value)
+    if problem:
+        raise ImpossibleValue(problem)
     if column == "status" and value not in STATUSES:
         raise ValueError(f"not one of {', '.join(STATUSES)}")
     if column == "timestamp_utc":  # the writer's are ISO 8601 (utc_timestamp): anything else is damage, not a time
         try:
-            datetime.fromisoformat(value)
+            year = datetime.fromisoformat(value).year
         except ValueError:
             raise ValueError("not an ISO 8601 timestamp") from None
+        if not YEARS[0] <= year < YEARS[1]:
+            raise ImpossibleValue(f"year {year}, outside {YEARS[0]} to {YEARS[1]}: a broken clock or an edited file")
+
+
+def _time_problem(column: str, spec: Column, value: Any) -> str | None:
+    """Why a time in seconds or a raw sample (finite, not negative) is impossible, or None."""
+    values = value if spec.kind == "json" else [value] if spec.unit == "s" else []
+    if any(v > MAX_DURATION_S for v in values):
+        return f"above {MAX_DURATION_S:.0e} s: no timed region lasts 11 days"
+    if (spec.kind == "json" or column in TIMED) and any(v < MIN_DURATION_S for v in values):
+        return f"below {MIN_DURATION_S:.0e} s: no timed region is shorter than a nanosecond"
+    return None
 
 
 def parse_cell(column: str, text: str | None) -> Any:
@@ -283,6 +311,8 @@ def parse_column(column: str, text: Any) -> tuple[Any, Any]:
             refused |= values < 0
         if column in FRACTIONS:
             refused |= (values < 0) | (values > 1)
+        if spec is not None and spec.unit == "s":
+            refused |= (values > MAX_DURATION_S) | ((values < MIN_DURATION_S) if column in TIMED else False)
         return values.reindex(text.index), refused.reindex(text.index, fill_value=False)
     if kind == "bool":
         values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
@@ -364,36 +394,3 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
     if version <= 2:  # 2 -> 3 only added columns (read as empty); telemetry then came after the case
         row = dict(row, schema_version=str(SCHEMA_VERSION))
     return row
-
-
-# ---- display -----------------------------------------------------------------------------------
-
-_SCALES: dict[str, tuple[tuple[float, str], ...]] = {
-    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")),
-    "bytes": ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B")),
-    "samples/s": ((1e6, "M samples/s"), (1e3, "k samples/s"), (1, "samples/s")),
-}
-
-
-def human(value: Any, unit: str) -> str:
-    """A value in its unit at a readable scale: 0.0123 s -> '12.3 ms', 1614901248 bytes -> '1.5 GiB'."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if unit == "frac":
-        return f"{value:.1%}" if abs(value) < 10 else f"{value:.3g}"
-    for scale, name in _SCALES.get(unit, ()):
-        if abs(value) >= scale or scale == _SCALES[unit][-1][0]:
-            return f"{value / scale:.3g} {name}"
-    if unit == "x":
-        return f"{value:.3g}x"
-    if unit == "%":
-        return f"{value:.1f}%"
-    text = f"{value:.3g}" if isinstance(value, float) else str(value)
-    return f"{text} {unit}".strip()
-
-
-def human_column(column: str, value: Any) -> str:
-    spec = BY_NAME.get(column)
-    return human(value, spec.unit if spec else "")

@@ -70,7 +70,7 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     results_dir = results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)
     build = option("gpubench_build")
     if option("gpubench_run_id") is not None:  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
-        check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0)
+        check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0, build=build)
     data_root, warning = usable_data_root(Path(option("gpubench_data_root") or default_data_root()), option("gpubench_dataset"))
     dataset = check_dataset_request(option("gpubench_dataset"), data_root)
     check_dataset_files(dataset, data_root)

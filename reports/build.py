@@ -8,12 +8,22 @@ from pathlib import Path
 import pandas as pd
 
 from harness.catalog import specs
-from harness.safe_files import UnsafePath, make_folder, replace_bytes
+from harness.safe_files import UnsafePath, replace_bytes
 from harness.workload_spec import ReportSection
 from reports import health, history, sections, tables
 from reports.aggregate import per_case
-from reports.load import OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops, write_merged
+from reports.load import (
+    OUT_FIX,
+    ReportError,
+    dedupe,
+    load_energy_notes,
+    load_results,
+    load_top_ops,
+    spreadsheet_safe,
+    write_merged,
+)
 from reports.markdown import Md, code, escape, md_table, section
+from reports.publish import PublishError, report_folder
 
 __all__ = ["ReportError", "build_report", "render_report"]
 
@@ -91,21 +101,26 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
 
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
-    """Validate and merge `paths`, write out/merged.csv, the plots and out/report.md."""
+    """Validate and merge `paths`, then write merged.csv, the plots and report.md into a new
+    folder that becomes `out` whole (reports.publish): every argument is checked before anything
+    is written, and a report that fails or is interrupted leaves `out` as it was."""
     refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
     left_out: list[str] = []  # files in the folders that are not readable results (a store's stray or live files)
     frame, notes = dedupe(load_results(paths, refused, left_out))  # a run given twice (a file and its folder, a copy) counts once everywhere
-    for line in left_out:  # said where the person looks, and in the report
+    top_ops, energy_notes = load_top_ops(paths, notes), load_energy_notes(paths, left_out)
+    tables.baseline_machine(frame, baseline)  # a --baseline that names no machine: refused before `out` is touched
+    for line in dict.fromkeys(left_out):  # said where the person looks, and in the report
         print(f"gpubench: note: left out of this report: {line}", file=sys.stderr)
-    notes = [f"left out of this report: {line}" for line in left_out] + notes
+    notes = [f"left out of this report: {line}" for line in dict.fromkeys(left_out)] + notes
     notes += [f"{len(refused)} row(s) refused as impossible, listed under Rows refused"] if refused else []
-    try:  # every file below is made inside `out` under a random name and renamed: no link is followed
-        make_folder(out, "report folder", OUT_FIX)
-        (out / "report.md").unlink(missing_ok=True)  # an older report must not pass for this one until it is done
-        write_merged(frame, out / "merged.csv")
-        text = render_report(frame, out, baseline, load_top_ops(paths, notes), load_energy_notes(paths), notes, refused, health.load_telemetry(paths))
-        return replace_bytes(out, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)  # whole, last
-    except UnsafePath as error:
+    try:  # every file below is made inside the new folder under a random name and renamed: no link is followed
+        with report_folder(out) as folder:
+            write_merged(spreadsheet_safe(frame), folder / "merged.csv")
+            telemetry = health.load_telemetry(paths)
+            text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, telemetry)
+            replace_bytes(folder, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)
+        return out / "report.md"
+    except (UnsafePath, PublishError) as error:
         raise ReportError(str(error)) from None
     except OSError as error:
         raise ReportError(f"cannot write the report in {out} ({error.strerror or error}) — pass --out with a writable folder") from None

@@ -40,8 +40,24 @@ import pandas as pd
 from reports import replicates
 from reports.load import ReportError, dedupe, load_results, run_keys, samples
 from reports.markdown import escape, table_row
-from reports.paired import format_session, judge_session, paired_sides, pairing_problem
-from reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, VERDICTS, Verdict
+from reports.paired import (
+    factor,
+    format_session,
+    judge_session,
+    paired_sides,
+    pairing_problem,
+    percent,
+    reach,
+)
+from reports.verdicts import (
+    ALPHA,
+    MACHINE_WIDE,
+    NOISE_FLOOR,
+    ONE_PROCESS_FLOOR,
+    VERDICTS,
+    Verdict,
+    exp_capped,
+)
 
 
 @dataclass(frozen=True)
@@ -92,11 +108,16 @@ def side_of(rows: pd.DataFrame) -> Side | None:
     return None
 
 
+MAX_RUNS_SHOWN = 1000  # more runs per side than anyone will make: "over 1000", not a 138-digit count
+
+
 def runs_needed(detectable: float, threshold: float, runs: int) -> int:
-    """Runs per side at which the floor term alone would let a threshold-sized change show."""
+    """Runs per side at which the floor term alone would let a threshold-sized change show
+    (MAX_RUNS_SHOWN + 1 for any number beyond it)."""
     if threshold <= 0:
         return 0
-    return max(runs + 1, math.ceil(runs * (detectable / threshold) ** 2))
+    needed = runs * (detectable / threshold) ** 2
+    return max(runs + 1, math.ceil(needed)) if needed <= MAX_RUNS_SHOWN else MAX_RUNS_SHOWN + 1
 
 
 def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float | None = None, between_dof: float = math.inf) -> Verdict:
@@ -115,8 +136,8 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
     t = log_ratio / se if se > 0 else math.inf
     p_value = float(2 * sps.t.sf(abs(t), dof))
     t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
-    low, high = math.exp(log_ratio - t_crit * se), math.exp(log_ratio + t_crit * se)
-    detectable = math.exp(t_crit * se) - 1
+    low, high = exp_capped(log_ratio - t_crit * se), exp_capped(log_ratio + t_crit * se)
+    detectable = exp_capped(t_crit * se) - 1
     note = ""
     if p_value < ALPHA and ratio > 1 + threshold:
         verdict = "slower"
@@ -126,8 +147,9 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
         verdict = "no change"
     else:
         verdict = "inconclusive"
-        note = (f"could detect {detectable:.0%} or more here; ~{runs_needed(detectable, threshold, max(base.runs, new.runs))} "
-                f"runs per side would resolve {threshold:.0%}")
+        needed = runs_needed(detectable, threshold, max(base.runs, new.runs))
+        runs = f"~{needed}" if needed <= MAX_RUNS_SHOWN else f"over {MAX_RUNS_SHOWN}"
+        note = f"could detect {reach(detectable)} here; {runs} runs per side would resolve {threshold:.0%}"
     if "windows" in (base.kind, new.kind):
         note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), not between builds"]))
     return Verdict(case_id, base.median_s, new.median_s, ratio, low, high, p_value, detectable, verdict, note)
@@ -259,7 +281,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
 
 
 def fmt_seconds(seconds: float) -> str:
-    from harness.schema import human
+    from reports.units import human
 
     return human(seconds, "s") or "—"
 
@@ -269,11 +291,11 @@ def fmt_seconds(seconds: float) -> str:
 def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float, notes: list[str]) -> str:
     lines = ["| case | base median | new median | new/base | 99% CI | p | detectable | verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
-    for v in verdicts:
-        ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None else "—"
+    for v in verdicts:  # factor and percent: no figure printed with more digits than it means
+        ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
         p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
-        detectable = f"{v.detectable:.0%}" if v.detectable is not None else "—"
-        ratio = f"{v.ratio:.3f}" if not math.isnan(v.ratio) else "—"
+        detectable = percent(v.detectable, 0) if v.detectable is not None else "—"
+        ratio = factor(v.ratio) if not math.isnan(v.ratio) else "—"
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
         lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p, detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]

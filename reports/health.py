@@ -7,7 +7,6 @@ runs (TFLOP/s measured/reference; an epoch time reference/measured)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pandas as pd
 
 from reports.aggregate import per_case
 from reports.intervals import steady_best
-from reports.load import KEY_SEP, identities, result_files
+from reports.load import KEY_SEP, identities, read_sidecar, result_files
 from reports.markdown import escape, md_table, section
 from reports.references import FIGURES, References, load_references
 from reports.tables import TEMPLATE_SETTING
@@ -144,15 +143,17 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> 
 
 def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
     """The sidecar's start/end GPU telemetry per CSV stem (`<run_id>.env.json`): the power cap
-    lives only there. Missing or unreadable sidecars are simply absent."""
+    lives only there. Missing or unreadable sidecars are simply absent (reports.load.read_sidecar:
+    load_energy_notes names those that are there and not read)."""
     out: dict[str, dict[str, float]] = {}
     for csv_path in result_files(paths, []):
-        sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
+        data = read_sidecar(csv_path, "env")
+        if not isinstance(data, dict):
+            continue
         try:
-            data = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else {}
             readings = [data.get(k) or {} for k in ("gpu_telemetry_start", "gpu_telemetry_end")]
             limits = [float(r["gpu_power_limit_w"]) for r in readings if isinstance(r, dict) and "gpu_power_limit_w" in r]
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (ValueError, AttributeError, TypeError):
             continue
         if limits:
             out[csv_path.stem] = {"gpu_power_limit_w": min(limits)}

@@ -20,7 +20,7 @@ from harness.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
 from reports.load import IDENTITY, base_labels, identities, run_key
-from reports.markdown import escape, image, md_table, section
+from reports.markdown import escape, image, md_table, section, short_label
 from reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
@@ -88,7 +88,8 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
             for _, row in points.iterrows():
-                ax.annotate(_literal(str(row["torch"])), (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                torch = _literal(short_label(str(row["torch"])))
+                ax.annotate(torch, (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
             ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
             ax.tick_params(axis="x", labelrotation=30, labelsize=7)

@@ -7,14 +7,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import pandas as pd
 
 from harness.catalog import short_id
 from harness.results import read_frame, write_frame
-from harness.schema import SETTING_COLUMNS, SchemaError, kind_of
-from reports.markdown import CONTROL, LINE_BREAKS, plain
+from harness.safe_files import RefusedRead, kind_problem, read_json
+from harness.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
+from reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
 from reports.screen import screen
 
 
@@ -23,17 +25,19 @@ class ReportError(ValueError):
 
 
 def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[Path]:
-    """The results files named or found in folders: regular files only (a FIFO would hang the
-    reader; a folder or a dangling link named *.csv is not a results file). A folder is walked
-    through links to folders (a store may link a machine's folder in), each folder once; hidden
-    folders (a store's `.fleet/` logs) and `merged.csv` (a report's) are not runs. A folder that
-    cannot be listed is named in `left_out` when given, else refused: never silently missing."""
+    """The results files named or found in folders. A named file is read where it is (a named link
+    as its target); a folder is walked without leaving it: a link found inside is not followed
+    (one to a place inside is walked as that place; one out of the folder is named in `left_out`,
+    else refused: a report reads only what it was named). Hidden folders (a store's `.fleet/`
+    logs) and a report's merged.csv (one with its report.md beside it) are not runs; a FIFO or
+    device named *.csv is named in `left_out`. A folder that cannot be listed is named in
+    `left_out` when given, else refused: never silently missing."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
             files.extend(_walk(path, left_out))
         elif path.is_file():
-            files.append(path)
+            files.append(Path(os.path.realpath(path)) if path.is_symlink() else path)
         elif path.exists():
             raise ReportError(f"{path}: not a regular file — name a results CSV or a folder of them")
         else:
@@ -46,23 +50,42 @@ def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[P
 
 
 def _walk(folder: Path, left_out: list[str] | None) -> list[Path]:
-    found, seen = [], set()
+    found, inside = [], os.path.realpath(folder)
 
-    def unreadable(error: OSError) -> None:
-        line = f"{error.filename}: cannot list the folder ({error.strerror}) — its runs are not in this report; make it readable"
+    def leave_out(line: str) -> None:
         if left_out is None:
             raise ReportError(line)
         left_out.append(line)
 
-    for root, dirs, names in os.walk(folder, onerror=unreadable, followlinks=True):
-        real = os.path.realpath(root)
-        if real in seen:  # a link back up the tree, or two links to one folder
-            dirs[:] = []
-            continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(root, n) for n in sorted(names) if n.endswith(".csv") and not n.startswith(".") and n != "merged.csv"]
-    return sorted(f for f in found if f.is_file())  # the order rglob gave: the first machine is the default baseline
+    def unreadable(error: OSError) -> None:
+        leave_out(f"{error.filename}: cannot list the folder ({error.strerror}) — its runs are not in this report; "
+                  "make it readable")
+
+    def link(path: Path) -> bool:
+        """Whether `path` is a link (never followed); one out of the folder is named."""
+        if not path.is_symlink():
+            return False
+        target = os.path.realpath(path)
+        if os.path.commonpath([inside, target]) != inside:
+            leave_out(f"{path}: a link to {target}, outside {folder} — not followed (a report reads only what it "
+                      f"is named); name {target} too to include it")
+        return True
+
+    for root, dirs, names in os.walk(folder, onerror=unreadable):  # links to folders are listed, not entered
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not link(Path(root, d)))
+        for name in sorted(n for n in names if n.endswith(".csv") and not n.startswith(".")):
+            path = Path(root, name)
+            if name == "merged.csv" and os.path.lexists(path.with_name("report.md")):
+                continue  # a report's: its rows are the runs'
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:  # removed while listed
+                continue
+            if stat.S_ISREG(mode):
+                found.append(path)
+            elif not link(path) and left_out is not None:
+                left_out.append(str(kind_problem(path, mode)))
+    return sorted(found)  # the order rglob gave: the first machine is the default baseline
 
 
 def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[Path]:
@@ -81,6 +104,8 @@ def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[
 
 
 def _read_problem(error: Exception) -> str:
+    if isinstance(error, RefusedRead):
+        return str(error)
     if isinstance(error, OSError):
         return f"{error.filename}: cannot read ({error.strerror or error}) — make it readable or move it out of the folder"
     return str(error)
@@ -107,7 +132,8 @@ def load_results(paths: list[Path], refused: list[str] | None = None, left_out: 
     except (SchemaError, OSError) as error:  # a SchemaError already names the file and the fix
         if left_out is None:
             raise ReportError(_read_problem(error)) from None
-        files = _readable(files, set(paths), left_out)  # only on this path: each file read once more
+        named = {Path(os.path.realpath(p)) if p.is_symlink() else p for p in paths}
+        files = _readable(files, named, left_out)  # only on this path: each file read once more
         if not files:
             raise ReportError(f"no readable results in {', '.join(map(str, paths))}: {left_out[0]}") from None
         found = None if refused is None else []  # the chunks read before the failure named their rows already
@@ -128,15 +154,35 @@ def load_results(paths: list[Path], refused: list[str] | None = None, left_out: 
 
 
 def clean_text(frame: pd.DataFrame) -> None:
-    """Text cells on one printable line (reports.markdown.plain): a NUL or a line break in a
-    hostname or reason reaches neither merged.csv nor a plot. Looks at each distinct text once."""
+    """Text cells on one printable line (reports.markdown.plain): a NUL, a line break or a bidi
+    override in a hostname or reason reaches neither merged.csv, a plot nor report.md. Looks at
+    each distinct text once."""
     for column in frame.columns:
         if not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
             continue
         dirty = {text: plain(text) for text in frame[column].dropna().unique()
-                 if isinstance(text, str) and (CONTROL.search(text) or LINE_BREAKS.search(text))}
+                 if isinstance(text, str) and any(rule.search(text) for rule in (CONTROL, LINE_BREAKS, INVISIBLE))}
         if dirty:
             frame[column] = frame[column].replace(dirty)
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a cell a spreadsheet reads as a formula (OWASP: CSV injection)
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each text cell that a spreadsheet would run as a formula (a run id, host name
+    or reason starting with = + - @ tab or CR) given a leading apostrophe, as OWASP advises for
+    exported CSVs; text that is a number (-1.5) and number columns stay as they are. For merged.csv
+    only: the report's own tables read the frame itself."""
+    safe = {}
+    for column in frame.columns:
+        if column in LABELS or not pd.api.types.is_string_dtype(frame[column].dtype):
+            continue
+        risky = {text: "'" + text for text in frame[column].dropna().unique()
+                 if isinstance(text, str) and text.startswith(FORMULA_START) and not NUMBER.fullmatch(text)}
+        if risky:
+            safe[column] = frame[column].replace(risky)
+    return frame.assign(**safe) if safe else frame
 
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
@@ -184,47 +230,70 @@ def _ops_table(data: object) -> tuple[dict[str, list[dict]], bool]:
     return table, whole
 
 
+MAX_SIDECAR_BYTES = 16 * 2**20  # a profiler table of every case is a few MB
+
+
+def read_sidecar(csv_path: Path, suffix: str, notes: list[str] | None = None) -> object | None:
+    """The JSON of the sidecar `<run_id>.<suffix>.json` beside a run's CSV (harness.safe_files.
+    read_json: no link followed, regular files only, size and depth bounded), None when there is
+    none or it cannot be read; one that exists and is not read is named in `notes` when given."""
+    sidecar = csv_path.with_name(f"{csv_path.stem}.{suffix}.json")
+    try:
+        return read_json(sidecar, MAX_SIDECAR_BYTES, "sidecar")
+    except FileNotFoundError:
+        return None
+    except RefusedRead as error:
+        why = str(error)
+    except OSError as error:
+        why = f"{sidecar}: cannot read ({error.strerror or error})"
+    except ValueError as error:
+        why = f"{sidecar}: not JSON ({str(error)[:80]})"
+    if notes is not None:
+        notes.append(why)
+    return None
+
+
 def load_top_ops(paths: list[Path], notes: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     """Profiler tables (`<run_id>.ops.json`, written with --profile-ops) found beside the CSVs:
     CSV file stem -> case_id -> top operators. A missing sidecar is simply absent; what is not
     such a table in one (not JSON, not a dict of lists of operators) is left out, said in `notes`."""
     tables: dict[str, dict[str, list[dict]]] = {}
     for csv_path in result_files(paths, []):
-        sidecar = csv_path.with_name(f"{csv_path.stem}.ops.json")
-        if not sidecar.is_file():
+        if not os.path.lexists(csv_path.with_name(f"{csv_path.stem}.ops.json")):
             continue
-        try:
-            tables[csv_path.stem], whole = _ops_table(json.loads(sidecar.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            whole = False
+        unread: list[str] = []
+        data = read_sidecar(csv_path, "ops", unread)
+        tables[csv_path.stem], whole = _ops_table(data)
         if not whole and notes is not None:
-            notes.append(f"{sidecar.name} is not (wholly) a profiler table: what is not was left out")
+            why = f" ({unread[0]})" if unread else ""
+            notes.append(f"{csv_path.stem}.ops.json is not (wholly) a profiler table: what is not was left out{why}")
     return tables
 
 
-def load_energy_notes(paths: list[Path]) -> dict[str, str]:
+def load_energy_notes(paths: list[Path], notes: list[str] | None = None) -> dict[str, str]:
     """Why a run has no energy figures (`<run_id>.env.json`'s energy note, e.g. no RAPL in a VM):
-    CSV file stem -> the note. Runs with a counter, or without a readable sidecar, are absent."""
-    notes: dict[str, str] = {}
+    CSV file stem -> the note. Runs with a counter, or without a readable sidecar, are absent; a
+    sidecar that is there and cannot be read is named in `notes`."""
+    energy_notes: dict[str, str] = {}
     for csv_path in result_files(paths, []):
-        sidecar = csv_path.with_name(f"{csv_path.stem}.env.json")
-        try:
-            note = (json.loads(sidecar.read_text(encoding="utf-8")).get("energy") or {}).get("note") if sidecar.exists() else None
-        except (OSError, ValueError, AttributeError):
-            continue
+        data = read_sidecar(csv_path, "env", notes)
+        energy = data.get("energy") if isinstance(data, dict) else None
+        note = energy.get("note") if isinstance(energy, dict) else None
         if note:
-            notes[csv_path.stem] = str(note)
-    return notes
+            energy_notes[csv_path.stem] = str(note)
+    return energy_notes
 
 
 NO_HOST = "(no host name)"  # socket.gethostname() can be "": the label must still be text
 
 
 def base_labels(frame: pd.DataFrame) -> pd.Series:
-    """'host · device name (device)' per row; an empty cell reads as text, never NaN (pandas keeps
-    NaN through astype(str) in a str column, and a NaN label drops the rows from every groupby)."""
-    def text(column: str, empty: str) -> pd.Series:
-        return frame[column].fillna("").astype(str).replace("", empty)
+    """'host · device name (device)' per row, each part at most MAX_LABEL_CHARS (short_label); an
+    empty cell reads as text, never NaN (pandas keeps NaN through astype(str) in a str column, and a
+    NaN label drops the rows from every groupby)."""
+    def text(column: str, empty: str) -> pd.Series:  # a 10,000-character host name shortened, still unique
+        values = frame[column].fillna("").astype(str).replace("", empty)
+        return values.map({value: short_label(value) for value in values.unique()})
 
     return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
 
@@ -258,7 +327,8 @@ def machine_labels(frame: pd.DataFrame) -> pd.Series:
     ids_per_label = frame.groupby(base)["machine_id"].transform("nunique")
     torches = frame.groupby([frame["machine_id"], frame["device"]])["torch_version"].transform("nunique")
     label = base.where(ids_per_label <= 1, base + " #" + frame["machine_id"].astype(str).str[:6])
-    return label.where(torches <= 1, label + " torch " + frame["torch_version"].astype(str))
+    torch = frame["torch_version"].astype(str).map(lambda text: short_label(text) if isinstance(text, str) else text)
+    return label.where(torches <= 1, label + " torch " + torch)
 
 
 __all__ = ["KEY_SEP", "RUN", "ReportError", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys", "write_merged"]

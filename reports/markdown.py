@@ -9,6 +9,7 @@ escapes them) or `code` (a code span)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable
@@ -18,6 +19,13 @@ import pandas as pd
 
 # C0 and C1 control characters (NUL included); tabs and line breaks become spaces first
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Unicode's format characters (category Cf): they change how the text around them shows without
+# showing themselves. Bidi overrides and isolates make a label read backwards; zero-width spaces and
+# joiners, the soft hyphen and the BOM make two different host names look alike.
+INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+                       "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+                       "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+MAX_LABEL_CHARS = 40  # a label from the files, in a plot legend or a table cell
 LINE_BREAKS = re.compile(r"[\t\n\r\v\f\x85\u2028\u2029]+")
 # ASCII punctuation that starts markdown structure; `_` only where it can open or close emphasis
 # (never inside a word: mnist_epoch stays as it is)
@@ -38,8 +46,18 @@ def _safe(value: Any) -> Any:
 
 
 def plain(text: object) -> str:
-    """One line of printable text: line breaks as a space, control characters (NUL) as U+FFFD."""
-    return CONTROL.sub("\ufffd", LINE_BREAKS.sub(" ", str(text)))
+    """One line of printable text: line breaks as a space, control and format characters (NUL, a
+    bidi override, a zero-width space) as U+FFFD, so a label shows what it holds."""
+    return INVISIBLE.sub("\ufffd", CONTROL.sub("\ufffd", LINE_BREAKS.sub(" ", str(text))))
+
+
+def short_label(text: str, max_chars: int = MAX_LABEL_CHARS) -> str:
+    """A label from the files, at most `max_chars` long: a longer one keeps its start, then an
+    ellipsis and 6 hex digits of a hash of the whole, so two long labels that start alike stay two."""
+    if len(text) <= max_chars:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+    return f"{text[:max_chars - 7]}…{digest}"
 
 
 def escape(text: object) -> Md:
@@ -80,7 +98,8 @@ def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", hu
 
 
 def _formatter(column: str, floatfmt: str, human: bool):
-    from harness.schema import BY_NAME, human_column
+    from harness.schema import BY_NAME
+    from reports.units import human_column
 
     if human and column in ("spread", "rel_iqr"):
         return lambda v: "" if _empty(v) else f"{v:.1%}"

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from reports.markdown import escape, table_row
-from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict
+from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict, exp_capped
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
@@ -104,8 +104,8 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
     mean, se, dof, trimmed = yuen(np.asarray(logs, float))
     t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
     p_value = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else (0.0 if mean else 1.0)
-    ratio, low, high = math.exp(mean), math.exp(mean - t_crit * se), math.exp(mean + t_crit * se)
-    detectable = math.exp(t_crit * se) - 1
+    ratio, low, high = exp_capped(mean), exp_capped(mean - t_crit * se), exp_capped(mean + t_crit * se)
+    detectable = exp_capped(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
     note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(detectable)}: more pairs would tell"
                                                                         if verdict == "inconclusive" else "")

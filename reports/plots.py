@@ -21,17 +21,22 @@ import pandas as pd  # noqa: E402
 from harness.peaks import peak_gbps, peak_tflops  # noqa: E402
 from harness.safe_files import replacing  # noqa: E402
 from harness.workload_spec import PlotSpec  # noqa: E402
+from reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
 from reports.tables import compile_table  # noqa: E402
 
 MAX_LEGEND = 24
+MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (reports.load.base_labels)
 
 
 def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells with each '$' escaped: a pair of them in a hostname or setting would otherwise
-    be typeset as a formula (or stop the plot). Looks at each distinct text once."""
+    """Text cells with each '$' escaped (a pair of them in a hostname or setting would otherwise
+    be typeset as a formula, or stop the plot), and at most MAX_PLOT_LABEL characters (a
+    10,000-character model name would fill the legend; short_label keeps labels unique). Looks at
+    each distinct text once."""
     escaped = {}
     for column in [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)]:  # object or str
-        dirty = {v: v.replace("$", "\\$") for v in frame[column].dropna().unique() if isinstance(v, str) and "$" in v}
+        dirty = {v: short_label(v, MAX_PLOT_LABEL).replace("$", "\\$") for v in frame[column].dropna().unique()
+                 if isinstance(v, str) and ("$" in v or len(v) > MAX_PLOT_LABEL)}
         if dirty:
             escaped[column] = frame[column].replace(dirty)
     return frame.assign(**escaped) if escaped else frame

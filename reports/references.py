@@ -7,11 +7,11 @@ shape search), shown as ratios and never flagged. Every entry names its source."
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.safe_files import RefusedRead, read_json
 from reports.load import ReportError
 
 DEFAULT_PATH = Path(__file__).with_name("references.json")
@@ -106,9 +106,14 @@ def parse_references(data: object, origin: str) -> References:
     return References(tuple(figures), fingerprint)
 
 
+MAX_REFERENCES_BYTES = 16 * 2**20
+
+
 def load_references(path: Path = DEFAULT_PATH) -> References:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, MAX_REFERENCES_BYTES, "references file")
+    except RefusedRead as error:
+        raise ReportError(f"{error}; restore reports/references.json") from None
     except OSError as error:
         raise ReportError(f"{path}: cannot read the references ({error.strerror}) — restore reports/references.json") from None
     except ValueError as error:

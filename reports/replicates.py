@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict
+from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict, exp_capped
 
 
 def run_logs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -40,8 +40,8 @@ def welch(case_id: str, base: np.ndarray, new: np.ndarray, threshold: float, not
     dof = se**4 / denominator if denominator > 0 else float(base.size + new.size - 2)
     t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
     p_value = float(2 * sps.t.sf(abs(d) / se, dof)) if se > 0 else (0.0 if d else 1.0)
-    ratio, low, high = math.exp(d), math.exp(d - t_crit * se), math.exp(d + t_crit * se)
-    detectable = math.exp(t_crit * se) - 1
+    ratio, low, high = exp_capped(d), exp_capped(d - t_crit * se), exp_capped(d + t_crit * se)
+    detectable = exp_capped(t_crit * se) - 1
     verdict = band_verdict(p_value, ratio, low, high, threshold)
     return Verdict(case_id, math.exp(base.mean()), math.exp(new.mean()), ratio, low, high, p_value, detectable, verdict,
                    f"{base.size} vs {new.size} runs" + (f"; {note}" if note else ""))

@@ -26,7 +26,7 @@ def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Fingerprints side by side: one column per machine."""
-    from harness.schema import human_column
+    from reports.units import human_column
 
     first = frame.drop_duplicates("machine").set_index("machine")
     table = first[[c for c in FINGERPRINT_FIELDS if c in first]].T.astype(object).where(lambda t: t.notna(), "")
@@ -295,7 +295,7 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings (an Md
     where a setting is shown as code; plain text is escaped when the table is rendered)."""
-    from harness.schema import human
+    from reports.units import human
 
     mine = frame[frame["machine"] == machine]
     out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}

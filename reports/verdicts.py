@@ -4,6 +4,7 @@ and a verdict — shared by unpaired runs (reports.compare, reports.replicates) 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 ALPHA = 0.01
@@ -38,3 +39,12 @@ def band_verdict(p_value: float, ratio: float, low: float, high: float, threshol
     if band[0] <= low and high <= band[1]:
         return "no change"
     return "inconclusive"
+
+
+MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown as inf, never an OverflowError
+
+
+def exp_capped(log_value: float) -> float:
+    """math.exp that never overflows: a comparison of far-apart figures gives inf, not a traceback
+    (whose exit 1 would read as "slower")."""
+    return math.exp(log_value) if log_value < MAX_LOG else math.inf

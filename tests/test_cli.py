@@ -150,9 +150,10 @@ def test_a_full_results_folder_is_one_line_under_gpubench_run(tmp_path):
     assert len(read_rows(tmp_path / "res" / "full.csv")) == 1 and not (tmp_path / "res" / "full-report").exists()
 
 
-def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, capsys, monkeypatch):
-    """Interrupted while rendering: exit 130, one line, and the folder has no report.md (an older
-    one is removed first), so it never looks complete."""
+def test_ctrl_c_during_report_is_one_line_and_leaves_the_older_report_whole(tmp_path, capsys, monkeypatch):
+    """Interrupted while rendering: exit 130, one line, and --out is as it was: the older report
+    whole, nothing of the new one beside it, no temporary left (the report is written in a folder
+    of its own and renamed into place only when whole)."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "report.md").write_text("an older report")
@@ -164,8 +165,9 @@ def test_ctrl_c_during_report_is_one_line_and_leaves_no_report_md(tmp_path, caps
     golden = Path(__file__).parent / "data" / "golden_laptop.csv"
     assert main(["report", str(golden), "--out", str(out)]) == 130
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "interrupted" in err and "incomplete" in err
-    assert not (out / "report.md").exists()
+    assert err.count("\n") == 1 and "interrupted" in err and "is as it was" in err
+    assert [p.name for p in out.iterdir()] == ["report.md"] and (out / "report.md").read_text() == "an older report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 @pytest.mark.process

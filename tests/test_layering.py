@@ -16,7 +16,7 @@ LAYERS: dict[str, int] = {
     "harness.workload_spec": 0, "harness.safe_files": 0, "harness.rlimits": 0, "harness.job_files": 0, "harness": 0,
     "harness.catalog": 1, "harness.profiles": 1,
     "harness.schema": 2,
-    "harness.results": 3, "harness.store": 3,
+    "harness.results": 3, "harness.run_ids": 3, "harness.store": 3,
     "reports": 4,  # reads results; torch-free
     # torch: devices, clocks, data, processes
     "harness.device": 5, "harness.timing": 5, "harness.env": 5, "harness.energy": 5, "harness.nvml_probe": 5, "harness.datasets": 5, "harness.data_source": 5,

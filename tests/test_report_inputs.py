@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli import main
 from reports.build import build_report
-from reports.load import load_results
+from reports.load import ReportError, load_results
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 CPU, H200 = EXAMPLES / "cpu-2core-quick.csv", EXAMPLES / "h200-quick.csv"  # schema 3 and schema 1
@@ -140,14 +140,17 @@ def test_ok_rows_without_their_figure_are_refused_with_a_note_and_the_report_goe
     assert "## Rows refused" in text and f"column {column} is empty in an ok row" in text.replace("\\_", "_")
 
 
-def test_a_repeated_column_and_files_with_other_headers_load(tmp_path):
-    """A repeated column name (the last one counts) and a later file's extra column (the union of
-    the headers: its values kept)."""
+def test_a_repeated_column_refuses_its_file_and_files_with_other_headers_load(tmp_path):
+    """A column named twice refuses its file (which of the two holds the figure?); a later file's
+    extra column loads (the union of the headers: its values kept)."""
     header, rows = rows_of(CPU)
     first = write(tmp_path / "a" / "first.csv", [*header, "hostname"], [[*row, "again"] for row in rows[:5]])
+    with pytest.raises(ReportError, match=r"first.csv: the header names column hostname twice \(columns \d+ and \d+\)"):
+        load_results([first])
+    first = write(tmp_path / "a" / "first.csv", header, rows[:5])
     later = write(tmp_path / "b" / "later.csv", [*header, "newer_column"], [[*row[:1], "run2", *row[2:], "kept"] for row in rows[5:10]])
     frame = load_results([first, later])
-    assert set(frame["hostname"]) == {"again", "vm"} and frame["newer_column"].tolist() == [None] * 5 + ["kept"] * 5
+    assert set(frame["hostname"]) == {"vm"} and frame["newer_column"].tolist() == [None] * 5 + ["kept"] * 5
     assert build_report([first, later], tmp_path / "out", None).is_file()
 
 

@@ -28,9 +28,9 @@ from harness.schema import (
     REQUIRED_COLUMNS,
     SCHEMA_VERSION,
     SchemaError,
-    human_column,
 )
 from reports.load import ReportError, load_results
+from reports.units import human_column
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -53,14 +53,14 @@ def test_links_at_every_report_output_are_replaced_not_followed(tmp_path):
     names = sorted(p.name for p in scratch.iterdir())
     assert {"merged.csv", "report.md", "matmul_tflops.png"} <= set(names)
     out = tmp_path / "out"
-    for name in names:  # every output, and the old fixed name of report.md's temporary
+    for name in names:  # every output
         plant(out / name, victim(tmp_path, name))
-    plant(out / "report.md.partial", victim(tmp_path, "partial"))
     build_report([EXAMPLE], out, None)
     assert untouched(tmp_path)
     assert all(not (out / name).is_symlink() and (out / name).stat().st_size > 0 for name in names)  # written beside the links' targets
     assert (out / "report.md").read_text().startswith("# gpubench report")
-    assert sorted(p.name for p in out.iterdir()) == sorted([*names, "report.md.partial"])  # no temporary left
+    assert sorted(p.name for p in out.iterdir()) == names  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out", "scratch"]  # nor beside it
 
 
 def test_a_linked_report_folder_is_one_line(tmp_path):

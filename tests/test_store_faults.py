@@ -145,16 +145,23 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
         load_results([store])
 
 
-def test_a_linked_machine_folder_is_read_and_fleet_logs_are_not(h200, tmp_path):
+def test_a_folder_linked_in_from_outside_is_named_not_read_and_fleet_logs_are_not(h200, tmp_path):
     store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
     put(elsewhere, copy_of(h200), "vm-1234abcd", "r1")
     put(store, copy_of(h200, "other", "0123456789ab"), "other-0123abcd", "r2")
-    (store / "vm-1234abcd").symlink_to(elsewhere / "vm-1234abcd")
-    (store / "loop").symlink_to(store)  # a link back up: read once, no endless walk
+    (store / "vm-1234abcd").symlink_to(elsewhere / "vm-1234abcd")  # a report reads only what it is named
+    (store / "loop").symlink_to(store)  # a link back up: read once, as itself, no endless walk
     (store / ".fleet" / "f1").mkdir(parents=True)
     (store / ".fleet" / "f1" / "log.csv").write_text("x,y\n1,2\n", encoding="utf-8")
-    text = report(store, tmp_path / "out")
-    assert "162 rows from 2 run(s)" in text and "left out" not in text
+    text = report(store, tmp_path / "out").replace("\\_", "_")
+    assert "81 rows from 1 run(s)" in text and text.count("left out") == 1
+    link = f"{store}/vm-1234abcd: a link to {elsewhere}/vm-1234abcd, outside {store} — not followed"
+    assert f"left out of this report: {link}" in text
+    assert "162 rows from 2 run(s)" in report_of([store, elsewhere], tmp_path / "out2")  # named too: read
+
+
+def report_of(paths: list[Path], out: Path) -> str:
+    return build_report(paths, out, None).read_text(encoding="utf-8")
 
 
 # --store: refused in one line that names --store, before any build

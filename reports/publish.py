@@ -1,0 +1,167 @@
+"""A report folder appears whole or not at all, written by one report at a time.
+
+`gpubench report --out DIR` writes everything into a new hidden folder beside DIR
+(`.DIR.<random>.partial`) and renames it into place when all of it is written: a reader sees the
+previous report or the new one, never one's report.md with the other's merged.csv, and a report
+that fails or is interrupted leaves DIR as it was. A previous report is moved aside
+(`.DIR.<random>.old`) for the rename and then removed. A lock on `.DIR.lock` beside DIR (flock,
+released when the process ends, however it ends; the file is removed with it) lets one report
+write DIR at a time; a second one is refused in one line. Since DIR is replaced whole, it must be
+new, empty, or hold only what a report writes; a folder holding anything else (results, notes) is
+refused before anything is written. Hidden names keep the temporaries out of every folder walk
+(reports.load)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.safe_files import NOFOLLOW, UnsafePath, link_line
+from reports.load import OUT_FIX
+
+REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes
+MAX_STEM_CHARS = 200  # `.{name}.{16 hex}.partial` stays under a file system's 255 bytes
+
+
+class PublishError(ValueError):
+    """An --out that cannot take a report, or one another report is writing: one line."""
+
+
+def check_out(out: Path) -> None:
+    """Refuse, before anything is written, an --out that is a link, a file, or a folder holding
+    what a report does not write (the report replaces the folder whole)."""
+    if not out.name:
+        raise PublishError(f"--out {out} names no folder of its own — pass a new folder for the report")
+    if out.is_symlink():
+        raise UnsafePath(link_line(out, "report folder", OUT_FIX))
+    if out.exists() and not out.is_dir():
+        raise PublishError(f"--out {out} is a file, not a folder — pass a new folder for the report")
+    foreign = sorted(name for name in (os.listdir(out) if out.is_dir() else []) if not _report_entry(out / name))
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise PublishError(f"--out {out} holds {foreign[0]}{more}, which a report does not write: the report "
+                           "replaces the folder whole — pass a new or empty folder, or a previous report's")
+
+
+def _report_entry(path: Path) -> bool:
+    """Whether `path` is something a report writes (a link at such a name is removed, never followed)."""
+    return REPORT_FILES.fullmatch(path.name) is not None and (path.is_symlink() or path.is_file())
+
+
+@contextlib.contextmanager
+def report_folder(out: Path) -> Iterator[Path]:
+    """A new, empty folder beside `out` to write the report into; it becomes `out` when the block
+    ends without an error, and is removed when it raises (Ctrl-C included)."""
+    out = Path(os.path.abspath(out))
+    check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(out):
+        _sweep(out)
+        temp = _new_folder(out, "partial")
+        try:
+            yield temp
+            _publish(temp, out)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+
+
+def _stem(out: Path) -> str:
+    return f".{out.name[:MAX_STEM_CHARS]}"
+
+
+@contextlib.contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    """Held while `out` is written: a second report into it is refused, not mixed in. The lock
+    file goes when the report ends; one that locked a file just removed tries the new one."""
+    path = out.parent / f"{_stem(out)}.lock"
+    for _ in range(100):
+        fd = _open_lock(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise PublishError(f"another gpubench report is writing {out} now — wait for it to finish, "
+                               "or pass another --out") from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # locked after its holder removed it: the name is free again
+    else:
+        raise PublishError(f"cannot lock {path} (it keeps changing) — pass another --out")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # a sticky /tmp keeps another user's lock file: it is reused
+            path.unlink()
+        os.close(fd)
+
+
+def _open_lock(path: Path) -> int:
+    try:  # read-only is enough for flock: a lock file another member made can be locked by all
+        return os.open(path, os.O_RDONLY | os.O_CREAT | NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafePath(link_line(path, "report lock", "remove the link")) from None
+        raise
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        mine, named = os.fstat(fd), os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _new_folder(out: Path, kind: str) -> Path:
+    """A new folder with a random hidden name beside `out` (mkdir never follows a planted link)."""
+    for _ in range(100):
+        path = out.parent / f"{_stem(out)}.{secrets.token_hex(8)}.{kind}"
+        try:
+            path.mkdir(0o777)  # the umask decides, as for any folder the user makes
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(out))
+
+
+def _publish(temp: Path, out: Path) -> None:
+    """`temp` becomes `out`; a previous report there is moved aside first, then removed."""
+    check_out(out)  # again, just before: nothing but a report is ever moved aside
+    if not os.path.lexists(out):
+        os.rename(temp, out)
+        return
+    aside = out.parent / f"{_stem(out)}.{secrets.token_hex(8)}.old"
+    os.rename(out, aside)
+    os.rename(temp, out)
+    _remove(aside)
+
+
+def _remove(folder: Path) -> None:
+    """A previous report folder: its report files, then the folder; what cannot go stays hidden
+    (an NFS client's .nfs file of a report still open elsewhere) and goes with a later report."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if _report_entry(folder / name):
+                (folder / name).unlink()
+        folder.rmdir()
+
+
+def _sweep(out: Path) -> None:
+    """Leftovers of reports into `out` that were killed (SIGKILL, a power cut): under the lock no
+    other report into `out` is running, so every such temporary beside it is dead."""
+    leftover = re.compile(re.escape(_stem(out)) + r"\.[0-9a-f]{16}\.(partial|old)")
+    for name in os.listdir(out.parent):
+        path, found = out.parent / name, leftover.fullmatch(name)
+        if found and path.is_dir() and not path.is_symlink():
+            if found.group(1) == "partial":  # a report's own writing
+                shutil.rmtree(path, ignore_errors=True)
+            else:  # a previous report moved aside: its report files only
+                _remove(path)
