@@ -212,6 +212,7 @@ def ends_whole(data: bytes) -> bool:
 
 
 MAX_RESULTS_BYTES = 256 * 2**20  # 100 times a long run's file: a larger one is a stray, left unread
+MAX_COLUMNS = 1000  # 7 times the schema's: room for newer writers' columns, none for a stray of thousands
 
 
 # ---- reading: the one reader of results CSVs (harness and reports) ---------------------------------
@@ -225,6 +226,9 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     try:
         reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
         header = next(reader, [])
+        if len(header) > MAX_COLUMNS:  # typed column by column: 20,000 columns of a few rows took a minute
+            raise SchemaError(f"{path}: the header names {len(header):,} columns, above the {MAX_COLUMNS:,} a results "
+                              "file may have — not a gpubench results file; move it out of the folder")
         for record in reader:
             if any(field.strip() for field in record):  # a blank line, or one of spaces (an editor's), is no record
                 records.append(record)

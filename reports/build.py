@@ -100,6 +100,9 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
+SHOWN_REFUSALS = 5  # rows refused named on stderr; all of them are in report.md
+
+
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, then write merged.csv, the plots and report.md into a new
     folder that becomes `out` whole (reports.publish): every argument is checked before anything
@@ -112,6 +115,11 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     for line in dict.fromkeys(left_out):  # said where the person looks, and in the report
         print(f"gpubench: note: left out of this report: {line}", file=sys.stderr)
     notes = [f"left out of this report: {line}" for line in dict.fromkeys(left_out)] + notes
+    for line in refused[:SHOWN_REFUSALS]:  # the rest are in report.md: a damaged store could hold thousands
+        print(f"gpubench: note: row refused: {line}", file=sys.stderr)
+    if len(refused) > SHOWN_REFUSALS:
+        print(f"gpubench: note: {len(refused) - SHOWN_REFUSALS} more row(s) refused, listed under Rows refused",
+              file=sys.stderr)
     notes += [f"{len(refused)} row(s) refused as impossible, listed under Rows refused"] if refused else []
     try:  # every file below is made inside the new folder under a random name and renamed: no link is followed
         with report_folder(out) as folder:

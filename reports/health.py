@@ -106,7 +106,7 @@ def _earlier_run(run_id: str, started: object, latest: bool) -> str:
     """'' for a figure of the machine's newest run, else which run it is from and when."""
     if latest:
         return ""
-    day = pd.to_datetime(started, utc=True, errors="coerce")
+    day = pd.to_datetime(started, utc=True, format="ISO8601", errors="coerce")
     return f"from run {run_id} of {day:%Y-%m-%d}" if not pd.isna(day) else f"from run {run_id}"
 
 

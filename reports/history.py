@@ -32,9 +32,10 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
     headline figure it measured. Sorted by machine, then time."""
     runs_of_rows = run_key(frame)  # two nodes (or two GPUs of one) given one --run-id are two runs
-    runs = frame.groupby(runs_of_rows, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
+    at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")  # +14:00 sorts as text wrongly
+    runs = frame.assign(started_at=at).groupby(runs_of_rows, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
                                                    device_name=("device_name", "first"), torch=("torch_version", "first"),
-                                                   started=("timestamp_utc", "min"), cpu_model=("cpu_model", "first"),
+                                                   started=("started_at", "min"), cpu_model=("cpu_model", "first"),
                                                    cpu_cores=("cpu_cores", "first"), ram_bytes=("ram_bytes", "first"))
     per_run = frame.assign(machine=runs_of_rows)  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
@@ -46,7 +47,7 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     ordered = [f for f in FIGURES if f in runs.columns]
     out = runs.reset_index(drop=True)
     out["machine"] = base_labels(out)
-    out["started"] = pd.to_datetime(out["started"], utc=True, errors="coerce")
+    out["started"] = pd.to_datetime(out["started"], utc=True, format="ISO8601", errors="coerce")
     columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
     return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
 

@@ -166,12 +166,19 @@ def clean_text(frame: pd.DataFrame) -> None:
             frame[column] = frame[column].replace(dirty)
 
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a cell a spreadsheet reads as a formula (OWASP: CSV injection)
+# A cell a spreadsheet reads as a formula (OWASP: CSV injection), after any leading whitespace an import may trim
+# (a tab is a space by then: clean_text); the full-width forms are typed for them under East Asian input methods.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def runs_as_formula(text: str) -> bool:
+    """Whether a spreadsheet could run `text`: it starts, after whitespace, as a formula, and is no number."""
+    return text.lstrip().startswith(FORMULA_START) and not NUMBER.fullmatch(text)
 
 
 def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with each text cell that a spreadsheet would run as a formula (a run id, host name
-    or reason starting with = + - @ tab or CR) given a leading apostrophe, as OWASP advises for
+    or reason starting, after whitespace, with = + - @ tab or CR) given a leading apostrophe, as OWASP advises for
     exported CSVs; text that is a number (-1.5) and number columns stay as they are. For merged.csv
     only: the report's own tables read the frame itself."""
     safe = {}
@@ -179,7 +186,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
         if column in LABELS or not pd.api.types.is_string_dtype(frame[column].dtype):
             continue
         risky = {text: "'" + text for text in frame[column].dropna().unique()
-                 if isinstance(text, str) and text.startswith(FORMULA_START) and not NUMBER.fullmatch(text)}
+                 if isinstance(text, str) and runs_as_formula(text)}
         if risky:
             safe[column] = frame[column].replace(risky)
     return frame.assign(**safe) if safe else frame

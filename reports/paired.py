@@ -233,7 +233,7 @@ def pairing_problem(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
     if len(machines) > 1:
         return f"they hold {len(machines)} machines ({', '.join(machines)}), and a pair is two builds on one machine"
     stamps = pd.concat([a[["build", "timestamp_utc"]], b[["build", "timestamp_utc"]]])
-    spans = pd.to_datetime(stamps["timestamp_utc"], utc=True, errors="coerce").groupby(stamps["build"]).agg(["min", "max"]).sort_index()
+    spans = pd.to_datetime(stamps["timestamp_utc"], utc=True, format="ISO8601", errors="coerce").groupby(stamps["build"]).agg(["min", "max"]).sort_index()
     late = spans["max"].iloc[:-1].to_numpy() > spans["min"].iloc[1:].to_numpy()
     if late.any():
         build = int(spans.index[int(np.argmax(late))])

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.safe_files import NOFOLLOW, UnsafePath, link_line
+from harness.safe_files import NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line
 from reports.load import OUT_FIX
 
 REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes
@@ -104,12 +104,21 @@ def _lock(out: Path) -> Iterator[None]:
 
 
 def _open_lock(path: Path) -> int:
+    """The lock file, made if missing; a link, FIFO, folder or device planted at its name is refused
+    (O_NONBLOCK: a FIFO is never waited on)."""
     try:  # read-only is enough for flock: a lock file another member made can be locked by all
-        return os.open(path, os.O_RDONLY | os.O_CREAT | NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnsafePath(link_line(path, "report lock", "remove the link")) from None
+        if error.errno == errno.EISDIR:
+            raise PublishError(f"report lock {path} is a folder, not a lock file — remove it") from None
         raise
+    problem = kind_problem(path, os.fstat(fd).st_mode)
+    if problem is not None:
+        os.close(fd)
+        raise PublishError(f"report lock {problem}")
+    return fd
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -156,12 +165,17 @@ def _remove(folder: Path) -> None:
 
 def _sweep(out: Path) -> None:
     """Leftovers of reports into `out` that were killed (SIGKILL, a power cut): under the lock no
-    other report into `out` is running, so every such temporary beside it is dead."""
+    other report into `out` is running, so every such temporary beside it is dead. One killed
+    between moving the previous report aside and renaming its own in left no `out`: the previous
+    report (the newest moved aside) is put back, so a later failure still leaves it in place."""
     leftover = re.compile(re.escape(_stem(out)) + r"\.[0-9a-f]{16}\.(partial|old)")
-    for name in os.listdir(out.parent):
-        path, found = out.parent / name, leftover.fullmatch(name)
-        if found and path.is_dir() and not path.is_symlink():
-            if found.group(1) == "partial":  # a report's own writing
-                shutil.rmtree(path, ignore_errors=True)
-            else:  # a previous report moved aside: its report files only
-                _remove(path)
+    found = [(out.parent / name, match.group(1)) for name in os.listdir(out.parent) if (match := leftover.fullmatch(name))]
+    found = [(path, kind) for path, kind in found if path.is_dir() and not path.is_symlink()]
+    olds = sorted((path for path, kind in found if kind == "old"), key=lambda path: path.stat().st_mtime)
+    if olds and not os.path.lexists(out):  # killed between its renames: the previous report goes back in place
+        os.rename(olds.pop(), out)
+    for path, kind in found:
+        if kind == "partial":  # a report's own writing
+            shutil.rmtree(path, ignore_errors=True)
+        elif path in olds:  # a previous report moved aside: its report files only
+            _remove(path)
