@@ -32,7 +32,8 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
     headline figure it measured. Sorted by machine, then time."""
     runs_of_rows = run_key(frame)  # two nodes (or two GPUs of one) given one --run-id are two runs
-    at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")  # +14:00 sorts as text wrongly
+    # a run starts at its earliest time, not its smallest text (+14:00 sorts wrongly as text)
+    at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
     runs = frame.assign(started_at=at).groupby(runs_of_rows, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
                                                    device_name=("device_name", "first"), torch=("torch_version", "first"),
                                                    started=("started_at", "min"), cpu_model=("cpu_model", "first"),

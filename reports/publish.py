@@ -169,7 +169,8 @@ def _sweep(out: Path) -> None:
     between moving the previous report aside and renaming its own in left no `out`: the previous
     report (the newest moved aside) is put back, so a later failure still leaves it in place."""
     leftover = re.compile(re.escape(_stem(out)) + r"\.[0-9a-f]{16}\.(partial|old)")
-    found = [(out.parent / name, match.group(1)) for name in os.listdir(out.parent) if (match := leftover.fullmatch(name))]
+    found = [(out.parent / name, match.group(1))
+             for name in os.listdir(out.parent) if (match := leftover.fullmatch(name))]
     found = [(path, kind) for path, kind in found if path.is_dir() and not path.is_symlink()]
     olds = sorted((path for path, kind in found if kind == "old"), key=lambda path: path.stat().st_mtime)
     if olds and not os.path.lexists(out):  # killed between its renames: the previous report goes back in place

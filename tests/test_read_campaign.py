@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -61,9 +60,9 @@ def test_a_formula_behind_leading_whitespace_is_inert_and_numbers_stay_numbers()
 @pytest.mark.parametrize("plant", [os.mkfifo, os.mkdir])
 def test_a_fifo_or_folder_at_the_lock_name_is_refused_in_one_line(tmp_path, plant):
     plant(tmp_path / ".out.lock")
-    with pytest.raises(publish.PublishError, match=r"report lock .*\.out\.lock.*(FIFO|folder)"):
-        with publish.report_folder(tmp_path / "out"):
-            pass
+    refused = pytest.raises(publish.PublishError, match=r"report lock .*\.out\.lock.*(FIFO|folder)")
+    with refused, publish.report_folder(tmp_path / "out"):
+        pass
 
 
 def test_a_file_of_thousands_of_columns_is_refused_before_it_is_typed(tmp_path):
