@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--json", action="store_true", help="print JSON instead of aligned lines")
     report = sub.add_parser("report", help="merge result CSVs into report.md, plots and a merged CSV")
     report.add_argument("results", nargs="+", type=Path, help="CSV files or folders of them")
-    report.add_argument("--out", type=Path, required=True, help="output folder")
+    report.add_argument("--out", required=True, help="output folder")  # a str: Path("") would read as "."
     report.add_argument("--baseline", default=None, help="machine_id or hostname to compare the others against")
     _ab_parser(sub)
     from harness.fleet_command import add_fleet_parser
@@ -303,8 +303,10 @@ def cmd_env(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.build import ReportError, build_report
 
+    if not args.out:
+        return fail("--out is empty — pass the report's folder (it is created if missing)")
     try:
-        out = build_report(args.results, args.out, args.baseline)
+        out = build_report(args.results, Path(args.out), args.baseline)
     except ReportError as error:
         return fail(str(error))
     except KeyboardInterrupt:

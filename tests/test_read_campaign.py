@@ -91,3 +91,13 @@ def test_rows_refused_as_impossible_are_named_on_stderr_too(tmp_path, capsys):
     edited(run(tmp_path / "store", "bad"), "median_s", "1e309")
     build_report([tmp_path / "store"], tmp_path / "out", None)
     assert "bad.csv:2: column median_s = 1e309 is impossible" in capsys.readouterr().err
+
+
+def test_an_empty_out_is_refused_naming_it_not_the_current_folder(tmp_path, monkeypatch, capsys):
+    from harness.cli import main
+
+    run(tmp_path / "in", "r1")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(tmp_path / "in"), "--out", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out is empty" in err and str(tmp_path) not in err
