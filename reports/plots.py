@@ -56,7 +56,10 @@ def _save(fig: plt.Figure, path: Path) -> Path:
         warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout(rect=(0, getattr(fig, "legend_space", 0.0), 1, 1))  # room for a figure legend below
     try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
-        with replacing(path.parent, path.name, "report folder", "pass --out with the folder itself") as handle:
+        with replacing(path.parent, path.name, "report folder", "pass --out with the folder itself") as handle, \
+                warnings.catch_warnings():
+            # A host name in a script or emoji the font lacks is drawn as a box: two stderr lines per glyph say no more.
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
             fig.savefig(handle, dpi=110, format="png")
     finally:
         plt.close(fig)

@@ -101,3 +101,15 @@ def test_an_empty_out_is_refused_naming_it_not_the_current_folder(tmp_path, monk
     assert main(["report", str(tmp_path / "in"), "--out", ""]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out is empty" in err and str(tmp_path) not in err
+
+
+def test_a_glyph_the_font_lacks_draws_without_a_warning_per_glyph(tmp_path, recwarn):
+    import matplotlib.pyplot as plt
+
+    from reports.plots import _save
+
+    fig, ax = plt.subplots()
+    ax.set_title("node\N{FIRE}\N{MAN}")
+    _save(fig, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0
+    assert not [w for w in recwarn if "missing from" in str(w.message)]
