@@ -19,7 +19,7 @@ from reports.markdown import escape, md_table, section
 from reports.references import FIGURES, References, load_references
 from reports.tables import TEMPLATE_SETTING
 
-HEALTH_DROP = 0.10  # a figure this far below its reference is flagged (issue 18)
+HEALTH_DROP = 0.10  # a figure this far below its reference is flagged
 OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is flagged
 DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause

@@ -220,6 +220,16 @@ def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
 
 # ---- a rank dies or hangs -------------------------------------------------------------------
 
+@pytest.fixture
+def faulty_rank(monkeypatch):
+    """Rank 1 of the launches made meanwhile fails as asked: die, hang or stop (tests/faulty_ddp_worker.py)."""
+    def make(fault: str) -> None:
+        monkeypatch.setattr(ddp, "WORKER_MODULE", "tests.faulty_ddp_worker")
+        monkeypatch.setenv("FAULTY_DDP", fault)
+        monkeypatch.setenv("FAULTY_DDP_RANK", "1")
+    return make
+
+
 def launch_marked(tmp_path: Path) -> list[str]:
     """A two-rank torchrun command whose ranks carry tmp_path in their command line (to find them)."""
     case = DistributedCase("ddp", 2, "gloo", 16)
@@ -227,9 +237,9 @@ def launch_marked(tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.process
-def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path, monkeypatch):
+def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path, monkeypatch, faulty_rank):
     """Through the runner: the failed row says which rank died how, and the workdir is removed."""
-    monkeypatch.setenv("GPUBENCH_TEST_DIE_RANK", "1")
+    faulty_rank("die")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the case's gpubench-ddp-* workdir goes here
     source = DataSource("synthetic", tmp_path)
     writer = ResultsWriter(tmp_path, "run")
@@ -245,8 +255,8 @@ def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path
 
 
 @pytest.mark.process
-def test_a_hung_rank_is_killed_with_the_whole_launch_at_the_timeout(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUBENCH_TEST_HANG_RANK", "1")
+def test_a_hung_rank_is_killed_with_the_whole_launch_at_the_timeout(tmp_path, monkeypatch, faulty_rank):
+    faulty_rank("hang")
     # The ranks' collective timeout far beyond the launch's: only the launch timeout can end this.
     command = [arg if not arg.startswith("--timeout-s=") else "--timeout-s=600" for arg in launch_marked(tmp_path)]
     start = time.monotonic()
@@ -260,21 +270,21 @@ def test_a_hung_rank_is_killed_with_the_whole_launch_at_the_timeout(tmp_path, mo
 
 
 @pytest.mark.process
-def test_a_hung_peer_fails_the_waiting_rank_at_the_collective_timeout(tmp_path, monkeypatch):
+def test_a_hung_peer_fails_the_waiting_rank_at_the_collective_timeout(tmp_path, monkeypatch, faulty_rank):
     """The worker's process-group timeout: rank 0 gives up on the silent rank 1 by itself."""
-    monkeypatch.setenv("GPUBENCH_TEST_HANG_RANK", "1")
+    faulty_rank("hang")
     command = [arg if not arg.startswith("--timeout-s=") else "--timeout-s=5" for arg in launch_marked(tmp_path)]
     with pytest.raises(RuntimeError, match=r"torchrun exited 1: rank 0 exitcode 1"):
         launch(command, tmp_path / "r.json", timeout_s=90)
 
 
 @pytest.mark.process
-def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_path, monkeypatch):
+def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_path, monkeypatch, faulty_rank):
     """SIGSTOP on rank 1 mid-training (the issue's fault): rank 0 would wait in its collective until
     the collective timeout and be the one blamed. Rank 1's heartbeat goes stale instead: the launch
     is killed naming rank 1, long before the collective timeout (60 s at smoke), and the failed row says so."""
-    monkeypatch.setenv("GPUBENCH_TEST_STOP_RANK", "1")
-    monkeypatch.setenv(ddp.TEST_STALL_ENV, "4")  # the smoke profile's 30 s, shortened for the test
+    faulty_rank("stop")
+    monkeypatch.setitem(ddp.HEARTBEAT_STALL_S, "smoke", 4)  # the smoke profile's 30 s, shortened for the test
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     source = DataSource("synthetic", tmp_path)
     writer = ResultsWriter(tmp_path, "run")
@@ -294,10 +304,10 @@ def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_pa
 
 
 @pytest.mark.process
-def test_a_stopped_rank_is_named_when_its_peer_times_out_first(tmp_path, monkeypatch):
+def test_a_stopped_rank_is_named_when_its_peer_times_out_first(tmp_path, monkeypatch, faulty_rank):
     """The collective timeout shortened below the heartbeat's stall limit: rank 0 fails first
     (torchrun: 'rank 0 exitcode 1'), and the reason still names rank 1, whose heartbeat stopped first."""
-    monkeypatch.setenv("GPUBENCH_TEST_STOP_RANK", "1")
+    faulty_rank("stop")
     command = [arg if not arg.startswith("--timeout-s=") else "--timeout-s=8" for arg in launch_marked(tmp_path)]
     start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"^torchrun exited 1: rank 1 stopped responding \(no heartbeat for \d+ s, .*\); rank 0 exitcode 1"):

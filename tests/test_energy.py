@@ -249,7 +249,7 @@ def test_telemetry_summary_ignores_idle_and_clock_setting_bits():
     assert summary["gpu_throttle"] == "" and summary["gpu_power_w"] == 100.0
 
 
-# ---- NVML field by field (issue 20 items 4 and 6) -------------------------------------------------
+# ---- NVML field by field -------------------------------------------------
 
 GPU = torch.device("cuda", 0)  # never touched: the fake NVML answers for it
 

@@ -1,6 +1,6 @@
-"""Low process limits (ulimit -n, -v, -u) never let a failure escape the row writer (issue 19,
-item 8): `gpubench run` stops with one line before any build, or the case becomes a failed row,
-or the run stops with one line; never an INTERNALERROR or a silent abort."""
+"""Low process limits (ulimit -n, -v, -u) never let a failure escape the row writer: `gpubench run`
+stops with one line before any build, or the case becomes a failed row, or the run stops with one
+line; never an INTERNALERROR or a silent abort."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No writer follows a symbolic link and no temporary has a guessable name (issue 19, item 8): links
+"""No writer follows a symbolic link and no temporary has a guessable name: links
 planted at every name gpubench writes leave their targets untouched; a linked output folder is one
 line naming the fix; nothing is created outside the output folder."""
 

@@ -43,7 +43,7 @@ COLLECTIVE_TIMEOUT_S = {"smoke": 60, "quick": 120, "full": 1800}
 # A rank whose heartbeat file (ddp_worker.Heartbeat, rewritten every second by a thread) is this
 # old stopped responding (SIGSTOP, a frozen process): the launch is killed naming it, first.
 HEARTBEAT_STALL_S = STOPPED_LIMIT_S  # the launcher's limit for a stopped build: one table
-TEST_STALL_ENV = "GPUBENCH_TEST_STALL_S"  # the fault tests' shorter stall limit; never set in a real run
+WORKER_MODULE = "harness.workloads.ddp_worker"  # what torchrun starts on every rank
 # After a failed launch: a rank whose last heartbeat came this long before the last rank's went
 # silent first (the others then timed out waiting for it, or were stopped by torchrun).
 SILENT_BEFORE_OTHERS_S = 5.0
@@ -72,7 +72,7 @@ def torchrun_command(case: DistributedCase, device: torch.device, data: DataSour
                      collective_timeout_s: float = COLLECTIVE_TIMEOUT_S["full"]) -> list[str]:
     """Rank 0 reports to `result_json`; every rank beats in a folder beside it."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={case.world_size}",
-            "-m", "harness.workloads.ddp_worker", f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
+            "-m", WORKER_MODULE, f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
             f"--device-type={'cuda' if device.type == 'cuda' else 'cpu'}", f"--dataset={data.dataset}",
             f"--data-root={data.root}", f"--result-json={result_json}", f"--timeout-s={collective_timeout_s:g}",
             f"--heartbeat-dir={heartbeat_dir(result_json)}"]
@@ -206,7 +206,7 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     sweep_stale_workdirs()
     timeout_s, collective_s = LAUNCH_TIMEOUT_S[ctx.profile], COLLECTIVE_TIMEOUT_S[ctx.profile]
-    stall_s = float(os.environ.get(TEST_STALL_ENV) or HEARTBEAT_STALL_S[ctx.profile])
+    stall_s = HEARTBEAT_STALL_S[ctx.profile]
     max_steps = MAX_STEPS[ctx.profile]
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # removed by the Timed's cleanup, which the runner calls in a finally
     try:

@@ -10,10 +10,6 @@ A collective that waits longer than --timeout-s for a peer (a dead or hung rank)
 instead of hanging it. With --heartbeat-dir, each rank's thread rewrites heartbeat-<rank>.json
 there every second with its step: a rank whose file goes stale stopped responding (SIGSTOP, a
 frozen process), and the launcher names it instead of the peer that timed out waiting for it.
-Test hooks (the fault tests use them; never set in a real run): GPUBENCH_TEST_DIE_RANK=R makes
-rank R kill itself with SIGKILL before joining the group, GPUBENCH_TEST_HANG_RANK=R makes rank R
-sleep instead of joining, and GPUBENCH_TEST_STOP_RANK=R makes rank R stop itself (SIGSTOP) after
-its first timed step.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -143,8 +138,6 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
         steps += 1
         if beat is not None:
             beat.step = steps
-        if steps == 1:
-            apply_stop_hook(rank)
         now = clock()
         step_samples_s.append(now - previous)
         previous = now
@@ -182,24 +175,6 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
     return session.csv_path
 
 
-TEST_DIE_RANK_ENV, TEST_HANG_RANK_ENV, TEST_STOP_RANK_ENV = "GPUBENCH_TEST_DIE_RANK", "GPUBENCH_TEST_HANG_RANK", "GPUBENCH_TEST_STOP_RANK"
-
-
-def apply_stop_hook(rank: int) -> None:
-    """The fault tests' hook: this rank stops (SIGSTOP, as `kill -STOP` or a frozen machine would)."""
-    if os.environ.get(TEST_STOP_RANK_ENV) == str(rank):
-        os.kill(os.getpid(), signal.SIGSTOP)
-
-
-def apply_test_hooks(rank: int) -> None:
-    """The fault tests' hooks: this rank dies (SIGKILL, as the OOM killer would) or hangs."""
-    if os.environ.get(TEST_DIE_RANK_ENV) == str(rank):
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get(TEST_HANG_RANK_ENV) == str(rank):
-        while True:
-            time.sleep(60)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
@@ -208,7 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
     if beat is not None:
         beat.start()
-    apply_test_hooks(rank)
     dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
     try:
         report = train(args, rank, local_rank, world_size, beat)
