@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.safe_files import NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line
+from harness.safe_files import NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line, make_folders
 from reports.load import OUT_FIX
 
 REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes
@@ -61,7 +61,7 @@ def report_folder(out: Path) -> Iterator[Path]:
     ends without an error, and is removed when it raises (Ctrl-C included)."""
     out = Path(os.path.abspath(out))
     check_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(out.parent)
     with _lock(out):
         _sweep(out)
         temp = _new_folder(out, "partial")
@@ -107,7 +107,7 @@ def _open_lock(path: Path) -> int:
     """The lock file, made if missing; a link, FIFO, folder or device planted at its name is refused
     (O_NONBLOCK: a FIFO is never waited on)."""
     try:  # read-only is enough for flock: a lock file another member made can be locked by all
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0), NEW_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnsafePath(link_line(path, "report lock", "remove the link")) from None
@@ -134,7 +134,7 @@ def _new_folder(out: Path, kind: str) -> Path:
     for _ in range(100):
         path = out.parent / f"{_stem(out)}.{secrets.token_hex(8)}.{kind}"
         try:
-            path.mkdir(0o777)  # the umask decides, as for any folder the user makes
+            path.mkdir(NEW_FOLDER_MODE)  # never world-writable, whatever the umask (a team's store holds it)
             return path
         except FileExistsError:
             continue

@@ -132,3 +132,18 @@ def test_a_killed_reports_leftovers_beside_out_are_removed_by_the_next(tmp_path)
     (leftover / "merged.csv").write_text("half", encoding="utf-8")
     build_report([run(tmp_path / "runs", "r1")], tmp_path / "out", None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "runs"]
+
+
+def test_a_report_into_a_team_store_under_umask_0_is_never_world_writable(tmp_path):
+    import os
+    import stat
+
+    run(tmp_path / "in", "r1")
+    old = os.umask(0)
+    try:
+        out = build_report([tmp_path / "in"], tmp_path / "store" / "reports" / "one", None)
+    finally:
+        os.umask(old)
+    made = [tmp_path / "store", tmp_path / "store" / "reports", *out.rglob("*"), out]
+    assert not [path for path in made if path.stat().st_mode & stat.S_IWOTH]
+    assert not [path for path in made if path.is_file() and path.stat().st_mode & 0o111]
