@@ -220,8 +220,7 @@ FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_fra
 # seconds (spreads, a compile time net of a step) may be 0, never longer.
 MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e6
 TIMED = ("median_s", "min_s", "mean_s")  # what compare divides and takes logarithms of
-# The form the writer gives (utc_timestamp), a time zone included: Python also reads week dates, the basic
-# form, a date alone or a time without offset, which pandas reads as NaT or cannot order against the others.
+# The writer's form (utc_timestamp), offset included: week dates, basic form, no offset read as NaT or unordered.
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
 YEARS = (1970, 2100)  # a results timestamp outside [1970, 2100) is a broken clock or damage, and pandas cannot date it
 
@@ -255,10 +254,10 @@ def check_value(column: str, value: Any) -> None:
     if column == "timestamp_utc":  # the writer's are ISO 8601 (utc_timestamp): anything else is damage, not a time
         try:
             year = datetime.fromisoformat(value).year if TIMESTAMP.fullmatch(value) else None
-        except ValueError:
+        except ValueError:  # a form the pattern admits with an impossible date (month 13)
             year = None
         if year is None:
-            raise ValueError("not an ISO 8601 timestamp with its offset, as 2026-11-29T12:00:00+00:00") from None
+            raise ValueError("not an ISO 8601 timestamp with its offset, as 2026-11-29T12:00:00+00:00")
         if not YEARS[0] <= year < YEARS[1]:
             raise ImpossibleValue(f"year {year}, outside {YEARS[0]} to {YEARS[1]}: a broken clock or an edited file")
 
