@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.schema import NUMERIC_COLUMNS, SETTING_COLUMNS
+from harness.records.schema import NUMERIC_COLUMNS, SETTING_COLUMNS
 
 KEYS = ["machine", "workload", "case_id", "setting"]
 

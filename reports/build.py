@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.catalog import specs
-from harness.safe_files import UnsafePath, replace_bytes
-from harness.workload_spec import ReportSection
+from harness.records.safe_files import UnsafePath, replace_bytes
+from harness.core.workload_spec import ReportSection
 from reports import health, history, sections, tables
 from reports.aggregate import per_case
 from reports.load import (

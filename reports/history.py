@@ -16,7 +16,7 @@ import matplotlib.dates
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from harness.safe_files import replacing
+from harness.records.safe_files import replacing
 from reports.aggregate import per_case
 from reports.health import HEALTH_DROP, headlines
 from reports.load import IDENTITY, base_labels, identities, run_key

@@ -1,4 +1,4 @@
-"""Load and merge result CSVs for the report commands: harness.results.read_frame reads and checks
+"""Load and merge result CSVs for the report commands: harness.records.results.read_frame reads and checks
 them (the one reader); this finds the files, adds the report's labels, reads the sidecars and
 names errors as ReportError."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.catalog import short_id
-from harness.results import read_frame, write_frame
-from harness.safe_files import RefusedRead, kind_problem, read_json
-from harness.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
+from harness.records.results import read_frame, write_frame
+from harness.records.safe_files import RefusedRead, kind_problem, read_json
+from harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
 from reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
 from reports.screen import screen
 
@@ -116,8 +116,8 @@ LABELS = ("source_file", "source_line", "machine", "setting")  # what the report
 
 
 def load_results(paths: list[Path], refused: list[str] | None = None, left_out: list[str] | None = None) -> pd.DataFrame:
-    """All rows of the results files named or found in folders, as harness.results.read_frame reads
-    them (the one reader: typed by harness.schema, older schemas upgraded, damage refused naming
+    """All rows of the results files named or found in folders, as harness.records.results.read_frame reads
+    them (the one reader: typed by harness.records.schema, older schemas upgraded, damage refused naming
     file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
     unique label per configuration), `setting` (the case's short id, rebuilt from its typed
     settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as "".
@@ -241,7 +241,7 @@ MAX_SIDECAR_BYTES = 16 * 2**20  # a profiler table of every case is a few MB
 
 
 def read_sidecar(csv_path: Path, suffix: str, notes: list[str] | None = None) -> object | None:
-    """The JSON of the sidecar `<run_id>.<suffix>.json` beside a run's CSV (harness.safe_files.
+    """The JSON of the sidecar `<run_id>.<suffix>.json` beside a run's CSV (harness.records.safe_files.
     read_json: no link followed, regular files only, size and depth bounded), None when there is
     none or it cannot be read; one that exists and is not read is named in `notes` when given."""
     sidecar = csv_path.with_name(f"{csv_path.stem}.{suffix}.json")
@@ -305,7 +305,7 @@ def base_labels(frame: pd.DataFrame) -> pd.Series:
     return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
 
 
-# One machine, as the store names a machine (<host>-<hardware hash>, harness.store): the host (identical
+# One machine, as the store names a machine (<host>-<hardware hash>, harness.records.store): the host (identical
 # nodes share their hardware) and the hardware a run's rows name, per device and its name. History and
 # health group runs by it. Not machine_id: it also hashes the kernel release and the GPUs a job was given,
 # so a monthly kernel update or a job given 1 GPU of 8 would split one node in two.

@@ -98,7 +98,7 @@ def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", hu
 
 
 def _formatter(column: str, floatfmt: str, human: bool):
-    from harness.schema import BY_NAME
+    from harness.records.schema import BY_NAME
     from reports.units import human_column
 
     if human and column in ("spread", "rel_iqr"):

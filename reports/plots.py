@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.peaks import peak_gbps, peak_tflops  # noqa: E402
-from harness.safe_files import replacing  # noqa: E402
-from harness.workload_spec import PlotSpec  # noqa: E402
+from harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
+from harness.records.safe_files import replacing  # noqa: E402
+from harness.core.workload_spec import PlotSpec  # noqa: E402
 from reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
 from reports.tables import compile_table  # noqa: E402
 
@@ -300,7 +300,7 @@ def _bar_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path:
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     """A workload's declared plot: one panel per machine (and per value of `spec.panels`),
     `spec.y` over `spec.x`, a line per value of `spec.hue` — one color per line name in every
-    panel (harness.workload_spec.PlotSpec); with `spec.bars`, a bar per setting instead."""
+    panel (harness.core.workload_spec.PlotSpec); with `spec.bars`, a bar per setting instead."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.safe_files import NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line, make_folders
+from harness.records.safe_files import NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line, make_folders
 from reports.load import OUT_FIX
 
 REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.safe_files import RefusedRead, read_json
+from harness.records.safe_files import RefusedRead, read_json
 from reports.load import ReportError
 
 DEFAULT_PATH = Path(__file__).with_name("references.json")

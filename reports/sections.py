@@ -10,7 +10,7 @@ from typing import Callable
 
 import pandas as pd
 
-from harness.workload_spec import ReportSection
+from harness.core.workload_spec import ReportSection
 from reports import plots, tables
 from reports.intervals import BEST_RULE
 from reports.markdown import image, md_table, section

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from harness.catalog import specs
-from harness.peaks import peak_tflops
+from harness.core.peaks import peak_tflops
 from reports.intervals import speedup_interval, steady_best
 from reports.markdown import Md, code
 
@@ -257,7 +257,7 @@ def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
 
 def peaks_table() -> pd.DataFrame:
     """The datasheet peaks gpubench knows (dense TFLOP/s; memory GB/s)."""
-    from harness.peaks import PEAKS
+    from harness.core.peaks import PEAKS
 
     return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()}, "mem_gbps": peak.mem_gbps}
                          for name, peak in PEAKS])
@@ -274,7 +274,7 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
 
 
 def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
-    """The summary rows workloads declare (harness.workload_spec.SummaryFigure), for one machine."""
+    """The summary rows workloads declare (harness.core.workload_spec.SummaryFigure), for one machine."""
     out: dict[str, str] = {}
     for name, spec in specs().items():
         for figure in spec.summary:

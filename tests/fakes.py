@@ -6,11 +6,11 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from harness.context import BuildContext
-from harness.fixture import benchmark_rounds
-from harness.results import ResultsWriter
-from harness.runner import run_case
-from harness.workload import as_workload
+from harness.measurement.context import BuildContext
+from harness.pytest_plugin.fixture import benchmark_rounds
+from harness.records.results import ResultsWriter
+from harness.measurement.runner import run_case
+from harness.measurement.workload import as_workload
 
 
 class FakeStats:

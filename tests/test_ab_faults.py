@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import ab, ab_command
-from harness.ab import Side, per_build_outputs, run_pairs, side_argv
-from harness.cli import main
-from harness.results import write_frame
+from harness.commands import ab, ab_command
+from harness.commands.ab import Side, per_build_outputs, run_pairs, side_argv
+from harness.commands.cli import main
+from harness.records.results import write_frame
 from reports.load import LABELS, load_results
 from reports.paired import (
     format_session,

@@ -13,13 +13,13 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from fakes import FakeBenchmark, RunContext, run_with
-from harness.cases import CaseSkipped
+from harness.measurement.cases import CaseSkipped
 from harness.catalog import spec_for
-from harness.context import BuildContext
-from harness.profiles import Profile
-from harness.results import ResultsWriter
-from harness.schema import COLUMNS, SCHEMA_VERSION
-from harness.timing import SyncedClock
+from harness.measurement.context import BuildContext
+from harness.catalog.profiles import Profile
+from harness.records.results import ResultsWriter
+from harness.records.schema import COLUMNS, SCHEMA_VERSION
+from harness.measurement.timing import SyncedClock
 from harness.workloads import attention, matmul_peak
 from harness.workloads.attention import AttentionCase, attention_flops
 from harness.workloads.matmul_peak import MatmulPeak

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
-from harness.context import BuildContext
-from harness.profiles import ProfileError, check_profile
-from harness.timing import SyncedClock
+from harness.measurement.context import BuildContext
+from harness.catalog.profiles import ProfileError, check_profile
+from harness.measurement.timing import SyncedClock
 from harness.workloads import (
     ddp,
     elementwise,

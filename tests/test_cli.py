@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
-from harness import plugin
-from harness.cli import build_parser, main, per_build_args, pytest_args
-from harness.device import resolve_device
-from harness.options import RUN_OPTIONS
-from harness.results import read_rows
+from harness.pytest_plugin import plugin
+from harness.commands.cli import build_parser, main
+from harness.commands.common import pytest_args
+from harness.commands.run_command import per_build_args
+from harness.devices.device import resolve_device
+from harness.core.options import RUN_OPTIONS
+from harness.records.results import read_rows
 from reports import build
 
 
@@ -40,7 +42,7 @@ def test_run_passes_unknown_options_through_to_pytest():
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.process
@@ -122,10 +124,10 @@ def test_each_build_process_gets_its_own_benchmark_files():
 
 @pytest.mark.process
 def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
+    bad = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
                           "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 4 and "Traceback" not in bad.stderr and "cannot be loaded" in bad.stderr
-    empty = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
+    empty = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
                             "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
 
@@ -175,7 +177,24 @@ def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
     """compare prints — and ±: under a Latin-1 locale that was a UnicodeEncodeError and exit 1 (the 'slower' code)."""
     golden = REPO / "tests" / "data" / "golden_h100.csv"
     env = dict(os.environ, PYTHONIOENCODING="latin-1")
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "compare", str(golden), str(golden)], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "compare", str(golden), str(golden)], cwd=REPO, env=env,
                           capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode("latin-1")[-2000:]
     assert b"Traceback" not in done.stderr and b"cases compared" in done.stdout
+
+
+def test_the_usage_page_lists_every_exit_code() -> None:
+    """docs/usage.md's exit-code table is ExitCode, member for member, with the same meanings."""
+    from harness.core.exits import ExitCode
+
+    page = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
+    table = page.split("### Exit codes\n", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split("|")[1:4] for line in table.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [(int(code), name.strip().strip("`"), meaning.strip()) for code, name, meaning in rows] == \
+        [(code.value, code.name, code.meaning) for code in ExitCode]
+
+
+def test_a_build_interrupt_is_pytests_interrupt() -> None:
+    from harness.core.exits import BUILD_INTERRUPTED
+
+    assert BUILD_INTERRUPTED == pytest.ExitCode.INTERRUPTED

@@ -6,12 +6,12 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness.context import BuildContext
-from harness.device import memory_snapshot, reset_peak_memory
-from harness.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
-from harness.measure import Timed, measure
-from harness.plan import Budget
-from harness.timing import SyncedClock, cuda_event_samples
+from harness.measurement.context import BuildContext
+from harness.devices.device import memory_snapshot, reset_peak_memory
+from harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
+from harness.measurement.measure import Timed, measure
+from harness.core.plan import Budget
+from harness.measurement.timing import SyncedClock, cuda_event_samples
 from harness.workloads import matmul, selfcheck, transfer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")

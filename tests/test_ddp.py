@@ -15,17 +15,17 @@ import torch.multiprocessing as mp
 from fakes import FakeBenchmark, RunContext, run_with
 from runs import REPO, processes_of
 
-from harness import nproc
-from harness.cases import CaseSkipped
-from harness.context import BuildContext
-from harness.data_source import DataSource
-from harness.datasets import DatasetError
-from harness.launch import kill_tree as kill_launch
-from harness.nproc import NprocError, check_nproc, default_nproc
-from harness.results import ResultsWriter, read_rows
-from harness.schema import SCHEMA_VERSION
-from harness.stats import summarize
-from harness.timing import SyncedClock
+from harness.processes import nproc
+from harness.measurement.cases import CaseSkipped
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import DataSource
+from harness.devices.datasets import DatasetError
+from harness.processes.launch import kill_tree as kill_launch
+from harness.devices.nproc import NprocError, check_nproc, default_nproc
+from harness.records.results import ResultsWriter, read_rows
+from harness.records.schema import SCHEMA_VERSION
+from harness.core.stats import summarize
+from harness.measurement.timing import SyncedClock
 from harness.workloads import ddp
 from harness.workloads.ddp import (
     STALE_WORKDIR_S,

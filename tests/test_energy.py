@@ -9,8 +9,8 @@ import pytest
 import torch
 from fakes import FakeBenchmark, FakeNvml, RunContext, SteppingClock, run_with
 
-from harness.context import BuildContext
-from harness.energy import (
+from harness.measurement.context import BuildContext
+from harness.devices.energy import (
     EnergyMeter,
     EnergyReading,
     NvmlCounter,
@@ -23,13 +23,13 @@ from harness.energy import (
     rapl_counter,
     summarize_telemetry,
 )
-from harness.energy_columns import energy_by_repetition, energy_figures
-from harness.env import gpu_other_processes, gpu_telemetry
-from harness.measure import Timed
-from harness.plan import RoundPlan
-from harness.results import ResultsWriter
-from harness.schema import SCHEMA_VERSION
-from harness.timing import SyncedClock
+from harness.measurement.energy_columns import energy_by_repetition, energy_figures
+from harness.devices.env import gpu_other_processes, gpu_telemetry
+from harness.measurement.measure import Timed
+from harness.core.plan import RoundPlan
+from harness.records.results import ResultsWriter
+from harness.records.schema import SCHEMA_VERSION
+from harness.measurement.timing import SyncedClock
 from harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
@@ -318,7 +318,7 @@ def test_the_fingerprints_gpu_telemetry_keeps_the_fields_that_answer(monkeypatch
 def test_the_runs_first_lines_say_once_what_nvml_did_not_answer():
     from types import SimpleNamespace
 
-    from harness.plugin import STATE, pytest_report_header
+    from harness.pytest_plugin.plugin import STATE, pytest_report_header
 
     sampler = gpu_sampler(GPU, nvml_loader=lambda: FakeNvml(not_supported=("nvmlDeviceGetTemperature",), instant_power_mw=1))
     ctx = SimpleNamespace(device=CPU, profile="smoke", energy=EnergyMeter(None), telemetry=sampler)

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.cli import build_parser
-from harness.fleet import (
+from harness.commands.cli import build_parser
+from harness.commands.fleet import (
     DONE,
     FAILED,
     RUNNING,
@@ -32,9 +32,9 @@ from harness.fleet import (
     settle,
     update,
 )
-from harness.fleet_command import drive, run_argv, submit
-from harness.results import read_rows
-from harness.store import runs_in
+from harness.commands.fleet_command import drive, run_argv, submit
+from harness.records.results import read_rows
+from harness.records.store import runs_in
 
 TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # one case, seconds
 
@@ -61,7 +61,7 @@ def test_minutes():
 def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
     args, extra = build_parser().parse_known_args(["fleet", "--store", "S", "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"])
     argv = run_argv(args, Path("/abs/S"), "F-gpu", Target("gpu", device="cuda:1"), extra)
-    assert argv[1:] == ["-m", "harness.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu", "--no-report", "--device", "cuda:1",
+    assert argv[1:] == ["-m", "harness.commands.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu", "--no-report", "--device", "cuda:1",
                         "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"]
 
 
@@ -140,7 +140,7 @@ def test_local_targets_run_one_after_another(tmp_path):
 
 def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path, monkeypatch):
     """sbatch refused one target (an unknown partition) while another runs for a few polls."""
-    import harness.fleet as fleet_module
+    import harness.commands.fleet as fleet_module
 
     jobs = [FleetJob(Target("nosuch"), "r"), FleetJob(Target("ok"), "ok")]
     calls: list[str] = []
@@ -169,7 +169,7 @@ def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path,
 def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatch):
     """A cancelled job is COMPLETING while its processes stop: squeue still lists it, so the
     fleet waits (the Ctrl-C promise is an empty squeue)."""
-    import harness.fleet as fleet_module
+    import harness.commands.fleet as fleet_module
 
     answers = iter([{"5": "COMPLETING"}, {"5": "COMPLETING"}, {"5": "CANCELLED"}])
     seen: list[int] = []
@@ -182,7 +182,7 @@ def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatc
 
 def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
     """A fleet into `store`, its job files beside it (not in the home folder of whoever runs the tests)."""
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "fleet", "--store", str(store), "--jobs-dir", str(store.parent / "jobs"),
+    return subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "fleet", "--store", str(store), "--jobs-dir", str(store.parent / "jobs"),
                              "--poll-seconds", "0.5", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
@@ -229,7 +229,7 @@ def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     assert [proc.returncode for proc in procs] == [0, 0], outs
     run_ids = check_fleet_store(store, outs[0], ("x", "y")) | check_fleet_store(store, outs[1], ("x", "y"))
     assert len(run_ids) == 4
-    whole = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(store), "--out", str(tmp_path / "all")], capture_output=True, text=True, timeout=600, check=False)
+    whole = subprocess.run([sys.executable, "-m", "harness.commands.cli", "report", str(store), "--out", str(tmp_path / "all")], capture_output=True, text=True, timeout=600, check=False)
     assert whole.returncode == 0, whole.stderr
     assert {r["run_id"] for r in read_rows(tmp_path / "all" / "merged.csv")} == run_ids
     assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
@@ -245,7 +245,7 @@ def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     wait_for(proc, ": running", lines)
     time.sleep(3)  # gpubench run and its first build process have started
     under = psutil.Process(proc.pid).children(recursive=True)
-    assert any("harness.cli" in " ".join(p.cmdline()) for p in under)
+    assert any("harness.commands.cli" in " ".join(p.cmdline()) for p in under)
     os.kill(proc.pid, signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "[long] job" in rest and "cancelled (interrupted)" in rest, "".join(lines) + rest
@@ -273,7 +273,7 @@ def test_a_local_fleet_killed_with_9_leaves_no_run_measuring(tmp_path):
     deadline = time.monotonic() + 120
     runs: list[psutil.Process] = []
     while not runs and time.monotonic() < deadline:
-        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4] == ["-m", "harness.cli", "run"]]
+        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4] == ["-m", "harness.commands.cli", "run"]]
         time.sleep(0.2)
     assert runs, "gpubench run never started"
     proc.kill()
@@ -313,7 +313,7 @@ def test_ctrl_c_to_the_local_controller_prints_nothing_among_the_fleets_lines(tm
 
 
 # A local job's tree as fleet.stop_local_tree meets it: submitit's controller -> gpubench run -> a build.
-# Each logs the SIGINTs it gets; the run passes its own on to the build, as harness.launch does.
+# Each logs the SIGINTs it gets; the run passes its own on to the build, as harness.processes.launch does.
 BUILD = """import os, signal, sys, time
 got = []
 signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
@@ -336,7 +336,7 @@ open(sys.argv[1] + '/run.log', 'w').write(str(len(got)))
 """
 CONTROLLER = """import signal, subprocess, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'harness.cli', 'run'])
+subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'harness.commands.cli', 'run'])
 """
 
 
@@ -344,7 +344,7 @@ subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'har
 def test_stopping_a_local_job_signals_its_run_once_and_the_build_only_through_it(tmp_path):
     """gpubench run passes SIGINT on to its build; signalled directly as well, the build got it
     twice, and the run's launcher read a second SIGINT as a second Ctrl-C: killed mid-unwind."""
-    from harness.fleet import stop_local_tree
+    from harness.commands.fleet import stop_local_tree
 
     for name, text in (("build.py", BUILD), ("run.py", RUN), ("controller.py", CONTROLLER)):
         (tmp_path / name).write_text(text)
@@ -373,7 +373,7 @@ def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
 
 @pytest.mark.process
 def test_fleet_without_a_store_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
 
 
@@ -467,7 +467,7 @@ submitit.core.utils.FailedJobError: ERROR: cuda was requested but torch.cuda.is_
 
 def test_the_tail_shows_the_runs_error_not_submitits_frames(tmp_path):
     """Campaign #15: the tail was a dozen lines of submitit's frames; the run's one line hid under them."""
-    from harness.fleet import log_tail
+    from harness.commands.fleet import log_tail
 
     tail = log_tail(FakeJob("1", tmp_path, err=SUBMITIT_TRACE))
     assert "ERROR: cuda was requested" in tail and 'File "' not in tail and "Traceback" not in tail
@@ -486,9 +486,9 @@ def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
 
 def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsys):
     """Campaign #10: cpus=99 on a 2-CPU node pends forever as `queued`; squeue's reason is shown."""
-    import harness.fleet as fleet_module
-    from harness.fleet import QUEUED
-    from harness.fleet_command import announce
+    import harness.commands.fleet as fleet_module
+    from harness.commands.fleet import QUEUED
+    from harness.commands.fleet_command import announce
 
     stuck, waiting = FleetJob(Target("a"), "r", job=FakeJob("1", tmp_path)), FleetJob(Target("b"), "r", job=FakeJob("2", tmp_path))
     monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: {"1": "PENDING|PartitionConfig", "2": "PENDING|Priority"})
@@ -503,7 +503,7 @@ def test_slurm_jobs_are_not_requeued_and_get_submitits_signal_20_s_before_their_
     run id exists); submitit's USR2 came 90 s before the limit, at once for time=1."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from harness.fleet_command import make_executor
+    from harness.commands.fleet_command import make_executor
 
     if shutil.which("srun") is None:
         pytest.skip("submitit's SlurmExecutor needs srun on PATH")
@@ -531,8 +531,8 @@ def test_a_stop_signal_during_submission_waits_for_the_job_then_stops(tmp_path):
 def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, capsys):
     """Campaign #28: a second Ctrl-C during the wait for squeue was a traceback, before the line
     saying which rows are kept."""
-    import harness.fleet_command as command
-    from harness.fleet import Cancelled
+    import harness.commands.fleet_command as command
+    from harness.commands.fleet import Cancelled
 
     def cancel(jobs, engine):
         os.kill(os.getpid(), signal.SIGINT)
@@ -548,7 +548,7 @@ def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, c
 def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path, monkeypatch, capsys):
     """Campaign #29: Ctrl-C during the final report was a pandas traceback and no word of the runs."""
     import reports.build
-    from harness.fleet_command import stop_signals, summary_and_report
+    from harness.commands.fleet_command import stop_signals, summary_and_report
 
     def slow_report(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
@@ -566,7 +566,7 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path,
 def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code):
     """Campaign #30: SIGTERM exited 130 as if Ctrl-C; SIGHUP (the terminal closed) killed the fleet
     and left its jobs running."""
-    from harness.fleet_command import stop_signals
+    from harness.commands.fleet_command import stop_signals
 
     with pytest.raises(KeyboardInterrupt) as stopped, stop_signals():
         os.kill(os.getpid(), signum)
@@ -579,7 +579,7 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
     """Campaign #33, #35: each target failed in turn as `not submitted: [Errno 28] ...`."""
     import tempfile
 
-    from harness.fleet_command import StoreFull, prepare_store
+    from harness.commands.fleet_command import StoreFull, prepare_store
 
     def refuse(**kwargs):
         raise OSError(errno_value, os.strerror(errno_value))
@@ -599,7 +599,7 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     argv, env = {"store-is-a-file": (["--store", "afile"], None),
                  "pytest-form-option": (["--store", "S", "--gpubench-results-dir=elsewhere"], None),
                  "no-slurm-clients": (["--store", "S", "--cluster", "slurm"], dict(os.environ, PATH=str(tmp_path)))}[case]
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "fleet", *argv, *TINY], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False)
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", *argv, *TINY], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
     assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch"}[case] in done.stderr
     assert not (tmp_path / "S" / ".fleet").exists() or not any((tmp_path / "S" / ".fleet").rglob("*.pkl"))

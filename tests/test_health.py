@@ -1,5 +1,5 @@
 """Health against references (reports/health.py, reports/references.py) and --device cuda:all
-(harness/cli.py), on synthetic copies of the committed H200 run: figures scaled, hostnames,
+(harness/commands/cli.py), on synthetic copies of the committed H200 run: figures scaled, hostnames,
 machines, devices and telemetry changed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import cli
+from harness.commands import cli, run_command
 from reports import health
 from reports.aggregate import per_case
 from reports.build import build_report
@@ -217,15 +217,15 @@ def test_single_gpu_machines_have_no_node_table(h200):
 
 def test_cuda_all_expands_into_one_micro_run_per_gpu():
     args = cli.build_parser().parse_known_args(["run", "--device", "cuda:all", "--run-id", "R", "--profile", "smoke"])[0]
-    runs = cli.per_gpu_runs(args, ["-k", "matmul", "-m", "not gpu"], 3)
+    runs = run_command.per_gpu_runs(args, ["-k", "matmul", "-m", "not gpu"], 3)
     assert [(a.device, a.run_id, a.no_report, a.profile) for a, _ in runs] == [(f"cuda:{i}", f"R-cuda{i}", True, "smoke") for i in range(3)]
-    assert runs[0][1] == ["-k", "matmul", "-m", f"(not gpu) and ({cli.MICRO_MARKEXPR})"]
-    assert cli.micro_only(["-v"]) == ["-v", "-m", cli.MICRO_MARKEXPR]
-    assert cli.micro_only(["-mgpu"]) == ["-m", f"(gpu) and ({cli.MICRO_MARKEXPR})"]
+    assert runs[0][1] == ["-k", "matmul", "-m", f"(not gpu) and ({run_command.MICRO_MARKEXPR})"]
+    assert run_command.micro_only(["-v"]) == ["-v", "-m", run_command.MICRO_MARKEXPR]
+    assert run_command.micro_only(["-mgpu"]) == ["-m", f"(gpu) and ({run_command.MICRO_MARKEXPR})"]
 
 
 def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypatch, capsys):
-    import harness.device
+    import harness.devices.device
 
     micro = h200[h200["workload"].isin(["matmul", "transfer"])]
     launched = []
@@ -237,11 +237,11 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
                   Path(args.results_dir), args.run_id)
         return 0
 
-    monkeypatch.setattr(harness.device, "cuda_device_count", lambda: 3)
-    monkeypatch.setattr(cli, "run_builds", fake_builds)
+    monkeypatch.setattr(harness.devices.device, "cuda_device_count", lambda: 3)
+    monkeypatch.setattr(run_command, "run_builds", fake_builds)
     code = cli.main(["run", "--device", "cuda:all", "--run-id", "node", "--results-dir", str(tmp_path)])
     assert code == 0 and [d for d, _ in launched] == ["cuda:0", "cuda:1", "cuda:2"]
-    assert all(extra[-2:] == ["-m", cli.MICRO_MARKEXPR] for _, extra in launched)
+    assert all(extra[-2:] == ["-m", run_command.MICRO_MARKEXPR] for _, extra in launched)
     report = (tmp_path / "node-report" / "report.md").read_text(encoding="utf-8")
     section = report.split("## GPUs within a node")[1].split("\n## ")[0]
     outliers = [line for line in section.splitlines() if "outlier (≥5% off)" in line]
@@ -249,16 +249,16 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
 
 
 def test_cuda_all_without_a_gpu_is_one_line(monkeypatch, capsys, tmp_path):
-    import harness.device
+    import harness.devices.device
 
-    monkeypatch.setattr(harness.device, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(harness.devices.device, "cuda_device_count", lambda: 0)
     assert cli.main(["run", "--device", "cuda:all", "--results-dir", str(tmp_path)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA GPU" in err and "--device cpu" in err
 
 
 def test_cuda_all_under_pytest_names_one_gpu_instead():
-    from harness.device import DeviceError, resolve_device
+    from harness.devices.device import DeviceError, resolve_device
 
     with pytest.raises(DeviceError, match="is for `gpubench run`.*cuda:N"):
         resolve_device("cuda:all")

@@ -14,10 +14,10 @@ import time
 import psutil
 import pytest
 
-from harness.cli import build_parser, main
-from harness.fleet import FleetError, parse_target, run_failure
-from harness.fleet_command import check_args
-from harness.launch import Job, ProcessLauncher
+from harness.commands.cli import build_parser, main
+from harness.commands.fleet import FleetError, parse_target, run_failure
+from harness.commands.fleet_command import check_args
+from harness.processes.launch import Job, ProcessLauncher
 
 
 @pytest.mark.parametrize("text", ["cpus=²", "cpus=٣", "time=1²", "time=٣٠", "time=1:٣٠:00"])
@@ -84,7 +84,7 @@ def test_what_a_build_leaves_in_its_process_group_is_killed_when_it_ends(tmp_pat
 @pytest.mark.process
 def test_a_process_token_tells_the_same_process_from_an_ended_one():
     # a `sleep` stands for the fleet; killed and not yet reaped (a zombie) it has ended too
-    from harness.lifetime import process_token, token_alive
+    from harness.processes.lifetime import process_token, token_alive
 
     fleet = subprocess.Popen(["sleep", "30"])
     try:
@@ -104,7 +104,7 @@ def test_a_process_token_tells_the_same_process_from_an_ended_one():
 @pytest.mark.process
 def test_a_build_stops_as_on_sigterm_once_the_process_it_runs_for_has_ended(capfd):
     # the build (tiny python) kills the `sleep` that stands for a local fleet (kill -9), then waits for SIGTERM
-    from harness.lifetime import process_token
+    from harness.processes.lifetime import process_token
 
     fleet = subprocess.Popen(["sleep", "30"])
     script = f"import os, time\nos.kill({fleet.pid}, 9)\ntime.sleep(30)"

@@ -10,27 +10,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS: dict[str, int] = {
-    # pure and torch-free: statistics, planning, declarations
-    "harness.stats": 0, "harness.plan": 0, "harness.columns": 0, "harness.peaks": 0, "harness.options": 0, "harness.lifetime": 0,
-    "harness.workload_spec": 0, "harness.safe_files": 0, "harness.rlimits": 0, "harness.job_files": 0, "harness": 0,
-    "harness.catalog": 1, "harness.profiles": 1,
-    "harness.schema": 2,
-    "harness.results": 3, "harness.run_ids": 3, "harness.store": 3,
-    "reports": 4,  # reads results; torch-free
-    # torch: devices, clocks, data, processes
-    "harness.device": 5, "harness.timing": 5, "harness.env": 5, "harness.energy": 5, "harness.nvml_probe": 5, "harness.datasets": 5, "harness.data_source": 5,
-    "harness.nproc": 5, "harness.cpu_memory": 5, "harness.launch": 5,
-    # one measurement and its records
-    "harness.cases": 6, "harness.context": 6, "harness.measure": 6, "harness.energy_columns": 6, "harness.machine_load": 6,
-    "harness.terminal": 6, "harness.session": 6,
-    "harness.workload": 7, "harness.runner": 7,
-    "harness.workloads": 8,
-    # adapters: pytest and the command line
-    "harness.run_state": 9, "harness.setup": 9, "harness.fixture": 9, "harness.plugin": 9, "harness.build_main": 9,
-    "harness.cli": 10, "harness.ab": 10, "harness.ab_command": 10, "harness.bench_table": 10, "harness.fleet": 10, "harness.fleet_command": 10,
-}
-TORCH_FREE_BELOW = 5
+# The layers, lowest first: each is a package, and a module's layer is its package's. A package may import
+# its own layer or lower ones; the first five never import torch.
+PACKAGES: tuple[str, ...] = (
+    "harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
+    "harness.catalog",  # the workload catalogue and the profiles
+    "harness.records",  # schema, results, run ids, store, safe files, fleet job files
+    "reports",  # reads results; torch-free
+    "harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
+    "harness.devices",  # torch from here: devices, fingerprint, energy, data
+    "harness.measurement",  # the clock, the round loop, cases, the session, the runner
+    "harness.workloads",
+    "harness.pytest_plugin",
+    "harness.commands",
+)
+LAYERS: dict[str, int] = {"harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
+TORCH_FREE_BELOW = PACKAGES.index("harness.devices")
 
 
 def layer_of(module: str) -> int | None:
@@ -83,7 +78,74 @@ def test_imports_go_downward_only(path: Path) -> None:
 def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
     """The guard itself: a pure module importing the plugin (inside a function) and torch is caught."""
     module = tmp_path / "stats.py"
-    module.write_text("import math\n\n\ndef f():\n    from harness.plugin import STATE\n    import torch\n", encoding="utf-8")
-    assert violations(module, "harness.stats") == ["harness.stats:5 imports harness.plugin (layer 9 above 0)",
-                                                   "harness.stats:5 imports harness.plugin.STATE (layer 9 above 0)",
-                                                   "harness.stats:6 imports torch in a torch-free layer"]
+    module.write_text("import math\n\n\ndef f():\n    from harness.pytest_plugin.plugin import STATE\n    import torch\n", encoding="utf-8")
+    assert violations(module, "harness.core.stats") == [
+        "harness.core.stats:5 imports harness.pytest_plugin.plugin (layer 8 above 0)",
+        "harness.core.stats:5 imports harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
+        "harness.core.stats:6 imports torch in a torch-free layer",
+    ]
+
+
+def test_every_module_lives_in_a_layer_package() -> None:
+    """The tree shows the layers: no flat module beside the packages, no package the map leaves out."""
+    flat = sorted(p.name for p in (ROOT / "harness").glob("*.py") if p.name != "__init__.py")
+    assert flat == [], f"modules outside a layer package: {flat}"
+    on_disk = {f"harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
+    assert on_disk | {"reports"} == set(PACKAGES)
+
+
+def test_the_architecture_page_draws_the_same_map() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "`" in line.split("|")[2]]
+    drawn = [line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".") for line in rows]
+    assert drawn == list(PACKAGES)
+
+
+def module_graph() -> dict[str, set[str]]:
+    names = {module_name(p) for p in SOURCES}
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        targets = {target for _, target in imports(path)}
+        graph[module_name(path)] = {t for t in targets if t in names and t != module_name(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle() -> None:
+    """Function-level imports count too: a circle hidden inside a function is still a circle."""
+    assert cycles(module_graph()) == []
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

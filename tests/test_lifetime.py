@@ -12,8 +12,8 @@ import psutil
 import pytest
 from runs import cmdlines, gpubench_run, processes_of, run_bench
 
-from harness.lifetime import run_folder_prefix, sweep_dead_run_folders
-from harness.results import read_rows
+from harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
+from harness.records.results import read_rows
 
 pytest_plugins = ["pytester"]
 
@@ -21,7 +21,7 @@ pytest_plugins = ["pytester"]
 @pytest.mark.process
 def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     """The build process dies with gpubench run: nothing goes on appending rows after it."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul or elementwise or inference",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul or elementwise or inference",
                              "--results-dir", str(tmp_path), "--run-id", "term", "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not psutil.Process(proc.pid).children():
@@ -75,8 +75,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.cases import Case
-from harness.measure import Timed
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 

@@ -16,9 +16,9 @@ from runs import (
     run_bench,
 )
 
-from harness.launch import read_build_count
-from harness.results import read_rows
-from harness.schema import COLUMNS, REQUIRED_COLUMNS
+from harness.processes.launch import read_build_count
+from harness.records.results import read_rows
+from harness.records.schema import COLUMNS, REQUIRED_COLUMNS
 
 pytest_plugins = ["pytester"]
 
@@ -29,8 +29,8 @@ from typing import ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
-from harness.measure import Timed
+from harness.measurement.cases import Case, CaseSkipped
+from harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]  # a bench module may hold its own workload
 BUILDS = {"smoke": 2, "quick": 2, "full": 2}
@@ -66,7 +66,7 @@ def tiny(pytester):
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
+    return pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
 
 
 def rows_in(folder: Path) -> list[dict]:
@@ -96,7 +96,7 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     # and its statistics are the CSV's: the same samples, the same quartiles
     data = json.loads((tiny.path / "bench.json").read_text())
     bench = data["benchmarks"][0]
-    assert bench["options"]["timer"] == "session_clock"  # harness.timing.session_clock: the session's synced clock
+    assert bench["options"]["timer"] == "session_clock"  # harness.measurement.timing.session_clock: the session's synced clock
     assert bench["extra_info"]["case_id"] == "matmul/fp32-n32"
     assert bench["stats"]["iqr"] == pytest.approx(float(first["iqr_s"])) and bench["stats"]["median"] == pytest.approx(float(first["median_s"]))
     assert list((tiny.path / "out").glob("*.env.json"))
@@ -167,8 +167,8 @@ from typing import ClassVar
 
 import torch
 
-from harness.cases import Case
-from harness.measure import Timed
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def test_flag(case, gpubench):
     gpubench.run(case)
     assert torch.get_float32_matmul_precision() == "highest"
 ''')
-    result = pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
     result.assert_outcomes(passed=2)
 
 
@@ -207,7 +207,7 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     too, but the smoke profile's 11 short pairs on a loaded 2-core machine once read it inside the band.)"""
     tiny.makepyfile(slow_clock="import time\ndef slow():\n    return time.perf_counter() * 1.25\n")
     tiny.makepyfile(bench_check="from harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n")
-    result = tiny.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
+    result = tiny.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
     (row,) = rows_in(tiny.path / "out")
     assert "harness/torch.utils.benchmark median ratio" in row["reason"], row["reason"]
@@ -263,7 +263,7 @@ def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_tracebac
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
     tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', help='another plugin')\n")
-    result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
+    result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
                                        "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
     result.assert_outcomes(passed=2, skipped=2)  # the tiny bench has 2 builds in every profile
     assert {r["profile"] for r in rows_in(tiny.path / "out")} == {"smoke"}
@@ -296,8 +296,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.cases import Case
-from harness.measure import Timed
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}
@@ -331,7 +331,7 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     def reported(*args: str) -> int | None:
         """The build count the collection writes to the pipe gpubench run hands it."""
         read_fd, write_fd = os.pipe()
-        subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py",
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py",
                         "--collect-only", "-q", f"--gpubench-report-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
                        capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
         os.close(write_fd)
@@ -412,9 +412,9 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.cases import Case
-from harness.measure import Timed
-from harness.plan import RoundPlan
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
+from harness.core.plan import RoundPlan
 
 gpubench_workload = sys.modules[__name__]
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}
@@ -445,7 +445,7 @@ def test_pytest_benchmark_shows_the_rows_own_samples(pytester):
     """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
     pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
     pytester.makepyfile(bench_steps=WINDOWED_BENCH)
-    result = pytester.runpytest_subprocess("-p", "harness.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only", "--profile=smoke",
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only", "--profile=smoke",
                                            "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
     assert result.ret == 0, result.stdout.str()[-2000:]
     (row,) = read_rows(next((pytester.path / "out").glob("*.csv")))
@@ -461,8 +461,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.cases import Case
-from harness.measure import Timed
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 
@@ -504,7 +504,8 @@ ENV_SIDECAR_FULL = '''
 import errno
 import os
 
-from harness import results, session
+from harness.records import results
+from harness.measurement import session
 
 _write = results.write_sidecar
 _calls = []

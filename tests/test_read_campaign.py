@@ -11,8 +11,8 @@ import time
 import pandas as pd
 import pytest
 
-from harness.results import read_frame
-from harness.schema import SchemaError, parse_cell
+from harness.records.results import read_frame
+from harness.records.schema import SchemaError, parse_cell
 from reports import publish
 from reports.build import build_report
 from reports.load import spreadsheet_safe
@@ -94,7 +94,7 @@ def test_rows_refused_as_impossible_are_named_on_stderr_too(tmp_path, capsys):
 
 
 def test_an_empty_out_is_refused_naming_it_not_the_current_folder(tmp_path, monkeypatch, capsys):
-    from harness.cli import main
+    from harness.commands.cli import main
 
     run(tmp_path / "in", "r1")
     monkeypatch.chdir(tmp_path)

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.cli import main
-from harness.results import ResultsWriter
-from harness.schema import COLUMNS, SCHEMA_VERSION
+from harness.commands.cli import main
+from harness.records.results import ResultsWriter
+from harness.records.schema import COLUMNS, SCHEMA_VERSION
 from reports.build import build_report
 from reports.compare import (
     ALPHA,
@@ -90,7 +90,7 @@ def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_list
 
 
 def test_a_diverged_run_is_never_fastest(tmp_path):
-    """A diverged epoch is a failed row (harness.runner.Diverged): the report skips it and lists it."""
+    """A diverged epoch is a failed row (harness.measurement.runner.Diverged): the report skips it and lists it."""
     frame = epoch_rows([
         {"setting": "guide-template", "epoch_s": 17.0, "samples_per_s": 1.0, "test_accuracy": 0.86},
         {"setting": "preloaded", "epoch_s": 12.0, "samples_per_s": 1.0, "test_accuracy": 0.857},

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import (
+from harness.records.results import (
     ResultsFull,
     ResultsWriter,
     RunIdError,
@@ -22,7 +22,7 @@ from harness.results import (
     read_rows,
     write_sidecar,
 )
-from harness.schema import (
+from harness.records.schema import (
     BY_NAME,
     COLUMNS,
     REQUIRED_COLUMNS,
@@ -123,7 +123,7 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from harness.results import ResultsWriter
+        from harness.records.results import ResultsWriter
         writer = ResultsWriter(Path({str(tmp_path)!r}), "killed")
         for i in range(3):
             writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed", "case_id": f"case{{i}}", "status": "ok"}})
@@ -183,11 +183,11 @@ CELLS = {
 
 @pytest.mark.parametrize("column", CELLS)
 def test_the_column_rules_are_the_cell_rules(column):
-    """harness.schema.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
+    """harness.records.schema.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
     refuses, and reads the others to the same value."""
     import pandas as pd
 
-    from harness.schema import parse_cell, parse_column
+    from harness.records.schema import parse_cell, parse_column
 
     texts = CELLS[column]
     values, refused = parse_column(column, pd.Series(texts, dtype=object))
@@ -207,7 +207,7 @@ def test_numbers_are_read_exactly():
 
     import pandas as pd
 
-    from harness.schema import parse_column
+    from harness.records.schema import parse_column
 
     xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
     values, refused = parse_column("lr", pd.Series([repr(x) for x in xs], dtype=object))
@@ -298,7 +298,7 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     reads back to the frame it was written from."""
     from pathlib import Path
 
-    from harness.results import frame_rows
+    from harness.records.results import frame_rows
     from reports.load import load_results, write_merged
 
     full = _tricky(tmp_path, "bools")

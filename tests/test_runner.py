@@ -2,18 +2,18 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness import device as devices
-from harness.cases import CaseSkipped, Diverged
-from harness.context import BuildContext
-from harness.device import is_out_of_memory
-from harness.measure import Timed
-from harness.plan import Budget, RoundPlan
-from harness.results import ResultsWriter, read_rows
-from harness.runner import impossible_figures, quality_flags
-from harness.schema import SCHEMA_VERSION
-from harness.stats import summarize
-from harness.terminal import summary_line
-from harness.timing import SyncedClock
+from harness.devices import device as devices
+from harness.measurement.cases import CaseSkipped, Diverged
+from harness.measurement.context import BuildContext
+from harness.devices.device import is_out_of_memory
+from harness.measurement.measure import Timed
+from harness.core.plan import Budget, RoundPlan
+from harness.records.results import ResultsWriter, read_rows
+from harness.measurement.runner import impossible_figures, quality_flags
+from harness.records.schema import SCHEMA_VERSION
+from harness.core.stats import summarize
+from harness.measurement.terminal import summary_line
+from harness.measurement.timing import SyncedClock
 from harness.workloads import selfcheck
 from harness.workloads.matmul import MatmulCase
 from harness.workloads.mnist_epoch import EpochCase

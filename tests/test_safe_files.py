@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from runs import run_bench
 
-from harness.ab import write_marker
-from harness.results import (
+from harness.commands.ab import write_marker
+from harness.records.results import (
     ResultsWriter,
     RunIdError,
     check_results_dir_early,
@@ -20,7 +20,7 @@ from harness.results import (
     check_writable,
     write_sidecar,
 )
-from harness.safe_files import UnsafePath, probe, replace_bytes
+from harness.records.safe_files import UnsafePath, probe, replace_bytes
 from reports.build import build_report
 from reports.load import ReportError
 
@@ -138,7 +138,7 @@ def test_a_linked_results_folder_is_refused(tmp_path):
 def test_a_failed_replacement_leaves_the_old_file_and_no_temporary(tmp_path):
     replace_bytes(tmp_path, "f", b"old", "folder", "fix")
     with pytest.raises(ZeroDivisionError):
-        from harness.safe_files import replacing
+        from harness.records.safe_files import replacing
 
         with replacing(tmp_path, "f", "folder", "fix") as handle:
             handle.write(b"half")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.fleet import DONE, FAILED, FleetJob, Target, settle
-from harness.safe_files import make_folder, open_new, replace_bytes
+from harness.commands.cli import main
+from harness.commands.fleet import DONE, FAILED, FleetJob, Target, settle
+from harness.records.safe_files import make_folder, open_new, replace_bytes
 
 SECOND_UID, STORE_GID = 65534, 65533  # nobody, and a group number no account is in
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files of another owner are made with os.chown")
@@ -76,7 +76,7 @@ def test_a_result_file_of_another_owner_is_not_loaded(tmp_path):
 
 
 def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
-    from harness.job_files import (
+    from harness.records.job_files import (
         UntrustedFile,
         load_outcome,
         owner_name,
@@ -99,7 +99,7 @@ def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
 @AS_ROOT
 def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
     # a user private group (named as the user, no other member), as Debian gives each account: root's here
-    from harness.job_files import UntrustedFile, private_folder
+    from harness.records.job_files import UntrustedFile, private_folder
 
     above = tmp_path / "home"
     above.mkdir()
@@ -111,7 +111,7 @@ def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
 
 
 def test_the_fleet_refuses_a_jobs_dir_others_can_write_before_any_job(tmp_path, capsys):
-    from harness.job_files import owner_name
+    from harness.records.job_files import owner_name
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -193,7 +193,7 @@ def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_t
             os.close(open_new(store / "m" / "mine.csv", "results directory", "fix"))
         finally:
             os.umask(old)
-        from harness.job_files import private_folder
+        from harness.records.job_files import private_folder
 
         jobs = private_folder(base / "jobs" / "f")
         said = second_member(MEMBER, dict(os.environ, STORE=str(store), JOBS=str(jobs)))

@@ -11,12 +11,12 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness.context import BuildContext
-from harness.data_source import DataSource
-from harness.datasets import CLASSES, Split
-from harness.results import ResultsWriter
-from harness.schema import SCHEMA_VERSION
-from harness.timing import SyncedClock
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import DataSource
+from harness.devices.datasets import CLASSES, Split
+from harness.records.results import ResultsWriter
+from harness.records.schema import SCHEMA_VERSION
+from harness.measurement.timing import SyncedClock
 from harness.workloads import time_to_accuracy as tta
 from harness.workloads.models import make_model
 from reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
@@ -40,13 +40,13 @@ def banded_split(size: int, seed: int, learnable: bool = True) -> Split:
 
 @pytest.fixture
 def easy_data(monkeypatch, tmp_path):
-    monkeypatch.setattr("harness.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
+    monkeypatch.setattr("harness.devices.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
 
 @pytest.fixture
 def hard_data(monkeypatch, tmp_path):
-    monkeypatch.setattr("harness.data_source.load_split",
+    monkeypatch.setattr("harness.devices.data_source.load_split",
                         lambda dataset, root, train: banded_split(512 if train else 256, int(train), learnable=False))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 

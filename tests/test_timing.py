@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from harness import timing
-from harness.measure import Timed, measure
-from harness.plan import Budget, RoundPlan, plan_rounds
-from harness.timing import Stopwatch, SyncedClock, sample, warm_up
+from harness.measurement import timing
+from harness.measurement.measure import Timed, measure
+from harness.core.plan import Budget, RoundPlan, plan_rounds
+from harness.measurement.timing import Stopwatch, SyncedClock, sample, warm_up
 
 
 class FakeClock:

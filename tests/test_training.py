@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cases import Diverged
-from harness.context import BuildContext
-from harness.data_source import DataSource, PreloadedLoader
-from harness.datasets import (
+from harness.measurement.cases import Diverged
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import DataSource, PreloadedLoader
+from harness.devices.datasets import (
     DatasetError,
     ImageDataset,
     Split,
@@ -21,8 +21,8 @@ from harness.datasets import (
     normalize_all,
     resolve_dataset,
 )
-from harness.stats import summarize
-from harness.timing import SyncedClock
+from harness.core.stats import summarize
+from harness.measurement.timing import SyncedClock
 from harness.workloads import mnist_epoch
 from harness.workloads.mnist_epoch import (
     EpochCase,

@@ -1,6 +1,6 @@
 from typing import Any
 
-from harness.workload_spec import IdRule, ReportSection, WorkloadSpec
+from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 
 # The guide's template epoch (§5); mnist_epoch.EpochCase's field defaults equal these (a test pins it).
 GUIDE_TEMPLATE: dict[str, Any] = {

@@ -1,4 +1,4 @@
-from harness.workload_spec import IdRule, ReportSection, WorkloadSpec
+from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 
 SPEC = WorkloadSpec(
     name="time_to_accuracy",

@@ -13,15 +13,15 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from harness import device as devices
-from harness.cases import Case, CaseSkipped
+from harness.devices import device as devices
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.attention import SPEC
-from harness.context import BuildContext
-from harness.device import dtype_skip_reason
-from harness.measure import Measurement, Timed
-from harness.stats import SampleStats
-from harness.terminal import one_line
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.device import dtype_skip_reason
+from harness.measurement.measure import Measurement, Timed
+from harness.core.stats import SampleStats
+from harness.measurement.terminal import one_line
+from harness.measurement.workload import Workload
 from harness.workloads.matmul import with_precision
 from harness.workloads.matmul_peak import measured_peak
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
-from harness.cases import Case, CaseSkipped, Diverged
+from harness.measurement.cases import Case, CaseSkipped, Diverged
 from harness.catalog.collectives import (
     ELEMENT_BYTES,
     OPS,
@@ -27,14 +27,14 @@ from harness.catalog.collectives import (
     bus_factor,
     elements,
 )
-from harness.context import BuildContext
-from harness.machine_load import BUSY_FRAC, LoadMeter
-from harness.measure import Timed
-from harness.plan import RoundPlan
-from harness.runner import failure_columns, measured_row
-from harness.stats import SampleStats, summarize
-from harness.workload import Workload
-from harness.workload_spec import bytes_size
+from harness.measurement.context import BuildContext
+from harness.devices.machine_load import BUSY_FRAC, LoadMeter
+from harness.measurement.measure import Timed
+from harness.core.plan import RoundPlan
+from harness.measurement.runner import failure_columns, measured_row
+from harness.core.stats import SampleStats, summarize
+from harness.measurement.workload import Workload
+from harness.core.workload_spec import bytes_size
 from harness.workloads.ddp import (
     COLLECTIVE_TIMEOUT_S,
     HEARTBEAT_STALL_S,
@@ -172,7 +172,7 @@ class LaunchKey:
 class Launched:
     points: dict[tuple[str, int], dict[str, Any]]
     error: str = ""
-    busy_frac: float = 0.0  # other processes' share of the CPU during the launch (harness.machine_load)
+    busy_frac: float = 0.0  # other processes' share of the CPU during the launch (harness.devices.machine_load)
     taken: set[tuple[str, int]] = field(default_factory=set)
 
 

@@ -31,11 +31,11 @@ import torch
 import torch.distributed as dist
 
 from harness.catalog.collectives import OPS, elements
-from harness.device import empty_cache
-from harness.plan import Budget, RoundPlan, plan_rounds
-from harness.profiles import Profile
-from harness.safe_files import replace_bytes
-from harness.timing import SyncedClock, warm_up
+from harness.devices.device import empty_cache
+from harness.core.plan import Budget, RoundPlan, plan_rounds
+from harness.catalog.profiles import Profile
+from harness.records.safe_files import replace_bytes
+from harness.measurement.timing import SyncedClock, warm_up
 from harness.workloads.collective_ops import (
     COLLECTIVES,
     Collective,
@@ -113,7 +113,7 @@ def timed_round(call: Callable[[], None], iterations: int, group: Group) -> floa
 
 
 def time_rounds(call: Callable[[], None], budget: Budget, group: Group) -> tuple[RoundPlan, list[float]]:
-    """Warm-up, calibration and rounds, as harness.measure plans them, with every rank planning from
+    """Warm-up, calibration and rounds, as harness.measurement.measure plans them, with every rank planning from
     the slowest rank's estimate: the same plan everywhere, so every rank makes the same calls.
     Returns the plan and each round's time per call on the slowest rank."""
     estimate_s = group.slowest([warm_up(call, budget.warmup_calls, group.clock)])[0]
@@ -167,8 +167,8 @@ def run_ladder(args: argparse.Namespace, group: Group, collectives: Mapping[str,
 def write_rows(report: dict[str, Any], results_dir: Path, device: torch.device) -> Path:
     """Standalone use: rank 0 writes a row per collective and size through a Session (this node's
     fingerprint, the environment sidecar), with the suite's case ids and figures."""
-    from harness.results import check_writable, new_run_id, utc_timestamp
-    from harness.session import Session
+    from harness.records.results import check_writable, new_run_id, utc_timestamp
+    from harness.measurement.session import Session
     from harness.workloads.collectives import CollectiveCase, point_columns
 
     check_writable(results_dir)

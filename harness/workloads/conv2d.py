@@ -9,13 +9,13 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.conv2d import SPEC
-from harness.context import BuildContext
-from harness.device import dtype_skip_reason
-from harness.measure import Timed
-from harness.stats import SampleStats
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.device import dtype_skip_reason
+from harness.measurement.measure import Timed
+from harness.core.stats import SampleStats
+from harness.measurement.workload import Workload
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # (batch, channels, height=width) per device kind: ~0.3 GFLOP a call on a CPU, ~60 on a GPU.

@@ -17,15 +17,15 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.ddp import SPEC
-from harness.context import BuildContext
-from harness.data_source import DataSource, PreloadedLoader
-from harness.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
-from harness.measure import Timed
-from harness.plan import RoundPlan
-from harness.stats import SampleStats, median
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import DataSource, PreloadedLoader
+from harness.processes.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
+from harness.measurement.measure import Timed
+from harness.core.plan import RoundPlan
+from harness.core.stats import SampleStats, median
+from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import Trainer
 
@@ -119,7 +119,7 @@ def silent_rank(folder: Path, stall_s: float, now_s: float | None = None) -> str
 
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
            stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
-    """Run torchrun (harness.launch.TorchrunLauncher) and read rank 0's report. A rank whose
+    """Run torchrun (harness.processes.launch.TorchrunLauncher) and read rank 0's report. A rank whose
     heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
     rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir

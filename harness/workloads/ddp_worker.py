@@ -30,11 +30,11 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from harness.data_source import DataSource
-from harness.device import memory_snapshot, reset_peak_memory
-from harness.safe_files import replace_bytes
-from harness.stats import summarize
-from harness.timing import SyncedClock
+from harness.devices.data_source import DataSource
+from harness.devices.device import memory_snapshot, reset_peak_memory
+from harness.records.safe_files import replace_bytes
+from harness.core.stats import summarize
+from harness.measurement.timing import SyncedClock
 from harness.workloads.models import make_model
 
 
@@ -114,7 +114,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     criterion = torch.nn.CrossEntropyLoss()
-    from harness.datasets import default_data_root
+    from harness.devices.datasets import default_data_root
 
     data = DataSource(args.dataset, Path(args.data_root) if args.data_root else default_data_root())
     loader = shard_loader(data, args.batch_size, rank, world_size)
@@ -153,11 +153,11 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
 def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
     """Standalone use: rank 0 writes its own row through a Session (this node's fingerprint, the
-    environment sidecar), with the measurement columns every row has (harness.runner)."""
-    from harness.plan import RoundPlan
-    from harness.results import check_writable, new_run_id, utc_timestamp
-    from harness.runner import measured_row
-    from harness.session import Session
+    environment sidecar), with the measurement columns every row has (harness.measurement.runner)."""
+    from harness.core.plan import RoundPlan
+    from harness.records.results import check_writable, new_run_id, utc_timestamp
+    from harness.measurement.runner import measured_row
+    from harness.measurement.session import Session
     from harness.workloads.ddp import DistributedCase
 
     check_writable(results_dir)

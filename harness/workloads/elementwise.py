@@ -11,15 +11,15 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.elementwise import SPEC
-from harness.context import BuildContext
-from harness.device import dtype_skip_reason
-from harness.env import llc_bytes
-from harness.measure import Timed
-from harness.peaks import peak_gbps
-from harness.stats import SampleStats
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.device import dtype_skip_reason
+from harness.devices.env import llc_bytes
+from harness.measurement.measure import Timed
+from harness.core.peaks import peak_gbps
+from harness.core.stats import SampleStats
+from harness.measurement.workload import Workload
 from harness.workloads.matmul import TORCH_DTYPES
 
 # op -> (function writing into out, tensors touched per element: inputs read + output written)

@@ -8,12 +8,12 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from harness.cases import Case
+from harness.measurement.cases import Case
 from harness.catalog.inference import SPEC
-from harness.context import BuildContext
-from harness.measure import Timed
-from harness.stats import SampleStats
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed
+from harness.core.stats import SampleStats
+from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
 
 GRAD_MODES: dict[str, Callable[[], Any]] = {

@@ -7,14 +7,14 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.matmul import SPEC
-from harness.context import BuildContext
-from harness.device import dtype_skip_reason
-from harness.measure import Timed
-from harness.peaks import peak_tflops
-from harness.stats import SampleStats
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.device import dtype_skip_reason
+from harness.measurement.measure import Timed
+from harness.core.peaks import peak_tflops
+from harness.core.stats import SampleStats
+from harness.measurement.workload import Workload
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.context import BuildContext
-from harness.measure import Timed, measure
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed, measure
 from harness.workloads.matmul import matmul_tflops, operands, with_precision
 
 # An n×n product that reaches this kind of device's matmul peak in one call of milliseconds to tens of them.

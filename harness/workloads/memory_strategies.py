@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.memory_strategies import SPEC
-from harness.context import BuildContext
-from harness.measure import Timed
-from harness.stats import SampleStats
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed
+from harness.core.stats import SampleStats
+from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import Trainer, precision_skip_reason
 

@@ -14,16 +14,16 @@ from typing import Any, ClassVar, Iterable
 import torch
 from torch.utils.data import DataLoader
 
-from harness.cases import Case, CaseSkipped, Diverged
+from harness.measurement.cases import Case, CaseSkipped, Diverged
 from harness.catalog.mnist_epoch import SPEC
-from harness.context import BuildContext
-from harness.data_source import Batch, DataSource, PreloadedLoader
-from harness.datasets import CLASSES
-from harness.measure import Timed
-from harness.plan import RoundPlan
-from harness.stats import SampleStats, summarize
-from harness.timing import SyncedClock, sample, warm_up
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import Batch, DataSource, PreloadedLoader
+from harness.devices.datasets import CLASSES
+from harness.measurement.measure import Timed
+from harness.core.plan import RoundPlan
+from harness.core.stats import SampleStats, summarize
+from harness.measurement.timing import SyncedClock, sample, warm_up
+from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
 

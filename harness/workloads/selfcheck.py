@@ -21,14 +21,14 @@ from typing import Any, Callable, ClassVar, Literal
 import torch
 import torch.utils.benchmark as tub
 
-from harness.cases import Case
+from harness.measurement.cases import Case
 from harness.catalog.selfcheck import SPEC
-from harness.context import BuildContext
-from harness.machine_load import BUSY_FRAC, LoadMeter
-from harness.measure import Measurement, Timed
-from harness.stats import median_ci
-from harness.timing import Clock, cuda_event_samples
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.machine_load import BUSY_FRAC, LoadMeter
+from harness.measurement.measure import Measurement, Timed
+from harness.core.stats import median_ci
+from harness.measurement.timing import Clock, cuda_event_samples
+from harness.measurement.workload import Workload
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 AGREEMENT = (0.97, 1.03)  # a median harness/other ratio clearly outside this band fails the row

@@ -7,14 +7,14 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.cases import Case, CaseSkipped
+from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.matmul_speedup import SPEC
-from harness.context import BuildContext
-from harness.measure import Measurement, Timed, measure
-from harness.plan import Budget
-from harness.profiles import Profile
-from harness.timing import SyncedClock
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Measurement, Timed, measure
+from harness.core.plan import Budget
+from harness.catalog.profiles import Profile
+from harness.measurement.timing import SyncedClock
+from harness.measurement.workload import Workload
 from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 GUIDE_N = 5000

@@ -23,16 +23,16 @@ from typing import Any, ClassVar, Iterable
 
 import torch
 
-from harness.cases import CaseSkipped, DidNotConverge, Diverged
+from harness.measurement.cases import CaseSkipped, DidNotConverge, Diverged
 from harness.catalog.time_to_accuracy import SPEC
-from harness.context import BuildContext
-from harness.data_source import Batch, DataSource, PreloadedLoader
-from harness.datasets import Split, normalize_all
-from harness.measure import Timed
-from harness.plan import RoundPlan
-from harness.stats import SampleStats
-from harness.timing import SyncedClock
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import Batch, DataSource, PreloadedLoader
+from harness.devices.datasets import Split, normalize_all
+from harness.measurement.measure import Timed
+from harness.core.plan import RoundPlan
+from harness.core.stats import SampleStats
+from harness.measurement.timing import SyncedClock
+from harness.measurement.workload import Workload
 from harness.workloads.mnist_epoch import PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer, shape_batches, skip_reason, warm_and_cost
 from harness.workloads.train_loop import Trainer, timed_batches
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from harness.timing import Stopwatch, SyncedClock
+from harness.measurement.timing import Stopwatch, SyncedClock
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")

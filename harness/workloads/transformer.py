@@ -21,14 +21,14 @@ import torch
 from torch.nn.attention import sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from harness.cases import Case, CaseSkipped, Diverged
+from harness.measurement.cases import Case, CaseSkipped, Diverged
 from harness.catalog.transformer import SPEC
-from harness.context import BuildContext
-from harness.measure import Timed
-from harness.peaks import peak_tflops
-from harness.plan import RoundPlan
-from harness.stats import SampleStats
-from harness.workload import Workload
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed
+from harness.core.peaks import peak_tflops
+from harness.core.plan import RoundPlan
+from harness.core.stats import SampleStats
+from harness.measurement.workload import Workload
 from harness.workloads.gpt import (
     CONFIGS,
     GPT,

@@ -8,5 +8,5 @@ def rename(*a, **k):
     real(*a, **k)
     if count[0] == n: os.kill(os.getpid(), signal.SIGKILL)
 publish.os.rename = rename
-from harness.cli import main
+from harness.commands.cli import main
 sys.exit(main(sys.argv[2:]))

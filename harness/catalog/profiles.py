@@ -1,0 +1,52 @@
+"""Profiles: how much of the suite runs and for how long. A `Profile` is a str enum, so it is
+still the plain name in CSV rows, option values and dict keys (`LADDERS[("quick", "cpu")]`)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from harness.core.plan import Budget
+
+
+class Profile(str, Enum):
+    SMOKE = "smoke"  # tiny: tests the suite itself, figures meaningless
+    QUICK = "quick"  # the default: minutes on a 2-core CPU
+    FULL = "full"  # every size and setting
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def budget(self) -> Budget:
+        return BUDGETS[self]
+
+    @property
+    def default_builds(self) -> int:
+        """Independent builds per case (fresh tensors/model each) unless a workload says otherwise:
+        `compare` judges a change against the spread between builds, not between rounds."""
+        return DEFAULT_BUILDS[self]
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def check_profile(name: str | Profile) -> Profile:
+    try:
+        return Profile(name)
+    except ValueError:
+        raise ProfileError(f"unknown profile {name!r}: use --profile quick, full or smoke") from None
+
+
+# Seconds of timed work per build of a micro-benchmark case, per profile. Many short builds beat
+# few long ones: on a shared machine a case's speed can change from one build to the next (fresh
+# tensors, another moment of the run), and that spread is what a comparison must be judged against.
+BUDGETS: dict[Profile, Budget] = {
+    Profile.SMOKE: Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
+    Profile.QUICK: Budget(target_s=0.1, min_rounds=5, max_rounds=100, warmup_calls=2),
+    Profile.FULL: Budget(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
+}
+DEFAULT_BUILDS: dict[Profile, int] = {Profile.SMOKE: 1, Profile.QUICK: 3, Profile.FULL: 7}

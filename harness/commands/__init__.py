@@ -1,0 +1,1 @@
+"""The `gpubench` command line: one module per subcommand and what they share."""

@@ -1,0 +1,329 @@
+"""`gpubench ab`: a paired A/B session. The same cases run under two environments on one machine,
+build by build in alternation — A B, B A, A B, ... — each build in its own process, so the
+machine's drift hits both sides alike and cancels in the paired differences (Chromium Pinpoint,
+asv's --interleave-rounds). A side is an interpreter (`--a-python`: a venv with another torch),
+environment variables (`--b-env OMP_NUM_THREADS=1`) and/or gpubench or pytest arguments
+(`--b-arg=--gpubench-dataset=synthetic`).
+
+Each side is a normal run (`<session>-A.csv`, `<session>-B.csv`, usable by `report`), and
+`<session>.ab.json` marks them as a pair, so `gpubench compare` on the two files judges them
+paired. Ctrl-C keeps every finished pair."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from harness.processes.launch import (
+    NO_TESTS,
+    Completed,
+    Job,
+    ProcessLauncher,
+    signal_name,
+    stop_requests,
+)
+from harness.processes.lifetime import child_preexec, ended_unreaped, kill_group
+from harness.core.exits import BUILD_STOPS
+from harness.records.safe_files import open_new, write_all
+
+DEFAULT_PAIRS = 8
+DEFAULT_BUILD_SECONDS = 0.05  # more, shorter builds: the pairs are the units, not the rounds
+REDACTED = "***"  # a side variable's value, as printed and kept
+
+
+@dataclass
+class Side:
+    name: str
+    python: str = sys.executable
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, object]:
+        """What is printed and kept in the session's marker: the variables' names, not their values (a token, say)."""
+        return {"python": self.python, "env": {name: REDACTED for name in self.env}, "args": self.args}
+
+
+def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
+    env = {}
+    for item in pairs:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{flag} {item!r}: use NAME=VALUE, such as {flag} OMP_NUM_THREADS=1")
+        env[name] = value
+    return env
+
+
+# The session's own options: a side that set one would write elsewhere or under another name, and
+# the pairs it measured could not be found to judge.
+SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds", "--gpubench-report-fd")
+
+
+def side_args(args: list[str], flag: str) -> list[str]:
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if name in SESSION_OPTIONS:
+            raise ValueError(f"{flag}={arg}: the session sets {name} for both sides — pass it to gpubench ab itself (--results-dir, --run-id, --pairs)")
+    return args
+
+
+def interpreter(python: str, flag: str) -> str:
+    """An interpreter's path; a bare name (python3) is looked up on PATH, as a shell would."""
+    found = python if os.sep in python else shutil.which(python) or python
+    if not (Path(found).is_file() and os.access(found, os.X_OK)):
+        raise ValueError(f"{flag} {python}: not an executable interpreter — pass the python of a venv that has torch and gpubench's dependencies")
+    return found
+
+
+START_DEADLINE_S = 30.0  # a venv's python on a slow network file system starts in seconds
+PROBE = "import sys; print('gpubench-probe', sys.version_info[0])"
+
+
+def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) -> None:
+    """`python -c PROBE` must print Python 3's answer within `deadline_s`: a wrapper that never starts
+    Python (stuck on a lock, waiting for input) hung every build of its side with no line. The
+    probe runs in a session of its own, without a terminal or input; its whole group is killed after."""
+    command = f"{python} -c {PROBE!r}"
+    probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
+    kept = bytearray()
+    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)  # a long banner never blocks it
+    reader.start()
+    started = ended_unreaped(probe.pid, deadline_s)
+    kill_group(probe.pid)  # at the deadline, or what it left behind
+    probe.wait()
+    reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
+    if not reader.is_alive():
+        probe.stdout.close()
+    said = bytes(kept).decode(errors="replace")
+    if not started:
+        raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
+                         "pass the python of a venv that has torch and gpubench's dependencies")
+    if probe.returncode != 0 or "gpubench-probe 3" not in said:
+        first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
+        raise ValueError(f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
+                         f"{first}) — pass the python of a venv that has torch and gpubench's dependencies")
+
+
+def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
+    """Read `pipe` to its end, keeping its last `limit` bytes (the probe's answer comes last)."""
+    for chunk in iter(lambda: pipe.read1(65536), b""):
+        kept += chunk
+        del kept[:-limit]
+
+
+def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:
+    sides = []
+    for name in ("a", "b"):
+        python = interpreter(getattr(args, f"{name}_python") or sys.executable, f"--{name}-python")
+        if python != sys.executable:
+            starts_python(python, f"--{name}-python", START_DEADLINE_S)
+        sides.append(Side(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"),
+                          side_args(list(getattr(args, f"{name}_arg") or []), f"--{name}-arg")))
+    return sides[0], sides[1]
+
+
+# pytest-benchmark's output files: every build process of both sides would write the same one.
+OUTPUT_FLAGS = {"--benchmark-json": lambda value, tag: f"{Path(value).with_suffix('')}.{tag}.json",
+                "--benchmark-save": lambda value, tag: f"{value}-{tag}"}
+
+
+def per_build_outputs(argv: list[str], tag: str) -> list[str]:
+    """--benchmark-json X.json -> X.A-b3.json, --benchmark-save NAME -> NAME-A-b3 (tag "A-b3"):
+    one file per side and build, as `gpubench run` names one per build."""
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        flag, sep, value = arg.partition("=")
+        if index and argv[index - 1] in OUTPUT_FLAGS:
+            out.append(OUTPUT_FLAGS[argv[index - 1]](arg, tag))
+        elif sep and flag in OUTPUT_FLAGS:
+            out.append(f"{flag}={OUTPUT_FLAGS[flag](value, tag)}")
+        else:
+            out.append(arg)
+    return out
+
+
+def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
+    """The pytest command of one build of one side. The config file is named: pytest otherwise
+    finds it from the common folder of every existing path on the command line, and an existing
+    --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
+    config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
+    # the session's verdict table is the one to read: a pytest-benchmark table per build was 2 x pairs walls of numbers
+    quiet = [] if "--benchmark-verbose" in pytest_args else ["--benchmark-quiet"]
+    return [side.python, "-m", "harness.processes.build_main", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *quiet, *side.args,
+            f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
+
+
+def side_env(side: Side, suite_root: Path) -> dict[str, str]:
+    """The side's variables over this environment; the checkout on PYTHONPATH, so another
+    interpreter (a venv without gpubench installed) finds the harness."""
+    env = dict(os.environ, **side.env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(suite_root), env.get("PYTHONPATH")]))
+    return env
+
+
+def order(pair: int, a: Side, b: Side) -> tuple[Side, Side]:
+    """A B, B A, A B, ...: each side runs first as often as second, so a warm-up or cache effect
+    of running second cancels too."""
+    return (a, b) if pair % 2 == 0 else (b, a)
+
+
+@dataclass
+class Progress:
+    pairs: int
+    started_s: float = field(default_factory=time.monotonic)
+
+    def line(self, done: int) -> str:
+        spent_s = time.monotonic() - self.started_s
+        eta = f", ETA {spent_s / done * (self.pairs - done):.0f} s" if done else ""
+        return f"gpubench ab: pair {done}/{self.pairs} done ({spent_s:.0f} s{eta})"
+
+
+@dataclass
+class Stop:
+    """Why a session ended before its last pair: the exit code and a line naming what happened."""
+    code: int
+    line: str
+
+
+def launcher_stop(done: Completed, signum: int, side: Side, pair: int) -> Stop | None:
+    """The Stop a signal to this session, or a build the launcher killed (stopped too long), means."""
+    where = f"side {side.name}, build {pair + 1}"
+    if signum:  # the build was told too (ProcessLauncher passes it on): the session stops after it, whatever it exited with
+        how = f" ({where} {done.stalled})" if done.stalled else ""
+        return Stop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
+    if done.stalled:
+        return Stop(128 + signal.SIGKILL, f"{where} {done.stalled}")
+    return None
+
+
+def build_stop(code: int, side: Side, pair: int, ran_first: bool) -> Stop | None:
+    """The Stop a build's exit code means, or None when the session goes on."""
+    where = f"side {side.name}, build {pair + 1}"
+    if code == NO_TESTS and pair == 0:
+        if ran_first:
+            return Stop(NO_TESTS, "no case matched the selection (-k/-m): nothing was run")
+        return Stop(4, f"{where} selected no case while the other side ran: give both sides the same selection "
+                       f"(check --{side.name.lower()}-arg); the other side's rows are kept")
+    if code < 0:
+        return Stop(128 - code, f"{where}: the build process was killed by {signal_name(-code)}")
+    if code in BUILD_STOPS:
+        return Stop(code, f"{where} stopped with exit {code}")
+    return None
+
+
+def first_build_stop(code: int, side: Side, csv_path: Path) -> Stop | None:
+    """A side whose first build recorded nothing (an interpreter without pytest or torch, a
+    wrong argument) would record nothing in every later one: stop now, not after every pair."""
+    if csv_path.exists():
+        return None
+    flag = side.name.lower()
+    return Stop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — check --{flag}-python "
+                   f"and --{flag}-arg (its output is above)")
+
+
+@dataclass
+class SideFiles:
+    """Each side's results file as only this session's builds make it: absent until the side's first
+    build, then the very file that build created (device and inode), holding rows of the side's run
+    id alone. A file that took a side's name meanwhile — another session or `gpubench run` given that
+    run id, a file put in its place — is named, never judged as the side."""
+
+    results_dir: Path
+    session_id: str
+    made: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def path(self, side: str) -> Path:
+        return self.results_dir / f"{self.session_id}-{side}.csv"
+
+    def taken(self, side: str) -> Stop | None:
+        """Before the side's first build: its file must not exist yet."""
+        path = self.path(side)
+        if path.exists() or path.is_symlink():
+            return Stop(4, f"{path} appeared before side {side}'s first build: another run took its name, and it is "
+                           f"not judged as side {side} — run the session again with another --run-id")
+        return None
+
+    def note(self, side: str, code: int) -> None:
+        """After the side's first build: the file it made; none when it was refused (exit 4: the name was
+        taken meanwhile)."""
+        try:
+            info = os.lstat(self.path(side))
+        except OSError:
+            return
+        if code != 4 and stat.S_ISREG(info.st_mode):
+            self.made[side] = (info.st_dev, info.st_ino)
+
+    def problem(self, side: str, run_ids: set[str]) -> str | None:
+        """Why the side's file is not this session's to judge, or None."""
+        path, own = self.path(side), f"{self.session_id}-{side}"
+        try:
+            info = os.lstat(path)
+            same = self.made.get(side) == (info.st_dev, info.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            return (f"{path} is not the file side {side}'s builds made (replaced, or made by another run that took "
+                    "its name): not judged")
+        foreign = sorted(run_ids - {own})
+        if foreign:
+            return f"{path} holds rows of run {foreign[0]!r}, not only side {side}'s ({own}): not judged"
+        return None
+
+
+def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
+              results_dir: Path, stopped_limit_s: float | None = None,
+              files: SideFiles | None = None) -> tuple[int, Stop | None]:
+    """Runs the pairs; returns (complete pairs, why the session stopped early or None). `files`
+    learns which file each side's first build made."""
+    launcher, progress = ProcessLauncher(stopped_limit_s), Progress(pairs)
+    files = files or SideFiles(results_dir, session_id)
+    with stop_requests() as request:
+        for pair in range(pairs):
+            for index, side in enumerate(order(pair, *sides)):
+                if request.signum:  # arrived between two builds: start no other
+                    return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+                taken = files.taken(side.name) if pair == 0 else None
+                if taken is not None:
+                    return pair, taken
+                done = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args, suite_root), side_env(side, suite_root), hold_sigint=True))
+                if pair == 0:
+                    files.note(side.name, done.code)
+                request.signum = request.signum or done.signal
+                stop = launcher_stop(done, request.signum, side, pair) or build_stop(done.code, side, pair, ran_first=index == 0)
+                if stop is None and pair == 0:
+                    stop = first_build_stop(done.code, side, files.path(side.name))
+                if stop is not None:
+                    return pair, stop
+            print(progress.line(pair + 1), flush=True)
+    return pairs, None
+
+
+MARKER_MODE = 0o600  # the session's sides as given: a side's arguments may hold what others should not read
+
+
+def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> Path:
+    """`<session>.ab.json`, made new (O_EXCL, never through a link): the session's name is its own,
+    and a second session of that id is refused before it runs a build."""
+    path = results_dir / f"{session_id}.ab.json"
+    payload = {"session": session_id, "pairs_planned": pairs, "order": "A B, B A, ...",
+               "sides": {side.name: dict(side.describe(), run_id=f"{session_id}-{side.name}") for side in sides}}
+    fd = open_new(path, "results directory", "pass --results-dir with the folder itself", mode=MARKER_MODE)
+    try:
+        write_all(fd, (json.dumps(payload, indent=2) + "\n").encode("utf-8"))
+    except OSError:  # a full disk: no half marker left to refuse the next try of this id
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+    return path

@@ -1,0 +1,144 @@
+"""`gpubench ab` from the command line: check the sides, run the pairs, print the paired verdict."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import sys
+from pathlib import Path
+
+from harness.commands.ab import (
+    DEFAULT_BUILD_SECONDS,
+    DEFAULT_PAIRS,
+    Side,
+    SideFiles,
+    run_pairs,
+    sides_of,
+    write_marker,
+)
+from harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
+from harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
+from harness.core.exits import ExitCode
+from harness.records.results import RunIdError, check_run_id, check_writable, new_run_id
+from harness.processes.rlimits import limits_problem
+from harness.records.safe_files import UnsafePath, make_folders
+from reports.compare import parse_threshold
+from reports.load import ReportError, load_results
+from reports.paired import format_session, judge_session
+
+
+PASSES_PYTEST_ARGS = True
+
+
+def setup_arguments(sub: argparse._SubParsersAction) -> None:
+    from harness.core.options import add_to_parser
+
+    ab = sub.add_parser("ab", help="paired A/B session: the same cases under two environments, builds alternating; verdict from the pairs",
+                        description="Runs the selected cases under side A and side B, build by build in alternation (A B, B A, ...), each "
+                                    "build in its own process, then judges B against A from the paired differences. Arguments gpubench "
+                                    "does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
+    add_to_parser(ab)
+    ab.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help=f"builds per side, alternating (default {DEFAULT_PAIRS})")
+    for side in ("a", "b"):
+        ab.add_argument(f"--{side}-python", default=None, help=f"interpreter of side {side.upper()} (default: this one), e.g. a venv with another torch")
+        ab.add_argument(f"--{side}-env", action="append", metavar="NAME=VALUE", help=f"an environment variable of side {side.upper()} (repeatable)")
+        ab.add_argument(f"--{side}-arg", action="append", metavar="ARG", help=f"an extra pytest/gpubench argument of side {side.upper()}, "
+                        f"e.g. --{side}-arg=--gpubench-dataset=synthetic (repeatable)")
+    ab.add_argument("--threshold", default="5%", help="change that counts (default 5%%)")
+
+
+def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
+    if problem := resolve_store(args):
+        return fail(problem, code=ExitCode.REFUSED)
+    return cmd_ab(args, extra)
+
+
+def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str]:
+    """Everything that can be refused before a build runs: (threshold, sides, session id)."""
+    threshold = parse_threshold(args.threshold)
+    sides = sides_of(args)
+    if not 3 <= args.pairs <= MAX_BUILDS:
+        raise ValueError(f"--pairs {args.pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)")
+    if args.builds is not None:
+        raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds}")
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder (it is created if missing)")
+    session_id = args.run_id or f"{new_run_id()}-ab"
+    for side in sides:
+        check_run_id(f"{session_id}-{side.name}", results_dir)
+    try:
+        make_folders(results_dir)
+    except OSError as error:
+        raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — pass a folder you can write to") from None
+    check_writable(results_dir)  # never a link: the marker and both sides' files go inside
+    problem = limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
+    if problem:
+        raise ValueError(problem)
+    return threshold, sides, session_id
+
+
+def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> int:
+    """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
+    try:
+        write_marker(results_dir, session_id, sides, pairs)
+    except UnsafePath as error:  # a link planted at the marker's name
+        return fail(str(error), code=4)
+    except OSError as error:
+        full, exists = error.errno in (errno.ENOSPC, errno.EDQUOT), isinstance(error, FileExistsError)
+        why, fix = (("the results folder is full", "free space there or pass another --results-dir") if full
+                    else ("a session of this id is there already", "pass another --run-id") if exists
+                    else (error.strerror or str(error), "pass a --results-dir you can write to"))
+        return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — {fix}",
+                    code=ExitCode.RESULTS_FULL if full else ExitCode.REFUSED)
+    return 0
+
+
+def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
+    if not BENCHES.is_dir():
+        return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+    results_dir = Path(args.results_dir)
+    try:
+        threshold, sides, session_id = check_session(args, results_dir)
+    except (ValueError, ReportError, RunIdError, OSError) as error:
+        return fail(str(error), code=4)
+    args.run_id = None  # each side's run id is the session's
+    args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
+    problem = marker_problem(results_dir, session_id, sides, args.pairs)
+    if problem:
+        return problem
+    print(f"gpubench ab: session {session_id}: {args.pairs} pairs, A = {sides[0].describe()}, B = {sides[1].describe()}", flush=True)
+    files = SideFiles(results_dir, session_id)
+    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
+                           stopped_limit_s(args.profile), files)
+    if stop is not None and stop.code == NO_TESTS:
+        print(f"gpubench ab: {stop.line}", file=sys.stderr)
+        if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):
+            (results_dir / f"{session_id}.ab.json").unlink(missing_ok=True)  # a marker of no session would only mislead
+        return NO_TESTS
+    if stop is not None:
+        print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
+    return judge_and_print(results_dir, session_id, threshold, stop.code if stop else 0, files)
+
+
+def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,
+                    files: SideFiles | None = None) -> int:
+    """The paired verdict of the session's two files; with `files`, only when each is the one its side's builds made."""
+    paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
+    missing = [path for path in paths if not path.exists()]
+    if missing:
+        side = missing[0].stem[-1]
+        return code or fail(f"side {side} recorded no row ({missing[0]} is missing): its build processes ran but measured nothing — "
+                            f"check --{side.lower()}-python and --{side.lower()}-arg")
+    try:
+        frames = load_results([paths[0]]), load_results([paths[1]])
+        problems = [files.problem(name, set(frame["run_id"])) for name, frame in zip("AB", frames)] if files else []
+        if any(problems):
+            return fail(next(p for p in problems if p), code=code or 4)
+        session = judge_session(*frames, threshold)
+    except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
+        return code or fail(str(error))
+    print(format_session(session, threshold))
+    print(f"gpubench ab: A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
+    if code:
+        return 130 if code in (2, 130) else code
+    return session.exit_code

@@ -1,0 +1,67 @@
+"""What the subcommands share: the suite's folders, the one-line failure, pytest's command line for a build,
+the store resolved on the machine that runs, the report after a run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.core.exits import ExitCode
+
+SUITE_ROOT = Path(__file__).resolve().parents[2]
+BENCHES = SUITE_ROOT / "benches"
+
+
+def fail(message: str, code: int = ExitCode.ERROR) -> int:
+    print(f"gpubench: error: {message}", file=sys.stderr)
+    return int(code)
+
+
+def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    from harness.core.options import to_pytest_argv
+
+    only = [] if "--benchmark-disable" in extra else ["--benchmark-only"]  # the two exclude each other in pytest-benchmark
+    # The config file named, not found: pytest looks for it from the common folder of every existing
+    # path on the command line, and an existing --benchmark-json outside the checkout made that "/"
+    # (no config, no conftest, 0 cases).
+    return [str(BENCHES), *only, "-v", f"--rootdir={SUITE_ROOT}", f"--config-file={SUITE_ROOT / 'pyproject.toml'}", "-p", "no:cacheprovider",
+            *to_pytest_argv(args), *extra]
+
+
+
+def count_rows_safely(csv_path: Path) -> int:
+    """Rows in the run's file, 0 when there is none (the build died before its first row)."""
+    from harness.records.results import count_rows
+
+    return count_rows(csv_path) if csv_path.exists() else 0
+
+
+def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
+    from reports.build import ReportError, build_report
+
+    try:
+        report = build_report(csvs, out, baseline=None)
+    except ReportError as error:
+        return fail(str(error))
+    except KeyboardInterrupt:
+        return fail(f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; run gpubench report on them --out DIR", code=ExitCode.INTERRUPTED)
+    print(f"gpubench: report -> {report}")
+    return code
+
+
+def resolve_store(args: argparse.Namespace) -> str | None:
+    """--store STORE: this machine's folder in the store becomes the run's results folder, resolved
+    here, on the machine that runs (harness.records.store). The problem, as one line, or None."""
+    if getattr(args, "store", None) is None:
+        return None
+    from harness.devices.env import machine_identity
+    from harness.core.options import RESULTS_DIR_DEFAULT
+    from harness.records.store import StoreError, results_dir_for
+
+    try:
+        args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
+    except StoreError as error:
+        return str(error)
+    args.store = None  # the build processes get the resolved folder
+    return None

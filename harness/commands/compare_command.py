@@ -1,0 +1,30 @@
+"""`gpubench compare`: two runs case by case; exit 1 on a significant slowdown."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands.common import fail
+
+PASSES_PYTEST_ARGS = False
+
+
+def setup_arguments(sub: argparse._SubParsersAction) -> None:
+    compare = sub.add_parser("compare", help="compare two runs case by case; exit 1 on a significant slowdown")
+    compare.add_argument("base", type=Path)
+    compare.add_argument("new", type=Path)
+    compare.add_argument("--threshold", default="5%", help="slowdown that fails the comparison (default 5%%)")
+
+
+def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
+    from reports.build import ReportError
+    from reports.compare import compare_paths, parse_threshold
+
+    try:
+        threshold = parse_threshold(args.threshold)
+        text, code = compare_paths(args.base, args.new, threshold)
+    except ReportError as error:
+        return fail(str(error))
+    print(text)
+    return code

@@ -1,0 +1,36 @@
+"""`gpubench env`: this machine's fingerprint, as aligned lines or JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands.common import fail
+
+PASSES_PYTEST_ARGS = False
+
+
+def setup_arguments(sub: argparse._SubParsersAction) -> None:
+    env = sub.add_parser("env", help="print this machine's fingerprint")
+    env.add_argument("--device", default="auto")
+    env.add_argument("--json", action="store_true", help="print JSON instead of aligned lines")
+
+
+def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
+    import json
+
+    from harness.devices.device import DeviceError, resolve_device
+    from harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
+
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as error:
+        return fail(str(error))
+    from harness.devices.energy import energy_counter
+
+    fields = fingerprint(device)
+    if device.type == "cuda":
+        fields.update(gpu_telemetry(device.index or 0))
+    counter, note = energy_counter(device)  # what the run's energy columns will come from
+    fields["energy_source"] = counter.source if counter is not None else note
+    print(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
+    return 0

@@ -1,0 +1,374 @@
+"""`gpubench fleet`, the launcher of many machines: one job per target, each running
+`python -m harness.commands.cli run --store STORE ...` where the job lands, through submitit —
+`SlurmExecutor` under `--cluster slurm`, `LocalExecutor` (a job on this machine) without.
+
+This module holds the targets (what a job asks the scheduler for) and the watch over a job (queued,
+running, done, failed and why). Slurm states are read from `squeue -t all`, not from submitit's
+watcher: that one asks `sacct`, which needs the accounting database many small clusters (and the
+tests' cluster) do not run. A job that left the queue without submitit's result file failed
+outside the run — cancelled, timed out, its node lost — and the reason comes from squeue's last
+word or the job's log. Torch-free."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core.exits import meaning_of
+from harness.records.job_files import UntrustedFile, load_outcome
+from harness.records.store import safe_name
+
+ENGINES = ("local", "slurm")
+DEFAULT_TIME_MIN = 60
+TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
+SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
+MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
+SIGNAL_DELAY_S = 20  # submitit's USR2 before the limit ends a job it may not requeue: 90 s by default, all of time=1
+RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its result file may take to appear (NFS)
+LOG_TAIL_LINES = 12
+
+WAITING, QUEUED, RUNNING, DONE, FAILED = "waiting", "queued", "running", "done", "failed"
+
+# squeue's job states (man squeue, JOB STATE CODES): still in the queue, or ended and why.
+ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_FED": QUEUED, "REQUEUE_HOLD": QUEUED,
+                 "RESV_DEL_HOLD": QUEUED, "SPECIAL_EXIT": QUEUED, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING,
+                 "STOPPED": RUNNING, "SIGNALING": RUNNING, "STAGE_OUT": RUNNING, "RESIZING": RUNNING}
+ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)", "TIMEOUT": "timed out (the target's time limit)",
+                 "NODE_FAIL": "its node failed", "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted by the scheduler",
+                 "BOOT_FAIL": "its node failed to boot", "DEADLINE": "missed its deadline", "REVOKED": "revoked by the federation"}
+STORE_FULL = "the store filled up (No space left on device) — free space there"
+# Slurm's words in a job's log, then submitit's: its USR2 handler ends a job it may not requeue before Slurm does.
+LOG_REASONS = (("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]), ("this job is timed-out", ENDED_REASONS["TIMEOUT"]),
+               ("this job is preempted", ENDED_REASONS["PREEMPTED"]), ("No space left on device", STORE_FULL), ("DUE TO PREEMPTION", ENDED_REASONS["PREEMPTED"]),
+               ("DUE TO NODE FAILURE", ENDED_REASONS["NODE_FAIL"]), ("CANCELLED AT", ENDED_REASONS["CANCELLED"]),
+               ("oom-kill", ENDED_REASONS["OUT_OF_MEMORY"]))
+# squeue's pending reasons that no wait clears: the target asks what the partition cannot give.
+STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail", "PartitionDown",
+                 "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit", "JobHeldAdmin", "JobHeldUser"}
+SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
+# gpubench run's exit codes. Its 2 is no interruption (those exit 130, 129, 143) but argparse's usage
+# error or a line of its own: the job's log says which (run_exit).
+RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
+
+
+class FleetError(ValueError):
+    """A bad --target or fleet option: one line naming the fix."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one job runs: Slurm's partition, generic resources (`gpu:1`), constraint, node list,
+    CPUs and time limit; `device` is the run's --device there."""
+
+    name: str
+    partition: str | None = None
+    gres: str | None = None
+    time_min: int = DEFAULT_TIME_MIN
+    constraint: str | None = None
+    nodelist: str | None = None
+    cpus: int | None = None
+    device: str | None = None
+
+    def slurm_parameters(self) -> dict[str, Any]:
+        """submitit.SlurmExecutor's parameters (sbatch's --partition, --gres, --time, ...)."""
+        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition, "gres": self.gres,
+                  "constraint": self.constraint, "nodelist": self.nodelist, "cpus_per_task": self.cpus}
+        return {key: value for key, value in wanted.items() if value is not None}
+
+    def slurm_only(self) -> list[str]:
+        return [key for key in SLURM_ONLY_KEYS if getattr(self, key) is not None]
+
+
+def ascii_digits(text: str) -> bool:
+    """0-9 only: str.isdigit takes '²' and '٣', which int() then refuses or reads as another number."""
+    return re.fullmatch(r"[0-9]+", text) is not None
+
+
+def parse_minutes(text: str) -> int:
+    """`30` (minutes), `2:00:00` or `90:00` (Slurm's H:MM:SS and MM:SS) -> whole minutes."""
+    parts = text.split(":")
+    if not all(ascii_digits(part) for part in parts) or not 1 <= len(parts) <= 3:
+        raise FleetError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
+    seconds = 0
+    for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)):
+        seconds += int(part) * scale
+    if seconds < 60:
+        raise FleetError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
+    if seconds > MAX_TIME_MIN * 60:
+        raise FleetError(f"time={text}: over a year — give minutes (time=30) or H:MM:SS (time=2:00:00)")
+    return -(-seconds // 60)
+
+
+def parse_target(text: str, index: int) -> Target:
+    """`partition=gpu,gres=gpu:1,time=30` (comma-separated key=value); the name defaults to the
+    partition, node list, constraint or device, else `target<index>`."""
+    fields = target_fields(text)
+    cpus = fields.get("cpus")
+    if cpus is not None and not ascii_digits(cpus):
+        raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
+    label = fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint") or fields.get("device") or f"target{index}"
+    return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
+                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN, constraint=fields.get("constraint"),
+                  nodelist=fields.get("nodelist"), cpus=int(cpus) if cpus else None, device=fields.get("device"))
+
+
+def target_fields(text: str) -> dict[str, str]:
+    """key -> value of one --target; an empty one, an unknown key or a key given twice is refused
+    (the last of two silently won, and an empty --target ran a job nobody asked for)."""
+    fields: dict[str, str] = {}
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), or no --target for one job here")
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value or key not in TARGET_KEYS:
+            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target partition=gpu,gres=gpu:1,time=30")
+        if key in fields:
+            raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
+        unprintable = [char for char in value if not char.isprintable()]
+        if unprintable:  # a control character went on into the sbatch script, where sbatch refused it without naming it
+            raise FleetError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
+                             "give plain text")
+        fields[key] = value
+    return fields
+
+
+def parse_targets(texts: list[str] | None) -> list[Target]:
+    """The targets in order; none given: one on this machine. Names must differ (they name the runs)."""
+    targets = [parse_target(text, index + 1) for index, text in enumerate(texts or ["name=local"])]
+    seen: set[str] = set()
+    for target in targets:
+        if target.name in seen:
+            raise FleetError(f"two targets are named {target.name!r} — give each its own name=, e.g. --target partition=gpu,name=gpu-b")
+        seen.add(target.name)
+    return targets
+
+
+@dataclass
+class FleetJob:
+    """One target's job and what is known of it."""
+
+    target: Target
+    run_id: str
+    job: Any = None  # the submitit Job, once submitted
+    state: str = WAITING  # not yet submitted
+    reason: str = ""
+    log_tail: str = ""
+    csv: Path | None = None
+    gone_since: float | None = None  # when it was first seen out of the queue without a result
+    stuck: str = ""  # squeue's reason for a pending job that no wait will start (PartitionConfig, ...)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (DONE, FAILED)
+
+    @property
+    def progress(self) -> str:
+        """What a change of is announced on: the state, and why a queued job cannot start."""
+        return f"{self.state} {self.stuck}"
+
+    @property
+    def label(self) -> str:
+        return f"[{self.target.name}]" + (f" job {self.job.job_id}" if self.job is not None else "")
+
+
+def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
+    """job id -> squeue's `STATE|REASON` for those of `job_ids` it still knows (finished ones for
+    MinJobAge, 300 s by default); None when squeue itself failed (the controller busy: ask again later)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    states = dict(line.split("|", 1) for line in out.stdout.splitlines() if "|" in line)
+    return {job_id: states[job_id] for job_id in job_ids if job_id in states}
+
+
+def read_log(job: Any) -> dict[str, str]:
+    """The job's error and output streams as written (empty where unreadable)."""
+    streams = {}
+    for name, read in (("stderr", job.stderr), ("stdout", job.stdout)):
+        try:
+            streams[name] = read() or ""
+        except OSError:
+            streams[name] = ""
+    return streams
+
+
+def without_submitit_trace(text: str) -> str:
+    """What the run wrote, not the frames of submitit's own traceback: submitit re-raises a failed
+    command as `FailedJobError: <the command's stderr>` after a dozen lines of its frames, which
+    filled the whole tail and hid the run's one-line error."""
+    return SUBMITIT_ERROR.split(text)[-1]
+
+
+def log_tail(job: Any, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of the job's error stream, then of its output stream (where pytest reports)."""
+    parts = []
+    for name, text in read_log(job).items():
+        kept = [line for line in without_submitit_trace(text).splitlines() if line.strip()][-lines:]
+        if kept:
+            parts.append(f"--- {name} (last {len(kept)} lines)\n" + "\n".join(kept))
+    return "\n".join(parts) or "(the job wrote no log)"
+
+
+def whole_log(job: Any) -> str:
+    return "\n".join(read_log(job).values())
+
+
+def log_marker(text: str) -> str | None:
+    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`): the
+    marker found last in the log, the end that came last (an earlier ENOSPC warning about a cache
+    folder does not make a later scancel a full store)."""
+    found = [(text.rfind(marker), reason) for marker, reason in LOG_REASONS if marker in text]
+    return max(found)[1] if found else None
+
+
+def reason_from_log(text: str) -> str:
+    return log_marker(text) or "ended without a result (killed, or its node lost)"
+
+
+def run_failure(trace: str, tail: str = "") -> str:
+    """Why the job's command failed, from the trace submitit keeps of its exception: the run's exit
+    code, else what Slurm wrote in the log (scancel's SIGTERM reaches submitit's process too, which
+    may record the kill as the command's error)."""
+    match = re.search(r"non-zero exit status (-?\d+)", trace)
+    if match is None:
+        return log_marker(tail) or "the job's command failed"
+    code = int(match.group(1))
+    meaning = run_exit(code, tail)
+    return f"gpubench run exited {code}" + (f" ({meaning})" if meaning else "")
+
+
+def run_exit(code: int, log: str) -> str:
+    """What an exit code of gpubench run means; for 2, the run's own last error line in its log."""
+    if code != 2:
+        return meaning_of(code)
+    errors = RUN_ERROR.findall(log)
+    if not errors:
+        return ""
+    usage, line = errors[-1]
+    return ("usage error: " if usage else "") + line.strip()[:200]
+
+
+def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: float = RESULT_GRACE_S) -> None:
+    """Move a job that left the active states to done or failed: submitit's result file says how
+    the run ended; without one, squeue's last word or the log says why — after `grace_s` (a
+    result file written on another node may take a moment to show on NFS)."""
+    job = fleet_job.job
+    if fleet_job.gone_since is None:
+        fleet_job.gone_since = now
+    if job.paths.result_pickle.exists():
+        try:  # never submitit's job.exception(): its pickle.load runs whatever the file holds
+            outcome, text = load_outcome(job.paths.result_pickle)
+        except UntrustedFile as refused:
+            outcome, text = "refused", str(refused)
+        ended = ENDED_REASONS.get(queue_state or "")  # Slurm's word on a cancel or a timeout comes first
+        failure = text if outcome == "refused" else ended or run_failure(text, whole_log(job))
+        fleet_job.state, fleet_job.reason = (DONE, "") if outcome == "success" else (FAILED, failure)
+    elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
+        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(whole_log(job))
+    if fleet_job.state == FAILED:
+        fleet_job.log_tail = log_tail(job)
+
+
+def update(jobs: list[FleetJob], engine: str) -> None:
+    """Each submitted, unfinished job's state, from squeue (Slurm) or the process (local)."""
+    live = [j for j in jobs if j.job is not None and not j.finished]
+    if not live:
+        return
+    now = time.monotonic()
+    if engine == "slurm":
+        states = squeue_states([str(j.job.job_id) for j in live])
+        if states is None:
+            return
+        for fleet_job in live:
+            state, _, why = states.get(str(fleet_job.job.job_id), "").partition("|")
+            if state in ACTIVE_STATES:
+                fleet_job.state = ACTIVE_STATES[state]
+                fleet_job.stuck = why if fleet_job.state == QUEUED and why in STUCK_REASONS else ""
+            else:
+                settle(fleet_job, state or None, now)
+        return
+    for fleet_job in live:
+        if fleet_job.job.state == "RUNNING":
+            fleet_job.state = RUNNING
+        else:
+            settle(fleet_job, None, now, grace_s=0.0)  # a local process that ended has written its result, if any
+
+
+def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
+    """A local job is a tree of processes (submitit's controller — its pid is the job id —, its
+    task, gpubench run, a pytest per build). submitit's cancel signals the controller alone, which
+    SIGKILLs its task a second later and orphans the run below it. So SIGINT goes to gpubench run,
+    as Ctrl-C in a terminal would: it passes it on to its build, which stops at a case's edge with
+    its rows whole. Only to the run: a build signalled by us too got it twice, read as a second
+    Ctrl-C (kill at once). The whole tree only before the run has started; SIGKILL takes what
+    outlives `grace_s`."""
+    import psutil
+
+    try:
+        root = psutil.Process(int(job_id))
+        tree = [root, *root.children(recursive=True)]
+    except (psutil.Error, ValueError):
+        return  # already gone
+    runs = [process for process in tree if is_gpubench_run(process)]
+    for process in runs or reversed(tree):  # without a run yet: the deepest first
+        try:
+            process.send_signal(signal.SIGINT)
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue
+
+
+def is_gpubench_run(process: Any) -> bool:
+    try:
+        argv = process.cmdline()
+    except Exception:  # noqa: BLE001 - psutil.Error: gone, or not ours to read
+        return False
+    return "harness.commands.cli" in argv and "run" in argv
+
+
+@dataclass
+class Cancelled:
+    labels: list[str] = field(default_factory=list)
+    still_queued: list[str] = field(default_factory=list)
+
+
+def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cancelled:
+    """Cancel every submitted job not yet finished (scancel on Slurm, SIGINT locally) and, on Slurm,
+    wait until squeue no longer lists them as active."""
+    outcome = Cancelled()
+    live = [j for j in jobs if j.job is not None and not j.finished]
+    for fleet_job in live:
+        try:
+            if engine == "slurm":
+                fleet_job.job.cancel(check=False)
+            else:
+                stop_local_tree(str(fleet_job.job.job_id))
+        except OSError:  # scancel missing: reported below as still queued
+            pass
+        outcome.labels.append(fleet_job.label)
+    if engine != "slurm" or not live:
+        return outcome
+    deadline = time.monotonic() + wait_s
+    ids = [str(j.job.job_id) for j in live]
+    while time.monotonic() < deadline:
+        states = squeue_states(ids)
+        active = [i for i, state in (states or {}).items() if state.partition("|")[0] in ACTIVE_STATES]  # COMPLETING too: squeue still lists it
+        if states is not None and not active:
+            return outcome
+        time.sleep(0.5)
+    outcome.still_queued = ids
+    return outcome

@@ -1,0 +1,339 @@
+"""`gpubench fleet`: the suite on many targets, one job per target, every job writing into one
+results store; then one report of the whole fleet. Without --cluster the targets run here, one
+after another (two runs at once on one machine would measure each other); with --cluster slurm
+every target is submitted at once through submitit and Slurm places them."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harness.commands.fleet import (
+    DONE,
+    ENGINES,
+    FAILED,
+    QUEUED,
+    SIGNAL_DELAY_S,
+    WAITING,
+    FleetError,
+    FleetJob,
+    Target,
+    cancel_all,
+    parse_targets,
+    update,
+)
+from harness.commands.common import SUITE_ROOT, fail
+from harness.core.exits import ExitCode
+from harness.records.job_files import UntrustedFile, default_jobs_dir, private_folder
+from harness.processes.lifetime import STOP_WITH_ENV, process_token
+from harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
+from harness.records.safe_files import make_folders
+from harness.records.store import REPORTS_FOLDER, find_run
+
+PASSES_PYTEST_ARGS = True
+POLL_S = 2.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SLURM_CLIENTS = ("sbatch", "squeue", "scancel")
+PASSED_BY_FLEET = ("store", "run_id", "results_dir")  # set per job, not passed through
+
+
+def setup_arguments(sub: argparse._SubParsersAction) -> None:
+    fleet = sub.add_parser("fleet", help="run the suite on many targets (Slurm through submitit, or here), into one results store, then one report",
+                           description="One job per --target, each running `gpubench run --store STORE` where it lands, then one report of "
+                                       "every run. Without --cluster the targets run on this machine, one after another. Arguments gpubench "
+                                       "does not know are passed to each run's pytest (e.g. -k matmul, -m 'not slow').")
+    add_to_parser(fleet)
+    fleet.add_argument("--target", action="append", metavar="KEY=VALUE,...",
+                       help="one job: partition=, gres= (gpu:N), time= (minutes or H:MM:SS), constraint=, nodelist=, cpus=, device=, name= "
+                            "(repeatable; default: one target here)")
+    fleet.add_argument("--cluster", choices=ENGINES, default="local", help="where jobs run: local (default: this machine) or slurm")
+    fleet.add_argument("--out", type=Path, default=None, help="the fleet's report folder (default: STORE/reports/<fleet id>)")
+    fleet.add_argument("--jobs-dir", type=Path, default=None,
+                       help="where submitit keeps each job's script, logs and pickles: a folder only you can write, "
+                            "at the same path on every node (default: ~/.cache/gpubench/fleet)")
+    fleet.add_argument("--poll-seconds", type=float, default=POLL_S, help=argparse.SUPPRESS)
+
+
+def say(line: str) -> None:
+    print(f"gpubench fleet: {line}", flush=True)
+
+
+def run_argv(args: argparse.Namespace, store: Path, run_id: str, target: Target, extra: list[str]) -> list[str]:
+    """The command a target's job runs: `gpubench run` with the fleet's run options, the store, the
+    run id and the target's device; the report is the fleet's, at the end."""
+    flags: list[str] = []
+    for option in RUN_OPTIONS:
+        value = target.device if option.dest == "device" and target.device else getattr(args, option.dest)
+        if option.dest in PASSED_BY_FLEET or value is None or value == option.default:
+            continue
+        flags += [option.flag] if option.type is None else [option.flag, str(value)]
+    return [sys.executable, "-m", "harness.commands.cli", "run", "--store", str(store), "--run-id", run_id, "--no-report", *flags, *extra]
+
+
+def make_executor(engine: str, folder: Path, target: Target) -> Any:
+    import submitit  # here, not at the top: `gpubench --help` does not need it
+
+    if engine == "slurm":
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)  # a timed-out benchmark would time out again
+        # --no-requeue: a node lost mid-run made Slurm requeue the job, whose second start was refused
+        # (its run id exists) and read as a usage error; ended, it is named `its node failed`, its rows kept.
+        executor.update_parameters(signal_delay_s=SIGNAL_DELAY_S, additional_parameters={"no_requeue": True}, **target.slurm_parameters())
+    else:
+        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
+        executor.update_parameters(timeout_min=target.time_min, signal_delay_s=SIGNAL_DELAY_S)
+    return executor
+
+
+@contextmanager
+def stderr_into(path: Path) -> Iterator[None]:
+    """submitit starts its local controller with this process's stderr, in the terminal's process
+    group: a Ctrl-C printed the controller's KeyboardInterrupt traceback among the fleet's lines.
+    Started with its stderr in a log beside the job's, what it says stays there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+
+
+def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> None:
+    from submitit.helpers import CommandFunction
+
+    try:
+        executor = make_executor(engine, folder, fleet_job.target)
+        if engine == "local":
+            # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
+            # task: the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
+            env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())})  # it stops if the fleet is killed
+            command = CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT), env=env)
+            with stderr_into(folder / "controller.log"):
+                fleet_job.job = executor.submit(command)
+        else:
+            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT)))
+    except Exception as error:  # noqa: BLE001 - sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run: submitit raises several types
+        fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
+        say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")
+        return
+    fleet_job.state = "queued"
+
+
+def announce(fleet_job: FleetJob, store: Path) -> None:
+    if fleet_job.state == DONE:
+        say(f"{fleet_job.label}: done -> {fleet_job.csv}")
+    elif fleet_job.state == FAILED:
+        kept = f"; {fleet_job.csv} keeps the rows measured" if fleet_job.csv else ""
+        say(f"{fleet_job.label}: FAILED — {fleet_job.reason}{kept}\n" + "\n".join("    " + line for line in fleet_job.log_tail.splitlines()))
+    elif fleet_job.state == QUEUED and fleet_job.stuck:
+        say(f"{fleet_job.label}: queued, and squeue says {fleet_job.stuck}: no node of the partition can start it as asked — "
+            "check the target's cpus=, gres=, time=, constraint=, nodelist= (Ctrl-C cancels)")
+    else:
+        say(f"{fleet_job.label}: {fleet_job.state}")
+
+
+def find_csv(fleet_job: FleetJob, store: Path) -> None:
+    """The run's CSV in whichever machine folder it landed; a job that ran but left none failed."""
+    fleet_job.csv = find_run(store, fleet_job.run_id)
+    if fleet_job.state == DONE and fleet_job.csv is None:
+        fleet_job.state, fleet_job.reason = FAILED, f"the run finished but {fleet_job.run_id}.csv is in no machine folder of {store}"
+
+
+def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[FleetJob], None], poll_s: float) -> None:
+    """Submit (all at once on Slurm, one after another here) and report each change of state."""
+    seen: dict[str, str] = {}
+    while not all(j.finished for j in jobs):
+        for fleet_job in jobs:
+            busy = any(j.job is not None and not j.finished for j in jobs)
+            if fleet_job.state == WAITING and (engine == "slurm" or not busy):
+                with signals_deferred():
+                    submit_job(fleet_job)
+        update(jobs, engine)
+        for fleet_job in jobs:
+            if fleet_job.finished and not seen.get(fleet_job.target.name, "").startswith((DONE, FAILED)):
+                find_csv(fleet_job, store)
+            if fleet_job.job is not None and seen.get(fleet_job.target.name) != fleet_job.progress:
+                seen[fleet_job.target.name] = fleet_job.progress
+                announce(fleet_job, store)
+        if not all(j.finished for j in jobs):
+            time.sleep(poll_s)
+
+
+def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
+    if args.store is None:
+        raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into (on a cluster, one every node sees)")
+    if not str(args.store).strip():  # an unset shell variable: the jobs would write into the current folder
+        raise FleetError("--store is empty — pass the store's folder (it is created if missing)")
+    if args.results_dir != RESULTS_DIR_DEFAULT:
+        raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ — drop --results-dir")
+    if args.run_id is not None:
+        raise FleetError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> — drop --run-id")
+    owned = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--gpubench-")]
+    if owned:  # passed through to pytest they overrode the job's store or run id: the run's rows went where the fleet never looks
+        raise FleetError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and build of each job — "
+                         f"drop it, and pass run options as gpubench fleet's own (--profile, --device, ...)")
+    missing = [name for name in SLURM_CLIENTS if shutil.which(name) is None] if args.cluster == "slurm" else []
+    if missing:
+        raise FleetError(f"--cluster slurm needs {', '.join(SLURM_CLIENTS)} on PATH ({', '.join(missing)} missing) — "
+                         "run it where Slurm's clients are (a login node), or leave --cluster out to run here")
+    targets = parse_targets(args.target)
+    if args.cluster == "local":
+        for target in targets:
+            if target.slurm_only():
+                say(f"[{target.name}] runs here (no --cluster): {', '.join(target.slurm_only())} apply under --cluster slurm")
+    return targets
+
+
+def prepare_store(store: Path) -> None:
+    """The store, writable, before any job: a store that is a file, read-only or full failed every
+    target one by one as `not submitted: [Errno ...]`."""
+    if store.exists() and not store.is_dir():
+        raise FleetError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
+    try:
+        make_folders(store)  # a link to a folder is followed: the store may live elsewhere
+        handle, probe = tempfile.mkstemp(dir=store, prefix=".probe-")
+        try:
+            os.write(handle, b"gpubench fleet: can this store hold a job's files?\n" * 64)
+        finally:
+            os.close(handle)
+            os.unlink(probe)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise StoreFull(f"--store {store} is full: nothing was submitted — free space there or pass another --store") from None
+        raise FleetError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a folder you can write to") from None
+
+
+class StoreFull(FleetError):
+    """The store has no room for a job's files."""
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM, SIGHUP) while sbatch submits waits until submitit returns the job: taken
+    mid-call it killed sbatch after the controller had queued the job, which then ran on uncancelled
+    while the fleet said `nothing was measured`."""
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if caught:
+        raise_interrupt(caught[0], None)
+
+
+@contextmanager
+def signals_ignored() -> Iterator[None]:
+    """A second Ctrl-C while the jobs stop would end the fleet with a traceback, before it says which rows are kept."""
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = ExitCode.INTERRUPTED) -> int:
+    live = [j for j in jobs if j.job is not None and not j.finished]
+    if live:
+        say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
+    with signals_ignored():
+        return cancelled_and_kept(jobs, engine, store, code)
+
+
+def cancelled_and_kept(jobs: list[FleetJob], engine: str, store: Path, code: int) -> int:
+    cancelled = cancel_all(jobs, engine)
+    for label in cancelled.labels:
+        say(f"{label}: cancelled (interrupted)")
+    if cancelled.still_queued:
+        say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and scancel them")
+    for fleet_job in jobs:
+        find_csv(fleet_job, store)
+    kept = [str(j.csv) for j in jobs if j.csv is not None]
+    say("interrupted" + (f": the rows measured are kept in {', '.join(kept)}" if kept else ": nothing was measured"))
+    return code
+
+
+def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
+    from reports.build import ReportError, build_report
+
+    done = [j for j in jobs if j.state == DONE]
+    say(f"{len(done)} of {len(jobs)} targets done" + "".join(f"; {j.target.name} FAILED ({j.reason})" for j in jobs if j.state == FAILED))
+    csvs = [j.csv for j in jobs if j.csv is not None]  # a failed run's whole rows count too
+    if not csvs:
+        say("no run wrote results: no report")
+        return 1
+    rebuild = f"the rows measured are kept — build it with: gpubench report {' '.join(str(csv) for csv in csvs)} --out <folder>"
+    try:
+        report = build_report(csvs, out, baseline=None)
+    except ReportError as error:
+        say(f"report not built: {error}; {rebuild}")
+        return 1
+    except Stopped as stop:
+        say(f"interrupted while building the report; {rebuild}")
+        return stop.code
+    say(f"report of {len(csvs)} runs -> {report}")
+    return 0 if len(done) == len(jobs) else 1
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM (a scheduler, kill) or SIGHUP (the terminal closed): the jobs are cancelled
+    and the fleet exits 128 + the signal's number."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.code = 128 + signum
+
+
+def raise_interrupt(signum: int, frame: Any) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """Each stop signal raises Stopped until the fleet's report is written."""
+    previous = {signum: signal.signal(signum, raise_interrupt) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
+    from harness.records.results import new_run_id
+
+    store = Path(args.store).absolute() if args.store is not None else Path()
+    fleet_id = new_run_id()
+    try:
+        targets = check_args(args, extra)
+        prepare_store(store)
+        logs = private_folder((args.jobs_dir or default_jobs_dir()).absolute() / fleet_id)
+    except (FleetError, UntrustedFile) as error:
+        return fail(str(error), ExitCode.RESULTS_FULL if isinstance(error, StoreFull) else ExitCode.ERROR)
+    except OSError as error:
+        return fail(f"--jobs-dir {args.jobs_dir or default_jobs_dir()} cannot be made ({error.strerror or error}) — "
+                    "pass a folder you can write to")
+    jobs = [FleetJob(target, f"{fleet_id}-{target.name}") for target in targets]
+    say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")
+    with stop_signals():
+        try:
+            drive(jobs, args.cluster, store, lambda j: submit(j, args.cluster, logs, run_argv(args, store, j.run_id, j.target, extra)), args.poll_seconds)
+        except KeyboardInterrupt as stop:
+            return interrupted(jobs, args.cluster, store, getattr(stop, "code", ExitCode.INTERRUPTED))
+        return summary_and_report(jobs, store, args.out or store / REPORTS_FOLDER / fleet_id)

@@ -1,0 +1,44 @@
+"""Every exit code of the `gpubench` command, with its meaning (docs/usage.md lists the same, checked by a test).
+
+A build process is pytest and exits with pytest's codes (`pytest.ExitCode`), which share 0, 1, 3, 4 and 5 with these;
+its 2 means interrupted, which the command reports as 130.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    OK = 0, "done: every case passed, no slowdown, every target done"
+    FAILED = 1, "a case failed; for compare and ab, slower beyond the threshold; for fleet, a target failed"
+    ERROR = 2, "bad input (a usage error, a file that cannot be read, a refused folder): one line naming it"
+    INTERNAL = 3, "pytest internal error in a build"
+    REFUSED = 4, "a problem found before the first case: an option, the device, the run id, the results folder, a limit"
+    NO_CASES = 5, "no case matched -k/-m"
+    RESULTS_FULL = 75, "the results folder filled up (EX_TEMPFAIL)"
+    HANGUP = 129, "hung up (SIGHUP: the terminal closed)"
+    INTERRUPTED = 130, "interrupted (Ctrl-C, SIGINT)"
+    TERMINATED = 143, "terminated (SIGTERM)"
+
+
+BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
+# A build process ending with one of these stops the run or session: no further build starts.
+BUILD_STOPS = frozenset({BUILD_INTERRUPTED, ExitCode.INTERNAL, ExitCode.REFUSED, ExitCode.RESULTS_FULL,
+                         ExitCode.HANGUP, ExitCode.TERMINATED})
+SIGNAL_BASE = 128  # 128 + N: killed by signal N
+
+
+def meaning_of(code: int) -> str:
+    """What an exit code of `gpubench run` says, for a line naming it ('' for one it never gives)."""
+    if code in ExitCode._value2member_map_:
+        return ExitCode(code).meaning
+    return f"killed by signal {code - SIGNAL_BASE}" if code > SIGNAL_BASE else ""

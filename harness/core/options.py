@@ -1,0 +1,73 @@
+"""gpubench's run options, declared once: the pytest plugin adds them to pytest and `gpubench run`
+to its argument parser, with the same names, defaults and help. Torch-free (the CLI imports it
+before deciding whether to load torch)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    default: Any
+    help: str
+    type: Callable[[str], Any] | None = str  # None: an on/off switch
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def namespaced(self) -> str:
+        """The pytest form that cannot collide with another plugin's option (`--gpubench-profile`)."""
+        return "--gpubench-" + self.flag.lstrip("-")
+
+    @property
+    def pytest_dest(self) -> str:
+        """Where pytest keeps the value (`config.getoption("gpubench_profile")`): namespaced too,
+        because argparse refuses two options that share a dest (pytest-profiling's is `profile`)."""
+        return "gpubench_" + self.dest
+
+    def kwargs(self, dest: str | None = None) -> dict[str, Any]:
+        dest = dest or self.dest
+        if self.type is None:
+            return {"action": "store_true", "default": False, "help": self.help, "dest": dest}
+        return {"default": self.default, "type": self.type, "help": self.help, "dest": dest}
+
+    def to_argv(self, value: Any) -> list[str]:
+        """The pytest argument that carries `value` (namespaced), or nothing when it is the default."""
+        if value == self.default or value is None:
+            return []
+        return [self.namespaced] if self.type is None else [f"{self.namespaced}={value}"]
+
+
+# Exit code of a run stopped because its results folder is full (EX_TEMPFAIL): gpubench run then
+# launches no further build process.
+RESULTS_DIR_DEFAULT = "results"
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps; cuda:all (gpubench run only): the micro cases on each GPU in turn, one run each, one report"),
+    Option("--profile", "quick", "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"),
+    Option("--results-dir", RESULTS_DIR_DEFAULT, "folder for the run's CSV and sidecars (default: results/)"),
+    Option("--store", None, "results store: write into STORE/<machine>/ (host name + hardware hash, resolved on the machine that runs) instead of --results-dir"),
+    Option("--run-id", None, "name of this run's files (default: UTC time, host, pid)"),
+    Option("--data-root", None, "where MNIST / Fashion-MNIST live (default: ~/.cache/gpubench/data)"),
+    Option("--dataset", "auto", "training data: auto, mnist, fashion-mnist, synthetic (default auto: mnist > fashion-mnist > synthetic)"),
+    Option("--nproc", None, "processes for the distributed (DDP) cases (default: the GPU count on cuda, 2 on cpu)", int),
+    Option("--target-accuracy", None, "test accuracy the time_to_accuracy cases train to, in (0, 1) (default: 0.98 on MNIST, 0.85 on Fashion-MNIST)", float),
+    Option("--builds", None, "independent builds of every case, each in its own process under gpubench run (default: the profile's, per workload)", int),
+    Option("--build-seconds", None, "timed seconds per build of a micro-benchmark case (default: the profile's: smoke 0.05, quick 0.1, full 0.3)", float),
+    Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
+)
+
+
+def add_to_parser(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    for option in RUN_OPTIONS:
+        parser.add_argument(option.flag, **option.kwargs())
+
+
+def to_pytest_argv(values: argparse.Namespace) -> list[str]:
+    return [arg for option in RUN_OPTIONS for arg in option.to_argv(getattr(values, option.dest))]

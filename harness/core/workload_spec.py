@@ -1,0 +1,148 @@
+"""What a workload declares about itself, torch-free: how its cases are named, how many builds it
+needs per profile, which columns it adds to the results schema, which figures head its terminal
+line, and how the report shows it. The report, the results reader and the case ids all read these
+declarations (harness.catalog), so adding a workload never edits them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from harness.core.columns import Column
+
+
+def _pow2(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else str(n)
+
+
+def _bytes(n: int) -> str:
+    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def _flag(on: str, off: str) -> Callable[[Any], str]:
+    return lambda value: on if value else off
+
+
+def n_size(n: int) -> str:
+    return f"n{n}"
+
+
+pow2_size, bytes_size = _pow2, _bytes
+
+# How a setting reads inside an id, by column name (any workload may use them).
+TOKENS: dict[str, Callable[[Any], str]] = {
+    "batch_size": lambda v: f"bs{v}",
+    "num_workers": lambda v: f"w{v}",
+    "prefetch_factor": lambda v: f"pf{v}",
+    "accumulation_steps": lambda v: f"acc{v}",
+    "world_size": lambda v: f"x{v}",
+    "compile_mode": lambda v: "eager" if v == "none" else f"compile-{v}",
+    "target_accuracy": lambda v: f"to{float(v):g}",
+    "pinned": _flag("pinned", "pageable"),
+    "non_blocking": _flag("nb", "blocking"),
+    "pin_memory": _flag("pin", "nopin"),
+    "persistent_workers": _flag("persist", "nopersist"),
+    "channels_last": _flag("cl", "nocl"),
+    "checkpointing": _flag("ckpt", "nockpt"),
+    "freeze_features": _flag("freeze", "nofreeze"),
+    "cudnn_benchmark": _flag("cudnnbench", "nocudnnbench"),
+    "seq_len": lambda v: f"s{v}",
+    "causal": _flag("causal", "noncausal"),
+    "heads": lambda v: f"h{v}",
+    "head_dim": lambda v: f"d{v}",
+}
+
+
+@dataclass(frozen=True)
+class IdRule:
+    """Short, readable case ids from typed settings (`mnist_epoch/preloaded-bf16-cl-bs1024`).
+
+    A setting that is None (the case does not use it) never appears; one equal to its default is
+    left out unless in `always`; the rest are joined with "-" in `order`. A case whose settings
+    are all defaults is named by `label` (`guide-template`)."""
+
+    order: tuple[str, ...]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    always: frozenset[str] = frozenset()
+    label: str = "defaults"
+    size_token: Callable[[int], str] = str
+
+    def token(self, name: str, value: Any) -> str:
+        if name == "size":
+            return self.size_token(int(value))
+        return TOKENS.get(name, str)(value)
+
+    def short_id(self, settings: Mapping[str, Any]) -> str:
+        used = {k: settings.get(k) for k in self.order if settings.get(k) is not None}
+        changed = [k for k in self.order if k in used and (k not in self.defaults or used[k] != self.defaults[k])]
+        if not changed and all(settings.get(k) == v for k, v in self.defaults.items()):
+            return self.label
+        shown = [k for k in self.order if k in used and (k in changed or k in self.always)]
+        return "-".join(self.token(k, used[k]) for k in shown) or self.label
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """One panel per machine (and per value of the `panels` columns, where given): `y` against `x`,
+    a line per value of `hue` (one column, or several whose values name the line together). With
+    `bars`, a horizontal bar of `y` per value of `x` instead (cases that are settings, not a ladder),
+    coloured by `hue`."""
+
+    x: str
+    y: str
+    hue: str | tuple[str, ...] | None = None
+    logx: bool = False
+    logy: bool = False
+    bars: bool = False
+    panels: tuple[str, ...] = ()
+
+    @property
+    def hues(self) -> tuple[str, ...]:
+        return (self.hue,) if isinstance(self.hue, str) else tuple(self.hue or ())
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """How the report shows a workload. `renderer` names a section of reports/sections.py written
+    for this workload; without one, the report draws `plot` (if any) and a table of `table`'s
+    columns over the cases (medians over builds and runs)."""
+
+    title: str
+    intro: str = ""
+    table: tuple[str, ...] = ()
+    plot: PlotSpec | None = None
+    renderer: str | None = None
+    order: int = 100  # place in the report (lower first)
+
+
+@dataclass(frozen=True)
+class SummaryFigure:
+    """One row a workload adds to the report's summary, per machine: among its cases whose columns
+    equal `where` (kept to those at the largest value of `at_largest` when given), the one with the
+    steadiest best `figure` (reports.intervals.steady_best). `text` writes the cell from that case's
+    columns: a str.format template ("{tflops:.3g} TFLOP/s ({setting})") or a function for a cell with
+    a part that may be missing. The spread between builds is appended."""
+
+    label: str
+    figure: str
+    text: str | Callable[[Mapping[str, Any]], str]
+    where: Mapping[str, Any] = field(default_factory=dict)
+    at_largest: str | None = None
+
+    def cell(self, best: Mapping[str, Any]) -> str:
+        return self.text.format(**best) if isinstance(self.text, str) else self.text(best)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    id_rule: IdRule
+    builds: Mapping[str, int] | None = None  # per profile; None: the profile's default builds
+    markers: tuple[str, ...] = ()  # pytest markers of every case (slow, training, distributed, gpu)
+    headlines: tuple[tuple[str, str], ...] = ()  # (column, format) for the one-line terminal summary
+    columns: tuple[Column, ...] = ()  # columns this workload adds to the results schema
+    report: ReportSection | None = None
+    summary: tuple[SummaryFigure, ...] = ()  # rows this workload adds to the report's summary

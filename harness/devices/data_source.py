@@ -1,0 +1,99 @@
+"""The session's training data, loaded once and shared by every training case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from harness.devices.datasets import ImageDataset, Split, load_split, normalize_all, resolve_dataset
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class DataSource:
+    """What training workloads need from the session: which dataset, where, and where to put the
+    profiler tables. Splits are read once; normalized device copies are cached per device."""
+
+    requested: str
+    root: Path
+    profile_ops: bool = False
+    ops_sink: Callable[[str, list[dict[str, Any]]], str] | None = None
+    limit: tuple[int, int] | None = None  # (train, test) images, for the smoke profile
+    _resolved: str | None = None
+    _splits: dict[bool, Split] = field(default_factory=dict)
+    _on_device: dict[tuple[bool, str], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+    @property
+    def dataset(self) -> str:
+        if self._resolved is None:
+            self._resolved = resolve_dataset(self.requested, self.root)
+        return self._resolved
+
+    def split(self, train: bool) -> Split:
+        if train not in self._splits:
+            split = load_split(self.dataset, self.root, train)
+            if self.limit is not None:
+                count = self.limit[0 if train else 1]
+                split = Split(split.images[:count], split.labels[:count])
+            self._splits[train] = split
+        return self._splits[train]
+
+    def read_split(self, train: bool) -> Split:
+        """The split read again from its files (the subset's first images under a limit), cached
+        nowhere: a run whose clock includes the data's first touch starts from this."""
+        split = load_split(self.dataset, self.root, train)
+        if self.limit is not None:
+            count = self.limit[0 if train else 1]
+            split = Split(split.images[:count], split.labels[:count])
+        return split
+
+    def subset(self, train: int, test: int) -> "DataSource":
+        """The first `train`/`test` images of each split (same dataset, same root); the full
+        splits stay cached here."""
+        first = {True: self.split(True), False: self.split(False)}
+        splits = {kind: Split(split.images[:count], split.labels[:count]) for (kind, split), count in zip(first.items(), (train, test))}
+        return DataSource(self.requested, self.root, self.profile_ops, self.ops_sink, limit=(train, test), _resolved=self.dataset, _splits=splits)
+
+    def image_dataset(self, train: bool) -> ImageDataset:
+        return ImageDataset(self.split(train))
+
+    def preloaded(self, train: bool, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole split normalized once into one tensor on the device."""
+        key = (train, str(device))
+        if key not in self._on_device:
+            split = self.split(train)
+            self._on_device[key] = (normalize_all(split.images).to(device), split.labels.to(device))
+        return self._on_device[key]
+
+    def release(self) -> None:
+        self._on_device.clear()
+
+
+def preloaded_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, shuffle: bool) -> Iterator[Batch]:
+    """Batches taken by index from device-resident tensors: no per-image Python, no workers, no
+    host->device copies per step."""
+    count = labels.shape[0]
+    order = torch.randperm(count, device=labels.device) if shuffle else None
+    for begin in range(0, count, batch_size):
+        if order is None:
+            yield images[begin:begin + batch_size], labels[begin:begin + batch_size]
+        else:
+            index = order[begin:begin + batch_size]
+            yield images[index], labels[index]
+
+
+class PreloadedLoader:
+    """Re-iterable, like a DataLoader, over preloaded_batches."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, shuffle: bool) -> None:
+        self.images, self.labels, self.batch_size, self.shuffle = images, labels, batch_size, shuffle
+
+    def __iter__(self) -> Iterator[Batch]:
+        return preloaded_batches(self.images, self.labels, self.batch_size, self.shuffle)
+
+    def __len__(self) -> int:
+        return -(-self.labels.shape[0] // self.batch_size)

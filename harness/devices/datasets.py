@@ -1,0 +1,284 @@
+"""Training data: real MNIST, else real Fashion-MNIST (Debian's offline copy), else a synthetic
+stand-in with identical shapes. Every row names which one it used."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+
+import torch
+
+from harness.records.safe_files import probe, replacing
+
+DATASET_CHOICES = ("auto", "mnist", "fashion-mnist", "synthetic")
+SYSTEM_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+TRAIN_SIZE, TEST_SIZE, IMAGE_SIDE, CLASSES = 60_000, 10_000, 28, 10
+# MNIST's (and the guide's) normalization: ToTensor scales to [0, 1], Normalize((0.5,), (0.5,)).
+NORM_MEAN, NORM_STD = 0.5, 0.5
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+class DatasetError(ValueError):
+    pass
+
+
+def default_data_root() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "gpubench" / "data"
+
+
+def raw_dir(root: Path, name: str) -> Path:
+    """torchvision's layout: <root>/MNIST/raw, <root>/FashionMNIST/raw."""
+    return root / ("MNIST" if name == "mnist" else "FashionMNIST") / "raw"
+
+
+def has_idx_files(folder: Path) -> bool:
+    return all((folder / f).exists() or (folder / f"{f}.gz").exists() for f in IDX_FILES)
+
+
+def install_fashion_mnist(root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> bool:
+    """Decompress Debian's Fashion-MNIST into torchvision's raw folder (once). Their md5 differs
+    from torchvision's list (Debian recompressed them), so torchvision's download=True would try
+    the network; reading the decompressed files needs no check."""
+    target = raw_dir(root, "fashion-mnist")
+    if all((target / f).exists() for f in IDX_FILES):
+        return True
+    if not all((system_dir / f"{f}.gz").exists() for f in IDX_FILES):
+        return False
+    target.mkdir(parents=True, exist_ok=True)
+    for name in IDX_FILES:  # each through a random temporary beside it, renamed whole: no link followed
+        with gzip.open(system_dir / f"{name}.gz", "rb") as src, replacing(target, name, "data folder", "pass --data-root DIR") as dst:
+            shutil.copyfileobj(src, dst)
+    return True
+
+
+def try_mnist(root: Path, download: bool) -> bool:
+    """MNIST already under root, or fetched by torchvision when `download` (fails fast offline)."""
+    if has_idx_files(raw_dir(root, "mnist")):
+        return True
+    if not download:
+        return False
+    from torchvision import datasets
+
+    try:
+        datasets.MNIST(str(root), train=True, download=True)
+        datasets.MNIST(str(root), train=False, download=True)
+        return True
+    except Exception:  # network unreachable, mirror down, disk full: fall back to the next source
+        return False
+
+
+def how_to_get(name: str, root: Path) -> str:
+    if name == "mnist":
+        return f"MNIST not found under {raw_dir(root, 'mnist')} and it could not be downloaded — copy the four IDX files there, or use --dataset fashion-mnist / synthetic"
+    return f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), or use --dataset synthetic"
+
+
+# IDX header: two zero bytes, a type byte, the number of dimensions; then one big-endian uint32
+# per dimension; then the data. Only unsigned bytes (0x08) appear in (Fashion-)MNIST.
+IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
+IDX_DIMS = {"images": 3, "labels": 1}
+
+
+def idx_problem(path: Path) -> str | None:
+    """What is wrong with an IDX file (bad magic, truncated, trailing bytes), or None when its
+    size is exactly what its header declares."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in IDX_ITEM_BYTES:
+                return "is not an IDX file (bad magic number)"
+            ndim = head[3]
+            expected_ndim = IDX_DIMS["images" if "images" in path.name else "labels"]
+            if ndim != expected_ndim:
+                return f"has {ndim} dimensions where {expected_ndim} are expected"
+            raw_dims = handle.read(4 * ndim)
+        if len(raw_dims) < 4 * ndim:
+            return "is truncated inside its header"
+        dims = [int.from_bytes(raw_dims[i:i + 4], "big") for i in range(0, 4 * ndim, 4)]
+        expected = 4 + 4 * ndim + prod(dims) * IDX_ITEM_BYTES[head[2]]
+        size = path.stat().st_size
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if size != expected:
+        return f"is {'truncated' if size < expected else 'too long'}: {size} bytes where its header ({'x'.join(map(str, dims))}) says {expected}"
+    if "labels" in path.name:
+        return label_problem(path, header_bytes=4 + 4 * ndim)
+    return None
+
+
+def label_problem(path: Path, header_bytes: int) -> str | None:
+    """A label outside 0..CLASSES-1 (a damaged byte) would fail the first training step with an
+    index error deep in the loss; a labels file is 60 KB, so every byte is checked."""
+    try:
+        labels = path.read_bytes()[header_bytes:]
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if max(labels, default=0) < CLASSES:
+        return None
+    bad = [index for index, label in enumerate(labels) if label >= CLASSES]
+    return f"holds {len(bad)} label(s) outside 0..{CLASSES - 1} (the first: {labels[bad[0]]} at item {bad[0]})"
+
+
+def how_to_restore(name: str) -> str:
+    if name == "fashion-mnist":
+        return f"delete it and gpubench re-extracts it from {SYSTEM_FASHION_DIR}"
+    return "delete it and re-download MNIST (leave GPUBENCH_DOWNLOAD unset), or copy the IDX file again"
+
+
+def check_idx_files(name: str, root: Path) -> None:
+    """Before any case: the decompressed IDX files a run will read must be whole (a copy cut by a
+    full disk or a killed extraction would fail every training case). Missing files are not
+    checked here (they are fetched or extracted later)."""
+    for file_name in IDX_FILES:
+        path = raw_dir(root, name) / file_name
+        if path.exists():
+            problem = idx_problem(path)
+            if problem:
+                raise DatasetError(f"{path} {problem} — {how_to_restore(name)}")
+
+
+def check_dataset_files(name: str, root: Path) -> None:
+    """check_idx_files for the data a run will read; for auto, the folder auto picks first."""
+    if name == "auto":
+        name = "mnist" if has_idx_files(raw_dir(root, "mnist")) else "fashion-mnist"
+    if name in ("mnist", "fashion-mnist"):
+        check_idx_files(name, root)
+
+
+def _can_write(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe(folder, "data root", "pass --data-root DIR")  # a random name made with O_EXCL, removed at once
+        return True
+    except OSError:
+        return False
+
+
+def fallback_problem(folder: Path) -> str | None:
+    """Why the shared-/tmp fallback `folder` must not be used, or None: anyone can create a folder
+    of that name in /tmp first and plant files in it (every label 0 makes any model "accurate"),
+    so it must be a real folder of this user that no one else can write to. Made 0700 if absent."""
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)  # not parents: /tmp exists, and only the last name is ours to make
+        info = folder.lstat()
+    except OSError as error:
+        return f"cannot be made ({error.strerror or error})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder (a link or a file someone else made)"
+    if info.st_uid != os.getuid():
+        return f"belongs to uid {info.st_uid}, not to this user ({os.getuid()})"
+    if info.st_mode & 0o022:
+        return f"can be written by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def holds_dataset(root: Path, name: str) -> bool:
+    """The decompressed files `name` needs are all there (reading them needs no write access)."""
+    if name == "synthetic" or name not in DATASET_CHOICES:
+        return True  # no files needed (an unknown name is refused by check_dataset_request)
+    names = ("mnist", "fashion-mnist") if name == "auto" else (name,)
+    return any(all((raw_dir(root, n) / f).exists() for f in IDX_FILES) for n in names)
+
+
+def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
+    """The data root to use and a warning line when it is not the one asked for. A root that
+    cannot be written is fine if it already holds the data; else a temporary folder takes its
+    place (the data is extracted or downloaded there), else DatasetError."""
+    if holds_dataset(root, name) or _can_write(root):
+        return root, None
+    fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid()}"
+    problem = fallback_problem(fallback)
+    if problem:
+        raise DatasetError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — pass --data-root DIR with a writable folder")
+    if _can_write(fallback):
+        return fallback, f"data root {root} is not writable; using {fallback} instead — pass --data-root DIR with a writable folder to keep the data"
+    raise DatasetError(f"data root {root} is not writable, nor is {fallback} — pass --data-root DIR with a writable folder")
+
+
+def download_allowed() -> bool:
+    """GPUBENCH_DOWNLOAD=0 forbids network access (offline machines, tests)."""
+    return os.environ.get("GPUBENCH_DOWNLOAD", "1") != "0"
+
+
+def check_dataset_request(name: str, root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> str:
+    """Validate --dataset before any case; an explicit real dataset must be there."""
+    if name not in DATASET_CHOICES:
+        raise DatasetError(f"unknown dataset {name!r}: use --dataset {', '.join(DATASET_CHOICES)}")
+    if name == "fashion-mnist" and not (has_idx_files(raw_dir(root, name)) or has_idx_files(system_dir)):
+        raise DatasetError(how_to_get(name, root))
+    if name == "mnist" and not try_mnist(root, download=download_allowed()):
+        raise DatasetError(how_to_get(name, root))
+    return name
+
+
+def resolve_dataset(name: str, root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> str:
+    """Which data a run uses: auto tries mnist (no download when offline fails), then Fashion-MNIST."""
+    if name in ("mnist", "synthetic"):
+        return name
+    if name == "fashion-mnist":
+        if not install_fashion_mnist(root, system_dir):
+            raise DatasetError(how_to_get(name, root))
+        return name
+    if try_mnist(root, download=download_allowed()):
+        return "mnist"
+    if install_fashion_mnist(root, system_dir):
+        return "fashion-mnist"
+    return "synthetic"
+
+
+@dataclass
+class Split:
+    """One split as torchvision holds it: uint8 images [N, 28, 28] and int64 labels [N]."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+def synthetic_split(size: int, seed: int) -> Split:
+    """Random images with identical shapes and dtype; accuracy on it is meaningless."""
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (size, IMAGE_SIDE, IMAGE_SIDE), dtype=torch.uint8, generator=gen)
+    return Split(images, torch.randint(0, CLASSES, (size,), generator=gen))
+
+
+def load_split(dataset: str, root: Path, train: bool) -> Split:
+    if dataset == "synthetic":
+        return synthetic_split(TRAIN_SIZE if train else TEST_SIZE, seed=0 if train else 1)
+    from torchvision import datasets
+
+    cls = datasets.MNIST if dataset == "mnist" else datasets.FashionMNIST
+    data = cls(str(root), train=train, download=False)
+    return Split(data.data, data.targets)
+
+
+class ImageDataset(torch.utils.data.Dataset):
+    """The guide's per-image path, exactly as torchvision's MNIST does it: uint8 array -> PIL
+    image -> transform (ToTensor + Normalize) in the DataLoader's workers."""
+
+    def __init__(self, split: Split) -> None:
+        from torchvision import transforms
+
+        self.split = split
+        self.transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((NORM_MEAN,), (NORM_STD,))])
+
+    def __len__(self) -> int:
+        return len(self.split.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from PIL import Image
+
+        image = Image.fromarray(self.split.images[index].numpy())  # 2-D uint8 -> mode "L"
+        return self.transform(image), int(self.split.labels[index])
+
+
+def normalize_all(images: torch.Tensor) -> torch.Tensor:
+    """The whole split normalized once, [N, 1, 28, 28] float32: what `preloaded` feeds the model.
+    Same arithmetic as ToTensor (x / 255) followed by Normalize ((x - mean) / std)."""
+    return ((images.float().div(255.0) - NORM_MEAN) / NORM_STD).unsqueeze(1)

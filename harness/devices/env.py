@@ -1,0 +1,232 @@
+"""The machine fingerprint (guide §2): what every result row carries, and `gpubench env` prints."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import harness
+from harness.devices.energy import nvml_index
+from harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
+
+HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()
+
+
+def ram_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def git_commit() -> str:
+    """Short commit of the suite's own checkout ('unknown' outside git); '+dirty' when edited."""
+    root = Path(harness.__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+        return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _cuda_fields(index: int) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(index)
+    return {
+        "device_name": props.name,
+        "gpu_mem_bytes": int(props.total_memory),
+        "sm_count": int(props.multi_processor_count),
+        "compute_capability": f"{props.major}.{props.minor}",
+    }
+
+
+def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> dict[str, Any]:
+    """Clocks, power and temperature from NVML (nvidia-ml-py), each field read on its own: a field
+    this GPU does not report is left out, the others stay; {} where NVML is absent.
+
+    Throttling explains many odd results, so this is read at the start and end of a run.
+    """
+    try:
+        nvml = nvml_loader()
+        handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
+    except Exception:  # NVML missing or no driver
+        return {}
+    fields: dict[str, Callable[[], Any]] = {
+        "gpu_sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "gpu_mem_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "gpu_temp_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+        "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,  # NVML's 1 s average on Ampere and newer
+        "gpu_power_instant_w": lambda: instant_power_w(nvml, handle),
+        "gpu_power_limit_w": lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
+    }
+    reading: dict[str, Any] = {}
+    for name, read in fields.items():
+        try:
+            reading[name] = read()
+        except Exception:  # noqa: BLE001 - NotSupported (VMs) or NoPermission: this field only
+            continue
+    return reading
+
+
+def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> int | None:
+    """Processes other than this one (and its children) holding a context on the GPU: another
+    job on the device changes results. None where NVML cannot tell (harness.devices.nvml_probe.running_pids
+    says why; the run says it once)."""
+    try:
+        import psutil
+
+        nvml = nvml_loader()
+        pids, _ = running_pids(nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(index)))
+        if pids is None:
+            return None
+        me = psutil.Process()
+        ours = {me.pid} | {child.pid for child in me.children(recursive=True)}
+        return len(pids - ours)
+    except Exception:  # NVML missing, no permission, or inside a container that hides pids
+        return None
+
+
+def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size of the CPU's last-level cache (Linux sysfs), or None where it cannot be read."""
+    best: tuple[int, int] | None = None
+    for index in sorted(sysfs.glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        size = int(text.rstrip("KMG")) * scale
+        if best is None or level > best[0]:
+            best = (level, size)
+    return best[1] if best else None
+
+
+@functools.cache
+def llc_bytes(device: torch.device) -> int | None:
+    """The last-level cache in front of the benchmarked device's memory: the GPU's L2 on cuda,
+    the CPU's last level elsewhere. Bandwidth cases smaller than this measure the cache."""
+    if device.type == "cuda":
+        try:
+            size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
+        except (RuntimeError, AssertionError):  # no driver: cases listed for a GPU elsewhere
+            return None
+        return int(size) or None
+    return cpu_llc_bytes()
+
+
+def driver_version() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        return ""
+
+
+def machine_id(fields: dict[str, Any]) -> str:
+    """A short stable hash of the hardware fields: the same on every run of the same machine."""
+    text = "|".join(f"{k}={fields.get(k, '')}" for k in HARDWARE_FIELDS)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def nvml_gpu_names() -> list[str]:
+    """Every GPU of the node, as NVML names them (no CUDA context, and CUDA_VISIBLE_DEVICES or a
+    Slurm allocation of one GPU does not hide the others); [] where NVML is absent."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
+        return [name.decode() if isinstance(name, bytes) else str(name) for name in names]
+    except Exception:  # NVML missing, no driver
+        return []
+
+
+def host_name() -> str:
+    """socket.gethostname() as text that encodes: a host name that is not UTF-8 arrives with
+    surrogates (U+DCFF for the byte 0xff), which the CSV writer cannot encode, and every row would fail; its bytes
+    are kept as backslash escapes instead ('n\\xffd')."""
+    return os.fsencode(socket.gethostname()).decode("utf-8", "backslashreplace")
+
+
+def machine_identity() -> dict[str, Any]:
+    """What names this machine in a results store (harness.records.store.machine_folder_name): the host
+    and its hardware, whatever device a run benchmarks."""
+    return {"hostname": host_name(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
+            "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
+
+
+def fingerprint(device: torch.device) -> dict[str, Any]:
+    """Everything guide §2 asks to check, plus what explains a number: CPU, RAM, threads, TF32."""
+    cuda = torch.cuda.is_available()
+    cpu = cpu_model()
+    fields: dict[str, Any] = {
+        "hostname": host_name(),
+        "device": str(device),
+        "device_name": cpu,
+        "cuda_available": cuda,
+        "device_count": torch.cuda.device_count() if cuda else 0,
+        "current_device": torch.cuda.current_device() if cuda else "",
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "",
+        "cudnn_version": str(torch.backends.cudnn.version() or "") if cuda else "",
+        "driver_version": driver_version() if cuda else "",
+        "gpu_mem_bytes": "",
+        "sm_count": "",
+        "compute_capability": "",
+        "cpu_model": cpu,
+        "cpu_cores": os.cpu_count() or 0,
+        "ram_bytes": ram_bytes(),
+        "llc_bytes": llc_bytes(device),
+        "os": f"{platform.system()} {platform.release()}",
+        "python_version": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "gpubench_version": harness.__version__,
+        "git_commit": git_commit(),
+    }
+    if device.type == "cuda":
+        fields.update(_cuda_fields(device.index or 0))
+    elif device.type == "mps":
+        fields["device_name"] = f"Apple MPS ({cpu})"
+    names = [torch.cuda.get_device_name(i) for i in range(fields["device_count"])]
+    hardware = dict(fields, ram_gib=round(fields["ram_bytes"] / 2**30), device_names=",".join(names))
+    fields["machine_id"] = machine_id(hardware)
+    return fields
+
+
+def format_fingerprint(fields: dict[str, Any]) -> str:
+    """Aligned `key: value` lines for the terminal."""
+    width = max(len(k) for k in fields)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in fields.items())

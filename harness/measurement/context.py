@@ -1,0 +1,48 @@
+"""What every workload's `cases` and `build` receive: the one BuildContext of a session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import torch
+
+from harness.devices.data_source import DataSource
+from harness.devices.energy import EnergyMeter, TelemetrySampler
+from harness.core.plan import Budget
+from harness.catalog.profiles import Profile
+from harness.measurement.timing import SyncedClock
+
+
+@dataclass
+class BuildContext:
+    """Everything a build needs: device, profile, the session's synced clock (the one clock every
+    figure is timed with), training data, nproc, and the rows already written in this run."""
+
+    device: torch.device
+    profile: Profile
+    clock: SyncedClock
+    nproc: int = 1
+    data_source: Callable[[], DataSource] | None = None
+    run_rows: list[dict[str, Any]] = field(default_factory=list)  # rows already written in this run
+    progress: Callable[[int, int], None] | None = None  # long cases report (done, total) here
+    energy: EnergyMeter = field(default_factory=lambda: EnergyMeter(None))  # joules over each timed region
+    telemetry: TelemetrySampler | None = None  # GPU clocks/temperature/power/throttling during each region
+    target_accuracy: float | None = None  # --target-accuracy (None: the dataset's default)
+    build_index: int = 0  # which independent build is running (a time-to-accuracy run's seed)
+    builds: int | None = None  # --builds: every case's build count (None: the workload's for the profile)
+    build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
+
+    @property
+    def data(self) -> DataSource:
+        if self.data_source is None:
+            raise RuntimeError("this workload needs training data but the context has none")
+        return self.data_source()
+
+    @property
+    def budget(self) -> Budget:
+        budget = Profile(self.profile).budget
+        return budget if self.build_seconds is None else replace(budget, target_s=self.build_seconds)
+
+    def builds_of(self, workload: Any) -> int:
+        return self.builds if self.builds is not None else workload.builds(self.profile)

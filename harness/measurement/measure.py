@@ -1,0 +1,154 @@
+"""One measurement of one build, usable from a plain script (no pytest): `measure(timed, ...)`
+warms up outside the samples, calibrates, runs the rounds with the one clock inside an energy and
+telemetry region, and returns a `Measurement` that keeps the raw samples and derives statistics
+from them (after torch.utils.benchmark's Measurement).
+
+    from harness.measurement.measure import Timed, measure
+    m = measure(Timed(fn=lambda: torch.matmul(a, b)), Profile.QUICK.budget, SyncedClock(device))
+    print(m.stats.median_s, m.samples_s)
+
+Who drives the rounds is pluggable (`Rounds`): `inline_rounds` here, pytest-benchmark's
+`pedantic` in the pytest plugin, so its table and JSON hold the same samples as the CSV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Protocol
+
+from harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
+from harness.core.plan import Budget, RoundPlan, plan_rounds
+from harness.core.stats import SampleStats, summarize
+from harness.measurement.timing import SyncedClock, sample, warm_up
+
+
+@dataclass
+class Timed:
+    """What a workload's build step hands the harness.
+
+    fn: the region to time (device work it queues is covered by the synced clock).
+    figures: derives columns (tflops, gbps, accuracy...) from the statistics and fn's last result,
+        and nothing else (no timing); may add `flags` (a list) and `reason` (text).
+    companion: a measurement that accompanies the case after its rounds, outside the energy region
+        and with the same clock (the selfcheck's interleaved pairs, the CPU side of a speedup);
+        returns columns.
+    plan: a fixed plan (e.g. one full epoch, no warm-up epoch); None plans from a warm-up of fn.
+    warmup: a cheaper warm-up than fn itself (e.g. a few training steps before a timed epoch).
+    windows: raw samples taken from fn's result instead of the rounds (an epoch timed in windows
+        of steps); the row's statistics are then over those windows.
+    cleanup: always called at the end (restores global flags such as TF32).
+    cpu_memory: one untimed call of this under the allocator profiler gives the cpu peak memory.
+    energy_alias: a column that also holds the energy of one call (energy_to_target_j).
+    energy: False where the region's joules would not be the case's (a DDP launch: mostly process
+        start, and ranks on other GPUs unread); `energy_note` says why in the row.
+    samples_per_call: samples one call processes, where its throughput figure covers only part of
+        the call (an epoch's samples_per_s is over training, its energy over training and eval).
+    """
+
+    fn: Callable[[], Any]
+    figures: Callable[[SampleStats, Any], dict[str, Any]] = lambda stats, result: {}
+    companion: Callable[["Measurement"], dict[str, Any]] | None = None
+    plan: RoundPlan | None = None
+    warmup: Callable[[], Any] | None = None
+    windows: Callable[[Any], list[float]] | None = None
+    cleanup: Callable[[], None] | None = None
+    cpu_memory: Callable[[], Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    energy_alias: str | None = None
+    energy: bool = True
+    energy_note: str = ""
+    samples_per_call: int | None = None
+
+    @property
+    def repeatable(self) -> bool:
+        """Planned from its own warm-up (not a fixed epoch or a launch): it can be called again."""
+        return self.plan is None and self.windows is None
+
+
+@dataclass
+class Measurement:
+    """Raw samples (seconds per call) of one build and what was read around them; statistics are
+    derived from the samples, never stored apart from them."""
+
+    plan: RoundPlan
+    samples_s: list[float]
+    result: Any
+    calls: int  # calls of fn inside the energy region (a driver's extra call included)
+    energy: EnergyReading = field(default_factory=lambda: EnergyReading(None, 0.0))
+    telemetry: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def stats(self) -> SampleStats:
+        return summarize(self.samples_s)
+
+
+class Rounds(Protocol):
+    """Runs `plan.rounds` rounds of `plan.iterations` calls; returns seconds per call per round,
+    the last result, and how many calls it made (pytest-benchmark makes one more after the rounds
+    when iterations > 1, for the result)."""
+
+    def __call__(self, fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]: ...
+
+
+def inline_rounds(clock: SyncedClock) -> Rounds:
+    def run(fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]:
+        samples_s, result = [], None
+        for _ in range(plan.rounds):
+            start = clock()
+            for _ in range(plan.iterations):
+                result = fn()
+            samples_s.append((clock() - start) / plan.iterations)
+        return samples_s, result, plan.rounds * plan.iterations
+
+    return run
+
+
+class Region:
+    """Energy and telemetry over the timed rounds only: warm-up and calibration stay outside. The
+    device is drained at both edges, so queued work is counted in the region that queued it."""
+
+    def __init__(self, meter: EnergyMeter, sampler: TelemetrySampler | None, clock: SyncedClock) -> None:
+        self.meter, self.sampler, self.clock = meter, sampler, clock
+        self.reading = EnergyReading(None, 0.0)
+        self.telemetry: dict[str, Any] = {}
+
+    def __enter__(self) -> "Region":
+        self.clock()  # work queued by warm-up is not this region's energy
+        if self.sampler is not None:
+            self.sampler.start()
+        self._mark = self.meter.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.clock()
+            self.reading = self.meter.stop(self._mark)
+        finally:  # the polling thread stops even when the counter read fails
+            if self.sampler is not None:
+                self.telemetry = self.sampler.stop()
+
+
+def plan_for(timed: Timed, budget: Budget, clock: SyncedClock) -> RoundPlan:
+    """Warm up outside the samples and plan the rounds (or take the workload's fixed plan)."""
+    if timed.plan is not None:
+        if timed.plan.warmup_calls > 0:
+            warm_up(timed.warmup or timed.fn, timed.plan.warmup_calls, clock)
+        return timed.plan
+    estimate_s = warm_up(timed.warmup or timed.fn, budget.warmup_calls, clock, budget.target_s)
+    plan = plan_rounds(estimate_s, budget)
+    if plan.iterations > 1:  # calibrate on one whole round (still warm-up): rounds must really last >= min_round_s
+        plan = plan_rounds(sample(timed.fn, RoundPlan(0, plan.iterations, 1, estimate_s), clock)[0], budget)
+    return plan
+
+
+def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
+            meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None) -> Measurement:
+    """Warm-up, calibration, then the rounds inside the energy/telemetry region."""
+    plan = plan_for(timed, budget, clock)
+    region = Region(meter or EnergyMeter(None), sampler, clock)
+    with region:
+        samples_s, result, calls = (rounds or inline_rounds(clock))(timed.fn, plan)
+    if timed.windows is not None:
+        samples_s = timed.windows(result)
+    return Measurement(plan, samples_s, result, calls, region.reading, region.telemetry)

@@ -1,0 +1,129 @@
+"""A Session owns one run's records: the machine's fingerprint, the idle power every energy figure
+sits on, the results writer, the sidecars, and the conditions that stop the run. The pytest
+plugin, `gpubench run`'s build processes and the DDP worker all write through one.
+
+The environment sidecar is written when the session opens, before the first case: a disk that
+fills up later can cost rows, never the run's description. The first build's process rewrites it
+when it closes, with the GPU telemetry of that moment (under `gpubench run`, the end of build 0)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from harness.devices.energy import EnergyMeter, idle_power_w
+from harness.devices.env import fingerprint, gpu_telemetry
+from harness.records.results import ResultsFull, ResultsWriter, read_rows, write_sidecar
+from harness.records.schema import RUN_COLUMNS, SCHEMA_VERSION
+
+
+@dataclass
+class Stop:
+    """Why the run stops before its last case: one line for the person and an exit code."""
+
+    line: str
+    code: int
+
+
+@dataclass
+class Session:
+    """One run's records. Nothing is written until the first row would be (`open`), so a pytest
+    run that records nothing writes nothing. `build` > 0: a later build process of a run that an
+    earlier process opened (it appends, and the run's description is already written)."""
+
+    device: torch.device
+    results_dir: Path
+    run_id: str
+    profile: str
+    energy: EnergyMeter = field(default_factory=lambda: EnergyMeter(None))
+    build: int = 0
+    fingerprint_of: Callable[[torch.device], dict[str, Any]] = fingerprint
+    writer: ResultsWriter | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    telemetry_start: dict[str, Any] = field(default_factory=dict)
+    idle_power_w: float | None = None
+    skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
+    top_ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stop: Stop | None = None
+    terminated: bool = False  # SIGTERM arrived: the run is stopping
+    closed: bool = False
+
+    @property
+    def csv_path(self) -> Path:
+        return self.results_dir / f"{self.run_id}.csv"
+
+    @property
+    def is_open(self) -> bool:
+        return self.writer is not None
+
+    @property
+    def rows_written(self) -> int:
+        return self.writer.rows_written if self.writer is not None else 0
+
+    def open(self) -> None:
+        """Fingerprint, idle power (first build only), the writer, and the environment sidecar."""
+        if self.writer is not None:
+            return
+        self.env = self.fingerprint_of(self.device)
+        self.telemetry_start = self._telemetry()
+        if self.build == 0:  # the baseline every energy figure of the run sits on (one second)
+            self.idle_power_w = idle_power_w(self.energy)
+        else:  # cases whose first build (an earlier process) was skipped write no row again
+            self.skipped.update(skipped_in(self.csv_path))
+        self.writer = ResultsWriter(self.results_dir, self.run_id, resume=self.build > 0)
+        if self.build == 0:
+            self.write_env()
+
+    def _telemetry(self) -> dict[str, Any]:
+        return gpu_telemetry(self.device.index or 0) if self.device.type == "cuda" else {}
+
+    def base_row(self) -> dict[str, Any]:
+        """The columns every row of the run shares: its fingerprint, schema, run id and profile."""
+        base = {k: v for k, v in self.env.items() if k in RUN_COLUMNS}
+        base.update(schema_version=SCHEMA_VERSION, run_id=self.run_id, profile=str(self.profile))
+        return base
+
+    def record(self, row: dict[str, Any]) -> None:
+        assert self.writer is not None, "record() before open()"
+        self.writer.append(row)
+
+    def write_env(self, end: dict[str, Any] | None = None) -> Path:
+        energy = {"source": self.energy.counter.source if self.energy.counter else None, "note": self.energy.note,
+                  "idle_power_w": self.idle_power_w}
+        return write_sidecar(self.results_dir, self.run_id, "env", {"fingerprint": self.env, "gpu_telemetry_start": self.telemetry_start,
+                                                                    "gpu_telemetry_end": end or {}, "energy": energy})
+
+    def store_top_ops(self, case_id: str, table: list[dict[str, Any]]) -> str:
+        """Profiler tables go in one sidecar beside the CSV; the row names the file."""
+        self.top_ops[case_id] = table
+        return write_sidecar(self.results_dir, self.run_id, "ops", self.top_ops).name
+
+    def close(self) -> None:
+        """The first build's process describes the run's end too; the writer is closed."""
+        if self.writer is None:
+            return
+        try:
+            if self.build == 0 and not self.closed:
+                self.write_env(self._telemetry())
+        except ResultsFull:
+            raise  # the plugin stops the run with its line and exit 75
+        except OSError as error:  # no descriptor left (ulimit -n), a folder swapped for a link: lost data, one line
+            self.stop = self.stop or Stop(f"{self.run_id}.env.json not written ({error.strerror or error}); "
+                                          f"{self.rows_kept} rows kept in {self.csv_path} — fix that, then re-run", 4)
+        finally:
+            self.writer.close()
+            self.closed = True
+
+    @property
+    def rows_kept(self) -> int:
+        return self.writer.rows_kept if self.writer is not None else 0
+
+
+def skipped_in(csv_path: Path) -> dict[str, str]:
+    """case_id -> reason for the skipped rows already in a run's file."""
+    if not csv_path.exists():
+        return {}
+    return {row["case_id"]: row["reason"] for row in read_rows(csv_path) if row["status"] == "skipped"}

@@ -1,0 +1,133 @@
+"""The one clock. Everything that times anything in gpubench goes through here.
+
+Design (after torch.utils.benchmark and triton.testing.do_bench):
+- a `SyncedClock` is a host clock that first synchronizes its device, so a region
+  [clock(), work, clock()] covers the device work queued inside it and nothing queued before it.
+  The session's clock is installed as pytest-benchmark's timer, so pytest-benchmark drives the
+  rounds while the figures stay correct on asynchronous devices. Because the sync sits at the
+  region edges, a round of many iterations pays for one sync, not one per call.
+- the clock is an object handed to whoever times (no module-level device): a workload gets it
+  from its BuildContext, a torchrun worker makes its own.
+- warm-up calls never enter the samples; `plan_rounds` picks iterations/rounds from them.
+- raw samples are returned; statistics are derived elsewhere (harness.core.stats).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from harness.devices.device import synchronize
+from harness.core.plan import RoundPlan
+
+Clock = Callable[[], float]
+
+
+class SyncedClock:
+    """Seconds from `base` (perf_counter unless the user chose a --benchmark-timer), read only
+    after `device` has drained its queue."""
+
+    __name__ = "synced_clock"  # how pytest-benchmark names the timer in its table and JSON
+
+    def __init__(self, device: torch.device, base: Clock = time.perf_counter) -> None:
+        self.device = device
+        self.base = base
+
+    def __call__(self) -> float:
+        synchronize(self.device)
+        return self.base()
+
+    def unsynced(self) -> float:
+        """The host clock without a sync (e.g. time spent waiting for the next batch)."""
+        return self.base()
+
+    def __repr__(self) -> str:
+        return f"SyncedClock({self.device}, base={getattr(self.base, '__name__', self.base)})"
+
+
+def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:
+    """Run `fn` up to `calls` times (cuBLAS init, autotune, lazy allocation) and return the seconds
+    per call of the fastest of the last two, which the round planner uses. None of this enters
+    the samples.
+
+    A slow case stops warming after two calls once `max_s` is spent: the first call pays the
+    one-time costs, the second is already a steady-state estimate."""
+    spent_s = 0.0
+    seen: list[float] = []
+    for done in range(max(1, calls)):
+        if done >= 2 and spent_s > max_s:
+            break
+        start = clock()
+        fn()
+        seen.append(clock() - start)
+        spent_s += seen[-1]
+    return min(seen[-2:])
+
+
+def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[float]:
+    """Time `plan.rounds` rounds of `plan.iterations` calls; seconds per call for each round.
+
+    This is the harness's own sampler for regions that pytest-benchmark does not drive (the CPU
+    side of a speedup, the selfcheck); it uses the same clock and the same plan.
+    """
+    samples_s: list[float] = []
+    for _ in range(plan.rounds):
+        start = clock()
+        for _ in range(plan.iterations):
+            fn()
+        samples_s.append((clock() - start) / plan.iterations)
+    return samples_s
+
+
+def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -> list[float]:
+    """Seconds per call measured with CUDA events recorded on the current stream (an independent
+    clock: the GPU's own), one synchronize at the end as in triton.testing.do_bench."""
+    pairs = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iterations):
+            fn()
+        end.record()
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) / 1e3 / iterations for s, e in pairs]
+
+
+class Stopwatch:
+    """Accumulates spans inside a workload (e.g. data wait vs compute in an epoch)."""
+
+    def __init__(self, clock: SyncedClock) -> None:
+        self.clock = clock
+        self.total_s = 0.0
+        self._start: float | None = None
+
+    def _now(self, sync: bool) -> float:
+        return self.clock() if sync else self.clock.unsynced()
+
+    def start(self, sync: bool = True) -> None:
+        self._start = self._now(sync)
+
+    def stop(self, sync: bool = True) -> float:
+        assert self._start is not None, "stop() without start()"
+        span = self._now(sync) - self._start
+        self._start = None
+        self.total_s += span
+        return span
+
+
+_session_clock: SyncedClock | None = None
+
+
+def install_session_clock(clock: SyncedClock | None) -> None:
+    """The clock `session_clock` reads: the pytest plugin installs its session's, and names
+    `harness.measurement.timing.session_clock` as pytest-benchmark's --benchmark-timer (its public way to
+    take a timer), so pytest-benchmark times every round with the one synced clock."""
+    global _session_clock
+    _session_clock = clock
+
+
+def session_clock() -> float:
+    return (_session_clock or time.perf_counter)()

@@ -1,0 +1,55 @@
+"""A workload: its torch-free declaration (harness.catalog) and its measurement.
+
+Every module in harness/workloads that a bench runs ends with
+
+    WORKLOAD = Workload(SPEC, cases, build)
+
+    cases(ctx: BuildContext) -> list[Case]      the cases for ctx.profile on ctx.device
+    build(case, ctx: BuildContext) -> Timed     fresh tensors/model for one independent build
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from harness.measurement.cases import Case
+from harness.catalog import spec_for
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed
+from harness.catalog.profiles import Profile
+from harness.core.workload_spec import IdRule, WorkloadSpec
+
+
+@dataclass(frozen=True)
+class Workload:
+    spec: WorkloadSpec
+    cases: Callable[[BuildContext], list[Any]]
+    build: Callable[[Any, BuildContext], Timed]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return self.spec.markers
+
+    def builds(self, profile: str) -> int:
+        """Independent builds per case in this profile (the workload's own count, else the profile's)."""
+        if self.spec.builds is not None:
+            return int(self.spec.builds[str(profile)])
+        return Profile(profile).default_builds
+
+    def case_list(self, ctx: BuildContext) -> list[Case]:
+        return list(self.cases(ctx))
+
+
+def as_workload(obj: Any) -> Workload:
+    """A bench module's `gpubench_workload`: a Workload, or a module with `cases` and `build` (a
+    bench module may hold a small workload of its own; `BUILDS`/`MARKERS` as in WorkloadSpec)."""
+    if isinstance(obj, Workload):
+        return obj
+    name = getattr(obj, "WORKLOAD_NAME", None) or str(getattr(obj, "__name__", type(obj).__name__)).rsplit(".", 1)[-1]
+    spec = spec_for(name) or WorkloadSpec(name, IdRule(()), getattr(obj, "BUILDS", None), tuple(getattr(obj, "MARKERS", ())))
+    return Workload(spec, getattr(obj, "cases", lambda ctx: []), obj.build)

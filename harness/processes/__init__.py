@@ -1,0 +1,1 @@
+"""Processes, torch-free: launching build processes, their lifetime and cleanup, resource limits, the build entry."""

@@ -1,0 +1,391 @@
+"""Launchers: how gpubench starts the processes that measure. One interface, `Launcher.run(job)`:
+
+- `ProcessLauncher`: a child in a process group of its own that dies with this process; SIGINT,
+  SIGTERM and SIGHUP here are passed on to it (once), then it has STOP_GRACE_S to stop with its rows whole;
+- `TorchrunLauncher`: torchrun in a session of its own, output captured, killed with every rank
+  when it outlives its timeout or when the job's watch (polled every second) names a rank that
+  stopped responding.
+
+`run_builds` runs the suite as one process per build on any of them: build k of every case in
+process k, the first process reporting over a pipe how many builds the selection needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import psutil
+
+from harness.processes.lifetime import (
+    child_preexec,
+    ended_unreaped,
+    kill_group,
+    process_state,
+    token_alive,
+)
+
+KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
+WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
+
+
+@dataclass
+class Job:
+    argv: list[str]
+    env: dict[str, str] | None = None
+    timeout_s: float | None = None
+    pass_fds: tuple[int, ...] = ()
+    # TorchrunLauncher polls it every WATCH_PERIOD_S; a non-empty answer (why, e.g. 'rank 1 stopped
+    # responding ...') kills the launch with its ranks. ProcessLauncher does not watch.
+    watch: Callable[[], str] | None = None
+    hold_sigint: bool = False  # ProcessLauncher: the child is harness.processes.build_main, which unblocks SIGINT itself
+
+
+@dataclass
+class Completed:
+    code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    stalled: str = ""  # the watch's answer when it ended the launch (ProcessLauncher: why it killed the build)
+    signal: int = 0  # ProcessLauncher: the first signal this process got and passed on during the launch
+
+
+class Launcher(Protocol):
+    def run(self, job: Job) -> Completed: ...
+
+
+@dataclass
+class ProcessLauncher:
+    """A build process in a process group of its own, so this process is the one that passes each
+    signal on: a terminal's Ctrl-C reaches the build once, and so does a `kill -INT` of this process
+    alone (a CI runner). After passing one on, it waits STOP_GRACE_S for the build to unwind its
+    case, then kills its group (a second signal kills it at once). A build stopped (SIGSTOP, state T)
+    for `stopped_limit_s` is killed and named: it makes no progress, and nothing else would end it.
+    `stop_with` (lifetime.process_token) names a process whose end is passed on as SIGTERM: a local
+    fleet's, whose job's controller (submitit's, no parent-death signal) outlives a fleet killed with -9."""
+
+    stopped_limit_s: float | None = None
+    stop_with: str = ""
+
+    def run(self, job: Job) -> Completed:
+        # the handlers go in before the build starts: a signal while Popen forks and execs (the build
+        # already visible, Popen not yet returned) waits in `early` and is passed on once it can be
+        early: list[int] = []
+        watch: BuildWatch | None = None
+        previous = {signum: signal.getsignal(signum) for signum in PASSED_ON}
+        for signum in PASSED_ON:
+            signal.signal(signum, lambda signum, frame: watch.signalled(signum) if watch is not None else early.append(signum))
+        child = None
+        try:
+            child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds)
+            watch = BuildWatch(child, self.stopped_limit_s, self.stop_with)
+            for signum in early:
+                watch.signalled(signum)
+            return watch.wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            if child is not None and child.poll() is None:  # this process is leaving (an exception): its build goes with it
+                kill_group(child.pid)
+
+
+# Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
+# terminal's SIGHUP would otherwise kill this process mid-run and leave its scratch folder behind.
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
+REPEAT_S = 1.0  # the same signal again sooner is the first one twice (see BuildWatch.signalled)
+POLL_S = 0.1  # how often the launcher looks at its build (stopped?); its end is seen within a fifth of it
+STOP_WITH_PERIOD_S = 1.0  # how often it asks whether ProcessLauncher.stop_with's process still runs
+
+
+def build_preexec(hold_sigint: bool) -> Callable[[], None]:
+    """The child's start: it dies with this process, in a process group of its own (setpgid here:
+    Popen's process_group needs Python 3.11). A background group may not use the terminal: the
+    first print under `stty tostop` (SIGTTOU) or a read (SIGTTIN: pdb, breakpoint()) stopped the
+    build for good, so both are ignored — writes go through, a read fails instead of hanging.
+    With `hold_sigint` (harness.processes.build_main, which unblocks it once its handler is in) SIGINT starts
+    blocked, so a Ctrl-C during interpreter start-up waits, pending, instead of a traceback."""
+    dies_with_parent = child_preexec()
+
+    def preexec() -> None:
+        if dies_with_parent is not None:
+            dies_with_parent()
+        os.setpgid(0, 0)
+        for signum in (signal.SIGTTOU, signal.SIGTTIN):
+            signal.signal(signum, signal.SIG_IGN)
+        if hold_sigint:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    return preexec
+
+
+@dataclass
+class BuildWatch:
+    """One build process as ProcessLauncher waits for it: the signals passed on, since when it is stopped."""
+
+    child: subprocess.Popen[str]
+    stopped_limit_s: float | None
+    stop_with: str = ""
+    stop_with_checked_s: float = 0.0
+    signals: list[int] = field(default_factory=list)
+    first_signal_s: float = 0.0
+    stopped_since_s: float | None = None
+    was_stopped: bool = False
+
+    def signalled(self, signum: int) -> None:
+        """A signal handler: pass it on (and SIGCONT, so a stopped build can act on it) and remember
+        it (Completed.signal: the caller stops after this build). The same signal again within
+        REPEAT_S is the first one arriving twice, not a second Ctrl-C: a terminal's Ctrl-C reaches
+        this process's group, and a parent passing it on (gpubench fleet) sends it again."""
+        now_s = time.monotonic()
+        if self.signals and signum == self.signals[-1] and now_s - self.first_signal_s < REPEAT_S:
+            return
+        self.signals.append(signum)
+        self.first_signal_s = self.first_signal_s or now_s
+        self.was_stopped = self.was_stopped or process_state(self.child.pid) == "T"
+        for sent in (signum, signal.SIGCONT):
+            try:
+                self.child.send_signal(sent)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> Completed:
+        while True:
+            if ended_unreaped(self.child.pid, POLL_S):  # its group id cannot name another group yet
+                kill_group(self.child.pid)  # what it left behind in its group (a wrapper's background process)
+                return self._completed(self.child.wait(), "")
+            why = self._why_end()
+            if why:
+                kill_group(self.child.pid)
+                return self._completed(self.child.wait(), why)
+
+    def _why_end(self) -> str:
+        """Why the build must be killed now, or ''."""
+        now_s = time.monotonic()
+        if self.stop_with and not self.signals and now_s - self.stop_with_checked_s >= STOP_WITH_PERIOD_S:
+            self.stop_with_checked_s = now_s
+            if not token_alive(self.stop_with):
+                print(f"gpubench: the fleet that started this run (pid {self.stop_with.split(':')[0]}) has ended: "
+                      "stopping as on SIGTERM", file=sys.stderr, flush=True)
+                self.signalled(signal.SIGTERM)
+        name = signal.Signals(self.signals[0]).name if self.signals else ""
+        if len(self.signals) > 1:
+            return f"was killed at a second {signal.Signals(self.signals[-1]).name}"
+        if self.signals and now_s - self.first_signal_s > STOP_GRACE_S:
+            return f"did not stop within {STOP_GRACE_S:.0f} s of {name}: killed"
+        stopped = process_state(self.child.pid) == "T"
+        self.stopped_since_s = (self.stopped_since_s or now_s) if stopped else None
+        if stopped and self.stopped_limit_s is not None and now_s - self.stopped_since_s >= self.stopped_limit_s:
+            self.was_stopped = True
+            return f"made no progress: it was stopped (state T, SIGSTOP) for {self.stopped_limit_s:.0f} s: killed"
+        return ""
+
+    def _completed(self, code: int, why: str) -> Completed:
+        if self.was_stopped and self.signals:  # which build was stopped is worth a line: someone stopped it
+            continued = f"had been stopped (state T): continued so it could act on {signal.Signals(self.signals[0]).name}"
+            why = f"{continued}, but {why}" if why else continued
+        return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0)
+
+
+def kill_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a launch and every process under it. torchrun starts each rank in a session of its
+    own, so killing its process group alone would orphan them: they are found (while torchrun
+    still holds them) and killed one by one, then torchrun's group."""
+    try:
+        ranks = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        ranks = []
+    for rank in ranks:
+        try:
+            rank.kill()
+        except psutil.Error:
+            continue  # already gone
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group start_new_session gave it (not ours)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass
+class TorchrunLauncher:
+    """A session of its own, so the whole launch can be killed without touching this process;
+    it dies with this process too (torchrun then stops its ranks)."""
+
+    def run(self, job: Job) -> Completed:
+        proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env,
+                                start_new_session=True, preexec_fn=child_preexec())
+        deadline_s = None if job.timeout_s is None else time.monotonic() + job.timeout_s
+        try:
+            while True:
+                left_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+                wait_s = left_s if job.watch is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left_s is None else left_s)
+                try:  # communicate() may be called again after its timeout: nothing read so far is lost
+                    stdout, stderr = proc.communicate(timeout=wait_s)
+                    return Completed(proc.returncode, stdout, stderr)
+                except subprocess.TimeoutExpired:
+                    stalled = job.watch() if job.watch is not None else ""
+                    if stalled or (deadline_s is not None and time.monotonic() >= deadline_s):
+                        return self._killed(proc, stalled)
+        finally:
+            if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
+                kill_tree(proc)
+                proc.wait()
+
+    @staticmethod
+    def _killed(proc: subprocess.Popen[str], stalled: str) -> Completed:
+        kill_tree(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
+            stdout, stderr = "", ""
+        return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr, timed_out=not stalled, stalled=stalled)
+
+
+# pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
+# 5 no tests collected (for a later build: the first build's collection asked for more, so it is named
+# and no later build starts: the later ones would select nothing either);
+# gpubench's plugin adds 75 (results folder full), 143 (SIGTERM) and 129 (SIGHUP): the case in
+# progress unwound. A negative code is the signal that killed the build process.
+NO_TESTS = 5
+MAX_BUILDS = 100
+# How long a process may make no progress before it is killed and named, per profile: a build
+# stopped (SIGSTOP, state T) here, a DDP rank whose heartbeat went stale (harness.workloads.ddp).
+STOPPED_LIMIT_S = {"smoke": 30.0, "quick": 60.0, "full": 120.0}
+
+
+def stopped_limit_s(profile: str) -> float:
+    return STOPPED_LIMIT_S.get(str(profile), STOPPED_LIMIT_S["full"])
+
+
+@dataclass
+class BuildsOutcome:
+    code: int  # the worst exit code, or the one that stopped the run
+    builds: int
+    stopped: bool = False
+    notes: list[str] = field(default_factory=list)
+    died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
+    cut_short: str = ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4 (...)'
+
+
+def signal_death(code: int) -> str:
+    """How a process a signal ended died: 'SIGKILL (...)' from its exit code (-9, or a shell's 137), '' if not."""
+    signum = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else 0
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return ""
+    hints = {"SIGKILL": "kill -9, or the kernel's out-of-memory killer under a memory cap: see dmesg",
+             "SIGABRT": "an abort, often an allocation refused under a memory cap (ulimit -v)", "SIGSEGV": "a crash in native code"}
+    return f"{name} ({hints[name]})" if name in hints else name
+
+
+def read_build_count(fd: int) -> int | None:
+    with os.fdopen(fd, "r") as pipe:
+        text = pipe.read().strip()
+    try:
+        return int(json.loads(text.splitlines()[-1])["builds"]) if text else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass
+class StopRequest:
+    signum: int = 0  # the first of PASSED_ON this process got, 0 while none came
+
+
+@contextmanager
+def stop_requests() -> Iterator[StopRequest]:
+    """SIGINT, SIGTERM or SIGHUP to this process stops a run of builds after the build in progress
+    (which the launcher passes it on to, and names in Completed.signal), and between two builds
+    before the next one starts: never a KeyboardInterrupt, never a death without a line."""
+    request = StopRequest()
+
+    def note(signum: int, frame: object) -> None:
+        request.signum = request.signum or signum
+
+    previous = {signum: signal.signal(signum, note) for signum in PASSED_ON}
+    try:
+        yield request
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def signal_exit(signum: int) -> int:
+    """The exit code a signal to the run means: 2 for SIGINT (pytest's interrupted; gpubench run says 130), else 128 + N."""
+    return 2 if signum == signal.SIGINT else 128 + signum
+
+
+def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: dict[str, str] | None, stop_codes: tuple[int, ...],
+               on_build: Callable[[int, int], None] = lambda build, builds: None) -> BuildsOutcome:
+    """Build k of every case in process k (pyperf's lesson: separate processes sample memory
+    layout, thread placement and another moment of the machine). The first process's collection
+    writes the selection's build count to a pipe (--gpubench-report-fd)."""
+    worst, builds, build = 0, 1, 0
+    with stop_requests() as request:
+        while build < builds:
+            if request.signum:  # arrived between two builds: start no other
+                return BuildsOutcome(signal_exit(request.signum), builds, True, [f"{signal_name(request.signum)} received: no build started after it"])
+            on_build(build, builds)
+            read_fd, write_fd = os.pipe() if build == 0 else (None, None)
+            argv = argv_for(build) + ([f"--gpubench-report-fd={write_fd}"] if write_fd is not None else [])
+            try:
+                done = launcher.run(Job(argv, env, pass_fds=(write_fd,) if write_fd is not None else (), hold_sigint=True))
+            finally:
+                if write_fd is not None:
+                    os.close(write_fd)
+            count = read_build_count(read_fd) if read_fd is not None else None
+            request.signum = request.signum or done.signal
+            if done.code == NO_TESTS and build == 0 and not request.signum:
+                return BuildsOutcome(done.code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])
+            if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
+                builds = min(MAX_BUILDS, max(1, count))
+            outcome = build_outcome(done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0)
+            if outcome is not None:  # an earlier build's failed case still counts: exit 1, not a later build's 0
+                return replace(outcome, code=max(outcome.code, worst))
+            worst = max(worst, done.code if done.code != NO_TESTS else 0)
+            build += 1
+    return BuildsOutcome(worst, builds)
+
+
+# A later build's stop, named (the first build's usage error is pytest's one ERROR line, enough alone).
+LATER_STOPS = {3: "an internal error, above", 4: "a usage error, above",
+               NO_TESTS: "it selected no case, though the first build's collection asked for more builds"}
+
+
+def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False) -> BuildsOutcome | None:
+    """How one build's end ends the run, or None when the next build starts."""
+    code = done.code
+    if signum:  # this process got a signal: the run stops after this build, whatever it exited with
+        notes = [f"{where} {done.stalled}"] if done.stalled else []
+        return BuildsOutcome(signal_exit(signum), builds, True, notes)
+    if done.stalled:  # ProcessLauncher killed it: stopped for too long
+        return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
+    if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
+        return BuildsOutcome(code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}")
+    if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
+        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True,
+                             cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started")
+    if code in stop_codes:
+        return BuildsOutcome(code, builds, True)
+    return None
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]

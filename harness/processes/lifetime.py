@@ -1,0 +1,210 @@
+"""Child processes that never outlive their parent (Linux): a killed `gpubench run` or pytest
+must not leave a build process or a torchrun launch running on, appending rows or holding ranks."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.core.exits import BUILD_INTERRUPTED
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In the child, before exec: the kernel sends SIGTERM when the parent dies (even by SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux/glibc: the parent's own handlers still forward signals
+        pass
+
+
+def child_preexec() -> Callable[[], None] | None:
+    """The preexec_fn for subprocess on Linux, else None."""
+    return die_with_parent if sys.platform.startswith("linux") else None
+
+
+# "<pid>:<start time>" of the process whose end stops `gpubench run` (a local fleet: its job's
+# controller is submitit's, started without PR_SET_PDEATHSIG, and outlives a fleet killed with -9).
+STOP_WITH_ENV = "GPUBENCH_STOP_WITH"
+
+
+def process_token(pid: int) -> str:
+    """`pid` with its start time: a later process given the same pid is not the same one."""
+    import psutil
+
+    return f"{pid}:{psutil.Process(pid).create_time():.3f}"
+
+
+def token_alive(token: str) -> bool:
+    """Whether the process `token` (process_token) names still runs: not ended, not a zombie, and not a
+    later process given its pid."""
+    import psutil
+
+    pid_text, _, started = token.partition(":")
+    try:
+        process = psutil.Process(int(pid_text))
+        return f"{process.create_time():.3f}" == started and process.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+    except psutil.AccessDenied:  # another user's, alive
+        return True
+
+
+def process_state(pid: int) -> str:
+    """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read, closed by refcount
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a child's process group (its own, from a setpgid at its start), then SIGCONT: a stopped
+    process dies of SIGKILL too, a stopped descendant outside the group gets to act on its PDEATHSIG."""
+    import os
+
+    for signum in (signal.SIGKILL, signal.SIGCONT):
+        try:
+            os.killpg(pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def ended_unreaped(pid: int, within_s: float) -> bool:
+    """Whether the child `pid` ended, waiting up to `within_s`, without reaping it: until it is
+    reaped its pid (and the id of the group it leads) cannot be given to another process, so what
+    is left in its group can be killed by that id safely."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while not _is_zombie(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(within_s / 5)
+    return True
+
+
+def _is_zombie(pid: int) -> bool:
+    import os
+
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13
+        import psutil
+
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+    except ChildProcessError:  # already reaped
+        return True
+
+
+RUN_FOLDER_PREFIX = "gpubench-run-"  # gpubench run's scratch folder: gpubench-run-<pid>-<random>
+
+
+def run_folder_prefix(pid: int) -> str:
+    return f"{RUN_FOLDER_PREFIX}{pid}-"
+
+
+def pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+SWEEP_MIN_AGE_S = 60.0  # a run in another pid namespace sharing /tmp looks dead: leave young folders alone
+
+
+def _ours_and_old(path: Path) -> bool:
+    import os
+    import time
+
+    try:
+        info = path.lstat()  # the folder itself, never a link's target
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and time.time() - info.st_mtime > SWEEP_MIN_AGE_S  # the owner's uid: root spares others' too
+
+
+def sweep_dead_run_folders(folder: Path) -> list[Path]:
+    """Scratch folders of `gpubench run`s that were killed (SIGKILL leaves no chance to clean up):
+    removed when their pid is gone. Returns what was removed."""
+    import shutil
+
+    removed = []
+    for path in folder.glob(f"{RUN_FOLDER_PREFIX}*"):
+        pid_text = path.name[len(RUN_FOLDER_PREFIX):].split("-", 1)[0]
+        if (path.is_dir() and not path.is_symlink() and pid_text.isdigit() and _ours_and_old(path)
+                and not pid_alive(int(pid_text))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+
+
+class HeldInterrupt:
+    """Ctrl-C that pytest cannot turn into exit 2. pytest catches KeyboardInterrupt only inside its
+    session; before it (pytest, this plugin and torch import: seconds) and after it (benchmark
+    files, the summary, unconfigure) Python's default handler raises where nothing catches it and
+    the process dies by SIGINT: exit -2, or a traceback. In those windows the interrupt is held:
+    raised at the session's first hook, or made exit status 2. Inside the session the first Ctrl-C
+    raises and later ones are held (`raise_once`): the terminal's Ctrl-C and the one `gpubench run`
+    passes on must not cut the first one's unwinding short."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.previous: object = None
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.pending = True
+
+    def raise_once(self, signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, self)  # from now on held (previous stays Python's own handler)
+        raise KeyboardInterrupt
+
+    def hold(self) -> None:
+        """Only over Python's own handler or raise_once, from the main thread (not inside an embedding host's)."""
+        import threading
+
+        current = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread() and (current is signal.default_int_handler or current == self.raise_once):
+            signal.signal(signal.SIGINT, self)
+            self.previous = signal.default_int_handler
+
+    def release(self, then: Callable[[int, object], None] | None = None) -> bool:
+        """Python's handler back (or `then`); True when Ctrl-C came while held."""
+        current = signal.getsignal(signal.SIGINT)
+        if current is self or (then is None and current == self.raise_once):
+            signal.signal(signal.SIGINT, then or self.previous)
+        pending, self.pending = self.pending, False
+        return pending
+
+    def exit_process(self, status: int) -> None:
+        """Last step of a command-line pytest (an atexit callback): leave now with the session's
+        status, or 2 for a Ctrl-C held since. After atexit, Python resets its signal handlers and
+        tears torch down for about two seconds, when Ctrl-C kills the process (-2); everything is
+        written by now (rows, sidecars, pytest-benchmark's files, the summary)."""
+        import os
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(BUILD_INTERRUPTED if self.pending else status)
+
+
+HELD_INTERRUPT = HeldInterrupt()

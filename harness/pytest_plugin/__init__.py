@@ -1,0 +1,1 @@
+"""The pytest adapter: the plugin, the fixture and the per-build run state and setup."""

@@ -1,0 +1,110 @@
+"""Everything a run needs, checked before the first case: each bad value is one SetupError line
+that names the fix (the pytest plugin turns it into a usage error, exit 4)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from pytest_benchmark.utils import load_timer
+
+from harness.measurement.context import BuildContext
+from harness.devices.datasets import DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root
+from harness.devices.device import DeviceError, resolve_device
+from harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
+from harness.devices.env import machine_identity
+from harness.processes.launch import MAX_BUILDS
+from harness.devices.nproc import NprocError, check_nproc, default_nproc
+from harness.core.options import RESULTS_DIR_DEFAULT
+from harness.catalog.profiles import ProfileError, check_profile
+from harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
+from harness.pytest_plugin.run_state import RunState
+from harness.measurement.session import Session
+from harness.records.store import StoreError, results_dir_for
+from harness.measurement.timing import SyncedClock, install_session_clock
+
+
+class SetupError(ValueError):
+    pass
+
+
+class TargetAccuracyError(ValueError):
+    pass
+
+
+def check_target_accuracy(target: float | None) -> float | None:
+    if target is not None and not 0 < target < 1:  # NaN fails this too
+        raise TargetAccuracyError(f"--target-accuracy {target} is outside (0, 1) — pass a test accuracy such as 0.85")
+    return target
+
+
+DEFAULT_TIMERS = ("", "None", "time.perf_counter", "harness.measurement.timing.session_clock")
+
+
+def user_base_clock(chosen: Any) -> Callable[[], float]:
+    """A --benchmark-timer the user chose stays the host clock underneath the synced one."""
+    name = str(chosen or "")
+    if name in DEFAULT_TIMERS:
+        return time.perf_counter
+    try:
+        timer = load_timer(name)
+    except (ImportError, AttributeError) as error:
+        raise SetupError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as time.perf_counter") from None
+    return getattr(timer, "target", timer)  # pytest-benchmark wraps it in a NameWrapper
+
+
+def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: Any) -> None:
+    """Where the run will write, checked before pytest prints its header (OSError: one line). The
+    results folder is checked again, and created, once a case will record; pytest-benchmark
+    writes --benchmark-json only after the whole run."""
+    if not collect_only:
+        check_results_dir_early(results_dir)
+    if benchmark_json:
+        check_output_file(Path(benchmark_json), "--benchmark-json")
+
+
+def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
+    device = resolve_device(option("gpubench_device"))
+    results_dir = results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)
+    build = option("gpubench_build")
+    if option("gpubench_run_id") is not None:  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
+        check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0, build=build)
+    data_root, warning = usable_data_root(Path(option("gpubench_data_root") or default_data_root()), option("gpubench_dataset"))
+    dataset = check_dataset_request(option("gpubench_dataset"), data_root)
+    check_dataset_files(dataset, data_root)
+    nproc = option("gpubench_nproc")
+    check_output_files(results_dir, collect_only, benchmark_json)
+    builds, build_seconds = option("gpubench_builds"), option("gpubench_build_seconds")
+    if builds is not None and not 1 <= builds <= MAX_BUILDS:
+        raise SetupError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
+    if build_seconds is not None and not 0 < build_seconds <= 60:  # NaN fails this too
+        raise SetupError(f"--build-seconds {build_seconds}: use a time in (0, 60] seconds, such as 0.05")
+    return dict(builds=builds, build_seconds=build_seconds, device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
+                data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
+                target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
+
+
+def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only: bool = False,
+               benchmark_json: Any = None) -> tuple[RunState, str | None]:
+    """The run's state from its options (`option(dest)`), or SetupError; and a data warning."""
+    try:
+        checked = _checked(option, collect_only, benchmark_json)
+    except SetupError:
+        raise
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, OSError) as error:
+        raise SetupError(str(error)) from None
+    device: torch.device = checked["device"]
+    clock = SyncedClock(device, user_base_clock(benchmark_timer))
+    install_session_clock(clock)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    counter, energy_note = energy_counter(device)
+    meter = EnergyMeter(counter, energy_note)
+    ctx = BuildContext(device, checked["profile"], clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
+                       target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"])
+    session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
+                      build=checked["build"] or 0)
+    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"])
+    return state, checked["warning"]

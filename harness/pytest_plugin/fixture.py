@@ -1,0 +1,145 @@
+"""The `gpubench` fixture: runs one build of a case through the harness, records its row through
+the session, and shows the same samples in pytest-benchmark's table (through its public API:
+`pedantic`, `extra_info`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, NoReturn
+
+import pytest
+from pytest_benchmark.stats import Stats
+
+from harness.measurement.measure import Rounds
+from harness.core.exits import ExitCode
+from harness.core.plan import RoundPlan
+from harness.records.results import ResultsFull
+from harness.pytest_plugin.run_state import RunState, Terminated
+from harness.measurement.runner import run_case
+from harness.records.safe_files import UnsafePath
+from harness.records.schema import RUN_COLUMNS, SchemaError
+from harness.measurement.session import Stop
+from harness.measurement.terminal import summary_line
+from harness.measurement.workload import as_workload
+
+
+def benchmark_rounds(benchmark: Any) -> Rounds:
+    """pytest-benchmark drives the rounds (its timer is the session's synced clock, installed as
+    --benchmark-timer), so its table and JSON hold the row's samples. `pedantic` calls the
+    function once more after the rounds when iterations > 1 (for the result): counted."""
+
+    def run(fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]:
+        result = benchmark.pedantic(fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
+        return list(benchmark.stats.stats.data), result, plan.rounds * plan.iterations + (plan.iterations > 1)
+
+    return run
+
+
+class Recorder:
+    def __init__(self, state: RunState, benchmark: Any, request: pytest.FixtureRequest, build: int) -> None:
+        self.state, self.benchmark, self.request, self.build = state, benchmark, request, build
+
+    def progress(self, message: str) -> None:
+        """A line on the terminal even while pytest captures output (long cases report here)."""
+        reporter = self.request.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.request.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        if capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"  gpubench: {message}")
+        else:
+            reporter.write_line(f"  gpubench: {message}")
+
+    def _step_progress(self, case_id: str) -> Callable[[int, int], None]:
+        start = time.monotonic()
+
+        def report(done: int, total: int) -> None:
+            spent_s = time.monotonic() - start
+            if total:
+                self.progress(f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {spent_s / done * (total - done):.0f} s")
+            else:
+                self.progress(f"{case_id}: {done} steps, {spent_s:.0f} s")
+
+        return report
+
+    def _stop(self, stop: Stop, why: str) -> NoReturn:
+        self.state.session.stop = stop
+        pytest.skip(f"not recorded: {why}")
+
+    def _open(self) -> None:
+        try:
+            self.state.session.open()
+        except ResultsFull as full:
+            self._stop(Stop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
+        except FileExistsError as taken:  # another run with this --run-id started at the same moment
+            self._stop(Stop(f"{taken.filename} was created by another run meanwhile — pass another --run-id", int(pytest.ExitCode.USAGE_ERROR)),
+                       "another run took this run id")
+        except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
+            self._stop(Stop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
+        except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left (ulimit -n)
+            line = str(error) if isinstance(error, UnsafePath) else f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run"
+            self._stop(Stop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
+
+    def run(self, case: Any) -> dict[str, Any]:
+        workload = as_workload(self.request.module.gpubench_workload)
+        session, untimed = self.state.session, self.benchmark.disabled
+        self.benchmark.group = case.workload
+        if not untimed:
+            self._open()  # a later build's session reads the cases its first build skipped
+        if self.build > 0 and case.case_id in session.skipped:
+            pytest.skip(session.skipped[case.case_id])  # its first build already left the row
+        ctx = self.state.context(self.build)
+        ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
+        self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
+        try:
+            rounds = benchmark_rounds(self.benchmark)
+            row = run_case(case, workload, ctx, session.base_row() if not untimed else {"run_id": session.run_id}, session.record if not untimed else None,
+                           rounds=rounds, untimed=untimed)
+        except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
+            self._stop(Stop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the case unwound (its finally blocks ran)
+            self.benchmark.has_error = True  # its rounds were cut short: pytest-benchmark's JSON would fail on them (min of nothing)
+            if not isinstance(stopped, Terminated):
+                raise
+            # The rest do not run. Not re-raised: pytest's report of an interrupt walks every frame and can crash on one inside torch
+            pytest.skip(f"not recorded: {str(stopped).split(':')[0]}")  # the signal's name
+        finally:
+            self.state.release_device_data()
+        return self._report(case, row, untimed)
+
+    def _report(self, case: Any, row: dict[str, Any], untimed: bool) -> dict[str, Any]:
+        if untimed and row["status"] == "ok":
+            self.state.untimed_cases += 1
+            self.benchmark(lambda: None)  # marks the fixture used (the runner made the untimed call): no warning per case
+            return row
+        self.benchmark.extra_info.update({k: v for k, v in row.items() if k not in RUN_COLUMNS and k != "samples_s" and v is not None
+                                          and isinstance(v, (int, float, str, bool))})
+        if row["status"] == "ok":
+            show_row_samples(self.benchmark, row.get("samples_s") or [])
+        if self.request.config.getoption("verbose") > 0 and not untimed:
+            self.progress(summary_line(row))
+        if row["status"] == "skipped":
+            self.state.session.skipped[case.case_id] = row["reason"]
+            pytest.skip(row["reason"])
+        if row["status"] == "oom":
+            pytest.skip(f"out of memory: {row['reason']}")
+        if row["status"] == "failed":  # e.g. diverged: recorded, and the test says so
+            pytest.fail(row["reason"], pytrace=False)
+        return row
+
+
+def show_row_samples(benchmark: Any, samples_s: list[float]) -> None:
+    """pytest-benchmark's table and JSON show the row's samples. A workload that reports its own
+    (Timed.windows: DDP rank 0's step times, an epoch's windows of steps) is timed by
+    pytest-benchmark as one whole call — a torchrun launch, an epoch — which would make the table
+    disagree with the CSV's median by orders of magnitude. pytest-benchmark has no API to hand it
+    samples, so its public `stats` is replaced with a Stats of the row's samples."""
+    metadata = getattr(benchmark, "stats", None)
+    if metadata is None or not samples_s or list(metadata.stats.data) == list(samples_s):
+        return
+    shown = Stats()
+    for seconds in samples_s:
+        shown.update(seconds)
+    metadata.stats = shown
+    benchmark.extra_info["samples"] = "the workload's own samples (per step), as in the CSV row"

@@ -1,0 +1,49 @@
+"""What one pytest session of gpubench holds: the session (records), the build context template,
+the training data (loaded once, released after each case) and the untimed-case count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.measurement.context import BuildContext
+from harness.devices.data_source import DataSource
+from harness.measurement.session import Session
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while cases run, raised like Ctrl-C's KeyboardInterrupt: the case in progress unwinds
+    through its finally blocks (a DDP launch is killed with its ranks, its workdir removed) and
+    writes no row, where the default action would kill the process mid-case."""
+
+
+@dataclass
+class RunState:
+    ctx: BuildContext
+    session: Session
+    data_root: Path
+    dataset: str
+    profile_ops: bool
+    only_build: int | None = None  # this process runs one build of each case (gpubench run)
+    untimed_cases: int = 0
+    previous_sigterm: Any = None  # restored at unconfigure (pytest may run in-process, as pytester does)
+    _data: DataSource | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.ctx.data_source = self.data
+        self.ctx.run_rows = []
+
+    def data(self) -> DataSource:
+        if self._data is None:
+            self._data = DataSource(self.dataset, self.data_root, self.profile_ops, self.session.store_top_ops)
+        return self._data
+
+    def release_device_data(self) -> None:
+        """A dataset left on the device would count in the next case's peak memory."""
+        if self._data is not None:
+            self._data.release()
+
+    def context(self, build: int) -> BuildContext:
+        """The build's context; its run_rows list is the session's (shared, not copied)."""
+        return replace(self.ctx, build_index=build)

@@ -1,0 +1,71 @@
+"""Run ids: the name of a run's results file (`<run_id>.csv`), checked before any case runs. A
+run id must name a new plain file inside the results folder, never one the report itself writes
+there, and a later build process of a run may add only a build its file does not hold yet."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+from harness.records.safe_files import UnsafePath, open_read
+
+MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes
+# Run ids whose file a folder's report takes for one of its own: `gpubench report` writes merged.csv, and a
+# walk of the folder leaves a report's merged.csv out (reports.load), so a run of that name would vanish.
+RESERVED = ("merged",)
+FIX = "pass another --run-id, or none for a fresh one"
+
+
+class RunIdError(ValueError):
+    """A --run-id that cannot name a new file in the results folder."""
+
+
+def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build: int | None = None) -> str:
+    """Refuse, before any case, a run id that would escape the results folder, overflow a file
+    name, take a name the report writes, or overwrite another run (`appending`: a later build
+    process of the same run, which adds to the file on purpose, unless the file holds `build`)."""
+    if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
+        raise RunIdError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {FIX}")
+    separators = {"/", "\\", "\0", os.sep, os.altsep or "/"}
+    plain = not (any(sep in run_id for sep in separators) or run_id.startswith(".") or run_id in (".", ".."))
+    if not plain or not run_id.isprintable():
+        raise RunIdError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, "
+                         f"no leading dot, no control characters) — {FIX}")
+    if run_id.lower() in RESERVED:  # any case: a case-insensitive file system makes MERGED.csv merged.csv
+        raise RunIdError(f"--run-id {run_id!r} is the name of the report's merged.csv (a folder's report would leave "
+                         f"the run out) — {FIX}")
+    existing = results_dir / f"{run_id}.csv"
+    if existing.is_symlink():  # dangling or not: never written through, and not "another run's file"
+        raise RunIdError(f"{existing} is a symbolic link (to {os.readlink(existing)}), not a results file — "
+                         f"remove it or {FIX}")
+    if existing.exists() and not appending:
+        raise RunIdError(f"--run-id {run_id!r} already exists ({existing}) — {FIX}")
+    rows = rows_of_build(existing, build) if appending and build is not None and existing.is_file() else 0
+    if rows:  # a second copy of a build would make the report refuse the run ("twice with different figures")
+        raise RunIdError(f"{existing} already holds build {build} ({rows} rows): each build of a run is measured "
+                         f"once — {FIX}")
+    return run_id
+
+
+def rows_of_build(path: Path, build: int) -> int:
+    """The rows of `path` whose `build` is `build`; 0 when the file has no such column or cannot
+    be read as CSV (the writer then refuses it with its own line)."""
+    try:
+        with io.TextIOWrapper(open_read(path, "results file", FIX), encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, [])
+            if "build" not in header:
+                return 0
+            at = header.index("build")
+            return sum(1 for record in reader if len(record) > at and _int(record[at]) == build)
+    except (OSError, UnsafePath, UnicodeDecodeError, csv.Error):
+        return 0
+
+
+def _int(cell: str) -> int | None:
+    try:
+        return int(float(cell))
+    except ValueError:
+        return None

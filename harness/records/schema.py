@@ -1,0 +1,400 @@
+"""The results row schema: every column declared once, with its type, unit and group.
+
+Torch-free: the report builder imports it too. The writer, the one reader (harness.records.results.read_frame,
+which the report loads through) and the report's unit formatting all derive from `SCHEMA`. A
+column a workload does not use stays empty (None once read).
+
+Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach `upgrade_row` how to
+read the old version. Version history:
+  1  first release.
+  2  typed columns; short case ids (harness.catalog) (settings a case does not use are empty);
+     one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
+     counts; noise and load flags; memory tier of bandwidth cases; cold/warm compile.
+  3  energy on every timed region (energy_j, avg_power_w, energy_source, per-joule figures); GPU
+     clocks/temperature/power read *during* the region (v2 read them after the case) and its
+     throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
+     target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
+  An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
+  1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
+  (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
+  compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime
+from typing import Any, Callable
+
+from harness.catalog import case_id_for, declared_columns
+from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
+
+SCHEMA_VERSION = 3
+
+SCHEMA: tuple[Column, ...] = (
+    # run and machine: the fingerprint every row carries
+    *_cols("run", "int", "schema_version", required="schema_version"),
+    *_cols("run", "str", "run_id timestamp_utc profile machine_id hostname device device_name",
+           required="run_id timestamp_utc machine_id hostname device device_name"),
+    *_cols("run", "int", "device_count"),
+    *_cols("run", "str", "torch_version cuda_version cudnn_version driver_version", required="torch_version cuda_version"),
+    *_cols("run", "int", "gpu_mem_bytes", "bytes"),
+    *_cols("run", "int", "sm_count"),
+    *_cols("run", "str", "compute_capability cpu_model"),
+    *_cols("run", "int", "cpu_cores"),
+    *_cols("run", "int", "ram_bytes llc_bytes", "bytes"),
+    *_cols("run", "str", "os python_version"),
+    *_cols("run", "int", "torch_threads"),
+    *_cols("run", "bool", "tf32_matmul tf32_cudnn"),
+    *_cols("run", "str", "gpubench_version git_commit"),
+    # case: identity and settings
+    *_cols("case", "str", "workload case_id", required="workload case_id"),
+    *_cols("case", "int", "build builds"),
+    *_cols("case", "str", "dtype", required="dtype"),
+    *_cols("case", "int", "size", required="size"),  # bytes (transfer), elements (elementwise), n (matmul)
+    *_cols("case", "str", "op direction"),
+    *_cols("case", "bool", "pinned non_blocking"),
+    *_cols("case", "str", "model"),
+    *_cols("case", "int", "batch_size"),
+    *_cols("case", "str", "grad_mode dataset loader"),
+    *_cols("case", "int", "num_workers"),
+    *_cols("case", "bool", "pin_memory persistent_workers"),
+    *_cols("case", "int", "prefetch_factor"),
+    *_cols("case", "str", "precision"),
+    *_cols("case", "bool", "channels_last"),
+    *_cols("case", "str", "compile_mode"),
+    *_cols("case", "bool", "checkpointing"),
+    *_cols("case", "int", "accumulation_steps effective_batch"),
+    *_cols("case", "bool", "freeze_features"),
+    *_cols("case", "str", "strategy"),
+    *_cols("case", "int", "world_size"),
+    *_cols("case", "str", "backend parallel"),
+    *_cols("case", "str", "design schedule"),  # time_to_accuracy: template / fastest-epoch / speedrun; constant / onecycle
+    *_cols("case", "float", "lr"),  # peak learning rate
+    *_cols("case", "float", "target_accuracy", "frac"),
+    *_cols("case", "int", "seed"),
+    # measurement: derived from the raw samples (harness.core.stats)
+    *_cols("measurement", "int", "rounds iterations", required="rounds"),
+    *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
+    *_cols("measurement", "float", "cv rel_iqr", "frac"),
+    *_cols("measurement", "int", "iqr_outliers stddev_outliers"),
+    *_cols("measurement", "float", "round_s", "s"),
+    *_cols("measurement", "float", "cpu_busy_frac", "frac"),
+    *_cols("measurement", "int", "gpu_other_procs"),
+    *_cols("measurement", "bool", "cudnn_tf32"),  # torch.backends.cudnn.allow_tf32 during the case (only cuDNN reads it)
+    # figures: what the workload derives
+    *_cols("figure", "float", "tflops peak_tflops", "TFLOP/s", required="tflops"),
+    *_cols("figure", "float", "pct_of_peak", "%"),
+    *_cols("figure", "float", "gbps peak_gbps", "GB/s", required="gbps"),
+    *_cols("figure", "float", "pct_of_peak_gbps", "%"),
+    *_cols("figure", "int", "working_set_bytes", "bytes"),
+    *_cols("figure", "str", "memory_tier"),
+    *_cols("figure", "int", "peak_mem_bytes mem_allocated_bytes mem_reserved_bytes", "bytes", required="peak_mem_bytes"),
+    *_cols("figure", "str", "mem_source"),
+    *_cols("figure", "float", "samples_per_s", "samples/s"),
+    *_cols("figure", "float", "latency_s epoch_s step_s", "s"),
+    *_cols("figure", "float", "data_wait_frac", "frac"),
+    *_cols("figure", "bool", "input_bound"),
+    *_cols("figure", "float", "train_loss"),
+    *_cols("figure", "float", "test_accuracy", "frac"),
+    *_cols("figure", "float", "compile_s compile_warm_s eager_step_s", "s"),
+    *_cols("figure", "float", "break_even_steps", "steps"),
+    *_cols("figure", "float", "baseline_median_s", "s"),
+    *_cols("figure", "float", "speedup selfcheck_tub_ratio selfcheck_events_ratio", "x"),
+    *_cols("figure", "float", "samples_per_s_per_rank", "samples/s"),
+    *_cols("figure", "float", "scaling_efficiency", "frac"),
+    *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"),
+    *_cols("figure", "float", "gpu_temp_c", "°C"),
+    *_cols("figure", "float", "gpu_power_w", "W"),
+    *_cols("figure", "str", "gpu_throttle"),
+    *_cols("figure", "float", "time_to_target_s", "s"),
+    *_cols("figure", "float", "epochs_to_target", "epochs"),
+    *_cols("figure", "float", "energy_j energy_to_target_j", "J"),
+    *_cols("figure", "float", "avg_power_w", "W"),
+    *_cols("figure", "str", "energy_source"),
+    *_cols("figure", "float", "tflop_per_j", "TFLOP/J"),
+    *_cols("figure", "float", "samples_per_j", "samples/J"),
+    *_cols("figure", "str", "profile_ops"),
+    # outcome
+    *_cols("measurement", "str", "status reason flags", required="status reason"),
+    *_cols("measurement", "json", "samples_s", "s"),
+    # columns workloads declare themselves (harness.catalog), after the core ones: older files keep their order
+    *declared_columns(),
+)
+
+BY_NAME: dict[str, Column] = {c.name: c for c in SCHEMA}
+COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA)
+RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "run")
+CASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "case")
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.required)
+NUMERIC_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind in ("int", "float"))
+BOOL_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind == "bool")
+# a build's seed varies between the builds of one case: not a setting
+SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS if c not in ("workload", "case_id", "build", "builds", "seed"))
+
+STATUSES = ("ok", "skipped", "failed", "oom")
+
+
+class SchemaError(ValueError):
+    """A results file this version cannot read; the message names the file and the fix."""
+
+
+class ImpossibleValue(ValueError):
+    """A cell that reads as a value no measurement can give (negative, not finite, a fraction
+    outside [0, 1], a time or a year out of range): the report refuses its row and goes on;
+    damage refuses the file."""
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+def to_cell(value: Any) -> str:
+    """One CSV cell: empty for None, repr for floats (round-trips exactly), JSON for lists."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    if isinstance(value, (list, tuple)):
+        return json.dumps(list(value))
+    return str(value)
+
+
+# ---- reading -----------------------------------------------------------------------------------
+# One set of cell rules, in two forms that must agree cell for cell: parse_cell (one cell, used by
+# the v1 upgrade and to say why a cell is refused) and parse_column (a pandas column at once, used
+# by harness.records.results.read_frame, the only reader). Both take their spellings from the tables below.
+
+BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}  # stripped, lower-cased
+# What float() reads, less inf, nan, underscores and non-ASCII digits (no writer writes them).
+NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*", re.ASCII)
+
+
+def _bool(text: str) -> bool:
+    value = BOOL_WORDS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"not a boolean: {text!r}")
+    return value
+
+
+def _float(text: str) -> float:
+    if not NUMBER.fullmatch(text):
+        if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ImpossibleValue("not a finite number")
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
+def _int(text: str) -> int:
+    value = _float(text)
+    if not value.is_integer():
+        raise ValueError(f"not an integer: {text!r}")
+    return int(value)
+
+
+def _json(text: str) -> list[float]:
+    """A flat JSON list of numbers (raw samples): a bracket inside it is refused before parsing,
+    since json's parser recurses once per level (RecursionError on a deeply nested cell)."""
+    inner = text.strip()[1:-1]
+    if "[" in inner or "]" in inner or "{" in inner:
+        raise ValueError("not a flat JSON list of numbers")
+    values = json.loads(text)
+    if not isinstance(values, list):
+        raise ValueError("not a JSON list")
+    return [float(v) for v in values]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json}
+
+
+NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies nothing (rows group into runs by run_id)
+TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value has rules for
+
+
+# units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
+NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
+FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # parts of a whole: within [0, 1]
+# Durations no measurement gives: a timed region is at least a nanosecond (no clock gpubench reads
+# resolves less, and no device operation is shorter) and under 10^6 s (11.6 days). Other times in
+# seconds (spreads, a compile time net of a step) may be 0, never longer.
+MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e6
+TIMED = ("median_s", "min_s", "mean_s")  # what compare divides and takes logarithms of
+# The writer's form (utc_timestamp), offset included: week dates, basic form, no offset read as NaT or unordered.
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
+YEARS = (1970, 2100)  # a results timestamp outside [1970, 2100) is a broken clock or damage, and pandas cannot date it
+
+
+def non_negative(spec: Column) -> bool:
+    """Counts, sizes, times, bytes, rates and ratios are never negative."""
+    return spec.kind != "json" and (spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS)
+
+
+def check_value(column: str, value: Any) -> None:
+    """What a typed value must also be: numbers finite, counts/sizes/times/bytes/rates not
+    negative, fractions within [0, 1], times within MIN/MAX_DURATION_S (_time_problem), a year
+    within YEARS (ImpossibleValue); a known status, an ISO 8601 timestamp (ValueError). The error
+    says why."""
+    spec = BY_NAME.get(column)
+    if spec is None or value is None:
+        return
+    if spec.kind == "float" and not math.isfinite(value):
+        raise ImpossibleValue("not a finite number")
+    if non_negative(spec) and value < 0:
+        raise ImpossibleValue("negative")
+    if column in FRACTIONS and not 0 <= value <= 1:
+        raise ImpossibleValue("outside [0, 1]")
+    if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
+        raise ImpossibleValue("a sample that is not a non-negative duration")
+    problem = _time_problem(column, spec, value)
+    if problem:
+        raise ImpossibleValue(problem)
+    if column == "status" and value not in STATUSES:
+        raise ValueError(f"not one of {', '.join(STATUSES)}")
+    if column == "timestamp_utc":  # the writer's are ISO 8601 (utc_timestamp): anything else is damage, not a time
+        try:
+            year = datetime.fromisoformat(value).year if TIMESTAMP.fullmatch(value) else None
+        except ValueError:  # a form the pattern admits with an impossible date (month 13)
+            year = None
+        if year is None:
+            raise ValueError("not an ISO 8601 timestamp with its offset, as 2026-11-29T12:00:00+00:00")
+        if not YEARS[0] <= year < YEARS[1]:
+            raise ImpossibleValue(f"year {year}, outside {YEARS[0]} to {YEARS[1]}: a broken clock or an edited file")
+
+
+def _time_problem(column: str, spec: Column, value: Any) -> str | None:
+    """Why a time in seconds or a raw sample (finite, not negative) is impossible, or None."""
+    values = value if spec.kind == "json" else [value] if spec.unit == "s" else []
+    if any(v > MAX_DURATION_S for v in values):
+        return f"above {MAX_DURATION_S:.0e} s: no timed region lasts 11 days"
+    if (spec.kind == "json" or column in TIMED) and any(v < MIN_DURATION_S for v in values):
+        return f"below {MIN_DURATION_S:.0e} s: no timed region is shorter than a nanosecond"
+    return None
+
+
+def parse_cell(column: str, text: str | None) -> Any:
+    """A typed value from a CSV cell: None when empty; ValueError when the text is not its type
+    or breaks its column's rules (check_value)."""
+    if text is None or text == "":
+        if column in NON_EMPTY:
+            raise ValueError("empty")
+        return None
+    spec = BY_NAME.get(column)
+    value = PARSERS[spec.kind](text) if spec else text
+    check_value(column, value)
+    return value
+
+
+def kind_of(column: str) -> Kind:
+    """A column's kind; a column this version does not know (a newer writer's) is text."""
+    spec = BY_NAME.get(column)
+    return spec.kind if spec else "str"
+
+
+def _refused(column: str, text: str) -> bool:
+    try:
+        parse_cell(column, text)
+    except ValueError:
+        return True
+    return False
+
+
+def parse_column(column: str, text: Any) -> tuple[Any, Any]:
+    """parse_cell over a pandas Series of cell texts at once: (values, refused), `refused` a
+    boolean mask of the cells parse_cell refuses. Numbers come as floats (NaN when empty),
+    booleans as True/False/None, text and JSON as their text (None when empty). Text columns
+    with rules, and JSON, go through parse_cell once per distinct text."""
+    spec, kind = BY_NAME.get(column), kind_of(column)
+    empty = text == ""
+    filled = text[~empty]  # most columns of most rows are empty: only the others are looked at
+    if kind in ("int", "float"):
+        number = filled.str.fullmatch(NUMBER).astype(bool)
+        values = filled.where(number).astype(float)
+        refused = ~number | ((values % 1 != 0) if kind == "int" else (values.abs() == math.inf))
+        if non_negative(spec):
+            refused |= values < 0
+        if column in FRACTIONS:
+            refused |= (values < 0) | (values > 1)
+        if spec is not None and spec.unit == "s":
+            refused |= (values > MAX_DURATION_S) | ((values < MIN_DURATION_S) if column in TIMED else False)
+        return values.reindex(text.index), refused.reindex(text.index, fill_value=False)
+    if kind == "bool":
+        values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
+        return values.astype(object).where(values.notna(), None), values.isna() & ~empty
+    if kind == "json" or column in TEXT_RULES:
+        verdicts = {t: _refused(column, t) for t in text.unique()}
+        refused = text.map(verdicts).astype(bool)
+    else:
+        refused = empty & False
+    return text.where(~empty, None), refused
+
+
+def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
+    """Every known column parsed to its type; unknown columns (from a newer writer) kept as text."""
+    row: dict[str, Any] = {}
+    for column, text in raw.items():
+        try:
+            row[column] = parse_cell(column, text)
+        except ValueError as error:
+            raise SchemaError(f"{where}: column {column} holds {text!r} ({error}) — the file is damaged; re-run the case or delete the line") from None
+    return row
+
+
+# ---- upgrading -----------------------------------------------------------------------------------
+
+# Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
+_DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
+
+
+def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
+    """A v1 epoch row's timing as one window of steps: its mean step (step_s, else batch_size /
+    samples_per_s) in median_s, min_s, mean_s and samples_s. Without either the row has no step
+    time: median_s is emptied rather than left as a whole epoch next to step times."""
+    step = row.get("step_s") or ""
+    if not step and row.get("batch_size") and row.get("samples_per_s"):
+        try:
+            step = repr(float(row["batch_size"]) / float(row["samples_per_s"]))
+        except (ValueError, ZeroDivisionError):
+            step = ""
+    timing = dict.fromkeys(("median_s", "min_s", "mean_s"), step)
+    return dict(row, **timing, iqr_s="", stddev_s="", cv="", samples_s=f"[{step}]" if step else "")
+
+
+def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
+    """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
+    one id scheme, an epoch's timing becomes per step (_v1_epoch_step), and the row counts as
+    build 0 of 1."""
+    row = dict(row)
+    if row.get("workload") == "mnist_epoch":
+        row = _v1_epoch_step(row)
+        # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
+        row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
+        if row.get("loader") == "preloaded":
+            row.update({k: "" for k in _DATALOADER_ONLY})
+        elif row.get("prefetch_factor") in ("0", "0.0"):
+            row["prefetch_factor"] = ""  # v1 wrote 0 for "DataLoader's default"
+    if not row.get("mem_source") and row.get("peak_mem_bytes"):  # what version 1 measured, by device
+        device = row.get("device", "")
+        row["mem_source"] = "cuda-allocator" if device.startswith("cuda") else "mps-driver" if device == "mps" else "cpu-rss"
+    typed = typed_row({c: row.get(c, "") for c in SETTING_COLUMNS}, "v1 upgrade")
+    if row.get("workload"):
+        row["case_id"] = case_id_for(row["workload"], typed)
+    row.setdefault("build", "0")
+    row.setdefault("builds", "1")
+    row["schema_version"] = str(SCHEMA_VERSION)
+    return row
+
+
+def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
+    """Bring a row written by schema `version` up to SCHEMA_VERSION; refuse newer ones."""
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{source}: written by a newer gpubench (schema {version}, this one reads <= {SCHEMA_VERSION}) — upgrade gpubench to read it"
+        )
+    if version < 1:
+        raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
+    if version == 1:
+        row = _upgrade_v1(row)
+    if version <= 2:  # 2 -> 3 only added columns (read as empty); telemetry then came after the case
+        row = dict(row, schema_version=str(SCHEMA_VERSION))
+    return row
