@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from fakes import FakeBenchmark, RunContext, run_with
 from runs import REPO, processes_of
 
-from harness.processes import nproc
+from harness.devices import nproc
 from harness.measurement.cases import CaseSkipped
 from harness.measurement.context import BuildContext
 from harness.devices.data_source import DataSource
