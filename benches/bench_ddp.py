@@ -1,5 +1,5 @@
 """Multi-process training: DDP on torchrun (gloo on CPU, nccl on GPU) against one process, and
-DataParallel at the same global batch (guide §6)."""
+DataParallel at the same global batch."""
 
 from harness.workloads.ddp import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

@@ -1,4 +1,4 @@
-"""Memory-bound elementwise ops: GB/s counting bytes read + written (guide §1)."""
+"""Memory-bound elementwise ops: GB/s counting bytes read + written."""
 
 from harness.workloads.elementwise import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

@@ -1,4 +1,4 @@
-"""Square matmul TFLOP/s per dtype over the profile's size ladder (guide §1, §3.3)."""
+"""Square matmul TFLOP/s per dtype over the profile's size ladder."""
 
 from harness.workloads.matmul import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

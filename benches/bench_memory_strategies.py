@@ -1,4 +1,4 @@
-"""Guide §8.5: peak memory against step time for each out-of-memory strategy."""
+"""Out-of-memory strategies: peak memory against step time for each out-of-memory strategy."""
 
 from harness.workloads.memory_strategies import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

@@ -1,4 +1,4 @@
-"""A full MNIST CNN training epoch (60k train + 10k eval) under the guide's settings (§5–§8)."""
+"""A full MNIST CNN training epoch (60k train + 10k eval) under each training setting."""
 
 from harness.workloads.mnist_epoch import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

@@ -1,4 +1,4 @@
-"""The guide's n=5000 fp32 matmul: CPU against the GPU, with the speedup (guide §3.3)."""
+"""The n=5000 fp32 matmul on the CPU against the GPU, with the speedup."""
 
 from harness.workloads.speedup import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

@@ -1,4 +1,4 @@
-"""Host<->device copies: pageable vs pinned, blocking vs non_blocking (guide §1, §3)."""
+"""Host<->device copies: pageable vs pinned, blocking vs non_blocking."""
 
 from harness.workloads.transfer import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

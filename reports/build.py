@@ -29,7 +29,7 @@ __all__ = ["ReportError", "build_report", "render_report"]
 
 
 def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict]]]) -> str:
-    """Guide §9.6: per machine, the top operators of the guide template and of the fastest epoch."""
+    """Profiling the top operators: per machine, those of the template epoch and of the fastest epoch."""
     parts = []
     epochs = tables.ok_rows(frame, "mnist_epoch")
     for machine, group in epochs.groupby("machine"):

@@ -28,8 +28,8 @@ def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[P
     """The results files named or found in folders. A named file is read where it is (a named link
     as its target); a folder is walked without leaving it: a link found inside is not followed
     (one to a place inside is walked as that place; one out of the folder is named in `left_out`,
-    else refused: a report reads only what it was named). Hidden folders (a store's `.fleet/`
-    logs) and a report's merged.csv (one with its report.md beside it) are not runs; a FIFO or
+    else refused: a report reads only what it was named). Hidden folders (`.name/`,
+    never runs) and a report's merged.csv (one with its report.md beside it) are not runs; a FIFO or
     device named *.csv is named in `left_out`. A folder that cannot be listed is named in
     `left_out` when given, else refused: never silently missing."""
     files: list[Path] = []

@@ -1,4 +1,4 @@
-"""`gpubench ab` and `compare` on paired sessions under the faults of docs/fault-campaign.md: signals
+"""`gpubench ab` and `compare` on paired sessions under the faults of docs/validation/fault-campaign.md: signals
 that reach the session alone, build processes that die or record nothing, sides that select or
 write elsewhere, a results folder that refuses the marker, and paired files that are not what
 their names say. The builds here are tiny python processes, not pytest: the session's logic only."""
@@ -254,8 +254,8 @@ def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
 
 @pytest.mark.process
 def test_ctrl_c_that_ends_the_first_build_is_the_sessions_130_not_the_builds_2(tmp_path, monkeypatch):
-    # a terminal's Ctrl-C during side A's first build: the build exits 2 (pytest's interrupted); the
-    # session used to stop with that 2 ("stopped with exit 2") where its every other Ctrl-C exits 130
+    # a terminal's Ctrl-C during side A's first build: the build exits 2 (pytest's interrupted), and the
+    # session exits 130 as for every other Ctrl-C, not with the build's 2 ("stopped with exit 2")
     fake_builds(monkeypatch, "import os, signal, sys\nos.kill(os.getppid(), signal.SIGINT)\nsys.exit(2)")
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert done == 0 and stop is not None and (stop.code, stop.line) == (130, "SIGINT received: stopped after side A, build 1")

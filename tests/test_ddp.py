@@ -280,7 +280,7 @@ def test_a_hung_peer_fails_the_waiting_rank_at_the_collective_timeout(tmp_path, 
 
 @pytest.mark.process
 def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_path, monkeypatch, faulty_rank):
-    """SIGSTOP on rank 1 mid-training (the issue's fault): rank 0 would wait in its collective until
+    """SIGSTOP on rank 1 mid-training (a frozen rank): rank 0 would wait in its collective until
     the collective timeout and be the one blamed. Rank 1's heartbeat goes stale instead: the launch
     is killed naming rank 1, long before the collective timeout (60 s at smoke), and the failed row says so."""
     faulty_rank("stop")

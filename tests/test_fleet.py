@@ -453,7 +453,7 @@ def test_ctrl_c_cancels_every_submitted_job(slurm, tmp_path):
     assert out.count("cancelled (interrupted)") == 2 and slurm.queue() == [], out
 
 
-# ---------------------------------------------------------------- the fault campaign's fixes (docs/fault-campaign-fleet.md)
+# ---------------------------------------------- the fault campaign's fixes (docs/validation/fault-campaign-fleet.md)
 
 SUBMITIT_TRACE = """Traceback (most recent call last):
   File "/venv/lib/python3.11/site-packages/submitit/core/submission.py", line 55, in process_job
@@ -466,7 +466,7 @@ submitit.core.utils.FailedJobError: ERROR: cuda was requested but torch.cuda.is_
 
 
 def test_the_tail_shows_the_runs_error_not_submitits_frames(tmp_path):
-    """Campaign #15: the tail was a dozen lines of submitit's frames; the run's one line hid under them."""
+    """A failed job's tail is what the run wrote, without the dozen lines of submitit's frames around it."""
     from harness.commands.fleet import log_tail
 
     tail = log_tail(FakeJob("1", tmp_path, err=SUBMITIT_TRACE))
@@ -474,9 +474,9 @@ def test_the_tail_shows_the_runs_error_not_submitits_frames(tmp_path):
 
 
 def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
-    """Campaign #22, #23, #36: submitit's USR2 ends a job it may not requeue before Slurm does (state
-    FAILED, not TIMEOUT), and a full store leaves no result file: both were `the job's command failed`
-    or `ended without a result (killed, or its node lost)`."""
+    """submitit's USR2 ends a job it may not requeue before Slurm does (state FAILED, not TIMEOUT), and a
+    full store leaves no result file: each is named from the job's log (`timed out`, `the store filled
+    up`), not as `the job's command failed` or `ended without a result`."""
     timed_out = "submitit WARNING (2026-12-01) - Caught signal SIGUSR2 on vm: this job is timed-out.\n"
     assert run_failure("FailedJobError: Job got killed for an unknown reason.", timed_out).startswith("timed out")
     full = FleetJob(Target("f"), "r", job=FakeJob("2", tmp_path, out="Could not dump error:\nbecause of [Errno 28] No space left on device"))
@@ -485,7 +485,7 @@ def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
 
 
 def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsys):
-    """Campaign #10: cpus=99 on a 2-CPU node pends forever as `queued`; squeue's reason is shown."""
+    """A job no wait starts (cpus=99 on a 2-CPU node) is not left as `queued`: squeue's reason is shown."""
     import harness.commands.fleet as fleet_module
     from harness.commands.fleet import QUEUED
     from harness.commands.fleet_command import announce
@@ -499,8 +499,8 @@ def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsy
 
 
 def test_slurm_jobs_are_not_requeued_and_get_submitits_signal_20_s_before_their_limit(tmp_path):
-    """Campaign #24, #22: a node lost mid-run made Slurm requeue the job, whose rerun was refused (its
-    run id exists); submitit's USR2 came 90 s before the limit, at once for time=1."""
+    """--no-requeue: a job requeued after its node failed would rerun under a run id that exists; and
+    submitit's USR2 comes 20 s before the limit, so even a time=1 job runs most of its minute."""
     from submitit.slurm.slurm import _make_sbatch_string
 
     from harness.commands.fleet_command import make_executor
@@ -514,8 +514,8 @@ def test_slurm_jobs_are_not_requeued_and_get_submitits_signal_20_s_before_their_
 
 
 def test_a_stop_signal_during_submission_waits_for_the_job_then_stops(tmp_path):
-    """Campaign #25: Ctrl-C while sbatch answered killed it after the controller had queued the job;
-    the job ran on, uncancelled, and the fleet said `nothing was measured`."""
+    """Ctrl-C while sbatch answers waits for its answer, so the job the controller queued is known and
+    cancelled rather than left running."""
     jobs = [FleetJob(Target("t1"), "r")]
 
     def submit(fleet_job: FleetJob) -> None:
@@ -529,8 +529,8 @@ def test_a_stop_signal_during_submission_waits_for_the_job_then_stops(tmp_path):
 
 
 def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, capsys):
-    """Campaign #28: a second Ctrl-C during the wait for squeue was a traceback, before the line
-    saying which rows are kept."""
+    """A second Ctrl-C during the wait for squeue is ignored: no traceback, and the fleet's closing line
+    (what was kept; here `nothing was measured`) still comes."""
     import harness.commands.fleet_command as command
     from harness.commands.fleet import Cancelled
 
@@ -546,7 +546,7 @@ def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, c
 
 
 def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path, monkeypatch, capsys):
-    """Campaign #29: Ctrl-C during the final report was a pandas traceback and no word of the runs."""
+    """Ctrl-C during the final report is one line naming the runs kept and how to build the report, no traceback."""
     import reports.build
     from harness.commands.fleet_command import stop_signals, summary_and_report
 
@@ -564,8 +564,8 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path,
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code):
-    """Campaign #30: SIGTERM exited 130 as if Ctrl-C; SIGHUP (the terminal closed) killed the fleet
-    and left its jobs running."""
+    """SIGTERM and SIGHUP (the terminal closed) stop the fleet as Ctrl-C does, each with its own exit
+    code: 143 and 129, not Ctrl-C's 130."""
     from harness.commands.fleet_command import stop_signals
 
     with pytest.raises(KeyboardInterrupt) as stopped, stop_signals():
@@ -576,7 +576,7 @@ def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code
 
 @pytest.mark.parametrize("errno_value, message", [(28, "is full: nothing was submitted"), (30, r"cannot be written \(Read-only file system\)")])
 def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path, monkeypatch, errno_value, message):
-    """Campaign #33, #35: each target failed in turn as `not submitted: [Errno 28] ...`."""
+    """A full or unwritable store is one line before any job, not each target failing as `[Errno 28] ...`."""
     import tempfile
 
     from harness.commands.fleet_command import StoreFull, prepare_store
@@ -593,8 +593,8 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
 @pytest.mark.process
 @pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients"])
 def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
-    """Campaign #32, #14, #18: a store that is a file, `--gpubench-results-dir` passed through (the
-    rows went where the fleet never looks), --cluster slurm without sbatch: one line, exit 2, no job."""
+    """A store that is a file, `--gpubench-results-dir` passed through (the rows would go where the fleet
+    never looks), --cluster slurm without sbatch: one line, exit 2, no job."""
     (tmp_path / "afile").write_text("")
     argv, env = {"store-is-a-file": (["--store", "afile"], None),
                  "pytest-form-option": (["--store", "S", "--gpubench-results-dir=elsewhere"], None),
@@ -607,8 +607,8 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
 
 @pytest.mark.slurm
 def test_a_node_lost_mid_run_is_named_and_its_rows_kept(slurm, tmp_path):
-    """Campaign #27: a node set DOWN under a running job made Slurm requeue it; the rerun was refused
-    (its run id existed) and reported as `gpubench run exited 4 (usage error)`."""
+    """A node set DOWN under a running job: the job is not requeued (a rerun would be refused, its run id
+    exists), it is reported as `its node failed`, and its rows are kept."""
     store = tmp_path / "store"
     proc = fleet(store, "--cluster", "slurm", "--target", "partition=a,time=10,name=victim", *LONG, env=slurm.env, cwd=tmp_path)
     lines: list[str] = []

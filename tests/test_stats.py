@@ -46,8 +46,8 @@ def test_the_csv_and_pytest_benchmarks_table_agree_on_the_same_samples(count):
 
 
 def test_fixed_sample_matches_the_measured_discrepancy_case():
-    """The case the issue measured (fp32 matmul n=64): linear quartiles gave an IQR 33% below
-    pytest-benchmark's. Nine rounds: method 3, q = 1."""
+    """Nine rounds of a short case (fp32 matmul n=64 has this shape): linear quartiles would give an IQR
+    33% below pytest-benchmark's; its method 3, q = 1, is used."""
     samples = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 40.0]
     stats = summarize(samples)
     assert (stats.q1_s, stats.q3_s) == (0.25 * 11 + 0.75 * 12, 0.75 * 16 + 0.25 * 17)

@@ -1,4 +1,4 @@
-"""The store campaign's fixes (docs/fault-campaign-store.md): one test per fix, each seen to fail
+"""The store campaign's fixes (docs/validation/fault-campaign-store.md): one test per fix, each seen to fail
 with the line it guards broken. Stores are built from the committed H200 run (tests/test_health.py's
 copy_of), no measuring; `--store` checks call harness.records.store directly."""
 

@@ -1,4 +1,4 @@
-"""Correctness the training workloads rest on (issue: accumulation, checkpointing, AMP, loaders)."""
+"""Correctness the training workloads rest on: accumulation, checkpointing, AMP, loaders."""
 
 import gzip
 import os

@@ -6,5 +6,6 @@ SPEC = WorkloadSpec(
     builds={"smoke": 1, "quick": 2, "full": 5},
     markers=("training",),
     headlines=(("samples_per_s", "{:.4g} samples/s"),),
-    report=ReportSection("Out-of-memory strategies (guide §8.5)", renderer="memory_strategies", order=80),
+    report=ReportSection("Out-of-memory strategies: peak memory against step time", renderer="memory_strategies",
+                         order=80),
 )

@@ -2,7 +2,7 @@ from typing import Any
 
 from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 
-# The guide's template epoch (§5); mnist_epoch.EpochCase's field defaults equal these (a test pins it).
+# The template epoch (a tutorial's usual MNIST setup); EpochCase's field defaults equal these (a test pins it).
 GUIDE_TEMPLATE: dict[str, Any] = {
     "loader": "dataloader", "num_workers": 4, "pin_memory": True, "non_blocking": True, "persistent_workers": False,
     "prefetch_factor": None, "precision": "fp32", "channels_last": False, "compile_mode": "none", "checkpointing": False,

@@ -42,7 +42,7 @@ def cuda_device_count() -> int:
 def resolve_device(spec: str) -> torch.device:
     """Turn a --device value into a torch.device, or raise DeviceError naming what exists.
 
-    `auto` picks cuda, then mps, then cpu (guide §2.1).
+    `auto` picks cuda, then mps, then cpu.
     """
     text = spec.strip().lower()
     match = _SPEC.match(text)

@@ -1,4 +1,4 @@
-"""The machine fingerprint (guide §2): what every result row carries, and `gpubench env` prints."""
+"""The machine fingerprint: what every result row carries, and `gpubench env` prints."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def machine_identity() -> dict[str, Any]:
 
 
 def fingerprint(device: torch.device) -> dict[str, Any]:
-    """Everything guide §2 asks to check, plus what explains a number: CPU, RAM, threads, TF32."""
+    """The environment a result depends on (versions, device), plus what explains a number: CPU, RAM, threads, TF32."""
     cuda = torch.cuda.is_available()
     cpu = cpu_model()
     fields: dict[str, Any] = {

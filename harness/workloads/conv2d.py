@@ -1,6 +1,6 @@
 """A 3x3 convolution, forward: TFLOP/s per dtype, memory format (NCHW or channels_last) and, on
 cuda, cuDNN's autotuner (torch.backends.cudnn.benchmark). The layer the MNIST CNN is made of,
-measured alone (guide §7 precision, §5 channels_last)."""
+measured alone (reduced precision, channels_last memory format)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Multi-device training (guide §6): DDP under torchrun against one process, and DataParallel."""
+"""Multi-device training: DDP under torchrun against one process, and DataParallel."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One rank of the distributed training benchmark (guide §6.2). Launched by torchrun:
+"""One rank of the distributed training benchmark (DistributedDataParallel). Launched by torchrun:
 
     torchrun --nproc_per_node=2 -m harness.workloads.ddp_worker --results-dir results
 

@@ -1,4 +1,4 @@
-"""Memory-bound elementwise ops: GB/s counting every byte read and written (guide §1).
+"""Memory-bound elementwise ops: GB/s counting every byte read and written.
 
 Every ladder ends at a DRAM-resident size: a working set >= 8x the last-level cache in front of the
 device's memory, so the headline is a memory figure, not a cache one. Each row says which tier its

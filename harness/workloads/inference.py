@@ -1,4 +1,4 @@
-"""Forward passes of the MLP and the CNN under grad, no_grad and inference_mode (guide §4, §8.1)."""
+"""Forward passes of the MLP and the CNN under grad, no_grad and inference_mode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Square matmul TFLOP/s over a size ladder and dtypes (guide §1, §3.3)."""
+"""Square matmul TFLOP/s over a size ladder and dtypes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Guide §8.5 made measurable: peak memory against step time for each out-of-memory strategy."""
+"""Out-of-memory strategies made measurable: peak memory against step time for each strategy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A full MNIST CNN training epoch (60k train + 10k eval) under every setting of guide §5–§8.
+"""A full MNIST CNN training epoch (60k train + 10k eval) under every training setting:
+input pipeline, precision, channels_last, compile, checkpointing, accumulation, freezing.
 
 The epoch is timed in windows of steps (harness.workloads.train_loop.run_epoch), so one epoch
 gives a row with raw samples and a spread; `epoch_s` stays the whole epoch. A diverged run
@@ -34,7 +35,7 @@ SMOKE_IMAGES = (2048, 512)  # the smoke profile trains on this many train/test i
 
 @dataclass(frozen=True)
 class EpochCase(Case):
-    """Defaults are the guide's template (§5): DataLoader with ToTensor+Normalize per image,
+    """Defaults are the template (a tutorial's usual MNIST setup): DataLoader with ToTensor+Normalize per image,
     batch 256, num_workers=4, pin_memory=True, non_blocking copies, fp32, no compile.
     A preloaded epoch uses none of the DataLoader's knobs: they are None."""
 
@@ -74,7 +75,7 @@ def _unique(cases: list[EpochCase]) -> list[EpochCase]:
 
 def cases(ctx: BuildContext) -> list[EpochCase]:
     profile, gpu = ctx.profile, ctx.device.type != "cpu"
-    amp = "bf16"  # preferred over fp16 wherever supported: no GradScaler needed (guide §7.1)
+    amp = "bf16"  # preferred over fp16 wherever supported: no GradScaler needed
     if profile == "smoke":
         return [TEMPLATE, PRELOADED]
     best = replace(PRELOADED, precision=amp, channels_last=True)

@@ -1,4 +1,4 @@
-"""The guide's models: the MNIST CNN (§5) and the SimpleNet MLP (§4)."""
+"""The benchmark's models: the MNIST CNN of the training epoch and the SimpleNet MLP of inference."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ class CNN(nn.Module):
     """Conv(1→32)–ReLU–Pool → Conv(32→64)–ReLU–Pool → Linear(3136→256)–ReLU–Dropout → Linear(256→10).
 
     With `checkpointing`, each conv block's activations are recomputed in backward instead of
-    stored (torch.utils.checkpoint, non-reentrant), trading compute for memory (guide §8.1).
+    stored (torch.utils.checkpoint, non-reentrant), trading compute for memory (gradient checkpointing).
     """
 
     def __init__(self, checkpointing: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""The guide's §3.3 check: n=5000 fp32 matmul on the CPU against the GPU, with the speedup."""
+"""The GPU-over-CPU check: n=5000 fp32 matmul on the CPU against the GPU, with the speedup."""
 
 from __future__ import annotations
 

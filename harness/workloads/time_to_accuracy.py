@@ -80,7 +80,7 @@ def target_for(case: "TargetCase", dataset: str, profile: str) -> float:
 
 
 def designs(gpu: bool) -> dict[str, EpochCase]:
-    """The template (guide §5), the fastest epoch setting of mnist_epoch's quick profile, and the
+    """The template epoch, the fastest epoch setting of mnist_epoch's quick profile, and the
     speedrun: data on the device, bf16, channels_last, batch 512 with a one-cycle schedule peaking
     at 3x the template's learning rate (on GPU also torch.compile)."""
     fastest = replace(PRELOADED, precision="bf16", channels_last=True)

@@ -1,4 +1,4 @@
-"""The training step and epoch every training workload shares (guide §5, §7, §8).
+"""The training step and epoch every training workload shares: precision, accumulation, checkpointing.
 
 No per-step host sync: loss and correct counts accumulate on the device and are read once at the
 end, so the loop measures the settings, not `.item()` stalls.
@@ -31,7 +31,7 @@ def precision_skip_reason(precision: str, device: torch.device) -> str | None:
 
 class Trainer:
     """One model, optimizer and precision policy: fp32; fp16 = autocast + GradScaler; bf16 =
-    autocast without a scaler (its range equals fp32's, guide §7.1)."""
+    autocast without a scaler (its exponent range equals fp32's)."""
 
     def __init__(self, model: nn.Module, device: torch.device, precision: str = "fp32", accumulation_steps: int = 1,
                  freeze_features: bool = False, compile_mode: str = "none", lr: float = 1e-3,
@@ -60,7 +60,7 @@ class Trainer:
 
     def micro_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Forward and backward of one micro-batch; the loss is divided by the accumulation steps so
-        N micro-batches of B give the gradients of one batch of N·B (guide §8.4)."""
+        N micro-batches of B give the gradients of one batch of N·B (gradient accumulation)."""
         self.model.train()
         x = x.contiguous(memory_format=self.memory_format)
         with self.autocast():
@@ -189,7 +189,7 @@ def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], n
 
 
 def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int = 10, top: int = 15) -> list[dict[str, Any]]:
-    """Guide §9.6: a few steps under torch.profiler (CPU and, on CUDA, CUDA activities); the top
+    """Profiling the top operators: a few steps under torch.profiler (CPU and, on CUDA, CUDA activities); the top
     operators by device time (self CPU time on cpu)."""
     from torch.profiler import ProfilerActivity, profile
 

@@ -1,4 +1,4 @@
-"""Host<->device copies: GB/s over sizes, pageable vs pinned, blocking vs non_blocking (guide §1, §3)."""
+"""Host<->device copies: GB/s over sizes, pageable vs pinned, blocking vs non_blocking."""
 
 from __future__ import annotations
 
