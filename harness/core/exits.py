@@ -38,7 +38,8 @@ SIGNAL_BASE = 128  # 128 + N: killed by signal N
 
 
 def meaning_of(code: int) -> str:
-    """What an exit code of `gpubench run` says, for a line naming it ('' for one it never gives)."""
+    """What an exit code of `gpubench run` says, for a line naming it ('' for one it never gives): a meaning's first
+    clause is run's, the rest the other commands'."""
     if code in ExitCode._value2member_map_:
-        return ExitCode(code).meaning
+        return ExitCode(code).meaning.split(";")[0]
     return f"killed by signal {code - SIGNAL_BASE}" if code > SIGNAL_BASE else ""
