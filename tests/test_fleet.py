@@ -599,10 +599,12 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     argv, env = {"store-is-a-file": (["--store", "afile"], None),
                  "pytest-form-option": (["--store", "S", "--gpubench-results-dir=elsewhere"], None),
                  "no-slurm-clients": (["--store", "S", "--cluster", "slurm"], dict(os.environ, PATH=str(tmp_path)))}[case]
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", *argv, *TINY], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=False)
+    jobs = tmp_path / "jobs"
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", *argv, "--jobs-dir", str(jobs), *TINY], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
     assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch"}[case] in done.stderr
-    assert not (tmp_path / "S" / ".fleet").exists() or not any((tmp_path / "S" / ".fleet").rglob("*.pkl"))
+    assert not jobs.exists() or not any(jobs.iterdir()), "a job was written before the refusal"
 
 
 @pytest.mark.slurm
