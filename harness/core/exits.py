@@ -24,10 +24,10 @@ class ExitCode(IntEnum):
     INTERNAL = 3, "pytest internal error in a build"
     REFUSED = 4, "a problem found before the first case: an option, the device, the run id, the results folder, a limit"
     NO_CASES = 5, "no case matched -k/-m"
-    RESULTS_FULL = 75, "the results folder filled up (EX_TEMPFAIL)"
-    HANGUP = 129, "hung up (SIGHUP: the terminal closed)"
-    INTERRUPTED = 130, "interrupted (Ctrl-C, SIGINT)"
-    TERMINATED = 143, "terminated (SIGTERM)"
+    RESULTS_FULL = 75, "results folder full; EX_TEMPFAIL: no further build starts"
+    HANGUP = 129, "hung up; SIGHUP: the terminal closed"
+    INTERRUPTED = 130, "interrupted; Ctrl-C or SIGINT"
+    TERMINATED = 143, "terminated; SIGTERM"
 
 
 BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
