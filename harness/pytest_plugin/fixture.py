@@ -44,6 +44,11 @@ class Recorder:
         # its timer; every other measurement is driven by the harness itself (inline_rounds, the same clock)
         self._driven = not benchmark_times
 
+    @property
+    def device(self) -> Any:
+        """The run's torch.device (--gpubench-device; auto: cuda > mps > cpu): build the model there."""
+        return self.state.ctx.device
+
     def progress(self, message: str) -> None:
         """A line on the terminal even while pytest captures output (long cases report here)."""
         reporter = self.request.config.pluginmanager.get_plugin("terminalreporter")
