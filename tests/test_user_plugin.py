@@ -5,6 +5,7 @@ the suite's cases. The plugin is loaded the way an installed gpubench loads it: 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -184,7 +185,10 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
     assert 0 < train["user_figures"]["loss"] < 10 and len(train["samples_s"]) == train["rounds"]
     assert train["hostname"] and train["torch_version"] and train["device"] == "cpu"
     assert rows[("tinymlp/fresh", 1)]["builds"] == 2
-    assert '"case_id": "tinymlp/train-batch=64"' in (installed.path / "bench.json").read_text()
+    bench = json.loads((installed.path / "bench.json").read_text())  # pytest-benchmark's JSON: the same rounds, the synced clock
+    [timed] = [b for b in bench["benchmarks"] if b["name"] == "test_train_step"]
+    assert timed["extra_info"]["case_id"] == "tinymlp/train-batch=64" and "session_clock" in timed["options"]["timer"]
+    assert timed["stats"]["median"] == pytest.approx(train["median_s"]) and bench["machine_info"]["gpubench"]["hostname"]
 
     report = build_report([csv], installed.path / "report", baseline=None).read_text()
     table = report.split("## tinymlp", 1)[1].split("\n## ", 1)[0]
