@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -32,6 +30,14 @@ def pytest_addoption(parser):
 @pytest.fixture
 def device(request):
     return request.config.getoption("--device")
+'''
+
+LOADED_MODULES = '''
+
+def pytest_unconfigure(config):
+    import sys
+    print("plugin loaded:", config.pluginmanager.has_plugin("harness.pytest_plugin.plugin"))
+    print("heavy modules:", sorted(m for m in ("torch", "pandas", "numpy") if m in sys.modules))
 '''
 
 PLAIN_TESTS = '''
@@ -152,12 +158,12 @@ def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed):
     assert sorted(p.relative_to(installed.path) for p in installed.path.rglob("*")) == before  # no results folder, no file
 
 
-@pytest.mark.process  # a fresh interpreter: the test process itself imported torch long ago
-def test_importing_the_installed_plugin_loads_no_torch():
-    code = ("import sys, harness.pytest_plugin.entry, harness.pytest_plugin.plugin; "
-            "print(sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
-    assert out.strip() == "[]"
+@pytest.mark.process  # a fresh interpreter: this test process imported torch long ago
+def test_an_unrelated_suite_loads_no_torch_through_the_installed_plugin(installed):
+    installed.makeconftest(PLAIN_CONFTEST + LOADED_MODULES)
+    installed.makepyfile(test_plain=PLAIN_TESTS)
+    result = installed.runpytest_subprocess("-p", "no:cacheprovider")
+    assert "plugin loaded: True" in result.outlines and "heavy modules: []" in result.outlines, result.stdout.str()
 
 
 def slowed_copy(csv: Path, folder: Path, factor: float) -> Path:

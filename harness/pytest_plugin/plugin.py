@@ -229,10 +229,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Check the results folder only when something will be recorded, still before any case."""
-    from harness.records.results import check_writable
-
     state = session.config.stash.get(STATE, None)
     if state is not None and any(map(uses_gpubench, session.items)) and not session.config.getoption("collectonly"):
+        from harness.records.results import check_writable
+
         try:
             check_writable(state.session.results_dir)
         except OSError as error:
@@ -275,11 +275,11 @@ def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """The run's first lines: the device, and a GPU the driver shows but this torch cannot use."""
-    from harness.devices.device import unusable_gpu
-
     state = config.stash.get(STATE, None)
     if state is None:
         return []
+    from harness.devices.device import unusable_gpu
+
     lines = [f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results {state.session.csv_path}"]
     unseen = unusable_gpu(state.ctx.device)
     if unseen:
@@ -293,10 +293,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """pytest-benchmark's saved runs carry the device fingerprint, so they can be told apart by GPU."""
-    from harness.devices.env import fingerprint
-
     state = config.stash.get(STATE, None)
     if state is not None:
+        from harness.devices.env import fingerprint
+
         machine_info["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
 
 

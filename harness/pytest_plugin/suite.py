@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from harness.pytest_plugin.modes import add_suite_options
+
+HELD_INTERRUPT.hold()  # from the conftest's load on: Ctrl-C while pytest and torch load is raised at configure (exit 2)
 
 pytest_plugins = ["harness.pytest_plugin.plugin"]
 
