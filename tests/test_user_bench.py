@@ -8,9 +8,9 @@ import csv
 import pytest
 
 from harness.core.stats import summarize
+from harness.measurement.user_bench import UserBenchError, rate_figures, user_workload
 from harness.records.results import ResultsWriter, read_rows
 from harness.records.schema import COLUMNS, SchemaError
-from harness.measurement.user_bench import UserBenchError, rate_figures, user_workload
 
 
 def workload_of(name="mymodel/train", params=None, work=None, figures=None, builds=1):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import signal
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from runs import ONE_CASE_BENCH, REPO
 
 from harness.records.results import ResultsWriter, read_rows

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 STATE = pytest.StashKey["RunState"]()
 ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
-SUITE_FLAG, SUITE_DEST = "--gpubench-suite", "gpubench_suite"  # declared only by the suite: its mark
+ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE = (f"harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite"))
 TIMER = "harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
 # `gpubench run` starts one pytest process per build and names the build here, and the pipe its
 # first process reports the selection's build count on.
@@ -63,31 +63,37 @@ def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
 
 def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """Every option in its namespaced form (`--gpubench-profile`), which cannot collide with another
-    plugin's or a conftest's; the suite's short forms too when this module was loaded by name."""
+    plugin's or a conftest's; loaded by name (not through the entry point), the suite's short form
+    (`--profile`) too, unless another plugin already took it."""
     group = parser.getgroup("gpubench")
+    by_entry_point = any(getattr(plugin, "__name__", None) == ENTRY_MODULE for plugin in pluginmanager.get_plugins())
+    taken = set() if by_entry_point else taken_flags(pluginmanager)
     for option in RUN_OPTIONS:
-        group.addoption(option.namespaced, **option.kwargs(dest=option.pytest_dest))
+        short = [] if by_entry_point or option.flag in taken else [option.flag]
+        group.addoption(option.namespaced, *short, **option.kwargs(dest=option.pytest_dest))
     for flag, kwargs in INTERNAL:
         group.addoption(flag, **kwargs)
-    if pluginmanager.get_plugin(ENTRY_NAME) is None:  # not through the entry point: the checkout's conftest or -p
-        add_suite_options(parser, pluginmanager)
 
 
 def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """The short forms (`--profile`) unless another plugin already took them, and the suite's mark;
-    once per parser (harness.pytest_plugin.suite asks again when the entry point loaded the plugin first)."""
+    """For harness.pytest_plugin.suite: the plugin first (its options), then the short forms it did
+    not add because its entry point loaded it (and no other plugin took them)."""
+    pluginmanager.import_plugin(PLUGIN_MODULE)  # no-op when registered; else it declares its options now
     group = parser.getgroup("gpubench")
-    if any(SUITE_FLAG in argument.names() for argument in group.options):
-        return
+    declared = {name for argument in group.options for name in argument.names()}
     taken = taken_flags(pluginmanager)
     for option in RUN_OPTIONS:
-        if option.flag not in taken:
+        if option.flag not in taken and option.flag not in declared:
             group.addoption(option.flag, **option.kwargs(dest=option.pytest_dest))
-    group.addoption(SUITE_FLAG, action="store_true", default=True, dest=SUITE_DEST, help=argparse.SUPPRESS)
 
 
 def is_suite(config: pytest.Config) -> bool:
-    return bool(getattr(config.option, SUITE_DEST, False))
+    """Loaded as the suite's plugin: through harness.pytest_plugin.suite, or by its module name
+    before (or without) the entry point (pluggy lists plugins in the order they registered)."""
+    names = [name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None]
+    if SUITE_MODULE in names or ENTRY_NAME not in names:
+        return True
+    return PLUGIN_MODULE in names and names.index(PLUGIN_MODULE) < names.index(ENTRY_NAME)
 
 
 def options_given(config: pytest.Config) -> bool:

@@ -18,8 +18,6 @@ and has one test that calls `gpubench.run(case)`; a user's test calls `gpubench.
 
 from __future__ import annotations
 
-import argparse
-import inspect
 import json
 import os
 import signal
@@ -29,11 +27,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.core.exits import ExitCode
-from harness.core.options import RUN_OPTIONS
 from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
-
-from harness.pytest_plugin.modes import (STATE, activate, activate_for, add_options, is_suite, options_given,
-                                        timed_by_session_clock, uses_gpubench)
+from harness.pytest_plugin.modes import (
+    STATE,
+    activate,
+    activate_for,
+    add_options,
+    is_suite,
+    options_given,
+    timed_by_session_clock,
+    uses_gpubench,
+)
 
 if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
     from harness.pytest_plugin.fixture import Recorder

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from harness.catalog import case_id_for
 from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
-from harness.records.schema import SCHEMA_VERSION, SETTING_COLUMNS, SchemaError, to_cell, typed_row
-
+from harness.records.schema import (
+    SCHEMA_VERSION,
+    SETTING_COLUMNS,
+    SchemaError,
+    to_cell,
+    typed_row,
+)
 
 # Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
 _DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
