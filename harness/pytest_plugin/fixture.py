@@ -38,7 +38,8 @@ def benchmark_rounds(benchmark: Any) -> Rounds:
 
 
 class Recorder:
-    def __init__(self, state: RunState, benchmark: Any, request: pytest.FixtureRequest, build: int, benchmark_times: bool = True) -> None:
+    def __init__(self, state: RunState, benchmark: Any, request: pytest.FixtureRequest, build: int,
+                 benchmark_times: bool = True) -> None:
         self.state, self.benchmark, self.request, self.build = state, benchmark, request, build
         # pytest-benchmark's fixture drives one measurement per test, and only with the synced clock as
         # its timer; every other measurement is driven by the harness itself (inline_rounds, the same clock)
@@ -97,7 +98,8 @@ class Recorder:
 
     def measure(self, fn: Callable[[], Any] | None = None, *, name: str, params: Mapping[str, Any] | None = None,
                 work: Mapping[str, float] | None = None, figures: Figures | None = None,
-                setup: Callable[[], Callable[[], Any]] | None = None, builds: int | None = None) -> list[dict[str, Any]]:
+                setup: Callable[[], Callable[[], Any]] | None = None,
+                builds: int | None = None) -> list[dict[str, Any]]:
         """Time the user's callable through the harness (harness.measurement.user_bench): `fn`, or what
         `setup()` returns, once per build (a fresh model each); one row per build, returned."""
         if (fn is None) == (setup is None):
@@ -105,9 +107,10 @@ class Recorder:
         if setup is None and builds not in (None, 1):
             raise UserBenchError(f"builds={builds!r} needs setup= (a function returning a fresh callable per build) — "
                                  "one callable timed again is not an independent build")
-        count = builds or (1 if setup is None else self.state.ctx.builds or Profile(self.state.ctx.profile).default_builds)
-        case, workload = user_workload(name, params, setup or (lambda: fn), work, figures, count)
-        return [self._run(case, workload, build) for build in range(count)]
+        if builds is None:  # a fresh model per build: --gpubench-builds, else the profile's count
+            builds = 1 if setup is None else self.state.ctx.builds or Profile(self.state.ctx.profile).default_builds
+        case, workload = user_workload(name, params, setup or (lambda: fn), work, figures, builds)
+        return [self._run(case, workload, build) for build in range(builds)]
 
     def _run(self, case: Any, workload: Any, build: int) -> dict[str, Any]:
         session, untimed = self.state.session, self.benchmark.disabled

@@ -6,7 +6,7 @@
   timer, Ctrl-C held where pytest cannot take it, case x build parametrization with builds
   interleaved (build 0 of every case, then build 1, ...), and the run's lifecycle hooks;
 - installed, through its `pytest11` entry point (harness.pytest_plugin.entry) in any test run: inert
-  (no option changed, no handler, no reordering, nothing imported beyond pytest's own, nothing written)
+  (no option changed, no handler, no reordering, no torch imported, nothing written)
   until a `--gpubench-*` option is given (set up at configure, as the suite) or a collected test asks
   for the `gpubench` fixture (set up after collection, before the first test; the synced clock then
   rides on those tests' `benchmark` marker, pytest-benchmark's public per-test timer).
