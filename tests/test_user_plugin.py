@@ -59,6 +59,7 @@ def test_skipped():
 '''
 
 USER_MODEL_TEST = '''
+import pytest
 import torch
 
 
@@ -83,6 +84,8 @@ def test_train_step(gpubench):
     rows = gpubench.measure(make_step(gpubench.device), name="tinymlp/train", params={"batch": 64},
                             work={"samples": 64, "tokens": 64 * 32}, figures=lambda stats, loss: {"loss": float(loss)})
     assert [row["status"] for row in rows] == ["ok"]
+    with pytest.raises(ValueError, match="builds=2 needs setup= .* one callable timed again is not an independent build"):
+        gpubench.measure(lambda: None, name="tinymlp/again", builds=2)
 
 
 def test_builds(gpubench):
