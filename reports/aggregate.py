@@ -10,9 +10,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.records.schema import NUMERIC_COLUMNS, SETTING_COLUMNS
+from harness.records.schema import NUMERIC_COLUMNS, SETTING_COLUMNS, parse_cell
 
 KEYS = ["machine", "workload", "case_id", "setting"]
+USER_PREFIX = "user."  # a user's own figure (the `user_figures` column) as a column of the cases: user.loss
+
+
+def user_figure_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """The `user_figures` JSON of each row as numeric columns `user.<name>` (NaN where a row has none)."""
+    if "user_figures" not in rows or rows["user_figures"].isna().all():
+        return pd.DataFrame(index=rows.index)
+    parsed = {text: parse_cell("user_figures", text) for text in rows["user_figures"].dropna().unique()}
+    values = [parsed.get(text) or {} if isinstance(text, str) else {} for text in rows["user_figures"]]
+    figures = pd.DataFrame(values, index=rows.index, dtype=float)
+    return figures.add_prefix(USER_PREFIX)
 
 
 def _flags(values: pd.Series) -> str:
@@ -23,7 +34,9 @@ def per_case(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (machine, case) over the ok rows: numeric columns as medians, settings as
     they are, `builds`, `runs`, `spread` (of median_s between builds) and the union of flags."""
     ok = frame[frame["status"] == "ok"]
+    ok = ok.join(user_figure_columns(ok))
     numeric = [c for c in NUMERIC_COLUMNS if c in ok and c not in ("build", "builds", "schema_version")]
+    numeric += [c for c in ok.columns if c.startswith(USER_PREFIX)]
     settings = [c for c in SETTING_COLUMNS if c in ok and c not in numeric]
     extras = [c for c in ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version") if c in ok and c not in settings]
     if ok.empty:  # every row skipped or failed: no case, but every column a table may ask for

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.catalog import short_id
+from harness.catalog import short_id, spec_for
 from harness.records.results import read_frame, write_frame
 from harness.records.safe_files import RefusedRead, kind_problem, read_json
 from harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
@@ -199,12 +199,15 @@ def write_merged(frame: pd.DataFrame, out: Path) -> None:
 
 
 def setting_labels(frame: pd.DataFrame) -> pd.Series:
-    """The short id of each row's settings, computed once per distinct case."""
+    """The short id of each row's settings, computed once per distinct case; a workload the catalogue
+    does not declare (a user's own benchmark) is labelled by its case id's tail, as its writer named it."""
     keys = ["workload", *SETTING_COLUMNS]
     settings = frame[keys].astype(object).where(frame[keys].notna(), None)
     rows = list(settings.itertuples(index=False, name=None))
     labels = {row: short_id(row[0], _typed_settings(row[1:])) for row in dict.fromkeys(rows)}
-    return pd.Series([labels[row] for row in rows], index=frame.index)
+    declared = frame["workload"].map(lambda name: spec_for(name) is not None if isinstance(name, str) else False)
+    tails = frame["case_id"].astype(str).str.split("/", n=1).str[-1]
+    return pd.Series([labels[row] for row in rows], index=frame.index).where(declared, tails)
 
 
 INT_SETTINGS = frozenset(c for c in SETTING_COLUMNS if kind_of(c) == "int")

@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.core.workload_spec import ReportSection
 from reports import plots, tables
+from reports.aggregate import USER_PREFIX
 from reports.intervals import BEST_RULE
 from reports.markdown import image, md_table, section
 
@@ -103,6 +104,15 @@ def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec:
                                                   "samples_per_s"]))
 
 
+RATES = ("samples_per_s", "tflops", "gbps", "energy_j", "samples_per_j")  # what a workload without a table shows, where it has them
+
+
+def figures_of(rows: pd.DataFrame) -> list[str]:
+    """The throughput, energy and user figures (`user.<name>`) these cases hold."""
+    present = [c for c in RATES if c in rows and rows[c].notna().any()]
+    return present + sorted(c for c in rows.columns if c.startswith(USER_PREFIX) and rows[c].notna().any())
+
+
 def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     """A declared plot (if any) and a table of the declared columns (all settings and figures
     when none are declared), over the cases: medians over builds and runs."""
@@ -110,7 +120,7 @@ def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSec
     if rows.empty:
         return ""
     png = plots.spec_plot(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
-    columns = spec.table or ("machine", "setting", "median_s", "spread", "flags")
+    columns = spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
     return section(spec.title, image(_name(png), workload) if png else "", spec.intro, _cases_table(cases, workload, columns))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["str", "int", "float", "bool", "json"]
+Kind = Literal["str", "int", "float", "bool", "json", "object"]  # json: raw samples; object: a flat JSON object
 Group = Literal["run", "case", "measurement", "figure"]
 
 

@@ -121,12 +121,13 @@ class Stopwatch:
 _session_clock: SyncedClock | None = None
 
 
-def install_session_clock(clock: SyncedClock | None) -> None:
+def install_session_clock(clock: SyncedClock | None) -> SyncedClock | None:
     """The clock `session_clock` reads: the pytest plugin installs its session's, and names
     `harness.measurement.timing.session_clock` as pytest-benchmark's --benchmark-timer (its public way to
     take a timer), so pytest-benchmark times every round with the one synced clock."""
     global _session_clock
-    _session_clock = clock
+    previous, _session_clock = _session_clock, clock
+    return previous  # an embedding run's clock (pytester inside a gpubench session), put back after
 
 
 def session_clock() -> float:

@@ -97,7 +97,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
-    install_session_clock(clock)
+    previous_clock = install_session_clock(clock)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     counter, energy_note = energy_counter(device)
@@ -106,5 +106,6 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
                        target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"])
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
-    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"])
+    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],
+                     previous_clock=previous_clock)
     return state, checked["warning"]

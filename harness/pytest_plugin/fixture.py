@@ -5,12 +5,13 @@ the session, and shows the same samples in pytest-benchmark's table (through its
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, Mapping, NoReturn
 
 import pytest
 from pytest_benchmark.stats import Stats
 
-from harness.measurement.measure import Rounds
+from harness.measurement.measure import Rounds, inline_rounds
+from harness.catalog.profiles import Profile
 from harness.core.exits import ExitCode
 from harness.core.plan import RoundPlan
 from harness.records.results import ResultsFull
@@ -20,6 +21,7 @@ from harness.records.safe_files import UnsafePath
 from harness.records.schema import RUN_COLUMNS, SchemaError
 from harness.measurement.session import Stop
 from harness.measurement.terminal import summary_line
+from harness.measurement.user_bench import Figures, UserBenchError, user_workload
 from harness.measurement.workload import as_workload
 
 
@@ -36,8 +38,17 @@ def benchmark_rounds(benchmark: Any) -> Rounds:
 
 
 class Recorder:
-    def __init__(self, state: RunState, benchmark: Any, request: pytest.FixtureRequest, build: int) -> None:
+    def __init__(self, state: RunState, benchmark: Any, request: pytest.FixtureRequest, build: int,
+                 benchmark_times: bool = True) -> None:
         self.state, self.benchmark, self.request, self.build = state, benchmark, request, build
+        # pytest-benchmark's fixture drives one measurement per test, and only with the synced clock as
+        # its timer; every other measurement is driven by the harness itself (inline_rounds, the same clock)
+        self._driven = not benchmark_times
+
+    @property
+    def device(self) -> Any:
+        """The run's torch.device (--gpubench-device; auto: cuda > mps > cpu): build the model there."""
+        return self.state.ctx.device
 
     def progress(self, message: str) -> None:
         """A line on the terminal even while pytest captures output (long cases report here)."""
@@ -82,18 +93,39 @@ class Recorder:
             self._stop(Stop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
 
     def run(self, case: Any) -> dict[str, Any]:
-        workload = as_workload(self.request.module.gpubench_workload)
+        """One build (the parametrized one) of a case of the bench module's workload."""
+        return self._run(case, as_workload(self.request.module.gpubench_workload), self.build)
+
+    def measure(self, fn: Callable[[], Any] | None = None, *, name: str, params: Mapping[str, Any] | None = None,
+                work: Mapping[str, float] | None = None, figures: Figures | None = None,
+                setup: Callable[[], Callable[[], Any]] | None = None,
+                builds: int | None = None) -> list[dict[str, Any]]:
+        """Time the user's callable through the harness (harness.measurement.user_bench): `fn`, or what
+        `setup()` returns, once per build (a fresh model each); one row per build, returned."""
+        if (fn is None) == (setup is None):
+            raise UserBenchError("measure() takes the function to time, or setup= returning it — pass one of them")
+        if setup is None and builds not in (None, 1):
+            raise UserBenchError(f"builds={builds!r} needs setup= (a function returning a fresh callable per build) — "
+                                 "one callable timed again is not an independent build")
+        if builds is None:  # a fresh model per build: --gpubench-builds, else the profile's count
+            builds = 1 if setup is None else self.state.ctx.builds or Profile(self.state.ctx.profile).default_builds
+        case, workload = user_workload(name, params, setup or (lambda: fn), work, figures, builds)
+        return [self._run(case, workload, build) for build in range(builds)]
+
+    def _run(self, case: Any, workload: Any, build: int) -> dict[str, Any]:
         session, untimed = self.state.session, self.benchmark.disabled
         self.benchmark.group = case.workload
         if not untimed:
             self._open()  # a later build's session reads the cases its first build skipped
-        if self.build > 0 and case.case_id in session.skipped:
+        if build > 0 and case.case_id in session.skipped:
             pytest.skip(session.skipped[case.case_id])  # its first build already left the row
-        ctx = self.state.context(self.build)
+        ctx = self.state.context(build)
         ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
-        self.benchmark.extra_info.update({"case_id": case.case_id, "build": self.build, **{k: v for k, v in case.settings().items() if v is not None}})
+        if not self._driven:  # pytest-benchmark's fixture drives one measurement per test: the first
+            self.benchmark.extra_info.update({"case_id": case.case_id, "build": build,
+                                              **{k: v for k, v in case.settings().items() if v is not None}})
         try:
-            rounds = benchmark_rounds(self.benchmark)
+            rounds = inline_rounds(ctx.clock) if self._driven else benchmark_rounds(self.benchmark)
             row = run_case(case, workload, ctx, session.base_row() if not untimed else {"run_id": session.run_id}, session.record if not untimed else None,
                            rounds=rounds, untimed=untimed)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
@@ -106,16 +138,19 @@ class Recorder:
             pytest.skip(f"not recorded: {str(stopped).split(':')[0]}")  # the signal's name
         finally:
             self.state.release_device_data()
-        return self._report(case, row, untimed)
+        first, self._driven = not self._driven, True
+        return self._report(case, row, untimed, first)
 
-    def _report(self, case: Any, row: dict[str, Any], untimed: bool) -> dict[str, Any]:
+    def _report(self, case: Any, row: dict[str, Any], untimed: bool, first: bool = True) -> dict[str, Any]:
         if untimed and row["status"] == "ok":
             self.state.untimed_cases += 1
-            self.benchmark(lambda: None)  # marks the fixture used (the runner made the untimed call): no warning per case
+            if first:
+                self.benchmark(lambda: None)  # marks the fixture used (the runner made the untimed call): no warning per case
             return row
-        self.benchmark.extra_info.update({k: v for k, v in row.items() if k not in RUN_COLUMNS and k != "samples_s" and v is not None
-                                          and isinstance(v, (int, float, str, bool))})
-        if row["status"] == "ok":
+        if first:  # pytest-benchmark's table and JSON hold the test's first measurement; the CSV holds every one
+            self.benchmark.extra_info.update({k: v for k, v in row.items() if k not in RUN_COLUMNS and k != "samples_s" and v is not None
+                                              and isinstance(v, (int, float, str, bool))})
+        if row["status"] == "ok" and first:
             show_row_samples(self.benchmark, row.get("samples_s") or [])
         if self.request.config.getoption("verbose") > 0 and not untimed:
             self.progress(summary_line(row))

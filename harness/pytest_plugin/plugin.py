@@ -1,38 +1,48 @@
-"""pytest plugin: gpubench's options and hooks only. Validation before any case (one line, exit
-4), the session's synced clock named as pytest-benchmark's timer, case x build parametrization
-with builds interleaved (build 0 of every case, then build 1, ...), and the run's lifecycle hooks.
-The `gpubench` fixture lives in harness.pytest_plugin.fixture, the records in harness.measurement.session.
+"""pytest plugin: gpubench's options and hooks only. It is loaded two ways:
 
+- as the suite's plugin, by name (the checkout's conftest.py through harness.pytest_plugin.suite, or
+  `-p harness.pytest_plugin.plugin`): the short options (`--profile`) beside the `--gpubench-*` ones,
+  validation at configure (one line, exit 4), the session's synced clock named as pytest-benchmark's
+  timer, Ctrl-C held where pytest cannot take it, case x build parametrization with builds
+  interleaved (build 0 of every case, then build 1, ...), and the run's lifecycle hooks;
+- installed, through its `pytest11` entry point (harness.pytest_plugin.entry) in any test run: inert
+  (no option changed, no handler, no reordering, no torch imported, nothing written)
+  until a `--gpubench-*` option is given (set up at configure, as the suite) or a collected test asks
+  for the `gpubench` fixture (set up after collection, before the first test; the synced clock then
+  rides on those tests' `benchmark` marker, pytest-benchmark's public per-test timer).
+
+The `gpubench` fixture lives in harness.pytest_plugin.fixture, the records in harness.measurement.session.
 A bench module names its workload (`gpubench_workload = WORKLOAD` of a harness.workloads module)
-and has one test that calls `gpubench.run(case)`.
+and has one test that calls `gpubench.run(case)`; a user's test calls `gpubench.measure(fn, name=...)`.
 """
 
 from __future__ import annotations
 
-import argparse
-import inspect
 import json
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
-
-HELD_INTERRUPT.hold()  # at import, before harness.pytest_plugin.fixture imports torch (the longest of the windows)
-
-from harness.pytest_plugin.fixture import Recorder  # after the interrupt is held
 from harness.core.exits import ExitCode
-from harness.core.options import RUN_OPTIONS
-from harness.records.results import ResultsFull
-from harness.pytest_plugin.run_state import RunState, Terminated
-from harness.measurement.session import Stop
-from harness.pytest_plugin.build_setup import SetupError, make_state
-from harness.measurement.workload import as_workload
+from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
+from harness.pytest_plugin.modes import (
+    STATE,
+    activate,
+    activate_for,
+    add_options,
+    is_suite,
+    options_given,
+    timed_by_session_clock,
+    uses_gpubench,
+)
 
-STATE = pytest.StashKey[RunState]()
+if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
+    from harness.pytest_plugin.fixture import Recorder
+    from harness.pytest_plugin.run_state import RunState
+
 SESSION = pytest.StashKey[pytest.Session]()
 # Signals that stop the run with the case in progress unwound (its DDP workdir removed) and the
 # session closed (the environment sidecar written): SIGTERM (a scheduler) and SIGHUP (the terminal
@@ -46,81 +56,48 @@ MARKERS = {
     "distributed": "cases that start several processes (DDP, DataParallel)",
     "gpu": "cases that need an accelerator (skipped rows on a CPU-only machine)",
 }
-class _OptionNames:
-    """A stand-in parser that only records the option names a plugin's pytest_addoption declares."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def getgroup(self, *args: Any, **kwargs: Any) -> "_OptionNames":
-        return self
-
-    def addoption(self, *names: str, **kwargs: Any) -> None:
-        self.names.update(names)
-
-    def addini(self, *args: Any, **kwargs: Any) -> None:
-        pass
 
 
-def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
-    """Option strings the other registered plugins declare (pytest-profiling has --profile), read
-    by calling their pytest_addoption on a recording stand-in: pytest has no public list of them."""
-    recorder = _OptionNames()
-    for plugin in pluginmanager.get_plugins():
-        hook = getattr(plugin, "pytest_addoption", None)
-        if hook is None or plugin is sys.modules[__name__]:
-            continue
-        try:
-            parameters = inspect.signature(hook).parameters
-            hook(**{k: v for k, v in (("parser", recorder), ("pluginmanager", pluginmanager)) if k in parameters})
-        except Exception:  # noqa: BLE001 - a plugin that cannot declare into a stand-in owns nothing we can see
-            continue
-    return recorder.names
-
-
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(trylast=True)  # after the other plugins: the suite's short forms skip the options they own
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """Every option has a namespaced form (`--gpubench-profile`) that cannot collide with another
-    plugin, and the short form (`--profile`) unless another plugin already took it."""
-    group = parser.getgroup("gpubench")
-    taken = taken_flags(pluginmanager)
-    for option in RUN_OPTIONS:
-        names = [option.namespaced] + ([] if option.flag in taken else [option.flag])
-        group.addoption(*names, **option.kwargs(dest=option.pytest_dest))
-    # Internal: `gpubench run` starts one pytest process per build and names the build here, and
-    # the pipe its first process reports the selection's build count on.
-    group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
-                    help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")
-    group.addoption("--gpubench-report-fd", type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)
+    add_options(parser, pluginmanager)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate everything before the first case: a bad value is one line and exit code 4."""
+    """The suite, or a run given a --gpubench-* option: validate everything before the first case
+    (a bad value is one line and exit code 4). Otherwise nothing happens here."""
+    if is_suite(config):
+        hold_interrupts_while_loading()
+        for name, text in MARKERS.items():
+            config.addinivalue_line("markers", f"{name}: {text}")
+    if is_suite(config) or options_given(config):
+        activate(config, name_timer=True)
+
+
+def hold_interrupts_while_loading() -> None:
+    """The suite loads torch here: Ctrl-C meanwhile is held, then raised as an interrupt of the
+    session (exit 2); in the session the first Ctrl-C raises and later ones are held."""
+    HELD_INTERRUPT.hold()
+    import harness.pytest_plugin.fixture  # noqa: F401 - torch and the harness, while Ctrl-C is held
+
     if HELD_INTERRUPT.pending:  # Ctrl-C while pytest loaded the plugins: an interrupt of the session, exit 2 (later ones stay held)
         HELD_INTERRUPT.pending = False
         raise KeyboardInterrupt
-    HELD_INTERRUPT.release(then=HELD_INTERRUPT.raise_once)  # in the session: the first Ctrl-C raises, later ones are held
-    for name, text in MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {text}")
-    try:
-        state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
-                                    collect_only=config.getoption("collectonly"), benchmark_json=getattr(config.option, "benchmark_json", None))
-    except SetupError as error:
-        raise pytest.UsageError(str(error)) from None
-    if warning:
-        sys.stderr.write(f"gpubench: WARNING: {warning}\n")
-    if hasattr(config.option, "benchmark_timer"):
-        config.option.benchmark_timer = "harness.measurement.timing.session_clock"  # pytest-benchmark's public --benchmark-timer
-    config.stash[STATE] = state
+    HELD_INTERRUPT.release(then=HELD_INTERRUPT.raise_once)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """SIGTERM and SIGHUP become an interrupt that lets the case in progress clean up."""
     session.config.stash[SESSION] = session  # its exit status, set again at unconfigure for a held Ctrl-C
     state = session.config.stash.get(STATE, None)
-    if state is None:
-        return
+    if state is not None:
+        catch_stop_signals(session, state)
+
+
+def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
+    """From the run's set-up on (the session's start, or after collection), until unconfigure."""
+    from harness.pytest_plugin.run_state import Terminated
 
     def terminate(signum: int, frame: Any) -> None:
         if state.session.terminated:  # a second signal (the group's, then gpubench run's forwarded one) must not cut the cleanup short
@@ -147,38 +124,44 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     """The session's records are closed here, before the exit status is decided: an environment
     sidecar the disk could not take at the end is lost data, and the run exits 75 for it. From
-    here to unconfigure, Ctrl-C is held (HeldInterrupt)."""
-    HELD_INTERRUPT.hold()
+    here to unconfigure, the suite holds Ctrl-C (HeldInterrupt)."""
+    if is_suite(session.config):
+        HELD_INTERRUPT.hold()
     close_session(session)
     return (yield)
 
 
 def close_session(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
-    if state is not None and state.session.is_open:
+    if state is None:
+        return
+    from harness.measurement.session import Stop
+    from harness.records.results import ResultsFull
+
+    if state.session.is_open:
         try:
             state.session.close()
         except ResultsFull as full:
             state.session.stop = state.session.stop or Stop(str(full), ExitCode.RESULTS_FULL)
-    if state is not None and state.session.terminated:
+    if state.session.terminated:
         session.exitstatus = 128 + session.config.stash.get(ENDED_BY, signal.SIGTERM)
-    elif state is not None and state.session.stop:
+    elif state.session.stop:
         session.exitstatus = state.session.stop.code  # results full (75) or run id taken (4): gpubench run starts no further build
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The stop line comes last, after pytest's summary, where it is seen."""
-    from harness.measurement.timing import install_session_clock
-
     session = config.stash.get(SESSION, None)
-    if session is not None:
+    if is_suite(config) and session is not None:
         end_session_interrupts(config, session)
-    else:  # ended before its session (a usage error): Python's handler back for an embedding host
+    elif is_suite(config):  # ended before its session (a usage error): Python's handler back for an embedding host
         HELD_INTERRUPT.release()
     state = config.stash.get(STATE, None)
     if state is None:
         return
-    install_session_clock(None)
+    from harness.measurement.timing import install_session_clock
+
+    install_session_clock(state.previous_clock)  # an embedding run's own (pytester in a gpubench session)
     for signum, handler in config.stash.get(PREVIOUS_HANDLERS, {}).items():
         signal.signal(signum, handler)
     if state.session.stop:
@@ -208,7 +191,8 @@ def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> No
 @pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """Ctrl-C inside torch: a frame there can have no line number (tb_lineno None), and pytest's
-    report of the interrupt crashes on it (TypeError, exit 1): such frames are left out."""
+    report of the interrupt crashes on it (TypeError, exit 1): such frames are left out (harmless
+    where torch was never entered)."""
 
     def has_line(entry: Any) -> bool:
         try:
@@ -226,8 +210,13 @@ def _build_of(item: pytest.Item) -> int:
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
-    With --gpubench-build K, only build K of each case runs here (the others are deselected)."""
-    state = config.stash.get(STATE, None)
+    With --gpubench-build K, only build K of each case runs here (the others are deselected).
+    Installed and not set up yet: set up now if a collected test asks for the `gpubench` fixture."""
+    was_set_up = config.stash.get(STATE, None) is not None
+    state = activate_for(config, items)
+    session = config.stash.get(SESSION, None)
+    if state is not None and not was_set_up and session is not None:
+        catch_stop_signals(session, state)
     report_fd = config.getoption("gpubench_report_fd")
     if report_fd is not None:  # tell `gpubench run` how many build processes this selection needs
         with os.fdopen(report_fd, "w", closefd=True) as pipe:
@@ -238,16 +227,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
-    items.sort(key=_build_of)
+    if state is not None:
+        items.sort(key=_build_of)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Check the results folder only when something will be recorded, still before any case."""
-    from harness.records.results import check_writable
-
     state = session.config.stash.get(STATE, None)
-    uses_gpubench = any("gpubench" in getattr(item, "fixturenames", ()) for item in session.items)
-    if state is not None and uses_gpubench and not session.config.getoption("collectonly"):
+    if state is not None and any(map(uses_gpubench, session.items)) and not session.config.getoption("collectonly"):
+        from harness.records.results import check_writable
+
         try:
             check_writable(state.session.results_dir)
         except OSError as error:
@@ -259,8 +248,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     declared = getattr(metafunc.module, "gpubench_workload", None)
     if declared is None or "case" not in metafunc.fixturenames:
         return
+    from harness.measurement.workload import as_workload
+
     workload = as_workload(declared)
-    state: RunState = metafunc.config.stash[STATE]
+    state = metafunc.config.stash.get(STATE, None) or activate(metafunc.config, name_timer=False)  # installed: a bench module
     untimed = bool(getattr(metafunc.config.option, "benchmark_disable", False))
     builds = 1 if untimed else state.ctx.builds_of(workload)  # untimed: each case once
     # the workload's markers ride on each parameter set, so -m "not slow" sees them before any hook
@@ -278,16 +269,21 @@ def gpubench_build() -> int:
 
 @pytest.fixture
 def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int) -> Recorder:
-    return Recorder(request.config.stash[STATE], benchmark, request, gpubench_build)
+    """The harness for one test: `gpubench.run(case)` in a bench module, `gpubench.measure(fn, name=...)`
+    in a user's own test (harness.pytest_plugin.fixture.Recorder)."""
+    from harness.pytest_plugin.fixture import Recorder
+
+    state = request.config.stash.get(STATE, None) or activate(request.config, name_timer=False)  # asked for by name at run time
+    return Recorder(state, benchmark, request, gpubench_build, benchmark_times=timed_by_session_clock(request.config, request.node))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """The run's first lines: the device, and a GPU the driver shows but this torch cannot use."""
-    from harness.devices.device import unusable_gpu
-
     state = config.stash.get(STATE, None)
     if state is None:
         return []
+    from harness.devices.device import unusable_gpu
+
     lines = [f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results {state.session.csv_path}"]
     unseen = unusable_gpu(state.ctx.device)
     if unseen:
@@ -301,15 +297,17 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """pytest-benchmark's saved runs carry the device fingerprint, so they can be told apart by GPU."""
-    from harness.devices.env import fingerprint
-
     state = config.stash.get(STATE, None)
     if state is not None:
+        from harness.devices.env import fingerprint
+
         machine_info["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
     """Serializable params: the case's settings instead of 'UNSERIALIZABLE[MatmulCase(...)]'."""
+    if config.stash.get(STATE, None) is None:
+        return
     for bench in output_json.get("benchmarks", []):
         params = bench.get("params") or {}
         case = params.get("case")

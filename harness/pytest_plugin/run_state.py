@@ -27,7 +27,7 @@ class RunState:
     profile_ops: bool
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
     untimed_cases: int = 0
-    previous_sigterm: Any = None  # restored at unconfigure (pytest may run in-process, as pytester does)
+    previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester runs in-process)
     _data: DataSource | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

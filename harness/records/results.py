@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
 from harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
                                 replace_bytes, replacing, write_all)
-from harness.records.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError, kind_of, parse_cell, parse_column, to_cell, upgrade_row
+from harness.records.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError, kind_of, parse_cell, parse_column, to_cell
+from harness.records.upgrade import upgrade_row
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a file is read: the harness writes far more often than it reads
@@ -254,7 +255,7 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
 
 
 def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> tuple[list[str], list[list[str]]]:
-    """Records of older schema versions brought up to this one as text (harness.records.schema.upgrade_row,
+    """Records of older schema versions brought up to this one as text (harness.records.upgrade.upgrade_row,
     row by row); a newer version or one that is no number is refused. Current ones pass as they are."""
     at, current = header.index("schema_version"), str(SCHEMA_VERSION)
     if all(record[at] == current for record in records):
@@ -363,7 +364,7 @@ def _python(column: str, values: pd.Series) -> list[Any]:
     if kind in ("int", "float"):
         cast = int if kind == "int" else float
         return [None if v is None or v != v else cast(v) for v in cells]
-    if kind == "json":
+    if kind in ("json", "object"):
         return [parse_cell(column, v) if isinstance(v, str) else None for v in cells]
     return [None if v is None or v != v else v for v in cells]
 

@@ -4,8 +4,8 @@ Torch-free: the report builder imports it too. The writer, the one reader (harne
 which the report loads through) and the report's unit formatting all derive from `SCHEMA`. A
 column a workload does not use stays empty (None once read).
 
-Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach `upgrade_row` how to
-read the old version. Version history:
+Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach
+harness.records.upgrade.upgrade_row how to read the old version. Version history:
   1  first release.
   2  typed columns; short case ids (harness.catalog) (settings a case does not use are empty);
      one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
@@ -14,10 +14,9 @@ read the old version. Version history:
      clocks/temperature/power read *during* the region (v2 read them after the case) and its
      throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
      target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
-  An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
-  1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
-  (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
-  compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
+  4  a user's own benchmarks (the `gpubench` fixture's `measure`): `params` (the case's parameters) and
+     `user_figures` (its figures), each a flat JSON object with sorted keys, so any parameter or figure
+     has a place without this schema naming it.
 """
 
 from __future__ import annotations
@@ -28,11 +27,10 @@ import re
 from datetime import datetime
 from typing import Any, Callable
 
-from harness.catalog import case_id_for, declared_columns
-from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from harness.catalog import declared_columns
 from harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA: tuple[Column, ...] = (
     # run and machine: the fingerprint every row carries
@@ -121,6 +119,9 @@ SCHEMA: tuple[Column, ...] = (
     # outcome
     *_cols("measurement", "str", "status reason flags", required="status reason"),
     *_cols("measurement", "json", "samples_s", "s"),
+    # a user's own benchmark (harness.measurement.user_bench): settings and figures this schema does not name
+    *_cols("case", "object", "params"),
+    *_cols("figure", "object", "user_figures"),
     # columns workloads declare themselves (harness.catalog), after the core ones: older files keep their order
     *declared_columns(),
 )
@@ -151,14 +152,21 @@ class ImpossibleValue(ValueError):
 # ---- writing -----------------------------------------------------------------------------------
 
 def to_cell(value: Any) -> str:
-    """One CSV cell: empty for None, repr for floats (round-trips exactly), JSON for lists."""
+    """One CSV cell: empty for None, repr for floats (round-trips exactly), JSON for lists, and
+    canonical JSON for objects (sorted keys, no spaces: one text per value, so runs group by it)."""
     if value is None:
         return ""
     if isinstance(value, float):
         return "" if math.isnan(value) else repr(value)
     if isinstance(value, (list, tuple)):
         return json.dumps(list(value))
+    if isinstance(value, dict):
+        return canonical_json(value) if value else ""
     return str(value)
+
+
+def canonical_json(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -205,7 +213,23 @@ def _json(text: str) -> list[float]:
     return [float(v) for v in values]
 
 
-PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json}
+def _object(text: str) -> dict[str, Any]:
+    """A flat JSON object of text keys and scalar values (numbers, text, booleans, null): a bracket or
+    brace inside it is refused before parsing, as in _json."""
+    inner = text.strip()[1:-1]
+    if any(mark in inner for mark in "[]{}"):
+        raise ValueError("not a flat JSON object")
+    values = json.loads(text, parse_constant=_no_constant)
+    if not isinstance(values, dict):
+        raise ValueError("not a JSON object")
+    return values
+
+
+def _no_constant(name: str) -> None:
+    raise ImpossibleValue(f"{name} is not a finite number")
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json, "object": _object}
 
 
 NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies nothing (rows group into runs by run_id)
@@ -227,7 +251,7 @@ YEARS = (1970, 2100)  # a results timestamp outside [1970, 2100) is a broken clo
 
 def non_negative(spec: Column) -> bool:
     """Counts, sizes, times, bytes, rates and ratios are never negative."""
-    return spec.kind != "json" and (spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS)
+    return spec.kind not in ("json", "object") and (spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS)
 
 
 def check_value(column: str, value: Any) -> None:
@@ -246,6 +270,8 @@ def check_value(column: str, value: Any) -> None:
         raise ImpossibleValue("outside [0, 1]")
     if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
         raise ImpossibleValue("a sample that is not a non-negative duration")
+    if column == "user_figures" and any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value.values()):
+        raise ValueError("a figure that is not a number")
     problem = _time_problem(column, spec, value)
     if problem:
         raise ImpossibleValue(problem)
@@ -321,7 +347,7 @@ def parse_column(column: str, text: Any) -> tuple[Any, Any]:
     if kind == "bool":
         values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
         return values.astype(object).where(values.notna(), None), values.isna() & ~empty
-    if kind == "json" or column in TEXT_RULES:
+    if kind in ("json", "object") or column in TEXT_RULES:
         verdicts = {t: _refused(column, t) for t in text.unique()}
         refused = text.map(verdicts).astype(bool)
     else:
@@ -337,64 +363,4 @@ def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
             row[column] = parse_cell(column, text)
         except ValueError as error:
             raise SchemaError(f"{where}: column {column} holds {text!r} ({error}) — the file is damaged; re-run the case or delete the line") from None
-    return row
-
-
-# ---- upgrading -----------------------------------------------------------------------------------
-
-# Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
-_DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
-
-
-def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
-    """A v1 epoch row's timing as one window of steps: its mean step (step_s, else batch_size /
-    samples_per_s) in median_s, min_s, mean_s and samples_s. Without either the row has no step
-    time: median_s is emptied rather than left as a whole epoch next to step times."""
-    step = row.get("step_s") or ""
-    if not step and row.get("batch_size") and row.get("samples_per_s"):
-        try:
-            step = repr(float(row["batch_size"]) / float(row["samples_per_s"]))
-        except (ValueError, ZeroDivisionError):
-            step = ""
-    timing = dict.fromkeys(("median_s", "min_s", "mean_s"), step)
-    return dict(row, **timing, iqr_s="", stddev_s="", cv="", samples_s=f"[{step}]" if step else "")
-
-
-def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
-    """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
-    one id scheme, an epoch's timing becomes per step (_v1_epoch_step), and the row counts as
-    build 0 of 1."""
-    row = dict(row)
-    if row.get("workload") == "mnist_epoch":
-        row = _v1_epoch_step(row)
-        # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
-        row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
-        if row.get("loader") == "preloaded":
-            row.update({k: "" for k in _DATALOADER_ONLY})
-        elif row.get("prefetch_factor") in ("0", "0.0"):
-            row["prefetch_factor"] = ""  # v1 wrote 0 for "DataLoader's default"
-    if not row.get("mem_source") and row.get("peak_mem_bytes"):  # what version 1 measured, by device
-        device = row.get("device", "")
-        row["mem_source"] = "cuda-allocator" if device.startswith("cuda") else "mps-driver" if device == "mps" else "cpu-rss"
-    typed = typed_row({c: row.get(c, "") for c in SETTING_COLUMNS}, "v1 upgrade")
-    if row.get("workload"):
-        row["case_id"] = case_id_for(row["workload"], typed)
-    row.setdefault("build", "0")
-    row.setdefault("builds", "1")
-    row["schema_version"] = str(SCHEMA_VERSION)
-    return row
-
-
-def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
-    """Bring a row written by schema `version` up to SCHEMA_VERSION; refuse newer ones."""
-    if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"{source}: written by a newer gpubench (schema {version}, this one reads <= {SCHEMA_VERSION}) — upgrade gpubench to read it"
-        )
-    if version < 1:
-        raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
-    if version == 1:
-        row = _upgrade_v1(row)
-    if version <= 2:  # 2 -> 3 only added columns (read as empty); telemetry then came after the case
-        row = dict(row, schema_version=str(SCHEMA_VERSION))
     return row

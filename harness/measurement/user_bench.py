@@ -1,0 +1,158 @@
+"""A user's own benchmark as a case of the harness: `gpubench.measure(step, name="mymodel/train",
+params={"batch": 64}, work={"samples": 64})` in a user's test becomes a `UserCase` and a one-case
+`Workload`, and runs through harness.measurement.runner.run_case like every case of the suite (the
+synced clock, warm-up outside the samples, energy, memory, flags, the row).
+
+The schema needs to know nothing in advance: the parameters go in the `params` column and the
+figures the schema does not name in `user_figures` (flat JSON objects); `work` per call makes the
+throughput figures: samples -> samples_per_s, flops -> tflops, bytes -> gbps, any other unit U ->
+`U_per_s` in user_figures.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from harness.catalog import spec_for
+from harness.catalog.profiles import Profile
+from harness.core.stats import SampleStats
+from harness.core.workload_spec import IdRule, WorkloadSpec
+from harness.measurement.cases import Case
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed
+from harness.measurement.workload import Workload
+
+Figures = Callable[[SampleStats, Any], Mapping[str, float]]
+
+# A name's parts: letters, digits and . _ - (no spaces, no commas): they become the case id and file-safe labels
+NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
+# work per call -> the schema's own figure and its scale; any other unit is `<unit>_per_s` in user_figures
+CORE_RATES = {"samples": ("samples_per_s", 1.0), "flops": ("tflops", 1e12), "bytes": ("gbps", 1e9)}
+
+
+class UserBenchError(ValueError):
+    """A measure() call the harness cannot record: the message names the argument and the fix."""
+
+
+@dataclass(frozen=True)
+class UserCase(Case):
+    """One user case: its group (the part of `name` before the first "/") is its workload; its
+    settings are `params`, one column."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...]
+
+    @property  # type: ignore[override]  # per case here, where the suite's cases name it per class
+    def workload(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    def settings(self) -> dict[str, Any]:
+        return {"params": dict(self.params) or None}
+
+    @property
+    def test_id(self) -> str:
+        tail = self.name.split("/", 1)[1] if "/" in self.name else ""
+        tokens = [tail] if tail else []
+        tokens += [f"{key}={value}" for key, value in self.params]
+        return "-".join(tokens) or "defaults"
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise UserBenchError(f"name {name!r}: use parts of letters, digits, '.', '_' or '-' joined by '/', "
+                             "such as name=\"mymodel/train\"")
+    group = name.split("/", 1)[0]
+    if spec_for(group) is not None:
+        raise UserBenchError(f"name {name!r}: {group!r} is one of gpubench's own workloads — start the name with "
+                             "your own, such as \"mymodel/...\"")
+    return name
+
+
+def check_params(params: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """Sorted (key, value) pairs; values are text, whole numbers, finite floats, booleans or None."""
+    if params is None:
+        return ()
+    if not isinstance(params, Mapping):
+        raise UserBenchError(f"params {params!r}: pass a dict such as params={{\"batch\": 64}}")
+    for key, value in params.items():
+        if not isinstance(key, str) or not KEY.fullmatch(key):
+            raise UserBenchError(f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', such as \"batch\"")
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if not (value is None or isinstance(value, (str, bool, int, float))) or not finite:
+            raise UserBenchError(f"params[{key!r}] = {value!r}: use text, a number, a boolean or None")
+    return tuple(sorted(params.items()))
+
+
+def check_work(work: Mapping[str, float] | None) -> dict[str, float]:
+    """Units of work one call does, each a positive finite number: {"samples": 64}."""
+    checked: dict[str, float] = {}
+    for unit, amount in (work or {}).items():
+        if not isinstance(unit, str) or not KEY.fullmatch(unit):
+            raise UserBenchError(f"work unit {unit!r}: use a name such as \"samples\" or \"tokens\"")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
+            raise UserBenchError(f"work[{unit!r}] = {amount!r}: give the positive amount one call does, such as 64")
+        checked[unit] = float(amount)
+    return checked
+
+
+def rate_figures(work: dict[str, float], stats: SampleStats) -> dict[str, Any]:
+    """Throughput per unit of work from the median time of one call; user units go in user_figures."""
+    figures: dict[str, Any] = {}
+    extra: dict[str, float] = {}
+    for unit, amount in work.items():
+        column, scale = CORE_RATES.get(unit, (None, 1.0))
+        rate = amount / stats.median_s / scale
+        if column is None:
+            extra[f"{unit}_per_s"] = rate
+        else:
+            figures[column] = rate
+    if extra:
+        figures["user_figures"] = extra
+    return figures
+
+
+def own_figures(figures: Figures | None, stats: SampleStats, result: Any) -> dict[str, float]:
+    """The user's figures from the statistics and the last call's result: finite numbers by name."""
+    if figures is None:
+        return {}
+    values = dict(figures(stats, result))
+    for key, value in values.items():
+        if not isinstance(key, str) or not KEY.fullmatch(key):
+            raise UserBenchError(f"figure name {key!r}: use a name such as \"loss\" or \"tokens_per_s\"")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UserBenchError(f"figure {key!r} = {value!r}: a figure is a finite number")
+    return {key: float(value) for key, value in values.items()}
+
+
+def user_timed(fn: Callable[[], Any], work: dict[str, float], figures: Figures | None) -> Timed:
+    def derive(stats: SampleStats, result: Any) -> dict[str, Any]:
+        out = rate_figures(work, stats)
+        mine = own_figures(figures, stats, result)
+        if mine:
+            out["user_figures"] = {**out.get("user_figures", {}), **mine}
+        return out
+
+    return Timed(fn=fn, figures=derive)
+
+
+def user_workload(name: str, params: Mapping[str, Any] | None, make_fn: Callable[[], Callable[[], Any]],
+                  work: Mapping[str, float] | None, figures: Figures | None, builds: int) -> tuple[UserCase, Workload]:
+    """The case and its one-case workload. `make_fn` is called once per build (untimed) and returns
+    the callable to time; its `builds` are declared for every profile, so each row says how many ran."""
+    case = UserCase(check_name(name), check_params(params))
+    checked_work = check_work(work)
+    if not isinstance(builds, int) or isinstance(builds, bool) or builds < 1:
+        raise UserBenchError(f"builds={builds!r}: pass a whole number of builds, 1 or more")
+
+    def build(case: UserCase, ctx: BuildContext) -> Timed:
+        fn = make_fn()
+        if not callable(fn):
+            raise UserBenchError(f"setup returned {fn!r}, not a callable — return the function to time")
+        return user_timed(fn, checked_work, figures)
+
+    spec = WorkloadSpec(case.workload, IdRule(()), builds={str(profile): builds for profile in Profile})
+    return case, Workload(spec, lambda ctx: [case], build)

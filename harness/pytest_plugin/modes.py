@@ -1,0 +1,155 @@
+"""How the plugin comes to life. Loaded by name (the suite: the checkout's conftest.py, `-p
+harness.pytest_plugin.plugin`) it declares the short options too and sets the run up at configure;
+loaded through its installed entry point it declares only `--gpubench-*` options and sets the run up
+when one of them is given, or when a collected test asks for the `gpubench` fixture. Torch-free
+until a run is set up."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.core.options import RUN_OPTIONS
+
+if TYPE_CHECKING:
+    from harness.pytest_plugin.run_state import RunState
+
+STATE = pytest.StashKey["RunState"]()
+ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
+ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE = (f"harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite"))
+TIMER = "harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
+# `gpubench run` starts one pytest process per build and names the build here, and the pipe its
+# first process reports the selection's build count on.
+INTERNAL = (("--gpubench-build", dict(type=int, default=None, dest="gpubench_build",
+                                      help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")),
+            ("--gpubench-report-fd", dict(type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)))
+
+
+class _OptionNames:
+    """A stand-in parser that only records the option names a plugin's pytest_addoption declares."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def getgroup(self, *args: Any, **kwargs: Any) -> "_OptionNames":
+        return self
+
+    def addoption(self, *names: str, **kwargs: Any) -> None:
+        self.names.update(names)
+
+    def addini(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
+    """Option strings the other registered plugins declare (pytest-profiling has --profile), read
+    by calling their pytest_addoption on a recording stand-in: pytest has no public list of them."""
+    recorder = _OptionNames()
+    for plugin in pluginmanager.get_plugins():
+        hook = getattr(plugin, "pytest_addoption", None)
+        if hook is None or getattr(plugin, "__name__", "").startswith("harness.pytest_plugin"):
+            continue
+        try:
+            parameters = inspect.signature(hook).parameters
+            hook(**{k: v for k, v in (("parser", recorder), ("pluginmanager", pluginmanager)) if k in parameters})
+        except Exception:  # noqa: BLE001 - a plugin that cannot declare into a stand-in owns nothing we can see
+            continue
+    return recorder.names
+
+
+def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """Every option in its namespaced form (`--gpubench-profile`), which cannot collide with another
+    plugin's or a conftest's; loaded by name (not through the entry point), the suite's short form
+    (`--profile`) too, unless another plugin already took it."""
+    group = parser.getgroup("gpubench")
+    by_entry_point = any(getattr(plugin, "__name__", None) == ENTRY_MODULE for plugin in pluginmanager.get_plugins())
+    taken = set() if by_entry_point else taken_flags(pluginmanager)
+    for option in RUN_OPTIONS:
+        short = [] if by_entry_point or option.flag in taken else [option.flag]
+        group.addoption(option.namespaced, *short, **option.kwargs(dest=option.pytest_dest))
+    for flag, kwargs in INTERNAL:
+        group.addoption(flag, **kwargs)
+
+
+def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """For harness.pytest_plugin.suite: the plugin first (its options), then the short forms it did
+    not add because its entry point loaded it (and no other plugin took them)."""
+    pluginmanager.import_plugin(PLUGIN_MODULE)  # no-op when registered; else it declares its options now
+    group = parser.getgroup("gpubench")
+    declared = {name for argument in group.options for name in argument.names()}
+    taken = taken_flags(pluginmanager)
+    for option in RUN_OPTIONS:
+        if option.flag not in taken and option.flag not in declared:
+            group.addoption(option.flag, **option.kwargs(dest=option.pytest_dest))
+
+
+def is_suite(config: pytest.Config) -> bool:
+    """Loaded as the suite's plugin: through harness.pytest_plugin.suite, or by its module name
+    before (or without) the entry point (pluggy lists plugins in the order they registered)."""
+    names = [name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None]
+    if SUITE_MODULE in names or ENTRY_NAME not in names:
+        return True
+    return PLUGIN_MODULE in names and names.index(PLUGIN_MODULE) < names.index(ENTRY_NAME)
+
+
+def options_given(config: pytest.Config) -> bool:
+    """A `--gpubench-*` option set to other than its default: the run is gpubench's from the start."""
+    changed = any(config.getoption(option.pytest_dest) not in (None, option.default) for option in RUN_OPTIONS)
+    return changed or any(config.getoption(kwargs["dest"]) is not None for _, kwargs in INTERNAL)
+
+
+def activate(config: pytest.Config, name_timer: bool) -> "RunState":
+    """Validate the options and set the run up (harness.pytest_plugin.build_setup): a bad value is
+    one line and exit 4. `name_timer`: pytest-benchmark has not configured yet, so the synced clock
+    becomes its --benchmark-timer (its public way to take a timer) for every test."""
+    from harness.pytest_plugin.build_setup import SetupError, make_state
+
+    try:
+        state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
+                                    collect_only=config.getoption("collectonly"),
+                                    benchmark_json=getattr(config.option, "benchmark_json", None))
+    except SetupError as error:
+        raise pytest.UsageError(str(error)) from None
+    if warning:
+        sys.stderr.write(f"gpubench: WARNING: {warning}\n")
+    if name_timer and hasattr(config.option, "benchmark_timer"):
+        config.option.benchmark_timer = TIMER
+    config.stash[STATE] = state
+    return state
+
+
+def uses_gpubench(item: pytest.Item) -> bool:
+    return "gpubench" in getattr(item, "fixturenames", ())
+
+
+def activate_for(config: pytest.Config, items: list[pytest.Item]) -> "RunState | None":
+    """After collection: a run not set up at configure is set up now if a collected test asks for
+    the fixture; where the synced clock is not pytest-benchmark's --benchmark-timer, those tests get
+    it through pytest-benchmark's `benchmark` marker (its public per-test timer; a timer the test's
+    own marker names stays, and the harness then drives the rounds itself)."""
+    used = [item for item in items if uses_gpubench(item)]
+    state = config.stash.get(STATE, None)
+    if state is None and used:
+        state = activate(config, name_timer=False)
+    if state is not None and str(getattr(config.option, "benchmark_timer", "")) != TIMER:
+        from harness.measurement.timing import session_clock
+
+        for item in used:
+            marker = item.get_closest_marker("benchmark")
+            if marker is None or "timer" not in marker.kwargs:
+                item.add_marker(pytest.mark.benchmark(timer=session_clock))
+    return state
+
+
+def timed_by_session_clock(config: pytest.Config, node: pytest.Item) -> bool:
+    """Whether pytest-benchmark times this test with the synced clock (its option or the test's marker)."""
+    from harness.measurement.timing import session_clock
+
+    marker = node.get_closest_marker("benchmark")
+    if marker is not None and "timer" in marker.kwargs:
+        return marker.kwargs["timer"] is session_clock
+    return str(getattr(config.option, "benchmark_timer", "")) == TIMER

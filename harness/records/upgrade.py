@@ -1,0 +1,77 @@
+"""Rows of older schema versions brought up to this one (harness.records.schema.SCHEMA_VERSION), as
+text, before they are typed: harness.records.results reads every file through `upgrade_row`.
+
+An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
+1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
+(`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
+compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
+"""
+
+from __future__ import annotations
+
+from harness.catalog import case_id_for
+from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from harness.records.schema import (
+    SCHEMA_VERSION,
+    SETTING_COLUMNS,
+    SchemaError,
+    to_cell,
+    typed_row,
+)
+
+# Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
+_DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
+
+
+def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
+    """A v1 epoch row's timing as one window of steps: its mean step (step_s, else batch_size /
+    samples_per_s) in median_s, min_s, mean_s and samples_s. Without either the row has no step
+    time: median_s is emptied rather than left as a whole epoch next to step times."""
+    step = row.get("step_s") or ""
+    if not step and row.get("batch_size") and row.get("samples_per_s"):
+        try:
+            step = repr(float(row["batch_size"]) / float(row["samples_per_s"]))
+        except (ValueError, ZeroDivisionError):
+            step = ""
+    timing = dict.fromkeys(("median_s", "min_s", "mean_s"), step)
+    return dict(row, **timing, iqr_s="", stddev_s="", cv="", samples_s=f"[{step}]" if step else "")
+
+
+def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
+    """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
+    one id scheme, an epoch's timing becomes per step (_v1_epoch_step), and the row counts as
+    build 0 of 1."""
+    row = dict(row)
+    if row.get("workload") == "mnist_epoch":
+        row = _v1_epoch_step(row)
+        # v1 epoch cases always carried every setting; an empty one (a hand-made file) was the default
+        row.update({k: to_cell(v) for k, v in GUIDE_TEMPLATE.items() if not row.get(k) and v is not None})
+        if row.get("loader") == "preloaded":
+            row.update({k: "" for k in _DATALOADER_ONLY})
+        elif row.get("prefetch_factor") in ("0", "0.0"):
+            row["prefetch_factor"] = ""  # v1 wrote 0 for "DataLoader's default"
+    if not row.get("mem_source") and row.get("peak_mem_bytes"):  # what version 1 measured, by device
+        device = row.get("device", "")
+        row["mem_source"] = "cuda-allocator" if device.startswith("cuda") else "mps-driver" if device == "mps" else "cpu-rss"
+    typed = typed_row({c: row.get(c, "") for c in SETTING_COLUMNS}, "v1 upgrade")
+    if row.get("workload"):
+        row["case_id"] = case_id_for(row["workload"], typed)
+    row.setdefault("build", "0")
+    row.setdefault("builds", "1")
+    row["schema_version"] = str(SCHEMA_VERSION)
+    return row
+
+
+def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
+    """Bring a row written by schema `version` up to SCHEMA_VERSION; refuse newer ones."""
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{source}: written by a newer gpubench (schema {version}, this one reads <= {SCHEMA_VERSION}) — upgrade gpubench to read it"
+        )
+    if version < 1:
+        raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
+    if version == 1:
+        row = _upgrade_v1(row)
+    if version <= 3:  # 2 -> 3 and 3 -> 4 only added columns (read as empty); v2's telemetry came after the case
+        row = dict(row, schema_version=str(SCHEMA_VERSION))
+    return row

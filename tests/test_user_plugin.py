@@ -1,0 +1,232 @@
+"""gpubench installed as a pytest plugin: inert in a test run that does not use it, and a user's own
+benchmark (`gpubench.measure` in a test of their own repository) recorded, reported and compared like
+the suite's cases. The plugin is loaded the way an installed gpubench loads it: pytest finds the
+`pytest11` entry point of pyproject.toml in a distribution's metadata on sys.path."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import tomllib
+from runs import ONE_CASE_BENCH, REPO
+
+from harness.records.results import ResultsWriter, read_rows
+from reports.build import build_report
+from reports.compare import compare_paths
+
+pytest_plugins = ["pytester"]
+
+PLAIN_CONFTEST = '''
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu")  # a user's own --device: the suite's short form would collide
+
+
+@pytest.fixture
+def device(request):
+    return request.config.getoption("--device")
+'''
+
+LOADED_MODULES = '''
+
+def pytest_unconfigure(config):
+    import sys
+    print("plugin loaded:", config.pluginmanager.has_plugin("harness.pytest_plugin.plugin"))
+    print("heavy modules:", sorted(m for m in ("torch", "pandas", "numpy") if m in sys.modules))
+'''
+
+PLAIN_TESTS = '''
+import pytest
+
+
+@pytest.mark.parametrize("n", [3, 1, 2])
+def test_numbers(n, device):
+    assert device == "cpu" and n > 0
+
+
+def test_fails():
+    assert False
+
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    pass
+'''
+
+USER_MODEL_TEST = '''
+import pytest
+import torch
+
+
+def make_step(device):
+    """A tiny MLP's training step on `device`: the user's own code."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(64, 32, device=device), torch.randint(0, 10, (64,), device=device)
+
+    def step():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+def test_train_step(gpubench):
+    rows = gpubench.measure(make_step(gpubench.device), name="tinymlp/train", params={"batch": 64},
+                            work={"samples": 64, "tokens": 64 * 32}, figures=lambda stats, loss: {"loss": float(loss)})
+    assert [row["status"] for row in rows] == ["ok"]
+    with pytest.raises(ValueError, match="builds=2 needs setup= .* one callable timed again is not an independent build"):
+        gpubench.measure(lambda: None, name="tinymlp/again", builds=2)
+
+
+def test_builds(gpubench):
+    rows = gpubench.measure(setup=lambda: make_step(gpubench.device), name="tinymlp/fresh", builds=2)
+    assert [row["build"] for row in rows] == [0, 1]
+
+
+def test_plain():
+    assert 1 + 1 == 2
+'''
+
+
+def install_entry_point(site: Path) -> None:
+    """A distribution's metadata declaring pyproject.toml's pytest11 entry points, as pip installs it."""
+    entry_points = tomllib.loads((Path(REPO) / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    info = site / "gpubench_under_test-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpubench-under-test\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items()))
+
+
+@pytest.fixture
+def installed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    """A pytester folder (a user's repository) where gpubench's entry point is installed."""
+    site = tmp_path / "site"
+    install_entry_point(site)
+    monkeypatch.syspath_prepend(str(site))  # in-process runs find it through importlib.metadata
+    monkeypatch.setenv("PYTHONPATH", f"{site}:{REPO}")  # and the processes a test starts
+    monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
+    return pytester
+
+
+class Observer:
+    """What a test run leaves in pytest's state: its options, markers, order and signal handlers."""
+
+    def __init__(self) -> None:
+        self.options: dict = {}
+        self.markers: list[str] = []
+        self.order: list[str] = []
+        self.handlers: list[tuple] = []
+        self.plugin_loaded = False
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.order = [item.nodeid for item in session.items]
+
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.handlers.append(tuple(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)))
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.plugin_loaded = config.pluginmanager.has_plugin("harness.pytest_plugin.plugin")
+        # the plugin's own --gpubench-* options are the only ones it adds; -p is how the other run turned it off
+        self.options = {k: v for k, v in vars(config.option).items() if not k.startswith("gpubench_") and k != "plugins"}
+        self.markers = config.getini("markers")
+
+
+def observed_run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, Observer]:
+    observer = Observer()
+    result = pytester.runpytest("-p", "no:cacheprovider", *args, plugins=[observer])
+    return result, observer
+
+
+def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed):
+    installed.makeconftest(PLAIN_CONFTEST)
+    installed.makepyfile(test_plain=PLAIN_TESTS)
+    without, plain = observed_run(installed, "-p", "no:gpubench")
+    before = sorted(p.relative_to(installed.path) for p in installed.path.rglob("*"))  # pytest-benchmark's .benchmarks/ too
+    used, loaded = observed_run(installed)
+    assert loaded.plugin_loaded and not plain.plugin_loaded  # the comparison is between the two
+    assert used.parseoutcomes() == without.parseoutcomes() == {"passed": 3, "failed": 1, "skipped": 1}
+    assert loaded.options == plain.options  # no option changed (--benchmark-timer included)
+    assert (loaded.order, loaded.markers, loaded.handlers) == (plain.order, plain.markers, plain.handlers)
+    assert not [line for line in used.outlines if "gpubench" in line and not line.startswith("plugins:")]
+    assert sorted(p.relative_to(installed.path) for p in installed.path.rglob("*")) == before  # no results folder, no file
+
+
+@pytest.mark.process  # a fresh interpreter: this test process imported torch long ago
+def test_an_unrelated_suite_loads_no_torch_through_the_installed_plugin(installed):
+    installed.makeconftest(PLAIN_CONFTEST + LOADED_MODULES)
+    installed.makepyfile(test_plain=PLAIN_TESTS)
+    result = installed.runpytest_subprocess("-p", "no:cacheprovider")
+    assert "plugin loaded: True" in result.outlines and "heavy modules: []" in result.outlines, result.stdout.str()
+
+
+def slowed_copy(csv: Path, folder: Path, factor: float) -> Path:
+    """The run's rows with every time `factor` times longer, as another run would record them."""
+    folder.mkdir()
+    writer = ResultsWriter(folder, "slowed")
+    for row in read_rows(csv):
+        times = {k: row[k] * factor for k in ("median_s", "min_s", "mean_s")}
+        writer.append(dict(row, run_id="slowed", samples_s=[s * factor for s in row["samples_s"]], **times))
+    writer.close()
+    return folder / "slowed.csv"
+
+
+def test_a_users_own_model_is_recorded_reported_and_compared(installed):
+    installed.makepyfile(test_model=USER_MODEL_TEST)
+    result = installed.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json")  # no gpubench option: set up by the fixture
+    assert result.parseoutcomes() == {"passed": 3}, result.stdout.str()[-3000:]
+    [csv] = (installed.path / "results").glob("*.csv")
+    rows = {(row["case_id"], row["build"]): row for row in read_rows(csv)}
+    assert sorted(rows) == [("tinymlp/fresh", 0), ("tinymlp/fresh", 1), ("tinymlp/train-batch=64", 0)]
+    train = rows[("tinymlp/train-batch=64", 0)]
+    assert (train["workload"], train["params"], train["status"], train["builds"]) == ("tinymlp", {"batch": 64}, "ok", 1)
+    assert train["samples_per_s"] == pytest.approx(64 / train["median_s"])
+    assert train["user_figures"]["tokens_per_s"] == pytest.approx(64 * 32 / train["median_s"])
+    assert 0 < train["user_figures"]["loss"] < 10 and len(train["samples_s"]) == train["rounds"]
+    assert train["hostname"] and train["torch_version"] and train["device"] == "cpu"
+    assert rows[("tinymlp/fresh", 1)]["builds"] == 2
+    bench = json.loads((installed.path / "bench.json").read_text())  # pytest-benchmark's JSON: the same rounds, the synced clock
+    [timed] = [b for b in bench["benchmarks"] if b["name"] == "test_train_step"]
+    assert timed["extra_info"]["case_id"] == "tinymlp/train-batch=64" and "session_clock" in timed["options"]["timer"]
+    assert timed["stats"]["median"] == pytest.approx(train["median_s"]) and bench["machine_info"]["gpubench"]["hostname"]
+
+    report = build_report([csv], installed.path / "report", baseline=None).read_text()
+    table = report.split("## tinymlp", 1)[1].split("\n## ", 1)[0]
+    assert "| train-batch=64 |" in table and "| fresh |" in table and "user.tokens_per_s" in table
+
+    # judged like the suite's cases: matched by case id, the ratio of medians, a verdict (which one depends
+    # on this machine's noise: another engineer's tests on the same cores make it inconclusive)
+    text, code = compare_paths(csv, slowed_copy(csv, installed.path / "slowed", 3.0), threshold=0.05)
+    verdicts = {cells[1].strip(): cells for cells in (line.split("|") for line in text.splitlines() if line.startswith("| tinymlp/"))}
+    assert set(verdicts) == {"tinymlp/train-batch=64", "tinymlp/fresh"}, text
+    for cells in verdicts.values():
+        assert cells[4].strip() == "3.000" and cells[8].split()[0] in ("slower", "inconclusive"), text
+    assert code == (1 if any(cells[8].split()[0] == "slower" for cells in verdicts.values()) else 0)
+
+
+def test_a_gpubench_option_sets_the_run_up_at_configure_with_one_line_for_a_bad_value(installed):
+    installed.makepyfile(test_model=USER_MODEL_TEST)
+    result = installed.runpytest("-p", "no:cacheprovider", "--gpubench-profile=fastest", "-k", "plain")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # no test uses the fixture: the option alone sets it up
+    assert [line for line in result.errlines if line.startswith("ERROR:")] == [
+        "ERROR: unknown profile 'fastest': use --profile quick, full or smoke"]
+
+
+@pytest.mark.process  # the suite's plugin holds Ctrl-C and signals as a command-line pytest: its own process
+def test_the_checkouts_conftest_keeps_the_suites_options_where_the_plugin_is_installed(installed):
+    installed.makeconftest('pytest_plugins = ["harness.pytest_plugin.suite"]\n')
+    installed.makepyfile(bench_tiny=ONE_CASE_BENCH)
+    result = installed.runpytest_subprocess("-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
+                                            "--device=cpu", "--results-dir=out")
+    assert result.ret == 0, result.stderr.str()[-2000:]
+    assert any(line.startswith("gpubench: device cpu, profile smoke") for line in result.outlines)  # set up at configure
+    assert [row["case_id"] for row in read_rows(next((installed.path / "out").glob("*.csv")))] == ["matmul/n8"]
