@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,6 +93,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
                     help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")
     group.addoption("--gpubench-report-fd", type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)
+    # Internal: `gpubench ab --budget` names the cases still undecided, a case id a line; the others get no more builds.
+    group.addoption("--gpubench-cases", default=None, dest="gpubench_cases", help=argparse.SUPPRESS)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
@@ -223,11 +226,30 @@ def _build_of(item: pytest.Item) -> int:
     return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
 
+def _only_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --gpubench-cases FILE, only the cases it lists run here (the others are deselected)."""
+    path = config.getoption("gpubench_cases")
+    if path is None:
+        return
+    try:
+        wanted = set(Path(path).read_text(encoding="utf-8").split())
+    except OSError as error:
+        raise pytest.UsageError(f"--gpubench-cases {path}: {error.strerror or error} — gpubench ab writes this file itself") from None
+    keep, dropped = [], []
+    for item in items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        (keep if getattr(case, "case_id", None) in wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
     With --gpubench-build K, only build K of each case runs here (the others are deselected)."""
     state = config.stash.get(STATE, None)
+    _only_cases(config, items)
     report_fd = config.getoption("gpubench_report_fd")
     if report_fd is not None:  # tell `gpubench run` how many build processes this selection needs
         with os.fdopen(report_fd, "w", closefd=True) as pipe:
