@@ -196,7 +196,8 @@ def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tup
     return PairedSession(broken_cases(a, b) + verdicts, pairs, notes)
 
 
-def sequential_verdicts(logs: dict[str, pd.Series], threshold: float, medians: dict[str, tuple[float, float]]) -> list[Verdict]:
+def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
+                        medians: dict[str, tuple[float, float]]) -> list[Verdict]:
     """Each case's verdict by the sequential rule (reports.sequential) after all its pairs, and the
     machine-wide line's: per pair, the median log-ratio over the cases that ran in it (2 or more;
     cases already decided run in no later pair). The always-valid p-values are adjusted together."""
@@ -214,22 +215,29 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float, medians: d
         code = int(sq.verdict_codes(mean, half, p_value, threshold))
         low, high = (exp_capped(mean - half), exp_capped(mean + half)) if math.isfinite(half) else (None, None)
         detectable = sq.detectable(half) if math.isfinite(half) else None
-        note = (f"decided after {n} pairs" if code != sq.INCONCLUSIVE
-                else f"undecided after {n} pairs" + (f": could detect {reach(detectable)}" if detectable is not None else ""))
+        could = (f": could detect {reach(detectable)}" if detectable is not None
+                 else f": no verdict is possible before {sq.first_decidable_pairs()} pairs")
+        note = f"decided after {n} pairs" if code != sq.INCONCLUSIVE else f"undecided after {n} pairs{could}"
         if case_id == MACHINE_WIDE:
             note = f"median over the cases of each pair, {n} pairs; " + note
-        verdicts.append(Verdict(case_id, *medians.get(case_id, (math.nan, math.nan)), exp_capped(mean), low, high, float(p_value),
-                                detectable, sq.WORDS[code], note))
+        base_s, new_s = medians.get(case_id, (math.nan, math.nan))
+        verdicts.append(Verdict(case_id, base_s, new_s, exp_capped(mean), low, high, float(p_value), detectable,
+                                sq.WORDS[code], note))
     return verdicts
 
 
-def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str] = ("A", "B")) -> PairedSession:
+def ok_median_s(frame: pd.DataFrame, case_id: str) -> float:
+    return float(frame.loc[(frame["case_id"] == case_id) & (frame["status"] == "ok"), "median_s"].median())
+
+
+def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
+                     sides: tuple[str, str] = ("A", "B")) -> PairedSession:
     """A session that looked after every pair and stopped each case once decided (`gpubench ab --budget`)."""
     logs = pair_logs(a, b)
-    medians = {case: (float(a.loc[(a["case_id"] == case) & (a["status"] == "ok"), "median_s"].median()),
-                      float(b.loc[(b["case_id"] == case) & (b["status"] == "ok"), "median_s"].median())) for case in logs}
+    medians = {case: (ok_median_s(a, case), ok_median_s(b, case)) for case in logs}
     verdicts = sequential_verdicts(logs, threshold, medians) if logs else []
-    notes = [] if any(v.case_id == MACHINE_WIDE for v in verdicts) else ["machine-wide shift: not judged (fewer than 2 cases in 2 pairs)"]
+    judged_shift = any(v.case_id == MACHINE_WIDE for v in verdicts)
+    notes = [] if judged_shift else ["machine-wide shift: not judged (fewer than 2 cases in 2 pairs)"]
     notes += one_side_cases(a, b, sides)
     if not logs:
         notes.append("no case was measured ok on both sides in any pair: nothing to compare")
@@ -245,7 +253,8 @@ def undecided_cases(session: PairedSession) -> list[str]:
 def format_session(session: PairedSession, threshold: float, sides: tuple[str, str] = ("A", "B")) -> str:
     a, b = sides
     interval, p_name = ("CS", "p (always valid)") if session.sequential else ("CI", "p")
-    lines = [f"| case | {a} median | {b} median | {b}/{a} | {1 - ALPHA:.0%} {interval} | {p_name} | detectable | verdict |",
+    lines = [f"| case | {a} median | {b} median | {b}/{a} | {1 - ALPHA:.0%} {interval} | {p_name} | detectable "
+             "| verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for v in session.verdicts:
         ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
@@ -257,8 +266,8 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
         lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
     counts = {k: sum(v.verdict == k for v in session.verdicts) for k in ("slower", "faster", "no change", "inconclusive", "broken")}
     detectable = session.median_detectable
-    kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)" if session.sequential
-            else f"paired session: {session.pairs} pairs")
+    kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
+            if session.sequential else f"paired session: {session.pairs} pairs")
     lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
               + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
@@ -290,12 +299,15 @@ def judged_sequentially(base: Path) -> bool:
     try:
         payload = read_json(marker, MARKER_MAX_BYTES, "session marker")
     except (OSError, ValueError) as error:
-        raise ReportError(f"cannot read {marker} ({getattr(error, 'strerror', None) or error}): it says how the session "
-                          "chose its pairs — read it as the session's owner, or pass copies of the CSVs under other names") from None
+        why = getattr(error, "strerror", None) or error
+        raise ReportError(f"cannot read {marker} ({why}): it says how the session chose its pairs — read it as the "
+                          "session's owner, or pass copies of the CSVs under other names") from None
     return isinstance(payload, dict) and payload.get("design") == "sequential"
 
 
-def judge_pair_of_runs(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str], sequential: bool) -> PairedSession:
+def judge_pair_of_runs(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str],
+                       sequential: bool) -> PairedSession:
+    """The session's verdicts by the rule it was run under."""
     return (judge_sequential if sequential else judge_session)(a, b, threshold, sides)
 
 

@@ -36,9 +36,9 @@ import numpy as np
 
 from reports.verdicts import ALPHA
 
-# Prior variance of the standardised effect mu/sigma. Chosen with tests/test_power.py's simulation:
-# 1 resolves a 10% change with 5% noise per pair in the fewest pairs among 0.25-10, and lets a case
-# be decided from 7 pairs on (at ALPHA 0.01, (1 + 7)^3 >= 100).
+# Prior variance of the standardised effect mu/sigma. A larger g decides large changes a pair sooner
+# and calls unchanged cases "no change" later (tried from 0.25 to 10 on tests/test_power.py's
+# simulation); with 1 a case can be decided from 7 pairs on (at ALPHA 0.01, (1 + 7)^3 >= 100).
 MIXTURE_G = 1.0
 MIN_PAIRS = 3  # no look before three pairs: a t-statistic of two pairs has one degree of freedom
 
@@ -115,6 +115,12 @@ def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarr
     return np.where(significant & (mean > band), SLOWER, codes)
 
 
+def first_decidable_pairs(level: float = ALPHA, g: float = MIXTURE_G, limit: int = 1000) -> int:
+    """The fewest pairs after which the confidence sequence is finite: no verdict can come sooner."""
+    n = np.arange(MIN_PAIRS, limit)
+    return int(n[np.isfinite(boundary_t(n, level, g))][0])
+
+
 def detectable(half_width: float) -> float:
     """The smallest relative change the confidence sequence could tell from none, as a fraction."""
     return math.expm1(half_width) if half_width < 700 else math.inf
@@ -158,7 +164,8 @@ def simulate(logs: np.ndarray, threshold: float, g: float = MIXTURE_G) -> Simula
         at = (pairs - 1)[..., None]
         mean, half = (np.take_along_axis(a, at, -1)[..., 0] for a in (case_stats.mean, case_stats.half_width))
         p_case = np.take_along_axis(case_stats.p_value, at, -1)[..., 0]
-        p_machine = np.take_along_axis(prefixes(machine[:, :pair + 1], g).p_value, np.maximum(machine_pairs - 1, 0)[:, None], -1)
+        machine_at = np.maximum(machine_pairs - 1, 0)[:, None]
+        p_machine = np.take_along_axis(prefixes(machine[:, :pair + 1], g).p_value, machine_at, -1)
         p_machine = np.where(machine_pairs[:, None] >= MIN_PAIRS, p_machine, 1.0)
         adjusted = bh_adjust(np.concatenate([p_case, p_machine], axis=1))[:, :cases]
         codes = verdict_codes(mean, half, adjusted, threshold)

@@ -543,8 +543,9 @@ def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeyp
 def test_a_cases_file_keeps_only_its_cases_and_build_calls_is_the_least_calls_per_build(tiny):
     # gpubench ab --budget names the undecided cases in a file; the others get no more builds
     (tiny.path / "cases.txt").write_text("matmul/fp32-n32\n")
-    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--gpubench-cases=cases.txt", "--build-calls=400")
+    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--gpubench-cases=cases.txt",
+                 "--build-calls=400")
     assert result.ret == 0
     rows = rows_in(tiny.path / "out")
     assert {r["case_id"] for r in rows} == {"matmul/fp32-n32"}
-    assert all(int(r["rounds"]) * int(r["iterations"]) >= 400 for r in rows)  # the smoke profile alone stops at 5 rounds
+    assert all(int(r["rounds"]) * int(r["iterations"]) >= 400 for r in rows)  # the smoke profile alone: 5 rounds

@@ -120,7 +120,8 @@ def test_the_paired_test_keeps_its_error_rate(jumps):
 PAIR_NOISE, JUMP, SEQ_CASES, SEQ_PAIRS = 0.04 * np.sqrt(2), 0.55, 11, 40
 
 
-def sequential_logs(sessions: int, effect: float = 1.0, jumps: float = 0.0, changed: int = SEQ_CASES, seed: int = 3) -> np.ndarray:
+def sequential_logs(sessions: int, effect: float = 1.0, jumps: float = 0.0, changed: int = SEQ_CASES,
+                    seed: int = 3) -> np.ndarray:
     rng = np.random.default_rng(seed)
     logs = rng.normal(0.0, PAIR_NOISE, (sessions, SEQ_CASES, SEQ_PAIRS))
     logs[:, :changed] += np.log(effect)
@@ -136,24 +137,27 @@ def flagged(codes: np.ndarray) -> np.ndarray:
 def test_a_sequential_session_keeps_its_false_alarm_rate_with_a_look_after_every_pair(jumps):
     sim = sq.simulate(sequential_logs(1500, jumps=jumps), 0.05)
     sessions_flagged = flagged(sim.codes).any(axis=1).mean()
-    print(f"\nA/A, jumps {jumps:.0%}: {sessions_flagged:.2%} of sessions flagged a case; no change {np.mean(sim.codes == sq.NO_CHANGE):.1%} "
-          f"of cases, median {np.median(sim.pairs):.0f} pairs")
+    print(f"\nA/A, jumps {jumps:.0%}: {sessions_flagged:.2%} of sessions flagged a case; no change "
+          f"{np.mean(sim.codes == sq.NO_CHANGE):.1%} of cases, median {np.median(sim.pairs):.0f} pairs")
     assert sessions_flagged <= ALPHA
     if jumps == 0.0:  # unchanged cases are called so, most within the 40 pairs
         assert np.mean(sim.codes == sq.NO_CHANGE) >= 0.8
 
 
-def test_a_sequential_session_catches_a_ten_percent_change_and_stops_early():
-    sim = sq.simulate(sequential_logs(300, effect=1.10), 0.05)
-    print(f"\nevery case x1.10: {np.mean(sim.codes == sq.SLOWER):.1%} of cases slower, median {np.median(sim.pairs):.0f} pairs, "
-          f"90th percentile {np.percentile(sim.pairs, 90):.0f}")
-    assert np.mean(sim.codes == sq.SLOWER) >= 0.95 and np.median(sim.pairs) <= 15
+@pytest.mark.parametrize("jumps, caught, median_pairs", [(0.0, 0.95, 15), (0.1, 0.4, 40)])
+def test_a_sequential_session_catches_a_ten_percent_change_and_stops_early(jumps, caught, median_pairs):
+    """Jumping pairs cost a mean-based rule dearly (the spread they add hides the change): the
+    session then runs to its last pair for about half of the cases."""
+    sim = sq.simulate(sequential_logs(300, effect=1.10, jumps=jumps), 0.05)
+    print(f"\nevery case x1.10, jumps {jumps:.0%}: {np.mean(sim.codes == sq.SLOWER):.1%} of cases slower, median "
+          f"{np.median(sim.pairs):.0f} pairs, 90th percentile {np.percentile(sim.pairs, 90):.0f}")
+    assert np.mean(sim.codes == sq.SLOWER) >= caught and np.median(sim.pairs) <= median_pairs
 
 
 def test_a_sequential_session_finds_the_one_changed_case_and_leaves_the_others():
     sim = sq.simulate(sequential_logs(300, effect=1.25, changed=1), 0.05)
-    print(f"\none case x1.25: caught {np.mean(sim.codes[:, 0] == sq.SLOWER):.1%}, median {np.median(sim.pairs[:, 0]):.0f} pairs; "
-          f"untouched cases flagged {flagged(sim.codes[:, 1:]).mean():.2%}")
+    print(f"\none case x1.25: caught {np.mean(sim.codes[:, 0] == sq.SLOWER):.1%}, median "
+          f"{np.median(sim.pairs[:, 0]):.0f} pairs; untouched cases flagged {flagged(sim.codes[:, 1:]).mean():.2%}")
     assert np.mean(sim.codes[:, 0] == sq.SLOWER) >= 0.95 and flagged(sim.codes[:, 1:]).mean() <= ALPHA
 
 

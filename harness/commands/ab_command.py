@@ -36,14 +36,17 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
     ab = sub.add_parser("ab", help="paired A/B session: the same cases under two environments, builds alternating; verdict from the pairs",
                         description="Runs the selected cases under side A and side B, build by build in alternation (A B, B A, ...), each "
-                                    "build in its own process, and judges B against A from the paired differences after every pair: a "
-                                    "decided case gets no more builds, and the session ends when every case is decided or the budget "
-                                    "ends. Arguments gpubench does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
+                                    "build in its own process, and judges B against A from the paired "
+                                    "differences after every pair: a decided case gets no more builds, and the "
+                                    "session ends when every case is decided or the budget ends. Arguments "
+                                    "gpubench does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
     add_to_parser(ab)
-    ab.add_argument("--budget", default=None, help=f"time the session may take, such as 90s, 5m or 1h (default {DEFAULT_BUDGET}): "
-                    "no pair starts that would not end within it")
-    ab.add_argument("--max-pairs", type=int, default=None, help=f"pairs at most, however much budget is left (default {DEFAULT_MAX_PAIRS})")
-    ab.add_argument("--pairs", type=int, default=None, help="instead of --budget: exactly N pairs, judged once at the end (a fixed design)")
+    ab.add_argument("--budget", default=None, help="time the session may take, such as 90s, 5m or 1h "
+                    f"(default {DEFAULT_BUDGET}): no pair starts that would not end within it")
+    ab.add_argument("--max-pairs", type=int, default=None,
+                    help=f"pairs at most, however much budget is left (default {DEFAULT_MAX_PAIRS})")
+    ab.add_argument("--pairs", type=int, default=None,
+                    help="instead of --budget: exactly N pairs, judged once at the end (a fixed design)")
     for side in ("a", "b"):
         ab.add_argument(f"--{side}-python", default=None, help=f"interpreter of side {side.upper()} (default: this one), e.g. a venv with another torch")
         ab.add_argument(f"--{side}-env", action="append", metavar="NAME=VALUE", help=f"an environment variable of side {side.upper()} (repeatable)")
@@ -58,21 +61,28 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     return cmd_ab(args, extra)
 
 
-def design_of(args: argparse.Namespace) -> tuple[int, float | None]:
+def design_of(args: argparse.Namespace) -> Design:
     """(pairs at most, budget in seconds): the budget is None for a fixed design (--pairs N)."""
     if args.pairs is not None and (args.budget is not None or args.max_pairs is not None):
         given = "--budget" if args.budget is not None else "--max-pairs"
-        raise ValueError(f"--pairs {args.pairs} with {given}: --pairs runs exactly N pairs, --budget/--max-pairs stop when every "
-                         "case is decided — give one of the two")
-    pairs, flag = (args.pairs, "--pairs") if args.pairs is not None else (args.max_pairs or DEFAULT_MAX_PAIRS, "--max-pairs")
+        raise ValueError(f"--pairs {args.pairs} with {given}: --pairs runs exactly N pairs, --budget/--max-pairs stop "
+                         "when every case is decided — give one of the two")
+    if args.pairs is not None:
+        pairs, flag = args.pairs, "--pairs"
+    else:
+        pairs, flag = args.max_pairs or DEFAULT_MAX_PAIRS, "--max-pairs"
     if not 3 <= pairs <= MAX_BUILDS:
         raise ValueError(f"{flag} {pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)")
     if args.builds is not None:
-        raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds} or --max-pairs")
+        raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds} "
+                         "or --max-pairs")
     return pairs, None if args.pairs is not None else parse_duration(args.budget or DEFAULT_BUDGET)
 
 
-def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str, tuple[int, float | None]]:
+Design = tuple[int, "float | None"]  # (pairs at most, budget in seconds or None: a fixed design)
+
+
+def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str, Design]:
     """Everything that can be refused before a build runs: (threshold, sides, session id, design)."""
     threshold = parse_threshold(args.threshold)
     sides = sides_of(args)
@@ -93,7 +103,8 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     return threshold, sides, session_id, design
 
 
-def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int, budget_s: float | None = None) -> int:
+def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int,
+                   budget_s: float | None = None) -> int:
     """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
     try:
         write_marker(results_dir, session_id, sides, pairs, budget_s)
@@ -123,8 +134,10 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     problem = marker_problem(results_dir, session_id, sides, pairs, budget_s)
     if problem:
         return problem
-    plan = f"{pairs} pairs" if budget_s is None else f"until every case is decided, {budget_s:.0f} s and {pairs} pairs at most"
-    print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}", flush=True)
+    plan = (f"{pairs} pairs" if budget_s is None
+            else f"until every case is decided, {budget_s:.0f} s and {pairs} pairs at most")
+    print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
+          flush=True)
     files = SideFiles(results_dir, session_id)
     looks = Looks(results_dir, session_id, threshold, budget_s, pairs) if budget_s is not None else None
     try:
@@ -142,7 +155,8 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
     elif looks is not None:
         print(f"gpubench ab: ended: {looks.ended or f'--max-pairs {pairs} reached'}", flush=True)
-    return judge_and_print(results_dir, session_id, threshold, stop.code if stop else 0, files, sequential=looks is not None)
+    code = stop.code if stop else 0
+    return judge_and_print(results_dir, session_id, threshold, code, files, sequential=looks is not None)
 
 
 def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,

@@ -60,10 +60,12 @@ class Looks:
             return self.end(f"every case decided after {pairs} pair(s)")
         spent_s = now_s - self.started_s
         left = f"{len(self.undecided)} of {measured} case(s) undecided" if measured is not None else "no look yet"
-        print(f"gpubench ab: pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}", flush=True)
+        print(f"gpubench ab: pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}",
+              flush=True)
         if pairs >= self.max_pairs:
             return self.end(f"--max-pairs {self.max_pairs} reached")
-        if spent_s + pair_s > self.budget_s:  # the last pair's time is the next one's estimate: none starts that cannot end
+        # the last pair's time is the next one's estimate: no pair starts that cannot end within the budget
+        if spent_s + pair_s > self.budget_s:
             return self.end(f"budget ended: another pair (~{pair_s:.0f} s) would not fit in the {self.budget_s:.0f} s")
         return [f"--gpubench-cases={self.write_cases()}"] if measured is not None else []
 

@@ -25,7 +25,7 @@ class Budget:
     min_rounds: int = 5
     max_rounds: int = 200
     warmup_calls: int = 3
-    min_calls: int = 1  # timed calls per build, at least: a slow call's build is then >= min_calls calls, not min_rounds
+    min_calls: int = 1  # timed calls per build, at least: a slow call's build is >= min_calls calls, not min_rounds
 
 
 MAX_BUILD_CALLS = 1000  # --build-calls: beyond it a build of a slow case would take minutes

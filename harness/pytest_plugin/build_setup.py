@@ -85,7 +85,8 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     build_calls = option("gpubench_build_calls")
     if build_calls is not None and not 1 <= build_calls <= MAX_BUILD_CALLS:
         raise SetupError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
-    return dict(builds=builds, build_seconds=build_seconds, build_calls=build_calls, device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
+    return dict(builds=builds, build_seconds=build_seconds, build_calls=build_calls,
+                device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 

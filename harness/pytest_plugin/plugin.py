@@ -234,7 +234,8 @@ def _only_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         wanted = set(Path(path).read_text(encoding="utf-8").split())
     except OSError as error:
-        raise pytest.UsageError(f"--gpubench-cases {path}: {error.strerror or error} — gpubench ab writes this file itself") from None
+        raise pytest.UsageError(f"--gpubench-cases {path}: {error.strerror or error} — "
+                                "gpubench ab writes this file itself") from None
     keep, dropped = [], []
     for item in items:
         case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
