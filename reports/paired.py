@@ -212,17 +212,17 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
     verdicts = []
     for (case_id, stats), p_value in zip(last.items(), p_values):
         mean, half, n = float(stats.mean[-1]), float(stats.half_width[-1]), len(stats.mean)
-        code = int(sq.verdict_codes(mean, half, p_value, threshold))
         low, high = (exp_capped(mean - half), exp_capped(mean + half)) if math.isfinite(half) else (None, None)
+        verdict = band_verdict(float(p_value), exp_capped(mean), low or 0.0, math.inf if high is None else high, threshold)
         detectable = sq.detectable(half) if math.isfinite(half) else None
         could = (f": could detect {reach(detectable)}" if detectable is not None
                  else f": no verdict is possible before {sq.first_decidable_pairs()} pairs")
-        note = f"decided after {n} pairs" if code != sq.INCONCLUSIVE else f"undecided after {n} pairs{could}"
+        note = f"decided after {n} pairs" if verdict != "inconclusive" else f"undecided after {n} pairs{could}"
         if case_id == MACHINE_WIDE:
             note = f"median over the cases of each pair, {n} pairs; " + note
         base_s, new_s = medians.get(case_id, (math.nan, math.nan))
         verdicts.append(Verdict(case_id, base_s, new_s, exp_capped(mean), low, high, float(p_value), detectable,
-                                sq.WORDS[code], note))
+                                verdict, note))
     return verdicts
 
 

@@ -106,7 +106,8 @@ def bh_adjust(p_values: np.ndarray) -> np.ndarray:
 
 
 def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray, threshold: float) -> np.ndarray:
-    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element, by band_verdict's rule on log scale."""
+    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: reports.verdicts.band_verdict's rule on log
+    scale, for the simulation (gpubench ab's verdicts come from band_verdict itself; a test holds them equal)."""
     band = math.log1p(threshold)
     significant = p_adjusted < ALPHA
     codes = np.full(np.shape(mean), INCONCLUSIVE)
