@@ -105,9 +105,10 @@ def test_the_same_side_twice_is_not_called_slower(tmp_path):
 @pytest.mark.process
 @pytest.mark.timeout(2800)  # seven pairs at least: on a busy 2-core machine a build takes up to a minute
 def test_a_sequential_session_stops_once_every_case_is_decided(tmp_path):
-    # side B sleeps three times as long: both cases are decided before --max-pairs, and no pair runs after.
-    # The rule decides nothing before 7 pairs: 14 builds of about 10 s each (several times that on a busy machine).
-    done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=3",
+    # side B sleeps 50 times as long: both cases are decided before --max-pairs, and no pair runs after. The
+    # change is that large because a 1 ms sleep on a busy 2-core machine took 1-15 ms (pairs read x0.9-x15 for x3).
+    # The rule decides nothing before 7 pairs: 14 builds of about 10 s each (up to 50 s on a busy machine).
+    done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=50",
                    design=("--budget", "40m", "--max-pairs", "12"), timeout_s=2700, select="test_sleep and (n1 or n2)")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     ended = [line for line in done.stdout.splitlines() if line.startswith("gpubench ab: ended: every case decided")]
