@@ -43,7 +43,8 @@ from reports.markdown import escape, table_row
 from reports.paired import (
     factor,
     format_session,
-    judge_session,
+    judge_pair_of_runs,
+    judged_sequentially,
     paired_sides,
     pairing_problem,
     percent,
@@ -365,7 +366,7 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
         base_rows, new_rows = load_results([base]), load_results([new])
         problem = pairing_problem(base_rows, new_rows)
         if problem is None:
-            session = judge_session(base_rows, new_rows, threshold, sides)
+            session = judge_pair_of_runs(base_rows, new_rows, threshold, sides, judged_sequentially(base))
             return format_session(session, threshold, sides), session.exit_code
         paired_notes.append(f"note: {base.name} and {new.name} are named as a paired session's sides, but {problem}: judged unpaired")
     base_frame, base_notes = dedupe(one_machine(load_results([base]), base))

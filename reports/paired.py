@@ -30,6 +30,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from harness.records.safe_files import read_json
+from reports import sequential as sq
+from reports.load import ReportError
 from reports.markdown import escape, table_row
 from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict, exp_capped
 
@@ -43,6 +46,7 @@ class PairedSession:
     verdicts: list[Verdict]  # per case, then the machine-wide line last
     pairs: int  # complete pairs (builds both sides finished)
     notes: list[str]
+    sequential: bool = False  # judged by the sequential rule (reports.sequential): always-valid p and intervals
 
     @property
     def exit_code(self) -> int:
@@ -192,9 +196,65 @@ def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tup
     return PairedSession(broken_cases(a, b) + verdicts, pairs, notes)
 
 
+def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
+                        medians: dict[str, tuple[float, float]]) -> list[Verdict]:
+    """Each case's verdict by the sequential rule (reports.sequential) after all its pairs, and the
+    machine-wide line's: per pair, the median log-ratio over the cases that ran in it (2 or more;
+    cases already decided run in no later pair). The always-valid p-values are adjusted together."""
+    series = dict(sorted(logs.items()))
+    per_pair = pd.DataFrame(series).sort_index()
+    counts = per_pair.notna().sum(axis=1)
+    machine = per_pair.median(axis=1)[counts >= 2]
+    if len(machine) >= 2:
+        series[MACHINE_WIDE] = machine
+    last = {case: sq.prefixes(values.sort_index().to_numpy()) for case, values in series.items()}
+    p_values = sq.bh_adjust(np.array([stats.p_value[-1] for stats in last.values()]))
+    verdicts = []
+    for (case_id, stats), p_value in zip(last.items(), p_values):
+        mean, half, n = float(stats.mean[-1]), float(stats.half_width[-1]), len(stats.mean)
+        low, high = (exp_capped(mean - half), exp_capped(mean + half)) if math.isfinite(half) else (None, None)
+        verdict = band_verdict(float(p_value), exp_capped(mean), low or 0.0, math.inf if high is None else high, threshold)
+        detectable = sq.detectable(half) if math.isfinite(half) else None
+        could = (f": could detect {reach(detectable)}" if detectable is not None
+                 else f": no verdict is possible before {sq.first_decidable_pairs()} pairs")
+        note = f"decided after {n} pairs" if verdict != "inconclusive" else f"undecided after {n} pairs{could}"
+        if case_id == MACHINE_WIDE:
+            note = f"median over the cases of each pair, {n} pairs; " + note
+        base_s, new_s = medians.get(case_id, (math.nan, math.nan))
+        verdicts.append(Verdict(case_id, base_s, new_s, exp_capped(mean), low, high, float(p_value), detectable,
+                                verdict, note))
+    return verdicts
+
+
+def ok_median_s(frame: pd.DataFrame, case_id: str) -> float:
+    return float(frame.loc[(frame["case_id"] == case_id) & (frame["status"] == "ok"), "median_s"].median())
+
+
+def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
+                     sides: tuple[str, str] = ("A", "B")) -> PairedSession:
+    """A session that looked after every pair and stopped each case once decided (`gpubench ab --budget`)."""
+    logs = pair_logs(a, b)
+    medians = {case: (ok_median_s(a, case), ok_median_s(b, case)) for case in logs}
+    verdicts = sequential_verdicts(logs, threshold, medians) if logs else []
+    judged_shift = any(v.case_id == MACHINE_WIDE for v in verdicts)
+    notes = [] if judged_shift else ["machine-wide shift: not judged (fewer than 2 cases in 2 pairs)"]
+    notes += one_side_cases(a, b, sides)
+    if not logs:
+        notes.append("no case was measured ok on both sides in any pair: nothing to compare")
+    pairs = max((len(s) for s in logs.values()), default=0)
+    return PairedSession(broken_cases(a, b) + verdicts, pairs, notes, sequential=True)
+
+
+def undecided_cases(session: PairedSession) -> list[str]:
+    """The cases a sequential session would give more pairs: measured on both sides, not yet decided."""
+    return [v.case_id for v in session.verdicts if v.verdict == "inconclusive" and v.case_id != MACHINE_WIDE]
+
+
 def format_session(session: PairedSession, threshold: float, sides: tuple[str, str] = ("A", "B")) -> str:
     a, b = sides
-    lines = [f"| case | {a} median | {b} median | {b}/{a} | {1 - ALPHA:.0%} CI | p | detectable | verdict |",
+    interval, p_name = ("CS", "p (always valid)") if session.sequential else ("CI", "p")
+    lines = [f"| case | {a} median | {b} median | {b}/{a} | {1 - ALPHA:.0%} {interval} | {p_name} | detectable "
+             "| verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for v in session.verdicts:
         ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
@@ -206,7 +266,9 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
         lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
     counts = {k: sum(v.verdict == k for v in session.verdicts) for k in ("slower", "faster", "no change", "inconclusive", "broken")}
     detectable = session.median_detectable
-    lines += ["", f"paired session: {session.pairs} pairs, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
+            if session.sequential else f"paired session: {session.pairs} pairs")
+    lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
               + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
 
@@ -223,6 +285,30 @@ def paired_sides(base: Path, new: Path) -> tuple[str, str] | None:
         if base.stem.endswith(f"-{first}") and new.name == f"{session}-{second}.csv" and (base.parent / f"{session}.ab.json").is_file():
             return first, second
     return None
+
+
+MARKER_MAX_BYTES = 1 << 20  # a session's marker is a few hundred bytes
+
+
+def judged_sequentially(base: Path) -> bool:
+    """Whether the session whose side BASE is looked after every pair (its marker's "design" is
+    "sequential"): its verdicts must then come from the sequential rule, never a fixed-pairs test,
+    which would read its early stops as too much evidence."""
+    base = base.resolve()
+    marker = base.parent / f"{base.stem[:-2]}.ab.json"
+    try:
+        payload = read_json(marker, MARKER_MAX_BYTES, "session marker")
+    except (OSError, ValueError) as error:
+        why = getattr(error, "strerror", None) or error
+        raise ReportError(f"cannot read {marker} ({why}): it says how the session chose its pairs — read it as the "
+                          "session's owner, or pass copies of the CSVs under other names") from None
+    return isinstance(payload, dict) and payload.get("design") == "sequential"
+
+
+def judge_pair_of_runs(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str],
+                       sequential: bool) -> PairedSession:
+    """The session's verdicts by the rule it was run under."""
+    return (judge_sequential if sequential else judge_session)(a, b, threshold, sides)
 
 
 def pairing_problem(a: pd.DataFrame, b: pd.DataFrame) -> str | None:

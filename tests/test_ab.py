@@ -70,12 +70,14 @@ def test_bad_sides_are_one_line_before_any_build(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
-def session(tmp_path: Path, *side_args: str) -> subprocess.CompletedProcess[str]:
+def session(tmp_path: Path, *side_args: str, design: tuple[str, ...] = ("--pairs", "4"),
+            timeout_s: float = 600, select: str = "test_sleep") -> subprocess.CompletedProcess[str]:
     bench = tmp_path / "bench_sleep.py"
     bench.write_text(SLEEP_BENCH, encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke", "--pairs", "4",
-                           "--results-dir", str(tmp_path / "out"), "--run-id", "s", *side_args, str(bench), "-k", "test_sleep"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
+                           *design,
+                           "--results-dir", str(tmp_path / "out"), "--run-id", "s", *side_args, str(bench), "-k", select],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
 
 
 @pytest.mark.process
@@ -98,3 +100,24 @@ def test_the_same_side_twice_is_not_called_slower(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "0 slower, 0 faster" in done.stdout
     assert "Name (time in" not in done.stdout  # no pytest-benchmark table per build: the verdict table is the session's
+
+
+@pytest.mark.process
+@pytest.mark.timeout(2800)  # seven pairs at least: on a busy 2-core machine a build takes up to a minute
+def test_a_sequential_session_stops_once_every_case_is_decided(tmp_path):
+    # side B sleeps 50 times as long: both cases are decided before --max-pairs, and no pair runs after. The
+    # change is that large because a 1 ms sleep on a busy 2-core machine took 1-15 ms (pairs read x0.9-x15 for x3).
+    # The rule decides nothing before 7 pairs: 14 builds of about 10 s each (up to 50 s on a busy machine).
+    done = session(tmp_path, "--a-env", "SLEEP_MS=1", "--b-env", "SLEEP_MS=50",
+                   design=("--budget", "40m", "--max-pairs", "12"), timeout_s=2700, select="test_sleep and (n1 or n2)")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    ended = [line for line in done.stdout.splitlines() if line.startswith("gpubench ab: ended: every case decided")]
+    assert len(ended) == 1
+    pairs = int(ended[0].split("after ")[1].split()[0])
+    lines = [line for line in done.stdout.splitlines() if line.startswith("| matmul/")]
+    assert len(lines) == 2 and all(f"| slower (decided after {pairs} pairs)" in line for line in lines)
+    assert pairs < 12 and "sequential paired session" in done.stdout
+    marker = json.loads((tmp_path / "out" / "s.ab.json").read_text())
+    assert (marker["design"], marker["max_pairs"], marker["budget_s"]) == ("sequential", 12, 2400.0)
+    # compare judges the two files by the session's rule again
+    assert main(["compare", str(tmp_path / "out" / "s-A.csv"), str(tmp_path / "out" / "s-B.csv")]) == 1

@@ -537,3 +537,15 @@ def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeyp
     assert "env.json not written" in result.stderr.str() and f"results folder full: {rows} rows kept" in result.stderr.str()
     (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
     assert len(read_rows(csv_path)) == rows
+
+
+@pytest.mark.process
+def test_a_cases_file_keeps_only_its_cases_and_build_calls_is_the_least_calls_per_build(tiny):
+    # gpubench ab --budget names the undecided cases in a file; the others get no more builds
+    (tiny.path / "cases.txt").write_text("matmul/fp32-n32\n")
+    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--gpubench-cases=cases.txt",
+                 "--build-calls=400")
+    assert result.ret == 0
+    rows = rows_in(tiny.path / "out")
+    assert {r["case_id"] for r in rows} == {"matmul/fp32-n32"}
+    assert all(int(r["rounds"]) * int(r["iterations"]) >= 400 for r in rows)  # the smoke profile alone: 5 rounds

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.paired import judge_logs
+from reports import sequential as sq
+from reports.paired import judge_logs, judge_sequential
 from reports.power_audit import (
     SCENARIOS,
     Scenario,
@@ -16,6 +17,7 @@ from reports.power_audit import (
     paired_judge,
     unpaired_judge,
 )
+from reports.verdicts import ALPHA, MACHINE_WIDE
 
 CASES = [f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)]
 
@@ -110,3 +112,66 @@ def test_the_paired_test_keeps_its_error_rate(jumps):
         logs[jump] += rng.choice([-0.55, 0.55], jump.sum())
         rejections += judge_logs("c", logs, 0.0).p_value < 0.01
     assert rejections / trials <= 0.015
+
+
+# The sequential session (gpubench ab --budget), simulated: looks after every pair, decided cases
+# stop. Pair log-ratios as above (4% lognormal noise per build on each side: 0.057 per pair),
+# optionally with a tenth of the pairs jumping ~1.7x either way; 11 cases, 40 pairs at most.
+PAIR_NOISE, JUMP, SEQ_CASES, SEQ_PAIRS = 0.04 * np.sqrt(2), 0.55, 11, 40
+
+
+def sequential_logs(sessions: int, effect: float = 1.0, jumps: float = 0.0, changed: int = SEQ_CASES,
+                    seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    logs = rng.normal(0.0, PAIR_NOISE, (sessions, SEQ_CASES, SEQ_PAIRS))
+    logs[:, :changed] += np.log(effect)
+    jump = rng.random(logs.shape) < jumps
+    return logs + jump * rng.choice([-JUMP, JUMP], logs.shape)
+
+
+def flagged(codes: np.ndarray) -> np.ndarray:
+    return (codes == sq.SLOWER) | (codes == sq.FASTER)
+
+
+@pytest.mark.parametrize("jumps", [0.0, 0.1])
+def test_a_sequential_session_keeps_its_false_alarm_rate_with_a_look_after_every_pair(jumps):
+    sim = sq.simulate(sequential_logs(1500, jumps=jumps), 0.05)
+    sessions_flagged = flagged(sim.codes).any(axis=1).mean()
+    print(f"\nA/A, jumps {jumps:.0%}: {sessions_flagged:.2%} of sessions flagged a case; no change "
+          f"{np.mean(sim.codes == sq.NO_CHANGE):.1%} of cases, median {np.median(sim.pairs):.0f} pairs")
+    assert sessions_flagged <= ALPHA
+    if jumps == 0.0:  # unchanged cases are called so, most within the 40 pairs
+        assert np.mean(sim.codes == sq.NO_CHANGE) >= 0.8
+
+
+@pytest.mark.parametrize("jumps, caught, median_pairs", [(0.0, 0.95, 15), (0.1, 0.4, 40)])
+def test_a_sequential_session_catches_a_ten_percent_change_and_stops_early(jumps, caught, median_pairs):
+    """Jumping pairs cost a mean-based rule dearly (the spread they add hides the change): the
+    session then runs to its last pair for about half of the cases."""
+    sim = sq.simulate(sequential_logs(300, effect=1.10, jumps=jumps), 0.05)
+    print(f"\nevery case x1.10, jumps {jumps:.0%}: {np.mean(sim.codes == sq.SLOWER):.1%} of cases slower, median "
+          f"{np.median(sim.pairs):.0f} pairs, 90th percentile {np.percentile(sim.pairs, 90):.0f}")
+    assert np.mean(sim.codes == sq.SLOWER) >= caught and np.median(sim.pairs) <= median_pairs
+
+
+def test_a_sequential_session_finds_the_one_changed_case_and_leaves_the_others():
+    sim = sq.simulate(sequential_logs(300, effect=1.25, changed=1), 0.05)
+    print(f"\none case x1.25: caught {np.mean(sim.codes[:, 0] == sq.SLOWER):.1%}, median "
+          f"{np.median(sim.pairs[:, 0]):.0f} pairs; untouched cases flagged {flagged(sim.codes[:, 1:]).mean():.2%}")
+    assert np.mean(sim.codes[:, 0] == sq.SLOWER) >= 0.95 and flagged(sim.codes[:, 1:]).mean() <= ALPHA
+
+
+def test_the_simulation_judges_as_the_session_does():
+    """Each simulated session, written as a real session's two sides (a case's rows only for the pairs
+    it got), gets the same verdicts from reports.paired.judge_sequential, which gpubench ab prints
+    (through reports.verdicts.band_verdict, the rule compare uses too)."""
+    logs = sequential_logs(6, effect=1.10, changed=4, seed=11)
+    sim = sq.simulate(logs, 0.05)
+    for s in range(len(logs)):
+        rows = [(case, build, side, 1e-3 * (np.exp(logs[s, case, build]) if side == "B" else 1.0))
+                for case in range(SEQ_CASES) for build in range(sim.pairs[s, case]) for side in "AB"]
+        frame = pd.DataFrame(rows, columns=["case", "build", "side", "median_s"])
+        frame["case_id"], frame["status"], frame["reason"] = [f"c/{c:02d}" for c in frame["case"]], "ok", ""
+        session = judge_sequential(frame[frame["side"] == "A"], frame[frame["side"] == "B"], 0.05)
+        words = [v.verdict for v in session.verdicts if v.case_id != MACHINE_WIDE]
+        assert words == [sq.WORDS[code] for code in sim.codes[s]]

@@ -68,6 +68,14 @@ def test_plan_rounds_fills_short_rounds_and_the_budget():
     assert (slow.iterations, slow.rounds) == (1, 5)  # min_rounds even past the budget
 
 
+def test_plan_rounds_reaches_the_minimum_calls_past_max_rounds():
+    budget = Budget(target_s=0.05, min_round_s=1e-3, min_rounds=3, max_rounds=5, min_calls=20)
+    slow = plan_rounds(0.01, budget)  # a 10 ms call: 5 rounds would fill the 0.05 s, the calls ask for 20
+    assert (slow.iterations, slow.rounds) == (1, 20)
+    fast = plan_rounds(1e-5, budget)  # 150 calls a round: the rounds' cap already holds more than 20 calls
+    assert (fast.iterations, fast.rounds) == (150, 5)
+
+
 def test_stopwatch_accumulates_spans(fake_clock):
     watch = Stopwatch(fake_clock.synced)
     for _ in range(3):

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 from harness.processes.launch import (
     NO_TESTS,
@@ -37,8 +37,8 @@ from harness.processes.lifetime import child_preexec, ended_unreaped, kill_group
 from harness.core.exits import BUILD_STOPS
 from harness.records.safe_files import open_new, write_all
 
-DEFAULT_PAIRS = 8
-DEFAULT_BUILD_SECONDS = 0.05  # more, shorter builds: the pairs are the units, not the rounds
+DEFAULT_BUILD_SECONDS = 0.1  # more, shorter builds: the pairs are the units, not the rounds
+DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
 REDACTED = "***"  # a side variable's value, as printed and kept
 
 
@@ -66,7 +66,8 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
 
 # The session's own options: a side that set one would write elsewhere or under another name, and
 # the pairs it measured could not be found to judge.
-SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds", "--gpubench-report-fd")
+SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds",
+                   "--gpubench-report-fd", "--gpubench-cases")
 
 
 def side_args(args: list[str], flag: str) -> list[str]:
@@ -281,13 +282,19 @@ class SideFiles:
         return None
 
 
+# After each complete pair (given their count): the pytest arguments of the next pair's builds, or
+# None when the session has what it came for (a sequential session's looks, harness.commands.ab_sequential).
+AfterPair = Callable[[int], "list[str] | None"]
+
+
 def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
               results_dir: Path, stopped_limit_s: float | None = None,
-              files: SideFiles | None = None) -> tuple[int, Stop | None]:
-    """Runs the pairs; returns (complete pairs, why the session stopped early or None). `files`
-    learns which file each side's first build made."""
+              files: SideFiles | None = None, after_pair: AfterPair | None = None) -> tuple[int, Stop | None]:
+    """Runs up to `pairs` pairs; returns (complete pairs, why the session stopped early or None).
+    `files` learns which file each side's first build made; `after_pair` may narrow or end the rest."""
     launcher, progress = ProcessLauncher(stopped_limit_s), Progress(pairs)
     files = files or SideFiles(results_dir, session_id)
+    narrowed: list[str] = []
     with stop_requests() as request:
         for pair in range(pairs):
             for index, side in enumerate(order(pair, *sides)):
@@ -296,7 +303,8 @@ def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args
                 taken = files.taken(side.name) if pair == 0 else None
                 if taken is not None:
                     return pair, taken
-                done = launcher.run(Job(side_argv(side, session_id, pair, pairs, pytest_args, suite_root), side_env(side, suite_root), hold_sigint=True))
+                argv = side_argv(side, session_id, pair, pairs, pytest_args + narrowed, suite_root)
+                done = launcher.run(Job(argv, side_env(side, suite_root), hold_sigint=True))
                 if pair == 0:
                     files.note(side.name, done.code)
                 request.signum = request.signum or done.signal
@@ -305,18 +313,28 @@ def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args
                     stop = first_build_stop(done.code, side, files.path(side.name))
                 if stop is not None:
                     return pair, stop
-            print(progress.line(pair + 1), flush=True)
+            if after_pair is None:
+                print(progress.line(pair + 1), flush=True)
+                continue
+            more = after_pair(pair + 1)
+            if more is None:
+                return pair + 1, None
+            narrowed = more
     return pairs, None
 
 
 MARKER_MODE = 0o600  # the session's sides as given: a side's arguments may hold what others should not read
 
 
-def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> Path:
+def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int,
+                 budget_s: float | None = None) -> Path:
     """`<session>.ab.json`, made new (O_EXCL, never through a link): the session's name is its own,
-    and a second session of that id is refused before it runs a build."""
+    and a second session of that id is refused before it runs a build. With `budget_s` the session
+    is sequential (looked at after every pair, `pairs` at most), and `compare` judges it so."""
     path = results_dir / f"{session_id}.ab.json"
-    payload = {"session": session_id, "pairs_planned": pairs, "order": "A B, B A, ...",
+    design = {"design": "fixed", "pairs_planned": pairs} if budget_s is None else {
+        "design": "sequential", "max_pairs": pairs, "budget_s": budget_s}
+    payload = {"session": session_id, **design, "order": "A B, B A, ...",
                "sides": {side.name: dict(side.describe(), run_id=f"{session_id}-{side.name}") for side in sides}}
     fd = open_new(path, "results directory", "pass --results-dir with the folder itself", mode=MARKER_MODE)
     try:

@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 
 from harness.commands.ab import (
+    DEFAULT_BUILD_CALLS,
     DEFAULT_BUILD_SECONDS,
-    DEFAULT_PAIRS,
     Side,
     SideFiles,
     run_pairs,
     sides_of,
     write_marker,
 )
+from harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, parse_duration
 from harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
 from harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.core.exits import ExitCode
@@ -24,7 +25,7 @@ from harness.processes.rlimits import limits_problem
 from harness.records.safe_files import UnsafePath, make_folders
 from reports.compare import parse_threshold
 from reports.load import ReportError, load_results
-from reports.paired import format_session, judge_session
+from reports.paired import format_session, judge_pair_of_runs
 
 
 PASSES_PYTEST_ARGS = True
@@ -35,10 +36,17 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
     ab = sub.add_parser("ab", help="paired A/B session: the same cases under two environments, builds alternating; verdict from the pairs",
                         description="Runs the selected cases under side A and side B, build by build in alternation (A B, B A, ...), each "
-                                    "build in its own process, then judges B against A from the paired differences. Arguments gpubench "
-                                    "does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
+                                    "build in its own process, and judges B against A from the paired "
+                                    "differences after every pair: a decided case gets no more builds, and the "
+                                    "session ends when every case is decided or the budget ends. Arguments "
+                                    "gpubench does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
     add_to_parser(ab)
-    ab.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help=f"builds per side, alternating (default {DEFAULT_PAIRS})")
+    ab.add_argument("--budget", default=None, help="time the session may take, such as 90s, 5m or 1h "
+                    f"(default {DEFAULT_BUDGET}): no pair starts that would not end within it")
+    ab.add_argument("--max-pairs", type=int, default=None,
+                    help=f"pairs at most, however much budget is left (default {DEFAULT_MAX_PAIRS})")
+    ab.add_argument("--pairs", type=int, default=None,
+                    help="instead of --budget: exactly N pairs, judged once at the end (a fixed design)")
     for side in ("a", "b"):
         ab.add_argument(f"--{side}-python", default=None, help=f"interpreter of side {side.upper()} (default: this one), e.g. a venv with another torch")
         ab.add_argument(f"--{side}-env", action="append", metavar="NAME=VALUE", help=f"an environment variable of side {side.upper()} (repeatable)")
@@ -53,14 +61,32 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     return cmd_ab(args, extra)
 
 
-def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str]:
-    """Everything that can be refused before a build runs: (threshold, sides, session id)."""
+def design_of(args: argparse.Namespace) -> Design:
+    """(pairs at most, budget in seconds): the budget is None for a fixed design (--pairs N)."""
+    if args.pairs is not None and (args.budget is not None or args.max_pairs is not None):
+        given = "--budget" if args.budget is not None else "--max-pairs"
+        raise ValueError(f"--pairs {args.pairs} with {given}: --pairs runs exactly N pairs, --budget/--max-pairs stop "
+                         "when every case is decided — give one of the two")
+    if args.pairs is not None:
+        pairs, flag = args.pairs, "--pairs"
+    else:
+        pairs, flag = args.max_pairs or DEFAULT_MAX_PAIRS, "--max-pairs"
+    if not 3 <= pairs <= MAX_BUILDS:
+        raise ValueError(f"{flag} {pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)")
+    if args.builds is not None:
+        raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds} "
+                         "or --max-pairs")
+    return pairs, None if args.pairs is not None else parse_duration(args.budget or DEFAULT_BUDGET)
+
+
+Design = tuple[int, "float | None"]  # (pairs at most, budget in seconds or None: a fixed design)
+
+
+def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str, Design]:
+    """Everything that can be refused before a build runs: (threshold, sides, session id, design)."""
     threshold = parse_threshold(args.threshold)
     sides = sides_of(args)
-    if not 3 <= args.pairs <= MAX_BUILDS:
-        raise ValueError(f"--pairs {args.pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)")
-    if args.builds is not None:
-        raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds}")
+    design = design_of(args)
     if results_dir.exists() and not results_dir.is_dir():
         raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder (it is created if missing)")
     session_id = args.run_id or f"{new_run_id()}-ab"
@@ -74,13 +100,14 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     problem = limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
     if problem:
         raise ValueError(problem)
-    return threshold, sides, session_id
+    return threshold, sides, session_id, design
 
 
-def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int) -> int:
+def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int,
+                   budget_s: float | None = None) -> int:
     """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
     try:
-        write_marker(results_dir, session_id, sides, pairs)
+        write_marker(results_dir, session_id, sides, pairs, budget_s)
     except UnsafePath as error:  # a link planted at the marker's name
         return fail(str(error), code=4)
     except OSError as error:
@@ -98,18 +125,27 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     results_dir = Path(args.results_dir)
     try:
-        threshold, sides, session_id = check_session(args, results_dir)
+        threshold, sides, session_id, (pairs, budget_s) = check_session(args, results_dir)
     except (ValueError, ReportError, RunIdError, OSError) as error:
         return fail(str(error), code=4)
     args.run_id = None  # each side's run id is the session's
     args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
-    problem = marker_problem(results_dir, session_id, sides, args.pairs)
+    args.build_calls = args.build_calls or DEFAULT_BUILD_CALLS
+    problem = marker_problem(results_dir, session_id, sides, pairs, budget_s)
     if problem:
         return problem
-    print(f"gpubench ab: session {session_id}: {args.pairs} pairs, A = {sides[0].describe()}, B = {sides[1].describe()}", flush=True)
+    plan = (f"{pairs} pairs" if budget_s is None
+            else f"until every case is decided, {budget_s:.0f} s and {pairs} pairs at most")
+    print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
+          flush=True)
     files = SideFiles(results_dir, session_id)
-    done, stop = run_pairs(sides, session_id, args.pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
-                           stopped_limit_s(args.profile), files)
+    looks = Looks(results_dir, session_id, threshold, budget_s, pairs) if budget_s is not None else None
+    try:
+        done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
+                               stopped_limit_s(args.profile), files, looks)
+    finally:
+        if looks is not None:
+            looks.close()
     if stop is not None and stop.code == NO_TESTS:
         print(f"gpubench ab: {stop.line}", file=sys.stderr)
         if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):
@@ -117,11 +153,14 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
         return NO_TESTS
     if stop is not None:
         print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
-    return judge_and_print(results_dir, session_id, threshold, stop.code if stop else 0, files)
+    elif looks is not None:
+        print(f"gpubench ab: ended: {looks.ended or f'--max-pairs {pairs} reached'}", flush=True)
+    code = stop.code if stop else 0
+    return judge_and_print(results_dir, session_id, threshold, code, files, sequential=looks is not None)
 
 
 def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,
-                    files: SideFiles | None = None) -> int:
+                    files: SideFiles | None = None, sequential: bool = False) -> int:
     """The paired verdict of the session's two files; with `files`, only when each is the one its side's builds made."""
     paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
     missing = [path for path in paths if not path.exists()]
@@ -134,7 +173,7 @@ def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: 
         problems = [files.problem(name, set(frame["run_id"])) for name, frame in zip("AB", frames)] if files else []
         if any(problems):
             return fail(next(p for p in problems if p), code=code or 4)
-        session = judge_session(*frames, threshold)
+        session = judge_pair_of_runs(*frames, threshold, ("A", "B"), sequential)
     except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
         return code or fail(str(error))
     print(format_session(session, threshold))

@@ -32,6 +32,7 @@ class BuildContext:
     build_index: int = 0  # which independent build is running (a time-to-accuracy run's seed)
     builds: int | None = None  # --builds: every case's build count (None: the workload's for the profile)
     build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
+    build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
 
     @property
     def data(self) -> DataSource:
@@ -42,7 +43,9 @@ class BuildContext:
     @property
     def budget(self) -> Budget:
         budget = Profile(self.profile).budget
-        return budget if self.build_seconds is None else replace(budget, target_s=self.build_seconds)
+        if self.build_seconds is not None:
+            budget = replace(budget, target_s=self.build_seconds)
+        return budget if self.build_calls is None else replace(budget, min_calls=self.build_calls)
 
     def builds_of(self, workload: Any) -> int:
         return self.builds if self.builds is not None else workload.builds(self.profile)

@@ -26,7 +26,9 @@ TIMER = "harness.measurement.timing.session_clock"  # what pytest-benchmark time
 # first process reports the selection's build count on.
 INTERNAL = (("--gpubench-build", dict(type=int, default=None, dest="gpubench_build",
                                       help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")),
-            ("--gpubench-report-fd", dict(type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)))
+            ("--gpubench-report-fd", dict(type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)),
+            # `gpubench ab --budget` names the cases still undecided, a case id a line; the others get no more builds
+            ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)))
 
 
 class _OptionNames:

@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -207,6 +208,25 @@ def _build_of(item: pytest.Item) -> int:
     return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
 
+def _only_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --gpubench-cases FILE, only the cases it lists run here (the others are deselected)."""
+    path = config.getoption("gpubench_cases")
+    if path is None:
+        return
+    try:
+        wanted = set(Path(path).read_text(encoding="utf-8").split())
+    except OSError as error:
+        raise pytest.UsageError(f"--gpubench-cases {path}: {error.strerror or error} — "
+                                "gpubench ab writes this file itself") from None
+    keep, dropped = [], []
+    for item in items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        (keep if getattr(case, "case_id", None) in wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
@@ -217,6 +237,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     session = config.stash.get(SESSION, None)
     if state is not None and not was_set_up and session is not None:
         catch_stop_signals(session, state)
+    _only_cases(config, items)
     report_fd = config.getoption("gpubench_report_fd")
     if report_fd is not None:  # tell `gpubench run` how many build processes this selection needs
         with os.fdopen(report_fd, "w", closefd=True) as pipe:

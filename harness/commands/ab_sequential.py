@@ -1,0 +1,99 @@
+"""A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges the
+two sides' files by the sequential rule (reports.sequential, valid however often it looks), and the
+next pair's builds run only the cases still undecided (named in a file, `--gpubench-cases`). The
+session ends when every case is decided, when the next pair would not fit in the budget, or at
+`--max-pairs`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reports.load import ReportError, load_results
+from reports.paired import judge_sequential, undecided_cases
+from reports.verdicts import MACHINE_WIDE
+
+DEFAULT_BUDGET = "10m"
+DEFAULT_MAX_PAIRS = 100  # launch.MAX_BUILDS: a build index beyond it is refused by the plugin
+UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION = re.compile(r"(\d+(?:\.\d+)?)([smh])")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a duration such as 90s, 5m, 1.5h or 1h30m; a bare number is refused (seconds or minutes?)."""
+    parts = DURATION.findall(text.strip().lower())
+    if not parts or "".join(number + unit for number, unit in parts) != text.strip().lower():
+        raise ValueError(f"--budget {text!r}: use a duration such as 90s, 5m or 1h30m")
+    seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise ValueError(f"--budget {text!r}: use a duration above zero, such as 5m")
+    return seconds
+
+
+@dataclass
+class Looks:
+    """The `after_pair` of a sequential session (harness.commands.ab.run_pairs): judges the pairs so far
+    and names the undecided cases for the next pair's builds; `ended` says why the session ended."""
+
+    results_dir: Path
+    session_id: str
+    threshold: float
+    budget_s: float
+    max_pairs: int
+    started_s: float = field(default_factory=time.monotonic)
+    ended: str = ""
+    undecided: list[str] = field(default_factory=list)
+    _last_look_s: float | None = None
+    _folder: Path | None = None
+
+    def __call__(self, pairs: int) -> list[str] | None:
+        now_s = time.monotonic()
+        pair_s = now_s - (self._last_look_s if self._last_look_s is not None else self.started_s)
+        self._last_look_s = now_s
+        measured = self.judge()
+        if measured is not None and not self.undecided:
+            return self.end(f"every case decided after {pairs} pair(s)")
+        spent_s = now_s - self.started_s
+        left = f"{len(self.undecided)} of {measured} case(s) undecided" if measured is not None else "no look yet"
+        print(f"gpubench ab: pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}",
+              flush=True)
+        if pairs >= self.max_pairs:
+            return self.end(f"--max-pairs {self.max_pairs} reached")
+        # the last pair's time is the next one's estimate: no pair starts that cannot end within the budget
+        if spent_s + pair_s > self.budget_s:
+            return self.end(f"budget ended: another pair (~{pair_s:.0f} s) would not fit in the {self.budget_s:.0f} s")
+        return [f"--gpubench-cases={self.write_cases()}"] if measured is not None else []
+
+    def judge(self) -> int | None:
+        """Judges the files; sets `undecided`; the number of cases measured on both sides (None: no file yet)."""
+        paths = [self.results_dir / f"{self.session_id}-{name}.csv" for name in ("A", "B")]
+        try:
+            session = judge_sequential(load_results([paths[0]]), load_results([paths[1]]), self.threshold)
+        except ReportError:  # a side without a row yet: every case stays selected
+            return None
+        self.undecided = undecided_cases(session)
+        return sum(1 for v in session.verdicts if v.verdict != "broken" and v.case_id != MACHINE_WIDE)
+
+    def write_cases(self) -> Path:
+        """The undecided cases' ids, a line each, in a folder of this session's own (0700, removed at its end)."""
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix=f"gpubench-ab-{os.getpid()}-"))
+        path = self._folder / "undecided.txt"
+        staged = self._folder / "undecided.txt.new"
+        staged.write_text("".join(f"{case}\n" for case in self.undecided), encoding="utf-8")
+        staged.replace(path)  # a build reading it sees the old list or the new one, whole
+        return path
+
+    def end(self, why: str) -> None:
+        self.ended = why
+        return None
+
+    def close(self) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None

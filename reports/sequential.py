@@ -1,0 +1,175 @@
+"""The sequential rule of a paired session that stops when it knows (`gpubench ab --budget`): after
+every pair, each case still undecided is looked at again, and a case stops getting builds once it
+is decided. Looking after every pair with a fixed-sample test would call unchanged code different
+far more often than ALPHA; this rule keeps ALPHA however many looks are taken.
+
+The unit is the pair's log-ratio d_k = ln(B_k / A_k). The evidence against "no change" after n
+pairs is the Bayes factor of the one-sample t-test with a normal prior N(0, MIXTURE_G) on the
+standardised effect mu/sigma and the scale-invariant prior 1/sigma on sigma:
+
+    BF_n = (1 + n g)^(-1/2) * ((1 + t^2/nu) / (1 + t^2/(nu (1 + n g))))^((nu + 1)/2),  nu = n - 1,
+
+a function of the t-statistic alone. It is the likelihood ratio of the scale-invariant part of the
+data, so under mu = 0 it is a nonnegative martingale, and by Ville's inequality
+P(BF_n >= 1/alpha for some n) <= alpha (Perez-Ortiz, Lardy, de Heide, Grunwald: "E-statistics,
+group invariance and anytime-valid testing"; the "safe t-test"). Hence:
+
+- the always-valid p-value after n pairs is min over k <= n of 1/BF_k;
+- the confidence sequence is every mu0 whose shifted data x - mu0 keep BF below 1/alpha:
+  mean +- t*_n s/sqrt(n), with t*_n the |t| at which BF_n reaches 1/alpha (infinite while
+  (1 + n g)^((n - 1)/2) < 1/alpha: with few pairs nothing can be decided yet).
+
+Across cases, the always-valid p-values are adjusted together (Benjamini-Hochberg): a p-value
+only falls as pairs come, so a case once called slower or faster stays so. The verdicts are
+`compare`'s words (reports.verdicts.band_verdict, applied elementwise here): slower / faster
+(adjusted p < ALPHA and beyond the threshold), no change (the confidence sequence lies within
++- threshold), inconclusive (neither yet). tests/test_power.py measures the false-alarm rate and
+the power on simulated sessions. Pure numpy, vectorised over leading axes (sessions, cases).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from reports.verdicts import ALPHA
+
+# Prior variance of the standardised effect mu/sigma. A larger g decides large changes a pair sooner
+# and calls unchanged cases "no change" later (tried from 0.25 to 10 on tests/test_power.py's
+# simulation); with 1 a case can be decided from 7 pairs on (at ALPHA 0.01, (1 + 7)^3 >= 100).
+MIXTURE_G = 1.0
+MIN_PAIRS = 3  # no look before three pairs: a t-statistic of two pairs has one degree of freedom
+
+SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = 0, 1, 2, 3
+WORDS = ("slower", "faster", "no change", "inconclusive")
+
+
+def log_bayes_factor(t: np.ndarray, n: np.ndarray | int, g: float = MIXTURE_G) -> np.ndarray:
+    """ln BF_n of the t-statistic `t` after `n` pairs (n >= 2), elementwise."""
+    n = np.asarray(n, float)
+    nu, r = n - 1, 1 + n * g
+    t2 = np.asarray(t, float) ** 2
+    return -0.5 * np.log(r) + (nu + 1) / 2 * (np.log1p(t2 / nu) - np.log1p(t2 / (nu * r)))
+
+
+def boundary_t(n: np.ndarray | int, level: float = ALPHA, g: float = MIXTURE_G) -> np.ndarray:
+    """|t| at which BF_n reaches 1/level; inf where no t reaches it (too few pairs)."""
+    n = np.asarray(n, float)
+    nu, r = n - 1, 1 + n * g
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        k = np.exp((0.5 * np.log(r) - math.log(level)) * 2 / (nu + 1))  # (1 + u) / (1 + u/r) = k, u = t^2/nu
+        u = (k - 1) / (1 - k / r)
+        return np.where((k < r) & (nu > 0), np.sqrt(nu * u), np.inf)
+
+
+@dataclass(frozen=True)
+class Prefixes:
+    """For every prefix of the pairs (last axis: after 1, 2, ... pairs): the mean log-ratio, the
+    confidence sequence's half-width at ALPHA, and the always-valid p-value."""
+
+    mean: np.ndarray
+    half_width: np.ndarray
+    p_value: np.ndarray
+
+
+def prefixes(logs: np.ndarray, g: float = MIXTURE_G) -> Prefixes:
+    """The sequential statistics after each pair of `logs` (pairs on the last axis)."""
+    x = np.asarray(logs, float)
+    n = np.arange(1, x.shape[-1] + 1, dtype=float)
+    mean = np.cumsum(x, axis=-1) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = np.maximum(np.cumsum(x * x, axis=-1) - n * mean * mean, 0.0) / (n - 1)
+        se = np.sqrt(var / n)
+        t = np.where(se > 0, mean / se, np.where(mean == 0, 0.0, np.inf))
+        log_bf = np.where(n >= 2, log_bayes_factor(np.where(np.isfinite(t), t, 0.0), np.maximum(n, 2), g), 0.0)
+    log_bf = np.where(np.isinf(t) & (n >= 2), np.inf, log_bf)  # identical nonzero pairs: a zero spread
+    log_bf = np.where(n >= MIN_PAIRS, log_bf, 0.0)
+    p_value = np.minimum(1.0, np.exp(-np.maximum.accumulate(log_bf, axis=-1)))
+    half_width = np.where(n >= MIN_PAIRS, boundary_t(np.maximum(n, 2), ALPHA, g) * se, np.inf)
+    return Prefixes(mean, np.where(np.isnan(half_width), np.inf, half_width), p_value)
+
+
+def bh_adjust(p_values: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values over the last axis (step-up, monotone), NaN left out."""
+    p = np.asarray(p_values, float)
+    m = np.sum(~np.isnan(p), axis=-1, keepdims=True)
+    order = np.argsort(np.where(np.isnan(p), np.inf, p), axis=-1)
+    ranked = np.take_along_axis(p, order, axis=-1)
+    rank = np.arange(1, p.shape[-1] + 1)
+    scaled = np.where(np.isnan(ranked), np.inf, ranked * m / rank)
+    stepped = np.minimum(1.0, np.minimum.accumulate(scaled[..., ::-1], axis=-1)[..., ::-1])
+    out = np.empty_like(stepped)
+    np.put_along_axis(out, order, stepped, axis=-1)
+    return np.where(np.isnan(p), np.nan, out)
+
+
+def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray, threshold: float) -> np.ndarray:
+    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: reports.verdicts.band_verdict's rule on log
+    scale, for the simulation (gpubench ab's verdicts come from band_verdict itself; a test holds them equal)."""
+    band = math.log1p(threshold)
+    significant = p_adjusted < ALPHA
+    codes = np.full(np.shape(mean), INCONCLUSIVE)
+    codes = np.where(np.abs(mean) + half_width <= band, NO_CHANGE, codes)
+    codes = np.where(significant & (mean < -band), FASTER, codes)
+    return np.where(significant & (mean > band), SLOWER, codes)
+
+
+def first_decidable_pairs(level: float = ALPHA, g: float = MIXTURE_G, limit: int = 1000) -> int:
+    """The fewest pairs after which the confidence sequence is finite: no verdict can come sooner."""
+    n = np.arange(MIN_PAIRS, limit)
+    return int(n[np.isfinite(boundary_t(n, level, g))][0])
+
+
+def detectable(half_width: float) -> float:
+    """The smallest relative change the confidence sequence could tell from none, as a fraction."""
+    return math.expm1(half_width) if half_width < 700 else math.inf
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """Sessions run by the sequential rule on given log-ratios: the verdict code each case ended with,
+    and the pairs it got (sessions on the first axis, cases on the second)."""
+
+    codes: np.ndarray
+    pairs: np.ndarray
+
+
+def masked_median(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The median of each row's values where `mask` holds, and how many there were (last axis)."""
+    count = mask.sum(axis=-1)
+    ordered = np.sort(np.where(mask, values, np.inf), axis=-1)
+    low = np.take_along_axis(ordered, np.maximum((count - 1) // 2, 0)[..., None], -1)[..., 0]
+    high = np.take_along_axis(ordered, np.maximum(count // 2, 0)[..., None], -1)[..., 0]
+    return np.where(count > 0, (low + high) / 2, np.nan), count
+
+
+def simulate(logs: np.ndarray, threshold: float, g: float = MIXTURE_G) -> Simulated:
+    """Plays sessions as `gpubench ab --budget` runs them, without the budget: `logs` holds each case's
+    log-ratio per pair (sessions, cases, pairs). After every pair every case still undecided is looked
+    at (with the machine-wide line: per pair, the median over the cases that ran in it, 2 or more);
+    a decided case runs in no later pair."""
+    sessions, cases, max_pairs = logs.shape
+    case_stats = prefixes(logs, g)
+    pairs = np.zeros((sessions, cases), int)
+    codes = np.full((sessions, cases), INCONCLUSIVE)
+    machine = np.zeros((sessions, max_pairs))
+    machine_pairs = np.zeros(sessions, int)
+    for pair in range(max_pairs):
+        running = codes == INCONCLUSIVE
+        pairs = np.where(running, pair + 1, pairs)
+        shift, count = masked_median(logs[:, :, pair], running)
+        machine[:, pair] = np.where(count >= 2, shift, 0.0)
+        machine_pairs = np.where(count >= 2, pair + 1, machine_pairs)
+        at = (pairs - 1)[..., None]
+        mean, half = (np.take_along_axis(a, at, -1)[..., 0] for a in (case_stats.mean, case_stats.half_width))
+        p_case = np.take_along_axis(case_stats.p_value, at, -1)[..., 0]
+        machine_at = np.maximum(machine_pairs - 1, 0)[:, None]
+        p_machine = np.take_along_axis(prefixes(machine[:, :pair + 1], g).p_value, machine_at, -1)
+        p_machine = np.where(machine_pairs[:, None] >= MIN_PAIRS, p_machine, 1.0)
+        adjusted = bh_adjust(np.concatenate([p_case, p_machine], axis=1))[:, :cases]
+        codes = verdict_codes(mean, half, adjusted, threshold)
+        if not (codes == INCONCLUSIVE).any():
+            break
+    return Simulated(codes, pairs)
