@@ -103,6 +103,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
         return fail(str(error), code=4)
     args.run_id = None  # each side's run id is the session's
     args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
+    args.budget = args.budget or "none"  # both sides measured whole: a cap on one side would be a difference
     problem = marker_problem(results_dir, session_id, sides, args.pairs)
     if problem:
         return problem

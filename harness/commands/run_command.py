@@ -87,9 +87,11 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
     argvs: list[list[str]] = []
+    deadline = run_deadline(args)  # --budget: every build process shares the run's one end
 
     def argv_for(build: int) -> list[str]:
-        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}"))
+        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}",
+                                   *deadline))
         return argvs[-1]
 
     def announce(build: int, builds: int) -> None:
@@ -112,6 +114,22 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code
+
+
+def run_deadline(args: argparse.Namespace) -> list[str]:
+    """The run's end by the wall clock under a budget (--budget, else the profile's), as the build
+    processes' argument; none without a budget. A bad value is left to the build, which names it."""
+    import time
+
+    from harness.catalog.profiles import check_profile
+    from harness.core.run_budget import parse_duration
+
+    try:
+        budget = getattr(args, "budget", None)
+        budget_s = check_profile(args.profile).run_budget_s if budget is None else parse_duration(budget)
+    except ValueError:
+        return []
+    return [] if budget_s is None else [f"--gpubench-deadline={time.time() + budget_s!r}"]
 
 
 def timer_problem(extra: list[str]) -> str | None:

@@ -60,6 +60,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--target-accuracy", None, "test accuracy the time_to_accuracy cases train to, in (0, 1) (default: 0.98 on MNIST, 0.85 on Fashion-MNIST)", float),
     Option("--builds", None, "independent builds of every case, each in its own process under gpubench run (default: the profile's, per workload)", int),
     Option("--build-seconds", None, "timed seconds per build of a micro-benchmark case (default: the profile's: smoke 0.05, quick 0.1, full 0.3)", float),
+    Option("--budget", None, "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of what is left and is capped (fewer rounds) or skipped when one call does not fit it (default: the profile's: quick 3m; smoke and full none)"),
     Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
 )
 

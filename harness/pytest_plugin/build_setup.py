@@ -18,6 +18,7 @@ from harness.devices.env import machine_identity
 from harness.processes.launch import MAX_BUILDS
 from harness.devices.nproc import NprocError, check_nproc, default_nproc
 from harness.core.options import RESULTS_DIR_DEFAULT
+from harness.core.run_budget import DurationError, parse_duration
 from harness.catalog.profiles import ProfileError, check_profile
 from harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
 from harness.pytest_plugin.run_state import RunState
@@ -81,7 +82,10 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
         raise SetupError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
     if build_seconds is not None and not 0 < build_seconds <= 60:  # NaN fails this too
         raise SetupError(f"--build-seconds {build_seconds}: use a time in (0, 60] seconds, such as 0.05")
-    return dict(builds=builds, build_seconds=build_seconds, device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
+    profile = check_profile(option("gpubench_profile"))
+    budget = option("gpubench_budget")
+    return dict(builds=builds, build_seconds=build_seconds, device=device, profile=profile, results_dir=results_dir, build=build,
+                budget_s=profile.run_budget_s if budget is None else parse_duration(budget),
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
@@ -93,7 +97,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         checked = _checked(option, collect_only, benchmark_json)
     except SetupError:
         raise
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, OSError) as error:
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, DurationError, OSError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
@@ -106,5 +110,6 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
                        target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"])
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
-    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"])
+    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],
+                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"))
     return state, checked["warning"]

@@ -14,6 +14,7 @@ read the old version. Version history:
      clocks/temperature/power read *during* the region (v2 read them after the case) and its
      throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
      target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
+  4  what a build cost this machine (build_s, first_call_s: a run budget's history); `capped` flag.
   An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
   1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
   (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
@@ -32,7 +33,7 @@ from harness.catalog import case_id_for, declared_columns
 from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
 from harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA: tuple[Column, ...] = (
     # run and machine: the fingerprint every row carries
@@ -81,7 +82,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
     *_cols("measurement", "float", "cv rel_iqr", "frac"),
     *_cols("measurement", "int", "iqr_outliers stddev_outliers"),
-    *_cols("measurement", "float", "round_s", "s"),
+    *_cols("measurement", "float", "round_s build_s first_call_s", "s"),
     *_cols("measurement", "float", "cpu_busy_frac", "frac"),
     *_cols("measurement", "int", "gpu_other_procs"),
     *_cols("measurement", "bool", "cudnn_tf32"),  # torch.backends.cudnn.allow_tf32 during the case (only cuDNN reads it)
@@ -106,8 +107,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("figure", "float", "speedup selfcheck_tub_ratio selfcheck_events_ratio", "x"),
     *_cols("figure", "float", "samples_per_s_per_rank", "samples/s"),
     *_cols("figure", "float", "scaling_efficiency", "frac"),
-    *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"),
-    *_cols("figure", "float", "gpu_temp_c", "°C"),
+    *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"), *_cols("figure", "float", "gpu_temp_c", "°C"),
     *_cols("figure", "float", "gpu_power_w", "W"),
     *_cols("figure", "str", "gpu_throttle"),
     *_cols("figure", "float", "time_to_target_s", "s"),
@@ -395,6 +395,6 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
     if version == 1:
         row = _upgrade_v1(row)
-    if version <= 2:  # 2 -> 3 only added columns (read as empty); telemetry then came after the case
+    if version <= 3:  # 2 -> 3 and 3 -> 4 only added columns (read as empty); v2 telemetry came after the case
         row = dict(row, schema_version=str(SCHEMA_VERSION))
     return row
