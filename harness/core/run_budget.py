@@ -22,6 +22,9 @@ COST_MARGIN = 1.25
 UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)", re.ASCII)
 NO_BUDGET = ("none", "off", "unlimited")
+# A share below this cannot build a case and time one call of it (allocation, a probe): such a case
+# is skipped at once, so a spent budget is not overrun by many small starts.
+MIN_SHARE_S = 0.2
 
 
 class DurationError(ValueError):
@@ -103,6 +106,13 @@ class CaseShare:
 
     def left_s(self) -> float:
         return self.share_s - (self.now() - self.started_s)
+
+    def too_small(self) -> str | None:
+        """Why no case fits in this share at all, or None."""
+        if self.share_s >= MIN_SHARE_S:
+            return None
+        return (f"over budget: its share of the {format_duration(self.budget_s)} budget is {format_duration(max(self.share_s, 0.0))}, "
+                "too little to build it and time one call — raise --budget or deselect cases")
 
     def over(self, call_s: float) -> str:
         """Why a case whose one call takes `call_s` is not measured: one line naming the fix."""

@@ -121,8 +121,13 @@ def case_precision(case: Case) -> str | None:
 
 
 def check_known_cost(share: CaseShare | None) -> None:
-    """A case whose first call this machine's history says does not fit its share is not built."""
-    if share is not None and share.known_call_s is not None and share.known_call_s > share.share_s:
+    """A case whose share is too small, or whose first call this machine's history says does not
+    fit its share, is not built."""
+    if share is None:
+        return
+    if share.too_small():
+        raise OverBudget(str(share.too_small()), None)
+    if share.known_call_s is not None and share.known_call_s > share.share_s:
         raise OverBudget(share.over(share.known_call_s), None)
 
 
