@@ -97,7 +97,8 @@ def test_a_case_whose_rounds_do_not_fit_is_capped_and_stays_within_its_share(slo
 
 def test_a_case_whose_one_call_does_not_fit_is_skipped_after_that_call(slow):
     share = CaseShare(1.5, 180.0, now=slow.clock)
-    with pytest.raises(OverBudget, match=r"one call takes 1\.0 s; its share of the 3m budget is 1\.5 s — raise --budget or deselect it") as over:
+    with pytest.raises(OverBudget, match=r"one call takes 1\.0 s and 1\.0 s of its 1\.5 s share of the 3m budget went to building and warming it up: "
+                                         r"no timed call fits — raise --budget or deselect it") as over:
         measure(Timed(fn=slow.call), BUDGET, slow.synced, share=share)
     assert slow.calls == 1 and over.value.columns == {"first_call_s": 1.0}
 
@@ -162,13 +163,19 @@ def test_a_run_is_planned_from_its_start_when_no_deadline_is_given():
 
 
 def test_history_is_the_newest_row_of_this_machine_and_device(tmp_path):
-    for run_id, stamp, machine, build_s in [("old", "2026-11-01T10:00:00+00:00", "m1", 9.0), ("new", "2026-11-02T10:00:00+00:00", "m1", 3.0),
+    # the newer run's file written first: the rows' times decide, not the order files are found in
+    for run_id, stamp, machine, build_s in [("new", "2026-11-02T10:00:00+00:00", "m1", 3.0), ("old", "2026-11-01T10:00:00+00:00", "m1", 9.0),
                                             ("other", "2026-11-03T10:00:00+00:00", "m2", 7.0)]:
         writer = ResultsWriter(tmp_path, run_id)
         writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": stamp, "machine_id": machine, "hostname": "h",
                        "device": "cpu", "device_name": "x", "torch_version": "2", "cuda_version": "", "workload": "matmul",
                        "case_id": "matmul/fp32-n64", "status": "ok", "reason": "", "build_s": build_s, "first_call_s": 0.5})
         writer.close()
+    writer = ResultsWriter(tmp_path, "newest")  # skipped for the budget before its first call: no news of its cost
+    writer.append({"schema_version": SCHEMA_VERSION, "run_id": "newest", "timestamp_utc": "2026-11-04T10:00:00+00:00", "machine_id": "m1",
+                   "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2", "cuda_version": "", "workload": "matmul",
+                   "case_id": "matmul/fp32-n64", "status": "skipped", "reason": "over budget: its share is 0.1 s", "build_s": 0.001})
+    writer.close()
     (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
     assert case_costs(tmp_path, "m1", "cpu") == {"matmul/fp32-n64": CaseCost(3.0, 0.5)}
     assert case_costs(tmp_path, "m1", "cuda:0") == {}
@@ -200,8 +207,25 @@ def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch
         raise ddp.LaunchTimedOut("torchrun timed out")
 
     monkeypatch.setattr(ddp, "launch", timed_out)
-    with pytest.raises(OverBudget, match="its share of the 3m budget is 5.0 s") as over:
+    with pytest.raises(OverBudget, match=r"the launch ran .* and was stopped at its 5\.0 s share of the 3m budget — raise --budget") as over:
         ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, CaseShare(5.0, 180.0))
     assert limits and limits[0] <= 5.0 and over.value.columns["first_call_s"] >= 0
     with pytest.raises(ddp.LaunchTimedOut):  # no budget: a launch past its own timeout is a failure, as before
         ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, None)
+
+
+def test_a_fixed_plan_of_many_steps_is_cut_to_its_share_too(slow):
+    from harness.core.plan import RoundPlan
+
+    share = CaseShare(3.5, 180.0, now=slow.clock)
+    m = measure(Timed(fn=slow.call, plan=RoundPlan(0, 1, 20, 0.0)), BUDGET, slow.synced, share=share)
+    assert m.plan.rounds == 2 and m.capped.startswith("capped: 2 of 20 rounds") and len(m.samples_s) == 2
+    assert slow.now_s - share.started_s <= share.share_s
+
+
+def test_a_call_that_fits_but_not_beside_the_build_says_so(slow):
+    share = CaseShare(1.5, 180.0, now=slow.clock)
+    slow.now_s += 1.0  # building the case took a second
+    assert share.over(0.6) == ("over budget: one call takes 0.6 s and 1.0 s of its 1.5 s share of the 3m budget went to building and "
+                               "warming it up: no timed call fits — raise --budget or deselect it")
+    assert share.over(2.0) == "over budget: one call takes 2.0 s; its share of the 3m budget is 1.5 s — raise --budget or deselect it"

@@ -115,9 +115,14 @@ class CaseShare:
                 "too little to build it and time one call — raise --budget or deselect cases")
 
     def over(self, call_s: float) -> str:
-        """Why a case whose one call takes `call_s` is not measured: one line naming the fix."""
-        return (f"over budget: one call takes {format_duration(call_s)}; its share of the {format_duration(self.budget_s)} "
-                f"budget is {format_duration(self.share_s)} — raise --budget or deselect it")
+        """Why a case whose one call takes `call_s` is not measured: one line naming the fix. A
+        call that fits the share alone did not fit beside what building the case took."""
+        budget, share = format_duration(self.budget_s), format_duration(self.share_s)
+        if call_s <= self.share_s:
+            spent = format_duration(self.now() - self.started_s)
+            return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the {budget} budget "
+                    "went to building and warming it up: no timed call fits — raise --budget or deselect it")
+        return f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} — raise --budget or deselect it"
 
 
 class OverBudget(Exception):

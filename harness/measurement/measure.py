@@ -174,20 +174,34 @@ def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock, share: CaseS
     if plan.estimate_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(plan.estimate_s * plan.iterations), first_s)
     cut = capped_plan(plan, share.left_s())
-    if cut.rounds == plan.rounds:
-        return plan, first_s, ""
-    return cut, first_s, (f"capped: {cut.rounds} of {plan.rounds} rounds fit its {format_duration(share.share_s)} share "
-                          f"of the {format_duration(share.budget_s)} budget")
+    return (plan, first_s, "") if cut.rounds == plan.rounds else (cut, first_s, capped_reason(cut, plan, share))
 
 
-def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> RoundPlan:
-    """A workload's fixed plan (one epoch, a launch): its estimate is checked against the share."""
-    assert timed.plan is not None
+def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tuple[RoundPlan, float | None, str]:
+    """A workload's fixed plan (one epoch, a launch, steps): its estimate is checked against the
+    share; a plan of several rounds of its own calls (steps) is cut like any other, after one more
+    warm-up call that tells what a call costs."""
+    plan = timed.plan
+    assert plan is not None
     if share is not None:
         check_estimate(timed, share)
-    if timed.plan.warmup_calls > 0:
-        warm_up(timed.warmup or timed.fn, timed.plan.warmup_calls, clock)
-    return timed.plan
+    if plan.warmup_calls > 0:
+        warm_up(timed.warmup or timed.fn, plan.warmup_calls, clock)
+    if share is None or plan.rounds == 1 or timed.windows is not None:
+        return plan, None, ""
+    start = clock()
+    timed.fn()
+    call_s = clock() - start
+    if call_s * plan.iterations > share.left_s():
+        raise OverBudget(share.over(call_s), call_s)
+    cut = capped_plan(RoundPlan(plan.warmup_calls, plan.iterations, plan.rounds, call_s), share.left_s())
+    if cut.rounds == plan.rounds:
+        return plan, call_s, ""
+    return cut, call_s, capped_reason(cut, plan, share)
+
+
+def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
+    return f"capped: {cut.rounds} of {plan.rounds} rounds fit its {format_duration(share.share_s)} share of the {format_duration(share.budget_s)} budget"
 
 
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
@@ -198,7 +212,7 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
     first_s: float | None = None
     capped = ""
     if timed.plan is not None:
-        plan = fixed_plan(timed, clock, share)
+        plan, first_s, capped = fixed_plan(timed, clock, share)
     elif share is not None:
         plan, first_s, capped = budgeted_plan(timed, budget, clock, share)
     else:

@@ -12,6 +12,7 @@ from typing import Any
 from harness.core.run_budget import CaseCost
 from harness.records.results import read_frame
 
+OVER_BUDGET = "over budget"  # how a budget's skipped rows begin (harness.core.run_budget)
 MAX_FILES = 200  # the newest runs are enough to know a case's cost; a store of years is not read whole
 
 
@@ -20,7 +21,8 @@ def _number(value: Any) -> float | None:
 
 
 def case_costs(results_dir: Path, machine_id: str, device: str) -> dict[str, CaseCost]:
-    """case_id -> CaseCost from the newest row of each case that recorded its build_s."""
+    """case_id -> CaseCost from the newest row of each case that recorded its build_s (a row the
+    budget skipped before any call is passed over: its build_s is not the case's cost)."""
     try:
         paths = sorted(results_dir.glob("*.csv"), key=lambda path: path.stat().st_mtime)[-MAX_FILES:]
     except OSError:
@@ -33,7 +35,9 @@ def case_costs(results_dir: Path, machine_id: str, device: str) -> dict[str, Cas
             continue
         if "build_s" not in frame.columns:
             continue
-        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device) & frame["build_s"].notna()]
+        # a case skipped for the budget before its first call says nothing of what it costs
+        unmeasured = frame["reason"].fillna("").str.startswith(OVER_BUDGET) & frame["first_call_s"].isna()
+        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device) & frame["build_s"].notna() & ~unmeasured]
         for row in mine[["case_id", "timestamp_utc", "build_s", "first_call_s"]].itertuples(index=False):
             cost = CaseCost(float(row.build_s), _number(row.first_call_s))
             stamp = str(row.timestamp_utc)

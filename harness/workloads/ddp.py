@@ -24,7 +24,7 @@ from harness.devices.data_source import DataSource, PreloadedLoader
 from harness.processes.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
 from harness.measurement.measure import Timed
 from harness.core.plan import RoundPlan
-from harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget
+from harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
 from harness.core.stats import SampleStats, median
 from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
@@ -134,7 +134,9 @@ def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, sta
     except LaunchTimedOut:
         if share is None or limit_s >= timeout_s:
             raise
-        raise OverBudget(share.over(time.monotonic() - started_s), time.monotonic() - started_s) from None
+        ran_s = time.monotonic() - started_s
+        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {format_duration(share.share_s)} share "
+                         f"of the {format_duration(share.budget_s)} budget — raise --budget or deselect it", ran_s) from None
 
 
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
