@@ -56,7 +56,8 @@ def slow(monkeypatch):
 BUDGET = Budget(target_s=10.0, min_round_s=1e-3, min_rounds=5, max_rounds=50, warmup_calls=2)
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("4m", 240), ("1h", 3600), ("1.5m", 90), ("45", 45), (" 2M ", 120)])
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("4m", 240), ("1h", 3600), ("1.5m", 90), ("45", 45),
+                                           (" 2M ", 120)])
 def test_durations_read_as_the_user_writes_them(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -70,7 +71,8 @@ def test_a_bad_duration_is_one_line_that_names_the_fix(text):
 def test_none_means_no_budget_and_quick_has_one_by_default():
     assert parse_duration("none") is None
     assert Profile.QUICK.run_budget_s == 180 and Profile.FULL.run_budget_s is None
-    assert (format_duration(2.13), format_duration(25.2), format_duration(180), format_duration(151)) == ("2.1 s", "25 s", "3m", "2m31s")
+    shown = [format_duration(seconds) for seconds in (2.13, 25.2, 180, 151)]
+    assert shown == ["2.1 s", "25 s", "3m", "2m31s"]
 
 
 def test_known_cheap_cases_get_their_cost_and_the_rest_split_what_is_left():
@@ -97,8 +99,9 @@ def test_a_case_whose_rounds_do_not_fit_is_capped_and_stays_within_its_share(slo
 
 def test_a_case_whose_one_call_does_not_fit_is_skipped_after_that_call(slow):
     share = CaseShare(1.5, 180.0, now=slow.clock)
-    with pytest.raises(OverBudget, match=r"one call takes 1\.0 s and 1\.0 s of its 1\.5 s share of the 3m budget went to building and warming it up: "
-                                         r"no timed call fits — raise --budget or deselect it") as over:
+    reason = (r"one call takes 1\.0 s and 1\.0 s of its 1\.5 s share of the 3m budget went to building and warming it up: "
+              r"no timed call fits — raise --budget or deselect it")
+    with pytest.raises(OverBudget, match=reason) as over:
         measure(Timed(fn=slow.call), BUDGET, slow.synced, share=share)
     assert slow.calls == 1 and over.value.columns == {"first_call_s": 1.0}
 
@@ -127,16 +130,18 @@ def test_history_skips_a_case_before_it_is_built(tmp_path):
         def cases(self, ctx):
             return []
 
-    row = run_with(MatmulCase("bf16", 2048), Workload(), FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run"}, writer))
+    base = {"schema_version": SCHEMA_VERSION, "run_id": "run"}
+    row = run_with(MatmulCase("bf16", 2048), Workload(), FakeBenchmark(), RunContext(bctx, base, writer))
     writer.close()
     assert built == [] and row["status"] == "skipped"
-    assert row["reason"] == "over budget: one call takes 25 s; its share of the 3m budget is 2.1 s — raise --budget or deselect it"
+    assert row["reason"] == ("over budget: one call takes 25 s; its share of the 3m budget is 2.1 s — "
+                             "raise --budget or deselect it")
     assert row["build_s"] >= 0
 
 
 def plan_of(costs, here, later=(), now_s=0.0, deadline_s=100.0):
-    return BudgetPlan(180.0, deadline_s, costs, list(here), list(later), later_processes=1 if later else 0, startup_s=10.0,
-                      now=lambda: now_s, cases=len(set(here)), builds=2 if later else 1)
+    return BudgetPlan(180.0, deadline_s, costs, list(here), list(later), later_processes=1 if later else 0,
+                      startup_s=10.0, now=lambda: now_s, cases=len(set(here)), builds=2 if later else 1)
 
 
 def test_later_builds_and_their_start_up_are_kept_out_of_this_builds_share():
@@ -151,7 +156,8 @@ def test_the_plan_line_names_what_history_says_will_not_fit():
     line = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"]).plan_line()
     assert line.startswith("gpubench: plan ~1m40s of a 3m budget: 3 cases x 1 builds")
     assert "1 without history: their first call decides" in line
-    assert "skipped" not in line and "capped: matmul/bf16-n2048 (50 s of its 1m20s)" in line  # its 25 s call fits a 50 s share
+    # its 25 s call fits a 50 s share: capped, not skipped
+    assert "skipped" not in line and "capped: matmul/bf16-n2048 (50 s of its 1m20s)" in line
     tight = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"], deadline_s=30.0).plan_line()
     assert "skipped: matmul/bf16-n2048 (one call 25 s > its 15 s share)" in tight
 
@@ -164,18 +170,17 @@ def test_a_run_is_planned_from_its_start_when_no_deadline_is_given():
 
 def test_history_is_the_newest_row_of_this_machine_and_device(tmp_path):
     # the newer run's file written first: the rows' times decide, not the order files are found in
-    for run_id, stamp, machine, build_s in [("new", "2026-11-02T10:00:00+00:00", "m1", 3.0), ("old", "2026-11-01T10:00:00+00:00", "m1", 9.0),
-                                            ("other", "2026-11-03T10:00:00+00:00", "m2", 7.0)]:
+    runs = [("new", "2026-11-02", "m1", "ok", "", 3.0, 0.5), ("old", "2026-11-01", "m1", "ok", "", 9.0, 0.5),
+            ("other", "2026-11-03", "m2", "ok", "", 7.0, 0.5),
+            # skipped for the budget before its first call: no news of its cost
+            ("newest", "2026-11-04", "m1", "skipped", "over budget: its share is 0.1 s", 0.001, None)]
+    for run_id, day, machine, status, reason, build_s, first_call_s in runs:
         writer = ResultsWriter(tmp_path, run_id)
-        writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": stamp, "machine_id": machine, "hostname": "h",
-                       "device": "cpu", "device_name": "x", "torch_version": "2", "cuda_version": "", "workload": "matmul",
-                       "case_id": "matmul/fp32-n64", "status": "ok", "reason": "", "build_s": build_s, "first_call_s": 0.5})
+        writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": f"{day}T10:00:00+00:00",
+                       "machine_id": machine, "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                       "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": status,
+                       "reason": reason, "build_s": build_s, "first_call_s": first_call_s})
         writer.close()
-    writer = ResultsWriter(tmp_path, "newest")  # skipped for the budget before its first call: no news of its cost
-    writer.append({"schema_version": SCHEMA_VERSION, "run_id": "newest", "timestamp_utc": "2026-11-04T10:00:00+00:00", "machine_id": "m1",
-                   "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2", "cuda_version": "", "workload": "matmul",
-                   "case_id": "matmul/fp32-n64", "status": "skipped", "reason": "over budget: its share is 0.1 s", "build_s": 0.001})
-    writer.close()
     (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
     assert case_costs(tmp_path, "m1", "cpu") == {"matmul/fp32-n64": CaseCost(3.0, 0.5)}
     assert case_costs(tmp_path, "m1", "cuda:0") == {}
@@ -192,9 +197,9 @@ def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
             return []
 
     bctx = BuildContext(CPU, "quick", SyncedClock(CPU), share=CaseShare(0.05, 180.0))
-    row = run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run"}, None))
+    row = run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(), RunContext(bctx, {"run_id": "run"}, None))
     assert built == [] and row["status"] == "skipped"
-    assert row["reason"].startswith("over budget: its share of the 3m budget is 0.1 s, too little to build it and time one call")
+    assert row["reason"].startswith("over budget: its share of the 3m budget is 0.1 s, too little to build it and time")
 
 
 def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch, tmp_path):
@@ -207,7 +212,8 @@ def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch
         raise ddp.LaunchTimedOut("torchrun timed out")
 
     monkeypatch.setattr(ddp, "launch", timed_out)
-    with pytest.raises(OverBudget, match=r"the launch ran .* and was stopped at its 5\.0 s share of the 3m budget — raise --budget") as over:
+    stopped = r"the launch ran .* and was stopped at its 5\.0 s share of the 3m budget — raise --budget"
+    with pytest.raises(OverBudget, match=stopped) as over:
         ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, CaseShare(5.0, 180.0))
     assert limits and limits[0] <= 5.0 and over.value.columns["first_call_s"] >= 0
     with pytest.raises(ddp.LaunchTimedOut):  # no budget: a launch past its own timeout is a failure, as before
@@ -226,6 +232,7 @@ def test_a_fixed_plan_of_many_steps_is_cut_to_its_share_too(slow):
 def test_a_call_that_fits_but_not_beside_the_build_says_so(slow):
     share = CaseShare(1.5, 180.0, now=slow.clock)
     slow.now_s += 1.0  # building the case took a second
-    assert share.over(0.6) == ("over budget: one call takes 0.6 s and 1.0 s of its 1.5 s share of the 3m budget went to building and "
-                               "warming it up: no timed call fits — raise --budget or deselect it")
-    assert share.over(2.0) == "over budget: one call takes 2.0 s; its share of the 3m budget is 1.5 s — raise --budget or deselect it"
+    assert share.over(0.6) == ("over budget: one call takes 0.6 s and 1.0 s of its 1.5 s share of the 3m budget went "
+                               "to building and warming it up: no timed call fits — raise --budget or deselect it")
+    assert share.over(2.0) == ("over budget: one call takes 2.0 s; its share of the 3m budget is 1.5 s — "
+                               "raise --budget or deselect it")

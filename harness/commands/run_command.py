@@ -90,8 +90,8 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     deadline = run_deadline(args)  # --budget: every build process shares the run's one end
 
     def argv_for(build: int) -> list[str]:
-        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}",
-                                   *deadline))
+        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)),
+                                   f"--gpubench-build={build}", *deadline))
         return argvs[-1]
 
     def announce(build: int, builds: int) -> None:

@@ -111,7 +111,8 @@ class CaseShare:
         """Why no case fits in this share at all, or None."""
         if self.share_s >= MIN_SHARE_S:
             return None
-        return (f"over budget: its share of the {format_duration(self.budget_s)} budget is {format_duration(max(self.share_s, 0.0))}, "
+        share = format_duration(max(self.share_s, 0.0))
+        return (f"over budget: its share of the {format_duration(self.budget_s)} budget is {share}, "
                 "too little to build it and time one call — raise --budget or deselect cases")
 
     def over(self, call_s: float) -> str:
@@ -120,9 +121,10 @@ class CaseShare:
         budget, share = format_duration(self.budget_s), format_duration(self.share_s)
         if call_s <= self.share_s:
             spent = format_duration(self.now() - self.started_s)
-            return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the {budget} budget "
-                    "went to building and warming it up: no timed call fits — raise --budget or deselect it")
-        return f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} — raise --budget or deselect it"
+            return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the "
+                    f"{budget} budget went to building and warming it up: no timed call fits — raise --budget or deselect it")
+        return (f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} — "
+                "raise --budget or deselect it")
 
 
 class OverBudget(Exception):

@@ -201,7 +201,8 @@ def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tup
 
 
 def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
-    return f"capped: {cut.rounds} of {plan.rounds} rounds fit its {format_duration(share.share_s)} share of the {format_duration(share.budget_s)} budget"
+    share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
+    return f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} budget"
 
 
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,

@@ -86,7 +86,8 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     if measured.capped:
         flags.append("capped")
     out["first_call_s"] = measured.first_call_s
-    warnings = [measured.capped] + timed.notes + impossible_figures(out, device_name, str(getattr(case, "dtype", "") or "")) + energy_notes
+    impossible = impossible_figures(out, device_name, str(getattr(case, "dtype", "") or ""))
+    warnings = [measured.capped] + timed.notes + impossible + energy_notes
     out.update(status="ok", reason="; ".join(filter(None, [str(figures.get("reason") or "")] + warnings)), flags=flags)
     return out
 

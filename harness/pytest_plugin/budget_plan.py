@@ -9,7 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.core.run_budget import COST_MARGIN, CaseCost, CaseShare, format_duration, share_of, water_level
+from harness.core.run_budget import (
+    COST_MARGIN,
+    CaseCost,
+    CaseShare,
+    format_duration,
+    share_of,
+    water_level,
+)
 
 NAMED_IN_PLAN = 4  # cases named per list in the plan line; the rest are counted
 
@@ -60,7 +67,8 @@ class BudgetPlan:
 
     def progress(self) -> str:
         items = len(self.here) + len(self.later)
-        return f"budget: {format_duration(max(0.0, self.deadline_s - self.now()))} left of {format_duration(self.budget_s)}, {items} case builds to go"
+        left = format_duration(max(0.0, self.deadline_s - self.now()))
+        return f"budget: {left} left of {format_duration(self.budget_s)}, {items} case builds to go"
 
     def plan_line(self) -> str:
         """What the budget will do, from history: the cases whose one call cannot fit their share
@@ -71,10 +79,11 @@ class BudgetPlan:
         skipped, capped, unknown = self._verdicts(level)
         full_s = sum(self.cost(c) or 0.0 for c in items)
         planned_s = left_s if not math.isinf(level) or unknown else min(left_s, full_s * COST_MARGIN)
-        parts = [f"plan ~{format_duration(max(planned_s, 0.0))} of a {format_duration(self.budget_s)} budget: "
-                 f"{self.cases} cases x {self.builds} builds"]
+        head = f"plan ~{format_duration(max(planned_s, 0.0))} of a {format_duration(self.budget_s)} budget"
+        parts = [f"{head}: {self.cases} cases x {self.builds} builds"]
         if len(unknown) < len(set(items)):
-            parts.append(f"this machine's history for {len(set(items)) - len(unknown)} cases ({format_duration(full_s)} at full length)")
+            known = len(set(items)) - len(unknown)
+            parts.append(f"this machine's history for {known} cases ({format_duration(full_s)} at full length)")
         if unknown:
             parts.append(f"{len(unknown)} without history: their first call decides")
         parts += [f"{label}: {named(found)}" for label, found in (("skipped", skipped), ("capped", capped)) if found]
@@ -89,7 +98,8 @@ class BudgetPlan:
                 continue
             share_s = min(known.build_s * COST_MARGIN, level)
             if known.first_call_s is not None and known.first_call_s > share_s:
-                skipped.append(f"{case_id} (one call {format_duration(known.first_call_s)} > its {format_duration(share_s)} share)")
+                call = format_duration(known.first_call_s)
+                skipped.append(f"{case_id} (one call {call} > its {format_duration(share_s)} share)")
             elif known.build_s * COST_MARGIN > level:
                 capped.append(f"{case_id} ({format_duration(share_s)} of its {format_duration(known.build_s)})")
         return skipped, capped, unknown

@@ -252,7 +252,8 @@ def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
     from harness.records.durations import case_costs
 
     entries = [(item.callspec.params["case"].case_id, _build_of(item)) for item in items
-               if "gpubench" in getattr(item, "fixturenames", ()) and "case" in getattr(getattr(item, "callspec", None), "params", {})]
+               if "gpubench" in getattr(item, "fixturenames", ())
+               and "case" in getattr(getattr(item, "callspec", None), "params", {})]
     if not entries or state.budget_s is None:
         return None
     machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")

@@ -28,7 +28,7 @@ class RunState:
     profile_ops: bool
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
-    deadline_s: float | None = None  # the run's end by the wall clock, from gpubench run (None: from this process's start)
+    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this process's start
     budget_plan: BudgetPlan | None = None  # made once the selection is known
     untimed_cases: int = 0
     previous_sigterm: Any = None  # restored at unconfigure (pytest may run in-process, as pytester does)

@@ -37,7 +37,8 @@ def case_costs(results_dir: Path, machine_id: str, device: str) -> dict[str, Cas
             continue
         # a case skipped for the budget before its first call says nothing of what it costs
         unmeasured = frame["reason"].fillna("").str.startswith(OVER_BUDGET) & frame["first_call_s"].isna()
-        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device) & frame["build_s"].notna() & ~unmeasured]
+        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device)
+                     & frame["build_s"].notna() & ~unmeasured]
         for row in mine[["case_id", "timestamp_utc", "build_s", "first_call_s"]].itertuples(index=False):
             cost = CaseCost(float(row.build_s), _number(row.first_call_s))
             stamp = str(row.timestamp_utc)

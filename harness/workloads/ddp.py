@@ -135,8 +135,9 @@ def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, sta
         if share is None or limit_s >= timeout_s:
             raise
         ran_s = time.monotonic() - started_s
-        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {format_duration(share.share_s)} share "
-                         f"of the {format_duration(share.budget_s)} budget — raise --budget or deselect it", ran_s) from None
+        share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
+        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {share_s} share "
+                         f"of the {budget_s} budget — raise --budget or deselect it", ran_s) from None
 
 
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
@@ -261,7 +262,8 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
                 "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"],
                 "reason": "; ".join(filter(None, notes))}
 
-    return Timed(fn=lambda: budgeted_launch(command, workdir / "rank0.json", timeout_s, stall_s, ctx.share), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
+    return Timed(fn=lambda: budgeted_launch(command, workdir / "rank0.json", timeout_s, stall_s, ctx.share),
+                 figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
                  windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True),
                  energy=False, energy_note=DDP_ENERGY_NOTE)
 
