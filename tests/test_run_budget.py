@@ -236,3 +236,36 @@ def test_a_call_that_fits_but_not_beside_the_build_says_so(slow):
                                "to building and warming it up: no timed call fits — raise --budget or deselect it")
     assert share.over(2.0) == ("over budget: one call takes 2.0 s; its share of the 3m budget is 1.5 s — "
                                "raise --budget or deselect it")
+
+
+def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
+    import time
+
+    from harness.commands.budget_builds import WithinBudget
+    from harness.processes.launch import Completed, Job
+
+    started = []
+
+    class Inner:
+        def run(self, job):
+            started.append(job.argv[-1])
+            return Completed(0)
+
+    writer = ResultsWriter(tmp_path, "r")
+    for case_id, status, builds in [("matmul/fp32-n64", "skipped", 3), ("matmul/fp32-n128", "ok", 2)]:
+        writer.append({"schema_version": SCHEMA_VERSION, "run_id": "r", "timestamp_utc": "2026-11-02T10:00:00+00:00",
+                       "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                       "cuda_version": "", "workload": "matmul", "case_id": case_id, "status": status, "reason": "",
+                       "build": 0, "builds": builds})
+    writer.close()
+    job = lambda build: Job(["python", f"--gpubench-build={build}"])  # noqa: E731
+    WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv").run(job(1))
+    assert started == ["--gpubench-build=1"]  # the fp32-n128 case has a second build, and there is time
+    spent = WithinBudget(Inner(), time.time() - 1, tmp_path / "r.csv")
+    spent.run(job(0)), spent.run(job(1)), spent.run(job(2))
+    assert started[1:] == ["--gpubench-build=0"] and spent.notes() == [
+        "budget: build(s) 2, 3 of each case not started (the budget was spent, or every case was skipped in its first "
+        "build) — raise --budget for more builds"]
+    nothing_left = WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv")
+    nothing_left.run(job(2))  # only a case its first build skipped has a third build
+    assert started[2:] == [] and nothing_left.notes()

@@ -76,6 +76,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import tempfile
 
     from harness.commands.bench_table import print_one_table
+    from harness.commands.budget_builds import WithinBudget, deadline_args, run_deadline_s
     from harness.processes.launch import ProcessLauncher, python_module, stopped_limit_s
     from harness.processes.launch import run_builds as launch_builds
     from harness.processes.lifetime import (
@@ -87,7 +88,9 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
     argvs: list[list[str]] = []
-    deadline = run_deadline(args)  # --budget: every build process shares the run's one end
+    deadline_s = run_deadline_s(args)  # --budget: every build process shares the run's one end
+    deadline = deadline_args(deadline_s)
+    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
 
     def argv_for(build: int) -> list[str]:
         argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)),
@@ -95,18 +98,18 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         return argvs[-1]
 
     def announce(build: int, builds: int) -> None:
-        if build:
+        if build and (budgeted is None or budgeted.starts(build)):
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
     # a local fleet's job: its fleet gone (kill -9), nobody would read what it measures
     launcher = ProcessLauncher(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
+    budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
     try:
-        outcome = launch_builds(launcher, argv_for, dict(os.environ), BUILD_STOPS, announce)
+        outcome = launch_builds(budgeted or launcher, argv_for, dict(os.environ), BUILD_STOPS, announce)
         print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
-    for note in outcome.notes:
+    for note in outcome.notes + (budgeted.notes() if budgeted is not None else []):
         print(f"gpubench: {note}", file=sys.stderr)
     if outcome.cut_short:
         print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)
@@ -114,22 +117,6 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code
-
-
-def run_deadline(args: argparse.Namespace) -> list[str]:
-    """The run's end by the wall clock under a budget (--budget, else the profile's), as the build
-    processes' argument; none without a budget. A bad value is left to the build, which names it."""
-    import time
-
-    from harness.catalog.profiles import check_profile
-    from harness.core.run_budget import parse_duration
-
-    try:
-        budget = getattr(args, "budget", None)
-        budget_s = check_profile(args.profile).run_budget_s if budget is None else parse_duration(budget)
-    except ValueError:
-        return []
-    return [] if budget_s is None else [f"--gpubench-deadline={time.time() + budget_s!r}"]
 
 
 def timer_problem(extra: list[str]) -> str | None:
