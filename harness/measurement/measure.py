@@ -134,11 +134,7 @@ class Region:
 
 
 def plan_for(timed: Timed, budget: Budget, clock: SyncedClock) -> RoundPlan:
-    """Warm up outside the samples and plan the rounds (or take the workload's fixed plan)."""
-    if timed.plan is not None:
-        if timed.plan.warmup_calls > 0:
-            warm_up(timed.warmup or timed.fn, timed.plan.warmup_calls, clock)
-        return timed.plan
+    """Warm up outside the samples and plan the rounds (a workload's fixed plan: `fixed_plan`)."""
     estimate_s = warm_up(timed.warmup or timed.fn, budget.warmup_calls, clock, budget.target_s)
     return calibrated(timed, plan_rounds(estimate_s, budget), budget, clock)
 
