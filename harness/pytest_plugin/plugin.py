@@ -258,7 +258,10 @@ def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
         return None
     machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
     costs = case_costs(state.session.results_dir, machine, str(state.ctx.device))
-    skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
+    try:  # a later build's run file: the cases its first build skipped are not planned for
+        skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
+    except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
+        skipped = set()
     return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped)
 
 
