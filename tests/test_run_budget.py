@@ -108,9 +108,9 @@ def test_a_case_whose_one_call_does_not_fit_is_skipped_after_that_call(slow):
 
 def test_a_probe_that_says_one_call_is_too_slow_saves_the_call(slow):
     share = CaseShare(2.0, 180.0, now=slow.clock)
-    with pytest.raises(OverBudget, match="one call takes 25 s"):
+    with pytest.raises(OverBudget, match="one call takes 25 s") as over:
         measure(Timed(fn=slow.call, estimate=lambda: 25.0), BUDGET, slow.synced, share=share)
-    assert slow.calls == 0
+    assert slow.calls == 0 and over.value.columns == {"first_call_s": 25.0}  # the next run skips it unbuilt
 
 
 def test_without_a_share_nothing_is_capped(slow):

@@ -148,8 +148,8 @@ def calibrated(timed: Timed, plan: RoundPlan, budget: Budget, clock: SyncedClock
 def check_estimate(timed: Timed, share: CaseShare) -> None:
     """A workload's cheap estimate of one call (a smaller problem, a few steps), before the call."""
     estimate_s = timed.estimate() if timed.estimate is not None else None
-    if estimate_s is not None and estimate_s > share.left_s():
-        raise OverBudget(share.over(estimate_s), None)
+    if estimate_s is not None and estimate_s > share.left_s():  # the row keeps the estimate: the next run skips it unbuilt
+        raise OverBudget(share.over(estimate_s), estimate_s)
 
 
 def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock, share: CaseShare) -> tuple[RoundPlan, float, str]:
