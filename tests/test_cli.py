@@ -95,7 +95,7 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
-    internal = {"--gpubench-build", "--gpubench-report-fd", "--gpubench-deadline"}  # gpubench run's own (per build process)
+    internal = {"--gpubench-build", "--gpubench-report-fd", "--gpubench-deadline"}  # gpubench run's own
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 

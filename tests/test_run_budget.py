@@ -240,6 +240,7 @@ def test_a_call_that_fits_but_not_beside_the_build_says_so(slow):
 
 def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
     import time
+    from datetime import datetime
 
     from harness.commands.budget_builds import WithinBudget
     from harness.processes.launch import Completed, Job
@@ -269,3 +270,8 @@ def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
     nothing_left = WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv")
     nothing_left.run(job(2))  # only a case its first build skipped has a third build
     assert started[2:] == [] and nothing_left.notes()
+    # 30 s from the first build's launch to its first row: a later build 20 s before the end would overrun
+    first_row_s = datetime.fromisoformat("2026-11-02T10:00:00+00:00").timestamp()
+    late = WithinBudget(Inner(), time.time() + 20, tmp_path / "r.csv", launched_s=first_row_s - 30)
+    late.run(job(1))
+    assert started[2:] == [] and late.notes()
