@@ -12,7 +12,7 @@ import pytest
 
 from harness.commands import ab
 from harness.commands.ab import Side, run_pairs
-from harness.commands.ab_sequential import Looks, parse_duration
+from harness.commands.ab_sequential import Looks, session_budget_s
 from harness.commands.cli import main
 from harness.records.results import write_frame
 from reports.load import LABELS, load_results
@@ -46,10 +46,12 @@ def write_sides(folder: Path, pairs: int, change: dict[str, float], noise: dict[
 
 
 def test_a_budget_is_a_duration_with_its_unit():
-    assert [parse_duration(text) for text in ("90s", "5m", "1h30m", "0.5h")] == [90, 300, 5400, 1800]
+    assert [session_budget_s(text) for text in ("90s", "5m", "1h30m", "0.5h")] == [90, 300, 5400, 1800]
     for bad in ("300", "5 minutes", "0s", "", "m"):
         with pytest.raises(ValueError, match="use a duration"):
-            parse_duration(bad)
+            session_budget_s(bad)
+    with pytest.raises(ValueError, match="needs a time limit"):
+        session_budget_s("none")
 
 
 NOTHING = ["--device", "cpu", "--profile", "smoke", "-k", "no_case_has_this_name"]
@@ -59,7 +61,7 @@ NOTHING = ["--device", "cpu", "--profile", "smoke", "-k", "no_case_has_this_name
     (["--pairs", "5", "--budget", "5m"], "--pairs 5 with --budget: --pairs runs exactly N pairs"),
     (["--pairs", "5", "--max-pairs", "9"], "--pairs 5 with --max-pairs"),
     (["--max-pairs", "2"], "--max-pairs 2: use 3 to 100"),
-    (["--budget", "300"], "--budget '300': use a duration such as 90s, 5m or 1h30m"),
+    (["--budget", "300"], "--budget '300': use a duration such as 90s, 4m, 1h or 1h30m"),
 ])
 def test_a_bad_design_is_one_line_before_any_build(tmp_path, capsys, extra, message):
     assert main(["ab", "--results-dir", str(tmp_path / "out"), *NOTHING, *extra]) == 4

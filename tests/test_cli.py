@@ -95,8 +95,8 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
-    # gpubench run's own: one pytest process per build, its pipe; gpubench ab's: the cases still undecided
-    internal = {"--gpubench-build", "--gpubench-report-fd", "--gpubench-cases"}
+    # gpubench run's own: one pytest process per build, its pipe, the run's deadline; gpubench ab's: the cases still undecided
+    internal = {"--gpubench-build", "--gpubench-report-fd", "--gpubench-cases", "--gpubench-deadline"}
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 

@@ -117,6 +117,7 @@ def test_save_and_compare_keep_working(tiny):
     (["--device=cuda:7"], "cuda"),
     (["--profile=huge"], "unknown profile 'huge'"),
     (["--dataset=imagenet"], "unknown dataset 'imagenet'"),
+    (["--budget=5x"], "--budget '5x': use a duration such as 90s, 4m, 1h or 1h30m"),
 ])
 def test_bad_options_stop_before_any_case_with_one_line(tiny, args, message):
     result = run(tiny, "--benchmark-only", "--results-dir=out", *args)
@@ -221,6 +222,27 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
         result.assert_outcomes(failed=1)
     # the smoke profile's 11 short pairs read the 25% bias with some noise: far above the band
     assert 1.1 < float(row["reason"].split("ratio ")[1].split()[0]) < 1.5
+
+
+SLOW_CASE_S = 0.4
+
+
+@pytest.mark.process
+def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny):
+    """A fake slow case (each call sleeps: a real process must see real time pass) under a budget
+    its full rounds cannot fit: the plan is shown first, each build of the slow case is capped or
+    skipped with the reason, and the builds together stay within the budget."""
+    slow_fn = f"return Timed(fn=lambda: time.sleep({SLOW_CASE_S}) if case.size == 64 else a @ a,"
+    tiny.makepyfile(bench_tiny=TINY_BENCH.replace("return Timed(fn=lambda: a @ a,", slow_fn)
+                    .replace("import sys", "import sys\nimport time").replace('TinyCase("tf32", 32)]', 'TinyCase("fp32", 64)]'))
+    budget_s = 8.0  # at most a quarter each for 2 cases x 2 builds: below the slow case's 7 calls (2 warm-up + 5 rounds)
+    result = run(tiny, "--benchmark-only", "--results-dir=out", "--profile=quick", f"--budget={budget_s:g}s", "-v")
+    assert "gpubench: plan ~" in result.stdout.str() and "of a 8.0 s budget: 2 cases x 2 builds" in result.stdout.str()
+    rows = rows_in(tiny.path / "out")
+    slow = [row for row in rows if row["case_id"] == "matmul/fp32-n64"]
+    assert slow and all("capped" in row["flags"] and int(row["rounds"]) < 5 or row["reason"].startswith("over budget: ")
+                        for row in slow)
+    assert sum(float(row["build_s"]) for row in rows) <= budget_s
 
 
 @pytest.mark.process

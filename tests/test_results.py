@@ -95,6 +95,16 @@ def test_a_row_cut_inside_a_quoted_field_is_never_data(tmp_path):
         read_rows(tmp_path / "cut.csv")
 
 
+def test_a_version_3_file_reads_as_the_current_version_with_no_build_costs():
+    """Version 4 only added what each build cost (build_s, first_call_s): a version-3 file reads
+    with them empty, so a budget finds no history in it rather than a wrong one."""
+    path = REPO / "reports/examples/cpu-2core-quick.csv"
+    assert path.read_text().splitlines()[1].startswith("3,")  # really a version-3 file
+    rows = read_rows(path)
+    assert rows and all(r["schema_version"] == SCHEMA_VERSION == 4 for r in rows)
+    assert all(r["build_s"] is None and r["first_call_s"] is None for r in rows)
+
+
 @pytest.mark.parametrize("name", ["tests/v1/cpu-2core-quick.csv", "reports/examples/h200-quick.csv"])
 def test_version_1_example_files_are_upgraded_on_read(name):
     """Version-1 files as the first release wrote them (the CPU example of that release, the

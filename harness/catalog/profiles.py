@@ -24,6 +24,11 @@ class Profile(str, Enum):
         return BUDGETS[self]
 
     @property
+    def run_budget_s(self) -> float | None:
+        """The whole run's time (all builds) unless --budget says otherwise; None: no limit."""
+        return RUN_BUDGETS_S[self]
+
+    @property
     def default_builds(self) -> int:
         """Independent builds per case (fresh tensors/model each) unless a workload says otherwise:
         `compare` judges a change against the spread between builds, not between rounds."""
@@ -50,3 +55,7 @@ BUDGETS: dict[Profile, Budget] = {
     Profile.FULL: Budget(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
 }
 DEFAULT_BUILDS: dict[Profile, int] = {Profile.SMOKE: 1, Profile.QUICK: 3, Profile.FULL: 7}
+# The whole run's wall time by default (--budget): quick must let `make bench` (install included)
+# finish within minutes on a 2-core CPU, where bf16 matmuls, epochs and launches could take half an
+# hour at full length. smoke is the suite's own test (tiny already) and full runs every case whole.
+RUN_BUDGETS_S: dict[Profile, float | None] = {Profile.SMOKE: None, Profile.QUICK: 180.0, Profile.FULL: None}

@@ -16,7 +16,7 @@ from harness.commands.ab import (
     sides_of,
     write_marker,
 )
-from harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, parse_duration
+from harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, session_budget_s
 from harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
 from harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.core.exits import ExitCode
@@ -40,8 +40,8 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
                                     "differences after every pair: a decided case gets no more builds, and the "
                                     "session ends when every case is decided or the budget ends. Arguments "
                                     "gpubench does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
-    add_to_parser(ab)
-    ab.add_argument("--budget", default=None, help="time the session may take, such as 90s, 5m or 1h "
+    add_to_parser(ab, leave_out=("--budget",))  # a session's --budget is its own: every build runs whole
+    ab.add_argument("--budget", dest="session_budget", default=None, help="time the session may take, such as 90s, 5m or 1h "
                     f"(default {DEFAULT_BUDGET}): no pair starts that would not end within it")
     ab.add_argument("--max-pairs", type=int, default=None,
                     help=f"pairs at most, however much budget is left (default {DEFAULT_MAX_PAIRS})")
@@ -63,8 +63,8 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
 def design_of(args: argparse.Namespace) -> Design:
     """(pairs at most, budget in seconds): the budget is None for a fixed design (--pairs N)."""
-    if args.pairs is not None and (args.budget is not None or args.max_pairs is not None):
-        given = "--budget" if args.budget is not None else "--max-pairs"
+    if args.pairs is not None and (args.session_budget is not None or args.max_pairs is not None):
+        given = "--budget" if args.session_budget is not None else "--max-pairs"
         raise ValueError(f"--pairs {args.pairs} with {given}: --pairs runs exactly N pairs, --budget/--max-pairs stop "
                          "when every case is decided — give one of the two")
     if args.pairs is not None:
@@ -76,7 +76,7 @@ def design_of(args: argparse.Namespace) -> Design:
     if args.builds is not None:
         raise ValueError(f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds} "
                          "or --max-pairs")
-    return pairs, None if args.pairs is not None else parse_duration(args.budget or DEFAULT_BUDGET)
+    return pairs, None if args.pairs is not None else session_budget_s(args.session_budget or DEFAULT_BUDGET)
 
 
 Design = tuple[int, "float | None"]  # (pairs at most, budget in seconds or None: a fixed design)
@@ -131,6 +131,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     args.run_id = None  # each side's run id is the session's
     args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
     args.build_calls = args.build_calls or DEFAULT_BUILD_CALLS
+    args.budget = "none"  # both sides measured whole: a cap on one side would be a difference
     problem = marker_problem(results_dir, session_id, sides, pairs, budget_s)
     if problem:
         return problem

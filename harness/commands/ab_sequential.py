@@ -7,31 +7,26 @@ session ends when every case is decided, when the next pair would not fit in the
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.run_budget import parse_duration
 from reports.load import ReportError, load_results
 from reports.paired import judge_sequential, undecided_cases
 from reports.verdicts import MACHINE_WIDE
 
 DEFAULT_BUDGET = "10m"
 DEFAULT_MAX_PAIRS = 100  # launch.MAX_BUILDS: a build index beyond it is refused by the plugin
-UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
-DURATION = re.compile(r"(\d+(?:\.\d+)?)([smh])")
 
 
-def parse_duration(text: str) -> float:
-    """Seconds of a duration such as 90s, 5m, 1.5h or 1h30m; a bare number is refused (seconds or minutes?)."""
-    parts = DURATION.findall(text.strip().lower())
-    if not parts or "".join(number + unit for number, unit in parts) != text.strip().lower():
-        raise ValueError(f"--budget {text!r}: use a duration such as 90s, 5m or 1h30m")
-    seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts)
-    if seconds <= 0:
-        raise ValueError(f"--budget {text!r}: use a duration above zero, such as 5m")
+def session_budget_s(text: str) -> float:
+    """A sequential session's budget in seconds (one duration syntax with `gpubench run --budget`)."""
+    seconds = parse_duration(text)
+    if seconds is None:
+        raise ValueError(f"--budget {text!r}: a sequential session needs a time limit, such as 5m (or --pairs N for a fixed design)")
     return seconds
 
 

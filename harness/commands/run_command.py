@@ -76,6 +76,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import tempfile
 
     from harness.commands.bench_table import print_one_table
+    from harness.commands.budget_builds import WithinBudget, deadline_args, run_deadline_s
     from harness.processes.launch import ProcessLauncher, python_module, stopped_limit_s
     from harness.processes.launch import run_builds as launch_builds
     from harness.processes.lifetime import (
@@ -87,24 +88,28 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
     argvs: list[list[str]] = []
+    deadline_s = run_deadline_s(args)  # --budget: every build process shares the run's one end
+    deadline = deadline_args(deadline_s)
+    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
 
     def argv_for(build: int) -> list[str]:
-        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)), f"--gpubench-build={build}"))
+        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)),
+                                   f"--gpubench-build={build}", *deadline))
         return argvs[-1]
 
     def announce(build: int, builds: int) -> None:
-        if build:
+        if build and (budgeted is None or budgeted.starts(build)):
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
     # a local fleet's job: its fleet gone (kill -9), nobody would read what it measures
     launcher = ProcessLauncher(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
+    budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
     try:
-        outcome = launch_builds(launcher, argv_for, dict(os.environ), BUILD_STOPS, announce)
+        outcome = launch_builds(budgeted or launcher, argv_for, dict(os.environ), BUILD_STOPS, announce)
         print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
-    for note in outcome.notes:
+    for note in outcome.notes + (budgeted.notes() if budgeted is not None else []):
         print(f"gpubench: {note}", file=sys.stderr)
     if outcome.cut_short:
         print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)

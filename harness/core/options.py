@@ -62,13 +62,16 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--build-seconds", None, "timed seconds per build of a micro-benchmark case (default: the profile's: smoke 0.05, quick 0.1, full 0.3)", float),
     Option("--build-calls", None,
            "timed calls per build of a micro-benchmark case, at least (default: the profile's rounds decide)", int),
+    Option("--budget", None, "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of what is left and is capped (fewer rounds) or skipped when one call does not fit it (default: the profile's: quick 3m; smoke and full none)"),
     Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
 )
 
 
-def add_to_parser(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def add_to_parser(parser: argparse.ArgumentParser | argparse._ArgumentGroup, leave_out: tuple[str, ...] = ()) -> None:
+    """The run options on a subcommand's parser; `leave_out` names flags the subcommand gives a meaning of its own."""
     for option in RUN_OPTIONS:
-        parser.add_argument(option.flag, **option.kwargs())
+        if option.flag not in leave_out:
+            parser.add_argument(option.flag, **option.kwargs())
 
 
 def to_pytest_argv(values: argparse.Namespace) -> list[str]:

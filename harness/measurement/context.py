@@ -10,6 +10,7 @@ import torch
 from harness.devices.data_source import DataSource
 from harness.devices.energy import EnergyMeter, TelemetrySampler
 from harness.core.plan import Budget
+from harness.core.run_budget import CaseShare
 from harness.catalog.profiles import Profile
 from harness.measurement.timing import SyncedClock
 
@@ -33,6 +34,7 @@ class BuildContext:
     builds: int | None = None  # --builds: every case's build count (None: the workload's for the profile)
     build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
     build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
+    share: CaseShare | None = None  # this build's share of a run budget (--budget); None: no budget
 
     @property
     def data(self) -> DataSource:

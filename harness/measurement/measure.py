@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 
 from harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
 from harness.core.plan import Budget, RoundPlan, plan_rounds
+from harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
 from harness.core.stats import SampleStats, summarize
 from harness.measurement.timing import SyncedClock, sample, warm_up
 
@@ -59,6 +60,7 @@ class Timed:
     energy: bool = True
     energy_note: str = ""
     samples_per_call: int | None = None
+    estimate: Callable[[], float] | None = None
 
     @property
     def repeatable(self) -> bool:
@@ -77,6 +79,8 @@ class Measurement:
     calls: int  # calls of fn inside the energy region (a driver's extra call included)
     energy: EnergyReading = field(default_factory=lambda: EnergyReading(None, 0.0))
     telemetry: dict[str, Any] = field(default_factory=dict)
+    first_call_s: float | None = None  # the case's first call, warm-up included (what a budget must afford)
+    capped: str = ""  # why the rounds were cut to fit a run budget ('' when not)
 
     @cached_property
     def stats(self) -> SampleStats:
@@ -130,25 +134,92 @@ class Region:
 
 
 def plan_for(timed: Timed, budget: Budget, clock: SyncedClock) -> RoundPlan:
-    """Warm up outside the samples and plan the rounds (or take the workload's fixed plan)."""
-    if timed.plan is not None:
-        if timed.plan.warmup_calls > 0:
-            warm_up(timed.warmup or timed.fn, timed.plan.warmup_calls, clock)
-        return timed.plan
+    """Warm up outside the samples and plan the rounds (a workload's fixed plan: `fixed_plan`)."""
     estimate_s = warm_up(timed.warmup or timed.fn, budget.warmup_calls, clock, budget.target_s)
-    plan = plan_rounds(estimate_s, budget)
+    return calibrated(timed, plan_rounds(estimate_s, budget), budget, clock)
+
+
+def calibrated(timed: Timed, plan: RoundPlan, budget: Budget, clock: SyncedClock) -> RoundPlan:
     if plan.iterations > 1:  # calibrate on one whole round (still warm-up): rounds must really last >= min_round_s
-        plan = plan_rounds(sample(timed.fn, RoundPlan(0, plan.iterations, 1, estimate_s), clock)[0], budget)
+        plan = plan_rounds(sample(timed.fn, RoundPlan(0, plan.iterations, 1, plan.estimate_s), clock)[0], budget)
     return plan
 
 
+def check_estimate(timed: Timed, share: CaseShare) -> None:
+    """A workload's cheap estimate of one call (a smaller problem, a few steps), before the call."""
+    estimate_s = timed.estimate() if timed.estimate is not None else None
+    if estimate_s is not None and estimate_s > share.left_s():  # the row keeps the estimate: the next run skips it unbuilt
+        raise OverBudget(share.over(estimate_s), estimate_s)
+
+
+def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock, share: CaseShare) -> tuple[RoundPlan, float, str]:
+    """Under a run budget: the first call decides (it must leave room for one more), warm-up stops
+    early on a small share, and the rounds are cut to what is left of the share (`capped`).
+    Returns the plan, the first call's seconds and the cap's reason ('' when not capped)."""
+    check_estimate(timed, share)
+    warm = timed.warmup or timed.fn
+    start = clock()
+    warm()
+    first_s = clock() - start
+    if first_s > share.left_s():
+        raise OverBudget(share.over(first_s), first_s)
+    estimate_s = first_s
+    if budget.warmup_calls > 1:
+        estimate_s = warm_up(warm, budget.warmup_calls - 1, clock, min(budget.target_s, share.left_s() / 4))
+    plan = calibrated(timed, plan_rounds(estimate_s, budget), budget, clock)
+    if plan.estimate_s * plan.iterations > share.left_s():
+        raise OverBudget(share.over(plan.estimate_s * plan.iterations), first_s)
+    cut = capped_plan(plan, share.left_s())
+    return (plan, first_s, "") if cut.rounds == plan.rounds else (cut, first_s, capped_reason(cut, plan, share))
+
+
+def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tuple[RoundPlan, float | None, str]:
+    """A workload's fixed plan (one epoch, a launch, steps): its estimate is checked against the
+    share; a plan of several rounds of its own calls (steps) is cut like any other, after one more
+    warm-up call that tells what a call costs."""
+    plan = timed.plan
+    assert plan is not None
+    if share is not None:
+        check_estimate(timed, share)
+    if plan.warmup_calls > 0:
+        warm_up(timed.warmup or timed.fn, plan.warmup_calls, clock)
+    if share is None or plan.rounds == 1 or timed.windows is not None:
+        return plan, None, ""
+    start = clock()
+    timed.fn()
+    call_s = clock() - start
+    if call_s * plan.iterations > share.left_s():
+        raise OverBudget(share.over(call_s), call_s)
+    cut = capped_plan(RoundPlan(plan.warmup_calls, plan.iterations, plan.rounds, call_s), share.left_s())
+    if cut.rounds == plan.rounds:
+        return plan, call_s, ""
+    return cut, call_s, capped_reason(cut, plan, share)
+
+
+def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
+    share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
+    return f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} budget"
+
+
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
-            meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None) -> Measurement:
-    """Warm-up, calibration, then the rounds inside the energy/telemetry region."""
-    plan = plan_for(timed, budget, clock)
+            meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
+            share: CaseShare | None = None) -> Measurement:
+    """Warm-up, calibration, then the rounds inside the energy/telemetry region. Under a run
+    budget (`share`) the case is capped or skipped (OverBudget) rather than run past its share."""
+    first_s: float | None = None
+    capped = ""
+    if timed.plan is not None:
+        plan, first_s, capped = fixed_plan(timed, clock, share)
+    elif share is not None:
+        plan, first_s, capped = budgeted_plan(timed, budget, clock, share)
+    else:
+        plan = plan_for(timed, budget, clock)
     region = Region(meter or EnergyMeter(None), sampler, clock)
+    start = clock.unsynced()
     with region:
         samples_s, result, calls = (rounds or inline_rounds(clock))(timed.fn, plan)
+    if first_s is None and plan.rounds * plan.iterations == 1:  # a fixed plan's one call (an epoch)
+        first_s = clock.unsynced() - start
     if timed.windows is not None:
         samples_s = timed.windows(result)
-    return Measurement(plan, samples_s, result, calls, region.reading, region.telemetry)
+    return Measurement(plan, samples_s, result, calls, region.reading, region.telemetry, first_s, capped)

@@ -4,6 +4,7 @@ becomes a row."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from harness.devices import device as devices
@@ -15,6 +16,7 @@ from harness.devices.machine_load import LoadMeter, record_load
 from harness.measurement.measure import Measurement, Rounds, Timed, measure
 from harness.core.peaks import peak_gbps, peak_tflops
 from harness.core.plan import Budget, RoundPlan
+from harness.core.run_budget import CaseShare, OverBudget
 from harness.records.results import utc_timestamp
 from harness.core.stats import NOISY_REL_IQR, SampleStats
 from harness.measurement.terminal import one_line
@@ -81,7 +83,11 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     out.update(energy)
     if any(note.startswith("throttled") for note in energy_notes):
         flags.append("throttled")
-    warnings = timed.notes + impossible_figures(out, device_name, str(getattr(case, "dtype", "") or "")) + energy_notes
+    if measured.capped:
+        flags.append("capped")
+    out["first_call_s"] = measured.first_call_s
+    impossible = impossible_figures(out, device_name, str(getattr(case, "dtype", "") or ""))
+    warnings = [measured.capped] + timed.notes + impossible + energy_notes
     out.update(status="ok", reason="; ".join(filter(None, [str(figures.get("reason") or "")] + warnings)), flags=flags)
     return out
 
@@ -91,7 +97,7 @@ def measured_columns(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return {"status": "ok", "reason": "untimed (--benchmark-disable)"}
-    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry)
+    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share)
     return derive(case, timed, measured, ctx, device_name)
 
 
@@ -100,6 +106,8 @@ def failure_columns(error: Exception) -> tuple[dict[str, Any], Exception | None]
     after the row is recorded (an unexpected failure: pytest reports it too)."""
     if isinstance(error, CaseSkipped):
         return {"status": "skipped", "reason": str(error)}, None
+    if isinstance(error, OverBudget):
+        return dict(error.columns, status="skipped", reason=str(error)), None
     if isinstance(error, Diverged):
         return dict(error.columns, status="failed", reason=f"{error.prefix}: {error}"), None
     if devices.is_out_of_memory(error):
@@ -111,6 +119,17 @@ def case_precision(case: Case) -> str | None:
     """The number format a case computes in: matmul-like cases name it `dtype`, training ones
     `precision` (fp32 / bf16 / fp16); None where a case names neither (DDP: fp32 in its workers)."""
     return getattr(case, "dtype", None) or getattr(case, "precision", None)
+
+
+def check_known_cost(share: CaseShare | None) -> None:
+    """A case whose share is too small, or whose first call this machine's history says does not
+    fit its share, is not built."""
+    if share is None:
+        return
+    if share.too_small():
+        raise OverBudget(str(share.too_small()), None)
+    if share.known_call_s is not None and share.known_call_s > share.share_s:
+        raise OverBudget(share.over(share.known_call_s), None)
 
 
 def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[str, Any], record: Callable[[dict[str, Any]], None] | None,
@@ -126,8 +145,10 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
     load = LoadMeter()
     timed: Timed | None = None
     failure: Exception | None = None
+    started_s = time.monotonic()  # the build's wall seconds, kept as this machine's cost of the case (not a figure)
     try:  # an interrupt (Ctrl-C, SIGTERM) passes through, after the cleanup
         try:
+            check_known_cost(ctx.share)
             timed = workload.build(case, ctx)
             row.update(measured_columns(case, timed, ctx, rounds, untimed, str(base_row.get("device_name", ""))))
         except Exception as error:  # noqa: BLE001 - every failure becomes a row
@@ -140,6 +161,7 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
         restore_tf32()
         devices.empty_cache(ctx.device, collect=row.get("status") in ("failed", "oom"))
     record_load(row, load.busy_frac(), ctx.device)
+    row["build_s"] = time.monotonic() - started_s
     if record is not None and not untimed:
         record(row)
         ctx.run_rows.append(row)

@@ -19,6 +19,7 @@ from harness.processes.launch import MAX_BUILDS
 from harness.devices.nproc import NprocError, check_nproc, default_nproc
 from harness.core.options import RESULTS_DIR_DEFAULT
 from harness.core.plan import MAX_BUILD_CALLS
+from harness.core.run_budget import DurationError, parse_duration
 from harness.catalog.profiles import ProfileError, check_profile
 from harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
 from harness.pytest_plugin.run_state import RunState
@@ -85,8 +86,11 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     build_calls = option("gpubench_build_calls")
     if build_calls is not None and not 1 <= build_calls <= MAX_BUILD_CALLS:
         raise SetupError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
+    profile = check_profile(option("gpubench_profile"))
+    budget = option("gpubench_budget")
     return dict(builds=builds, build_seconds=build_seconds, build_calls=build_calls,
-                device=device, profile=check_profile(option("gpubench_profile")), results_dir=results_dir, build=build,
+                device=device, profile=profile, results_dir=results_dir, build=build,
+                budget_s=profile.run_budget_s if budget is None else parse_duration(budget),
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
@@ -98,7 +102,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         checked = _checked(option, collect_only, benchmark_json)
     except SetupError:
         raise
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, OSError) as error:
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, DurationError, OSError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
@@ -113,5 +117,6 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
     state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],
-                     previous_clock=previous_clock)
+                     previous_clock=previous_clock,
+                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"))
     return state, checked["warning"]

@@ -117,13 +117,18 @@ class Recorder:
         self.benchmark.group = case.workload
         if not untimed:
             self._open()  # a later build's session reads the cases its first build skipped
+        plan = self.state.budget_plan
         if build > 0 and case.case_id in session.skipped:
+            if plan is not None:
+                plan.done(case.case_id, skipped=True)
             pytest.skip(session.skipped[case.case_id])  # its first build already left the row
         ctx = self.state.context(build)
+        ctx.share = plan.share_for(case.case_id) if plan is not None and not untimed else None
         ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
         if not self._driven:  # pytest-benchmark's fixture drives one measurement per test: the first
             self.benchmark.extra_info.update({"case_id": case.case_id, "build": build,
                                               **{k: v for k, v in case.settings().items() if v is not None}})
+        row: dict[str, Any] | None = None
         try:
             rounds = inline_rounds(ctx.clock) if self._driven else benchmark_rounds(self.benchmark)
             row = run_case(case, workload, ctx, session.base_row() if not untimed else {"run_id": session.run_id}, session.record if not untimed else None,
@@ -138,6 +143,9 @@ class Recorder:
             pytest.skip(f"not recorded: {str(stopped).split(':')[0]}")  # the signal's name
         finally:
             self.state.release_device_data()
+            if plan is not None:  # a case that raised is done too: no time is kept for it
+                plan.done(case.case_id, skipped=row is not None and row["status"] == "skipped")
+        assert row is not None  # every other way out of the try skipped or raised
         first, self._driven = not self._driven, True
         return self._report(case, row, untimed, first)
 
@@ -153,7 +161,8 @@ class Recorder:
         if row["status"] == "ok" and first:
             show_row_samples(self.benchmark, row.get("samples_s") or [])
         if self.request.config.getoption("verbose") > 0 and not untimed:
-            self.progress(summary_line(row))
+            plan = self.state.budget_plan
+            self.progress(summary_line(row) + (f" [{plan.progress()}]" if plan is not None else ""))
         if row["status"] == "skipped":
             self.state.session.skipped[case.case_id] = row["reason"]
             pytest.skip(row["reason"])

@@ -28,7 +28,9 @@ INTERNAL = (("--gpubench-build", dict(type=int, default=None, dest="gpubench_bui
                                       help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")),
             ("--gpubench-report-fd", dict(type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)),
             # `gpubench ab --budget` names the cases still undecided, a case id a line; the others get no more builds
-            ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)))
+            ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)),
+            # the run's end by the wall clock (--budget): gpubench run gives every build process the same one
+            ("--gpubench-deadline", dict(type=float, default=None, dest="gpubench_deadline", help=argparse.SUPPRESS)))
 
 
 class _OptionNames:

@@ -41,6 +41,7 @@ from harness.pytest_plugin.modes import (
 )
 
 if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
+    from harness.pytest_plugin.budget_plan import BudgetPlan
     from harness.pytest_plugin.fixture import Recorder
     from harness.pytest_plugin.run_state import RunState
 
@@ -242,6 +243,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if report_fd is not None:  # tell `gpubench run` how many build processes this selection needs
         with os.fdopen(report_fd, "w", closefd=True) as pipe:
             pipe.write(json.dumps({"builds": max((_build_of(item) + 1 for item in items), default=0)}) + "\n")
+    if state is not None and state.budget_s is not None:
+        state.budget_plan = plan_budget(state, items)
     if state is not None and state.only_build is not None:
         keep = [item for item in items if _build_of(item) == state.only_build]
         dropped = [item for item in items if _build_of(item) != state.only_build]
@@ -252,8 +255,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=_build_of)
 
 
+def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
+    """The budget's plan over every selected (case, build), with this machine's history."""
+    from harness.measurement.session import skipped_in
+    from harness.pytest_plugin.budget_plan import budget_plan
+    from harness.records.durations import case_costs
+
+    entries = [(item.callspec.params["case"].case_id, _build_of(item)) for item in items
+               if "gpubench" in getattr(item, "fixturenames", ())
+               and "case" in getattr(getattr(item, "callspec", None), "params", {})]
+    if not entries or state.budget_s is None:
+        return None
+    machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
+    costs = case_costs(state.session.results_dir, machine, str(state.ctx.device))
+    try:  # a later build's run file: the cases its first build skipped are not planned for
+        skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
+    except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
+        skipped = set()
+    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Check the results folder only when something will be recorded, still before any case."""
+    """Check the results folder only when something will be recorded, still before any case; then
+    the budget's plan in one line."""
     state = session.config.stash.get(STATE, None)
     if state is not None and any(map(uses_gpubench, session.items)) and not session.config.getoption("collectonly"):
         from harness.records.results import check_writable
@@ -262,6 +286,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             check_writable(state.session.results_dir)
         except OSError as error:
             raise pytest.UsageError(str(error)) from None
+        if state.budget_plan is not None:
+            show_plan(session.config, state.budget_plan)
+
+
+def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
+    """The first build process shows the plan; a later one, the time left for its builds."""
+    first = config.getoption("gpubench_build") in (None, 0)
+    line = plan.plan_line() if first else f"gpubench: {plan.progress()}"
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        sys.stderr.write(line + "\n")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.measurement.context import BuildContext
+from harness.pytest_plugin.budget_plan import BudgetPlan
 from harness.devices.data_source import DataSource
 from harness.measurement.session import Session
 
@@ -26,6 +27,9 @@ class RunState:
     dataset: str
     profile_ops: bool
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
+    budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
+    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this process's start
+    budget_plan: BudgetPlan | None = None  # made once the selection is known
     untimed_cases: int = 0
     previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester runs in-process)
     _data: DataSource | None = field(default=None, repr=False)

@@ -16,7 +16,12 @@ harness.records.upgrade.upgrade_row how to read the old version. Version history
      target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
   4  a user's own benchmarks (the `gpubench` fixture's `measure`): `params` (the case's parameters) and
      `user_figures` (its figures), each a flat JSON object with sorted keys, so any parameter or figure
-     has a place without this schema naming it.
+     has a place without this schema naming it; and what a build cost this machine (`build_s`, `first_call_s`: a run
+     budget's history) with the `capped` flag.
+  An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
+  1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
+  (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
+  compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
     *_cols("measurement", "float", "cv rel_iqr", "frac"),
     *_cols("measurement", "int", "iqr_outliers stddev_outliers"),
-    *_cols("measurement", "float", "round_s", "s"),
+    *_cols("measurement", "float", "round_s build_s first_call_s", "s"),
     *_cols("measurement", "float", "cpu_busy_frac", "frac"),
     *_cols("measurement", "int", "gpu_other_procs"),
     *_cols("measurement", "bool", "cudnn_tf32"),  # torch.backends.cudnn.allow_tf32 during the case (only cuDNN reads it)
@@ -104,8 +109,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("figure", "float", "speedup selfcheck_tub_ratio selfcheck_events_ratio", "x"),
     *_cols("figure", "float", "samples_per_s_per_rank", "samples/s"),
     *_cols("figure", "float", "scaling_efficiency", "frac"),
-    *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"),
-    *_cols("figure", "float", "gpu_temp_c", "°C"),
+    *_cols("figure", "float", "gpu_sm_clock_mhz", "MHz"), *_cols("figure", "float", "gpu_temp_c", "°C"),
     *_cols("figure", "float", "gpu_power_w", "W"),
     *_cols("figure", "str", "gpu_throttle"),
     *_cols("figure", "float", "time_to_target_s", "s"),

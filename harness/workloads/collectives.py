@@ -31,6 +31,7 @@ from harness.measurement.context import BuildContext
 from harness.devices.machine_load import BUSY_FRAC, LoadMeter
 from harness.measurement.measure import Timed
 from harness.core.plan import RoundPlan
+from harness.core.run_budget import CaseShare, OverBudget
 from harness.measurement.runner import failure_columns, measured_row
 from harness.core.stats import SampleStats, summarize
 from harness.measurement.workload import Workload
@@ -40,6 +41,7 @@ from harness.workloads.ddp import (
     HEARTBEAT_STALL_S,
     LAUNCH_TIMEOUT_S,
     WORKDIR_PREFIX,
+    budgeted_launch,
     heartbeat_dir,
     launch,
     sweep_stale_workdirs,
@@ -174,6 +176,7 @@ class Launched:
     error: str = ""
     busy_frac: float = 0.0  # other processes' share of the CPU during the launch (harness.devices.machine_load)
     taken: set[tuple[str, int]] = field(default_factory=set)
+    over_budget: bool = False  # stopped at its cases' share of a run budget: they are skipped, not failed
 
 
 _LAUNCHED: dict[LaunchKey, Launched] = {}
@@ -193,16 +196,20 @@ def worker_command(key: LaunchKey, result_json: Path) -> list[str]:
             f"--timeout-s={COLLECTIVE_TIMEOUT_S[key.profile]:g}", f"--heartbeat-dir={heartbeat_dir(result_json)}"]
 
 
-def launch_ladder(key: LaunchKey) -> Launched:
-    """One launch through the DDP workload's launcher (timeout, heartbeat, the failing rank named)."""
+def launch_ladder(key: LaunchKey, share: CaseShare | None = None) -> Launched:
+    """One launch through the DDP workload's launcher (timeout, heartbeat, the failing rank named).
+    Under a run budget it serves every point, so it may take the first case's share once per point."""
     sweep_stale_workdirs()
     # The ddp workdirs' prefix: their sweep removes one a killed run left.
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}collectives-"))
     load = LoadMeter()
+    points_share = None if share is None else CaseShare(share.left_s() * len(key.points()), share.budget_s)
     try:
         result_json = workdir / "rank0.json"
-        report = launch(worker_command(key, result_json), result_json, LAUNCH_TIMEOUT_S[key.profile],
-                        HEARTBEAT_STALL_S[key.profile])
+        report = budgeted_launch(worker_command(key, result_json), result_json, LAUNCH_TIMEOUT_S[key.profile],
+                                 HEARTBEAT_STALL_S[key.profile], points_share, run=launch)
+    except OverBudget as over:
+        return Launched({}, error=f"{over} (one launch for its {len(key.points())} cases)", over_budget=True)
     except Exception as error:  # noqa: BLE001 - every case of the launch fails with its reason
         return Launched({}, error=" ".join(str(error).split()) or type(error).__name__)
     finally:
@@ -215,12 +222,12 @@ def take_point(case: CollectiveCase, ctx: BuildContext, worker: str) -> dict[str
     key = launch_key(case, ctx, worker)
     launched = _LAUNCHED.get(key)
     if launched is None or (case.op, case.size) in launched.taken:
-        launched = _LAUNCHED[key] = launch_ladder(key)
+        launched = _LAUNCHED[key] = launch_ladder(key, ctx.share)
     launched.taken.add((case.op, case.size))
     if launched.taken >= key.points():  # every case has its result: nothing is kept past them
         del _LAUNCHED[key]
     if launched.error:
-        raise RuntimeError(launched.error)
+        raise OverBudget(launched.error, None) if launched.over_budget else RuntimeError(launched.error)
     point = launched.points.get((case.op, case.size))
     if point is None:
         raise RuntimeError(f"the launch reported no result for {case.case_id}")

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 
@@ -24,6 +24,7 @@ from harness.devices.data_source import DataSource, PreloadedLoader
 from harness.processes.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
 from harness.measurement.measure import Timed
 from harness.core.plan import RoundPlan
+from harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
 from harness.core.stats import SampleStats, median
 from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
@@ -117,6 +118,28 @@ def silent_rank(folder: Path, stall_s: float, now_s: float | None = None) -> str
     return f"rank {oldest['rank']} stopped responding (no heartbeat for {silent_s:.0f} s, {where})"
 
 
+class LaunchTimedOut(RuntimeError):
+    """torchrun ran past its time limit and was killed with its ranks."""
+
+
+def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, stall_s: float, share: CaseShare | None,
+                    run: Callable[[list[str], Path, float, float], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A launch (`run`, default `launch`) that ends with its case's share of a run budget: stopped
+    there, it is a skipped case whose row keeps the seconds it ran (the next run under the same
+    budget does not start it)."""
+    limit_s = timeout_s if share is None else min(timeout_s, max(share.left_s(), MIN_SHARE_S))
+    started_s = time.monotonic()
+    try:
+        return (run or launch)(command, result_json, limit_s, stall_s)
+    except LaunchTimedOut:
+        if share is None or limit_s >= timeout_s:
+            raise
+        ran_s = time.monotonic() - started_s
+        share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
+        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {share_s} share "
+                         f"of the {budget_s} budget — raise --budget or deselect it", ran_s) from None
+
+
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
            stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
     """Run torchrun (harness.processes.launch.TorchrunLauncher) and read rank 0's report. A rank whose
@@ -134,7 +157,7 @@ def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIME
     if done.timed_out:
         first = rank_error(output, fallback=False)
         detail = f" (first error: {first})" if first else ""
-        raise RuntimeError(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
+        raise LaunchTimedOut(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
                            "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks")
     if done.code != 0 or not result_json.exists():  # a rank gone silent (named first) makes a peer time out waiting for it
         cause = root_cause(output)
@@ -239,7 +262,8 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
                 "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"],
                 "reason": "; ".join(filter(None, notes))}
 
-    return Timed(fn=lambda: launch(command, workdir / "rank0.json", timeout_s, stall_s), figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
+    return Timed(fn=lambda: budgeted_launch(command, workdir / "rank0.json", timeout_s, stall_s, ctx.share),
+                 figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
                  windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True),
                  energy=False, energy_note=DDP_ENERGY_NOTE)
 

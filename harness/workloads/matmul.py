@@ -101,7 +101,22 @@ def build(case: MatmulCase, ctx: BuildContext) -> Timed:
         fn=lambda: torch.matmul(a, b, out=out),
         figures=tflops_figures(case.size, case.dtype, device_name(ctx.device)),
         cleanup=restore,
+        estimate=lambda: call_estimate_s(case.size, case.dtype, ctx),
     )
+
+
+PROBE_SHRINK = 4  # the probe's n is this much smaller: its call is PROBE_SHRINK**3 times cheaper
+
+
+def call_estimate_s(n: int, dtype: str, ctx: BuildContext) -> float:
+    """Seconds of one n x n call, from a call at n / PROBE_SHRINK scaled by the FLOPs: a bf16 call
+    that takes half a minute where the CPU has no bf16 kernel is known before it starts."""
+    small = max(1, n // PROBE_SHRINK)
+    a, b, out = operands(small, dtype, ctx.device)
+    torch.matmul(a, b, out=out)  # one-time costs (library init) are not the call's
+    start = ctx.clock()
+    torch.matmul(a, b, out=out)
+    return (ctx.clock() - start) * (n / small) ** 3
 
 
 WORKLOAD = Workload(SPEC, cases, build)

@@ -336,6 +336,8 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
         cpu_memory=lambda: trainer.step([shapes[0]]),  # on cpu: the allocator's peak over one training step
         notes=setting_notes(case, device),
         samples_per_call=int(data.split(True).labels.shape[0]),  # the epoch's energy covers eval too: samples trained per joule
+        # under a budget: two steps times the epoch's steps, a floor of the epoch (data and eval come on top)
+        estimate=lambda: step_seconds(trainer, shapes[0], rounds=2) * math.ceil(len(data.split(True).labels) / case.batch_size),
     )
 
 

@@ -1,0 +1,144 @@
+"""A run that fits a time budget, pure (no torch): durations as the user writes them, each case's
+share of what is left, and the verdict on a case whose one call does not fit its share.
+
+Shares are water-filled: a case whose cost is known (this machine's earlier rows) and small gets
+that cost (with a margin), the others split the rest equally; shares are recomputed before every
+case from the time really left, so a case that finishes early leaves its time to the ones after it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from harness.core.plan import RoundPlan
+
+# A known cost is granted this much above what it took last time: a case that runs 10% slower than
+# its history must not lose rounds for it.
+COST_MARGIN = 1.25
+UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smh])", re.ASCII)
+NO_BUDGET = ("none", "off", "unlimited")
+# A share below this cannot build a case and time one call of it (allocation, a probe): such a case
+# is skipped at once, so a spent budget is not overrun by many small starts.
+MIN_SHARE_S = 0.2
+
+
+class DurationError(ValueError):
+    pass
+
+
+def parse_duration(text: str | float | None) -> float | None:
+    """Seconds from a duration as the user writes it: '90s', '4m', '1.5h', '1h30m'; None for 'none' (no
+    budget). A bare number is refused: seconds or minutes, the reader could not tell."""
+    if text is None or isinstance(text, (int, float)):
+        return None if text is None else float(text)
+    cleaned = text.strip().lower()
+    if cleaned in NO_BUDGET:
+        return None
+    parts = DURATION_PART.findall(cleaned)
+    whole = bool(parts) and "".join(number + unit for number, unit in parts) == cleaned
+    seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts) if whole else 0.0
+    if not 0 < seconds < math.inf:
+        raise DurationError(f"--budget {text!r}: use a duration such as 90s, 4m, 1h or 1h30m (or none for no limit)")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """'25 s', '2.1 s', '3m', '2m31s', '1h05m': short, and whole where it can be."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest_s = divmod(round(seconds), 60)
+    if minutes >= 60:
+        return f"{minutes // 60}h{minutes % 60:02d}m"
+    return f"{minutes}m" if rest_s == 0 else f"{minutes}m{rest_s:02d}s"
+
+
+@dataclass(frozen=True)
+class CaseCost:
+    """What this machine's earlier row of a case says it costs: the whole build (seconds) and its
+    first call (None where the build made none, e.g. skipped before it)."""
+
+    build_s: float
+    first_call_s: float | None = None
+
+
+def water_level(costs: list[float | None], left_s: float) -> float:
+    """The share every case above it gets, so that sum(min(cost, level)) == left_s (a None cost is
+    unknown: it gets the level); inf when every known cost fits."""
+    ordered = sorted(math.inf if cost is None else cost * COST_MARGIN for cost in costs)
+    remaining_s, count = max(0.0, left_s), len(ordered)
+    for cost in ordered:
+        if cost * count <= remaining_s:
+            remaining_s, count = remaining_s - cost, count - 1
+        else:
+            return remaining_s / count
+    return math.inf
+
+
+def share_of(cost: float | None, others: list[float | None], left_s: float) -> float:
+    """One case's share of `left_s` beside the cases still to run (`others`). When every known
+    cost fits, each gets its cost scaled up to fill what is left."""
+    costs = [cost, *others]
+    level = water_level(costs, left_s)
+    if math.isinf(level):
+        total_s = sum(c * COST_MARGIN for c in costs if c is not None)
+        return left_s * (cost * COST_MARGIN) / total_s if cost and total_s > 0 else left_s
+    return level if cost is None else min(cost * COST_MARGIN, level)
+
+
+@dataclass
+class CaseShare:
+    """One build of one case under a run budget: `share_s` seconds from `started_s` (on `now`).
+    `known_call_s`: its first call as this machine's history says, checked before the build."""
+
+    share_s: float
+    budget_s: float
+    known_call_s: float | None = None
+    now: Callable[[], float] = time.monotonic
+    started_s: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        self.started_s = self.started_s or self.now()
+
+    def left_s(self) -> float:
+        return self.share_s - (self.now() - self.started_s)
+
+    def too_small(self) -> str | None:
+        """Why no case fits in this share at all, or None."""
+        if self.share_s >= MIN_SHARE_S:
+            return None
+        share = format_duration(max(self.share_s, 0.0))
+        return (f"over budget: its share of the {format_duration(self.budget_s)} budget is {share}, "
+                "too little to build it and time one call — raise --budget or deselect cases")
+
+    def over(self, call_s: float) -> str:
+        """Why a case whose one call takes `call_s` is not measured: one line naming the fix. A
+        call that fits the share alone did not fit beside what building the case took."""
+        budget, share = format_duration(self.budget_s), format_duration(self.share_s)
+        if call_s <= self.share_s:
+            spent = format_duration(self.now() - self.started_s)
+            return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the "
+                    f"{budget} budget went to building and warming it up: no timed call fits — raise --budget or deselect it")
+        return (f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} — "
+                "raise --budget or deselect it")
+
+
+class OverBudget(Exception):
+    """A case skipped because one call does not fit its share; `columns` go into its row."""
+
+    def __init__(self, reason: str, first_call_s: float | None) -> None:
+        super().__init__(reason)
+        self.columns = {"first_call_s": first_call_s}
+
+
+def capped_plan(plan: RoundPlan, left_s: float) -> RoundPlan:
+    """The rounds of `plan` that fit in `left_s` (at least 1: the caller checked one round fits)."""
+    round_s = max(plan.estimate_s, 1e-9) * plan.iterations
+    fit = max(1, int(left_s // round_s))
+    return plan if fit >= plan.rounds else RoundPlan(plan.warmup_calls, plan.iterations, fit, plan.estimate_s)

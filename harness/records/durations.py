@@ -1,0 +1,47 @@
+"""What each case cost this machine before: the build and first-call seconds of its latest row in
+a results folder (same machine_id and device), which a run under --budget plans with (as asv keeps
+each benchmark's duration with its results). History is a hint: a file that cannot be read is
+passed over, never an error."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.core.run_budget import CaseCost
+from harness.records.results import read_frame
+
+OVER_BUDGET = "over budget"  # how a budget's skipped rows begin (harness.core.run_budget)
+MAX_FILES = 200  # the newest runs are enough to know a case's cost; a store of years is not read whole
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if value is not None and isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def case_costs(results_dir: Path, machine_id: str, device: str) -> dict[str, CaseCost]:
+    """case_id -> CaseCost from the newest row of each case that recorded its build_s (a row the
+    budget skipped before any call is passed over: its build_s is not the case's cost)."""
+    try:
+        paths = sorted(results_dir.glob("*.csv"), key=lambda path: path.stat().st_mtime)[-MAX_FILES:]
+    except OSError:
+        return {}
+    costs: dict[str, tuple[str, CaseCost]] = {}
+    for path in paths:
+        try:
+            frame = read_frame(path)
+        except (OSError, ValueError):  # damaged, a newer schema, unreadable: no history from it
+            continue
+        if "build_s" not in frame.columns:
+            continue
+        # a case skipped for the budget before its first call says nothing of what it costs
+        unmeasured = frame["reason"].fillna("").str.startswith(OVER_BUDGET) & frame["first_call_s"].isna()
+        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device)
+                     & frame["build_s"].notna() & ~unmeasured]
+        for row in mine[["case_id", "timestamp_utc", "build_s", "first_call_s"]].itertuples(index=False):
+            cost = CaseCost(float(row.build_s), _number(row.first_call_s))
+            stamp = str(row.timestamp_utc)
+            if row.case_id not in costs or costs[row.case_id][0] <= stamp:
+                costs[row.case_id] = (stamp, cost)
+    return {case_id: cost for case_id, (_, cost) in costs.items()}

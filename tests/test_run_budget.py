@@ -1,0 +1,277 @@
+"""A run under --budget: durations, shares, capping and skipping, the plan, history. Fake clocks
+and fake slow cases: nothing here sleeps or times real work."""
+
+import pytest
+import torch
+from fakes import FakeBenchmark, RunContext, run_with
+
+from harness.catalog.profiles import Profile
+from harness.core.plan import Budget
+from harness.core.run_budget import (
+    COST_MARGIN,
+    CaseCost,
+    CaseShare,
+    DurationError,
+    OverBudget,
+    format_duration,
+    parse_duration,
+    share_of,
+    water_level,
+)
+from harness.measurement import timing
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed, measure
+from harness.measurement.timing import SyncedClock
+from harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+from harness.records.durations import case_costs
+from harness.records.results import ResultsWriter
+from harness.records.schema import SCHEMA_VERSION
+from harness.workloads.matmul import MatmulCase
+
+CPU = torch.device("cpu")
+
+
+class SlowCase:
+    """A case whose every call costs `call_s` on a fake clock that only moves when work runs."""
+
+    def __init__(self, call_s: float) -> None:
+        self.now_s, self.call_s, self.calls = 1000.0, call_s, 0
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def call(self) -> None:
+        self.calls += 1
+        self.now_s += self.call_s
+
+
+@pytest.fixture
+def slow(monkeypatch):
+    monkeypatch.setattr(timing, "synchronize", lambda device: None)
+    case = SlowCase(1.0)
+    case.synced = SyncedClock(CPU, case.clock)
+    return case
+
+
+BUDGET = Budget(target_s=10.0, min_round_s=1e-3, min_rounds=5, max_rounds=50, warmup_calls=2)
+
+
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("4m", 240), ("1h", 3600), ("1.5m", 90), ("1h30m", 5400),
+                                           (" 2M ", 120)])
+def test_durations_read_as_the_user_writes_them(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["5x", "m", "-3m", "0s", "", "45", "5 minutes"])
+def test_a_bad_duration_is_one_line_that_names_the_fix(text):
+    with pytest.raises(DurationError, match=r"--budget .*: use a duration such as 90s, 4m, 1h or 1h30m"):
+        parse_duration(text)
+
+
+def test_none_means_no_budget_and_quick_has_one_by_default():
+    assert parse_duration("none") is None
+    assert Profile.QUICK.run_budget_s == 180 and Profile.FULL.run_budget_s is None
+    shown = [format_duration(seconds) for seconds in (2.13, 25.2, 180, 151)]
+    assert shown == ["2.1 s", "25 s", "3m", "2m31s"]
+
+
+def test_known_cheap_cases_get_their_cost_and_the_rest_split_what_is_left():
+    # 100 s left: two cases known to cost 4 s and 8 s, one 300 s, one unknown
+    level = water_level([4.0, 8.0, 300.0, None], 100.0)
+    assert level == pytest.approx((100 - 4 * COST_MARGIN - 8 * COST_MARGIN) / 2)
+    assert share_of(4.0, [8.0, 300.0, None], 100.0) == pytest.approx(4 * COST_MARGIN)
+    assert share_of(300.0, [4.0, 8.0, None], 100.0) == pytest.approx(level)
+    assert share_of(None, [4.0, 8.0, 300.0], 100.0) == pytest.approx(level)
+    assert share_of(None, [None, None, None], 100.0) == pytest.approx(25.0)  # no history: equal shares
+
+
+def test_when_everything_fits_each_share_grows_with_its_cost():
+    assert share_of(10.0, [30.0], 200.0) == pytest.approx(50.0)
+
+
+def test_a_case_whose_rounds_do_not_fit_is_capped_and_stays_within_its_share(slow):
+    share = CaseShare(4.5, 180.0, now=slow.clock)
+    m = measure(Timed(fn=slow.call), BUDGET, slow.synced, share=share)
+    assert m.plan.rounds == 2 and m.capped.startswith("capped: 2 of 10 rounds fit its 4.5 s share of the 3m budget")
+    assert m.first_call_s == 1.0 and len(m.samples_s) == 2
+    assert slow.now_s - share.started_s <= share.share_s  # the budget holds
+
+
+def test_a_case_whose_one_call_does_not_fit_is_skipped_after_that_call(slow):
+    share = CaseShare(1.5, 180.0, now=slow.clock)
+    reason = (r"one call takes 1\.0 s and 1\.0 s of its 1\.5 s share of the 3m budget went to building and warming it up: "
+              r"no timed call fits — raise --budget or deselect it")
+    with pytest.raises(OverBudget, match=reason) as over:
+        measure(Timed(fn=slow.call), BUDGET, slow.synced, share=share)
+    assert slow.calls == 1 and over.value.columns == {"first_call_s": 1.0}
+
+
+def test_a_probe_that_says_one_call_is_too_slow_saves_the_call(slow):
+    share = CaseShare(2.0, 180.0, now=slow.clock)
+    with pytest.raises(OverBudget, match="one call takes 25 s") as over:
+        measure(Timed(fn=slow.call, estimate=lambda: 25.0), BUDGET, slow.synced, share=share)
+    assert slow.calls == 0 and over.value.columns == {"first_call_s": 25.0}  # the next run skips it unbuilt
+
+
+def test_without_a_share_nothing_is_capped(slow):
+    m = measure(Timed(fn=slow.call), BUDGET, slow.synced)
+    assert m.plan.rounds == 10 and m.capped == ""
+
+
+def test_history_skips_a_case_before_it_is_built(tmp_path):
+    built = []
+    writer = ResultsWriter(tmp_path, "run")
+    bctx = BuildContext(CPU, "quick", SyncedClock(CPU), share=CaseShare(2.1, 180.0, known_call_s=25.0))
+
+    class Workload:
+        def build(self, case, ctx):
+            built.append(case)
+
+        def cases(self, ctx):
+            return []
+
+    base = {"schema_version": SCHEMA_VERSION, "run_id": "run"}
+    row = run_with(MatmulCase("bf16", 2048), Workload(), FakeBenchmark(), RunContext(bctx, base, writer))
+    writer.close()
+    assert built == [] and row["status"] == "skipped"
+    assert row["reason"] == ("over budget: one call takes 25 s; its share of the 3m budget is 2.1 s — "
+                             "raise --budget or deselect it")
+    assert row["build_s"] >= 0
+
+
+def plan_of(costs, here, later=(), now_s=0.0, deadline_s=100.0):
+    return BudgetPlan(180.0, deadline_s, costs, list(here), list(later), later_processes=1 if later else 0,
+                      startup_s=10.0, now=lambda: now_s, cases=len(set(here)), builds=2 if later else 1)
+
+
+def test_later_builds_and_their_start_up_are_kept_out_of_this_builds_share():
+    plan = plan_of({}, ["a", "b"], ["a", "b"])
+    assert plan.share_for("a").share_s == pytest.approx((100 - 10) / 4)
+    plan.done("a", skipped=True)  # its later build will not run: its time goes to the others
+    assert plan.later == ["b"] and plan.share_for("b").share_s == pytest.approx(90 / 2)
+
+
+def test_the_plan_line_names_what_history_says_will_not_fit():
+    costs = {"matmul/bf16-n2048": CaseCost(80.0, 25.0), "matmul/fp32-n256": CaseCost(0.5, 0.01)}
+    line = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"]).plan_line()
+    assert line.startswith("gpubench: plan ~1m40s of a 3m budget: 3 cases x 1 builds")
+    assert "1 without history: their first call decides" in line
+    # its 25 s call fits a 50 s share: capped, not skipped
+    assert "skipped" not in line and "capped: matmul/bf16-n2048 (50 s of its 1m20s)" in line
+    tight = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"], deadline_s=30.0).plan_line()
+    assert "skipped: matmul/bf16-n2048 (one call 25 s > its 15 s share)" in tight
+
+
+def test_a_run_is_planned_from_its_start_when_no_deadline_is_given():
+    plan = budget_plan(60.0, None, {}, [("a", 0), ("b", 0), ("a", 1), ("b", 1)], only_build=0, skipped={"b"})
+    assert plan.here == ["a"] and plan.later == ["a"] and plan.later_processes == 1
+    assert plan.deadline_s <= plan.now() + 60.0
+
+
+def test_history_is_the_newest_row_of_this_machine_and_device(tmp_path):
+    # the newer run's file written first: the rows' times decide, not the order files are found in
+    runs = [("new", "2026-11-02", "m1", "ok", "", 3.0, 0.5), ("old", "2026-11-01", "m1", "ok", "", 9.0, 0.5),
+            ("other", "2026-11-03", "m2", "ok", "", 7.0, 0.5),
+            # skipped for the budget before its first call: no news of its cost
+            ("newest", "2026-11-04", "m1", "skipped", "over budget: its share is 0.1 s", 0.001, None)]
+    for run_id, day, machine, status, reason, build_s, first_call_s in runs:
+        writer = ResultsWriter(tmp_path, run_id)
+        writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": f"{day}T10:00:00+00:00",
+                       "machine_id": machine, "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                       "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": status,
+                       "reason": reason, "build_s": build_s, "first_call_s": first_call_s})
+        writer.close()
+    (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
+    assert case_costs(tmp_path, "m1", "cpu") == {"matmul/fp32-n64": CaseCost(3.0, 0.5)}
+    assert case_costs(tmp_path, "m1", "cuda:0") == {}
+
+
+def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
+    built = []
+
+    class Workload:
+        def build(self, case, ctx):
+            built.append(case)
+
+        def cases(self, ctx):
+            return []
+
+    bctx = BuildContext(CPU, "quick", SyncedClock(CPU), share=CaseShare(0.05, 180.0))
+    row = run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(), RunContext(bctx, {"run_id": "run"}, None))
+    assert built == [] and row["status"] == "skipped"
+    assert row["reason"].startswith("over budget: its share of the 3m budget is 0.1 s, too little to build it and time")
+
+
+def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch, tmp_path):
+    from harness.workloads import ddp
+
+    limits = []
+
+    def timed_out(command, result_json, timeout_s, stall_s):
+        limits.append(timeout_s)
+        raise ddp.LaunchTimedOut("torchrun timed out")
+
+    monkeypatch.setattr(ddp, "launch", timed_out)
+    stopped = r"the launch ran .* and was stopped at its 5\.0 s share of the 3m budget — raise --budget"
+    with pytest.raises(OverBudget, match=stopped) as over:
+        ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, CaseShare(5.0, 180.0))
+    assert limits and limits[0] <= 5.0 and over.value.columns["first_call_s"] >= 0
+    with pytest.raises(ddp.LaunchTimedOut):  # no budget: a launch past its own timeout is a failure, as before
+        ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, None)
+
+
+def test_a_fixed_plan_of_many_steps_is_cut_to_its_share_too(slow):
+    from harness.core.plan import RoundPlan
+
+    share = CaseShare(3.5, 180.0, now=slow.clock)
+    m = measure(Timed(fn=slow.call, plan=RoundPlan(0, 1, 20, 0.0)), BUDGET, slow.synced, share=share)
+    assert m.plan.rounds == 2 and m.capped.startswith("capped: 2 of 20 rounds") and len(m.samples_s) == 2
+    assert slow.now_s - share.started_s <= share.share_s
+
+
+def test_a_call_that_fits_but_not_beside_the_build_says_so(slow):
+    share = CaseShare(1.5, 180.0, now=slow.clock)
+    slow.now_s += 1.0  # building the case took a second
+    assert share.over(0.6) == ("over budget: one call takes 0.6 s and 1.0 s of its 1.5 s share of the 3m budget went "
+                               "to building and warming it up: no timed call fits — raise --budget or deselect it")
+    assert share.over(2.0) == ("over budget: one call takes 2.0 s; its share of the 3m budget is 1.5 s — "
+                               "raise --budget or deselect it")
+
+
+def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
+    import time
+    from datetime import datetime
+
+    from harness.commands.budget_builds import WithinBudget
+    from harness.processes.launch import Completed, Job
+
+    started = []
+
+    class Inner:
+        def run(self, job):
+            started.append(job.argv[-1])
+            return Completed(0)
+
+    writer = ResultsWriter(tmp_path, "r")
+    for case_id, status, builds in [("matmul/fp32-n64", "skipped", 3), ("matmul/fp32-n128", "ok", 2)]:
+        writer.append({"schema_version": SCHEMA_VERSION, "run_id": "r", "timestamp_utc": "2026-11-02T10:00:00+00:00",
+                       "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                       "cuda_version": "", "workload": "matmul", "case_id": case_id, "status": status, "reason": "",
+                       "build": 0, "builds": builds})
+    writer.close()
+    job = lambda build: Job(["python", f"--gpubench-build={build}"])  # noqa: E731
+    WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv").run(job(1))
+    assert started == ["--gpubench-build=1"]  # the fp32-n128 case has a second build, and there is time
+    spent = WithinBudget(Inner(), time.time() - 1, tmp_path / "r.csv")
+    spent.run(job(0)), spent.run(job(1)), spent.run(job(2))
+    assert started[1:] == ["--gpubench-build=0"] and spent.notes() == [
+        "budget: build(s) 2, 3 of each case not started (the budget was spent, or every case was skipped in its first "
+        "build) — raise --budget for more builds"]
+    nothing_left = WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv")
+    nothing_left.run(job(2))  # only a case its first build skipped has a third build
+    assert started[2:] == [] and nothing_left.notes()
+    # 30 s from the first build's launch to its first row: a later build 20 s before the end would overrun
+    first_row_s = datetime.fromisoformat("2026-11-02T10:00:00+00:00").timestamp()
+    late = WithinBudget(Inner(), time.time() + 20, tmp_path / "r.csv", launched_s=first_row_s - 30)
+    late.run(job(1))
+    assert started[2:] == [] and late.notes()
