@@ -17,6 +17,7 @@ from harness.ab import (
 )
 from harness.cli import BENCHES, SUITE_ROOT, fail, pytest_args
 from harness.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
+from harness.lifetime import adopt_orphans
 from harness.options import RESULTS_FULL_EXIT
 from harness.results import RunIdError, check_run_id, check_writable, new_run_id
 from harness.rlimits import limits_problem
@@ -70,6 +71,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     results_dir = Path(args.results_dir)
+    adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
     try:
         threshold, sides, session_id = check_session(args, results_dir)
     except (ValueError, ReportError, RunIdError, OSError) as error:

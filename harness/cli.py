@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -127,7 +128,6 @@ def build_table_args(extra: list[str], build: int, scratch: Path) -> list[str]:
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     """One pytest process per build (harness.launch.run_builds), each dying with this one; then
     one pytest-benchmark table for the whole run."""
-    import os
     import shutil
     import tempfile
 
@@ -136,11 +136,13 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.launch import run_builds as launch_builds
     from harness.lifetime import (
         STOP_WITH_ENV,
+        adopt_orphans,
         run_folder_prefix,
         sweep_dead_run_folders,
     )
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
+    adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
     argvs: list[list[str]] = []
 
@@ -260,9 +262,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+    from harness.lifetime import STOP_WITH_ENV, token_problem
     from harness.rlimits import limits_problem
 
-    problem = timer_problem(extra) or limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
+    stop_with = os.environ.get(STOP_WITH_ENV, "")  # a local fleet's: which process's end stops the run
+    # a tiny ulimit fails inside pytest or torch with no line of ours
+    problem = timer_problem(extra) or limits_problem() or (token_problem(stop_with) if stop_with else None)
     if problem:
         return fail(problem, code=4)
     if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest
@@ -344,12 +349,15 @@ def resolve_store(args: argparse.Namespace) -> str | None:
         return None
     from harness.env import machine_identity
     from harness.options import RESULTS_DIR_DEFAULT
-    from harness.store import StoreError, results_dir_for
+    from harness.store import StoreError, others_can_remove, results_dir_for
 
     try:
         args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
     except StoreError as error:
         return str(error)
+    warning = others_can_remove(Path(args.results_dir))
+    if warning:
+        print(f"gpubench: warning: {warning}", file=sys.stderr, flush=True)
     args.store = None  # the build processes get the resolved folder
     return None
 
