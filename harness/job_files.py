@@ -22,6 +22,9 @@ PRIVATE_MODE = 0o700
 OTHERS = 0o077  # group and others: any permission at all
 OTHERS_WRITE = 0o022
 MAX_OUTCOME_BYTES = 64 * 2**20  # a command's captured output; more is no outcome of gpubench run's
+# submitit's outcome, a pair of a word and a text, is under a dozen opcodes; 20 million memo lookups of one
+# string (40 MB) cost 90 s to scan and 12 s to unpickle
+MAX_OUTCOME_OPCODES = 1000
 TRUST_FIX = "pass --jobs-dir with a folder only you can write (under your home, say)"
 
 
@@ -146,10 +149,13 @@ DATA_OPCODES = frozenset({
 
 
 def code_in(data: bytes) -> str | None:
-    """Why the pickle `data` could load or call code ('it refers to builtins.exec', 'it holds the opcode
-    REDUCE, ...'), None when it could not. Read before any unpickling: a damaged pickle raises ValueError."""
+    """Why the pickle `data` is refused before any unpickling: it could load or call code ('it refers to
+    builtins.exec', 'it holds the opcode REDUCE, ...'), or it holds far more opcodes than an outcome (memo
+    lookups cost a scan and an unpickling of minutes); None otherwise. A damaged pickle raises ValueError."""
     texts: list[str] = []
-    for opcode, arg, _ in pickletools.genops(data):
+    for count, (opcode, arg, _) in enumerate(pickletools.genops(data)):
+        if count == MAX_OUTCOME_OPCODES:
+            return f"it holds over {MAX_OUTCOME_OPCODES} opcodes, where a job's outcome holds a dozen"
         if opcode.name in ("GLOBAL", "INST"):
             return f"it refers to {str(arg).replace(' ', '.')}"
         if opcode.name == "STACK_GLOBAL" and len(texts) >= 2:

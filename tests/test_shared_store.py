@@ -352,3 +352,12 @@ def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tm
     assert summary_and_report([done], store, store / "reports" / "f") == 1
     assert "report not built: the store's reports folder" in capsys.readouterr().out
     assert list(theirs.iterdir()) == []
+
+
+@pytest.mark.parametrize("body", [b"q\x00(" + b"h\x00" * 2_000_000 + b"l", b"(" * 500_000 + b"t" * 500_000])
+def test_an_outcome_of_millions_of_small_opcodes_is_refused_at_once(tmp_path, body):
+    # 2 million memo lookups of one string (4 MB), or half a million nested tuples: scanned and unpickled for seconds
+    job = FleetJob(Target("t"), "r", job=submitit_job(jobs_folder(tmp_path)))
+    job.job.paths.result_pickle.write_bytes(b"\x80\x02X\x01\x00\x00\x00a" + body + b".")
+    settle(job, None, now=0.0, grace_s=0.0)
+    assert job.state == FAILED and "it holds over 1000 opcodes, where a job's outcome holds a dozen" in job.reason
