@@ -355,9 +355,11 @@ def resolve_store(args: argparse.Namespace) -> str | None:
         args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
     except StoreError as error:
         return str(error)
-    warning = others_can_remove(Path(args.results_dir))
-    if warning:
-        print(f"gpubench: warning: {warning}", file=sys.stderr, flush=True)
+    removable = others_can_remove(Path(args.results_dir))
+    if removable and removable[1]:  # by every user: nothing is run
+        return removable[0]
+    if removable:
+        print(f"gpubench: warning: {removable[0]}", file=sys.stderr, flush=True)
     args.store = None  # the build processes get the resolved folder
     return None
 

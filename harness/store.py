@@ -84,10 +84,11 @@ def check_writable(folder: Path, store: str) -> None:
         raise StoreError(f"--store {store}: cannot write into {nearest} ({why}) — pass a --store you can write to")
 
 
-def others_can_remove(folder: Path) -> str | None:
+def others_can_remove(folder: Path) -> tuple[str, bool] | None:
     """A line when the existing `folder` lets users other than its owner remove or replace the files a
-    run writes there: writable by a group not the owner's own, or by all, and not sticky (a machine
-    folder made by hand, or in a store made without the sticky bit)."""
+    run writes there (writable by a group not the owner's own, or by all, and not sticky: a machine
+    folder made by hand, or in a store made without the sticky bit), and whether every user can: that
+    is refused, as gpubench makes nothing world-writable; a group is named in a warning."""
     from harness.job_files import described, own_group
 
     try:
@@ -96,8 +97,10 @@ def others_can_remove(folder: Path) -> str | None:
         return None
     if not info.st_mode & (0o002 if own_group(folder, info) else 0o022) or info.st_mode & stat.S_ISVTX:
         return None
+    anyone = bool(info.st_mode & 0o002)
+    fix = "have its owner chmod o-w,+t it, or pass another --store" if anyone else "have its owner chmod +t it"
     return (f"{described(folder, info)} lets users other than its owner remove or replace this run's files — "
-            "have its owner chmod +t it (docs/usage.md, a store shared by a team)")
+            f"{fix} (docs/usage.md, a store shared by a team)", anyone)
 
 
 def _read_only(path: Path) -> bool:

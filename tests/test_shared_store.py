@@ -314,24 +314,26 @@ def test_a_team_store_folder_made_under_umask_077_still_takes_the_groups_runs(tm
     assert stat.S_IMODE((store / "m" / "r.csv").stat().st_mode) == 0o600  # the member's own file: the umask's
 
 
-def test_a_machine_folder_others_can_empty_is_named_before_the_run(tmp_path, capsys):
+def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tmp_path, capsys, monkeypatch):
     # made by hand, 0777 and not sticky: any user could remove or replace the run's files, unsaid
     import argparse
 
+    import harness.job_files
     from harness.cli import resolve_store
     from harness.env import machine_identity
     from harness.store import machine_folder_name
 
+    monkeypatch.setattr(harness.job_files, "own_group", lambda path, info: False)  # a group of other members
     folder = tmp_path / "S" / machine_folder_name(machine_identity())
     folder.mkdir(parents=True)
-    args = argparse.Namespace(store=str(tmp_path / "S"), results_dir="results")
-    for mode, warned in ((0o777, True), (0o1777, False), (0o755, False)):
+    said = "lets users other than its owner remove or replace this run's files — have its owner chmod"
+    for mode, refused, warned in ((0o777, True, False), (0o775, False, True), (0o1777, False, False),
+                                  (0o755, False, False)):
         folder.chmod(mode)
-        assert resolve_store(argparse.Namespace(**vars(args))) is None
+        problem = resolve_store(argparse.Namespace(store=str(tmp_path / "S"), results_dir="results"))
         err = capsys.readouterr().err
-        said = "lets users other than its owner remove or replace this run's files — have its owner chmod +t"
-        assert (said in err) == warned, mode
-        assert err.count("\n") == warned
+        assert (problem is not None and said in problem and "or pass another --store" in problem) == refused, mode
+        assert (said in err) == warned and err.count("\n") == warned, mode
 
 
 def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tmp_path, capsys):
