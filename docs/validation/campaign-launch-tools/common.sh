@@ -5,6 +5,6 @@ PY=${PY:-/work/main/.venv/bin/python}
 cd "$CHECKOUT"; export PYTHONPATH=$PWD MPLCONFIGDIR=$CL/mpl
 FL=($PY -m harness.cli fleet --profile smoke --device cpu -k "matmul and fp32-n64")
 RUN=($PY -m harness.cli run --device cpu --profile smoke -k "matmul and fp32-n64" --no-report)
-AB=($PY -m harness.cli ab --device cpu --profile smoke --pairs 1 -k "matmul and fp32-n64")
+AB=($PY -m harness.cli ab --device cpu --profile smoke --pairs 3 -k "matmul and fp32-n64")
 NB=(setpriv --reuid=65534 --regid=65534 --groups=65533)   # nobody, a member of the team group gbteam (65533)
 W=$CL/w; rm -rf $W; mkdir -p $W; chmod 755 $W
