@@ -33,6 +33,7 @@ from harness.commands.fleet import (
     update,
 )
 from harness.commands.fleet_command import drive, run_argv, submit
+from harness.records.job_files import private_folder
 from harness.records.results import read_rows
 from harness.records.store import runs_in
 
@@ -288,7 +289,8 @@ def test_a_local_job_runs_in_this_machines_environment(tmp_path, monkeypatch):
     every local fleet on a GPU node measured the CPU."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
     job = FleetJob(Target("env"), "r")
-    submit(job, "local", tmp_path / "jobs", [sys.executable, "-c", "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"])
+    show = "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+    submit(job, "local", private_folder(tmp_path / "jobs"), [sys.executable, "-c", show])
     assert job.job.result().strip() == "'3,1'"  # result() waits for the job
 
 
@@ -299,7 +301,7 @@ def test_ctrl_c_to_the_local_controller_prints_nothing_among_the_fleets_lines(tm
     import psutil
 
     job = FleetJob(Target("quiet"), "r")
-    submit(job, "local", tmp_path / "jobs", [sys.executable, "-c", "import time; time.sleep(60)"])
+    submit(job, "local", private_folder(tmp_path / "jobs"), [sys.executable, "-c", "import time; time.sleep(60)"])
     controller = psutil.Process(int(job.job.job_id))
     deadline = time.monotonic() + 60
     while not controller.children() and time.monotonic() < deadline:  # its wait loop runs once its task has started

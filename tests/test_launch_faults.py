@@ -116,3 +116,115 @@ def test_a_build_stops_as_on_sigterm_once_the_process_it_runs_for_has_ended(capf
         fleet.wait()
     assert done.signal == signal.SIGTERM and done.code == -signal.SIGTERM and time.monotonic() - started < 10
     assert f"the fleet that started this run (pid {fleet.pid}) has ended: stopping as on SIGTERM" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["partition=gрu", "gres=gpu:٣", "constraint=ａ100", "device=cuda:０"])
+def test_a_target_value_outside_ascii_is_refused_naming_the_character(text):
+    # a Cyrillic р reached sbatch, whose "invalid partition specified: gрu" reads as gpu
+    with pytest.raises(FleetError, match=r"holds '.' \(U\+[0-9A-F]{4}\), which is not ASCII"):
+        parse_target(text, 1)
+    assert parse_target("name=ёлка,partition=gpu", 1).name == "____"  # a name becomes a file-safe one, as before
+
+
+def test_a_very_long_target_is_refused_by_its_start():
+    # 120,000 characters of device= went to the job, whose refusal printed them twice (240 KB)
+    with pytest.raises(FleetError) as refused:
+        parse_target("device=cuda:" + "a" * 200_000, 1)
+    assert "is 200012 characters long: no target needs more than 1024" in str(refused.value)
+    assert len(str(refused.value)) < 200
+
+
+def test_an_empty_jobs_dir_is_refused_as_an_empty_store(tmp_path, monkeypatch, capsys):
+    # an unset shell variable: the job files (the command and environment of each job) went into the current folder
+    monkeypatch.chdir(tmp_path)
+    nothing = ["--profile", "smoke", "--device", "cpu", "-k", "no_such_case"]  # what a job would run, were one started
+    assert main(["fleet", "--store", str(tmp_path / "S"), "--jobs-dir", "", "--target", "name=x", *nothing]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--jobs-dir is empty — pass a folder only you can write" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_malformed_stop_with_token_is_refused_before_any_build(tmp_path, monkeypatch, capsys):
+    # read as a process that had ended, it stopped the run at once: "the fleet ... (pid abc) has ended"
+    monkeypatch.setenv("GPUBENCH_STOP_WITH", "abc")
+    assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-k", "nothing"]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GPUBENCH_STOP_WITH='abc' is not <pid>:<start time>" in err and "unset it" in err
+    from harness.processes.lifetime import token_problem
+
+    assert token_problem("4242:1764600000.125") is None
+
+
+LEAVES_DAEMON = """import os, subprocess, sys
+fd = int(sys.argv[-1].split('=')[1])
+daemon = subprocess.Popen(['sleep', '30'], pass_fds=(fd,), start_new_session=True)
+open(sys.argv[1], 'w').write(str(daemon.pid))
+os.write(fd, b'{"builds": 1}\\n')
+"""
+
+
+@pytest.mark.process
+def test_a_daemon_holding_the_build_count_pipe_does_not_hold_up_the_run(tmp_path):
+    # the build (tiny python) leaves a `sleep` in a session of its own that holds the pipe's write end:
+    # the run waited for the pipe's end as long as the sleep lived, deaf to Ctrl-C
+    from harness.processes.launch import run_builds
+
+    pid_file = tmp_path / "pid"
+    started = time.monotonic()
+    try:
+        argv = [sys.executable, "-c", LEAVES_DAEMON, str(pid_file)]
+        outcome = run_builds(ProcessLauncher(), lambda build: argv, None, ())
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert outcome.code == 0 and outcome.builds == 1 and time.monotonic() - started < 15
+
+
+ADOPTING = """import subprocess, sys
+from harness.processes.launch import Job, ProcessLauncher
+from harness.processes.lifetime import adopt_orphans
+adopt_orphans()
+ProcessLauncher().run(Job([sys.executable, '-c', sys.argv[1]]))
+"""
+DAEMONIZES = """import os, subprocess
+daemon = subprocess.Popen(['sleep', '30'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+open(os.environ['PID_FILE'], 'w').write(str(daemon.pid))
+"""
+
+
+@pytest.mark.process
+def test_what_a_build_leaves_in_a_session_of_its_own_is_killed_when_it_ends(tmp_path):
+    # a python standing for `gpubench run` (subreaper: process-wide) runs a build that starts a `sleep`
+    # with setsid and exits: the sleep outlived the run, as a spinning daemon would load later builds
+    pid_file = tmp_path / "pid"
+    done = subprocess.run([sys.executable, "-c", ADOPTING, DAEMONIZES], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PID_FILE=str(pid_file)), check=False)
+    pid = int(pid_file.read_text())
+    alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive and done.returncode == 0, done.stderr
+    assert f"gpubench: killed what the build process left running: sleep (pid {pid})" in done.stderr
+
+
+@pytest.mark.process
+def test_a_python_that_answers_then_hangs_is_named_so(tmp_path):
+    # a shell script stands for a side's wrapper that runs python, then waits: "did not start Python" was false
+    from harness.commands.ab import starts_python
+
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\necho 'gpubench-probe 3'\nsleep 30\n")
+    wrapper.chmod(0o755)
+    with pytest.raises(ValueError, match=r"answered as Python 3 but did not exit within 1 s \(what does it run after"):
+        starts_python(str(wrapper), "--a-python", deadline_s=1.0)
+
+
+def test_a_link_at_the_sessions_marker_is_named_as_the_marker(tmp_path):
+    # it was called "results directory", with the fix "pass --results-dir with the folder itself"
+    from harness.commands.ab import write_marker
+    from harness.records.safe_files import UnsafePath
+
+    (tmp_path / "s.ab.json").symlink_to(tmp_path / "elsewhere")
+    marker = r"^the session's marker .*s\.ab\.json is a symbolic link .* pass another --run-id$"
+    with pytest.raises(UnsafePath, match=marker):
+        write_marker(tmp_path, "s", (), 3)
+    assert not (tmp_path / "elsewhere").exists()

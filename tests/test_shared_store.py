@@ -200,3 +200,166 @@ def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_t
         assert said == {"add": "done", "replace": "denied", "append": "denied", "plant": "denied"}, said
     finally:
         shutil.rmtree(base)
+
+
+def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(tmp_path, monkeypatch):
+    # /etc/group lists no such member: only /etc/passwd says the account's group is the owner's
+    import pwd
+
+    from harness.records.job_files import UntrustedFile, own_group, private_folder
+
+    above = tmp_path / "home"
+    above.mkdir()
+    above.chmod(0o775)
+    if not own_group(above, above.stat()):
+        pytest.skip("this account's group is not a private one: nothing to tell apart")
+    private_folder(above / "jobs" / "f")
+    bob = pwd.struct_passwd(("bob", "x", 4242, above.stat().st_gid, "", "/", "/bin/sh"))
+    accounts = pwd.getpwall()
+    monkeypatch.setattr(pwd, "getpwall", lambda: [*accounts, bob])
+    with pytest.raises(UntrustedFile, match=rf"{above} \(owner .*, mode 0775\), above the jobs folder .* lets another"):
+        private_folder(above / "jobs" / "g")
+
+
+def access_acl(user_id: int) -> bytes:
+    """A POSIX access ACL in the kernel's form (what setfacl writes): the owner rwx, `user_id` rwx,
+    group r-x, mask rwx, others r-x."""
+    import struct
+
+    anyone = 0xFFFFFFFF
+    entries = [(0x01, 7, anyone), (0x02, 7, user_id), (0x04, 5, anyone), (0x10, 7, anyone), (0x20, 5, anyone)]
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
+
+
+def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
+    # with an ACL the group bits are its mask: 0775 of the owner's own group let user 4242 rename the jobs folder
+    from harness.records.job_files import UntrustedFile, own_group, private_folder
+
+    above = tmp_path / "home"
+    above.mkdir()
+    above.chmod(0o755)
+    try:
+        os.setxattr(above, "system.posix_acl_access", access_acl(4242))
+    except (OSError, AttributeError) as error:
+        pytest.skip(f"no POSIX ACLs here: {error}")
+    if not own_group(tmp_path, tmp_path.stat()):
+        pytest.skip("this account's group is not a private one: the group bits refuse it anyway")
+    with pytest.raises(UntrustedFile, match="lets another user replace"):
+        private_folder(above / "jobs" / "f")
+
+
+def test_the_jobs_folder_is_checked_again_before_each_job_and_each_outcome(tmp_path, capsys):
+    # a folder above it made world-writable after the fleet began: a later job's command went there all the same
+    from harness.commands.fleet_command import submit
+    from harness.records.job_files import private_folder
+
+    folder = private_folder(tmp_path / "home" / "jobs" / "f")
+    (folder / "1_0_result.pkl").write_bytes(pickle.dumps(("success", "")))
+    (tmp_path / "home").chmod(0o777)
+    job = FleetJob(Target("b"), "r")
+    submit(job, "local", folder, [sys.executable, "-c", "pass"])  # refused before any process starts
+    assert job.state == FAILED and job.reason.startswith("not submitted: ")
+    assert "lets another user replace" in job.reason
+    assert not list(folder.glob("*submitted.pkl"))
+    done = FleetJob(Target("a"), "r", job=submitit_job(folder, "1"))
+    settle(done, None, now=0.0, grace_s=0.0)
+    assert done.state == FAILED and f"{tmp_path / 'home'} (owner" in done.reason and "lets another user" in done.reason
+
+
+def test_an_outcome_calling_code_through_copyregs_cache_is_not_loaded(tmp_path):
+    # EXT1 takes a registered global from copyreg's cache without find_class: it ran exec
+    import copyreg
+
+    marker = tmp_path / "ran"
+    copyreg.add_extension("builtins", "exec", 250)
+    try:
+        pickle.loads(b"\x80\x02\x82\xfa.")  # any earlier EXT1 load in this process fills the cache
+        code = f"open({str(marker)!r}, 'w')".encode()
+        data = b"\x80\x02\x82\xfaX" + len(code).to_bytes(4, "little") + code + b"\x85R."
+        job = FleetJob(Target("t"), "r", job=submitit_job(jobs_folder(tmp_path)))
+        job.job.paths.result_pickle.write_bytes(data)
+        settle(job, None, now=0.0, grace_s=0.0)
+    finally:
+        copyreg.remove_extension("builtins", "exec", 250)
+    assert not marker.exists()
+    assert job.state == FAILED and "it holds the opcode EXT1, which loads or calls code" in job.reason
+
+
+@pytest.mark.parametrize("make", ["persistent id", "fifo"])
+def test_an_outcome_file_refused_for_what_it_is_is_named_in_one_line(tmp_path, make):
+    # the unpickler's own PERSID message holds a newline; a FIFO was "not a file of yours", mode 0644 and no more
+    job = FleetJob(Target("t"), "r", job=submitit_job(jobs_folder(tmp_path)))
+    result = job.job.paths.result_pickle
+    if make == "fifo":
+        os.mkfifo(result)
+    else:
+        result.write_bytes(b"Pfoo\n.")
+    settle(job, None, now=0.0, grace_s=0.0)
+    assert job.state == FAILED and "\n" not in job.reason
+    assert ("a FIFO) is not a file of yours" if make == "fifo" else "the opcode PERSID") in job.reason
+
+
+def test_a_team_store_folder_made_under_umask_077_still_takes_the_groups_runs(tmp_path):
+    # the first member to run on a machine had umask 077: its folder, 0700, refused every other member
+    store = tmp_path / "store"
+    store.mkdir()
+    store.chmod(0o3770)
+    old = os.umask(0o077)
+    try:
+        make_folder(store / "m", "results directory", "fix")
+        os.close(open_new(store / "m" / "r.csv", "results directory", "fix"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((store / "m").stat().st_mode) == 0o3770
+    assert stat.S_IMODE((store / "m" / "r.csv").stat().st_mode) == 0o600  # the member's own file: the umask's
+
+
+def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tmp_path, capsys, monkeypatch):
+    # made by hand, 0777 and not sticky: any user could remove or replace the run's files, unsaid
+    import argparse
+
+    import harness.records.job_files
+    from harness.commands.common import resolve_store
+    from harness.devices.env import machine_identity
+    from harness.records.store import machine_folder_name
+
+    monkeypatch.setattr(harness.records.job_files, "own_group", lambda path, info: False)  # a group of other members
+    folder = tmp_path / "S" / machine_folder_name(machine_identity())
+    folder.mkdir(parents=True)
+    said = "lets users other than its owner remove or replace this run's files — have its owner chmod"
+    for mode, refused, warned in ((0o777, True, False), (0o775, False, True), (0o1777, False, False),
+                                  (0o755, False, False)):
+        folder.chmod(mode)
+        problem = resolve_store(argparse.Namespace(store=str(tmp_path / "S"), results_dir="results"))
+        err = capsys.readouterr().err
+        assert (problem is not None and said in problem and "or pass another --store" in problem) == refused, mode
+        assert (said in err) == warned and err.count("\n") == warned, mode
+
+
+def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tmp_path, capsys):
+    # a member of the store pointed STORE/reports at a folder of theirs: the fleet's report went there
+    from harness.commands.fleet_command import summary_and_report
+
+    store, theirs = tmp_path / "S", tmp_path / "theirs"
+    store.mkdir()
+    theirs.mkdir()
+    (store / "reports").symlink_to(theirs)
+    nothing = ["--profile", "smoke", "--device", "cpu", "-k", "no_such_case"]  # what a job would run, were one started
+    jobs = tmp_path / "jobs"
+    assert main(["fleet", "--store", str(store), "--jobs-dir", str(jobs), "--target", "name=x", *nothing]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the store's reports folder {store / 'reports'} is a symbolic link" in err
+    assert not (tmp_path / "jobs").exists()
+    done = FleetJob(Target("x"), "r", state=DONE, csv=tmp_path / "r.csv")
+    assert summary_and_report([done], store, store / "reports" / "f") == 1
+    assert "report not built: the store's reports folder" in capsys.readouterr().out
+    assert list(theirs.iterdir()) == []
+
+
+@pytest.mark.parametrize("body", [b"q\x00(" + b"h\x00" * 2_000_000 + b"l", b"(" * 500_000 + b"t" * 500_000])
+def test_an_outcome_of_millions_of_small_opcodes_is_refused_at_once(tmp_path, body):
+    # 2 million memo lookups of one string (4 MB), or half a million nested tuples: scanned and unpickled for seconds
+    job = FleetJob(Target("t"), "r", job=submitit_job(jobs_folder(tmp_path)))
+    job.job.paths.result_pickle.write_bytes(b"\x80\x02X\x01\x00\x00\x00a" + body + b".")
+    settle(job, None, now=0.0, grace_s=0.0)
+    assert job.state == FAILED and "it holds over 1000 opcodes, where a job's outcome holds a dozen" in job.reason

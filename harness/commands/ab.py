@@ -33,7 +33,14 @@ from harness.processes.launch import (
     signal_name,
     stop_requests,
 )
-from harness.processes.lifetime import child_preexec, ended_unreaped, kill_group
+from harness.processes.lifetime import (
+    adopting,
+    child_pids,
+    child_preexec,
+    ended_unreaped,
+    kill_adopted,
+    kill_group,
+)
 from harness.core.exits import BUILD_STOPS
 from harness.records.safe_files import open_new, write_all
 
@@ -95,6 +102,7 @@ def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) 
     Python (stuck on a lock, waiting for input) hung every build of its side with no line. The
     probe runs in a session of its own, without a terminal or input; its whole group is killed after."""
     command = f"{python} -c {PROBE!r}"
+    known = child_pids() if adopting() else None  # under adopt_orphans: what the probe leaves is killed
     probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
     kept = bytearray()
@@ -103,10 +111,16 @@ def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) 
     started = ended_unreaped(probe.pid, deadline_s)
     kill_group(probe.pid)  # at the deadline, or what it left behind
     probe.wait()
+    if known is not None:
+        kill_adopted(known, f"`{command}`")
     reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
     if not reader.is_alive():
         probe.stdout.close()
     said = bytes(kept).decode(errors="replace")
+    if not started and "gpubench-probe 3" in said:  # a wrapper that waits after its python: so would every build
+        raise ValueError(f"{flag} {python}: `{command}` answered as Python 3 but did not exit within "
+                         f"{deadline_s:.0f} s (what does it run after python?) — pass the python of a venv that has "
+                         "torch and gpubench's dependencies")
     if not started:
         raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
                          "pass the python of a venv that has torch and gpubench's dependencies")
@@ -336,7 +350,7 @@ def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], p
         "design": "sequential", "max_pairs": pairs, "budget_s": budget_s}
     payload = {"session": session_id, **design, "order": "A B, B A, ...",
                "sides": {side.name: dict(side.describe(), run_id=f"{session_id}-{side.name}") for side in sides}}
-    fd = open_new(path, "results directory", "pass --results-dir with the folder itself", mode=MARKER_MODE)
+    fd = open_new(path, "the session's marker", "remove the link, or pass another --run-id", mode=MARKER_MODE)
     try:
         write_all(fd, (json.dumps(payload, indent=2) + "\n").encode("utf-8"))
     except OSError:  # a full disk: no half marker left to refuse the next try of this id

@@ -18,6 +18,7 @@ from harness.commands.ab import (
 )
 from harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, session_budget_s
 from harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
+from harness.processes.lifetime import adopt_orphans
 from harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.core.exits import ExitCode
 from harness.records.results import RunIdError, check_run_id, check_writable, new_run_id
@@ -124,6 +125,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     results_dir = Path(args.results_dir)
+    adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
     try:
         threshold, sides, session_id, (pairs, budget_s) = check_session(args, results_dir)
     except (ValueError, ReportError, RunIdError, OSError) as error:

@@ -57,11 +57,16 @@ def resolve_store(args: argparse.Namespace) -> str | None:
         return None
     from harness.devices.env import machine_identity
     from harness.core.options import RESULTS_DIR_DEFAULT
-    from harness.records.store import StoreError, results_dir_for
+    from harness.records.store import StoreError, others_can_remove, results_dir_for
 
     try:
         args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
     except StoreError as error:
         return str(error)
+    removable = others_can_remove(Path(args.results_dir))
+    if removable and removable[1]:  # by every user: nothing is run
+        return removable[0]
+    if removable:
+        print(f"gpubench: warning: {removable[0]}", file=sys.stderr, flush=True)
     args.store = None  # the build processes get the resolved folder
     return None

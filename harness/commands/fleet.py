@@ -27,6 +27,7 @@ ENGINES = ("local", "slurm")
 DEFAULT_TIME_MIN = 60
 TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
 SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
+MAX_TARGET_CHARS = 1024  # partitions, node lists and constraints run to tens of characters
 MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
 SIGNAL_DELAY_S = 20  # submitit's USR2 before the limit ends a job it may not requeue: 90 s by default, all of time=1
 RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its result file may take to appear (NFS)
@@ -121,6 +122,9 @@ def target_fields(text: str) -> dict[str, str]:
     """key -> value of one --target; an empty one, an unknown key or a key given twice is refused
     (the last of two silently won, and an empty --target ran a job nobody asked for)."""
     fields: dict[str, str] = {}
+    if len(text) > MAX_TARGET_CHARS:  # named by its start: the whole of it filled the terminal, twice
+        raise FleetError(f"--target {text[:40]!r}... is {len(text)} characters long: no target needs more than "
+                         f"{MAX_TARGET_CHARS} — check how it was made")
     items = [part.strip() for part in text.split(",") if part.strip()]
     if not items:
         raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), or no --target for one job here")
@@ -134,6 +138,12 @@ def target_fields(text: str) -> dict[str, str]:
         if unprintable:  # a control character went on into the sbatch script, where sbatch refused it without naming it
             raise FleetError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
                              "give plain text")
+        foreign = [char for char in value if not char.isascii()]
+        if foreign and key not in ("name", "cpus", "time"):  # 'gрu' (Cyrillic р) went to sbatch, refused as if gpu
+            # (name= becomes a file-safe name; cpus= and time= are numbers, refused as such)
+            code_point = f"U+{ord(foreign[0]):04X}"
+            raise FleetError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} ({code_point}), which is not "
+                             "ASCII: Slurm and torch name nothing so — type the value in ASCII")
         fields[key] = value
     return fields
 

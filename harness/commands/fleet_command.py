@@ -34,10 +34,15 @@ from harness.commands.fleet import (
 )
 from harness.commands.common import SUITE_ROOT, fail
 from harness.core.exits import ExitCode
-from harness.records.job_files import UntrustedFile, default_jobs_dir, private_folder
+from harness.records.job_files import (
+    UntrustedFile,
+    check_folder,
+    default_jobs_dir,
+    private_folder,
+)
 from harness.processes.lifetime import STOP_WITH_ENV, process_token
 from harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
-from harness.records.safe_files import make_folders
+from harness.records.safe_files import link_line, make_folders
 from harness.records.store import REPORTS_FOLDER, find_run
 
 PASSES_PYTEST_ARGS = True
@@ -58,7 +63,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
                             "(repeatable; default: one target here)")
     fleet.add_argument("--cluster", choices=ENGINES, default="local", help="where jobs run: local (default: this machine) or slurm")
     fleet.add_argument("--out", type=Path, default=None, help="the fleet's report folder (default: STORE/reports/<fleet id>)")
-    fleet.add_argument("--jobs-dir", type=Path, default=None,
+    fleet.add_argument("--jobs-dir", default=None,
                        help="where submitit keeps each job's script, logs and pickles: a folder only you can write, "
                             "at the same path on every node (default: ~/.cache/gpubench/fleet)")
     fleet.add_argument("--poll-seconds", type=float, default=POLL_S, help=argparse.SUPPRESS)
@@ -116,6 +121,7 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
     from submitit.helpers import CommandFunction
 
     try:
+        check_folder(folder)  # changed since the fleet began (a chmod)? The job loads its command from there
         executor = make_executor(engine, folder, fleet_job.target)
         if engine == "local":
             # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
@@ -178,6 +184,9 @@ def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
         raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into (on a cluster, one every node sees)")
     if not str(args.store).strip():  # an unset shell variable: the jobs would write into the current folder
         raise FleetError("--store is empty — pass the store's folder (it is created if missing)")
+    if args.jobs_dir is not None and not args.jobs_dir.strip():  # an unset shell variable: the current folder
+        raise FleetError("--jobs-dir is empty — pass a folder only you can write, "
+                         "or leave --jobs-dir out for ~/.cache/gpubench/fleet")
     if args.results_dir != RESULTS_DIR_DEFAULT:
         raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ — drop --results-dir")
     if args.run_id is not None:
@@ -215,6 +224,16 @@ def prepare_store(store: Path) -> None:
         if error.errno == errno.ENOSPC:
             raise StoreFull(f"--store {store} is full: nothing was submitted — free space there or pass another --store") from None
         raise FleetError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a folder you can write to") from None
+
+
+def reports_link(store: Path) -> str | None:
+    """The line refusing STORE/reports when it is a link: in a team's store, a member could point it at
+    a folder of theirs, and the fleet's report would be written there, theirs to change."""
+    folder = store / REPORTS_FOLDER
+    if not folder.is_symlink():
+        return None
+    return link_line(folder, "the store's reports folder",
+                     "remove the link (the fleet makes the folder), or pass --out")
 
 
 class StoreFull(FleetError):
@@ -279,6 +298,9 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
         say("no run wrote results: no report")
         return 1
     rebuild = f"the rows measured are kept — build it with: gpubench report {' '.join(str(csv) for csv in csvs)} --out <folder>"
+    if out.parent == store / REPORTS_FOLDER and reports_link(store):  # made a link while the jobs ran
+        say(f"report not built: {reports_link(store)}; {rebuild}")
+        return 1
     try:
         report = build_report(csvs, out, baseline=None)
     except ReportError as error:
@@ -320,14 +342,17 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
     store = Path(args.store).absolute() if args.store is not None else Path()
     fleet_id = new_run_id()
+    jobs_dir = Path(args.jobs_dir) if args.jobs_dir else default_jobs_dir()
     try:
         targets = check_args(args, extra)
         prepare_store(store)
-        logs = private_folder((args.jobs_dir or default_jobs_dir()).absolute() / fleet_id)
+        if args.out is None and reports_link(store):
+            raise FleetError(f"{reports_link(store)}: nothing was submitted")
+        logs = private_folder(jobs_dir.absolute() / fleet_id)
     except (FleetError, UntrustedFile) as error:
         return fail(str(error), ExitCode.RESULTS_FULL if isinstance(error, StoreFull) else ExitCode.ERROR)
     except OSError as error:
-        return fail(f"--jobs-dir {args.jobs_dir or default_jobs_dir()} cannot be made ({error.strerror or error}) — "
+        return fail(f"--jobs-dir {jobs_dir} cannot be made ({error.strerror or error}) — "
                     "pass a folder you can write to")
     jobs = [FleetJob(target, f"{fleet_id}-{target.name}") for target in targets]
     say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")

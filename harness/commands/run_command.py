@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -81,11 +82,13 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.processes.launch import run_builds as launch_builds
     from harness.processes.lifetime import (
         STOP_WITH_ENV,
+        adopt_orphans,
         run_folder_prefix,
         sweep_dead_run_folders,
     )
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
+    adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
     argvs: list[list[str]] = []
     deadline_s = run_deadline_s(args)  # --budget: every build process shares the run's one end
@@ -189,9 +192,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+    from harness.processes.lifetime import STOP_WITH_ENV, token_problem
     from harness.processes.rlimits import limits_problem
 
-    problem = timer_problem(extra) or limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
+    stop_with = os.environ.get(STOP_WITH_ENV, "")  # a local fleet's: which process's end stops the run
+    # a tiny ulimit fails inside pytest or torch with no line of ours
+    problem = timer_problem(extra) or limits_problem() or (token_problem(stop_with) if stop_with else None)
     if problem:
         return fail(problem, code=ExitCode.REFUSED)
     if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest

@@ -23,12 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-import psutil
 
 from harness.processes.lifetime import (
+    adopting,
+    child_pids,
     child_preexec,
     ended_unreaped,
+    kill_adopted,
     kill_group,
+    kill_tree,
     process_state,
     token_alive,
 )
@@ -85,6 +88,7 @@ class ProcessLauncher:
         for signum in PASSED_ON:
             signal.signal(signum, lambda signum, frame: watch.signalled(signum) if watch is not None else early.append(signum))
         child = None
+        known = child_pids() if adopting() else None  # under adopt_orphans: what the build leaves is killed after it
         try:
             child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds)
             watch = BuildWatch(child, self.stopped_limit_s, self.stop_with)
@@ -96,6 +100,8 @@ class ProcessLauncher:
                 signal.signal(signum, handler)
             if child is not None and child.poll() is None:  # this process is leaving (an exception): its build goes with it
                 kill_group(child.pid)
+            if known is not None:
+                kill_adopted(known | ({child.pid} if child is not None else set()), "the build process")
 
 
 # Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
@@ -196,25 +202,6 @@ class BuildWatch:
         return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0)
 
 
-def kill_tree(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL a launch and every process under it. torchrun starts each rank in a session of its
-    own, so killing its process group alone would orphan them: they are found (while torchrun
-    still holds them) and killed one by one, then torchrun's group."""
-    try:
-        ranks = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        ranks = []
-    for rank in ranks:
-        try:
-            rank.kill()
-        except psutil.Error:
-            continue  # already gone
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group start_new_session gave it (not ours)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 @dataclass
 class TorchrunLauncher:
     """A session of its own, so the whole launch can be killed without touching this process;
@@ -289,8 +276,18 @@ def signal_death(code: int) -> str:
 
 
 def read_build_count(fd: int) -> int | None:
-    with os.fdopen(fd, "r") as pipe:
-        text = pipe.read().strip()
+    """The count the first build wrote into the pipe `fd`, read once that build has ended, without
+    waiting for the pipe's end: a process it left behind may hold the pipe open as long as it lives."""
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except BlockingIOError:  # nothing more: all the ended build wrote
+        pass
+    finally:
+        os.close(fd)
+    text = data.decode(errors="replace").strip()
     try:
         return int(json.loads(text.splitlines()[-1])["builds"]) if text else None
     except (ValueError, KeyError, TypeError):

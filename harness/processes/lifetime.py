@@ -1,13 +1,19 @@
-"""Child processes that never outlive their parent (Linux): a killed `gpubench run` or pytest
-must not leave a build process or a torchrun launch running on, appending rows or holding ranks."""
+"""Child processes that never outlive their parent (Linux), nor leave anything behind: a killed
+`gpubench run` or pytest must not leave a build process or a torchrun launch running on, appending
+rows or holding ranks, and a daemon a build starts must not load the machine later builds measure."""
 
 from __future__ import annotations
 
 import ctypes
+import re
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
 
 from harness.core.exits import BUILD_INTERRUPTED
 
@@ -20,6 +26,65 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):  # not Linux/glibc: the parent's own handlers still forward signals
         pass
+
+
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def adopt_orphans() -> bool:
+    """This process becomes its descendants' subreaper (Linux): a process a build leaves behind in a
+    session of its own (a daemon: setsid, a double fork) becomes this process's child instead of
+    init's, where kill_adopted finds it. Without it such a process ran on after the run, loading the
+    machine later builds and runs measure. False where the kernel has no subreapers."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def adopting() -> bool:
+    """Whether this process is a subreaper (adopt_orphans)."""
+    flag = ctypes.c_int(0)
+    try:
+        asked = ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    except (OSError, AttributeError):
+        return False
+    return asked == 0 and flag.value == 1
+
+
+def child_pids() -> set[int]:
+    import psutil
+
+    return {child.pid for child in psutil.Process().children()}
+
+
+def kill_adopted(known: set[int], left_by: str, grace_s: float = 5.0) -> list[str]:
+    """SIGKILL and reap every child of this process not in `known`, and what runs below each: under
+    adopt_orphans, what `left_by` (a process that ended) left behind; a line names them. Returns them
+    as 'sleep (pid 123)'."""
+    import psutil
+
+    killed: list[str] = []
+    for _ in range(10):  # a killed process's own children are adopted in their turn, to be reaped
+        strays = [child for child in psutil.Process().children() if child.pid not in known]
+        if not strays:
+            break
+        for stray in strays:
+            try:
+                tree = [stray, *stray.children(recursive=True)]
+                if stray.status() != psutil.STATUS_ZOMBIE:  # one that ended by itself is only reaped
+                    killed.append(f"{stray.name()} (pid {stray.pid})")
+            except psutil.Error:
+                tree = [stray]
+            for process in tree:
+                try:
+                    process.kill()
+                except psutil.Error:
+                    continue
+        psutil.wait_procs(strays, timeout=grace_s)  # reaps them: our children
+    if killed:
+        print(f"gpubench: killed what {left_by} left running: {', '.join(killed)}", file=sys.stderr, flush=True)
+    return killed
 
 
 def child_preexec() -> Callable[[], None] | None:
@@ -37,6 +102,15 @@ def process_token(pid: int) -> str:
     import psutil
 
     return f"{pid}:{psutil.Process(pid).create_time():.3f}"
+
+
+def token_problem(token: str) -> str | None:
+    """A line when `token` (from STOP_WITH_ENV) is not process_token's form: read as a process that
+    ended, it stopped the run at once, saying its fleet had ended."""
+    if re.fullmatch(r"[0-9]+:[0-9]+(\.[0-9]+)?", token):
+        return None
+    return (f"{STOP_WITH_ENV}={token[:60]!r} is not <pid>:<start time>, as gpubench fleet sets it for the runs of its "
+            f"local jobs — unset it")
 
 
 def token_alive(token: str) -> bool:
@@ -73,6 +147,29 @@ def kill_group(pgid: int) -> None:
             os.killpg(pgid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def kill_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a launch and every process under it. torchrun starts each rank in a session of its
+    own, so killing its process group alone would orphan them: they are found (while torchrun
+    still holds them) and killed one by one, then torchrun's group."""
+    import os
+
+    import psutil
+
+    try:
+        ranks = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        ranks = []
+    for rank in ranks:
+        try:
+            rank.kill()
+        except psutil.Error:
+            continue  # already gone
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group start_new_session gave it (not ours)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def ended_unreaped(pid: int, within_s: float) -> bool:

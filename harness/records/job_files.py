@@ -10,6 +10,7 @@ import grp
 import io
 import os
 import pickle
+import pickletools
 import pwd
 import stat
 from pathlib import Path
@@ -21,6 +22,9 @@ PRIVATE_MODE = 0o700
 OTHERS = 0o077  # group and others: any permission at all
 OTHERS_WRITE = 0o022
 MAX_OUTCOME_BYTES = 64 * 2**20  # a command's captured output; more is no outcome of gpubench run's
+# submitit's outcome, a pair of a word and a text, is under a dozen opcodes; 20 million memo lookups of one
+# string (40 MB) cost 90 s to scan and 12 s to unpickle
+MAX_OUTCOME_OPCODES = 1000
 TRUST_FIX = "pass --jobs-dir with a folder only you can write (under your home, say)"
 
 
@@ -43,29 +47,52 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+         stat.S_IFBLK: "a block device", stat.S_IFLNK: "a link"}
+
+
 def described(path: Path, info: os.stat_result) -> str:
-    """'<path> (owner alice, mode 0777)'."""
-    return f"{path} (owner {owner_name(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o})"
+    """'<path> (owner alice, mode 0777)', and what it is when neither a file nor a folder ('..., a FIFO)')."""
+    kind = KINDS.get(stat.S_IFMT(info.st_mode))
+    what = f"owner {owner_name(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+    return f"{path} ({what}{', ' + kind if kind else ''})"
 
 
 def trusted_owner(info: os.stat_result) -> bool:
     return info.st_uid in (os.geteuid(), 0)
 
 
-def others_can_replace(info: os.stat_result) -> bool:
+def others_can_replace(path: Path, info: os.stat_result) -> bool:
     """Someone else could add, rename or remove what a folder holds: it is another user's, or group- or
     world-writable without the sticky bit (with it, as /tmp, no one renames an entry that is not theirs).
-    A group that is the owner's own (a user private group: the owner's name, no other member) is the owner."""
-    writable = info.st_mode & (0o002 if own_group(info) else OTHERS_WRITE)
+    A group that is the owner's own (a user private group) is the owner."""
+    writable = info.st_mode & (0o002 if own_group(path, info) else OTHERS_WRITE)
     return not trusted_owner(info) or (bool(writable) and not info.st_mode & stat.S_ISVTX)
 
 
-def own_group(info: os.stat_result) -> bool:
+def own_group(path: Path, info: os.stat_result) -> bool:
+    """The folder's group is its owner's alone: named as the owner, with no other member — neither
+    listed in /etc/group nor an account whose primary group it is (those are listed only in /etc/passwd)
+    — and no ACL on the folder (with one, the group bits are the mask over the users and groups it names)."""
     try:
         group = grp.getgrgid(info.st_gid)
     except KeyError:
         return False
-    return group.gr_name == owner_name(info.st_uid) and set(group.gr_mem) <= {group.gr_name}
+    owner = owner_name(info.st_uid)
+    if group.gr_name != owner or not set(group.gr_mem) <= {owner}:
+        return False
+    if any(account.pw_gid == info.st_gid and account.pw_uid != info.st_uid for account in pwd.getpwall()):
+        return False
+    return not has_acl(path)
+
+
+def has_acl(path: Path) -> bool:
+    """Whether `path` carries a POSIX access ACL (Linux; elsewhere, or on a file system without them: no)."""
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+    except (OSError, AttributeError):  # ENODATA: none; ENOTSUP: none on this file system; no getxattr: not Linux
+        return False
+    return True
 
 
 def chain(folder: Path) -> list[Path]:
@@ -83,9 +110,14 @@ def check_folder(folder: Path, what: str = "the jobs folder") -> None:
     if not trusted_owner(info) or info.st_mode & OTHERS:
         raise UntrustedFile(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
                             f"files kept there as code — chmod 700 it, or {TRUST_FIX}")
+    check_above(folder, what)
+
+
+def check_above(folder: Path, what: str = "the jobs folder") -> None:
+    """No folder above `folder` lets another user swap it (check_folder's second rule)."""
     for above in chain(folder)[1:]:
         info = os.stat(above)
-        if others_can_replace(info):
+        if others_can_replace(above, info):
             raise UntrustedFile(f"{described(above, info)}, above {what} {folder}, lets another user replace what "
                                 f"it holds, and gpubench loads the job files kept below it as code — {TRUST_FIX}")
 
@@ -102,6 +134,39 @@ def private_folder(folder: Path, what: str = "the jobs folder") -> Path:
     return folder
 
 
+# What a pickle of strings, bytes, numbers, tuples, lists, sets and dicts is made of. Every other opcode
+# loads a global (GLOBAL, STACK_GLOBAL, INST, EXT1/2/4: the last from copyreg's cache, which find_class
+# never sees), calls one (REDUCE, OBJ, NEWOBJ, BUILD), asks for an object by id (PERSID) or a buffer.
+DATA_OPCODES = frozenset({
+    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
+    "UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "STRING", "BINSTRING", "SHORT_BINSTRING",
+    "SHORT_BINBYTES", "BINBYTES", "BINBYTES8", "BYTEARRAY8", "EMPTY_SET", "ADDITEMS", "FROZENSET",
+    "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT", "NONE", "NEWTRUE", "NEWFALSE",
+    "TUPLE", "EMPTY_TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST", "EMPTY_LIST", "APPEND", "APPENDS",
+    "DICT", "EMPTY_DICT", "SETITEM", "SETITEMS",
+    "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "GET", "BINGET", "LONG_BINGET",
+})
+
+
+def code_in(data: bytes) -> str | None:
+    """Why the pickle `data` is refused before any unpickling: it could load or call code ('it refers to
+    builtins.exec', 'it holds the opcode REDUCE, ...'), or it holds far more opcodes than an outcome (memo
+    lookups cost a scan and an unpickling of minutes); None otherwise. A damaged pickle raises ValueError."""
+    texts: list[str] = []
+    for count, (opcode, arg, _) in enumerate(pickletools.genops(data)):
+        if count == MAX_OUTCOME_OPCODES:
+            return f"it holds over {MAX_OUTCOME_OPCODES} opcodes, where a job's outcome holds a dozen"
+        if opcode.name in ("GLOBAL", "INST"):
+            return f"it refers to {str(arg).replace(' ', '.')}"
+        if opcode.name == "STACK_GLOBAL" and len(texts) >= 2:
+            return f"it refers to {texts[-2]}.{texts[-1]}"
+        if opcode.name not in DATA_OPCODES:
+            return f"it holds the opcode {opcode.name}, which loads or calls code"
+        if isinstance(arg, str):
+            texts.append(arg)
+    return None
+
+
 class TextOnly(pickle.Unpickler):
     """An unpickler that imports nothing: strings, numbers, tuples, lists and dicts come back, any
     class, function or global (what makes a pickle run code) is refused."""
@@ -112,9 +177,10 @@ class TextOnly(pickle.Unpickler):
 
 def load_outcome(path: Path) -> tuple[str, str]:
     """submitit's ("success" | "error", text) from a job's result file, read without following a
-    link, from a folder this user owns and no one else can write (check_folder's first rule: its
-    parents were checked when the fleet began), and the file this user's or root's."""
+    link, from a folder this user owns and no one else can write, below folders that still let no one
+    else swap it (a chmod since the fleet began counts), and the file this user's or root's."""
     try:
+        check_above(path.parent)
         dir_fd = os.open(path.parent, os.O_RDONLY | DIRECTORY | NOFOLLOW)
     except OSError as error:
         raise UntrustedFile(f"{path.parent} cannot be opened as a folder ({error.strerror}): "
@@ -143,9 +209,12 @@ def outcome_of(path: Path, data: bytes) -> tuple[str, str]:
     if len(data) > MAX_OUTCOME_BYTES:
         raise UntrustedFile(f"{path} holds over {MAX_OUTCOME_BYTES >> 20} MiB: not the outcome of a job — not loaded")
     try:
+        code = code_in(data)
+        if code is not None:
+            raise pickle.UnpicklingError(code)
         outcome = TextOnly(io.BytesIO(data)).load()
     except Exception as error:  # noqa: BLE001 - a damaged pickle raises many types; each is the same refusal
-        raise UntrustedFile(f"{path} is not a job's outcome ({error}): not loaded") from None
+        raise UntrustedFile(f"{path} is not a job's outcome ({' '.join(str(error).split())}): not loaded") from None
     pair = isinstance(outcome, tuple) and len(outcome) == 2
     if not (pair and outcome[0] in ("success", "error") and isinstance(outcome[1], str)):
         raise UntrustedFile(f"{path} is not a job's outcome (submitit's pair of a word and text): not loaded")

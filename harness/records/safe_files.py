@@ -67,9 +67,10 @@ def make_folder(path: Path, what: str, fix: str) -> None:
 
 def make_folders(path: Path) -> None:
     """Each missing folder down to `path`, NEW_FOLDER_MODE under the umask (Path.mkdir gives parents
-    0777 under it: world-writable under umask 0). Inside a setgid folder (a team's store) a new one
-    gets the setgid bit from the kernel and the sticky bit from here: members add runs to a shared
-    machine folder, and none renames or removes another's."""
+    0777 under it: world-writable under umask 0). Inside a setgid and sticky folder (a team's store) a
+    new one gets the setgid bit from the kernel, and from here the sticky bit and the group's
+    permissions of the folder it is in: members add runs to a shared machine folder (a member whose
+    umask is 077 made it theirs alone), and none renames or removes another's."""
     if path.exists() and not path.is_dir():
         raise FileExistsError(errno.EEXIST, "File exists", str(path))
     missing = [folder for folder in (path, *path.parents) if not folder.exists()]
@@ -82,7 +83,7 @@ def make_folders(path: Path) -> None:
             continue  # made meanwhile by another run: its maker set its bits
         parent = os.stat(folder.parent).st_mode
         if parent & stat.S_ISGID and parent & stat.S_ISVTX:
-            os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | stat.S_ISVTX)
+            os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | stat.S_ISVTX | (parent & 0o070))
 
 
 @contextlib.contextmanager

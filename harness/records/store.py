@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,25 @@ def check_writable(folder: Path, store: str) -> None:
     if not os.access(nearest, os.W_OK | os.X_OK):
         why = "read-only file system" if _read_only(nearest) else "permission denied"
         raise StoreError(f"--store {store}: cannot write into {nearest} ({why}) — pass a --store you can write to")
+
+
+def others_can_remove(folder: Path) -> tuple[str, bool] | None:
+    """A line when the existing `folder` lets users other than its owner remove or replace the files a
+    run writes there (writable by a group not the owner's own, or by all, and not sticky: a machine
+    folder made by hand, or in a store made without the sticky bit), and whether every user can: that
+    is refused, as gpubench makes nothing world-writable; a group is named in a warning."""
+    from harness.records.job_files import described, own_group
+
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    if not info.st_mode & (0o002 if own_group(folder, info) else 0o022) or info.st_mode & stat.S_ISVTX:
+        return None
+    anyone = bool(info.st_mode & 0o002)
+    fix = "have its owner chmod o-w,+t it, or pass another --store" if anyone else "have its owner chmod +t it"
+    return (f"{described(folder, info)} lets users other than its owner remove or replace this run's files — "
+            f"{fix} (docs/usage.md, a store shared by a team)", anyone)
 
 
 def _read_only(path: Path) -> bool:
