@@ -88,9 +88,9 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             points = group.dropna(subset=[figure])
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
-            for _, row in points.iterrows():
-                torch = _literal(short_label(str(row["torch"])))
-                ax.annotate(torch, (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            for torch, started, value in zip(points["torch"], points["started"], points[figure]):
+                label = _literal(short_label(str(torch)))
+                ax.annotate(label, (started, value), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
             ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
             ax.tick_params(axis="x", labelrotation=30, labelsize=7)
