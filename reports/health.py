@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports.aggregate import per_case
-from reports.intervals import steady_best
+from reports.intervals import steady_key
 from reports.load import KEY_SEP, identities, read_sidecar, result_files
 from reports.markdown import escape, md_table, section
 from reports.references import FIGURES, References, load_references
@@ -52,17 +52,22 @@ def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
 
 def headlines(cases: pd.DataFrame) -> pd.DataFrame:
     """One row per machine and headline figure it measured: machine, figure, value. Throughputs
-    take the steady best size (reports.intervals), the epoch its guide-template median."""
-    rows = []
+    take the steady best size (reports.intervals.steady_best, by groupby: a machine here may be one
+    run of a thousand), the epoch its guide-template median; ties go to the first case."""
+    parts = []
     if cases.empty:
         return pd.DataFrame(columns=["machine", "figure", "value"])
     for figure, (mask, column) in _masks(cases).items():
         if column not in cases:
             continue
-        for machine, group in cases[mask].dropna(subset=[column]).groupby("machine", sort=False):
-            best = steady_best(group, column) if FIGURES[figure].higher_is_better else group.loc[group[column].idxmin()]
-            rows.append({"machine": machine, "figure": figure, "value": float(best[column])})
-    return pd.DataFrame(rows, columns=["machine", "figure", "value"])
+        rows = cases[mask].dropna(subset=[column])
+        higher = FIGURES[figure].higher_is_better
+        key = steady_key(rows, column) if higher else column  # a store's history: one group per run, picked at once
+        by_machine = rows.dropna(subset=[key]).groupby("machine", sort=False)[key]
+        best = by_machine.idxmax() if higher else by_machine.idxmin()
+        values = rows.loc[best.to_numpy(), column].to_numpy(float)
+        parts.append(pd.DataFrame({"machine": best.index, "figure": figure, "value": values}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["machine", "figure", "value"])
 
 
 def machine_keys(frame: pd.DataFrame) -> pd.Series:

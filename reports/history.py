@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from harness.records.safe_files import replacing
@@ -80,18 +81,16 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         references = {r.figure: r.value for r in refs.for_device(str(group["device_name"].iloc[0]), "gpubench")}
         if not figures:
             continue
-        cols = min(MAX_PANEL_COLUMNS, len(figures))
-        rows = -(-len(figures) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows + 0.5), squeeze=False)
+        fig, axes = _panels(len(figures))
         for ax in list(axes.flat)[len(figures):]:
             ax.set_visible(False)
         for ax, figure in zip(axes.flat, figures):
             points = group.dropna(subset=[figure])
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
-            for _, row in points.iterrows():
-                torch = _literal(short_label(str(row["torch"])))
-                ax.annotate(torch, (row["started"], row[figure]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            for torch, started, value in zip(points["torch"], points["started"], points[figure]):
+                label = _literal(short_label(str(torch)))
+                ax.annotate(label, (started, value), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
             ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
             ax.tick_params(axis="x", labelrotation=30, labelsize=7)
@@ -99,7 +98,6 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         handles, labels = axes.flat[0].get_legend_handles_labels()
         if labels:
             fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
-        fig.tight_layout()
         name = _png_name(names, str(host), str(hardware), str(device))
         try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
             with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
@@ -108,6 +106,26 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             plt.close(fig)
         written.append((str(machine), name))
     return written
+
+
+PANEL_IN = (4.2, 3.2)  # width, height of one panel with its labels
+# Margins and gaps in inches, fixed: tight_layout would measure every tick label of every panel of every
+# machine's figure, the largest cost of a store's report. Room for 7-character y labels, dates rotated 30°
+# under each panel, its title above, and the figure's title and legend at the top.
+LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN, GAP_W_IN, GAP_H_IN = 0.75, 0.2, 0.75, 0.75, 0.75, 1.0
+
+
+def _panels(count: int) -> tuple[plt.Figure, np.ndarray]:
+    """A figure of `count` panels, at most MAX_PANEL_COLUMNS a row, laid out once (fixed margins)."""
+    cols = min(MAX_PANEL_COLUMNS, count)
+    rows = -(-count // cols)
+    width, height = PANEL_IN[0] * cols, PANEL_IN[1] * rows + 0.5
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
+    axis_w = (width - LEFT_IN - RIGHT_IN - (cols - 1) * GAP_W_IN) / cols
+    axis_h = (height - BOTTOM_IN - TOP_IN - (rows - 1) * GAP_H_IN) / rows
+    fig.subplots_adjust(left=LEFT_IN / width, right=1 - RIGHT_IN / width, bottom=BOTTOM_IN / height,
+                        top=1 - TOP_IN / height, wspace=GAP_W_IN / axis_w, hspace=GAP_H_IN / axis_h)
+    return fig, axes
 
 
 def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:

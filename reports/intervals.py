@@ -55,10 +55,15 @@ def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload:
     return RatioInterval(point, point * math.exp(-half), point * math.exp(half), len(both), single)
 
 
+def steady_key(cases: pd.DataFrame, figure: str) -> str:
+    """The column steady_best ranks by: the lower quartile of `figure` over builds where aggregated."""
+    return f"{figure}_q1" if f"{figure}_q1" in cases else figure
+
+
 def steady_best(cases: pd.DataFrame, figure: str) -> pd.Series | None:
     """The case with the highest lower quartile of `figure` over its builds (`<figure>_q1` from
     reports.aggregate): one lucky build of a noisy size cannot win the headline."""
-    column = f"{figure}_q1" if f"{figure}_q1" in cases else figure
+    column = steady_key(cases, figure)
     rows = cases.dropna(subset=[column])
     return rows.loc[rows[column].idxmax()] if not rows.empty else None
 

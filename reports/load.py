@@ -13,10 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.catalog import short_id, spec_for
-from harness.records.results import read_frame, write_frame
+from harness.records.results import read_frame
 from harness.records.safe_files import RefusedRead, kind_problem, read_json
 from harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
 from reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
+from reports.merged import write_cells
 from reports.screen import screen
 
 
@@ -194,8 +195,8 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
     """merged.csv: every loaded row in the current schema under one header (the schema's columns,
-    then any other a file had), each cell as the harness writes it."""
-    write_frame(frame, out, [c for c in frame.columns if c not in LABELS], fix=OUT_FIX)
+    then any other a file had), each cell as the harness writes it (reports.merged: column by column)."""
+    write_cells(frame, out, [c for c in frame.columns if c not in LABELS], OUT_FIX)
 
 
 def setting_labels(frame: pd.DataFrame) -> pd.Series:

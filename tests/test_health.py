@@ -14,6 +14,7 @@ from harness.commands import cli, run_command
 from reports import health
 from reports.aggregate import per_case
 from reports.build import build_report
+from reports.intervals import steady_best
 from reports.load import ReportError, load_results, machine_labels, write_merged
 from reports.references import DEFAULT_PATH, FIGURES, load_references, parse_references
 
@@ -282,3 +283,21 @@ def test_the_committed_example_report_shows_the_health_check():
     section = report.split("## Health against references")[1].split("\n## ")[0]  # rebuilt with this code, not an older one
     assert "| vm · NVIDIA H200 (cuda:0) | matmul bf16, best (TFLOP/s) | 778 | 778 | 1.00 | 794.5 | 0.98 | ok |" in section
     assert "- **synthetic-degraded-h200 · NVIDIA H200 (cuda:0)**: " in section and "  - PCIe link width and generation" in section
+
+
+def test_headlines_pick_each_machines_steady_best_as_one_group_at_a_time_would(h200):
+    """The headline per machine (here per run, as a store's history asks) is the case steady_best
+    picks in that machine's group, the template epoch its lowest median: checked group by group."""
+    runs = [copy_of(h200, run_id=f"r{n}", matmul_bf16=1 - 0.03 * n, h2d=1 + 0.02 * n, epoch=1 + 0.1 * n) for n in range(4)]
+    frame = pd.concat(runs, ignore_index=True)
+    cases = per_case(frame.assign(machine=frame["run_id"]))
+    matmul = cases["workload"] == "matmul"
+    cases.loc[matmul, "tflops_q1"] = 1e3 / cases.loc[matmul, "tflops"]  # noisy builds: the steadiest size is the slowest
+    expected = []
+    for figure, (mask, column) in health._masks(cases).items():
+        for machine, group in cases[mask].dropna(subset=[column]).groupby("machine", sort=False):
+            best = steady_best(group, column) if FIGURES[figure].higher_is_better else group.loc[group[column].idxmin()]
+            expected.append((machine, figure, float(best[column])))
+    heads = health.headlines(cases)
+    assert list(heads.itertuples(index=False, name=None)) == expected
+    assert len({machine for machine, _, _ in expected}) == 4 and len(expected) > 4 * 4  # every run, several figures
