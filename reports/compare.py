@@ -22,9 +22,9 @@ reports/replicates.py):
 - t = log(ratio) / se; two-sided p from Student's t with Satterthwaite's degrees of freedom (the
   pooled spread has n_base + n_new - 2; the floor is taken as known): few units give wide tails.
   A change is significant at p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
-  comparison could have detected a threshold-sized change and did not), inconclusive (it could
-  not: the smallest detectable change is printed, with the runs per side that would reach the
-  threshold). Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
+  whole interval within ± the threshold), inconclusive (otherwise: the smallest detectable change
+  is printed, with the runs per side that would reach the threshold); the rule is
+  reports.verdicts.decide, shared by every comparison. Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
   in BASE and failed/ran out of memory in NEW.
 """
 
@@ -57,7 +57,8 @@ from reports.verdicts import (
     ONE_PROCESS_FLOOR,
     VERDICTS,
     Verdict,
-    exp_capped,
+    decide,
+    t_estimate,
 )
 
 
@@ -122,8 +123,6 @@ def runs_needed(detectable: float, threshold: float, runs: int) -> int:
 
 
 def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float | None = None, between_dof: float = math.inf) -> Verdict:
-    from scipy import stats as sps
-
     ratio = new.median_s / base.median_s
     n_base, n_new = len(base.units), len(new.units)
     estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
@@ -133,27 +132,15 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
     # Satterthwaite: each estimated part of se² carries its own degrees of freedom
     denominator = estimated**2 / max(1, n_base + n_new - 2) + (between2**2 / between_dof if math.isfinite(between_dof) else 0.0)
     dof = se**4 / denominator if denominator > 0 else math.inf
-    log_ratio = math.log(ratio)
-    t = log_ratio / se if se > 0 else math.inf
-    p_value = float(2 * sps.t.sf(abs(t), dof))
-    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
-    low, high = exp_capped(log_ratio - t_crit * se), exp_capped(log_ratio + t_crit * se)
-    detectable = exp_capped(t_crit * se) - 1
-    note = ""
-    if p_value < ALPHA and ratio > 1 + threshold:
-        verdict = "slower"
-    elif p_value < ALPHA and ratio < 1 / (1 + threshold):
-        verdict = "faster"
-    elif detectable <= threshold or p_value < ALPHA:
-        verdict = "no change"
-    else:
-        verdict = "inconclusive"
+    estimate = t_estimate(math.log(ratio), se, dof, n_base + n_new)
+    verdict, detectable, note = decide(estimate, threshold), estimate.detectable, ""
+    if verdict == "inconclusive":
         needed = runs_needed(detectable, threshold, max(base.runs, new.runs))
         runs = f"~{needed}" if needed <= MAX_RUNS_SHOWN else f"over {MAX_RUNS_SHOWN}"
         note = f"could detect {reach(detectable)} here; {runs} runs per side would resolve {threshold:.0%}"
     if "windows" in (base.kind, new.kind):
         note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), not between builds"]))
-    return Verdict(case_id, base.median_s, new.median_s, ratio, low, high, p_value, detectable, verdict, note)
+    return Verdict.of(case_id, (base.median_s, new.median_s), estimate, verdict, note)
 
 
 

@@ -28,13 +28,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from harness.records.safe_files import read_json
 from reports import sequential as sq
 from reports.load import ReportError
 from reports.markdown import escape, table_row
-from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict, exp_capped
+from reports.verdicts import ALPHA, MACHINE_WIDE, Estimate, Verdict, decide, exp_capped, t_estimate
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
@@ -106,14 +105,11 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
         return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, "inconclusive",
                        f"{n} pair(s): a paired verdict needs 3 or more")
     mean, se, dof, trimmed = yuen(np.asarray(logs, float))
-    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
-    p_value = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else (0.0 if mean else 1.0)
-    ratio, low, high = exp_capped(mean), exp_capped(mean - t_crit * se), exp_capped(mean + t_crit * se)
-    detectable = exp_capped(t_crit * se) - 1
-    verdict = band_verdict(p_value, ratio, low, high, threshold)
-    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(detectable)}: more pairs would tell"
+    estimate = t_estimate(mean, se, dof, n)
+    verdict = decide(estimate, threshold)
+    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(estimate.detectable)}: more pairs would tell"
                                                                         if verdict == "inconclusive" else "")
-    return Verdict(case_id, *medians, ratio, low, high, p_value, detectable, verdict, note)
+    return Verdict.of(case_id, medians, estimate, verdict, note)
 
 
 def benjamini_hochberg(p_values: list[float]) -> list[float]:
@@ -140,7 +136,7 @@ def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
             out.append(v)
             continue
         p = by_case[v.case_id]
-        verdict = band_verdict(p, v.ratio, v.ci_low, v.ci_high, threshold)
+        verdict = decide(Estimate(v.ratio, v.ci_low, v.ci_high, p, v.detectable, 0), threshold)
         note = v.note if verdict == v.verdict or verdict == "inconclusive" else v.note.split(";")[0]
         out.append(Verdict(v.case_id, v.base_median_s, v.new_median_s, v.ratio, v.ci_low, v.ci_high, p, v.detectable, verdict,
                            note + f"; p adjusted over {len(tested)} tests"))
@@ -213,8 +209,9 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
     for (case_id, stats), p_value in zip(last.items(), p_values):
         mean, half, n = float(stats.mean[-1]), float(stats.half_width[-1]), len(stats.mean)
         low, high = (exp_capped(mean - half), exp_capped(mean + half)) if math.isfinite(half) else (None, None)
-        verdict = band_verdict(float(p_value), exp_capped(mean), low or 0.0, math.inf if high is None else high, threshold)
         detectable = sq.detectable(half) if math.isfinite(half) else None
+        verdict = decide(Estimate(exp_capped(mean), low or 0.0, math.inf if high is None else high, float(p_value),
+                                  math.inf if detectable is None else detectable, n), threshold)
         could = (f": could detect {reach(detectable)}" if detectable is not None
                  else f": no verdict is possible before {sq.first_decidable_pairs()} pairs")
         note = f"decided after {n} pairs" if verdict != "inconclusive" else f"undecided after {n} pairs{could}"

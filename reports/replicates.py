@@ -16,9 +16,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
-from reports.verdicts import ALPHA, MACHINE_WIDE, Verdict, band_verdict, exp_capped
+from reports.verdicts import MACHINE_WIDE, Verdict, decide, t_estimate
 
 
 def run_logs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -38,13 +37,9 @@ def welch(case_id: str, base: np.ndarray, new: np.ndarray, threshold: float, not
     se = math.sqrt(var_b + var_n)
     denominator = var_b**2 / (base.size - 1) + var_n**2 / (new.size - 1)
     dof = se**4 / denominator if denominator > 0 else float(base.size + new.size - 2)
-    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
-    p_value = float(2 * sps.t.sf(abs(d) / se, dof)) if se > 0 else (0.0 if d else 1.0)
-    ratio, low, high = exp_capped(d), exp_capped(d - t_crit * se), exp_capped(d + t_crit * se)
-    detectable = exp_capped(t_crit * se) - 1
-    verdict = band_verdict(p_value, ratio, low, high, threshold)
-    return Verdict(case_id, math.exp(base.mean()), math.exp(new.mean()), ratio, low, high, p_value, detectable, verdict,
-                   f"{base.size} vs {new.size} runs" + (f"; {note}" if note else ""))
+    estimate = t_estimate(d, se, dof, base.size + new.size)
+    return Verdict.of(case_id, (math.exp(base.mean()), math.exp(new.mean())), estimate, decide(estimate, threshold),
+                      f"{base.size} vs {new.size} runs" + (f"; {note}" if note else ""))
 
 
 def case_verdicts(base: pd.DataFrame, new: pd.DataFrame, threshold: float, cases: list[str]) -> list[Verdict]:

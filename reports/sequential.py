@@ -21,7 +21,7 @@ group invariance and anytime-valid testing"; the "safe t-test"). Hence:
 
 Across cases, the always-valid p-values are adjusted together (Benjamini-Hochberg): a p-value
 only falls as pairs come, so a case once called slower or faster stays so. The verdicts are
-`compare`'s words (reports.verdicts.band_verdict, applied elementwise here): slower / faster
+`compare`'s words (reports.verdicts.decide, applied elementwise here): slower / faster
 (adjusted p < ALPHA and beyond the threshold), no change (the confidence sequence lies within
 +- threshold), inconclusive (neither yet). tests/test_power.py measures the false-alarm rate and
 the power on simulated sessions. Pure numpy, vectorised over leading axes (sessions, cases).
@@ -106,8 +106,8 @@ def bh_adjust(p_values: np.ndarray) -> np.ndarray:
 
 
 def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray, threshold: float) -> np.ndarray:
-    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: reports.verdicts.band_verdict's rule on log
-    scale, for the simulation (gpubench ab's verdicts come from band_verdict itself; a test holds them equal)."""
+    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: reports.verdicts.decide's rule on log
+    scale, for the simulation (gpubench ab's verdicts come from decide itself; a test holds them equal)."""
     band = math.log1p(threshold)
     significant = p_adjusted < ALPHA
     codes = np.full(np.shape(mean), INCONCLUSIVE)

@@ -1,6 +1,7 @@
-"""What a comparison says about one case (or about every case at once): the ratio, its interval,
-and a verdict — shared by unpaired runs (reports.compare, reports.replicates) and paired sessions
-(reports.paired). Torch-free."""
+"""What a comparison says about one case (or about every case at once). Every estimator (unpaired builds in
+reports.compare, runs as units in reports.replicates, pairs in reports.paired and reports.sequential) returns an
+`Estimate`; `decide` holds the one rule that turns it into slower / faster / no change / inconclusive; a `Verdict`
+is what is shown. Torch-free."""
 
 from __future__ import annotations
 
@@ -27,16 +28,44 @@ class Verdict:
     verdict: str  # slower | faster | no change | inconclusive | broken
     note: str = ""
 
+    @classmethod
+    def of(cls, case_id: str, medians: tuple[float, float], estimate: Estimate, verdict: str, note: str) -> Verdict:
+        return cls(case_id, *medians, estimate.ratio, estimate.low, estimate.high, estimate.p_value, estimate.detectable,
+                   verdict, note)
 
-def band_verdict(p_value: float, ratio: float, low: float, high: float, threshold: float) -> str:
-    """slower / faster: significant and beyond the threshold; no change: the whole interval lies
-    within ± threshold; inconclusive otherwise (more runs or pairs would tell)."""
+
+@dataclass(frozen=True)
+class Estimate:
+    """new / base for one case: the ratio, its interval at 1 - ALPHA, the p-value of "no change", the
+    smallest relative change the comparison could detect, and the units it rests on (builds, runs, pairs)."""
+
+    ratio: float
+    low: float
+    high: float
+    p_value: float
+    detectable: float
+    n: int
+
+
+def t_estimate(mean_log: float, se: float, dof: float, n: int) -> Estimate:
+    """The Estimate of a t statistic on the log scale: ratio e^mean, interval mean ± t*·se, two-sided p."""
+    from scipy import stats as sps  # imported when judging: the command line starts faster without it
+
+    t_crit = float(sps.t.ppf(1 - ALPHA / 2, dof))
+    p_value = float(2 * sps.t.sf(abs(mean_log) / se, dof)) if se > 0 else (0.0 if mean_log else 1.0)
+    return Estimate(exp_capped(mean_log), exp_capped(mean_log - t_crit * se), exp_capped(mean_log + t_crit * se),
+                    p_value, exp_capped(t_crit * se) - 1, n)
+
+
+def decide(estimate: Estimate, threshold: float) -> str:
+    """The one rule. slower / faster: significant and beyond the threshold; no change: the whole interval
+    lies within ± threshold; inconclusive otherwise (more runs or pairs would tell)."""
     band = (1 / (1 + threshold), 1 + threshold)
-    if p_value < ALPHA and ratio > band[1]:
+    if estimate.p_value < ALPHA and estimate.ratio > band[1]:
         return "slower"
-    if p_value < ALPHA and ratio < band[0]:
+    if estimate.p_value < ALPHA and estimate.ratio < band[0]:
         return "faster"
-    if band[0] <= low and high <= band[1]:
+    if band[0] <= estimate.low and estimate.high <= band[1]:
         return "no change"
     return "inconclusive"
 

@@ -164,7 +164,7 @@ def test_a_sequential_session_finds_the_one_changed_case_and_leaves_the_others()
 def test_the_simulation_judges_as_the_session_does():
     """Each simulated session, written as a real session's two sides (a case's rows only for the pairs
     it got), gets the same verdicts from reports.paired.judge_sequential, which gpubench ab prints
-    (through reports.verdicts.band_verdict, the rule compare uses too)."""
+    (through reports.verdicts.decide, the rule compare uses too)."""
     logs = sequential_logs(6, effect=1.10, changed=4, seed=11)
     sim = sq.simulate(logs, 0.05)
     for s in range(len(logs)):
