@@ -86,3 +86,28 @@ def test_a_case_built_once_still_widens_the_interval():
 def test_a_noisy_size_cannot_win_the_headline():
     cases = pd.DataFrame({"size": [512, 1024], "tflops": [0.196, 0.191], "tflops_q1": [0.09, 0.185]})
     assert steady_best(cases, "tflops")["size"] == 1024
+
+
+def test_one_rule_decides_every_estimate():
+    """reports.verdicts.decide: beyond the band and significant is slower/faster; an interval inside the band is no
+    change; an interval that leaves the band without significance is inconclusive."""
+    from reports.verdicts import Estimate, decide
+
+    assert decide(Estimate(1.20, 1.10, 1.30, 0.001, 0.08, 8), 0.05) == "slower"
+    assert decide(Estimate(0.80, 0.75, 0.86, 0.001, 0.08, 8), 0.05) == "faster"
+    assert decide(Estimate(1.01, 0.98, 1.04, 0.40, 0.03, 8), 0.05) == "no change"
+    # detectable within the threshold but the interval reaches past it: not "no change"
+    assert decide(Estimate(1.04, 1.00, 1.08, 0.02, 0.04, 8), 0.05) == "inconclusive"
+    assert decide(Estimate(1.20, 0.90, 1.60, 0.30, 0.35, 3), 0.05) == "inconclusive"
+
+
+def test_compare_judges_by_the_one_rule():
+    """compare's unpaired estimator goes through decide: x1.04, significant, with an interval reaching past +5% is
+    inconclusive (not "no change" because its detectable change is within the threshold)."""
+    from reports.compare import Side, judge
+
+    spread = [0.985, 0.995, 1.0, 1.0, 1.005, 1.015]
+    base, new = Side([1.0 * s for s in spread], 1, "builds"), Side([1.04 * s for s in spread], 1, "builds")
+    v = judge("c", base, new, 0.05, between2=1e-5)
+    assert v.p_value < 0.01 and v.detectable < 0.05 and v.ci_high > 1.05
+    assert v.verdict == "inconclusive"
