@@ -41,7 +41,7 @@ def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
         return cases[name] if name in cases else pd.Series(None, index=cases.index, dtype=object)
 
     matmul = cases["workload"] == "matmul"
-    pinned = (cases["workload"] == "transfer") & (col("pinned") == True)
+    pinned = (cases["workload"] == "transfer") & (col("pinned").eq(True))
     masks = {f"matmul_{d}_tflops": (matmul & (col("dtype") == d), "tflops") for d in ("fp32", "tf32", "fp16", "bf16")}
     masks["h2d_pinned_gbps"] = (pinned & (col("direction") == "h2d"), "gbps")
     masks["d2h_pinned_gbps"] = (pinned & (col("direction") == "d2h"), "gbps")

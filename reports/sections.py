@@ -6,7 +6,7 @@ fastest, olympic means), or a generic section — an optional plot and a table o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from harness.measurement.context import BuildContext
 from harness.pytest_plugin.fixture import benchmark_rounds

@@ -226,7 +226,9 @@ def test_cudnn_tf32_is_set_for_the_timed_region_recorded_and_restored(ctx, tmp_p
     convolutions in IEEE fp32, a tf32 case in TF32; the row says which; the process gets its value back."""
     torch.backends.cudnn.allow_tf32 = not allowed  # the opposite, so a case that sets nothing is caught
     seen = []
-    build = lambda case, bctx: fixed(lambda: seen.append(torch.backends.cudnn.allow_tf32))
+    def build(case, bctx):
+        return fixed(lambda: seen.append(torch.backends.cudnn.allow_tf32))
+
     try:
         row = run(case, build, FakeBenchmark([0.001]), ctx)
         assert row["status"] == "ok" and seen and set(seen) == {allowed} and row["cudnn_tf32"] is allowed

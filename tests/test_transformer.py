@@ -131,8 +131,8 @@ def test_a_backend_the_cpu_cannot_run_is_skipped_with_the_reason() -> None:
 def test_torchs_warnings_say_why_a_backend_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """As on CUDA, where torch warns with each check a backend failed before it raises."""
     def refusing(*args, **kwargs):
-        warnings.warn("Flash attention requires q, k, v to have the same last dimension\nand more", UserWarning)
-        warnings.warn("Flash attention does not support fp32 inputs", UserWarning)
+        warnings.warn("Flash attention requires q, k, v to have the same last dimension\nand more", UserWarning, stacklevel=2)
+        warnings.warn("Flash attention does not support fp32 inputs", UserWarning, stacklevel=2)
         raise RuntimeError("No available kernel. Aborting execution.")
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", refusing)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from harness.core.columns import Column
 from harness.core.workload_spec import WorkloadSpec

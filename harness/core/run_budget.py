@@ -12,7 +12,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from harness.core.plan import RoundPlan
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 # Dispersion above this (IQR / median) makes a figure "noisy". IQR-based, so one outlier round
 # does not flag a steady case; outliers are counted apart.

@@ -6,7 +6,8 @@ declarations (harness.catalog), so adding a workload never edits them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from harness.core.columns import Column
 

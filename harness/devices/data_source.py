@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -51,7 +52,7 @@ class DataSource:
             split = Split(split.images[:count], split.labels[:count])
         return split
 
-    def subset(self, train: int, test: int) -> "DataSource":
+    def subset(self, train: int, test: int) -> DataSource:
         """The first `train`/`test` images of each split (same dataset, same root); the full
         splits stay cached here."""
         first = {True: self.split(True), False: self.split(False)}

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 from harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
 from harness.core.plan import Budget, RoundPlan, plan_rounds
@@ -49,7 +50,7 @@ class Timed:
 
     fn: Callable[[], Any]
     figures: Callable[[SampleStats, Any], dict[str, Any]] = lambda stats, result: {}
-    companion: Callable[["Measurement"], dict[str, Any]] | None = None
+    companion: Callable[[Measurement], dict[str, Any]] | None = None
     plan: RoundPlan | None = None
     warmup: Callable[[], Any] | None = None
     windows: Callable[[Any], list[float]] | None = None
@@ -117,7 +118,7 @@ class Region:
         self.reading = EnergyReading(None, 0.0)
         self.telemetry: dict[str, Any] = {}
 
-    def __enter__(self) -> "Region":
+    def __enter__(self) -> Region:
         self.clock()  # work queued by warm-up is not this region's energy
         if self.sampler is not None:
             self.sampler.start()

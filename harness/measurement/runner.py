@@ -5,7 +5,8 @@ becomes a row."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from harness.devices import device as devices
 from harness.measurement.cases import Case, CaseSkipped, Diverged

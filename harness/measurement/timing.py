@@ -15,7 +15,7 @@ Design (after torch.utils.benchmark and triton.testing.do_bench):
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

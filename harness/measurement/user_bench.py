@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from harness.catalog import spec_for
 from harness.catalog.profiles import Profile

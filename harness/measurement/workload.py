@@ -11,7 +11,8 @@ Every module in harness/workloads that a bench runs ends with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from harness.measurement.cases import Case
 from harness.catalog import spec_for

@@ -5,7 +5,8 @@ the session, and shows the same samples in pytest-benchmark's table (through its
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, NoReturn
+from typing import Any, NoReturn
+from collections.abc import Callable, Mapping
 
 import pytest
 from pytest_benchmark.stats import Stats

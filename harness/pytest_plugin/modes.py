@@ -39,7 +39,7 @@ class _OptionNames:
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def getgroup(self, *args: Any, **kwargs: Any) -> "_OptionNames":
+    def getgroup(self, *args: Any, **kwargs: Any) -> _OptionNames:
         return self
 
     def addoption(self, *names: str, **kwargs: Any) -> None:
@@ -106,7 +106,7 @@ def options_given(config: pytest.Config) -> bool:
     return changed or any(config.getoption(kwargs["dest"]) is not None for _, kwargs in INTERNAL)
 
 
-def activate(config: pytest.Config, name_timer: bool) -> "RunState":
+def activate(config: pytest.Config, name_timer: bool) -> RunState:
     """Validate the options and set the run up (harness.pytest_plugin.build_setup): a bad value is
     one line and exit 4. `name_timer`: pytest-benchmark has not configured yet, so the synced clock
     becomes its --benchmark-timer (its public way to take a timer) for every test."""
@@ -130,7 +130,7 @@ def uses_gpubench(item: pytest.Item) -> bool:
     return "gpubench" in getattr(item, "fixturenames", ())
 
 
-def activate_for(config: pytest.Config, items: list[pytest.Item]) -> "RunState | None":
+def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | None:
     """After collection: a run not set up at configure is set up now if a collected test asks for
     the fixture; where the synced clock is not pytest-benchmark's --benchmark-timer, those tests get
     it through pytest-benchmark's `benchmark` marker (its public per-test timer; a timer the test's

@@ -12,7 +12,8 @@ import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
 from harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,

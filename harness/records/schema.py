@@ -30,7 +30,8 @@ import json
 import math
 import re
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from harness.catalog import declared_columns
 from harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API

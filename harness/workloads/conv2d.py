@@ -5,7 +5,8 @@ measured alone (reduced precision, channels_last memory format)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
+from collections.abc import Callable
 
 import torch
 

@@ -7,7 +7,8 @@ working set sits in (`memory_tier`: cache, mixed, dram)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
+from collections.abc import Callable
 
 import torch
 

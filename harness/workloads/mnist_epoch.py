@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar
+from collections.abc import Iterable
 
 import torch
 from torch.utils.data import DataLoader
@@ -208,7 +209,7 @@ class FreshCompileCaches:
     def __init__(self, device: torch.device) -> None:
         self.device = device
 
-    def __enter__(self) -> "FreshCompileCaches":
+    def __enter__(self) -> FreshCompileCaches:
         from torch._inductor.utils import fresh_inductor_cache
 
         warm_compiler(self.device)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
+from collections.abc import Callable
 
 import torch
 import torch.utils.benchmark as tub

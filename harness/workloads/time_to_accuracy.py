@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar
+from collections.abc import Iterable
 
 import torch
 
@@ -70,7 +71,7 @@ def epoch_settings(case: TargetCase) -> EpochCase:
     return EpochCase(**epoch_fields(case))
 
 
-def target_for(case: "TargetCase", dataset: str, profile: str) -> float:
+def target_for(case: TargetCase, dataset: str, profile: str) -> float:
     """The case's own target, else the profile's / dataset's default."""
     if case.target_accuracy is not None:
         return case.target_accuracy

@@ -7,7 +7,8 @@ end, so the loop measures the settings, not `.item()` stalls.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -44,7 +45,7 @@ class Trainer:
         self.precision = precision
         self.accumulation_steps = accumulation_steps
         if freeze_features:
-            for param in getattr(model, "features").parameters():
+            for param in model.features.parameters():
                 param.requires_grad_(False)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=lr)
