@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from runs import REPO
+from runs import REPO, build_processes
 
 STAGGER_S = [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2, 1.4]
 
@@ -70,11 +69,7 @@ BUILD_START_STAGGER_S = [0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3]
 
 
 def build_started(proc: subprocess.Popen[str]) -> bool:
-    try:
-        children = psutil.Process(proc.pid).children()
-    except psutil.Error:
-        return False
-    return any("--gpubench-build" in " ".join(child.cmdline()) for child in children)
+    return bool(build_processes(proc.pid))
 
 
 def interrupted_gpubench_run(tmp_path: Path, delay_s: float) -> tuple[int, str]:

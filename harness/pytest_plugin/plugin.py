@@ -9,10 +9,7 @@ and has one test that calls `gpubench.run(case)`.
 
 from __future__ import annotations
 
-import argparse
 import inspect
-import json
-import os
 import signal
 import sys
 from typing import Any
@@ -30,6 +27,7 @@ from harness.records.results import ResultsFull
 from harness.pytest_plugin.run_state import RunState, Terminated
 from harness.measurement.session import Stop
 from harness.pytest_plugin.build_setup import SetupError, make_state
+from harness.pytest_plugin.build_answer import add_build_options, answer_writer, apply_build_options
 from harness.measurement.workload import as_workload
 
 STATE = pytest.StashKey[RunState]()
@@ -87,11 +85,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     for option in RUN_OPTIONS:
         names = [option.namespaced] + ([] if option.flag in taken else [option.flag])
         group.addoption(*names, **option.kwargs(dest=option.pytest_dest))
-    # Internal: `gpubench run` starts one pytest process per build and names the build here, and
-    # the pipe its first process reports the selection's build count on.
-    group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
-                    help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")
-    group.addoption("--gpubench-report-fd", type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)
+    add_build_options(group)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
@@ -103,6 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     HELD_INTERRUPT.release(then=HELD_INTERRUPT.raise_once)  # in the session: the first Ctrl-C raises, later ones are held
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    apply_build_options(config)
     try:
         state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
                                     collect_only=config.getoption("collectonly"), benchmark_json=getattr(config.option, "benchmark_json", None))
@@ -176,6 +171,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     else:  # ended before its session (a usage error): Python's handler back for an embedding host
         HELD_INTERRUPT.release()
     state = config.stash.get(STATE, None)
+    answer = answer_writer(config)
+    if answer is not None and state is not None:
+        stop = [state.session.stop.line] if state.session.stop else []
+        answer.finish(config, int(session.exitstatus) if session is not None else int(ExitCode.REFUSED), state.session.rows_written, stop)
     if state is None:
         return
     install_session_clock(None)
@@ -199,7 +198,8 @@ def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> No
     HELD_INTERRUPT.pending = False
     if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    if list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins:
+    own_command = list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins
+    if own_command or HELD_INTERRUPT.owns_process:
         atexit.register(HELD_INTERRUPT.exit_process, int(session.exitstatus))
     else:
         HELD_INTERRUPT.release()
@@ -219,6 +219,23 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
     excinfo.traceback = excinfo.traceback.filter(has_line)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    answer = answer_writer(item.config)
+    if answer is not None:
+        answer.case_starts()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Each phase of a case adds to its cost in the build's answer."""
+    report = yield
+    answer = answer_writer(item.config)
+    if answer is not None:
+        answer.case_phase(report)
+    return report
+
+
 def _build_of(item: pytest.Item) -> int:
     return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
@@ -228,10 +245,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
     With --gpubench-build K, only build K of each case runs here (the others are deselected)."""
     state = config.stash.get(STATE, None)
-    report_fd = config.getoption("gpubench_report_fd")
-    if report_fd is not None:  # tell `gpubench run` how many build processes this selection needs
-        with os.fdopen(report_fd, "w", closefd=True) as pipe:
-            pipe.write(json.dumps({"builds": max((_build_of(item) + 1 for item in items), default=0)}) + "\n")
+    answer = answer_writer(config)
+    if answer is not None:  # tell `gpubench run` how many build processes this selection needs
+        answer.collected(max((_build_of(item) + 1 for item in items), default=0))
     if state is not None and state.only_build is not None:
         keep = [item for item in items if _build_of(item) == state.only_build]
         dropped = [item for item in items if _build_of(item) != state.only_build]
