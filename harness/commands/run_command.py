@@ -26,7 +26,8 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
     add_to_parser(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
     run.add_argument("--no-fork", action="store_true",
-                     help="start each build as a fresh interpreter (about 2.5 s of imports each) instead of forking it from a process that imported torch once")
+                     help="start each build as a fresh interpreter (about 2.5 s of imports each) "
+                          "instead of forking it from a process that imported torch once")
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
@@ -39,12 +40,14 @@ def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build:
     """Build k's plan: the user's pytest arguments untouched (the build tags its output files, through
     pytest's parsed options: X.json -> X.b<k>.json, NAME -> NAME-b<k>); pytest-benchmark's JSON in the
     scratch folder when the user names none, so the run prints one table from all builds."""
+    micro_only = bool(getattr(args, "micro_only", False))
     return BuildPlan(build, list(extra), suite_options(args), builds, output_tag=f"b{build}" if build else "",
-                     table_json=str(scratch / f"build-{build}.json"), micro_only=bool(getattr(args, "micro_only", False)))
+                     table_json=str(scratch / f"build-{build}.json"), micro_only=micro_only)
 
 
 def build_launcher(args: argparse.Namespace) -> ProcessLauncher:
-    """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (kill -9: nobody would read what it measures)."""
+    """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed
+    with -9, nobody would read what it measures)."""
     from harness.processes.forked import ForkLauncher
     from harness.processes.launch import ProcessLauncher, stopped_limit_s
     from harness.processes.lifetime import STOP_WITH_ENV

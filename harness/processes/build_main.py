@@ -27,7 +27,15 @@ def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
     tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
     table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
     micro = ["--gpubench-micro-only"] if plan.micro_only else []
-    return [*plan.options, *plan.pytest_args, f"--gpubench-build={plan.build}", f"--gpubench-answer-fd={answer_fd}", *tags, *table, *micro]
+    return [
+        *plan.options,
+        *plan.pytest_args,
+        f"--gpubench-build={plan.build}",
+        f"--gpubench-answer-fd={answer_fd}",
+        *tags,
+        *table,
+        *micro,
+    ]
 
 
 def timer_problem(pytest_args: list[str]) -> str | None:
@@ -65,7 +73,10 @@ def run_from_fds(plan_fd: int, answer_fd: int) -> int:
     try:
         plan = read_plan(plan_fd)
     except (OSError, ProtocolError) as error:
-        print(f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run", file=sys.stderr)
+        print(
+            f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run",
+            file=sys.stderr,
+        )
         return int(ExitCode.INTERNAL)
     return run_pytest(pytest_args_of(plan, answer_fd))
 

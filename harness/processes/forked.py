@@ -36,8 +36,12 @@ class ForkServer:
     def start(cls, env: dict[str, str] | None) -> ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            process = subprocess.Popen(python_module(SERVER_MODULE, str(theirs.fileno())), env=env, pass_fds=(theirs.fileno(),),
-                                       preexec_fn=build_preexec(hold_sigint=True))
+            process = subprocess.Popen(
+                python_module(SERVER_MODULE, str(theirs.fileno())),
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                preexec_fn=build_preexec(hold_sigint=True),
+            )
         finally:
             theirs.close()
         return cls(process, ours)

@@ -60,9 +60,15 @@ class BuildAnswer:
 
 
 Message = TypeVar("Message", BuildPlan, BuildAnswer)
-KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
-                                      "float | None": (float, int, type(None)),
-                                      "list[str]": (list,), "dict[str, float]": (dict,)}
+KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "str": (str,),
+    "bool": (bool,),
+    "int | None": (int, type(None)),
+    "float | None": (float, int, type(None)),
+    "list[str]": (list,),
+    "dict[str, float]": (dict,),
+}
 
 
 def _typed(cls: type[Message], text: str) -> Message:
@@ -90,7 +96,7 @@ def write_message(fd: int, message: BuildPlan | BuildAnswer) -> None:
     """One line, written whole (a write may take part of it)."""
     data = (message.to_json() + "\n").encode()
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def read_plan(fd: int) -> BuildPlan:
@@ -124,8 +130,10 @@ class Channel:
         plan_read, plan_write = os.pipe()
         answer_read, answer_write = os.pipe()
         self.child_fds = (plan_read, answer_write)
-        self.threads = [threading.Thread(target=_write_and_close, args=(plan_write, self.plan), daemon=True),
-                        threading.Thread(target=_drain, args=(answer_read, self.received), daemon=True)]
+        self.threads = [
+            threading.Thread(target=_write_and_close, args=(plan_write, self.plan), daemon=True),
+            threading.Thread(target=_drain, args=(answer_read, self.received), daemon=True),
+        ]
         for thread in self.threads:
             thread.start()
         return self

@@ -25,13 +25,22 @@ MICRO_MARKEXPR = "not slow and not training and not distributed"
 def add_build_options(group: Any) -> None:
     """Internal: `gpubench run` starts one pytest process per build and names the build here, the pipe
     its answer goes to, and how the user's output files and selection are adapted to one build."""
-    group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
-                    help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")
+    group.addoption(
+        "--gpubench-build",
+        type=int,
+        default=None,
+        dest="gpubench_build",
+        help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)",
+    )
     group.addoption("--gpubench-answer-fd", type=int, default=None, dest="gpubench_answer_fd", help=argparse.SUPPRESS)
     group.addoption("--gpubench-output-tag", default="", dest="gpubench_output_tag", help=argparse.SUPPRESS)
     group.addoption("--gpubench-table-json", default="", dest="gpubench_table_json", help=argparse.SUPPRESS)
-    group.addoption("--gpubench-timed-only", action="store_true", default=False, dest="gpubench_timed_only", help=argparse.SUPPRESS)
-    group.addoption("--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS)
+    group.addoption(
+        "--gpubench-timed-only", action="store_true", default=False, dest="gpubench_timed_only", help=argparse.SUPPRESS
+    )
+    group.addoption(
+        "--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS
+    )
 
 
 def tagged_json(path: Path, tag: str) -> Path:
@@ -39,9 +48,9 @@ def tagged_json(path: Path, tag: str) -> Path:
 
 
 def apply_build_options(config: pytest.Config) -> None:
-    """One build's view of the user's options: timed cases only unless the user turned timing off, its own output file names (else each build would
-    overwrite the last: X.json -> X.<tag>.json, NAME -> NAME-<tag>), pytest-benchmark's JSON kept for
-    the run's one table, and the micro cases only under --device cuda:all."""
+    """One build's view of the user's options: timed cases only unless the user turned timing off; its own
+    output file names (else each build would overwrite the last: X.json -> X.<tag>.json, NAME -> NAME-<tag>);
+    pytest-benchmark's JSON kept for the run's one table; the micro cases only under --device cuda:all."""
     option = config.option
     untimed = getattr(option, "benchmark_disable", False) and not getattr(option, "benchmark_enable", False)
     if config.getoption("gpubench_timed_only") and hasattr(option, "benchmark_only") and not untimed:
@@ -90,8 +99,19 @@ class AnswerWriter:
     def finish(self, config: pytest.Config, exit_code: int, rows_written: int, notes: list[str]) -> None:
         json_path = getattr(config.option, "benchmark_json", None)
         written = str(json_path) if json_path and Path(json_path).is_file() else ""
-        self.send(BuildAnswer(self.build, self.builds, rows_written, dict(self.case_cost_s), exit_code, written,
-                              bool(getattr(config.option, "benchmark_verbose", False)), self.startup_s, notes))
+        self.send(
+            BuildAnswer(
+                self.build,
+                self.builds,
+                rows_written,
+                dict(self.case_cost_s),
+                exit_code,
+                written,
+                bool(getattr(config.option, "benchmark_verbose", False)),
+                self.startup_s,
+                notes,
+            )
+        )
         os.close(self.fd)
 
     def send(self, answer: BuildAnswer) -> None:

@@ -18,7 +18,10 @@ import os
 import select
 import socket
 import sys
+import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
@@ -40,6 +43,30 @@ def receive(control: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     return (message if isinstance(message, dict) else {}), fds
 
 
+@contextmanager
+def output_held() -> Iterator[None]:
+    """This process's output (its descriptors 1 and 2) into a temporary file while the imports run: in a
+    build, pytest's collection captures what they print (torch's line about CUDA_HOME on a machine without
+    CUDA). Shown only when they fail."""
+    with tempfile.TemporaryFile() as held:
+        saved = [os.dup(1), os.dup(2)]
+        for fd in (1, 2):
+            os.dup2(held.fileno(), fd)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            if failed:
+                held.seek(0)
+                sys.stderr.write(held.read().decode(errors="replace"))
+
+
 def preload() -> str:
     """Import what every build imports — pytest, pytest-benchmark, torch, the workloads the bench modules
     import, this plugin's modules (not plugin.py itself: pytest rewrites its asserts when it loads it) —
@@ -47,16 +74,17 @@ def preload() -> str:
     import importlib
     import pkgutil
 
-    import pytest  # noqa: F401
-    import pytest_benchmark.plugin  # noqa: F401
-    import torch  # noqa: F401  (the server's point: imported once)
+    with output_held():
+        import pytest  # noqa: F401
+        import pytest_benchmark.plugin  # noqa: F401
+        import torch  # noqa: F401  (the server's point: imported once)
 
-    import harness.workloads
-    from harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
+        import harness.workloads
+        from harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
 
-    for module in pkgutil.iter_modules(harness.workloads.__path__, "harness.workloads."):
-        if not module.name.endswith("_worker"):  # a torchrun rank's entry, never imported by a build
-            importlib.import_module(module.name)
+        for module in pkgutil.iter_modules(harness.workloads.__path__, "harness.workloads."):
+            if not module.name.endswith("_worker"):  # a torchrun rank's entry, never imported by a build
+                importlib.import_module(module.name)
     return fork_problem()
 
 
@@ -71,7 +99,8 @@ def fork_problem() -> str:
     if torch.cuda.is_initialized():
         return "CUDA is initialised in the fork server: a forked build could not use it"
     if threading.active_count() > 1:
-        return f"{threading.active_count() - 1} other Python thread(s) run in the fork server: a fork would copy their locks"
+        others = threading.active_count() - 1
+        return f"{others} other Python thread(s) run in the fork server: a fork would copy their locks"
     return ""
 
 
