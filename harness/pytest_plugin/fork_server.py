@@ -142,6 +142,10 @@ def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
             traceback.print_exc()
         finally:
             HELD_INTERRUPT.exit_process(code)  # never back into the server's loop
+    try:  # here too: its group exists before the launcher may kill it, whichever of the two calls runs first
+        os.setpgid(pid, pid)
+    except OSError:  # it already ended
+        pass
     os.close(plan_fd)
     os.close(answer_fd)
     send(control, {"started": pid})
