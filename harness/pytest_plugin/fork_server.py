@@ -115,8 +115,8 @@ def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
     die_with_parent()
     if os.getppid() != server_pid:  # the server died before the parent-death signal was set
         return 128 + signal.SIGTERM
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed()  # from the OS's entropy, as a fresh interpreter's
+    if "numpy.random" in sys.modules:  # imported lazily, by no module the server loads: else seeded in the server
+        sys.modules["numpy.random"].seed()  # from the OS's entropy, as a fresh interpreter's
     HELD_INTERRUPT.hold()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C arrives here, held
     return run_from_fds(plan_fd, answer_fd)
