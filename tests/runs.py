@@ -99,6 +99,27 @@ def cmdlines(procs: list[psutil.Process]) -> list[str]:
     return lines
 
 
+BUILD_ENTRY = "harness.processes.build_main"
+FORK_SERVER = "harness.pytest_plugin.fork_server"
+
+
+def build_processes(pid: int) -> list[psutil.Process]:
+    """The build processes under `pid`: plain ones (harness.processes.build_main) and the fork server's children."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    found = []
+    for proc in descendants:
+        try:
+            line, parent = " ".join(proc.cmdline()), proc.parent()
+            if BUILD_ENTRY in line or (FORK_SERVER in line and parent is not None and FORK_SERVER in " ".join(parent.cmdline())):
+                found.append(proc)
+        except psutil.Error:
+            continue  # gone meanwhile
+    return found
+
+
 def processes_of(tmp_path: Path) -> list[psutil.Process]:
     """Live processes started for this test (torchrun and its ranks name tmp_path)."""
     found = []

@@ -12,7 +12,6 @@ from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 from harness.pytest_plugin import plugin
 from harness.commands.cli import build_parser, main
 from harness.commands.common import pytest_args
-from harness.commands.run_command import per_build_args
 from harness.devices.device import resolve_device
 from harness.core.options import RUN_OPTIONS
 from harness.records.results import read_rows
@@ -37,7 +36,7 @@ def test_run_passes_unknown_options_through_to_pytest():
     args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json", "x.json"])
     args.run_id = "RUN"
     argv = pytest_args(args, extra)
-    assert "--gpubench-device=cpu" in argv and "--benchmark-only" in argv and "--gpubench-run-id=RUN" in argv
+    assert "--gpubench-device=cpu" in argv and "--gpubench-timed-only" in argv and "--gpubench-run-id=RUN" in argv
     assert argv[-4:] == ["-k", "matmul", "--benchmark-json", "x.json"]
 
 
@@ -95,8 +94,10 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
-    # gpubench run's own: one pytest process per build, its pipe, the run's deadline; gpubench ab's: the cases still undecided
-    internal = {"--gpubench-build", "--gpubench-report-fd", "--gpubench-cases", "--gpubench-deadline"}
+    # gpubench run's own: one pytest process per build, its answer pipe, its view of the user's output files and selection,
+    # the run's deadline; gpubench ab's: the cases still undecided
+    internal = {"--gpubench-build", "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-table-json", "--gpubench-timed-only",
+                "--gpubench-micro-only", "--gpubench-cases", "--gpubench-deadline"}
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 
@@ -113,12 +114,6 @@ def test_a_plugin_that_owns_a_short_flag_keeps_it():
     recorded = Recording()
     plugin.pytest_addoption(recorded, Profiling())
     assert "--gpubench-profile" in recorded.added and "--profile" not in recorded.added and "--device" in recorded.added
-
-
-def test_each_build_process_gets_its_own_benchmark_files():
-    extra = ["-k", "matmul", "--benchmark-json", "out/x.json", "--benchmark-save=base"]
-    assert per_build_args(extra, 0) == extra
-    assert per_build_args(extra, 2) == ["-k", "matmul", "--benchmark-json", "out/x.b2.json", "--benchmark-save=base-b2"]
 
 
 # ---- one line for what stops a run or a report ------------------------------------------------

@@ -219,10 +219,10 @@ def test_single_gpu_machines_have_no_node_table(h200):
 def test_cuda_all_expands_into_one_micro_run_per_gpu():
     args = cli.build_parser().parse_known_args(["run", "--device", "cuda:all", "--run-id", "R", "--profile", "smoke"])[0]
     runs = run_command.per_gpu_runs(args, ["-k", "matmul", "-m", "not gpu"], 3)
-    assert [(a.device, a.run_id, a.no_report, a.profile) for a, _ in runs] == [(f"cuda:{i}", f"R-cuda{i}", True, "smoke") for i in range(3)]
-    assert runs[0][1] == ["-k", "matmul", "-m", f"(not gpu) and ({run_command.MICRO_MARKEXPR})"]
-    assert run_command.micro_only(["-v"]) == ["-v", "-m", run_command.MICRO_MARKEXPR]
-    assert run_command.micro_only(["-mgpu"]) == ["-m", f"(gpu) and ({run_command.MICRO_MARKEXPR})"]
+    assert [(a.device, a.run_id, a.no_report, a.profile, a.micro_only) for a, _ in runs] == [(f"cuda:{i}", f"R-cuda{i}", True, "smoke", True) for i in range(3)]
+    assert runs[0][1] == ["-k", "matmul", "-m", "not gpu"]  # the user's, untouched: each build ands its -m with the micro markers
+    plan = run_command.build_plan(runs[0][0], runs[0][1], Path("scratch"), 0, None)
+    assert plan.micro_only and plan.pytest_args == ["-k", "matmul", "-m", "not gpu"]
 
 
 def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypatch, capsys):
@@ -234,6 +234,7 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
     def fake_builds(args, extra):  # what one GPU's pytest processes would write
         index = int(args.device.split(":")[1])
         launched.append((args.device, extra))
+        assert args.micro_only
         write_run(copy_of(micro, "node1", "abcabcabcabc", args.device, args.run_id, **({"matmul": 0.9} if index == 1 else {})),
                   Path(args.results_dir), args.run_id)
         return 0
@@ -242,7 +243,7 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
     monkeypatch.setattr(run_command, "run_builds", fake_builds)
     code = cli.main(["run", "--device", "cuda:all", "--run-id", "node", "--results-dir", str(tmp_path)])
     assert code == 0 and [d for d, _ in launched] == ["cuda:0", "cuda:1", "cuda:2"]
-    assert all(extra[-2:] == ["-m", run_command.MICRO_MARKEXPR] for _, extra in launched)
+    assert all(extra == [] for _, extra in launched)
     report = (tmp_path / "node-report" / "report.md").read_text(encoding="utf-8")
     section = report.split("## GPUs within a node")[1].split("\n## ")[0]
     outliers = [line for line in section.splitlines() if "outlier (≥5% off)" in line]

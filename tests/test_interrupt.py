@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from runs import REPO
+from runs import REPO, build_processes
 
 STAGGER_S = [0.0, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.05, 1.2, 1.4]
 
@@ -67,20 +66,18 @@ def test_ctrl_c_at_any_moment_of_a_plain_pytest_run_exits_2(tmp_path):
 # KeyboardInterrupt traceback from an import (socket, argparse, the assertion rewriter) came at
 # 0.02-0.15 s, one of them with exit 1.
 BUILD_START_STAGGER_S = [0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3]
+# A forked build reaches its pytest session within about 0.3 s, where a Ctrl-C is pytest's own interrupt report.
+FORKED_START_STAGGER_S = [0.0, 0.01, 0.03, 0.06]
 
 
 def build_started(proc: subprocess.Popen[str]) -> bool:
-    try:
-        children = psutil.Process(proc.pid).children()
-    except psutil.Error:
-        return False
-    return any("--gpubench-build" in " ".join(child.cmdline()) for child in children)
+    return bool(build_processes(proc.pid))
 
 
-def interrupted_gpubench_run(tmp_path: Path, delay_s: float) -> tuple[int, str]:
+def interrupted_gpubench_run(tmp_path: Path, delay_s: float, *how: str) -> tuple[int, str]:
     """(exit code, output) of `gpubench run` given a terminal's Ctrl-C `delay_s` after its build process started."""
     proc = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--no-report",
-                             f"--results-dir={tmp_path}", "--run-id=r", "-k", "matmul and fp32-n64"],
+                             f"--results-dir={tmp_path}", "--run-id=r", "-k", "matmul and fp32-n64", *how],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads
     deadline = time.monotonic() + 60
@@ -93,9 +90,11 @@ def interrupted_gpubench_run(tmp_path: Path, delay_s: float) -> tuple[int, str]:
 
 
 @pytest.mark.process
-def test_ctrl_c_while_a_build_process_starts_is_one_line_and_exit_130(tmp_path):
-    for index, delay_s in enumerate(BUILD_START_STAGGER_S):
-        code, out = interrupted_gpubench_run(tmp_path / str(index), delay_s)
+@pytest.mark.parametrize(("how", "stagger_s"), [(("--no-fork",), BUILD_START_STAGGER_S), ((), FORKED_START_STAGGER_S)],
+                         ids=["fresh-interpreter", "forked"])
+def test_ctrl_c_while_a_build_process_starts_is_one_line_and_exit_130(tmp_path, how, stagger_s):
+    for index, delay_s in enumerate(stagger_s):
+        code, out = interrupted_gpubench_run(tmp_path / str(index), delay_s, *how)
         assert "Traceback" not in out and "KeyboardInterrupt" not in out, (delay_s, out[-2000:])
         assert code == 130, (delay_s, out[-2000:])
         assert out.strip().splitlines()[-1] == f"gpubench: interrupted: 0 rows kept in {tmp_path / str(index) / 'r.csv'} (each whole); " \

@@ -16,7 +16,7 @@ from runs import (
     run_bench,
 )
 
-from harness.processes.launch import read_build_count
+from harness.processes.protocol import last_answer
 from harness.records.results import read_rows
 from harness.records.schema import COLUMNS, REQUIRED_COLUMNS
 
@@ -351,13 +351,15 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     tiny.makepyfile(bench_one=ONE_BUILD_BENCH)
 
     def reported(*args: str) -> int | None:
-        """The build count the collection writes to the pipe gpubench run hands it."""
+        """The build count the collection answers over the pipe gpubench run hands it."""
         read_fd, write_fd = os.pipe()
         subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py",
-                        "--collect-only", "-q", f"--gpubench-report-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
+                        "--collect-only", "-q", f"--gpubench-answer-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
                        capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
         os.close(write_fd)
-        return read_build_count(read_fd)
+        with os.fdopen(read_fd, "rb") as pipe:
+            answer = last_answer(pipe.read())
+        return answer.builds if answer is not None else None
 
     assert reported() == 2
     assert reported("-k", "test_one") == 1

@@ -244,12 +244,13 @@ def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
 
     from harness.commands.budget_builds import WithinBudget
     from harness.processes.launch import Completed, Job
+    from harness.processes.protocol import BuildPlan
 
     started = []
 
     class Inner:
         def run(self, job):
-            started.append(job.argv[-1])
+            started.append(job.plan.build)
             return Completed(0)
 
     writer = ResultsWriter(tmp_path, "r")
@@ -259,12 +260,14 @@ def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
                        "cuda_version": "", "workload": "matmul", "case_id": case_id, "status": status, "reason": "",
                        "build": 0, "builds": builds})
     writer.close()
-    job = lambda build: Job(["python", f"--gpubench-build={build}"])  # noqa: E731
+    def job(build):
+        return Job(["python"], plan=BuildPlan(build, [], []))
+
     WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv").run(job(1))
-    assert started == ["--gpubench-build=1"]  # the fp32-n128 case has a second build, and there is time
+    assert started == [1]  # the fp32-n128 case has a second build, and there is time
     spent = WithinBudget(Inner(), time.time() - 1, tmp_path / "r.csv")
     spent.run(job(0)), spent.run(job(1)), spent.run(job(2))
-    assert started[1:] == ["--gpubench-build=0"] and spent.notes() == [
+    assert started[1:] == [0] and spent.notes() == [
         "budget: build(s) 2, 3 of each case not started (the budget was spent, or every case was skipped in its first "
         "build) — raise --budget for more builds"]
     nothing_left = WithinBudget(Inner(), time.time() + 60, tmp_path / "r.csv")

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from runs import REPO, cmdlines, gpubench_run
+from runs import REPO, build_processes, cmdlines, gpubench_run
 
 from harness.processes import launch
+from harness.processes.build_runs import BuildsOutcome, run_builds
 from harness.processes.launch import Completed, Job, ProcessLauncher, signal_death
+from harness.processes.protocol import BuildAnswer
 from harness.records.results import count_rows, read_rows
 
 
@@ -40,7 +42,7 @@ def test_a_build_process_killed_with_sigkill_is_named_with_the_rows_kept(tmp_pat
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None and not (csv_path.exists() and count_rows(csv_path) >= 1):
         time.sleep(0.1)
-    (build,) = [child for child in psutil.Process(proc.pid).children() if "--gpubench-build" in " ".join(child.cmdline())]
+    (build,) = build_processes(proc.pid)
     build.kill()  # as kill -9, or the kernel's out-of-memory killer under a memory cap
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGKILL, err[-2000:]
@@ -216,12 +218,12 @@ def test_sigint_to_this_process_alone_reaches_the_build():
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler again afterwards
 
 
-def guarded_builds(launcher: ProcessLauncher) -> launch.BuildsOutcome:
+def guarded_builds(launcher: ProcessLauncher) -> BuildsOutcome:
     """run_builds over one self-stopping build; freed after 20 s (the old launcher waited for good)."""
     guard = threading.Timer(20, end_children)
     guard.start()
     try:
-        return launch.run_builds(launcher, lambda build: [sys.executable, "-c", STOPS_ITSELF], None, (2, 3, 4))
+        return run_builds(launcher, lambda build, builds: Job([sys.executable, "-c", STOPS_ITSELF], hold_sigint=True), (2, 3, 4))
     finally:
         guard.cancel()
 
@@ -254,7 +256,7 @@ def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> su
     seen: set[int] = set()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and len(seen) < builds:
-        seen |= {child.pid for child in psutil.Process(proc.pid).children() if "--gpubench-build" in " ".join(cmdlines([child]))}
+        seen |= {child.pid for child in build_processes(proc.pid)}
         time.sleep(0.02)
     return proc
 
@@ -284,16 +286,14 @@ def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tm
 
 @dataclass
 class ExitsWith:
-    """A launcher whose builds exit with the given codes; the first reports `builds` over its pipe, as pytest's collection does."""
+    """A launcher whose builds exit with the given codes; each answers `builds`, as pytest's collection does."""
     codes: list[int]
     builds: int = 3
     started: int = 0
 
     def run(self, job: Job) -> Completed:
-        if job.pass_fds:
-            os.write(job.pass_fds[0], json.dumps({"builds": self.builds}).encode())
         self.started += 1
-        return Completed(self.codes[self.started - 1])
+        return Completed(self.codes[self.started - 1], answer=BuildAnswer(self.started - 1, self.builds))
 
 
 @pytest.mark.parametrize(("codes", "code", "note"), [
@@ -305,12 +305,12 @@ class ExitsWith:
 ])
 def test_a_later_build_that_stops_the_run_is_named(codes, code, note):
     launcher = ExitsWith(codes)
-    outcome = launch.run_builds(launcher, lambda build: ["build"], None, (2, 3, 4))
+    outcome = run_builds(launcher, lambda build, builds: Job(["build"]), (2, 3, 4))
     assert (outcome.code, outcome.stopped, outcome.cut_short, launcher.started) == (code, True, note, 2)
 
 
 def test_the_first_builds_usage_error_stays_pytests_one_line():
-    outcome = launch.run_builds(ExitsWith([4]), lambda build: ["build"], None, (2, 3, 4))
+    outcome = run_builds(ExitsWith([4]), lambda build, builds: Job(["build"]), (2, 3, 4))
     assert (outcome.code, outcome.notes, outcome.cut_short) == (4, [], "")
 
 

@@ -23,7 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
+from collections.abc import Callable
 
 from harness.processes.launch import (
     NO_TESTS,
@@ -73,8 +74,8 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
 
 # The session's own options: a side that set one would write elsewhere or under another name, and
 # the pairs it measured could not be found to judge.
-SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds",
-                   "--gpubench-report-fd", "--gpubench-cases")
+SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds", "--gpubench-answer-fd",
+                   "--gpubench-output-tag", "--gpubench-cases", "--gpubench-deadline")
 
 
 def side_args(args: list[str], flag: str) -> list[str]:
@@ -148,34 +149,15 @@ def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:
     return sides[0], sides[1]
 
 
-# pytest-benchmark's output files: every build process of both sides would write the same one.
-OUTPUT_FLAGS = {"--benchmark-json": lambda value, tag: f"{Path(value).with_suffix('')}.{tag}.json",
-                "--benchmark-save": lambda value, tag: f"{value}-{tag}"}
-
-
-def per_build_outputs(argv: list[str], tag: str) -> list[str]:
-    """--benchmark-json X.json -> X.A-b3.json, --benchmark-save NAME -> NAME-A-b3 (tag "A-b3"):
-    one file per side and build, as `gpubench run` names one per build."""
-    out: list[str] = []
-    for index, arg in enumerate(argv):
-        flag, sep, value = arg.partition("=")
-        if index and argv[index - 1] in OUTPUT_FLAGS:
-            out.append(OUTPUT_FLAGS[argv[index - 1]](arg, tag))
-        elif sep and flag in OUTPUT_FLAGS:
-            out.append(f"{flag}={OUTPUT_FLAGS[flag](value, tag)}")
-        else:
-            out.append(arg)
-    return out
-
-
 def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
     """The pytest command of one build of one side. The config file is named: pytest otherwise
     finds it from the common folder of every existing path on the command line, and an existing
     --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
     config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
-    # the session's verdict table is the one to read: a pytest-benchmark table per build was 2 x pairs walls of numbers
-    quiet = [] if "--benchmark-verbose" in pytest_args else ["--benchmark-quiet"]
-    return [side.python, "-m", "harness.processes.build_main", *config, *per_build_outputs(pytest_args, f"{side.name}-b{build}"), *quiet, *side.args,
+    # One file per side and build: the build tags the user's --benchmark-json X.json -> X.A-b3.json and
+    # --benchmark-save NAME -> NAME-A-b3 (harness.pytest_plugin.build_answer), as gpubench run's builds do.
+    # The session's verdict table is the one to read: pytest_args asks each build for no table of its own.
+    return [side.python, "-m", "harness.processes.build_main", *config, *pytest_args, *side.args, f"--gpubench-output-tag={side.name}-b{build}",
             f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
 
 

@@ -13,9 +13,6 @@ from typing import Any
 
 from harness.processes.launch import Completed, Job, Launcher
 
-BUILD_FLAG = "--gpubench-build="
-
-
 def run_deadline_s(args: argparse.Namespace) -> float | None:
     """The run's end by the wall clock under a budget (--budget, else the profile's); None without
     one. A bad value is left to the build process, which names it in one line."""
@@ -32,10 +29,6 @@ def run_deadline_s(args: argparse.Namespace) -> float | None:
 
 def deadline_args(deadline_s: float | None) -> list[str]:
     return [] if deadline_s is None else [f"--gpubench-deadline={deadline_s!r}"]
-
-
-def build_of(argv: list[str]) -> int:
-    return next((int(arg[len(BUILD_FLAG):]) for arg in argv if arg.startswith(BUILD_FLAG)), 0)
 
 
 def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
@@ -85,7 +78,7 @@ class WithinBudget:
         return time.time() + startup_s(rows, self.launched_s) < self.deadline_s and cases_left_for(rows, build)
 
     def run(self, job: Job) -> Completed:
-        build = build_of(job.argv)
+        build = job.plan.build if job.plan is not None else 0
         if build == 0:
             self.launched_s = time.time()
         return self.inner.run(job) if self.starts(build) else Completed(0)

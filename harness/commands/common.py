@@ -18,16 +18,21 @@ def fail(message: str, code: int = ExitCode.ERROR) -> int:
     return int(code)
 
 
-def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+def suite_options(args: argparse.Namespace) -> list[str]:
+    """gpubench's own part of a build's pytest command line: the suite, its configuration, the run options,
+    timed cases only (unless the user's --benchmark-disable says otherwise, which the build's plugin reads)."""
     from harness.core.options import to_pytest_argv
 
-    only = [] if "--benchmark-disable" in extra else ["--benchmark-only"]  # the two exclude each other in pytest-benchmark
     # The config file named, not found: pytest looks for it from the common folder of every existing
     # path on the command line, and an existing --benchmark-json outside the checkout made that "/"
     # (no config, no conftest, 0 cases).
-    return [str(BENCHES), *only, "-v", f"--rootdir={SUITE_ROOT}", f"--config-file={SUITE_ROOT / 'pyproject.toml'}", "-p", "no:cacheprovider",
-            *to_pytest_argv(args), *extra]
+    return [str(BENCHES), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
+            f"--config-file={SUITE_ROOT / 'pyproject.toml'}", "-p", "no:cacheprovider", *to_pytest_argv(args)]
 
+
+def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """A build's whole pytest command line: gpubench's options, then the user's (`extra`) untouched."""
+    return [*suite_options(args), *extra]
 
 
 def count_rows_safely(csv_path: Path) -> int:

@@ -6,9 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.commands.common import BENCHES, count_rows_safely, fail, pytest_args, report_after_run, resolve_store
+from harness.commands.common import BENCHES, count_rows_safely, fail, report_after_run, resolve_store, suite_options
 from harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
+from harness.processes.protocol import BuildPlan
+
+if TYPE_CHECKING:
+    from harness.processes.launch import ProcessLauncher
 
 PASSES_PYTEST_ARGS = True
 
@@ -17,9 +22,12 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
     from harness.core.options import add_to_parser
 
     run = sub.add_parser("run", help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
-                         description="Runs the suite through pytest-benchmark. Arguments gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json out.json).")
+                         description="Runs the suite through pytest-benchmark, one process per build. Arguments gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json out.json).")
     add_to_parser(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
+    run.add_argument("--no-fork", action="store_true",
+                     help="start each build as a fresh interpreter (about 2.5 s of imports each) "
+                          "instead of forking it from a process that imported torch once")
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
@@ -28,89 +36,61 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     return cmd_run(args, extra)
 
 
-def per_build_args(extra: list[str], build: int) -> list[str]:
-    """pytest-benchmark's output files get one name per build process (else each would overwrite
-    the last): --benchmark-json X -> X.b<k>.json, --benchmark-save NAME -> NAME-b<k>."""
-    if build == 0:
-        return extra
-    out, suffix = [], {"--benchmark-json": lambda v: f"{Path(v).with_suffix('')}.b{build}.json", "--benchmark-save": lambda v: f"{v}-b{build}"}
-    pending: str | None = None
-    for arg in extra:
-        if pending:
-            out.append(suffix[pending](arg))
-            pending = None
-        elif arg in suffix:
-            out.append(arg)
-            pending = arg
-        elif "=" in arg and arg.split("=", 1)[0] in suffix:
-            flag, value = arg.split("=", 1)
-            out.append(f"{flag}={suffix[flag](value)}")
-        else:
-            out.append(arg)
-    return out
+def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build: int, builds: int | None,
+               internal: list[str] = ()) -> BuildPlan:
+    """Build k's plan: the user's pytest arguments untouched (the build tags its output files, through
+    pytest's parsed options: X.json -> X.b<k>.json, NAME -> NAME-b<k>); pytest-benchmark's JSON in the
+    scratch folder when the user names none, so the run prints one table from all builds."""
+    micro_only = bool(getattr(args, "micro_only", False))
+    return BuildPlan(build, list(extra), [*suite_options(args), *internal], builds, output_tag=f"b{build}" if build else "",
+                     table_json=str(scratch / f"build-{build}.json"), micro_only=micro_only)
 
 
-def benchmark_json_of(argv: list[str]) -> str | None:
-    """The --benchmark-json file named in a pytest argv, if any (the last one counts, as in argparse)."""
-    found = None
-    for index, arg in enumerate(argv):
-        if arg.startswith("--benchmark-json="):
-            found = arg.split("=", 1)[1]
-        elif arg == "--benchmark-json" and index + 1 < len(argv):
-            found = argv[index + 1]
-    return found
+def build_launcher(args: argparse.Namespace) -> ProcessLauncher:
+    """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed
+    with -9, nobody would read what it measures)."""
+    from harness.processes.forked import ForkLauncher
+    from harness.processes.launch import ProcessLauncher, stopped_limit_s
+    from harness.processes.lifetime import STOP_WITH_ENV
 
-
-def build_table_args(extra: list[str], build: int, scratch: Path) -> list[str]:
-    """A build process prints no pytest-benchmark table (--benchmark-quiet) and writes its JSON, to
-    the user's per-build file or the run's scratch folder: the run prints one table from them."""
-    argv = per_build_args(extra, build)
-    own_json = [] if benchmark_json_of(argv) else [f"--benchmark-json={scratch / f'build-{build}.json'}"]
-    return [*argv, "--benchmark-quiet", *own_json]
+    kind = ProcessLauncher if getattr(args, "no_fork", False) else ForkLauncher
+    return kind(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
 
 
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
-    """One pytest process per build (harness.processes.launch.run_builds), each dying with this one; then
+    """One pytest process per build (harness.processes.build_runs.run_builds), each dying with this one; then
     one pytest-benchmark table for the whole run."""
-    import os
     import shutil
     import tempfile
 
     from harness.commands.bench_table import print_one_table
     from harness.commands.budget_builds import WithinBudget, deadline_args, run_deadline_s
-    from harness.processes.launch import ProcessLauncher, python_module, stopped_limit_s
-    from harness.processes.launch import run_builds as launch_builds
-    from harness.processes.lifetime import (
-        STOP_WITH_ENV,
-        adopt_orphans,
-        run_folder_prefix,
-        sweep_dead_run_folders,
-    )
+    from harness.processes.build_runs import run_builds as launch_builds
+    from harness.processes.launch import Job, python_module
+    from harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
-    argvs: list[list[str]] = []
     deadline_s = run_deadline_s(args)  # --budget: every build process shares the run's one end
-    deadline = deadline_args(deadline_s)
     csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
 
-    def argv_for(build: int) -> list[str]:
-        argvs.append(python_module("harness.processes.build_main", *pytest_args(args, build_table_args(extra, build, scratch)),
-                                   f"--gpubench-build={build}", *deadline))
-        return argvs[-1]
+    def job_for(build: int, builds: int | None) -> Job:
+        plan = build_plan(args, extra, scratch, build, builds, deadline_args(deadline_s))
+        return Job(python_module("harness.processes.build_main"), dict(os.environ), hold_sigint=True, plan=plan)
 
     def announce(build: int, builds: int) -> None:
         if build and (budgeted is None or budgeted.starts(build)):
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
-    # a local fleet's job: its fleet gone (kill -9), nobody would read what it measures
-    launcher = ProcessLauncher(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
+    launcher = build_launcher(args)
     budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
     try:
-        outcome = launch_builds(budgeted or launcher, argv_for, dict(os.environ), BUILD_STOPS, announce)
-        print_one_table([Path(name) for name in map(benchmark_json_of, argvs) if name], verbose="--benchmark-verbose" in extra)
+        outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce)
+        tables = [Path(answer.benchmark_json) for answer in outcome.answers if answer.benchmark_json]
+        print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
     finally:
+        getattr(launcher, "close", lambda: None)()
         shutil.rmtree(scratch, ignore_errors=True)
     for note in outcome.notes + (budgeted.notes() if budgeted is not None else []):
         print(f"gpubench: {note}", file=sys.stderr)
@@ -122,47 +102,15 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     return outcome.code
 
 
-def timer_problem(extra: list[str]) -> str | None:
-    """pytest-benchmark loads --benchmark-timer while parsing arguments, with a traceback when it
-    cannot: check it here first, for one line."""
-    import importlib
-
-    for index, arg in enumerate(extra):
-        name = arg.split("=", 1)[1] if arg.startswith("--benchmark-timer=") else extra[index + 1] if arg == "--benchmark-timer" and index + 1 < len(extra) else None
-        if name is None:
-            continue
-        module, _, attr = name.rpartition(".")
-        try:
-            getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError, ValueError) as error:
-            return f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as time.perf_counter"
-    return None
-
-
 # --device cuda:all: the micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck,
-# speedup) on each visible GPU in turn, one run per GPU, then one report that sets the GPUs side by side.
+# speedup) on each visible GPU in turn, one run per GPU, then one report that sets the GPUs side by side;
+# each build selects them itself (harness.pytest_plugin.build_answer.MICRO_MARKEXPR and-ed with the user's -m).
 ALL_GPUS = "cuda:all"
-MICRO_MARKEXPR = "not slow and not training and not distributed"
-
-
-def micro_only(extra: list[str]) -> list[str]:
-    """`extra` with its -m expression (if any) and-ed with the micro cases' markers."""
-    out, user, skip = [], None, False
-    for index, arg in enumerate(extra):
-        if skip:
-            skip = False
-        elif arg == "-m" and index + 1 < len(extra):
-            user, skip = extra[index + 1], True
-        elif arg.startswith("-m") and len(arg) > 2 and not arg.startswith("--"):
-            user = arg[2:].lstrip("=")
-        else:
-            out.append(arg)
-    return [*out, "-m", f"({user}) and ({MICRO_MARKEXPR})" if user else MICRO_MARKEXPR]
 
 
 def per_gpu_runs(args: argparse.Namespace, extra: list[str], count: int) -> list[tuple[argparse.Namespace, list[str]]]:
     """One `gpubench run` per GPU: --device cuda:i, run id `<run_id>-cuda<i>`, micro cases only, no report of its own."""
-    return [(argparse.Namespace(**{**vars(args), "device": f"cuda:{i}", "run_id": f"{args.run_id}-cuda{i}", "no_report": True}), micro_only(extra))
+    return [(argparse.Namespace(**{**vars(args), "device": f"cuda:{i}", "run_id": f"{args.run_id}-cuda{i}", "no_report": True, "micro_only": True}), extra)
             for i in range(count)]
 
 
@@ -176,7 +124,7 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
     args.run_id = args.run_id or new_run_id()
     code, csvs = 0, []
     for one, one_extra in per_gpu_runs(args, extra, count):
-        print(f"gpubench: {one.device} ({one.run_id}), micro cases: -m '{one_extra[-1]}'", flush=True)
+        print(f"gpubench: {one.device} ({one.run_id}), micro cases only", flush=True)
         one_code = cmd_run(one, one_extra)
         csvs += [p for p in [Path(args.results_dir) / f"{one.run_id}.csv"] if p.exists()]
         code = code or one_code
@@ -197,7 +145,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     stop_with = os.environ.get(STOP_WITH_ENV, "")  # a local fleet's: which process's end stops the run
     # a tiny ulimit fails inside pytest or torch with no line of ours
-    problem = timer_problem(extra) or limits_problem() or (token_problem(stop_with) if stop_with else None)
+    problem = limits_problem() or (token_problem(stop_with) if stop_with else None)
     if problem:
         return fail(problem, code=ExitCode.REFUSED)
     if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest

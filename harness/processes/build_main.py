@@ -1,5 +1,9 @@
-"""The entry of a build process (`python -m harness.processes.build_main <pytest arguments>`), as `gpubench
-run` and `gpubench ab` start one: pytest's command line with Ctrl-C held from the first line.
+"""The entry of a build process, with Ctrl-C held from the first line. Two forms:
+
+- `python -m harness.processes.build_main --plan-fd=R --answer-fd=W`: `gpubench run`'s builds. The plan
+  (harness.processes.protocol.BuildPlan) comes over pipe R; the answer goes back over pipe W. A build a
+  fork server starts (harness.pytest_plugin.fork_server) enters at `run_from_fds` the same way.
+- `python -m harness.processes.build_main <pytest arguments>`: pytest's command line (`gpubench ab`'s builds).
 
 The launcher starts it with SIGINT blocked (harness.processes.launch.ProcessLauncher): a Ctrl-C that comes
 while the interpreter starts stays pending until the handler below is in, and one that comes
@@ -8,21 +12,85 @@ while pytest, its plugins and torch import is held, then raised at the session's
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 
-from harness.core.exits import BUILD_INTERRUPTED
+from harness.core.exits import BUILD_INTERRUPTED, ExitCode
 from harness.processes.lifetime import HELD_INTERRUPT
+from harness.processes.protocol import BuildPlan, ProtocolError, read_plan
+
+
+def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
+    """pytest's command line for a plan: gpubench's options, the user's arguments untouched, then the
+    build's own (harness.pytest_plugin.build_options applies them through pytest's parsed options)."""
+    tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
+    table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
+    micro = ["--gpubench-micro-only"] if plan.micro_only else []
+    return [
+        *plan.options,
+        *plan.pytest_args,
+        f"--gpubench-build={plan.build}",
+        f"--gpubench-answer-fd={answer_fd}",
+        *tags,
+        *table,
+        *micro,
+    ]
+
+
+def timer_problem(pytest_args: list[str]) -> str | None:
+    """pytest-benchmark loads --benchmark-timer while pytest parses its arguments, with a traceback when
+    it cannot: the name is read with argparse first and checked here, for one line."""
+    import importlib
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--benchmark-timer")
+    name = parser.parse_known_args(pytest_args)[0].benchmark_timer
+    if name is None:
+        return None
+    module, _, attr = name.rpartition(".")
+    try:
+        getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as error:
+        return f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as time.perf_counter"
+    return None
+
+
+def run_pytest(args: list[str]) -> int:
+    """pytest over `args` as this process's command: it leaves with the session's status (HeldInterrupt)."""
+    import pytest
+
+    if problem := timer_problem(args):
+        print(f"gpubench: error: {problem}", file=sys.stderr, flush=True)
+        return int(ExitCode.REFUSED)
+    HELD_INTERRUPT.owns_process = True
+    code = int(pytest.main(args))  # no extra plugins: the plugin comes from the suite's configuration
+    # a Ctrl-C held while pytest never reached its session (a usage error first) is still an interrupt
+    return BUILD_INTERRUPTED if HELD_INTERRUPT.pending and code in (0, 1, 5) else code
+
+
+def run_from_fds(plan_fd: int, answer_fd: int) -> int:
+    try:
+        plan = read_plan(plan_fd)
+    except (OSError, ProtocolError) as error:
+        print(
+            f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run",
+            file=sys.stderr,
+        )
+        return int(ExitCode.INTERNAL)
+    return run_pytest(pytest_args_of(plan, answer_fd))
 
 
 def main() -> int:
     HELD_INTERRUPT.hold()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C arrives here, held
-    import pytest
-
-    code = int(pytest.main())  # pytest's own command line: sys.argv[1:], no extra plugins
-    # a Ctrl-C held while pytest never reached its session (a usage error first) is still an interrupt
-    return BUILD_INTERRUPTED if HELD_INTERRUPT.pending and code in (0, 1, 5) else code
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    own.add_argument("--plan-fd", type=int)
+    own.add_argument("--answer-fd", type=int)
+    fds = own.parse_known_args(sys.argv[1:])[0]
+    if fds.plan_fd is None or fds.answer_fd is None:
+        return run_pytest(sys.argv[1:])
+    return run_from_fds(fds.plan_fd, fds.answer_fd)
 
 
 if __name__ == "__main__":

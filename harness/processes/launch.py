@@ -6,13 +6,11 @@
   when it outlives its timeout or when the job's watch (polled every second) names a rank that
   stopped responding.
 
-`run_builds` runs the suite as one process per build on any of them: build k of every case in
-process k, the first process reporting over a pipe how many builds the selection needs.
+`harness.processes.build_runs` runs the suite as one process per build on any of them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -35,6 +33,7 @@ from harness.processes.lifetime import (
     process_state,
     token_alive,
 )
+from harness.processes.protocol import BuildAnswer, BuildPlan, Channel
 
 KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
@@ -50,6 +49,7 @@ class Job:
     # responding ...') kills the launch with its ranks. ProcessLauncher does not watch.
     watch: Callable[[], str] | None = None
     hold_sigint: bool = False  # ProcessLauncher: the child is harness.processes.build_main, which unblocks SIGINT itself
+    plan: BuildPlan | None = None  # ProcessLauncher: sent to harness.processes.build_main, whose answer comes back
 
 
 @dataclass
@@ -60,6 +60,7 @@ class Completed:
     timed_out: bool = False
     stalled: str = ""  # the watch's answer when it ended the launch (ProcessLauncher: why it killed the build)
     signal: int = 0  # ProcessLauncher: the first signal this process got and passed on during the launch
+    answer: BuildAnswer | None = None  # ProcessLauncher: what a planned build answered (None: it died first)
 
 
 class Launcher(Protocol):
@@ -79,7 +80,27 @@ class ProcessLauncher:
     stopped_limit_s: float | None = None
     stop_with: str = ""
 
+    def kept_pids(self) -> set[int]:
+        """Children of this process the launcher keeps between builds (none here): never a build's stray."""
+        return set()
+
     def run(self, job: Job) -> Completed:
+        channel = Channel(job.plan).open() if job.plan is not None else None
+        try:
+            done = self.run_watched(lambda: self.start(job, channel))
+        finally:
+            answer = channel.answer() if channel is not None else None
+        return replace(done, answer=answer)
+
+    def start(self, job: Job, channel: Channel | None) -> BuildHandle:
+        own = channel.build_args() if channel is not None else []
+        fds = channel.child_fds if channel is not None else ()
+        child = subprocess.Popen([*job.argv, *own], env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=(*job.pass_fds, *fds))
+        if channel is not None:
+            channel.handed_over()
+        return PlainBuild(child)
+
+    def run_watched(self, start: Callable[[], BuildHandle]) -> Completed:
         # the handlers go in before the build starts: a signal while Popen forks and execs (the build
         # already visible, Popen not yet returned) waits in `early` and is passed on once it can be
         early: list[int] = []
@@ -90,7 +111,7 @@ class ProcessLauncher:
         child = None
         known = child_pids() if adopting() else None  # under adopt_orphans: what the build leaves is killed after it
         try:
-            child = subprocess.Popen(job.argv, env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=job.pass_fds)
+            child = start()
             watch = BuildWatch(child, self.stopped_limit_s, self.stop_with)
             for signum in early:
                 watch.signalled(signum)
@@ -98,10 +119,10 @@ class ProcessLauncher:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if child is not None and child.poll() is None:  # this process is leaving (an exception): its build goes with it
-                kill_group(child.pid)
+            if child is not None and child.running():  # this process is leaving (an exception): its build goes with it
+                child.kill_group()
             if known is not None:
-                kill_adopted(known | ({child.pid} if child is not None else set()), "the build process")
+                kill_adopted(known | self.kept_pids() | ({child.pid} if child is not None else set()), "the build process")
 
 
 # Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
@@ -134,11 +155,47 @@ def build_preexec(hold_sigint: bool) -> Callable[[], None]:
     return preexec
 
 
+class BuildHandle(Protocol):
+    """A started build as ProcessLauncher watches it: its own child, or a fork server's (harness.processes.forked)."""
+
+    pid: int
+
+    def send_signal(self, signum: int) -> None: ...
+    def ended(self, within_s: float) -> bool: ...  # ended, not yet reaped: its group id still names its group
+    def kill_group(self) -> None: ...
+    def wait(self) -> int: ...  # its exit code, negative for a signal's death
+    def running(self) -> bool: ...
+
+
+@dataclass
+class PlainBuild:
+    child: subprocess.Popen[str]
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    def send_signal(self, signum: int) -> None:
+        self.child.send_signal(signum)
+
+    def ended(self, within_s: float) -> bool:
+        return ended_unreaped(self.child.pid, within_s)
+
+    def kill_group(self) -> None:
+        kill_group(self.child.pid)
+
+    def wait(self) -> int:
+        return self.child.wait()
+
+    def running(self) -> bool:
+        return self.child.poll() is None
+
+
 @dataclass
 class BuildWatch:
     """One build process as ProcessLauncher waits for it: the signals passed on, since when it is stopped."""
 
-    child: subprocess.Popen[str]
+    child: BuildHandle
     stopped_limit_s: float | None
     stop_with: str = ""
     stop_with_checked_s: float = 0.0
@@ -166,12 +223,12 @@ class BuildWatch:
 
     def wait(self) -> Completed:
         while True:
-            if ended_unreaped(self.child.pid, POLL_S):  # its group id cannot name another group yet
-                kill_group(self.child.pid)  # what it left behind in its group (a wrapper's background process)
+            if self.child.ended(POLL_S):  # its group id cannot name another group yet
+                self.child.kill_group()  # what it left behind in its group (a wrapper's background process)
                 return self._completed(self.child.wait(), "")
             why = self._why_end()
             if why:
-                kill_group(self.child.pid)
+                self.child.kill_group()
                 return self._completed(self.child.wait(), why)
 
     def _why_end(self) -> str:
@@ -253,16 +310,6 @@ def stopped_limit_s(profile: str) -> float:
     return STOPPED_LIMIT_S.get(str(profile), STOPPED_LIMIT_S["full"])
 
 
-@dataclass
-class BuildsOutcome:
-    code: int  # the worst exit code, or the one that stopped the run
-    builds: int
-    stopped: bool = False
-    notes: list[str] = field(default_factory=list)
-    died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
-    cut_short: str = ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4 (...)'
-
-
 def signal_death(code: int) -> str:
     """How a process a signal ended died: 'SIGKILL (...)' from its exit code (-9, or a shell's 137), '' if not."""
     signum = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else 0
@@ -273,25 +320,6 @@ def signal_death(code: int) -> str:
     hints = {"SIGKILL": "kill -9, or the kernel's out-of-memory killer under a memory cap: see dmesg",
              "SIGABRT": "an abort, often an allocation refused under a memory cap (ulimit -v)", "SIGSEGV": "a crash in native code"}
     return f"{name} ({hints[name]})" if name in hints else name
-
-
-def read_build_count(fd: int) -> int | None:
-    """The count the first build wrote into the pipe `fd`, read once that build has ended, without
-    waiting for the pipe's end: a process it left behind may hold the pipe open as long as it lives."""
-    os.set_blocking(fd, False)
-    data = b""
-    try:
-        while chunk := os.read(fd, 65536):
-            data += chunk
-    except BlockingIOError:  # nothing more: all the ended build wrote
-        pass
-    finally:
-        os.close(fd)
-    text = data.decode(errors="replace").strip()
-    try:
-        return int(json.loads(text.splitlines()[-1])["builds"]) if text else None
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 @dataclass
@@ -315,66 +343,6 @@ def stop_requests() -> Iterator[StopRequest]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def signal_exit(signum: int) -> int:
-    """The exit code a signal to the run means: 2 for SIGINT (pytest's interrupted; gpubench run says 130), else 128 + N."""
-    return 2 if signum == signal.SIGINT else 128 + signum
-
-
-def run_builds(launcher: Launcher, argv_for: Callable[[int], list[str]], env: dict[str, str] | None, stop_codes: tuple[int, ...],
-               on_build: Callable[[int, int], None] = lambda build, builds: None) -> BuildsOutcome:
-    """Build k of every case in process k (pyperf's lesson: separate processes sample memory
-    layout, thread placement and another moment of the machine). The first process's collection
-    writes the selection's build count to a pipe (--gpubench-report-fd)."""
-    worst, builds, build = 0, 1, 0
-    with stop_requests() as request:
-        while build < builds:
-            if request.signum:  # arrived between two builds: start no other
-                return BuildsOutcome(signal_exit(request.signum), builds, True, [f"{signal_name(request.signum)} received: no build started after it"])
-            on_build(build, builds)
-            read_fd, write_fd = os.pipe() if build == 0 else (None, None)
-            argv = argv_for(build) + ([f"--gpubench-report-fd={write_fd}"] if write_fd is not None else [])
-            try:
-                done = launcher.run(Job(argv, env, pass_fds=(write_fd,) if write_fd is not None else (), hold_sigint=True))
-            finally:
-                if write_fd is not None:
-                    os.close(write_fd)
-            count = read_build_count(read_fd) if read_fd is not None else None
-            request.signum = request.signum or done.signal
-            if done.code == NO_TESTS and build == 0 and not request.signum:
-                return BuildsOutcome(done.code, 0, True, ["no case matched the selection (-k/-m): nothing was run"])
-            if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
-                builds = min(MAX_BUILDS, max(1, count))
-            outcome = build_outcome(done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0)
-            if outcome is not None:  # an earlier build's failed case still counts: exit 1, not a later build's 0
-                return replace(outcome, code=max(outcome.code, worst))
-            worst = max(worst, done.code if done.code != NO_TESTS else 0)
-            build += 1
-    return BuildsOutcome(worst, builds)
-
-
-# A later build's stop, named (the first build's usage error is pytest's one ERROR line, enough alone).
-LATER_STOPS = {3: "an internal error, above", 4: "a usage error, above",
-               NO_TESTS: "it selected no case, though the first build's collection asked for more builds"}
-
-
-def build_outcome(done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False) -> BuildsOutcome | None:
-    """How one build's end ends the run, or None when the next build starts."""
-    code = done.code
-    if signum:  # this process got a signal: the run stops after this build, whatever it exited with
-        notes = [f"{where} {done.stalled}"] if done.stalled else []
-        return BuildsOutcome(signal_exit(signum), builds, True, notes)
-    if done.stalled:  # ProcessLauncher killed it: stopped for too long
-        return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
-    if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
-        return BuildsOutcome(code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}")
-    if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
-        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True,
-                             cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started")
-    if code in stop_codes:
-        return BuildsOutcome(code, builds, True)
-    return None
 
 
 def signal_name(signum: int) -> str:

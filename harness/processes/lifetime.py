@@ -264,6 +264,7 @@ class HeldInterrupt:
     def __init__(self) -> None:
         self.pending = False
         self.previous: object = None
+        self.owns_process = False  # pytest runs as this process's command (a build): it leaves through exit_process
 
     def __call__(self, signum: int, frame: object) -> None:
         self.pending = True

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.core.options import RUN_OPTIONS
+from harness.pytest_plugin.build_answer import add_build_options
 
 if TYPE_CHECKING:
     from harness.pytest_plugin.run_state import RunState
@@ -24,13 +25,10 @@ ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE = (f"harness.pytest_plugin.{name}" for
 TIMER = "harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
 # `gpubench run` starts one pytest process per build and names the build here, and the pipe its
 # first process reports the selection's build count on.
-INTERNAL = (("--gpubench-build", dict(type=int, default=None, dest="gpubench_build",
-                                      help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)")),
-            ("--gpubench-report-fd", dict(type=int, default=None, dest="gpubench_report_fd", help=argparse.SUPPRESS)),
-            # `gpubench ab --budget` names the cases still undecided, a case id a line; the others get no more builds
-            ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)),
-            # the run's end by the wall clock (--budget): gpubench run gives every build process the same one
-            ("--gpubench-deadline", dict(type=float, default=None, dest="gpubench_deadline", help=argparse.SUPPRESS)))
+INTERNAL = (  # gpubench ab's: the cases still undecided; gpubench run's: the run's end by the wall clock (--budget)
+    ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)),
+    ("--gpubench-deadline", dict(type=float, default=None, dest="gpubench_deadline", help=argparse.SUPPRESS)),
+)
 
 
 class _OptionNames:
@@ -77,6 +75,7 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
         group.addoption(option.namespaced, *short, **option.kwargs(dest=option.pytest_dest))
     for flag, kwargs in INTERNAL:
         group.addoption(flag, **kwargs)
+    add_build_options(group)
 
 
 def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:

@@ -18,8 +18,6 @@ and has one test that calls `gpubench.run(case)`; a user's test calls `gpubench.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -29,6 +27,8 @@ import pytest
 
 from harness.core.exits import ExitCode
 from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
+from harness.pytest_plugin.budget_hooks import plan_budget, show_plan
+from harness.pytest_plugin.build_answer import answer_writer, apply_build_options
 from harness.pytest_plugin.modes import (
     STATE,
     activate,
@@ -41,7 +41,6 @@ from harness.pytest_plugin.modes import (
 )
 
 if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
-    from harness.pytest_plugin.budget_plan import BudgetPlan
     from harness.pytest_plugin.fixture import Recorder
     from harness.pytest_plugin.run_state import RunState
 
@@ -74,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         for name, text in MARKERS.items():
             config.addinivalue_line("markers", f"{name}: {text}")
     if is_suite(config) or options_given(config):
+        apply_build_options(config)  # a build of `gpubench run`: its plan's view of the user's output files and selection
         activate(config, name_timer=True)
 
 
@@ -159,6 +159,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     elif is_suite(config):  # ended before its session (a usage error): Python's handler back for an embedding host
         HELD_INTERRUPT.release()
     state = config.stash.get(STATE, None)
+    answer = answer_writer(config)
+    if answer is not None and state is not None:
+        stop = [state.session.stop.line] if state.session.stop else []
+        answer.finish(config, int(session.exitstatus) if session is not None else int(ExitCode.REFUSED), state.session.rows_written, stop)
     if state is None:
         return
     from harness.measurement.timing import install_session_clock
@@ -184,7 +188,8 @@ def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> No
     HELD_INTERRUPT.pending = False
     if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    if list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins:
+    own_command = list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins
+    if own_command or HELD_INTERRUPT.owns_process:
         atexit.register(HELD_INTERRUPT.exit_process, int(session.exitstatus))
     else:
         HELD_INTERRUPT.release()
@@ -203,6 +208,23 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
             return False
 
     excinfo.traceback = excinfo.traceback.filter(has_line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    answer = answer_writer(item.config)
+    if answer is not None:
+        answer.case_starts()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Each phase of a case adds to its cost in the build's answer."""
+    report = yield
+    answer = answer_writer(item.config)
+    if answer is not None:
+        answer.case_phase(report)
+    return report
 
 
 def _build_of(item: pytest.Item) -> int:
@@ -239,12 +261,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if state is not None and not was_set_up and session is not None:
         catch_stop_signals(session, state)
     _only_cases(config, items)
-    report_fd = config.getoption("gpubench_report_fd")
-    if report_fd is not None:  # tell `gpubench run` how many build processes this selection needs
-        with os.fdopen(report_fd, "w", closefd=True) as pipe:
-            pipe.write(json.dumps({"builds": max((_build_of(item) + 1 for item in items), default=0)}) + "\n")
+    answer = answer_writer(config)
+    if answer is not None:  # tell `gpubench run` how many build processes this selection needs
+        answer.collected(max((_build_of(item) + 1 for item in items), default=0))
     if state is not None and state.budget_s is not None:
-        state.budget_plan = plan_budget(state, items)
+        state.budget_plan = plan_budget(state, items, _build_of)
     if state is not None and state.only_build is not None:
         keep = [item for item in items if _build_of(item) == state.only_build]
         dropped = [item for item in items if _build_of(item) != state.only_build]
@@ -253,26 +274,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
     if state is not None:
         items.sort(key=_build_of)
-
-
-def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
-    """The budget's plan over every selected (case, build), with this machine's history."""
-    from harness.measurement.session import skipped_in
-    from harness.pytest_plugin.budget_plan import budget_plan
-    from harness.records.durations import case_costs
-
-    entries = [(item.callspec.params["case"].case_id, _build_of(item)) for item in items
-               if "gpubench" in getattr(item, "fixturenames", ())
-               and "case" in getattr(getattr(item, "callspec", None), "params", {})]
-    if not entries or state.budget_s is None:
-        return None
-    machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
-    costs = case_costs(state.session.results_dir, machine, str(state.ctx.device))
-    try:  # a later build's run file: the cases its first build skipped are not planned for
-        skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
-    except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
-        skipped = set()
-    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -288,17 +289,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             raise pytest.UsageError(str(error)) from None
         if state.budget_plan is not None:
             show_plan(session.config, state.budget_plan)
-
-
-def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
-    """The first build process shows the plan; a later one, the time left for its builds."""
-    first = config.getoption("gpubench_build") in (None, 0)
-    line = plan.plan_line() if first else f"gpubench: {plan.progress()}"
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
-    else:
-        sys.stderr.write(line + "\n")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,0 +1,116 @@
+"""A run of builds: build k of every case in process k, started one after the other through a
+Launcher, and how each build's end ends the run or lets the next start (`BuildsOutcome`). Torch-free."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from harness.processes.launch import (
+    MAX_BUILDS,
+    NO_TESTS,
+    Completed,
+    Job,
+    Launcher,
+    signal_death,
+    signal_name,
+    stop_requests,
+)
+from harness.processes.protocol import BuildAnswer
+
+
+@dataclass
+class BuildsOutcome:
+    code: int  # the worst exit code, or the one that stopped the run
+    builds: int
+    stopped: bool = False
+    notes: list[str] = field(default_factory=list)
+    died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
+    cut_short: str = (
+        ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4 (...)'
+    )
+    answers: list[BuildAnswer] = field(default_factory=list)  # what each build answered, in order
+
+
+def signal_exit(signum: int) -> int:
+    """The exit code a signal to the run means: 2 for SIGINT (pytest's interrupted; gpubench run says 130),
+    else 128 + N."""
+    return 2 if signum == signal.SIGINT else 128 + signum
+
+
+def run_builds(
+    launcher: Launcher,
+    job_for: Callable[[int, int | None], Job],
+    stop_codes: tuple[int, ...],
+    on_build: Callable[[int, int], None] = lambda build, builds: None,
+) -> BuildsOutcome:
+    """Build k of every case in process k (pyperf's lesson: separate processes sample memory
+    layout, thread placement and another moment of the machine). `job_for(build, builds)` is its
+    launch: builds is None until the first build's answer (harness.processes.protocol) told the
+    selection's build count."""
+    worst, builds, build, known = 0, 1, 0, None
+    answers: list[BuildAnswer] = []
+    with stop_requests() as request:
+        while build < builds:
+            if request.signum:  # arrived between two builds: start no other
+                return BuildsOutcome(
+                    signal_exit(request.signum),
+                    builds,
+                    True,
+                    [f"{signal_name(request.signum)} received: no build started after it"],
+                    answers=answers,
+                )
+            on_build(build, builds)
+            done = launcher.run(job_for(build, known))
+            answers += [done.answer] if done.answer is not None else []
+            count = done.answer.builds if done.answer is not None and build == 0 else None
+            request.signum = request.signum or done.signal
+            if done.code == NO_TESTS and build == 0 and not request.signum:
+                return BuildsOutcome(
+                    done.code, 0, True, ["no case matched the selection (-k/-m): nothing was run"], answers=answers
+                )
+            if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
+                builds = known = min(MAX_BUILDS, max(1, count))
+            outcome = build_outcome(
+                done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0
+            )
+            if outcome is not None:  # an earlier build's failed case still counts: exit 1, not a later build's 0
+                return replace(outcome, code=max(outcome.code, worst), answers=answers)
+            worst = max(worst, done.code if done.code != NO_TESTS else 0)
+            build += 1
+    return BuildsOutcome(worst, builds, answers=answers)
+
+
+# A later build's stop, named (the first build's usage error is pytest's one ERROR line, enough alone).
+LATER_STOPS = {
+    3: "an internal error, above",
+    4: "a usage error, above",
+    NO_TESTS: "it selected no case, though the first build's collection asked for more builds",
+}
+
+
+def build_outcome(
+    done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False
+) -> BuildsOutcome | None:
+    """How one build's end ends the run, or None when the next build starts."""
+    code = done.code
+    if signum:  # this process got a signal: the run stops after this build, whatever it exited with
+        notes = [f"{where} {done.stalled}"] if done.stalled else []
+        return BuildsOutcome(signal_exit(signum), builds, True, notes)
+    if done.stalled:  # ProcessLauncher killed it: stopped for too long
+        return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
+    if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
+        return BuildsOutcome(
+            code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}"
+        )
+    if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
+        return BuildsOutcome(
+            0 if code == NO_TESTS else code,
+            builds,
+            True,
+            cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started",
+        )
+    if code in stop_codes:
+        return BuildsOutcome(code, builds, True)
+    return None

@@ -1,0 +1,172 @@
+"""`ForkLauncher`: ProcessLauncher's builds, forked from a fork server (harness.pytest_plugin.fork_server)
+that imported pytest, torch and the harness once, so a build starts in a fraction of a second instead of
+paying the interpreter and torch import again. Each build is still a fresh process with a process group
+of its own; signals are passed on, a stopped build is named and killed, and a build dies with this
+process, all as for a plain one (the server, which alone may wait for its children, does the waiting).
+
+Where the server cannot fork safely (it says why: a device runtime initialised in it, another thread,
+not Linux) or does not start, builds start as plain processes, said in one line. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec, python_module
+from harness.processes.lifetime import kill_group
+from harness.processes.protocol import Channel
+
+SERVER_MODULE = "harness.pytest_plugin.fork_server"
+READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
+CLOSE_GRACE_S = 5.0
+MAX_CONTROL_BYTES = 65536
+
+
+@dataclass
+class ForkServer:
+    process: subprocess.Popen[bytes]
+    control: socket.socket
+
+    @classmethod
+    def start(cls, env: dict[str, str] | None) -> ForkServer:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = subprocess.Popen(
+                python_module(SERVER_MODULE, str(theirs.fileno())),
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                preexec_fn=build_preexec(hold_sigint=True),
+            )
+        finally:
+            theirs.close()
+        return cls(process, ours)
+
+    def ready(self) -> str:
+        """'' once the server can fork builds; else why builds start as plain processes."""
+        try:
+            message = self.receive(READY_LIMIT_S)
+        except EOFError:
+            return f"the fork server ended before it was ready (exit {self.process.wait()})"
+        if message is None or not message.get("ready"):
+            return f"the fork server was not ready within {READY_LIMIT_S:.0f} s"
+        return str(message.get("fork_problem", ""))
+
+    def send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+        socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+
+    def receive(self, timeout_s: float | None) -> dict[str, Any] | None:
+        """The server's next message; None when none came within `timeout_s`. EOFError: the server ended."""
+        self.control.settimeout(timeout_s)
+        try:
+            data = self.control.recv(MAX_CONTROL_BYTES)
+        except TimeoutError:
+            return None
+        except OSError as error:
+            raise EOFError(str(error)) from None
+        if not data:
+            raise EOFError("the fork server ended")
+        message = json.loads(data)
+        return message if isinstance(message, dict) else {}
+
+    def close(self) -> None:
+        self.control.close()  # the server leaves at the end of its socket
+        try:
+            self.process.wait(CLOSE_GRACE_S)
+        except subprocess.TimeoutExpired:
+            kill_group(self.process.pid)
+            self.process.wait()
+
+
+@dataclass
+class ForkedBuild:
+    """A build the server forked, as BuildWatch sees it: every act on it goes through the server."""
+
+    server: ForkServer
+    pid: int
+    code: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        if self.code is None:
+            self._tell({"op": "signal", "signum": int(signum)})
+
+    def ended(self, within_s: float) -> bool:
+        if self.code is None:
+            try:
+                message = self.server.receive(within_s)
+            except EOFError:  # the server died: the build goes with it (its parent-death signal)
+                message = {"ended": -signal.SIGKILL}
+            if message is not None and isinstance(message.get("ended"), int):
+                self.code = message["ended"]
+        return self.code is not None
+
+    def kill_group(self) -> None:
+        if self.code is None:  # once ended, the server killed what was left in its group before reaping it
+            self._tell({"op": "kill"})
+
+    def wait(self) -> int:
+        while not self.ended(1.0):
+            pass
+        return int(self.code if self.code is not None else -signal.SIGKILL)
+
+    def running(self) -> bool:
+        return self.code is None
+
+    def _tell(self, message: dict[str, Any]) -> None:
+        try:
+            self.server.send(message)
+        except OSError:  # the server is gone, and the build with it
+            pass
+
+
+@dataclass
+class ForkLauncher(ProcessLauncher):
+    """Planned builds forked from one fork server, started at the first build and kept for the run
+    (`close` ends it); a job without a plan, or every job once forking is ruled out, starts plainly."""
+
+    server: ForkServer | None = None
+    plain_why: str = ""  # why builds start as plain processes, once ruled out
+
+    def kept_pids(self) -> set[int]:
+        return {self.server.process.pid} if self.server is not None else set()
+
+    def start(self, job: Job, channel: Channel | None) -> BuildHandle:
+        server = self._server(job.env) if channel is not None else None
+        if server is None or channel is None:
+            return super().start(job, channel)
+        try:
+            server.send({"op": "start"}, fds=channel.child_fds)
+        except OSError:  # the server died between two builds (killed alone): the rest start plainly
+            self.close()
+            self.plain_why = "the fork server ended"
+            print(f"gpubench: builds start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+            return super().start(job, channel)
+        channel.handed_over()
+        message = server.receive(None)
+        if message is None or not isinstance(message.get("started"), int):
+            raise EOFError("the fork server did not start the build")
+        return ForkedBuild(server, message["started"])
+
+    def _server(self, env: dict[str, str] | None) -> ForkServer | None:
+        if self.server is None and not self.plain_why:
+            if not sys.platform.startswith("linux"):
+                self.plain_why = f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there"
+            else:
+                server = ForkServer.start(env)
+                self.plain_why = server.ready()
+                if self.plain_why:
+                    server.close()
+                else:
+                    self.server = server
+            if self.plain_why:
+                print(f"gpubench: builds start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None

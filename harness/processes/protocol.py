@@ -1,0 +1,173 @@
+"""The two messages between `gpubench run` and a build process: the `BuildPlan` it gets and the
+`BuildAnswer` it sends back, each a dataclass sent as one JSON object on a line of its own.
+
+The user's pytest arguments ride in the plan as an opaque list: only pytest's parser reads them, inside
+the build. A build writes its answer twice: once its collection knows the selection's build count (so
+a build that dies later still tells it), and once more at its end with the rows and per-case costs; the
+last whole line counts. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # far above a plan or an answer: a longer message is a fault, not data
+
+
+class ProtocolError(ValueError):
+    """A message that is not a plan or an answer of this version."""
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    build: int  # which build of every case this process runs, from 0
+    pytest_args: list[str]  # the user's, passed to pytest untouched
+    options: list[str]  # gpubench's own pytest arguments: the suite, its config, the run options
+    builds: int | None = None  # build processes the selection needs, once the first build told it
+    output_tag: str = ""  # the user's --benchmark-json/--benchmark-save get it in their names ('b2'); '' keeps them
+    table_json: str = ""  # pytest-benchmark's JSON goes here when the user names none
+    micro_only: bool = False  # the micro cases only: the user's -m and-ed with their markers
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> BuildPlan:
+        return _typed(cls, text)
+
+
+@dataclass(frozen=True)
+class BuildAnswer:
+    build: int
+    builds: int | None = None  # the selection's build count, once collected
+    rows_written: int = 0
+    case_cost_s: dict[str, float] = field(default_factory=dict)  # pytest's test id -> setup + call + teardown seconds
+    exit_code: int | None = None  # the session's status as pytest left it; None before the session ended
+    benchmark_json: str = ""  # the pytest-benchmark JSON this build wrote, '' for none
+    verbose_table: bool = False  # the user asked pytest-benchmark for its verbose table
+    startup_s: float | None = None  # from this process's start (its fork) to its first case's setup
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> BuildAnswer:
+        return _typed(cls, text)
+
+
+Message = TypeVar("Message", BuildPlan, BuildAnswer)
+KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "str": (str,),
+    "bool": (bool,),
+    "int | None": (int, type(None)),
+    "float | None": (float, int, type(None)),
+    "list[str]": (list,),
+    "dict[str, float]": (dict,),
+}
+
+
+def _typed(cls: type[Message], text: str) -> Message:
+    """`cls` from one JSON object whose keys are its fields and whose values have the fields' types."""
+    try:
+        data: Any = json.loads(text)
+    except ValueError as error:
+        raise ProtocolError(f"not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"a {cls.__name__} is a JSON object, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    if unknown := sorted(set(data) - set(known)):
+        raise ProtocolError(f"{cls.__name__}: unknown field {unknown[0]!r}")
+    for name, value in data.items():
+        kinds = KINDS[str(known[name].type)]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ProtocolError(f"{cls.__name__}.{name}: {value!r} is not {known[name].type}")
+    try:
+        return cls(**data)
+    except TypeError as error:  # a field without a default left out
+        raise ProtocolError(f"{cls.__name__}: {error}") from None
+
+
+def write_message(fd: int, message: BuildPlan | BuildAnswer) -> None:
+    """One line, written whole (a write may take part of it)."""
+    data = (message.to_json() + "\n").encode()
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def read_plan(fd: int) -> BuildPlan:
+    """The plan from a pipe, read to its end (the launcher closes its side once written)."""
+    with os.fdopen(fd, "rb") as pipe:
+        return BuildPlan.from_json(pipe.read(MAX_MESSAGE_BYTES).decode())
+
+
+def last_answer(data: bytes) -> BuildAnswer | None:
+    """The last whole answer line in what a build wrote; None when there is none (it died before its collection)."""
+    for line in reversed(data.decode(errors="replace").splitlines()):
+        try:
+            return BuildAnswer.from_json(line)
+        except ProtocolError:
+            continue
+    return None
+
+
+@dataclass
+class Channel:
+    """The pipes of one build: the plan into it (written by a thread: a pipe holds 64 KiB), the answer out
+    of it (drained by a thread, so a long answer never blocks the build). `child_fds` go to the build;
+    the launcher closes them once the build holds them (`handed_over`)."""
+
+    plan: BuildPlan
+    child_fds: tuple[int, int] = (-1, -1)  # (plan read end, answer write end)
+    received: bytearray = field(default_factory=bytearray)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def open(self) -> Channel:
+        plan_read, plan_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        self.child_fds = (plan_read, answer_write)
+        self.threads = [
+            threading.Thread(target=_write_and_close, args=(plan_write, self.plan), daemon=True),
+            threading.Thread(target=_drain, args=(answer_read, self.received), daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def build_args(self) -> list[str]:
+        """harness.processes.build_main's own arguments: where its plan comes from, where its answer goes."""
+        return [f"--plan-fd={self.child_fds[0]}", f"--answer-fd={self.child_fds[1]}"]
+
+    def handed_over(self) -> None:
+        for fd in self.child_fds:
+            if fd >= 0:
+                os.close(fd)
+        self.child_fds = (-1, -1)
+
+    def answer(self, wait_s: float = 1.0) -> BuildAnswer | None:
+        """After the build ended: what it answered. A process it left behind that still holds the pipe
+        is not waited for beyond `wait_s`."""
+        self.handed_over()
+        for thread in self.threads:
+            thread.join(wait_s)
+        return last_answer(bytes(self.received))
+
+
+def _write_and_close(fd: int, plan: BuildPlan) -> None:
+    try:
+        write_message(fd, plan)
+    except BrokenPipeError:  # the build ended before reading it: its exit says why
+        pass
+    finally:
+        os.close(fd)
+
+
+def _drain(fd: int, into: bytearray) -> None:
+    with os.fdopen(fd, "rb") as pipe:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            if len(into) < MAX_MESSAGE_BYTES:
+                into += chunk

@@ -1,0 +1,43 @@
+"""The plugin's side of a run under --budget: the plan over a build's selected (case, build) items, with this
+machine's history (harness.records.durations), and its line before the first case."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+
+from harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+
+if TYPE_CHECKING:
+    from harness.pytest_plugin.run_state import RunState
+def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
+    """The budget's plan over every selected (case, build), with this machine's history."""
+    from harness.measurement.session import skipped_in
+    from harness.records.durations import case_costs
+
+    entries = [(item.callspec.params["case"].case_id, build_of(item)) for item in items
+               if "gpubench" in getattr(item, "fixturenames", ())
+               and "case" in getattr(getattr(item, "callspec", None), "params", {})]
+    if not entries or state.budget_s is None:
+        return None
+    machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
+    costs = case_costs(state.session.results_dir, machine, str(state.ctx.device))
+    try:  # a later build's run file: the cases its first build skipped are not planned for
+        skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
+    except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
+        skipped = set()
+    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped)
+
+
+def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
+    """The first build process shows the plan; a later one, the time left for its builds."""
+    first = config.getoption("gpubench_build") in (None, 0)
+    line = plan.plan_line() if first else f"gpubench: {plan.progress()}"
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+    else:
+        sys.stderr.write(line + "\n")

@@ -1,0 +1,134 @@
+"""A build process's side of its plan (harness.processes.protocol): the build's own pytest options, applied
+to what pytest's parser made of the user's arguments, and the answer sent back to `gpubench run`.
+
+The user's arguments are never read by hand: --benchmark-json and --benchmark-save get the build's tag
+in their names, and -m the micro cases' markers, on pytest's parsed options before pytest-benchmark and
+the mark plugin read them (this plugin's configure runs first)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.processes.protocol import BuildAnswer, write_message
+
+# The micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck, speedup): what
+# --device cuda:all runs on each GPU.
+MICRO_MARKEXPR = "not slow and not training and not distributed"
+
+
+def add_build_options(group: Any) -> None:
+    """Internal: `gpubench run` starts one pytest process per build and names the build here, the pipe
+    its answer goes to, and how the user's output files and selection are adapted to one build."""
+    group.addoption(
+        "--gpubench-build",
+        type=int,
+        default=None,
+        dest="gpubench_build",
+        help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)",
+    )
+    group.addoption("--gpubench-answer-fd", type=int, default=None, dest="gpubench_answer_fd", help=argparse.SUPPRESS)
+    group.addoption("--gpubench-output-tag", default="", dest="gpubench_output_tag", help=argparse.SUPPRESS)
+    group.addoption("--gpubench-table-json", default="", dest="gpubench_table_json", help=argparse.SUPPRESS)
+    group.addoption(
+        "--gpubench-timed-only", action="store_true", default=False, dest="gpubench_timed_only", help=argparse.SUPPRESS
+    )
+    group.addoption(
+        "--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS
+    )
+
+
+def tagged_json(path: Path, tag: str) -> Path:
+    return path.with_name(f"{path.with_suffix('').name}.{tag}.json")
+
+
+def apply_build_options(config: pytest.Config) -> None:
+    """One build's view of the user's options: timed cases only unless the user turned timing off; its own
+    output file names (else each build would overwrite the last: X.json -> X.<tag>.json, NAME -> NAME-<tag>);
+    pytest-benchmark's JSON kept for the run's one table; the micro cases only under --device cuda:all."""
+    option = config.option
+    untimed = getattr(option, "benchmark_disable", False) and not getattr(option, "benchmark_enable", False)
+    if config.getoption("gpubench_timed_only") and hasattr(option, "benchmark_only") and not untimed:
+        option.benchmark_only = True  # pytest-benchmark refuses --benchmark-only with --benchmark-disable
+    tag = config.getoption("gpubench_output_tag")
+    if tag and getattr(option, "benchmark_json", None):
+        option.benchmark_json = tagged_json(Path(option.benchmark_json), tag)
+    if tag and getattr(option, "benchmark_save", None):
+        option.benchmark_save = f"{option.benchmark_save}-{tag}"
+    table_json = config.getoption("gpubench_table_json")
+    if table_json and hasattr(option, "benchmark_json") and not option.benchmark_json:
+        option.benchmark_json = Path(table_json)
+    if config.getoption("gpubench_micro_only"):
+        user = getattr(option, "markexpr", "")
+        option.markexpr = f"({user}) and ({MICRO_MARKEXPR})" if user else MICRO_MARKEXPR
+
+
+@dataclass
+class AnswerWriter:
+    """The answer as it grows: sent once the collection knows the build count, again at the end."""
+
+    fd: int
+    build: int
+    builds: int | None = None
+    case_cost_s: dict[str, float] = field(default_factory=dict)
+    startup_s: float | None = None
+
+    def case_starts(self) -> None:
+        """The first case's setup: how long this process took to get here since it started (forked or spawned)."""
+        if self.startup_s is None:
+            import time
+
+            import psutil
+
+            self.startup_s = max(0.0, time.time() - psutil.Process().create_time())
+
+    def collected(self, builds: int) -> None:
+        self.builds = builds
+        self.send(BuildAnswer(self.build, builds))
+
+    def case_phase(self, report: pytest.TestReport) -> None:
+        """setup, call and teardown of a case: its cost in this build."""
+        test_id = report.nodeid.rpartition("::")[2]
+        self.case_cost_s[test_id] = self.case_cost_s.get(test_id, 0.0) + float(report.duration)
+
+    def finish(self, config: pytest.Config, exit_code: int, rows_written: int, notes: list[str]) -> None:
+        json_path = getattr(config.option, "benchmark_json", None)
+        written = str(json_path) if json_path and Path(json_path).is_file() else ""
+        self.send(
+            BuildAnswer(
+                self.build,
+                self.builds,
+                rows_written,
+                dict(self.case_cost_s),
+                exit_code,
+                written,
+                bool(getattr(config.option, "benchmark_verbose", False)),
+                self.startup_s,
+                notes,
+            )
+        )
+        os.close(self.fd)
+
+    def send(self, answer: BuildAnswer) -> None:
+        try:
+            write_message(self.fd, answer)
+        except OSError:  # the launcher is gone: it reads no answer, and its end stops this build anyway
+            pass
+
+
+ANSWER = pytest.StashKey[AnswerWriter]()
+
+
+def answer_writer(config: pytest.Config) -> AnswerWriter | None:
+    """The build's answer writer when `gpubench run` gave it a pipe, else None."""
+    if ANSWER not in config.stash:
+        fd = config.getoption("gpubench_answer_fd")
+        if fd is None:
+            return None
+        config.stash[ANSWER] = AnswerWriter(fd, int(config.getoption("gpubench_build") or 0))
+    return config.stash[ANSWER]

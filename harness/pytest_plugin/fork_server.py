@@ -1,0 +1,197 @@
+"""A fork server: a process that has imported pytest, pytest-benchmark, torch and this plugin but touched
+no device, forking one fresh process per build of `gpubench run` — the ~2.5 s of interpreter and torch
+import paid once per run instead of once per build. harness.processes.forked starts it and talks to it
+over a socket: `start` (with the build's plan and answer pipes), `signal`, `kill`; it answers `ready`,
+`started` and `ended`.
+
+The launcher starts it as it starts a build (harness.processes.launch.build_preexec): SIGINT blocked, a
+process group of its own, dying with the launcher. A forked build gets a process group of its own,
+dies with the server (so with the launcher), gets its own numpy global generator (Python's `random`
+reseeds itself after a fork), and enters harness.processes.build_main like a plain one. The server
+itself waits for each build, passes the launcher's signals on and reaps it: only it may wait for its
+children. Where a fork is unsafe it says why at once and forks nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
+
+
+def send(control: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+    socket.send_fds(control, [json.dumps(message).encode()], list(fds))
+
+
+def receive(control: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message and the descriptors that came with it; (None, []) at the other side's end."""
+    data, fds, _, _ = socket.recv_fds(control, MAX_CONTROL_BYTES, 2)
+    if not data:
+        return None, []
+    try:
+        message = json.loads(data)
+    except ValueError:
+        message = {}
+    return (message if isinstance(message, dict) else {}), fds
+
+
+@contextmanager
+def output_held() -> Iterator[None]:
+    """This process's output (its descriptors 1 and 2) into a temporary file while the imports run: in a
+    build, pytest's collection captures what they print (torch's line about CUDA_HOME on a machine without
+    CUDA). Shown only when they fail."""
+    with tempfile.TemporaryFile() as held:
+        saved = [os.dup(1), os.dup(2)]
+        for fd in (1, 2):
+            os.dup2(held.fileno(), fd)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            if failed:
+                held.seek(0)
+                sys.stderr.write(held.read().decode(errors="replace"))
+
+
+def preload() -> str:
+    """Import what every build imports — pytest, pytest-benchmark, torch, the workloads the bench modules
+    import, this plugin's modules (not plugin.py itself: pytest rewrites its asserts when it loads it) —
+    and nothing that runs: '' when builds may be forked from here, else why not."""
+    import importlib
+    import pkgutil
+
+    with output_held():
+        import pytest  # noqa: F401
+        import pytest_benchmark.plugin  # noqa: F401
+        import torch  # noqa: F401  (the server's point: imported once)
+
+        import harness.workloads
+        from harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
+
+        for module in pkgutil.iter_modules(harness.workloads.__path__, "harness.workloads."):
+            if not module.name.endswith("_worker"):  # a torchrun rank's entry, never imported by a build
+                importlib.import_module(module.name)
+    return fork_problem()
+
+
+def fork_problem() -> str:
+    """torch's rule for fork: no CUDA (or other device) runtime initialised in the parent; Python's: no
+    other thread (a copy of a lock it holds never opens). numpy's OpenBLAS pool shuts itself down around
+    a fork (pthread_atfork), so its threads do not count."""
+    import torch
+
+    if not sys.platform.startswith("linux"):
+        return f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there"
+    if torch.cuda.is_initialized():
+        return "CUDA is initialised in the fork server: a forked build could not use it"
+    if threading.active_count() > 1:
+        others = threading.active_count() - 1
+        return f"{others} other Python thread(s) run in the fork server: a fork would copy their locks"
+    return ""
+
+
+def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
+    """In the child: its own process group and parent-death signal, then the build as a plain one runs it."""
+    import signal
+
+    from harness.processes.build_main import run_from_fds
+    from harness.processes.lifetime import HELD_INTERRUPT, die_with_parent
+
+    os.setpgid(0, 0)
+    die_with_parent()
+    if os.getppid() != server_pid:  # the server died before the parent-death signal was set
+        return 128 + signal.SIGTERM
+    if "numpy.random" in sys.modules:  # imported lazily, by no module the server loads: else seeded in the server
+        sys.modules["numpy.random"].seed()  # from the OS's entropy, as a fresh interpreter's
+    HELD_INTERRUPT.hold()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C arrives here, held
+    return run_from_fds(plan_fd, answer_fd)
+
+
+def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
+    """Fork one build, pass the launcher's signals on, reap it and say how it ended. False when the
+    launcher is gone (the build then goes with this process, through its parent-death signal)."""
+    from harness.processes.lifetime import HELD_INTERRUPT, kill_group
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # else the child prints this process's buffered output again
+    server_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        code = 3
+        try:
+            code = forked_build(plan_fd, answer_fd, server_pid)
+        except BaseException:  # noqa: BLE001 - said, then the build's exit: never an exception into the server's loop
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            HELD_INTERRUPT.exit_process(code)  # never back into the server's loop
+    try:  # here too: its group exists before the launcher may kill it, whichever of the two calls runs first
+        os.setpgid(pid, pid)
+    except OSError:  # it already ended
+        pass
+    os.close(plan_fd)
+    os.close(answer_fd)
+    send(control, {"started": pid})
+    ended = os.pidfd_open(pid)
+    try:
+        while True:
+            readable, _, _ = select.select([control, ended], [], [])
+            if ended in readable:
+                kill_group(pid)  # what it left in its group; its pid is not reaped yet, so the group is still its
+                send(control, {"ended": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
+                return True
+            message, fds = receive(control)
+            for fd in fds:
+                os.close(fd)
+            if message is None:
+                return False
+            if message.get("op") == "signal" and isinstance(message.get("signum"), int):
+                os.kill(pid, message["signum"])
+            elif message.get("op") == "kill":
+                kill_group(pid)
+    finally:
+        os.close(ended)
+
+
+def main(control_fd: int) -> int:
+    import gc
+
+    control = socket.socket(fileno=control_fd)
+    why = preload()
+    # What the imports made is never freed in a build: out of the collector's sight, a build's collections
+    # neither walk it (pytest collects at its end) nor copy its pages by touching their reference counts.
+    gc.freeze()
+    send(control, {"ready": True, "fork_problem": why})
+    if why:
+        return 0
+    while True:
+        message, fds = receive(control)
+        if message is None:
+            return 0
+        if message.get("op") == "start" and len(fds) == 2:
+            if not serve_build(control, *fds):
+                return 0
+        else:
+            for fd in fds:
+                os.close(fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))

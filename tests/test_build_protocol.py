@@ -1,0 +1,233 @@
+"""A build's plan and answer (harness.processes.protocol), and builds forked from the fork server
+(harness.processes.forked, harness.pytest_plugin.fork_server): each gets its plan, answers with its rows
+and costs, shares no state with the server or an earlier build, and unwinds its case on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from runs import REPO
+
+from harness.processes.forked import ForkLauncher
+from harness.processes.launch import Job, ProcessLauncher, python_module
+from harness.processes.protocol import BuildAnswer, BuildPlan, ProtocolError, last_answer
+from harness.pytest_plugin import fork_server
+
+
+def test_a_plan_and_an_answer_round_trip_as_json():
+    plan = BuildPlan(
+        2,
+        ["-k", "matmul", "--benchmark-json", "x.json"],
+        ["benches", "--gpubench-device=cpu"],
+        3,
+        "b2",
+        "/s/build-2.json",
+        True,
+    )
+    assert BuildPlan.from_json(plan.to_json()) == plan
+    answer = BuildAnswer(2, 3, 4, {"test_matmul[fp32-n64-b2]": 0.5}, 0, "x.b2.json", False, 0.25, ["a note"])
+    assert BuildAnswer.from_json(answer.to_json()) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"build": "2", "pytest_args": [], "options": []}', "BuildPlan.build: '2' is not int"),
+        ('{"build": true, "pytest_args": [], "options": []}', "BuildPlan.build: True is not int"),
+        ('{"build": 0, "pytest_args": [], "options": [], "argv": []}', "unknown field 'argv'"),
+        ('{"build": 0, "options": []}', "pytest_args"),
+        ("[0]", "a BuildPlan is a JSON object"),
+    ],
+)
+def test_a_message_of_another_shape_is_refused_naming_the_field(text, why):
+    with pytest.raises(ProtocolError, match=why.replace("[", r"\[")):
+        BuildPlan.from_json(text)
+
+
+def test_the_last_whole_answer_counts():
+    collected, final = BuildAnswer(0, 3), BuildAnswer(0, 3, rows_written=2, exit_code=0)
+    assert last_answer(f"{collected.to_json()}\n{final.to_json()}\n".encode()) == final
+    assert (
+        last_answer(f'{collected.to_json()}\n{{"build": 0, "bui'.encode()) == collected
+    )  # died while writing the second
+    assert last_answer(b"") is None
+
+
+def test_a_server_with_cuda_initialised_forks_nothing(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert fork_server.fork_problem() == "CUDA is initialised in the fork server: a forked build could not use it"
+
+
+# Each build records what it finds before touching anything, then changes it: a later build must find
+# the server's state again (a fresh process), not what the earlier build left.
+PROBE_BENCH = """
+import json, os, sys, time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy
+import torch
+
+import harness.measurement.measure as shared  # imported by the fork server before it forks
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
+
+gpubench_workload = sys.modules[__name__]
+HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class TinyCase(Case):
+    workload: ClassVar[str] = "matmul"
+    size: int
+
+
+def cases(ctx):
+    return [TinyCase(8)]
+
+
+def build(case, ctx):
+    if (HERE / "wait-for-ctrl-c").exists():
+        (HERE / "waiting").write_text("yes")
+        try:
+            time.sleep(60)
+        finally:
+            (HERE / "unwound").write_text("yes")
+    return Timed(fn=lambda: None)
+
+
+def test_tiny(case, gpubench, gpubench_build):
+    seen = {"marker": getattr(shared, "probe_marker", None), "threads": torch.get_num_threads(),
+            "seed": torch.initial_seed(),
+            "numpy": float(numpy.random.random()), "pid": os.getpid(), "ppid": os.getppid()}
+    shared.probe_marker = torch.ones(1 << 16)  # a tensor of this build, left in a module the server imported
+    torch.set_num_threads(1)
+    torch.manual_seed(1234)
+    (HERE / f"seen-{gpubench_build}.json").write_text(json.dumps(seen))
+    gpubench.run(case)
+"""
+
+
+def probe_plan(folder: Path, build: int, *user: str) -> BuildPlan:
+    (folder / "bench_probe.py").write_text(PROBE_BENCH)
+    options = [
+        str(folder / "bench_probe.py"),
+        "-p",
+        "harness.pytest_plugin.plugin",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={folder}",
+        "-o",
+        "python_files=bench_*.py",
+        "--gpubench-timed-only",
+        "--benchmark-quiet",
+        "--device=cpu",
+        "--profile=smoke",
+        f"--results-dir={folder / 'res'}",
+        "--run-id=probe",
+        "--builds=2",
+        "-q",
+    ]
+    return BuildPlan(
+        build,
+        list(user),
+        options,
+        None if build == 0 else 2,
+        f"b{build}" if build else "",
+        str(folder / f"table-{build}.json"),
+    )
+
+
+def probe_job(folder: Path, build: int, *user: str) -> Job:
+    return Job(
+        python_module("harness.processes.build_main"),
+        dict(os.environ, PYTHONPATH=str(REPO)),
+        hold_sigint=True,
+        plan=probe_plan(folder, build, *user),
+    )
+
+
+@pytest.mark.process  # forks builds from a fork server: its start imports torch (seconds)
+def test_forked_builds_get_their_plans_answer_and_share_no_state(tmp_path):
+    launcher = ForkLauncher()
+    try:
+        first = launcher.run(probe_job(tmp_path, 0, "--benchmark-json", str(tmp_path / "mine.json")))
+        second = launcher.run(probe_job(tmp_path, 1, "--benchmark-json", str(tmp_path / "mine.json")))
+        server_pid = launcher.server.process.pid if launcher.server is not None else None
+    finally:
+        launcher.close()
+    assert launcher.plain_why == "" and server_pid is not None  # forked, not the plain fallback
+    assert (first.code, second.code) == (0, 0)
+    assert first.answer is not None and second.answer is not None
+    assert (first.answer.builds, first.answer.rows_written, first.answer.exit_code) == (2, 1, 0)
+    assert list(second.answer.case_cost_s) == ["test_tiny[n8-b1]"] and second.answer.case_cost_s["test_tiny[n8-b1]"] > 0
+    # the user's --benchmark-json, one file per build, named by the build from pytest's parsed options
+    assert (first.answer.benchmark_json, second.answer.benchmark_json) == (
+        str(tmp_path / "mine.json"),
+        str(tmp_path / "mine.b1.json"),
+    )
+    assert json.loads((tmp_path / "mine.b1.json").read_text())["benchmarks"]
+    seen = [json.loads((tmp_path / f"seen-{build}.json").read_text()) for build in (0, 1)]
+    assert [s["ppid"] for s in seen] == [server_pid, server_pid] and seen[0]["pid"] != seen[1]["pid"]
+    assert seen[1]["marker"] is None  # the first build's tensor stayed in the first build
+    assert (
+        seen[1]["threads"] == seen[0]["threads"] and seen[1]["seed"] == seen[0]["seed"]
+    )  # torch as the server left it
+    assert seen[0]["numpy"] != seen[1]["numpy"]  # numpy's global generator reseeded, as in a fresh interpreter
+
+
+@pytest.mark.process  # a forked build, and a Ctrl-C to this process while its case runs
+def test_ctrl_c_unwinds_a_forked_build(tmp_path):
+    (tmp_path / "wait-for-ctrl-c").write_text("yes")
+    launcher = ForkLauncher()
+
+    def ctrl_c_once_waiting() -> None:
+        while not (tmp_path / "waiting").exists() and not stop.is_set():
+            stop.wait(0.05)
+        if not stop.is_set():
+            os.kill(os.getpid(), signal.SIGINT)  # as `kill -INT <gpubench run>`: the launcher passes it on
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=ctrl_c_once_waiting, daemon=True)
+    watcher.start()
+    try:
+        done = launcher.run(probe_job(tmp_path, 0))
+    finally:
+        stop.set()
+        launcher.close()
+    assert launcher.plain_why == ""
+    assert (done.code, done.signal, done.stalled) == (2, signal.SIGINT, "")  # interrupted, not killed after the grace
+    assert (tmp_path / "unwound").exists()
+    assert done.answer is not None and done.answer.exit_code == 2
+
+
+@pytest.mark.process  # a plain build process gets the same plan and answers the same way
+def test_a_plain_build_gets_its_plan_and_answers(tmp_path):
+    done = ProcessLauncher().run(probe_job(tmp_path, 0, "-k", "tiny"))
+    assert done.code == 0 and done.answer is not None
+    assert (done.answer.rows_written, done.answer.benchmark_json, done.answer.builds) == (
+        1,
+        str(tmp_path / "table-0.json"),
+        2,
+    )
+    assert done.answer.startup_s is not None and done.answer.startup_s > 0
+    assert json.loads((tmp_path / "seen-0.json").read_text())["ppid"] == os.getpid()
+
+
+def test_a_build_without_a_readable_plan_says_so_in_one_line(capfd):
+    from harness.processes.build_main import run_from_fds
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b'{"build": "zero"}')
+    os.close(write_fd)
+    assert run_from_fds(read_fd, 1) == 3
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "this build's plan cannot be read (BuildPlan.build: 'zero' is not int)" in err
