@@ -6,7 +6,7 @@ PROFILE ?= quick
 DEVICE ?= auto
 RESULTS ?= results
 
-.PHONY: bench test check data clean
+.PHONY: bench test check lint data clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -32,6 +32,10 @@ test: $(VENV)/.installed
 # the `process` mark). `make check ARGS=--lf` reruns what failed last time.
 check: $(VENV)/.installed
 	$(PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 $(ARGS)
+
+# ruff, configured in pyproject.toml; CI runs it before the tests.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) .benchmarks

@@ -53,12 +53,20 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
 def outcome_sections(frame: pd.DataFrame, refused: list[str]) -> list[str]:
     """Recommendations, flagged figures, rows not ok, rows refused and the machines: every report ends with them."""
     advice = tables.recommendations(frame)
-    parts = [section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))]
+    parts = [
+        section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))
+    ]
     flags = tables.flagged(frame)
     if not flags.empty:
-        parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
-                             "`short-rounds`, `cache` (cache-resident working set), `busy` (other processes used > 25% of the CPU), "
-                             "`busy-gpu` (another process on the GPU), `throttled` (the GPU throttled during the timed region). Counted per build.", md_table(flags)))
+        parts.append(
+            section(
+                "Flagged figures",
+                "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
+                "`short-rounds`, `cache` (cache-resident working set), `busy` (other processes used > 25% of the CPU), "
+                "`busy-gpu` (another process on the GPU), `throttled` (the GPU throttled during the timed region). Counted per build.",
+                md_table(flags),
+            )
+        )
     count = int((frame["status"] != "ok").sum())
     parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
     if refused:

@@ -289,8 +289,11 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
     counts = {k: sum(v.verdict == k for v in cases) for k in VERDICTS if k != "not judged"}
     lines.append("")
-    lines.append(f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
-                 + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    lines.append(
+        f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per "
+        f"run): "
+        + ", ".join(f"{n} {k}" for k, n in counts.items())
+    )
     if only_base:
         lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
     if only_new:

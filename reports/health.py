@@ -249,7 +249,9 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
     def number(value: float, fmt: str) -> str:
         return "" if pd.isna(value) else format(value, fmt)
 
-    out = table.drop(columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])).copy()  # every figure from the newest runs: no column to say so
+    out = table.drop(
+        columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])
+    ).copy()  # every figure from the newest runs: no column to say so
     for column in ("measured", "reference", "published max"):
         out[column] = out[column].map(lambda v: number(v, ".4g"))
     for column in ("ratio", "of published"):

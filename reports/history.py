@@ -1,8 +1,9 @@
 """A machine's history: its runs at several dates or torch versions, headline figures over time.
 
 A machine is its host, hardware (CPU, cores, RAM: what the store's folder hash reads) and device
-(each GPU of a node has its own history), as the store names it; a run is a run_id. Only machines with two runs or more get a table row and a plot (one PNG per machine, a
-panel per headline figure); a report of single runs says in one line that there is no history yet."""
+(each GPU of a node has its own history), as the store names it; a run is a run_id. Only machines with
+two runs or more get a table row and a plot (one PNG per machine, a panel per headline figure); a
+report of single runs says in one line that there is no history yet."""
 
 from __future__ import annotations
 
@@ -35,10 +36,22 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     runs_of_rows = run_key(frame)  # two nodes (or two GPUs of one) given one --run-id are two runs
     # a run starts at its earliest time, not its smallest text (+14:00 sorts wrongly as text)
     at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
-    runs = frame.assign(started_at=at).groupby(runs_of_rows, sort=False).agg(run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"), hostname=("hostname", "first"),
-                                                   device_name=("device_name", "first"), torch=("torch_version", "first"),
-                                                   started=("started_at", "min"), cpu_model=("cpu_model", "first"),
-                                                   cpu_cores=("cpu_cores", "first"), ram_bytes=("ram_bytes", "first"))
+    runs = (
+        frame.assign(started_at=at)
+        .groupby(runs_of_rows, sort=False)
+        .agg(
+            run_id=("run_id", "first"),
+            machine_id=("machine_id", "first"),
+            device=("device", "first"),
+            hostname=("hostname", "first"),
+            device_name=("device_name", "first"),
+            torch=("torch_version", "first"),
+            started=("started_at", "min"),
+            cpu_model=("cpu_model", "first"),
+            cpu_cores=("cpu_cores", "first"),
+            ram_bytes=("ram_bytes", "first"),
+        )
+    )
     per_run = frame.assign(machine=runs_of_rows)  # per_case folds by machine: here, by run
     values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point

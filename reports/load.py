@@ -375,5 +375,9 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         raise ReportError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build {int(same['build'].iloc[0])} twice with different "
                           f"figures (in {', '.join(files)}) — remove one of the files")
     duplicated = frame.duplicated(subset=keys)
-    notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"] if duplicated.any() else []
+    notes = (
+        [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"]
+        if duplicated.any()
+        else []
+    )
     return frame[~duplicated], notes

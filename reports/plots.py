@@ -177,7 +177,9 @@ def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_numbers(ax)
-        ax.set_title(str(panel) + (" (dashed: memory peak)" if workload != "transfer" and any(line.get_linestyle() == "--" for line in ax.lines) else ""), fontsize=9)
+        ax.set_title(
+            str(panel) + (" (dashed: memory peak)" if workload != "transfer" and any(line.get_linestyle() == "--" for line in ax.lines) else ""), fontsize=9
+        )
         ax.set_xlabel("bytes per transfer" if workload == "transfer" else "elements per tensor")
         ax.set_ylabel("GB/s")
         ax.grid(True, which="both", alpha=0.3)

@@ -63,7 +63,9 @@ def machine_wide(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> Ver
     b, n = levels.loc["base"].to_numpy(), levels.loc["new"].to_numpy()
     if b.size >= 2 and n.size >= 2:
         verdict = welch(MACHINE_WIDE, b, n, threshold, f"median over {both.shape[1]} cases per run")
-        return Verdict(MACHINE_WIDE, math.nan, math.nan, *[getattr(verdict, f) for f in ("ratio", "ci_low", "ci_high", "p_value", "detectable", "verdict", "note")])
+        return Verdict(
+            MACHINE_WIDE, math.nan, math.nan, *[getattr(verdict, f) for f in ("ratio", "ci_low", "ci_high", "p_value", "detectable", "verdict", "note")]
+        )
     shift = math.exp(float(n.mean() - b.mean()))
     return Verdict(MACHINE_WIDE, math.nan, math.nan, shift, None, None, None, None, "not judged",
                    "one run per side: a machine that was slower during one run and a change that slowed every case look alike — "

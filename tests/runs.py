@@ -85,8 +85,14 @@ def assert_one_full_line(out: str, err: str) -> None:
 
 def gpubench_run(tmp_path: Path, *args: str, **popen) -> subprocess.Popen[str]:
     """`gpubench run` on the cpu at the smoke profile, results in tmp_path/res, started from the repository."""
-    return subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        **popen,
+    )
 
 
 def cmdlines(procs: list[psutil.Process]) -> list[str]:

@@ -51,7 +51,9 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path 
 @pytest.mark.process
 def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_path, monkeypatch):
     # kill -INT <session pid> (not the terminal's group): the build goes on to its end, no other starts
-    started = fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)", tmp_path, "AB")
+    started = fake_builds(
+        monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)", tmp_path, "AB"
+    )
     before = signal.getsignal(signal.SIGINT)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert started == [("A", 0)] and done == 0

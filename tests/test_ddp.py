@@ -405,7 +405,9 @@ def test_the_launch_timeout_scales_with_the_profile(tmp_path, monkeypatch):
     launched = {}
     source = DataSource("synthetic", tmp_path)
     for profile in ("smoke", "quick", "full"):
-        monkeypatch.setattr(ddp, "launch", lambda command, result_json, timeout_s, stall_s, profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s)))
+        monkeypatch.setattr(
+            ddp, "launch", lambda command, result_json, timeout_s, stall_s, profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s))
+        )
         timed = ddp.build(DistributedCase("ddp", 1, "gloo", 16), BuildContext(CPU, profile, SyncedClock(CPU), 1, data_source=lambda: source))
         try:
             timed.fn()

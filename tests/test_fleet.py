@@ -230,7 +230,13 @@ def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     assert [proc.returncode for proc in procs] == [0, 0], outs
     run_ids = check_fleet_store(store, outs[0], ("x", "y")) | check_fleet_store(store, outs[1], ("x", "y"))
     assert len(run_ids) == 4
-    whole = subprocess.run([sys.executable, "-m", "harness.commands.cli", "report", str(store), "--out", str(tmp_path / "all")], capture_output=True, text=True, timeout=600, check=False)
+    whole = subprocess.run(
+        [sys.executable, "-m", "harness.commands.cli", "report", str(store), "--out", str(tmp_path / "all")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert whole.returncode == 0, whole.stderr
     assert {r["run_id"] for r in read_rows(tmp_path / "all" / "merged.csv")} == run_ids
     assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
@@ -375,7 +381,8 @@ def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
 
 @pytest.mark.process
 def test_fleet_without_a_store_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
 
 

@@ -21,8 +21,28 @@ pytest_plugins = ["pytester"]
 @pytest.mark.process
 def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     """The build process dies with gpubench run: nothing goes on appending rows after it."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul or elementwise or inference",
-                             "--results-dir", str(tmp_path), "--run-id", "term", "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.commands.cli",
+            "run",
+            "--device",
+            "cpu",
+            "--profile",
+            "smoke",
+            "-k",
+            "matmul or elementwise or inference",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "term",
+            "--no-report",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not psutil.Process(proc.pid).children():
         time.sleep(0.2)

@@ -207,7 +207,9 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     runs 25% slow must fail the row (band ±3%), with the ratio in its reason. 25%, not a bias near the
     band: the smoke profile's 11 short pairs on a loaded machine can read 8% inside it."""
     tiny.makepyfile(slow_clock="import time\ndef slow():\n    return time.perf_counter() * 1.25\n")
-    tiny.makepyfile(bench_check="from harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n")
+    tiny.makepyfile(
+        bench_check="from harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n"
+    )
     result = tiny.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
     (row,) = rows_in(tiny.path / "out")
@@ -284,7 +286,8 @@ def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_tracebac
 @pytest.mark.process
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
-    tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', help='another plugin')\n")
+    tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', "
+                                 "help='another plugin')\n")
     result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
                                        "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
     result.assert_outcomes(passed=2, skipped=2)  # the tiny bench has 2 builds in every profile
@@ -469,7 +472,8 @@ def test_pytest_benchmark_shows_the_rows_own_samples(pytester):
     """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
     pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
     pytester.makepyfile(bench_steps=WINDOWED_BENCH)
-    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only", "--profile=smoke",
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only",
+                                           "--profile=smoke",
                                            "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
     assert result.ret == 0, result.stdout.str()[-2000:]
     (row,) = read_rows(next((pytester.path / "out").glob("*.csv")))

@@ -347,8 +347,20 @@ def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
 
 def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
     def target_row(design, seed, seconds, status="ok"):
-        figures = {"time_to_target_s": seconds, "epochs_to_target": 1.0, "test_accuracy": 0.86, "energy_to_target_j": 40.0 * seconds,
-                   "energy_j": 40.0 * seconds, "avg_power_w": 40.0, "median_s": seconds, "samples_s": [seconds]} if status == "ok" else {"reason": "did not converge: best test accuracy 0.80"}
+        figures = (
+            {
+                "time_to_target_s": seconds,
+                "epochs_to_target": 1.0,
+                "test_accuracy": 0.86,
+                "energy_to_target_j": 40.0 * seconds,
+                "energy_j": 40.0 * seconds,
+                "avg_power_w": 40.0,
+                "median_s": seconds,
+                "samples_s": [seconds],
+            }
+            if status == "ok"
+            else {"reason": "did not converge: best test accuracy 0.80"}
+        )
         return dict({"schema_version": SCHEMA_VERSION, "workload": "time_to_accuracy", "case_id": f"time_to_accuracy/{design}-to0.85", "design": design,
                      "target_accuracy": 0.85, "seed": seed, "build": seed, "builds": 5, "status": status, "dataset": "fashion-mnist"}, **figures)
 
@@ -371,7 +383,8 @@ def test_a_run_without_an_energy_counter_says_why_once_in_the_summary(tmp_path):
     path = write_rows(tmp_path / "novm.csv", [{"case_id": "matmul/fp32-n64", "dtype": "fp32", "size": 64, "status": "ok", "median_s": 1.0, "tflops": 1.0,
                                                "samples_s": [1.0]}])
     (tmp_path / "novm.env.json").write_text(json.dumps({"energy": {"source": None, "idle_power_w": None,
-                                                                   "note": "no RAPL energy counters: /sys/class/powercap is absent — CPU energy columns stay empty"}}))
+                                                                   "note": "no RAPL energy counters: /sys/class/powercap is absent — "
+                                                                           "CPU energy columns stay empty"}}))
     text = build_report([path], tmp_path / "out", None).read_text()
     assert text.count("no RAPL energy counters") == 1 and "| energy | not measured: no RAPL energy counters: /sys/class/powercap is absent |" in text
 
@@ -401,7 +414,8 @@ def test_a_workload_that_swings_case_by_case_between_runs_is_judged_against_its_
     assert not [c for c, v in verdicts.items() if v in ("slower", "faster")], verdicts
     changed = _quiet_cases(2, 1.03)
     changed["matmul/case3"] = [m * 1.4 for m in changed["matmul/case3"]]
-    verdicts = {v.case_id: v.verdict for v in compare_frames(base, _frame("b", {**changed, **{f"memory_strategies/s{i}": [0.1, 0.101] for i in range(6)}}), 0.05)[0]}
+    new = _frame("b", {**changed, **{f"memory_strategies/s{i}": [0.1, 0.101] for i in range(6)}})
+    verdicts = {v.case_id: v.verdict for v in compare_frames(base, new, 0.05)[0]}
     assert verdicts["matmul/case3"] == "slower"
 
 

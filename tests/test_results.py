@@ -294,10 +294,15 @@ def test_the_tricky_files_read_as_written(tmp_path):
     assert plain["pinned"] is None and plain["samples_s"] == [0.001, 0.002] and plain["size"] == 64 and isinstance(plain["size"], int)
     assert read_rows(_tricky(tmp_path, "exponent-int"))[1]["rounds"] == 1000
     assert [r["case_id"] for r in read_rows(_tricky(tmp_path, "blank-lines"))] == ["matmul/fp32-n64"] * 2
-    for name, message in (("cut-last-line", "line 3 is truncated"), ("cut-mid-row", "line 3 is truncated"),
-                          ("extra-field", f"line 3 has {len(COLUMNS) + 1} fields, the header {len(COLUMNS)}"), ("underscore", "line 3: column rounds holds '1_000' (not a number"),
-                          ("negative-seconds", "line 3: column median_s holds '-0.5' (negative)"), ("newer", "upgrade gpubench"),
-                          ("bad-bool", "column pinned holds 'maybe' (not a boolean")):
+    for name, message in (
+        ("cut-last-line", "line 3 is truncated"),
+        ("cut-mid-row", "line 3 is truncated"),
+        ("extra-field", f"line 3 has {len(COLUMNS) + 1} fields, the header {len(COLUMNS)}"),
+        ("underscore", "line 3: column rounds holds '1_000' (not a number"),
+        ("negative-seconds", "line 3: column median_s holds '-0.5' (negative)"),
+        ("newer", "upgrade gpubench"),
+        ("bad-bool", "column pinned holds 'maybe' (not a boolean"),
+    ):
         with pytest.raises(SchemaError, match=re.escape(message)):
             read_rows(_tricky(tmp_path, name))
 

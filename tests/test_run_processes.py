@@ -270,7 +270,10 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "build 3 of 3" not in out and "Traceback" not in out + err
     kept = count_rows(tmp_path / "res" / "int.csv")
-    assert err.strip().splitlines()[-1] == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with another --run-id for the rest"
+    assert (
+        err.strip().splitlines()[-1]
+        == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with another --run-id for the rest"
+    )
 
 
 @pytest.mark.process

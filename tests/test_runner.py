@@ -82,7 +82,8 @@ def test_out_of_memory_becomes_an_oom_row_and_the_run_goes_on(ctx):
 
 
 def test_cpu_out_of_memory_is_an_oom_row(tmp_path):
-    message = "[enforce fail at alloc_cpu.cpp:119] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)"
+    message = ("[enforce fail at alloc_cpu.cpp:119] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes. "
+               "Error code 12 (Cannot allocate memory)")
     assert is_out_of_memory(RuntimeError(message))
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

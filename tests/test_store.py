@@ -74,7 +74,9 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path):
     the machine folder against a run's file."""
     store = tmp_path / "store"
     for run_id in ("first", "second"):
-        done = cli("run", "--profile", "smoke", "--device", "cpu", "--store", str(store), "--run-id", run_id, "--no-report", "-k", "matmul and fp32", cwd=tmp_path)
+        done = cli(
+            "run", "--profile", "smoke", "--device", "cpu", "--store", str(store), "--run-id", run_id, "--no-report", "-k", "matmul and fp32", cwd=tmp_path
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     machine = store / machine_folder_name(machine_identity())
     assert sorted(p.name for p in machine.iterdir()) == ["first.csv", "first.env.json", "second.csv", "second.env.json"]

@@ -245,7 +245,13 @@ def test_a_long_epoch_is_timed_in_about_ten_windows():
     case = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
     train, test = make_loaders(case, data, torch.device("cpu"))
     seen = []
-    result = run_epoch(Trainer(CNN(), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))), train, test, non_blocking=False, progress=lambda done, total: seen.append((done, total)))
+    result = run_epoch(
+        Trainer(CNN(), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))),
+        train,
+        test,
+        non_blocking=False,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert result.steps == 23 and len(result.window_step_s) == 10  # 9 windows of 2 steps, the last holds 5
     assert seen[0] == (2, 23) and len(seen) == 9
 

@@ -50,7 +50,10 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     except ReportError as error:
         return fail(str(error))
     except KeyboardInterrupt:
-        return fail(f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; run gpubench report on them --out DIR", code=ExitCode.INTERRUPTED)
+        return fail(
+            f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; run gpubench report on them --out DIR",
+            code=ExitCode.INTERRUPTED,
+        )
     print(f"gpubench: report -> {report}")
     return code
 

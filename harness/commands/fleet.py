@@ -44,10 +44,16 @@ ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)", "TIMEO
                  "BOOT_FAIL": "its node failed to boot", "DEADLINE": "missed its deadline", "REVOKED": "revoked by the federation"}
 STORE_FULL = "the store filled up (No space left on device) — free space there"
 # Slurm's words in a job's log, then submitit's: its USR2 handler ends a job it may not requeue before Slurm does.
-LOG_REASONS = (("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]), ("this job is timed-out", ENDED_REASONS["TIMEOUT"]),
-               ("this job is preempted", ENDED_REASONS["PREEMPTED"]), ("No space left on device", STORE_FULL), ("DUE TO PREEMPTION", ENDED_REASONS["PREEMPTED"]),
-               ("DUE TO NODE FAILURE", ENDED_REASONS["NODE_FAIL"]), ("CANCELLED AT", ENDED_REASONS["CANCELLED"]),
-               ("oom-kill", ENDED_REASONS["OUT_OF_MEMORY"]))
+LOG_REASONS = (
+    ("DUE TO TIME LIMIT", ENDED_REASONS["TIMEOUT"]),
+    ("this job is timed-out", ENDED_REASONS["TIMEOUT"]),
+    ("this job is preempted", ENDED_REASONS["PREEMPTED"]),
+    ("No space left on device", STORE_FULL),
+    ("DUE TO PREEMPTION", ENDED_REASONS["PREEMPTED"]),
+    ("DUE TO NODE FAILURE", ENDED_REASONS["NODE_FAIL"]),
+    ("CANCELLED AT", ENDED_REASONS["CANCELLED"]),
+    ("oom-kill", ENDED_REASONS["OUT_OF_MEMORY"]),
+)
 # squeue's pending reasons that no wait clears: the target asks what the partition cannot give.
 STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail", "PartitionDown",
                  "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit", "JobHeldAdmin", "JobHeldUser"}
@@ -131,7 +137,8 @@ def target_fields(text: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not value or key not in TARGET_KEYS:
-            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target partition=gpu,gres=gpu:1,time=30")
+            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target "
+                             f"partition=gpu,gres=gpu:1,time=30")
         if key in fields:
             raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
         unprintable = [char for char in value if not char.isprintable()]

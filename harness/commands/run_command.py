@@ -21,8 +21,12 @@ PASSES_PYTEST_ARGS = True
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
     from harness.core.options import add_to_parser
 
-    run = sub.add_parser("run", help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
-                         description="Runs the suite through pytest-benchmark, one process per build. Arguments gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json out.json).")
+    run = sub.add_parser(
+        "run",
+        help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
+        description="Runs the suite through pytest-benchmark, one process per build. Arguments gpubench does not know are passed to pytest (e.g. -k "
+                    "matmul, --benchmark-json out.json).",
+    )
     add_to_parser(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
     run.add_argument("--no-fork", action="store_true",

@@ -50,10 +50,21 @@ class Option:
 RESULTS_DIR_DEFAULT = "results"
 
 RUN_OPTIONS: tuple[Option, ...] = (
-    Option("--device", "auto", "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps; cuda:all (gpubench run only): the micro cases on each GPU in turn, one run each, one report"),
-    Option("--profile", "quick", "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)"),
+    Option(
+        "--device",
+        "auto",
+        "device to benchmark: auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps; cuda:all (gpubench run only): the micro cases on each GPU in turn, one run "
+        "each, one report",
+    ),
+    Option(
+        "--profile",
+        "quick",
+        "quick (default; minutes on a 2-core CPU), full (every size and setting), smoke (tiny; tests the suite itself, figures meaningless)",
+    ),
     Option("--results-dir", RESULTS_DIR_DEFAULT, "folder for the run's CSV and sidecars (default: results/)"),
-    Option("--store", None, "results store: write into STORE/<machine>/ (host name + hardware hash, resolved on the machine that runs) instead of --results-dir"),
+    Option(
+        "--store", None, "results store: write into STORE/<machine>/ (host name + hardware hash, resolved on the machine that runs) instead of --results-dir"
+    ),
     Option("--run-id", None, "name of this run's files (default: UTC time, host, pid)"),
     Option("--data-root", None, "where MNIST / Fashion-MNIST live (default: ~/.cache/gpubench/data)"),
     Option("--dataset", "auto", "training data: auto, mnist, fashion-mnist, synthetic (default auto: mnist > fashion-mnist > synthetic)"),
@@ -61,9 +72,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--target-accuracy", None, "test accuracy the time_to_accuracy cases train to, in (0, 1) (default: 0.98 on MNIST, 0.85 on Fashion-MNIST)", float),
     Option("--builds", None, "independent builds of every case, each in its own process under gpubench run (default: the profile's, per workload)", int),
     Option("--build-seconds", None, "timed seconds per build of a micro-benchmark case (default: the profile's: smoke 0.05, quick 0.1, full 0.3)", float),
-    Option("--build-calls", None,
-           "timed calls per build of a micro-benchmark case, at least (default: the profile's rounds decide)", int),
-    Option("--budget", None, "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of what is left and is capped (fewer rounds) or skipped when one call does not fit it (default: the profile's: quick 3m; smoke and full none)"),
+    Option("--build-calls", None, "timed calls per build of a micro-benchmark case, at least (default: the profile's rounds decide)", int),
+    Option(
+        "--budget",
+        None,
+        "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of what is left and is capped (fewer rounds) or skipped when "
+        "one call does not fit it (default: the profile's: quick 3m; smoke and full none)",
+    ),
     Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
 )
 

@@ -76,8 +76,10 @@ def try_mnist(root: Path, download: bool) -> bool:
 
 def how_to_get(name: str, root: Path) -> str:
     if name == "mnist":
-        return f"MNIST not found under {raw_dir(root, 'mnist')} and it could not be downloaded — copy the four IDX files there, or use --dataset fashion-mnist / synthetic"
-    return f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), or use --dataset synthetic"
+        return (f"MNIST not found under {raw_dir(root, 'mnist')} and it could not be downloaded — copy the four IDX files there, or use --dataset "
+                f"fashion-mnist / synthetic")
+    return (f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — install Debian's dataset-fashion-mnist (apt-get "
+            f"install dataset-fashion-mnist), or use --dataset synthetic")
 
 
 # IDX header: two zero bytes, a type byte, the number of dimensions; then one big-endian uint32

@@ -196,7 +196,9 @@ class EnergyMeter:
             return EnergyReading(None, seconds)
         source = self.counter.source
         if seconds < self.counter.min_window_s:
-            return EnergyReading(None, seconds, source, f"energy: region {seconds:.3g} s is shorter than the {source} counter's {self.counter.min_window_s:g} s window")
+            return EnergyReading(
+                None, seconds, source, f"energy: region {seconds:.3g} s is shorter than the {source} counter's {self.counter.min_window_s:g} s window"
+            )
         energy_j = end_j - mark[0]
         if energy_j <= 0:
             return EnergyReading(None, seconds, source, f"energy: the {source} counter did not move in {seconds:.3g} s")

@@ -31,7 +31,10 @@ def check_cpu_nproc(nproc: int) -> None:
     """CPU ranks the machine cannot hold: too many per core, or more than its free memory."""
     cores = os.cpu_count() or 1
     if nproc > MAX_PROCS_PER_CORE * cores:
-        raise NprocError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this {cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} or fewer")
+        raise NprocError(
+            f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this {cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} "
+            f"or fewer"
+        )
     available = available_memory_bytes()
     if nproc > 1 and nproc * RANK_HOST_BYTES > available:
         fits = max(1, available // RANK_HOST_BYTES)
@@ -47,7 +50,8 @@ def check_nproc(nproc: int, device: torch.device) -> int:
     if device.type == "cpu":
         check_cpu_nproc(nproc)
     if device.type == "cuda" and nproc > torch.cuda.device_count():
-        raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {torch.cuda.device_count()} — use --nproc {torch.cuda.device_count()} or fewer")
+        raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {torch.cuda.device_count()} — use --nproc {torch.cuda.device_count()} "
+                         f"or fewer")
     if device.type == "mps" and nproc > 1:
         raise NprocError("DDP on mps is not supported by PyTorch — use --device cpu for gloo processes")
     return nproc

@@ -82,7 +82,9 @@ class NvmlProbe:
         """What the run's telemetry lacks, in one line (empty when nothing is missing)."""
         parts = [f"{name} ({reason})" for name, reason in self.missing.items()]
         if self.power == "average":
-            parts.append(f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s average, left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s")
+            parts.append(
+                f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s average, left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s"
+            )
         return ("NVML did not answer: " + "; ".join(parts)) if parts else ""
 
 

@@ -90,7 +90,11 @@ class Recorder:
         except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
             self._stop(Stop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
         except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left (ulimit -n)
-            line = str(error) if isinstance(error, UnsafePath) else f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run"
+            line = (
+                str(error)
+                if isinstance(error, UnsafePath)
+                else f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run"
+            )
             self._stop(Stop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
 
     def run(self, case: Any) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
 from harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
                                 replace_bytes, replacing, write_all)
-from harness.records.schema import BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError, kind_of, parse_cell, parse_column, to_cell
+from harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError,
+                                    kind_of, parse_cell, parse_column, to_cell)
 from harness.records.upgrade import upgrade_row
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def check_writable(results_dir: Path) -> None:
     except UnsafePath:
         raise
     except OSError as error:
-        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) with a writable folder") from None
+        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) "
+                      f"with a writable folder") from None
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -74,7 +76,8 @@ def check_results_dir_early(results_dir: Path) -> None:
         if not os.access(existing, os.W_OK | os.X_OK):  # read-only mounts too, even for root
             raise OSError(errno.EACCES, "permission denied")
     except OSError as error:
-        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) with a writable folder") from None
+        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) "
+                      f"with a writable folder") from None
 
 
 def check_output_file(path: Path, flag: str) -> None:
@@ -105,7 +108,8 @@ class ResultsFull(OSError):
 
     def __init__(self, rows_kept: int, path: Path, code: int = errno.ENOSPC, what: str = "") -> None:
         lost = f"; {what} not written" if what else ""
-        super().__init__(f"results folder full: {rows_kept} rows kept in {path}{lost} — free space there or pass --results-dir (or --store) on another disk, then re-run the missing cases")
+        super().__init__(f"results folder full: {rows_kept} rows kept in {path}{lost} — free space there or pass --results-dir (or --store) on another "
+                         f"disk, then re-run the missing cases")
         self.errno = code  # strerror stays None, so str() is the message above, without "[Errno 28]"
         self.rows_kept = rows_kept
         self.path = path
