@@ -156,24 +156,25 @@ def test_a_malformed_stop_with_token_is_refused_before_any_build(tmp_path, monke
 
 
 LEAVES_DAEMON = """import os, subprocess, sys
-fd = int(sys.argv[-1].split('=')[1])
+fd = int(next(arg for arg in sys.argv if arg.startswith('--answer-fd=')).split('=')[1])
 daemon = subprocess.Popen(['sleep', '30'], pass_fds=(fd,), start_new_session=True)
 open(sys.argv[1], 'w').write(str(daemon.pid))
-os.write(fd, b'{"builds": 1}\\n')
+os.write(fd, b'{"build": 0, "builds": 1}\\n')
 """
 
 
 @pytest.mark.process
-def test_a_daemon_holding_the_build_count_pipe_does_not_hold_up_the_run(tmp_path):
-    # the build (tiny python) leaves a `sleep` in a session of its own that holds the pipe's write end:
-    # the run waited for the pipe's end as long as the sleep lived, deaf to Ctrl-C
-    from harness.processes.launch import run_builds
+def test_a_daemon_holding_the_answer_pipe_does_not_hold_up_the_run(tmp_path):
+    # the build (tiny python) answers, then leaves a `sleep` in a session of its own that holds the answer
+    # pipe's write end: the run must not wait for the pipe's end as long as the sleep lives
+    from harness.processes.build_runs import run_builds
+    from harness.processes.protocol import BuildPlan
 
     pid_file = tmp_path / "pid"
     started = time.monotonic()
     try:
         argv = [sys.executable, "-c", LEAVES_DAEMON, str(pid_file)]
-        outcome = run_builds(ProcessLauncher(), lambda build: argv, None, ())
+        outcome = run_builds(ProcessLauncher(), lambda build, builds: Job(argv, plan=BuildPlan(build, [], [])), ())
     finally:
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert outcome.code == 0 and outcome.builds == 1 and time.monotonic() - started < 15
