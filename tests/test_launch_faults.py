@@ -74,7 +74,10 @@ def test_what_a_build_leaves_in_its_process_group_is_killed_when_it_ends(tmp_pat
     pid_file = tmp_path / "pid"
     script = f"import subprocess; p = subprocess.Popen(['sleep', '30']); open({str(pid_file)!r}, 'w').write(str(p.pid))"
     assert ProcessLauncher().run(Job([sys.executable, "-c", script])).code == 0
-    left = psutil.Process(int(pid_file.read_text()))
+    try:
+        left = psutil.Process(int(pid_file.read_text()))
+    except psutil.NoSuchProcess:  # killed and already reaped (by init, or by a subreaper)
+        return
     deadline = time.monotonic() + 5
     while left.is_running() and left.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -42,6 +42,14 @@ def adopt_orphans() -> bool:
         return False
 
 
+def stop_adopting() -> None:
+    """This process no longer adopts its descendants' orphans (undoes adopt_orphans)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def adopting() -> bool:
     """Whether this process is a subreaper (adopt_orphans)."""
     flag = ctypes.c_int(0)
