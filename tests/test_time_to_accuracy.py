@@ -173,3 +173,17 @@ def test_a_seed_that_crashed_before_its_target_was_known_still_counts_against_it
     frame = pd.DataFrame(_rows("m", "template", [30, 31, 29]) + [dict(_rows("m", "template", [], failed=1)[0], target_accuracy=None)] * 2)
     row = time_to_accuracy_table(frame).iloc[0]
     assert row["seeds"] == 5 and row["not_converged"] == 2 and row["verdict"].startswith("invalid")
+
+
+def test_training_stops_at_the_end_of_its_budget_share():
+    """Under --budget, training that has not reached its target when its case's share runs out stops there: an
+    over-budget skip naming the seconds it ran, not minutes past the run's budget."""
+    from harness.core.run_budget import CaseShare, OverBudget
+
+    spent = CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 10.0, started_s=7.0)  # 3 s ran of a 2 s share
+    with pytest.raises(OverBudget, match=r"training ran 4\.0 s without reaching 90% and was stopped at its 2\.0 s share "
+                                         r"of the 3m budget") as over:
+        tta.over_share(spent, 4.0, 0.9)
+    assert over.value.columns == {"first_call_s": 4.0}
+    tta.over_share(CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 8.0, started_s=7.0), 1.0, 0.9)  # time left: goes on
+    tta.over_share(None, 1e9, 0.9)  # no budget: goes on

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 import torch
 
+from harness.core.run_budget import CaseShare, OverBudget, format_duration
 from harness.measurement.cases import CaseSkipped, DidNotConverge, Diverged
 from harness.catalog.time_to_accuracy import SPEC
 from harness.measurement.context import BuildContext
@@ -138,9 +139,20 @@ def fresh_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tu
     return make_loaders(case, fresh, device)
 
 
+def over_share(share: CaseShare | None, ran_s: float, target: float) -> None:
+    """Training that reaches the end of its share of a run budget stops there: a skipped case whose row keeps
+    the seconds it ran (the next run under the same budget does not start it)."""
+    if share is not None and share.left_s() <= 0:
+        raise OverBudget(f"over budget: training ran {format_duration(ran_s)} without reaching {target:.0%} and was "
+                         f"stopped at its {format_duration(share.share_s)} share of the {format_duration(share.budget_s)} "
+                         "budget — raise --budget or deselect it", ran_s)
+
+
 def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epochs: int, seed: int,
-                  clock: SyncedClock, progress: Any = None, target: float | None = None) -> TargetResult:
-    """Train from the first touch of the data until an evaluation reaches the target (or the cap)."""
+                  clock: SyncedClock, progress: Any = None, target: float | None = None,
+                  share: CaseShare | None = None) -> TargetResult:
+    """Train from the first touch of the data until an evaluation reaches the target (or the cap, or the end of
+    its share of a run budget)."""
     target = case.target_accuracy if target is None else target
     assert target is not None, "a target accuracy is needed"
     device = trainer.device
@@ -159,6 +171,7 @@ def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epoc
         in_epoch = 0
         for x, y in timed_batches(train, device, bool(case.non_blocking)):  # data wait is not split out here
             trainer.step([(x, y)])
+            over_share(share, clock() - start, target)
             if schedule is not None:
                 schedule.step()
             steps += 1
@@ -242,7 +255,7 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     cap_epochs = EPOCH_CAP[ctx.profile]
     target = target_for(case, data.dataset, ctx.profile)
     return Timed(
-        fn=lambda: run_to_target(trainer, case, data, cap_epochs, seed, ctx.clock, ctx.progress, target),
+        fn=lambda: run_to_target(trainer, case, data, cap_epochs, seed, ctx.clock, ctx.progress, target, ctx.share),
         figures=target_figures(case, target, data, cap_epochs, seed, cost.compile_s),
         plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
         windows=lambda result: [result.time_to_target_s] if result.time_to_target_s is not None else [result.evaluations[-1][2]],
