@@ -162,6 +162,9 @@ def test_the_loss_guard() -> None:
     assert "did not fall over 4 timed steps on the same batch (5 -> 5)" in flat
     assert "not finite" in transformer.loss_check([5.0, float("nan"), 4.0, 4.0, 4.0], period=4)
     assert "never came round again" in transformer.loss_check([5.0, 4.0, 3.0], period=4)
+    # steps cut by a run budget: too few to see the batch again is no evidence of not training; finiteness still is
+    assert transformer.loss_check([5.0, 4.0], period=4, capped=True) is None
+    assert "not finite" in transformer.loss_check([5.0, float("inf")], period=4, capped=True)
 
 
 def run_build(case: TransformerCase, profile: Profile = Profile.SMOKE) -> tuple[Timed, list[torch.Tensor]]:

@@ -172,13 +172,16 @@ class TrainStep:
         return loss
 
 
-def loss_check(losses: list[float], period: int = BATCH_POOL) -> str | None:
+def loss_check(losses: list[float], period: int = BATCH_POOL, capped: bool = False) -> str | None:
     """Why these timed steps did not train: a loss that is not finite, or a loss on the first timed
     step's batch that is not lower when that batch comes round again (every `period` steps) the
-    last time. The same batch: a step that does not train cannot pass on an easier batch."""
+    last time. The same batch: a step that does not train cannot pass on an easier batch. Steps cut
+    by a run budget (`capped`) too few for the batch to come round again are checked for finiteness only."""
     if not all(math.isfinite(x) for x in losses):
         return f"the loss is not finite ({', '.join(f'{x:.4g}' for x in losses)})"
     again = (len(losses) - 1) // period * period
+    if again == 0 and capped:
+        return None
     if again == 0:
         return f"{len(losses)} timed step(s): the first step's batch never came round again ({period} batches)"
     if losses[again] >= losses[0]:
@@ -198,13 +201,13 @@ def model_figures(case: TransformerCase, params: int, median_s: float, device_na
             "step_s": median_s, "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else None}
 
 
-def step_figures(case: TransformerCase, step: TrainStep,
-                 device_name: str) -> Callable[[SampleStats, Any], dict[str, Any]]:
+def step_figures(case: TransformerCase, step: TrainStep, device_name: str,
+                 planned_steps: int) -> Callable[[SampleStats, Any], dict[str, Any]]:
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         timed = torch.stack(step.losses[:stats.rounds]).float().cpu().tolist()  # the one read of the losses
         columns = model_figures(case, counted_params(step.model), stats.median_s, device_name)
         columns["train_loss"] = timed[-1] if timed else None
-        why = loss_check(timed)
+        why = loss_check(timed, capped=stats.rounds < planned_steps)
         if why:
             raise Diverged(why, {"train_loss": columns["train_loss"], "n_params": columns["n_params"]})
         if columns["mfu"] is not None and columns["mfu"] > 1:
@@ -255,7 +258,7 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
         restore()
         raise
     device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else ""
-    return Timed(fn=step, figures=step_figures(case, step, device_name), plan=RoundPlan(0, 1, timed_steps, 0.0),
+    return Timed(fn=step, figures=step_figures(case, step, device_name, timed_steps), plan=RoundPlan(0, 1, timed_steps, 0.0),
                  cleanup=restore, cpu_memory=step)
 
 
