@@ -227,7 +227,9 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     base_bad = base[base["status"].isin(["failed", "oom"])]
     for case_id, reason in zip(base_bad["case_id"], base_bad["reason"]):
         notes.append(f"BASE {case_id} excluded: {reason}")
-    new_broken = new[new["status"].isin(["failed", "oom", "skipped"])]  # ok before, not measured now: a regression
+    # ok before, not measured now: a regression; but a case a run budget skipped was not tried, which is no regression
+    over_budget = (new["status"] == "skipped") & new["reason"].fillna("").astype(str).str.startswith("over budget")
+    new_broken = new[new["status"].isin(["failed", "oom", "skipped"]) & ~over_budget]
     for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
         reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
         verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan, math.nan,
