@@ -11,7 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.processes.launch import Completed, Job, Launcher
+from harness.core.run_budget import COST_MARGIN, format_duration
+from harness.processes.launch import MAX_BUILDS, Completed, Job, Launcher
+from harness.processes.protocol import BuildAnswer
 
 def run_deadline_s(args: argparse.Namespace) -> float | None:
     """The run's end by the wall clock under a budget (--budget, else the profile's); None without
@@ -65,6 +67,7 @@ class WithinBudget:
     csv_path: Path
     decided: dict[int, bool] = field(default_factory=dict)
     launched_s: float | None = None  # when the first build was launched (wall clock)
+    build_start_s: float | None = None  # a build's start as a build measured it (BuildAnswer.startup_s)
 
     def starts(self, build: int) -> bool:
         if build not in self.decided:
@@ -75,13 +78,20 @@ class WithinBudget:
         rows = first_rows(self.csv_path)
         if rows is None:
             return True
-        return time.time() + startup_s(rows, self.launched_s) < self.deadline_s and cases_left_for(rows, build)
+        start_s = self.build_start_s if self.build_start_s is not None else startup_s(rows, self.launched_s)
+        return time.time() + start_s < self.deadline_s and cases_left_for(rows, build)
 
     def run(self, job: Job) -> Completed:
         build = job.plan.build if job.plan is not None else 0
         if build == 0:
             self.launched_s = time.time()
-        return self.inner.run(job) if self.starts(build) else Completed(0)
+        extra = job.plan is not None and job.plan.extra  # ExtraBuilds decided it
+        if not (extra or self.starts(build)):
+            return Completed(0)
+        done = self.inner.run(job)
+        if done.answer is not None and done.answer.startup_s is not None:  # the first row's time also counts a fork server's start
+            self.build_start_s = done.answer.startup_s
+        return done
 
     def notes(self) -> list[str]:
         skipped = [str(build + 1) for build, starts in self.decided.items() if not starts]
@@ -89,3 +99,49 @@ class WithinBudget:
             return []
         return [f"budget: build(s) {', '.join(skipped)} of each case not started (the budget was spent, or every case "
                 "was skipped in its first build) — raise --budget for more builds"]
+
+
+def repeated_build_s(rows: list[dict[str, Any]]) -> list[float]:
+    """The build seconds of this run's measured rows of cases the profile builds more than once:
+    what one case costs an extra build."""
+    return [float(row["build_s"]) for row in rows
+            if row["status"] == "ok" and (row["builds"] or 1) > 1 and isinstance(row.get("build_s"), (int, float))]
+
+
+@dataclass
+class ExtraBuilds:
+    """After the profile's builds, one more build process while the budget has time left for the
+    cheapest repeated case's build (with its margin) and the process's start, and the last extra
+    build measured something (harness.pytest_plugin.extra_build says what it repeats). A run that
+    ends early would leave the budget's seconds unused; each extra build narrows the spread its
+    noisiest cases are judged with."""
+
+    deadline_s: float
+    csv_path: Path
+    first_extra: int | None = None
+
+    def __call__(self, build: int, answers: list[BuildAnswer]) -> bool:
+        if build >= MAX_BUILDS:
+            return False
+        if self.first_extra is None:
+            self.first_extra = build
+        elif not answers or answers[-1].build != build - 1 or answers[-1].rows_written == 0:
+            return False  # the last extra build found nothing that fit
+        costs_s = repeated_build_s(self._rows())
+        if not costs_s:
+            return False
+        start_s = max((answer.startup_s or 0.0 for answer in answers), default=0.0)  # a build's start, measured
+        return time.time() + start_s + min(costs_s) * COST_MARGIN < self.deadline_s
+
+    def _rows(self) -> list[dict[str, Any]]:
+        from harness.records.results import read_rows
+
+        try:
+            return read_rows(self.csv_path)
+        except (OSError, ValueError):
+            return []
+
+    def announce(self, build: int) -> str:
+        left = format_duration(max(0.0, self.deadline_s - time.time()))
+        return (f"gpubench: extra build {build + 1}, with {left} of the budget left: the repeated cases whose builds "
+                "disagree most, each whose build still fits")

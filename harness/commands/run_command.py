@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import tempfile
 
     from harness.commands.bench_table import print_one_table
-    from harness.commands.budget_builds import WithinBudget, deadline_args, run_deadline_s
+    from harness.commands.budget_builds import ExtraBuilds, WithinBudget, deadline_args, run_deadline_s
     from harness.processes.build_runs import run_builds as launch_builds
     from harness.processes.launch import Job, python_module
     from harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
@@ -81,16 +82,21 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
 
     def job_for(build: int, builds: int | None) -> Job:
         plan = build_plan(args, extra, scratch, build, builds, deadline_args(deadline_s))
+        if builds is not None and build >= builds:  # past the profile's builds: the budget's time left
+            plan = replace(plan, extra=True)
         return Job(python_module("harness.processes.build_main"), dict(os.environ), hold_sigint=True, plan=plan)
 
     def announce(build: int, builds: int) -> None:
-        if build and (budgeted is None or budgeted.starts(build)):
+        if build >= builds and more is not None:
+            print(more.announce(build), flush=True)
+        elif build and (budgeted is None or budgeted.starts(build)):
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
     launcher = build_launcher(args)
     budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
+    more = None if deadline_s is None else ExtraBuilds(deadline_s, csv_path)
     try:
-        outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce)
+        outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce, more or (lambda build, answers: False))
         tables = [Path(answer.benchmark_json) for answer in outcome.answers if answer.benchmark_json]
         print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
     finally:

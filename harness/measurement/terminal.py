@@ -21,6 +21,8 @@ def _number(value: Any) -> bool:
 
 def summary_line(row: dict[str, Any]) -> str:
     build = f" [build {row['build'] + 1}/{row['builds']}]" if row.get("builds", 1) > 1 else ""
+    if row.get("build", 0) >= row.get("builds", 1) > 1:  # past the profile's builds, with a budget's time left
+        build = f" [extra build {row['build'] + 1}]"
     if row.get("status") != "ok":
         return f"{row['case_id']}{build}: {row['status']} — {row.get('reason', '')}"
     figures = [fmt.format(row[key]) for key, fmt in headlines(str(row.get("workload"))) if _number(row.get(key))]

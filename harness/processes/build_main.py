@@ -27,6 +27,7 @@ def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
     tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
     table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
     micro = ["--gpubench-micro-only"] if plan.micro_only else []
+    extra = ["--gpubench-extra-build"] if plan.extra else []
     return [
         *plan.options,
         *plan.pytest_args,
@@ -35,6 +36,7 @@ def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
         *tags,
         *table,
         *micro,
+        *extra,
     ]
 
 

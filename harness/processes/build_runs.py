@@ -44,15 +44,17 @@ def run_builds(
     job_for: Callable[[int, int | None], Job],
     stop_codes: tuple[int, ...],
     on_build: Callable[[int, int], None] = lambda build, builds: None,
+    more: Callable[[int, list[BuildAnswer]], bool] = lambda build, answers: False,
 ) -> BuildsOutcome:
     """Build k of every case in process k (pyperf's lesson: separate processes sample memory
     layout, thread placement and another moment of the machine). `job_for(build, builds)` is its
     launch: builds is None until the first build's answer (harness.processes.protocol) told the
-    selection's build count."""
+    selection's build count. After the selection's builds, `more(build, answers)` says whether an
+    extra build starts (a budget's time left: harness.commands.budget_builds.ExtraBuilds)."""
     worst, builds, build, known = 0, 1, 0, None
     answers: list[BuildAnswer] = []
     with stop_requests() as request:
-        while build < builds:
+        while build < builds or more(build, answers):
             if request.signum:  # arrived between two builds: start no other
                 return BuildsOutcome(
                     signal_exit(request.signum),
@@ -72,9 +74,10 @@ def run_builds(
                 )
             if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
                 builds = known = min(MAX_BUILDS, max(1, count))
-            outcome = build_outcome(
-                done, request.signum, f"build {build + 1} of {builds}", builds, stop_codes, later=build > 0
-            )
+            if build >= builds and done.code == NO_TESTS and not request.signum:
+                break  # an extra build with no case left to repeat: the run is whole
+            where = f"build {build + 1} of {builds}" if build < builds else f"extra build {build + 1}"
+            outcome = build_outcome(done, request.signum, where, builds, stop_codes, later=build > 0)
             if outcome is not None:  # an earlier build's failed case still counts: exit 1, not a later build's 0
                 return replace(outcome, code=max(outcome.code, worst), answers=answers)
             worst = max(worst, done.code if done.code != NO_TESTS else 0)

@@ -30,6 +30,7 @@ class BuildPlan:
     output_tag: str = ""  # the user's --benchmark-json/--benchmark-save get it in their names ('b2'); '' keeps them
     table_json: str = ""  # pytest-benchmark's JSON goes here when the user names none
     micro_only: bool = False  # the micro cases only: the user's -m and-ed with their markers
+    extra: bool = False  # a build past the profile's, with the budget's time left: the noisiest repeated cases first
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

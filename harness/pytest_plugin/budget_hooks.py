@@ -29,7 +29,21 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
         skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
-    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped)
+    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build)
+
+
+def extra_build_order(state: RunState) -> list[str]:
+    """The cases an extra build repeats, noisiest first, from this run's rows so far (none without
+    a budget, or when the run's file cannot be read: the extra build then runs nothing)."""
+    from harness.pytest_plugin.extra_build import noisiest_first
+    from harness.records.results import read_rows
+
+    if state.budget_s is None:
+        return []
+    try:
+        return noisiest_first(read_rows(state.session.csv_path))
+    except (OSError, ValueError):
+        return []
 
 
 def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from harness.core.run_budget import (
     COST_MARGIN,
+    MIN_SHARE_S,
     CaseCost,
     CaseShare,
     format_duration,
@@ -37,6 +38,7 @@ class BudgetPlan:
     now: Callable[[], float] = time.time
     cases: int = 0  # the selection's cases and builds, for the plan line
     builds: int = 0
+    extra: bool = False  # an extra build (harness.pytest_plugin.extra_build): a case runs whole or not at all
 
     def left_s(self) -> float:
         return self.deadline_s - self.now() - self.later_processes * self.startup_s
@@ -45,11 +47,21 @@ class BudgetPlan:
         known = self.costs.get(case_id)
         return known.build_s if known is not None else None
 
+    def fits(self, case_id: str) -> bool:
+        """Whether the case's known build (with its margin) fits the time left: an extra build runs
+        no case it would have to cap or skip."""
+        cost_s = self.cost(case_id)
+        return cost_s is not None and max(cost_s * COST_MARGIN, MIN_SHARE_S) <= self.left_s()
+
     def share_for(self, case_id: str) -> CaseShare:
-        """This case's share of what is left, beside every item still to run after it."""
+        """This case's share of what is left, beside every item still to run after it (in an extra
+        build: all that is left, which `fits` checked its known build needs; the profile's rounds, not
+        the share, say how long it runs)."""
+        known = self.costs.get(case_id)
+        if self.extra:
+            return CaseShare(max(self.left_s(), 0.0), self.budget_s, known.first_call_s if known else None)
         others = [self.cost(c) for c in self.pending_after(case_id)]
         share_s = share_of(self.cost(case_id), others, self.left_s())
-        known = self.costs.get(case_id)
         return CaseShare(share_s, self.budget_s, known.first_call_s if known else None)
 
     def pending_after(self, case_id: str) -> list[str]:
@@ -122,7 +134,7 @@ def process_startup_s() -> float:
 
 
 def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[tuple[str, int]],
-                only_build: int | None, skipped: set[str]) -> BudgetPlan:
+                only_build: int | None, skipped: set[str], extra: bool = False) -> BudgetPlan:
     """The plan of one process from every selected (case id, build) in run order. `deadline_s`:
     the run's, from `gpubench run` (None: this process is the whole run, from its start). Cases
     already skipped in the run's file (an earlier build process) are not planned for."""
@@ -134,4 +146,4 @@ def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, Case
     here = [c for c, build in entries if build == only_build and c not in skipped]
     later = [c for c, build in entries if build > only_build and c not in skipped]
     processes = len({build for _, build in entries if build > only_build})
-    return BudgetPlan(budget_s, deadline_s, costs, here, later, processes, startup_s, **size)
+    return BudgetPlan(budget_s, deadline_s, costs, here, later, processes, startup_s, extra=extra, **size)

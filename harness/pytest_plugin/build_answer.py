@@ -41,6 +41,9 @@ def add_build_options(group: Any) -> None:
     group.addoption(
         "--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS
     )
+    group.addoption(  # with --gpubench-build K past the profile's builds: harness.pytest_plugin.extra_build
+        "--gpubench-extra-build", action="store_true", default=False, dest="gpubench_extra_build", help=argparse.SUPPRESS
+    )
 
 
 def tagged_json(path: Path, tag: str) -> Path:

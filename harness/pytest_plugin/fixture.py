@@ -16,6 +16,7 @@ from harness.catalog.profiles import Profile
 from harness.core.exits import ExitCode
 from harness.core.plan import RoundPlan
 from harness.records.results import ResultsFull
+from harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
 from harness.pytest_plugin.run_state import RunState, Terminated
 from harness.measurement.runner import run_case
 from harness.records.safe_files import UnsafePath
@@ -127,6 +128,9 @@ class Recorder:
             if plan is not None:
                 plan.done(case.case_id, skipped=True)
             pytest.skip(session.skipped[case.case_id])  # its first build already left the row
+        if plan is not None and plan.extra and not plan.fits(case.case_id):
+            plan.done(case.case_id, skipped=False)
+            pytest.skip(EXTRA_BUILD_SKIP)  # it has the profile's builds already: no row
         ctx = self.state.context(build)
         ctx.share = plan.share_for(case.case_id) if plan is not None and not untimed else None
         ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None

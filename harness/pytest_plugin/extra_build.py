@@ -1,0 +1,55 @@
+"""An extra build: a build process `gpubench run` starts after the profile's builds when its budget
+has time left. It repeats the cases the profile builds more than once, the most uncertain first
+(the widest spread of their build medians so far in this run), each only if its whole build, as
+this run's earlier builds timed it, fits the time left; a case that does not fit is passed over
+with no row (it already has the profile's builds). Torch-free."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+EXTRA_BUILD_SKIP = "extra build: its build does not fit the budget's time left"
+
+
+def build_spread(medians_s: list[float]) -> float:
+    """(max - min) / median of a case's build medians: how far its builds disagree; inf for a case
+    with one build (nothing yet says how uncertain it is)."""
+    if len(medians_s) < 2:
+        return math.inf
+    middle_s = statistics.median(medians_s)
+    return (max(medians_s) - min(medians_s)) / middle_s if middle_s > 0 else math.inf
+
+
+def noisiest_first(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """The case ids an extra build repeats: cases the profile builds more than once whose every
+    build so far measured (a skipped, failed or out-of-memory build is not repeated), widest
+    spread first (ties: run order)."""
+    medians_s: dict[str, list[float]] = {}
+    unmeasured: set[str] = set()
+    for row in rows:
+        case_id = str(row["case_id"])
+        if (row.get("builds") or 1) < 2:
+            continue
+        median_s = row.get("median_s")
+        if row.get("status") != "ok" or not isinstance(median_s, (int, float)) or not median_s > 0:
+            unmeasured.add(case_id)
+            continue
+        medians_s.setdefault(case_id, []).append(float(median_s))
+    ranked = [case_id for case_id in medians_s if case_id not in unmeasured]
+    return sorted(ranked, key=lambda case_id: -build_spread(medians_s[case_id]))
+
+
+def keep_in_order(config: pytest.Config, items: list[pytest.Item], order: list[str],
+                  case_of: Callable[[pytest.Item], str | None]) -> None:
+    """Only the items of `order`'s cases, in that order (the others deselected)."""
+    rank = {case_id: index for index, case_id in enumerate(order)}
+    keep = sorted((item for item in items if case_of(item) in rank), key=lambda item: rank[case_of(item) or ""])
+    dropped = [item for item in items if case_of(item) not in rank]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep

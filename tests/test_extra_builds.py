@@ -1,0 +1,155 @@
+"""Extra builds: after the profile's builds, a run under --budget spends its time left on more builds
+of the repeated cases whose builds disagree most, each only if its whole build still fits."""
+
+import time
+
+import pytest
+
+from harness.commands.budget_builds import ExtraBuilds
+from harness.core.run_budget import CaseCost
+from harness.processes.build_runs import run_builds
+from harness.processes.launch import NO_TESTS, Completed, Job
+from harness.processes.protocol import BuildAnswer, BuildPlan
+from harness.pytest_plugin.budget_plan import BudgetPlan
+from harness.pytest_plugin.extra_build import build_spread, noisiest_first
+from harness.records.results import ResultsWriter, read_rows
+from harness.records.schema import SCHEMA_VERSION
+
+pytest_plugins = ["pytester"]
+
+
+def row(case_id, build, median_s, status="ok", builds=3, build_s=2.0):
+    return {"case_id": case_id, "build": build, "builds": builds, "status": status, "median_s": median_s, "build_s": build_s}
+
+
+def test_the_case_whose_builds_disagree_most_is_repeated_first_and_an_unmeasured_one_not_at_all():
+    rows = [row("calm", 0, 1.0), row("calm", 1, 1.01), row("wild", 0, 1.0), row("wild", 1, 1.5),
+            row("half", 0, 2.0), row("half", 1, 2.2), row("broke", 0, 1.0), row("broke", 1, None, status="failed"),
+            row("once", 0, 1.0, builds=1)]
+    assert noisiest_first(rows) == ["wild", "half", "calm"]  # an epoch built once by the profile is not repeated
+    assert build_spread([1.0, 1.5]) == pytest.approx(0.4)
+
+
+def test_an_extra_build_runs_a_case_whole_or_not_at_all():
+    now = [100.0]
+    plan = BudgetPlan(180.0, 110.0, {"a": CaseCost(4.0), "b": CaseCost(20.0)}, ["a", "b", "c"], now=lambda: now[0],
+                      extra=True)
+    assert plan.fits("a") and not plan.fits("b") and not plan.fits("c")  # c: no cost known, nothing says it fits
+    assert plan.share_for("a").share_s == pytest.approx(10.0)  # all that is left, not a split with the cases after it
+    now[0] = 106.0
+    assert not plan.fits("a")
+    tiny = BudgetPlan(180.0, 110.1, {"a": CaseCost(0.01)}, ["a"], now=lambda: now[0] + 4.0, extra=True)
+    assert not tiny.fits("a")  # 0.1 s left: too little to build any case, however cheap its history says it is
+
+
+def write_rows(folder, rows):
+    folder.mkdir(exist_ok=True)
+    writer = ResultsWriter(folder, "r")
+    for one in rows:
+        writer.append({"schema_version": SCHEMA_VERSION, "run_id": "r", "timestamp_utc": "2026-11-02T10:00:00+00:00",
+                       "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                       "cuda_version": "", "workload": "matmul", "reason": "", **one})
+    writer.close()
+    return folder / "r.csv"
+
+
+def test_extra_builds_start_while_the_cheapest_repeated_case_fits_and_stop_when_one_measured_nothing(tmp_path):
+    csv = write_rows(tmp_path, [row("a", 0, 1.0, build_s=10.0), row("b", 0, 1.0, build_s=2.0),
+                                row("epoch", 0, 9.0, builds=1, build_s=1.0)])
+    answers = [BuildAnswer(0, 3, startup_s=100.0)]  # long, so that reading the file is no part of the margin
+    assert ExtraBuilds(time.time() + 200.0, csv)(3, answers)  # 100 s to start + b's 2 s x 1.25
+    assert not ExtraBuilds(time.time() + 102.0, csv)(3, answers)
+    more = ExtraBuilds(time.time() + 200.0, csv)
+    assert more(3, answers)
+    assert more(4, [*answers, BuildAnswer(3, 4, rows_written=2)])
+    assert not more(5, [*answers, BuildAnswer(4, 5, rows_written=0)])  # the last one found nothing that fit
+    assert not ExtraBuilds(time.time() + 60.0, write_rows(tmp_path / "x", [row("epoch", 0, 9.0, builds=1)]))(1, answers)
+
+
+def test_a_run_starts_its_extra_builds_after_the_profiles_and_one_with_nothing_to_repeat_ends_it_whole():
+    plans = []
+
+    class Launcher:
+        def run(self, job):
+            plans.append(job.plan)
+            if job.plan.build >= 2 and len(plans) == 4:
+                return Completed(NO_TESTS, answer=BuildAnswer(job.plan.build, None))
+            return Completed(0, answer=BuildAnswer(job.plan.build, 2, rows_written=1))
+
+    def job_for(build, builds):
+        return Job(["build"], plan=BuildPlan(build, [], [], builds, extra=builds is not None and build >= builds))
+
+    outcome = run_builds(Launcher(), job_for, (2, 3, 4), more=lambda build, answers: build < 5)
+    assert [(plan.build, plan.extra) for plan in plans] == [(0, False), (1, False), (2, True), (3, True)]
+    assert outcome.code == 0 and not outcome.stopped and not outcome.cut_short and outcome.builds == 2
+
+
+TWO_CASE_BENCH = '''
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.measurement.cases import Case
+from harness.measurement.measure import Timed
+
+gpubench_workload = sys.modules[__name__]
+
+
+@dataclass(frozen=True)
+class TinyCase(Case):
+    workload: ClassVar[str] = "matmul"
+    size: int
+
+
+def cases(ctx):
+    return [TinyCase(8), TinyCase(16)]
+
+
+def build(case, ctx):
+    return Timed(fn=lambda: sum(range(case.size)))
+
+
+def test_tiny(case, gpubench):
+    gpubench.run(case)
+'''
+
+
+def build_of_tiny(pytester, *extra):
+    return pytester.runpytest("-p", "harness.pytest_plugin.plugin", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
+                              "--results-dir=out", "--run-id=r", "--builds=2", "--budget=10m", *extra)
+
+
+def test_an_extra_build_repeats_the_repeated_cases_within_the_deadline_and_records_nothing_past_it(pytester, monkeypatch):
+    monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
+    pytester.makepyfile(bench_tiny=TWO_CASE_BENCH)
+    assert build_of_tiny(pytester).ret == 0  # both builds in one session
+    assert build_of_tiny(pytester, "--gpubench-build=2", "--gpubench-extra-build").ret == 0
+    rows = read_rows(pytester.path / "out" / "r.csv")
+    assert sorted((r["case_id"], r["build"], r["status"]) for r in rows if r["build"] == 2) == [
+        ("matmul/n16", 2, "ok"), ("matmul/n8", 2, "ok")]
+    spent = f"--gpubench-deadline={time.time() - 1.0!r}"
+    result = build_of_tiny(pytester, "--gpubench-build=3", "--gpubench-extra-build", spent, "-rs")
+    result.assert_outcomes(skipped=2)
+    assert "extra build: its build does not fit the budget's time left" in result.stdout.str()
+    assert [r for r in read_rows(pytester.path / "out" / "r.csv") if r["build"] == 3] == []
+
+
+def test_a_later_build_is_planned_with_the_start_a_build_measured_not_the_fork_servers(tmp_path):
+    from datetime import datetime, timezone
+
+    from harness.commands.budget_builds import WithinBudget
+
+    started = []
+
+    class Inner:
+        def run(self, job):
+            started.append(job.plan.build)
+            return Completed(0, answer=BuildAnswer(job.plan.build, 3, rows_written=1, startup_s=1.0))
+
+    budgeted = WithinBudget(Inner(), time.time() + 20, tmp_path / "r.csv")
+    budgeted.run(Job(["build"], plan=BuildPlan(0, [], [])))
+    # its first row 30 s after its launch (a fork server importing torch first); the build itself started in 1 s
+    late_s = datetime.fromtimestamp(time.time() + 30, timezone.utc).isoformat()
+    write_rows(tmp_path, [dict(row("a", 0, 1.0), timestamp_utc=late_s)])
+    budgeted.run(Job(["build"], plan=BuildPlan(1, [], [], 3)))
+    assert started == [0, 1] and not budgeted.notes()
