@@ -80,7 +80,7 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     flags = quality_flags(stats, measured.plan, ctx.budget, timed.repeatable) + list(figures.pop("flags", []))
     out.update(figures)
     add_memory(out, timed, ctx)
-    energy, energy_notes = energy_columns(timed, measured, ctx.energy, ctx.clock, ctx.build_index == 0, out)
+    energy, energy_notes = energy_columns(timed, measured, ctx.energy, out)
     out.update(energy)
     if any(note.startswith("throttled") for note in energy_notes):
         flags.append("throttled")
@@ -98,7 +98,8 @@ def measured_columns(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return {"status": "ok", "reason": "untimed (--benchmark-disable)"}
-    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share)
+    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
+                       repeat_energy=ctx.build_index == 0)
     return derive(case, timed, measured, ctx, device_name)
 
 
