@@ -4,13 +4,14 @@ repetition that fills a counter window too long for the case's own rounds happen
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness.devices.energy import EnergyMeter, EnergyReading
 from harness.measurement.measure import Measurement, Timed
 
 
-def energy_figures(reading: EnergyReading, calls: int, out: dict[str, Any], samples_per_call: int | None = None) -> dict[str, Any]:
+def energy_figures(reading: EnergyReading, calls: int, out: Mapping[str, Any], samples_per_call: int | None = None) -> dict[str, Any]:
     """energy_j per call of the timed function (one matmul, one epoch, one run to target), the
     region's average power, and work per joule: TFLOP/s over watts (the region is all matmul), and
     samples over joules — of the call when its samples are known, else samples/s over watts."""
@@ -30,7 +31,7 @@ def energy_figures(reading: EnergyReading, calls: int, out: dict[str, Any], samp
 
 
 def energy_columns(timed: Timed, measured: Measurement, meter: EnergyMeter,
-                   out: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+                   out: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The energy and telemetry columns of a measured case, and the reasons a reader must see."""
     telemetry = dict(measured.telemetry)
     slowdown = telemetry.pop("gpu_slowdown", "")
@@ -40,10 +41,9 @@ def energy_columns(timed: Timed, measured: Measurement, meter: EnergyMeter,
     if not timed.energy:
         return dict(telemetry, energy_source=None), ([timed.energy_note] if timed.energy_note and meter.available else []) + notes
     reading, calls = measured.energy, measured.calls
-    columns = energy_figures(reading, calls, out, timed.samples_per_call)
-    if timed.energy_alias and columns.get("energy_j") is not None:
-        columns[timed.energy_alias] = columns["energy_j"]
-    columns.update(telemetry)
-    if reading.reason and columns.get("energy_j") is None:
+    figures = energy_figures(reading, calls, out, timed.samples_per_call)
+    energy_j = figures.get("energy_j")
+    alias = {timed.energy_alias: energy_j} if timed.energy_alias and energy_j is not None else {}
+    if reading.reason and energy_j is None:
         notes.insert(0, reading.reason + (" (measured once per case, in its first build)" if timed.repeatable else ""))
-    return columns, notes
+    return {**figures, **alias, **telemetry}, notes
