@@ -23,10 +23,11 @@ from harness.devices.energy import (
     rapl_counter,
     summarize_telemetry,
 )
-from harness.measurement.energy_columns import energy_by_repetition, energy_figures
+from harness.measurement.energy_columns import energy_figures
+from harness.measurement.loop import energy_by_repetition
 from harness.devices.env import gpu_other_processes, gpu_telemetry
-from harness.measurement.measure import Timed
-from harness.core.plan import RoundPlan
+from harness.measurement.measure import Timed, measure
+from harness.core.plan import Budget, RoundPlan
 from harness.records.results import ResultsWriter
 from harness.records.schema import SCHEMA_VERSION
 from harness.measurement.timing import SyncedClock
@@ -134,7 +135,8 @@ class FakeCounter:
         return self.clock() * self.watts
 
 
-def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None, fn=None):
+def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None, fn=None,
+                build_index=0):
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), energy=meter, telemetry=telemetry)
     ctx = RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer)
@@ -145,7 +147,7 @@ def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops":
             return Timed(fn=fn or (lambda: torch.ones(64, 64) @ torch.ones(64, 64)), figures=figures, plan=plan)
 
     try:
-        return run_with(MatmulCase("fp32", 64), Workload, FakeBenchmark(samples or [0.001]), ctx)
+        return run_with(MatmulCase("fp32", 64), Workload, FakeBenchmark(samples or [0.001]), ctx, build_index)
     finally:
         writer.close()
 
@@ -168,6 +170,36 @@ def test_a_short_repeatable_region_is_repeated_for_its_energy(tmp_path):
     assert row["energy_j"] is not None and row["avg_power_w"] == pytest.approx(20.0, rel=0.05)
     assert row["energy_j"] / row["avg_power_w"] < 0.5  # one call's share of a window of >= 0.5 s
     assert "shorter than" not in row["reason"]
+
+
+def test_a_later_build_does_not_repeat_a_short_region_and_says_why(tmp_path):
+    meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
+    meter.counter.min_window_s = 30.0  # longer than the rounds; a first build would repeat the calls for 36 s
+    row = _run_matmul(tmp_path, meter, build_index=1)
+    assert row["status"] == "ok" and row.get("energy_j") is None
+    assert "(measured once per case, in its first build)" in row["reason"]
+
+
+BUDGET = Budget(target_s=0.05, min_round_s=0.001, min_rounds=3, max_rounds=5, warmup_calls=2)
+
+
+def test_measure_repeats_a_short_region_for_its_energy_before_it_returns():
+    """The repetition is part of the measurement: `measure()` returns the per-call reading, the
+    rounds' samples untouched; without `repeat_energy` the region's own (empty) reading stays."""
+    clock = SteppingClock(0.0)
+
+    def fn():
+        clock.now_s += 0.010
+
+    def measured(repeat_energy):
+        meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
+        meter.counter.min_window_s = 1.0
+        return measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, repeat_energy=repeat_energy)
+
+    repeated, single = measured(True), measured(False)
+    assert repeated.calls == 1 and repeated.energy.energy_j == pytest.approx(100.0 * 0.010)
+    assert repeated.samples_s == pytest.approx([0.010] * repeated.plan.rounds)  # the rounds' own samples
+    assert single.energy.energy_j is None and single.energy.reason and single.calls == single.plan.rounds * single.plan.iterations
 
 
 @pytest.mark.parametrize("median_s", [0.0105, 0.012, 0.008])

@@ -4,7 +4,8 @@ import torch
 from harness.measurement import timing
 from harness.measurement.measure import Timed, measure
 from harness.core.plan import Budget, RoundPlan, plan_rounds
-from harness.measurement.timing import Stopwatch, SyncedClock, sample, warm_up
+from harness.measurement.loop import run_batches, sample, warm_up
+from harness.measurement.timing import Stopwatch, SyncedClock
 
 
 class FakeClock:
@@ -84,3 +85,21 @@ def test_stopwatch_accumulates_spans(fake_clock):
         watch.stop(sync=False)
     assert watch.total_s == pytest.approx(0.006)
     assert fake_clock.syncs == []  # unsynced spans read the host clock only
+
+
+def test_the_loop_runs_the_batches_its_hook_asks_for_and_keeps_results_only_when_told(fake_clock):
+    asked = []
+
+    def next_batch(done):
+        asked.append(list(done.calls))
+        return [3, 1, 0][len(done.calls)]
+
+    def work():
+        fake_clock.work()
+        return fake_clock.calls
+
+    dropped = run_batches(work, fake_clock.synced, next_batch)
+    assert asked == [[], [3], [3, 1]] and dropped.calls == [3, 1] and dropped.total_calls == 4
+    assert dropped.per_call_s() == pytest.approx([0.002, 0.002]) and dropped.result is None  # no output kept alive
+    asked.clear()
+    assert run_batches(work, fake_clock.synced, next_batch, keep_result=True).result == 8  # the rounds' last result

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import psutil
 import torch
 
 from harness.devices.env import gpu_other_processes
+from harness.records.row import Load
 
 BUSY_FRAC = 0.25  # other processes took more than this share of the machine's CPU during the case
 
@@ -47,14 +47,8 @@ class LoadMeter:
         return min(1.0, max(0.0, others_s / (wall_s * (os.cpu_count() or 1))))
 
 
-def record_load(row: dict[str, Any], busy_frac: float, device: torch.device) -> None:
-    """cpu_busy_frac, gpu_other_procs and the busy flags of a finished row."""
-    row["cpu_busy_frac"] = round(busy_frac, 4)
-    flags = list(row.get("flags") or [])
-    if device.type == "cuda":
-        row["gpu_other_procs"] = gpu_other_processes(device.index or 0)
-        if row["gpu_other_procs"]:
-            flags.append("busy-gpu")
-    if busy_frac > BUSY_FRAC:
-        flags.append("busy")
-    row["flags"] = ";".join(dict.fromkeys(flags))
+def load_of(busy_frac: float, device: torch.device) -> Load:
+    """The load part of a finished row: cpu_busy_frac, gpu_other_procs and the busy flags."""
+    gpu_other_procs = gpu_other_processes(device.index or 0) if device.type == "cuda" else None
+    flags = (["busy-gpu"] if gpu_other_procs else []) + (["busy"] if busy_frac > BUSY_FRAC else [])
+    return Load(round(busy_frac, 4), gpu_other_procs, tuple(flags))

@@ -7,8 +7,10 @@ from them (after torch.utils.benchmark's Measurement).
     m = measure(Timed(fn=lambda: torch.matmul(a, b)), Profile.QUICK.budget, SyncedClock(device))
     print(m.stats.median_s, m.samples_s)
 
-Who drives the rounds is pluggable (`Rounds`): `inline_rounds` here, pytest-benchmark's
-`pedantic` in the pytest plugin, so its table and JSON hold the same samples as the CSV.
+Every phase runs through the one loop (harness.measurement.loop): warm-up, calibration, the rounds
+and the energy repetition. Who drives the rounds is pluggable (`Rounds`): the loop's `inline_rounds`,
+or pytest-benchmark's `pedantic` in the pytest plugin, so its table and JSON hold the same samples as
+the CSV.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
 from harness.core.plan import Budget, RoundPlan, plan_rounds
 from harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
 from harness.core.stats import SampleStats, summarize
-from harness.measurement.timing import SyncedClock, sample, warm_up
+from harness.measurement.loop import energy_by_repetition, inline_rounds, sample, time_call, warm_up
+from harness.measurement.timing import SyncedClock
 
 
 @dataclass
@@ -77,7 +80,7 @@ class Measurement:
     plan: RoundPlan
     samples_s: list[float]
     result: Any
-    calls: int  # calls of fn inside the energy region (a driver's extra call included)
+    calls: int  # calls of fn the energy reading covers (a driver's extra call included; 1: a per-call reading)
     energy: EnergyReading = field(default_factory=lambda: EnergyReading(None, 0.0))
     telemetry: dict[str, Any] = field(default_factory=dict)
     first_call_s: float | None = None  # the case's first call, warm-up included (what a budget must afford)
@@ -94,19 +97,6 @@ class Rounds(Protocol):
     when iterations > 1, for the result)."""
 
     def __call__(self, fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]: ...
-
-
-def inline_rounds(clock: SyncedClock) -> Rounds:
-    def run(fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]:
-        samples_s, result = [], None
-        for _ in range(plan.rounds):
-            start = clock()
-            for _ in range(plan.iterations):
-                result = fn()
-            samples_s.append((clock() - start) / plan.iterations)
-        return samples_s, result, plan.rounds * plan.iterations
-
-    return run
 
 
 class Region:
@@ -159,9 +149,7 @@ def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock, share: CaseS
     Returns the plan, the first call's seconds and the cap's reason ('' when not capped)."""
     check_estimate(timed, share)
     warm = timed.warmup or timed.fn
-    start = clock()
-    warm()
-    first_s = clock() - start
+    first_s = time_call(warm, clock)
     if first_s > share.left_s():
         raise OverBudget(share.over(first_s), first_s)
     estimate_s = first_s
@@ -186,9 +174,7 @@ def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tup
         warm_up(timed.warmup or timed.fn, plan.warmup_calls, clock)
     if share is None or plan.rounds == 1 or timed.windows is not None:
         return plan, None, ""
-    start = clock()
-    timed.fn()
-    call_s = clock() - start
+    call_s = time_call(timed.fn, clock)
     if call_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(call_s), call_s)
     cut = capped_plan(RoundPlan(plan.warmup_calls, plan.iterations, plan.rounds, call_s), share.left_s())
@@ -204,9 +190,12 @@ def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
 
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
             meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
-            share: CaseShare | None = None) -> Measurement:
+            share: CaseShare | None = None, repeat_energy: bool = False) -> Measurement:
     """Warm-up, calibration, then the rounds inside the energy/telemetry region. Under a run
-    budget (`share`) the case is capped or skipped (OverBudget) rather than run past its share."""
+    budget (`share`) the case is capped or skipped (OverBudget) rather than run past its share.
+    `repeat_energy`: a region too short for the energy counter is repeated for its energy
+    (`energy_by_repetition`); the runner allows it in the first build of a case only: on a GPU
+    (1 s window) every later build would add over a second of full-power work."""
     first_s: float | None = None
     capped = ""
     if timed.plan is not None:
@@ -215,7 +204,8 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
         plan, first_s, capped = budgeted_plan(timed, budget, clock, share)
     else:
         plan = plan_for(timed, budget, clock)
-    region = Region(meter or EnergyMeter(None), sampler, clock)
+    meter = meter or EnergyMeter(None)
+    region = Region(meter, sampler, clock)
     start = clock.unsynced()
     with region:
         samples_s, result, calls = (rounds or inline_rounds(clock))(timed.fn, plan)
@@ -223,4 +213,8 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
         first_s = clock.unsynced() - start
     if timed.windows is not None:
         samples_s = timed.windows(result)
-    return Measurement(plan, samples_s, result, calls, region.reading, region.telemetry, first_s, capped)
+    measured = Measurement(plan, samples_s, result, calls, region.reading, region.telemetry, first_s, capped)
+    reading = measured.energy
+    if repeat_energy and timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
+        measured.energy, measured.calls = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock), 1
+    return measured

@@ -1,6 +1,6 @@
 """Runs one build of a case end to end: build, measure (harness.measurement.measure), derive figures, memory,
-energy and flags, and hand the row to the session. Every outcome (ok, skipped, oom, failed)
-becomes a row."""
+energy and flags as the typed parts of a row (harness.records.row), and hand its columns to the session.
+Every outcome (ok, skipped, oom, failed) becomes a row."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from harness.measurement.cases import Case, CaseSkipped, Diverged
 from harness.measurement.context import BuildContext
 from harness.devices.cpu_memory import cpu_peak_bytes
 from harness.measurement.energy_columns import energy_columns
-from harness.devices.machine_load import LoadMeter, record_load
+from harness.devices.machine_load import LoadMeter, load_of
 from harness.measurement.measure import Measurement, Rounds, Timed, measure
 from harness.core.peaks import peak_gbps, peak_tflops
 from harness.core.plan import Budget, RoundPlan
 from harness.core.run_budget import CaseShare, OverBudget
 from harness.records.results import utc_timestamp
+from harness.records.row import CaseColumns, CaseResult, Columns, MeasuredColumns, Memory, Row, Status
 from harness.core.stats import NOISY_REL_IQR, SampleStats
 from harness.measurement.terminal import one_line
 from harness.measurement.workload import Workload
@@ -51,69 +52,72 @@ def impossible_figures(figures: dict[str, Any], device_name: str, dtype: str) ->
 
 
 def measured_row(stats: SampleStats, plan: RoundPlan, samples_s: list[float]) -> dict[str, Any]:
-    """The measurement columns of a row, from its raw samples (the DDP worker's row too)."""
-    return {
-        "rounds": stats.rounds, "iterations": plan.iterations, "median_s": stats.median_s, "iqr_s": stats.iqr_s,
-        "min_s": stats.min_s, "mean_s": stats.mean_s, "stddev_s": stats.stddev_s, "cv": stats.cv, "rel_iqr": stats.rel_iqr,
-        "iqr_outliers": stats.iqr_outliers, "stddev_outliers": stats.stddev_outliers,
-        "round_s": stats.median_s * plan.iterations, "samples_s": samples_s,
-    }
+    """The measurement columns of a row, from its raw samples (the DDP worker's and collectives' rows)."""
+    return MeasuredColumns(stats, plan.iterations, samples_s).columns()
 
 
-def add_memory(out: dict[str, Any], timed: Timed, ctx: BuildContext) -> None:
-    """Peak, allocated and reserved memory of the timed region (a workload's own peak wins)."""
+def memory_part(figures: Columns, timed: Timed, ctx: BuildContext) -> Memory:
+    """Peak, allocated and reserved memory of the timed region (a workload's own peak wins, except
+    the CPU allocator profiler's)."""
     memory = devices.memory_snapshot(ctx.device)
-    out.setdefault("peak_mem_bytes", memory.peak_bytes)
-    out.setdefault("mem_source", memory.source)
+    peak_bytes, source = figures.get("peak_mem_bytes", memory.peak_bytes), figures.get("mem_source", memory.source)
     if ctx.device.type == "cpu" and timed.cpu_memory is not None:
-        out.update(peak_mem_bytes=cpu_peak_bytes(timed.cpu_memory), mem_source="cpu-profiler")
-    out.update(mem_allocated_bytes=memory.allocated_bytes, mem_reserved_bytes=memory.reserved_bytes)
+        peak_bytes, source = cpu_peak_bytes(timed.cpu_memory), "cpu-profiler"
+    return Memory(peak_bytes, source, memory.allocated_bytes, memory.reserved_bytes)
 
 
-def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, device_name: str) -> dict[str, Any]:
-    """The ok row's columns from one measurement: statistics, figures, memory, energy, flags."""
+def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, device_name: str) -> CaseResult:
+    """The ok result of one measurement: statistics, figures, memory, energy, flags."""
     stats = measured.stats
-    figures = timed.figures(stats, measured.result)
+    figures = dict(timed.figures(stats, measured.result))
     if timed.companion is not None:
-        figures.update(timed.companion(measured))
-    out = measured_row(stats, measured.plan, measured.samples_s)
-    flags = quality_flags(stats, measured.plan, ctx.budget, timed.repeatable) + list(figures.pop("flags", []))
-    out.update(figures)
-    add_memory(out, timed, ctx)
-    energy, energy_notes = energy_columns(timed, measured, ctx.energy, ctx.clock, ctx.build_index == 0, out)
-    out.update(energy)
+        figures = {**figures, **timed.companion(measured)}
+    workload_flags = list(figures.pop("flags", []))
+    workload_reason = str(figures.pop("reason", None) or "")
+    flags = quality_flags(stats, measured.plan, ctx.budget, timed.repeatable) + workload_flags
+    memory = memory_part(figures, timed, ctx)
+    energy, energy_notes = energy_columns(timed, measured, ctx.energy, figures)
     if any(note.startswith("throttled") for note in energy_notes):
         flags.append("throttled")
     if measured.capped:
         flags.append("capped")
-    out["first_call_s"] = measured.first_call_s
-    impossible = impossible_figures(out, device_name, str(getattr(case, "dtype", "") or ""))
+    impossible = impossible_figures(figures, device_name, str(getattr(case, "dtype", "") or ""))
     warnings = [measured.capped] + timed.notes + impossible + energy_notes
-    out.update(status="ok", reason="; ".join(filter(None, [str(figures.get("reason") or "")] + warnings)), flags=flags)
-    return out
+    status = Status("ok", "; ".join(filter(None, [workload_reason] + warnings)), tuple(flags))
+    return CaseResult(status, MeasuredColumns(stats, measured.plan.iterations, measured.samples_s), measured.first_call_s,
+                      figures, memory, energy)
 
 
-def measured_columns(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds | None, untimed: bool, device_name: str) -> dict[str, Any]:
+def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds | None, untimed: bool,
+                    device_name: str) -> CaseResult:
     devices.reset_peak_memory(ctx.device)  # after the build: the peak is the timed region's own
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
-        return {"status": "ok", "reason": "untimed (--benchmark-disable)"}
-    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share)
+        return CaseResult(Status("ok", "untimed (--benchmark-disable)"))
+    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
+                       repeat_energy=ctx.build_index == 0)
     return derive(case, timed, measured, ctx, device_name)
 
 
-def failure_columns(error: Exception) -> tuple[dict[str, Any], Exception | None]:
-    """The row's status for an exception of a build or measurement, and the exception to re-raise
-    after the row is recorded (an unexpected failure: pytest reports it too)."""
+def failure_result(error: Exception) -> tuple[CaseResult, Exception | None]:
+    """The result of a build or measurement that raised, and the exception to re-raise after the
+    row is recorded (an unexpected failure: pytest reports it too). The columns an error carries
+    (a budget's first call, the target a run did not reach) stay in the row."""
     if isinstance(error, CaseSkipped):
-        return {"status": "skipped", "reason": str(error)}, None
+        return CaseResult(Status("skipped", str(error))), None
     if isinstance(error, OverBudget):
-        return dict(error.columns, status="skipped", reason=str(error)), None
+        return CaseResult(Status("skipped", str(error)), figures=dict(error.columns)), None
     if isinstance(error, Diverged):
-        return dict(error.columns, status="failed", reason=f"{error.prefix}: {error}"), None
+        return CaseResult(Status("failed", f"{error.prefix}: {error}"), figures=dict(error.columns)), None
     if devices.is_out_of_memory(error):
-        return {"status": "oom", "reason": one_line(error)}, None
-    return {"status": "failed", "reason": one_line(error)}, error
+        return CaseResult(Status("oom", one_line(error))), None
+    return CaseResult(Status("failed", one_line(error))), error
+
+
+def failure_columns(error: Exception) -> tuple[dict[str, Any], Exception | None]:
+    """failure_result as columns (status, reason and the error's own), for rows made apart from run_case."""
+    result, failure = failure_result(error)
+    return result.columns(), failure
 
 
 def case_precision(case: Case) -> str | None:
@@ -133,36 +137,35 @@ def check_known_cost(share: CaseShare | None) -> None:
         raise OverBudget(share.over(share.known_call_s), None)
 
 
-def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[str, Any], record: Callable[[dict[str, Any]], None] | None,
-             rounds: Rounds | None = None, untimed: bool = False) -> dict[str, Any]:
+def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[str, Any],
+             record: Callable[[dict[str, Any]], None] | None, rounds: Rounds | None = None,
+             untimed: bool = False) -> dict[str, Any]:
     """Run one build (ctx.build_index) of one case and hand its row to `record`; returns the row.
     Re-raises unexpected failures after recording them, so pytest reports them too."""
-    row: dict[str, Any] = dict(base_row, timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id,
-                               build=ctx.build_index, builds=ctx.builds_of(workload))
-    row.update(case.settings())
     # cuDNN TF32 set per case (build, warm-up and rounds), recorded, and restored after it
-    row["cudnn_tf32"] = devices.cudnn_tf32_for(case_precision(case))
-    restore_tf32 = devices.scope_cudnn_tf32(row["cudnn_tf32"])
+    identity = CaseColumns(utc_timestamp(), case.workload, case.case_id, ctx.build_index, ctx.builds_of(workload),
+                           case.settings(), devices.cudnn_tf32_for(case_precision(case)))
+    restore_tf32 = devices.scope_cudnn_tf32(identity.cudnn_tf32)
     load = LoadMeter()
     timed: Timed | None = None
+    result: CaseResult | None = None
     failure: Exception | None = None
     started_s = time.monotonic()  # the build's wall seconds, kept as this machine's cost of the case (not a figure)
     try:  # an interrupt (Ctrl-C, SIGTERM) passes through, after the cleanup
         try:
             check_known_cost(ctx.share)
             timed = workload.build(case, ctx)
-            row.update(measured_columns(case, timed, ctx, rounds, untimed, str(base_row.get("device_name", ""))))
+            result = measured_result(case, timed, ctx, rounds, untimed, str(base_row.get("device_name", "")))
         except Exception as error:  # noqa: BLE001 - every failure becomes a row
-            columns, failure = failure_columns(error)
-            row.update(columns)
+            result, failure = failure_result(error)
     finally:
         if timed is not None and timed.cleanup is not None:
             timed.cleanup()
         timed = None
         restore_tf32()
-        devices.empty_cache(ctx.device, collect=row.get("status") in ("failed", "oom"))
-    record_load(row, load.busy_frac(), ctx.device)
-    row["build_s"] = time.monotonic() - started_s
+        devices.empty_cache(ctx.device, collect=result is not None and result.status.status in ("failed", "oom"))
+    machine_load = load_of(load.busy_frac(), ctx.device)
+    row = Row(base_row, identity, result, machine_load, time.monotonic() - started_s).columns()
     if record is not None and not untimed:
         record(row)
         ctx.run_rows.append(row)

@@ -18,7 +18,7 @@ import torch
 from harness.devices.energy import EnergyMeter, idle_power_w
 from harness.devices.env import fingerprint, gpu_telemetry
 from harness.records.results import ResultsFull, ResultsWriter, read_rows, write_sidecar
-from harness.records.schema import RUN_COLUMNS, SCHEMA_VERSION
+from harness.records.row import fingerprint_columns
 
 
 @dataclass
@@ -83,9 +83,7 @@ class Session:
 
     def base_row(self) -> dict[str, Any]:
         """The columns every row of the run shares: its fingerprint, schema, run id and profile."""
-        base = {k: v for k, v in self.env.items() if k in RUN_COLUMNS}
-        base.update(schema_version=SCHEMA_VERSION, run_id=self.run_id, profile=str(self.profile))
-        return base
+        return fingerprint_columns(self.env, self.run_id, str(self.profile))
 
     def record(self, row: dict[str, Any]) -> None:
         assert self.writer is not None, "record() before open()"

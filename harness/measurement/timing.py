@@ -8,7 +8,8 @@ Design (after torch.utils.benchmark and triton.testing.do_bench):
   region edges, a round of many iterations pays for one sync, not one per call.
 - the clock is an object handed to whoever times (no module-level device): a workload gets it
   from its BuildContext, a torchrun worker makes its own.
-- warm-up calls never enter the samples; `plan_rounds` picks iterations/rounds from them.
+- the loop that calls the work and reads this clock is harness.measurement.loop (warm-up, rounds,
+  energy repetition); warm-up calls never enter the samples.
 - raw samples are returned; statistics are derived elsewhere (harness.core.stats).
 """
 
@@ -20,7 +21,6 @@ from collections.abc import Callable
 import torch
 
 from harness.devices.device import synchronize
-from harness.core.plan import RoundPlan
 
 Clock = Callable[[], float]
 
@@ -45,40 +45,6 @@ class SyncedClock:
 
     def __repr__(self) -> str:
         return f"SyncedClock({self.device}, base={getattr(self.base, '__name__', self.base)})"
-
-
-def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:
-    """Run `fn` up to `calls` times (cuBLAS init, autotune, lazy allocation) and return the seconds
-    per call of the fastest of the last two, which the round planner uses. None of this enters
-    the samples.
-
-    A slow case stops warming after two calls once `max_s` is spent: the first call pays the
-    one-time costs, the second is already a steady-state estimate."""
-    spent_s = 0.0
-    seen: list[float] = []
-    for done in range(max(1, calls)):
-        if done >= 2 and spent_s > max_s:
-            break
-        start = clock()
-        fn()
-        seen.append(clock() - start)
-        spent_s += seen[-1]
-    return min(seen[-2:])
-
-
-def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[float]:
-    """Time `plan.rounds` rounds of `plan.iterations` calls; seconds per call for each round.
-
-    This is the harness's own sampler for regions that pytest-benchmark does not drive (the CPU
-    side of a speedup, the selfcheck); it uses the same clock and the same plan.
-    """
-    samples_s: list[float] = []
-    for _ in range(plan.rounds):
-        start = clock()
-        for _ in range(plan.iterations):
-            fn()
-        samples_s.append((clock() - start) / plan.iterations)
-    return samples_s
 
 
 def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -> list[float]:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping
 import pytest
 from pytest_benchmark.stats import Stats
 
-from harness.measurement.measure import Rounds, inline_rounds
+from harness.measurement.loop import inline_rounds
+from harness.measurement.measure import Rounds
 from harness.catalog.profiles import Profile
 from harness.core.exits import ExitCode
 from harness.core.plan import RoundPlan

@@ -35,7 +35,8 @@ from harness.devices.device import empty_cache
 from harness.core.plan import Budget, RoundPlan, plan_rounds
 from harness.catalog.profiles import Profile
 from harness.records.safe_files import replace_bytes
-from harness.measurement.timing import SyncedClock, warm_up
+from harness.measurement.loop import warm_up
+from harness.measurement.timing import SyncedClock
 from harness.workloads.collective_ops import (
     COLLECTIVES,
     Collective,

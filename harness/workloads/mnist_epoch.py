@@ -24,7 +24,8 @@ from harness.devices.datasets import CLASSES
 from harness.measurement.measure import Timed
 from harness.core.plan import RoundPlan
 from harness.core.stats import SampleStats, summarize
-from harness.measurement.timing import SyncedClock, sample, warm_up
+from harness.measurement.loop import sample, warm_up
+from harness.measurement.timing import SyncedClock
 from harness.measurement.workload import Workload
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch

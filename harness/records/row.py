@@ -1,0 +1,142 @@
+"""A results row built from typed parts, serialised once into the schema's columns.
+
+A row is what one build of one case gave: the run's fingerprint, the case (identity and settings), and
+its result — a status, and for a measured case its measurement, the workload's figures, memory and
+energy — then the machine's load while it ran and what the build cost. `Row.columns()` is the only
+place the parts become columns; the results writer turns them into cells (schema.to_cell).
+
+Where two parts name one column, the later part of this order wins: fingerprint, case, measurement,
+figures (a workload may state a setting it derived, e.g. its effective batch), memory, energy, the
+first call's seconds, status, load, cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.stats import SampleStats
+from harness.records.schema import COLUMNS, RUN_COLUMNS, SCHEMA_VERSION
+
+Columns = Mapping[str, Any]
+KNOWN_COLUMNS = frozenset(COLUMNS)
+
+
+def fingerprint_columns(env: Columns, run_id: str, profile: str) -> dict[str, Any]:
+    """The columns every row of a run shares: the machine's fingerprint, schema, run id and profile."""
+    return {**{k: v for k, v in env.items() if k in RUN_COLUMNS}, "schema_version": SCHEMA_VERSION, "run_id": run_id,
+            "profile": str(profile)}
+
+
+@dataclass(frozen=True)
+class CaseColumns:
+    """Which case, which of its builds, its settings, and the cuDNN TF32 flag it ran under."""
+
+    timestamp_utc: str
+    workload: str
+    case_id: str
+    build: int
+    builds: int
+    settings: Columns
+    cudnn_tf32: bool | None
+
+    def columns(self) -> dict[str, Any]:
+        return {"timestamp_utc": self.timestamp_utc, "workload": self.workload, "case_id": self.case_id,
+                "build": self.build, "builds": self.builds, **self.settings, "cudnn_tf32": self.cudnn_tf32}
+
+
+@dataclass(frozen=True)
+class MeasuredColumns:
+    """Statistics of the raw samples (seconds per call) and the samples themselves."""
+
+    stats: SampleStats
+    iterations: int
+    samples_s: list[float]
+
+    def columns(self) -> dict[str, Any]:
+        stats = self.stats
+        return {
+            "rounds": stats.rounds, "iterations": self.iterations, "median_s": stats.median_s, "iqr_s": stats.iqr_s,
+            "min_s": stats.min_s, "mean_s": stats.mean_s, "stddev_s": stats.stddev_s, "cv": stats.cv,
+            "rel_iqr": stats.rel_iqr, "iqr_outliers": stats.iqr_outliers, "stddev_outliers": stats.stddev_outliers,
+            "round_s": stats.median_s * self.iterations, "samples_s": self.samples_s,
+        }
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Peak, allocated and reserved memory of the timed region, and where the peak was read."""
+
+    peak_mem_bytes: int | None
+    mem_source: str | None
+    mem_allocated_bytes: int | None
+    mem_reserved_bytes: int | None
+
+    def columns(self) -> dict[str, Any]:
+        return {"peak_mem_bytes": self.peak_mem_bytes, "mem_source": self.mem_source,
+                "mem_allocated_bytes": self.mem_allocated_bytes, "mem_reserved_bytes": self.mem_reserved_bytes}
+
+
+@dataclass(frozen=True)
+class Status:
+    """ok / skipped / failed / oom, the reasons a reader must see, and the row's flags."""
+
+    status: str
+    reason: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """What a build of a case gave: its status and, when it was measured, the measured parts.
+    `figures` holds the workload's figures (or, for a failure, the columns its error carries)."""
+
+    status: Status
+    measurement: MeasuredColumns | None = None
+    first_call_s: float | None = None
+    figures: Columns = field(default_factory=dict)
+    memory: Memory | None = None
+    energy: Columns = field(default_factory=dict)
+
+    def columns(self) -> dict[str, Any]:
+        measured = self.measurement.columns() if self.measurement is not None else {}
+        memory = self.memory.columns() if self.memory is not None else {}
+        first_call = {"first_call_s": self.first_call_s} if self.measurement is not None else {}
+        return {**measured, **self.figures, **memory, **self.energy, **first_call,
+                "status": self.status.status, "reason": self.status.reason}
+
+
+@dataclass(frozen=True)
+class Load:
+    """Other work on the machine while the case ran: CPU busy fraction, other GPU processes, flags."""
+
+    cpu_busy_frac: float
+    gpu_other_procs: int | None = None
+    flags: tuple[str, ...] = ()
+
+    def columns(self) -> dict[str, Any]:
+        gpu = {"gpu_other_procs": self.gpu_other_procs} if self.gpu_other_procs is not None else {}
+        return {"cpu_busy_frac": self.cpu_busy_frac, **gpu}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the results file, from its parts."""
+
+    fingerprint: Columns
+    case: CaseColumns
+    result: CaseResult
+    load: Load
+    build_s: float
+
+    def columns(self) -> dict[str, Any]:
+        """The row's columns, each named by the schema; flags joined once, without repeats."""
+        flags = ";".join(dict.fromkeys(self.result.status.flags + self.load.flags))
+        columns = {**self.fingerprint, **self.case.columns(), **self.result.columns(), "flags": flags,
+                   **self.load.columns(), "build_s": self.build_s}
+        unknown = sorted(set(columns) - KNOWN_COLUMNS)
+        if unknown:
+            raise ValueError(f"columns missing from harness.records.schema: {unknown} — declare them in the schema or "
+                             "the workload's catalogue entry")
+        return columns
