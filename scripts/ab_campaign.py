@@ -239,20 +239,54 @@ def commands(out: Path, design: list[str]) -> str:
     return "```bash\n" + "\n".join(lines) + "\n```"
 
 
-def factor_table(out: Path) -> str:
-    """Per case: the factor each slowing scenario intended and the one its long fixed session measured."""
-    rows = ["| scenario | case | intended | measured B/A | 99% CI | pairs |", "|---|---|---:|---:|---|---:|"]
-    for key in ("one-x1.10", "all-x1.05"):
-        folder = out / "verify" / key / "s01"
-        session = judged(folder) if (folder / SESSION_FILE).exists() else None
-        if session is None:
-            rows.append(f"| {key} | (not measured: run `verify`) | | | | |")
+CASE_TIMES = ROOT / "docs" / "validation" / "ab-campaign-tools" / "case_times.py"
+
+
+def case_times(env_of_side: dict[str, str], seconds: float) -> dict[str, float]:
+    """One fresh process's median seconds a call of each case (case_times.py: torch.utils.benchmark)."""
+    path = os.pathsep.join([str(ROOT), env_of_side.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = dict(os.environ, **env_of_side, PYTHONPATH=path)
+    done = subprocess.run([sys.executable, str(CASE_TIMES), "--seconds", str(seconds)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def verify(out: Path, keys: list[str], pairs: int, seconds: float) -> None:
+    """Per slowing scenario: `pairs` pairs of processes, A B, B A, ..., each timing every case; kept in
+    OUT/verify/<scenario>.json (a scenario measured already is skipped)."""
+    for key in keys:
+        path = out / "verify" / f"{key}.json"
+        if path.exists() or not SCENARIOS[key].injected:
             continue
-        intended = SCENARIOS[key].b_env["GPUBENCH_SLOW_FACTOR"]
-        for v in session.verdicts:
-            aimed = intended if v.case_id in SCENARIOS[key].injected else "1"
-            ci = f"{v.ci_low:.3f}–{v.ci_high:.3f}" if v.ci_low is not None and v.ci_high is not None else "—"
-            rows.append(f"| {key} | {v.case_id} | ×{aimed} | ×{v.ratio:.3f} | {ci} | {session.pairs} |")
+        measured = []
+        for pair in range(pairs):
+            sides = [("A", {}), ("B", SCENARIOS[key].b_env)]
+            times = {name: case_times(env, seconds) for name, env in (sides if pair % 2 == 0 else sides[::-1])}
+            measured.append([times["A"], times["B"]])
+            print(f"ab-campaign: verify {key}: pair {pair + 1}/{pairs} done", flush=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"scenario": key, "seconds": seconds, "pairs": measured}, indent=1) + "\n")
+
+
+def factor_rows(key: str, measured: list[list[dict[str, float]]]) -> list[str]:
+    """Per case: the intended factor, the median over the pairs of B/A, and the pairs' range."""
+    rows = []
+    for case_id in CASES:
+        ratios = [b[case_id] / a[case_id] for a, b in measured if case_id in a and case_id in b]
+        aimed = SCENARIOS[key].b_env["GPUBENCH_SLOW_FACTOR"] if case_id in SCENARIOS[key].injected else "1"
+        rows.append(f"| {key} | {case_id} | ×{aimed} | ×{spread(ratios, 3)} | {len(ratios)} |")
+    return rows
+
+
+def factor_table(out: Path) -> str:
+    """What each slowing scenario injected, case by case, as measured by `verify`."""
+    rows = ["| scenario | case | intended | measured B/A: median (min–max over pairs) | pairs |", "|---|---|---:|---|---:|"]
+    for key, scenario in SCENARIOS.items():
+        path = out / "verify" / f"{key}.json"
+        if scenario.injected and path.exists():
+            rows += factor_rows(key, json.loads(path.read_text(encoding="utf-8"))["pairs"])
+        elif scenario.injected:
+            rows.append(f"| {key} | (not measured: scripts/ab-campaign verify) | | | |")
     return "\n".join(rows)
 
 
@@ -264,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default="5m", help="each session's --budget (default 5m)")
     parser.add_argument("--busy", action="store_true", help="one competing busy process for the whole of each session")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, of {', '.join(SCENARIOS)}")
-    parser.add_argument("--pairs", type=int, default=4, help="verify: pairs of its fixed sessions (default 4)")
-    parser.add_argument("--build-seconds", default="0.5", help="verify: timed seconds per build (default 0.5)")
+    parser.add_argument("--pairs", type=int, default=3, help="verify: pairs of processes per scenario (default 3)")
+    parser.add_argument("--seconds", type=float, default=0.5, help="verify: timed seconds per case and process (default 0.5)")
     args = parser.parse_args(argv)
     keys = [key.strip() for key in args.scenarios.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SCENARIOS]
@@ -275,11 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "run":
         run_campaign(args.out, keys, args.sessions, design, args.busy)
     elif args.action == "verify":
-        fixed = ["--pairs", str(args.pairs), "--build-seconds", args.build_seconds]
-        for key in ("one-x1.10", "all-x1.05"):
-            folder = args.out / "verify" / key / "s01"
-            if not (folder / SESSION_FILE).exists():
-                run_session(SCENARIOS[key], folder, fixed, busy=False)
+        verify(args.out, keys, args.pairs, args.seconds)
         print(factor_table(args.out))
         return 0
     found = outcomes(args.out)

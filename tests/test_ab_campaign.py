@@ -148,3 +148,14 @@ def test_a_finished_session_is_skipped_and_an_unfinished_one_is_run_again(tmp_pa
         "exit_code": 0, "wall_s": 1.0, "load_start": 0.0, "load_end": 0.0})
     campaign.run_campaign(tmp_path, ["aa"], 2, ["--budget", "1m"], busy=False)
     assert ran == [stale]
+
+
+def test_the_factor_table_shows_what_each_pair_of_processes_measured(tmp_path):
+    add, others = "elementwise/add-fp32-2^20", [case for case in campaign.CASES if case != "elementwise/add-fp32-2^20"]
+    pairs = [[{add: 1.0, **dict.fromkeys(others, 2.0)}, {add: factor, **dict.fromkeys(others, 2.0)}] for factor in (1.08, 1.12, 1.10)]
+    (tmp_path / "verify").mkdir()
+    (tmp_path / "verify" / "one-x1.10.json").write_text(json.dumps({"scenario": "one-x1.10", "pairs": pairs}))
+    rows = campaign.factor_table(tmp_path).splitlines()
+    assert f"| one-x1.10 | {add} | ×1.10 | ×1.100 (1.080–1.120) | 3 |" in rows
+    assert "| one-x1.10 | matmul/fp32-n512 | ×1 | ×1.000 (1.000–1.000) | 3 |" in rows
+    assert "| all-x1.05 | (not measured: scripts/ab-campaign verify) | | | |" in rows
