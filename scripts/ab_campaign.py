@@ -234,7 +234,7 @@ def session_table(found: list[Outcome]) -> str:
 
 def commands(out: Path, design: list[str]) -> str:
     """The exact `gpubench ab` command of each scenario, as `run` starts it (session folder s01)."""
-    lines = [shlex.join(["gpubench", *ab_command(SCENARIOS[key], scenario_folder(out, key, False) / "s01", design)[4:]])
+    lines = [shlex.join(["gpubench", *ab_command(SCENARIOS[key], scenario_folder(out, key, False) / "s01", design)[3:]])
              for key in SCENARIOS]
     return "```bash\n" + "\n".join(lines) + "\n```"
 
@@ -245,7 +245,7 @@ CASE_TIMES = ROOT / "docs" / "validation" / "ab-campaign-tools" / "case_times.py
 def case_times(env_of_side: dict[str, str], seconds: float) -> dict[str, float]:
     """One fresh process's median seconds a call of each case (case_times.py: torch.utils.benchmark)."""
     path = os.pathsep.join([str(ROOT), env_of_side.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env = dict(os.environ, **env_of_side, PYTHONPATH=path)
+    env = {**os.environ, **env_of_side, "PYTHONPATH": path}
     done = subprocess.run([sys.executable, str(CASE_TIMES), "--seconds", str(seconds)], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -159,3 +159,9 @@ def test_the_factor_table_shows_what_each_pair_of_processes_measured(tmp_path):
     assert f"| one-x1.10 | {add} | ×1.10 | ×1.100 (1.080–1.120) | 3 |" in rows
     assert "| one-x1.10 | matmul/fp32-n512 | ×1 | ×1.000 (1.000–1.000) | 3 |" in rows
     assert "| all-x1.05 | (not measured: scripts/ab-campaign verify) | | | |" in rows
+
+
+def test_the_commands_shown_are_the_sessions_gpubench_ab_commands(tmp_path):
+    shown = campaign.commands(tmp_path, ["--budget", "5m"])
+    assert "\ngpubench ab --device cpu --budget 5m -k " in shown
+    assert "--b-env=GPUBENCH_SLOW_TARGETS=torch.add --b-env=GPUBENCH_SLOW_FACTOR=1.10\n" in shown
