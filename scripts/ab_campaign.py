@@ -41,7 +41,8 @@ CASES = ("elementwise/add-fp32-2^20", "elementwise/relu-fp32-2^20", "matmul/fp32
 SELECTION = ("((add-fp32 or relu-fp32) and not 25) or fp32-n512 or mlp-bs1- or cnn-bs1- "
              "or fp32-fwd-math-noncausal-s64 or fp32-fwd-math-causal-s64 or fp32-fwd-flash-noncausal-s64")
 # Every torch callable the twelve cases' timed calls go through (a model's forward is one call of Module.__call__).
-EVERY_CASE_TARGETS = "torch.add,torch.clamp_min,torch.matmul,torch.nn.Module.__call__,torch.nn.functional.scaled_dot_product_attention"
+EVERY_CASE_TARGETS = ("torch.add,torch.clamp_min,torch.matmul,torch.nn.Module.__call__,"
+                      "torch.nn.functional.scaled_dot_product_attention")
 SESSION_FILE = "session.json"
 
 
@@ -166,7 +167,8 @@ def outcome(folder: Path, record: dict[str, object], session: PairedSession | No
     rest = [v for v in cases if v.case_id not in injected]
     machine = [v.verdict for v in session.verdicts if v.case_id == MACHINE_WIDE] if session else []
     load = (float(record["load_start"]) + float(record["load_end"])) / 2
-    return Outcome(str(record["scenario"]), bool(record["busy"]), int(record["exit_code"]), float(record["wall_s"]), load,
+    return Outcome(str(record["scenario"]), bool(record["busy"]), int(record["exit_code"]),
+                   float(record["wall_s"]), load,
                    session.pairs if session else 0, sum(v.verdict == "slower" for v in hit), len(hit),
                    sum(v.verdict in ("slower", "faster", "broken") for v in rest), len(rest),
                    machine[0] if machine else "", ended_line(folder / "ab.log"))
@@ -199,11 +201,13 @@ def counts_cell(values: list[str]) -> str:
     tally: dict[str, int] = {}
     for value in values:
         tally[value] = tally.get(value, 0) + 1
-    return ", ".join(f"{value or 'not judged'}×{n}" for value, n in sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])))
+    ordered = sorted(tally.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{value or 'not judged'}×{n}" for value, n in ordered)
 
 
-TABLE_HEAD = ("| scenario | sessions | exit codes | injected cases caught | untouched cases flagged | machine-wide line "
-              "| pairs per session | wall per session (s) | load average (1 min) |\n|---|---:|---|---|---|---|---|---|---|")
+TABLE_HEAD = ("| scenario | sessions | exit codes | injected cases caught | untouched cases flagged "
+              "| machine-wide line | pairs per session | wall per session (s) | load average (1 min) |\n"
+              "|---|---:|---|---|---|---|---|---|---|")
 
 
 def table(found: list[Outcome]) -> str:
@@ -226,7 +230,8 @@ def table(found: list[Outcome]) -> str:
 
 def session_table(found: list[Outcome]) -> str:
     """One row per session: what each one did and why it ended."""
-    rows = ["| scenario | busy | exit | pairs | caught | flagged | wall (s) | load | ended |", "|---|---|---:|---:|---|---|---:|---:|---|"]
+    rows = ["| scenario | busy | exit | pairs | caught | flagged | wall (s) | load | ended |",
+            "|---|---|---:|---:|---|---|---:|---:|---|"]
     rows += [f"| {i.scenario} | {'yes' if i.busy else 'no'} | {i.exit_code} | {i.pairs} | {i.caught}/{i.injected} | "
              f"{i.flagged}/{i.untouched} | {i.wall_s:.0f} | {i.load:.2f} | {i.ended or '—'} |" for i in found]
     return "\n".join(rows)
@@ -280,7 +285,8 @@ def factor_rows(key: str, measured: list[list[dict[str, float]]]) -> list[str]:
 
 def factor_table(out: Path) -> str:
     """What each slowing scenario injected, case by case, as measured by `verify`."""
-    rows = ["| scenario | case | intended | measured B/A: median (min–max over pairs) | pairs |", "|---|---|---:|---|---:|"]
+    rows = ["| scenario | case | intended | measured B/A: median (min–max over pairs) | pairs |",
+            "|---|---|---:|---|---:|"]
     for key, scenario in SCENARIOS.items():
         path = out / "verify" / f"{key}.json"
         if scenario.injected and path.exists():
@@ -299,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", action="store_true", help="one competing busy process for the whole of each session")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, of {', '.join(SCENARIOS)}")
     parser.add_argument("--pairs", type=int, default=3, help="verify: pairs of processes per scenario (default 3)")
-    parser.add_argument("--seconds", type=float, default=0.5, help="verify: timed seconds per case and process (default 0.5)")
+    parser.add_argument("--seconds", type=float, default=0.5,
+                        help="verify: timed seconds per case and process (default 0.5)")
     args = parser.parse_args(argv)
     keys = [key.strip() for key in args.scenarios.split(",") if key.strip()]
     unknown = [key for key in keys if key not in SCENARIOS]

@@ -109,7 +109,8 @@ def write_session(folder: Path, scenario: str, change: dict[str, float], exit_co
             factor = frame["case_id"].map(lambda case: change.get(case, 1.0)).to_numpy() if side == "B" else 1.0
             frame["run_id"], frame["build"] = f"ab-{side}", build
             frame["median_s"] = frame["median_s"].to_numpy() * factor * np.exp(rng.normal(0, 0.01, len(frame)))
-            frame["timestamp_utc"] = (pd.Timestamp("2026-12-01", tz="UTC") + pd.Timedelta(seconds=20 * build)).isoformat()
+            stamp = pd.Timestamp("2026-12-01", tz="UTC") + pd.Timedelta(seconds=20 * build)
+            frame["timestamp_utc"] = stamp.isoformat()
             frames.append(frame)
         whole = pd.concat(frames, ignore_index=True)
         write_frame(whole, folder / f"ab-{side}.csv", list(whole.columns))
@@ -123,7 +124,8 @@ def write_session(folder: Path, scenario: str, change: dict[str, float], exit_co
 def test_the_table_counts_injected_cases_caught_and_untouched_cases_flagged(tmp_path):
     write_session(tmp_path / "aa" / "s01", "aa", {}, 0)
     write_session(tmp_path / "one-x1.10" / "s01", "one-x1.10", {"elementwise/add-fp32-2^20": 1.3}, 1)
-    write_session(tmp_path / "one-x1.10" / "s02", "one-x1.10", {"elementwise/add-fp32-2^20": 1.3, "matmul/fp32-n512": 1.3}, 1)
+    both = {"elementwise/add-fp32-2^20": 1.3, "matmul/fp32-n512": 1.3}  # an untouched case flagged
+    write_session(tmp_path / "one-x1.10" / "s02", "one-x1.10", both, 1)
     write_session(tmp_path / "all-x1.05" / "s01", "all-x1.05", dict.fromkeys(campaign.CASES, 1.3), 1)
     (tmp_path / "aa" / "s02").mkdir()  # an unfinished session (no session.json): not counted
     found = campaign.outcomes(tmp_path)
@@ -132,7 +134,8 @@ def test_the_table_counts_injected_cases_caught_and_untouched_cases_flagged(tmp_
     rows = campaign.table(found).splitlines()[2:]
     assert rows[0].startswith("| A/A (both sides identical) | 1 | 0×1 | — | 0/12 (0%) |")
     assert rows[1].startswith("| one case x1.10 (torch.add) | 2 | 1×2 | 2/2 (100%) | 1/22 (5%) |")
-    assert rows[2].startswith("| every case x1.05 | 1 | 1×1 | 12/12 (100%) | — | slower×1 | 10 (10–10) | 61 (61–61) | 1.50 (1.50–1.50) |")
+    assert rows[2].startswith("| every case x1.05 | 1 | 1×1 | 12/12 (100%) | — | slower×1 | 10 (10–10) | 61 (61–61) "
+                              "| 1.50 (1.50–1.50) |")
     assert "every case decided after 10 pair(s)" in campaign.session_table(found)
 
 
@@ -152,7 +155,8 @@ def test_a_finished_session_is_skipped_and_an_unfinished_one_is_run_again(tmp_pa
 
 def test_the_factor_table_shows_what_each_pair_of_processes_measured(tmp_path):
     add, others = "elementwise/add-fp32-2^20", [case for case in campaign.CASES if case != "elementwise/add-fp32-2^20"]
-    pairs = [[{add: 1.0, **dict.fromkeys(others, 2.0)}, {add: factor, **dict.fromkeys(others, 2.0)}] for factor in (1.08, 1.12, 1.10)]
+    pairs = [[{add: 1.0, **dict.fromkeys(others, 2.0)}, {add: factor, **dict.fromkeys(others, 2.0)}]
+             for factor in (1.08, 1.12, 1.10)]
     (tmp_path / "verify").mkdir()
     (tmp_path / "verify" / "one-x1.10.json").write_text(json.dumps({"scenario": "one-x1.10", "pairs": pairs}))
     rows = campaign.factor_table(tmp_path).splitlines()

@@ -40,7 +40,8 @@ def busy_wait(seconds: float, clock: Clock = time.perf_counter) -> None:
 
 def slowed(fn: Callable[..., Any], factor: float, overhead_s: float = 0.0, clock: Clock = time.perf_counter,
            wait: Callable[[float], None] = busy_wait) -> Callable[..., Any]:
-    """`fn` made `factor` times slower: after each outermost call, a wait of (factor - 1) x its time less `overhead_s`."""
+    """`fn` made `factor` times slower: after each outermost call, a wait of (factor - 1) x its time,
+    less `overhead_s`."""
     depth = threading.local()
 
     @functools.wraps(fn)
