@@ -78,6 +78,15 @@ def test_a_factory_that_cannot_make_the_model_is_one_line(factory: str, module: 
     assert fix in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_factory_in_the_folder_the_command_runs_in_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `python -c "import mine"` would (pytest's own command puts no current folder on sys.path)."""
+    (tmp_path / "mine_in_cwd.py").write_text("import torch\ndef make():\n    return torch.nn.Linear(4, 2)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "mine_in_cwd", raising=False)
+    assert isinstance(make_model(ModelSpec("mine_in_cwd", "make", (4,))), nn.Linear)
+
+
 def test_an_input_the_model_cannot_take_is_one_line() -> None:
     with pytest.raises(ModelLoadError, match=r"^--input 3x9x9: the model's forward of a batch of shape \(2, 3, 9, 9\) "
                                              r"raised RuntimeError: .* — give the shape of one sample the model takes$"):
