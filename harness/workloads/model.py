@@ -60,7 +60,7 @@ def sweep(base: ModelCase, batch_sizes: tuple[int, ...], compile_modes: tuple[st
 
 
 def cases(ctx: BuildContext) -> list[ModelCase]:
-    """None without --model; else the training step's sweep, then inference's."""
+    """No case without --model; else the training step's sweep, then inference's."""
     spec = ctx.model
     if spec is None:
         return []
