@@ -36,9 +36,20 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    if problem := resolve_store(args):
+    if problem := resolve_store(args) or model_problem(args):
         return fail(problem, code=ExitCode.REFUSED)
     return cmd_run(args, extra)
+
+
+def model_problem(args: argparse.Namespace) -> str | None:
+    """--model and --input as text, at once (torch-free); the build processes import and try the model."""
+    from harness.core.model_spec import ModelSpecError, parse_model_options
+
+    try:
+        parse_model_options(args.model, args.input)
+    except ModelSpecError as error:
+        return str(error)
+    return None
 
 
 def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build: int, builds: int | None,

@@ -79,6 +79,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of what is left and is capped (fewer rounds) or skipped when "
         "one call does not fit it (default: the profile's: quick 3m; smoke and full none)",
     ),
+    Option("--model", None, "benchmark your own model instead of the suite: a factory of an nn.Module as module:function (e.g. "
+           "torchvision.models:resnet18), its training step and inference over the suite's settings; needs --input"),
+    Option("--input", None, "with --model: the shape of one sample, sizes joined by 'x' without the batch size (e.g. 3x64x64)"),
     Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
 )
 

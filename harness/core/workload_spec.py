@@ -36,6 +36,7 @@ pow2_size, bytes_size = _pow2, _bytes
 # How a setting reads inside an id, by column name (any workload may use them).
 TOKENS: dict[str, Callable[[Any], str]] = {
     "batch_size": lambda v: f"bs{v}",
+    "model": lambda v: str(v).replace(":", "."),  # a --model factory (module:function): no ':' inside a pytest id
     "num_workers": lambda v: f"w{v}",
     "prefetch_factor": lambda v: f"pf{v}",
     "accumulation_steps": lambda v: f"acc{v}",

@@ -10,6 +10,7 @@ import torch
 
 from harness.devices.data_source import DataSource
 from harness.devices.energy import EnergyMeter, TelemetrySampler
+from harness.core.model_spec import ModelSpec
 from harness.core.plan import Budget
 from harness.core.run_budget import CaseShare
 from harness.catalog.profiles import Profile
@@ -36,6 +37,7 @@ class BuildContext:
     build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
     build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
     share: CaseShare | None = None  # this build's share of a run budget (--budget); None: no budget
+    model: ModelSpec | None = None  # --model and --input: the user's model the `model` workload times
 
     @property
     def data(self) -> DataSource:

@@ -18,6 +18,7 @@ from harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
 from harness.devices.env import machine_identity
 from harness.processes.launch import MAX_BUILDS
 from harness.devices.nproc import NprocError, check_nproc, default_nproc
+from harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
 from harness.core.options import RESULTS_DIR_DEFAULT
 from harness.core.plan import MAX_BUILD_CALLS
 from harness.core.run_budget import DurationError, parse_duration
@@ -27,6 +28,7 @@ from harness.pytest_plugin.run_state import RunState
 from harness.measurement.session import Session
 from harness.records.store import StoreError, results_dir_for
 from harness.measurement.timing import SyncedClock, install_session_clock
+from harness.workloads.user_model import ModelLoadError, check_model
 
 
 class SetupError(ValueError):
@@ -68,6 +70,14 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
         check_output_file(Path(benchmark_json), "--benchmark-json")
 
 
+def checked_model(option: Callable[[str], Any]) -> ModelSpec | None:
+    """--model and --input: parsed, and the model made and fed one batch on the CPU before any case."""
+    spec = parse_model_options(option("gpubench_model"), option("gpubench_input"))
+    if spec is not None:
+        check_model(spec)
+    return spec
+
+
 def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
     device = resolve_device(option("gpubench_device"))
     results_dir = results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)
@@ -89,7 +99,7 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
         raise SetupError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
     profile = check_profile(option("gpubench_profile"))
     budget = option("gpubench_budget")
-    return dict(builds=builds, build_seconds=build_seconds, build_calls=build_calls,
+    return dict(model=checked_model(option), builds=builds, build_seconds=build_seconds, build_calls=build_calls,
                 device=device, profile=profile, results_dir=results_dir, build=build,
                 budget_s=profile.run_budget_s if budget is None else parse_duration(budget),
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
@@ -103,7 +113,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         checked = _checked(option, collect_only, benchmark_json)
     except SetupError:
         raise
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, DurationError, OSError) as error:
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, DurationError, OSError,
+            ModelSpecError, ModelLoadError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
@@ -114,7 +125,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     meter = EnergyMeter(counter, energy_note)
     ctx = BuildContext(device, checked["profile"], clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
                        target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"],
-                       build_calls=checked["build_calls"])
+                       build_calls=checked["build_calls"], model=checked["model"])
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
     state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],

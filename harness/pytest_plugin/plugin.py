@@ -52,6 +52,8 @@ SESSION = pytest.StashKey[pytest.Session]()
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 ENDED_BY = pytest.StashKey[int]()
 PREVIOUS_HANDLERS = pytest.StashKey[dict[int, Any]]()
+SUITE_BENCHES = Path(__file__).resolve().parents[2] / "benches"
+MODEL_BENCH = "bench_model.py"  # the `--model` workload's bench module there
 MARKERS = {
     "slow": "long cases: training epochs, distributed runs (deselect with -m 'not slow')",
     "training": "cases that train a model",
@@ -296,6 +298,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             raise pytest.UsageError(str(error)) from None
         if state.budget_plan is not None:
             show_plan(session.config, state.budget_plan)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In a gpubench run the suite's bench modules and the `--model` one exclude each other: without
+    --model, bench_model.py has no case to collect; with it, the run times that model alone."""
+    state = config.stash.get(STATE, None)
+    if state is None or not collection_path.name.startswith("bench_") or collection_path.parent.resolve() != SUITE_BENCHES:
+        return None
+    return True if (collection_path.name == MODEL_BENCH) != (state.ctx.model is not None) else None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

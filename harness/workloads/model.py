@@ -1,0 +1,188 @@
+"""The user's own model (`gpubench run --model module:factory --input SHAPE`, harness.workloads.user_model):
+its training step and its inference over the settings the suite sweeps, one at a time around fp32 eager:
+batch size, precision (bf16 autocast, fp16 autocast with GradScaler), torch.compile, channels_last (an image
+input, C x H x W) and gradient checkpointing (training). Figures: samples/s and the peak memory of the step.
+
+A training sample is one step: forward on a fixed random batch, mean squared error of the output to a fixed
+random target of its shape (any model's output can be fit that way), backward, AdamW step, gradients
+zeroed. Whether every loss was finite is kept on the device and read once after the rounds: a non-finite
+loss fails the row. An inference sample is one forward under inference_mode; a non-finite output fails the
+row. The warm-up (and with it the compilation) is the harness's, outside the samples."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from harness.catalog.model import SPEC
+from harness.core.model_spec import ModelSpec
+from harness.core.stats import SampleStats
+from harness.measurement.cases import Case, CaseSkipped, Diverged
+from harness.measurement.context import BuildContext
+from harness.measurement.measure import Timed
+from harness.measurement.workload import Workload
+from harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
+from harness.workloads.transformer import with_fp32_matmuls
+from harness.workloads.user_model import first_tensor, make_model
+
+# Batch sizes per profile: the first is the base every other setting is swept at.
+BATCH_SIZES = {"cpu": {"smoke": (2,), "quick": (8, 32), "full": (8, 32, 128)},
+               "gpu": {"smoke": (8,), "quick": (32, 128), "full": (32, 128, 512)}}
+# A cold torch.compile of a real model takes minutes on a CPU: smoke leaves it out everywhere.
+COMPILE_MODES = {"smoke": (), "quick": ("default",), "full": ("default", "reduce-overhead", "max-autotune")}
+LR = 1e-4  # small: the step must stay finite on any model, it is timed, not trained to an accuracy
+
+
+@dataclass(frozen=True)
+class ModelCase(Case):
+    workload: ClassVar[str] = "model"
+    model: str  # module:factory
+    input_shape: str  # one sample's shape, 3x64x64
+    step: str  # train or inference
+    precision: str  # fp32, bf16 (autocast), fp16 (autocast; GradScaler when training)
+    compile_mode: str
+    channels_last: bool | None  # None: the input is not an image (C x H x W)
+    checkpointing: bool | None  # None: inference has no backward
+    batch_size: int
+
+
+def sweep(base: ModelCase, batch_sizes: tuple[int, ...], compile_modes: tuple[str, ...]) -> list[ModelCase]:
+    cases = [replace(base, batch_size=size) for size in batch_sizes]
+    cases += [replace(base, precision=precision) for precision in ("bf16", "fp16")]
+    cases += [replace(base, compile_mode=mode) for mode in compile_modes]
+    cases += [replace(base, channels_last=True)] if base.channels_last is not None else []
+    return cases + ([replace(base, checkpointing=True)] if base.checkpointing is not None else [])
+
+
+def cases(ctx: BuildContext) -> list[ModelCase]:
+    """No case without --model; else the training step's sweep, then inference's."""
+    spec = ctx.model
+    if spec is None:
+        return []
+    profile = str(ctx.profile)
+    batch_sizes = BATCH_SIZES["cpu" if ctx.device.type == "cpu" else "gpu"][profile]
+    modes = COMPILE_MODES[profile][:1] if ctx.device.type != "cuda" else COMPILE_MODES[profile]
+    channels_last = False if len(spec.input_shape) == 3 else None  # an image: C x H x W
+    train = ModelCase(spec.target, spec.input_text, "train", "fp32", "none", channels_last, False, batch_sizes[0])
+    inference = replace(train, step="inference", checkpointing=None)
+    return sweep(train, batch_sizes, modes) + sweep(inference, batch_sizes, modes)
+
+
+def enable_checkpointing(model: nn.Module) -> str | None:
+    """Gradient checkpointing, where the model allows it: its own switch (Hugging Face's
+    `gradient_checkpointing_enable`), else each direct child that holds trainable parameters recomputed
+    in the backward (torch.utils.checkpoint, non-reentrant). The reason when neither applies."""
+    if getattr(model, "supports_gradient_checkpointing", False) and hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable()
+        return None
+    children = [child for child in model.children() if any(p.requires_grad for p in child.parameters())]
+    if not children:
+        return "gradient checkpointing needs submodules with parameters to recompute: this model has none"
+    for child in children:  # the child's own call, hooks included, stays; only its forward is recomputed
+        child.forward = functools.partial(checkpoint, child.forward, use_reentrant=False)  # type: ignore[method-assign]
+    return None
+
+
+class Step:
+    """One timed call of the case on a fixed batch (the model built, moved and compiled as the case says)."""
+
+    def __init__(self, case: ModelCase, model: nn.Module, spec: ModelSpec, device: torch.device) -> None:
+        self.memory_format = torch.channels_last if case.channels_last else torch.contiguous_format
+        self.model = model.to(device, memory_format=self.memory_format)
+        self.forward: Any = self.model if case.compile_mode == "none" else torch.compile(self.model, mode=case.compile_mode)
+        self.batch = torch.randn(case.batch_size, *spec.input_shape, device=device).contiguous(
+            memory_format=self.memory_format)
+        self.device = device
+        self.amp_dtype = AMP_DTYPES.get(case.precision)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+
+    def autocast(self) -> Any:
+        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None)
+
+
+class TrainStep(Step):
+    def __init__(self, case: ModelCase, model: nn.Module, spec: ModelSpec, device: torch.device) -> None:
+        super().__init__(case, model, spec, device)
+        self.model.train()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if not params:
+            raise CaseSkipped("the model has no trainable parameters: there is no training step to time")
+        self.optimizer = torch.optim.AdamW(params, lr=LR)
+        self.scaler = torch.amp.GradScaler(device.type) if case.precision == "fp16" else None
+        self.target: torch.Tensor | None = None
+        self.all_finite = torch.ones((), dtype=torch.bool, device=device)
+        self.last_loss = torch.zeros((), device=device)
+
+    def __call__(self) -> torch.Tensor:
+        with self.autocast():
+            output = first_tensor(self.forward(self.batch))
+        if output is None:
+            raise TypeError("the model's output holds no tensor to take a loss from")
+        if self.target is None:  # fixed from the first call: every step fits the same target
+            self.target = torch.randn(output.shape, device=self.device)
+        loss = nn.functional.mse_loss(output.float(), self.target)
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.last_loss = loss.detach()
+        self.all_finite &= torch.isfinite(self.last_loss)  # on the device: no sync inside the rounds
+        return self.last_loss
+
+    def figures(self, stats: SampleStats, _result: Any) -> dict[str, Any]:
+        loss = float(self.last_loss)  # one read, after the rounds
+        columns = {"samples_per_s": self.batch.shape[0] / stats.median_s, "step_s": stats.median_s,
+                   "n_params": self.n_params, "train_loss": loss}
+        if not bool(self.all_finite):
+            raise Diverged(f"a training step's loss was not finite (last {loss:.4g})",
+                           {"train_loss": loss, "n_params": self.n_params})
+        return columns
+
+
+class InferenceStep(Step):
+    def __init__(self, case: ModelCase, model: nn.Module, spec: ModelSpec, device: torch.device) -> None:
+        super().__init__(case, model, spec, device)
+        self.model.eval()
+
+    def __call__(self) -> Any:
+        with torch.inference_mode(), self.autocast():
+            return self.forward(self.batch)
+
+    def figures(self, stats: SampleStats, result: Any) -> dict[str, Any]:
+        output = first_tensor(result)
+        if output is None or not bool(torch.isfinite(output).all()):
+            raise Diverged("the inference output is not finite (NaN or inf)", {"n_params": self.n_params})
+        return {"samples_per_s": self.batch.shape[0] / stats.median_s, "latency_s": stats.median_s,
+                "n_params": self.n_params}
+
+
+def build(case: ModelCase, ctx: BuildContext) -> Timed:
+    if ctx.model is None:
+        raise CaseSkipped("no --model given: name the model as --model module:factory --input SHAPE")
+    reason = precision_skip_reason(case.precision, ctx.device)
+    if case.compile_mode != "none" and not hasattr(torch, "compile"):
+        reason = reason or "torch.compile is not available in this PyTorch"
+    if reason:
+        raise CaseSkipped(reason)
+    torch.manual_seed(ctx.build_index)  # each build a fresh model, batch and target
+    model = make_model(ctx.model)
+    if case.checkpointing and (why := enable_checkpointing(model)):
+        raise CaseSkipped(why)
+    restore = with_fp32_matmuls()  # fp32 is IEEE fp32 (no TF32), as in the suite's training cases
+    try:
+        step = (TrainStep if case.step == "train" else InferenceStep)(case, model, ctx.model, ctx.device)
+    except BaseException:
+        restore()
+        raise
+    return Timed(fn=step, figures=step.figures, cleanup=restore, cpu_memory=step)
+
+
+WORKLOAD = Workload(SPEC, cases, build)

@@ -1,0 +1,86 @@
+"""The model `--model module:factory --input SHAPE` names, made and checked before any case: the module
+imported (from the current folder too, as `python -c "import module"` would), the factory found and called,
+its result an nn.Module that takes a batch of the given shape. Each problem is one ModelLoadError line
+that names the fix."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.core.model_spec import ModelSpec
+
+
+class ModelLoadError(ValueError):
+    """The factory cannot be loaded, called or fed: the message names the fix."""
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def factory_of(spec: ModelSpec) -> Callable[[], Any]:
+    """The callable `module:factory` names; the current folder is importable, as for `python -m`."""
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        found: Any = importlib.import_module(spec.module)
+    except Exception as error:  # noqa: BLE001 - whatever the import raised, the line says it
+        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) — "
+                             "install it, or run from the folder that holds it (or add that folder to PYTHONPATH)") from None
+    for part in spec.factory.split("."):
+        if not hasattr(found, part):
+            raise ModelLoadError(f"--model {spec.target}: {spec.module} has no attribute {spec.factory!r} — "
+                                 "name a function or class there that returns the model")
+        found = getattr(found, part)
+    if not callable(found):
+        raise ModelLoadError(f"--model {spec.target}: {spec.factory} is a {type(found).__name__}, not callable — "
+                             "name a function or class that returns the model")
+    return found
+
+
+def make_model(spec: ModelSpec) -> nn.Module:
+    """A fresh model from the factory, called without arguments."""
+    factory = factory_of(spec)
+    try:
+        model = factory()
+    except Exception as error:  # noqa: BLE001 - the user's code: its error, in one line
+        raise ModelLoadError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
+                             "name a factory that builds the model with no arguments") from None
+    if not isinstance(model, nn.Module):
+        raise ModelLoadError(f"--model {spec.target}: {spec.factory}() returned a {type(model).__name__}, "
+                             "not a torch.nn.Module — name a factory that returns the model")
+    return model
+
+
+def first_tensor(output: Any) -> torch.Tensor | None:
+    """The tensor a loss is taken from: the output itself, or the first tensor of a tuple, list or dict
+    (a model that returns logits with extras, a Hugging Face ModelOutput)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    values = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
+    return next((value for value in values if isinstance(value, torch.Tensor)), None)
+
+
+def check_model(spec: ModelSpec) -> None:
+    """Before any case: the factory makes a module whose forward takes a batch of two samples of the
+    shape (on the CPU, in eval mode, without gradients) and returns a floating tensor to train on."""
+    model = make_model(spec).eval()
+    try:
+        with torch.inference_mode():
+            output = model(torch.randn(2, *spec.input_shape))
+    except Exception as error:  # noqa: BLE001 - the user's model: its error, in one line
+        raise ModelLoadError(f"--input {spec.input_text}: the model's forward of a batch of shape "
+                             f"{(2, *spec.input_shape)} raised {one_line(error)} — give the shape of one sample "
+                             "the model takes") from None
+    tensor = first_tensor(output)
+    if tensor is None or not tensor.is_floating_point():
+        raise ModelLoadError(f"--model {spec.target}: the forward returned {type(output).__name__}, with no floating "
+                             "tensor to train on — return the output tensor (or a tuple or dict that starts with it)")

@@ -1,0 +1,55 @@
+"""Factories for `--model` tests: a tiny CNN (an image input), a tiny MLP (a flat input), and factories
+that break the way a user's can."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def tiny_cnn() -> nn.Module:
+    """3x8x8 images -> 4 classes; batch norm, so train and eval differ as in a real model."""
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(4, 4))
+
+
+def tiny_mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+class TupleOutput(nn.Module):
+    """Returns (logits, extras), as many models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, int]]:
+        return self.fc(x), {"aux": 1}
+
+
+class NaNModel(nn.Module):
+    """A model whose output is NaN: its training loss is not finite."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * float("nan")
+
+
+class Parameterless(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def raises() -> nn.Module:
+    raise RuntimeError("weights file missing")
+
+
+def not_a_module() -> object:
+    return {"model": 1}
+
+
+NOT_CALLABLE = 42

@@ -1,0 +1,231 @@
+"""`gpubench run --model module:factory --input SHAPE`: the options read, the factory loaded with one-line
+errors, the cases swept, the training step and inference timed with their guards, and the suite's and the
+model's bench modules collected apart. The factories are in tests/model_factories.py."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from harness.catalog.profiles import Profile
+from harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
+from harness.core.options import RUN_OPTIONS
+from harness.core.stats import summarize
+from harness.measurement.cases import CaseSkipped, Diverged
+from harness.measurement.context import BuildContext
+from harness.measurement.timing import SyncedClock
+from harness.pytest_plugin import plugin
+from harness.pytest_plugin.build_setup import SetupError, make_state
+from harness.pytest_plugin.modes import STATE
+from harness.workloads import model as workload
+from harness.workloads.user_model import ModelLoadError, check_model, make_model
+
+ROOT = Path(__file__).resolve().parent.parent
+CNN = ModelSpec("model_factories", "tiny_cnn", (3, 8, 8))
+MLP = ModelSpec("model_factories", "tiny_mlp", (16,))
+CPU = torch.device("cpu")
+
+
+def ctx(spec: ModelSpec | None = CNN, profile: Profile = Profile.SMOKE, device: str = "cpu") -> BuildContext:
+    return BuildContext(torch.device(device), profile, SyncedClock(CPU), model=spec)
+
+
+def base(spec: ModelSpec = CNN, step: str = "train") -> workload.ModelCase:
+    return next(c for c in workload.cases(ctx(spec)) if c.step == step)
+
+
+@pytest.mark.parametrize(("model", "shape", "fix"), [
+    (None, "3x64x64", "--input 3x64x64 without --model: also pass the model, such as --model torchvision.models:resnet18"),
+    ("torchvision.models:resnet18", None, "needs --input: the shape of one sample, such as --input 3x64x64"),
+    ("torchvision.models.resnet18", "3x64x64", "name a factory as module:function"),
+    ("torchvision models:resnet18", "3x64x64", "name a factory as module:function"),
+    ("m:f", "3x", "give one sample's shape as sizes joined by 'x'"),
+    ("m:f", "0x4", "give one sample's shape as sizes joined by 'x'"),
+    ("m:f", "3*64*64", "give one sample's shape as sizes joined by 'x'"),
+    ("m:f", "4096x4096x4096", "elements in one sample is above"),
+])
+def test_a_bad_model_or_input_is_one_line_that_names_the_fix(model: str | None, shape: str | None, fix: str) -> None:
+    with pytest.raises(ModelSpecError) as error:
+        parse_model_options(model, shape)
+    assert fix in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_options_read_a_dotted_factory_and_a_shape() -> None:
+    assert parse_model_options(None, None) is None
+    spec = parse_model_options(" pkg.models:Zoo.make ", "3X64x64")
+    assert spec == ModelSpec("pkg.models", "Zoo.make", (3, 64, 64))
+    assert (spec.target, spec.input_text) == ("pkg.models:Zoo.make", "3x64x64")
+
+
+@pytest.mark.parametrize(("factory", "module", "fix"), [
+    ("tiny_cnn", "no_such_module_here", "cannot be imported (ModuleNotFoundError: No module named 'no_such_module_here') — install it"),
+    ("no_such_factory", "model_factories", "has no attribute 'no_such_factory' — name a function or class"),
+    ("NOT_CALLABLE", "model_factories", "NOT_CALLABLE is a int, not callable"),
+    ("raises", "model_factories", "calling raises() raised RuntimeError: weights file missing"),
+    ("not_a_module", "model_factories", "not_a_module() returned a dict, not a torch.nn.Module"),
+])
+def test_a_factory_that_cannot_make_the_model_is_one_line(factory: str, module: str, fix: str) -> None:
+    with pytest.raises(ModelLoadError) as error:
+        check_model(ModelSpec(module, factory, (16,)))
+    assert fix in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_factory_in_the_folder_the_command_runs_in_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `python -c "import mine"` would (pytest's own command puts no current folder on sys.path)."""
+    (tmp_path / "mine_in_cwd.py").write_text("import torch\ndef make():\n    return torch.nn.Linear(4, 2)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "mine_in_cwd", raising=False)
+    assert isinstance(make_model(ModelSpec("mine_in_cwd", "make", (4,))), nn.Linear)
+
+
+def test_an_input_the_model_cannot_take_is_one_line() -> None:
+    with pytest.raises(ModelLoadError, match=r"^--input 3x9x9: the model's forward of a batch of shape \(2, 3, 9, 9\) "
+                                             r"raised RuntimeError: .* — give the shape of one sample the model takes$"):
+        check_model(replace(MLP, input_shape=(3, 9, 9)))
+    check_model(CNN)
+    check_model(ModelSpec("model_factories", "TupleOutput", (16,)))  # (logits, extras) is trained on its logits
+
+
+def test_the_run_setup_refuses_a_bad_model_before_any_case(tmp_path: Path) -> None:
+    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
+    values.update(gpubench_results_dir=str(tmp_path), gpubench_model="model_factories:raises", gpubench_input="16")
+    with pytest.raises(SetupError, match="calling raises\\(\\) raised RuntimeError: weights file missing"):
+        make_state(values.get, None, collect_only=True)
+
+
+def test_the_cases_sweep_one_setting_at_a_time_around_fp32_eager() -> None:
+    assert workload.cases(ctx(None)) == []  # no --model: nothing to run
+    smoke = [c.test_id for c in workload.cases(ctx())]
+    assert smoke == [f"model_factories.tiny_cnn-3x8x8-{step}-{setting}bs2" for step, setting in [
+        ("train", "nocl-"), ("train", "bf16-nocl-"), ("train", "fp16-nocl-"), ("train", "cl-"), ("train", "nocl-ckpt-"),
+        ("inference", "nocl-"), ("inference", "bf16-nocl-"), ("inference", "fp16-nocl-"), ("inference", "cl-")]]
+    quick = workload.cases(ctx(profile=Profile.QUICK))
+    assert {c.batch_size for c in quick} == {8, 32} and [c.compile_mode for c in quick].count("default") == 2
+    cuda = workload.cases(ctx(profile=Profile.FULL, device="cuda"))  # only the device's type is read: no GPU needed
+    assert {c.compile_mode for c in cuda} == {"none", "default", "reduce-overhead", "max-autotune"}
+    flat = workload.cases(ctx(MLP))  # not an image: no channels_last case
+    assert all(c.channels_last is None for c in flat) and len(flat) == 7
+
+
+def test_a_training_step_trains_on_the_case_format_and_counts_samples() -> None:
+    case = replace(base(), channels_last=True)
+    timed = workload.build(case, ctx())
+    try:
+        step = timed.fn
+        assert step.batch.is_contiguous(memory_format=torch.channels_last)
+        losses = [float(step()) for _ in range(5)]
+        assert losses[-1] < losses[0]  # the target is fixed: the steps fit it
+        figures = timed.figures(summarize([0.5]), None)
+        assert figures["samples_per_s"] == 4.0 and figures["step_s"] == 0.5 and figures["n_params"] == 140
+    finally:
+        timed.cleanup()
+
+
+def test_a_non_finite_loss_or_output_fails_the_row() -> None:
+    nan = ModelSpec("model_factories", "NaNModel", (16,))
+    for step in ("train", "inference"):
+        timed = workload.build(base(nan, step), ctx(nan))
+        result = [timed.fn() for _ in range(2)][-1]
+        with pytest.raises(Diverged, match="not finite"):
+            timed.figures(summarize([0.5]), result)
+        timed.cleanup()
+    timed = workload.build(base(MLP, "inference"), ctx(MLP))
+    assert timed.figures(summarize([0.25]), timed.fn())["samples_per_s"] == 8.0
+    timed.cleanup()
+
+
+def test_settings_the_device_or_model_cannot_do_are_skipped_with_the_reason() -> None:
+    with pytest.raises(CaseSkipped, match="fp16 on cpu has no fast kernels"):
+        workload.build(replace(base(), precision="fp16"), ctx())
+    bare = ModelSpec("model_factories", "Parameterless", (16,))
+    with pytest.raises(CaseSkipped, match="has no trainable parameters"):
+        workload.build(base(bare), ctx(bare))
+    with pytest.raises(CaseSkipped, match="needs submodules with parameters to recompute"):
+        workload.build(replace(base(bare), checkpointing=True), ctx(bare))
+
+
+def test_checkpointing_recomputes_each_child_and_keeps_the_gradients() -> None:
+    torch.manual_seed(0)
+    plain = make_model(CNN)
+    checkpointed = make_model(CNN)
+    checkpointed.load_state_dict(plain.state_dict())
+    assert workload.enable_checkpointing(checkpointed) is None
+    wrapped = [child for child in checkpointed.children() if isinstance(child.forward, functools.partial)]
+    assert len(wrapped) == 3  # conv, batch norm, linear: the children that hold parameters
+    x = torch.randn(4, 3, 8, 8)
+    for model in (plain, checkpointed):
+        model(x).square().sum().backward()
+    for a, b in zip(plain.parameters(), checkpointed.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_a_models_own_checkpointing_switch_is_used() -> None:
+    class Switchable(nn.Module):
+        supports_gradient_checkpointing = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc, self.enabled = nn.Linear(2, 2), False
+
+        def gradient_checkpointing_enable(self) -> None:
+            self.enabled = True
+
+    model = Switchable()
+    assert workload.enable_checkpointing(model) is None and model.enabled
+    assert not isinstance(model.fc.forward, functools.partial)
+
+
+def test_the_suites_bench_modules_and_the_models_exclude_each_other() -> None:
+    def config(spec: ModelSpec | None) -> SimpleNamespace:
+        return SimpleNamespace(stash={STATE: SimpleNamespace(ctx=SimpleNamespace(model=spec))})
+
+    model_bench, matmul = plugin.SUITE_BENCHES / "bench_model.py", plugin.SUITE_BENCHES / "bench_matmul.py"
+    assert (model_bench.exists(), matmul.exists()) == (True, True)
+    assert plugin.pytest_ignore_collect(model_bench, config(None)) is True
+    assert plugin.pytest_ignore_collect(matmul, config(None)) is None
+    assert plugin.pytest_ignore_collect(model_bench, config(CNN)) is None
+    assert plugin.pytest_ignore_collect(matmul, config(CNN)) is True
+    elsewhere = Path("/elsewhere/bench_model.py")  # a user's own file of that name: not the suite's
+    assert plugin.pytest_ignore_collect(elsewhere, config(None)) is None
+    assert plugin.pytest_ignore_collect(model_bench, SimpleNamespace(stash={})) is None  # not a gpubench run: inert
+
+
+@pytest.mark.process
+def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> None:
+    """The whole path once, through the build processes gpubench run starts (the factory imported from
+    the folder the command runs in); the suite's own cases are not run beside it."""
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                           "--model", "model_factories:tiny_cnn", "--input", "3x8x8", "--results-dir", str(tmp_path),
+                           "--run-id", "mine"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    with open(tmp_path / "mine.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["workload"] for r in rows} == {"model"} and len(rows) == 9
+    assert {r["case_id"] for r in rows if r["status"] == "skipped"} == {
+        "model/model_factories.tiny_cnn-3x8x8-train-fp16-nocl-bs2", "model/model_factories.tiny_cnn-3x8x8-inference-fp16-nocl-bs2"}
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 7 and all(float(r["samples_per_s"]) > 0 and int(r["peak_mem_bytes"]) > 0 for r in ok)
+    assert {(r["model"], r["input_shape"]) for r in rows} == {("model_factories:tiny_cnn", "3x8x8")}
+    report = (tmp_path / "mine-report" / "report.md").read_text(encoding="utf-8")
+    assert "## Your model (--model)" in report and "| your model's training step, fastest | " in report
+
+
+@pytest.mark.process
+def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
+    """A factory that raises is found by the first build process, before any case: its one line, exit 4."""
+    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                           "--model", "model_factories:raises", "--input", "16", "--results-dir", str(tmp_path)],
+                          cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
+    errors = [line for line in done.stderr.splitlines() if "weights file missing" in line]
+    assert done.returncode == 4 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert not list(tmp_path.glob("*.csv"))
