@@ -153,3 +153,32 @@ def test_a_later_build_is_planned_with_the_start_a_build_measured_not_the_fork_s
     write_rows(tmp_path, [dict(row("a", 0, 1.0), timestamp_utc=late_s)])
     budgeted.run(Job(["build"], plan=BuildPlan(1, [], [], 3)))
     assert started == [0, 1] and not budgeted.notes()
+
+
+def test_a_build_process_collects_its_own_build_of_each_case_only():
+    from harness.pytest_plugin.extra_build import builds_to_collect
+
+    assert builds_to_collect(3, None, False) == [0, 1, 2]  # plain pytest: every build in one process
+    assert builds_to_collect(100, 7, False) == [7]  # an ab session's 8th pair: not 100 items per case
+    assert builds_to_collect(1, 2, False) == [0]  # an epoch built once, in a run's third build: deselected there
+    assert builds_to_collect(3, 4, True) == [4] and builds_to_collect(1, 4, True) == [0]
+
+
+def test_a_build_process_plans_for_the_builds_after_its_own_though_it_collects_only_its_own():
+    from types import SimpleNamespace
+
+    from harness.pytest_plugin.budget_hooks import planned_entries
+
+    def item(case_id, build):
+        return SimpleNamespace(fixturenames=["gpubench"], callspec=SimpleNamespace(
+            params={"case": SimpleNamespace(case_id=case_id), "gpubench_build": build}))
+
+    def build_of(one):
+        return one.callspec.params["gpubench_build"]
+
+    builds = {"micro": 3, "epoch": 1}
+    assert planned_entries(builds, [item("micro", 1), item("epoch", 0)], build_of) == [
+        ("micro", 0), ("micro", 1), ("micro", 2), ("epoch", 0)]
+    assert planned_entries(builds, [item("micro", 4)], build_of) == [("micro", 4)]  # an extra build
+    assert planned_entries(builds, [item("micro", 0), item("micro", 1), item("micro", 2)], build_of) == [
+        ("micro", 0), ("micro", 1), ("micro", 2)]  # plain pytest collects every build

@@ -18,9 +18,7 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
     from harness.measurement.session import skipped_in
     from harness.records.durations import case_costs
 
-    entries = [(item.callspec.params["case"].case_id, build_of(item)) for item in items
-               if "gpubench" in getattr(item, "fixturenames", ())
-               and "case" in getattr(getattr(item, "callspec", None), "params", {})]
+    entries = planned_entries(state.case_builds, items, build_of)
     if not entries or state.budget_s is None:
         return None
     machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
@@ -30,6 +28,22 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
     return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build)
+
+
+def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],
+                    build_of: Callable[[pytest.Item], int]) -> list[tuple[str, int]]:
+    """Every (case id, build) of the selection in run order: a build process collects its own build of
+    each case only (harness.pytest_plugin.extra_build.builds_to_collect), but plans for the builds
+    after it too; an extra build's number is its own."""
+    entries: list[tuple[str, int]] = []
+    for item in items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        if "gpubench" not in getattr(item, "fixturenames", ()) or case is None:
+            continue
+        collected = build_of(item)
+        builds = case_builds.get(case.case_id, collected + 1)
+        entries += [(case.case_id, build) for build in (range(builds) if collected < builds else [collected])]
+    return list(dict.fromkeys(entries))
 
 
 def extra_build_order(state: RunState) -> list[str]:

@@ -1,5 +1,5 @@
-"""An extra build: a build process `gpubench run` starts after the profile's builds when its budget
-has time left. It repeats the cases the profile builds more than once, the most uncertain first
+"""Which builds of a case a build process collects, and the extra build: a build process `gpubench
+run` starts after the profile's builds when its budget has time left. It repeats the cases the profile builds more than once, the most uncertain first
 (the widest spread of their build medians so far in this run), each only if its whole build, as
 this run's earlier builds timed it, fits the time left; a case that does not fit is passed over
 with no row (it already has the profile's builds). Torch-free."""
@@ -14,6 +14,19 @@ from typing import Any
 import pytest
 
 EXTRA_BUILD_SKIP = "extra build: its build does not fit the budget's time left"
+
+
+def builds_to_collect(builds: int, only_build: int | None, extra: bool) -> list[int]:
+    """The build numbers of a case this process collects. A process that runs one build (`gpubench
+    run`'s and `ab`'s) collects that one only: a session of 100 pairs would otherwise collect 100
+    items per case in every build. A case with no such build gets build 0, which the process
+    deselects (an empty parameter set would show as a skipped test); an extra build collects its
+    number for a case the profile repeats."""
+    if only_build is None:
+        return list(range(builds))
+    if only_build < builds or (extra and builds > 1):
+        return [only_build]
+    return [0]
 
 
 def build_spread(medians_s: list[float]) -> float:
@@ -53,3 +66,13 @@ def keep_in_order(config: pytest.Config, items: list[pytest.Item], order: list[s
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
+
+
+def case_id_of(item: pytest.Item) -> str | None:
+    return getattr(getattr(getattr(item, "callspec", None), "params", {}).get("case"), "case_id", None)
+
+
+def selected_builds(case_builds: dict[str, int], item: pytest.Item) -> int:
+    """The builds a selected item's case has, though this process collected only one of them."""
+    known = case_builds.get(case_id_of(item) or "")
+    return known if known is not None else int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0)) + 1

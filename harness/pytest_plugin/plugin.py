@@ -29,7 +29,7 @@ from harness.core.exits import ExitCode
 from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from harness.pytest_plugin.budget_hooks import extra_build_order, plan_budget, show_plan
 from harness.pytest_plugin.build_answer import answer_writer, apply_build_options
-from harness.pytest_plugin.extra_build import keep_in_order
+from harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from harness.pytest_plugin.modes import (
     STATE,
     activate,
@@ -234,10 +234,6 @@ def _build_of(item: pytest.Item) -> int:
     return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
 
-def _case_id_of(item: pytest.Item) -> str | None:
-    return getattr(getattr(getattr(item, "callspec", None), "params", {}).get("case"), "case_id", None)
-
-
 def _only_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With --gpubench-cases FILE, only the cases it lists run here (the others are deselected)."""
     path = config.getoption("gpubench_cases")
@@ -270,9 +266,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _only_cases(config, items)
     answer = answer_writer(config)
     if answer is not None:  # tell `gpubench run` how many build processes this selection needs
-        answer.collected(max((_build_of(item) + 1 for item in items), default=0))
+        answer.collected(max((selected_builds(state.case_builds if state else {}, item) for item in items), default=0))
     if state is not None and state.extra_build:
-        keep_in_order(config, items, extra_build_order(state), _case_id_of)
+        keep_in_order(config, items, extra_build_order(state), case_id_of)
     if state is not None and state.budget_s is not None:
         state.budget_plan = plan_budget(state, items, _build_of)
     if state is not None and state.only_build is not None:
@@ -320,13 +316,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = metafunc.config.stash.get(STATE, None) or activate(metafunc.config, name_timer=False)  # installed: a bench module
     untimed = bool(getattr(metafunc.config.option, "benchmark_disable", False))
     builds = 1 if untimed else state.ctx.builds_of(workload)  # untimed: each case once
-    numbers = list(range(builds))
-    if state.extra_build and builds > 1 and (state.only_build or 0) >= builds:  # a repeated case's extra build
-        numbers.append(int(state.only_build or 0))
+    numbers = builds_to_collect(builds, state.only_build, state.extra_build)
     # the workload's markers ride on each parameter set, so -m "not slow" sees them before any hook
     marks = [getattr(pytest.mark, name) for name in workload.markers]
+    cases = workload.case_list(state.ctx)
+    state.case_builds.update((case.case_id, builds) for case in cases)
     params = [pytest.param(case, build, marks=marks, id=case.test_id + (f"-b{build}" if builds > 1 else ""))
-              for case in workload.case_list(state.ctx) for build in numbers]
+              for case in cases for build in numbers]
     metafunc.parametrize(("case", "gpubench_build"), params)
 
 
