@@ -82,15 +82,33 @@ def test_with_no_contestant_finished_the_fallback_is_named():
 def test_the_race_fits_its_budget():
     clock = SteppingClock()
     contestants = er.CONTESTANTS[:2]
-    result = er.race(contestants, costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock, "k", budget_s=2.0)
-    assert [e.seconds for e in result.entries] == [1.0, 1.0]  # each its equal part of the 2 s, not the plan's 10 s cap
+    result = er.race(contestants, costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock, "k", budget_s=4.0)
+    # each its equal part of the 4 s: half warm-up, half timed steps, not the plan's 10 s cap
+    assert [e.seconds for e in result.entries] == [1.0, 1.0] and clock.now_s == pytest.approx(104.0)
+    assert not result.complete  # cut short: not kept for later runs
+    clock = SteppingClock(0.0)
+    slow = er.race(er.CONTESTANTS[:3], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5, "fp16": 0.5}, first_s=5.0),
+                   NOBODY_SKIPS, PLAN, clock, "k", budget_s=12.0)
+    assert [e.status for e in slow.entries] == ["ok", "ok", "skipped"]
+    assert clock.now_s == pytest.approx(15.0)  # each: one 5.5 s warm-up call (past its 2 s cap, no second), 2 s timed
+    assert slow.entries[2].reason == "the race's 12 s of the budget was spent" and slow.winner.name == "fp32"
+    assert er.race(er.CONTESTANTS[:2], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock, "k").complete
+    overrun = er.race(er.CONTESTANTS[:2], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}, first_s=50.0), NOBODY_SKIPS,
+                      PLAN, clock, "k", budget_s=40.0)  # the plan's full 10 s cap each, but a warm-up ran past the budget
+    assert overrun.entries[1].status == "skipped" and not overrun.complete
     nothing = er.race(contestants, costed_steps(clock, {}), NOBODY_SKIPS, PLAN, clock, "k", budget_s=0.01)
     assert nothing.entries == () and nothing.winner == er.FALLBACK and "not raced" in nothing.note
 
 
-def race_context(tmp_path, machine="m1", profile="quick") -> BuildContext:
+class OneBatch:
+    def preloaded(self, train, device):
+        return torch.zeros(1, 1, 28, 28), torch.zeros(1, dtype=torch.long)
+
+
+def race_context(tmp_path, machine="m1", profile="quick", data=None) -> BuildContext:
+    never = lambda: pytest.fail("a kept race reads no data")  # noqa: E731
     return BuildContext(CPU, profile, SyncedClock(CPU), results_dir=tmp_path, machine_id=lambda: machine,
-                        data_source=lambda: pytest.fail("a kept race reads no data"))
+                        data_source=(lambda: data) if data is not None else never)
 
 
 def test_the_winner_is_kept_per_machine_and_read_back_without_racing(tmp_path, monkeypatch):
@@ -103,10 +121,12 @@ def test_the_winner_is_kept_per_machine_and_read_back_without_racing(tmp_path, m
 
     monkeypatch.setattr(er, "race", fake_race)
     monkeypatch.setattr(er, "_RACED", {})
-    first = race_context(tmp_path)
-    first.data_source = lambda: type("Data", (), {"preloaded": lambda self, train, device: (torch.zeros(1), torch.zeros(1))})()
-    assert er.race_here(first).winner.name == "bf16-cl" and len(raced) == 1
+    assert er.race_here(race_context(tmp_path, data=OneBatch())).winner.name == "bf16-cl" and len(raced) == 1
     monkeypatch.setattr(er, "_RACED", {})  # a later run: a fresh process
     assert er.race_here(race_context(tmp_path)).winner.name == "bf16-cl" and len(raced) == 1  # read from the file
     assert er.load_cached(tmp_path / er.RACE_FILE, er.race_key("m2", CPU, "quick", er.CONTESTANTS)) is None  # another machine
     assert er.load_cached(tmp_path / er.RACE_FILE, raced[0]).entries == won.entries
+    won = replace(won, complete=False)  # a race the budget cut short
+    monkeypatch.setattr(er, "_RACED", {})
+    assert er.race_here(race_context(tmp_path / "other", "m2", "full", OneBatch())).winner.name == "bf16-cl"
+    assert not (tmp_path / "other" / er.RACE_FILE).exists()

@@ -83,6 +83,7 @@ class RaceResult:
     key: str
     entries: tuple[Entry, ...]
     note: str = ""  # why the race was not run or won by none
+    complete: bool = True  # every contestant ran its plan's full time cap or steps: a race worth keeping
 
     @property
     def winner(self) -> Contestant:
@@ -113,8 +114,11 @@ def run_contestant(contestant: Contestant, make_step: Callable[[Contestant], Ste
         return Entry(contestant.name, "skipped", reason=reason)
     try:
         step = make_step(contestant)
-        for _ in range(plan.warmup_steps):
+        warm_start_s = clock()
+        for _ in range(plan.warmup_steps):  # a step slower than the cap warms up once: that call pays the one-time costs
             step()
+            if clock() - warm_start_s >= cap_s:
+                break
         start_s = clock()  # the sync drains the warm-up's queued work before the first timed step
         steps, elapsed_s = 0, 0.0
         while steps < plan.steps and elapsed_s < cap_s:
@@ -128,13 +132,20 @@ def run_contestant(contestant: Contestant, make_step: Callable[[Contestant], Ste
 
 def race(contestants: tuple[Contestant, ...], make_step: Callable[[Contestant], Step], skip: Callable[[Contestant], str | None],
          plan: RacePlan, clock: Callable[[], float], key: str, budget_s: float | None = None) -> RaceResult:
-    """Every contestant in turn; under a budget each gets an equal part of `budget_s` (at most the plan's cap)."""
-    cap_s = plan.cap_s if budget_s is None else min(plan.cap_s, budget_s / max(1, len(contestants)))
+    """Every contestant in turn. Under a budget each gets an equal part of `budget_s`, half for its warm-up and half
+    for its timed steps (each at most the plan's cap); a contestant that would start after `budget_s` is skipped."""
+    cap_s = plan.cap_s if budget_s is None else min(plan.cap_s, budget_s / max(1, 2 * len(contestants)))
     if cap_s < MIN_CAP_S:
-        return RaceResult(key, (), note=f"not raced: {budget_s:.2g} s of the budget left for it")
-    entries = tuple(run_contestant(c, make_step, skip, plan, cap_s, clock) for c in contestants)
+        return RaceResult(key, (), note=f"not raced: {budget_s:.2g} s of the budget left for it", complete=False)
+    start_s, entries, cut = clock(), [], False
+    for contestant in contestants:
+        if budget_s is not None and clock() - start_s >= budget_s:  # warm-ups and slow steps ran past the parts
+            entries.append(Entry(contestant.name, "skipped", reason=f"the race's {budget_s:.2g} s of the budget was spent"))
+            cut = True
+        else:
+            entries.append(run_contestant(contestant, make_step, skip, plan, cap_s, clock))
     note = "" if any(e.status == "ok" for e in entries) else f"no contestant finished: {FALLBACK.name} used"
-    return RaceResult(key, entries, note)
+    return RaceResult(key, tuple(entries), note, complete=cap_s >= plan.cap_s and not cut)
 
 
 def race_key(machine_id: str, device: torch.device, profile: str, contestants: tuple[Contestant, ...]) -> str:
@@ -196,7 +207,7 @@ def race_here(ctx: BuildContext) -> RaceResult:
         budget_s = ctx.share.left_s() * RACE_SHARE_FRAC if ctx.share is not None else None
         found = race(CONTESTANTS, training_step(ctx.device, ctx.clock, images, labels), device_skip(ctx.device),
                      RACE_PLANS[str(ctx.profile)], ctx.clock, key, budget_s)
-        if path is not None and found.entries:  # a race the budget did not allow is not kept: the next run races
+        if path is not None and found.complete:  # a race the budget cut short is not kept: the next run races again
             save(path, found)
     _RACED[key] = found
     return found
