@@ -2,6 +2,7 @@
 race fits its budget and its winner is kept per machine. Fake step costs on a fake clock: no training here (the
 time-to-accuracy candidates that follow the winner: tests/test_time_to_accuracy.py)."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -128,5 +129,8 @@ def test_the_winner_is_kept_per_machine_and_read_back_without_racing(tmp_path, m
     assert er.load_cached(tmp_path / er.RACE_FILE, raced[0]).entries == won.entries
     won = replace(won, complete=False)  # a race the budget cut short
     monkeypatch.setattr(er, "_RACED", {})
+    (tmp_path / "other").mkdir()
     assert er.race_here(race_context(tmp_path / "other", "m2", "full", OneBatch())).winner.name == "bf16-cl"
-    assert not (tmp_path / "other" / er.RACE_FILE).exists()
+    key = raced[-1]
+    assert er.load_cached(tmp_path / "other" / er.RACE_FILE, key) is None  # shown in the file, not reused
+    assert json.loads((tmp_path / "other" / er.RACE_FILE).read_text())[key]["winner"] == "bf16-cl"

@@ -102,7 +102,7 @@ class RaceResult:
         return head + (": " + ", ".join(parts) if parts else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "note": self.note, "winner": self.winner.name,
+        return {"key": self.key, "note": self.note, "winner": self.winner.name, "complete": self.complete,
                 "entries": [dict(asdict(e), steps_per_s=e.steps_per_s, samples_per_s=e.samples_per_s) for e in self.entries]}
 
 
@@ -154,12 +154,13 @@ def race_key(machine_id: str, device: torch.device, profile: str, contestants: t
 
 
 def load_cached(path: Path, key: str) -> RaceResult | None:
-    """The race kept under `key` in `path`, or None (no file, another key, a file this code cannot read)."""
+    """The complete race kept under `key` in `path`, or None (no file, another key, a race cut short, a file this code
+    cannot read)."""
     try:
         kept = read_json(path, MAX_FILE_BYTES, "epoch race file")
         found = kept.get(key) if isinstance(kept, dict) else None
-        if not isinstance(found, dict) or found.get("key") != key:
-            return None
+        if not isinstance(found, dict) or found.get("key") != key or found.get("complete") is not True:
+            return None  # a race the budget cut short is shown, not reused
         fields = ("name", "status", "steps", "seconds", "samples_per_step", "reason")
         entries = tuple(Entry(**{f: e[f] for f in fields}) for e in found["entries"])
         return RaceResult(key, entries, str(found.get("note", "")))
@@ -207,7 +208,7 @@ def race_here(ctx: BuildContext) -> RaceResult:
         budget_s = ctx.share.left_s() * RACE_SHARE_FRAC if ctx.share is not None else None
         found = race(CONTESTANTS, training_step(ctx.device, ctx.clock, images, labels), device_skip(ctx.device),
                      RACE_PLANS[str(ctx.profile)], ctx.clock, key, budget_s)
-        if path is not None and found.complete:  # a race the budget cut short is not kept: the next run races again
+        if path is not None and found.entries:  # kept for the user to see; reused by a later run only if complete
             save(path, found)
     _RACED[key] = found
     return found
