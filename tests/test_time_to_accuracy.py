@@ -17,6 +17,7 @@ from harness.devices.datasets import CLASSES, Split
 from harness.records.results import ResultsWriter
 from harness.records.schema import SCHEMA_VERSION
 from harness.measurement.timing import SyncedClock
+from harness.workloads import epoch_race
 from harness.workloads import time_to_accuracy as tta
 from harness.workloads.models import make_model
 from reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
@@ -53,7 +54,7 @@ def hard_data(monkeypatch, tmp_path):
 
 def case(**changes) -> tta.TargetCase:
     base = tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["fastest-epoch"]), design="fastest-epoch", target_accuracy=0.9)
-    return replace(base, precision="fp32", batch_size=64, **changes)
+    return replace(base, precision="fp32", batch_size=64, **{"raced": False, **changes})
 
 
 def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
@@ -187,3 +188,17 @@ def test_training_stops_at_the_end_of_its_budget_share():
     assert over.value.columns == {"first_call_s": 4.0}
     tta.over_share(CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 8.0, started_s=7.0), 1.0, 0.9)  # time left: goes on
     tta.over_share(None, 1e9, 0.9)  # no budget: goes on
+
+
+def test_time_to_accuracy_candidates_follow_the_winner(tmp_path, easy_data, monkeypatch):
+    full = tta.cases(BuildContext(CPU, "full", SyncedClock(CPU)))
+    by = {c.design: c for c in full}
+    assert not by["template"].raced and by["fastest-epoch"].raced and by["speedrun"].raced
+    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
+    speedrun = epoch_race.apply_winner(by["speedrun"], winner)
+    assert (speedrun.precision, speedrun.channels_last, speedrun.batch_size, speedrun.schedule) == ("fp32", True, 512, "onecycle")
+    monkeypatch.setattr(tta, "race_here", lambda ctx: winner)
+    row = run_row(tmp_path, easy_data, case(raced=True))  # its placeholder: fp32 without channels_last
+    assert row["status"] == "ok", row["reason"]
+    assert (row["precision"], row["channels_last"]) == ("fp32", True)  # what ran, not the placeholder
+    assert "raced on this machine: fp32-cl won" in row["reason"]

@@ -308,3 +308,17 @@ def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_a
         cost = mnist_epoch.compile_cost(case, mnist_epoch.make_trainer(case, cpu, clock), batch, cpu, warm=False)
         assert cost.compile_s is not None
     assert events == ["warm-up compile", "timed cold compile", "timed cold compile"]
+
+
+def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(monkeypatch):
+    from harness.workloads import epoch_race
+
+    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
+    monkeypatch.setattr(mnist_epoch, "race_here", lambda ctx: winner)
+    raced = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
+                      persistent_workers=None, raced=True)  # its placeholder: fp32 without channels_last
+    timed = mnist_epoch.build(raced, epoch_context(tiny_data()))
+    trainer = next(cell.cell_contents for cell in timed.fn.__closure__ if isinstance(cell.cell_contents, Trainer))
+    assert trainer.memory_format == torch.channels_last and trainer.precision == "fp32"
+    figures = timed.figures(summarize([0.1, 0.1]), EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25] * 4))
+    assert figures["channels_last"] is True and "raced on this machine: fp32-cl won" in figures["reason"]

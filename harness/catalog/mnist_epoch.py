@@ -6,7 +6,7 @@ from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 GUIDE_TEMPLATE: dict[str, Any] = {
     "loader": "dataloader", "num_workers": 4, "pin_memory": True, "non_blocking": True, "persistent_workers": False,
     "prefetch_factor": None, "precision": "fp32", "channels_last": False, "compile_mode": "none", "checkpointing": False,
-    "accumulation_steps": 1, "freeze_features": False, "batch_size": 256, "model": "cnn",
+    "accumulation_steps": 1, "freeze_features": False, "batch_size": 256, "model": "cnn", "raced": False,
 }
 
 SPEC = WorkloadSpec(

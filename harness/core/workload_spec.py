@@ -50,6 +50,7 @@ TOKENS: dict[str, Callable[[Any], str]] = {
     "channels_last": _flag("cl", "nocl"),
     "checkpointing": _flag("ckpt", "nockpt"),
     "freeze_features": _flag("freeze", "nofreeze"),
+    "raced": _flag("raced", "fixed"),
     "cudnn_benchmark": _flag("cudnnbench", "nocudnnbench"),
     "seq_len": lambda v: f"s{v}",
     "causal": _flag("causal", "noncausal"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
@@ -38,6 +39,8 @@ class BuildContext:
     build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
     share: CaseShare | None = None  # this build's share of a run budget (--budget); None: no budget
     model: ModelSpec | None = None  # --model and --input: the user's model the `model` workload times
+    results_dir: Path | None = None  # where the run's files go: the epoch race keeps its winner there
+    machine_id: Callable[[], str] = lambda: ""  # the fingerprint's machine id, read when first needed
 
     @property
     def data(self) -> DataSource:

@@ -128,6 +128,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
                        build_calls=checked["build_calls"], model=checked["model"])
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
+    ctx.results_dir = checked["results_dir"]
+    ctx.machine_id = lambda: str(session.env.get("machine_id") or session.fingerprint_of(device).get("machine_id", ""))
     state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],
                      extra_build=bool(option("gpubench_extra_build")) and checked["build"] is not None, previous_clock=previous_clock,
                      budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"))

@@ -73,6 +73,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("case", "bool", "checkpointing"),
     *_cols("case", "int", "accumulation_steps effective_batch"),
     *_cols("case", "bool", "freeze_features"),
+    *_cols("case", "bool", "raced"),  # precision and channels_last picked by the race of the machine at hand
     *_cols("case", "str", "strategy"),
     *_cols("case", "int", "world_size"),
     *_cols("case", "str", "backend parallel"),

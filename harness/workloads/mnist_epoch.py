@@ -27,6 +27,7 @@ from harness.core.stats import SampleStats, summarize
 from harness.measurement.loop import sample, warm_up
 from harness.measurement.timing import SyncedClock
 from harness.measurement.workload import Workload
+from harness.workloads.epoch_race import apply_winner, race_here, raced_figures
 from harness.workloads.models import make_model
 from harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
 
@@ -56,6 +57,9 @@ class EpochCase(Case):
     accumulation_steps: int = 1
     freeze_features: bool = False
     model: str = "cnn"
+    # precision and channels_last come from the race of this machine (harness.workloads.epoch_race) when the case is
+    # built; the case's own values are placeholders until then
+    raced: bool = False
 
     @property
     def effective_batch(self) -> int:
@@ -80,11 +84,11 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
     amp = "bf16"  # preferred over fp16 wherever supported: no GradScaler needed
     if profile == "smoke":
         return [TEMPLATE, PRELOADED]
-    best = replace(PRELOADED, precision=amp, channels_last=True)
+    best = replace(PRELOADED, raced=True)  # the fastest precision and memory format, raced on this machine
     if profile == "quick":
-        # The template and the best candidates; on a CPU every epoch costs 5-40 s, so the
-        # intermediate steps (fp32 preloaded, num_workers=2, bf16 without channels_last) are left to
-        # the full profile there (the quick profile must stay within 3 minutes on a 2-core CPU).
+        # The template and the raced setting; on a CPU every epoch costs 5-40 s, so the intermediate
+        # steps (fp32 preloaded, num_workers=2, bf16 without channels_last) are left to the full profile
+        # there (the quick profile must stay within 3 minutes on a 2-core CPU).
         quick = [TEMPLATE, best] if not gpu else [TEMPLATE, PRELOADED, best]
         if gpu:
             quick += [replace(TEMPLATE, num_workers=2), replace(PRELOADED, precision=amp), replace(best, batch_size=1024),
@@ -318,6 +322,8 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     if ctx.profile == "smoke":
         data = data.subset(*SMOKE_IMAGES)
+    race = race_here(ctx) if case.raced else None
+    case = apply_winner(case, race) if race is not None else case
     reason = skip_reason(case, device)
     if reason:
         raise CaseSkipped(reason)
@@ -330,9 +336,10 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
     ops = None
     if data.profile_ops and data.ops_sink is not None:
         ops = lambda: data.ops_sink(case.case_id, profile_top_ops(lambda: trainer.step([shapes[0]]), device))  # noqa: E731
+    figures = epoch_figures(case, data, cost, ops)
     return Timed(
         fn=lambda: run_epoch(trainer, train, test, bool(case.non_blocking), ctx.progress),
-        figures=epoch_figures(case, data, cost, ops),
+        figures=raced_figures(figures, case, race) if race is not None else figures,
         plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
         windows=lambda result: result.window_step_s,
         cpu_memory=lambda: trainer.step([shapes[0]]),  # on cpu: the allocator's peak over one training step

@@ -35,6 +35,7 @@ from harness.core.plan import RoundPlan
 from harness.core.stats import SampleStats
 from harness.measurement.timing import SyncedClock
 from harness.measurement.workload import Workload
+from harness.workloads.epoch_race import apply_winner, race_here, raced_figures
 from harness.workloads.mnist_epoch import PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer, shape_batches, skip_reason, warm_and_cost
 from harness.workloads.train_loop import Trainer, timed_batches
 
@@ -82,10 +83,10 @@ def target_for(case: TargetCase, dataset: str, profile: str) -> float:
 
 
 def designs(gpu: bool) -> dict[str, EpochCase]:
-    """The template epoch, the fastest epoch setting of mnist_epoch's quick profile, and the
-    speedrun: data on the device, bf16, channels_last, batch 512 with a one-cycle schedule peaking
-    at 3x the template's learning rate (on GPU also torch.compile)."""
-    fastest = replace(PRELOADED, precision="bf16", channels_last=True)
+    """The template epoch, the fastest epoch setting (data on the device, the precision and memory format that won
+    this machine's race, harness.workloads.epoch_race), and the speedrun: the fastest setting at batch 512 with a
+    one-cycle schedule peaking at 3x the template's learning rate (on GPU also torch.compile)."""
+    fastest = replace(PRELOADED, raced=True)
     speedrun = replace(fastest, batch_size=512, compile_mode="default" if gpu else "none")
     return {"template": TEMPLATE, "fastest-epoch": fastest, "speedrun": speedrun}
 
@@ -243,6 +244,8 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
         raise CaseSkipped("synthetic data has no accuracy to reach — install MNIST or Fashion-MNIST (README: training data)")
     if ctx.profile == "smoke":
         data = data.subset(*SMOKE_IMAGES)
+    race = race_here(ctx) if case.raced else None
+    case = apply_winner(case, race) if race is not None else case
     reason = skip_reason(case, device)
     if reason:
         raise CaseSkipped(reason)
@@ -254,9 +257,10 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     restore()
     cap_epochs = EPOCH_CAP[ctx.profile]
     target = target_for(case, data.dataset, ctx.profile)
+    figures = target_figures(case, target, data, cap_epochs, seed, cost.compile_s)
     return Timed(
         fn=lambda: run_to_target(trainer, case, data, cap_epochs, seed, ctx.clock, ctx.progress, target, ctx.share),
-        figures=target_figures(case, target, data, cap_epochs, seed, cost.compile_s),
+        figures=raced_figures(figures, case, race) if race is not None else figures,
         plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
         windows=lambda result: [result.time_to_target_s] if result.time_to_target_s is not None else [result.evaluations[-1][2]],
         energy_alias="energy_to_target_j",

@@ -1,0 +1,231 @@
+"""The epoch settings raced on the machine at hand: which precision and memory format trains the CNN fastest here.
+
+A setting that wins on one CPU can lose 4x on another (bf16 is native on AVX-512 BF16 and emulated on AVX2), so the
+"fastest" epoch and the time-to-accuracy designs built on it take the winner of a short race instead of a fixed list.
+Each contestant is a fresh model and optimizer on one batch of the dataset's images at the template's batch size:
+warm-up steps first (outside the clock), then steps timed with the session's synchronised clock until the profile's
+step count or time cap. The winner trains the most samples per second; a contestant the device cannot run, or whose
+step raises, is skipped with its reason. The result is kept per machine in the results folder (RACE_FILE), keyed by
+the machine's fingerprint, the device, the torch version, the profile and the contestants: a later run with the same
+key reads it instead of racing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.measurement.context import BuildContext
+from harness.measurement.terminal import one_line
+from harness.records.safe_files import read_json, replace_bytes
+from harness.workloads.models import make_model
+from harness.workloads.train_loop import PRECISIONS, Trainer, precision_skip_reason
+
+RACE_FILE = "epoch-race.json"
+RACE_BATCH = 256  # the template's batch size: every contestant trains the same samples per step
+RACE_SHARE_FRAC = 0.3  # under --budget, the race takes at most this part of its case's share
+MIN_CAP_S = 0.05  # a contestant given less than this cannot be told apart from noise: the race is not run
+MAX_FILE_BYTES = 1 << 20
+Step = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class RacePlan:
+    steps: int  # timed steps per contestant, at most
+    cap_s: float  # timed seconds per contestant, at most (the step that crosses it ends the run)
+    warmup_steps: int  # untimed steps first: allocator growth, kernel selection
+
+
+RACE_PLANS = {"smoke": RacePlan(20, 0.5, 1), "quick": RacePlan(200, 2.0, 2), "full": RacePlan(300, 5.0, 3)}
+
+
+@dataclass(frozen=True)
+class Contestant:
+    precision: str
+    channels_last: bool
+
+    @property
+    def name(self) -> str:
+        return self.precision + ("-cl" if self.channels_last else "")
+
+
+CONTESTANTS = tuple(Contestant(precision, cl) for precision in PRECISIONS for cl in (False, True))
+FALLBACK = Contestant("fp32", False)  # every device runs it: the setting used when no contestant finished
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One contestant's run: `status` ok (timed) or skipped (with `reason`)."""
+
+    name: str
+    status: str
+    steps: int = 0
+    seconds: float = 0.0
+    samples_per_step: int = RACE_BATCH
+    reason: str = ""
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds if self.status == "ok" and self.seconds > 0 else 0.0
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.steps_per_s * self.samples_per_step
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    key: str
+    entries: tuple[Entry, ...]
+    note: str = ""  # why the race was not run or won by none
+    complete: bool = True  # every contestant ran its plan's full time cap or steps: a race worth keeping
+
+    @property
+    def winner(self) -> Contestant:
+        ok = [e for e in self.entries if e.status == "ok" and e.steps_per_s > 0]
+        if not ok:
+            return FALLBACK
+        best = max(ok, key=lambda e: e.samples_per_s)  # the first of equals wins: contestants' order breaks ties
+        return next(c for c in CONTESTANTS if c.name == best.name)
+
+    def summary(self) -> str:
+        """One line for the row's reason: each contestant's steps/s, the winner named."""
+        winner = self.winner.name
+        parts = [f"{e.name} {e.steps_per_s:.3g} steps/s" + (" (won)" if e.name == winner else "") if e.status == "ok"
+                 else f"{e.name} skipped ({e.reason})" for e in self.entries]
+        head = f"raced on this machine: {winner} won" + (f" ({self.note})" if self.note else "")
+        return head + (": " + ", ".join(parts) if parts else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "note": self.note, "winner": self.winner.name, "complete": self.complete,
+                "entries": [dict(asdict(e), steps_per_s=e.steps_per_s, samples_per_s=e.samples_per_s) for e in self.entries]}
+
+
+def run_contestant(contestant: Contestant, make_step: Callable[[Contestant], Step], skip: Callable[[Contestant], str | None],
+                   plan: RacePlan, cap_s: float, clock: Callable[[], float]) -> Entry:
+    """Warm-up, then timed steps until `plan.steps` or `cap_s`; every clock read is synchronised."""
+    reason = skip(contestant)
+    if reason:
+        return Entry(contestant.name, "skipped", reason=reason)
+    try:
+        step = make_step(contestant)
+        warm_start_s = clock()
+        for _ in range(plan.warmup_steps):  # a step slower than the cap warms up once: that call pays the one-time costs
+            step()
+            if clock() - warm_start_s >= cap_s:
+                break
+        start_s = clock()  # the sync drains the warm-up's queued work before the first timed step
+        steps, elapsed_s = 0, 0.0
+        while steps < plan.steps and elapsed_s < cap_s:
+            step()
+            steps += 1
+            elapsed_s = clock() - start_s
+    except Exception as error:  # noqa: BLE001 - a contestant that fails is out of the race, not the run
+        return Entry(contestant.name, "skipped", reason=f"failed: {one_line(error)}")
+    return Entry(contestant.name, "ok", steps, elapsed_s)
+
+
+def race(contestants: tuple[Contestant, ...], make_step: Callable[[Contestant], Step], skip: Callable[[Contestant], str | None],
+         plan: RacePlan, clock: Callable[[], float], key: str, budget_s: float | None = None) -> RaceResult:
+    """Every contestant in turn. Under a budget each gets an equal part of `budget_s`, half for its warm-up and half
+    for its timed steps (each at most the plan's cap); a contestant that would start after `budget_s` is skipped."""
+    cap_s = plan.cap_s if budget_s is None else min(plan.cap_s, budget_s / max(1, 2 * len(contestants)))
+    if cap_s < MIN_CAP_S:
+        return RaceResult(key, (), note=f"not raced: {budget_s:.2g} s of the budget left for it", complete=False)
+    start_s, entries, cut = clock(), [], False
+    for contestant in contestants:
+        if budget_s is not None and clock() - start_s >= budget_s:  # warm-ups and slow steps ran past the parts
+            entries.append(Entry(contestant.name, "skipped", reason=f"the race's {budget_s:.2g} s of the budget was spent"))
+            cut = True
+        else:
+            entries.append(run_contestant(contestant, make_step, skip, plan, cap_s, clock))
+    note = "" if any(e.status == "ok" for e in entries) else f"no contestant finished: {FALLBACK.name} used"
+    return RaceResult(key, tuple(entries), note, complete=cap_s >= plan.cap_s and not cut)
+
+
+def race_key(machine_id: str, device: torch.device, profile: str, contestants: tuple[Contestant, ...]) -> str:
+    """What the winner depends on: another machine, device, torch, profile or contestant list races again."""
+    return "|".join([machine_id, str(device), f"torch {torch.__version__}", str(profile), ",".join(c.name for c in contestants)])
+
+
+def load_cached(path: Path, key: str) -> RaceResult | None:
+    """The complete race kept under `key` in `path`, or None (no file, another key, a race cut short, a file this code
+    cannot read)."""
+    try:
+        kept = read_json(path, MAX_FILE_BYTES, "epoch race file")
+        found = kept.get(key) if isinstance(kept, dict) else None
+        if not isinstance(found, dict) or found.get("key") != key or found.get("complete") is not True:
+            return None  # a race the budget cut short is shown, not reused
+        fields = ("name", "status", "steps", "seconds", "samples_per_step", "reason")
+        entries = tuple(Entry(**{f: e[f] for f in fields}) for e in found["entries"])
+        return RaceResult(key, entries, str(found.get("note", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(path: Path, result: RaceResult) -> None:
+    """Kept beside the other machines' races in the same file, written through a rename (others may read it)."""
+    try:
+        kept = read_json(path, MAX_FILE_BYTES, "epoch race file") if path.exists() else {}
+    except (OSError, ValueError):
+        kept = {}
+    kept = dict(kept) if isinstance(kept, dict) else {}
+    kept[result.key] = result.to_json()
+    fix = "choose a --results-dir you can write"
+    replace_bytes(path.parent, path.name, json.dumps(kept, indent=1, sort_keys=True).encode(), "epoch race file", fix)
+
+
+def training_step(device: torch.device, clock: Any, images: torch.Tensor, labels: torch.Tensor) -> Callable[[Contestant], Step]:
+    """A contestant's step: a fresh CNN and optimizer in its precision and memory format, on one batch."""
+    def make(contestant: Contestant) -> Step:
+        trainer = Trainer(make_model("cnn"), device, contestant.precision, channels_last=contestant.channels_last, clock=clock)
+        batch = (images[:RACE_BATCH].to(device), labels[:RACE_BATCH].to(device))
+        return lambda: trainer.step([batch])
+
+    return make
+
+
+def device_skip(device: torch.device) -> Callable[[Contestant], str | None]:
+    return lambda contestant: precision_skip_reason(contestant.precision, device)
+
+
+_RACED: dict[str, RaceResult] = {}  # this process's races by key: the second consumer of a build reads the first's
+
+
+def race_here(ctx: BuildContext) -> RaceResult:
+    """The race for this machine, device and profile: this process's, else the one kept in the results folder, else
+    run now on the dataset's first batch (under --budget within RACE_SHARE_FRAC of the case's share) and kept."""
+    key = race_key(ctx.machine_id(), ctx.device, str(ctx.profile), CONTESTANTS)
+    path = ctx.results_dir / RACE_FILE if ctx.results_dir is not None else None
+    found = _RACED.get(key) or (load_cached(path, key) if path is not None else None)
+    if found is None:
+        images, labels = ctx.data.preloaded(True, torch.device("cpu"))
+        budget_s = ctx.share.left_s() * RACE_SHARE_FRAC if ctx.share is not None else None
+        found = race(CONTESTANTS, training_step(ctx.device, ctx.clock, images, labels), device_skip(ctx.device),
+                     RACE_PLANS[str(ctx.profile)], ctx.clock, key, budget_s)
+        if path is not None and found.entries:  # kept for the user to see; reused by a later run only if complete
+            save(path, found)
+    _RACED[key] = found
+    return found
+
+
+def apply_winner(case: Any, result: RaceResult) -> Any:
+    """A raced case with the winner's precision and memory format (its other settings kept)."""
+    winner = result.winner
+    return replace(case, precision=winner.precision, channels_last=winner.channels_last)
+
+
+def raced_figures(figures: Callable[..., dict[str, Any]], case: Any, result: RaceResult) -> Callable[..., dict[str, Any]]:
+    """The row of a raced case: the settings that ran, and the race's figures in its reason (why they were chosen)."""
+    def wrapped(*args: Any) -> dict[str, Any]:
+        row = figures(*args)
+        row.update(precision=case.precision, channels_last=case.channels_last)
+        row["reason"] = "; ".join(filter(None, [str(row.get("reason") or ""), result.summary()]))
+        return row
+
+    return wrapped
