@@ -123,7 +123,9 @@ def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None
     """The one line, or None when the builds agree as well as their samples allow. `detectable`: the
     session's median detectable change (an A/B session); else a comparison of two such runs'."""
     spread = build_spread(frame, group)
-    if not spread.disagrees:
+    seen, knobs = causes(frame, readings, spread)
+    acted_on = spread.disagrees or (spread.observed_log_sd >= MIN_SPREAD_LOG and len(knobs) > 1)  # a knob besides more builds
+    if not acted_on:  # builds as steady as their samples, or a spread with nothing a user can change
         return None
     if detectable is None:
         builds = int(frame.loc[frame["status"] == "ok"].groupby(list(group))["build"].nunique().median())
@@ -131,10 +133,13 @@ def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None
         quiet = run_detectable(spread.expected_log_sd, builds)
     else:
         quiet = detectable * spread.expected_log_sd / spread.observed_log_sd
-    seen, knobs = causes(frame, readings, spread)
-    cost = (f"detectable change {detectable:.0%} instead of ~{quiet:.0%}" if math.isfinite(detectable)
-            else "no change detectable")
+    if not math.isfinite(detectable):
+        cost = "no change detectable"
+    elif quiet < detectable:
+        cost = f"detectable change {detectable:.0%} instead of ~{quiet:.0%}"
+    else:  # each build's own rounds spread as wide: more builds alone will not narrow it
+        cost = f"detectable change {detectable:.0%}, each build's own samples as wide"
     what = "; ".join(seen) if seen else "no busy process, steal or thread excess seen"
-    return (f"noise: builds of a case disagree {spread.factor:.1f}x more than their own samples explain "
+    return (f"noise: builds of a case disagree {spread.factor:.1f}x what their own samples explain "
             f"({math.expm1(spread.observed_log_sd):.1%} vs ~{math.expm1(spread.expected_log_sd):.1%}, median of "
             f"{spread.cases} cases); seen: {what}; {cost}; try {' or '.join(knobs)}")

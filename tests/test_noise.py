@@ -43,6 +43,16 @@ def test_disagreeing_builds_on_a_busy_machine_name_the_cause_the_cost_and_the_kn
     assert "detectable change" in line and "instead of ~" in line
 
 
+def test_a_busy_machine_whose_rounds_spread_as_wide_as_its_builds_is_still_said() -> None:
+    # rounds within each build as wild as the builds (rel_iqr 5: a core shared with other processes)
+    frame = rows({"a": [1.0, 1.4, 0.7], "b": [2.0, 2.6, 1.5]}, rel_iqr=5.0, busy=0.9, threads=2)
+    line = noise_line(frame, Readings(load_avg=12.0))
+    assert line is not None and "each build's own samples as wide" in line and "instead of" not in line
+    assert "other processes used 90% of the CPU" in line and "try --threads 1 or a quieter machine" in line
+    quiet = rows({"a": [1.0, 1.4, 0.7], "b": [2.0, 2.6, 1.5]}, rel_iqr=5.0, busy=0.0, threads=1)
+    assert noise_line(quiet, Readings(load_avg=0.5)) is None  # nothing seen a user could change
+
+
 def test_steal_is_named_when_the_hypervisor_took_a_share() -> None:
     frame = rows({"a": [1.0, 1.15, 0.9]}, threads=1)
     line = noise_line(frame, Readings(steal_frac=0.12))
