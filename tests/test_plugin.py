@@ -577,3 +577,14 @@ def test_a_cases_file_keeps_only_its_cases_and_build_calls_is_the_least_calls_pe
     rows = rows_in(tiny.path / "out")
     assert {r["case_id"] for r in rows} == {"matmul/fp32-n32"}
     assert all(int(r["rounds"]) * int(r["iterations"]) >= 400 for r in rows)  # the smoke profile alone: 5 rounds
+
+
+@pytest.mark.process
+def test_a_cases_file_gives_a_case_its_own_build_seconds(tiny):
+    # a pytest process of its own: the file is read where a build's cases are collected
+    (tiny.path / "cases.txt").write_text("matmul/fp32-n32 0.4\n")
+    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--gpubench-cases=cases.txt")
+    assert result.ret == 0
+    rows = rows_in(tiny.path / "out")
+    # the smoke profile's 0.05 s gives rounds of >= 1.5 ms at most 33 rounds; 0.4 s gives 60 or more
+    assert rows and all(int(r["rounds"]) >= 60 for r in rows)

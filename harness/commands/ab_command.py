@@ -145,7 +145,8 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
           flush=True)
     files = SideFiles(results_dir, session_id)
-    looks = Looks(results_dir, session_id, threshold, budget_s, pairs) if budget_s is not None else None
+    looks = (Looks(results_dir, session_id, threshold, budget_s, pairs, least_build_s=args.build_seconds)
+             if budget_s is not None else None)
     try:
         done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
                                stopped_limit_s(args.profile), files, looks)

@@ -77,7 +77,7 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     if timed.companion is not None:
         figures.update(timed.companion(measured))
     out = measured_row(stats, measured.plan, measured.samples_s)
-    flags = quality_flags(stats, measured.plan, ctx.budget, timed.repeatable) + list(figures.pop("flags", []))
+    flags = quality_flags(stats, measured.plan, ctx.budget_for(case.case_id), timed.repeatable) + list(figures.pop("flags", []))
     out.update(figures)
     add_memory(out, timed, ctx)
     energy, energy_notes = energy_columns(timed, measured, ctx.energy, ctx.clock, ctx.build_index == 0, out)
@@ -98,7 +98,7 @@ def measured_columns(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return {"status": "ok", "reason": "untimed (--benchmark-disable)"}
-    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share)
+    measured = measure(timed, ctx.budget_for(case.case_id), ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share)
     return derive(case, timed, measured, ctx, device_name)
 
 
