@@ -140,6 +140,7 @@ def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None
     else:  # each build's own rounds spread as wide: more builds alone will not narrow it
         cost = f"detectable change {detectable:.0%}, each build's own samples as wide"
     what = "; ".join(seen) if seen else "no busy process, steal or thread excess seen"
+    unit = "cases" if "side" not in group else "cases on either side"  # a session's sides are judged apart
     return (f"noise: builds of a case disagree {spread.factor:.1f}x what their own samples explain "
             f"({math.expm1(spread.observed_log_sd):.1%} vs ~{math.expm1(spread.expected_log_sd):.1%}, median of "
-            f"{spread.cases} cases); seen: {what}; {cost}; try {' or '.join(knobs)}")
+            f"{spread.cases} {unit}); seen: {what}; {cost}; try {' or '.join(knobs)}")

@@ -73,6 +73,7 @@ def test_a_session_scales_its_own_detectable_change() -> None:
     line = noise_line(frame, Readings(), detectable=0.30, group=("side", "case_id"))
     quiet = 0.30 * spread.expected_log_sd / spread.observed_log_sd
     assert line is not None and f"detectable change 30% instead of ~{quiet:.0%}" in line
+    assert "median of 2 cases on either side" in line
 
 
 def test_steal_share_from_proc_stat(tmp_path: Path) -> None:
