@@ -577,3 +577,29 @@ def test_a_cases_file_keeps_only_its_cases_and_build_calls_is_the_least_calls_pe
     rows = rows_in(tiny.path / "out")
     assert {r["case_id"] for r in rows} == {"matmul/fp32-n32"}
     assert all(int(r["rounds"]) * int(r["iterations"]) >= 400 for r in rows)  # the smoke profile alone: 5 rounds
+
+
+def test_a_cases_file_gives_a_case_its_own_build_seconds(tmp_path):
+    # the plugin's collection hook with stand-ins for pytest's config and items: no process, no timing
+    from types import SimpleNamespace
+
+    import torch
+
+    from harness.catalog.profiles import Profile
+    from harness.measurement.context import BuildContext
+    from harness.measurement.timing import SyncedClock
+    from harness.pytest_plugin import plugin
+
+    (tmp_path / "cases.txt").write_text("matmul/fp32-n32 1.5\nmatmul/fp32-n64\n")
+    deselected = []
+    config = SimpleNamespace(getoption=lambda name: str(tmp_path / "cases.txt"),
+                             hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
+    items = [SimpleNamespace(callspec=SimpleNamespace(params={"case": SimpleNamespace(case_id=case)}))
+             for case in ("matmul/fp32-n32", "matmul/fp32-n64", "matmul/fp32-n128")]
+    device = torch.device("cpu")
+    state = SimpleNamespace(ctx=BuildContext(device, Profile.QUICK, SyncedClock(device)))
+    plugin._only_cases(config, items, state)
+    assert [item.callspec.params["case"].case_id for item in items] == ["matmul/fp32-n32", "matmul/fp32-n64"]
+    assert len(deselected) == 1
+    assert state.ctx.budget_for("matmul/fp32-n32").target_s == 1.5
+    assert state.ctx.budget_for("matmul/fp32-n64") == state.ctx.budget  # the profile's own

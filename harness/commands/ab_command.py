@@ -17,7 +17,9 @@ from harness.commands.ab import (
     write_marker,
 )
 from harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, session_budget_s
+from harness.commands.noise_report import print_noise_line, sides_frame
 from harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
+from harness.processes.cpu_readings import CpuWatch
 from harness.processes.lifetime import adopt_orphans
 from harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
 from harness.core.exits import ExitCode
@@ -125,6 +127,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
     results_dir = Path(args.results_dir)
+    watch = CpuWatch()  # the machine over the whole session: steal and load for the noise line
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
     try:
         threshold, sides, session_id, (pairs, budget_s) = check_session(args, results_dir)
@@ -142,7 +145,8 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
           flush=True)
     files = SideFiles(results_dir, session_id)
-    looks = Looks(results_dir, session_id, threshold, budget_s, pairs) if budget_s is not None else None
+    looks = (Looks(results_dir, session_id, threshold, budget_s, pairs, least_build_s=args.build_seconds)
+             if budget_s is not None else None)
     try:
         done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
                                stopped_limit_s(args.profile), files, looks)
@@ -159,11 +163,11 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     elif looks is not None:
         print(f"gpubench ab: ended: {looks.ended or f'--max-pairs {pairs} reached'}", flush=True)
     code = stop.code if stop else 0
-    return judge_and_print(results_dir, session_id, threshold, code, files, sequential=looks is not None)
+    return judge_and_print(results_dir, session_id, threshold, code, files, sequential=looks is not None, watch=watch)
 
 
 def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,
-                    files: SideFiles | None = None, sequential: bool = False) -> int:
+                    files: SideFiles | None = None, sequential: bool = False, watch: CpuWatch | None = None) -> int:
     """The paired verdict of the session's two files; with `files`, only when each is the one its side's builds made."""
     paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
     missing = [path for path in paths if not path.exists()]
@@ -180,6 +184,8 @@ def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: 
     except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
         return code or fail(str(error))
     print(format_session(session, threshold))
+    if watch is not None:
+        print_noise_line(sides_frame(*frames), watch, session.median_detectable, ("side", "case_id"))
     print(f"gpubench ab: A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
     if code:
         return 130 if code in (2, 130) else code

@@ -1,6 +1,7 @@
 """A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges the
 two sides' files by the sequential rule (reports.sequential, valid however often it looks), and the
-next pair's builds run only the cases still undecided (named in a file, `--gpubench-cases`). The
+next pair's builds run only the cases still undecided (named in a file, `--gpubench-cases`, each
+with the timed seconds of its builds once harness.commands.ab_lengths has chosen them). The
 session ends when every case is decided, when the next pair would not fit in the budget, or at
 `--max-pairs`."""
 
@@ -13,7 +14,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
+from harness.commands.ab_lengths import choose_lengths, lengths_line
 from harness.core.run_budget import parse_duration
+from harness.processes.cases_file import cases_text
 from reports.load import ReportError, load_results
 from reports.paired import judge_sequential, undecided_cases
 from reports.verdicts import MACHINE_WIDE
@@ -40,11 +45,14 @@ class Looks:
     threshold: float
     budget_s: float
     max_pairs: int
+    least_build_s: float = 0.1  # the session's --build-seconds: no case's builds are shorter
     started_s: float = field(default_factory=time.monotonic)
     ended: str = ""
     undecided: list[str] = field(default_factory=list)
+    lengths: dict[str, float] = field(default_factory=dict)  # case -> timed seconds of its builds, once chosen
     _last_look_s: float | None = None
     _folder: Path | None = None
+    _frames: tuple[pd.DataFrame, pd.DataFrame] = field(default_factory=lambda: (pd.DataFrame(), pd.DataFrame()))
 
     def __call__(self, pairs: int) -> list[str] | None:
         now_s = time.monotonic()
@@ -62,15 +70,19 @@ class Looks:
         # the last pair's time is the next one's estimate: no pair starts that cannot end within the budget
         if spent_s + pair_s > self.budget_s:
             return self.end(f"budget ended: another pair (~{pair_s:.0f} s) would not fit in the {self.budget_s:.0f} s")
-        return [f"--gpubench-cases={self.write_cases()}"] if measured is not None else []
+        if measured is None:
+            return []
+        self.choose_lengths()
+        return [f"--gpubench-cases={self.write_cases()}"]
 
     def judge(self) -> int | None:
         """Judges the files; sets `undecided`; the number of cases measured on both sides (None: no file yet)."""
         paths = [self.results_dir / f"{self.session_id}-{name}.csv" for name in ("A", "B")]
         try:
-            session = judge_sequential(load_results([paths[0]]), load_results([paths[1]]), self.threshold)
+            self._frames = load_results([paths[0]]), load_results([paths[1]])
         except ReportError:  # a side without a row yet: every case stays selected
             return None
+        session = judge_sequential(*self._frames, self.threshold)
         self.undecided = undecided_cases(session)
         return sum(1 for v in session.verdicts if v.verdict != "broken" and v.case_id != MACHINE_WIDE)
 
@@ -80,9 +92,17 @@ class Looks:
             self._folder = Path(tempfile.mkdtemp(prefix=f"gpubench-ab-{os.getpid()}-"))
         path = self._folder / "undecided.txt"
         staged = self._folder / "undecided.txt.new"
-        staged.write_text("".join(f"{case}\n" for case in self.undecided), encoding="utf-8")
+        staged.write_text(cases_text(self.undecided, self.lengths), encoding="utf-8")
         staged.replace(path)  # a build reading it sees the old list or the new one, whole
         return path
+
+    def choose_lengths(self) -> None:
+        """Each undecided case's build length, chosen once it has enough pairs (harness.commands.ab_lengths)."""
+        new = choose_lengths(*self._frames, self.undecided, self.lengths, self.least_build_s, self.budget_s)
+        self.lengths.update(new)
+        line = lengths_line(new, self.least_build_s)
+        if line:
+            print(f"gpubench ab: {line}", flush=True)
 
     def end(self, why: str) -> None:
         self.ended = why

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from harness.commands.common import BENCHES, count_rows_safely, fail, report_after_run, resolve_store, suite_options
 from harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
+from harness.processes.cpu_readings import CpuWatch
 from harness.processes.protocol import BuildPlan
 
 if TYPE_CHECKING:
@@ -154,6 +155,19 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
     return report_after_run(csvs, Path(args.results_dir) / f"{args.run_id}-report", code) if csvs and not args.no_report else code
 
 
+def say_noise(csv_path: Path, watch: CpuWatch) -> None:
+    """The noise line of the run's rows (reports.noise), when its builds disagree."""
+    from harness.commands.noise_report import print_noise_line
+    from reports.load import ReportError, load_results
+
+    try:
+        frame = load_results([csv_path]) if csv_path.exists() else None
+    except ReportError:  # a damaged file is the report's to name
+        return
+    if frame is not None:
+        print_noise_line(frame, watch)
+
+
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from harness.records.results import new_run_id
 
@@ -172,8 +186,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest
         args.run_id = new_run_id()
     run_id = args.run_id
+    watch = CpuWatch()
     code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
+    say_noise(csv_path, watch)
     if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED, ExitCode.HANGUP, ExitCode.TERMINATED):  # interrupted (Ctrl-C, SIGHUP or SIGTERM): say what was kept
         kept = count_rows_safely(csv_path)  # records, not lines: a quoted reason may hold a newline
         print(f"gpubench: interrupted: {kept} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest", file=sys.stderr)

@@ -72,6 +72,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--target-accuracy", None, "test accuracy the time_to_accuracy cases train to, in (0, 1) (default: 0.98 on MNIST, 0.85 on Fashion-MNIST)", float),
     Option("--builds", None, "independent builds of every case, each in its own process under gpubench run (default: the profile's, per workload)", int),
     Option("--build-seconds", None, "timed seconds per build of a micro-benchmark case (default: the profile's: smoke 0.05, quick 0.1, full 0.3)", float),
+    Option("--threads", None, "torch threads of each build process (default: torch's, one per core); fewer than the free cores keeps "
+           "builds from waiting on a busy core", int),
     Option("--build-calls", None, "timed calls per build of a micro-benchmark case, at least (default: the profile's rounds decide)", int),
     Option(
         "--budget",

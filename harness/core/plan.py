@@ -45,3 +45,32 @@ def plan_rounds(estimate_s: float, budget: Budget) -> RoundPlan:
     rounds = int(min(budget.max_rounds, max(budget.min_rounds, budget.target_s // round_s)))
     rounds = max(rounds, math.ceil(budget.min_calls / iterations))
     return RoundPlan(budget.warmup_calls, iterations, rounds, estimate_s)
+
+
+@dataclass(frozen=True)
+class BuildNoise:
+    """What a case's builds showed (log scale): the variance of a build's median that is not its own
+    sampling error (`between_var`), the variance of one round (`round_var`) of `round_s` seconds,
+    and the seconds a build spends outside its timed rounds (`overhead_s`: building, warm-up)."""
+
+    between_var: float
+    round_var: float
+    round_s: float
+    overhead_s: float
+
+
+MEDIAN_VAR_FACTOR = math.pi / 2  # variance of a sample median / variance of a mean, for a normal spread
+MIN_BETWEEN_SD = 0.002  # builds never agree better than 0.2%: no case gets endless builds from a lucky few
+
+
+def best_build_s(noise: BuildNoise, least_s: float, most_s: float) -> float:
+    """The timed seconds per build that leave the least variance for the time spent. A pair's
+    variance per build is between_var + a / T (a build timing T seconds of rounds), and a build costs
+    overhead_s + T; their product is least at T = sqrt(a · overhead_s / between_var) (two-stage
+    sampling: Cochran, Sampling Techniques, 10.6). Builds that disagree beyond their samples get
+    short builds and more pairs; builds whose own samples are the noise get longer ones; a slow
+    call's rounds cost more, a fast call's fewer. Kept within [least_s, most_s]."""
+    sampling = MEDIAN_VAR_FACTOR * noise.round_var * noise.round_s  # a: the median's variance x timed seconds
+    between = max(noise.between_var, MIN_BETWEEN_SD ** 2)
+    best_s = math.sqrt(sampling * max(noise.overhead_s, 0.0) / between) if sampling > 0 else least_s
+    return min(most_s, max(least_s, best_s))

@@ -41,6 +41,7 @@ class BuildContext:
     model: ModelSpec | None = None  # --model and --input: the user's model the `model` workload times
     results_dir: Path | None = None  # where the run's files go: the epoch race keeps its winner there
     machine_id: Callable[[], str] = lambda: ""  # the fingerprint's machine id, read when first needed
+    case_build_s: dict[str, float] = field(default_factory=dict)  # a case's own timed seconds (gpubench ab's cases file)
 
     @property
     def data(self) -> DataSource:
@@ -54,6 +55,11 @@ class BuildContext:
         if self.build_seconds is not None:
             budget = replace(budget, target_s=self.build_seconds)
         return budget if self.build_calls is None else replace(budget, min_calls=self.build_calls)
+
+    def budget_for(self, case_id: str) -> Budget:
+        """The build budget of one case: its own timed seconds where the session chose them."""
+        own_s = self.case_build_s.get(case_id)
+        return self.budget if own_s is None else replace(self.budget, target_s=own_s)
 
     def builds_of(self, workload: Any) -> int:
         return self.builds if self.builds is not None else workload.builds(self.profile)

@@ -74,7 +74,7 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
         figures = {**figures, **timed.companion(measured)}
     workload_flags = list(figures.pop("flags", []))
     workload_reason = str(figures.pop("reason", None) or "")
-    flags = quality_flags(stats, measured.plan, ctx.budget, timed.repeatable) + workload_flags
+    flags = quality_flags(stats, measured.plan, ctx.budget_for(case.case_id), timed.repeatable) + workload_flags
     memory = memory_part(figures, timed, ctx)
     energy, energy_notes = energy_columns(timed, measured, ctx.energy, figures)
     if any(note.startswith("throttled") for note in energy_notes):
@@ -94,7 +94,7 @@ def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds 
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return CaseResult(Status("ok", "untimed (--benchmark-disable)"))
-    measured = measure(timed, ctx.budget, ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
+    measured = measure(timed, ctx.budget_for(case.case_id), ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
                        repeat_energy=ctx.build_index == 0)
     return derive(case, timed, measured, ctx, device_name)
 

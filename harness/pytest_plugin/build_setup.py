@@ -3,6 +3,7 @@ that names the fix (the pytest plugin turns it into a usage error, exit 4)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,18 @@ def checked_model(option: Callable[[str], Any]) -> ModelSpec | None:
     return spec
 
 
+MAX_THREADS_PER_CORE = 4  # beyond it torch's threads only queue for the cores
+
+
+def check_threads(threads: int | None) -> int | None:
+    """--threads N: from 1 to a few per core (None: torch's default, one per core)."""
+    cores = os.cpu_count() or 1
+    if threads is not None and not 1 <= threads <= MAX_THREADS_PER_CORE * cores:
+        raise SetupError(f"--threads {threads}: use 1 to {MAX_THREADS_PER_CORE * cores} torch threads "
+                         f"(this machine has {cores} cores), such as --threads 1")
+    return threads
+
+
 def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
     device = resolve_device(option("gpubench_device"))
     results_dir = results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)
@@ -100,6 +113,7 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     profile = check_profile(option("gpubench_profile"))
     budget = option("gpubench_budget")
     return dict(model=checked_model(option), builds=builds, build_seconds=build_seconds, build_calls=build_calls,
+                threads=check_threads(option("gpubench_threads")),
                 device=device, profile=profile, results_dir=results_dir, build=build,
                 budget_s=profile.run_budget_s if budget is None else parse_duration(budget),
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
@@ -117,6 +131,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
             ModelSpecError, ModelLoadError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
+    if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with
+        torch.set_num_threads(checked["threads"])
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
     previous_clock = install_session_clock(clock)
     if device.type == "cuda":

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.core.exits import ExitCode
+from harness.processes.cases_file import read_cases_file
 from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from harness.pytest_plugin.budget_hooks import extra_build_order, plan_budget, show_plan
 from harness.pytest_plugin.build_answer import answer_writer, apply_build_options
@@ -234,16 +235,20 @@ def _build_of(item: pytest.Item) -> int:
     return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
 
 
-def _only_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With --gpubench-cases FILE, only the cases it lists run here (the others are deselected)."""
+def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState | None) -> None:
+    """With --gpubench-cases FILE, only the cases it lists run here (the others are deselected); a
+    line `CASE SECONDS` also sets the timed seconds of that case's build."""
     path = config.getoption("gpubench_cases")
     if path is None:
         return
     try:
-        wanted = set(Path(path).read_text(encoding="utf-8").split())
-    except OSError as error:
-        raise pytest.UsageError(f"--gpubench-cases {path}: {error.strerror or error} — "
+        seconds = read_cases_file(Path(path))
+    except (OSError, ValueError) as error:
+        raise pytest.UsageError(f"--gpubench-cases {path}: {getattr(error, 'strerror', None) or error} — "
                                 "gpubench ab writes this file itself") from None
+    wanted = set(seconds)
+    if state is not None:
+        state.ctx.case_build_s = {case: s for case, s in seconds.items() if s is not None}
     keep, dropped = [], []
     for item in items:
         case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
@@ -263,7 +268,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     session = config.stash.get(SESSION, None)
     if state is not None and not was_set_up and session is not None:
         catch_stop_signals(session, state)
-    _only_cases(config, items)
+    _only_cases(config, items, state)
     answer = answer_writer(config)
     if answer is not None:  # tell `gpubench run` how many build processes this selection needs
         answer.collected(max((selected_builds(state.case_builds if state else {}, item) for item in items), default=0))

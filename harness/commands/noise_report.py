@@ -1,0 +1,25 @@
+"""The one noise line of `gpubench run` and `gpubench ab` (reports.noise): when builds disagree, what
+was seen on the machine, what it costs in resolution and the knob to try."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.processes.cpu_readings import CpuWatch
+from reports.noise import Readings, noise_line
+
+
+def print_noise_line(frame: pd.DataFrame, watch: CpuWatch, detectable: float | None = None,
+                     group: tuple[str, ...] = ("case_id",)) -> str | None:
+    """Prints the line when the builds disagree; returns it (None when they agree)."""
+    if frame.empty:
+        return None
+    line = noise_line(frame, Readings(watch.steal_frac(), watch.load_avg()), detectable, group)
+    if line is not None:
+        print(f"gpubench: {line}", flush=True)
+    return line
+
+
+def sides_frame(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """A session's two sides as one frame, told apart by a `side` column (each side's builds are its own)."""
+    return pd.concat([a.assign(side="A"), b.assign(side="B")], ignore_index=True)

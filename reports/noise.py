@@ -1,0 +1,146 @@
+"""Noise a user can act on: when the builds of a run (or of an A/B session's sides) disagree more than
+their own samples explain, one line says what was seen on the machine, what it costs in resolution
+and the knob to try. Torch-free and pure: it reads rows and readings the command took.
+
+A build's median has a sampling error of its own: about 1.25 sigma / sqrt(rounds), sigma taken
+from the build's interquartile range (IQR / 1.349 for a normal spread). Builds that disagree by
+several times that were moved by something outside the case: another process on a core the
+case's threads wanted, the hypervisor (CPU steal), more torch threads than free cores, or two
+states a build lands in (bimodal medians: threads placed well or badly)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from reports.verdicts import ALPHA
+
+MEDIAN_SE_FACTOR = 1.2533  # sd of a sample median / sd of the samples, for a normal spread: sqrt(pi / 2)
+IQR_PER_SD = 1.349  # interquartile range of a normal spread, in standard deviations
+DISAGREE_FACTOR = 2.0  # builds disagreeing this many times more than their samples explain are said
+MIN_SPREAD_LOG = 0.02  # ... and by 2% at least: below it there is nothing a user needs to change
+BUSY_FRAC = 0.25  # harness.devices.machine_load.BUSY_FRAC: other processes' share that flags a row
+STEAL_FRAC = 0.05  # the hypervisor took this share of the CPU or more
+MIN_BIMODAL_BUILDS = 4  # two groups of two builds at least
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the command saw of the machine over the run; None where this system does not say."""
+
+    steal_frac: float | None = None  # share of the CPU the hypervisor took (/proc/stat)
+    load_avg: float | None = None  # 1-minute load average at the end
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How much the builds of a case disagree (log scale, median over cases), against what their
+    own samples explain, and how many cases' builds fall in two groups."""
+
+    observed_log_sd: float
+    expected_log_sd: float
+    cases: int
+    bimodal: int
+
+    @property
+    def factor(self) -> float:
+        return self.observed_log_sd / self.expected_log_sd if self.expected_log_sd > 0 else math.inf
+
+    @property
+    def disagrees(self) -> bool:
+        return self.cases > 0 and self.observed_log_sd >= MIN_SPREAD_LOG and self.factor >= DISAGREE_FACTOR
+
+
+def bimodal(log_medians: np.ndarray, expected_log_sd: float) -> bool:
+    """Builds in two groups of two or more, the gap between them the larger part of the range and
+    far beyond what the builds' own samples explain."""
+    x = np.sort(log_medians)
+    if x.size < MIN_BIMODAL_BUILDS:
+        return False
+    gaps = np.diff(x)
+    cut = int(np.argmax(gaps[1:-1])) + 1  # a cut leaving two builds or more on each side
+    gap = float(gaps[cut])
+    return gap >= 0.5 * float(x[-1] - x[0]) and gap >= 4 * DISAGREE_FACTOR * expected_log_sd and gap >= MIN_SPREAD_LOG
+
+
+def build_spread(frame: pd.DataFrame, group: tuple[str, ...] = ("case_id",)) -> Spread:
+    """The disagreement of the ok builds of each case (of each `group`: a session adds the side),
+    for cases with two builds or more and a spread of their own samples."""
+    ok = frame[(frame["status"] == "ok") & (frame["median_s"] > 0) & (frame["rounds"] >= 2)]
+    observed, expected, split = [], [], 0
+    for _, rows in ok.groupby(list(group)):
+        logs = np.log(rows["median_s"].to_numpy(float))
+        own = MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD / np.sqrt(rows["rounds"].to_numpy(float))
+        if logs.size < 2 or not np.isfinite(own).all():
+            continue
+        observed.append(float(np.std(logs, ddof=1)))
+        expected.append(float(np.median(own)))
+        split += bimodal(logs, expected[-1])
+    if not observed:
+        return Spread(0.0, 0.0, 0, 0)
+    return Spread(float(np.median(observed)), float(np.median(expected)), len(observed), split)
+
+
+def run_detectable(log_sd: float, builds: int) -> float:
+    """The smallest change two runs of `builds` builds each could tell from none, at 1 - ALPHA."""
+    if builds < 2:
+        return math.inf
+    return math.expm1(float(sps.t.ppf(1 - ALPHA / 2, 2 * builds - 2)) * log_sd * math.sqrt(2 / builds))
+
+
+def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[list[str], list[str]]:
+    """(what was seen, the knobs to try), most specific first."""
+    seen, knobs = [], []
+    cores = int(frame["cpu_cores"].max()) if "cpu_cores" in frame and frame["cpu_cores"].notna().any() else 0
+    busy = float(frame["cpu_busy_frac"].median()) if "cpu_busy_frac" in frame and frame["cpu_busy_frac"].notna().any() else 0.0
+    threads = int(frame["torch_threads"].max()) if "torch_threads" in frame and frame["torch_threads"].notna().any() else 0
+    free = max(1, round(cores * (1 - busy))) if cores else 0
+    if busy > BUSY_FRAC:
+        seen.append(f"other processes used {busy:.0%} of the CPU")
+    if readings.steal_frac is not None and readings.steal_frac >= STEAL_FRAC:
+        seen.append(f"the hypervisor took {readings.steal_frac:.0%} (CPU steal)")
+    if free and threads > free:
+        seen.append(f"{threads} torch threads on {free} free core(s)")
+        knobs.append(f"--threads {free}")
+    if spread.bimodal:
+        seen.append(f"{spread.bimodal} case(s) with builds in two groups")
+        if not knobs:
+            knobs.append("--threads 1")
+    if busy > BUSY_FRAC or (readings.steal_frac or 0) >= STEAL_FRAC:
+        knobs.append("a quieter machine")
+    knobs.append("a longer --budget (more builds)")
+    if readings.load_avg is not None and cores:
+        seen.append(f"load average {readings.load_avg:.1f} on {cores} cores")
+    return seen, knobs
+
+
+def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None = None,
+               group: tuple[str, ...] = ("case_id",)) -> str | None:
+    """The one line, or None when the builds agree as well as their samples allow. `detectable`: the
+    session's median detectable change (an A/B session); else a comparison of two such runs'."""
+    spread = build_spread(frame, group)
+    seen, knobs = causes(frame, readings, spread)
+    acted_on = spread.disagrees or (spread.observed_log_sd >= MIN_SPREAD_LOG and len(knobs) > 1)  # a knob besides more builds
+    if not acted_on:  # builds as steady as their samples, or a spread with nothing a user can change
+        return None
+    if detectable is None:
+        builds = int(frame.loc[frame["status"] == "ok"].groupby(list(group))["build"].nunique().median())
+        detectable = run_detectable(spread.observed_log_sd, builds)
+        quiet = run_detectable(spread.expected_log_sd, builds)
+    else:
+        quiet = detectable * spread.expected_log_sd / spread.observed_log_sd
+    if not math.isfinite(detectable):
+        cost = "no change detectable"
+    elif quiet < detectable:
+        cost = f"detectable change {detectable:.0%} instead of ~{quiet:.0%}"
+    else:  # each build's own rounds spread as wide: more builds alone will not narrow it
+        cost = f"detectable change {detectable:.0%}, each build's own samples as wide"
+    what = "; ".join(seen) if seen else "no busy process, steal or thread excess seen"
+    unit = "cases" if "side" not in group else "cases on either side"  # a session's sides are judged apart
+    return (f"noise: builds of a case disagree {spread.factor:.1f}x what their own samples explain "
+            f"({math.expm1(spread.observed_log_sd):.1%} vs ~{math.expm1(spread.expected_log_sd):.1%}, median of "
+            f"{spread.cases} {unit}); seen: {what}; {cost}; try {' or '.join(knobs)}")
