@@ -177,10 +177,10 @@ def one_side_cases(a: pd.DataFrame, b: pd.DataFrame, sides: tuple[str, str]) -> 
 
 def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str] = ("A", "B")) -> PairedSession:
     logs = pair_logs(a, b)
+    medians_a, medians_b = ok_medians_s(a), ok_medians_s(b)  # one grouping per side, not two masks per case
     verdicts = []
     for case_id, series in sorted(logs.items()):
-        medians = (float(a.loc[(a["case_id"] == case_id) & (a["status"] == "ok"), "median_s"].median()),
-                   float(b.loc[(b["case_id"] == case_id) & (b["status"] == "ok"), "median_s"].median()))
+        medians = (float(medians_a.get(case_id, math.nan)), float(medians_b.get(case_id, math.nan)))
         verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians))
     shift = machine_wide(logs, threshold)
     verdicts = adjusted(verdicts + ([shift] if shift is not None else []), threshold)
@@ -223,15 +223,17 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
     return verdicts
 
 
-def ok_median_s(frame: pd.DataFrame, case_id: str) -> float:
-    return float(frame.loc[(frame["case_id"] == case_id) & (frame["status"] == "ok"), "median_s"].median())
+def ok_medians_s(frame: pd.DataFrame) -> pd.Series:
+    """case_id -> the median of its ok rows' median_s."""
+    return frame[frame["status"] == "ok"].groupby("case_id")["median_s"].median()
 
 
 def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
                      sides: tuple[str, str] = ("A", "B")) -> PairedSession:
     """A session that looked after every pair and stopped each case once decided (`gpubench ab --budget`)."""
     logs = pair_logs(a, b)
-    medians = {case: (ok_median_s(a, case), ok_median_s(b, case)) for case in logs}
+    medians_a, medians_b = ok_medians_s(a), ok_medians_s(b)
+    medians = {case: (float(medians_a.get(case, math.nan)), float(medians_b.get(case, math.nan))) for case in logs}
     verdicts = sequential_verdicts(logs, threshold, medians) if logs else []
     judged_shift = any(v.case_id == MACHINE_WIDE for v in verdicts)
     notes = [] if judged_shift else ["machine-wide shift: not judged (fewer than 2 cases in 2 pairs)"]

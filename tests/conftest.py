@@ -1,5 +1,7 @@
 import os
+import struct
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,32 @@ def not_a_subreaper_after_the_test():
 
     if adopting():
         stop_adopting()
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+# A valid 1x1 grey PNG: what a report test that reads tables gets in place of each drawn plot.
+ONE_PIXEL_PNG = (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+                 + _png_chunk(b"IDAT", zlib.compress(b"\x00\x80")) + _png_chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def unrendered_plots(request, monkeypatch):
+    """For report tests that check tables, notes, links and files, not pixels: a matplotlib figure is
+    saved as a 1x1 PNG without being laid out or drawn (drawing is about three quarters of a report's
+    cost). The PNG is still written where and how the report writes it (through its safe temporary), so
+    link and folder checks hold. A test marked `drawn` keeps real drawing."""
+    if request.node.get_closest_marker("drawn"):
+        return
+    import matplotlib.figure
+
+    def save_one_pixel(self, target, *args, **kwargs):
+        if hasattr(target, "write"):
+            target.write(ONE_PIXEL_PNG)
+        else:
+            Path(target).write_bytes(ONE_PIXEL_PNG)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", save_one_pixel)

@@ -14,6 +14,9 @@ from harness.commands.cli import main
 from reports.build import build_report
 from reports.load import ReportError, load_results
 
+# These tests read the report's tables, notes and files, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 CPU, H200 = EXAMPLES / "cpu-2core-quick.csv", EXAMPLES / "h200-quick.csv"  # schema 3 and schema 1
 # one label holding every way text can change a markdown document's structure
@@ -248,6 +251,7 @@ def test_compare_with_several_devices_per_side_judges_each_device_alone(tmp_path
     assert {line.split(" | ")[0].split(" @ ")[1] for line in lines} == {"cpu · AMD EPYC", "cuda · NVIDIA H200"}  # judged per device
 
 
+@pytest.mark.drawn  # a label typeset as a formula can also stop the drawing
 def test_plot_labels_from_the_files_are_never_typeset_as_formulas(tmp_path, monkeypatch):
     """A hostname holding a pair of '$' would be typeset by matplotlib's mathtext (or stop the plot)."""
     from matplotlib import cbook

@@ -288,6 +288,7 @@ def test_compile_table_derives_the_compiled_step_from_break_even():
     assert table["break_even_steps"].tolist() == ["10000", "never"]
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
     csv_path = shutil.copy(GOLDEN[1], tmp_path / "run.csv")
     ops = [{"op": "aten::convolution_backward", "device_time_us": 2120.0, "self_cpu_time_us": 1450.0, "cpu_time_us": 4000.0, "calls": 20}]
@@ -331,6 +332,7 @@ def test_the_summary_comes_first_and_names_every_machine(report):
     assert any(line.startswith("| speed vs baseline |") for line in head)
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
     """Runs of one configuration are aggregated: the report grows with machines and cases, not runs."""
     one, many = tmp_path / "one", tmp_path / "many"
@@ -463,6 +465,7 @@ def test_a_run_given_twice_counts_once_everywhere_and_the_report_says_so(tmp_pat
     assert f"{rows} rows from 1 run(s)" in report and f"{rows} duplicate row(s) of run(s)" in report and "counted once" in report
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_two_machines_sharing_a_run_id_are_two_runs_not_duplicates(tmp_path, capsys):
     """`--run-id nightly` on two nodes of one store: same run id and case ids, different machines. They are two
     runs side by side, never one run holding each case twice (refused) or counted once (a machine lost)."""

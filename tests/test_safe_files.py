@@ -47,6 +47,7 @@ def untouched(tmp_path: Path) -> bool:
     return all(p.read_bytes() == PRECIOUS.encode() for p in (tmp_path / "elsewhere").iterdir())
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_links_at_every_report_output_are_replaced_not_followed(tmp_path):
     scratch = tmp_path / "scratch"
     build_report([EXAMPLE], scratch, None)

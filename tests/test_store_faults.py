@@ -21,6 +21,9 @@ from reports.aggregate import per_case
 from reports.build import build_report
 from reports.load import ReportError, load_results, machine_labels, write_merged
 
+# These tests read the report's notes, history sections and files, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 IDENTITY = {"hostname": "node07", "cpu_model": "Xeon", "cpu_cores": 64, "ram_gib": 512, "gpus": "NVIDIA H200"}
 
 
