@@ -180,6 +180,7 @@ def slowed_copy(csv: Path, folder: Path, factor: float) -> Path:
     return folder / "slowed.csv"
 
 
+@pytest.mark.process  # pytest-benchmark's JSON asks py-cpuinfo for the machine, which runs dmesg and lscpu
 def test_a_users_own_model_is_recorded_reported_and_compared(installed):
     installed.makepyfile(test_model=USER_MODEL_TEST)
     result = installed.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json")  # no gpubench option: set up by the fixture
