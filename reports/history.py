@@ -101,7 +101,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             points = group.dropna(subset=[figure])
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
-            for torch, started, value in zip(points["torch"], points["started"], points[figure]):
+            for torch, started, value in _torch_changes(points, figure):
                 label = _literal(short_label(str(torch)))
                 ax.annotate(label, (started, value), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
@@ -119,6 +119,14 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             plt.close(fig)
         written.append((str(machine), name))
     return written
+
+
+def _torch_changes(points: pd.DataFrame, figure: str) -> list[tuple[object, object, float]]:
+    """(torch, started, value) of the points whose torch differs from the run before (the first included):
+    a label per torch version in use, not one per run (fifty runs on one version would print it fifty times)."""
+    torch = points["torch"].astype(str)
+    changed = torch != torch.shift()
+    return list(zip(points.loc[changed, "torch"], points.loc[changed, "started"], points.loc[changed, figure]))
 
 
 PANEL_IN = (4.2, 3.2)  # width, height of one panel with its labels

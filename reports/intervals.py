@@ -32,8 +32,11 @@ class RatioInterval:
         return f"{self.geomean:.3g}x (95% {self.low:.3g}–{self.high:.3g}, geomean of {self.cases} cases{single})"
 
 
-def _log_stats(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
-    ok = frame[(frame["machine"] == machine) & (frame["status"] == "ok") & (frame["median_s"] > 0)]
+def _log_stats(frame: pd.DataFrame, machine: str, workload: str | None) -> pd.DataFrame:
+    mask = (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["median_s"] > 0)
+    if workload is not None:
+        mask &= frame["workload"] == workload
+    ok = frame.loc[mask, ["case_id", "median_s", "run_id"]]  # three columns: a store's frame has a hundred and more
     logs = np.log(ok["median_s"]).groupby(ok["case_id"])
     builds, runs = logs.count(), ok.groupby("case_id")["run_id"].nunique()
     floor = np.where(builds > runs, NOISE_FLOOR, ONE_PROCESS_FLOOR) ** 2 / runs
@@ -43,8 +46,7 @@ def _log_stats(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
 
 def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload: str | None = None) -> RatioInterval | None:
     """Geomean of baseline/machine over the cases both ran (of `workload` when given)."""
-    rows = frame if workload is None else frame[frame["workload"] == workload]
-    base, mine = _log_stats(rows, baseline), _log_stats(rows, machine)
+    base, mine = _log_stats(frame, baseline, workload), _log_stats(frame, machine, workload)
     both = base.add_suffix("_base").join(mine.add_suffix("_mine"), how="inner")
     if both.empty:
         return None

@@ -22,7 +22,6 @@ from harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
 from harness.records.safe_files import replacing  # noqa: E402
 from harness.core.workload_spec import PlotSpec  # noqa: E402
 from reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
-from reports.tables import compile_table  # noqa: E402
 
 MAX_LEGEND = 24
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (reports.load.base_labels)
@@ -37,8 +36,9 @@ def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
     for column in [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)]:  # object or str
         dirty = {v: short_label(v, MAX_PLOT_LABEL).replace("$", "\\$") for v in frame[column].dropna().unique()
                  if isinstance(v, str) and ("$" in v or len(v) > MAX_PLOT_LABEL)}
-        if dirty:
-            escaped[column] = frame[column].replace(dirty)
+        if dirty:  # a lookup per cell: DataFrame.replace with a dict compares every cell with every key
+            values = frame[column]
+            escaped[column] = values.map(dirty).where(values.isin(dirty.keys()), values)
     return frame.assign(**escaped) if escaped else frame
 
 
@@ -236,9 +236,10 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
 
 
 @literal_labels
-def compile_plot(frame: pd.DataFrame, out: Path) -> Path | None:
-    """Compile cost (s) and step gain (%) per compiled setting, one bar pair per machine · setting."""
-    rows = compile_table(frame).dropna(subset=["compile_s"])
+def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
+    """Compile cost (s) and step gain (%) per compiled setting (reports.tables.compile_table's rows: the
+    labels escaped are those drawn, not a whole store's), one bar pair per machine · setting."""
+    rows = compiled.dropna(subset=["compile_s"])
     if rows.empty:
         return None
     labels = [f"{s} · {m}" for s, m in zip(rows["setting"], rows["machine"])]

@@ -82,9 +82,9 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
                      md_table(tables.epoch_table(frame), human=True), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:
-        parts.append(section("torch.compile", image(_name(plots.compile_plot(frame, out)), "compile cost"),
+        parts.append(section("torch.compile", image(_name(plots.compile_plot(compiled, out)), "compile cost"),
                              "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the steady-state step, "
-                             "eager and compiled on the same batch; break-even = compile time / step gain.", md_table(compiled, human=True)))
+                             "eager and compiled on the same batch; break-even = compile time / step gain. Medians over runs.", md_table(compiled, human=True)))
     return "\n\n".join(parts)
 
 

@@ -236,16 +236,24 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
     return advice
 
 
-def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Compiled cases: compile cost, eager and compiled step on the same batch, break-even steps.
+COMPILE_FIGURES = ["compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "break_even_steps"]
 
-    The compiled step is derived from the row (break_even = compile_s / (eager - compiled)), so
-    `step_s`, the epoch's mean step with data fetching, is not mixed into the comparison."""
+
+def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Compiled cases, one row per machine and setting (medians over its runs: a store's thousand runs
+    are not a thousand rows): compile cost, eager and compiled step on the same batch, break-even steps.
+
+    The compiled step is derived from each row (break_even = compile_s / (eager - compiled)), so
+    `step_s`, the epoch's mean step with data fetching, is not mixed into the comparison. A run that
+    never breaks even counts as infinitely many steps in the median, never as a missing one."""
     rows = ok_rows(frame, "mnist_epoch").dropna(subset=["compile_s", "eager_step_s"]).copy()
     rows["compiled_step_s"] = rows["eager_step_s"] - rows["compile_s"] / rows["break_even_steps"]
     rows["gain_pct"] = 100 * (rows["eager_step_s"] - rows["compiled_step_s"]) / rows["eager_step_s"]
-    rows["break_even_steps"] = rows["break_even_steps"].map(lambda v: "never" if pd.isna(v) else f"{v:.0f}")
-    return rows[["machine", "setting", "compile_mode", "compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "break_even_steps"]].reset_index(drop=True)
+    rows["break_even_steps"] = rows["break_even_steps"].fillna(math.inf)
+    keys = ["machine", "setting", "compile_mode"]
+    folded = rows.groupby(keys, sort=False, dropna=False)[COMPILE_FIGURES].median().reset_index()
+    folded["break_even_steps"] = folded["break_even_steps"].map(lambda v: "never" if math.isinf(v) else f"{v:.0f}")
+    return folded[keys + COMPILE_FIGURES]
 
 
 def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:

@@ -108,3 +108,11 @@ def test_history_panels_draw_the_reference_and_the_flag_edge(higher_is_better, e
     history._reference_lines(ax, None, higher_is_better)  # a device without a reference: nothing drawn
     assert [line.get_ydata()[0] for line in ax.get_lines()] == [100.0, pytest.approx(edge)]
     plt.close(fig)
+
+
+def test_a_torch_version_is_labelled_where_it_starts_not_at_every_run():
+    days = pd.to_datetime(["2026-06-01", "2026-07-01", "2026-08-01", "2026-09-01", "2026-10-01"], utc=True)
+    points = pd.DataFrame({"torch": ["2.13.0", "2.13.0", "2.14.1", "2.14.1", "2.13.0"], "started": days,
+                           "tflops": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    labels = history._torch_changes(points, "tflops")
+    assert [(torch, value) for torch, _, value in labels] == [("2.13.0", 1.0), ("2.14.1", 3.0), ("2.13.0", 5.0)]

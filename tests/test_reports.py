@@ -288,6 +288,18 @@ def test_compile_table_derives_the_compiled_step_from_break_even():
     assert table["break_even_steps"].tolist() == ["10000", "never"]
 
 
+def test_compile_table_holds_one_row_per_machine_and_setting_over_runs():
+    def row(run_id: str, compile_s: float, break_even: float) -> dict:
+        return {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default", "run_id": run_id,
+                "compile_mode": "default", "compile_s": compile_s, "eager_step_s": 0.004, "break_even_steps": break_even}
+
+    frame = pd.DataFrame([row("r1", 10.0, 10_000.0), row("r2", 12.0, 12_000.0), row("r3", 11.0, 11_000.0)])
+    table = compile_table(frame)
+    assert len(table) == 1 and table["compile_s"][0] == pytest.approx(11.0) and table["break_even_steps"][0] == "11000"
+    never = compile_table(pd.DataFrame([row("r1", 10.0, float("nan")), row("r2", 10.0, float("nan")), row("r3", 10.0, 9.0)]))
+    assert never["break_even_steps"].tolist() == ["never"]  # two of three runs never broke even
+
+
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
     csv_path = shutil.copy(GOLDEN[1], tmp_path / "run.csv")
