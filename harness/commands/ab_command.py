@@ -125,7 +125,7 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side],
 
 def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if not BENCHES.is_dir():
-        return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
     results_dir = Path(args.results_dir)
     watch = CpuWatch()  # the machine over the whole session: steal and load for the noise line
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends

@@ -9,8 +9,11 @@ from pathlib import Path
 
 from harness.core.exits import ExitCode
 
+# The checkout's root, or the installed `gpubench` package's folder: either holds benches/ beside harness/.
 SUITE_ROOT = Path(__file__).resolve().parents[2]
 BENCHES = SUITE_ROOT / "benches"
+SUITE_CONFIG = BENCHES / "suite.ini"
+SUITE_PLUGIN = "harness.pytest_plugin.suite"
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> int:
@@ -23,11 +26,11 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     timed cases only (unless the user's --benchmark-disable says otherwise, which the build's plugin reads)."""
     from harness.core.options import to_pytest_argv
 
-    # The config file named, not found: pytest looks for it from the common folder of every existing
-    # path on the command line, and an existing --benchmark-json outside the checkout made that "/"
-    # (no config, no conftest, 0 cases).
+    # The config file and the suite's plugin named, not found: pytest looks for a config from the common folder
+    # of every existing path on the command line (an existing --benchmark-json outside the checkout made that
+    # "/": no config, no conftest, 0 cases), and an installed wheel has no conftest.py, only the plugin.
     return [str(BENCHES), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
-            f"--config-file={SUITE_ROOT / 'pyproject.toml'}", "-p", "no:cacheprovider", *to_pytest_argv(args)]
+            f"--config-file={SUITE_CONFIG}", "-p", SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
 
 
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:

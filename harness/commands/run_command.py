@@ -174,7 +174,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir():
-        return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
     from harness.processes.lifetime import STOP_WITH_ENV, token_problem
     from harness.processes.rlimits import limits_problem
 

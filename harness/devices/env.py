@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 import harness
+from gpubench import CHECKOUT
 from harness.devices.energy import nvml_index
 from harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
 
@@ -43,8 +44,11 @@ def ram_bytes() -> int:
 
 
 def git_commit() -> str:
-    """Short commit of the suite's own checkout ('unknown' outside git); '+dirty' when edited."""
-    root = Path(harness.__file__).resolve().parent.parent
+    """Short commit of the suite's own checkout ('unknown' outside git, an installed wheel included: a project
+    around the installed package has its own history, not the suite's); '+dirty' when edited."""
+    root = CHECKOUT
+    if root is None:
+        return "unknown"
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 
+from gpubench import IMPORT_ROOT
 from harness.measurement.cases import Case, CaseSkipped
 from harness.catalog.ddp import SPEC
 from harness.measurement.context import BuildContext
@@ -148,7 +149,7 @@ def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIME
     rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir
     # (result_json's folder), so it is removed with it instead of piling up in the shared /tmp.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(IMPORT_ROOT), os.environ.get("PYTHONPATH")])),
                TMPDIR=str(result_json.parent))
     done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(heartbeat_dir(result_json), stall_s)))
     output = done.stderr + done.stdout
