@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.commands import ab, ab_command
-from harness.commands.ab import Side, run_pairs, side_argv
-from harness.commands.cli import main
-from harness.records.results import write_frame
-from reports.load import LABELS, load_results
-from reports.paired import (
+from gpubench.harness.commands import ab, ab_command
+from gpubench.harness.commands.ab import Side, run_pairs, side_argv
+from gpubench.harness.commands.cli import main
+from gpubench.harness.records.results import write_frame
+from gpubench.reports.load import LABELS, load_results
+from gpubench.reports.paired import (
     format_session,
     judge_logs,
     judge_session,
@@ -198,7 +198,7 @@ def test_cases_only_one_side_ran_are_named(tmp_path):
 
 
 def test_absurd_intervals_are_printed_short():
-    from reports.paired import factor, percent
+    from gpubench.reports.paired import factor, percent
 
     assert percent(2.024e9) == "over 1000%" and percent(0.853) == "85.3%"
     assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes over 1000%: more pairs would tell"

@@ -13,19 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 # The layers, lowest first: each is a package, and a module's layer is its package's. A package may import
 # its own layer or lower ones; the first five never import torch.
 PACKAGES: tuple[str, ...] = (
-    "harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
-    "harness.catalog",  # the workload catalogue and the profiles
-    "harness.records",  # schema, results, run ids, store, safe files, fleet job files
+    "gpubench.harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
+    "gpubench.harness.catalog",  # the workload catalogue and the profiles
+    "gpubench.harness.records",  # schema, results, run ids, store, safe files, fleet job files
     "reports",  # reads results; torch-free
-    "harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
-    "harness.devices",  # torch from here: devices, fingerprint, energy, data
-    "harness.measurement",  # the clock, the round loop, cases, the session, the runner
-    "harness.workloads",
-    "harness.pytest_plugin",
-    "harness.commands",
+    "gpubench.harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
+    "gpubench.harness.devices",  # torch from here: devices, fingerprint, energy, data
+    "gpubench.harness.measurement",  # the clock, the round loop, cases, the session, the runner
+    "gpubench.harness.workloads",
+    "gpubench.harness.pytest_plugin",
+    "gpubench.harness.commands",
 )
 LAYERS: dict[str, int] = {"harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
-TORCH_FREE_BELOW = PACKAGES.index("harness.devices")
+TORCH_FREE_BELOW = PACKAGES.index("gpubench.harness.devices")
 
 
 def layer_of(module: str) -> int | None:
@@ -78,11 +78,11 @@ def test_imports_go_downward_only(path: Path) -> None:
 def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
     """The guard itself: a pure module importing the plugin (inside a function) and torch is caught."""
     module = tmp_path / "stats.py"
-    module.write_text("import math\n\n\ndef f():\n    from harness.pytest_plugin.plugin import STATE\n    import torch\n", encoding="utf-8")
-    assert violations(module, "harness.core.stats") == [
-        "harness.core.stats:5 imports harness.pytest_plugin.plugin (layer 8 above 0)",
-        "harness.core.stats:5 imports harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
-        "harness.core.stats:6 imports torch in a torch-free layer",
+    module.write_text("import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n    import torch\n", encoding="utf-8")
+    assert violations(module, "gpubench.harness.core.stats") == [
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 8 above 0)",
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
+        "gpubench.harness.core.stats:6 imports torch in a torch-free layer",
     ]
 
 

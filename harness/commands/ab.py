@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 from collections.abc import Callable
 
-from harness.processes.launch import (
+from gpubench.harness.processes.launch import (
     NO_TESTS,
     Completed,
     Job,
@@ -34,7 +34,7 @@ from harness.processes.launch import (
     signal_name,
     stop_requests,
 )
-from harness.processes.lifetime import (
+from gpubench.harness.processes.lifetime import (
     adopting,
     child_pids,
     child_preexec,
@@ -42,8 +42,8 @@ from harness.processes.lifetime import (
     kill_adopted,
     kill_group,
 )
-from harness.core.exits import BUILD_STOPS
-from harness.records.safe_files import open_new, write_all
+from gpubench.harness.core.exits import BUILD_STOPS
+from gpubench.harness.records.safe_files import open_new, write_all
 
 DEFAULT_BUILD_SECONDS = 0.1  # more, shorter builds: the pairs are the units, not the rounds
 DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
@@ -155,9 +155,9 @@ def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: 
     --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
     config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
     # One file per side and build: the build tags the user's --benchmark-json X.json -> X.A-b3.json and
-    # --benchmark-save NAME -> NAME-A-b3 (harness.pytest_plugin.build_answer), as gpubench run's builds do.
+    # --benchmark-save NAME -> NAME-A-b3 (gpubench.harness.pytest_plugin.build_answer), as gpubench run's builds do.
     # The session's verdict table is the one to read: pytest_args asks each build for no table of its own.
-    return [side.python, "-m", "harness.processes.build_main", *config, *pytest_args, *side.args, f"--gpubench-output-tag={side.name}-b{build}",
+    return [side.python, "-m", "gpubench.harness.processes.build_main", *config, *pytest_args, *side.args, f"--gpubench-output-tag={side.name}-b{build}",
             f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
 
 
@@ -279,7 +279,7 @@ class SideFiles:
 
 
 # After each complete pair (given their count): the pytest arguments of the next pair's builds, or
-# None when the session has what it came for (a sequential session's looks, harness.commands.ab_sequential).
+# None when the session has what it came for (a sequential session's looks, gpubench.harness.commands.ab_sequential).
 AfterPair = Callable[[int], "list[str] | None"]
 
 
