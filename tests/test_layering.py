@@ -16,7 +16,7 @@ PACKAGES: tuple[str, ...] = (
     "gpubench.harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
     "gpubench.harness.catalog",  # the workload catalogue and the profiles
     "gpubench.harness.records",  # schema, results, run ids, store, safe files, fleet job files
-    "reports",  # reads results; torch-free
+    "gpubench.reports",  # reads results; torch-free
     "gpubench.harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
     "gpubench.harness.devices",  # torch from here: devices, fingerprint, energy, data
     "gpubench.harness.measurement",  # the clock, the round loop, cases, the session, the runner
@@ -24,7 +24,7 @@ PACKAGES: tuple[str, ...] = (
     "gpubench.harness.pytest_plugin",
     "gpubench.harness.commands",
 )
-LAYERS: dict[str, int] = {"harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
+LAYERS: dict[str, int] = {"gpubench.harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
 TORCH_FREE_BELOW = PACKAGES.index("gpubench.harness.devices")
 
 
@@ -40,7 +40,7 @@ def layer_of(module: str) -> int | None:
 def module_name(path: Path) -> str:
     relative = path.relative_to(ROOT).with_suffix("")
     parts = list(relative.parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return "gpubench." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)  # its installed name
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -90,14 +90,14 @@ def test_every_module_lives_in_a_layer_package() -> None:
     """The tree shows the layers: no flat module beside the packages, no package the map leaves out."""
     flat = sorted(p.name for p in (ROOT / "harness").glob("*.py") if p.name != "__init__.py")
     assert flat == [], f"modules outside a layer package: {flat}"
-    on_disk = {f"harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
-    assert on_disk | {"reports"} == set(PACKAGES)
+    on_disk = {f"gpubench.harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
+    assert on_disk | {"gpubench.reports"} == set(PACKAGES)
 
 
 def test_the_architecture_page_draws_the_same_map() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     rows = [line for line in page.splitlines() if line.startswith("| ") and "`" in line.split("|")[2]]
-    drawn = [line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".") for line in rows]
+    drawn = ["gpubench." + line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".") for line in rows]
     assert drawn == list(PACKAGES)
 
 

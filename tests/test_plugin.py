@@ -356,7 +356,8 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     def reported(*args: str) -> int | None:
         """The build count the collection answers over the pipe gpubench run hands it."""
         read_fd, write_fd = os.pipe()
-        subprocess.run([sys.executable, "-m", "pytest", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py",
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider",
+                        "bench_tiny.py", "bench_one.py",
                         "--collect-only", "-q", f"--gpubench-answer-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
                        capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
         os.close(write_fd)

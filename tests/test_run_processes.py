@@ -280,7 +280,8 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
 def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tmp_path):
     existing = tmp_path / "existing.json"
     existing.write_text("{}")  # pytest took "/" as the common folder of the command line's paths: no config, 0 cases
-    proc = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"),
+    proc = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                           "--results-dir", str(tmp_path / "res"),
                            "-k", "matmul and fp32-n64", "--no-report", "--run-id", "j", "--benchmark-json", str(existing)],
                           check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

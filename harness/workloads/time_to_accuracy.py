@@ -36,7 +36,8 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.mnist_epoch import PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer, shape_batches, skip_reason, warm_and_cost
+from gpubench.harness.workloads.mnist_epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer,
+                                                   shape_batches, skip_reason, warm_and_cost)
 from gpubench.harness.workloads.train_loop import Trainer, timed_batches
 
 EVALS_PER_EPOCH = 4
