@@ -89,7 +89,7 @@ def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_
 def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
     argv = side_argv(Side("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
     assert "--gpubench-output-tag=B-b3" in argv  # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
-    assert f"--config-file={REPO / 'pyproject.toml'}" in argv  # else an existing out.json outside the checkout: 0 cases
+    assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv  # else an existing out.json outside the checkout: 0 cases
 
 
 NOTHING = ["--device", "cpu", "--profile", "smoke", "--pairs", "3", "-k", "no_case_has_this_name"]

@@ -32,7 +32,8 @@ from gpubench.harness.commands.fleet import (
     parse_targets,
     update,
 )
-from gpubench.harness.commands.common import SUITE_ROOT, fail
+from gpubench import IMPORT_ROOT
+from gpubench.harness.commands.common import fail
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.records.job_files import (
     UntrustedFile,
@@ -127,11 +128,12 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
             # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
             # task: the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
             env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())})  # it stops if the fleet is killed
-            command = CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT), env=env)
+            # cwd: the folder holding gpubench, where `python -m gpubench...` finds it when it is not installed
+            command = CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT), env=env)
             with stderr_into(folder / "controller.log"):
                 fleet_job.job = executor.submit(command)
         else:
-            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT)))
+            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT)))
     except Exception as error:  # noqa: BLE001 - sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run: submitit raises several types
         fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
         say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")
