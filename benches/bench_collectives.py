@@ -1,7 +1,7 @@
 """The interconnect: collectives across ranks under torchrun (gloo on CPU, nccl on GPU), with
 nccl-tests' algbw, busbw and result check."""
 
-from harness.workloads.collectives import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.collectives import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_collectives(case, gpubench):

@@ -1,6 +1,6 @@
 """Memory-bound elementwise ops: GB/s counting bytes read + written."""
 
-from harness.workloads.elementwise import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.elementwise import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_elementwise(case, gpubench):

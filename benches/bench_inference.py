@@ -1,6 +1,6 @@
 """MLP and CNN forward passes: samples/s and latency under grad, no_grad and inference_mode."""
 
-from harness.workloads.inference import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.inference import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_inference(case, gpubench):

@@ -1,6 +1,6 @@
 """Square matmul TFLOP/s per dtype over the profile's size ladder."""
 
-from harness.workloads.matmul import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.matmul import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_matmul(case, gpubench):

@@ -1,6 +1,6 @@
 """Out-of-memory strategies: peak memory against step time for each out-of-memory strategy."""
 
-from harness.workloads.memory_strategies import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.memory_strategies import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_memory_strategies(case, gpubench):

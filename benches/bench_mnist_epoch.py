@@ -1,6 +1,6 @@
 """A full MNIST CNN training epoch (60k train + 10k eval) under each training setting."""
 
-from harness.workloads.mnist_epoch import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.mnist_epoch import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_mnist_epoch(case, gpubench):

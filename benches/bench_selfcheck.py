@@ -1,6 +1,6 @@
 """The harness clock checked against torch.utils.benchmark and CUDA events."""
 
-from harness.workloads.selfcheck import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.selfcheck import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_selfcheck(case, gpubench):

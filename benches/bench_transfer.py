@@ -1,6 +1,6 @@
 """Host<->device copies: pageable vs pinned, blocking vs non_blocking."""
 
-from harness.workloads.transfer import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.transfer import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_transfer(case, gpubench):

@@ -1,7 +1,7 @@
 """A GPT-style decoder's training step: tokens/s, MFU and peak memory per precision, compile, attention backend and
 optimizer."""
 
-from harness.workloads.transformer import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
+from gpubench.harness.workloads.transformer import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 
 
 def test_transformer(case, gpubench):

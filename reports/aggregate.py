@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.records.schema import NUMERIC_COLUMNS, SETTING_COLUMNS, parse_cell
+from gpubench.harness.records.schema import NUMERIC_COLUMNS, SETTING_COLUMNS, parse_cell
 
 KEYS = ["machine", "workload", "case_id", "setting"]
 USER_PREFIX = "user."  # a user's own figure (the `user_figures` column) as a column of the cases: user.loss

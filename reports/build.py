@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.catalog import specs
-from harness.records.safe_files import UnsafePath, replace_bytes
-from harness.core.workload_spec import ReportSection
-from reports import health, history, sections, tables
-from reports.aggregate import per_case
-from reports.load import (
+from gpubench.harness.catalog import specs
+from gpubench.harness.records.safe_files import UnsafePath, replace_bytes
+from gpubench.harness.core.workload_spec import ReportSection
+from gpubench.reports import health, history, sections, tables
+from gpubench.reports.aggregate import per_case
+from gpubench.reports.load import (
     OUT_FIX,
     ReportError,
     dedupe,
@@ -22,8 +22,8 @@ from reports.load import (
     spreadsheet_safe,
     write_merged,
 )
-from reports.markdown import Md, code, escape, md_table, section
-from reports.publish import PublishError, report_folder
+from gpubench.reports.markdown import Md, code, escape, md_table, section
+from gpubench.reports.publish import PublishError, report_folder
 
 __all__ = ["ReportError", "build_report", "render_report"]
 
@@ -80,7 +80,7 @@ SPEEDUPS_ORDER = 55  # between the micro-benchmarks and the training workloads
 
 
 def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base: str) -> list[str]:
-    """Each workload present, by its declared section (harness.catalog), in declared order; the
+    """Each workload present, by its declared section (gpubench.harness.catalog), in declared order; the
     cross-machine speedups sit between the micro-benchmarks and training."""
     present = set(frame["workload"])
     declared = [(spec.report.order, name, spec.report) for name, spec in specs().items() if name in present and spec.report is not None]
@@ -113,7 +113,7 @@ SHOWN_REFUSALS = 5  # rows refused named on stderr; all of them are in report.md
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     """Validate and merge `paths`, then write merged.csv, the plots and report.md into a new
-    folder that becomes `out` whole (reports.publish): every argument is checked before anything
+    folder that becomes `out` whole (gpubench.reports.publish): every argument is checked before anything
     is written, and a report that fails or is interrupted leaves `out` as it was."""
     refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
     left_out: list[str] = []  # files in the folders that are not readable results (a store's stray or live files)

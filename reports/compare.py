@@ -24,7 +24,7 @@ reports/replicates.py):
   A change is significant at p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
   whole interval within ± the threshold), inconclusive (otherwise: the smallest detectable change
   is printed, with the runs per side that would reach the threshold); the rule is
-  reports.verdicts.decide, shared by every comparison. Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
+  gpubench.reports.verdicts.decide, shared by every comparison. Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
   in BASE and failed/ran out of memory in NEW.
 """
 
@@ -37,10 +37,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports import replicates
-from reports.load import ReportError, dedupe, load_results, run_keys, samples
-from reports.markdown import escape, table_row
-from reports.paired import (
+from gpubench.reports import replicates
+from gpubench.reports.load import ReportError, dedupe, load_results, run_keys, samples
+from gpubench.reports.markdown import escape, table_row
+from gpubench.reports.paired import (
     factor,
     format_session,
     judge_pair_of_runs,
@@ -50,7 +50,7 @@ from reports.paired import (
     percent,
     reach,
 )
-from reports.verdicts import (
+from gpubench.reports.verdicts import (
     ALPHA,
     MACHINE_WIDE,
     NOISE_FLOOR,
@@ -271,7 +271,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
 
 
 def fmt_seconds(seconds: float) -> str:
-    from reports.units import human
+    from gpubench.reports.units import human
 
     return human(seconds, "s") or "—"
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.aggregate import per_case
-from reports.intervals import steady_key
-from reports.load import KEY_SEP, identities, read_sidecar, result_files
-from reports.markdown import escape, md_table, section
-from reports.references import FIGURES, References, load_references
-from reports.tables import TEMPLATE_SETTING
+from gpubench.reports.aggregate import per_case
+from gpubench.reports.intervals import steady_key
+from gpubench.reports.load import KEY_SEP, identities, read_sidecar, result_files
+from gpubench.reports.markdown import escape, md_table, section
+from gpubench.reports.references import FIGURES, References, load_references
+from gpubench.reports.tables import TEMPLATE_SETTING
 
 HEALTH_DROP = 0.10  # a figure this far below its reference is flagged
 OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is flagged
@@ -52,7 +52,7 @@ def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
 
 def headlines(cases: pd.DataFrame) -> pd.DataFrame:
     """One row per machine and headline figure it measured: machine, figure, value. Throughputs
-    take the steady best size (reports.intervals.steady_best, by groupby: a machine here may be one
+    take the steady best size (gpubench.reports.intervals.steady_best, by groupby: a machine here may be one
     run of a thousand), the epoch its guide-template median; ties go to the first case."""
     parts = []
     if cases.empty:
@@ -148,7 +148,7 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> 
 
 def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
     """The sidecar's start/end GPU telemetry per CSV stem (`<run_id>.env.json`): the power cap
-    lives only there. Missing or unreadable sidecars are simply absent (reports.load.read_sidecar:
+    lives only there. Missing or unreadable sidecars are simply absent (gpubench.reports.load.read_sidecar:
     load_energy_notes names those that are there and not read)."""
     out: dict[str, dict[str, float]] = {}
     for csv_path in result_files(paths, []):

@@ -18,12 +18,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from harness.records.safe_files import replacing
-from reports.aggregate import per_case
-from reports.health import HEALTH_DROP, headlines
-from reports.load import IDENTITY, base_labels, identities, run_key
-from reports.markdown import escape, image, md_table, section, short_label
-from reports.references import FIGURES, load_references
+from gpubench.harness.records.safe_files import replacing
+from gpubench.reports.aggregate import per_case
+from gpubench.reports.health import HEALTH_DROP, headlines
+from gpubench.reports.load import IDENTITY, base_labels, identities, run_key
+from gpubench.reports.markdown import escape, image, md_table, section, short_label
+from gpubench.reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
 MAX_PANEL_COLUMNS = 4

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reports.verdicts import NOISE_FLOOR, ONE_PROCESS_FLOOR
+from gpubench.reports.verdicts import NOISE_FLOOR, ONE_PROCESS_FLOOR
 
 Z95 = 1.96
 
@@ -64,7 +64,7 @@ def steady_key(cases: pd.DataFrame, figure: str) -> str:
 
 def steady_best(cases: pd.DataFrame, figure: str) -> pd.Series | None:
     """The case with the highest lower quartile of `figure` over its builds (`<figure>_q1` from
-    reports.aggregate): one lucky build of a noisy size cannot win the headline."""
+    gpubench.reports.aggregate): one lucky build of a noisy size cannot win the headline."""
     column = steady_key(cases, figure)
     rows = cases.dropna(subset=[column])
     return rows.loc[rows[column].idxmax()] if not rows.empty else None

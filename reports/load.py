@@ -1,4 +1,4 @@
-"""Load and merge result CSVs for the report commands: harness.records.results.read_frame reads and checks
+"""Load and merge result CSVs for the report commands: gpubench.harness.records.results.read_frame reads and checks
 them (the one reader); this finds the files, adds the report's labels, reads the sidecars and
 names errors as ReportError."""
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.catalog import short_id, spec_for
-from harness.records.results import read_frame
-from harness.records.safe_files import RefusedRead, kind_problem, read_json
-from harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
-from reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
-from reports.merged import write_cells
-from reports.screen import screen
+from gpubench.harness.catalog import short_id, spec_for
+from gpubench.harness.records.results import read_frame
+from gpubench.harness.records.safe_files import RefusedRead, kind_problem, read_json
+from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
+from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
+from gpubench.reports.merged import write_cells
+from gpubench.reports.screen import screen
 
 
 class ReportError(ValueError):
@@ -117,12 +117,12 @@ LABELS = ("source_file", "source_line", "machine", "setting")  # what the report
 
 
 def load_results(paths: list[Path], refused: list[str] | None = None, left_out: list[str] | None = None) -> pd.DataFrame:
-    """All rows of the results files named or found in folders, as harness.records.results.read_frame reads
-    them (the one reader: typed by harness.records.schema, older schemas upgraded, damage refused naming
+    """All rows of the results files named or found in folders, as gpubench.harness.records.results.read_frame reads
+    them (the one reader: typed by gpubench.harness.records.schema, older schemas upgraded, damage refused naming
     file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
     unique label per configuration), `setting` (the case's short id, rebuilt from its typed
     settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as "".
-    With `refused`, rows with an impossible figure (reports.screen) are left out, each named
+    With `refused`, rows with an impossible figure (gpubench.reports.screen) are left out, each named
     there in one line; without, an impossible cell refuses its file like damage does. With
     `left_out` (a store: many writers, some files not ours), a file found in a folder that cannot be
     read as results is left out and named there; without, it refuses the load."""
@@ -155,7 +155,7 @@ def load_results(paths: list[Path], refused: list[str] | None = None, left_out: 
 
 
 def clean_text(frame: pd.DataFrame) -> None:
-    """Text cells on one printable line (reports.markdown.plain): a NUL, a line break or a bidi
+    """Text cells on one printable line (gpubench.reports.markdown.plain): a NUL, a line break or a bidi
     override in a hostname or reason reaches neither merged.csv, a plot nor report.md. Looks at
     each distinct text once."""
     for column in frame.columns:
@@ -195,7 +195,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
     """merged.csv: every loaded row in the current schema under one header (the schema's columns,
-    then any other a file had), each cell as the harness writes it (reports.merged: column by column)."""
+    then any other a file had), each cell as the harness writes it (gpubench.reports.merged: column by column)."""
     write_cells(frame, out, [c for c in frame.columns if c not in LABELS], OUT_FIX)
 
 
@@ -245,7 +245,7 @@ MAX_SIDECAR_BYTES = 16 * 2**20  # a profiler table of every case is a few MB
 
 
 def read_sidecar(csv_path: Path, suffix: str, notes: list[str] | None = None) -> object | None:
-    """The JSON of the sidecar `<run_id>.<suffix>.json` beside a run's CSV (harness.records.safe_files.
+    """The JSON of the sidecar `<run_id>.<suffix>.json` beside a run's CSV (gpubench.harness.records.safe_files.
     read_json: no link followed, regular files only, size and depth bounded), None when there is
     none or it cannot be read; one that exists and is not read is named in `notes` when given."""
     sidecar = csv_path.with_name(f"{csv_path.stem}.{suffix}.json")
@@ -309,7 +309,7 @@ def base_labels(frame: pd.DataFrame) -> pd.Series:
     return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
 
 
-# One machine, as the store names a machine (<host>-<hardware hash>, harness.records.store): the host (identical
+# One machine, as the store names a machine (<host>-<hardware hash>, gpubench.harness.records.store): the host (identical
 # nodes share their hardware) and the hardware a run's rows name, per device and its name. History and
 # health group runs by it. Not machine_id: it also hashes the kernel release and the GPUs a job was given,
 # so a monthly kernel update or a job given 1 GPU of 8 would split one node in two.

@@ -98,8 +98,8 @@ def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", hu
 
 
 def _formatter(column: str, floatfmt: str, human: bool):
-    from harness.records.schema import BY_NAME
-    from reports.units import human_column
+    from gpubench.harness.records.schema import BY_NAME
+    from gpubench.reports.units import human_column
 
     if human and column in ("spread", "rel_iqr"):
         return lambda v: "" if _empty(v) else f"{v:.1%}"

@@ -1,5 +1,5 @@
-"""merged.csv's text: a read frame written column by column, each cell as harness.records.schema.to_cell
-writes the value harness.records.results reads back (what ResultsWriter wrote), without a Python call per cell:
+"""merged.csv's text: a read frame written column by column, each cell as gpubench.harness.records.schema.to_cell
+writes the value gpubench.harness.records.results reads back (what ResultsWriter wrote), without a Python call per cell:
 a store of a thousand runs is a few hundred thousand rows."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.records.safe_files import replacing
-from harness.records.schema import kind_of, to_cell
+from gpubench.harness.records.safe_files import replacing
+from gpubench.harness.records.schema import kind_of, to_cell
 
 CHUNK_ROWS = 4096  # bounded memory: a few thousand rows of text at a time (raw samples are kilobytes a row)
 EXACT_INT = 2**53  # floats below this hold their integer exactly; numpy's int64 cast is only safe below 2**63
@@ -57,7 +57,7 @@ def column_cells(column: str, values: pd.Series) -> list[str]:
 
 def write_cells(frame: pd.DataFrame, path: Path, columns: list[str], fix: str) -> None:
     """`columns` of a read frame as one CSV (csv.writer's quoting and line ends), whole or not at all,
-    never through a link (harness.records.safe_files.replacing)."""
+    never through a link (gpubench.harness.records.safe_files.replacing)."""
     with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)

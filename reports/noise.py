@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.verdicts import ALPHA
+from gpubench.reports.verdicts import ALPHA
 
 MEDIAN_SE_FACTOR = 1.2533  # sd of a sample median / sd of the samples, for a normal spread: sqrt(pi / 2)
 IQR_PER_SD = 1.349  # interquartile range of a normal spread, in standard deviations
 DISAGREE_FACTOR = 2.0  # builds disagreeing this many times more than their samples explain are said
 MIN_SPREAD_LOG = 0.02  # ... and by 2% at least: below it there is nothing a user needs to change
-BUSY_FRAC = 0.25  # harness.devices.machine_load.BUSY_FRAC: other processes' share that flags a row
+BUSY_FRAC = 0.25  # gpubench.harness.devices.machine_load.BUSY_FRAC: other processes' share that flags a row
 STEAL_FRAC = 0.05  # the hypervisor took this share of the CPU or more
 MIN_BIMODAL_BUILDS = 4  # two groups of two builds at least
 

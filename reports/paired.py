@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.records.safe_files import read_json
-from reports import sequential as sq
-from reports.load import ReportError
-from reports.markdown import escape, table_row
-from reports.verdicts import ALPHA, MACHINE_WIDE, Estimate, Verdict, decide, exp_capped, t_estimate
+from gpubench.harness.records.safe_files import read_json
+from gpubench.reports import sequential as sq
+from gpubench.reports.load import ReportError
+from gpubench.reports.markdown import escape, table_row
+from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, Estimate, Verdict, decide, exp_capped, t_estimate
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
@@ -45,7 +45,7 @@ class PairedSession:
     verdicts: list[Verdict]  # per case, then the machine-wide line last
     pairs: int  # complete pairs (builds both sides finished)
     notes: list[str]
-    sequential: bool = False  # judged by the sequential rule (reports.sequential): always-valid p and intervals
+    sequential: bool = False  # judged by the sequential rule (gpubench.reports.sequential): always-valid p and intervals
 
     @property
     def exit_code(self) -> int:
@@ -194,7 +194,7 @@ def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tup
 
 def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
                         medians: dict[str, tuple[float, float]]) -> list[Verdict]:
-    """Each case's verdict by the sequential rule (reports.sequential) after all its pairs, and the
+    """Each case's verdict by the sequential rule (gpubench.reports.sequential) after all its pairs, and the
     machine-wide line's: per pair, the median log-ratio over the cases that ran in it (2 or more;
     cases already decided run in no later pair). The always-valid p-values are adjusted together."""
     series = dict(sorted(logs.items()))

@@ -1,6 +1,6 @@
 """Plots (matplotlib, Agg: no display). Each function writes one PNG and returns its path, or
 None when there is nothing to draw; all but the compile plot read the aggregated cases
-(reports.aggregate.per_case). Readable at twenty machines: small multiples instead of
+(gpubench.reports.aggregate.per_case). Readable at twenty machines: small multiples instead of
 one crowded axis, log axes where values span decades, labels from the short case ids, datasheet
 peaks drawn where known, CPU and GPU memory never on one axis."""
 
@@ -18,13 +18,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
-from harness.records.safe_files import replacing  # noqa: E402
-from harness.core.workload_spec import PlotSpec  # noqa: E402
-from reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
+from gpubench.harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
+from gpubench.harness.records.safe_files import replacing  # noqa: E402
+from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
+from gpubench.reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
 
 MAX_LEGEND = 24
-MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (reports.load.base_labels)
+MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (gpubench.reports.load.base_labels)
 
 
 def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
@@ -237,7 +237,7 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
 
 @literal_labels
 def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
-    """Compile cost (s) and step gain (%) per compiled setting (reports.tables.compile_table's rows: the
+    """Compile cost (s) and step gain (%) per compiled setting (gpubench.reports.tables.compile_table's rows: the
     labels escaped are those drawn, not a whole store's), one bar pair per machine · setting."""
     rows = compiled.dropna(subset=["compile_s"])
     if rows.empty:
@@ -303,7 +303,7 @@ def _bar_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path:
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     """A workload's declared plot: one panel per machine (and per value of `spec.panels`),
     `spec.y` over `spec.x`, a line per value of `spec.hue` — one color per line name in every
-    panel (harness.core.workload_spec.PlotSpec); with `spec.bars`, a bar per setting instead."""
+    panel (gpubench.harness.core.workload_spec.PlotSpec); with `spec.bars`, a bar per setting instead."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from reports.compare import compare_frames
-from reports.paired import judge_session
-from reports.verdicts import MACHINE_WIDE, Verdict
+from gpubench.reports.compare import compare_frames
+from gpubench.reports.paired import judge_session
+from gpubench.reports.verdicts import MACHINE_WIDE, Verdict
 
 TIME_COLUMNS = ("median_s", "min_s", "mean_s", "iqr_s", "stddev_s")
 

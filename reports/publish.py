@@ -9,7 +9,7 @@ released when the process ends, however it ends; the file is removed with it) le
 write DIR at a time; a second one is refused in one line. Since DIR is replaced whole, it must be
 new, empty, or hold only what a report writes; a folder holding anything else (results, notes) is
 refused before anything is written. Hidden names keep the temporaries out of every folder walk
-(reports.load)."""
+(gpubench.reports.load)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.records.safe_files import NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line, make_folders
-from reports.load import OUT_FIX
+from gpubench.harness.records.safe_files import NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line, make_folders
+from gpubench.reports.load import OUT_FIX
 
 REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes
 MAX_STEM_CHARS = 200  # `.{name}.{16 hex}.partial` stays under a file system's 255 bytes

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.records.safe_files import RefusedRead, read_json
-from reports.load import ReportError
+from gpubench.harness.records.safe_files import RefusedRead, read_json
+from gpubench.reports.load import ReportError
 
 DEFAULT_PATH = Path(__file__).with_name("references.json")
 KINDS = ("gpubench", "published")

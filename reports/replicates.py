@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from reports.verdicts import MACHINE_WIDE, Verdict, decide, t_estimate
+from gpubench.reports.verdicts import MACHINE_WIDE, Verdict, decide, t_estimate
 
 
 def run_logs(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """Rows the report refuses to show: figures no measurement can give, and ok rows without their
-figure. The reader refuses the cells that are impossible on their own (harness.records.schema:
+figure. The reader refuses the cells that are impossible on their own (gpubench.harness.records.schema:
 negative, not finite, a fraction outside [0, 1]); this refuses what takes the row to see (a
 TFLOP/s above its device's datasheet peak, an ok row whose headline figure is empty). Each
 refused row is one line `file:line: column X = value is impossible (why)`; the report goes on
@@ -11,8 +11,8 @@ import math
 
 import pandas as pd
 
-from harness.catalog import spec_for
-from harness.core.peaks import peak_tflops
+from gpubench.harness.catalog import spec_for
+from gpubench.harness.core.peaks import peak_tflops
 
 
 def _peak(device_name: str, dtype: str, tf32: bool) -> float:

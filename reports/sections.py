@@ -1,4 +1,4 @@
-"""The report's workload sections. A workload declares its section (harness.catalog): a named
+"""The report's workload sections. A workload declares its section (gpubench.harness.catalog): a named
 renderer here for the workloads whose section needs more than a table (peaks, template against
 fastest, olympic means), or a generic section — an optional plot and a table of declared columns
 — for the rest, including any new workload, without editing this package."""
@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from harness.core.workload_spec import ReportSection
-from reports import plots, tables
-from reports.aggregate import USER_PREFIX
-from reports.intervals import BEST_RULE
-from reports.markdown import image, md_table, section
+from gpubench.harness.core.workload_spec import ReportSection
+from gpubench.reports import plots, tables
+from gpubench.reports.aggregate import USER_PREFIX
+from gpubench.reports.intervals import BEST_RULE
+from gpubench.reports.markdown import image, md_table, section
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
 

@@ -21,7 +21,7 @@ group invariance and anytime-valid testing"; the "safe t-test"). Hence:
 
 Across cases, the always-valid p-values are adjusted together (Benjamini-Hochberg): a p-value
 only falls as pairs come, so a case once called slower or faster stays so. The verdicts are
-`compare`'s words (reports.verdicts.decide, applied elementwise here): slower / faster
+`compare`'s words (gpubench.reports.verdicts.decide, applied elementwise here): slower / faster
 (adjusted p < ALPHA and beyond the threshold), no change (the confidence sequence lies within
 +- threshold), inconclusive (neither yet). tests/test_power.py measures the false-alarm rate and
 the power on simulated sessions. Pure numpy, vectorised over leading axes (sessions, cases).
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reports.verdicts import ALPHA
+from gpubench.reports.verdicts import ALPHA
 
 # Prior variance of the standardised effect mu/sigma. A larger g decides large changes a pair sooner
 # and calls unchanged cases "no change" later (tried from 0.25 to 10 on tests/test_power.py's
@@ -106,7 +106,7 @@ def bh_adjust(p_values: np.ndarray) -> np.ndarray:
 
 
 def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray, threshold: float) -> np.ndarray:
-    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: reports.verdicts.decide's rule on log
+    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: gpubench.reports.verdicts.decide's rule on log
     scale, for the simulation (gpubench ab's verdicts come from decide itself; a test holds them equal)."""
     band = math.log1p(threshold)
     significant = p_adjusted < ALPHA

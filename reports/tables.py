@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.catalog import specs
-from harness.core.peaks import peak_tflops
-from reports.intervals import speedup_interval, steady_best
-from reports.markdown import Md, code
+from gpubench.harness.catalog import specs
+from gpubench.harness.core.peaks import peak_tflops
+from gpubench.reports.intervals import speedup_interval, steady_best
+from gpubench.reports.markdown import Md, code
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
                       "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
@@ -26,7 +26,7 @@ def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Fingerprints side by side: one column per machine."""
-    from reports.units import human_column
+    from gpubench.reports.units import human_column
 
     first = frame.drop_duplicates("machine").set_index("machine")
     table = first[[c for c in FINGERPRINT_FIELDS if c in first]].T.astype(object).where(lambda t: t.notna(), "")
@@ -36,7 +36,7 @@ def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
-    """Best TFLOP/s each machine reached per dtype (from reports.aggregate.per_case: medians over
+    """Best TFLOP/s each machine reached per dtype (from gpubench.reports.aggregate.per_case: medians over
     builds and runs, `spread` between builds), against the datasheet peak where known."""
     rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops", "dtype", "size"])
     if rows.empty:
@@ -54,7 +54,7 @@ def baseline_machine(frame: pd.DataFrame, baseline: str | None) -> str:
         return str(frame["machine"].iloc[0])
     match = frame[(frame["machine_id"] == baseline) | (frame["hostname"] == baseline)]
     if match.empty:
-        from reports.load import ReportError
+        from gpubench.reports.load import ReportError
 
         known = ", ".join(sorted(set(frame["machine_id"]) | set(frame["hostname"])))
         raise ReportError(f"--baseline {baseline!r} matches no machine_id or hostname in the results (known: {known})")
@@ -257,7 +257,7 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
-    """A sidecar's operators (reports.load keeps dicts naming an `op`); a missing or non-numeric time is empty."""
+    """A sidecar's operators (gpubench.reports.load keeps dicts naming an `op`); a missing or non-numeric time is empty."""
     frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
     times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
     return frame.assign(device_ms=times_us["device_time_us"] / 1e3, self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
@@ -265,7 +265,7 @@ def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
 
 def peaks_table() -> pd.DataFrame:
     """The datasheet peaks gpubench knows (dense TFLOP/s; memory GB/s)."""
-    from harness.core.peaks import PEAKS
+    from gpubench.harness.core.peaks import PEAKS
 
     return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()}, "mem_gbps": peak.mem_gbps}
                          for name, peak in PEAKS])
@@ -282,7 +282,7 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
 
 
 def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
-    """The summary rows workloads declare (harness.core.workload_spec.SummaryFigure), for one machine."""
+    """The summary rows workloads declare (gpubench.harness.core.workload_spec.SummaryFigure), for one machine."""
     out: dict[str, str] = {}
     for name, spec in specs().items():
         for figure in spec.summary:
@@ -303,7 +303,7 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings (an Md
     where a setting is shown as code; plain text is escaped when the table is rendered)."""
-    from reports.units import human
+    from gpubench.reports.units import human
 
     mine = frame[frame["machine"] == machine]
     out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}
@@ -364,7 +364,7 @@ SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "mat
 
 def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str] | None = None) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
-    from reports.aggregate import geomean
+    from gpubench.reports.aggregate import geomean
 
     both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
 

@@ -1,12 +1,12 @@
 """Values in their unit at a readable scale, for the report's tables and compare's lines (the
-units come from harness.records.schema's columns)."""
+units come from gpubench.harness.records.schema's columns)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from harness.records.schema import BY_NAME
+from gpubench.harness.records.schema import BY_NAME
 
 _SCALES: dict[str, tuple[tuple[float, str], ...]] = {
     "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")),

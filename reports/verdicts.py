@@ -1,5 +1,5 @@
 """What a comparison says about one case (or about every case at once). Every estimator (unpaired builds in
-reports.compare, runs as units in reports.replicates, pairs in reports.paired and reports.sequential) returns an
+gpubench.reports.compare, runs as units in gpubench.reports.replicates, pairs in gpubench.reports.paired and gpubench.reports.sequential) returns an
 `Estimate`; `decide` holds the one rule that turns it into slower / faster / no change / inconclusive; a `Verdict`
 is what is shown. Torch-free."""
 

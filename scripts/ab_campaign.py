@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reports.load import ReportError, load_results  # noqa: E402
-from reports.paired import PairedSession, judge_pair_of_runs  # noqa: E402
-from reports.verdicts import MACHINE_WIDE  # noqa: E402
+from gpubench.reports.load import ReportError, load_results  # noqa: E402
+from gpubench.reports.paired import PairedSession, judge_pair_of_runs  # noqa: E402
+from gpubench.reports.verdicts import MACHINE_WIDE  # noqa: E402
 
 INJECT = ROOT / "docs" / "validation" / "ab-campaign-tools" / "inject"
 # Twelve CPU micro cases of a few milliseconds or less a call (quick profile), as `gpubench ab` names them.
@@ -68,7 +68,7 @@ SCENARIOS = {s.key: s for s in (
 def ab_command(scenario: Scenario, folder: Path, design: list[str], python: str = sys.executable) -> list[str]:
     """The session's `gpubench ab` command line (design: `--budget 5m` or `--pairs 4 --build-seconds 0.5`)."""
     b_env = [f"--b-env={name}={value}" for name, value in scenario.b_env.items()]
-    return [python, "-m", "harness.commands.cli", "ab", "--device", "cpu", *design, "-k", SELECTION,
+    return [python, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", *design, "-k", SELECTION,
             "--results-dir", str(folder), "--run-id", "ab", *b_env]
 
 

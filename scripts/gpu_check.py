@@ -87,7 +87,7 @@ class Check:
 
 
 def gpubench(*args: str) -> list[str]:
-    return [sys.executable, "-m", "harness.commands.cli", *args]
+    return [sys.executable, "-m", "gpubench.harness.commands.cli", *args]
 
 
 def selection(base: str | None) -> list[str]:
@@ -182,7 +182,7 @@ def prepare_data(check: Check, given: Path | None, data_root: Path) -> list[str]
                   "(bring the four .gz files along: see README, GPU check)")
         check.outcomes.append(Outcome("data", 0, 1, 0.0, "no Fashion-MNIST: synthetic data"))
         return ["--dataset", "synthetic"]
-    raw = data_root / "FashionMNIST" / "raw"  # torchvision's layout, which harness.devices.datasets reads
+    raw = data_root / "FashionMNIST" / "raw"  # torchvision's layout, which gpubench.harness.devices.datasets reads
     raw.mkdir(parents=True, exist_ok=True)
     for name in FASHION_FILES:  # decompressed here with the standard library: the driver never imports torch
         if (source / name).exists():
@@ -220,8 +220,8 @@ def nvml_probe() -> int:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from harness.devices.energy import nvml_index
-    from harness.devices.nvml_probe import load_nvml
+    from gpubench.harness.devices.energy import nvml_index
+    from gpubench.harness.devices.nvml_probe import load_nvml
 
     torch.ones(1, device="cuda")  # a context: this process is now a compute process
     nvml = load_nvml()
@@ -232,8 +232,8 @@ def nvml_probe() -> int:
 def nvml_report(nvml: object, handle: object, own_pid: int) -> list[str]:
     """One line per question: own PID among the compute processes, power averaged vs
     instantaneous, the energy counter, the telemetry fields (throttle reasons among them)."""
-    from harness.devices.energy import nvml_counter
-    from harness.devices.nvml_probe import instant_power_w, probe_nvml, running_pids, why
+    from gpubench.harness.devices.energy import nvml_counter
+    from gpubench.harness.devices.nvml_probe import instant_power_w, probe_nvml, running_pids, why
 
     pids, note = running_pids(nvml, handle)
     if pids is None:

@@ -33,7 +33,7 @@ def not_a_subreaper_after_the_test():
     """`gpubench run` and `ab` make their process the subreaper of its builds (lifetime.adopt_orphans); a test
     that calls them in-process must not leave the whole test session adopting every later test's orphans."""
     yield
-    from harness.processes.lifetime import adopting, stop_adopting
+    from gpubench.harness.processes.lifetime import adopting, stop_adopting
 
     if adopting():
         stop_adopting()

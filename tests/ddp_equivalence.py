@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.workloads.models import make_model
+from gpubench.harness.workloads.models import make_model
 
 STEPS = 3
 

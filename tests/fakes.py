@@ -7,11 +7,11 @@ from types import SimpleNamespace
 from typing import Any
 from collections.abc import Callable
 
-from harness.measurement.context import BuildContext
-from harness.pytest_plugin.fixture import benchmark_rounds
-from harness.records.results import ResultsWriter
-from harness.measurement.runner import run_case
-from harness.measurement.workload import as_workload
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.pytest_plugin.fixture import benchmark_rounds
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.measurement.runner import run_case
+from gpubench.harness.measurement.workload import as_workload
 
 
 class FakeStats:

@@ -1,5 +1,5 @@
 """The DDP worker with one rank made to fail, for the fault tests: they point
-harness.workloads.ddp.WORKER_MODULE here, so production code holds no fault hook.
+gpubench.harness.workloads.ddp.WORKER_MODULE here, so production code holds no fault hook.
 
 FAULTY_DDP=die|hang|stop and FAULTY_DDP_RANK=R in the launch's environment: rank R kills itself with
 SIGKILL (as the OOM killer would) or sleeps for good, just before it joins the process group with its
@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from harness.workloads import ddp_worker
+from gpubench.harness.workloads import ddp_worker
 
 FAULT = os.environ.get("FAULTY_DDP", "")
 THIS_RANK = os.environ.get("RANK") == os.environ.get("FAULTY_DDP_RANK")

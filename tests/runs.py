@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 
@@ -47,7 +47,7 @@ def test_tiny(case, gpubench):
 # A test plugin (loaded with -p fullafter1): the results folder is full once one row is written.
 FULL_AFTER_ONE_ROW = '''
 """Test plugin: the results folder is full once one row is written."""
-from harness.records import results
+from gpubench.harness.records import results
 
 _append = results.ResultsWriter.append
 
@@ -64,7 +64,7 @@ results.ResultsWriter.append = append
 
 def run_bench(pytester, *args):
     """pytest with the plugin over the folder's bench_tiny.py: smoke profile, results in out/."""
-    return pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
+    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
                                          "--profile=smoke", "--results-dir=out", *args)
 
 
@@ -86,7 +86,7 @@ def assert_one_full_line(out: str, err: str) -> None:
 def gpubench_run(tmp_path: Path, *args: str, **popen) -> subprocess.Popen[str]:
     """`gpubench run` on the cpu at the smoke profile, results in tmp_path/res, started from the repository."""
     return subprocess.Popen(
-        [sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
+        [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -105,12 +105,12 @@ def cmdlines(procs: list[psutil.Process]) -> list[str]:
     return lines
 
 
-BUILD_ENTRY = "harness.processes.build_main"
-FORK_SERVER = "harness.pytest_plugin.fork_server"
+BUILD_ENTRY = "gpubench.harness.processes.build_main"
+FORK_SERVER = "gpubench.harness.pytest_plugin.fork_server"
 
 
 def build_processes(pid: int) -> list[psutil.Process]:
-    """The build processes under `pid`: plain ones (harness.processes.build_main) and the fork server's children."""
+    """The build processes under `pid`: plain ones (gpubench.harness.processes.build_main) and the fork server's children."""
     try:
         descendants = psutil.Process(pid).children(recursive=True)
     except psutil.Error:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.ab import Side, order, parse_env, side_argv
-from harness.commands.cli import main
+from gpubench.harness.commands.ab import Side, order, parse_env, side_argv
+from gpubench.harness.commands.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 
@@ -56,7 +56,7 @@ def test_sides_alternate_a_b_then_b_a():
 def test_a_side_is_its_interpreter_variables_and_arguments():
     side = Side("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
     argv = side_argv(side, "s1", 3, 8, ["benches", "-k", "matmul"])
-    assert argv[:3] == ["/usr/bin/python3", "-m", "harness.processes.build_main"] and "--gpubench-dataset=synthetic" in argv
+    assert argv[:3] == ["/usr/bin/python3", "-m", "gpubench.harness.processes.build_main"] and "--gpubench-dataset=synthetic" in argv
     assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8"} <= set(argv)
     assert parse_env(["A=1", "B=x=y"], "--b-env") == {"A": "1", "B": "x=y"}
     with pytest.raises(ValueError, match="use NAME=VALUE"):
@@ -74,7 +74,7 @@ def session(tmp_path: Path, *side_args: str, design: tuple[str, ...] = ("--pairs
             timeout_s: float = 600, select: str = "test_sleep") -> subprocess.CompletedProcess[str]:
     bench = tmp_path / "bench_sleep.py"
     bench.write_text(SLEEP_BENCH, encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
+    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
                            *design,
                            "--results-dir", str(tmp_path / "out"), "--run-id", "s", *side_args, str(bench), "-k", select],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout_s)

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.records.results import write_frame
-from reports.load import LABELS, load_results
+from gpubench.harness.records.results import write_frame
+from gpubench.reports.load import LABELS, load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden_laptop.csv"

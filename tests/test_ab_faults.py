@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.commands import ab, ab_command
-from harness.commands.ab import Side, run_pairs, side_argv
-from harness.commands.cli import main
-from harness.records.results import write_frame
-from reports.load import LABELS, load_results
-from reports.paired import (
+from gpubench.harness.commands import ab, ab_command
+from gpubench.harness.commands.ab import Side, run_pairs, side_argv
+from gpubench.harness.commands.cli import main
+from gpubench.harness.records.results import write_frame
+from gpubench.reports.load import LABELS, load_results
+from gpubench.reports.paired import (
     format_session,
     judge_logs,
     judge_session,
@@ -89,7 +89,7 @@ def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_
 def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
     argv = side_argv(Side("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
     assert "--gpubench-output-tag=B-b3" in argv  # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
-    assert f"--config-file={REPO / 'pyproject.toml'}" in argv  # else an existing out.json outside the checkout: 0 cases
+    assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv  # else an existing out.json outside the checkout: 0 cases
 
 
 NOTHING = ["--device", "cpu", "--profile", "smoke", "--pairs", "3", "-k", "no_case_has_this_name"]
@@ -198,7 +198,7 @@ def test_cases_only_one_side_ran_are_named(tmp_path):
 
 
 def test_absurd_intervals_are_printed_short():
-    from reports.paired import factor, percent
+    from gpubench.reports.paired import factor, percent
 
     assert percent(2.024e9) == "over 1000%" and percent(0.853) == "85.3%"
     assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes over 1000%: more pairs would tell"

@@ -12,17 +12,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.commands import ab
-from harness.commands.ab import Side, run_pairs
-from harness.commands.ab_lengths import choose_lengths
-from harness.commands.ab_sequential import Looks
-from harness.core.plan import BuildNoise, best_build_s
-from harness.processes.cases_file import cases_text, read_cases_file
-from harness.processes.launch import Completed
-from harness.records.results import write_frame
-from reports import sequential as sq
-from reports.load import LABELS, load_results
-from reports.verdicts import ALPHA
+from gpubench.harness.commands import ab
+from gpubench.harness.commands.ab import Side, run_pairs
+from gpubench.harness.commands.ab_lengths import choose_lengths
+from gpubench.harness.commands.ab_sequential import Looks
+from gpubench.harness.core.plan import BuildNoise, best_build_s
+from gpubench.harness.processes.cases_file import cases_text, read_cases_file
+from gpubench.harness.processes.launch import Completed
+from gpubench.harness.records.results import write_frame
+from gpubench.reports import sequential as sq
+from gpubench.reports.load import LABELS, load_results
+from gpubench.reports.verdicts import ALPHA
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_laptop.csv"
 LEAST_S = 0.1

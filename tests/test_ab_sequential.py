@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.commands import ab
-from harness.commands.ab import Side, run_pairs
-from harness.commands.ab_sequential import Looks, session_budget_s
-from harness.commands.cli import main
-from harness.records.results import write_frame
-from reports.load import LABELS, load_results
+from gpubench.harness.commands import ab
+from gpubench.harness.commands.ab import Side, run_pairs
+from gpubench.harness.commands.ab_sequential import Looks, session_budget_s
+from gpubench.harness.commands.cli import main
+from gpubench.harness.records.results import write_frame
+from gpubench.reports.load import LABELS, load_results
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"

@@ -13,18 +13,18 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from fakes import FakeBenchmark, RunContext, run_with
-from harness.measurement.cases import CaseSkipped
-from harness.catalog import spec_for
-from harness.measurement.context import BuildContext
-from harness.catalog.profiles import Profile
-from harness.records.results import ResultsWriter
-from harness.records.schema import COLUMNS, SCHEMA_VERSION
-from harness.measurement.timing import SyncedClock
-from harness.workloads import attention, matmul_peak
-from harness.workloads.attention import AttentionCase, attention_flops
-from harness.workloads.matmul_peak import MatmulPeak
-from reports import plots, tables
-from reports.build import build_report
+from gpubench.harness.measurement.cases import CaseSkipped
+from gpubench.harness.catalog import spec_for
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import attention, matmul_peak
+from gpubench.harness.workloads.attention import AttentionCase, attention_flops
+from gpubench.harness.workloads.matmul_peak import MatmulPeak
+from gpubench.reports import plots, tables
+from gpubench.reports.build import build_report
 
 CPU = torch.device("cpu")
 

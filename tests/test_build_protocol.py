@@ -1,5 +1,5 @@
-"""A build's plan and answer (harness.processes.protocol), and builds forked from the fork server
-(harness.processes.forked, harness.pytest_plugin.fork_server): each gets its plan, answers with its rows
+"""A build's plan and answer (gpubench.harness.processes.protocol), and builds forked from the fork server
+(gpubench.harness.processes.forked, gpubench.harness.pytest_plugin.fork_server): each gets its plan, answers with its rows
 and costs, shares no state with the server or an earlier build, and unwinds its case on Ctrl-C."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from runs import REPO
 
-from harness.processes.forked import ForkLauncher
-from harness.processes.launch import Job, ProcessLauncher, python_module
-from harness.processes.protocol import BuildAnswer, BuildPlan, ProtocolError, last_answer
-from harness.pytest_plugin import fork_server
+from gpubench.harness.processes.forked import ForkLauncher
+from gpubench.harness.processes.launch import Job, ProcessLauncher, python_module
+from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, ProtocolError, last_answer
+from gpubench.harness.pytest_plugin import fork_server
 
 
 def test_a_plan_and_an_answer_round_trip_as_json():
@@ -76,9 +76,9 @@ from typing import ClassVar
 import numpy
 import torch
 
-import harness.measurement.measure as shared  # imported by the fork server before it forks
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+import gpubench.harness.measurement.measure as shared  # imported by the fork server before it forks
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 HERE = Path(__file__).parent
@@ -121,7 +121,7 @@ def probe_plan(folder: Path, build: int, *user: str) -> BuildPlan:
     options = [
         str(folder / "bench_probe.py"),
         "-p",
-        "harness.pytest_plugin.plugin",
+        "gpubench.harness.pytest_plugin.plugin",
         "-p",
         "no:cacheprovider",
         f"--rootdir={folder}",
@@ -148,7 +148,7 @@ def probe_plan(folder: Path, build: int, *user: str) -> BuildPlan:
 
 def probe_job(folder: Path, build: int, *user: str) -> Job:
     return Job(
-        python_module("harness.processes.build_main"),
+        python_module("gpubench.harness.processes.build_main"),
         dict(os.environ, PYTHONPATH=str(REPO)),
         hold_sigint=True,
         plan=probe_plan(folder, build, *user),
@@ -223,7 +223,7 @@ def test_a_plain_build_gets_its_plan_and_answers(tmp_path):
 
 
 def test_a_build_without_a_readable_plan_says_so_in_one_line(capfd):
-    from harness.processes.build_main import run_from_fds
+    from gpubench.harness.processes.build_main import run_from_fds
 
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b'{"build": "zero"}')

@@ -3,11 +3,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
-from harness.measurement.context import BuildContext
-from harness.catalog.profiles import ProfileError, check_profile
-from harness.measurement.timing import SyncedClock
-from harness.workloads import (
+from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.catalog.profiles import ProfileError, check_profile
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import (
     ddp,
     elementwise,
     inference,
@@ -18,7 +18,7 @@ from harness.workloads import (
     speedup,
     transfer,
 )
-from harness.workloads.mnist_epoch import PRELOADED, TEMPLATE, EpochCase
+from gpubench.harness.workloads.mnist_epoch import PRELOADED, TEMPLATE, EpochCase
 
 CPU = torch.device("cpu")
 WORKLOADS = (matmul, speedup, selfcheck, elementwise, transfer, inference, mnist_epoch, memory_strategies, ddp)

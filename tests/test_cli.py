@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
-from harness.pytest_plugin import plugin
-from harness.commands.cli import build_parser, main
-from harness.commands.common import pytest_args
-from harness.devices.device import resolve_device
-from harness.core.options import RUN_OPTIONS
-from harness.records.results import read_rows
-from reports import build
+from gpubench.harness.pytest_plugin import plugin
+from gpubench.harness.commands.cli import build_parser, main
+from gpubench.harness.commands.common import pytest_args
+from gpubench.harness.devices.device import resolve_device
+from gpubench.harness.core.options import RUN_OPTIONS
+from gpubench.harness.records.results import read_rows
+from gpubench.reports import build
 
 
 def test_env_prints_the_fingerprint(capsys):
@@ -41,7 +41,7 @@ def test_run_passes_unknown_options_through_to_pytest():
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.process
@@ -120,10 +120,10 @@ def test_a_plugin_that_owns_a_short_flag_keeps_it():
 
 @pytest.mark.process
 def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
+    bad = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
                           "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 4 and "Traceback" not in bad.stderr and "cannot be loaded" in bad.stderr
-    empty = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
+    empty = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
                             "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
 
@@ -173,7 +173,7 @@ def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
     """compare prints — and ±: under a Latin-1 locale that was a UnicodeEncodeError and exit 1 (the 'slower' code)."""
     golden = REPO / "tests" / "data" / "golden_h100.csv"
     env = dict(os.environ, PYTHONIOENCODING="latin-1")
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "compare", str(golden), str(golden)], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "compare", str(golden), str(golden)], cwd=REPO, env=env,
                           capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode("latin-1")[-2000:]
     assert b"Traceback" not in done.stderr and b"cases compared" in done.stdout
@@ -181,7 +181,7 @@ def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
 
 def test_the_usage_page_lists_every_exit_code() -> None:
     """docs/usage.md's exit-code table is ExitCode, member for member, with the same meanings."""
-    from harness.core.exits import ExitCode
+    from gpubench.harness.core.exits import ExitCode
 
     page = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
     table = page.split("### Exit codes\n", 1)[1].split("\n### ", 1)[0]
@@ -191,6 +191,6 @@ def test_the_usage_page_lists_every_exit_code() -> None:
 
 
 def test_a_build_interrupt_is_pytests_interrupt() -> None:
-    from harness.core.exits import BUILD_INTERRUPTED
+    from gpubench.harness.core.exits import BUILD_INTERRUPTED
 
     assert BUILD_INTERRUPTED == pytest.ExitCode.INTERRUPTED

@@ -18,19 +18,19 @@ import torch
 import torch.distributed as dist
 from fakes import SteppingClock
 
-from harness.catalog import spec_for
-from harness.catalog.collectives import algbw_gbps, bus_factor, busbw_gbps, elements
-from harness.measurement.context import BuildContext
-from harness.core.plan import plan_rounds
-from harness.catalog.profiles import Profile
-from harness.records.results import read_rows
-from harness.measurement.runner import run_case
-from harness.measurement.timing import SyncedClock
-from harness.measurement.workload import Workload
-from harness.workloads import collectives, collectives_worker
-from harness.workloads.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
-from harness.workloads.collectives import CollectiveCase, WrongResult
-from reports.tables import declared_summary
+from gpubench.harness.catalog import spec_for
+from gpubench.harness.catalog.collectives import algbw_gbps, bus_factor, busbw_gbps, elements
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.core.plan import plan_rounds
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.records.results import read_rows
+from gpubench.harness.measurement.runner import run_case
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads import collectives, collectives_worker
+from gpubench.harness.workloads.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
+from gpubench.harness.workloads.collectives import CollectiveCase, WrongResult
+from gpubench.reports.tables import declared_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -233,7 +233,7 @@ def test_a_failed_launch_fails_every_case_with_its_reason_once(monkeypatch) -> N
 
 
 def test_figures_are_the_slowest_ranks_median() -> None:
-    from harness.core.stats import summarize
+    from gpubench.harness.core.stats import summarize
 
     case = CollectiveCase("all_reduce", "fp32", 2**20, 4, "gloo")
     point = POINT
@@ -283,8 +283,8 @@ from dataclasses import replace
 import torch
 import torch.distributed as dist
 
-from harness.workloads import collectives_worker
-from harness.workloads.collective_ops import COLLECTIVES
+from gpubench.harness.workloads import collectives_worker
+from gpubench.harness.workloads.collective_ops import COLLECTIVES
 
 
 def adds_a_wrong_tensor(buffers, ranks):
@@ -320,7 +320,7 @@ def test_a_rank_adding_the_wrong_tensor_fails_the_all_reduce_rows_only(tmp_path,
 @pytest.mark.process
 def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     """gpubench run, as a user runs it: one build process, one torchrun launch (~30-60 s here)."""
-    command = [sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "collectives",
+    command = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "collectives",
                "--results-dir", str(tmp_path), "--run-id", "coll"]
     done = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.catalog import spec_for
-from harness.measurement.context import BuildContext
-from harness.catalog.profiles import Profile
-from harness.records.schema import COLUMNS
-from harness.core.stats import summarize
-from harness.measurement.timing import SyncedClock
-from harness.workloads import conv2d
+from gpubench.harness.catalog import spec_for
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.records.schema import COLUMNS
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import conv2d
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_cuda_flags_are_set_for_the_case_and_restored() -> None:
 
 @pytest.mark.process
 def test_a_run_writes_its_rows_and_its_report_section(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "conv2d",
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "conv2d",
                            "--results-dir", str(tmp_path), "--run-id", "conv"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "conv.csv", newline="", encoding="utf-8") as handle:

@@ -6,13 +6,13 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness.measurement.context import BuildContext
-from harness.devices.device import memory_snapshot, reset_peak_memory
-from harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
-from harness.measurement.measure import Timed, measure
-from harness.core.plan import Budget
-from harness.measurement.timing import SyncedClock, cuda_event_samples
-from harness.workloads import matmul, selfcheck, transfer
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.device import memory_snapshot, reset_peak_memory
+from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
+from gpubench.harness.measurement.measure import Timed, measure
+from gpubench.harness.core.plan import Budget
+from gpubench.harness.measurement.timing import SyncedClock, cuda_event_samples
+from gpubench.harness.workloads import matmul, selfcheck, transfer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
 GPU = torch.device("cuda", 0)

@@ -7,7 +7,7 @@ import tempfile
 import pytest
 from runs import one_error_line, run_bench, write_idx_folder
 
-from harness.devices.datasets import (
+from gpubench.harness.devices.datasets import (
     IDX_FILES,
     DatasetError,
     check_dataset_files,

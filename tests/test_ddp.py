@@ -15,19 +15,19 @@ import torch.multiprocessing as mp
 from fakes import FakeBenchmark, RunContext, run_with
 from runs import REPO, processes_of
 
-from harness.devices import nproc
-from harness.measurement.cases import CaseSkipped
-from harness.measurement.context import BuildContext
-from harness.devices.data_source import DataSource
-from harness.devices.datasets import DatasetError
-from harness.processes.launch import kill_tree as kill_launch
-from harness.devices.nproc import NprocError, check_nproc, default_nproc
-from harness.records.results import ResultsWriter, read_rows
-from harness.records.schema import SCHEMA_VERSION
-from harness.core.stats import summarize
-from harness.measurement.timing import SyncedClock
-from harness.workloads import ddp
-from harness.workloads.ddp import (
+from gpubench.harness.devices import nproc
+from gpubench.harness.measurement.cases import CaseSkipped
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.data_source import DataSource
+from gpubench.harness.devices.datasets import DatasetError
+from gpubench.harness.processes.launch import kill_tree as kill_launch
+from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
+from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import ddp
+from gpubench.harness.workloads.ddp import (
     STALE_WORKDIR_S,
     DistributedCase,
     launch,
@@ -133,7 +133,7 @@ def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
 def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
     """The README's multi-node recipe: the worker under torchrun, rank 0 appending a results row."""
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic",
+                           "-m", "gpubench.harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic",
                            f"--data-root={tmp_path}", "--batch-size=16", "--max-steps=3", f"--results-dir={tmp_path / 'out'}"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -174,7 +174,7 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
         with open(logs[node], "w") as log:
             return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
                                      "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
-                                     "-m", "harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic", f"--data-root={tmp_path}",
+                                     "-m", "gpubench.harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic", f"--data-root={tmp_path}",
                                      "--batch-size=16", "--max-steps=2", f"--results-dir={tmp_path / 'out'}"],
                                     stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env, start_new_session=True)
 
@@ -341,7 +341,7 @@ def test_the_root_cause_block_is_quoted():
     output = "\n".join([
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
         "============================================================",
-        "harness.workloads.ddp_worker FAILED",
+        "gpubench.harness.workloads.ddp_worker FAILED",
         "------------------------------------------------------------",
         "Failures:", "  <NO_OTHER_FAILURES>",
         "------------------------------------------------------------",

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from harness.devices import device as devices
-from harness.devices.device import (
+from gpubench.harness.devices import device as devices
+from gpubench.harness.devices.device import (
     DeviceError,
     dtype_skip_reason,
     is_out_of_memory,

@@ -9,8 +9,8 @@ import pytest
 import torch
 from fakes import FakeBenchmark, FakeNvml, RunContext, SteppingClock, run_with
 
-from harness.measurement.context import BuildContext
-from harness.devices.energy import (
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.energy import (
     EnergyMeter,
     EnergyReading,
     NvmlCounter,
@@ -23,15 +23,15 @@ from harness.devices.energy import (
     rapl_counter,
     summarize_telemetry,
 )
-from harness.measurement.energy_columns import energy_figures
-from harness.measurement.loop import energy_by_repetition
-from harness.devices.env import gpu_other_processes, gpu_telemetry
-from harness.measurement.measure import Timed, measure
-from harness.core.plan import Budget, RoundPlan
-from harness.records.results import ResultsWriter
-from harness.records.schema import SCHEMA_VERSION
-from harness.measurement.timing import SyncedClock
-from harness.workloads.matmul import MatmulCase
+from gpubench.harness.measurement.energy_columns import energy_figures
+from gpubench.harness.measurement.loop import energy_by_repetition
+from gpubench.harness.devices.env import gpu_other_processes, gpu_telemetry
+from gpubench.harness.measurement.measure import Timed, measure
+from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
 
@@ -350,7 +350,7 @@ def test_the_fingerprints_gpu_telemetry_keeps_the_fields_that_answer(monkeypatch
 def test_the_runs_first_lines_say_once_what_nvml_did_not_answer():
     from types import SimpleNamespace
 
-    from harness.pytest_plugin.plugin import STATE, pytest_report_header
+    from gpubench.harness.pytest_plugin.plugin import STATE, pytest_report_header
 
     sampler = gpu_sampler(GPU, nvml_loader=lambda: FakeNvml(not_supported=("nvmlDeviceGetTemperature",), instant_power_mw=1))
     ctx = SimpleNamespace(device=CPU, profile="smoke", energy=EnergyMeter(None), telemetry=sampler)

@@ -2,7 +2,7 @@ import re
 
 import torch
 
-from harness.devices.env import fingerprint, format_fingerprint, machine_id
+from gpubench.harness.devices.env import fingerprint, format_fingerprint, machine_id
 
 REQUIRED = ("cuda_available", "device_count", "current_device", "device_name", "torch_version", "cuda_version",
             "cudnn_version", "driver_version", "gpu_mem_bytes", "sm_count", "compute_capability", "cpu_model",

@@ -5,15 +5,15 @@ import time
 
 import pytest
 
-from harness.commands.budget_builds import ExtraBuilds
-from harness.core.run_budget import CaseCost
-from harness.processes.build_runs import run_builds
-from harness.processes.launch import NO_TESTS, Completed, Job
-from harness.processes.protocol import BuildAnswer, BuildPlan
-from harness.pytest_plugin.budget_plan import BudgetPlan
-from harness.pytest_plugin.extra_build import build_spread, noisiest_first
-from harness.records.results import ResultsWriter, read_rows
-from harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.commands.budget_builds import ExtraBuilds
+from gpubench.harness.core.run_budget import CaseCost
+from gpubench.harness.processes.build_runs import run_builds
+from gpubench.harness.processes.launch import NO_TESTS, Completed, Job
+from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan
+from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan
+from gpubench.harness.pytest_plugin.extra_build import build_spread, noisiest_first
+from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.schema import SCHEMA_VERSION
 
 pytest_plugins = ["pytester"]
 
@@ -89,8 +89,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 
@@ -115,7 +115,7 @@ def test_tiny(case, gpubench):
 
 
 def build_of_tiny(pytester, *extra):
-    return pytester.runpytest("-p", "harness.pytest_plugin.plugin", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
+    return pytester.runpytest("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
                               "--results-dir=out", "--run-id=r", "--builds=2", "--budget=10m", *extra)
 
 
@@ -137,7 +137,7 @@ def test_an_extra_build_repeats_the_repeated_cases_within_the_deadline_and_recor
 def test_a_later_build_is_planned_with_the_start_a_build_measured_not_the_fork_servers(tmp_path):
     from datetime import datetime, timezone
 
-    from harness.commands.budget_builds import WithinBudget
+    from gpubench.harness.commands.budget_builds import WithinBudget
 
     started = []
 
@@ -156,7 +156,7 @@ def test_a_later_build_is_planned_with_the_start_a_build_measured_not_the_fork_s
 
 
 def test_a_build_process_collects_its_own_build_of_each_case_only():
-    from harness.pytest_plugin.extra_build import builds_to_collect
+    from gpubench.harness.pytest_plugin.extra_build import builds_to_collect
 
     assert builds_to_collect(3, None, False) == [0, 1, 2]  # plain pytest: every build in one process
     assert builds_to_collect(100, 7, False) == [7]  # an ab session's 8th pair: not 100 items per case
@@ -167,7 +167,7 @@ def test_a_build_process_collects_its_own_build_of_each_case_only():
 def test_a_build_process_plans_for_the_builds_after_its_own_though_it_collects_only_its_own():
     from types import SimpleNamespace
 
-    from harness.pytest_plugin.budget_hooks import planned_entries
+    from gpubench.harness.pytest_plugin.budget_hooks import planned_entries
 
     def item(case_id, build):
         return SimpleNamespace(fixturenames=["gpubench"], callspec=SimpleNamespace(

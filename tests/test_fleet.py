@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.commands.cli import build_parser
-from harness.commands.fleet import (
+from gpubench.harness.commands.cli import build_parser
+from gpubench.harness.commands.fleet import (
     DONE,
     FAILED,
     RUNNING,
@@ -32,10 +32,10 @@ from harness.commands.fleet import (
     settle,
     update,
 )
-from harness.commands.fleet_command import drive, run_argv, submit
-from harness.records.job_files import private_folder
-from harness.records.results import read_rows
-from harness.records.store import runs_in
+from gpubench.harness.commands.fleet_command import drive, run_argv, submit
+from gpubench.harness.records.job_files import private_folder
+from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.store import runs_in
 
 TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # one case, seconds
 
@@ -62,7 +62,7 @@ def test_minutes():
 def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
     args, extra = build_parser().parse_known_args(["fleet", "--store", "S", "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"])
     argv = run_argv(args, Path("/abs/S"), "F-gpu", Target("gpu", device="cuda:1"), extra)
-    assert argv[1:] == ["-m", "harness.commands.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu", "--no-report", "--device", "cuda:1",
+    assert argv[1:] == ["-m", "gpubench.harness.commands.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu", "--no-report", "--device", "cuda:1",
                         "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"]
 
 
@@ -141,7 +141,7 @@ def test_local_targets_run_one_after_another(tmp_path):
 
 def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path, monkeypatch):
     """sbatch refused one target (an unknown partition) while another runs for a few polls."""
-    import harness.commands.fleet as fleet_module
+    import gpubench.harness.commands.fleet as fleet_module
 
     jobs = [FleetJob(Target("nosuch"), "r"), FleetJob(Target("ok"), "ok")]
     calls: list[str] = []
@@ -170,7 +170,7 @@ def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path,
 def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatch):
     """A cancelled job is COMPLETING while its processes stop: squeue still lists it, so the
     fleet waits (the Ctrl-C promise is an empty squeue)."""
-    import harness.commands.fleet as fleet_module
+    import gpubench.harness.commands.fleet as fleet_module
 
     answers = iter([{"5": "COMPLETING"}, {"5": "COMPLETING"}, {"5": "CANCELLED"}])
     seen: list[int] = []
@@ -183,7 +183,7 @@ def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatc
 
 def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
     """A fleet into `store`, its job files beside it (not in the home folder of whoever runs the tests)."""
-    return subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "fleet", "--store", str(store), "--jobs-dir", str(store.parent / "jobs"),
+    return subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", "--store", str(store), "--jobs-dir", str(store.parent / "jobs"),
                              "--poll-seconds", "0.5", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
@@ -231,7 +231,7 @@ def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     run_ids = check_fleet_store(store, outs[0], ("x", "y")) | check_fleet_store(store, outs[1], ("x", "y"))
     assert len(run_ids) == 4
     whole = subprocess.run(
-        [sys.executable, "-m", "harness.commands.cli", "report", str(store), "--out", str(tmp_path / "all")],
+        [sys.executable, "-m", "gpubench.harness.commands.cli", "report", str(store), "--out", str(tmp_path / "all")],
         capture_output=True,
         text=True,
         timeout=600,
@@ -252,7 +252,7 @@ def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     wait_for(proc, ": running", lines)
     time.sleep(3)  # gpubench run and its first build process have started
     under = psutil.Process(proc.pid).children(recursive=True)
-    assert any("harness.commands.cli" in " ".join(p.cmdline()) for p in under)
+    assert any("gpubench.harness.commands.cli" in " ".join(p.cmdline()) for p in under)
     os.kill(proc.pid, signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "[long] job" in rest and "cancelled (interrupted)" in rest, "".join(lines) + rest
@@ -280,7 +280,7 @@ def test_a_local_fleet_killed_with_9_leaves_no_run_measuring(tmp_path):
     deadline = time.monotonic() + 120
     runs: list[psutil.Process] = []
     while not runs and time.monotonic() < deadline:
-        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4] == ["-m", "harness.commands.cli", "run"]]
+        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4] == ["-m", "gpubench.harness.commands.cli", "run"]]
         time.sleep(0.2)
     assert runs, "gpubench run never started"
     proc.kill()
@@ -321,7 +321,7 @@ def test_ctrl_c_to_the_local_controller_prints_nothing_among_the_fleets_lines(tm
 
 
 # A local job's tree as fleet.stop_local_tree meets it: submitit's controller -> gpubench run -> a build.
-# Each logs the SIGINTs it gets; the run passes its own on to the build, as harness.processes.launch does.
+# Each logs the SIGINTs it gets; the run passes its own on to the build, as gpubench.harness.processes.launch does.
 BUILD = """import os, signal, sys, time
 got = []
 signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
@@ -344,7 +344,7 @@ open(sys.argv[1] + '/run.log', 'w').write(str(len(got)))
 """
 CONTROLLER = """import signal, subprocess, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'harness.commands.cli', 'run'])
+subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'gpubench.harness.commands.cli', 'run'])
 """
 
 
@@ -352,7 +352,7 @@ subprocess.run([sys.executable, sys.argv[1] + '/run.py', sys.argv[1], '-m', 'har
 def test_stopping_a_local_job_signals_its_run_once_and_the_build_only_through_it(tmp_path):
     """gpubench run passes SIGINT on to its build; signalled directly as well, the build got it
     twice, and the run's launcher read a second SIGINT as a second Ctrl-C: killed mid-unwind."""
-    from harness.commands.fleet import stop_local_tree
+    from gpubench.harness.commands.fleet import stop_local_tree
 
     for name, text in (("build.py", BUILD), ("run.py", RUN), ("controller.py", CONTROLLER)):
         (tmp_path / name).write_text(text)
@@ -381,7 +381,7 @@ def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
 
 @pytest.mark.process
 def test_fleet_without_a_store_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
 
@@ -476,7 +476,7 @@ submitit.core.utils.FailedJobError: ERROR: cuda was requested but torch.cuda.is_
 
 def test_the_tail_shows_the_runs_error_not_submitits_frames(tmp_path):
     """A failed job's tail is what the run wrote, without the dozen lines of submitit's frames around it."""
-    from harness.commands.fleet import log_tail
+    from gpubench.harness.commands.fleet import log_tail
 
     tail = log_tail(FakeJob("1", tmp_path, err=SUBMITIT_TRACE))
     assert "ERROR: cuda was requested" in tail and 'File "' not in tail and "Traceback" not in tail
@@ -495,9 +495,9 @@ def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
 
 def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsys):
     """A job no wait starts (cpus=99 on a 2-CPU node) is not left as `queued`: squeue's reason is shown."""
-    import harness.commands.fleet as fleet_module
-    from harness.commands.fleet import QUEUED
-    from harness.commands.fleet_command import announce
+    import gpubench.harness.commands.fleet as fleet_module
+    from gpubench.harness.commands.fleet import QUEUED
+    from gpubench.harness.commands.fleet_command import announce
 
     stuck, waiting = FleetJob(Target("a"), "r", job=FakeJob("1", tmp_path)), FleetJob(Target("b"), "r", job=FakeJob("2", tmp_path))
     monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: {"1": "PENDING|PartitionConfig", "2": "PENDING|Priority"})
@@ -512,7 +512,7 @@ def test_slurm_jobs_are_not_requeued_and_get_submitits_signal_20_s_before_their_
     submitit's USR2 comes 20 s before the limit, so even a time=1 job runs most of its minute."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from harness.commands.fleet_command import make_executor
+    from gpubench.harness.commands.fleet_command import make_executor
 
     if shutil.which("srun") is None:
         pytest.skip("submitit's SlurmExecutor needs srun on PATH")
@@ -540,8 +540,8 @@ def test_a_stop_signal_during_submission_waits_for_the_job_then_stops(tmp_path):
 def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, capsys):
     """A second Ctrl-C during the wait for squeue is ignored: no traceback, and the fleet's closing line
     (what was kept; here `nothing was measured`) still comes."""
-    import harness.commands.fleet_command as command
-    from harness.commands.fleet import Cancelled
+    import gpubench.harness.commands.fleet_command as command
+    from gpubench.harness.commands.fleet import Cancelled
 
     def cancel(jobs, engine):
         os.kill(os.getpid(), signal.SIGINT)
@@ -556,14 +556,14 @@ def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, c
 
 def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path, monkeypatch, capsys):
     """Ctrl-C during the final report is one line naming the runs kept and how to build the report, no traceback."""
-    import reports.build
-    from harness.commands.fleet_command import stop_signals, summary_and_report
+    import gpubench.reports.build
+    from gpubench.harness.commands.fleet_command import stop_signals, summary_and_report
 
     def slow_report(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
 
-    monkeypatch.setattr(reports.build, "build_report", slow_report)
+    monkeypatch.setattr(gpubench.reports.build, "build_report", slow_report)
     csv = tmp_path / "m" / "r.csv"
     job = FleetJob(Target("a"), "r", state=DONE, csv=csv)
     with stop_signals():
@@ -575,7 +575,7 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path,
 def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code):
     """SIGTERM and SIGHUP (the terminal closed) stop the fleet as Ctrl-C does, each with its own exit
     code: 143 and 129, not Ctrl-C's 130."""
-    from harness.commands.fleet_command import stop_signals
+    from gpubench.harness.commands.fleet_command import stop_signals
 
     with pytest.raises(KeyboardInterrupt) as stopped, stop_signals():
         os.kill(os.getpid(), signum)
@@ -588,7 +588,7 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
     """A full or unwritable store is one line before any job, not each target failing as `[Errno 28] ...`."""
     import tempfile
 
-    from harness.commands.fleet_command import StoreFull, prepare_store
+    from gpubench.harness.commands.fleet_command import StoreFull, prepare_store
 
     def refuse(**kwargs):
         raise OSError(errno_value, os.strerror(errno_value))
@@ -609,7 +609,7 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
                  "pytest-form-option": (["--store", "S", "--gpubench-results-dir=elsewhere"], None),
                  "no-slurm-clients": (["--store", "S", "--cluster", "slurm"], dict(os.environ, PATH=str(tmp_path)))}[case]
     jobs = tmp_path / "jobs"
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "fleet", *argv, "--jobs-dir", str(jobs), *TINY], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", *argv, "--jobs-dir", str(jobs), *TINY], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
     assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch"}[case] in done.stderr

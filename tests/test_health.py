@@ -10,13 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.commands import cli, run_command
-from reports import health
-from reports.aggregate import per_case
-from reports.build import build_report
-from reports.intervals import steady_best
-from reports.load import ReportError, load_results, machine_labels, write_merged
-from reports.references import DEFAULT_PATH, FIGURES, load_references, parse_references
+from gpubench.harness.commands import cli, run_command
+from gpubench.reports import health
+from gpubench.reports.aggregate import per_case
+from gpubench.reports.build import build_report
+from gpubench.reports.intervals import steady_best
+from gpubench.reports.load import ReportError, load_results, machine_labels, write_merged
+from gpubench.reports.references import DEFAULT_PATH, FIGURES, load_references, parse_references
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "reports" / "examples" / "h200-quick.csv"
@@ -226,7 +226,7 @@ def test_cuda_all_expands_into_one_micro_run_per_gpu():
 
 
 def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypatch, capsys):
-    import harness.devices.device
+    import gpubench.harness.devices.device
 
     micro = h200[h200["workload"].isin(["matmul", "transfer"])]
     launched = []
@@ -239,7 +239,7 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
                   Path(args.results_dir), args.run_id)
         return 0
 
-    monkeypatch.setattr(harness.devices.device, "cuda_device_count", lambda: 3)
+    monkeypatch.setattr(gpubench.harness.devices.device, "cuda_device_count", lambda: 3)
     monkeypatch.setattr(run_command, "run_builds", fake_builds)
     code = cli.main(["run", "--device", "cuda:all", "--run-id", "node", "--results-dir", str(tmp_path)])
     assert code == 0 and [d for d, _ in launched] == ["cuda:0", "cuda:1", "cuda:2"]
@@ -251,16 +251,16 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
 
 
 def test_cuda_all_without_a_gpu_is_one_line(monkeypatch, capsys, tmp_path):
-    import harness.devices.device
+    import gpubench.harness.devices.device
 
-    monkeypatch.setattr(harness.devices.device, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(gpubench.harness.devices.device, "cuda_device_count", lambda: 0)
     assert cli.main(["run", "--device", "cuda:all", "--results-dir", str(tmp_path)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA GPU" in err and "--device cpu" in err
 
 
 def test_cuda_all_under_pytest_names_one_gpu_instead():
-    from harness.devices.device import DeviceError, resolve_device
+    from gpubench.harness.devices.device import DeviceError, resolve_device
 
     with pytest.raises(DeviceError, match="is for `gpubench run`.*cuda:N"):
         resolve_device("cuda:all")

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from test_health import H200, copy_of
 
-from reports import history
-from reports.build import build_report
-from reports.load import load_results, machine_labels, write_merged
+from gpubench.reports import history
+from gpubench.reports.build import build_report
+from gpubench.reports.load import load_results, machine_labels, write_merged
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

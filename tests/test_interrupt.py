@@ -62,7 +62,7 @@ def test_ctrl_c_at_any_moment_of_a_plain_pytest_run_exits_2(tmp_path):
 
 
 # Ctrl-C to `gpubench run` while its build process starts: the interpreter, pytest, its plugins and
-# torch import in the first ~0.3 s. Before harness.processes.build_main held it from the first line, a
+# torch import in the first ~0.3 s. Before gpubench.harness.processes.build_main held it from the first line, a
 # KeyboardInterrupt traceback from an import (socket, argparse, the assertion rewriter) came at
 # 0.02-0.15 s, one of them with exit 1.
 BUILD_START_STAGGER_S = [0.0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3]
@@ -76,7 +76,7 @@ def build_started(proc: subprocess.Popen[str]) -> bool:
 
 def interrupted_gpubench_run(tmp_path: Path, delay_s: float, *how: str) -> tuple[int, str]:
     """(exit code, output) of `gpubench run` given a terminal's Ctrl-C `delay_s` after its build process started."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--no-report",
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--no-report",
                              f"--results-dir={tmp_path}", "--run-id=r", "-k", "matmul and fp32-n64", *how],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads

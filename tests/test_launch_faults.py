@@ -14,10 +14,10 @@ import time
 import psutil
 import pytest
 
-from harness.commands.cli import build_parser, main
-from harness.commands.fleet import FleetError, parse_target, run_failure
-from harness.commands.fleet_command import check_args
-from harness.processes.launch import Job, ProcessLauncher
+from gpubench.harness.commands.cli import build_parser, main
+from gpubench.harness.commands.fleet import FleetError, parse_target, run_failure
+from gpubench.harness.commands.fleet_command import check_args
+from gpubench.harness.processes.launch import Job, ProcessLauncher
 
 
 @pytest.mark.parametrize("text", ["cpus=²", "cpus=٣", "time=1²", "time=٣٠", "time=1:٣٠:00"])
@@ -87,7 +87,7 @@ def test_what_a_build_leaves_in_its_process_group_is_killed_when_it_ends(tmp_pat
 @pytest.mark.process
 def test_a_process_token_tells_the_same_process_from_an_ended_one():
     # a `sleep` stands for the fleet; killed and not yet reaped (a zombie) it has ended too
-    from harness.processes.lifetime import process_token, token_alive
+    from gpubench.harness.processes.lifetime import process_token, token_alive
 
     fleet = subprocess.Popen(["sleep", "30"])
     try:
@@ -107,7 +107,7 @@ def test_a_process_token_tells_the_same_process_from_an_ended_one():
 @pytest.mark.process
 def test_a_build_stops_as_on_sigterm_once_the_process_it_runs_for_has_ended(capfd):
     # the build (tiny python) kills the `sleep` that stands for a local fleet (kill -9), then waits for SIGTERM
-    from harness.processes.lifetime import process_token
+    from gpubench.harness.processes.lifetime import process_token
 
     fleet = subprocess.Popen(["sleep", "30"])
     script = f"import os, time\nos.kill({fleet.pid}, 9)\ntime.sleep(30)"
@@ -153,7 +153,7 @@ def test_a_malformed_stop_with_token_is_refused_before_any_build(tmp_path, monke
     assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-k", "nothing"]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "GPUBENCH_STOP_WITH='abc' is not <pid>:<start time>" in err and "unset it" in err
-    from harness.processes.lifetime import token_problem
+    from gpubench.harness.processes.lifetime import token_problem
 
     assert token_problem("4242:1764600000.125") is None
 
@@ -170,8 +170,8 @@ os.write(fd, b'{"build": 0, "builds": 1}\\n')
 def test_a_daemon_holding_the_answer_pipe_does_not_hold_up_the_run(tmp_path):
     # the build (tiny python) answers, then leaves a `sleep` in a session of its own that holds the answer
     # pipe's write end: the run must not wait for the pipe's end as long as the sleep lives
-    from harness.processes.build_runs import run_builds
-    from harness.processes.protocol import BuildPlan
+    from gpubench.harness.processes.build_runs import run_builds
+    from gpubench.harness.processes.protocol import BuildPlan
 
     pid_file = tmp_path / "pid"
     started = time.monotonic()
@@ -184,8 +184,8 @@ def test_a_daemon_holding_the_answer_pipe_does_not_hold_up_the_run(tmp_path):
 
 
 ADOPTING = """import subprocess, sys
-from harness.processes.launch import Job, ProcessLauncher
-from harness.processes.lifetime import adopt_orphans
+from gpubench.harness.processes.launch import Job, ProcessLauncher
+from gpubench.harness.processes.lifetime import adopt_orphans
 adopt_orphans()
 ProcessLauncher().run(Job([sys.executable, '-c', sys.argv[1]]))
 """
@@ -213,7 +213,7 @@ def test_what_a_build_leaves_in_a_session_of_its_own_is_killed_when_it_ends(tmp_
 @pytest.mark.process
 def test_a_python_that_answers_then_hangs_is_named_so(tmp_path):
     # a shell script stands for a side's wrapper that runs python, then waits: "did not start Python" was false
-    from harness.commands.ab import starts_python
+    from gpubench.harness.commands.ab import starts_python
 
     wrapper = tmp_path / "python"
     wrapper.write_text("#!/bin/sh\necho 'gpubench-probe 3'\nsleep 30\n")
@@ -224,8 +224,8 @@ def test_a_python_that_answers_then_hangs_is_named_so(tmp_path):
 
 def test_a_link_at_the_sessions_marker_is_named_as_the_marker(tmp_path):
     # it was called "results directory", with the fix "pass --results-dir with the folder itself"
-    from harness.commands.ab import write_marker
-    from harness.records.safe_files import UnsafePath
+    from gpubench.harness.commands.ab import write_marker
+    from gpubench.harness.records.safe_files import UnsafePath
 
     (tmp_path / "s.ab.json").symlink_to(tmp_path / "elsewhere")
     marker = r"^the session's marker .*s\.ab\.json is a symbolic link .* pass another --run-id$"

@@ -13,19 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 # The layers, lowest first: each is a package, and a module's layer is its package's. A package may import
 # its own layer or lower ones; the first five never import torch.
 PACKAGES: tuple[str, ...] = (
-    "harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
-    "harness.catalog",  # the workload catalogue and the profiles
-    "harness.records",  # schema, results, run ids, store, safe files, fleet job files
-    "reports",  # reads results; torch-free
-    "harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
-    "harness.devices",  # torch from here: devices, fingerprint, energy, data
-    "harness.measurement",  # the clock, the round loop, cases, the session, the runner
-    "harness.workloads",
-    "harness.pytest_plugin",
-    "harness.commands",
+    "gpubench.harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
+    "gpubench.harness.catalog",  # the workload catalogue and the profiles
+    "gpubench.harness.records",  # schema, results, run ids, store, safe files, fleet job files
+    "gpubench.reports",  # reads results; torch-free
+    "gpubench.harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
+    "gpubench.harness.devices",  # torch from here: devices, fingerprint, energy, data
+    "gpubench.harness.measurement",  # the clock, the round loop, cases, the session, the runner
+    "gpubench.harness.workloads",
+    "gpubench.harness.pytest_plugin",
+    "gpubench.harness.commands",
 )
-LAYERS: dict[str, int] = {"harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
-TORCH_FREE_BELOW = PACKAGES.index("harness.devices")
+LAYERS: dict[str, int] = {"gpubench.harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
+TORCH_FREE_BELOW = PACKAGES.index("gpubench.harness.devices")
 
 
 def layer_of(module: str) -> int | None:
@@ -40,7 +40,7 @@ def layer_of(module: str) -> int | None:
 def module_name(path: Path) -> str:
     relative = path.relative_to(ROOT).with_suffix("")
     parts = list(relative.parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return "gpubench." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)  # its installed name
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -78,11 +78,11 @@ def test_imports_go_downward_only(path: Path) -> None:
 def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
     """The guard itself: a pure module importing the plugin (inside a function) and torch is caught."""
     module = tmp_path / "stats.py"
-    module.write_text("import math\n\n\ndef f():\n    from harness.pytest_plugin.plugin import STATE\n    import torch\n", encoding="utf-8")
-    assert violations(module, "harness.core.stats") == [
-        "harness.core.stats:5 imports harness.pytest_plugin.plugin (layer 8 above 0)",
-        "harness.core.stats:5 imports harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
-        "harness.core.stats:6 imports torch in a torch-free layer",
+    module.write_text("import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n    import torch\n", encoding="utf-8")
+    assert violations(module, "gpubench.harness.core.stats") == [
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 8 above 0)",
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
+        "gpubench.harness.core.stats:6 imports torch in a torch-free layer",
     ]
 
 
@@ -90,14 +90,14 @@ def test_every_module_lives_in_a_layer_package() -> None:
     """The tree shows the layers: no flat module beside the packages, no package the map leaves out."""
     flat = sorted(p.name for p in (ROOT / "harness").glob("*.py") if p.name != "__init__.py")
     assert flat == [], f"modules outside a layer package: {flat}"
-    on_disk = {f"harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
-    assert on_disk | {"reports"} == set(PACKAGES)
+    on_disk = {f"gpubench.harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
+    assert on_disk | {"gpubench.reports"} == set(PACKAGES)
 
 
 def test_the_architecture_page_draws_the_same_map() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     rows = [line for line in page.splitlines() if line.startswith("| ") and "`" in line.split("|")[2]]
-    drawn = [line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".") for line in rows]
+    drawn = ["gpubench." + line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".") for line in rows]
     assert drawn == list(PACKAGES)
 
 

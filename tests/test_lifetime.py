@@ -12,8 +12,8 @@ import psutil
 import pytest
 from runs import cmdlines, gpubench_run, processes_of, run_bench
 
-from harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
-from harness.records.results import read_rows
+from gpubench.harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
+from gpubench.harness.records.results import read_rows
 
 pytest_plugins = ["pytester"]
 
@@ -25,7 +25,7 @@ def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
         [
             sys.executable,
             "-m",
-            "harness.commands.cli",
+            "gpubench.harness.commands.cli",
             "run",
             "--device",
             "cpu",
@@ -95,8 +95,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 

@@ -16,18 +16,18 @@ import pytest
 import torch
 from torch import nn
 
-from harness.catalog.profiles import Profile
-from harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
-from harness.core.options import RUN_OPTIONS
-from harness.core.stats import summarize
-from harness.measurement.cases import CaseSkipped, Diverged
-from harness.measurement.context import BuildContext
-from harness.measurement.timing import SyncedClock
-from harness.pytest_plugin import plugin
-from harness.pytest_plugin.build_setup import SetupError, make_state
-from harness.pytest_plugin.modes import STATE
-from harness.workloads import model as workload
-from harness.workloads.user_model import ModelLoadError, check_model, make_model
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
+from gpubench.harness.core.options import RUN_OPTIONS
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.cases import CaseSkipped, Diverged
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.pytest_plugin import plugin
+from gpubench.harness.pytest_plugin.build_setup import SetupError, make_state
+from gpubench.harness.pytest_plugin.modes import STATE
+from gpubench.harness.workloads import model as workload
+from gpubench.harness.workloads.user_model import ModelLoadError, check_model, make_model
 
 ROOT = Path(__file__).resolve().parent.parent
 CNN = ModelSpec("model_factories", "tiny_cnn", (3, 8, 8))
@@ -204,7 +204,7 @@ def test_the_suites_bench_modules_and_the_models_exclude_each_other() -> None:
 def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> None:
     """The whole path once, through the build processes gpubench run starts (the factory imported from
     the folder the command runs in); the suite's own cases are not run beside it."""
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
                            "--model", "model_factories:tiny_cnn", "--input", "3x8x8", "--results-dir", str(tmp_path),
                            "--run-id", "mine"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -223,7 +223,7 @@ def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> N
 @pytest.mark.process
 def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
     """A factory that raises is found by the first build process, before any case: its one line, exit 4."""
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
                            "--model", "model_factories:raises", "--input", "16", "--results-dir", str(tmp_path)],
                           cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
     errors = [line for line in done.stderr.splitlines() if "weights file missing" in line]

@@ -1,4 +1,4 @@
-"""The noise line (reports.noise) from synthetic build medians and load readings: no process runs."""
+"""The noise line (gpubench.reports.noise) from synthetic build medians and load readings: no process runs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.processes.cpu_readings import CpuWatch, cpu_ticks, steal_between
-from reports.noise import Readings, build_spread, noise_line
+from gpubench.harness.processes.cpu_readings import CpuWatch, cpu_ticks, steal_between
+from gpubench.reports.noise import Readings, build_spread, noise_line
 
 ROUNDS = 100
 
@@ -89,7 +89,7 @@ def test_steal_share_from_proc_stat(tmp_path: Path) -> None:
 
 
 def test_check_threads_refuses_zero_with_the_fix() -> None:
-    from harness.pytest_plugin.build_setup import SetupError, check_threads
+    from gpubench.harness.pytest_plugin.build_setup import SetupError, check_threads
 
     assert check_threads(None) is None and check_threads(1) == 1
     with pytest.raises(SetupError, match=r"--threads 0: use 1 to \d+ torch threads .* such as --threads 1"):
@@ -97,7 +97,7 @@ def test_check_threads_refuses_zero_with_the_fix() -> None:
 
 
 def test_detectable_is_finite_and_grows_with_the_spread() -> None:
-    from reports.noise import run_detectable
+    from gpubench.reports.noise import run_detectable
 
     assert math.isinf(run_detectable(0.1, 1))
     assert 0 < run_detectable(0.01, 3) < run_detectable(0.05, 3)

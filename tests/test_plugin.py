@@ -16,9 +16,9 @@ from runs import (
     run_bench,
 )
 
-from harness.processes.protocol import last_answer
-from harness.records.results import read_rows
-from harness.records.schema import COLUMNS, REQUIRED_COLUMNS
+from gpubench.harness.processes.protocol import last_answer
+from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.schema import COLUMNS, REQUIRED_COLUMNS
 
 pytest_plugins = ["pytester"]
 
@@ -29,8 +29,8 @@ from typing import ClassVar
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]  # a bench module may hold its own workload
 BUILDS = {"smoke": 2, "quick": 2, "full": 2}
@@ -66,7 +66,7 @@ def tiny(pytester):
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
+    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
 
 
 def rows_in(folder: Path) -> list[dict]:
@@ -96,7 +96,7 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     # and its statistics are the CSV's: the same samples, the same quartiles
     data = json.loads((tiny.path / "bench.json").read_text())
     bench = data["benchmarks"][0]
-    assert bench["options"]["timer"] == "session_clock"  # harness.measurement.timing.session_clock: the session's synced clock
+    assert bench["options"]["timer"] == "session_clock"  # gpubench.harness.measurement.timing.session_clock: the session's synced clock
     assert bench["extra_info"]["case_id"] == "matmul/fp32-n32"
     assert bench["stats"]["iqr"] == pytest.approx(float(first["iqr_s"])) and bench["stats"]["median"] == pytest.approx(float(first["median_s"]))
     assert list((tiny.path / "out").glob("*.env.json"))
@@ -168,8 +168,8 @@ from typing import ClassVar
 
 import torch
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def test_flag(case, gpubench):
     gpubench.run(case)
     assert torch.get_float32_matmul_precision() == "highest"
 ''')
-    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
+    result = pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
     result.assert_outcomes(passed=2)
 
 
@@ -208,9 +208,9 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     band: the smoke profile's 11 short pairs on a loaded machine can read 8% inside it."""
     tiny.makepyfile(slow_clock="import time\ndef slow():\n    return time.perf_counter() * 1.25\n")
     tiny.makepyfile(
-        bench_check="from harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n"
+        bench_check="from gpubench.harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n"
     )
-    result = tiny.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
+    result = tiny.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
     (row,) = rows_in(tiny.path / "out")
     assert "harness/torch.utils.benchmark median ratio" in row["reason"], row["reason"]
@@ -288,7 +288,7 @@ def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
     tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', "
                                  "help='another plugin')\n")
-    result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
+    result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
                                        "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
     result.assert_outcomes(passed=2, skipped=2)  # the tiny bench has 2 builds in every profile
     assert {r["profile"] for r in rows_in(tiny.path / "out")} == {"smoke"}
@@ -321,8 +321,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}
@@ -356,7 +356,8 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     def reported(*args: str) -> int | None:
         """The build count the collection answers over the pipe gpubench run hands it."""
         read_fd, write_fd = os.pipe()
-        subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "bench_one.py",
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider",
+                        "bench_tiny.py", "bench_one.py",
                         "--collect-only", "-q", f"--gpubench-answer-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
                        capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
         os.close(write_fd)
@@ -439,9 +440,9 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
-from harness.core.plan import RoundPlan
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.plan import RoundPlan
 
 gpubench_workload = sys.modules[__name__]
 BUILDS = {"smoke": 1, "quick": 1, "full": 1}
@@ -472,7 +473,7 @@ def test_pytest_benchmark_shows_the_rows_own_samples(pytester):
     """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
     pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
     pytester.makepyfile(bench_steps=WINDOWED_BENCH)
-    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only",
+    result = pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only",
                                            "--profile=smoke",
                                            "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
     assert result.ret == 0, result.stdout.str()[-2000:]
@@ -489,8 +490,8 @@ import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
-from harness.measurement.cases import Case
-from harness.measurement.measure import Timed
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.measure import Timed
 
 gpubench_workload = sys.modules[__name__]
 
@@ -532,8 +533,8 @@ ENV_SIDECAR_FULL = '''
 import errno
 import os
 
-from harness.records import results
-from harness.measurement import session
+from gpubench.harness.records import results
+from gpubench.harness.measurement import session
 
 _write = results.write_sidecar
 _calls = []
@@ -585,10 +586,10 @@ def test_a_cases_file_gives_a_case_its_own_build_seconds(tmp_path):
 
     import torch
 
-    from harness.catalog.profiles import Profile
-    from harness.measurement.context import BuildContext
-    from harness.measurement.timing import SyncedClock
-    from harness.pytest_plugin import plugin
+    from gpubench.harness.catalog.profiles import Profile
+    from gpubench.harness.measurement.context import BuildContext
+    from gpubench.harness.measurement.timing import SyncedClock
+    from gpubench.harness.pytest_plugin import plugin
 
     (tmp_path / "cases.txt").write_text("matmul/fp32-n32 1.5\nmatmul/fp32-n64\n")
     deselected = []

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import sequential as sq
-from reports.paired import judge_logs, judge_sequential
-from reports.power_audit import (
+from gpubench.reports import sequential as sq
+from gpubench.reports.paired import judge_logs, judge_sequential
+from gpubench.reports.power_audit import (
     SCENARIOS,
     Scenario,
     audit,
@@ -17,7 +17,7 @@ from reports.power_audit import (
     paired_judge,
     unpaired_judge,
 )
-from reports.verdicts import ALPHA, MACHINE_WIDE
+from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE
 
 CASES = [f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)]
 
@@ -168,8 +168,8 @@ def test_a_sequential_session_finds_the_one_changed_case_and_leaves_the_others()
 
 def test_the_simulation_judges_as_the_session_does():
     """Each simulated session, written as a real session's two sides (a case's rows only for the pairs
-    it got), gets the same verdicts from reports.paired.judge_sequential, which gpubench ab prints
-    (through reports.verdicts.decide, the rule compare uses too)."""
+    it got), gets the same verdicts from gpubench.reports.paired.judge_sequential, which gpubench ab prints
+    (through gpubench.reports.verdicts.decide, the rule compare uses too)."""
     logs = sequential_logs(6, effect=1.10, changed=4, seed=11)
     sim = sq.simulate(logs, 0.05)
     for s in range(len(logs)):

@@ -11,11 +11,11 @@ import time
 import pandas as pd
 import pytest
 
-from harness.records.results import read_frame
-from harness.records.schema import SchemaError, parse_cell
-from reports import publish
-from reports.build import build_report
-from reports.load import spreadsheet_safe
+from gpubench.harness.records.results import read_frame
+from gpubench.harness.records.schema import SchemaError, parse_cell
+from gpubench.reports import publish
+from gpubench.reports.build import build_report
+from gpubench.reports.load import spreadsheet_safe
 from tests.test_read_faults import edited, run
 
 
@@ -41,8 +41,8 @@ def test_a_naive_timestamp_beside_aware_ones_leaves_its_file_out_of_the_history_
 
 
 def test_a_run_starts_at_its_earliest_time_not_its_smallest_timestamp_text(tmp_path):
-    from reports.history import run_figures
-    from reports.load import load_results
+    from gpubench.reports.history import run_figures
+    from gpubench.reports.load import load_results
     store = tmp_path / "store"
     run(store, "before")
     edited(run(store, "mixed"), "timestamp_utc", "2026-11-29T21:00:00+14:00", at=0)  # 07:00 UTC, its text sorts last
@@ -94,7 +94,7 @@ def test_rows_refused_as_impossible_are_named_on_stderr_too(tmp_path, capsys):
 
 
 def test_an_empty_out_is_refused_naming_it_not_the_current_folder(tmp_path, monkeypatch, capsys):
-    from harness.commands.cli import main
+    from gpubench.harness.commands.cli import main
 
     run(tmp_path / "in", "r1")
     monkeypatch.chdir(tmp_path)
@@ -106,7 +106,7 @@ def test_an_empty_out_is_refused_naming_it_not_the_current_folder(tmp_path, monk
 def test_a_glyph_the_font_lacks_draws_without_a_warning_per_glyph(tmp_path, recwarn):
     import matplotlib.pyplot as plt
 
-    from reports.plots import _save
+    from gpubench.reports.plots import _save
 
     fig, ax = plt.subplots()
     ax.set_title("node\N{FIRE}\N{MAN}")

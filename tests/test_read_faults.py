@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.cli import main
-from harness.records.results import ResultsWriter, RunIdError, check_run_id, read_rows
-from harness.records.safe_files import RefusedRead, json_depth, read_json, read_regular
-from harness.records.schema import SCHEMA_VERSION
-from reports.build import build_report
-from reports.load import ReportError, load_results, result_files
+from gpubench.harness.commands.cli import main
+from gpubench.harness.records.results import ResultsWriter, RunIdError, check_run_id, read_rows
+from gpubench.harness.records.safe_files import RefusedRead, json_depth, read_json, read_regular
+from gpubench.harness.records.schema import SCHEMA_VERSION
+from gpubench.reports.build import build_report
+from gpubench.reports.load import ReportError, load_results, result_files
 
 CASE = "matmul/fp32-n64"
 MEDIANS_S = (1.0e-3, 1.1e-3, 0.9e-3)
@@ -134,7 +134,7 @@ def test_a_sparse_file_over_the_limit_is_refused_before_a_byte_is_read(tmp_path,
     def read(*args, **kwargs):
         raise AssertionError("read before its size was checked")
 
-    monkeypatch.setattr("harness.records.safe_files.os.fdopen", read)  # the only way read_regular reads
+    monkeypatch.setattr("gpubench.harness.records.safe_files.os.fdopen", read)  # the only way read_regular reads
     with pytest.raises(RefusedRead, match=r"stray.csv: 2,147,483,648 bytes, above the 256 MiB a results file may be"):
         read_regular(tmp_path / "stray.csv", 256 * 2**20, "results file")
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from test_read_faults import run
 
-from reports import build
-from reports.build import build_report
-from reports.load import ReportError, load_results, machine_labels
-from reports.markdown import INVISIBLE, MAX_LABEL_CHARS
-from reports.plots import MAX_PLOT_LABEL, _literal_dollars
+from gpubench.reports import build
+from gpubench.reports.build import build_report
+from gpubench.reports.load import ReportError, load_results, machine_labels
+from gpubench.reports.markdown import INVISIBLE, MAX_LABEL_CHARS
+from gpubench.reports.plots import MAX_PLOT_LABEL, _literal_dollars
 
 
 def merged_cells(out: Path) -> list[dict[str, str]]:

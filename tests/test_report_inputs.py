@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.cli import main
-from reports.build import build_report
-from reports.load import ReportError, load_results
+from gpubench.harness.commands.cli import main
+from gpubench.reports.build import build_report
+from gpubench.reports.load import ReportError, load_results
 
 # These tests read the report's tables, notes and files, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
@@ -76,8 +76,8 @@ def test_hostile_labels_change_nothing_in_compare_output(tmp_path, capsys):
 def test_schema_1_epochs_compare_like_for_like_with_current_ones():
     """The committed examples: the H200's v1 epoch rows timed a whole epoch as median_s, the
     CPU's current ones a step; the H200 was 0.0354x the 2-core CPU on mnist_epoch."""
-    from reports.load import load_results
-    from reports.tables import baseline_machine, speedups
+    from gpubench.reports.load import load_results
+    from gpubench.reports.tables import baseline_machine, speedups
 
     frame = load_results([EXAMPLES])
     frame = frame[~frame["source_file"].astype(str).str.contains("SYNTHETIC")]  # the measured runs only
@@ -193,7 +193,7 @@ def test_tflops_above_the_datasheet_peak_is_refused(tmp_path):
 def test_a_store_read_twice_names_each_refused_row_once(tmp_path, monkeypatch):
     """A store over CHUNK_FILES files: a chunk refuses an impossible row, a later file is no results,
     and the store is read again without it; the refused row is still named once, not once per read."""
-    monkeypatch.setattr("harness.records.results.CHUNK_FILES", 1)  # every file its own chunk, as past 100 files
+    monkeypatch.setattr("gpubench.harness.records.results.CHUNK_FILES", 1)  # every file its own chunk, as past 100 files
     header, rows = rows_of(CPU)
     at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == "matmul" and row[header.index("status")] == "ok")
     bad = [list(row) for row in rows]
@@ -256,7 +256,7 @@ def test_plot_labels_from_the_files_are_never_typeset_as_formulas(tmp_path, monk
     """A hostname holding a pair of '$' would be typeset by matplotlib's mathtext (or stop the plot)."""
     from matplotlib import cbook
 
-    from reports import plots
+    from gpubench.reports import plots
 
     texts: list[str] = []
     save = plots._save

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.commands.cli import main
-from harness.records.results import ResultsWriter
-from harness.records.schema import COLUMNS, SCHEMA_VERSION
-from reports.build import build_report
-from reports.compare import (
+from gpubench.harness.commands.cli import main
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
+from gpubench.reports.build import build_report
+from gpubench.reports.compare import (
     ALPHA,
     Side,
     compare_frames,
@@ -26,8 +26,8 @@ from reports.compare import (
     run_noise,
     side_of,
 )
-from reports.load import ReportError, load_results, machine_labels, result_files
-from reports.tables import compile_table, not_ok_grouped, template_vs_fastest
+from gpubench.reports.load import ReportError, load_results, machine_labels, result_files
+from gpubench.reports.tables import compile_table, not_ok_grouped, template_vs_fastest
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = [DATA / "golden_laptop.csv", DATA / "golden_h100.csv"]
@@ -90,7 +90,7 @@ def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_list
 
 
 def test_a_diverged_run_is_never_fastest(tmp_path):
-    """A diverged epoch is a failed row (harness.measurement.runner.Diverged): the report skips it and lists it."""
+    """A diverged epoch is a failed row (gpubench.harness.measurement.runner.Diverged): the report skips it and lists it."""
     frame = epoch_rows([
         {"setting": "guide-template", "epoch_s": 17.0, "samples_per_s": 1.0, "test_accuracy": 0.86},
         {"setting": "preloaded", "epoch_s": 12.0, "samples_per_s": 1.0, "test_accuracy": 0.857},
@@ -314,7 +314,7 @@ def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
 @pytest.mark.process
 def test_reports_read_csv_only_without_torch_or_pytest():
     """Layering: the report builder must run where torch is not installed."""
-    code = "import sys, reports.build, reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
+    code = "import sys, gpubench.reports.build, gpubench.reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr + done.stdout
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.results import (
+from gpubench.harness.records.results import (
     ResultsFull,
     ResultsWriter,
     RunIdError,
@@ -22,15 +22,15 @@ from harness.records.results import (
     read_rows,
     write_sidecar,
 )
-from harness.records.schema import (
+from gpubench.harness.records.schema import (
     BY_NAME,
     COLUMNS,
     REQUIRED_COLUMNS,
     SCHEMA_VERSION,
     SchemaError,
 )
-from reports.load import ReportError, load_results
-from reports.units import human_column
+from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.units import human_column
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -133,7 +133,7 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from harness.records.results import ResultsWriter
+        from gpubench.harness.records.results import ResultsWriter
         writer = ResultsWriter(Path({str(tmp_path)!r}), "killed")
         for i in range(3):
             writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed", "case_id": f"case{{i}}", "status": "ok"}})
@@ -193,11 +193,11 @@ CELLS = {
 
 @pytest.mark.parametrize("column", CELLS)
 def test_the_column_rules_are_the_cell_rules(column):
-    """harness.records.schema.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
+    """gpubench.harness.records.schema.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
     refuses, and reads the others to the same value."""
     import pandas as pd
 
-    from harness.records.schema import parse_cell, parse_column
+    from gpubench.harness.records.schema import parse_cell, parse_column
 
     texts = CELLS[column]
     values, refused = parse_column(column, pd.Series(texts, dtype=object))
@@ -217,7 +217,7 @@ def test_numbers_are_read_exactly():
 
     import pandas as pd
 
-    from harness.records.schema import parse_column
+    from gpubench.harness.records.schema import parse_column
 
     xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
     values, refused = parse_column("lr", pd.Series([repr(x) for x in xs], dtype=object))
@@ -262,11 +262,11 @@ def _plain(value):
 
 @pytest.mark.parametrize("name", TRICKY)
 def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, name):
-    """read_rows (the harness) and reports.load.load_results (gpubench report) read one file alike:
+    """read_rows (the harness) and gpubench.reports.load.load_results (gpubench report) read one file alike:
     both refuse it naming the file, or both read the same values."""
     import json
 
-    from reports.load import ReportError, load_results
+    from gpubench.reports.load import ReportError, load_results
 
     path = _tricky(tmp_path, name)
     try:
@@ -313,8 +313,8 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     reads back to the frame it was written from."""
     from pathlib import Path
 
-    from harness.records.results import frame_rows
-    from reports.load import load_results, write_merged
+    from gpubench.harness.records.results import frame_rows
+    from gpubench.reports.load import load_results, write_merged
 
     full = _tricky(tmp_path, "bools")
     with open(full, newline="", encoding="utf-8") as handle:

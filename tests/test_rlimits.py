@@ -9,8 +9,8 @@ import resource
 import pytest
 from runs import gpubench_run, run_bench
 
-from harness.processes import rlimits
-from harness.records.results import read_rows
+from gpubench.harness.processes import rlimits
+from gpubench.harness.records.results import read_rows
 
 pytest_plugins = ["pytester"]
 SELECTION = ("-k", "matmul and fp32 and n64", "--no-report")
@@ -64,7 +64,7 @@ NO_FDS_AT_ENV = '''
 import errno
 import os
 
-from harness.measurement import session
+from gpubench.harness.measurement import session
 
 _write = session.write_sidecar
 _calls = []

@@ -4,10 +4,10 @@ import csv
 
 import pytest
 
-from harness.core.stats import summarize
-from harness.records.results import ResultsWriter
-from harness.records.row import CaseColumns, CaseResult, Load, MeasuredColumns, Memory, Row, Status, fingerprint_columns
-from harness.records.schema import COLUMNS, SCHEMA_VERSION
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.row import CaseColumns, CaseResult, Load, MeasuredColumns, Memory, Row, Status, fingerprint_columns
+from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
 
 ENV = {"machine_id": "m1", "hostname": "box", "device": "cpu", "device_name": "cpu", "torch_version": "2.0",
        "cuda_version": "", "not_a_run_column": "left out"}

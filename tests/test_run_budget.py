@@ -5,9 +5,9 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness.catalog.profiles import Profile
-from harness.core.plan import Budget
-from harness.core.run_budget import (
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.run_budget import (
     COST_MARGIN,
     CaseCost,
     CaseShare,
@@ -18,15 +18,15 @@ from harness.core.run_budget import (
     share_of,
     water_level,
 )
-from harness.measurement import timing
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed, measure
-from harness.measurement.timing import SyncedClock
-from harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
-from harness.records.durations import case_costs
-from harness.records.results import ResultsWriter
-from harness.records.schema import SCHEMA_VERSION
-from harness.workloads.matmul import MatmulCase
+from gpubench.harness.measurement import timing
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed, measure
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+from gpubench.harness.records.durations import case_costs
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
 
@@ -203,7 +203,7 @@ def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
 
 
 def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch, tmp_path):
-    from harness.workloads import ddp
+    from gpubench.harness.workloads import ddp
 
     limits = []
 
@@ -221,7 +221,7 @@ def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch
 
 
 def test_a_fixed_plan_of_many_steps_is_cut_to_its_share_too(slow):
-    from harness.core.plan import RoundPlan
+    from gpubench.harness.core.plan import RoundPlan
 
     share = CaseShare(3.5, 180.0, now=slow.clock)
     m = measure(Timed(fn=slow.call, plan=RoundPlan(0, 1, 20, 0.0)), BUDGET, slow.synced, share=share)
@@ -242,9 +242,9 @@ def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
     import time
     from datetime import datetime
 
-    from harness.commands.budget_builds import WithinBudget
-    from harness.processes.launch import Completed, Job
-    from harness.processes.protocol import BuildPlan
+    from gpubench.harness.commands.budget_builds import WithinBudget
+    from gpubench.harness.processes.launch import Completed, Job
+    from gpubench.harness.processes.protocol import BuildPlan
 
     started = []
 

@@ -17,11 +17,11 @@ import psutil
 import pytest
 from runs import REPO, build_processes, cmdlines, gpubench_run
 
-from harness.processes import launch
-from harness.processes.build_runs import BuildsOutcome, run_builds
-from harness.processes.launch import Completed, Job, ProcessLauncher, signal_death
-from harness.processes.protocol import BuildAnswer
-from harness.records.results import count_rows, read_rows
+from gpubench.harness.processes import launch
+from gpubench.harness.processes.build_runs import BuildsOutcome, run_builds
+from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, signal_death
+from gpubench.harness.processes.protocol import BuildAnswer
+from gpubench.harness.records.results import count_rows, read_rows
 
 
 @pytest.mark.process
@@ -87,7 +87,7 @@ def test_sighup_to_gpubench_run_during_a_ddp_case_leaves_no_folder_and_writes_th
 
 # ProcessLauncher against tiny python children: a build that stops itself (SIGSTOP, as a stray
 # kill -STOP or a debugger would), one that ignores Ctrl-C, one that waits for it.
-# (SIGINT unblocked first, as harness.processes.build_main does: run_builds starts its builds with it blocked)
+# (SIGINT unblocked first, as gpubench.harness.processes.build_main does: run_builds starts its builds with it blocked)
 STOPS_ITSELF = "import os, signal, time\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(30)"
 IGNORES_CTRL_C = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(30)"
 WAITS_FOR_CTRL_C = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    sys.exit(2)"
@@ -139,7 +139,7 @@ def test_a_build_stopped_longer_than_its_limit_is_killed_and_named():
 
 TERMINAL_SCRIPT = """
 import json, sys, termios
-from harness.processes.launch import Job, ProcessLauncher
+from gpubench.harness.processes.launch import Job, ProcessLauncher
 attrs = termios.tcgetattr(0)
 attrs[3] |= termios.TOSTOP  # stty tostop: a background process group that writes is stopped (SIGTTOU)
 termios.tcsetattr(0, termios.TCSANOW, attrs)
@@ -249,7 +249,7 @@ def test_the_stopped_limit_is_sized_from_the_profile():
 def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> subprocess.Popen[str]:
     """`gpubench run` with Ctrl-C at its default in a process group of its own (as from a terminal),
     returned once its `builds`-th build process has started."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir",
                              str(tmp_path / "res"), "-k", "matmul and fp32-n64", "--no-report", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads yet
@@ -280,7 +280,8 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
 def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tmp_path):
     existing = tmp_path / "existing.json"
     existing.write_text("{}")  # pytest took "/" as the common folder of the command line's paths: no config, 0 cases
-    proc = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"),
+    proc = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                           "--results-dir", str(tmp_path / "res"),
                            "-k", "matmul and fp32-n64", "--no-report", "--run-id", "j", "--benchmark-json", str(existing)],
                           check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -2,21 +2,21 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness.devices import device as devices
-from harness.measurement.cases import CaseSkipped, Diverged
-from harness.measurement.context import BuildContext
-from harness.devices.device import is_out_of_memory
-from harness.measurement.measure import Timed
-from harness.core.plan import Budget, RoundPlan
-from harness.records.results import ResultsWriter, read_rows
-from harness.measurement.runner import impossible_figures, quality_flags
-from harness.records.schema import SCHEMA_VERSION
-from harness.core.stats import summarize
-from harness.measurement.terminal import summary_line
-from harness.measurement.timing import SyncedClock
-from harness.workloads import selfcheck
-from harness.workloads.matmul import MatmulCase
-from harness.workloads.mnist_epoch import EpochCase
+from gpubench.harness.devices import device as devices
+from gpubench.harness.measurement.cases import CaseSkipped, Diverged
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.device import is_out_of_memory
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.measurement.runner import impossible_figures, quality_flags
+from gpubench.harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.terminal import summary_line
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import selfcheck
+from gpubench.harness.workloads.matmul import MatmulCase
+from gpubench.harness.workloads.mnist_epoch import EpochCase
 
 CPU = torch.device("cpu")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from runs import run_bench
 
-from harness.commands.ab import write_marker
-from harness.records.results import (
+from gpubench.harness.commands.ab import write_marker
+from gpubench.harness.records.results import (
     ResultsWriter,
     RunIdError,
     check_results_dir_early,
@@ -20,9 +20,9 @@ from harness.records.results import (
     check_writable,
     write_sidecar,
 )
-from harness.records.safe_files import UnsafePath, probe, replace_bytes
-from reports.build import build_report
-from reports.load import ReportError
+from gpubench.harness.records.safe_files import UnsafePath, probe, replace_bytes
+from gpubench.reports.build import build_report
+from gpubench.reports.load import ReportError
 
 pytest_plugins = ["pytester"]
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core-quick.csv"
@@ -139,7 +139,7 @@ def test_a_linked_results_folder_is_refused(tmp_path):
 def test_a_failed_replacement_leaves_the_old_file_and_no_temporary(tmp_path):
     replace_bytes(tmp_path, "f", b"old", "folder", "fix")
     with pytest.raises(ZeroDivisionError):
-        from harness.records.safe_files import replacing
+        from gpubench.harness.records.safe_files import replacing
 
         with replacing(tmp_path, "f", "folder", "fix") as handle:
             handle.write(b"half")

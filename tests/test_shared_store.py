@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.cli import main
-from harness.commands.fleet import DONE, FAILED, FleetJob, Target, settle
-from harness.records.safe_files import make_folder, open_new, replace_bytes
+from gpubench.harness.commands.cli import main
+from gpubench.harness.commands.fleet import DONE, FAILED, FleetJob, Target, settle
+from gpubench.harness.records.safe_files import make_folder, open_new, replace_bytes
 
 SECOND_UID, STORE_GID = 65534, 65533  # nobody, and a group number no account is in
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files of another owner are made with os.chown")
@@ -76,7 +76,7 @@ def test_a_result_file_of_another_owner_is_not_loaded(tmp_path):
 
 
 def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
-    from harness.records.job_files import (
+    from gpubench.harness.records.job_files import (
         UntrustedFile,
         load_outcome,
         owner_name,
@@ -99,7 +99,7 @@ def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
 @AS_ROOT
 def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
     # a user private group (named as the user, no other member), as Debian gives each account: root's here
-    from harness.records.job_files import UntrustedFile, private_folder
+    from gpubench.harness.records.job_files import UntrustedFile, private_folder
 
     above = tmp_path / "home"
     above.mkdir()
@@ -111,7 +111,7 @@ def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
 
 
 def test_the_fleet_refuses_a_jobs_dir_others_can_write_before_any_job(tmp_path, capsys):
-    from harness.records.job_files import owner_name
+    from gpubench.harness.records.job_files import owner_name
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -193,7 +193,7 @@ def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_t
             os.close(open_new(store / "m" / "mine.csv", "results directory", "fix"))
         finally:
             os.umask(old)
-        from harness.records.job_files import private_folder
+        from gpubench.harness.records.job_files import private_folder
 
         jobs = private_folder(base / "jobs" / "f")
         said = second_member(MEMBER, dict(os.environ, STORE=str(store), JOBS=str(jobs)))
@@ -206,7 +206,7 @@ def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(
     # /etc/group lists no such member: only /etc/passwd says the account's group is the owner's
     import pwd
 
-    from harness.records.job_files import UntrustedFile, own_group, private_folder
+    from gpubench.harness.records.job_files import UntrustedFile, own_group, private_folder
 
     above = tmp_path / "home"
     above.mkdir()
@@ -233,7 +233,7 @@ def access_acl(user_id: int) -> bytes:
 
 def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
     # with an ACL the group bits are its mask: 0775 of the owner's own group let user 4242 rename the jobs folder
-    from harness.records.job_files import UntrustedFile, own_group, private_folder
+    from gpubench.harness.records.job_files import UntrustedFile, own_group, private_folder
 
     above = tmp_path / "home"
     above.mkdir()
@@ -250,8 +250,8 @@ def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
 
 def test_the_jobs_folder_is_checked_again_before_each_job_and_each_outcome(tmp_path, capsys):
     # a folder above it made world-writable after the fleet began: a later job's command went there all the same
-    from harness.commands.fleet_command import submit
-    from harness.records.job_files import private_folder
+    from gpubench.harness.commands.fleet_command import submit
+    from gpubench.harness.records.job_files import private_folder
 
     folder = private_folder(tmp_path / "home" / "jobs" / "f")
     (folder / "1_0_result.pkl").write_bytes(pickle.dumps(("success", "")))
@@ -318,12 +318,12 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tm
     # made by hand, 0777 and not sticky: any user could remove or replace the run's files, unsaid
     import argparse
 
-    import harness.records.job_files
-    from harness.commands.common import resolve_store
-    from harness.devices.env import machine_identity
-    from harness.records.store import machine_folder_name
+    import gpubench.harness.records.job_files
+    from gpubench.harness.commands.common import resolve_store
+    from gpubench.harness.devices.env import machine_identity
+    from gpubench.harness.records.store import machine_folder_name
 
-    monkeypatch.setattr(harness.records.job_files, "own_group", lambda path, info: False)  # a group of other members
+    monkeypatch.setattr(gpubench.harness.records.job_files, "own_group", lambda path, info: False)  # a group of other members
     folder = tmp_path / "S" / machine_folder_name(machine_identity())
     folder.mkdir(parents=True)
     said = "lets users other than its owner remove or replace this run's files — have its owner chmod"
@@ -338,7 +338,7 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tm
 
 def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tmp_path, capsys):
     # a member of the store pointed STORE/reports at a folder of theirs: the fleet's report went there
-    from harness.commands.fleet_command import summary_and_report
+    from gpubench.harness.commands.fleet_command import summary_and_report
 
     store, theirs = tmp_path / "S", tmp_path / "theirs"
     store.mkdir()

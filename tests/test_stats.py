@@ -4,7 +4,7 @@ import random
 import pytest
 from pytest_benchmark.stats import Stats
 
-from harness.core.stats import median_ci, summarize
+from gpubench.harness.core.stats import median_ci, summarize
 
 
 def test_summary_of_hand_computed_samples():

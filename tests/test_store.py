@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.cli import build_parser
-from harness.commands.common import resolve_store
-from harness.devices.env import machine_identity
-from harness.records.results import read_rows
-from harness.records.store import StoreError, find_run, machine_folder_name, results_dir_for, runs_in
+from gpubench.harness.commands.cli import build_parser
+from gpubench.harness.commands.common import resolve_store
+from gpubench.harness.devices.env import machine_identity
+from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.store import StoreError, find_run, machine_folder_name, results_dir_for, runs_in
 
 IDENTITY = {"hostname": "gpu-node07.cluster", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536, "gpus": "NVIDIA H200,NVIDIA H200"}
 
@@ -65,7 +65,7 @@ def test_runs_in_and_find_run_look_one_level_down(tmp_path):
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.mark.process

@@ -1,6 +1,6 @@
 """The store campaign's fixes (docs/validation/fault-campaign-store.md): one test per fix, each seen to fail
 with the line it guards broken. Stores are built from the committed H200 run (tests/test_health.py's
-copy_of), no measuring; `--store` checks call harness.records.store directly."""
+copy_of), no measuring; `--store` checks call gpubench.harness.records.store directly."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from test_health import H200, copy_of
 
-from harness.records.results import ResultsFull
-from harness.records.store import StoreError, results_dir_for
-from reports import health
-from reports.aggregate import per_case
-from reports.build import build_report
-from reports.load import ReportError, load_results, machine_labels, write_merged
+from gpubench.harness.records.results import ResultsFull
+from gpubench.harness.records.store import StoreError, results_dir_for
+from gpubench.reports import health
+from gpubench.reports.aggregate import per_case
+from gpubench.reports.build import build_report
+from gpubench.reports.load import ReportError, load_results, machine_labels, write_merged
 
 # These tests read the report's notes, history sections and files, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
@@ -120,7 +120,7 @@ def test_a_stray_file_in_a_store_is_left_out_and_named(h200, tmp_path, monkeypat
                 raise PermissionError(errno.EACCES, "Permission denied", str(path))
             return real_open(path, *args, **kwargs)
 
-        monkeypatch.setattr("harness.records.results.open", denying, raising=False)
+        monkeypatch.setattr("gpubench.harness.records.results.open", denying, raising=False)
     text = report(store, tmp_path / "out")
     assert "81 rows from 1 run(s)" in text and f"left out of this report: {bad}" in text
     assert f"left out of this report: {bad}" in capsys.readouterr().err
@@ -141,7 +141,7 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
                 continue
             yield root, dirs, names
 
-    monkeypatch.setattr("reports.load.os.walk", walk)
+    monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
     text = report(store, tmp_path / "out")
     assert "other-0123abcd: cannot list the folder (Permission denied)" in text
     with pytest.raises(ReportError, match="cannot list the folder"):  # compare has no notes: refused, not silent
@@ -192,7 +192,7 @@ def test_a_linked_machine_folder_is_refused_naming_store(tmp_path):
 
 
 def test_a_store_that_takes_no_files_is_refused_naming_store(tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.records.store.os.access", lambda path, mode: False)  # root writes anywhere: stand in for EACCES/EROFS
+    monkeypatch.setattr("gpubench.harness.records.store.os.access", lambda path, mode: False)  # root writes anywhere: stand in for EACCES/EROFS
     with pytest.raises(StoreError, match=r"--store .*: cannot write into .* — pass a --store you can write to"):
         results_dir_for(tmp_path / "store", "results", "results", lambda: IDENTITY)
 
@@ -217,7 +217,7 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
         onerror(PermissionError(errno.EACCES, "Permission denied", str(top)))
         yield from ()
 
-    monkeypatch.setattr("reports.load.os.walk", walk)
+    monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
     with pytest.raises(ReportError, match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
         build_report([tmp_path / "store"], tmp_path / "out", None)
 
@@ -241,7 +241,7 @@ def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
 
 
 def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
-    from harness.devices import env
+    from gpubench.harness.devices import env
 
     monkeypatch.setattr(env.socket, "gethostname", lambda: os.fsdecode(b"n\xffd"))  # what Python gives for those bytes
     assert env.machine_identity()["hostname"] == "n\\xffd"

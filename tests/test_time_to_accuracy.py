@@ -11,16 +11,16 @@ import pytest
 import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
-from harness.measurement.context import BuildContext
-from harness.devices.data_source import DataSource
-from harness.devices.datasets import CLASSES, Split
-from harness.records.results import ResultsWriter
-from harness.records.schema import SCHEMA_VERSION
-from harness.measurement.timing import SyncedClock
-from harness.workloads import epoch_race
-from harness.workloads import time_to_accuracy as tta
-from harness.workloads.models import make_model
-from reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.data_source import DataSource
+from gpubench.harness.devices.datasets import CLASSES, Split
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import epoch_race
+from gpubench.harness.workloads import time_to_accuracy as tta
+from gpubench.harness.workloads.models import make_model
+from gpubench.reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
 
 CPU = torch.device("cpu")
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,13 +41,13 @@ def banded_split(size: int, seed: int, learnable: bool = True) -> Split:
 
 @pytest.fixture
 def easy_data(monkeypatch, tmp_path):
-    monkeypatch.setattr("harness.devices.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
+    monkeypatch.setattr("gpubench.harness.devices.data_source.load_split", lambda dataset, root, train: banded_split(1024 if train else 256, int(train)))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
 
 @pytest.fixture
 def hard_data(monkeypatch, tmp_path):
-    monkeypatch.setattr("harness.devices.data_source.load_split",
+    monkeypatch.setattr("gpubench.harness.devices.data_source.load_split",
                         lambda dataset, root, train: banded_split(512 if train else 256, int(train), learnable=False))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
@@ -179,7 +179,7 @@ def test_a_seed_that_crashed_before_its_target_was_known_still_counts_against_it
 def test_training_stops_at_the_end_of_its_budget_share():
     """Under --budget, training that has not reached its target when its case's share runs out stops there: an
     over-budget skip naming the seconds it ran, not minutes past the run's budget."""
-    from harness.core.run_budget import CaseShare, OverBudget
+    from gpubench.harness.core.run_budget import CaseShare, OverBudget
 
     spent = CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 10.0, started_s=7.0)  # 3 s ran of a 2 s share
     with pytest.raises(OverBudget, match=r"training ran 4\.0 s without reaching 90% and was stopped at its 2\.0 s share "

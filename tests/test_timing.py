@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from harness.measurement import timing
-from harness.measurement.measure import Timed, measure
-from harness.core.plan import Budget, RoundPlan, plan_rounds
-from harness.measurement.loop import run_batches, sample, warm_up
-from harness.measurement.timing import Stopwatch, SyncedClock
+from gpubench.harness.measurement import timing
+from gpubench.harness.measurement.measure import Timed, measure
+from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
+from gpubench.harness.measurement.loop import run_batches, sample, warm_up
+from gpubench.harness.measurement.timing import Stopwatch, SyncedClock
 
 
 class FakeClock:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.measurement.cases import Diverged
-from harness.measurement.context import BuildContext
-from harness.devices.data_source import DataSource, PreloadedLoader
-from harness.devices.datasets import (
+from gpubench.harness.measurement.cases import Diverged
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.data_source import DataSource, PreloadedLoader
+from gpubench.harness.devices.datasets import (
     DatasetError,
     ImageDataset,
     Split,
@@ -21,17 +21,17 @@ from harness.devices.datasets import (
     normalize_all,
     resolve_dataset,
 )
-from harness.core.stats import summarize
-from harness.measurement.timing import SyncedClock
-from harness.workloads import mnist_epoch
-from harness.workloads.mnist_epoch import (
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import mnist_epoch
+from gpubench.harness.workloads.mnist_epoch import (
     EpochCase,
     FreshCompileCaches,
     make_loaders,
     skip_reason,
 )
-from harness.workloads.models import CNN, make_model
-from harness.workloads.train_loop import EpochResult, Trainer, run_epoch
+from gpubench.harness.workloads.models import CNN, make_model
+from gpubench.harness.workloads.train_loop import EpochResult, Trainer, run_epoch
 
 DEVICE = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
@@ -311,7 +311,7 @@ def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_a
 
 
 def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(monkeypatch):
-    from harness.workloads import epoch_race
+    from gpubench.harness.workloads import epoch_race
 
     winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
     monkeypatch.setattr(mnist_epoch, "race_here", lambda ctx: winner)

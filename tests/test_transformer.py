@@ -16,15 +16,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.measurement.cases import CaseSkipped, Diverged
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.core.peaks import peak_tflops
-from harness.catalog.profiles import Profile
-from harness.core.stats import summarize
-from harness.measurement.timing import SyncedClock
-from harness.workloads import gpt, transformer
-from harness.workloads.transformer import TransformerCase, base_case
+from gpubench.harness.measurement.cases import CaseSkipped, Diverged
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.peaks import peak_tflops
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads import gpt, transformer
+from gpubench.harness.workloads.transformer import TransformerCase, base_case
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -229,7 +229,7 @@ def test_a_compiled_case_compiles_the_model_only() -> None:
 def test_a_run_writes_its_rows_summary_and_section(tmp_path: Path) -> None:
     """The whole path once, in the processes gpubench runs (the compiled case left out: a cold
     compile takes 20 s to 2 minutes on a 2-core CPU)."""
-    done = subprocess.run([sys.executable, "-m", "harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k",
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k",
                            "transformer and not compile", "--results-dir", str(tmp_path), "--run-id", "gpt"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""A user's own benchmark as a case of the harness (harness.measurement.user_bench), and its columns
+"""A user's own benchmark as a case of the harness (gpubench.harness.measurement.user_bench), and its columns
 in the results schema: `params` and `user_figures`, flat JSON objects that round-trip through the CSV."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import csv
 
 import pytest
 
-from harness.core.stats import summarize
-from harness.measurement.user_bench import UserBenchError, rate_figures, user_workload
-from harness.records.results import ResultsWriter, read_rows
-from harness.records.schema import COLUMNS, SchemaError
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.user_bench import UserBenchError, rate_figures, user_workload
+from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.schema import COLUMNS, SchemaError
 
 
 def workload_of(name="mymodel/train", params=None, work=None, figures=None, builds=1):

@@ -13,9 +13,9 @@ import pytest
 import tomllib
 from runs import ONE_CASE_BENCH, REPO
 
-from harness.records.results import ResultsWriter, read_rows
-from reports.build import build_report
-from reports.compare import compare_paths
+from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.reports.build import build_report
+from gpubench.reports.compare import compare_paths
 
 pytest_plugins = ["pytester"]
 
@@ -36,7 +36,7 @@ LOADED_MODULES = '''
 
 def pytest_unconfigure(config):
     import sys
-    print("plugin loaded:", config.pluginmanager.has_plugin("harness.pytest_plugin.plugin"))
+    print("plugin loaded:", config.pluginmanager.has_plugin("gpubench.harness.pytest_plugin.plugin"))
     print("heavy modules:", sorted(m for m in ("torch", "pandas", "numpy") if m in sys.modules))
 '''
 
@@ -135,7 +135,7 @@ class Observer:
         self.handlers.append(tuple(signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.plugin_loaded = config.pluginmanager.has_plugin("harness.pytest_plugin.plugin")
+        self.plugin_loaded = config.pluginmanager.has_plugin("gpubench.harness.pytest_plugin.plugin")
         # the plugin's own --gpubench-* options are the only ones it adds; -p is how the other run turned it off
         self.options = {k: v for k, v in vars(config.option).items() if not k.startswith("gpubench_") and k != "plugins"}
         self.markers = config.getini("markers")
@@ -224,7 +224,7 @@ def test_a_gpubench_option_sets_the_run_up_at_configure_with_one_line_for_a_bad_
 
 @pytest.mark.process  # the suite's plugin holds Ctrl-C and signals as a command-line pytest: its own process
 def test_the_checkouts_conftest_keeps_the_suites_options_where_the_plugin_is_installed(installed):
-    installed.makeconftest('pytest_plugins = ["harness.pytest_plugin.suite"]\n')
+    installed.makeconftest('pytest_plugins = ["gpubench.harness.pytest_plugin.suite"]\n')
     installed.makepyfile(bench_tiny=ONE_CASE_BENCH)
     result = installed.runpytest_subprocess("-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
                                             "--device=cpu", "--results-dir=out")

@@ -1,4 +1,4 @@
-"""The workload catalogue: one torch-free declaration (`SPEC`, a harness.core.workload_spec.WorkloadSpec)
+"""The workload catalogue: one torch-free declaration (`SPEC`, a gpubench.harness.core.workload_spec.WorkloadSpec)
 per module in this package. Everything that must know a workload without running it — case ids,
 the results schema's extra columns, the terminal's headline figures, the report's sections — asks
 here, so a new workload is one module here, its measurement in harness/workloads, a bench module
@@ -12,8 +12,8 @@ from functools import lru_cache
 from typing import Any
 from collections.abc import Mapping
 
-from harness.core.columns import Column
-from harness.core.workload_spec import WorkloadSpec
+from gpubench.harness.core.columns import Column
+from gpubench.harness.core.workload_spec import WorkloadSpec
 
 
 @lru_cache(maxsize=1)

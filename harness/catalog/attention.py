@@ -1,5 +1,5 @@
-from harness.core.columns import Column
-from harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec
+from gpubench.harness.core.columns import Column
+from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec
 
 BEST_CASE = "{tflops:.3g} TFLOP/s, {pct_of_measured_peak:.0f}% of matmul ({dtype} {sdpa_backend} s{seq_len:.0f})"
 

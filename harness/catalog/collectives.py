@@ -6,8 +6,8 @@ the collective and the number of ranks."""
 
 from __future__ import annotations
 
-from harness.core.columns import Column
-from harness.core.workload_spec import (
+from gpubench.harness.core.columns import Column
+from gpubench.harness.core.workload_spec import (
     IdRule,
     PlotSpec,
     ReportSection,

@@ -1,5 +1,5 @@
-from harness.core.columns import Column
-from harness.core.workload_spec import IdRule, PlotSpec, ReportSection, WorkloadSpec
+from gpubench.harness.core.columns import Column
+from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection, WorkloadSpec
 
 SPEC = WorkloadSpec(
     name="conv2d",

@@ -1,4 +1,4 @@
-from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
+from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 
 SPEC = WorkloadSpec(
     name="ddp",

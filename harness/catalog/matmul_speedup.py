@@ -1,4 +1,4 @@
-from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec, n_size
+from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec, n_size
 
 # One build: the CPU side alone takes seconds per call, and the figure is a ratio within the build.
 SPEC = WorkloadSpec(

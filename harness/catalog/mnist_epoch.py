@@ -1,6 +1,6 @@
 from typing import Any
 
-from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
+from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 
 # The template epoch (a tutorial's usual MNIST setup); EpochCase's field defaults equal these (a test pins it).
 GUIDE_TEMPLATE: dict[str, Any] = {

@@ -1,8 +1,8 @@
 """The user's own model (`gpubench run --model module:factory --input SHAPE`): its training step and
 inference over the suite's settings, samples/s and peak memory."""
 
-from harness.core.columns import Column
-from harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec
+from gpubench.harness.core.columns import Column
+from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec
 
 SPEC = WorkloadSpec(
     name="model",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from harness.core.plan import Budget
+from gpubench.harness.core.plan import Budget
 
 
 class Profile(str, Enum):

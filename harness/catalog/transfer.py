@@ -1,4 +1,4 @@
-from harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec, bytes_size
+from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec, bytes_size
 
 SPEC = WorkloadSpec(
     name="transfer",

@@ -2,8 +2,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from harness.core.columns import Column
-from harness.core.workload_spec import (
+from gpubench.harness.core.columns import Column
+from gpubench.harness.core.workload_spec import (
     IdRule,
     PlotSpec,
     ReportSection,

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import IO
 from collections.abc import Callable
 
-from harness.processes.launch import (
+from gpubench import IMPORT_ROOT
+from gpubench.harness.processes.launch import (
     NO_TESTS,
     Completed,
     Job,
@@ -34,7 +35,7 @@ from harness.processes.launch import (
     signal_name,
     stop_requests,
 )
-from harness.processes.lifetime import (
+from gpubench.harness.processes.lifetime import (
     adopting,
     child_pids,
     child_preexec,
@@ -42,8 +43,8 @@ from harness.processes.lifetime import (
     kill_adopted,
     kill_group,
 )
-from harness.core.exits import BUILD_STOPS
-from harness.records.safe_files import open_new, write_all
+from gpubench.harness.core.exits import BUILD_STOPS
+from gpubench.harness.records.safe_files import open_new, write_all
 
 DEFAULT_BUILD_SECONDS = 0.1  # more, shorter builds: the pairs are the units, not the rounds
 DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
@@ -153,19 +154,19 @@ def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: 
     """The pytest command of one build of one side. The config file is named: pytest otherwise
     finds it from the common folder of every existing path on the command line, and an existing
     --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
-    config = [f"--config-file={suite_root / 'pyproject.toml'}"] if suite_root is not None else []
+    config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
     # One file per side and build: the build tags the user's --benchmark-json X.json -> X.A-b3.json and
-    # --benchmark-save NAME -> NAME-A-b3 (harness.pytest_plugin.build_answer), as gpubench run's builds do.
+    # --benchmark-save NAME -> NAME-A-b3 (gpubench.harness.pytest_plugin.build_answer), as gpubench run's builds do.
     # The session's verdict table is the one to read: pytest_args asks each build for no table of its own.
-    return [side.python, "-m", "harness.processes.build_main", *config, *pytest_args, *side.args, f"--gpubench-output-tag={side.name}-b{build}",
+    return [side.python, "-m", "gpubench.harness.processes.build_main", *config, *pytest_args, *side.args, f"--gpubench-output-tag={side.name}-b{build}",
             f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
 
 
-def side_env(side: Side, suite_root: Path) -> dict[str, str]:
-    """The side's variables over this environment; the checkout on PYTHONPATH, so another
-    interpreter (a venv without gpubench installed) finds the harness."""
+def side_env(side: Side) -> dict[str, str]:
+    """The side's variables over this environment; the folder holding this `gpubench` package (the checkout, or
+    site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness."""
     env = dict(os.environ, **side.env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(suite_root), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
     return env
 
 
@@ -279,7 +280,7 @@ class SideFiles:
 
 
 # After each complete pair (given their count): the pytest arguments of the next pair's builds, or
-# None when the session has what it came for (a sequential session's looks, harness.commands.ab_sequential).
+# None when the session has what it came for (a sequential session's looks, gpubench.harness.commands.ab_sequential).
 AfterPair = Callable[[int], "list[str] | None"]
 
 
@@ -300,7 +301,7 @@ def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args
                 if taken is not None:
                     return pair, taken
                 argv = side_argv(side, session_id, pair, pairs, pytest_args + narrowed, suite_root)
-                done = launcher.run(Job(argv, side_env(side, suite_root), hold_sigint=True))
+                done = launcher.run(Job(argv, side_env(side), hold_sigint=True))
                 if pair == 0:
                     files.note(side.name, done.code)
                 request.signum = request.signum or done.signal

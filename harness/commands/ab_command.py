@@ -7,7 +7,7 @@ import errno
 import sys
 from pathlib import Path
 
-from harness.commands.ab import (
+from gpubench.harness.commands.ab import (
     DEFAULT_BUILD_CALLS,
     DEFAULT_BUILD_SECONDS,
     Side,
@@ -16,26 +16,26 @@ from harness.commands.ab import (
     sides_of,
     write_marker,
 )
-from harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, session_budget_s
-from harness.commands.noise_report import print_noise_line, sides_frame
-from harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
-from harness.processes.cpu_readings import CpuWatch
-from harness.processes.lifetime import adopt_orphans
-from harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
-from harness.core.exits import ExitCode
-from harness.records.results import RunIdError, check_run_id, check_writable, new_run_id
-from harness.processes.rlimits import limits_problem
-from harness.records.safe_files import UnsafePath, make_folders
-from reports.compare import parse_threshold
-from reports.load import ReportError, load_results
-from reports.paired import format_session, judge_pair_of_runs
+from gpubench.harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, session_budget_s
+from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
+from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
+from gpubench.harness.processes.cpu_readings import CpuWatch
+from gpubench.harness.processes.lifetime import adopt_orphans
+from gpubench.harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
+from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.records.results import RunIdError, check_run_id, check_writable, new_run_id
+from gpubench.harness.processes.rlimits import limits_problem
+from gpubench.harness.records.safe_files import UnsafePath, make_folders
+from gpubench.reports.compare import parse_threshold
+from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.paired import format_session, judge_pair_of_runs
 
 
 PASSES_PYTEST_ARGS = True
 
 
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
-    from harness.core.options import add_to_parser
+    from gpubench.harness.core.options import add_to_parser
 
     ab = sub.add_parser("ab", help="paired A/B session: the same cases under two environments, builds alternating; verdict from the pairs",
                         description="Runs the selected cases under side A and side B, build by build in alternation (A B, B A, ...), each "
@@ -125,7 +125,7 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side],
 
 def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
     if not BENCHES.is_dir():
-        return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
     results_dir = Path(args.results_dir)
     watch = CpuWatch()  # the machine over the whole session: steal and load for the noise line
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends

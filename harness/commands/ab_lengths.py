@@ -1,6 +1,6 @@
 """How long each undecided case's builds are in a sequential session (`gpubench ab --budget`): from
 the pairs so far, the part of a case's noise its builds' own samples explain, and what a build of
-it costs outside its timed rounds (harness.core.plan.best_build_s). Chosen once per case, at its
+it costs outside its timed rounds (gpubench.harness.core.plan.best_build_s). Chosen once per case, at its
 first look with MIN_PAIRS pairs, and kept: the pairs after it have one spread."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.core.plan import BuildNoise, MEDIAN_VAR_FACTOR, best_build_s
-from reports.paired import pair_logs
-from reports.sequential import MIN_PAIRS
+from gpubench.harness.core.plan import BuildNoise, MEDIAN_VAR_FACTOR, best_build_s
+from gpubench.reports.paired import pair_logs
+from gpubench.reports.sequential import MIN_PAIRS
 
 IQR_PER_SD = 1.349  # interquartile range of a normal spread, in standard deviations
 MOST_BUILD_S = 2.0  # a case's build never times more than this: a pair stays short enough to look often

@@ -1,7 +1,7 @@
 """A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges the
-two sides' files by the sequential rule (reports.sequential, valid however often it looks), and the
+two sides' files by the sequential rule (gpubench.reports.sequential, valid however often it looks), and the
 next pair's builds run only the cases still undecided (named in a file, `--gpubench-cases`, each
-with the timed seconds of its builds once harness.commands.ab_lengths has chosen them). The
+with the timed seconds of its builds once gpubench.harness.commands.ab_lengths has chosen them). The
 session ends when every case is decided, when the next pair would not fit in the budget, or at
 `--max-pairs`."""
 
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.commands.ab_lengths import choose_lengths, lengths_line
-from harness.core.run_budget import parse_duration
-from harness.processes.cases_file import cases_text
-from reports.load import ReportError, load_results
-from reports.paired import judge_sequential, undecided_cases
-from reports.verdicts import MACHINE_WIDE
+from gpubench.harness.commands.ab_lengths import choose_lengths, lengths_line
+from gpubench.harness.core.run_budget import parse_duration
+from gpubench.harness.processes.cases_file import cases_text
+from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.paired import judge_sequential, undecided_cases
+from gpubench.reports.verdicts import MACHINE_WIDE
 
 DEFAULT_BUDGET = "10m"
 DEFAULT_MAX_PAIRS = 100  # launch.MAX_BUILDS: a build index beyond it is refused by the plugin
@@ -37,7 +37,7 @@ def session_budget_s(text: str) -> float:
 
 @dataclass
 class Looks:
-    """The `after_pair` of a sequential session (harness.commands.ab.run_pairs): judges the pairs so far
+    """The `after_pair` of a sequential session (gpubench.harness.commands.ab.run_pairs): judges the pairs so far
     and names the undecided cases for the next pair's builds; `ended` says why the session ended."""
 
     results_dir: Path
@@ -97,7 +97,7 @@ class Looks:
         return path
 
     def choose_lengths(self) -> None:
-        """Each undecided case's build length, chosen once it has enough pairs (harness.commands.ab_lengths)."""
+        """Each undecided case's build length, chosen once it has enough pairs (gpubench.harness.commands.ab_lengths)."""
         new = choose_lengths(*self._frames, self.undecided, self.lengths, self.least_build_s, self.budget_s)
         self.lengths.update(new)
         line = lengths_line(new, self.least_build_s)

@@ -11,15 +11,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.core.run_budget import COST_MARGIN, format_duration
-from harness.processes.launch import MAX_BUILDS, Completed, Job, Launcher
-from harness.processes.protocol import BuildAnswer
+from gpubench.harness.core.run_budget import COST_MARGIN, format_duration
+from gpubench.harness.processes.launch import MAX_BUILDS, Completed, Job, Launcher
+from gpubench.harness.processes.protocol import BuildAnswer
 
 def run_deadline_s(args: argparse.Namespace) -> float | None:
     """The run's end by the wall clock under a budget (--budget, else the profile's); None without
     one. A bad value is left to the build process, which names it in one line."""
-    from harness.catalog.profiles import check_profile
-    from harness.core.run_budget import parse_duration
+    from gpubench.harness.catalog.profiles import check_profile
+    from gpubench.harness.core.run_budget import parse_duration
 
     try:
         budget = getattr(args, "budget", None)
@@ -36,7 +36,7 @@ def deadline_args(deadline_s: float | None) -> list[str]:
 def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
     """The first build's rows of the run's file; None when it cannot be read here (the build
     process says why)."""
-    from harness.records.results import read_rows
+    from gpubench.harness.records.results import read_rows
 
     try:
         return [row for row in read_rows(csv_path) if row["build"] == 0]
@@ -112,7 +112,7 @@ def repeated_build_s(rows: list[dict[str, Any]]) -> list[float]:
 class ExtraBuilds:
     """After the profile's builds, one more build process while the budget has time left for the
     cheapest repeated case's build (with its margin) and the process's start, and the last extra
-    build measured something (harness.pytest_plugin.extra_build says what it repeats). A run that
+    build measured something (gpubench.harness.pytest_plugin.extra_build says what it repeats). A run that
     ends early would leave the budget's seconds unused; each extra build narrows the spread its
     noisiest cases are judged with."""
 
@@ -134,7 +134,7 @@ class ExtraBuilds:
         return time.time() + start_s + min(costs_s) * COST_MARGIN < self.deadline_s
 
     def _rows(self) -> list[dict[str, Any]]:
-        from harness.records.results import read_rows
+        from gpubench.harness.records.results import read_rows
 
         try:
             return read_rows(self.csv_path)

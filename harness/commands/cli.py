@@ -7,7 +7,7 @@ import argparse
 import sys
 from types import ModuleType
 
-from harness.commands import ab_command, compare_command, env_command, fleet_command, report_command, run_command
+from gpubench.harness.commands import ab_command, compare_command, env_command, fleet_command, report_command, run_command
 
 COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "report": report_command,
                                    "ab": ab_command, "fleet": fleet_command, "compare": compare_command}

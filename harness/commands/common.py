@@ -7,10 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.core.exits import ExitCode
+from gpubench.harness.core.exits import ExitCode
 
+# The checkout's root, or the installed `gpubench` package's folder: either holds benches/ beside harness/.
 SUITE_ROOT = Path(__file__).resolve().parents[2]
 BENCHES = SUITE_ROOT / "benches"
+SUITE_CONFIG = BENCHES / "suite.ini"
+SUITE_PLUGIN = "gpubench.harness.pytest_plugin.suite"
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> int:
@@ -21,13 +24,13 @@ def fail(message: str, code: int = ExitCode.ERROR) -> int:
 def suite_options(args: argparse.Namespace) -> list[str]:
     """gpubench's own part of a build's pytest command line: the suite, its configuration, the run options,
     timed cases only (unless the user's --benchmark-disable says otherwise, which the build's plugin reads)."""
-    from harness.core.options import to_pytest_argv
+    from gpubench.harness.core.options import to_pytest_argv
 
-    # The config file named, not found: pytest looks for it from the common folder of every existing
-    # path on the command line, and an existing --benchmark-json outside the checkout made that "/"
-    # (no config, no conftest, 0 cases).
+    # The config file and the suite's plugin named, not found: pytest looks for a config from the common folder
+    # of every existing path on the command line (an existing --benchmark-json outside the checkout made that
+    # "/": no config, no conftest, 0 cases), and an installed wheel has no conftest.py, only the plugin.
     return [str(BENCHES), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
-            f"--config-file={SUITE_ROOT / 'pyproject.toml'}", "-p", "no:cacheprovider", *to_pytest_argv(args)]
+            f"--config-file={SUITE_CONFIG}", "-p", SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
 
 
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -37,13 +40,13 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
 
 def count_rows_safely(csv_path: Path) -> int:
     """Rows in the run's file, 0 when there is none (the build died before its first row)."""
-    from harness.records.results import count_rows
+    from gpubench.harness.records.results import count_rows
 
     return count_rows(csv_path) if csv_path.exists() else 0
 
 
 def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
-    from reports.build import ReportError, build_report
+    from gpubench.reports.build import ReportError, build_report
 
     try:
         report = build_report(csvs, out, baseline=None)
@@ -60,12 +63,12 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
 
 def resolve_store(args: argparse.Namespace) -> str | None:
     """--store STORE: this machine's folder in the store becomes the run's results folder, resolved
-    here, on the machine that runs (harness.records.store). The problem, as one line, or None."""
+    here, on the machine that runs (gpubench.harness.records.store). The problem, as one line, or None."""
     if getattr(args, "store", None) is None:
         return None
-    from harness.devices.env import machine_identity
-    from harness.core.options import RESULTS_DIR_DEFAULT
-    from harness.records.store import StoreError, others_can_remove, results_dir_for
+    from gpubench.harness.devices.env import machine_identity
+    from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
+    from gpubench.harness.records.store import StoreError, others_can_remove, results_dir_for
 
     try:
         args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.common import fail
+from gpubench.harness.commands.common import fail
 
 PASSES_PYTEST_ARGS = False
 
@@ -18,8 +18,8 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from reports.build import ReportError
-    from reports.compare import compare_paths, parse_threshold
+    from gpubench.reports.build import ReportError
+    from gpubench.reports.compare import compare_paths, parse_threshold
 
     try:
         threshold = parse_threshold(args.threshold)

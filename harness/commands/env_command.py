@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.common import fail
+from gpubench.harness.commands.common import fail
 
 PASSES_PYTEST_ARGS = False
 
@@ -18,14 +18,14 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     import json
 
-    from harness.devices.device import DeviceError, resolve_device
-    from harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
+    from gpubench.harness.devices.device import DeviceError, resolve_device
+    from gpubench.harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
 
     try:
         device = resolve_device(args.device)
     except DeviceError as error:
         return fail(str(error))
-    from harness.devices.energy import energy_counter
+    from gpubench.harness.devices.energy import energy_counter
 
     fields = fingerprint(device)
     if device.type == "cuda":

@@ -1,5 +1,5 @@
 """`gpubench fleet`, the launcher of many machines: one job per target, each running
-`python -m harness.commands.cli run --store STORE ...` where the job lands, through submitit —
+`python -m gpubench.harness.commands.cli run --store STORE ...` where the job lands, through submitit —
 `SlurmExecutor` under `--cluster slurm`, `LocalExecutor` (a job on this machine) without.
 
 This module holds the targets (what a job asks the scheduler for) and the watch over a job (queued,
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.exits import meaning_of
-from harness.records.job_files import UntrustedFile, load_outcome
-from harness.records.store import safe_name
+from gpubench.harness.core.exits import meaning_of
+from gpubench.harness.records.job_files import UntrustedFile, load_outcome
+from gpubench.harness.records.store import safe_name
 
 ENGINES = ("local", "slurm")
 DEFAULT_TIME_MIN = 60
@@ -354,7 +354,7 @@ def is_gpubench_run(process: Any) -> bool:
         argv = process.cmdline()
     except Exception:  # noqa: BLE001 - psutil.Error: gone, or not ours to read
         return False
-    return "harness.commands.cli" in argv and "run" in argv
+    return "gpubench.harness.commands.cli" in argv and "run" in argv
 
 
 @dataclass

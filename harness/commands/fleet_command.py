@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.commands.fleet import (
+from gpubench.harness.commands.fleet import (
     DONE,
     ENGINES,
     FAILED,
@@ -32,18 +32,19 @@ from harness.commands.fleet import (
     parse_targets,
     update,
 )
-from harness.commands.common import SUITE_ROOT, fail
-from harness.core.exits import ExitCode
-from harness.records.job_files import (
+from gpubench import IMPORT_ROOT
+from gpubench.harness.commands.common import fail
+from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.records.job_files import (
     UntrustedFile,
     check_folder,
     default_jobs_dir,
     private_folder,
 )
-from harness.processes.lifetime import STOP_WITH_ENV, process_token
-from harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
-from harness.records.safe_files import link_line, make_folders
-from harness.records.store import REPORTS_FOLDER, find_run
+from gpubench.harness.processes.lifetime import STOP_WITH_ENV, process_token
+from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
+from gpubench.harness.records.safe_files import link_line, make_folders
+from gpubench.harness.records.store import REPORTS_FOLDER, find_run
 
 PASSES_PYTEST_ARGS = True
 POLL_S = 2.0
@@ -82,7 +83,7 @@ def run_argv(args: argparse.Namespace, store: Path, run_id: str, target: Target,
         if option.dest in PASSED_BY_FLEET or value is None or value == option.default:
             continue
         flags += [option.flag] if option.type is None else [option.flag, str(value)]
-    return [sys.executable, "-m", "harness.commands.cli", "run", "--store", str(store), "--run-id", run_id, "--no-report", *flags, *extra]
+    return [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--store", str(store), "--run-id", run_id, "--no-report", *flags, *extra]
 
 
 def make_executor(engine: str, folder: Path, target: Target) -> Any:
@@ -127,11 +128,12 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
             # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
             # task: the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
             env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())})  # it stops if the fleet is killed
-            command = CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT), env=env)
+            # cwd: the folder holding gpubench, where `python -m gpubench...` finds it when it is not installed
+            command = CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT), env=env)
             with stderr_into(folder / "controller.log"):
                 fleet_job.job = executor.submit(command)
         else:
-            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(SUITE_ROOT)))
+            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT)))
     except Exception as error:  # noqa: BLE001 - sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run: submitit raises several types
         fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
         say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")
@@ -289,7 +291,7 @@ def cancelled_and_kept(jobs: list[FleetJob], engine: str, store: Path, code: int
 
 
 def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
-    from reports.build import ReportError, build_report
+    from gpubench.reports.build import ReportError, build_report
 
     done = [j for j in jobs if j.state == DONE]
     say(f"{len(done)} of {len(jobs)} targets done" + "".join(f"; {j.target.name} FAILED ({j.reason})" for j in jobs if j.state == FAILED))
@@ -338,7 +340,7 @@ def stop_signals() -> Iterator[None]:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from harness.records.results import new_run_id
+    from gpubench.harness.records.results import new_run_id
 
     store = Path(args.store).absolute() if args.store is not None else Path()
     fleet_id = new_run_id()

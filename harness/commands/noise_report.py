@@ -1,12 +1,12 @@
-"""The one noise line of `gpubench run` and `gpubench ab` (reports.noise): when builds disagree, what
+"""The one noise line of `gpubench run` and `gpubench ab` (gpubench.reports.noise): when builds disagree, what
 was seen on the machine, what it costs in resolution and the knob to try."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from harness.processes.cpu_readings import CpuWatch
-from reports.noise import Readings, noise_line
+from gpubench.harness.processes.cpu_readings import CpuWatch
+from gpubench.reports.noise import Readings, noise_line
 
 
 def print_noise_line(frame: pd.DataFrame, watch: CpuWatch, detectable: float | None = None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.common import fail
-from harness.core.exits import ExitCode
+from gpubench.harness.commands.common import fail
+from gpubench.harness.core.exits import ExitCode
 
 PASSES_PYTEST_ARGS = False
 
@@ -19,7 +19,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from reports.build import ReportError, build_report
+    from gpubench.reports.build import ReportError, build_report
 
     if not args.out:
         return fail("--out is empty — pass the report's folder (it is created if missing)")

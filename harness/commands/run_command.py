@@ -9,19 +9,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands.common import BENCHES, count_rows_safely, fail, report_after_run, resolve_store, suite_options
-from harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
-from harness.processes.cpu_readings import CpuWatch
-from harness.processes.protocol import BuildPlan
+from gpubench.harness.commands.common import BENCHES, count_rows_safely, fail, report_after_run, resolve_store, suite_options
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
+from gpubench.harness.processes.cpu_readings import CpuWatch
+from gpubench.harness.processes.protocol import BuildPlan
 
 if TYPE_CHECKING:
-    from harness.processes.launch import ProcessLauncher
+    from gpubench.harness.processes.launch import ProcessLauncher
 
 PASSES_PYTEST_ARGS = True
 
 
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
-    from harness.core.options import add_to_parser
+    from gpubench.harness.core.options import add_to_parser
 
     run = sub.add_parser(
         "run",
@@ -44,7 +44,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
 def model_problem(args: argparse.Namespace) -> str | None:
     """--model and --input as text, at once (torch-free); the build processes import and try the model."""
-    from harness.core.model_spec import ModelSpecError, parse_model_options
+    from gpubench.harness.core.model_spec import ModelSpecError, parse_model_options
 
     try:
         parse_model_options(args.model, args.input)
@@ -66,25 +66,25 @@ def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build:
 def build_launcher(args: argparse.Namespace) -> ProcessLauncher:
     """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed
     with -9, nobody would read what it measures)."""
-    from harness.processes.forked import ForkLauncher
-    from harness.processes.launch import ProcessLauncher, stopped_limit_s
-    from harness.processes.lifetime import STOP_WITH_ENV
+    from gpubench.harness.processes.forked import ForkLauncher
+    from gpubench.harness.processes.launch import ProcessLauncher, stopped_limit_s
+    from gpubench.harness.processes.lifetime import STOP_WITH_ENV
 
     kind = ProcessLauncher if getattr(args, "no_fork", False) else ForkLauncher
     return kind(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
 
 
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
-    """One pytest process per build (harness.processes.build_runs.run_builds), each dying with this one; then
+    """One pytest process per build (gpubench.harness.processes.build_runs.run_builds), each dying with this one; then
     one pytest-benchmark table for the whole run."""
     import shutil
     import tempfile
 
-    from harness.commands.bench_table import print_one_table
-    from harness.commands.budget_builds import ExtraBuilds, WithinBudget, deadline_args, run_deadline_s
-    from harness.processes.build_runs import run_builds as launch_builds
-    from harness.processes.launch import Job, python_module
-    from harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
+    from gpubench.harness.commands.bench_table import print_one_table
+    from gpubench.harness.commands.budget_builds import ExtraBuilds, WithinBudget, deadline_args, run_deadline_s
+    from gpubench.harness.processes.build_runs import run_builds as launch_builds
+    from gpubench.harness.processes.launch import Job, python_module
+    from gpubench.harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
@@ -96,7 +96,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         plan = build_plan(args, extra, scratch, build, builds, deadline_args(deadline_s))
         if builds is not None and build >= builds:  # past the profile's builds: the budget's time left
             plan = replace(plan, extra=True)
-        return Job(python_module("harness.processes.build_main"), dict(os.environ), hold_sigint=True, plan=plan)
+        return Job(python_module("gpubench.harness.processes.build_main"), dict(os.environ), hold_sigint=True, plan=plan)
 
     def announce(build: int, builds: int) -> None:
         if build >= builds and more is not None:
@@ -126,7 +126,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
 
 # --device cuda:all: the micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck,
 # speedup) on each visible GPU in turn, one run per GPU, then one report that sets the GPUs side by side;
-# each build selects them itself (harness.pytest_plugin.build_answer.MICRO_MARKEXPR and-ed with the user's -m).
+# each build selects them itself (gpubench.harness.pytest_plugin.build_answer.MICRO_MARKEXPR and-ed with the user's -m).
 ALL_GPUS = "cuda:all"
 
 
@@ -137,8 +137,8 @@ def per_gpu_runs(args: argparse.Namespace, extra: list[str], count: int) -> list
 
 
 def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
-    from harness.devices.device import cuda_device_count
-    from harness.records.results import new_run_id
+    from gpubench.harness.devices.device import cuda_device_count
+    from gpubench.harness.records.results import new_run_id
 
     count = cuda_device_count()
     if count == 0:
@@ -156,9 +156,9 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def say_noise(csv_path: Path, watch: CpuWatch) -> None:
-    """The noise line of the run's rows (reports.noise), when its builds disagree."""
-    from harness.commands.noise_report import print_noise_line
-    from reports.load import ReportError, load_results
+    """The noise line of the run's rows (gpubench.reports.noise), when its builds disagree."""
+    from gpubench.harness.commands.noise_report import print_noise_line
+    from gpubench.reports.load import ReportError, load_results
 
     try:
         frame = load_results([csv_path]) if csv_path.exists() else None
@@ -169,14 +169,14 @@ def say_noise(csv_path: Path, watch: CpuWatch) -> None:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    from harness.records.results import new_run_id
+    from gpubench.harness.records.results import new_run_id
 
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir():
-        return fail(f"benches/ not found beside the harness ({BENCHES}): run gpubench from a source checkout (pip install -e .)")
-    from harness.processes.lifetime import STOP_WITH_ENV, token_problem
-    from harness.processes.rlimits import limits_problem
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
+    from gpubench.harness.processes.lifetime import STOP_WITH_ENV, token_problem
+    from gpubench.harness.processes.rlimits import limits_problem
 
     stop_with = os.environ.get(STOP_WITH_ENV, "")  # a local fleet's: which process's end stops the run
     # a tiny ulimit fails inside pytest or torch with no line of ours

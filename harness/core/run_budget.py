@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
-from harness.core.plan import RoundPlan
+from gpubench.harness.core.plan import RoundPlan
 
 # A known cost is granted this much above what it took last time: a case that runs 10% slower than
 # its history must not lose rounds for it.

@@ -1,7 +1,7 @@
 """What a workload declares about itself, torch-free: how its cases are named, how many builds it
 needs per profile, which columns it adds to the results schema, which figures head its terminal
 line, and how the report shows it. The report, the results reader and the case ids all read these
-declarations (harness.catalog), so adding a workload never edits them."""
+declarations (gpubench.harness.catalog), so adding a workload never edits them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from harness.core.columns import Column
+from gpubench.harness.core.columns import Column
 
 
 def _pow2(n: int) -> str:
@@ -125,7 +125,7 @@ class ReportSection:
 class SummaryFigure:
     """One row a workload adds to the report's summary, per machine: among its cases whose columns
     equal `where` (kept to those at the largest value of `at_largest` when given), the one with the
-    steadiest best `figure` (reports.intervals.steady_best). `text` writes the cell from that case's
+    steadiest best `figure` (gpubench.reports.intervals.steady_best). `text` writes the cell from that case's
     columns: a str.format template ("{tflops:.3g} TFLOP/s ({setting})") or a function for a cell with
     a part that may be missing. The spread between builds is appended."""
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from harness.devices.datasets import ImageDataset, Split, load_split, normalize_all, resolve_dataset
+from gpubench.harness.devices.datasets import ImageDataset, Split, load_split, normalize_all, resolve_dataset
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 

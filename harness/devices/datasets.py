@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from harness.records.safe_files import probe, replacing
+from gpubench.harness.records.safe_files import probe, replacing
 
 DATASET_CHOICES = ("auto", "mnist", "fashion-mnist", "synthetic")
 SYSTEM_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
-from harness.devices.nvml_probe import (
+from gpubench.harness.devices.nvml_probe import (
     AVERAGED_POWER_WINDOW_S,
     load_nvml,
     probe_nvml,
@@ -218,7 +218,7 @@ def idle_power_w(meter: EnergyMeter, seconds: float = 1.0) -> float | None:
 
 def nvml_sample(nvml: Any, handle: Any) -> dict[str, float]:
     """One reading of what explains a GPU figure: SM clock, temperature, power, throttle bits —
-    every field NVML answers (harness.devices.nvml_probe)."""
+    every field NVML answers (gpubench.harness.devices.nvml_probe)."""
     return probe_nvml(nvml, handle).sample()
 
 

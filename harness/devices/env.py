@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
-import harness
-from harness.devices.energy import nvml_index
-from harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
+import gpubench.harness
+from gpubench import CHECKOUT
+from gpubench.harness.devices.energy import nvml_index
+from gpubench.harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
 
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
 
@@ -43,8 +44,11 @@ def ram_bytes() -> int:
 
 
 def git_commit() -> str:
-    """Short commit of the suite's own checkout ('unknown' outside git); '+dirty' when edited."""
-    root = Path(harness.__file__).resolve().parent.parent
+    """Short commit of the suite's own checkout ('unknown' outside git, an installed wheel included: a project
+    around the installed package has its own history, not the suite's); '+dirty' when edited."""
+    root = CHECKOUT
+    if root is None:
+        return "unknown"
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:
@@ -95,7 +99,7 @@ def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) ->
 
 def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> int | None:
     """Processes other than this one (and its children) holding a context on the GPU: another
-    job on the device changes results. None where NVML cannot tell (harness.devices.nvml_probe.running_pids
+    job on the device changes results. None where NVML cannot tell (gpubench.harness.devices.nvml_probe.running_pids
     says why; the run says it once)."""
     try:
         import psutil
@@ -180,7 +184,7 @@ def host_name() -> str:
 
 
 def machine_identity() -> dict[str, Any]:
-    """What names this machine in a results store (harness.records.store.machine_folder_name): the host
+    """What names this machine in a results store (gpubench.harness.records.store.machine_folder_name): the host
     and its hardware, whatever device a run benchmarks."""
     return {"hostname": host_name(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
             "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
@@ -213,7 +217,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-        "gpubench_version": harness.__version__,
+        "gpubench_version": gpubench.harness.__version__,
         "git_commit": git_commit(),
     }
     if device.type == "cuda":

@@ -9,8 +9,8 @@ import time
 import psutil
 import torch
 
-from harness.devices.env import gpu_other_processes
-from harness.records.row import Load
+from gpubench.harness.devices.env import gpu_other_processes
+from gpubench.harness.records.row import Load
 
 BUSY_FRAC = 0.25  # other processes took more than this share of the machine's CPU during the case
 

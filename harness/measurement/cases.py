@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from harness.catalog import short_id
+from gpubench.harness.catalog import short_id
 
 
 @dataclass(frozen=True)
 class Case:
     """Base of every case. Subclasses set `workload` and declare their settings as fields, each
-    named after its CSV column (harness.records.schema.CASE_COLUMNS); a setting the case does not use is
-    None. Ids come from its workload's declared rule (harness.catalog)."""
+    named after its CSV column (gpubench.harness.records.schema.CASE_COLUMNS); a setting the case does not use is
+    None. Ids come from its workload's declared rule (gpubench.harness.catalog)."""
 
     workload: ClassVar[str] = ""
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 
 import torch
 
-from harness.devices.data_source import DataSource
-from harness.devices.energy import EnergyMeter, TelemetrySampler
-from harness.core.model_spec import ModelSpec
-from harness.core.plan import Budget
-from harness.core.run_budget import CaseShare
-from harness.catalog.profiles import Profile
-from harness.measurement.timing import SyncedClock
+from gpubench.harness.devices.data_source import DataSource
+from gpubench.harness.devices.energy import EnergyMeter, TelemetrySampler
+from gpubench.harness.core.model_spec import ModelSpec
+from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.run_budget import CaseShare
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.measurement.timing import SyncedClock
 
 
 @dataclass

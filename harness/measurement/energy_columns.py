@@ -1,14 +1,14 @@
 """The energy columns of a measured case: joules per call, average power, work per joule (the
 repetition that fills a counter window too long for the case's own rounds happens inside
-`measure()`, harness.measurement.loop.energy_by_repetition)."""
+`measure()`, gpubench.harness.measurement.loop.energy_by_repetition)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from harness.devices.energy import EnergyMeter, EnergyReading
-from harness.measurement.measure import Measurement, Timed
+from gpubench.harness.devices.energy import EnergyMeter, EnergyReading
+from gpubench.harness.measurement.measure import Measurement, Timed
 
 
 def energy_figures(reading: EnergyReading, calls: int, out: Mapping[str, Any], samples_per_call: int | None = None) -> dict[str, Any]:

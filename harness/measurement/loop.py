@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.plan import RoundPlan
-from harness.devices.energy import EnergyMeter, EnergyReading
-from harness.measurement.timing import Clock
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.devices.energy import EnergyMeter, EnergyReading
+from gpubench.harness.measurement.timing import Clock
 
 MAX_ENERGY_CALLS = 1_000_000
 # The first energy batch, sized from the rounds' median, aims at 80% of the window: a median that came

@@ -3,11 +3,11 @@ warms up outside the samples, calibrates, runs the rounds with the one clock ins
 telemetry region, and returns a `Measurement` that keeps the raw samples and derives statistics
 from them (after torch.utils.benchmark's Measurement).
 
-    from harness.measurement.measure import Timed, measure
+    from gpubench.harness.measurement.measure import Timed, measure
     m = measure(Timed(fn=lambda: torch.matmul(a, b)), Profile.QUICK.budget, SyncedClock(device))
     print(m.stats.median_s, m.samples_s)
 
-Every phase runs through the one loop (harness.measurement.loop): warm-up, calibration, the rounds
+Every phase runs through the one loop (gpubench.harness.measurement.loop): warm-up, calibration, the rounds
 and the energy repetition. Who drives the rounds is pluggable (`Rounds`): the loop's `inline_rounds`,
 or pytest-benchmark's `pedantic` in the pytest plugin, so its table and JSON hold the same samples as
 the CSV.
@@ -20,12 +20,12 @@ from functools import cached_property
 from typing import Any, Protocol
 from collections.abc import Callable
 
-from harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
-from harness.core.plan import Budget, RoundPlan, plan_rounds
-from harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
-from harness.core.stats import SampleStats, summarize
-from harness.measurement.loop import energy_by_repetition, inline_rounds, sample, time_call, warm_up
-from harness.measurement.timing import SyncedClock
+from gpubench.harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
+from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
+from gpubench.harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
+from gpubench.harness.core.stats import SampleStats, summarize
+from gpubench.harness.measurement.loop import energy_by_repetition, inline_rounds, sample, time_call, warm_up
+from gpubench.harness.measurement.timing import SyncedClock
 
 
 @dataclass

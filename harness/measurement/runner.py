@@ -1,5 +1,5 @@
-"""Runs one build of a case end to end: build, measure (harness.measurement.measure), derive figures, memory,
-energy and flags as the typed parts of a row (harness.records.row), and hand its columns to the session.
+"""Runs one build of a case end to end: build, measure (gpubench.harness.measurement.measure), derive figures, memory,
+energy and flags as the typed parts of a row (gpubench.harness.records.row), and hand its columns to the session.
 Every outcome (ok, skipped, oom, failed) becomes a row."""
 
 from __future__ import annotations
@@ -8,21 +8,21 @@ import time
 from typing import Any
 from collections.abc import Callable
 
-from harness.devices import device as devices
-from harness.measurement.cases import Case, CaseSkipped, Diverged
-from harness.measurement.context import BuildContext
-from harness.devices.cpu_memory import cpu_peak_bytes
-from harness.measurement.energy_columns import energy_columns
-from harness.devices.machine_load import LoadMeter, load_of
-from harness.measurement.measure import Measurement, Rounds, Timed, measure
-from harness.core.peaks import peak_gbps, peak_tflops
-from harness.core.plan import Budget, RoundPlan
-from harness.core.run_budget import CaseShare, OverBudget
-from harness.records.results import utc_timestamp
-from harness.records.row import CaseColumns, CaseResult, Columns, MeasuredColumns, Memory, Row, Status
-from harness.core.stats import NOISY_REL_IQR, SampleStats
-from harness.measurement.terminal import one_line
-from harness.measurement.workload import Workload
+from gpubench.harness.devices import device as devices
+from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
+from gpubench.harness.measurement.energy_columns import energy_columns
+from gpubench.harness.devices.machine_load import LoadMeter, load_of
+from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
+from gpubench.harness.core.peaks import peak_gbps, peak_tflops
+from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.core.run_budget import CaseShare, OverBudget
+from gpubench.harness.records.results import utc_timestamp
+from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, MeasuredColumns, Memory, Row, Status
+from gpubench.harness.core.stats import NOISY_REL_IQR, SampleStats
+from gpubench.harness.measurement.terminal import one_line
+from gpubench.harness.measurement.workload import Workload
 
 
 def quality_flags(stats: SampleStats, plan: RoundPlan, budget: Budget, planned_here: bool) -> list[str]:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import torch
 
-from harness.devices.energy import EnergyMeter, idle_power_w
-from harness.devices.env import fingerprint, gpu_telemetry
-from harness.records.results import ResultsFull, ResultsWriter, read_rows, write_sidecar
-from harness.records.row import fingerprint_columns
+from gpubench.harness.devices.energy import EnergyMeter, idle_power_w
+from gpubench.harness.devices.env import fingerprint, gpu_telemetry
+from gpubench.harness.records.results import ResultsFull, ResultsWriter, read_rows, write_sidecar
+from gpubench.harness.records.row import fingerprint_columns
 
 
 @dataclass

@@ -1,11 +1,11 @@
 """What a person sees per finished case: one line with the status, median and headline figures
-(each workload declares its headlines in harness.catalog)."""
+(each workload declares its headlines in gpubench.harness.catalog)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.catalog import spec_for
+from gpubench.harness.catalog import spec_for
 
 COMMON_HEADLINES = (("energy_j", "{:.3g} J"), ("avg_power_w", "{:.3g} W"))
 

@@ -8,9 +8,9 @@ Design (after torch.utils.benchmark and triton.testing.do_bench):
   region edges, a round of many iterations pays for one sync, not one per call.
 - the clock is an object handed to whoever times (no module-level device): a workload gets it
   from its BuildContext, a torchrun worker makes its own.
-- the loop that calls the work and reads this clock is harness.measurement.loop (warm-up, rounds,
+- the loop that calls the work and reads this clock is gpubench.harness.measurement.loop (warm-up, rounds,
   energy repetition); warm-up calls never enter the samples.
-- raw samples are returned; statistics are derived elsewhere (harness.core.stats).
+- raw samples are returned; statistics are derived elsewhere (gpubench.harness.core.stats).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness.devices.device import synchronize
+from gpubench.harness.devices.device import synchronize
 
 Clock = Callable[[], float]
 
@@ -89,7 +89,7 @@ _session_clock: SyncedClock | None = None
 
 def install_session_clock(clock: SyncedClock | None) -> SyncedClock | None:
     """The clock `session_clock` reads: the pytest plugin installs its session's, and names
-    `harness.measurement.timing.session_clock` as pytest-benchmark's --benchmark-timer (its public way to
+    `gpubench.harness.measurement.timing.session_clock` as pytest-benchmark's --benchmark-timer (its public way to
     take a timer), so pytest-benchmark times every round with the one synced clock."""
     global _session_clock
     previous, _session_clock = _session_clock, clock

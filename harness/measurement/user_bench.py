@@ -1,6 +1,6 @@
 """A user's own benchmark as a case of the harness: `gpubench.measure(step, name="mymodel/train",
 params={"batch": 64}, work={"samples": 64})` in a user's test becomes a `UserCase` and a one-case
-`Workload`, and runs through harness.measurement.runner.run_case like every case of the suite (the
+`Workload`, and runs through gpubench.harness.measurement.runner.run_case like every case of the suite (the
 synced clock, warm-up outside the samples, energy, memory, flags, the row).
 
 The schema needs to know nothing in advance: the parameters go in the `params` column and the
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Mapping
 
-from harness.catalog import spec_for
-from harness.catalog.profiles import Profile
-from harness.core.stats import SampleStats
-from harness.core.workload_spec import IdRule, WorkloadSpec
-from harness.measurement.cases import Case
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.measurement.workload import Workload
+from gpubench.harness.catalog import spec_for
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.core.workload_spec import IdRule, WorkloadSpec
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.measurement.workload import Workload
 
 Figures = Callable[[SampleStats, Any], Mapping[str, float]]
 

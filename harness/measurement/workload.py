@@ -1,4 +1,4 @@
-"""A workload: its torch-free declaration (harness.catalog) and its measurement.
+"""A workload: its torch-free declaration (gpubench.harness.catalog) and its measurement.
 
 Every module in harness/workloads that a bench runs ends with
 
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from harness.measurement.cases import Case
-from harness.catalog import spec_for
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.catalog.profiles import Profile
-from harness.core.workload_spec import IdRule, WorkloadSpec
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.catalog import spec_for
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.workload_spec import IdRule, WorkloadSpec
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """The entry of a build process, with Ctrl-C held from the first line. Two forms:
 
-- `python -m harness.processes.build_main --plan-fd=R --answer-fd=W`: `gpubench run`'s builds. The plan
-  (harness.processes.protocol.BuildPlan) comes over pipe R; the answer goes back over pipe W. A build a
-  fork server starts (harness.pytest_plugin.fork_server) enters at `run_from_fds` the same way.
-- `python -m harness.processes.build_main <pytest arguments>`: pytest's command line (`gpubench ab`'s builds).
+- `python -m gpubench.harness.processes.build_main --plan-fd=R --answer-fd=W`: `gpubench run`'s builds. The plan
+  (gpubench.harness.processes.protocol.BuildPlan) comes over pipe R; the answer goes back over pipe W. A build a
+  fork server starts (gpubench.harness.pytest_plugin.fork_server) enters at `run_from_fds` the same way.
+- `python -m gpubench.harness.processes.build_main <pytest arguments>`: pytest's command line (`gpubench ab`'s builds).
 
-The launcher starts it with SIGINT blocked (harness.processes.launch.ProcessLauncher): a Ctrl-C that comes
+The launcher starts it with SIGINT blocked (gpubench.harness.processes.launch.ProcessLauncher): a Ctrl-C that comes
 while the interpreter starts stays pending until the handler below is in, and one that comes
 while pytest, its plugins and torch import is held, then raised at the session's first hook
-(harness.pytest_plugin.plugin), instead of a KeyboardInterrupt traceback from an import."""
+(gpubench.harness.pytest_plugin.plugin), instead of a KeyboardInterrupt traceback from an import."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ import argparse
 import signal
 import sys
 
-from harness.core.exits import BUILD_INTERRUPTED, ExitCode
-from harness.processes.lifetime import HELD_INTERRUPT
-from harness.processes.protocol import BuildPlan, ProtocolError, read_plan
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
+from gpubench.harness.processes.lifetime import HELD_INTERRUPT
+from gpubench.harness.processes.protocol import BuildPlan, ProtocolError, read_plan
 
 
 def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
     """pytest's command line for a plan: gpubench's options, the user's arguments untouched, then the
-    build's own (harness.pytest_plugin.build_options applies them through pytest's parsed options)."""
+    build's own (gpubench.harness.pytest_plugin.build_options applies them through pytest's parsed options)."""
     tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
     table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
     micro = ["--gpubench-micro-only"] if plan.micro_only else []

@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from harness.processes.launch import (
+from gpubench.harness.processes.launch import (
     MAX_BUILDS,
     NO_TESTS,
     Completed,
@@ -17,7 +17,7 @@ from harness.processes.launch import (
     signal_name,
     stop_requests,
 )
-from harness.processes.protocol import BuildAnswer
+from gpubench.harness.processes.protocol import BuildAnswer
 
 
 @dataclass
@@ -48,9 +48,9 @@ def run_builds(
 ) -> BuildsOutcome:
     """Build k of every case in process k (pyperf's lesson: separate processes sample memory
     layout, thread placement and another moment of the machine). `job_for(build, builds)` is its
-    launch: builds is None until the first build's answer (harness.processes.protocol) told the
+    launch: builds is None until the first build's answer (gpubench.harness.processes.protocol) told the
     selection's build count. After the selection's builds, `more(build, answers)` says whether an
-    extra build starts (a budget's time left: harness.commands.budget_builds.ExtraBuilds)."""
+    extra build starts (a budget's time left: gpubench.harness.commands.budget_builds.ExtraBuilds)."""
     worst, builds, build, known = 0, 1, 0, None
     answers: list[BuildAnswer] = []
     with stop_requests() as request:

@@ -1,4 +1,4 @@
-"""`ForkLauncher`: ProcessLauncher's builds, forked from a fork server (harness.pytest_plugin.fork_server)
+"""`ForkLauncher`: ProcessLauncher's builds, forked from a fork server (gpubench.harness.pytest_plugin.fork_server)
 that imported pytest, torch and the harness once, so a build starts in a fraction of a second instead of
 paying the interpreter and torch import again. Each build is still a fresh process with a process group
 of its own; signals are passed on, a stopped build is named and killed, and a build dies with this
@@ -17,11 +17,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec, python_module
-from harness.processes.lifetime import kill_group
-from harness.processes.protocol import Channel
+from gpubench.harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec, python_module
+from gpubench.harness.processes.lifetime import kill_group
+from gpubench.harness.processes.protocol import Channel
 
-SERVER_MODULE = "harness.pytest_plugin.fork_server"
+SERVER_MODULE = "gpubench.harness.pytest_plugin.fork_server"
 READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
 CLOSE_GRACE_S = 5.0
 MAX_CONTROL_BYTES = 65536

@@ -6,7 +6,7 @@
   when it outlives its timeout or when the job's watch (polled every second) names a rank that
   stopped responding.
 
-`harness.processes.build_runs` runs the suite as one process per build on any of them.
+`gpubench.harness.processes.build_runs` runs the suite as one process per build on any of them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 
-from harness.processes.lifetime import (
+from gpubench.harness.processes.lifetime import (
     adopting,
     child_pids,
     child_preexec,
@@ -33,7 +33,7 @@ from harness.processes.lifetime import (
     process_state,
     token_alive,
 )
-from harness.processes.protocol import BuildAnswer, BuildPlan, Channel
+from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, Channel
 
 KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
@@ -48,8 +48,8 @@ class Job:
     # TorchrunLauncher polls it every WATCH_PERIOD_S; a non-empty answer (why, e.g. 'rank 1 stopped
     # responding ...') kills the launch with its ranks. ProcessLauncher does not watch.
     watch: Callable[[], str] | None = None
-    hold_sigint: bool = False  # ProcessLauncher: the child is harness.processes.build_main, which unblocks SIGINT itself
-    plan: BuildPlan | None = None  # ProcessLauncher: sent to harness.processes.build_main, whose answer comes back
+    hold_sigint: bool = False  # ProcessLauncher: the child is gpubench.harness.processes.build_main, which unblocks SIGINT itself
+    plan: BuildPlan | None = None  # ProcessLauncher: sent to gpubench.harness.processes.build_main, whose answer comes back
 
 
 @dataclass
@@ -139,7 +139,7 @@ def build_preexec(hold_sigint: bool) -> Callable[[], None]:
     Popen's process_group needs Python 3.11). A background group may not use the terminal: the
     first print under `stty tostop` (SIGTTOU) or a read (SIGTTIN: pdb, breakpoint()) stopped the
     build for good, so both are ignored — writes go through, a read fails instead of hanging.
-    With `hold_sigint` (harness.processes.build_main, which unblocks it once its handler is in) SIGINT starts
+    With `hold_sigint` (gpubench.harness.processes.build_main, which unblocks it once its handler is in) SIGINT starts
     blocked, so a Ctrl-C during interpreter start-up waits, pending, instead of a traceback."""
     dies_with_parent = child_preexec()
 
@@ -156,7 +156,7 @@ def build_preexec(hold_sigint: bool) -> Callable[[], None]:
 
 
 class BuildHandle(Protocol):
-    """A started build as ProcessLauncher watches it: its own child, or a fork server's (harness.processes.forked)."""
+    """A started build as ProcessLauncher watches it: its own child, or a fork server's (gpubench.harness.processes.forked)."""
 
     pid: int
 
@@ -302,7 +302,7 @@ class TorchrunLauncher:
 NO_TESTS = 5
 MAX_BUILDS = 100
 # How long a process may make no progress before it is killed and named, per profile: a build
-# stopped (SIGSTOP, state T) here, a DDP rank whose heartbeat went stale (harness.workloads.ddp).
+# stopped (SIGSTOP, state T) here, a DDP rank whose heartbeat went stale (gpubench.harness.workloads.ddp).
 STOPPED_LIMIT_S = {"smoke": 30.0, "quick": 60.0, "full": 120.0}
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 
-from harness.core.exits import BUILD_INTERRUPTED
+from gpubench.harness.core.exits import BUILD_INTERRUPTED
 
 PR_SET_PDEATHSIG = 1
 

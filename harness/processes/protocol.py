@@ -140,7 +140,7 @@ class Channel:
         return self
 
     def build_args(self) -> list[str]:
-        """harness.processes.build_main's own arguments: where its plan comes from, where its answer goes."""
+        """gpubench.harness.processes.build_main's own arguments: where its plan comes from, where its answer goes."""
         return [f"--plan-fd={self.child_fds[0]}", f"--answer-fd={self.child_fds[1]}"]
 
     def handed_over(self) -> None:

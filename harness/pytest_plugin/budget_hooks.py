@@ -1,5 +1,5 @@
 """The plugin's side of a run under --budget: the plan over a build's selected (case, build) items, with this
-machine's history (harness.records.durations), and its line before the first case."""
+machine's history (gpubench.harness.records.durations), and its line before the first case."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 
 if TYPE_CHECKING:
-    from harness.pytest_plugin.run_state import RunState
+    from gpubench.harness.pytest_plugin.run_state import RunState
 def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
     """The budget's plan over every selected (case, build), with this machine's history."""
-    from harness.measurement.session import skipped_in
-    from harness.records.durations import case_costs
+    from gpubench.harness.measurement.session import skipped_in
+    from gpubench.harness.records.durations import case_costs
 
     entries = planned_entries(state.case_builds, items, build_of)
     if not entries or state.budget_s is None:
@@ -33,7 +33,7 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
 def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],
                     build_of: Callable[[pytest.Item], int]) -> list[tuple[str, int]]:
     """Every (case id, build) of the selection in run order: a build process collects its own build of
-    each case only (harness.pytest_plugin.extra_build.builds_to_collect), but plans for the builds
+    each case only (gpubench.harness.pytest_plugin.extra_build.builds_to_collect), but plans for the builds
     after it too; an extra build's number is its own."""
     entries: list[tuple[str, int]] = []
     for item in items:
@@ -49,8 +49,8 @@ def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],
 def extra_build_order(state: RunState) -> list[str]:
     """The cases an extra build repeats, noisiest first, from this run's rows so far (none without
     a budget, or when the run's file cannot be read: the extra build then runs nothing)."""
-    from harness.pytest_plugin.extra_build import noisiest_first
-    from harness.records.results import read_rows
+    from gpubench.harness.pytest_plugin.extra_build import noisiest_first
+    from gpubench.harness.records.results import read_rows
 
     if state.budget_s is None:
         return []

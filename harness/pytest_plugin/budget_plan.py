@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
-from harness.core.run_budget import (
+from gpubench.harness.core.run_budget import (
     COST_MARGIN,
     MIN_SHARE_S,
     CaseCost,
@@ -38,7 +38,7 @@ class BudgetPlan:
     now: Callable[[], float] = time.time
     cases: int = 0  # the selection's cases and builds, for the plan line
     builds: int = 0
-    extra: bool = False  # an extra build (harness.pytest_plugin.extra_build): a case runs whole or not at all
+    extra: bool = False  # an extra build (gpubench.harness.pytest_plugin.extra_build): a case runs whole or not at all
 
     def left_s(self) -> float:
         return self.deadline_s - self.now() - self.later_processes * self.startup_s

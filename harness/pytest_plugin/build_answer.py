@@ -1,4 +1,4 @@
-"""A build process's side of its plan (harness.processes.protocol): the build's own pytest options, applied
+"""A build process's side of its plan (gpubench.harness.processes.protocol): the build's own pytest options, applied
 to what pytest's parser made of the user's arguments, and the answer sent back to `gpubench run`.
 
 The user's arguments are never read by hand: --benchmark-json and --benchmark-save get the build's tag
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.processes.protocol import BuildAnswer, write_message
+from gpubench.harness.processes.protocol import BuildAnswer, write_message
 
 # The micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck, speedup): what
 # --device cuda:all runs on each GPU.
@@ -41,7 +41,7 @@ def add_build_options(group: Any) -> None:
     group.addoption(
         "--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS
     )
-    group.addoption(  # with --gpubench-build K past the profile's builds: harness.pytest_plugin.extra_build
+    group.addoption(  # with --gpubench-build K past the profile's builds: gpubench.harness.pytest_plugin.extra_build
         "--gpubench-extra-build", action="store_true", default=False, dest="gpubench_extra_build", help=argparse.SUPPRESS
     )
 

@@ -12,24 +12,24 @@ from collections.abc import Callable
 import torch
 from pytest_benchmark.utils import load_timer
 
-from harness.measurement.context import BuildContext
-from harness.devices.datasets import DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root
-from harness.devices.device import DeviceError, resolve_device
-from harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
-from harness.devices.env import machine_identity
-from harness.processes.launch import MAX_BUILDS
-from harness.devices.nproc import NprocError, check_nproc, default_nproc
-from harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
-from harness.core.options import RESULTS_DIR_DEFAULT
-from harness.core.plan import MAX_BUILD_CALLS
-from harness.core.run_budget import DurationError, parse_duration
-from harness.catalog.profiles import ProfileError, check_profile
-from harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
-from harness.pytest_plugin.run_state import RunState
-from harness.measurement.session import Session
-from harness.records.store import StoreError, results_dir_for
-from harness.measurement.timing import SyncedClock, install_session_clock
-from harness.workloads.user_model import ModelLoadError, check_model
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.datasets import DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root
+from gpubench.harness.devices.device import DeviceError, resolve_device
+from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
+from gpubench.harness.devices.env import machine_identity
+from gpubench.harness.processes.launch import MAX_BUILDS
+from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
+from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
+from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
+from gpubench.harness.core.plan import MAX_BUILD_CALLS
+from gpubench.harness.core.run_budget import DurationError, parse_duration
+from gpubench.harness.catalog.profiles import ProfileError, check_profile
+from gpubench.harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
+from gpubench.harness.pytest_plugin.run_state import RunState
+from gpubench.harness.measurement.session import Session
+from gpubench.harness.records.store import StoreError, results_dir_for
+from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
+from gpubench.harness.workloads.user_model import ModelLoadError, check_model
 
 
 class SetupError(ValueError):
@@ -46,7 +46,7 @@ def check_target_accuracy(target: float | None) -> float | None:
     return target
 
 
-DEFAULT_TIMERS = ("", "None", "time.perf_counter", "harness.measurement.timing.session_clock")
+DEFAULT_TIMERS = ("", "None", "time.perf_counter", "gpubench.harness.measurement.timing.session_clock")
 
 
 def user_base_clock(chosen: Any) -> Callable[[], float]:

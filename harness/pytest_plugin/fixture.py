@@ -11,21 +11,21 @@ from collections.abc import Callable, Mapping
 import pytest
 from pytest_benchmark.stats import Stats
 
-from harness.measurement.loop import inline_rounds
-from harness.measurement.measure import Rounds
-from harness.catalog.profiles import Profile
-from harness.core.exits import ExitCode
-from harness.core.plan import RoundPlan
-from harness.records.results import ResultsFull
-from harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
-from harness.pytest_plugin.run_state import RunState, Terminated
-from harness.measurement.runner import run_case
-from harness.records.safe_files import UnsafePath
-from harness.records.schema import RUN_COLUMNS, SchemaError
-from harness.measurement.session import Stop
-from harness.measurement.terminal import summary_line
-from harness.measurement.user_bench import Figures, UserBenchError, user_workload
-from harness.measurement.workload import as_workload
+from gpubench.harness.measurement.loop import inline_rounds
+from gpubench.harness.measurement.measure import Rounds
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.records.results import ResultsFull
+from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
+from gpubench.harness.pytest_plugin.run_state import RunState, Terminated
+from gpubench.harness.measurement.runner import run_case
+from gpubench.harness.records.safe_files import UnsafePath
+from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
+from gpubench.harness.measurement.session import Stop
+from gpubench.harness.measurement.terminal import summary_line
+from gpubench.harness.measurement.user_bench import Figures, UserBenchError, user_workload
+from gpubench.harness.measurement.workload import as_workload
 
 
 def benchmark_rounds(benchmark: Any) -> Rounds:
@@ -107,7 +107,7 @@ class Recorder:
                 work: Mapping[str, float] | None = None, figures: Figures | None = None,
                 setup: Callable[[], Callable[[], Any]] | None = None,
                 builds: int | None = None) -> list[dict[str, Any]]:
-        """Time the user's callable through the harness (harness.measurement.user_bench): `fn`, or what
+        """Time the user's callable through the harness (gpubench.harness.measurement.user_bench): `fn`, or what
         `setup()` returns, once per build (a fresh model each); one row per build, returned."""
         if (fn is None) == (setup is None):
             raise UserBenchError("measure() takes the function to time, or setup= returning it — pass one of them")

@@ -1,13 +1,13 @@
 """A fork server: a process that has imported pytest, pytest-benchmark, torch and this plugin but touched
 no device, forking one fresh process per build of `gpubench run` — the ~2.5 s of interpreter and torch
-import paid once per run instead of once per build. harness.processes.forked starts it and talks to it
+import paid once per run instead of once per build. gpubench.harness.processes.forked starts it and talks to it
 over a socket: `start` (with the build's plan and answer pipes), `signal`, `kill`; it answers `ready`,
 `started` and `ended`.
 
-The launcher starts it as it starts a build (harness.processes.launch.build_preexec): SIGINT blocked, a
+The launcher starts it as it starts a build (gpubench.harness.processes.launch.build_preexec): SIGINT blocked, a
 process group of its own, dying with the launcher. A forked build gets a process group of its own,
 dies with the server (so with the launcher), gets its own numpy global generator (Python's `random`
-reseeds itself after a fork), and enters harness.processes.build_main like a plain one. The server
+reseeds itself after a fork), and enters gpubench.harness.processes.build_main like a plain one. The server
 itself waits for each build, passes the launcher's signals on and reaps it: only it may wait for its
 children. Where a fork is unsafe it says why at once and forks nothing."""
 
@@ -79,10 +79,10 @@ def preload() -> str:
         import pytest_benchmark.plugin  # noqa: F401
         import torch  # noqa: F401  (the server's point: imported once)
 
-        import harness.workloads
-        from harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
+        import gpubench.harness.workloads
+        from gpubench.harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
 
-        for module in pkgutil.iter_modules(harness.workloads.__path__, "harness.workloads."):
+        for module in pkgutil.iter_modules(gpubench.harness.workloads.__path__, "gpubench.harness.workloads."):
             if not module.name.endswith("_worker"):  # a torchrun rank's entry, never imported by a build
                 importlib.import_module(module.name)
     return fork_problem()
@@ -108,8 +108,8 @@ def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
     """In the child: its own process group and parent-death signal, then the build as a plain one runs it."""
     import signal
 
-    from harness.processes.build_main import run_from_fds
-    from harness.processes.lifetime import HELD_INTERRUPT, die_with_parent
+    from gpubench.harness.processes.build_main import run_from_fds
+    from gpubench.harness.processes.lifetime import HELD_INTERRUPT, die_with_parent
 
     os.setpgid(0, 0)
     die_with_parent()
@@ -125,7 +125,7 @@ def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
 def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
     """Fork one build, pass the launcher's signals on, reap it and say how it ended. False when the
     launcher is gone (the build then goes with this process, through its parent-death signal)."""
-    from harness.processes.lifetime import HELD_INTERRUPT, kill_group
+    from gpubench.harness.processes.lifetime import HELD_INTERRUPT, kill_group
 
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # else the child prints this process's buffered output again

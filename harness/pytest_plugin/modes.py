@@ -1,5 +1,5 @@
 """How the plugin comes to life. Loaded by name (the suite: the checkout's conftest.py, `-p
-harness.pytest_plugin.plugin`) it declares the short options too and sets the run up at configure;
+gpubench.harness.pytest_plugin.plugin`) it declares the short options too and sets the run up at configure;
 loaded through its installed entry point it declares only `--gpubench-*` options and sets the run up
 when one of them is given, or when a collected test asks for the `gpubench` fixture. Torch-free
 until a run is set up."""
@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.core.options import RUN_OPTIONS
-from harness.pytest_plugin.build_answer import add_build_options
+from gpubench.harness.core.options import RUN_OPTIONS
+from gpubench.harness.pytest_plugin.build_answer import add_build_options
 
 if TYPE_CHECKING:
-    from harness.pytest_plugin.run_state import RunState
+    from gpubench.harness.pytest_plugin.run_state import RunState
 
 STATE = pytest.StashKey["RunState"]()
 ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
-ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE = (f"harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite"))
-TIMER = "harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
+ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE = (f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite"))
+TIMER = "gpubench.harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
 # `gpubench run` starts one pytest process per build and names the build here, and the pipe its
 # first process reports the selection's build count on.
 INTERNAL = (  # gpubench ab's: the cases still undecided; gpubench run's: the run's end by the wall clock (--budget)
@@ -53,7 +53,7 @@ def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
     recorder = _OptionNames()
     for plugin in pluginmanager.get_plugins():
         hook = getattr(plugin, "pytest_addoption", None)
-        if hook is None or getattr(plugin, "__name__", "").startswith("harness.pytest_plugin"):
+        if hook is None or getattr(plugin, "__name__", "").startswith("gpubench.harness.pytest_plugin"):
             continue
         try:
             parameters = inspect.signature(hook).parameters
@@ -79,7 +79,7 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
 
 
 def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """For harness.pytest_plugin.suite: the plugin first (its options), then the short forms it did
+    """For gpubench.harness.pytest_plugin.suite: the plugin first (its options), then the short forms it did
     not add because its entry point loaded it (and no other plugin took them)."""
     pluginmanager.import_plugin(PLUGIN_MODULE)  # no-op when registered; else it declares its options now
     group = parser.getgroup("gpubench")
@@ -91,7 +91,7 @@ def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginM
 
 
 def is_suite(config: pytest.Config) -> bool:
-    """Loaded as the suite's plugin: through harness.pytest_plugin.suite, or by its module name
+    """Loaded as the suite's plugin: through gpubench.harness.pytest_plugin.suite, or by its module name
     before (or without) the entry point (pluggy lists plugins in the order they registered)."""
     names = [name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None]
     if SUITE_MODULE in names or ENTRY_NAME not in names:
@@ -106,10 +106,10 @@ def options_given(config: pytest.Config) -> bool:
 
 
 def activate(config: pytest.Config, name_timer: bool) -> RunState:
-    """Validate the options and set the run up (harness.pytest_plugin.build_setup): a bad value is
+    """Validate the options and set the run up (gpubench.harness.pytest_plugin.build_setup): a bad value is
     one line and exit 4. `name_timer`: pytest-benchmark has not configured yet, so the synced clock
     becomes its --benchmark-timer (its public way to take a timer) for every test."""
-    from harness.pytest_plugin.build_setup import SetupError, make_state
+    from gpubench.harness.pytest_plugin.build_setup import SetupError, make_state
 
     try:
         state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
@@ -139,7 +139,7 @@ def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | 
     if state is None and used:
         state = activate(config, name_timer=False)
     if state is not None and str(getattr(config.option, "benchmark_timer", "")) != TIMER:
-        from harness.measurement.timing import session_clock
+        from gpubench.harness.measurement.timing import session_clock
 
         for item in used:
             marker = item.get_closest_marker("benchmark")
@@ -150,7 +150,7 @@ def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | 
 
 def timed_by_session_clock(config: pytest.Config, node: pytest.Item) -> bool:
     """Whether pytest-benchmark times this test with the synced clock (its option or the test's marker)."""
-    from harness.measurement.timing import session_clock
+    from gpubench.harness.measurement.timing import session_clock
 
     marker = node.get_closest_marker("benchmark")
     if marker is not None and "timer" in marker.kwargs:

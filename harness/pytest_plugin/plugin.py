@@ -1,18 +1,18 @@
 """pytest plugin: gpubench's options and hooks only. It is loaded two ways:
 
-- as the suite's plugin, by name (the checkout's conftest.py through harness.pytest_plugin.suite, or
-  `-p harness.pytest_plugin.plugin`): the short options (`--profile`) beside the `--gpubench-*` ones,
+- as the suite's plugin, by name (the checkout's conftest.py through gpubench.harness.pytest_plugin.suite, or
+  `-p gpubench.harness.pytest_plugin.plugin`): the short options (`--profile`) beside the `--gpubench-*` ones,
   validation at configure (one line, exit 4), the session's synced clock named as pytest-benchmark's
   timer, Ctrl-C held where pytest cannot take it, case x build parametrization with builds
   interleaved (build 0 of every case, then build 1, ...), and the run's lifecycle hooks;
-- installed, through its `pytest11` entry point (harness.pytest_plugin.entry) in any test run: inert
+- installed, through its `pytest11` entry point (gpubench.harness.pytest_plugin.entry) in any test run: inert
   (no option changed, no handler, no reordering, no torch imported, nothing written)
   until a `--gpubench-*` option is given (set up at configure, as the suite) or a collected test asks
   for the `gpubench` fixture (set up after collection, before the first test; the synced clock then
   rides on those tests' `benchmark` marker, pytest-benchmark's public per-test timer).
 
-The `gpubench` fixture lives in harness.pytest_plugin.fixture, the records in harness.measurement.session.
-A bench module names its workload (`gpubench_workload = WORKLOAD` of a harness.workloads module)
+The `gpubench` fixture lives in gpubench.harness.pytest_plugin.fixture, the records in gpubench.harness.measurement.session.
+A bench module names its workload (`gpubench_workload = WORKLOAD` of a gpubench.harness.workloads module)
 and has one test that calls `gpubench.run(case)`; a user's test calls `gpubench.measure(fn, name=...)`.
 """
 
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.core.exits import ExitCode
-from harness.processes.cases_file import read_cases_file
-from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
-from harness.pytest_plugin.budget_hooks import extra_build_order, plan_budget, show_plan
-from harness.pytest_plugin.build_answer import answer_writer, apply_build_options
-from harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
-from harness.pytest_plugin.modes import (
+from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.processes.cases_file import read_cases_file
+from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
+from gpubench.harness.pytest_plugin.budget_hooks import extra_build_order, plan_budget, show_plan
+from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
+from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
+from gpubench.harness.pytest_plugin.modes import (
     STATE,
     activate,
     activate_for,
@@ -43,8 +43,8 @@ from harness.pytest_plugin.modes import (
 )
 
 if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
-    from harness.pytest_plugin.fixture import Recorder
-    from harness.pytest_plugin.run_state import RunState
+    from gpubench.harness.pytest_plugin.fixture import Recorder
+    from gpubench.harness.pytest_plugin.run_state import RunState
 
 SESSION = pytest.StashKey[pytest.Session]()
 # Signals that stop the run with the case in progress unwound (its DDP workdir removed) and the
@@ -85,7 +85,7 @@ def hold_interrupts_while_loading() -> None:
     """The suite loads torch here: Ctrl-C meanwhile is held, then raised as an interrupt of the
     session (exit 2); in the session the first Ctrl-C raises and later ones are held."""
     HELD_INTERRUPT.hold()
-    import harness.pytest_plugin.fixture  # noqa: F401 - torch and the harness, while Ctrl-C is held
+    import gpubench.harness.pytest_plugin.fixture  # noqa: F401 - torch and the harness, while Ctrl-C is held
 
     if HELD_INTERRUPT.pending:  # Ctrl-C while pytest loaded the plugins: an interrupt of the session, exit 2 (later ones stay held)
         HELD_INTERRUPT.pending = False
@@ -103,7 +103,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
     """From the run's set-up on (the session's start, or after collection), until unconfigure."""
-    from harness.pytest_plugin.run_state import Terminated
+    from gpubench.harness.pytest_plugin.run_state import Terminated
 
     def terminate(signum: int, frame: Any) -> None:
         if state.session.terminated:  # a second signal (the group's, then gpubench run's forwarded one) must not cut the cleanup short
@@ -141,8 +141,8 @@ def close_session(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
     if state is None:
         return
-    from harness.measurement.session import Stop
-    from harness.records.results import ResultsFull
+    from gpubench.harness.measurement.session import Stop
+    from gpubench.harness.records.results import ResultsFull
 
     if state.session.is_open:
         try:
@@ -169,7 +169,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         answer.finish(config, int(session.exitstatus) if session is not None else int(ExitCode.REFUSED), state.session.rows_written, stop)
     if state is None:
         return
-    from harness.measurement.timing import install_session_clock
+    from gpubench.harness.measurement.timing import install_session_clock
 
     install_session_clock(state.previous_clock)  # an embedding run's own (pytester in a gpubench session)
     for signum, handler in config.stash.get(PREVIOUS_HANDLERS, {}).items():
@@ -291,7 +291,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the budget's plan in one line."""
     state = session.config.stash.get(STATE, None)
     if state is not None and any(map(uses_gpubench, session.items)) and not session.config.getoption("collectonly"):
-        from harness.records.results import check_writable
+        from gpubench.harness.records.results import check_writable
 
         try:
             check_writable(state.session.results_dir)
@@ -315,7 +315,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     declared = getattr(metafunc.module, "gpubench_workload", None)
     if declared is None or "case" not in metafunc.fixturenames:
         return
-    from harness.measurement.workload import as_workload
+    from gpubench.harness.measurement.workload import as_workload
 
     workload = as_workload(declared)
     state = metafunc.config.stash.get(STATE, None) or activate(metafunc.config, name_timer=False)  # installed: a bench module
@@ -340,8 +340,8 @@ def gpubench_build() -> int:
 @pytest.fixture
 def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int) -> Recorder:
     """The harness for one test: `gpubench.run(case)` in a bench module, `gpubench.measure(fn, name=...)`
-    in a user's own test (harness.pytest_plugin.fixture.Recorder)."""
-    from harness.pytest_plugin.fixture import Recorder
+    in a user's own test (gpubench.harness.pytest_plugin.fixture.Recorder)."""
+    from gpubench.harness.pytest_plugin.fixture import Recorder
 
     state = request.config.stash.get(STATE, None) or activate(request.config, name_timer=False)  # asked for by name at run time
     return Recorder(state, benchmark, request, gpubench_build, benchmark_times=timed_by_session_clock(request.config, request.node))
@@ -352,7 +352,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash.get(STATE, None)
     if state is None:
         return []
-    from harness.devices.device import unusable_gpu
+    from gpubench.harness.devices.device import unusable_gpu
 
     lines = [f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results {state.session.csv_path}"]
     unseen = unusable_gpu(state.ctx.device)
@@ -369,7 +369,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     """pytest-benchmark's saved runs carry the device fingerprint, so they can be told apart by GPU."""
     state = config.stash.get(STATE, None)
     if state is not None:
-        from harness.devices.env import fingerprint
+        from gpubench.harness.devices.env import fingerprint
 
         machine_info["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
 

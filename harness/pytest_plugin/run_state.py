@@ -7,10 +7,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.measurement.context import BuildContext
-from harness.pytest_plugin.budget_plan import BudgetPlan
-from harness.devices.data_source import DataSource
-from harness.measurement.session import Session
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan
+from gpubench.harness.devices.data_source import DataSource
+from gpubench.harness.measurement.session import Session
 
 
 class Terminated(KeyboardInterrupt):
@@ -27,7 +27,7 @@ class RunState:
     dataset: str
     profile_ops: bool
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
-    extra_build: bool = False  # that build is past the profile's (harness.pytest_plugin.extra_build)
+    extra_build: bool = False  # that build is past the profile's (gpubench.harness.pytest_plugin.extra_build)
     case_builds: dict[str, int] = field(default_factory=dict)  # case id -> its builds, though one build is collected
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
     deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this process's start

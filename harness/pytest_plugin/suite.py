@@ -1,18 +1,18 @@
 """The suite's plugin, as the checkout's conftest.py loads it: gpubench's plugin
-(harness.pytest_plugin.plugin) with the short options (`--profile`) and the run set up at configure.
-Where gpubench is installed its entry point loads the plugin first, inert (harness.pytest_plugin.modes):
+(gpubench.harness.pytest_plugin.plugin) with the short options (`--profile`) and the run set up at configure.
+Where gpubench is installed its entry point loads the plugin first, inert (gpubench.harness.pytest_plugin.modes):
 this makes it the suite's."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.processes.lifetime import HELD_INTERRUPT  # torch-free
-from harness.pytest_plugin.modes import add_suite_options
+from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
+from gpubench.harness.pytest_plugin.modes import add_suite_options
 
 HELD_INTERRUPT.hold()  # from the conftest's load on: Ctrl-C while pytest and torch load is raised at configure (exit 2)
 
-pytest_plugins = ["harness.pytest_plugin.plugin"]
+pytest_plugins = ["gpubench.harness.pytest_plugin.plugin"]
 
 
 @pytest.hookimpl(trylast=True)  # after the other plugins: the short forms skip the options they own

@@ -1,5 +1,5 @@
 """Results files: one CSV per run, a row appended and flushed as each case finishes; read_frame is
-the one reader of them (read_rows for the harness, reports.load for the report commands)."""
+the one reader of them (read_rows for the harness, gpubench.reports.load for the report commands)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
-from harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
-from harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
+from gpubench.harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
+from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
                                 replace_bytes, replacing, write_all)
-from harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError,
+from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError,
                                     kind_of, parse_cell, parse_column, to_cell)
-from harness.records.upgrade import upgrade_row
+from gpubench.harness.records.upgrade import upgrade_row
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a file is read: the harness writes far more often than it reads
@@ -185,7 +185,7 @@ class ResultsWriter:
 
     def append(self, row: dict[str, Any]) -> None:
         unknown = set(row) - set(COLUMNS)
-        assert not unknown, f"columns missing from harness.records.schema: {sorted(unknown)}"
+        assert not unknown, f"columns missing from gpubench.harness.records.schema: {sorted(unknown)}"
         assert row.get("status", "ok") in STATUSES, f"status {row.get('status')!r} is not one of {STATUSES}"
         self._write_whole(self._encode(row))
         self.rows_written += 1
@@ -196,7 +196,7 @@ class ResultsWriter:
 
 def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> Path:
     """A JSON file beside the run's CSV (environment, profiler tables), written under a random
-    temporary name inside the results folder and renamed (harness.records.safe_files): a full disk leaves
+    temporary name inside the results folder and renamed (gpubench.harness.records.safe_files): a full disk leaves
     the previous version, never half a file, and a link planted at either name is never followed."""
     path = results_dir / f"{run_id}.{suffix}.json"
     data = (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8")
@@ -260,7 +260,7 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
 
 
 def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> tuple[list[str], list[list[str]]]:
-    """Records of older schema versions brought up to this one as text (harness.records.upgrade.upgrade_row,
+    """Records of older schema versions brought up to this one as text (gpubench.harness.records.upgrade.upgrade_row,
     row by row); a newer version or one that is no number is refused. Current ones pass as they are."""
     at, current = header.index("schema_version"), str(SCHEMA_VERSION)
     if all(record[at] == current for record in records):
@@ -300,7 +300,7 @@ class _Text:
         self.files += 1
 
     def typed(self) -> pd.DataFrame:
-        """Every column typed by harness.records.schema.parse_column; the first refused cell names its file,
+        """Every column typed by gpubench.harness.records.schema.parse_column; the first refused cell names its file,
         line and column. Text is deduplicated through a categorical (runs repeat their strings)."""
         import pandas as pd
 
@@ -341,7 +341,7 @@ CHUNK_FILES = 100  # files typed together
 
 def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
     """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file has (as
-    text), `source_file` (the file's stem) and `source_line`. Typed by harness.records.schema.parse_column (numbers as
+    text), `source_file` (the file's stem) and `source_line`. Typed by gpubench.harness.records.schema.parse_column (numbers as
     floats, NaN when empty; booleans and text as True/False/str/None; `samples_s` as its JSON text); older
     schemas upgraded row by row, newer ones refused. A file that is not gpubench results, a cut line, a wrong
     field count or a damaged cell is a SchemaError naming the file, the line and the fix; so is an impossible
@@ -388,7 +388,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def write_frame(frame: pd.DataFrame, path: Path, columns: list[str], fix: str = "pass another output folder") -> None:
     """`columns` of a read frame as one results CSV, every cell as ResultsWriter writes it; whole or
-    not at all, never through a link (harness.records.safe_files.replacing)."""
+    not at all, never through a link (gpubench.harness.records.safe_files.replacing)."""
     with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.stats import SampleStats
-from harness.records.schema import COLUMNS, RUN_COLUMNS, SCHEMA_VERSION
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.records.schema import COLUMNS, RUN_COLUMNS, SCHEMA_VERSION
 
 Columns = Mapping[str, Any]
 KNOWN_COLUMNS = frozenset(COLUMNS)
@@ -137,6 +137,6 @@ class Row:
                    **self.load.columns(), "build_s": self.build_s}
         unknown = sorted(set(columns) - KNOWN_COLUMNS)
         if unknown:
-            raise ValueError(f"columns missing from harness.records.schema: {unknown} — declare them in the schema or "
+            raise ValueError(f"columns missing from gpubench.harness.records.schema: {unknown} — declare them in the schema or "
                              "the workload's catalogue entry")
         return columns

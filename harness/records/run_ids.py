@@ -9,11 +9,11 @@ import io
 import os
 from pathlib import Path
 
-from harness.records.safe_files import UnsafePath, open_read
+from gpubench.harness.records.safe_files import UnsafePath, open_read
 
 MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes
 # Run ids whose file a folder's report takes for one of its own: `gpubench report` writes merged.csv, and a
-# walk of the folder leaves a report's merged.csv out (reports.load), so a run of that name would vanish.
+# walk of the folder leaves a report's merged.csv out (gpubench.reports.load), so a run of that name would vanish.
 RESERVED = ("merged",)
 FIX = "pass another --run-id, or none for a fresh one"
 

@@ -1,13 +1,13 @@
 """The results row schema: every column declared once, with its type, unit and group.
 
-Torch-free: the report builder imports it too. The writer, the one reader (harness.records.results.read_frame,
+Torch-free: the report builder imports it too. The writer, the one reader (gpubench.harness.records.results.read_frame,
 which the report loads through) and the report's unit formatting all derive from `SCHEMA`. A
 column a workload does not use stays empty (None once read).
 
 Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach
-harness.records.upgrade.upgrade_row how to read the old version. Version history:
+gpubench.harness.records.upgrade.upgrade_row how to read the old version. Version history:
   1  first release.
-  2  typed columns; short case ids (harness.catalog) (settings a case does not use are empty);
+  2  typed columns; short case ids (gpubench.harness.catalog) (settings a case does not use are empty);
      one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
      counts; noise and load flags; memory tier of bandwidth cases; cold/warm compile.
   3  energy on every timed region (energy_j, avg_power_w, energy_source, per-joule figures); GPU
@@ -33,8 +33,8 @@ from datetime import datetime
 from typing import Any
 from collections.abc import Callable
 
-from harness.catalog import declared_columns
-from harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
+from gpubench.harness.catalog import declared_columns
+from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
 
 SCHEMA_VERSION = 4
 
@@ -81,7 +81,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("case", "float", "lr"),  # peak learning rate
     *_cols("case", "float", "target_accuracy", "frac"),
     *_cols("case", "int", "seed"),
-    # measurement: derived from the raw samples (harness.core.stats)
+    # measurement: derived from the raw samples (gpubench.harness.core.stats)
     *_cols("measurement", "int", "rounds iterations", required="rounds"),
     *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
     *_cols("measurement", "float", "cv rel_iqr", "frac"),
@@ -125,10 +125,10 @@ SCHEMA: tuple[Column, ...] = (
     # outcome
     *_cols("measurement", "str", "status reason flags", required="status reason"),
     *_cols("measurement", "json", "samples_s", "s"),
-    # a user's own benchmark (harness.measurement.user_bench): settings and figures this schema does not name
+    # a user's own benchmark (gpubench.harness.measurement.user_bench): settings and figures this schema does not name
     *_cols("case", "object", "params"),
     *_cols("figure", "object", "user_figures"),
-    # columns workloads declare themselves (harness.catalog), after the core ones: older files keep their order
+    # columns workloads declare themselves (gpubench.harness.catalog), after the core ones: older files keep their order
     *declared_columns(),
 )
 
@@ -178,7 +178,7 @@ def canonical_json(values: dict[str, Any]) -> str:
 # ---- reading -----------------------------------------------------------------------------------
 # One set of cell rules, in two forms that must agree cell for cell: parse_cell (one cell, used by
 # the v1 upgrade and to say why a cell is refused) and parse_column (a pandas column at once, used
-# by harness.records.results.read_frame, the only reader). Both take their spellings from the tables below.
+# by gpubench.harness.records.results.read_frame, the only reader). Both take their spellings from the tables below.
 
 BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}  # stripped, lower-cased
 # What float() reads, less inf, nan, underscores and non-ASCII digits (no writer writes them).

@@ -6,7 +6,7 @@
 machine it runs on, resolved there. Many writers may share one store on NFS: each run writes only
 its own files (the run id is unique: UTC time, host, pid, a random suffix), nothing is appended to
 a file another run writes, and sidecars are written under a temporary name in the same folder and
-renamed with os.replace (harness.records.results.write_sidecar). Creating the machine folder is the only
+renamed with os.replace (gpubench.harness.records.results.write_sidecar). Creating the machine folder is the only
 shared step, and mkdir(exist_ok=True) is safe to race.
 
 The machine folder is `<hostname>-<hash>`: the host for people, and 8 hex digits of a hash of the
@@ -14,7 +14,7 @@ hardware (CPU model, core count, RAM in GiB, the node's GPU names) so that a rei
 on new hardware starts a new history. The hash leaves out what changes without the machine
 changing (kernel, driver, torch) and what the run chose (the device, CUDA_VISIBLE_DEVICES): a node's
 CPU runs and GPU runs, before and after an upgrade, are one machine's history. Torch-free: the
-identity itself is read by harness.devices.env.machine_identity."""
+identity itself is read by gpubench.harness.devices.env.machine_identity."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def others_can_remove(folder: Path) -> tuple[str, bool] | None:
     run writes there (writable by a group not the owner's own, or by all, and not sticky: a machine
     folder made by hand, or in a store made without the sticky bit), and whether every user can: that
     is refused, as gpubench makes nothing world-writable; a group is named in a warning."""
-    from harness.records.job_files import described, own_group
+    from gpubench.harness.records.job_files import described, own_group
 
     try:
         info = os.stat(folder)

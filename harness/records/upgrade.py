@@ -1,5 +1,5 @@
-"""Rows of older schema versions brought up to this one (harness.records.schema.SCHEMA_VERSION), as
-text, before they are typed: harness.records.results reads every file through `upgrade_row`.
+"""Rows of older schema versions brought up to this one (gpubench.harness.records.schema.SCHEMA_VERSION), as
+text, before they are typed: gpubench.harness.records.results reads every file through `upgrade_row`.
 
 An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
 1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
@@ -9,9 +9,9 @@ compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv e
 
 from __future__ import annotations
 
-from harness.catalog import case_id_for
-from harness.catalog.mnist_epoch import GUIDE_TEMPLATE
-from harness.records.schema import (
+from gpubench.harness.catalog import case_id_for
+from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from gpubench.harness.records.schema import (
     SCHEMA_VERSION,
     SETTING_COLUMNS,
     SchemaError,

@@ -14,17 +14,17 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from harness.devices import device as devices
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.attention import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.device import dtype_skip_reason
-from harness.measurement.measure import Measurement, Timed
-from harness.core.stats import SampleStats
-from harness.measurement.terminal import one_line
-from harness.measurement.workload import Workload
-from harness.workloads.matmul import with_precision
-from harness.workloads.matmul_peak import measured_peak
+from gpubench.harness.devices import device as devices
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.attention import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.measurement.measure import Measurement, Timed
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.terminal import one_line
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.matmul import with_precision
+from gpubench.harness.workloads.matmul_peak import measured_peak
 
 BACKENDS: dict[str, SDPBackend] = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
                                    "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}

@@ -45,7 +45,7 @@ def summed(start: int, count: int, world_size: int, device: torch.device) -> tor
 class Collective:
     """`count` is the operation's elements as nccl-tests counts them (the whole gathered buffer of
     an all_gather, the whole input of a reduce_scatter or all_to_all); chunked ops get a multiple
-    of the ranks (harness.catalog.collectives.elements)."""
+    of the ranks (gpubench.harness.catalog.collectives.elements)."""
 
     name: str
     make: Callable[[int, Ranks, torch.device], Buffers]

@@ -1,8 +1,8 @@
 """Collectives: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and sendrecv over a
-ladder of sizes, with nccl-tests' algbw, busbw and `#wrong` (harness.catalog.collectives).
+ladder of sizes, with nccl-tests' algbw, busbw and `#wrong` (gpubench.harness.catalog.collectives).
 
 A case is one collective at one size. Process start costs seconds, so one torchrun launch (the DDP
-workload's launcher, harness.workloads.ddp.launch) times every case of the ladder in a build
+workload's launcher, gpubench.harness.workloads.ddp.launch) times every case of the ladder in a build
 process; each case then takes its own result from it. A launch's results are each taken once: a
 case run again in the same process is measured by a fresh launch."""
 
@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
-from harness.measurement.cases import Case, CaseSkipped, Diverged
-from harness.catalog.collectives import (
+from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.catalog.collectives import (
     ELEMENT_BYTES,
     OPS,
     SPEC,
@@ -27,16 +27,16 @@ from harness.catalog.collectives import (
     bus_factor,
     elements,
 )
-from harness.measurement.context import BuildContext
-from harness.devices.machine_load import BUSY_FRAC, LoadMeter
-from harness.measurement.measure import Timed
-from harness.core.plan import RoundPlan
-from harness.core.run_budget import CaseShare, OverBudget
-from harness.measurement.runner import failure_columns, measured_row
-from harness.core.stats import SampleStats, summarize
-from harness.measurement.workload import Workload
-from harness.core.workload_spec import bytes_size
-from harness.workloads.ddp import (
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.machine_load import BUSY_FRAC, LoadMeter
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.core.run_budget import CaseShare, OverBudget
+from gpubench.harness.measurement.runner import failure_columns, measured_row
+from gpubench.harness.core.stats import SampleStats, summarize
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.core.workload_spec import bytes_size
+from gpubench.harness.workloads.ddp import (
     COLLECTIVE_TIMEOUT_S,
     HEARTBEAT_STALL_S,
     LAUNCH_TIMEOUT_S,
@@ -47,7 +47,7 @@ from harness.workloads.ddp import (
     sweep_stale_workdirs,
 )
 
-WORKER = "harness.workloads.collectives_worker"
+WORKER = "gpubench.harness.workloads.collectives_worker"
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 # Bytes per case, per profile and device type: the small sizes measure latency, the large ones the
 # link. The CPU's largest sizes keep the quick profile's launch within seconds on two cores.
@@ -174,7 +174,7 @@ class LaunchKey:
 class Launched:
     points: dict[tuple[str, int], dict[str, Any]]
     error: str = ""
-    busy_frac: float = 0.0  # other processes' share of the CPU during the launch (harness.devices.machine_load)
+    busy_frac: float = 0.0  # other processes' share of the CPU during the launch (gpubench.harness.devices.machine_load)
     taken: set[tuple[str, int]] = field(default_factory=set)
     over_budget: bool = False  # stopped at its cases' share of a run budget: they are skipped, not failed
 

@@ -1,9 +1,9 @@
-"""One rank of the collectives benchmark, launched by torchrun: by the suite (harness.workloads.collectives,
+"""One rank of the collectives benchmark, launched by torchrun: by the suite (gpubench.harness.workloads.collectives,
 through the DDP workload's launcher), or by hand on one node or many:
 
-    torchrun --nproc_per_node=8 -m harness.workloads.collectives_worker --results-dir results
+    torchrun --nproc_per_node=8 -m gpubench.harness.workloads.collectives_worker --results-dir results
     torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --rdzv_backend=c10d \\
-             --rdzv_endpoint=HOST0:29500 -m harness.workloads.collectives_worker --results-dir results
+             --rdzv_endpoint=HOST0:29500 -m gpubench.harness.workloads.collectives_worker --results-dir results
 
 Every rank times every size of every collective in lockstep (backend nccl on CUDA, gloo on CPU):
 warm-up, then rounds that start together at a barrier; a round's time is the slowest rank's. After
@@ -11,7 +11,7 @@ the rounds, one call on fresh inputs is checked element by element on every rank
 reports: to --result-json (how the suite reads it) or as results rows in --results-dir.
 
 A collective that waits longer than --timeout-s for a peer fails the rank instead of hanging it;
-with --heartbeat-dir each rank beats there (harness.workloads.ddp_worker.Heartbeat).
+with --heartbeat-dir each rank beats there (gpubench.harness.workloads.ddp_worker.Heartbeat).
 """
 
 from __future__ import annotations
@@ -30,21 +30,21 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.catalog.collectives import OPS, elements
-from harness.devices.device import empty_cache
-from harness.core.plan import Budget, RoundPlan, plan_rounds
-from harness.catalog.profiles import Profile
-from harness.records.safe_files import replace_bytes
-from harness.measurement.loop import warm_up
-from harness.measurement.timing import SyncedClock
-from harness.workloads.collective_ops import (
+from gpubench.harness.catalog.collectives import OPS, elements
+from gpubench.harness.devices.device import empty_cache
+from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.records.safe_files import replace_bytes
+from gpubench.harness.measurement.loop import warm_up
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads.collective_ops import (
     COLLECTIVES,
     Collective,
     Ranks,
     gather_single,
     mismatch,
 )
-from harness.workloads.ddp_worker import Heartbeat
+from gpubench.harness.workloads.ddp_worker import Heartbeat
 
 
 def _int_list(text: str) -> list[int]:
@@ -52,7 +52,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from harness.workloads.collectives import (
+    from gpubench.harness.workloads.collectives import (
         ladder,  # the suite's ladder, so a run by hand times the same sizes
     )
 
@@ -114,7 +114,7 @@ def timed_round(call: Callable[[], None], iterations: int, group: Group) -> floa
 
 
 def time_rounds(call: Callable[[], None], budget: Budget, group: Group) -> tuple[RoundPlan, list[float]]:
-    """Warm-up, calibration and rounds, as harness.measurement.measure plans them, with every rank planning from
+    """Warm-up, calibration and rounds, as gpubench.harness.measurement.measure plans them, with every rank planning from
     the slowest rank's estimate: the same plan everywhere, so every rank makes the same calls.
     Returns the plan and each round's time per call on the slowest rank."""
     estimate_s = group.slowest([warm_up(call, budget.warmup_calls, group.clock)])[0]
@@ -168,9 +168,9 @@ def run_ladder(args: argparse.Namespace, group: Group, collectives: Mapping[str,
 def write_rows(report: dict[str, Any], results_dir: Path, device: torch.device) -> Path:
     """Standalone use: rank 0 writes a row per collective and size through a Session (this node's
     fingerprint, the environment sidecar), with the suite's case ids and figures."""
-    from harness.records.results import check_writable, new_run_id, utc_timestamp
-    from harness.measurement.session import Session
-    from harness.workloads.collectives import CollectiveCase, point_columns
+    from gpubench.harness.records.results import check_writable, new_run_id, utc_timestamp
+    from gpubench.harness.measurement.session import Session
+    from gpubench.harness.workloads.collectives import CollectiveCase, point_columns
 
     check_writable(results_dir)
     session = Session(device, results_dir, new_run_id(), "torchrun")

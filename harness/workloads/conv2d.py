@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.conv2d import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.device import dtype_skip_reason
-from harness.measurement.measure import Timed
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.conv2d import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # (batch, channels, height=width) per device kind: ~0.3 GFLOP a call on a CPU, ~60 on a GPU.

@@ -18,18 +18,19 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.ddp import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.data_source import DataSource, PreloadedLoader
-from harness.processes.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
-from harness.measurement.measure import Timed
-from harness.core.plan import RoundPlan
-from harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
-from harness.core.stats import SampleStats, median
-from harness.measurement.workload import Workload
-from harness.workloads.models import make_model
-from harness.workloads.train_loop import Trainer
+from gpubench import IMPORT_ROOT
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.ddp import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.data_source import DataSource, PreloadedLoader
+from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
+from gpubench.harness.core.stats import SampleStats, median
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.train_loop import Trainer
 
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
 MAX_STEPS = {"smoke": 5, "quick": 40, "full": 0}
@@ -45,7 +46,7 @@ COLLECTIVE_TIMEOUT_S = {"smoke": 60, "quick": 120, "full": 1800}
 # A rank whose heartbeat file (ddp_worker.Heartbeat, rewritten every second by a thread) is this
 # old stopped responding (SIGSTOP, a frozen process): the launch is killed naming it, first.
 HEARTBEAT_STALL_S = STOPPED_LIMIT_S  # the launcher's limit for a stopped build: one table
-WORKER_MODULE = "harness.workloads.ddp_worker"  # what torchrun starts on every rank
+WORKER_MODULE = "gpubench.harness.workloads.ddp_worker"  # what torchrun starts on every rank
 # After a failed launch: a rank whose last heartbeat came this long before the last rank's went
 # silent first (the others then timed out waiting for it, or were stopped by torchrun).
 SILENT_BEFORE_OTHERS_S = 5.0
@@ -143,12 +144,12 @@ def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, sta
 
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
            stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
-    """Run torchrun (harness.processes.launch.TorchrunLauncher) and read rank 0's report. A rank whose
+    """Run torchrun (gpubench.harness.processes.launch.TorchrunLauncher) and read rank 0's report. A rank whose
     heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
     rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir
     # (result_json's folder), so it is removed with it instead of piling up in the shared /tmp.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(IMPORT_ROOT), os.environ.get("PYTHONPATH")])),
                TMPDIR=str(result_json.parent))
     done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(heartbeat_dir(result_json), stall_s)))
     output = done.stderr + done.stdout

@@ -1,6 +1,6 @@
 """One rank of the distributed training benchmark (DistributedDataParallel). Launched by torchrun:
 
-    torchrun --nproc_per_node=2 -m harness.workloads.ddp_worker --results-dir results
+    torchrun --nproc_per_node=2 -m gpubench.harness.workloads.ddp_worker --results-dir results
 
 Each process trains the guide's CNN under DistributedDataParallel on its DistributedSampler shard
 (backend nccl on CUDA, gloo on CPU). Rank 0 alone reports: to --result-json (how the pytest bench
@@ -30,12 +30,12 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from harness.devices.data_source import DataSource
-from harness.devices.device import memory_snapshot, reset_peak_memory
-from harness.records.safe_files import replace_bytes
-from harness.core.stats import summarize
-from harness.measurement.timing import SyncedClock
-from harness.workloads.models import make_model
+from gpubench.harness.devices.data_source import DataSource
+from gpubench.harness.devices.device import memory_snapshot, reset_peak_memory
+from gpubench.harness.records.safe_files import replace_bytes
+from gpubench.harness.core.stats import summarize
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.workloads.models import make_model
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     criterion = torch.nn.CrossEntropyLoss()
-    from harness.devices.datasets import default_data_root
+    from gpubench.harness.devices.datasets import default_data_root
 
     data = DataSource(args.dataset, Path(args.data_root) if args.data_root else default_data_root())
     loader = shard_loader(data, args.batch_size, rank, world_size)
@@ -153,12 +153,12 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 
 def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
     """Standalone use: rank 0 writes its own row through a Session (this node's fingerprint, the
-    environment sidecar), with the measurement columns every row has (harness.measurement.runner)."""
-    from harness.core.plan import RoundPlan
-    from harness.records.results import check_writable, new_run_id, utc_timestamp
-    from harness.measurement.runner import measured_row
-    from harness.measurement.session import Session
-    from harness.workloads.ddp import DistributedCase
+    environment sidecar), with the measurement columns every row has (gpubench.harness.measurement.runner)."""
+    from gpubench.harness.core.plan import RoundPlan
+    from gpubench.harness.records.results import check_writable, new_run_id, utc_timestamp
+    from gpubench.harness.measurement.runner import measured_row
+    from gpubench.harness.measurement.session import Session
+    from gpubench.harness.workloads.ddp import DistributedCase
 
     check_writable(results_dir)
     session = Session(device, results_dir, new_run_id(), "torchrun")

@@ -12,16 +12,16 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.elementwise import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.device import dtype_skip_reason
-from harness.devices.env import llc_bytes
-from harness.measurement.measure import Timed
-from harness.core.peaks import peak_gbps
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
-from harness.workloads.matmul import TORCH_DTYPES
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.elementwise import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.devices.env import llc_bytes
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.peaks import peak_gbps
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.matmul import TORCH_DTYPES
 
 # op -> (function writing into out, tensors touched per element: inputs read + output written)
 OPS: dict[str, tuple[Callable[..., Any], int]] = {

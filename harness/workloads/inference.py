@@ -9,13 +9,13 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measurement.cases import Case
-from harness.catalog.inference import SPEC
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
-from harness.workloads.models import make_model
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.catalog.inference import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.models import make_model
 
 GRAD_MODES: dict[str, Callable[[], Any]] = {
     "grad": contextlib.nullcontext,

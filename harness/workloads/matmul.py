@@ -8,14 +8,14 @@ from collections.abc import Callable
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.matmul import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.device import dtype_skip_reason
-from harness.measurement.measure import Timed
-from harness.core.peaks import peak_tflops
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.matmul import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.peaks import peak_tflops
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

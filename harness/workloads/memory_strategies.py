@@ -7,14 +7,14 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.memory_strategies import SPEC
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
-from harness.workloads.models import make_model
-from harness.workloads.train_loop import Trainer, precision_skip_reason
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.memory_strategies import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.train_loop import Trainer, precision_skip_reason
 
 BASE_BATCH = 256
 # Six training steps of tens of ms each on a CPU: fewer builds. Not one in quick: a step's time

@@ -1,7 +1,7 @@
 """A full MNIST CNN training epoch (60k train + 10k eval) under every training setting:
 input pipeline, precision, channels_last, compile, checkpointing, accumulation, freezing.
 
-The epoch is timed in windows of steps (harness.workloads.train_loop.run_epoch), so one epoch
+The epoch is timed in windows of steps (gpubench.harness.workloads.train_loop.run_epoch), so one epoch
 gives a row with raw samples and a spread; `epoch_s` stays the whole epoch. A diverged run
 (non-finite loss, or test accuracy near chance on real data) is a failed row, never "fastest"."""
 
@@ -16,20 +16,20 @@ from collections.abc import Iterable
 import torch
 from torch.utils.data import DataLoader
 
-from harness.measurement.cases import Case, CaseSkipped, Diverged
-from harness.catalog.mnist_epoch import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.data_source import Batch, DataSource, PreloadedLoader
-from harness.devices.datasets import CLASSES
-from harness.measurement.measure import Timed
-from harness.core.plan import RoundPlan
-from harness.core.stats import SampleStats, summarize
-from harness.measurement.loop import sample, warm_up
-from harness.measurement.timing import SyncedClock
-from harness.measurement.workload import Workload
-from harness.workloads.epoch_race import apply_winner, race_here, raced_figures
-from harness.workloads.models import make_model
-from harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
+from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.catalog.mnist_epoch import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.data_source import Batch, DataSource, PreloadedLoader
+from gpubench.harness.devices.datasets import CLASSES
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.core.stats import SampleStats, summarize
+from gpubench.harness.measurement.loop import sample, warm_up
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
+from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
@@ -57,7 +57,7 @@ class EpochCase(Case):
     accumulation_steps: int = 1
     freeze_features: bool = False
     model: str = "cnn"
-    # precision and channels_last come from the race of this machine (harness.workloads.epoch_race) when the case is
+    # precision and channels_last come from the race of this machine (gpubench.harness.workloads.epoch_race) when the case is
     # built; the case's own values are placeholders until then
     raced: bool = False
 

@@ -1,4 +1,4 @@
-"""The user's own model (`gpubench run --model module:factory --input SHAPE`, harness.workloads.user_model):
+"""The user's own model (`gpubench run --model module:factory --input SHAPE`, gpubench.harness.workloads.user_model):
 its training step and its inference over the settings the suite sweeps, one at a time around fp32 eager:
 batch size, precision (bf16 autocast, fp16 autocast with GradScaler), torch.compile, channels_last (an image
 input, C x H x W) and gradient checkpointing (training). Figures: samples/s and the peak memory of the step.
@@ -19,16 +19,16 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from harness.catalog.model import SPEC
-from harness.core.model_spec import ModelSpec
-from harness.core.stats import SampleStats
-from harness.measurement.cases import Case, CaseSkipped, Diverged
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.measurement.workload import Workload
-from harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
-from harness.workloads.transformer import with_fp32_matmuls
-from harness.workloads.user_model import first_tensor, make_model
+from gpubench.harness.catalog.model import SPEC
+from gpubench.harness.core.model_spec import ModelSpec
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
+from gpubench.harness.workloads.transformer import with_fp32_matmuls
+from gpubench.harness.workloads.user_model import first_tensor, make_model
 
 # Batch sizes per profile: the first is the base every other setting is swept at.
 BATCH_SIZES = {"cpu": {"smoke": (2,), "quick": (8, 32), "full": (8, 32, 128)},

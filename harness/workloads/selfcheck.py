@@ -22,15 +22,15 @@ from collections.abc import Callable
 import torch
 import torch.utils.benchmark as tub
 
-from harness.measurement.cases import Case
-from harness.catalog.selfcheck import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.machine_load import BUSY_FRAC, LoadMeter
-from harness.measurement.measure import Measurement, Timed
-from harness.core.stats import median_ci
-from harness.measurement.timing import Clock, cuda_event_samples
-from harness.measurement.workload import Workload
-from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
+from gpubench.harness.measurement.cases import Case
+from gpubench.harness.catalog.selfcheck import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.machine_load import BUSY_FRAC, LoadMeter
+from gpubench.harness.measurement.measure import Measurement, Timed
+from gpubench.harness.core.stats import median_ci
+from gpubench.harness.measurement.timing import Clock, cuda_event_samples
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 AGREEMENT = (0.97, 1.03)  # a median harness/other ratio clearly outside this band fails the row
 # Single windows on a shared 2-core machine vary by ±10%; the median of 41 pair ratios sat within

@@ -7,15 +7,15 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.matmul_speedup import SPEC
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Measurement, Timed, measure
-from harness.core.plan import Budget
-from harness.catalog.profiles import Profile
-from harness.measurement.timing import SyncedClock
-from harness.measurement.workload import Workload
-from harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.matmul_speedup import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Measurement, Timed, measure
+from gpubench.harness.core.plan import Budget
+from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
 
 GUIDE_N = 5000
 

@@ -24,20 +24,21 @@ from collections.abc import Iterable
 
 import torch
 
-from harness.core.run_budget import CaseShare, OverBudget, format_duration
-from harness.measurement.cases import CaseSkipped, DidNotConverge, Diverged
-from harness.catalog.time_to_accuracy import SPEC
-from harness.measurement.context import BuildContext
-from harness.devices.data_source import Batch, DataSource, PreloadedLoader
-from harness.devices.datasets import Split, normalize_all
-from harness.measurement.measure import Timed
-from harness.core.plan import RoundPlan
-from harness.core.stats import SampleStats
-from harness.measurement.timing import SyncedClock
-from harness.measurement.workload import Workload
-from harness.workloads.epoch_race import apply_winner, race_here, raced_figures
-from harness.workloads.mnist_epoch import PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer, shape_batches, skip_reason, warm_and_cost
-from harness.workloads.train_loop import Trainer, timed_batches
+from gpubench.harness.core.run_budget import CaseShare, OverBudget, format_duration
+from gpubench.harness.measurement.cases import CaseSkipped, DidNotConverge, Diverged
+from gpubench.harness.catalog.time_to_accuracy import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.devices.data_source import Batch, DataSource, PreloadedLoader
+from gpubench.harness.devices.datasets import Split, normalize_all
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
+from gpubench.harness.workloads.mnist_epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, make_loaders, make_trainer,
+                                                   shape_batches, skip_reason, warm_and_cost)
+from gpubench.harness.workloads.train_loop import Trainer, timed_batches
 
 EVALS_PER_EPOCH = 4
 EPOCH_CAP = {"smoke": 3, "quick": 3, "full": 10}  # epochs without reaching the target: "did not converge"
@@ -84,7 +85,7 @@ def target_for(case: TargetCase, dataset: str, profile: str) -> float:
 
 def designs(gpu: bool) -> dict[str, EpochCase]:
     """The template epoch, the fastest epoch setting (data on the device, the precision and memory format that won
-    this machine's race, harness.workloads.epoch_race), and the speedrun: the fastest setting at batch 512 with a
+    this machine's race, gpubench.harness.workloads.epoch_race), and the speedrun: the fastest setting at batch 512 with a
     one-cycle schedule peaking at 3x the template's learning rate (on GPU also torch.compile)."""
     fastest = replace(PRELOADED, raced=True)
     speedrun = replace(fastest, batch_size=512, compile_mode="default" if gpu else "none")

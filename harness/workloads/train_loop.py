@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from harness.measurement.timing import Stopwatch, SyncedClock
+from gpubench.harness.measurement.timing import Stopwatch, SyncedClock
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")

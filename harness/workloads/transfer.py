@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.measurement.cases import Case, CaseSkipped
-from harness.catalog.transfer import SPEC
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
+from gpubench.harness.measurement.cases import Case, CaseSkipped
+from gpubench.harness.catalog.transfer import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
 
 MIB = 2**20
 LADDERS: dict[str, tuple[int, ...]] = {

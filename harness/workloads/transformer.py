@@ -1,4 +1,4 @@
-"""A GPT-style decoder's training step (harness.workloads.gpt): tokens/s, step time, peak memory and
+"""A GPT-style decoder's training step (gpubench.harness.workloads.gpt): tokens/s, step time, peak memory and
 MFU — the model's FLOP/s over the device's datasheet peak in the case's precision, as nanoGPT and
 PaLM (appendix B) report it. Settings: model size, precision (fp32, bf16 autocast), torch.compile,
 the attention backend (torch.nn.attention.sdpa_kernel) and the fused AdamW.
@@ -21,15 +21,15 @@ import torch
 from torch.nn.attention import sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from harness.measurement.cases import Case, CaseSkipped, Diverged
-from harness.catalog.transformer import SPEC
-from harness.measurement.context import BuildContext
-from harness.measurement.measure import Timed
-from harness.core.peaks import peak_tflops
-from harness.core.plan import RoundPlan
-from harness.core.stats import SampleStats
-from harness.measurement.workload import Workload
-from harness.workloads.gpt import (
+from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.catalog.transformer import SPEC
+from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.core.peaks import peak_tflops
+from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.gpt import (
     CONFIGS,
     GPT,
     SDPA_BACKENDS,
@@ -38,7 +38,7 @@ from harness.workloads.gpt import (
     flops_per_token,
     token_batches,
 )
-from harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
+from gpubench.harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
 
 PRECISIONS = ("fp32", "bf16")
 BATCH_POOL = 4  # distinct batches the steps cycle through

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.core.model_spec import ModelSpec
+from gpubench.harness.core.model_spec import ModelSpec
 
 
 class ModelLoadError(ValueError):

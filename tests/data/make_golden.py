@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from harness.records.results import ResultsWriter
+from gpubench.harness.records.results import ResultsWriter
 
 HERE = Path(__file__).parent
 

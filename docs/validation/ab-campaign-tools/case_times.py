@@ -16,10 +16,10 @@ from typing import Any
 import torch
 import torch.utils.benchmark as benchmark
 
-from harness.workloads.attention import AttentionCase, attention_call
-from harness.workloads.elementwise import OPS
-from harness.workloads.inference import GRAD_MODES
-from harness.workloads.models import make_model
+from gpubench.harness.workloads.attention import AttentionCase, attention_call
+from gpubench.harness.workloads.elementwise import OPS
+from gpubench.harness.workloads.inference import GRAD_MODES
+from gpubench.harness.workloads.models import make_model
 
 
 def elementwise(op: str) -> Callable[[], Any]:

@@ -2,7 +2,7 @@
 import os, pickle, sys, time
 from pathlib import Path
 from submitit.local.local import LocalJob
-from harness.commands.fleet import FleetJob, Target, settle
+from gpubench.harness.commands.fleet import FleetJob, Target, settle
 base = Path(sys.argv[1]); base.mkdir(parents=True, exist_ok=True)
 good = base / "good.pkl"; good.write_bytes(pickle.dumps(("success", "ok")))
 def make(name, build):

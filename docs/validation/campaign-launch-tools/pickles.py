@@ -2,7 +2,7 @@
 import copyreg, io, os, pickle, resource, sys, time
 from pathlib import Path
 from submitit.local.local import LocalJob
-from harness.commands.fleet import FleetJob, Target, settle
+from gpubench.harness.commands.fleet import FleetJob, Target, settle
 
 base = Path(sys.argv[1]); base.mkdir(parents=True, exist_ok=True)
 MARK = str(base / "RAN")

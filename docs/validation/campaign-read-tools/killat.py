@@ -1,6 +1,6 @@
-"""killat.py N ARGS...: gpubench with SIGKILL of itself at the N-th os.rename in reports.publish (1: out moved aside, 2: new one in)."""
+"""killat.py N ARGS...: gpubench with SIGKILL of itself at the N-th os.rename in gpubench.reports.publish (1: out moved aside, 2: new one in)."""
 import os, signal, sys
-from reports import publish
+from gpubench.reports import publish
 n, count, real = int(sys.argv[1]), [0], os.rename
 def rename(*a, **k):
     count[0] += 1
@@ -8,5 +8,5 @@ def rename(*a, **k):
     real(*a, **k)
     if count[0] == n: os.kill(os.getpid(), signal.SIGKILL)
 publish.os.rename = rename
-from harness.commands.cli import main
+from gpubench.harness.commands.cli import main
 sys.exit(main(sys.argv[2:]))

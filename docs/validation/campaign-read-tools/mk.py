@@ -1,8 +1,8 @@
 """mk.py FOLDER RUN_ID [col=value ...] [--raw col=value@row]: one 3-build run as the harness writes it, then raw edits."""
 import csv, sys
 from pathlib import Path
-from harness.records.results import ResultsWriter
-from harness.records.schema import SCHEMA_VERSION
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.schema import SCHEMA_VERSION
 
 def run(folder, run_id, host="node1", mid="m1", **fields):
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)

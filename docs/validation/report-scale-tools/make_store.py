@@ -1,5 +1,5 @@
 """A synthetic results store of RUNS runs over MACHINES machines, for timing `gpubench report STORE`
-at scale. Not measurements: every row is a template row (a real run's, read by harness.records.results.read_rows)
+at scale. Not measurements: every row is a template row (a real run's, read by gpubench.harness.records.results.read_rows)
 given another machine, date and figure.
 
     python docs/validation/report-scale-tools/make_store.py STORE RUNS MACHINES --cpu-template CPU.csv \\
@@ -7,7 +7,7 @@ given another machine, date and figure.
 
 Machines alternate between GPU nodes (the GPU template's rows, as an H200, H100 or A100 node with its own
 CPU, cores and RAM) and CPU hosts (the CPU template's rows, with several CPU models). Each machine's runs
-are spread over six months. With --upgrades, its kernel is updated half-way (a new machine_id, as harness.devices.env
+are spread over six months. With --upgrades, its kernel is updated half-way (a new machine_id, as gpubench.harness.devices.env
 hashes the kernel release) and every third machine moves to a newer torch then: the report then holds more
 configurations (a torch version is one; two machine_ids of one host are two labels). Micro-benchmark rows are written as
 BUILDS builds (the quick profile builds them 3 times), each figure a few % off the template's, drifting
@@ -27,8 +27,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.records.results import read_rows
-from harness.records.schema import BY_NAME, COLUMNS, to_cell
+from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.schema import BY_NAME, COLUMNS, to_cell
 
 START = datetime(2026, 6, 1, 2, 0, tzinfo=timezone.utc)
 SPAN = timedelta(days=182)  # the runs of a machine spread over six months
