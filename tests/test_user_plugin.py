@@ -231,3 +231,36 @@ def test_the_checkouts_conftest_keeps_the_suites_options_where_the_plugin_is_ins
     assert result.ret == 0, result.stderr.str()[-2000:]
     assert any(line.startswith("gpubench: device cpu, profile smoke") for line in result.outlines)  # set up at configure
     assert [row["case_id"] for row in read_rows(next((installed.path / "out").glob("*.csv")))] == ["matmul/n8"]
+
+
+USER_AB_TEST = '''
+import torch
+
+
+def test_my_matmul(gpubench):
+    gpubench.measure(setup=lambda: (lambda a=torch.randn(64, 64): a @ a), name="mine/matmul", params={"n": 64})
+'''
+
+
+@pytest.mark.process  # a whole paired session: gpubench ab starts each side's builds as processes
+def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
+    import subprocess
+    import sys
+
+    from gpubench.harness.records.results import read_rows
+
+    user = tmp_path / "myrepo"
+    user.mkdir()
+    (user / "test_mine.py").write_text(USER_AB_TEST)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
+                             "--pairs", "3", "--tests", str(user), "--results-dir", str(out), "--run-id", "s"],
+                            capture_output=True, text=True, timeout=600, cwd=user)
+    assert result.returncode in (0, 1), result.stdout[-3000:] + result.stderr[-3000:]
+    for side in "AB":
+        rows = read_rows(out / f"s-{side}.csv")
+        assert sorted((row["case_id"], row["build"]) for row in rows) == [("mine/matmul-n=64", 0), ("mine/matmul-n=64", 1), ("mine/matmul-n=64", 2)]
+    assert "| mine/matmul-n=64 |" in result.stdout  # judged in the session's table
+    missing = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--tests", str(user / "nothere.py")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 4 and "--tests" in missing.stderr and "no such file or folder" in missing.stderr

@@ -18,7 +18,7 @@ from gpubench.harness.commands.ab import (
 )
 from gpubench.harness.commands.ab_sequential import DEFAULT_BUDGET, DEFAULT_MAX_PAIRS, Looks, session_budget_s
 from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
-from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args, resolve_store
+from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, add_tests_argument, fail, pytest_args, resolve_store, tests_problem
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.lifetime import adopt_orphans
 from gpubench.harness.processes.launch import MAX_BUILDS, NO_TESTS, stopped_limit_s
@@ -44,6 +44,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
                                     "session ends when every case is decided or the budget ends. Arguments "
                                     "gpubench does not know are passed to pytest (e.g. -k matmul, -m 'not slow').")
     add_to_parser(ab, leave_out=("--budget",))  # a session's --budget is its own: every build runs whole
+    add_tests_argument(ab)
     ab.add_argument("--budget", dest="session_budget", default=None, help="time the session may take, such as 90s, 5m or 1h "
                     f"(default {DEFAULT_BUDGET}): no pair starts that would not end within it")
     ab.add_argument("--max-pairs", type=int, default=None,
@@ -59,7 +60,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    if problem := resolve_store(args):
+    if problem := tests_problem(args) or resolve_store(args):
         return fail(problem, code=ExitCode.REFUSED)
     return cmd_ab(args, extra)
 

@@ -12,6 +12,7 @@ from gpubench.harness.core.exits import ExitCode
 # The checkout's root, or the installed `gpubench` package's folder: either holds benches/ beside harness/.
 SUITE_ROOT = Path(__file__).resolve().parents[2]
 BENCHES = SUITE_ROOT / "benches"
+USER_TEST_FILES = "bench_*.py test_*.py *_test.py"
 SUITE_CONFIG = BENCHES / "suite.ini"
 SUITE_PLUGIN = "gpubench.harness.pytest_plugin.suite"
 
@@ -29,8 +30,23 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     # The config file and the suite's plugin named, not found: pytest looks for a config from the common folder
     # of every existing path on the command line (an existing --benchmark-json outside the checkout made that
     # "/": no config, no conftest, 0 cases), and an installed wheel has no conftest.py, only the plugin.
-    return [str(BENCHES), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
-            f"--config-file={SUITE_CONFIG}", "-p", SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
+    tests = [str(Path(path).resolve()) for path in getattr(args, "tests", None) or []]
+    # the user's own test files are named test_*.py: their folders are searched for those too
+    own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []
+    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
+            f"--config-file={SUITE_CONFIG}", *own, "-p", SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
+
+
+def tests_problem(args: argparse.Namespace) -> str | None:
+    """--tests naming what is not there: one line, before any build."""
+    missing = [path for path in getattr(args, "tests", None) or [] if not Path(path).exists()]
+    return f"--tests {missing[0]}: no such file or folder — name your own test file or folder" if missing else None
+
+
+def add_tests_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tests", action="append", metavar="PATH",
+                        help="your own pytest files or folders to time instead of the bundled suite (tests that use the "
+                             "gpubench fixture, e.g. gpubench.measure(step, name=...); repeatable)")
 
 
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpubench.harness.commands.common import BENCHES, count_rows_safely, fail, report_after_run, resolve_store, suite_options
+from gpubench.harness.commands.common import BENCHES, add_tests_argument, count_rows_safely, fail, report_after_run, resolve_store, suite_options, tests_problem
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.protocol import BuildPlan
@@ -30,6 +30,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
                     "matmul, --benchmark-json out.json).",
     )
     add_to_parser(run)
+    add_tests_argument(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
     run.add_argument("--no-fork", action="store_true",
                      help="start each build as a fresh interpreter (about 2.5 s of imports each) "
@@ -37,7 +38,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    if problem := resolve_store(args) or model_problem(args):
+    if problem := tests_problem(args) or resolve_store(args) or model_problem(args):
         return fail(problem, code=ExitCode.REFUSED)
     return cmd_run(args, extra)
 
@@ -173,7 +174,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
-    if not BENCHES.is_dir():
+    if not BENCHES.is_dir() and not getattr(args, "tests", None):
         return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV, token_problem
     from gpubench.harness.processes.rlimits import limits_problem

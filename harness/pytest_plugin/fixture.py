@@ -117,7 +117,10 @@ class Recorder:
         if builds is None:  # a fresh model per build: --gpubench-builds, else the profile's count
             builds = 1 if setup is None else self.state.ctx.builds or Profile(self.state.ctx.profile).default_builds
         case, workload = user_workload(name, params, setup or (lambda: fn), work, figures, builds)
-        return [self._run(case, workload, build) for build in range(builds)]
+        # a process told its build among a known count (gpubench ab's pairs: --gpubench-build K of
+        # --gpubench-builds N) times that build alone; elsewhere this process makes every build
+        only = self.state.only_build if self.state.ctx.builds is not None else None
+        return [self._run(case, workload, build) for build in (range(builds) if only is None else [only])]
 
     def _run(self, case: Any, workload: Any, build: int) -> dict[str, Any]:
         session, untimed = self.state.session, self.benchmark.disabled

@@ -252,7 +252,8 @@ def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState
     keep, dropped = [], []
     for item in items:
         case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
-        (keep if getattr(case, "case_id", None) in wanted else dropped).append(item)
+        # a test with no case parameter (a user's own, timing through gpubench.measure) cannot be narrowed: kept
+        (keep if case is None or getattr(case, "case_id", None) in wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
@@ -277,8 +278,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if state is not None and state.budget_s is not None:
         state.budget_plan = plan_budget(state, items, _build_of)
     if state is not None and state.only_build is not None:
-        keep = [item for item in items if _build_of(item) == state.only_build]
-        dropped = [item for item in items if _build_of(item) != state.only_build]
+        # a user's own test (no case parameter: its builds are gpubench.measure's) runs in every build process
+        mine = [item for item in items if _build_of(item) == state.only_build or case_id_of(item) is None]
+        dropped = [item for item in items if item not in mine]
+        keep = mine
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
