@@ -125,12 +125,9 @@ def named(found: list[str]) -> str:
 def process_startup_s() -> float:
     """Seconds this process has run (interpreter, pytest, torch, collection): what each later
     build process will pay again before its first case."""
-    import psutil
+    from gpubench.harness.processes.started import process_started_s
 
-    try:
-        return max(0.0, time.time() - psutil.Process().create_time())
-    except psutil.Error:
-        return 0.0
+    return max(0.0, time.time() - process_started_s())
 
 
 def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[tuple[str, int]],

@@ -86,9 +86,9 @@ class AnswerWriter:
         if self.startup_s is None:
             import time
 
-            import psutil
+            from gpubench.harness.processes.started import process_started_s
 
-            self.startup_s = max(0.0, time.time() - psutil.Process().create_time())
+            self.startup_s = max(0.0, time.time() - process_started_s())
 
     def collected(self, builds: int) -> None:
         self.builds = builds
