@@ -4,6 +4,7 @@ of the repeated cases whose builds disagree most, each only if its whole build s
 import time
 
 import pytest
+from runs import ONE_CASE_BENCH
 
 from gpubench.harness.commands.budget_builds import ExtraBuilds
 from gpubench.harness.core.run_budget import CaseCost
@@ -84,34 +85,7 @@ def test_a_run_starts_its_extra_builds_after_the_profiles_and_one_with_nothing_t
     assert outcome.code == 0 and not outcome.stopped and not outcome.cut_short and outcome.builds == 2
 
 
-TWO_CASE_BENCH = '''
-import sys
-from dataclasses import dataclass
-from typing import ClassVar
-
-from gpubench.harness.measurement.cases import Case
-from gpubench.harness.measurement.measure import Timed
-
-gpubench_workload = sys.modules[__name__]
-
-
-@dataclass(frozen=True)
-class TinyCase(Case):
-    workload: ClassVar[str] = "matmul"
-    size: int
-
-
-def cases(ctx):
-    return [TinyCase(8), TinyCase(16)]
-
-
-def build(case, ctx):
-    return Timed(fn=lambda: sum(range(case.size)))
-
-
-def test_tiny(case, gpubench):
-    gpubench.run(case)
-'''
+TWO_CASE_BENCH = ONE_CASE_BENCH.replace("[TinyCase(8)]", "[TinyCase(8), TinyCase(16)]")  # tests/runs.py
 
 
 def build_of_tiny(pytester, *extra):
