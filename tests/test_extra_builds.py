@@ -89,10 +89,12 @@ TWO_CASE_BENCH = ONE_CASE_BENCH.replace("[TinyCase(8)]", "[TinyCase(8), TinyCase
 
 
 def build_of_tiny(pytester, *extra):
-    return pytester.runpytest("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
+    # each build a process of its own, as under gpubench run: in-process sessions share the test session's modules
+    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
                               "--results-dir=out", "--run-id=r", "--builds=2", "--budget=10m", *extra)
 
 
+@pytest.mark.process  # three pytest sessions, each a process (see build_of_tiny)
 def test_an_extra_build_repeats_the_repeated_cases_within_the_deadline_and_records_nothing_past_it(pytester, monkeypatch):
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
     pytester.makepyfile(bench_tiny=TWO_CASE_BENCH)

@@ -182,7 +182,7 @@ def slowed_copy(csv: Path, folder: Path, factor: float) -> Path:
 
 @pytest.mark.process  # pytest-benchmark's JSON asks py-cpuinfo for the machine, which runs dmesg and lscpu
 def test_a_users_own_model_is_recorded_reported_and_compared(installed):
-    installed.makepyfile(test_model=USER_MODEL_TEST)
+    installed.makepyfile(test_users_model=USER_MODEL_TEST)  # not test_model: tests/test_model.py is imported by that name
     result = installed.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json")  # no gpubench option: set up by the fixture
     assert result.parseoutcomes() == {"passed": 3}, result.stdout.str()[-3000:]
     [csv] = (installed.path / "results").glob("*.csv")
@@ -215,7 +215,7 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
 
 
 def test_a_gpubench_option_sets_the_run_up_at_configure_with_one_line_for_a_bad_value(installed):
-    installed.makepyfile(test_model=USER_MODEL_TEST)
+    installed.makepyfile(test_users_model=USER_MODEL_TEST)  # not test_model: tests/test_model.py is imported by that name
     result = installed.runpytest("-p", "no:cacheprovider", "--gpubench-profile=fastest", "-k", "plain")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # no test uses the fixture: the option alone sets it up
     assert [line for line in result.errlines if line.startswith("ERROR:")] == [
