@@ -26,7 +26,7 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
+from gpubench.harness.workloads.train_loop import AMP_DTYPES, apply_step, precision_skip_reason
 from gpubench.harness.workloads.transformer import with_fp32_matmuls
 from gpubench.harness.workloads.user_model import first_tensor, make_model
 
@@ -127,12 +127,7 @@ class TrainStep(Step):
             self.target = torch.randn(output.shape, device=self.device)
         loss = nn.functional.mse_loss(output.float(), self.target)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        apply_step(self.optimizer, self.scaler)
         self.last_loss = loss.detach()
         self.all_finite &= torch.isfinite(self.last_loss)  # on the device: no sync inside the rounds
         return self.last_loss

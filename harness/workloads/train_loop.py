@@ -77,12 +77,7 @@ class Trainer:
     def optimizer_step(self) -> None:
         if self._pending == 0:
             return
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        apply_step(self.optimizer, self.scaler)
         self._pending = 0
 
     def step(self, micro_batches: Iterable[Batch]) -> None:
@@ -211,3 +206,14 @@ def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int =
          "cpu_time_us": float(e.cpu_time_total), "calls": int(e.count)}
         for e in ranked
     ]
+
+
+def apply_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+    """One optimizer step on the gradients so far (through the fp16 scaler where there is one), then the
+    gradients cleared."""
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
