@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.harness.commands.ab import Side, order, parse_env, side_argv
+from gpubench.harness.commands.ab import Side, order, parse_env
+from gpubench.harness.commands.ab_builds import side_job
 from gpubench.harness.commands.cli import main
+from gpubench.harness.processes.build_main import pytest_args_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,9 +57,11 @@ def test_sides_alternate_a_b_then_b_a():
 
 def test_a_side_is_its_interpreter_variables_and_arguments():
     side = Side("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
-    argv = side_argv(side, "s1", 3, 8, ["benches", "-k", "matmul"])
-    assert argv[:3] == ["/usr/bin/python3", "-m", "gpubench.harness.processes.build_main"] and "--gpubench-dataset=synthetic" in argv
-    assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8"} <= set(argv)
+    job = side_job(side, "s1", 3, 8, ["benches", "-k", "matmul"])
+    assert job.argv == ["/usr/bin/python3", "-m", "gpubench.harness.processes.build_main"] and job.env["OMP_NUM_THREADS"] == "1"
+    argv = pytest_args_of(job.plan, 9)  # the build's pytest command line, forked or plain
+    assert "--gpubench-dataset=synthetic" in argv and argv.index("-k") < argv.index("--gpubench-dataset=synthetic")
+    assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8", "--gpubench-output-tag=B-b3"} <= set(argv)
     assert parse_env(["A=1", "B=x=y"], "--b-env") == {"A": "1", "B": "x=y"}
     with pytest.raises(ValueError, match="use NAME=VALUE"):
         parse_env(["OMP_NUM_THREADS"], "--b-env")

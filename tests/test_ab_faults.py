@@ -16,8 +16,11 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.commands import ab, ab_command
-from gpubench.harness.commands.ab import Side, run_pairs, side_argv
+from gpubench.harness.commands.ab import Side, run_pairs
+from gpubench.harness.commands.ab_builds import side_env, side_plan
 from gpubench.harness.commands.cli import main
+from gpubench.harness.processes.build_main import pytest_args_of
+from gpubench.harness.processes.launch import Job
 from gpubench.harness.records.results import write_frame
 from gpubench.reports.load import LABELS, load_results
 from gpubench.reports.paired import (
@@ -40,11 +43,12 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path 
     started: list[tuple[str, int]] = []
     makes = f"if BUILD == 0 and SIDE in {writes!r}: open({str(results_dir)!r} + '/s-' + SIDE + '.csv', 'a').write('rows\\n')\n"
 
-    def argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
+    def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> Job:
         started.append((side.name, build))
-        return [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
+        argv = [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
+        return Job(argv, side_env(side), hold_sigint=True)  # no plan: started plainly, no fork server
 
-    monkeypatch.setattr(ab, "side_argv", argv)
+    monkeypatch.setattr(ab, "side_job", job)
     return started
 
 
@@ -87,7 +91,8 @@ def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_
 
 
 def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
-    argv = side_argv(Side("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
+    plan = side_plan(Side("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
+    argv = pytest_args_of(plan, 9)
     assert "--gpubench-output-tag=B-b3" in argv  # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
     assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv  # else an existing out.json outside the checkout: 0 cases
 

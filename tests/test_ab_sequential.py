@@ -14,6 +14,7 @@ from gpubench.harness.commands import ab
 from gpubench.harness.commands.ab import Side, run_pairs
 from gpubench.harness.commands.ab_sequential import Looks, session_budget_s
 from gpubench.harness.commands.cli import main
+from gpubench.harness.processes.launch import Job
 from gpubench.harness.records.results import write_frame
 from gpubench.reports.load import LABELS, load_results
 
@@ -104,12 +105,12 @@ def test_the_next_pair_runs_what_the_look_says_and_a_look_can_end_the_session(tm
     # tiny python builds: the session's loop only
     started: list[tuple[str, int, list[str]]] = []
 
-    def argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
-             suite_root: Path | None = None) -> list[str]:
+    def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
+            suite_root: Path | None = None) -> Job:
         started.append((side.name, build, pytest_args))
-        return [sys.executable, "-c", f"open({str(tmp_path)!r} + '/s-{side.name}.csv', 'a').write('rows\\n')"]
+        return Job([sys.executable, "-c", f"open({str(tmp_path)!r} + '/s-{side.name}.csv', 'a').write('rows\\n')"])
 
-    monkeypatch.setattr(ab, "side_argv", argv)
+    monkeypatch.setattr(ab, "side_job", job)
     said = {1: ["--gpubench-cases=x"], 2: None}
     done, stop = run_pairs((Side("A"), Side("B")), "s", 10, ["benches"], REPO, tmp_path, after_pair=said.__getitem__)
     assert (done, stop) == (2, None)

@@ -3,7 +3,8 @@ build by build in alternation — A B, B A, A B, ... — each build in its own p
 machine's drift hits both sides alike and cancels in the paired differences (Chromium Pinpoint,
 asv's --interleave-rounds). A side is an interpreter (`--a-python`: a venv with another torch),
 environment variables (`--b-env OMP_NUM_THREADS=1`) and/or gpubench or pytest arguments
-(`--b-arg=--gpubench-dataset=synthetic`).
+(`--b-arg=--gpubench-dataset=synthetic`). A side's builds are forked from a fork server of its own,
+which imported torch once under the side's interpreter and environment (gpubench.harness.commands.ab_builds).
 
 Each side is a normal run (`<session>-A.csv`, `<session>-B.csv`, usable by `report`), and
 `<session>.ab.json` marks them as a pair, so `gpubench compare` on the two files judges them
@@ -26,11 +27,10 @@ from pathlib import Path
 from typing import IO
 from collections.abc import Callable
 
-from gpubench import IMPORT_ROOT
+from gpubench.harness.commands.ab_builds import StartUps, close_launchers, side_job, side_launchers
 from gpubench.harness.processes.launch import (
     NO_TESTS,
     Completed,
-    Job,
     ProcessLauncher,
     signal_name,
     stop_requests,
@@ -150,26 +150,6 @@ def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:
     return sides[0], sides[1]
 
 
-def side_argv(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> list[str]:
-    """The pytest command of one build of one side. The config file is named: pytest otherwise
-    finds it from the common folder of every existing path on the command line, and an existing
-    --benchmark-json outside the checkout made that "/" — no config, no bench_*.py, 0 cases."""
-    config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
-    # One file per side and build: the build tags the user's --benchmark-json X.json -> X.A-b3.json and
-    # --benchmark-save NAME -> NAME-A-b3 (gpubench.harness.pytest_plugin.build_answer), as gpubench run's builds do.
-    # The session's verdict table is the one to read: pytest_args asks each build for no table of its own.
-    return [side.python, "-m", "gpubench.harness.processes.build_main", *config, *pytest_args, *side.args, f"--gpubench-output-tag={side.name}-b{build}",
-            f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-build={build}", f"--gpubench-builds={pairs}"]
-
-
-def side_env(side: Side) -> dict[str, str]:
-    """The side's variables over this environment; the folder holding this `gpubench` package (the checkout, or
-    site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness."""
-    env = dict(os.environ, **side.env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
 def order(pair: int, a: Side, b: Side) -> tuple[Side, Side]:
     """A B, B A, A B, ...: each side runs first as often as second, so a warm-up or cache effect
     of running second cancels too."""
@@ -286,11 +266,28 @@ AfterPair = Callable[[int], "list[str] | None"]
 
 def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
               results_dir: Path, stopped_limit_s: float | None = None,
-              files: SideFiles | None = None, after_pair: AfterPair | None = None) -> tuple[int, Stop | None]:
+              files: SideFiles | None = None, after_pair: AfterPair | None = None,
+              fork: bool = True) -> tuple[int, Stop | None]:
     """Runs up to `pairs` pairs; returns (complete pairs, why the session stopped early or None).
-    `files` learns which file each side's first build made; `after_pair` may narrow or end the rest."""
-    launcher, progress = ProcessLauncher(stopped_limit_s), Progress(pairs)
-    files = files or SideFiles(results_dir, session_id)
+    `files` learns which file each side's first build made; `after_pair` may narrow or end the rest.
+    Each side's builds come from a launcher of its own (gpubench.harness.commands.ab_builds): forked from the
+    side's fork server unless `fork` is False; the servers end with the session, however it ends."""
+    launchers, startups = side_launchers(sides, stopped_limit_s, fork), StartUps()
+    try:
+        done, stop = pair_loop(sides, session_id, pairs, pytest_args, suite_root,
+                               files or SideFiles(results_dir, session_id), after_pair, launchers, startups)
+    finally:
+        close_launchers(launchers)
+    if line := startups.line():
+        print(f"gpubench ab: {line}", flush=True)
+    return done, stop
+
+
+def pair_loop(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
+              files: SideFiles, after_pair: AfterPair | None, launchers: dict[str, ProcessLauncher],
+              startups: StartUps) -> tuple[int, Stop | None]:
+    """The pairs themselves, A B then B A, each build through its side's launcher."""
+    progress = Progress(pairs)
     narrowed: list[str] = []
     with stop_requests() as request:
         for pair in range(pairs):
@@ -300,8 +297,9 @@ def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args
                 taken = files.taken(side.name) if pair == 0 else None
                 if taken is not None:
                     return pair, taken
-                argv = side_argv(side, session_id, pair, pairs, pytest_args + narrowed, suite_root)
-                done = launcher.run(Job(argv, side_env(side), hold_sigint=True))
+                launcher = launchers[side.name]
+                done = launcher.run(side_job(side, session_id, pair, pairs, pytest_args + narrowed, suite_root))
+                startups.note(side.name, done, launcher)
                 if pair == 0:
                     files.note(side.name, done.code)
                 request.signum = request.signum or done.signal

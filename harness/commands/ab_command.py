@@ -57,6 +57,9 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
         ab.add_argument(f"--{side}-arg", action="append", metavar="ARG", help=f"an extra pytest/gpubench argument of side {side.upper()}, "
                         f"e.g. --{side}-arg=--gpubench-dataset=synthetic (repeatable)")
     ab.add_argument("--threshold", default="5%", help="change that counts (default 5%%)")
+    ab.add_argument("--no-fork", action="store_true",
+                    help="start each build as a fresh interpreter of its side (seconds of imports each) instead of "
+                         "forking it from the side's own process that imported torch once")
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
@@ -150,7 +153,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
              if budget_s is not None else None)
     try:
         done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
-                               stopped_limit_s(args.profile), files, looks)
+                               stopped_limit_s(args.profile), files, looks, fork=not args.no_fork)
     finally:
         if looks is not None:
             looks.close()

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec, python_module
+from gpubench.harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec
 from gpubench.harness.processes.lifetime import kill_group
 from gpubench.harness.processes.protocol import Channel
 
@@ -33,11 +33,13 @@ class ForkServer:
     control: socket.socket
 
     @classmethod
-    def start(cls, env: dict[str, str] | None) -> ForkServer:
+    def start(cls, env: dict[str, str] | None, python: str = sys.executable) -> ForkServer:
+        """The server under `python` and `env`: its builds are forks of it, so they run that interpreter and
+        see that environment (a side of `gpubench ab`: another venv, its variables, its PYTHONPATH)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
-                python_module(SERVER_MODULE, str(theirs.fileno())),
+                [python, "-m", SERVER_MODULE, str(theirs.fileno())],
                 env=env,
                 pass_fds=(theirs.fileno(),),
                 preexec_fn=build_preexec(hold_sigint=True),
@@ -125,9 +127,12 @@ class ForkedBuild:
 
 @dataclass
 class ForkLauncher(ProcessLauncher):
-    """Planned builds forked from one fork server, started at the first build and kept for the run
-    (`close` ends it); a job without a plan, or every job once forking is ruled out, starts plainly."""
+    """Planned builds forked from one fork server, started at the first build under `python` and that
+    build's environment, and kept for the run (`close` ends it); a job without a plan, or every job once
+    forking is ruled out, starts plainly. `who` names the builds in the line that says so."""
 
+    python: str = sys.executable
+    who: str = "builds"
     server: ForkServer | None = None
     plain_why: str = ""  # why builds start as plain processes, once ruled out
 
@@ -143,7 +148,7 @@ class ForkLauncher(ProcessLauncher):
         except OSError:  # the server died between two builds (killed alone): the rest start plainly
             self.close()
             self.plain_why = "the fork server ended"
-            print(f"gpubench: builds start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+            print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
             return super().start(job, channel)
         channel.handed_over()
         message = server.receive(None)
@@ -156,14 +161,14 @@ class ForkLauncher(ProcessLauncher):
             if not sys.platform.startswith("linux"):
                 self.plain_why = f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there"
             else:
-                server = ForkServer.start(env)
+                server = ForkServer.start(env, self.python)
                 self.plain_why = server.ready()
                 if self.plain_why:
                     server.close()
                 else:
                     self.server = server
             if self.plain_why:
-                print(f"gpubench: builds start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+                print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
         return self.server
 
     def close(self) -> None:

@@ -1,0 +1,90 @@
+"""How `gpubench ab` starts a side's builds: each build's `BuildPlan` (gpubench.harness.processes.protocol), and
+one launcher per side. A side's builds are forked from a fork server of its own (gpubench.harness.processes.forked),
+started with the side's interpreter and environment, so what the side changes — another venv's torch, its
+variables, a module or sitecustomize on its PYTHONPATH — is in effect in its server and so in each build forked
+from it, and never in the other side's. Each build is still a fresh process (fresh allocator, fresh tensors);
+a forked one skips the interpreter's and torch's import (seconds) that a fresh interpreter pays again.
+Under `--no-fork`, or where a side's server rules forking out (it says why, in one line), that side's
+builds start as fresh interpreters. Torch-free."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpubench import IMPORT_ROOT
+from gpubench.harness.processes.forked import ForkLauncher
+from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
+from gpubench.harness.processes.protocol import BuildPlan
+
+if TYPE_CHECKING:
+    from gpubench.harness.commands.ab import Side
+
+BUILD_MODULE = "gpubench.harness.processes.build_main"
+
+
+def side_plan(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
+              suite_root: Path | None = None) -> BuildPlan:
+    """The plan of one build of one side. The config file is named: pytest otherwise finds it from the common
+    folder of every existing path on the command line, and an existing --benchmark-json outside the checkout
+    made that "/" — no config, no bench_*.py, 0 cases. One output file per side and build: the build tags the
+    user's --benchmark-json X.json -> X.A-b3.json and --benchmark-save NAME -> NAME-A-b3
+    (gpubench.harness.pytest_plugin.build_answer), as gpubench run's builds do; no pytest-benchmark table of
+    its own (no table_json): the session's verdict table is the one to read."""
+    config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
+    session = [f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-builds={pairs}"]
+    return BuildPlan(build, list(side.args), [*config, *pytest_args, *session], pairs, output_tag=f"{side.name}-b{build}")
+
+
+def side_env(side: Side) -> dict[str, str]:
+    """The side's variables over this environment; the folder holding this `gpubench` package (the checkout, or
+    site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness."""
+    env = dict(os.environ, **side.env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def side_job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
+             suite_root: Path | None = None) -> Job:
+    """One build of one side: forked from the side's server, or else `side.python -m build_main` with the plan's pipes."""
+    plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root)
+    return Job([side.python, "-m", BUILD_MODULE], side_env(side), hold_sigint=True, plan=plan)
+
+
+def side_launchers(sides: tuple[Side, Side], stopped_limit_s: float | None, fork: bool) -> dict[str, ProcessLauncher]:
+    """One launcher per side: a fork server each (started at the side's first build), or plain processes."""
+    if not fork:
+        return {side.name: ProcessLauncher(stopped_limit_s) for side in sides}
+    return {side.name: ForkLauncher(stopped_limit_s, python=side.python, who=f"side {side.name}'s builds")
+            for side in sides}
+
+
+def close_launchers(launchers: dict[str, ProcessLauncher]) -> None:
+    """Ends each side's fork server (on every way out of the session: its end, Ctrl-C, an error)."""
+    for launcher in launchers.values():
+        if isinstance(launcher, ForkLauncher):
+            launcher.close()
+
+
+@dataclass
+class StartUps:
+    """Each side's build start-up as its builds measured it (BuildAnswer.startup_s: from the process's
+    start, its fork or its exec, to its first case), and how they started."""
+
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    how: dict[str, str] = field(default_factory=dict)
+
+    def note(self, side: str, done: Completed, launcher: ProcessLauncher) -> None:
+        forked = isinstance(launcher, ForkLauncher) and launcher.server is not None
+        self.how[side] = "forked" if forked else "fresh interpreters"
+        if done.answer is not None and done.answer.startup_s is not None:
+            self.seconds.setdefault(side, []).append(done.answer.startup_s)
+
+    def line(self) -> str | None:
+        """'build start-up (...): A 0.38 s forked, B 0.41 s forked', None before any build answered."""
+        parts = [f"{side} {statistics.median(values):.2f} s {self.how[side]} ({len(values)} builds)"
+                 for side, values in sorted(self.seconds.items())]
+        return f"build start-up, process start to first case (median): {', '.join(parts)}" if parts else None
