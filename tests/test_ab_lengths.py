@@ -18,7 +18,8 @@ from gpubench.harness.commands.ab_lengths import choose_lengths
 from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.core.plan import BuildNoise, best_build_s
 from gpubench.harness.processes.cases_file import cases_text, read_cases_file
-from gpubench.harness.processes.launch import Completed
+from gpubench.harness.processes.build_main import pytest_args_of
+from gpubench.harness.processes.launch import Completed, Job
 from gpubench.harness.records.results import write_frame
 from gpubench.reports import sequential as sq
 from gpubench.reports.load import LABELS, load_results
@@ -66,8 +67,8 @@ class FakeLauncher:
         self.builds: dict[str, list[int]] = {}
         self.files: list[str] = []
 
-    def run(self, job: ab.Job) -> Completed:
-        argv = " ".join(job.argv)
+    def run(self, job: Job) -> Completed:
+        argv = " ".join(pytest_args_of(job.plan, 9) if job.plan is not None else job.argv)  # the build's pytest command
         side, build = re.search(r"--gpubench-output-tag=([AB])-b(\d+)", argv).groups()
         found = re.search(r"--gpubench-cases=(\S+)", argv)
         wanted = read_cases_file(Path(found.group(1))) if found else dict.fromkeys(self.cases)
@@ -102,7 +103,7 @@ def golden_cases() -> dict[str, pd.Series]:
 
 def test_decided_cases_get_no_more_builds_and_sampling_noise_gets_longer_ones(tmp_path, monkeypatch) -> None:
     fake = FakeLauncher(tmp_path, golden_cases())
-    monkeypatch.setattr(ab, "ProcessLauncher", lambda *args, **kwargs: fake)
+    monkeypatch.setattr(ab, "side_launchers", lambda sides, limit_s, fork: {side.name: fake for side in sides})
     looks = Looks(tmp_path, "s", 0.05, budget_s=3600, max_pairs=MAX_PAIRS, least_build_s=LEAST_S)
     try:
         done, stop = run_pairs((Side("A"), Side("B")), "s", MAX_PAIRS, ["benches"], tmp_path, tmp_path,
@@ -123,7 +124,7 @@ def test_chosen_once_per_case(tmp_path) -> None:
     fake = FakeLauncher(tmp_path, golden_cases())
     for build in range(4):
         for side in "AB":
-            fake.run(ab.Job([f"--gpubench-output-tag={side}-b{build}"], {}))
+            fake.run(Job([f"--gpubench-output-tag={side}-b{build}"], {}))
     a, b = (load_results([tmp_path / f"s-{side}.csv"]) for side in "AB")
     first = choose_lengths(a, b, [QUIET, SAMPLING], {}, LEAST_S, 3600)
     assert set(first) == {QUIET, SAMPLING}

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO
 from collections.abc import Callable
 
-from gpubench.harness.commands.ab_builds import StartUps, close_launchers, side_job, side_launchers
+from gpubench.harness.commands.ab_builds import Side, StartUps, close_launchers, side_job, side_launchers
 from gpubench.harness.processes.launch import (
     NO_TESTS,
     Completed,
@@ -48,21 +48,6 @@ from gpubench.harness.records.safe_files import open_new, write_all
 
 DEFAULT_BUILD_SECONDS = 0.1  # more, shorter builds: the pairs are the units, not the rounds
 DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
-REDACTED = "***"  # a side variable's value, as printed and kept
-
-
-@dataclass
-class Side:
-    name: str
-    python: str = sys.executable
-    env: dict[str, str] = field(default_factory=dict)
-    args: list[str] = field(default_factory=list)
-
-    def describe(self) -> dict[str, object]:
-        """What is printed and kept in the session's marker: the variables' names, not their values (a token, say)."""
-        return {"python": self.python, "env": {name: REDACTED for name in self.env}, "args": self.args}
-
-
 def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
     env = {}
     for item in pairs:

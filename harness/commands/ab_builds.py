@@ -11,19 +11,33 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpubench import IMPORT_ROOT
 from gpubench.harness.processes.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
 from gpubench.harness.processes.protocol import BuildPlan
 
-if TYPE_CHECKING:
-    from gpubench.harness.commands.ab import Side
-
 BUILD_MODULE = "gpubench.harness.processes.build_main"
+
+
+REDACTED = "***"  # a side variable's value, as printed and kept
+
+
+@dataclass
+class Side:
+    """One side of a session: its interpreter, its environment variables, its pytest/gpubench arguments."""
+
+    name: str
+    python: str = sys.executable
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, object]:
+        """What is printed and kept in the session's marker: the variables' names, not their values (a token, say)."""
+        return {"python": self.python, "env": {name: REDACTED for name in self.env}, "args": self.args}
 
 
 def side_plan(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
