@@ -14,7 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 # One tiny case; each build process appends what it sees to AB_LOG: its side, side B's variable, the
-# variable side B's interpreter (a wrapper) sets, its own pid and its parent's.
+# variable side B's interpreter (a wrapper) sets, the pid of the process where side B's sitecustomize (on B's
+# PYTHONPATH) ran, its own pid and its parent's.
 SEEN_BENCH = '''
 import os
 import sys
@@ -39,7 +40,7 @@ def cases(ctx):
 
 
 def build(case, ctx):
-    seen = [os.environ.get(name, "-") for name in ("AB_SIDE", "AB_X", "AB_VIA")]
+    seen = [os.environ.get(name, "-") for name in ("AB_SIDE", "AB_X", "AB_VIA", "AB_SITE")]
     with open(os.environ["AB_LOG"], "a") as log:
         log.write(" ".join([*seen, str(os.getpid()), str(os.getppid())]) + "\\n")
     return Timed(fn=lambda: time.sleep(0.0005))
@@ -52,15 +53,18 @@ def test_seen(case, gpubench):
 
 def session(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str, list[list[str]]]:
     """A 3-pair session of the one case: side B's interpreter is a wrapper that sets AB_VIA, and B has
-    --b-env AB_X=1. Returns the session's process, its output, and each build's line."""
+    --b-env AB_X=1 and a sitecustomize on its PYTHONPATH. Returns the session's process, its output, and each
+    build's line."""
     (tmp_path / "bench_seen.py").write_text(SEEN_BENCH, encoding="utf-8")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("import os\nos.environ['AB_SITE'] = str(os.getpid())\n")
     wrapper = tmp_path / "python-b"
     wrapper.write_text(f'#!/bin/sh\nexport AB_VIA=wrapper\nexec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     log = tmp_path / "seen.log"
     command = [sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
                "--pairs", "3", "--results-dir", str(tmp_path / "out"), "--run-id", "s", "--a-env", "AB_SIDE=A",
-               "--b-env", "AB_SIDE=B", "--b-env", "AB_X=1", "--b-python", str(wrapper), *extra,
+               "--b-env", "AB_SIDE=B", "--b-env", "AB_X=1", "--b-env", f"PYTHONPATH={tmp_path / 'site'}", "--b-python", str(wrapper), *extra,
                str(tmp_path / "bench_seen.py"), "-k", "test_seen"]
     env = {**os.environ, "AB_LOG": str(log)}
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -79,12 +83,13 @@ def test_each_sides_builds_are_forked_from_its_own_server_with_its_own_environme
     process, output, lines = session(tmp_path)
     sides = by_side(lines)
     assert len(sides["A"]) == len(sides["B"]) == 3, lines
-    assert all(line[1:3] == ["-", "-"] for line in sides["A"])  # side B's variable and interpreter are B's alone
+    assert all(line[1:4] == ["-", "-", "-"] for line in sides["A"])  # side B's variable, interpreter, PYTHONPATH: B's alone
     assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"])  # B's server ran B's interpreter, B's builds its env
-    parents = {side: {line[4] for line in rows} for side, rows in sides.items()}
+    parents = {side: {line[5] for line in rows} for side, rows in sides.items()}
     assert len(parents["A"]) == len(parents["B"]) == 1 and parents["A"] != parents["B"]  # one server per side
+    assert {line[3] for line in sides["B"]} == parents["B"]  # B's sitecustomize ran in B's server, before its forks
     assert str(process.pid) not in parents["A"] | parents["B"]  # forked by the servers, not started by the session
-    assert len({line[3] for line in lines}) == 6  # yet every build is a process of its own
+    assert len({line[4] for line in lines}) == 6  # yet every build is a process of its own
     startup = [line for line in output.splitlines() if "build start-up" in line]
     assert len(startup) == 1 and "A " in startup[0] and startup[0].count("s forked (3 builds)") == 2, output[-3000:]
     assert "start as plain processes" not in output
@@ -96,8 +101,9 @@ def test_no_fork_starts_each_build_as_a_fresh_interpreter_of_its_side(tmp_path):
     process, output, lines = session(tmp_path, "--no-fork")
     sides = by_side(lines)
     assert len(sides["A"]) == len(sides["B"]) == 3, lines
-    assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"]) and all(line[1:3] == ["-", "-"] for line in sides["A"])
-    assert {line[4] for line in lines} == {str(process.pid)}  # no fork server: the session started every build
+    assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"]) and all(line[1:4] == ["-", "-", "-"] for line in sides["A"])
+    assert all(line[3] == line[4] for line in sides["B"])  # B's sitecustomize ran in each of B's interpreters
+    assert {line[5] for line in lines} == {str(process.pid)}  # no fork server: the session started every build
     assert output.count("s fresh interpreters (3 builds)") == 2, output[-3000:]
 
 

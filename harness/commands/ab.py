@@ -48,6 +48,8 @@ from gpubench.harness.records.safe_files import open_new, write_all
 
 DEFAULT_BUILD_SECONDS = 0.1  # more, shorter builds: the pairs are the units, not the rounds
 DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
+
+
 def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
     env = {}
     for item in pairs:
