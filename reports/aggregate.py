@@ -26,6 +26,9 @@ def user_figure_columns(rows: pd.DataFrame) -> pd.DataFrame:
     return figures.add_prefix(USER_PREFIX)
 
 
+EXTRAS = ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version")  # kept as they are, per case
+
+
 def _flags(values: pd.Series) -> str:
     return ";".join(sorted({flag for text in values for flag in str(text).split(";") if flag}))
 
@@ -33,12 +36,14 @@ def _flags(values: pd.Series) -> str:
 def per_case(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (machine, case) over the ok rows: numeric columns as medians, settings as
     they are, `builds`, `runs`, `spread` (of median_s between builds) and the union of flags."""
-    ok = frame[frame["status"] == "ok"]
+    read = {*KEYS, *NUMERIC_COLUMNS, *SETTING_COLUMNS, *EXTRAS, "run_id", "flags", "user_figures"}
+    # only the columns read below are copied: a store's frame has a hundred more (raw samples among them)
+    ok = frame.loc[frame["status"] == "ok", [c for c in frame.columns if c in read or c.startswith(USER_PREFIX)]]
     ok = ok.join(user_figure_columns(ok))
     numeric = [c for c in NUMERIC_COLUMNS if c in ok and c not in ("build", "builds", "schema_version")]
     numeric += [c for c in ok.columns if c.startswith(USER_PREFIX)]
     settings = [c for c in SETTING_COLUMNS if c in ok and c not in numeric]
-    extras = [c for c in ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version") if c in ok and c not in settings]
+    extras = [c for c in EXTRAS if c in ok and c not in settings]
     if ok.empty:  # every row skipped or failed: no case, but every column a table may ask for
         return pd.DataFrame(columns=[*KEYS, *numeric, *settings, *extras, "builds", "runs", "spread", "flags"])
     grouped = ok.groupby(KEYS, sort=False)

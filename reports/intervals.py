@@ -57,6 +57,22 @@ def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload:
     return RatioInterval(point, point * math.exp(-half), point * math.exp(half), len(both), single)
 
 
+TIMING_COLUMNS = ["machine", "workload", "status", "case_id", "median_s", "run_id"]
+
+
+def timings_by_machine(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rows speedup_interval reads (ok, a positive median_s; TIMING_COLUMNS), per machine: a store's
+    frame (200,000 rows for a thousand runs) is compared once, not once per machine and workload."""
+    rows = frame.loc[(frame["status"] == "ok") & (frame["median_s"] > 0), TIMING_COLUMNS]
+    return {str(machine): group for machine, group in rows.groupby("machine", sort=False)}
+
+
+def pair_timings(timings: dict[str, pd.DataFrame], baseline: str, machine: str) -> pd.DataFrame:
+    """The baseline's and the machine's rows of timings_by_machine: all speedup_interval reads of the two."""
+    parts = [timings[m] for m in dict.fromkeys((baseline, machine)) if m in timings]
+    return pd.concat(parts) if parts else pd.DataFrame(columns=TIMING_COLUMNS)
+
+
 def steady_key(cases: pd.DataFrame, figure: str) -> str:
     """The column steady_best ranks by: the lower quartile of `figure` over builds where aggregated."""
     return f"{figure}_q1" if f"{figure}_q1" in cases else figure

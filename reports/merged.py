@@ -33,11 +33,15 @@ def _numbers(values: pd.Series, kind: str) -> list[str]:
     return cells.tolist()
 
 
+# one decoder for every cell: json.loads given parse_int builds a new one per call
+FLOATS = json.JSONDecoder(parse_int=lambda digits: float(int(digits)))
+
+
 def _samples(text: object) -> str:
     """A samples cell as the writer dumps it: the list re-dumped with every number a float."""
     if not isinstance(text, str):
         return ""
-    return json.dumps(json.loads(text, parse_int=lambda digits: float(int(digits))))
+    return json.dumps(FLOATS.decode(text))
 
 
 def column_cells(column: str, values: pd.Series) -> list[str]:

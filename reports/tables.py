@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpubench.harness.catalog import specs
 from gpubench.harness.core.peaks import peak_tflops
-from gpubench.reports.intervals import speedup_interval, steady_best
+from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
@@ -67,11 +67,12 @@ def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
     ok = frame[frame["status"] == "ok"].groupby(["workload", "case_id", "machine"])["median_s"].median().unstack("machine")
     if baseline not in ok:
         return pd.DataFrame()
-    records = []
+    records, timings = [], timings_by_machine(frame)
     for machine in [m for m in ok.columns if m != baseline]:
         ratios = (ok[baseline] / ok[machine]).dropna()
+        pair = pair_timings(timings, baseline, machine)
         for workload, values in ratios.groupby(level="workload"):
-            interval = speedup_interval(frame, baseline, machine, str(workload))
+            interval = speedup_interval(pair, baseline, machine, str(workload))
             records.append({"workload": workload, "machine": machine, "cases": len(values),
                             "geomean_speedup": float(np.exp(np.log(values).mean())),
                             "ci95_low": interval.low if interval else math.nan, "ci95_high": interval.high if interval else math.nan,
@@ -300,9 +301,11 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
     return out
 
 
-def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None) -> dict[str, str]:
+def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None,
+                 timings: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """The headline figures of one configuration, each with its spread, as display strings (an Md
-    where a setting is shown as code; plain text is escaped when the table is rendered)."""
+    where a setting is shown as code; plain text is escaped when the table is rendered). `timings`:
+    timings_by_machine(frame), when the caller has it."""
     from gpubench.reports.units import human
 
     mine = frame[frame["machine"] == machine]
@@ -346,7 +349,8 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
     out.update(declared_summary(cases, machine))
     if machine != baseline:
-        interval = speedup_interval(frame, baseline, machine)
+        pair = pair_timings(timings if timings is not None else timings_by_machine(frame), baseline, machine)
+        interval = speedup_interval(pair, baseline, machine)
         if interval is not None:
             out["speed vs baseline"] = interval.text()
     else:
@@ -374,7 +378,8 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
         return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0  # no ok case: last
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
-    columns = {m: summary_rows(frame, cases, m, baseline, energy_notes) for m in machines}
+    timings = timings_by_machine(frame)
+    columns = {m: summary_rows(frame, cases, m, baseline, energy_notes, timings) for m in machines}
     seen = list(dict.fromkeys(key for rows in columns.values() for key in rows))
     targets = [key for key in seen if key.startswith("time to ")]  # one per target accuracy, after the epoch figures
     known = [key for key in SUMMARY_ORDER if key in seen]

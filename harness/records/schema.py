@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from gpubench.harness.catalog import declared_columns
 from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
+from gpubench.harness.records.flat_samples import within
 
 SCHEMA_VERSION = 4
 
@@ -354,7 +355,10 @@ def parse_column(column: str, text: Any) -> tuple[Any, Any]:
         values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
         return values.astype(object).where(values.notna(), None), values.isna() & ~empty
     if kind in ("json", "object") or column in TEXT_RULES:
-        verdicts = {t: _refused(column, t) for t in text.unique()}
+        distinct = text.unique().tolist()
+        # raw samples: those surely in bounds judged at once (flat_samples), the rest cell by cell
+        sure = within(distinct, MIN_DURATION_S, MAX_DURATION_S) if kind == "json" else [False] * len(distinct)
+        verdicts = {t: not ok and _refused(column, t) for t, ok in zip(distinct, sure)}
         refused = text.map(verdicts).astype(bool)
     else:
         refused = empty & False
