@@ -28,10 +28,12 @@ bench: $(VENV)/.installed data
 test: $(VENV)/.installed
 	$(PY) -m pytest tests --timeout 600
 
-# The one-minute loop: every test that starts no process (--no-processes fails one that does without
-# the `process` mark). `make check ARGS=--lf` reruns what failed last time.
+# The loop while editing: every test that starts no process (--no-processes fails one that does without
+# the `process` mark), spread over the cores by pytest-xdist (JOBS=0 runs them in this one process; at most
+# 8 workers, each imports torch). `make check ARGS=--lf` reruns what failed last time.
+JOBS ?= auto
 check: $(VENV)/.installed
-	$(PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 $(ARGS)
+	$(PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 
 # ruff, configured in pyproject.toml; CI runs it before the tests.
 lint: $(VENV)/.installed

@@ -12,8 +12,19 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/fakes.py, tests/runs.py
 REPO = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
 
-from process_guard import _no_processes, pytest_addoption, pytest_configure  # noqa: E402,F401 - the fast loop's guard
+from process_guard import _no_processes, pytest_addoption  # noqa: E402,F401 - the fast loop's guard
+from process_guard import pytest_configure as guard_configure  # noqa: E402
 from runs import ONE_CASE_BENCH  # noqa: E402 - found through the path above
+
+
+def pytest_configure(config):
+    guard_configure(config)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One of `make check`'s workers, each on a core: torch's own pool (a thread per core in every worker)
+        # would have the workers' threads queue for the same cores.
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The fast test loop's guard: under `--no-processes` (what `make check` passes), a test that starts a
 Python process, forks or spawns fails at once and says to mark it `process`, so the split between the
-one-minute loop and the full suite cannot drift. A started interpreter costs seconds here (torch's
+fast loop and the full suite cannot drift. The guard is a per-test fixture: pytest-xdist's workers, started
+before any test, are not affected. A started interpreter costs seconds here (torch's
 import alone is about two), which is why process tests are kept out of the fast loop.
 
 Short system programs (git, hg, file, sysctl) are allowed: the fingerprint, pytest-benchmark and `platform` call them;

@@ -225,6 +225,7 @@ def test_cuda_all_expands_into_one_micro_run_per_gpu():
     assert plan.micro_only and plan.pytest_args == ["-k", "matmul", "-m", "not gpu"]
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypatch, capsys):
     import gpubench.harness.devices.device
 
@@ -268,6 +269,7 @@ def test_cuda_all_under_pytest_names_one_gpu_instead():
 
 # ---- the committed example ----------------------------------------------------------------------
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_report_flags_the_synthetic_degraded_h200(tmp_path):
     examples = ROOT / "reports" / "examples"
     report = build_report([examples / "h200-quick.csv", examples / "h200-quick-SYNTHETIC-degraded.csv"], tmp_path, None).read_text(encoding="utf-8")

@@ -41,6 +41,7 @@ def test_one_run_per_machine_has_no_history(h200, tmp_path):
     assert text.startswith("## History") and "None yet: no machine here has two runs" in text and not list(tmp_path.glob("*.png"))
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
     later = run_at(h200, "later", "2026-12-20", torch="2.12.0+cu130", matmul_bf16=0.8)
     frame = labelled(later, run_at(h200, "earlier", "2026-11-29"))  # given newest first
@@ -59,6 +60,7 @@ def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
     assert (tmp_path / links[0]).read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
     frame = labelled(*[run_at(h200, f"{day}-{gpu}", day, device=gpu) for day in ("2026-11-29", "2026-11-30") for gpu in ("cuda:0", "cuda:1")])
     runs = history.run_figures(frame)
@@ -89,6 +91,7 @@ def test_a_run_without_headline_figures_is_no_point(h200, tmp_path):
     assert history.run_figures(labelled(h200, inference_only)).empty
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_report_of_a_store_shows_the_history(h200, tmp_path):
     store = tmp_path / "store" / "8f9f0ab5b928"  # the results store's layout: <store>/<machine_id>/<run_id>.csv
     store.mkdir(parents=True)

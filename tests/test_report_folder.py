@@ -18,6 +18,10 @@ from gpubench.reports.load import ReportError, load_results, machine_labels
 from gpubench.reports.markdown import INVISIBLE, MAX_LABEL_CHARS
 from gpubench.reports.plots import MAX_PLOT_LABEL, _literal_dollars
 
+# These tests read the report's files and folders, not its pixels (conftest.unrendered_plots); the two whose
+# labels could stop a drawing (format characters, a 10,000-character name) are `drawn`.
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 
 def merged_cells(out: Path) -> list[dict[str, str]]:
     with open(out / "merged.csv", newline="", encoding="utf-8") as handle:
@@ -43,6 +47,7 @@ def test_formulas_from_the_files_are_inert_in_merged_csv_and_numbers_stay_number
     assert set(load_results([path])["hostname"]) == {"+cmd|' /C calc'!A0"}  # the run's own file is as measured
 
 
+@pytest.mark.drawn
 def test_bidi_and_zero_width_characters_never_reach_report_md(tmp_path):
     run(tmp_path / "runs", "r1", hostname="node\u202egnp.exe")  # reads "nodeexe.png" with the override
     run(tmp_path / "runs", "r2", hostname="node1\u200b", machine_id="m2")
@@ -60,6 +65,7 @@ def test_every_format_character_is_made_visible():
     assert [c for c in invisible if not INVISIBLE.fullmatch(c)] == []
 
 
+@pytest.mark.drawn
 def test_a_10000_character_host_name_is_cut_in_labels_and_stays_unique(tmp_path):
     run(tmp_path / "runs", "r1", hostname="a" * 10_000 + "x")
     run(tmp_path / "runs", "r2", hostname="a" * 10_000 + "y")  # one machine_id: only the name tells them apart

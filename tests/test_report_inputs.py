@@ -165,19 +165,29 @@ IMPOSSIBLE = [("matmul", "tflops", "-5", "negative"), ("matmul", "gbps", "-1.5",
               ("matmul", "tflops", "1e400", "not a finite number"), ("elementwise", "pct_of_peak_gbps", "-2", "negative")]
 
 
-@pytest.mark.parametrize(("workload", "column", "value", "why"), IMPOSSIBLE)
-def test_an_impossible_figure_refuses_its_row_naming_file_line_and_column(tmp_path, workload, column, value, why):
+def impossible_file(folder: Path, workload: str, column: str, value: str) -> tuple[Path, int, int]:
+    """The CPU run with `column` of its first ok `workload` row set to `value`: (file, that row's index, rows)."""
     header, rows = rows_of(CPU)
     at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == workload and row[header.index("status")] == "ok")
     rows[at][header.index(column)] = value
-    path = write(tmp_path / "impossible.csv", header, rows)
+    return write(folder / "impossible.csv", header, rows), at, len(rows)
+
+
+@pytest.mark.parametrize(("workload", "column", "value", "why"), IMPOSSIBLE)
+def test_an_impossible_figure_refuses_its_row_naming_file_line_and_column(tmp_path, workload, column, value, why):
+    path, at, count = impossible_file(tmp_path, workload, column, value)
     refused: list[str] = []
     frame = load_results([path], refused)
-    assert refused == [f"{path}:{at + 2}: column {column} = {value} is impossible ({why})"] and len(frame) == len(rows) - 1
+    assert refused == [f"{path}:{at + 2}: column {column} = {value} is impossible ({why})"] and len(frame) == count - 1
+
+
+def test_a_refused_row_is_named_in_the_report_and_left_out_of_its_merged_csv(tmp_path):
+    """Which figure was impossible is load_results' (the test above, for each kind); the report's part is the same for all."""
+    path, at, count = impossible_file(tmp_path, "matmul", "tflops", "-5")
     out = tmp_path / "out"
     text = build_report([path], out, None).read_text(encoding="utf-8")
     assert "1 row(s) refused as impossible" in text and f"{at + 2}: column" in text.split("## Rows refused", 1)[1]
-    assert len(load_results([out / "merged.csv"])) == len(rows) - 1
+    assert len(load_results([out / "merged.csv"])) == count - 1
 
 
 def test_tflops_above_the_datasheet_peak_is_refused(tmp_path):

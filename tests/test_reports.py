@@ -359,6 +359,7 @@ def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
     assert long <= 1.1 * short
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
     def target_row(design, seed, seconds, status="ok"):
         figures = (
@@ -466,6 +467,7 @@ def test_things_named_csv_that_are_not_files_are_skipped(tmp_path):
     assert result_files([tmp_path]) == [good]
 
 
+@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_a_run_given_twice_counts_once_everywhere_and_the_report_says_so(tmp_path):
     folder = tmp_path / "runs"
     folder.mkdir()
