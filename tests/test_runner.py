@@ -205,7 +205,8 @@ def test_a_selfcheck_just_outside_the_band_is_measured_again_and_pooled(ctx, mon
     monkeypatch.setattr(selfcheck, "interleaved_ratios", lambda *args: attempts.append(1) or (next(sets), []))
     monkeypatch.setattr(selfcheck.LoadMeter, "busy_frac", lambda self: 0.0)
     row = run_with(selfcheck.SelfcheckCase("fp32", 64), selfcheck.WORKLOAD, FakeBenchmark(), ctx)
-    assert row["status"] == "ok" and len(attempts) == 2 and row["reason"] == "14 interleaved pairs of 2 calls"
+    # the calls per pair come from a timed matmul (load-dependent): the pooled pairs are what this test guards
+    assert row["status"] == "ok" and len(attempts) == 2 and row["reason"].startswith("14 interleaved pairs of ")
     assert 0.97 <= row["selfcheck_tub_ratio"] <= 1.03
 
 
