@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -56,6 +58,28 @@ def test_the_last_whole_answer_counts():
         last_answer(f'{collected.to_json()}\n{{"build": 0, "bui'.encode()) == collected
     )  # died while writing the second
     assert last_answer(b"") is None
+
+
+PROFILER_IMPORTS = """
+import sys
+from gpubench.harness.pytest_plugin import fork_server
+print(fork_server.preload() or "fork ok")
+before = set(sys.modules)
+import torch
+from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
+cpu_peak_bytes(lambda: torch.randn(1000))
+print(sorted(name for name in set(sys.modules) - before if name.startswith("torch._dynamo")))
+"""
+
+
+@pytest.mark.process
+def test_a_forked_builds_first_memory_measurement_imports_no_compiler():
+    """The CPU peak-memory profiler imports torch._dynamo when it first starts (seconds): the fork server
+    has imported it already, so a build's first case does not pay for it, and the server can still fork."""
+    done = subprocess.run([sys.executable, "-c", PROFILER_IMPORTS], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["fork ok", "[]"]
 
 
 def test_a_server_with_cuda_initialised_forks_nothing(monkeypatch):
