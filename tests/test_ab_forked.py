@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from runs import REPO
 
 # One tiny case; each build process appends what it sees to AB_LOG: its side, side B's variable, the
 # variable side B's interpreter (a wrapper) sets, the pid of the process where side B's sitecustomize (on B's
