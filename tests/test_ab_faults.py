@@ -43,7 +43,8 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path 
     started: list[tuple[str, int]] = []
     makes = f"if BUILD == 0 and SIDE in {writes!r}: open({str(results_dir)!r} + '/s-' + SIDE + '.csv', 'a').write('rows\\n')\n"
 
-    def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None) -> Job:
+    def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None,
+            turns: str = "") -> Job:
         started.append((side.name, build))
         argv = [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
         return Job(argv, side_env(side), hold_sigint=True)  # no plan: started plainly, no fork server

@@ -106,7 +106,7 @@ def test_the_next_pair_runs_what_the_look_says_and_a_look_can_end_the_session(tm
     started: list[tuple[str, int, list[str]]] = []
 
     def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
-            suite_root: Path | None = None) -> Job:
+            suite_root: Path | None = None, turns: str = "") -> Job:
         started.append((side.name, build, pytest_args))
         return Job([sys.executable, "-c", f"open({str(tmp_path)!r} + '/s-{side.name}.csv', 'a').write('rows\\n')"])
 

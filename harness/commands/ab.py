@@ -20,21 +20,27 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
-from collections.abc import Callable
 
 from gpubench.harness.commands.ab_builds import Side, StartUps, close_launchers, side_job, side_launchers
 from gpubench.harness.processes.launch import (
     NO_TESTS,
     Completed,
+    Job,
     ProcessLauncher,
+    StopRequest,
+    run_together,
     signal_name,
     stop_requests,
 )
+from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.processes.lifetime import (
     adopting,
     child_pids,
@@ -46,7 +52,11 @@ from gpubench.harness.processes.lifetime import (
 from gpubench.harness.core.exits import BUILD_STOPS
 from gpubench.harness.records.safe_files import open_new, write_all
 
-DEFAULT_BUILD_SECONDS = 0.1  # more, shorter builds: the pairs are the units, not the rounds
+# A build's timed seconds per case. On a 2-core VM a case's builds disagree by a process part and a part that
+# shrinks with the build's length (the machine's speed wanders within a second, so a build's own consecutive
+# samples understate it): 0.03 s builds disagreed ~35% a pair, 0.1 s ~20%, 0.3 s ~14%. With ~4 s of a pair
+# outside its timed rounds, ~0.25 s a case buys the most resolution per second (docs/validation/ab-campaign.md).
+DEFAULT_BUILD_SECONDS = 0.25
 DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
 
 
@@ -254,15 +264,19 @@ AfterPair = Callable[[int], "list[str] | None"]
 def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
               results_dir: Path, stopped_limit_s: float | None = None,
               files: SideFiles | None = None, after_pair: AfterPair | None = None,
-              fork: bool = True) -> tuple[int, Stop | None]:
+              fork: bool = True, turns: bool = True) -> tuple[int, Stop | None]:
     """Runs up to `pairs` pairs; returns (complete pairs, why the session stopped early or None).
     `files` learns which file each side's first build made; `after_pair` may narrow or end the rest.
     Each side's builds come from a launcher of its own (gpubench.harness.commands.ab_builds): forked from the
-    side's fork server unless `fork` is False; the servers end with the session, however it ends."""
+    side's fork server unless `fork` is False; the servers end with the session, however it ends. The first
+    pair's builds run one after the other (each side shown able to run the suite alone); with `turns`, each later
+    pair's two builds run at once, taking turns case by case (gpubench.harness.processes.turns)."""
     launchers, startups = side_launchers(sides, stopped_limit_s, fork), StartUps()
+    pair_run = PairRun(sides, session_id, pairs, pytest_args, suite_root, files or SideFiles(results_dir, session_id),
+                       launchers, startups)
     try:
-        done, stop = pair_loop(sides, session_id, pairs, pytest_args, suite_root,
-                               files or SideFiles(results_dir, session_id), after_pair, launchers, startups)
+        with turn_folder(turns) as folder:
+            done, stop = pair_loop(pair_run, after_pair, folder)
     finally:
         close_launchers(launchers)
     if line := startups.line():
@@ -270,39 +284,96 @@ def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args
     return done, stop
 
 
-def pair_loop(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
-              files: SideFiles, after_pair: AfterPair | None, launchers: dict[str, ProcessLauncher],
-              startups: StartUps) -> tuple[int, Stop | None]:
-    """The pairs themselves, A B then B A, each build through its side's launcher."""
-    progress = Progress(pairs)
-    narrowed: list[str] = []
+@contextmanager
+def turn_folder(turns: bool) -> Iterator[str | None]:
+    """A private folder for the pairs' turn pipes, removed with the session; None without turns."""
+    if not turns:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="gpubench-ab-turns-") as folder:
+        yield folder
+
+
+@dataclass
+class PairRun:
+    """What every build of the session shares: its sides, their launchers, the selection, the side files."""
+
+    sides: tuple[Side, Side]
+    session_id: str
+    pairs: int
+    pytest_args: list[str]
+    suite_root: Path
+    files: SideFiles
+    launchers: dict[str, ProcessLauncher]
+    startups: StartUps
+    narrowed: list[str] = field(default_factory=list)
+
+    def job(self, side: Side, pair: int, turns: str = "") -> Job:
+        return side_job(side, self.session_id, pair, self.pairs, self.pytest_args + self.narrowed, self.suite_root, turns)
+
+    def judge(self, side: Side, pair: int, done: Completed, request: StopRequest, ran_first: bool) -> Stop | None:
+        """What one finished build means for the session: None when it goes on."""
+        self.startups.note(side.name, done, self.launchers[side.name])
+        if pair == 0:
+            self.files.note(side.name, done.code)
+        request.signum = request.signum or done.signal
+        stop = launcher_stop(done, request.signum, side, pair) or build_stop(done.code, side, pair, ran_first)
+        if stop is None and pair == 0:
+            stop = first_build_stop(done.code, side, self.files.path(side.name))
+        return stop
+
+
+def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | None) -> tuple[int, Stop | None]:
+    """The pairs themselves, A B then B A: one build after the other, or (with a turn folder, after the first pair)
+    both at once, taking turns."""
+    progress = Progress(run.pairs)
     with stop_requests() as request:
-        for pair in range(pairs):
-            for index, side in enumerate(order(pair, *sides)):
-                if request.signum:  # arrived between two builds: start no other
-                    return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
-                taken = files.taken(side.name) if pair == 0 else None
-                if taken is not None:
-                    return pair, taken
-                launcher = launchers[side.name]
-                done = launcher.run(side_job(side, session_id, pair, pairs, pytest_args + narrowed, suite_root))
-                startups.note(side.name, done, launcher)
-                if pair == 0:
-                    files.note(side.name, done.code)
-                request.signum = request.signum or done.signal
-                stop = launcher_stop(done, request.signum, side, pair) or build_stop(done.code, side, pair, ran_first=index == 0)
-                if stop is None and pair == 0:
-                    stop = first_build_stop(done.code, side, files.path(side.name))
-                if stop is not None:
-                    return pair, stop
+        for pair in range(run.pairs):
+            if request.signum:  # arrived between two pairs: start no other
+                return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+            first, second = order(pair, *run.sides)
+            if turn_folder is None or pair == 0:
+                stop = one_after_other(run, pair, (first, second), request)
+            else:
+                stop = taking_turns(run, pair, (first, second), request, turn_folder)
+            if stop is not None:
+                return pair, stop
             if after_pair is None:
                 print(progress.line(pair + 1), flush=True)
                 continue
             more = after_pair(pair + 1)
             if more is None:
                 return pair + 1, None
-            narrowed = more
-    return pairs, None
+            run.narrowed = more
+    return run.pairs, None
+
+
+def one_after_other(run: PairRun, pair: int, sides: tuple[Side, Side], request: StopRequest) -> Stop | None:
+    for index, side in enumerate(sides):
+        if request.signum:  # arrived between two builds: start no other
+            return Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+        taken = run.files.taken(side.name) if pair == 0 else None
+        if taken is not None:
+            return taken
+        done = run.launchers[side.name].run(run.job(side, pair))
+        if stop := run.judge(side, pair, done, request, ran_first=index == 0):
+            return stop
+    return None
+
+
+def taking_turns(run: PairRun, pair: int, sides: tuple[Side, Side], request: StopRequest, folder: str) -> Stop | None:
+    """Both builds at once, case by case in turn; a build that ends frees the other to finish alone."""
+    pipes = PairPipes(folder, pair, (sides[0].name, sides[1].name)).open()
+    try:
+        jobs = [(run.launchers[side.name], run.job(side, pair, pipes.plan(side.name, first=index == 0).to_text()))
+                for index, side in enumerate(sides)]
+        results = run_together(jobs, ended=lambda index: pipes.free(sides[1 - index].name))
+    finally:
+        pipes.close()
+    for index, (side, done) in enumerate(zip(sides, results)):
+        if stop := run.judge(side, pair, done, request, ran_first=index == 0):
+            return stop
+    return None
 
 
 MARKER_MODE = 0o600  # the session's sides as given: a side's arguments may hold what others should not read

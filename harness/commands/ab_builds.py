@@ -41,16 +41,18 @@ class Side:
 
 
 def side_plan(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
-              suite_root: Path | None = None) -> BuildPlan:
+              suite_root: Path | None = None, turns: str = "") -> BuildPlan:
     """The plan of one build of one side. The config file is named: pytest otherwise finds it from the common
     folder of every existing path on the command line, and an existing --benchmark-json outside the checkout
     made that "/" — no config, no bench_*.py, 0 cases. One output file per side and build: the build tags the
     user's --benchmark-json X.json -> X.A-b3.json and --benchmark-save NAME -> NAME-A-b3
     (gpubench.harness.pytest_plugin.build_answer), as gpubench run's builds do; no pytest-benchmark table of
-    its own (no table_json): the session's verdict table is the one to read."""
+    its own (no table_json): the session's verdict table is the one to read. `turns`: the build's part in a pair
+    that takes turns (gpubench.harness.processes.turns.TurnPlan), '' for a build that runs alone."""
     config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
     session = [f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-builds={pairs}"]
-    return BuildPlan(build, list(side.args), [*config, *pytest_args, *session], pairs, output_tag=f"{side.name}-b{build}")
+    return BuildPlan(build, list(side.args), [*config, *pytest_args, *session], pairs, output_tag=f"{side.name}-b{build}",
+                     turns=turns)
 
 
 def side_env(side: Side) -> dict[str, str]:
@@ -62,9 +64,9 @@ def side_env(side: Side) -> dict[str, str]:
 
 
 def side_job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
-             suite_root: Path | None = None) -> Job:
+             suite_root: Path | None = None, turns: str = "") -> Job:
     """One build of one side: forked from the side's server, or else `side.python -m build_main` with the plan's pipes."""
-    plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root)
+    plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root, turns)
     return Job([side.python, "-m", BUILD_MODULE], side_env(side), hold_sigint=True, plan=plan)
 
 

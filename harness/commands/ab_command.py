@@ -60,6 +60,9 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
     ab.add_argument("--no-fork", action="store_true",
                     help="start each build as a fresh interpreter of its side (seconds of imports each) instead of "
                          "forking it from the side's own process that imported torch once")
+    ab.add_argument("--no-turns", action="store_true",
+                    help="run each pair's two builds one after the other instead of at once, taking turns case by case "
+                         "(each case's A and B timed back to back)")
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
@@ -153,7 +156,8 @@ def cmd_ab(args: argparse.Namespace, extra: list[str]) -> int:
              if budget_s is not None else None)
     try:
         done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
-                               stopped_limit_s(args.profile), files, looks, fork=not args.no_fork)
+                               stopped_limit_s(args.profile), files, looks, fork=not args.no_fork,
+                               turns=not args.no_turns)
     finally:
         if looks is not None:
             looks.close()

@@ -28,6 +28,7 @@ def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
     table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
     micro = ["--gpubench-micro-only"] if plan.micro_only else []
     extra = ["--gpubench-extra-build"] if plan.extra else []
+    turns = [f"--gpubench-turns={plan.turns}"] if plan.turns else []
     return [
         *plan.options,
         *plan.pytest_args,
@@ -37,6 +38,7 @@ def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
         *table,
         *micro,
         *extra,
+        *turns,
     ]
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -85,12 +86,7 @@ class ProcessLauncher:
         return set()
 
     def run(self, job: Job) -> Completed:
-        channel = Channel(job.plan).open() if job.plan is not None else None
-        try:
-            done = self.run_watched(lambda: self.start(job, channel))
-        finally:
-            answer = channel.answer() if channel is not None else None
-        return replace(done, answer=answer)
+        return run_together([(self, job)])[0]
 
     def start(self, job: Job, channel: Channel | None) -> BuildHandle:
         own = channel.build_args() if channel is not None else []
@@ -100,29 +96,64 @@ class ProcessLauncher:
             channel.handed_over()
         return PlainBuild(child)
 
-    def run_watched(self, start: Callable[[], BuildHandle]) -> Completed:
-        # the handlers go in before the build starts: a signal while Popen forks and execs (the build
-        # already visible, Popen not yet returned) waits in `early` and is passed on once it can be
-        early: list[int] = []
-        watch: BuildWatch | None = None
-        previous = {signum: signal.getsignal(signum) for signum in PASSED_ON}
-        for signum in PASSED_ON:
-            signal.signal(signum, lambda signum, frame: watch.signalled(signum) if watch is not None else early.append(signum))
-        child = None
-        known = child_pids() if adopting() else None  # under adopt_orphans: what the build leaves is killed after it
-        try:
-            child = start()
-            watch = BuildWatch(child, self.stopped_limit_s, self.stop_with)
-            for signum in early:
+
+def run_together(runs: list[tuple[ProcessLauncher, Job]], ended: Callable[[int], None] | None = None) -> list[Completed]:
+    """Each job through its launcher, all at once; what each planned build answered (None: it died first)."""
+    channels = [Channel(job.plan).open() if job.plan is not None else None for _, job in runs]
+    starts = [(launcher, functools.partial(launcher.start, job, channel)) for (launcher, job), channel in zip(runs, channels)]
+    try:
+        done = watch_builds(starts, ended)
+    finally:
+        answers = [channel.answer() if channel is not None else None for channel in channels]
+    return [replace(completed, answer=answer) for completed, answer in zip(done, answers)]
+
+
+def watch_builds(starts: list[tuple[ProcessLauncher, Callable[[], BuildHandle]]],
+                 ended: Callable[[int], None] | None = None) -> list[Completed]:
+    """Starts each build and waits for all of them (at once: `gpubench ab`'s pairs that take turns), passing each
+    signal on to every one; `ended(i)` as build i ends. Whatever way this leaves, no build it started outlives it."""
+    # the handlers go in before a build starts: a signal while Popen forks and execs (the build already
+    # visible, Popen not yet returned) waits in `early` and is passed on once it can be
+    early: list[tuple[int, int]] = []  # (signal, how many builds had started and were told it)
+    watches: list[BuildWatch] = []
+
+    def passed_on(signum: int, frame: object) -> None:
+        for watch in watches:
+            watch.signalled(signum)
+        if len(watches) < len(starts):
+            early.append((signum, len(watches)))
+
+    previous = {signum: signal.getsignal(signum) for signum in PASSED_ON}
+    for signum in PASSED_ON:
+        signal.signal(signum, passed_on)
+    known = child_pids() if adopting() else None  # under adopt_orphans: what a build leaves is killed after it
+    try:
+        for launcher, start in starts:
+            watches.append(BuildWatch(start(), launcher.stopped_limit_s, launcher.stop_with))
+        for signum, told in early:
+            for watch in watches[told:]:
                 watch.signalled(signum)
-            return watch.wait()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            if child is not None and child.running():  # this process is leaving (an exception): its build goes with it
-                child.kill_group()
-            if known is not None:
-                kill_adopted(known | self.kept_pids() | ({child.pid} if child is not None else set()), "the build process")
+        return _wait_all(watches, ended)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for watch in watches:
+            if watch.child.running():  # this process is leaving (an exception): its build goes with it
+                watch.child.kill_group()
+        if known is not None:
+            kept = {pid for launcher, _ in starts for pid in launcher.kept_pids()}
+            kill_adopted(known | kept | {watch.child.pid for watch in watches}, "the build process")
+
+
+def _wait_all(watches: list[BuildWatch], ended: Callable[[int], None] | None) -> list[Completed]:
+    done: dict[int, Completed] = {}
+    while len(done) < len(watches):
+        for index, watch in enumerate(watches):
+            if index not in done and (completed := watch.poll(POLL_S / len(watches))) is not None:
+                done[index] = completed
+                if ended is not None:
+                    ended(index)
+    return [done[index] for index in range(len(watches))]
 
 
 # Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
@@ -222,14 +253,20 @@ class BuildWatch:
                 pass
 
     def wait(self) -> Completed:
-        while True:
-            if self.child.ended(POLL_S):  # its group id cannot name another group yet
-                self.child.kill_group()  # what it left behind in its group (a wrapper's background process)
-                return self._completed(self.child.wait(), "")
-            why = self._why_end()
-            if why:
-                self.child.kill_group()
-                return self._completed(self.child.wait(), why)
+        while (done := self.poll(POLL_S)) is None:
+            pass
+        return done
+
+    def poll(self, within_s: float) -> Completed | None:
+        """The build's end if it came within `within_s` (or it had to be killed now), else None."""
+        if self.child.ended(within_s):  # its group id cannot name another group yet
+            self.child.kill_group()  # what it left behind in its group (a wrapper's background process)
+            return self._completed(self.child.wait(), "")
+        why = self._why_end()
+        if why:
+            self.child.kill_group()
+            return self._completed(self.child.wait(), why)
+        return None
 
     def _why_end(self) -> str:
         """Why the build must be killed now, or ''."""

@@ -31,6 +31,7 @@ class BuildPlan:
     table_json: str = ""  # pytest-benchmark's JSON goes here when the user names none
     micro_only: bool = False  # the micro cases only: the user's -m and-ed with their markers
     extra: bool = False  # a build past the profile's, with the budget's time left: the noisiest repeated cases first
+    turns: str = ""  # a `gpubench ab` pair's build that takes turns with its partner (gpubench.harness.processes.turns)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

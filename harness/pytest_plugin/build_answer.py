@@ -41,6 +41,8 @@ def add_build_options(group: Any) -> None:
     group.addoption(
         "--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS
     )
+    # a build of a `gpubench ab` pair that takes turns with its partner: gpubench.harness.pytest_plugin.turns
+    group.addoption("--gpubench-turns", default="", dest="gpubench_turns", help=argparse.SUPPRESS)
     group.addoption(  # with --gpubench-build K past the profile's builds: gpubench.harness.pytest_plugin.extra_build
         "--gpubench-extra-build", action="store_true", default=False, dest="gpubench_extra_build", help=argparse.SUPPRESS
     )

@@ -4,4 +4,4 @@ It loads gpubench.harness.pytest_plugin.plugin under its module name, so the che
 plugin stays inert in a test run that does not use it (gpubench.harness.pytest_plugin.modes).
 `-p no:gpubench` turns it off."""
 
-pytest_plugins = ["gpubench.harness.pytest_plugin.plugin"]
+pytest_plugins = ["gpubench.harness.pytest_plugin.plugin", "gpubench.harness.pytest_plugin.turns"]

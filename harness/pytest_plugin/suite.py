@@ -12,7 +12,7 @@ from gpubench.harness.pytest_plugin.modes import add_suite_options
 
 HELD_INTERRUPT.hold()  # from the conftest's load on: Ctrl-C while pytest and torch load is raised at configure (exit 2)
 
-pytest_plugins = ["gpubench.harness.pytest_plugin.plugin"]
+pytest_plugins = ["gpubench.harness.pytest_plugin.plugin", "gpubench.harness.pytest_plugin.turns"]
 
 
 @pytest.hookimpl(trylast=True)  # after the other plugins: the short forms skip the options they own

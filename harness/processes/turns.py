@@ -1,0 +1,154 @@
+"""Turns: the two builds of a `gpubench ab` pair run at once and take turns case by case, so a case's A and B
+timings are taken back to back (about a case's length apart) instead of a whole build apart. On a shared or
+virtual machine the speed drifts within seconds: two timings of one case two seconds apart differ far more
+than two taken one after the other, and a pair's ratio is only as steady as its two timings are close.
+
+Exactly one of the two builds runs a case at any time (the other waits on its pipe), in the order
+F0 S0 S1 F1 F2 S2 S3 F3 ...  (F: the build that goes first, S: the second; the number is the case's index):
+each side runs each case first as often as second, so a warm-up or cache effect of going second cancels.
+Both builds collect before either times anything (`ready`), and neither writes its results until both
+finished their cases (`finish`).
+
+The baton travels over two named pipes, one into each build, which the session holds open for the pair:
+"go" (your turn), "ready", "done" (the partner ran its last case), "free" (the session saw the partner's
+process end: a crash, a signal). After "done" or "free" a build runs alone. Torch-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+GO, READY, DONE, FREE = "go", "ready", "done", "free"
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """One build's part: whether it goes first, the pipe it reads its turns from, the one it gives them on."""
+
+    first: bool
+    take_path: str
+    give_path: str
+
+    def to_text(self) -> str:
+        return json.dumps({"first": self.first, "take": self.take_path, "give": self.give_path})
+
+    @classmethod
+    def from_text(cls, text: str) -> TurnPlan:
+        data = json.loads(text)
+        return cls(bool(data["first"]), str(data["take"]), str(data["give"]))
+
+
+def takes_before(first: bool, case: int) -> bool:
+    """F takes the baton before its odd cases, S before its even ones (F0 S0 S1 F1 F2 S2 ...)."""
+    return case % 2 == (1 if first else 0)
+
+
+def gives_after(first: bool, case: int) -> bool:
+    """F gives the baton after its even cases, S after its odd ones."""
+    return case % 2 == (0 if first else 1)
+
+
+@dataclass
+class Turns:
+    """A build's side of the baton. `waited_s`: time spent waiting for the partner (not the build's cost)."""
+
+    plan: TurnPlan
+    take_fd: int = -1
+    give_fd: int = -1
+    partner_active: bool = True
+    waited_s: float = 0.0
+    buffer: bytearray = field(default_factory=bytearray)
+
+    def open(self) -> Turns:
+        # the session holds both pipes open for reading and writing: neither open blocks, no write fails
+        self.take_fd = os.open(self.plan.take_path, os.O_RDONLY)
+        self.give_fd = os.open(self.plan.give_path, os.O_WRONLY)
+        return self
+
+    def ready(self) -> None:
+        """Collected: tell the partner, and wait until it collected too (or ended)."""
+        self._give(READY)
+        self._wait_for(READY)
+
+    def before(self, case: int) -> None:
+        if takes_before(self.plan.first, case):
+            self._wait_for(GO)
+
+    def after(self, case: int) -> None:
+        if gives_after(self.plan.first, case):
+            self._give(GO)
+
+    def finish(self, wait: bool = True) -> None:
+        """After the last case: the partner runs alone from here; with `wait`, until it has finished too."""
+        self._give(DONE)
+        if wait:
+            self._wait_for(DONE)
+        for fd in (self.take_fd, self.give_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.take_fd = self.give_fd = -1
+
+    def _give(self, token: str) -> None:
+        if self.give_fd >= 0:
+            os.write(self.give_fd, f"{token}\n".encode())
+
+    def _wait_for(self, token: str) -> None:
+        """Until `token` comes, or the partner is done or gone (then this build runs alone)."""
+        started_s = time.monotonic()
+        while self.partner_active:
+            got = self._next()
+            if got in (DONE, FREE, ""):
+                self.partner_active = False
+            elif got == token:
+                break
+        self.waited_s += time.monotonic() - started_s
+
+    def _next(self) -> str:
+        """The next token; '' at the pipe's end (the session closed it)."""
+        while b"\n" not in self.buffer:
+            chunk = os.read(self.take_fd, 64)
+            if not chunk:
+                return ""
+            self.buffer += chunk
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        return line.decode(errors="replace").strip()
+
+
+@dataclass
+class PairPipes:
+    """The session's side: a named pipe into each build of a pair, held open (read and write) for the pair,
+    so a build's open never blocks, its writes never fail, and a token left over dies with the pair."""
+
+    folder: str
+    pair: int
+    names: tuple[str, str]
+    fds: dict[str, int] = field(default_factory=dict)
+
+    def path(self, side: str) -> str:
+        return os.path.join(self.folder, f"pair{self.pair}-{side}")
+
+    def open(self) -> PairPipes:
+        for side in self.names:
+            os.mkfifo(self.path(side), 0o600)
+            self.fds[side] = os.open(self.path(side), os.O_RDWR | os.O_NONBLOCK)
+        return self
+
+    def plan(self, side: str, first: bool) -> TurnPlan:
+        other = self.names[1] if side == self.names[0] else self.names[0]
+        return TurnPlan(first, self.path(side), self.path(other))
+
+    def free(self, side: str) -> None:
+        """`side`'s partner ended: `side` runs alone from now on."""
+        try:
+            os.write(self.fds[side], f"{FREE}\n".encode())
+        except OSError:  # a full pipe holds tokens enough: the build is not waiting
+            pass
+
+    def close(self) -> None:
+        for side, fd in self.fds.items():
+            os.close(fd)
+            os.unlink(self.path(side))
+        self.fds.clear()

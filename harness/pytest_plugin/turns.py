@@ -1,0 +1,53 @@
+"""A build of a `gpubench ab` pair that takes turns with its partner (gpubench.harness.processes.turns): it waits for
+the baton before a case's setup and gives it after the case's teardown, so no two cases of the pair ever run at once.
+The session names the turn pipes with --gpubench-turns (gpubench.harness.pytest_plugin.build_answer); without it
+nothing here acts."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from gpubench.harness.processes.turns import TurnPlan, Turns
+from gpubench.harness.pytest_plugin.build_answer import answer_writer
+
+TURNS = pytest.StashKey[Turns]()
+CASE_INDEX = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
+    """The partner and this build both collected before either times a case; neither writes its files
+    until both ran their cases (an interrupted build does not wait: its partner is told it runs alone)."""
+    text = session.config.getoption("gpubench_turns", "")
+    if not text or session.config.option.collectonly:
+        return (yield)
+    answer = answer_writer(session.config)
+    if answer is not None:
+        answer.case_starts()  # the start-up ends with the collection, before any wait for the partner
+    turns = Turns(TurnPlan.from_text(text)).open()
+    session.config.stash[TURNS] = turns
+    session.config.stash[CASE_INDEX] = {item.nodeid: index for index, item in enumerate(session.items)}
+    turns.ready()
+    finished = False
+    try:
+        result = yield
+        finished = True
+        return result
+    finally:
+        turns.finish(wait=finished)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    turns = item.config.stash.get(TURNS, None)
+    if turns is None:
+        return (yield)
+    case = item.config.stash[CASE_INDEX][item.nodeid]
+    turns.before(case)
+    try:
+        return (yield)
+    finally:
+        turns.after(case)
