@@ -40,6 +40,14 @@ def one_case(pytester, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def builds_are_not_xdist_workers(monkeypatch):
+    """Under pytest-xdist a worker's PYTEST_XDIST_* variables would pass to the processes a test starts, and
+    pytest-benchmark turns itself off in a process that sees them: a build would then refuse --benchmark-only."""
+    for name in [name for name in os.environ if name.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
 def not_a_subreaper_after_the_test():
     """`gpubench run` and `ab` make their process the subreaper of its builds (lifetime.adopt_orphans); a test
     that calls them in-process must not leave the whole test session adopting every later test's orphans."""

@@ -95,9 +95,9 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
     # gpubench run's own: one pytest process per build, its answer pipe, its view of the user's output files and selection,
-    # the run's deadline and its extra builds; gpubench ab's: the cases still undecided
+    # the run's deadline and its extra builds; gpubench ab's: the cases still undecided, a pair's turns
     internal = {"--gpubench-build", "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-table-json", "--gpubench-timed-only",
-                "--gpubench-micro-only", "--gpubench-extra-build", "--gpubench-cases", "--gpubench-deadline"}
+                "--gpubench-micro-only", "--gpubench-extra-build", "--gpubench-cases", "--gpubench-deadline", "--gpubench-turns"}
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 

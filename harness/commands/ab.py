@@ -73,7 +73,7 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
 # The session's own options: a side that set one would write elsewhere or under another name, and
 # the pairs it measured could not be found to judge.
 SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds", "--gpubench-answer-fd",
-                   "--gpubench-output-tag", "--gpubench-cases", "--gpubench-deadline")
+                   "--gpubench-output-tag", "--gpubench-cases", "--gpubench-deadline", "--gpubench-turns")
 
 
 def side_args(args: list[str], flag: str) -> list[str]:
