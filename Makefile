@@ -8,6 +8,8 @@ RESULTS ?= results
 
 .PHONY: bench test check lint data clean
 
+JOBS ?= auto
+
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -24,14 +26,14 @@ data:
 bench: $(VENV)/.installed data
 	$(VENV)/bin/gpubench run --device $(DEVICE) --profile $(PROFILE) --results-dir $(RESULTS)
 
-# Every test; a test that hangs fails by name after 10 minutes.
+# Every test, spread over the cores by pytest-xdist like `make check` (JOBS=0: in this one process); a test
+# that hangs fails by name after 10 minutes.
 test: $(VENV)/.installed
-	$(PY) -m pytest tests --timeout 600
+	$(PY) -m pytest tests --timeout 600 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 
 # The loop while editing: every test that starts no process (--no-processes fails one that does without
 # the `process` mark), spread over the cores by pytest-xdist (JOBS=0 runs them in this one process; at most
 # 8 workers, each imports torch). `make check ARGS=--lf` reruns what failed last time.
-JOBS ?= auto
 check: $(VENV)/.installed
 	$(PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 

@@ -19,6 +19,7 @@ from runs import ONE_CASE_BENCH  # noqa: E402 - found through the path above
 
 def pytest_configure(config):
     guard_configure(config)
+    ctrl_c_as_a_terminal_gives_it()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # One of `make check`'s workers, each on a core: torch's own pool (a thread per core in every worker)
         # would have the workers' threads queue for the same cores.
@@ -27,8 +28,30 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and every process a
+    test starts would inherit that: Python installs no Ctrl-C handler then, so a run sent SIGINT by a
+    test measures on and exits 0. The Ctrl-C tests ask what a terminal's Ctrl-C does: Python's handler here,
+    SIG_DFL in each child after exec."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture
-def one_case(pytester, monkeypatch):
+def machine_info_in_process(monkeypatch):
+    """For pytest runs inside this process: pytest-benchmark's machine info comes from py-cpuinfo, which starts
+    dmesg and lscpu each time it is asked; these tests read gpubench's rows and JSON fields, not its CPU name."""
+    import platform
+
+    import pytest_benchmark.plugin
+
+    monkeypatch.setattr(pytest_benchmark.plugin, "get_cpu_info", lambda: {"brand_raw": platform.processor(), "arch_string_raw": platform.machine()})
+
+
+@pytest.fixture
+def one_case(pytester, monkeypatch, machine_info_in_process):
     """A pytester folder holding the one-case bench (bench_tiny.py), with downloads off and an
     out/ folder where an earlier run's taken.csv already lies. The module using it loads pytester
     (pytest_plugins = ["pytester"])."""
@@ -36,6 +59,7 @@ def one_case(pytester, monkeypatch):
     pytester.makepyfile(bench_tiny=ONE_CASE_BENCH)
     (pytester.path / "out").mkdir()
     (pytester.path / "out" / "taken.csv").write_text("an earlier run\n")
+    pytester.syspathinsert()  # a plugin module the test writes there (-p NAME) imports in an in-process run too
     return pytester
 
 

@@ -5,6 +5,7 @@ plugin that fills the results folder, and the processes a run may leave behind."
 from __future__ import annotations
 
 import math
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -58,14 +59,44 @@ def append(self, row):
     _append(self, row)
 
 
-results.ResultsWriter.append = append
+def pytest_configure(config):
+    results.ResultsWriter.append = append
+
+
+def pytest_unconfigure(config):
+    results.ResultsWriter.append = _append  # the run may be inside the test's own process: leave the module as it was
 '''
 
 
+PLUGIN_OVER_TINY = ("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
+                    "--profile=smoke", "--results-dir=out")
+
+
 def run_bench(pytester, *args):
-    """pytest with the plugin over the folder's bench_tiny.py: smoke profile, results in out/."""
-    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
-                                         "--profile=smoke", "--results-dir=out", *args)
+    """pytest with the plugin over the folder's bench_tiny.py (smoke profile, results in out/), in this process."""
+    return pytest_in_process(pytester, *PLUGIN_OVER_TINY, *args)
+
+
+def pytest_in_process(pytester, *args):
+    """pytester's run inside this process: torch and the harness are imported once, a run costs a fraction of a
+    second. The plugin gives back what it took (signal handlers, the session clock, torch's flags) as it does for
+    any embedding host; a handler left behind fails the test here."""
+    before = stop_signal_handlers()
+    result = pytester.runpytest_inprocess(*args)
+    after = stop_signal_handlers()
+    # Ctrl-C: Python's own handler back (the plugin's promise to an embedding host), or what it was
+    assert after.pop(signal.SIGINT) in (before.pop(signal.SIGINT), signal.default_int_handler), "a run inside this process kept Ctrl-C"
+    assert after == before, "a run inside this process left its SIGTERM/SIGHUP handlers behind"
+    return result
+
+
+def run_bench_process(pytester, *args):
+    """The same in a fresh pytest process: for a test whose subject is the process (a signal to it, its exit)."""
+    return pytester.runpytest_subprocess(*PLUGIN_OVER_TINY, *args)
+
+
+def stop_signal_handlers() -> dict[int, object]:
+    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
 def one_error_line(result) -> str:

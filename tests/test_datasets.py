@@ -18,7 +18,6 @@ from gpubench.harness.devices.datasets import (
 pytest_plugins = ["pytester"]
 
 
-@pytest.mark.process
 def test_a_truncated_fashion_mnist_file_is_named_with_the_fix(one_case):
     raw = one_case.path / "data" / "FashionMNIST" / "raw"
     write_idx_folder(raw, cut="train-images-idx3-ubyte")
@@ -28,14 +27,12 @@ def test_a_truncated_fashion_mnist_file_is_named_with_the_fix(one_case):
     assert [p.name for p in (one_case.path / "out").iterdir()] == ["taken.csv"]  # nothing written
 
 
-@pytest.mark.process
 def test_a_corrupt_mnist_file_is_named_with_the_fix(one_case):
     write_idx_folder(one_case.path / "data" / "MNIST" / "raw", bad_magic="t10k-labels-idx1-ubyte")
     line = one_error_line(run_bench(one_case, "--dataset=mnist", "--data-root=data"))
     assert "t10k-labels-idx1-ubyte is not an IDX file (bad magic number)" in line and "re-download MNIST" in line
 
 
-@pytest.mark.process
 def test_out_of_range_labels_are_named_with_the_fix_before_any_case(one_case):
     """A damaged label byte would otherwise fail the first training step with an index error."""
     write_idx_folder(one_case.path / "data" / "FashionMNIST" / "raw", bad_label="train-labels-idx1-ubyte")
@@ -60,12 +57,12 @@ def test_whole_idx_files_pass(tmp_path):
             check_dataset_files(name, tmp_path)
 
 
-@pytest.mark.process
 def test_an_unwritable_data_root_falls_back_to_a_temporary_folder_with_one_warning(one_case, monkeypatch):
     """The fallback folder holds its own small Fashion-MNIST (private, ours), so the test does not
     depend on Debian's dataset-fashion-mnist being installed on the machine."""
     (one_case.path / "blocker").write_text("")  # a file: nothing can be created below it, not even by root
     monkeypatch.setenv("TMPDIR", str(one_case.path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads TMPDIR again (the run is in this process)
     fallback = one_case.path / "tmp" / f"gpubench-data-{os.getuid()}"
     write_idx_folder(fallback / "FashionMNIST" / "raw")
     for folder in (fallback / "FashionMNIST" / "raw", fallback / "FashionMNIST", fallback):

@@ -10,7 +10,7 @@ import time
 
 import psutil
 import pytest
-from runs import cmdlines, gpubench_run, processes_of, run_bench
+from runs import cmdlines, gpubench_run, processes_of, run_bench_process
 
 from gpubench.harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
 from gpubench.harness.records.results import read_rows
@@ -130,7 +130,7 @@ def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(one_case):
     not run, exit 143, one line and no interrupt banner or traceback (pytest's interrupt report can
     crash on a frame inside torch)."""
     one_case.makepyfile(bench_tiny=SIGTERM_IN_SECOND_CASE_BENCH)
-    result = run_bench(one_case)
+    result = run_bench_process(one_case)
     assert result.ret == 143, result.stdout.str()[-2000:]
     (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
     assert [r["case_id"] for r in read_rows(csv_path)] == ["matmul/n8"]

@@ -1,4 +1,4 @@
-"""The pytest plugin end to end, in fresh pytest processes (pytester)."""
+"""The pytest plugin end to end through pytester: in this process, or in a fresh pytest process where the process is the subject."""
 
 import csv
 import json
@@ -12,6 +12,7 @@ from runs import (
     FULL_AFTER_ONE_ROW,
     REPO,
     assert_one_full_line,
+    pytest_in_process,
     one_error_line,
     run_bench,
 )
@@ -60,13 +61,14 @@ def test_tiny(case, gpubench):
 
 
 @pytest.fixture
-def tiny(pytester):
+def tiny(pytester, machine_info_in_process):
     pytester.makepyfile(bench_tiny=TINY_BENCH)
+    pytester.syspathinsert()
     return pytester
 
 
 def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
+    return pytest_in_process(pytester, "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
 
 
 def rows_in(folder: Path) -> list[dict]:
@@ -76,7 +78,6 @@ def rows_in(folder: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.process
 def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out", "--benchmark-json=bench.json")
     result.assert_outcomes(passed=2, skipped=2)  # two builds each; the skipped case's second build writes no row
@@ -102,7 +103,6 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     assert list((tiny.path / "out").glob("*.env.json"))
 
 
-@pytest.mark.process
 def test_save_and_compare_keep_working(tiny):
     first = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-storage=store", "--benchmark-save=base")
     assert first.ret == 0
@@ -111,7 +111,6 @@ def test_save_and_compare_keep_working(tiny):
     assert len(list((tiny.path / "out").glob("*.csv"))) == 2  # one file per run
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("args, message", [
     (["--device=quantum"], "unknown device 'quantum'"),
     (["--device=cuda:7"], "cuda"),
@@ -128,7 +127,6 @@ def test_bad_options_stop_before_any_case_with_one_line(tiny, args, message):
     assert not (tiny.path / "out").exists()
 
 
-@pytest.mark.process
 def test_unwritable_results_dir_is_a_usage_error(tiny):
     (tiny.path / "blocker").write_text("")
     result = run(tiny, "--benchmark-only", "--results-dir=blocker/sub")
@@ -136,7 +134,6 @@ def test_unwritable_results_dir_is_a_usage_error(tiny):
     assert "--results-dir" in result.stderr.str() and "Traceback" not in result.stderr.str()
 
 
-@pytest.mark.process
 def test_benchmark_disable_runs_once_and_records_nothing(tiny):
     result = run(tiny, "--benchmark-disable", "--results-dir=out")
     result.assert_outcomes(passed=1, skipped=1)  # one build each: an untimed run is a smoke test
@@ -159,7 +156,6 @@ def test_real_micro_benches_end_to_end(tmp_path):
     assert all(r["status"] in ("ok", "skipped") for r in rows)
 
 
-@pytest.mark.process
 def test_benchmark_disable_restores_global_flags(pytester):
     """--benchmark-disable still runs each case once; its cleanup must still run."""
     pytester.makepyfile(bench_flag='''
@@ -197,11 +193,11 @@ def test_flag(case, gpubench):
     gpubench.run(case)
     assert torch.get_float32_matmul_precision() == "highest"
 ''')
-    result = pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
+    result = pytest_in_process(pytester, "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
     result.assert_outcomes(passed=2)
 
 
-@pytest.mark.process
+@pytest.mark.process  # a timing comparison: in its own process, not beside the test session's threads
 def test_a_biased_clock_fails_the_selfcheck(tiny):
     """The selfcheck's harness side is the clock pytest-benchmark uses: a --benchmark-timer that
     runs 25% slow must fail the row (band ±3%), with the ratio in its reason. 25%, not a bias near the
@@ -231,7 +227,6 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
 SLOW_CASE_S = 0.6
 
 
-@pytest.mark.process
 def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny):
     """A fake slow case (each call sleeps: a real process must see real time pass) under a budget
     its full rounds cannot fit: the plan is shown first, each build of the slow case is capped or
@@ -249,7 +244,6 @@ def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny):
     assert sum(float(row["build_s"]) for row in rows) <= budget_s
 
 
-@pytest.mark.process
 def test_a_later_build_process_appends_to_the_runs_file(tiny):
     """gpubench run starts one process per build: build 1 appends to build 0's CSV, and a case
     whose first build was skipped writes no second skipped row."""
@@ -263,7 +257,6 @@ def test_a_later_build_process_appends_to_the_runs_file(tiny):
     assert run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=2").ret == 5  # no build 2: done
 
 
-@pytest.mark.process
 def test_a_later_build_skips_the_first_case_too_when_its_first_build_was_skipped(tiny):
     """The skipped case listed first: a later build process learns the earlier build's skipped cases
     before its first case, not after (it wrote a second skipped row for the first case)."""
@@ -275,7 +268,6 @@ def test_a_later_build_skips_the_first_case_too_when_its_first_build_was_skipped
         ("matmul/tf32-n32", "0", "skipped"), ("matmul/fp32-n32", "0", "ok"), ("matmul/fp32-n32", "1", "ok")]
 
 
-@pytest.mark.process
 def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_traceback_per_case(tiny):
     (tiny.path / "out").mkdir()
     (tiny.path / "out" / "r.csv").write_text("schema_version,run_id\n9,r\n")
@@ -285,18 +277,16 @@ def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_tracebac
     assert len(lines) == 1 and lines[0].startswith("gpubench: out/r.csv: not a gpubench results file"), lines
 
 
-@pytest.mark.process
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
     tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', "
                                  "help='another plugin')\n")
-    result = tiny.runpytest_subprocess("-p", "other_plugin", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
+    result = pytest_in_process(tiny, "-p", "other_plugin", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
                                        "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
     result.assert_outcomes(passed=2, skipped=2)  # the tiny bench has 2 builds in every profile
     assert {r["profile"] for r in rows_in(tiny.path / "out")} == {"smoke"}
 
 
-@pytest.mark.process
 def test_benchmark_json_carries_settings_and_the_device(tiny):
     result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-json=bench.json")
     assert result.ret == 0
@@ -373,7 +363,6 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
 
 # ---- checked before the first case (the one-case bench: the one_case fixture in conftest.py) ----
 
-@pytest.mark.process
 @pytest.mark.parametrize("args, message", [
     (["--run-id=taken"], "--run-id 'taken' already exists"),
     (["--run-id=" + "x" * 121], "--run-id is 121 characters: use 1 to 120"),
@@ -388,14 +377,12 @@ def test_a_bad_run_is_refused_before_any_case_with_one_line(one_case, args, mess
     assert not (one_case.path / "x.csv").exists()
 
 
-@pytest.mark.process
 def test_a_later_build_may_append_to_its_runs_existing_file(one_case):
     (one_case.path / "out" / "taken.csv").write_text(",".join(COLUMNS) + "\r\n")
     assert run_bench(one_case, "--run-id=taken", "--gpubench-build=0").ret == 4  # the first build process starts the file: refused
     assert run_bench(one_case, "--run-id=taken", "--gpubench-build=1").ret == 5  # accepted; the tiny case has no build 1
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("path, message", [("nodir/out.json", "the folder nodir does not exist"), ("out", "is a folder")])
 def test_an_unwritable_benchmark_json_is_refused_before_any_case(one_case, path, message):
     """pytest-benchmark writes it only after the whole run: a traceback then, after all the measuring."""
@@ -404,7 +391,6 @@ def test_an_unwritable_benchmark_json_is_refused_before_any_case(one_case, path,
     assert [p.name for p in (one_case.path / "out").iterdir()] == ["taken.csv"]  # nothing written
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("results_dir", ["blocker/sub", "blocker"])
 def test_a_bad_results_folder_is_one_line_before_pytests_header(one_case, results_dir):
     (one_case.path / "blocker").write_text("")  # a file where a folder should be
@@ -424,7 +410,6 @@ def pytest_collection_finish(session):
 '''
 
 
-@pytest.mark.process
 def test_a_run_id_taken_by_another_run_meanwhile_is_one_line_without_a_banner(one_case):
     (one_case.path / "takerace.py").write_text(TAKE_RUN_ID_AFTER_CHECK)
     result = run_bench(one_case, "-p", "takerace", "--run-id=race")
@@ -470,12 +455,11 @@ def test_steps(case, gpubench):
 '''
 
 
-@pytest.mark.process
-def test_pytest_benchmark_shows_the_rows_own_samples(pytester):
+def test_pytest_benchmark_shows_the_rows_own_samples(pytester, machine_info_in_process):
     """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
     pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
     pytester.makepyfile(bench_steps=WINDOWED_BENCH)
-    result = pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only",
+    result = pytest_in_process(pytester, "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only",
                                            "--profile=smoke",
                                            "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
     assert result.ret == 0, result.stdout.str()[-2000:]
@@ -517,7 +501,6 @@ def test_tiny(case, gpubench):
 '''
 
 
-@pytest.mark.process
 def test_a_full_results_folder_is_one_line_under_pytest(one_case):
     (one_case.path / "fullafter1.py").write_text(FULL_AFTER_ONE_ROW)
     one_case.makepyfile(bench_tiny=THREE_CASES_BENCH)
@@ -551,11 +534,16 @@ def write_sidecar(results_dir, run_id, suffix, payload):
     return _write(results_dir, run_id, suffix, payload)
 
 
-session.write_sidecar = write_sidecar
+
+def pytest_configure(config):
+    session.write_sidecar = write_sidecar
+
+
+def pytest_unconfigure(config):
+    session.write_sidecar = _write  # the run may be inside the test's own process: leave the module as it was
 '''
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("at, rows", [(1, 0), (2, 3)])
 def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeypatch, at, rows):
     """The sidecar (idle power, energy source) is written before the first case, so a full disk
@@ -570,7 +558,6 @@ def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeyp
     assert len(read_rows(csv_path)) == rows
 
 
-@pytest.mark.process
 def test_a_cases_file_keeps_only_its_cases_and_build_calls_is_the_least_calls_per_build(tiny):
     # gpubench ab --budget names the undecided cases in a file; the others get no more builds
     (tiny.path / "cases.txt").write_text("matmul/fp32-n32\n")

@@ -78,11 +78,15 @@ def write_sidecar(results_dir, run_id, suffix, payload):
     return _write(results_dir, run_id, suffix, payload)
 
 
-session.write_sidecar = write_sidecar
+def pytest_configure(config):
+    session.write_sidecar = write_sidecar
+
+
+def pytest_unconfigure(config):
+    session.write_sidecar = _write  # the run may be inside the test's own process: leave the module as it was
 '''
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("at", [1, 2])
 def test_no_descriptor_left_for_the_sidecar_is_one_line_not_an_internal_error(one_case, monkeypatch, at):
     (one_case.path / "nofds.py").write_text(NO_FDS_AT_ENV)

@@ -85,7 +85,6 @@ def test_a_link_at_the_runs_file_is_refused_dangling_or_not(tmp_path):
     assert untouched(tmp_path) and not (tmp_path / "nowhere.csv").exists()
 
 
-@pytest.mark.process
 def test_a_dangling_link_at_the_runs_file_is_named_as_one(one_case):
     plant(one_case.path / "out" / "mine.csv", one_case.path / "nowhere.csv")
     result = run_bench(one_case, "--run-id=mine", "--gpubench-build=0")
