@@ -9,6 +9,9 @@ RESULTS ?= results
 .PHONY: bench test check lint data clean
 
 JOBS ?= auto
+# pytest keeps each test module's rewritten assertions in __pycache__ and reads them back next time (half of a
+# worker's collection), unless the environment asks Python never to write bytecode.
+TEST_PY := PYTHONDONTWRITEBYTECODE= $(PY)
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -29,13 +32,13 @@ bench: $(VENV)/.installed data
 # Every test, spread over the cores by pytest-xdist like `make check` (JOBS=0: in this one process); a test
 # that hangs fails by name after 10 minutes.
 test: $(VENV)/.installed
-	$(PY) -m pytest tests --timeout 600 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
+	$(TEST_PY) -m pytest tests --timeout 600 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 
 # The loop while editing: every test that starts no process (--no-processes fails one that does without
 # the `process` mark), spread over the cores by pytest-xdist (JOBS=0 runs them in this one process; at most
 # 8 workers, each imports torch). `make check ARGS=--lf` reruns what failed last time.
 check: $(VENV)/.installed
-	$(PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
+	$(TEST_PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 
 # ruff, configured in pyproject.toml; CI runs it before the tests.
 lint: $(VENV)/.installed
