@@ -68,8 +68,8 @@ def pytest_unconfigure(config):
 '''
 
 
-PLUGIN_OVER_TINY = ("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
-                    "--profile=smoke", "--results-dir=out")
+WITH_PLUGIN = ("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider")
+PLUGIN_OVER_TINY = (*WITH_PLUGIN, "bench_tiny.py", "--benchmark-only", "--profile=smoke", "--results-dir=out")
 
 
 def run_bench(pytester, *args):

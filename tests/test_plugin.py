@@ -11,6 +11,7 @@ import pytest
 from runs import (
     FULL_AFTER_ONE_ROW,
     REPO,
+    WITH_PLUGIN,
     assert_one_full_line,
     pytest_in_process,
     one_error_line,
@@ -68,7 +69,7 @@ def tiny(pytester, machine_info_in_process):
 
 
 def run(pytester, *args):
-    return pytest_in_process(pytester, "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py", *args)
+    return pytest_in_process(pytester, *WITH_PLUGIN, "bench_tiny.py", *args)
 
 
 def rows_in(folder: Path) -> list[dict]:
@@ -193,7 +194,7 @@ def test_flag(case, gpubench):
     gpubench.run(case)
     assert torch.get_float32_matmul_precision() == "highest"
 ''')
-    result = pytest_in_process(pytester, "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_flag.py", "--benchmark-disable")
+    result = pytest_in_process(pytester, *WITH_PLUGIN, "bench_flag.py", "--benchmark-disable")
     result.assert_outcomes(passed=2)
 
 
@@ -206,7 +207,7 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     tiny.makepyfile(
         bench_check="from gpubench.harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n"
     )
-    result = tiny.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_check.py", "--benchmark-only",
+    result = tiny.runpytest_subprocess(*WITH_PLUGIN, "bench_check.py", "--benchmark-only",
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
     (row,) = rows_in(tiny.path / "out")
     assert "harness/torch.utils.benchmark median ratio" in row["reason"], row["reason"]
@@ -281,7 +282,7 @@ def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
     tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', "
                                  "help='another plugin')\n")
-    result = pytest_in_process(tiny, "-p", "other_plugin", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
+    result = pytest_in_process(tiny, "-p", "other_plugin", *WITH_PLUGIN, "bench_tiny.py",
                                        "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
     result.assert_outcomes(passed=2, skipped=2)  # the tiny bench has 2 builds in every profile
     assert {r["profile"] for r in rows_in(tiny.path / "out")} == {"smoke"}
@@ -459,7 +460,7 @@ def test_pytest_benchmark_shows_the_rows_own_samples(pytester, machine_info_in_p
     """A workload that reports its own samples (DDP: rank 0's step times) is one timed call for
     pytest-benchmark (the whole torchrun launch); its table and JSON show the row's samples."""
     pytester.makepyfile(bench_steps=WINDOWED_BENCH)
-    result = pytest_in_process(pytester, "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_steps.py", "--benchmark-only",
+    result = pytest_in_process(pytester, *WITH_PLUGIN, "bench_steps.py", "--benchmark-only",
                                            "--profile=smoke",
                                            "--results-dir=out", "--benchmark-json=bench.json", "--dataset=synthetic")
     assert result.ret == 0, result.stdout.str()[-2000:]
