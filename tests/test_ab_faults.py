@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpubench.harness.commands import ab, ab_command
+from gpubench.harness.commands import ab, ab_session
 from gpubench.harness.commands.ab import Side, run_pairs
 from gpubench.harness.commands.ab_builds import side_env, side_plan
 from gpubench.harness.commands.cli import main
@@ -137,7 +137,7 @@ def test_a_marker_the_disk_refuses_is_one_line_and_exit_75(tmp_path, capsys, mon
     def full(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ab_command, "write_marker", full)
+    monkeypatch.setattr(ab_session, "write_marker", full)
     assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 75
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the results folder is full" in err and "nothing was run" in err
@@ -190,7 +190,7 @@ def test_a_stopped_session_keeps_its_stop_code_when_a_side_holds_only_a_header(t
     # the disk filled during side B's first build: exit 75 (full), not 2 and "run some cases first"
     _a_path, b_path = write_session(tmp_path, side_frame("s-A", 1), side_frame("s-B", 1))
     b_path.write_text(b_path.read_text().splitlines()[0] + "\n")
-    assert ab_command.judge_and_print(tmp_path, "s", 0.05, 75) == 75
+    assert ab_session.judge_and_print(tmp_path, "s", 0.05, 75) == 75
     assert "run some cases first" not in capsys.readouterr().err
 
 
@@ -319,19 +319,19 @@ def test_a_sides_file_replaced_or_holding_another_runs_rows_is_not_judged(tmp_pa
     files.note("B", 0)
     b_path.rename(tmp_path / "kept.csv")  # another run's file put in B's place
     write_frame(side_frame("s-B", 4, factor=2.0), b_path, list(side_frame("s-B", 1).columns))
-    assert ab_command.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
+    assert ab_session.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
     err = capsys.readouterr().err
     assert "is not the file side B's builds made" in err and err.count("\n") == 1
     files.note("B", 0)
     write_frame(side_frame("other-run", 4), tmp_path / "other.csv", list(side_frame("s-A", 1).columns))
     a_path.write_bytes((tmp_path / "other.csv").read_bytes())  # another run's rows written into A's own file
-    assert ab_command.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
+    assert ab_session.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
     assert "holds rows of run 'other-run', not only side A's (s-A)" in capsys.readouterr().err
 
 
 def test_side_variables_are_shown_and_kept_by_name_only(tmp_path, capsys, monkeypatch):
     # --b-env HF_TOKEN=...: the value was printed, and kept in a marker anyone could read
-    monkeypatch.setattr(ab_command, "run_pairs", lambda *args, **kwargs: (0, ab.Stop(130, "SIGINT received")))
+    monkeypatch.setattr(ab_session, "run_pairs", lambda *args, **kwargs: (0, ab.Stop(130, "SIGINT received")))
     main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", "--b-env", "HF_TOKEN=hf_secret123", *NOTHING])
     printed = "".join(capsys.readouterr())
     marker = tmp_path / "s.ab.json"

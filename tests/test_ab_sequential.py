@@ -12,7 +12,8 @@ import pytest
 
 from gpubench.harness.commands import ab
 from gpubench.harness.commands.ab import Side, run_pairs
-from gpubench.harness.commands.ab_sequential import Looks, session_budget_s
+from gpubench.harness.commands.ab_command import session_budget_s
+from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.launch import Job
 from gpubench.harness.records.results import write_frame

@@ -18,6 +18,16 @@ from gpubench.harness.records.results import read_rows
 from gpubench.reports import build
 
 
+@pytest.mark.process  # what an import pulls in shows only in a fresh interpreter
+def test_the_command_line_starts_without_the_statistics_stack():
+    """pandas and scipy take about a second to import here: every gpubench start would pay it, though
+    only `ab`, `report` and `compare` use them (they import them when they run)."""
+    code = ("import sys; from gpubench.harness.commands.cli import build_parser; build_parser(); "
+            "print(sorted(name for name in ('pandas', 'scipy', 'torch') if name in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_env_prints_the_fingerprint(capsys):
     assert main(["env", "--json"]) == 0
     fields = json.loads(capsys.readouterr().out)

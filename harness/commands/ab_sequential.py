@@ -17,23 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.commands.ab_lengths import choose_lengths, lengths_line
-from gpubench.harness.core.run_budget import parse_duration
 from gpubench.harness.processes.cases_file import cases_text
 from gpubench.reports.load import ReportError, load_results
 from gpubench.reports.paired import judge_sequential, undecided_cases
 from gpubench.reports.verdicts import MACHINE_WIDE
-
-DEFAULT_BUDGET = "10m"
-DEFAULT_MAX_PAIRS = 100  # launch.MAX_BUILDS: a build index beyond it is refused by the plugin
-
-
-def session_budget_s(text: str) -> float:
-    """A sequential session's budget in seconds (one duration syntax with `gpubench run --budget`)."""
-    seconds = parse_duration(text)
-    if seconds is None:
-        raise ValueError(f"--budget {text!r}: a sequential session needs a time limit, such as 5m (or --pairs N for a fixed design)")
-    return seconds
-
 
 @dataclass
 class Looks:
