@@ -204,32 +204,20 @@ def check_fleet_store(store: Path, out: str, targets: tuple[str, ...]) -> set[st
 
 
 @pytest.mark.process
-def test_local_fleet_of_two_targets_writes_the_store_and_one_report(tmp_path):
-    """Into a team's store (setgid, sticky, group-writable) under the loosest umask: nothing the
-    fleet loads as code (submitit's pickles) is in the store, nothing there is world-writable or
-    executable; the pickles are in the user's own jobs folder."""
+def test_two_local_fleets_into_one_team_store_at_once_lose_nothing_and_leave_no_code_there(tmp_path):
+    """Two fleets of two targets each at once, into a team's store (setgid, sticky, group-writable)
+    under the loosest umask: every run whole, each fleet's report and one report of the whole store;
+    nothing the fleet loads as code (submitit's pickles) is in the store, nothing there is
+    world-writable or executable; the pickles are in the user's own jobs folder."""
     store = tmp_path / "store"
     store.mkdir()
     store.chmod(0o3775)
-    proc = fleet(store, "--target", "name=one", "--target", "name=two", *TINY, cwd=tmp_path, preexec_fn=lambda: os.umask(0))
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
-    check_fleet_store(store, out, ("one", "two"))
-    assert "[one] job" in out and "done ->" in out and "report of 2 runs" in out
-    written = list(store.rglob("*"))
-    assert not [p for p in written if p.suffix == ".pkl"] and list((tmp_path / "jobs").rglob("*_result.pkl"))
-    assert not [p for p in written if p.stat().st_mode & stat.S_IWOTH or (p.is_file() and p.stat().st_mode & 0o111)]
-    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in (tmp_path / "jobs").iterdir())
-
-
-@pytest.mark.process
-def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
-    store = tmp_path / "store"
-    procs = [fleet(store, "--target", "name=x", "--target", "name=y", *TINY, cwd=tmp_path) for _ in range(2)]
+    procs = [fleet(store, "--target", "name=x", "--target", "name=y", *TINY, cwd=tmp_path, preexec_fn=lambda: os.umask(0)) for _ in range(2)]
     outs = [proc.communicate(timeout=900)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outs
     run_ids = check_fleet_store(store, outs[0], ("x", "y")) | check_fleet_store(store, outs[1], ("x", "y"))
     assert len(run_ids) == 4
+    assert all("[x] job" in out and "done ->" in out and "report of 2 runs" in out for out in outs)
     whole = subprocess.run(
         [sys.executable, "-m", "gpubench.harness.commands.cli", "report", str(store), "--out", str(tmp_path / "all")],
         capture_output=True,
@@ -240,6 +228,10 @@ def test_two_fleets_into_one_store_at_once_lose_nothing(tmp_path):
     assert whole.returncode == 0, whole.stderr
     assert {r["run_id"] for r in read_rows(tmp_path / "all" / "merged.csv")} == run_ids
     assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
+    written = list(store.rglob("*"))
+    assert not [p for p in written if p.suffix == ".pkl"] and list((tmp_path / "jobs").rglob("*_result.pkl"))
+    assert not [p for p in written if p.stat().st_mode & stat.S_IWOTH or (p.is_file() and p.stat().st_mode & 0o111)]
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in (tmp_path / "jobs").iterdir())
 
 
 @pytest.mark.process
