@@ -1,6 +1,6 @@
 """How often `gpubench ab` catches a real slowdown and how often it raises a false alarm, from real sessions.
 
-    scripts/ab-campaign run OUT [--sessions 10] [--budget 5m] [--busy] [--scenarios aa,one-x1.10,all-x1.05]
+    scripts/ab-campaign run OUT [--sessions 10] [--budget 5m] [--busy] [--threads N] [--scenarios aa,one-x1.10,all-x1.05]
     scripts/ab-campaign table OUT        # one markdown table of every finished session under OUT
     scripts/ab-campaign verify OUT       # the factor each injection really adds, case by case (long fixed sessions)
 
@@ -8,7 +8,8 @@ Each session is `gpubench ab --device cpu --budget B -k <12 CPU micro cases>` in
 of a slowing scenario has docs/validation/ab-campaign-tools/inject/ on its PYTHONPATH, whose sitecustomize.py
 wraps torch callables (slowdown.py). A session is done when its session.json is written: `run` skips those,
 so a campaign stopped halfway goes on where it stopped. With --busy one competing busy process runs for the
-whole of each session. The page: docs/validation/ab-campaign.md.
+whole of each session; with --threads N each session's builds run N torch threads (`gpubench ab --threads N`, the
+knob the noise line names). The page: docs/validation/ab-campaign.md.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def ab_command(scenario: Scenario, folder: Path, design: list[str], python: str 
             "--results-dir", str(folder), "--run-id", "ab", *b_env]
 
 
-def scenario_folder(out: Path, key: str, busy: bool) -> Path:
-    return out / (f"{key}-busy" if busy else key)
+def scenario_folder(out: Path, key: str, busy: bool, threads: int | None = None) -> Path:
+    return out / (key + ("-busy" if busy else "") + (f"-t{threads}" if threads else ""))
 
 
 def start_busy() -> subprocess.Popen[bytes]:
@@ -87,12 +88,12 @@ def stop_busy(busy: subprocess.Popen[bytes] | None) -> None:
         busy.wait()
 
 
-def run_session(scenario: Scenario, folder: Path, design: list[str], busy: bool) -> dict[str, object]:
+def run_session(scenario: Scenario, folder: Path, design: list[str], busy: bool, threads: int | None = None) -> dict[str, object]:
     """One session into `folder` (made afresh: an unfinished one left by a stopped campaign is removed)."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    command = ab_command(scenario, folder, design)
+    command = ab_command(scenario, folder, [*design, *(["--threads", str(threads)] if threads else [])])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     competitor = start_busy() if busy else None
     load_start = os.getloadavg()[0]
@@ -103,21 +104,21 @@ def run_session(scenario: Scenario, folder: Path, design: list[str], busy: bool)
     finally:
         stop_busy(competitor)
     wall_s = time.monotonic() - started_s
-    record = {"scenario": scenario.key, "busy": busy, "exit_code": code, "wall_s": round(wall_s, 1),
+    record = {"scenario": scenario.key, "busy": busy, "threads": threads, "exit_code": code, "wall_s": round(wall_s, 1),
               "load_start": load_start, "load_end": os.getloadavg()[0], "command": shlex.join(command[1:])}
     (folder / SESSION_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
 
-def run_campaign(out: Path, keys: list[str], sessions: int, design: list[str], busy: bool) -> None:
+def run_campaign(out: Path, keys: list[str], sessions: int, design: list[str], busy: bool, threads: int | None = None) -> None:
     """Round by round, each scenario once a round (a slow hour of the machine spreads over all of them)."""
     for index in range(sessions):
         for key in keys:
-            folder = scenario_folder(out, key, busy) / f"s{index + 1:02d}"
+            folder = scenario_folder(out, key, busy, threads) / f"s{index + 1:02d}"
             if (folder / SESSION_FILE).exists():
                 print(f"ab-campaign: {folder} done already: skipped", flush=True)
                 continue
-            record = run_session(SCENARIOS[key], folder, design, busy)
+            record = run_session(SCENARIOS[key], folder, design, busy, threads)
             print(f"ab-campaign: {folder}: exit {record['exit_code']}, {record['wall_s']} s, "
                   f"load {record['load_start']:.2f} -> {record['load_end']:.2f}", flush=True)
 
@@ -137,6 +138,8 @@ class Outcome:
     untouched: int
     machine_wide: str  # the machine-wide line's verdict, or "" when not judged
     ended: str
+    detectable: float | None = None  # the session's median over its cases of the smallest change it could detect
+    threads: int | None = None  # the builds' torch threads when the session set them (--threads)
 
 
 def ended_line(log: Path) -> str:
@@ -171,7 +174,8 @@ def outcome(folder: Path, record: dict[str, object], session: PairedSession | No
                    float(record["wall_s"]), load,
                    session.pairs if session else 0, sum(v.verdict == "slower" for v in hit), len(hit),
                    sum(v.verdict in ("slower", "faster", "broken") for v in rest), len(rest),
-                   machine[0] if machine else "", ended_line(folder / "ab.log"))
+                   machine[0] if machine else "", ended_line(folder / "ab.log"),
+                   session.median_detectable if session else None, record.get("threads"))
 
 
 def outcomes(out: Path) -> list[Outcome]:
@@ -206,34 +210,37 @@ def counts_cell(values: list[str]) -> str:
 
 
 TABLE_HEAD = ("| scenario | sessions | exit codes | injected cases caught | untouched cases flagged "
-              "| machine-wide line | pairs per session | wall per session (s) | load average (1 min) |\n"
-              "|---|---:|---|---|---|---|---|---|---|")
+              "| machine-wide line | pairs per session | wall per session (s) | load average (1 min) "
+              "| median detectable change (%) |\n"
+              "|---|---:|---|---|---|---|---|---|---|---|")
 
 
 def table(found: list[Outcome]) -> str:
-    """One row per scenario (and busy or not): medians with their range over the sessions."""
+    """One row per scenario (busy or not, --threads or not): medians with their range over the sessions."""
     rows = [TABLE_HEAD]
-    groups: dict[tuple[str, bool], list[Outcome]] = {}
+    groups: dict[tuple[str, bool, int], list[Outcome]] = {}
     for item in found:
-        groups.setdefault((item.scenario, item.busy), []).append(item)
-    for (key, busy), items in sorted(groups.items(), key=lambda kv: (kv[0][1], list(SCENARIOS).index(kv[0][0]))):
-        title = SCENARIOS[key].title + (", one busy process" if busy else "")
+        groups.setdefault((item.scenario, item.busy, item.threads or 0), []).append(item)
+    for (key, busy, threads), items in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2], list(SCENARIOS).index(kv[0][0]))):
+        title = SCENARIOS[key].title + (", one busy process" if busy else "") + (f", --threads {threads}" if threads else "")
         rows.append("| " + " | ".join([
             title, str(len(items)), counts_cell([str(i.exit_code) for i in items]),
             ratio_cell(sum(i.caught for i in items), sum(i.injected for i in items)),
             ratio_cell(sum(i.flagged for i in items), sum(i.untouched for i in items)),
             counts_cell([i.machine_wide for i in items]),
             spread([i.pairs for i in items]), spread([i.wall_s for i in items]), spread([i.load for i in items], 2),
+            spread([100 * i.detectable for i in items if i.detectable is not None], 1),
         ]) + " |")
     return "\n".join(rows)
 
 
 def session_table(found: list[Outcome]) -> str:
     """One row per session: what each one did and why it ended."""
-    rows = ["| scenario | busy | exit | pairs | caught | flagged | wall (s) | load | ended |",
-            "|---|---|---:|---:|---|---|---:|---:|---|"]
-    rows += [f"| {i.scenario} | {'yes' if i.busy else 'no'} | {i.exit_code} | {i.pairs} | {i.caught}/{i.injected} | "
-             f"{i.flagged}/{i.untouched} | {i.wall_s:.0f} | {i.load:.2f} | {i.ended or '—'} |" for i in found]
+    rows = ["| scenario | busy | threads | exit | pairs | caught | flagged | wall (s) | load | detectable | ended |",
+            "|---|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
+    rows += [f"| {i.scenario} | {'yes' if i.busy else 'no'} | {i.threads or '—'} | {i.exit_code} | {i.pairs} | "
+             f"{i.caught}/{i.injected} | {i.flagged}/{i.untouched} | {i.wall_s:.0f} | {i.load:.2f} | "
+             f"{'—' if i.detectable is None else f'{i.detectable:.1%}'} | {i.ended or '—'} |" for i in found]
     return "\n".join(rows)
 
 
@@ -303,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=10, help="sessions of each scenario (default 10)")
     parser.add_argument("--budget", default="5m", help="each session's --budget (default 5m)")
     parser.add_argument("--busy", action="store_true", help="one competing busy process for the whole of each session")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads of each session's builds (gpubench ab --threads)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, of {', '.join(SCENARIOS)}")
     parser.add_argument("--pairs", type=int, default=3, help="verify: pairs of processes per scenario (default 3)")
     parser.add_argument("--seconds", type=float, default=0.5,
@@ -314,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--scenarios {unknown[0]!r}: use some of {', '.join(SCENARIOS)}")
     design = ["--budget", args.budget]
     if args.action == "run":
-        run_campaign(args.out, keys, args.sessions, design, args.busy)
+        run_campaign(args.out, keys, args.sessions, design, args.busy, args.threads)
     elif args.action == "verify":
         verify(args.out, keys, args.pairs, args.seconds)
         print(factor_table(args.out))

@@ -95,7 +95,8 @@ def test_without_targets_nothing_is_installed(monkeypatch):
     assert json_module.dumps is before
 
 
-def write_session(folder: Path, scenario: str, change: dict[str, float], exit_code: int, pairs: int = 10) -> None:
+def write_session(folder: Path, scenario: str, change: dict[str, float], exit_code: int, pairs: int = 10,
+                  threads: int | None = None) -> None:
     """A finished fixed-design session of the twelve cases: side B is side A times change[case], 1% noise."""
     golden = load_results([GOLDEN]).drop(columns=list(LABELS))
     base = pd.concat([golden[golden["status"] == "ok"].head(1)] * len(campaign.CASES), ignore_index=True)
@@ -116,7 +117,7 @@ def write_session(folder: Path, scenario: str, change: dict[str, float], exit_co
         write_frame(whole, folder / f"ab-{side}.csv", list(whole.columns))
     (folder / "ab.ab.json").write_text(json.dumps({"session": "ab", "design": "fixed", "pairs_planned": pairs}))
     (folder / "ab.log").write_text("gpubench ab: ended: every case decided after 10 pair(s)\n")
-    record = {"scenario": scenario, "busy": False, "exit_code": exit_code, "wall_s": 61.0, "load_start": 1.0,
+    record = {"scenario": scenario, "busy": False, "threads": threads, "exit_code": exit_code, "wall_s": 61.0, "load_start": 1.0,
               "load_end": 2.0, "command": "ab ..."}
     (folder / "session.json").write_text(json.dumps(record))
 
@@ -137,6 +138,18 @@ def test_the_table_counts_injected_cases_caught_and_untouched_cases_flagged(tmp_
     assert rows[2].startswith("| every case x1.05 | 1 | 1×1 | 12/12 (100%) | — | slower×1 | 10 (10–10) | 61 (61–61) "
                               "| 1.50 (1.50–1.50) |")
     assert "every case decided after 10 pair(s)" in campaign.session_table(found)
+    assert all(row.endswith(f" | {campaign.spread([100 * o.detectable], 1)} |") for row, o in zip(rows, found[:1]))
+
+
+def test_sessions_with_fewer_threads_are_a_row_of_their_own_with_their_resolution(tmp_path):
+    write_session(tmp_path / "aa" / "s01", "aa", {}, 0)
+    write_session(tmp_path / "aa-t1" / "s01", "aa", {}, 0, threads=1)
+    found = campaign.outcomes(tmp_path)
+    rows = campaign.table(found).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| A/A (both sides identical)", "| A/A (both sides identical), --threads 1"]
+    assert all(o.detectable is not None and 0 < o.detectable < 0.1 for o in found)  # 1% noise over 10 pairs
+    assert rows[1].endswith(f" | {100 * found[1].detectable:.1f} ({100 * found[1].detectable:.1f}–{100 * found[1].detectable:.1f}) |")
+    assert "| aa | no | 1 | 0 | 10 |" in campaign.session_table(found)
 
 
 def test_a_finished_session_is_skipped_and_an_unfinished_one_is_run_again(tmp_path, monkeypatch):
@@ -147,10 +160,12 @@ def test_a_finished_session_is_skipped_and_an_unfinished_one_is_run_again(tmp_pa
     stale.mkdir()
     (stale / "ab-A.csv").write_text("half a session")
     ran = []
-    monkeypatch.setattr(campaign, "run_session", lambda scenario, folder, design, busy: ran.append(folder) or {
+    monkeypatch.setattr(campaign, "run_session", lambda scenario, folder, design, busy, threads: ran.append(folder) or {
         "exit_code": 0, "wall_s": 1.0, "load_start": 0.0, "load_end": 0.0})
     campaign.run_campaign(tmp_path, ["aa"], 2, ["--budget", "1m"], busy=False)
     assert ran == [stale]
+    campaign.run_campaign(tmp_path, ["aa"], 1, ["--budget", "1m"], busy=True, threads=1)
+    assert ran[1:] == [tmp_path / "aa-busy-t1" / "s01"]
 
 
 def test_the_factor_table_shows_what_each_pair_of_processes_measured(tmp_path):
