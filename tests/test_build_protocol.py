@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,8 @@ PROFILER_IMPORTS = """
 import sys
 from gpubench.harness.pytest_plugin import fork_server
 print(fork_server.preload() or "fork ok")
+print("torch._dynamo" in sys.modules)
+print(fork_server.preload_compiler() or "fork ok")
 before = set(sys.modules)
 import torch
 from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
@@ -73,13 +76,32 @@ print(sorted(name for name in set(sys.modules) - before if name.startswith("torc
 
 
 @pytest.mark.process
-def test_a_forked_builds_first_memory_measurement_imports_no_compiler():
-    """The CPU peak-memory profiler imports torch._dynamo when it first starts (seconds): the fork server
-    has imported it already, so a build's first case does not pay for it, and the server can still fork."""
+def test_the_compiler_is_imported_before_a_second_build_only():
+    """The CPU peak-memory profiler imports torch._dynamo when it first starts (seconds). A server's start
+    leaves it out (a run of one build never needs it); before the second build the server imports it,
+    so that build's first memory measurement imports none, and the server can still fork."""
     done = subprocess.run([sys.executable, "-c", PROFILER_IMPORTS], capture_output=True, text=True, cwd=REPO,
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == ["fork ok", "[]"]
+    assert done.stdout.splitlines()[-4:] == ["fork ok", "False", "fork ok", "[]"]
+
+
+# A compiler import that starts a thread (a site hook here): the server can no longer fork after it.
+THREAD_AT_COMPILER_IMPORT = """
+import sys
+import threading
+
+
+class StartsAThread:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch._dynamo":
+            sys.meta_path.remove(self)
+            threading.Thread(target=threading.Event().wait, daemon=True).start()
+        return None
+
+
+sys.meta_path.insert(0, StartsAThread())
+"""
 
 
 def test_a_server_with_cuda_initialised_forks_nothing(monkeypatch):
@@ -206,6 +228,25 @@ def test_forked_builds_get_their_plans_answer_and_share_no_state(tmp_path):
         seen[1]["threads"] == seen[0]["threads"] and seen[1]["seed"] == seen[0]["seed"]
     )  # torch as the server left it
     assert seen[0]["numpy"] != seen[1]["numpy"]  # numpy's global generator reseeded, as in a fresh interpreter
+
+
+@pytest.mark.process  # a fork server, then a plain build process
+def test_a_server_the_compiler_import_made_unsafe_hands_the_second_build_to_a_plain_process(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(THREAD_AT_COMPILER_IMPORT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hook), str(REPO)]))
+    launcher = ForkLauncher()
+    try:
+        first = launcher.run(replace(probe_job(tmp_path, 0), env=env))
+        server_pid = launcher.server.process.pid if launcher.server is not None else None
+        second = launcher.run(replace(probe_job(tmp_path, 1), env=env))
+    finally:
+        launcher.close()
+    assert launcher.plain_why == "1 other Python thread(s) run in the fork server: a fork would copy their locks"
+    assert (first.code, second.code) == (0, 0) and second.answer is not None and second.answer.rows_written == 1
+    seen = [json.loads((tmp_path / f"seen-{build}.json").read_text()) for build in (0, 1)]
+    assert seen[0]["ppid"] == server_pid and seen[1]["ppid"] == os.getpid()  # forked, then started plainly
 
 
 @pytest.mark.process  # a forked build, and a Ctrl-C to this process while its case runs

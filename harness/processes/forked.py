@@ -150,8 +150,13 @@ class ForkLauncher(ProcessLauncher):
             self.plain_why = "the fork server ended"
             print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
             return super().start(job, channel)
-        channel.handed_over()
         message = server.receive(None)
+        if message is not None and message.get("fork_problem"):  # found before its second build: it has ended
+            self.close()
+            self.plain_why = str(message["fork_problem"])
+            print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+            return super().start(job, channel)
+        channel.handed_over()
         if message is None or not isinstance(message.get("started"), int):
             raise EOFError("the fork server did not start the build")
         return ForkedBuild(server, message["started"])

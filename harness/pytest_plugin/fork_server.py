@@ -2,7 +2,8 @@
 no device, forking one fresh process per build of `gpubench run` — the ~2.5 s of interpreter and torch
 import paid once per run instead of once per build. gpubench.harness.processes.forked starts it and talks to it
 over a socket: `start` (with the build's plan and answer pipes), `signal`, `kill`; it answers `ready`,
-`started` and `ended`.
+`started` and `ended`, or `fork_problem` to a second `start` when the compiler's import (preload_compiler,
+before the second build) made a fork unsafe: the launcher then starts that build and the rest plainly.
 
 The launcher starts it as it starts a build (gpubench.harness.processes.launch.build_preexec): SIGINT blocked, a
 process group of its own, dying with the launcher. A forked build gets a process group of its own,
@@ -78,9 +79,6 @@ def preload() -> str:
         import pytest  # noqa: F401
         import pytest_benchmark.plugin  # noqa: F401
         import torch  # noqa: F401  (the server's point: imported once)
-        # torch.profiler imports torch._dynamo when it starts (~2.5 s here): the CPU peak-memory measurement
-        # (gpubench.harness.devices.cpu_memory) did so in every build's first case. Imports only: no thread.
-        import torch._dynamo  # noqa: F401
 
         import gpubench.harness.workloads
         from gpubench.harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
@@ -88,6 +86,16 @@ def preload() -> str:
         for module in pkgutil.iter_modules(gpubench.harness.workloads.__path__, "gpubench.harness.workloads."):
             if not module.name.endswith("_worker"):  # a torchrun rank's entry, never imported by a build
                 importlib.import_module(module.name)
+    return fork_problem()
+
+
+def preload_compiler() -> str:
+    """torch.profiler imports torch._dynamo when it first starts (~1.5 s here): the CPU peak-memory
+    measurement (gpubench.harness.devices.cpu_memory) would pay it in the first case of every build that
+    measures memory. Imported before the second build, not at start: a run of one build (the smoke
+    profile, a fleet's or a test's tiny run) would pay it for nothing. Imports only: no thread."""
+    with output_held():
+        import torch._dynamo  # noqa: F401
     return fork_problem()
 
 
@@ -173,22 +181,36 @@ def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
         os.close(ended)
 
 
-def main(control_fd: int) -> int:
+def freeze_imports() -> None:
+    """What the imports made is never freed in a build: out of the collector's sight, a build's collections
+    neither walk it (pytest collects at its end) nor copy its pages by touching their reference counts."""
     import gc
 
+    gc.freeze()
+
+
+def main(control_fd: int) -> int:
     control = socket.socket(fileno=control_fd)
     why = preload()
-    # What the imports made is never freed in a build: out of the collector's sight, a build's collections
-    # neither walk it (pytest collects at its end) nor copy its pages by touching their reference counts.
-    gc.freeze()
+    freeze_imports()
     send(control, {"ready": True, "fork_problem": why})
     if why:
         return 0
+    served = 0
     while True:
         message, fds = receive(control)
         if message is None:
             return 0
         if message.get("op") == "start" and len(fds) == 2:
+            if served == 1:
+                why = preload_compiler()
+                freeze_imports()
+                if why:  # the launcher starts this build and the next ones plainly, with the same descriptors
+                    for fd in fds:
+                        os.close(fd)
+                    send(control, {"fork_problem": why})
+                    return 0
+            served += 1
             if not serve_build(control, *fds):
                 return 0
         else:
