@@ -122,12 +122,22 @@ def named(found: list[str]) -> str:
     return shown + (f" and {len(found) - NAMED_IN_PLAN} more" if len(found) > NAMED_IN_PLAN else "")
 
 
-def process_startup_s() -> float:
-    """Seconds this process has run (interpreter, pytest, torch, collection): what each later
-    build process will pay again before its first case."""
-    from gpubench.harness.processes.started import process_started_s
+# When this run's pytest configuration began (the plugin's options registered): the run's start. Not the
+# process's start: a process that runs pytest in-process (a notebook, pytester, a long-lived worker) may have
+# lived longer than any budget before this run. Left out: the interpreter's start and pytest's import before
+# it, about 0.3 s in a fresh process (a forked build pays neither).
+_run_began_s: float | None = None
 
-    return max(0.0, time.time() - process_started_s())
+
+def note_run_began() -> None:
+    global _run_began_s
+    _run_began_s = time.time()
+
+
+def run_startup_s() -> float:
+    """Seconds this run has taken so far (pytest, torch, collection): what each later build process
+    will pay again before its first case."""
+    return max(0.0, time.time() - _run_began_s) if _run_began_s is not None else 0.0
 
 
 def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[tuple[str, int]],
@@ -135,7 +145,7 @@ def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, Case
     """The plan of one process from every selected (case id, build) in run order. `deadline_s`:
     the run's, from `gpubench run` (None: this process is the whole run, from its start). Cases
     already skipped in the run's file (an earlier build process) are not planned for."""
-    startup_s = process_startup_s()
+    startup_s = run_startup_s()
     deadline_s = deadline_s if deadline_s is not None else time.time() - startup_s + budget_s
     size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1}
     if only_build is None:

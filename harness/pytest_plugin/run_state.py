@@ -30,7 +30,7 @@ class RunState:
     extra_build: bool = False  # that build is past the profile's (gpubench.harness.pytest_plugin.extra_build)
     case_builds: dict[str, int] = field(default_factory=dict)  # case id -> its builds, though one build is collected
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
-    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this process's start
+    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this run's start (budget_plan.run_startup_s)
     budget_plan: BudgetPlan | None = None  # made once the selection is known
     untimed_cases: int = 0
     previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester runs in-process)
