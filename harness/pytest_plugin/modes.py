@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpubench.harness.core.options import RUN_OPTIONS
+from gpubench.harness.pytest_plugin.budget_plan import note_run_began
 from gpubench.harness.pytest_plugin.build_answer import add_build_options
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
     """Every option in its namespaced form (`--gpubench-profile`), which cannot collide with another
     plugin's or a conftest's; loaded by name (not through the entry point), the suite's short form
     (`--profile`) too, unless another plugin already took it."""
+    note_run_began()  # once per pytest configuration, as early as a plugin can: the run's clock starts here
     group = parser.getgroup("gpubench")
     by_entry_point = any(getattr(plugin, "__name__", None) == ENTRY_MODULE for plugin in pluginmanager.get_plugins())
     taken = set() if by_entry_point else taken_flags(pluginmanager)

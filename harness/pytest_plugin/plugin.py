@@ -29,7 +29,6 @@ from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.processes.cases_file import read_cases_file
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from gpubench.harness.pytest_plugin.budget_hooks import extra_build_order, plan_budget, show_plan
-from gpubench.harness.pytest_plugin.budget_plan import note_run_began
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
@@ -66,7 +65,6 @@ MARKERS = {
 
 @pytest.hookimpl(trylast=True)  # after the other plugins: the suite's short forms skip the options they own
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    note_run_began()  # once per pytest configuration: the run's clock starts here
     add_options(parser, pluginmanager)
 
 
