@@ -193,11 +193,12 @@ CELLS = {
 
 @pytest.mark.parametrize("column", CELLS)
 def test_the_column_rules_are_the_cell_rules(column):
-    """gpubench.harness.records.schema.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
+    """gpubench.harness.records.column_rules.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
     refuses, and reads the others to the same value."""
     import pandas as pd
 
-    from gpubench.harness.records.schema import parse_cell, parse_column
+    from gpubench.harness.records.column_rules import parse_column
+    from gpubench.harness.records.schema import parse_cell
 
     texts = CELLS[column]
     values, refused = parse_column(column, pd.Series(texts, dtype=object))
@@ -212,12 +213,36 @@ def test_the_column_rules_are_the_cell_rules(column):
             assert got == (text or None if column == "samples_s" else expected), (column, text)
 
 
+def test_the_number_block_keeps_each_columns_own_rule():
+    """read_frame reads every number column of a file as one block: each cell is judged by its own
+    column's rule there (an int, a fraction, a duration), as parse_cell judges it alone."""
+    import pandas as pd
+
+    from gpubench.harness.records.column_rules import parse_numbers
+    from gpubench.harness.records.schema import parse_cell
+
+    cells = {"rounds": ["7", "1.5", "-1", "0.5", "2e-10", ""], "test_accuracy": ["0.5", "1.5", "-1", "7", "2e-10", ""],
+             "median_s": ["0.5", "1.5", "-1", "7", "2e-10", "1e7"], "iqr_s": ["0", "1.5", "-1", "7", "2e-10", "1e7"],
+             "lr": ["-1", "1e400", "0.5", "7", "2e-10", ""]}
+    values, refused = parse_numbers(pd.DataFrame(cells, dtype=object))
+    for at, column in enumerate(cells):
+        for row, text in enumerate(cells[column]):
+            try:
+                expected, expected_no = parse_cell(column, text), False
+            except ValueError:
+                expected, expected_no = None, True
+            assert bool(refused[row, at]) == expected_no, (column, text)
+            if not expected_no:
+                got = values[column].iloc[row]
+                assert (None if got != got else got) == expected, (column, text)
+
+
 def test_numbers_are_read_exactly():
     import random
 
     import pandas as pd
 
-    from gpubench.harness.records.schema import parse_column
+    from gpubench.harness.records.column_rules import parse_column
 
     xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
     values, refused = parse_column("lr", pd.Series([repr(x) for x in xs], dtype=object))

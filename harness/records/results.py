@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
+from gpubench.harness.records.column_rules import is_number_column, parse_column, parse_numbers, shared_texts
 from gpubench.harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
 from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
                                 replace_bytes, replacing, write_all)
-from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, ImpossibleValue, SchemaError,
-                                    kind_of, parse_cell, parse_column, to_cell)
+from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, TEXT_RULES, ImpossibleValue,
+                                    SchemaError, kind_of, parse_cell, to_cell)
 from gpubench.harness.records.upgrade import upgrade_row
 
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: li
 
 class _Text:
     """Text records of several files under one header (the schema's columns, then any other a
-    file has), typed together: a few pandas calls per column, bounded text in memory; `refused` as read_frame's."""
+    file has), typed together: numbers and texts each as one block, bounded text in memory; `refused` as read_frame's."""
 
     def __init__(self, refused: list[str] | None = None) -> None:
         self.header: list[str] = list(COLUMNS)
@@ -300,22 +301,24 @@ class _Text:
         self.files += 1
 
     def typed(self) -> pd.DataFrame:
-        """Every column typed by gpubench.harness.records.schema.parse_column; the first refused cell names its file,
-        line and column. Text is deduplicated through a categorical (runs repeat their strings)."""
+        """Every column typed by gpubench.harness.records.column_rules; the first refused cell names its file, line and column."""
         import pandas as pd
 
         width = len(self.header)
         rows = [r if len(r) == width else r + [""] * (width - len(r)) for r in self.records]
         text = pd.DataFrame(rows, columns=self.header, dtype=object)
-        typed = {}
-        for column in self.header:
-            values, refused = parse_column(column, text[column])
-            for at in refused.to_numpy().nonzero()[0]:
+        numbers, refused = parse_numbers(text[[c for c in self.header if is_number_column(c)]])
+        for row, at in zip(*refused.nonzero()):
+            self.refuse(numbers.columns[at], text[numbers.columns[at]].iloc[row], int(row))
+        texts = shared_texts(text[[c for c in self.header if kind_of(c) == "str"]])
+        typed = {**numbers, **texts}
+        for column in (c for c in self.header if c not in numbers and (c not in texts or c in TEXT_RULES)):  # a rule to check
+            values, refused_cells = parse_column(column, text[column])
+            for at in refused_cells.to_numpy().nonzero()[0]:
                 self.refuse(column, text[column].iloc[at], int(at))
-            if kind_of(column) == "str":
-                values = values.astype("category").astype(object).where(values.notna(), None)
-            typed[column] = values
-        return pd.DataFrame(typed).assign(source_file=[p.stem for p in self.paths], source_line=self.lines).drop(index=sorted(self.left_out))
+            typed.setdefault(column, values)
+        return pd.DataFrame({c: typed[c] for c in self.header}).assign(source_file=[p.stem for p in self.paths],
+                                                                        source_line=self.lines).drop(index=sorted(self.left_out))
 
     def refuse(self, column: str, cell: str, at: int) -> None:
         impossible, why = False, "refused by its column's rules"
@@ -341,7 +344,7 @@ CHUNK_FILES = 100  # files typed together
 
 def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
     """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file has (as
-    text), `source_file` (the file's stem) and `source_line`. Typed by gpubench.harness.records.schema.parse_column (numbers as
+    text), `source_file` (the file's stem) and `source_line`. Typed by gpubench.harness.records.column_rules (numbers as
     floats, NaN when empty; booleans and text as True/False/str/None; `samples_s` as its JSON text); older
     schemas upgraded row by row, newer ones refused. A file that is not gpubench results, a cut line, a wrong
     field count or a damaged cell is a SchemaError naming the file, the line and the fix; so is an impossible

@@ -35,7 +35,6 @@ from collections.abc import Callable
 
 from gpubench.harness.catalog import declared_columns
 from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
-from gpubench.harness.records.flat_samples import within
 
 SCHEMA_VERSION = 4
 
@@ -178,8 +177,8 @@ def canonical_json(values: dict[str, Any]) -> str:
 
 # ---- reading -----------------------------------------------------------------------------------
 # One set of cell rules, in two forms that must agree cell for cell: parse_cell (one cell, used by
-# the v1 upgrade and to say why a cell is refused) and parse_column (a pandas column at once, used
-# by gpubench.harness.records.results.read_frame, the only reader). Both take their spellings from the tables below.
+# the v1 upgrade and to say why a cell is refused) and gpubench.harness.records.column_rules (many cells at once,
+# used by gpubench.harness.records.results.read_frame, the only reader). Both take their spellings from the tables below.
 
 BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}  # stripped, lower-cased
 # What float() reads, less inf, nan, underscores and non-ASCII digits (no writer writes them).
@@ -330,39 +329,6 @@ def _refused(column: str, text: str) -> bool:
     except ValueError:
         return True
     return False
-
-
-def parse_column(column: str, text: Any) -> tuple[Any, Any]:
-    """parse_cell over a pandas Series of cell texts at once: (values, refused), `refused` a
-    boolean mask of the cells parse_cell refuses. Numbers come as floats (NaN when empty),
-    booleans as True/False/None, text and JSON as their text (None when empty). Text columns
-    with rules, and JSON, go through parse_cell once per distinct text."""
-    spec, kind = BY_NAME.get(column), kind_of(column)
-    empty = text == ""
-    filled = text[~empty]  # most columns of most rows are empty: only the others are looked at
-    if kind in ("int", "float"):
-        number = filled.str.fullmatch(NUMBER).astype(bool)
-        values = filled.where(number).astype(float)
-        refused = ~number | ((values % 1 != 0) if kind == "int" else (values.abs() == math.inf))
-        if non_negative(spec):
-            refused |= values < 0
-        if column in FRACTIONS:
-            refused |= (values < 0) | (values > 1)
-        if spec is not None and spec.unit == "s":
-            refused |= (values > MAX_DURATION_S) | ((values < MIN_DURATION_S) if column in TIMED else False)
-        return values.reindex(text.index), refused.reindex(text.index, fill_value=False)
-    if kind == "bool":
-        values = filled.str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
-        return values.astype(object).where(values.notna(), None), values.isna() & ~empty
-    if kind in ("json", "object") or column in TEXT_RULES:
-        distinct = text.unique().tolist()
-        # raw samples: those surely in bounds judged at once (flat_samples), the rest cell by cell
-        sure = within(distinct, MIN_DURATION_S, MAX_DURATION_S) if kind == "json" else [False] * len(distinct)
-        verdicts = {t: not ok and _refused(column, t) for t, ok in zip(distinct, sure)}
-        refused = text.map(verdicts).astype(bool)
-    else:
-        refused = empty & False
-    return text.where(~empty, None), refused
 
 
 def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
