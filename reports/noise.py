@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from scipy.special import stdtrit  # Student's t quantile: scipy.stats.t.ppf's, without its import and per-call cost
 
 from gpubench.reports.verdicts import ALPHA
 
@@ -89,7 +89,7 @@ def run_detectable(log_sd: float, builds: int) -> float:
     """The smallest change two runs of `builds` builds each could tell from none, at 1 - ALPHA."""
     if builds < 2:
         return math.inf
-    return math.expm1(float(sps.t.ppf(1 - ALPHA / 2, 2 * builds - 2)) * log_sd * math.sqrt(2 / builds))
+    return math.expm1(float(stdtrit(2 * builds - 2, 1 - ALPHA / 2)) * log_sd * math.sqrt(2 / builds))
 
 
 def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[list[str], list[str]]:

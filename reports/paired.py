@@ -66,8 +66,8 @@ def pair_logs(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, pd.Series]:
     ok_b = b[b["status"] == "ok"].groupby(["case_id", "build"])["median_s"].median()
     both = pd.concat({"a": ok_a, "b": ok_b}, axis=1).dropna()
     both = both[(both["a"] > 0) & (both["b"] > 0)]
-    logs = np.log(both["b"] / both["a"])
-    return {str(case): series.droplevel("case_id") for case, series in logs.groupby(level="case_id")}
+    table = np.log(both["b"] / both["a"]).unstack("case_id")  # rows: build, columns: case (one reshape, not a group per case)
+    return {str(case): series.dropna() for case, series in table.items()}
 
 
 def yuen(logs: np.ndarray) -> tuple[float, float, int, int]:
