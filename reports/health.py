@@ -124,12 +124,13 @@ def _devices(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby("machine", sort=False)[["machine_id", "hostname", "device", "device_name"]].first()
 
 
-def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References) -> pd.DataFrame:
+def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References, heads: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per machine and headline with a reference: measured, reference, ratio, the published maximum
     and its ratio, `health` ('ok' or '≥10% below' against the gpubench reference), and the run the
-    figure is from: `run_id`, and `run` saying so where it is not the machine's newest."""
+    figure is from: `run_id`, and `run` saying so where it is not the machine's newest. `heads`: latest_headlines'
+    answer where the caller has it."""
     devices, rows = _devices(frame), []
-    for head in latest_headlines(frame, cases).itertuples(index=False):
+    for head in (latest_headlines(frame, cases) if heads is None else heads).itertuples(index=False):
         name = str(devices.loc[head.machine, "device_name"])
         spec = FIGURES[head.figure]
         ours = [r.value for r in refs.for_device(name, "gpubench") if r.figure == head.figure]
@@ -223,12 +224,12 @@ def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[
             _thermal_cause(mine)]
 
 
-def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
+def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame | None = None) -> pd.DataFrame:
     """GPUs of one node (same machine_id and hostname, several devices): per headline, each GPU
     against the node's median over its GPUs, each GPU in its latest run (latest_headlines); `outlier`
     where one is >= 5% off."""
     devices = _devices(frame)
-    heads = latest_headlines(frame, cases).join(devices, on="machine")  # each GPU as it is now, not its history's median
+    heads = (latest_headlines(frame, cases) if heads is None else heads).join(devices, on="machine")  # each GPU as it is now
     rows = []
     for (_, host), node in heads.groupby(["machine_id", "hostname"], sort=False):
         if node["device"].nunique() < 2:
@@ -286,7 +287,8 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
            refs: References | None = None) -> str:
     """The report's health sections (markdown), or "" when there is nothing to say."""
     refs = refs if refs is not None else load_references()
-    table = health_table(frame, cases, refs)
+    heads = latest_headlines(frame, cases)  # once for both tables: a store's history makes it the section's costliest step
+    table = health_table(frame, cases, refs, heads)
     parts = []
     if not table.empty:
         intro = (f"Each machine's headline figures against its device's reference (`reports/references.json`, sources there and in "
@@ -299,7 +301,7 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
     elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
         parts.append(section("Health against references", f"Not judged. No reference for {', '.join(map(escape, unknown))}: add its "
                              "figures, with their source, to `reports/references.json`."))
-    outliers = outlier_table(frame, cases)
+    outliers = outlier_table(frame, cases, heads)
     if not outliers.empty:
         parts.append(section("GPUs within a node", f"Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "
                              f"one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.", md_table(outliers)))
