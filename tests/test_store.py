@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.harness.commands.cli import build_parser
+from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import resolve_store
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.records.results import read_rows
@@ -69,9 +69,10 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.process
-def test_run_into_a_store_then_report_and_compare_read_it(tmp_path):
+def test_run_into_a_store_then_report_and_compare_read_it(tmp_path, capsys, monkeypatch):
     """Two real smoke runs (one case each) into a store; report reads the store folder, compare
-    the machine folder against a run's file."""
+    the machine folder against a run's file (those two, and the refused third run, in this process:
+    the runs are what needs processes)."""
     store = tmp_path / "store"
     for run_id in ("first", "second"):
         done = cli(
@@ -81,12 +82,15 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path):
     machine = store / machine_folder_name(machine_identity())
     assert sorted(p.name for p in machine.iterdir()) == ["first.csv", "first.env.json", "second.csv", "second.env.json"]
     assert {row["run_id"] for row in read_rows(machine / "first.csv")} == {"first"}
-    report = cli("report", str(store), "--out", str(tmp_path / "report"), cwd=tmp_path)
-    assert report.returncode == 0, report.stderr
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(store), "--out", str(tmp_path / "report")]) == 0, capsys.readouterr().err
     merged = read_rows(tmp_path / "report" / "merged.csv")
     assert {row["run_id"] for row in merged} == {"first", "second"}
-    compare = cli("compare", str(machine / "first.csv"), str(machine / "second.csv"), "--threshold", "900%", cwd=tmp_path)
+    capsys.readouterr()
+    compared = main(["compare", str(machine / "first.csv"), str(machine / "second.csv"), "--threshold", "900%"])
     # 0 or 1 (slower): on a shared CPU one smoke run can be 1000x slower than the other; this checks compare reads the store
-    assert compare.returncode in (0, 1) and "matmul/fp32-n64" in compare.stdout, compare.stdout + compare.stderr
-    both = cli("run", "--store", str(store), "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
-    assert both.returncode == 4 and both.stderr.count("\n") == 1 and "pass one of them" in both.stderr
+    out = capsys.readouterr().out
+    assert compared in (0, 1) and "matmul/fp32-n64" in out, out
+    both = main(["run", "--store", str(store), "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert both == 4 and err.count("\n") == 1 and "pass one of them" in err
