@@ -245,7 +245,9 @@ def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny):
     slow = [row for row in rows if row["case_id"] == "matmul/fp32-n64"]
     assert slow and all("capped" in row["flags"] and int(row["rounds"]) < 5 or row["reason"].startswith("over budget: ")
                         for row in slow)
-    assert any("capped" in row["flags"] for row in slow)  # measured within its share, not only refused
+    # the cheap case measured in both builds: the budget was the run's (capped or refused, the slow case may be
+    # either, by how much of its share its warm-up took on a loaded machine)
+    assert [row["status"] for row in rows if row["case_id"] == "matmul/fp32-n32"] == ["ok", "ok"]
     assert sum(float(row["build_s"]) for row in rows) <= budget_s
 
 
