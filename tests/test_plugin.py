@@ -130,6 +130,30 @@ def test_bad_options_stop_before_any_case_with_one_line(tiny, args, message):
     assert not (tiny.path / "out").exists()
 
 
+def test_pytest_xdists_controller_sets_no_run_up_and_everything_else_does(monkeypatch):
+    """`make test` and `make check` run under pytest-xdist: its controller runs no test, so it neither imports torch
+    nor sets a run up (seconds of every session); a worker, a `-n 0` run and a collect-only run each do both."""
+    from types import SimpleNamespace
+
+    from gpubench.harness.pytest_plugin import plugin
+
+    set_up: list[str] = []
+    monkeypatch.setattr(plugin, "is_suite", lambda config: True)
+    monkeypatch.setattr(plugin, "hold_interrupts_while_loading", lambda: set_up.append("torch"))
+    monkeypatch.setattr(plugin, "apply_build_options", lambda config: None)
+    monkeypatch.setattr(plugin, "activate", lambda config, name_timer: set_up.append("run"))
+
+    def config(dist: str, collect_only: bool = False, **worker: dict) -> SimpleNamespace:
+        return SimpleNamespace(option=SimpleNamespace(dist=dist), getoption=lambda name: collect_only if name == "collectonly" else None,
+                               addinivalue_line=lambda *args: None, **worker)
+
+    plugin.pytest_configure(config("worksteal"))
+    assert set_up == []
+    for configured in (config("worksteal", workerinput={"workerid": "gw0"}), config("no"), config("load", collect_only=True)):
+        plugin.pytest_configure(configured)
+    assert set_up == ["torch", "run"] * 3
+
+
 def test_unwritable_results_dir_is_a_usage_error(tiny):
     (tiny.path / "blocker").write_text("")
     result = run(tiny, "--benchmark-only", "--results-dir=blocker/sub")

@@ -101,6 +101,13 @@ def is_suite(config: pytest.Config) -> bool:
     return PLUGIN_MODULE in names and names.index(PLUGIN_MODULE) < names.index(ENTRY_NAME)
 
 
+def runs_no_test(config: pytest.Config) -> bool:
+    """pytest-xdist's controller: its workers collect and run the tests, each configured as its own
+    run; the controller runs none, so it sets nothing up and never imports torch (seconds a session)."""
+    distributing = getattr(config.option, "dist", "no") != "no" and not config.getoption("collectonly")
+    return distributing and not hasattr(config, "workerinput")
+
+
 def options_given(config: pytest.Config) -> bool:
     """A `--gpubench-*` option set to other than its default: the run is gpubench's from the start."""
     changed = any(config.getoption(option.pytest_dest) not in (None, option.default) for option in RUN_OPTIONS)

@@ -2,18 +2,17 @@
 
 - as the suite's plugin, by name (the checkout's conftest.py through gpubench.harness.pytest_plugin.suite, or
   `-p gpubench.harness.pytest_plugin.plugin`): the short options (`--profile`) beside the `--gpubench-*` ones,
-  validation at configure (one line, exit 4), the session's synced clock named as pytest-benchmark's
-  timer, Ctrl-C held where pytest cannot take it, case x build parametrization with builds
-  interleaved (build 0 of every case, then build 1, ...), and the run's lifecycle hooks;
-- installed, through its `pytest11` entry point (gpubench.harness.pytest_plugin.entry) in any test run: inert
-  (no option changed, no handler, no reordering, no torch imported, nothing written)
-  until a `--gpubench-*` option is given (set up at configure, as the suite) or a collected test asks
-  for the `gpubench` fixture (set up after collection, before the first test; the synced clock then
-  rides on those tests' `benchmark` marker, pytest-benchmark's public per-test timer).
+  validation at configure (one line, exit 4), the session's synced clock named as pytest-benchmark's timer, Ctrl-C
+  held where pytest cannot take it, case x build parametrization with builds interleaved (build 0 of every case,
+  then build 1, ...), and the run's lifecycle hooks;
+- installed, through its `pytest11` entry point (gpubench.harness.pytest_plugin.entry) in any test run: inert (no option
+  changed, no handler, no reordering, no torch imported, nothing written) until a `--gpubench-*` option is given (set up
+  at configure, as the suite) or a collected test asks for the `gpubench` fixture (set up after collection, before the
+  first test; the synced clock then rides on those tests' `benchmark` marker, pytest-benchmark's public per-test timer).
 
 The `gpubench` fixture lives in gpubench.harness.pytest_plugin.fixture, the records in gpubench.harness.measurement.session.
-A bench module names its workload (`gpubench_workload = WORKLOAD` of a gpubench.harness.workloads module)
-and has one test that calls `gpubench.run(case)`; a user's test calls `gpubench.measure(fn, name=...)`.
+A bench module names its workload (`gpubench_workload = WORKLOAD` of a gpubench.harness.workloads module) and has one
+test that calls `gpubench.run(case)`; a user's test calls `gpubench.measure(fn, name=...)`.
 """
 
 from __future__ import annotations
@@ -32,14 +31,7 @@ from gpubench.harness.pytest_plugin.budget_hooks import extra_build_order, plan_
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
-    STATE,
-    activate,
-    activate_for,
-    add_options,
-    is_suite,
-    options_given,
-    timed_by_session_clock,
-    uses_gpubench,
+    STATE, activate, activate_for, add_options, is_suite, options_given, runs_no_test, timed_by_session_clock, uses_gpubench,
 )
 
 if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
@@ -70,8 +62,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
 def pytest_configure(config: pytest.Config) -> None:
-    """The suite, or a run given a --gpubench-* option: validate everything before the first case
-    (a bad value is one line and exit code 4). Otherwise nothing happens here."""
+    """The suite, or a run given a --gpubench-* option: validate everything before the first case (a bad
+    value is one line and exit code 4). Otherwise, and in pytest-xdist's controller, nothing happens here."""
+    if runs_no_test(config):
+        return
     if is_suite(config):
         hold_interrupts_while_loading()
         for name, text in MARKERS.items():
