@@ -227,6 +227,7 @@ def epoch_context(data, profile: str = "smoke"):
 
 
 @pytest.mark.process
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # on purpose: the case's own note says so
 def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
     timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
     assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)  # one real epoch, warmed in build
