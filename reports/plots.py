@@ -24,6 +24,7 @@ from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
 from gpubench.reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
 
 MAX_LEGEND = 24
+DPI = 110  # a figure is laid out at the resolution it is saved at: tight_layout's text sizes are then savefig's (one renderer)
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (gpubench.reports.load.base_labels)
 
 
@@ -60,7 +61,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
                 warnings.catch_warnings():
             # A host name in a script or emoji the font lacks is drawn as a box: two stderr lines per glyph say no more.
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
-            fig.savefig(handle, dpi=110, format="png")
+            fig.savefig(handle, dpi=DPI, format="png")
     finally:
         plt.close(fig)
     return path
@@ -69,7 +70,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 def _panels(count: int, width: float = 4.2, height: float = 3.4, columns: int = 4) -> tuple[plt.Figure, list[plt.Axes]]:
     cols = min(columns, max(1, count))
     rows = math.ceil(count / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.6), squeeze=False, dpi=DPI)
     flat = list(axes.flat)
     for extra in flat[count:]:
         extra.set_visible(False)
@@ -243,7 +244,7 @@ def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
     if rows.empty:
         return None
     labels = [f"{s} · {m}" for s, m in zip(rows["setting"], rows["machine"])]
-    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11, 0.4 * len(rows) + 1.6), sharey=True)
+    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11, 0.4 * len(rows) + 1.6), sharey=True, dpi=DPI)
     cost.barh(labels, rows["compile_s"], color="tab:orange")
     cost.set_xlabel("cold compile, first call (s)")
     gain.barh(labels, rows["gain_pct"].fillna(0), color=["tab:green" if g > 0 else "tab:red" for g in rows["gain_pct"].fillna(0)])

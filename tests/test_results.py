@@ -105,6 +105,19 @@ def test_a_version_3_file_reads_as_the_current_version_with_no_build_costs():
     assert all(r["build_s"] is None and r["first_call_s"] is None for r in rows)
 
 
+def test_an_epoch_from_before_the_epoch_race_reads_as_not_raced_and_keeps_its_label():
+    """An epoch row of version 3 has no `raced`: it was not raced (the race came later), so the guide's template
+    epoch is still labelled the template in a report, not by its loader, and its template figures stay."""
+    from gpubench.reports.load import load_results
+
+    rows = read_rows(REPO / "reports/examples/cpu-2core-quick.csv")
+    epochs = [r for r in rows if r["workload"] == "mnist_epoch"]
+    assert epochs and all(r["raced"] is False for r in epochs)
+    assert all(r["raced"] is None for r in rows if r["workload"] == "matmul")  # a setting the case does not have
+    frame = load_results([REPO / "reports/examples/cpu-2core-quick.csv"])
+    assert "guide-template" in set(frame.loc[frame["workload"] == "mnist_epoch", "setting"])
+
+
 @pytest.mark.parametrize("name", ["tests/v1/cpu-2core-quick.csv", "reports/examples/h200-quick.csv"])
 def test_version_1_example_files_are_upgraded_on_read(name):
     """Version-1 files as the first release wrote them (the CPU example of that release, the

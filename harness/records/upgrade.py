@@ -19,6 +19,10 @@ from gpubench.harness.records.schema import (
     typed_row,
 )
 
+# Workloads whose cases carry `raced` (the epoch race picked their precision and memory format): every row of
+# them written since the race existed says True or False; an older one was not raced.
+RACED_WORKLOADS = ("mnist_epoch", "time_to_accuracy")
+
 # Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
 _DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
 
@@ -74,4 +78,6 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         row = _upgrade_v1(row)
     if version <= 3:  # 2 -> 3 and 3 -> 4 only added columns (read as empty); v2's telemetry came after the case
         row = dict(row, schema_version=str(SCHEMA_VERSION))
+        if row.get("workload") in RACED_WORKLOADS and not row.get("raced"):
+            row["raced"] = to_cell(False)  # an epoch before the race: its template is still the template
     return row
