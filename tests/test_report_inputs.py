@@ -284,3 +284,11 @@ def test_plot_labels_from_the_files_are_never_typeset_as_formulas(tmp_path, monk
         row[header.index("hostname")] = "$x^2$ box"
     build_report([write(tmp_path / "dollar.csv", header, rows), H200], tmp_path / "out", None)
     assert any("x^2" in text for text in texts) and not any(cbook.is_math_text(text) for text in texts)
+
+
+def test_the_committed_example_report_is_what_this_code_writes(tmp_path):
+    """The README and docs show reports/examples/report/report.md as the report a user gets: rebuilt from the
+    committed runs by this code (its pixels aside), it reads the same. Refresh it with `gpubench report
+    reports/examples/*.csv --out reports/examples/report --baseline vm`."""
+    written = build_report(sorted(EXAMPLES.glob("*.csv")), tmp_path / "report", "vm").read_text(encoding="utf-8")
+    assert written == (EXAMPLES / "report" / "report.md").read_text(encoding="utf-8")
