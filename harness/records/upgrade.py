@@ -4,7 +4,8 @@ text, before they are typed: gpubench.harness.records.results reads every file t
 An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
 1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
 (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
-compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
+compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty). An epoch row of
+version 3 or older has no `raced`: none was raced, so it reads False (the template epoch keeps its label).
 """
 
 from __future__ import annotations
