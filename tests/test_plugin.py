@@ -130,28 +130,32 @@ def test_bad_options_stop_before_any_case_with_one_line(tiny, args, message):
     assert not (tiny.path / "out").exists()
 
 
-def test_pytest_xdists_controller_sets_no_run_up_and_everything_else_does(monkeypatch):
+def test_pytest_xdists_controller_sets_no_run_up_unless_given_an_option_and_everything_else_does(monkeypatch):
     """`make test` and `make check` run under pytest-xdist: its controller runs no test, so it neither imports torch
-    nor sets a run up (seconds of every session); a worker, a `-n 0` run and a collect-only run each do both."""
+    nor sets a run up (seconds of every session). Given a gpubench option it validates it as before (a bad one is one
+    line there, not a traceback per worker); a worker, a `-n 0` run and a collect-only run are always set up."""
     from types import SimpleNamespace
 
     from gpubench.harness.pytest_plugin import plugin
 
     set_up: list[str] = []
     monkeypatch.setattr(plugin, "is_suite", lambda config: True)
+    monkeypatch.setattr(plugin, "options_given", lambda config: config.given)
     monkeypatch.setattr(plugin, "hold_interrupts_while_loading", lambda: set_up.append("torch"))
     monkeypatch.setattr(plugin, "apply_build_options", lambda config: None)
     monkeypatch.setattr(plugin, "activate", lambda config, name_timer: set_up.append("run"))
 
-    def config(dist: str, collect_only: bool = False, **worker: dict) -> SimpleNamespace:
+    def config(dist: str, collect_only: bool = False, given: bool = False, **worker: dict) -> SimpleNamespace:
         return SimpleNamespace(option=SimpleNamespace(dist=dist), getoption=lambda name: collect_only if name == "collectonly" else None,
-                               addinivalue_line=lambda *args: None, **worker)
+                               addinivalue_line=lambda *args: None, given=given, **worker)
 
     plugin.pytest_configure(config("worksteal"))
     assert set_up == []
-    for configured in (config("worksteal", workerinput={"workerid": "gw0"}), config("no"), config("load", collect_only=True)):
+    set_up_anyway = (config("worksteal", given=True), config("worksteal", workerinput={"workerid": "gw0"}), config("no"),
+                     config("load", collect_only=True))
+    for configured in set_up_anyway:
         plugin.pytest_configure(configured)
-    assert set_up == ["torch", "run"] * 3
+    assert set_up == ["torch", "run"] * len(set_up_anyway)
 
 
 def test_unwritable_results_dir_is_a_usage_error(tiny):

@@ -63,8 +63,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
 def pytest_configure(config: pytest.Config) -> None:
     """The suite, or a run given a --gpubench-* option: validate everything before the first case (a bad
-    value is one line and exit code 4). Otherwise, and in pytest-xdist's controller, nothing happens here."""
-    if runs_no_test(config):
+    value is one line and exit code 4). Otherwise, and in pytest-xdist's controller given no option, nothing happens here."""
+    if runs_no_test(config) and not options_given(config):  # a bad option is still one line here, not one per worker
         return
     if is_suite(config):
         hold_interrupts_while_loading()
