@@ -6,7 +6,7 @@ PROFILE ?= quick
 DEVICE ?= auto
 RESULTS ?= results
 
-.PHONY: bench test check lint data clean
+.PHONY: bench test test-floor check lint data clean
 
 JOBS ?= auto
 # pytest keeps each test module's rewritten assertions in __pycache__ and reads them back next time (half of a
@@ -34,6 +34,21 @@ bench: $(VENV)/.installed data
 test: $(VENV)/.installed
 	$(TEST_PY) -m pytest tests --timeout 600 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 
+# The lowest versions pyproject.toml allows (constraints-floor.txt) in a venv of their own, running the tests of
+# the pytest plugin and of `gpubench run` (builds, forks, budgets): CI runs it after `make test`.
+FLOOR_VENV ?= .venv-floor
+FLOOR_TESTS := tests/test_plugin.py tests/test_user_plugin.py tests/test_build_protocol.py tests/test_run_processes.py \
+	tests/test_extra_builds.py tests/test_runner.py tests/test_energy.py tests/test_run_budget.py tests/test_cli.py
+
+$(FLOOR_VENV)/.installed: pyproject.toml constraints-floor.txt
+	python3 -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR_VENV)/bin/python -m pip install --quiet -c constraints-floor.txt -e '.[test]'
+	touch $@
+
+test-floor: $(FLOOR_VENV)/.installed
+	PYTHONDONTWRITEBYTECODE= $(FLOOR_VENV)/bin/python -m pytest $(FLOOR_TESTS) --timeout 600 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
+
 # The loop while editing: every test that starts no process (--no-processes fails one that does without
 # the `process` mark), spread over the cores by pytest-xdist (JOBS=0 runs them in this one process; at most
 # 8 workers, each imports torch). `make check ARGS=--lf` reruns what failed last time.
@@ -45,4 +60,4 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .benchmarks
+	rm -rf $(VENV) $(FLOOR_VENV) .benchmarks

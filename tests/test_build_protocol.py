@@ -104,6 +104,32 @@ sys.meta_path.insert(0, StartsAThread())
 """
 
 
+def torch_has_cuda() -> bool:
+    import torch
+
+    return torch.cuda._is_compiled()
+
+
+ASKS_CUDA_THEN_FORKS = """
+import torch
+from gpubench.harness.pytest_plugin import fork_server
+print(fork_server.preload() or "fork ok")
+torch.cuda.is_available()
+print(fork_server.fork_problem() or "fork ok")
+"""
+
+
+@pytest.mark.process  # a fresh interpreter: this one may have asked CUDA already
+@pytest.mark.skipif(not torch_has_cuda(), reason="torch is built without CUDA here: no fork flag to find")
+def test_a_server_that_asked_the_cuda_runtime_anything_forks_nothing():
+    """No GPU needed: a CUDA build of torch flags its future forks at the first question to the runtime, GPU or not."""
+    done = subprocess.run([sys.executable, "-c", ASKS_CUDA_THEN_FORKS], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        "fork ok", "torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an import): a forked build could not use CUDA"]
+
+
 def test_a_server_with_cuda_initialised_forks_nothing(monkeypatch):
     import torch
 
@@ -153,7 +179,8 @@ def build(case, ctx):
 def test_tiny(case, gpubench, gpubench_build):
     seen = {"marker": getattr(shared, "probe_marker", None), "threads": torch.get_num_threads(),
             "seed": torch.initial_seed(),
-            "numpy": float(numpy.random.random()), "pid": os.getpid(), "ppid": os.getppid()}
+            "numpy": float(numpy.random.random()), "pid": os.getpid(), "ppid": os.getppid(),
+            "cuda_usable": not torch.cuda._is_in_bad_fork()}
     shared.probe_marker = torch.ones(1 << 16)  # a tensor of this build, left in a module the server imported
     torch.set_num_threads(1)
     torch.manual_seed(1234)
@@ -228,6 +255,10 @@ def test_forked_builds_get_their_plans_answer_and_share_no_state(tmp_path):
         seen[1]["threads"] == seen[0]["threads"] and seen[1]["seed"] == seen[0]["seed"]
     )  # torch as the server left it
     assert seen[0]["numpy"] != seen[1]["numpy"]  # numpy's global generator reseeded, as in a fresh interpreter
+    # torch's fork flag, set when the server asked the CUDA runtime anything (an import calling torch.cuda.is_available()):
+    # a build forked then dies at its first CUDA call. Only a torch built with CUDA keeps the flag.
+    if torch_has_cuda():
+        assert [s["cuda_usable"] for s in seen] == [True, True]  # the first build, and the second after the compiler's import
 
 
 @pytest.mark.process  # a fork server, then a plain build process

@@ -28,6 +28,7 @@ from gpubench.harness.measurement.loop import energy_by_repetition
 from gpubench.harness.devices.env import gpu_other_processes, gpu_telemetry
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.core.run_budget import CaseShare
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.measurement.timing import SyncedClock
@@ -136,9 +137,9 @@ class FakeCounter:
 
 
 def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops": 2.0}, plan=None, samples=None, fn=None,
-                build_index=0):
+                build_index=0, profile="smoke"):
     writer = ResultsWriter(tmp_path, "run")
-    bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), energy=meter, telemetry=telemetry)
+    bctx = BuildContext(CPU, profile, SyncedClock(CPU), energy=meter, telemetry=telemetry)
     ctx = RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer)
 
     class Workload:
@@ -166,16 +167,43 @@ def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
 def test_a_short_repeatable_region_is_repeated_for_its_energy(tmp_path):
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
     meter.counter.min_window_s = 0.5  # the timed rounds (a few ms) are far shorter
-    row = _run_matmul(tmp_path, meter)  # planned from warm-up (plan=None): repeatable
+    row = _run_matmul(tmp_path, meter, profile="quick")  # planned from warm-up (plan=None): repeatable
     assert row["energy_j"] is not None and row["avg_power_w"] == pytest.approx(20.0, rel=0.05)
     assert row["energy_j"] / row["avg_power_w"] < 0.5  # one call's share of a window of >= 0.5 s
     assert "shorter than" not in row["reason"]
 
 
+def test_the_smoke_profile_never_repeats_a_short_region_for_its_energy(tmp_path):
+    """Smoke figures are not for reading: on a GPU each repetition would be over a second per case."""
+    meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
+    meter.counter.min_window_s = 30.0  # a repetition would take 36 s
+    start_s = time.perf_counter()
+    row = _run_matmul(tmp_path, meter, profile="smoke")
+    assert time.perf_counter() - start_s < 10
+    assert row["status"] == "ok" and row.get("energy_j") is None
+    assert "(not repeated for energy in the smoke profile)" in row["reason"]
+
+
+def test_a_repetition_that_does_not_fit_the_cases_share_of_the_budget_is_not_run():
+    clock = SteppingClock(0.0)
+    calls = []
+
+    def fn():
+        calls.append(1)
+        clock.now_s += 0.010
+
+    meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
+    meter.counter.min_window_s = 1.0  # the NVML window: a repetition fills 1.2 s
+    share = CaseShare(share_s=1.0, budget_s=60.0, now=clock)
+    measured = measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, share=share, repeat_energy=True)
+    assert len(calls) < 10 and measured.calls == measured.plan.rounds * measured.plan.iterations  # warm-up and rounds, no 120-call repetition
+    assert measured.energy.energy_j is None and "do not fit the" in measured.energy.reason and "left of the case's share" in measured.energy.reason
+
+
 def test_a_later_build_does_not_repeat_a_short_region_and_says_why(tmp_path):
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
     meter.counter.min_window_s = 30.0  # longer than the rounds; a first build would repeat the calls for 36 s
-    row = _run_matmul(tmp_path, meter, build_index=1)
+    row = _run_matmul(tmp_path, meter, build_index=1, profile="quick")
     assert row["status"] == "ok" and row.get("energy_j") is None
     assert "(measured once per case, in its first build)" in row["reason"]
 

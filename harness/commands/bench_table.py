@@ -10,6 +10,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+# pytest-benchmark's default columns (its utils.DEFAULT_COLUMNS from 5.3 on; earlier versions have no such name)
+COLUMNS = ("min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops", "rounds", "iterations")
+
 
 def load_benchmarks(paths: list[Path]) -> list[dict[str, Any]]:
     """The benchmarks of every build's JSON, flattened as pytest-benchmark's table expects; a file
@@ -28,30 +31,28 @@ def load_benchmarks(paths: list[Path]) -> list[dict[str, Any]]:
 
 def print_one_table(paths: list[Path], verbose: bool = False) -> int:
     """Print the run's table (pytest-benchmark's default columns, grouped by workload, sorted by
-    min); returns how many benchmarks it shows. Under --benchmark-verbose each build printed its own."""
-    from pytest_benchmark.cli import TerminalReporter
-    from pytest_benchmark.logger import Logger
-    from pytest_benchmark.plugin import (
-        pytest_benchmark_group_stats,
-        pytest_benchmark_scale_unit,
-    )
-    from pytest_benchmark.table import TableResults
-    from pytest_benchmark.utils import (
-        DEFAULT_COLUMNS,
-        NAME_FORMATTERS,
-        report_noprogress,
-    )
-
+    min); returns how many benchmarks it shows. Under --benchmark-verbose each build printed its own.
+    The table comes after the rows are written, so nothing in it may fail the run: any error is one line."""
     benchmarks = load_benchmarks(paths)
     if verbose or not benchmarks:
         return 0
-    groups = pytest_benchmark_group_stats(config=None, benchmarks=benchmarks, group_by="group")
-    table = TableResults(columns=DEFAULT_COLUMNS,
-                         sort="min", histogram=False, name_format=NAME_FORMATTERS["normal"], logger=Logger(Logger.QUIET),
-                         scale_unit=partial(pytest_benchmark_scale_unit, config=None))
     try:
-        table.display(TerminalReporter(), groups, progress_reporter=report_noprogress)
-    except (KeyError, TypeError, ValueError) as error:  # a JSON another pytest-benchmark wrote: the rows are in the CSV anyway
+        draw_table(benchmarks)
+    except Exception as error:  # noqa: BLE001 - pytest-benchmark's internals differ by version; the rows are in the CSV anyway
         print(f"gpubench: no combined pytest-benchmark table ({type(error).__name__}: {error}); the run's rows are in its CSV")
         return 0
     return len(benchmarks)
+
+
+def draw_table(benchmarks: list[dict[str, Any]]) -> None:
+    """pytest-benchmark's own table code, as its `pytest-benchmark compare` draws saved runs."""
+    from pytest_benchmark.cli import TerminalReporter
+    from pytest_benchmark.logger import Logger
+    from pytest_benchmark.plugin import pytest_benchmark_group_stats, pytest_benchmark_scale_unit
+    from pytest_benchmark.table import TableResults
+    from pytest_benchmark.utils import NAME_FORMATTERS, report_noprogress
+
+    groups = pytest_benchmark_group_stats(config=None, benchmarks=benchmarks, group_by="group")
+    table = TableResults(columns=list(COLUMNS), sort="min", histogram=False, name_format=NAME_FORMATTERS["normal"],
+                         logger=Logger(Logger.QUIET), scale_unit=partial(pytest_benchmark_scale_unit, config=None))
+    table.display(TerminalReporter(), groups, progress_reporter=report_noprogress)

@@ -45,5 +45,5 @@ def energy_columns(timed: Timed, measured: Measurement, meter: EnergyMeter,
     energy_j = figures.get("energy_j")
     alias = {timed.energy_alias: energy_j} if timed.energy_alias and energy_j is not None else {}
     if reading.reason and energy_j is None:
-        notes.insert(0, reading.reason + (" (measured once per case, in its first build)" if timed.repeatable else ""))
+        notes.insert(0, reading.reason)
     return {**figures, **alias, **telemetry}, notes

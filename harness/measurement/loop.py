@@ -134,12 +134,17 @@ def fill_window(window_s: float, median_s: float) -> NextBatch:
     return next_batch
 
 
+def energy_window_s(meter: EnergyMeter) -> float:
+    """How long the energy repetition runs: the counter's window with a margin."""
+    return meter.min_window_s * 1.2
+
+
 def energy_by_repetition(fn: Callable[[], Any], median_s: float, meter: EnergyMeter, clock: Clock) -> EnergyReading:
     """A region too short for the counter, measured again for energy only: calls until the
     counter's window is filled; the reading is per call."""
     clock()  # work queued before is not this region's energy
     mark = meter.start()
-    done = run_batches(fn, clock, fill_window(meter.min_window_s * 1.2, median_s))
+    done = run_batches(fn, clock, fill_window(energy_window_s(meter), median_s))
     reading = meter.stop(mark)
     calls = done.total_calls
     return EnergyReading(reading.energy_j / calls if reading.energy_j is not None else None, reading.seconds / calls,

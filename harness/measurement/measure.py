@@ -15,7 +15,7 @@ the CSV.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Protocol
 from collections.abc import Callable
@@ -24,7 +24,7 @@ from gpubench.harness.devices.energy import EnergyMeter, EnergyReading, Telemetr
 from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
 from gpubench.harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
 from gpubench.harness.core.stats import SampleStats, summarize
-from gpubench.harness.measurement.loop import energy_by_repetition, inline_rounds, sample, time_call, warm_up
+from gpubench.harness.measurement.loop import energy_by_repetition, energy_window_s, inline_rounds, sample, time_call, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
 
 
@@ -190,12 +190,13 @@ def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
 
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
             meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
-            share: CaseShare | None = None, repeat_energy: bool = False) -> Measurement:
+            share: CaseShare | None = None, repeat_energy: bool = False, why_not_repeated: str = "") -> Measurement:
     """Warm-up, calibration, then the rounds inside the energy/telemetry region. Under a run
     budget (`share`) the case is capped or skipped (OverBudget) rather than run past its share.
     `repeat_energy`: a region too short for the energy counter is repeated for its energy
-    (`energy_by_repetition`); the runner allows it in the first build of a case only: on a GPU
-    (1 s window) every later build would add over a second of full-power work."""
+    (`energy_by_repetition`) where what is left of the case's share holds it, else the reading's reason
+    says why not (`why_not_repeated` when the caller did not ask). On a GPU (1 s window) each repetition
+    is over a second of full-power work: the runner asks in the first build of a case, outside smoke."""
     first_s: float | None = None
     capped = ""
     if timed.plan is not None:
@@ -215,6 +216,13 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
         samples_s = timed.windows(result)
     measured = Measurement(plan, samples_s, result, calls, region.reading, region.telemetry, first_s, capped)
     reading = measured.energy
-    if repeat_energy and timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
-        measured.energy, measured.calls = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock), 1
+    if timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
+        if repeat_energy and share is not None and share.left_s() < energy_window_s(meter):
+            why_not_repeated = (f"not repeated for energy: its {energy_window_s(meter):.2g} s do not fit the "
+                                f"{format_duration(max(share.left_s(), 0.0))} left of the case's share of the budget")
+        elif repeat_energy:
+            measured.energy, measured.calls = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock), 1
+            return measured
+        if why_not_repeated:
+            measured.energy = replace(reading, reason=f"{reading.reason} ({why_not_repeated})")
     return measured

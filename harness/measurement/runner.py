@@ -88,14 +88,22 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
                       figures, memory, energy)
 
 
+def energy_not_repeated(ctx: BuildContext) -> str:
+    """Why a region too short for the energy counter is not repeated for its energy ('' when it is)."""
+    if ctx.profile == "smoke":
+        return "not repeated for energy in the smoke profile"
+    return "measured once per case, in its first build" if ctx.build_index > 0 else ""
+
+
 def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds | None, untimed: bool,
                     device_name: str) -> CaseResult:
     devices.reset_peak_memory(ctx.device)  # after the build: the peak is the timed region's own
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return CaseResult(Status("ok", "untimed (--benchmark-disable)"))
+    why_not = energy_not_repeated(ctx)
     measured = measure(timed, ctx.budget_for(case.case_id), ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
-                       repeat_energy=ctx.build_index == 0)
+                       repeat_energy=not why_not, why_not_repeated=why_not)
     return derive(case, timed, measured, ctx, device_name)
 
 

@@ -15,15 +15,40 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.processes.protocol import BuildPlan, ProtocolError, read_plan
 
 
+JSON_OPTION = "--benchmark-json"
+
+
+def tagged_json(path: Path, tag: str) -> Path:
+    return path.with_name(f"{path.with_suffix('').name}.{tag}.json")
+
+
+def with_tagged_json(pytest_args: list[str], tag: str) -> list[str]:
+    """The user's --benchmark-json X.json as X.<tag>.json. Rewritten before pytest parses it, the one user
+    argument read by hand: pytest-benchmark before 5.3 opens the file for writing while it parses, so a
+    later build given the first one's name would empty what the first build wrote."""
+    if not tag:
+        return list(pytest_args)
+    rewritten: list[str] = []
+    for arg in pytest_args:
+        if rewritten and rewritten[-1] == JSON_OPTION:
+            arg = str(tagged_json(Path(arg), tag))
+        elif arg.startswith(f"{JSON_OPTION}="):
+            arg = f"{JSON_OPTION}={tagged_json(Path(arg.partition('=')[2]), tag)}"
+        rewritten.append(arg)
+    return rewritten
+
+
 def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
-    """pytest's command line for a plan: gpubench's options, the user's arguments untouched, then the
-    build's own (gpubench.harness.pytest_plugin.build_options applies them through pytest's parsed options)."""
+    """pytest's command line for a plan: gpubench's options, the user's arguments (their --benchmark-json
+    tagged with the build), then the build's own (gpubench.harness.pytest_plugin.build_options applies them
+    through pytest's parsed options)."""
     tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
     table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
     micro = ["--gpubench-micro-only"] if plan.micro_only else []
@@ -31,7 +56,7 @@ def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
     turns = [f"--gpubench-turns={plan.turns}"] if plan.turns else []
     return [
         *plan.options,
-        *plan.pytest_args,
+        *with_tagged_json(plan.pytest_args, plan.output_tag),
         f"--gpubench-build={plan.build}",
         f"--gpubench-answer-fd={answer_fd}",
         *tags,

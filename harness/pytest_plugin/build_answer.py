@@ -1,9 +1,10 @@
 """A build process's side of its plan (gpubench.harness.processes.protocol): the build's own pytest options, applied
 to what pytest's parser made of the user's arguments, and the answer sent back to `gpubench run`.
 
-The user's arguments are never read by hand: --benchmark-json and --benchmark-save get the build's tag
-in their names, and -m the micro cases' markers, on pytest's parsed options before pytest-benchmark and
-the mark plugin read them (this plugin's configure runs first)."""
+The user's arguments are read by pytest's parser: --benchmark-save gets the build's tag in its name, and -m
+the micro cases' markers, on pytest's parsed options before pytest-benchmark and the mark plugin read them
+(this plugin's configure runs first). --benchmark-json alone is tagged before parsing
+(gpubench.harness.processes.build_main.with_tagged_json)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from gpubench.harness.processes.protocol import BuildAnswer, write_message
+from gpubench.harness.pytest_plugin.benchmark_json import json_path, json_value
 
 # The micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck, speedup): what
 # --device cuda:all runs on each GPU.
@@ -48,10 +50,6 @@ def add_build_options(group: Any) -> None:
     )
 
 
-def tagged_json(path: Path, tag: str) -> Path:
-    return path.with_name(f"{path.with_suffix('').name}.{tag}.json")
-
-
 def apply_build_options(config: pytest.Config) -> None:
     """One build's view of the user's options: timed cases only unless the user turned timing off; its own
     output file names (else each build would overwrite the last: X.json -> X.<tag>.json, NAME -> NAME-<tag>);
@@ -61,13 +59,11 @@ def apply_build_options(config: pytest.Config) -> None:
     if config.getoption("gpubench_timed_only") and hasattr(option, "benchmark_only") and not untimed:
         option.benchmark_only = True  # pytest-benchmark refuses --benchmark-only with --benchmark-disable
     tag = config.getoption("gpubench_output_tag")
-    if tag and getattr(option, "benchmark_json", None):
-        option.benchmark_json = tagged_json(Path(option.benchmark_json), tag)
     if tag and getattr(option, "benchmark_save", None):
         option.benchmark_save = f"{option.benchmark_save}-{tag}"
     table_json = config.getoption("gpubench_table_json")
     if table_json and hasattr(option, "benchmark_json") and not option.benchmark_json:
-        option.benchmark_json = Path(table_json)
+        option.benchmark_json = json_value(Path(table_json))
     if config.getoption("gpubench_micro_only"):
         user = getattr(option, "markexpr", "")
         option.markexpr = f"({user}) and ({MICRO_MARKEXPR})" if user else MICRO_MARKEXPR
@@ -102,8 +98,8 @@ class AnswerWriter:
         self.case_cost_s[test_id] = self.case_cost_s.get(test_id, 0.0) + float(report.duration)
 
     def finish(self, config: pytest.Config, exit_code: int, rows_written: int, notes: list[str]) -> None:
-        json_path = getattr(config.option, "benchmark_json", None)
-        written = str(json_path) if json_path and Path(json_path).is_file() else ""
+        path = json_path(getattr(config.option, "benchmark_json", None))
+        written = str(path) if path is not None and path.is_file() else ""
         self.send(
             BuildAnswer(
                 self.build,

@@ -21,6 +21,7 @@ from gpubench.harness.processes.launch import MAX_BUILDS
 from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
 from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
+from gpubench.harness.pytest_plugin.benchmark_json import json_path
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
 from gpubench.harness.core.run_budget import DurationError, parse_duration
 from gpubench.harness.catalog.profiles import ProfileError, check_profile
@@ -67,8 +68,9 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
     writes --benchmark-json only after the whole run."""
     if not collect_only:
         check_results_dir_early(results_dir)
-    if benchmark_json:
-        check_output_file(Path(benchmark_json), "--benchmark-json")
+    path = json_path(benchmark_json)
+    if path is not None:
+        check_output_file(path, "--benchmark-json")
 
 
 def checked_model(option: Callable[[str], Any]) -> ModelSpec | None:

@@ -112,7 +112,31 @@ def fork_problem() -> str:
     if threading.active_count() > 1:
         others = threading.active_count() - 1
         return f"{others} other Python thread(s) run in the fork server: a fork would copy their locks"
+    if forks_lack_cuda():
+        return "torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an import): a forked build could not use CUDA"
     return ""
+
+
+def forks_lack_cuda() -> bool:
+    """Whether a child forked now could initialise CUDA. torch marks every later fork unable to ("Cannot
+    re-initialize CUDA in forked subprocess") as soon as the process asks the CUDA runtime anything —
+    torch.cuda.is_available() included, which imports call (cpp_extension's search for CUDA_HOME) —
+    while torch.cuda.is_initialized() stays False; and only the child can tell. So a child is asked."""
+    import torch
+
+    if not torch.cuda._is_compiled():
+        return False
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # nothing but the answer: no Python-level cleanup in a copy of the server
+        os.write(write_fd, b"1" if torch.cuda._is_in_bad_fork() else b"0")
+        os._exit(0)
+    os.close(write_fd)
+    try:
+        return os.read(read_fd, 1) != b"0"
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
 
 
 def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:

@@ -20,7 +20,6 @@ from typing import Any, ClassVar, Literal
 from collections.abc import Callable
 
 import torch
-import torch.utils.benchmark as tub
 
 from gpubench.harness.measurement.cases import Case
 from gpubench.harness.catalog.selfcheck import SPEC
@@ -70,7 +69,7 @@ def harness_window_s(fn: Callable[[], Any], calls: int, clock: Clock) -> float:
     return (clock() - start) / calls
 
 
-def torch_benchmark_window_s(timer: tub.Timer, calls: int) -> float:
+def torch_benchmark_window_s(timer: Any, calls: int) -> float:
     """torch.utils.benchmark.Timer at the harness's thread count (its default of 1 would make the
     comparison meaningless on the CPU); it synchronizes CUDA itself."""
     return timer.timeit(calls).median
@@ -78,6 +77,10 @@ def torch_benchmark_window_s(timer: tub.Timer, calls: int) -> float:
 
 def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clock, cuda: bool) -> tuple[list[float], list[float]]:
     """harness/torch.utils.benchmark (and harness/CUDA events) per pair of adjacent windows."""
+    # Imported here, not at the top: torch.utils.benchmark imports cpp_extension, whose search for CUDA_HOME
+    # calls torch.cuda.is_available() — in the fork server that would leave every forked build unable to use CUDA.
+    import torch.utils.benchmark as tub
+
     timer = tub.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     tub_ratios: list[float] = []
     event_ratios: list[float] = []
