@@ -52,7 +52,7 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
 
 def outcome_sections(frame: pd.DataFrame, refused: list[str]) -> list[str]:
     """Recommendations, flagged figures, rows not ok, rows refused and the machines: every report ends with them."""
-    advice = tables.recommendations(frame)
+    advice = tables.recommendations(frame[~is_smoke(frame)])  # no advice from the suite's own test sizes
     parts = [
         section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))
     ]
@@ -90,6 +90,12 @@ def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base:
     return [text for _, text in sorted(parts, key=lambda part: part[0])]
 
 
+def is_smoke(frame: pd.DataFrame) -> pd.Series:
+    """Rows of the smoke profile: the suite's own test, at sizes no figure of which is comparable."""
+    profile = frame["profile"] if "profile" in frame else pd.Series("", index=frame.index)
+    return profile.astype(str).eq("smoke")
+
+
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
                   energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None,
                   telemetry: dict[str, dict[str, float]] | None = None) -> str:
@@ -97,11 +103,20 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     cases = per_case(frame)
+    smoke = is_smoke(frame)
+    notes = ([f"{int(smoke.sum())} smoke-profile row(s) test the suite at tiny sizes: they appear in the workload tables only, "
+              "never in the summary or against a reference (figures not for comparison)"] if smoke.any() else []) + (notes or [])
     parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
              f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
-             "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes or [])]
-    parts.append(section("Summary", md_table(tables.summary(frame, cases, base, energy_notes or {}), index=True)))
-    parts += [health.render(frame, cases, telemetry), history.render(frame, out)]  # is each box healthy; each machine over time
+             "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes)]
+    measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
+    if measured.empty:
+        parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick or full profile for one."))
+    else:
+        measured_cases = per_case(measured)
+        parts.append(section("Summary", md_table(tables.summary(measured, measured_cases, base, energy_notes or {}), index=True)))
+        parts.append(health.render(measured, measured_cases, telemetry))  # is each box healthy
+    parts.append(history.render(frame, out))  # each machine over time
     parts += workload_sections(frame, cases, out, base)
     parts.append(profiler_section(frame, top_ops or {}))
     parts += outcome_sections(frame, refused or [])

@@ -6,9 +6,11 @@ everything it measured in two files. `scripts/gpu-check` runs this with unbuffer
     scripts/gpu-check --dry-run OUT         # on any machine: every step on cpu, CUDA-only ones skipped with the reason
 
 Every step runs under coreutils `timeout` (its whole process group), capped by what is left of
-the budget (GPU_CHECK_BUDGET_S, default 600 s, counted from the start); a failed or timed-out step
-is recorded and the next one still runs. Everything is written into OUT/gpu-check/ as it goes and
-packed at the end into OUT/gpu-check.tar.gz beside OUT/gpu-check.log (the whole log); the folder
+the budget (GPU_CHECK_BUDGET_S, default 570 s, counted from the start); a failed or timed-out step
+is recorded and the next one still runs. Every `gpubench run` step runs under its own --budget, which
+ends it with its rows written, half a minute before its timeout. Everything is written into
+OUT/gpu-check/ as it goes and packed into OUT/gpu-check.tar.gz after every step (a check cut off keeps
+what it measured), beside OUT/gpu-check.log (the whole log); the folder
 is removed after packing (--keep keeps it). The report is not built here: unpack the tar
 elsewhere and run `gpubench report gpu-check/results --out report/`.
 
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGET_S = float(os.environ.get("GPU_CHECK_BUDGET_S", "600"))
+BUDGET_S = float(os.environ.get("GPU_CHECK_BUDGET_S", "570"))  # a rented machine's 10-minute command, its start and copies aside
 PACKING_RESERVE_S = 15.0  # kept back from the steps' budget for the summary and the tar
 KILL_AFTER_S = 10  # a step that ignores SIGTERM is killed this long after its timeout
 FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -97,32 +99,59 @@ def selection(base: str | None) -> list[str]:
     return ["-k", " and ".join(parts)] if parts else []
 
 
+START_MARGIN_S = 30  # a gpubench step's own start (interpreter, torch, CUDA context) and end, beyond its --budget
+
+# What each measuring step selects (-k), by the bench modules' names. The headline figures a GPU is
+# rented for: matmul per dtype, DRAM bandwidth, the clock's self-check, host<->device copies pinned and
+# pageable (the guide's transfers), and GPT-2 small's eager training step (its MFU); the compiled one
+# has a step of its own, after the required ones, for its cold compile.
+HEADLINE = "bench_matmul or bench_elementwise or bench_selfcheck or bench_transfer or (bench_transformer and gpt2 and not compile)"
+EPOCH = "bench_mnist_epoch or bench_time_to_accuracy"
+ATTENTION = "bench_attention and bf16"  # every backend, causal or not, at the quick profile's lengths 1k, 4k and 16k
+COMPILED = "compile or reduce-overhead"
+
+
 def run_args(check: Check, profile: str, run_id: str, data: list[str], *extra: str) -> list[str]:
     profile = "smoke" if check.dry_run else profile  # a dry run exercises the steps, not the machine
     return gpubench("run", "--device", check.device, "--profile", profile, "--results-dir", str(check.work / "results"),
                     "--run-id", run_id, "--no-report", *data, *extra)
 
 
+def run_step(check: Check, data: list[str], name: str, what: str, profile: str, budget_s: int, *args: str,
+             cuda_only: bool = False, optional: bool = False) -> Step:
+    """A `gpubench run` step under `--budget budget_s`, timed out START_MARGIN_S later: the run's own budget
+    ends it with its rows written and each case's reason, the timeout only if the run itself hangs."""
+    timeout_s = budget_s + START_MARGIN_S
+    return Step(name, run_args(check, profile, name, data, "--budget", f"{budget_s}s", *args), timeout_s, what,
+                cuda_only=cuda_only, min_left_s=timeout_s if optional else 0.0)
+
+
 def steps(check: Check, data: list[str]) -> list[Step]:
-    """The check, cheapest and most telling first. Timeouts are estimates plus a margin: see README."""
+    """The check, cheapest and most telling first; the optional steps last, each run only when its whole
+    timeout is left. The required ones fit the window: tests/test_gpu_check.py checks it."""
     nvml = [sys.executable, str(Path(__file__).resolve()), "--nvml-probe"]
     cuda_tests = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_cuda.py"), "-q", "-rs", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    one_build = ["--builds", "1"]
+    ab_args = ["--profile", "smoke", "--pairs", "3"] if check.dry_run else ["--pairs", "4"]
     return [
-        Step("nvml-probe", nvml, 30, "own PID among compute processes, power average vs instantaneous, energy counter, throttle reasons",
+        Step("nvml-probe", nvml, 20, "own PID among compute processes, power average vs instantaneous, energy counter, throttle reasons",
              cuda_only=True),
-        Step("cuda-tests", cuda_tests, 45, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned copies, NVML energy"),
+        Step("cuda-tests", cuda_tests, 40, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned copies, NVML energy"),
         Step("env", gpubench("env", "--device", check.device), 15, "gpubench env: the fingerprint"),
-        Step("smoke", run_args(check, "smoke", "smoke", data, "-m", "not distributed", *selection(None)), 180,
-             "every workload once but DDP: transfers, tf32, selfcheck, GradScaler, bf16 + channels_last, time to accuracy, energy"),
-        Step("quick-headline", run_args(check, "quick", "quick", data, "--builds", "1",
-                                        *selection("bench_matmul or bench_elementwise or bench_selfcheck or compile")), 150,
-             "the quick profile's headline figures: matmul, elementwise (DRAM tier from L2), selfcheck, compile"),
-        Step("ddp", run_args(check, "smoke", "ddp", data, "-m", "distributed", *selection(None)), 90, "DDP and DataParallel, alone"),
-        Step("cuda-graphs", run_args(check, "full", "graphs", data, "--builds", "1", *selection("reduce-overhead")), 120,
-             "CUDA graphs: torch.compile mode reduce-overhead from the full profile", cuda_only=True, min_left_s=60),
-        Step("ab", gpubench("ab", "--device", check.device, *(["--profile", "smoke", "--pairs", "3"] if check.dry_run else ["--pairs", "4"]),
-                            "--results-dir", str(check.work / "ab"), *selection("matmul or elementwise or conv2d")), 180,
-             "a paired A/A session: unchanged code against itself", min_left_s=120),
+        run_step(check, data, "smoke", "every workload but DDP once, at GPU sizes: each one's CUDA path runs", "smoke", 70,
+                 "-m", "not distributed", *selection(None)),
+        run_step(check, data, "headline", "matmul per dtype, DRAM bandwidth, selfcheck, transfers pinned/pageable, GPT-2 small's MFU",
+                 "quick", 80, *one_build, *selection(HEADLINE)),
+        run_step(check, data, "epoch", "the MNIST epoch (template, preloaded, raced settings, DataLoader workers) and time to accuracy",
+                 "quick", 75, *selection(EPOCH)),
+        run_step(check, data, "attention", "scaled_dot_product_attention per backend in bf16 at 1k, 4k and 16k tokens",
+                 "quick", 45, *one_build, *selection(ATTENTION)),
+        run_step(check, data, "ddp", "DDP, DataParallel and the collectives, alone (a hung launch ends with its share, its rank named)",
+                 "smoke", 60, "-m", "distributed", *selection(None)),
+        run_step(check, data, "compiled", "torch.compile: GPT-2 small, the epoch, CUDA graphs (reduce-overhead)", "full", 90, *one_build,
+                 *selection(COMPILED), cuda_only=True, optional=True),
+        Step("ab", gpubench("ab", "--device", check.device, *ab_args, "--results-dir", str(check.work / "ab"),
+                            *selection("matmul or elementwise or conv2d")), 180, "a paired A/A session: unchanged code against itself", min_left_s=180),
     ]
 
 
@@ -137,7 +166,7 @@ def skip_reason(check: Check, step: Step) -> str | None:
     return None
 
 
-def run_step(check: Check, number: int, step: Step) -> Outcome:
+def run_one(check: Check, number: int, step: Step) -> Outcome:
     """The step under `timeout` in its own process group, its output streamed to the terminal,
     the log and its own file."""
     reason = skip_reason(check, step)
@@ -207,8 +236,10 @@ def pack(check: Check, keep: bool) -> Path:
     """OUT/gpu-check.tar.gz of the work folder (the log copied in first); the folder goes unless kept."""
     shutil.copyfile(check.out / "gpu-check.log", check.work / "gpu-check.log")
     tar_path = check.out / "gpu-check.tar.gz"
-    with tarfile.open(tar_path, "w:gz") as tar:
+    partial = tar_path.with_name(tar_path.name + ".partial")  # renamed into place: a pack cut off leaves the last whole one
+    with tarfile.open(partial, "w:gz") as tar:
         tar.add(check.work, arcname=check.work.name)
+    os.replace(partial, tar_path)
     if not keep:
         shutil.rmtree(check.work)
     return tar_path
@@ -288,7 +319,8 @@ def run_check(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="gpu-check-data-") as data_root:
             data = prepare_data(check, args.fashion_dir, Path(data_root))
             for number, step in enumerate(steps(check, data)):
-                check.outcomes.append(run_step(check, number, step))
+                check.outcomes.append(run_one(check, number, step))
+                pack(check, keep=True)  # what is measured so far, should the whole check be cut off
         table = summary(check)
         (work / "summary.txt").write_text(table + "\n", encoding="utf-8")
         check.say("\n=== summary\n" + table)

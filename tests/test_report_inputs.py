@@ -292,3 +292,33 @@ def test_the_committed_example_report_is_what_this_code_writes(tmp_path):
     reports/examples/*.csv --out reports/examples/report --baseline vm`."""
     written = build_report(sorted(EXAMPLES.glob("*.csv")), tmp_path / "report", "vm").read_text(encoding="utf-8")
     assert written == (EXAMPLES / "report" / "report.md").read_text(encoding="utf-8")
+
+
+def as_profile(src: Path, dst: Path, profile: str) -> Path:
+    with open(src, newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))
+    for row in rows:
+        row[header.index("profile")] = profile
+    with open(dst, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    return dst
+
+
+def section_text(report: str, title: str) -> str:
+    return report.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_smoke_rows_never_meet_a_reference_nor_the_summary(tmp_path):
+    """Like with like: the smoke profile's 2,048-image epoch once stood in the summary as the H200's epoch and
+    against the full epoch's reference ('ratio 9.47, ok'). Its rows stay in the workload tables only."""
+    smoke = as_profile(H200, tmp_path / "h200-smoke.csv", "smoke")
+    text = build_report([CPU, smoke], tmp_path / "mixed", baseline=None).read_text(encoding="utf-8")
+    assert "smoke-profile row(s) test the suite at tiny sizes" in text
+    assert "H200" not in section_text(text, "Summary") and "H200" not in section_text(text, "Recommendations")
+    assert "## Health against references" not in text  # the CPU has no reference; the H200's smoke rows meet none
+    assert "H200" in section_text(text, "Matmul")  # still shown where its workload is
+    alone = build_report([smoke], tmp_path / "alone", baseline=None).read_text(encoding="utf-8")
+    assert "Smoke-profile rows only: nothing here is a figure to compare" in section_text(alone, "Summary")
+    assert "## Health against references" not in alone
+    quick = build_report([CPU, H200], tmp_path / "quick", baseline=None).read_text(encoding="utf-8")
+    assert "H200" in section_text(quick, "Summary") and "smoke-profile" not in quick

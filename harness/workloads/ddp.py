@@ -249,7 +249,8 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
             return found, "scaling baseline: this run's world_size=1 row"
         single = replace(case, world_size=1)
         single_json = workdir / "single.json"
-        report = launch(torchrun_command(single, device, data, max_steps, single_json, collective_s), single_json, timeout_s, stall_s)
+        report = budgeted_launch(torchrun_command(single, device, data, max_steps, single_json, collective_s), single_json, timeout_s, stall_s,
+                                 ctx.share)  # under a run budget it ends with the case's share, as the case's own launch does
         return report["samples"] / report["train_s"], "scaling baseline: one process measured for this case (no world_size=1 row in this run)"
 
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
