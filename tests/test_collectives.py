@@ -29,7 +29,7 @@ from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads import collectives, collectives_worker
 from gpubench.harness.workloads.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
-from gpubench.harness.workloads.collectives import CollectiveCase, WrongResult
+from gpubench.harness.workloads.collectives import MEMORY_PER_SIZE, CollectiveCase, WrongResult
 from gpubench.reports.tables import declared_summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -342,3 +342,20 @@ def test_nccl_ranks_time_and_check_every_collective(tmp_path) -> None:
     context = ctx("cuda", "smoke", nproc=2)
     rows = [run_case(case, collectives.WORKLOAD, context, {}, None) for case in collectives.cases(context)]
     assert {row["status"] for row in rows} == {"ok"} and all(row["busbw_gbps"] > 0 for row in rows)
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+def test_a_ranks_check_holds_no_more_than_the_memory_the_skip_counts(name):
+    """memory_skip refuses a size whose MEMORY_PER_SIZE multiple does not fit the GPU: the check's own
+    buffers (inputs, result, expected result, their temporaries, the comparison) must fit that multiple."""
+    from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
+
+    size = 16 * 2**20
+    collective, ranks = COLLECTIVES[name], Ranks(1, 2)
+    count = elements(name, size, ranks.world_size)
+
+    def check_buffers():
+        buffers = collective.make(count, ranks, CPU)
+        mismatch(buffers.result, collective.expected(count, ranks, CPU))
+
+    assert cpu_peak_bytes(check_buffers) <= MEMORY_PER_SIZE * size

@@ -168,22 +168,26 @@ def test_a_run_is_planned_from_its_start_when_no_deadline_is_given():
     assert plan.deadline_s <= plan.now() + 60.0
 
 
-def test_history_is_the_newest_row_of_this_machine_and_device(tmp_path):
+def test_history_is_the_newest_row_of_this_machine_device_and_profile(tmp_path):
     # the newer run's file written first: the rows' times decide, not the order files are found in
     runs = [("new", "2026-11-02", "m1", "ok", "", 3.0, 0.5), ("old", "2026-11-01", "m1", "ok", "", 9.0, 0.5),
             ("other", "2026-11-03", "m2", "ok", "", 7.0, 0.5),
             # skipped for the budget before its first call: no news of its cost
-            ("newest", "2026-11-04", "m1", "skipped", "over budget: its share is 0.1 s", 0.001, None)]
+            ("newest", "2026-11-04", "m1", "skipped", "over budget: its share is 0.1 s", 0.001, None),
+            # the same case id at the smoke profile's size: no news of its quick cost
+            ("smoke", "2026-11-05", "m1", "ok", "", 0.2, 0.01)]
     for run_id, day, machine, status, reason, build_s, first_call_s in runs:
         writer = ResultsWriter(tmp_path, run_id)
         writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": f"{day}T10:00:00+00:00",
                        "machine_id": machine, "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
                        "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": status,
-                       "reason": reason, "build_s": build_s, "first_call_s": first_call_s})
+                       "reason": reason, "build_s": build_s, "first_call_s": first_call_s,
+                       "profile": "smoke" if run_id == "smoke" else "quick"})
         writer.close()
     (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
-    assert case_costs(tmp_path, "m1", "cpu") == {"matmul/fp32-n64": CaseCost(3.0, 0.5)}
-    assert case_costs(tmp_path, "m1", "cuda:0") == {}
+    assert case_costs(tmp_path, "m1", "cpu", "quick") == {"matmul/fp32-n64": CaseCost(3.0, 0.5)}
+    assert case_costs(tmp_path, "m1", "cpu", "smoke") == {"matmul/fp32-n64": CaseCost(0.2, 0.01)}
+    assert case_costs(tmp_path, "m1", "cuda:0", "quick") == {}
 
 
 def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):

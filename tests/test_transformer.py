@@ -141,6 +141,28 @@ def test_torchs_warnings_say_why_a_backend_refused(monkeypatch: pytest.MonkeyPat
         "last dimension; Flash attention does not support fp32 inputs")
 
 
+def test_the_backend_probe_passes_what_the_model_passes_and_waits_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model hands sdpa strided views of one qkv projection; a kernel that takes contiguous tensors may
+    refuse those, and a kernel that fails on the device raises only at a synchronize."""
+    seen, synced = [], []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, **kwargs):
+        seen.append((q.shape, q.stride(), k.data_ptr() != q.data_ptr(), q.is_contiguous()))
+        return real(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    monkeypatch.setattr(transformer.devices, "synchronize", lambda device: synced.append(device))
+    case = base_case("tiny", "fp32", "math")
+    assert transformer.backend_skip_reason(case, CPU) is None
+    probe_shape, probe_stride, distinct, contiguous = seen[0]
+    assert not contiguous and distinct and synced == [CPU]
+    config = case.config
+    width = config.n_head * config.head_dim
+    assert tuple(probe_shape) == (1, config.n_head, config.seq_len, config.head_dim)
+    assert probe_stride == (config.seq_len * 3 * width, config.head_dim, 3 * width, 1)  # the model's layout
+
+
 def test_a_fused_optimizer_torch_refuses_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     real = torch.optim.AdamW
 

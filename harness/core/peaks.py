@@ -15,8 +15,11 @@ class DevicePeak:
     mem_gbps: float  # device memory bandwidth, GB/s
 
 
-# Ordered: the first name that is a substring of the device name wins (so "H100 PCIe" before "H100").
+# Ordered: the first name that is a substring of the device name wins (so "H100 PCIe" before "H100"). The NVL
+# cards (PCIe, 400 W) are slower than the SXM parts their names begin with: NVIDIA's H200 NVL and H100 NVL sheets.
 PEAKS: tuple[tuple[str, DevicePeak], ...] = (
+    ("H200 NVL", DevicePeak({"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5}, 4800)),
+    ("H100 NVL", DevicePeak({"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5}, 3900)),
     ("H200", DevicePeak({"fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}, 4800)),
     ("H100 PCIe", DevicePeak({"fp32": 51.2, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0}, 2000)),
     ("H100", DevicePeak({"fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4}, 3350)),

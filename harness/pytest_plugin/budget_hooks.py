@@ -22,7 +22,7 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
     if not entries or state.budget_s is None:
         return None
     machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
-    costs = case_costs(state.session.results_dir, machine, str(state.ctx.device))
+    costs = case_costs(state.session.results_dir, machine, str(state.ctx.device), str(state.ctx.profile))
     try:  # a later build's run file: the cases its first build skipped are not planned for
         skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line

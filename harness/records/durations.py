@@ -1,5 +1,6 @@
 """What each case cost this machine before: the build and first-call seconds of its latest row in
-a results folder (same machine_id and device), which a run under --budget plans with (as asv keeps
+a results folder (same machine_id, device and profile: a case id names the same case at every profile,
+but the smoke profile's epoch is 2,048 images), which a run under --budget plans with (as asv keeps
 each benchmark's duration with its results). History is a hint: a file that cannot be read is
 passed over, never an error."""
 
@@ -20,7 +21,7 @@ def _number(value: Any) -> float | None:
     return float(value) if value is not None and isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def case_costs(results_dir: Path, machine_id: str, device: str) -> dict[str, CaseCost]:
+def case_costs(results_dir: Path, machine_id: str, device: str, profile: str) -> dict[str, CaseCost]:
     """case_id -> CaseCost from the newest row of each case that recorded its build_s (a row the
     budget skipped before any call is passed over: its build_s is not the case's cost)."""
     try:
@@ -37,7 +38,8 @@ def case_costs(results_dir: Path, machine_id: str, device: str) -> dict[str, Cas
             continue
         # a case skipped for the budget before its first call says nothing of what it costs
         unmeasured = frame["reason"].fillna("").str.startswith(OVER_BUDGET) & frame["first_call_s"].isna()
-        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device)
+        same_profile = frame["profile"].astype(str) == profile if "profile" in frame.columns else False
+        mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device) & same_profile
                      & frame["build_s"].notna() & ~unmeasured]
         for row in mine[["case_id", "timestamp_utc", "build_s", "first_call_s"]].itertuples(index=False):
             cost = CaseCost(float(row.build_s), _number(row.first_call_s))

@@ -153,16 +153,30 @@ def attention_call(case: AttentionCase, device: torch.device,
     return forward_backward
 
 
+def computes_in(case: AttentionCase) -> str:
+    """The dtype the case's products are computed in: torch's math backend upcasts fp16 and bf16 to fp32
+    unless torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True) was called (torch >= 2.5)."""
+    if case.sdpa_backend == "math" and case.dtype != "fp32" and not torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed():
+        return "fp32"
+    return case.dtype
+
+
 def roofline(case: AttentionCase, ctx: BuildContext) -> Callable[[Measurement], dict[str, Any]]:
-    """The companion: this build's own matmul in the case's dtype, and the case's fraction of it."""
+    """The companion: this build's own matmul in the dtype the case computes in, and the case's fraction of it."""
     def companion(measured: Measurement) -> dict[str, Any]:
-        peak = measured_peak(case.dtype, ctx)
+        dtype = computes_in(case)
+        peak = measured_peak(dtype, ctx)
         pct = 100 * case_tflops(case, measured.stats.median_s) / peak.tflops
         out: dict[str, Any] = {"measured_peak_tflops": peak.tflops, "measured_peak_n": peak.n,
                                "pct_of_measured_peak": pct}
+        notes = []
+        if dtype != case.dtype:
+            notes.append(f"the math backend computes {case.dtype} in fp32 (torch upcasts it): % of the fp32 matmul")
         if pct > 100:
-            out["reason"] = (f"{pct:.0f}% of this build's {case.dtype} matmul (n={peak.n}): the kernel computes faster "
-                             f"than torch.matmul in {case.dtype} here")
+            notes.append(f"{pct:.0f}% of this build's {dtype} matmul (n={peak.n}): the kernel computes faster "
+                         f"than torch.matmul in {dtype} here")
+        if notes:
+            out["reason"] = "; ".join(notes)
         return out
     return companion
 

@@ -30,15 +30,22 @@ class Buffers:
     result: torch.Tensor  # what the collective leaves on this rank (the source itself for in-place calls)
 
 
+def cycle_of_five(start: int, count: int, device: torch.device) -> torch.Tensor:
+    """g % 5 for g in start..start+count, as fp32, made with one int32 index alive beside it (an int64 arange
+    and its remainder would be four times the result: the collectives' memory check counts on this)."""
+    index = torch.arange(start, start + count, device=device, dtype=torch.int32 if start + count < 2**31 else torch.int64)
+    return index.remainder_(5).to(torch.float32)
+
+
 def pattern(rank: int, start: int, count: int, device: torch.device) -> torch.Tensor:
     """Rank r's element g holds r + 1 + g % 5."""
-    return (torch.arange(start, start + count, device=device) % 5 + (rank + 1)).to(torch.float32)
+    return cycle_of_five(start, count, device).add_(rank + 1)
 
 
 def summed(start: int, count: int, world_size: int, device: torch.device) -> torch.Tensor:
     """Elements start.. of the sum of every rank's pattern: n(n+1)/2 + n(g % 5)."""
     n = world_size
-    return ((torch.arange(start, start + count, device=device) % 5) * n + n * (n + 1) // 2).to(torch.float32)
+    return cycle_of_five(start, count, device).mul_(n).add_(n * (n + 1) // 2)
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ def mismatch(result: torch.Tensor, expected: torch.Tensor) -> tuple[int, int, fl
     """One rank's `#wrong`: (elements that differ, the first one's index, its value, the expected
     value); (0, -1, 0, 0) when the result is right. A NaN never equals its expectation."""
     wrong = result != expected
-    count = int(wrong.sum())
+    count = int(torch.count_nonzero(wrong))  # not wrong.sum(): a sum of bools is made in int64, twice the buffer
     if count == 0:
         return 0, -1, 0.0, 0.0
     first = int(torch.argmax(wrong.to(torch.uint8)))

@@ -60,7 +60,8 @@ LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
     ("full", "cuda"): tuple(256 * 4**k for k in range(13)),  # 256 B .. 4 GiB
 }
 # Peak bytes of one rank at a size, in multiples of it: the check's source, result and expected
-# result, and the temporary chunks the expected all_to_all result is joined from.
+# result, the int32 index an expected result is made from, the temporary chunks the expected all_to_all
+# result is joined from, and the comparison's masks (tests/test_collectives.py measures it on the CPU).
 MEMORY_PER_SIZE = 4
 SAMPLES_NOTE = "samples: the slowest rank's seconds per call, per round (ranks start each round at a barrier)"
 ENERGY_NOTE = "energy: not measured for collectives (one launch times every size; other ranks' GPUs unread)"

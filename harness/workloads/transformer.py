@@ -21,6 +21,7 @@ import torch
 from torch.nn.attention import sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
+from gpubench.harness.devices import device as devices
 from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.catalog.transformer import SPEC
 from gpubench.harness.measurement.context import BuildContext
@@ -104,15 +105,21 @@ def cases(ctx: BuildContext) -> list[TransformerCase]:
 
 def backend_skip_reason(case: TransformerCase, device: torch.device) -> str | None:
     """Why this attention backend cannot run the case here, found by trying: one causal call,
-    forward and backward, of the case's head shape and dtype under sdpa_kernel. torch says why a
-    backend refused in its warnings (on CUDA); they join the reason."""
+    forward and backward, of the case's head shape and dtype under sdpa_kernel, on q, k and v laid out
+    as the model passes them (strided views of one qkv projection: a kernel may take contiguous tensors
+    and refuse these), then a synchronize (a kernel that fails on the device says so there). torch
+    says why a backend refused in its warnings (on CUDA); they join the reason."""
     config, dtype = case.config, AMP_DTYPES.get(case.precision, torch.float32)
-    q = torch.randn(1, config.n_head, config.seq_len, config.head_dim, device=device, dtype=dtype, requires_grad=True)
+    width = config.n_head * config.head_dim
+    qkv = torch.randn(1, config.seq_len, 3 * width, device=device, dtype=dtype, requires_grad=True)
+    shape = (1, config.seq_len, config.n_head, config.head_dim)
+    q, k, v = (t.view(shape).transpose(1, 2) for t in qkv.split(width, dim=2))  # as gpt.CausalSelfAttention
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
             with torch.nn.attention.sdpa_kernel(SDPA_BACKENDS[case.sdpa_backend]):
-                torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+            devices.synchronize(device)
         except RuntimeError as error:
             why = [str(w.message).split("\n")[0] for w in seen] or [str(error).split(". ")[0]]
             what = f"sdpa backend {case.sdpa_backend} cannot run {case.precision} attention on {device.type}"
