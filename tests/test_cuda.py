@@ -114,3 +114,13 @@ def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
     assert "gpu_power_w" in missing or 0 < telemetry["gpu_power_w"] < board_max_w
     if missing:  # a field this GPU (or VM) answers NotSupported: a skip with NVML's reason, not a failure on None
         pytest.skip(f"telemetry without {', '.join(missing)}: {sampler.note}")
+
+
+def test_operands_are_drawn_on_the_gpu():
+    """An n=8192 operand drawn on the host took about a second, which a run's budget counted as the case's build."""
+    a, b, _ = matmul.operands(8192, "bf16", GPU)
+    start_s = time.perf_counter()
+    matmul.operands(8192, "bf16", GPU, seed=1)
+    torch.cuda.synchronize()
+    assert time.perf_counter() - start_s < 0.2
+    assert a.device.type == "cuda" and not torch.equal(a, b) and a.dtype == torch.bfloat16

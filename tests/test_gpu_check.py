@@ -51,8 +51,8 @@ def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path)
     assert rows["nvml-probe"][2] == "-" and "needs CUDA" in rows["nvml-probe"][4]
     assert rows["compiled"][2] == "-" and "needs CUDA" in rows["compiled"][4]
     assert rows["ddp"][2] == "-" and "GPU_CHECK_SKIP" in rows["ddp"][4]
-    assert int(rows["smoke"][1]) == 90 and int(rows["cuda-tests"][1]) == 40  # each step's own timeout, shown
-    assert "-m not distributed" in log and "--budget 60s" in log and "GPUBENCH_DOWNLOAD" not in done.stderr
+    assert int(rows["smoke"][1]) == 110 and int(rows["cuda-tests"][1]) == 40  # each step's own timeout, shown
+    assert "-m not distributed" in log and "--budget 80s" in log and "GPUBENCH_DOWNLOAD" not in done.stderr
     with tarfile.open(out / "gpu-check.tar.gz") as tar:
         names = set(tar.getnames())
         csv = tar.extractfile("gpu-check/results/smoke.csv").read().decode()

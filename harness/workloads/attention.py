@@ -134,18 +134,18 @@ def attention_call(case: AttentionCase, device: torch.device,
     """The timed call on fresh random q, k, v of the case's shape: the forward (inputs without
     gradients: no autograd graph), or the forward and the gradients of q, k and v for a fixed
     upstream gradient (returned, never accumulated into .grad)."""
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    gen = devices.seeded_generator(device, 0)
     shape = (case.batch_size, case.heads, case.seq_len, case.head_dim)
     grad = case.op == "fwd_bwd"
     dtype = TORCH_DTYPES[case.dtype]
-    q, k, v = (torch.randn(shape, generator=gen).to(device, dtype).requires_grad_(grad) for _ in range(3))
+    q, k, v = (devices.randn_on(shape, device, dtype, gen).requires_grad_(grad) for _ in range(3))
     backend = BACKENDS[case.sdpa_backend]
     if not grad:
         def forward() -> torch.Tensor:
             with sdpa_kernel(backend):
                 return attend(q, k, v, is_causal=case.causal)
         return forward
-    upstream = torch.randn(shape, generator=gen).to(device, dtype)
+    upstream = devices.randn_on(shape, device, dtype, gen)
 
     def forward_backward() -> tuple[torch.Tensor, ...]:
         with sdpa_kernel(backend):

@@ -13,7 +13,7 @@ import torch
 from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.conv2d import SPEC
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.devices.device import dtype_skip_reason, randn_on, seeded_generator
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.workload import Workload
@@ -64,8 +64,8 @@ def build(case: ConvCase, ctx: BuildContext) -> Timed:
         raise CaseSkipped(reason)
     _, channels, size = SHAPES["cpu" if ctx.device.type == "cpu" else "gpu"]
     memory_format = torch.channels_last if case.channels_last else torch.contiguous_format
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    x = torch.randn(case.batch_size, channels, size, size, generator=gen).to(ctx.device, DTYPES[case.dtype], memory_format=memory_format)
+    x = randn_on((case.batch_size, channels, size, size), ctx.device, DTYPES[case.dtype], seeded_generator(ctx.device, 0))
+    x = x.contiguous(memory_format=memory_format)
     conv = torch.nn.Conv2d(channels, channels, KERNEL, padding=KERNEL // 2, bias=False)
     conv = conv.to(ctx.device, DTYPES[case.dtype], memory_format=memory_format).eval()
     restore = backend_flags(case, ctx.device)

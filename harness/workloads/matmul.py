@@ -11,7 +11,7 @@ import torch
 from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.matmul import SPEC
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.devices.device import dtype_skip_reason, randn_on, seeded_generator
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.stats import SampleStats
@@ -66,9 +66,9 @@ def float32_precision_for(dtype: str) -> str:
 
 def operands(n: int, dtype: str, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random operands (never zeros: they can run faster than real data) and an output buffer."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    a = torch.randn(n, n, generator=gen).to(device=device, dtype=TORCH_DTYPES[dtype])
-    b = torch.randn(n, n, generator=gen).to(device=device, dtype=TORCH_DTYPES[dtype])
+    gen = seeded_generator(device, seed)
+    a = randn_on((n, n), device, TORCH_DTYPES[dtype], gen)
+    b = randn_on((n, n), device, TORCH_DTYPES[dtype], gen)
     return a, b, torch.empty_like(a)
 
 
