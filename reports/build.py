@@ -96,13 +96,20 @@ def is_smoke(frame: pd.DataFrame) -> pd.Series:
     return profile.astype(str).eq("smoke")
 
 
+def shadowed_smoke(frame: pd.DataFrame) -> pd.Series:
+    """Smoke rows of a case the same machine also measured at a real profile: a workload table folds a
+    case's rows into one median, and a 2,048-image smoke epoch is not one of the full epoch's builds."""
+    smoke = is_smoke(frame)
+    measured = set(zip(frame.loc[~smoke, "machine"], frame.loc[~smoke, "case_id"]))
+    return smoke & pd.Series([key in measured for key in zip(frame["machine"], frame["case_id"])], index=frame.index)
+
+
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
                   energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None,
                   telemetry: dict[str, dict[str, float]] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. The summary comes first;
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
-    cases = per_case(frame)
     smoke = is_smoke(frame)
     notes = ([f"{int(smoke.sum())} smoke-profile row(s) test the suite at tiny sizes: they appear in the workload tables only, "
               "never in the summary or against a reference (figures not for comparison)"] if smoke.any() else []) + (notes or [])
@@ -116,8 +123,9 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         measured_cases = per_case(measured)
         parts.append(section("Summary", md_table(tables.summary(measured, measured_cases, base, energy_notes or {}), index=True)))
         parts.append(health.render(measured, measured_cases, telemetry))  # is each box healthy
-    parts.append(history.render(frame, out))  # each machine over time
-    parts += workload_sections(frame, cases, out, base)
+    parts.append(history.render(measured, out) if not measured.empty else "")  # each machine over time, like with like
+    shown = frame[~shadowed_smoke(frame)]
+    parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))
     parts += outcome_sections(frame, refused or [])
     return "\n\n".join(p for p in parts if p) + "\n"

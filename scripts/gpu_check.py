@@ -103,13 +103,14 @@ START_MARGIN_S = 30  # a gpubench step's own start (interpreter, torch, CUDA con
 
 # What each measuring step selects (-k), by the bench modules' names. The headline figures a GPU is
 # rented for: matmul per dtype, DRAM bandwidth, the clock's self-check, host<->device copies pinned and
-# pageable (the guide's transfers), and GPT-2 small's eager training step in bf16 with flash attention and
-# the fused optimizer (its MFU); the compiled one has a step of its own, after the required ones, for its
-# cold compile (about 30 s on an H200, which no share of a short budget holds).
-HEADLINE = "bench_matmul or bench_elementwise or bench_selfcheck or bench_transfer or gpt2-125m-bf16-flash-adamw-fused"
+# pageable (the guide's transfers); then GPT-2 small's eager training step in bf16 with flash attention and
+# the fused optimizer (its MFU) alone; the compiled one has a step of its own, after the required ones, for
+# its cold compile (about 30 s on an H200, which no share of a short budget holds).
+HEADLINE = "bench_matmul or bench_elementwise or bench_selfcheck or bench_transfer"
+GPT2_MFU = "bench_transformer and gpt2-125m-bf16-flash-adamw-fused"  # a step of its own: its build (~7 s) fits no share of many
 EPOCH = "bench_mnist_epoch or bench_time_to_accuracy"
 ATTENTION = "bench_attention and bf16"  # every backend, causal or not, at the quick profile's lengths 1k, 4k and 16k
-COMPILED = "compile or reduce-overhead"
+COMPILED = "(compile and not max-autotune) or reduce-overhead"  # a cold max-autotune takes minutes, and no budget stops a compile
 
 
 def run_args(check: Check, profile: str, run_id: str, data: list[str], *extra: str) -> list[str]:
@@ -135,20 +136,22 @@ def steps(check: Check, data: list[str]) -> list[Step]:
     one_build = ["--builds", "1"]
     ab_args = ["--profile", "smoke", "--pairs", "3"] if check.dry_run else ["--pairs", "4"]
     return [
-        Step("nvml-probe", nvml, 20, "own PID among compute processes, power average vs instantaneous, energy counter, throttle reasons",
+        Step("nvml-probe", nvml, 15, "own PID among compute processes, power average vs instantaneous, energy counter, throttle reasons",
              cuda_only=True),
-        Step("cuda-tests", cuda_tests, 40, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned copies, NVML energy"),
-        Step("env", gpubench("env", "--device", check.device), 15, "gpubench env: the fingerprint"),
+        Step("cuda-tests", cuda_tests, 30, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned copies, NVML energy"),
+        Step("env", gpubench("env", "--device", check.device), 10, "gpubench env: the fingerprint"),
         run_step(check, data, "smoke", "every workload but DDP once, at GPU sizes: each one's CUDA path runs", "smoke", 80,
                  "-m", "not distributed", *selection(None)),
-        run_step(check, data, "headline", "matmul per dtype, DRAM bandwidth, selfcheck, transfers pinned/pageable, GPT-2 small's MFU",
-                 "quick", 80, *one_build, *selection(HEADLINE)),
+        run_step(check, data, "headline", "matmul per dtype, DRAM bandwidth, selfcheck, transfers pinned/pageable",
+                 "quick", 70, *one_build, *selection(HEADLINE)),
+        run_step(check, data, "transformer", "GPT-2 small's eager training step (bf16, flash attention, fused AdamW): tokens/s and MFU",
+                 "quick", 40, *one_build, *selection(GPT2_MFU)),
         run_step(check, data, "epoch", "the MNIST epoch (template, preloaded, raced settings, DataLoader workers) and time to accuracy",
                  "quick", 100, *one_build, *selection(EPOCH)),
         run_step(check, data, "attention", "scaled_dot_product_attention per backend in bf16 at 1k, 4k and 16k tokens",
                  "quick", 35, *one_build, *selection(ATTENTION)),
         run_step(check, data, "ddp", "DDP, DataParallel and the collectives, alone (a hung launch ends with its share, its rank named)",
-                 "smoke", 50, "-m", "distributed", *selection(None)),
+                 "smoke", 50, "-m", "distributed", *selection(None), optional=True),
         run_step(check, data, "compiled", "torch.compile: GPT-2 small, the epoch, CUDA graphs (reduce-overhead)", "full", 150, *one_build,
                  *selection(COMPILED), cuda_only=True, optional=True),
         Step("ab", gpubench("ab", "--device", check.device, *ab_args, "--results-dir", str(check.work / "ab"),

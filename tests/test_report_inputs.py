@@ -79,7 +79,7 @@ def test_schema_1_epochs_compare_like_for_like_with_current_ones():
     from gpubench.reports.load import load_results
     from gpubench.reports.tables import baseline_machine, speedups
 
-    frame = load_results([EXAMPLES])
+    frame = load_results(sorted(EXAMPLES.glob("*.csv")))  # the example report's runs
     frame = frame[~frame["source_file"].astype(str).str.contains("SYNTHETIC")]  # the measured runs only
     v1 = frame[(frame["workload"] == "mnist_epoch") & (frame["device"] == "cuda:0")]
     assert len(v1) == 7 and (v1["median_s"] == v1["step_s"]).all() and (v1["median_s"] < 0.05).all()
@@ -223,7 +223,7 @@ def test_a_store_read_twice_names_each_refused_row_once(tmp_path, monkeypatch):
 
 def test_the_committed_examples_hold_nothing_impossible():
     refused: list[str] = []
-    assert len(load_results([EXAMPLES], refused)) == 295 and refused == []
+    assert len(load_results([EXAMPLES], refused)) == 295 + 222 and refused == []  # the example report's runs, and the H200 GPU check's
 
 
 @pytest.mark.parametrize("tail", ["\n", "  \n", "\n  ", "\r\n\t\r\n", " "])
@@ -299,6 +299,9 @@ def as_profile(src: Path, dst: Path, profile: str) -> Path:
         header, *rows = list(csv.reader(handle))
     for row in rows:
         row[header.index("profile")] = profile
+        row[header.index("run_id")] += f"-{profile}"  # another run, not a copy of the same one
+        if profile == "smoke" and row[header.index("median_s")]:  # smoke sizes: far faster than the real case
+            row[header.index("median_s")] = str(float(row[header.index("median_s")]) / 10)
     with open(dst, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows([header, *rows])
     return dst
@@ -315,8 +318,12 @@ def test_smoke_rows_never_meet_a_reference_nor_the_summary(tmp_path):
     text = build_report([CPU, smoke], tmp_path / "mixed", baseline=None).read_text(encoding="utf-8")
     assert "smoke-profile row(s) test the suite at tiny sizes" in text
     assert "H200" not in section_text(text, "Summary") and "H200" not in section_text(text, "Recommendations")
+    assert "## History" not in text or "H200" not in section_text(text, "History")  # a smoke run is no point in a machine's history
     assert "## Health against references" not in text  # the CPU has no reference; the H200's smoke rows meet none
     assert "H200" in section_text(text, "Matmul")  # still shown where its workload is
+    both = build_report([H200, as_profile(H200, tmp_path / "h200-smoke.csv", "smoke")], tmp_path / "both", baseline=None)
+    assert section_text(both.read_text(encoding="utf-8"), "Matmul") == section_text(
+        build_report([H200], tmp_path / "quick-only", baseline=None).read_text(encoding="utf-8"), "Matmul")  # no smoke row folded into a median
     alone = build_report([smoke], tmp_path / "alone", baseline=None).read_text(encoding="utf-8")
     assert "Smoke-profile rows only: nothing here is a figure to compare" in section_text(alone, "Summary")
     assert "## Health against references" not in alone
