@@ -147,14 +147,27 @@ def observed_run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResul
     return result, observer
 
 
-def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed):
-    installed.makeconftest(PLAIN_CONFTEST)
-    installed.makepyfile(test_plain=PLAIN_TESTS)
-    without, plain = observed_run(installed, "-p", "no:gpubench")
+# A user's own fixture by the plugin's fixture name: theirs, and the plugin stays off.
+OWN_GPUBENCH_FIXTURE = """
+import pytest
+
+
+@pytest.fixture
+def gpubench():
+    return "the user's"
+"""
+
+
+@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark", "without-pytest-benchmark"])
+@pytest.mark.parametrize("own_fixture", [False, True], ids=["plain", "own-gpubench-fixture"])
+def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed, others, own_fixture):
+    installed.makeconftest(PLAIN_CONFTEST + (OWN_GPUBENCH_FIXTURE if own_fixture else ""))
+    installed.makepyfile(test_plain=PLAIN_TESTS + ("\n\ndef test_own(gpubench):\n    assert gpubench == \"the user's\"\n" if own_fixture else ""))
+    without, plain = observed_run(installed, "-p", "no:gpubench", *others)
     before = sorted(p.relative_to(installed.path) for p in installed.path.rglob("*"))  # pytest-benchmark's .benchmarks/ too
-    used, loaded = observed_run(installed)
+    used, loaded = observed_run(installed, *others)
     assert loaded.plugin_loaded and not plain.plugin_loaded  # the comparison is between the two
-    assert used.parseoutcomes() == without.parseoutcomes() == {"passed": 3, "failed": 1, "skipped": 1}
+    assert used.parseoutcomes() == without.parseoutcomes() == {"passed": 3 + own_fixture, "failed": 1, "skipped": 1}
     assert loaded.options == plain.options  # no option changed (--benchmark-timer included)
     assert (loaded.order, loaded.markers, loaded.handlers) == (plain.order, plain.markers, plain.handlers)
     assert not [line for line in used.outlines if "gpubench" in line and not line.startswith("plugins:")]

@@ -134,8 +134,17 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
     return state
 
 
+PLUGIN_MODULE = "gpubench.harness.pytest_plugin.plugin"
+
+
 def uses_gpubench(item: pytest.Item) -> bool:
-    return "gpubench" in getattr(item, "fixturenames", ())
+    """Whether the test asks for this plugin's `gpubench` fixture: a fixture of the user's own by that name
+    (in their conftest) overrides ours for the test, and switches nothing on."""
+    if "gpubench" not in getattr(item, "fixturenames", ()):
+        return False
+    info = getattr(item, "_fixtureinfo", None)
+    chosen = info.name2fixturedefs.get("gpubench", ()) if info is not None else ()
+    return bool(chosen) and getattr(chosen[-1].func, "__module__", "") == PLUGIN_MODULE  # the closest definition wins
 
 
 def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | None:

@@ -362,6 +362,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: unknown, and fine, where it is not loaded
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """pytest-benchmark's saved runs carry the device fingerprint, so they can be told apart by GPU."""
     state = config.stash.get(STATE, None)
@@ -371,6 +372,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         machine_info["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: unknown, and fine, where it is not loaded
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
     """Serializable params: the case's settings instead of 'UNSERIALIZABLE[MatmulCase(...)]'."""
     if config.stash.get(STATE, None) is None:
