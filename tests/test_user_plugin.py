@@ -277,3 +277,37 @@ def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--tests", str(user / "nothere.py")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 4 and "--tests" in missing.stderr and "no such file or folder" in missing.stderr
+
+
+# A user's suite that declares --device and --profile for itself, as many ML suites do.
+OWN_OPTIONS_CONFTEST = '''
+def pytest_addoption(parser):
+    parser.addoption("--device", default="their-device")
+    parser.addoption("--profile", default="their-profile")
+'''
+
+OWN_OPTIONS_TEST = '''
+def test_mine(gpubench, request):
+    assert (request.config.getoption("--device"), request.config.getoption("--profile")) == ("their-device", "their-profile")
+    assert gpubench.device.type == "cpu"  # gpubench's own --device reached the run under its own name
+    gpubench.measure(lambda: sum(range(1000)), name="mine/sum")
+'''
+
+
+@pytest.mark.process  # gpubench run starts the builds as processes
+def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own_values(tmp_path):
+    import subprocess
+    import sys
+
+    from gpubench.harness.records.results import read_rows
+
+    user = tmp_path / "myrepo"
+    user.mkdir()
+    (user / "conftest.py").write_text(OWN_OPTIONS_CONFTEST)
+    (user / "test_mine.py").write_text(OWN_OPTIONS_TEST)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                             "--tests", str(user), "--results-dir", str(out), "--run-id", "own", "--no-report"],
+                            capture_output=True, text=True, timeout=300, cwd=user)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert [(row["case_id"], row["status"], row["profile"]) for row in read_rows(out / "own.csv")] == [("mine/sum", "ok", "smoke")]

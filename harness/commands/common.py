@@ -15,6 +15,7 @@ BENCHES = SUITE_ROOT / "benches"
 USER_TEST_FILES = "bench_*.py test_*.py *_test.py"
 SUITE_CONFIG = BENCHES / "suite.ini"
 SUITE_PLUGIN = "gpubench.harness.pytest_plugin.suite"
+OWN_TESTS_PLUGIN = "gpubench.harness.pytest_plugin.own_tests"  # the same, leaving --device and --profile to the user's conftest
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> int:
@@ -34,7 +35,8 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     # the user's own test files are named test_*.py: their folders are searched for those too
     own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []
     return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
-            f"--config-file={SUITE_CONFIG}", *own, "-p", SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
+            f"--config-file={SUITE_CONFIG}", *own, "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider",
+            *to_pytest_argv(args)]
 
 
 def tests_problem(args: argparse.Namespace) -> str | None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 STATE = pytest.StashKey["RunState"]()
 ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
-ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE = (f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite"))
+ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE, OWN_TESTS_MODULE = (f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests"))
 TIMER = "gpubench.harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
 # `gpubench run` starts one pytest process per build and names the build here, and the pipe its
 # first process reports the selection's build count on.
@@ -66,14 +66,16 @@ def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
 
 def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """Every option in its namespaced form (`--gpubench-profile`), which cannot collide with another
-    plugin's or a conftest's; loaded by name (not through the entry point), the suite's short form
-    (`--profile`) too, unless another plugin already took it."""
+    plugin's or a conftest's; loaded by name (not through the entry point, nor for the user's own tests,
+    whose conftest may declare `--device` itself), the suite's short form (`--profile`) too, unless
+    another plugin already took it."""
     note_run_began()  # once per pytest configuration, as early as a plugin can: the run's clock starts here
     group = parser.getgroup("gpubench")
-    by_entry_point = any(getattr(plugin, "__name__", None) == ENTRY_MODULE for plugin in pluginmanager.get_plugins())
-    taken = set() if by_entry_point else taken_flags(pluginmanager)
+    loaded = {getattr(plugin, "__name__", None) for plugin in pluginmanager.get_plugins()}
+    namespaced_only = ENTRY_MODULE in loaded or OWN_TESTS_MODULE in loaded
+    taken = set() if namespaced_only else taken_flags(pluginmanager)
     for option in RUN_OPTIONS:
-        short = [] if by_entry_point or option.flag in taken else [option.flag]
+        short = [] if namespaced_only or option.flag in taken else [option.flag]
         group.addoption(option.namespaced, *short, **option.kwargs(dest=option.pytest_dest))
     for flag, kwargs in INTERNAL:
         group.addoption(flag, **kwargs)
@@ -96,7 +98,7 @@ def is_suite(config: pytest.Config) -> bool:
     """Loaded as the suite's plugin: through gpubench.harness.pytest_plugin.suite, or by its module name
     before (or without) the entry point (pluggy lists plugins in the order they registered)."""
     names = [name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None]
-    if SUITE_MODULE in names or ENTRY_NAME not in names:
+    if SUITE_MODULE in names or OWN_TESTS_MODULE in names or ENTRY_NAME not in names:
         return True
     return PLUGIN_MODULE in names and names.index(PLUGIN_MODULE) < names.index(ENTRY_NAME)
 
@@ -132,9 +134,6 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
         config.option.benchmark_timer = TIMER
     config.stash[STATE] = state
     return state
-
-
-PLUGIN_MODULE = "gpubench.harness.pytest_plugin.plugin"
 
 
 def uses_gpubench(item: pytest.Item) -> bool:
