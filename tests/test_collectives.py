@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from fakes import SteppingClock
 
+from runs import summary_as_quick
 from gpubench.harness.catalog import spec_for
 from gpubench.harness.catalog.collectives import algbw_gbps, bus_factor, busbw_gbps, elements
 from gpubench.harness.measurement.context import BuildContext
@@ -329,9 +330,10 @@ def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     assert len(rows) == 12 and {r["status"] for r in rows} == {"ok"} and {r["wrong_elements"] for r in rows} == {"0"}
     assert {r["op"] for r in rows} == set(COLLECTIVES) and all(float(r["busbw_gbps"]) > 0 for r in rows)
     report = (tmp_path / "coll-report" / "report.md").read_text(encoding="utf-8")
-    assert "## Collectives (interconnect)" in report and "| all_reduce busbw, largest size | " in report
-    assert report.index("all_reduce busbw, largest size") < report.index("flagged · not ok rows")  # before the outcome
-    assert "(all_reduce-64KiB-x2-gloo)" in report and (tmp_path / "coll-report" / "collectives.png").stat().st_size > 0
+    assert "## Collectives (interconnect)" in report and "Smoke-profile rows only" in report
+    summary = summary_as_quick(tmp_path / "coll.csv", tmp_path / "as-quick")
+    assert summary.index("| all_reduce busbw, largest size | ") < summary.index("flagged · not ok rows")  # before the outcome
+    assert "(all_reduce-64KiB-x2-gloo)" in summary and (tmp_path / "coll-report" / "collectives.png").stat().st_size > 0
 
 
 TWO_GPUS = torch.cuda.is_available() and torch.cuda.device_count() >= 2

@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch import nn
 
+from runs import summary_as_quick
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
 from gpubench.harness.core.options import RUN_OPTIONS
@@ -217,7 +218,8 @@ def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> N
     assert len(ok) == 7 and all(float(r["samples_per_s"]) > 0 and int(r["peak_mem_bytes"]) > 0 for r in ok)
     assert {(r["model"], r["input_shape"]) for r in rows} == {("model_factories:tiny_cnn", "3x8x8")}
     report = (tmp_path / "mine-report" / "report.md").read_text(encoding="utf-8")
-    assert "## Your model (--model)" in report and "| your model's training step, fastest | " in report
+    assert "## Your model (--model)" in report and "Smoke-profile rows only" in report
+    assert "| your model's training step, fastest | " in summary_as_quick(tmp_path / "mine.csv", tmp_path / "as-quick")
 
 
 @pytest.mark.process

@@ -16,6 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
+from runs import summary_as_quick
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
@@ -265,7 +266,8 @@ def test_a_run_writes_its_rows_summary_and_section(tmp_path: Path) -> None:
     report = (tmp_path / "gpt-report" / "report.md").read_text(encoding="utf-8")
     assert "## Transformer training step (GPT-style decoder)" in report
     assert "| tiny | bf16 | none | math | adamw |" in report
-    assert "| tiny transformer step, fastest | " in report.split("## Summary")[1].split("\n## ")[0]
+    assert "Smoke-profile rows only" in report.split("## Summary")[1].split("\n## ")[0]
+    assert "| tiny transformer step, fastest | " in summary_as_quick(tmp_path / "gpt.csv", tmp_path / "as-quick")
     assert (tmp_path / "gpt-report" / "transformer.png").stat().st_size > 0
 
 
