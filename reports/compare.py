@@ -26,12 +26,15 @@ reports/replicates.py):
   is printed, with the runs per side that would reach the threshold); the rule is
   gpubench.reports.verdicts.decide, shared by every comparison. Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
   in BASE and failed/ran out of memory in NEW.
+- A slower or faster verdict on rows that are themselves flagged `busy` or `busy-gpu` (another process
+  shared the machine while they were timed) is set aside: inconclusive, with the reason, and counted in
+  a note. A run on a busy machine never fails a gate on its own say-so.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -219,6 +222,36 @@ def workload_noise(pairs: dict[str, tuple[Side, Side]]) -> dict[str, tuple[float
     return noise
 
 
+# Flags a row carries when its own measurement says the machine was not the code's alone: a verdict on
+# such rows would be the other process's, not the change's (two smoke runs of unchanged code read x9.5
+# "slower" on the three rows of the second run flagged busy).
+SET_ASIDE_FLAGS = {"busy": "another process used the CPU", "busy-gpu": "another process used the GPU"}
+
+
+def unreliable_because(base_rows: pd.DataFrame, new_rows: pd.DataFrame) -> str:
+    """Why a case's rows cannot carry a verdict ('' when they can): the set-aside flags on either side."""
+    found = []
+    for side, rows in (("BASE", base_rows), ("NEW", new_rows)):
+        flags = {flag for cell in rows.get("flags", pd.Series(dtype=str)).fillna("") for flag in str(cell).split(";")}
+        found += [f"{side} rows flagged {flag} ({why})" for flag, why in SET_ASIDE_FLAGS.items() if flag in flags]
+    return "; ".join(found)
+
+
+def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Verdict], int]:
+    """Slower and faster verdicts on rows flagged busy made inconclusive, with the reason; a machine-wide shift
+    too, once any case was set aside (a busy machine moves every case). Returns them and how many were set aside."""
+    kept, count = [], 0
+    for v in verdicts:
+        why = unreliable_because(base[base["case_id"] == v.case_id], new[new["case_id"] == v.case_id])
+        if v.verdict in ("slower", "faster") and why:
+            v, count = replace(v, verdict="inconclusive", note=f"set aside: {why}"), count + 1
+        kept.append(v)
+    if count:
+        kept = [replace(v, verdict="inconclusive", note=f"set aside: {count} case(s) flagged busy")
+                if v.case_id == MACHINE_WIDE and v.verdict in ("slower", "faster") else v for v in kept]
+    return kept, count
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
     notes: list[str] = []
@@ -263,6 +296,10 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     shift = replicates.machine_wide(base, new, threshold)
     if shift is not None:
         verdicts.append(shift)
+    verdicts, unreliable = set_aside(verdicts, base_ok, new_ok)
+    if unreliable:
+        notes.insert(0, f"{unreliable} case(s) set aside as inconclusive: their rows are flagged busy (another process shared the machine "
+                        "while they were timed) — compare runs from a quiet machine to judge them")
     if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter {math.expm1(noise.scatter):.1%} per ratio; "
                         f"all cases moved by x{noise.shift:.3f} (median)")

@@ -521,3 +521,22 @@ def test_a_case_a_run_budget_skipped_is_not_broken():
          "reason": "tf32 is a CUDA tensor-core mode"}])])
     verdicts, only_base, _, _ = compare_frames(base, new, 0.05)
     assert [v.case_id for v in verdicts if v.verdict == "broken"] == ["matmul/y"] and only_base == ["matmul/x"]
+
+
+@pytest.mark.parametrize("flags, code", [("", 1), ("busy", 0), ("noisy;busy-gpu", 0), ("noisy", 1)])
+def test_compare_sets_aside_a_slowdown_on_rows_flagged_busy(tmp_path, capsys, flags, code):
+    """Two smoke runs of unchanged code read x9.5 'slower' exactly on the three rows of the second run flagged
+    busy: a row that says another process shared the machine carries no verdict, and fails no gate."""
+    def rows(factor, flag):
+        return [{"case_id": case, "status": "ok", "median_s": m * factor, "build": b, "samples_s": [m * factor], "flags": flag}
+                for case in ("matmul/fp32-n64", "matmul/fp32-n128") for b, m in enumerate((1.0, 1.01, 0.99))]
+    base = write_rows(tmp_path / "base.csv", rows(1.0, ""))
+    new = write_rows(tmp_path / "new.csv", rows(1.0, "")[:3] + rows(5.0, flags)[3:])  # n128 five times slower in NEW
+    assert main(["compare", str(base), str(new)]) == code
+    out = capsys.readouterr().out
+    n128 = next(line for line in out.splitlines() if line.startswith("| matmul/fp32-n128 "))
+    if code:
+        assert "| slower" in n128 and "set aside" not in out
+    else:
+        assert "inconclusive (set aside: NEW rows flagged busy" in n128
+        assert "1 case(s) set aside as inconclusive: their rows are flagged busy" in out
