@@ -343,7 +343,7 @@ def test_benchmark_json_carries_settings_and_the_device(tiny):
     bench = data["benchmarks"][0]
     assert bench["params"]["case"] == {"workload": "matmul", "case_id": "matmul/fp32-n32", "dtype": "fp32", "size": 32}
     assert bench["extra_info"]["dtype"] == "fp32" and bench["extra_info"]["build"] == 0
-    assert data["machine_info"]["gpubench"]["device"] == "cpu" and len(data["machine_info"]["gpubench"]["machine_id"]) == 12
+    assert data["gpubench"]["device"] == "cpu" and len(data["gpubench"]["machine_id"]) == 12 and "gpubench" not in data["machine_info"]
 
 
 @pytest.mark.process

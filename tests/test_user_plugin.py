@@ -211,7 +211,7 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
     bench = json.loads((installed.path / "bench.json").read_text())  # pytest-benchmark's JSON: the same rounds, the synced clock
     [timed] = [b for b in bench["benchmarks"] if b["name"] == "test_train_step"]
     assert timed["extra_info"]["case_id"] == "tinymlp/train-batch=64" and "session_clock" in timed["options"]["timer"]
-    assert timed["stats"]["median"] == pytest.approx(train["median_s"]) and bench["machine_info"]["gpubench"]["hostname"]
+    assert timed["stats"]["median"] == pytest.approx(train["median_s"]) and bench["gpubench"]["hostname"]
 
     report = build_report([csv], installed.path / "report", baseline=None).read_text()
     table = report.split("## tinymlp", 1)[1].split("\n## ", 1)[0]
@@ -311,3 +311,24 @@ def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own
                             capture_output=True, text=True, timeout=300, cwd=user)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert [(row["case_id"], row["status"], row["profile"]) for row in read_rows(out / "own.csv")] == [("mine/sum", "ok", "smoke")]
+
+
+COMPARED_TEST = '''
+def test_sum(gpubench):
+    gpubench.measure(lambda: sum(range(2000)), name="mine/sum")
+'''
+
+
+def test_pytest_benchmarks_compare_workflow_sees_the_same_machine_info_in_every_run(installed, machine_info_in_process):
+    """--benchmark-autosave, then --benchmark-compare: pytest-benchmark checks the saved machine_info against the one it
+    builds at configure, before the test asked for the fixture; a gpubench key in one of them warned on every
+    compare, an INTERNALERROR under filterwarnings = error."""
+    installed.makepyfile(test_compared=COMPARED_TEST)
+    installed.makeini("[pytest]\nfilterwarnings =\n    error\n    ignore:.*pin_memory.*:UserWarning\n")
+    common = ("-p", "no:cacheprovider")  # no gpubench option: the fixture switches the plugin on after collection, as in a user's project
+    assert installed.runpytest(*common, "--benchmark-autosave").ret == 0
+    compared = installed.runpytest(*common, "--benchmark-autosave", "--benchmark-compare")
+    assert compared.ret == 0, compared.stdout.str()[-3000:]
+    assert "machine_info is different" not in compared.stdout.str() + compared.stderr.str()
+    saved = sorted((installed.path / ".benchmarks").rglob("*.json"))
+    assert len(saved) == 2 and all(json.loads(path.read_text())["gpubench"]["device"] == "cpu" for path in saved)
