@@ -649,3 +649,13 @@ def test_a_cases_file_gives_a_case_its_own_build_seconds(tmp_path):
     assert len(deselected) == 1
     assert state.ctx.budget_for("matmul/fp32-n32").target_s == 1.5
     assert state.ctx.budget_for("matmul/fp32-n64") == state.ctx.budget  # the profile's own
+
+
+def test_pytest_benchmarks_min_rounds_is_honoured(tiny):
+    """--benchmark-min-rounds=300 was ignored (62 rounds measured, the JSON saying 300): the user's floor holds."""
+    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out", "--benchmark-min-rounds=37",
+                 "--benchmark-json=bench.json")
+    assert result.ret == 0
+    ok = [r for r in rows_in(tiny.path / "out") if r["status"] == "ok"]
+    assert ok and {int(r["rounds"]) for r in ok} == {37}  # the smoke profile's own plan is 3 to 5 rounds
+    assert {b["stats"]["rounds"] for b in json.loads((tiny.path / "bench.json").read_text())["benchmarks"]} == {37}

@@ -37,6 +37,7 @@ class BuildContext:
     builds: int | None = None  # --builds: every case's build count (None: the workload's for the profile)
     build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
     build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
+    min_rounds: int | None = None  # pytest-benchmark's --benchmark-min-rounds, where given: rounds of a micro-benchmark build, at least
     share: CaseShare | None = None  # this build's share of a run budget (--budget); None: no budget
     model: ModelSpec | None = None  # --model and --input: the user's model the `model` workload times
     results_dir: Path | None = None  # where the run's files go: the epoch race keeps its winner there
@@ -54,6 +55,8 @@ class BuildContext:
         budget = Profile(self.profile).budget
         if self.build_seconds is not None:
             budget = replace(budget, target_s=self.build_seconds)
+        if self.min_rounds is not None:
+            budget = replace(budget, min_rounds=max(budget.min_rounds, self.min_rounds), max_rounds=max(budget.max_rounds, self.min_rounds))
         return budget if self.build_calls is None else replace(budget, min_calls=self.build_calls)
 
     def budget_for(self, case_id: str) -> Budget:

@@ -122,8 +122,12 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
 
+# pytest-benchmark's default --benchmark-min-rounds: a value other than this was the user's, and gpubench's rounds honour it.
+BENCHMARK_DEFAULT_MIN_ROUNDS = 5
+
+
 def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only: bool = False,
-               benchmark_json: Any = None) -> tuple[RunState, str | None]:
+               benchmark_json: Any = None, benchmark_min_rounds: int | None = None) -> tuple[RunState, str | None]:
     """The run's state from its options (`option(dest)`), or SetupError; and a data warning."""
     try:
         checked = _checked(option, collect_only, benchmark_json)
@@ -143,7 +147,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     meter = EnergyMeter(counter, energy_note)
     ctx = BuildContext(device, checked["profile"], clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
                        target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"],
-                       build_calls=checked["build_calls"], model=checked["model"])
+                       build_calls=checked["build_calls"], model=checked["model"],
+                       min_rounds=None if benchmark_min_rounds in (None, BENCHMARK_DEFAULT_MIN_ROUNDS) else int(benchmark_min_rounds))
     session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
                       build=checked["build"] or 0)
     ctx.results_dir = checked["results_dir"]

@@ -125,7 +125,8 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
     try:
         state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
                                     collect_only=config.getoption("collectonly"),
-                                    benchmark_json=getattr(config.option, "benchmark_json", None))
+                                    benchmark_json=getattr(config.option, "benchmark_json", None),
+                                    benchmark_min_rounds=getattr(config.option, "benchmark_min_rounds", None))
     except SetupError as error:
         raise pytest.UsageError(str(error)) from None
     if warning:
