@@ -452,6 +452,18 @@ def test_a_sidecar_is_never_half_written(tmp_path, monkeypatch):
 
 # ---- run ids and damaged values -------------------------------------------------------------
 
+@pytest.mark.parametrize("run_id, said", [("x" * 10_000, "10000 characters"), ("\U0001f600" * 60, "240 bytes in UTF-8")])
+def test_a_run_id_no_file_system_takes_is_refused_in_one_line_by_gpubench_run_before_any_build(tmp_path, capsys, run_id, said):
+    """A 10,000-character run id ended in an ENAMETOOLONG traceback after the builds; 60 emoji (under the character
+    limit, 240 bytes) left a header-only CSV that then blocked the id."""
+    from gpubench.harness.commands.cli import main
+
+    assert main(["run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), "--run-id", run_id]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--run-id is {said}" in err and "pass another --run-id" in err
+    assert not (tmp_path / "res").exists()
+
+
 @pytest.mark.parametrize("run_id", ["", "a\nb"])
 def test_an_empty_or_control_character_run_id_is_refused(tmp_path, run_id):
     with pytest.raises(RunIdError, match="--run-id"):

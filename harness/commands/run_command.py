@@ -171,6 +171,7 @@ def say_noise(csv_path: Path, watch: CpuWatch) -> None:
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.records.results import new_run_id
+    from gpubench.harness.records.run_ids import RunIdError, check_run_id_text
 
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
@@ -184,9 +185,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     problem = limits_problem() or (token_problem(stop_with) if stop_with else None)
     if problem:
         return fail(problem, code=ExitCode.REFUSED)
-    if args.run_id is None:  # the report below needs to know the file's name; an empty one is refused by the plugin, as under pytest
+    if args.run_id is None:  # the report below needs to know the file's name
         args.run_id = new_run_id()
-    run_id = args.run_id
+    try:  # before any build: a name no file system takes would otherwise fail here, after the builds, as a traceback
+        run_id = check_run_id_text(args.run_id)
+    except RunIdError as error:
+        return fail(str(error), code=ExitCode.REFUSED)
     watch = CpuWatch()
     code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"

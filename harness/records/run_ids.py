@@ -12,6 +12,7 @@ from pathlib import Path
 from gpubench.harness.records.safe_files import UnsafePath, open_read
 
 MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes
+MAX_RUN_ID_BYTES = 180  # the same in UTF-8, with room for a sidecar's temporary name (60 emoji are 240 bytes)
 # Run ids whose file a folder's report takes for one of its own: `gpubench report` writes merged.csv, and a
 # walk of the folder leaves a report's merged.csv out (gpubench.reports.load), so a run of that name would vanish.
 RESERVED = ("merged",)
@@ -22,12 +23,14 @@ class RunIdError(ValueError):
     """A --run-id that cannot name a new file in the results folder."""
 
 
-def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build: int | None = None) -> str:
-    """Refuse, before any case, a run id that would escape the results folder, overflow a file
-    name, take a name the report writes, or overwrite another run (`appending`: a later build
-    process of the same run, which adds to the file on purpose, unless the file holds `build`)."""
+def check_run_id_text(run_id: str) -> str:
+    """The rules a run id's text must follow wherever it goes (no file system asked): `gpubench run` checks
+    them before it starts a build, the build's plugin again."""
     if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
         raise RunIdError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {FIX}")
+    if len(run_id.encode("utf-8", "surrogatepass")) > MAX_RUN_ID_BYTES:
+        raise RunIdError(f"--run-id is {len(run_id.encode('utf-8', 'surrogatepass'))} bytes in UTF-8: use at most {MAX_RUN_ID_BYTES} "
+                         f"(a file name holds 255, and its sidecars add to it) — {FIX}")
     separators = {"/", "\\", "\0", os.sep, os.altsep or "/"}
     plain = not (any(sep in run_id for sep in separators) or run_id.startswith(".") or run_id in (".", ".."))
     if not plain or not run_id.isprintable():
@@ -36,6 +39,14 @@ def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build:
     if run_id.lower() in RESERVED:  # any case: a case-insensitive file system makes MERGED.csv merged.csv
         raise RunIdError(f"--run-id {run_id!r} is the name of the report's merged.csv (a folder's report would leave "
                          f"the run out) — {FIX}")
+    return run_id
+
+
+def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build: int | None = None) -> str:
+    """Refuse, before any case, a run id that would escape the results folder, overflow a file
+    name, take a name the report writes, or overwrite another run (`appending`: a later build
+    process of the same run, which adds to the file on purpose, unless the file holds `build`)."""
+    check_run_id_text(run_id)
     existing = results_dir / f"{run_id}.csv"
     if existing.is_symlink():  # dangling or not: never written through, and not "another run's file"
         raise RunIdError(f"{existing} is a symbolic link (to {os.readlink(existing)}), not a results file — "
