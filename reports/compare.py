@@ -34,7 +34,7 @@ reports/replicates.py):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ import pandas as pd
 from gpubench.reports import replicates
 from gpubench.reports.load import ReportError, dedupe, load_results, run_keys, samples
 from gpubench.reports.markdown import escape, table_row
+from gpubench.reports.unreliable import set_aside
 from gpubench.reports.paired import (
     factor,
     format_session,
@@ -220,36 +221,6 @@ def workload_noise(pairs: dict[str, tuple[Side, Side]]) -> dict[str, tuple[float
             variance = float(((others - np.median(others)) ** 2).sum() / max(1, others.size - 1))
             noise[case_id] = (variance, float(max(1, others.size - 1)))
     return noise
-
-
-# Flags a row carries when its own measurement says the machine was not the code's alone: a verdict on
-# such rows would be the other process's, not the change's (two smoke runs of unchanged code read x9.5
-# "slower" on the three rows of the second run flagged busy).
-SET_ASIDE_FLAGS = {"busy": "another process used the CPU", "busy-gpu": "another process used the GPU"}
-
-
-def unreliable_because(base_rows: pd.DataFrame, new_rows: pd.DataFrame) -> str:
-    """Why a case's rows cannot carry a verdict ('' when they can): the set-aside flags on either side."""
-    found = []
-    for side, rows in (("BASE", base_rows), ("NEW", new_rows)):
-        flags = {flag for cell in rows.get("flags", pd.Series(dtype=str)).fillna("") for flag in str(cell).split(";")}
-        found += [f"{side} rows flagged {flag} ({why})" for flag, why in SET_ASIDE_FLAGS.items() if flag in flags]
-    return "; ".join(found)
-
-
-def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Verdict], int]:
-    """Slower and faster verdicts on rows flagged busy made inconclusive, with the reason; a machine-wide shift
-    too, once any case was set aside (a busy machine moves every case). Returns them and how many were set aside."""
-    kept, count = [], 0
-    for v in verdicts:
-        why = unreliable_because(base[base["case_id"] == v.case_id], new[new["case_id"] == v.case_id])
-        if v.verdict in ("slower", "faster") and why:
-            v, count = replace(v, verdict="inconclusive", note=f"set aside: {why}"), count + 1
-        kept.append(v)
-    if count:
-        kept = [replace(v, verdict="inconclusive", note=f"set aside: {count} case(s) flagged busy")
-                if v.case_id == MACHINE_WIDE and v.verdict in ("slower", "faster") else v for v in kept]
-    return kept, count
 
 
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
