@@ -184,7 +184,9 @@ def test_the_smoke_profile_never_repeats_a_short_region_for_its_energy(tmp_path)
     assert "(not repeated for energy in the smoke profile)" in row["reason"]
 
 
-def test_a_repetition_that_does_not_fit_the_cases_share_of_the_budget_is_not_run():
+def ten_ms_calls():
+    """A call of 10 ms on a fake clock, the calls it made, and a 100-W meter with NVML's 1-s window on that clock
+    (a repetition fills 1.2 s)."""
     clock = SteppingClock(0.0)
     calls = []
 
@@ -193,7 +195,12 @@ def test_a_repetition_that_does_not_fit_the_cases_share_of_the_budget_is_not_run
         clock.now_s += 0.010
 
     meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
-    meter.counter.min_window_s = 1.0  # the NVML window: a repetition fills 1.2 s
+    meter.counter.min_window_s = 1.0
+    return clock, calls, fn, meter
+
+
+def test_a_repetition_that_does_not_fit_the_cases_share_of_the_budget_is_not_run():
+    clock, calls, fn, meter = ten_ms_calls()
     share = CaseShare(share_s=1.0, budget_s=60.0, now=clock)
     measured = measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, share=share, repeat_energy=True)
     assert len(calls) < 10 and measured.calls == measured.plan.rounds * measured.plan.iterations  # warm-up and rounds, no 120-call repetition
@@ -234,15 +241,7 @@ def test_measure_repeats_a_short_region_for_its_energy_before_it_returns():
 def test_energy_repetition_adds_the_missing_calls_instead_of_doubling(median_s):
     """Back-to-back calls of 10 ms on a fake clock; the median they are sized from includes a sync
     per round (longer), or is shorter. The region ends just past the 1.2 s it needs, not 2x."""
-    clock = SteppingClock(0.0)
-    calls = []
-
-    def fn():
-        calls.append(1)
-        clock.now_s += 0.010
-
-    meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
-    meter.counter.min_window_s = 1.0  # the NVML window: repetition fills 1.2 s
+    clock, calls, fn, meter = ten_ms_calls()
     reading = energy_by_repetition(fn, median_s, meter, clock)
     assert 1.2 <= len(calls) * 0.010 <= 1.2 * 1.06  # about window / per call (old code: 2x when the median was long)
     assert reading.energy_j == pytest.approx(100.0 * 0.010) and reading.seconds == pytest.approx(0.010)
