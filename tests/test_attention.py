@@ -110,7 +110,8 @@ def refuses_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causa
         @staticmethod
         def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
             import warnings
-            warnings.warn("Flash attention kernel not used because: requires_grad with head_dim 8 is unsupported", stacklevel=2)
+            warnings.warn("Flash attention kernel not used because: requires_grad with head_dim 8 is unsupported (Triggered internally "
+                          "at /pytorch/aten/src/ATen/native/transformers/cuda/sdp_utils.cpp:986.)", stacklevel=2)  # torch's C++ warnings end so
             raise RuntimeError("No available kernel. Aborting execution.")
 
     return Refused.apply(F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))

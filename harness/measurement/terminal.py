@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from gpubench.harness.catalog import spec_for
@@ -30,6 +32,15 @@ def summary_line(row: dict[str, Any]) -> str:
     median = f"{median_s:.3g} s" if median_s >= 1 else f"{median_s * 1e3:.3g} ms"
     flags = f" [{row['flags']}]" if row.get("flags") else ""
     return f"{row['case_id']}{build}: median {median} over {row['rounds']} sample(s){flags}; " + ", ".join(figures)
+
+
+# torch's C++ warnings end with the source line that raised them, a path inside torch's build tree: noise in a row's reason.
+TRIGGERED_AT = re.compile(r"\s*\(Triggered internally at [^)]*\)")
+
+
+def torch_said(message: object) -> str:
+    """One line of what a torch warning says, without the C++ source location it ends with."""
+    return " ".join(TRIGGERED_AT.sub("", str(message)).split())
 
 
 def one_line(error: BaseException) -> str:

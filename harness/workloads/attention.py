@@ -21,7 +21,7 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import dtype_skip_reason
 from gpubench.harness.measurement.measure import Measurement, Timed
 from gpubench.harness.core.stats import SampleStats
-from gpubench.harness.measurement.terminal import one_line
+from gpubench.harness.measurement.terminal import one_line, torch_said
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.matmul import with_precision
 from gpubench.harness.workloads.matmul_peak import measured_peak
@@ -123,7 +123,7 @@ def backend_skip_reason(case: AttentionCase, device: torch.device,
                     torch.autograd.grad(out, q, torch.ones_like(out))
             devices.synchronize(device)  # a kernel that fails on the device raises here, not in the rounds
         except RuntimeError as error:
-            said = list(dict.fromkeys(" ".join(str(w.message).split()) for w in caught))
+            said = list(dict.fromkeys(torch_said(w.message) for w in caught))
             said.append(one_line(error))
             return f"sdpa backend {case.sdpa_backend} cannot run this case on {device.type}: " + "; ".join(said)
     return None

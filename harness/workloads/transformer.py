@@ -26,6 +26,7 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.catalog.transformer import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.measurement.terminal import torch_said
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
@@ -121,7 +122,7 @@ def backend_skip_reason(case: TransformerCase, device: torch.device) -> str | No
                 torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
             devices.synchronize(device)
         except RuntimeError as error:
-            why = [str(w.message).split("\n")[0] for w in seen] or [str(error).split(". ")[0]]
+            why = list(dict.fromkeys(torch_said(str(w.message).split("\n")[0]) for w in seen)) or [str(error).split(". ")[0]]
             what = f"sdpa backend {case.sdpa_backend} cannot run {case.precision} attention on {device.type}"
             return f"{what}: {'; '.join(why)}"
     return None
