@@ -204,3 +204,20 @@ def test_a_build_interrupt_is_pytests_interrupt() -> None:
     from gpubench.harness.core.exits import BUILD_INTERRUPTED
 
     assert BUILD_INTERRUPTED == pytest.ExitCode.INTERRUPTED
+
+
+@pytest.mark.parametrize("argv, said", [(["rnu"], "unknown command 'rnu' — did you mean 'run'?"),
+                                        (["run", "--devcie", "cpu"], "--devcie is not an option of gpubench run — did you mean --device?"),
+                                        (["ab", "--pairz=3"], "--pairz is not an option of gpubench ab — did you mean --pairs?")])
+def test_a_misspelt_command_or_option_is_named_with_the_one_meant_before_torch_loads(capsys, argv, said):
+    """--devcie went to pytest: 3 s of torch's import, then pytest's usage error naming an ini inside site-packages."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_pytests_own_options_near_gpubenchs_still_go_to_pytest():
+    from gpubench.harness.commands.cli import option_typos
+
+    parser = build_parser()
+    assert option_typos(parser, "run", ["--profile-svg", "--timeout=60", "--durations=5", "--benchmark-json=x.json", "-k", "matmul"]) is None

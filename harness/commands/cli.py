@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from types import ModuleType
 
@@ -30,13 +31,52 @@ def tolerant_output() -> None:
             reconfigure(errors="replace")
 
 
+# How close a word must be to an option or a command of gpubench's to be taken for its misspelling (difflib's
+# ratio): --devcie is 0.88 from --device, while pytest-profiling's --profile-svg is 0.82 from --profile and goes
+# to pytest; the six commands are short and far apart (rnu is 0.67 from run).
+OPTION_CUTOFF, COMMAND_CUTOFF = 0.85, 0.6
+
+
+def misspelt(word: str, known: list[str], cutoff: float) -> str | None:
+    """The known word `word` is a misspelling of, if it is one (and not that word itself)."""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=cutoff)
+    return close[0] if close and close[0] != word else None
+
+
+def command_typo(argv: list[str]) -> str | None:
+    """`gpubench rnu`: one line naming the command meant, before argparse lists them all."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    meant = misspelt(first, list(COMMANDS), COMMAND_CUTOFF) if first is not None and first not in COMMANDS else None
+    return f"unknown command {first!r} — did you mean {meant!r}?" if meant else None
+
+
+def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str | None:
+    """`gpubench run --devcie cpu`: an option close to one of the command's own would go to pytest (after torch's
+    import, as pytest's usage error); said here instead, in gpubench's words."""
+    sub = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices[command]
+    own = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
+    for arg in extra:
+        flag = arg.split("=", 1)[0]
+        meant = misspelt(flag, own, OPTION_CUTOFF) if flag.startswith("--") and flag not in own else None
+        if meant:
+            return f"{flag} is not an option of gpubench {command} — did you mean {meant}? (options gpubench does not know go to pytest)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     tolerant_output()
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    typo = command_typo(argv)
+    if typo:
+        parser.error(typo)
     args, extra = parser.parse_known_args(argv)
     command = COMMANDS[args.command]
     if extra and not command.PASSES_PYTEST_ARGS:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    typo = option_typos(parser, args.command, extra)
+    if typo:
+        parser.error(typo)
     return command.run_from_args(args, extra)
 
 
