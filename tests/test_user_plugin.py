@@ -332,3 +332,29 @@ def test_pytest_benchmarks_compare_workflow_sees_the_same_machine_info_in_every_
     assert "machine_info is different" not in compared.stdout.str() + compared.stderr.str()
     saved = sorted((installed.path / ".benchmarks").rglob("*.json"))
     assert len(saved) == 2 and all(json.loads(path.read_text())["gpubench"]["device"] == "cpu" for path in saved)
+
+
+@pytest.mark.process  # gpubench run starts the builds as processes
+def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctrl_c(tmp_path):
+    """pytest stops a session whose collection failed as 'interrupted' (2): it read 'interrupted … re-run with another
+    --run-id', exit 130. An empty --tests folder blamed a -k/-m no one gave."""
+    import subprocess
+    import sys
+
+    def gpubench_run(folder):
+        return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                               "--tests", str(folder), "--results-dir", str(tmp_path / "out"), "--no-report"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "test_bad.py").write_text("def test_a(gpubench:\n    pass\n")
+    done = gpubench_run(broken)
+    assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == "gpubench: 1 test file(s) could not be collected (pytest's error above): fix them, then run again"
+    assert "interrupted" not in done.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "helpers.py").write_text("X = 1\n")
+    done = gpubench_run(empty)
+    assert done.returncode == 5 and "--tests files without test_ functions" in done.stderr

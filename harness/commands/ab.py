@@ -49,7 +49,7 @@ from gpubench.harness.processes.lifetime import (
     kill_adopted,
     kill_group,
 )
-from gpubench.harness.core.exits import BUILD_STOPS
+from gpubench.harness.core.exits import BUILD_STOPS, NO_CASES_LINE
 from gpubench.harness.records.safe_files import open_new, write_all
 
 # A build's timed seconds per case. On a 2-core VM a case's builds disagree by a process part and a part that
@@ -187,7 +187,7 @@ def build_stop(code: int, side: Side, pair: int, ran_first: bool) -> Stop | None
     where = f"side {side.name}, build {pair + 1}"
     if code == NO_TESTS and pair == 0:
         if ran_first:
-            return Stop(NO_TESTS, "no case matched the selection (-k/-m): nothing was run")
+            return Stop(NO_TESTS, NO_CASES_LINE)
         return Stop(4, f"{where} selected no case while the other side ran: give both sides the same selection "
                        f"(check --{side.name.lower()}-arg); the other side's rows are kept")
     if code < 0:

@@ -35,6 +35,8 @@ BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
 BUILD_STOPS = frozenset({BUILD_INTERRUPTED, ExitCode.INTERNAL, ExitCode.REFUSED, ExitCode.RESULTS_FULL,
                          ExitCode.HANGUP, ExitCode.TERMINATED})
 SIGNAL_BASE = 128  # 128 + N: killed by signal N
+NO_CASES_LINE = ("no case matched the selection: nothing was run (pytest collected none: a -k or -m that matches nothing, "
+                 "or --tests files without test_ functions)")
 
 
 def meaning_of(code: int) -> str:

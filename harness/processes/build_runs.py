@@ -18,6 +18,7 @@ from gpubench.harness.processes.launch import (
     stop_requests,
 )
 from gpubench.harness.processes.protocol import BuildAnswer
+from gpubench.harness.core.exits import NO_CASES_LINE
 
 
 @dataclass
@@ -70,7 +71,7 @@ def run_builds(
             request.signum = request.signum or done.signal
             if done.code == NO_TESTS and build == 0 and not request.signum:
                 return BuildsOutcome(
-                    done.code, 0, True, ["no case matched the selection (-k/-m): nothing was run"], answers=answers
+                    done.code, 0, True, [NO_CASES_LINE], answers=answers
                 )
             if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
                 builds = known = min(MAX_BUILDS, max(1, count))

@@ -45,6 +45,7 @@ SESSION = pytest.StashKey[pytest.Session]()
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 ENDED_BY = pytest.StashKey[int]()
 PREVIOUS_HANDLERS = pytest.StashKey[dict[int, Any]]()
+COLLECTION_ERRORS = pytest.StashKey[int]()  # files pytest could not collect (a syntax error in a user's test file)
 SUITE_BENCHES = Path(__file__).resolve().parents[2] / "benches"
 MODEL_BENCH = "bench_model.py"  # the `--model` workload's bench module there
 MARKERS = {
@@ -137,6 +138,11 @@ def close_session(session: pytest.Session) -> None:
         return
     from gpubench.harness.measurement.session import Stop
     from gpubench.harness.records.results import ResultsFull
+
+    errors = session.config.stash.get(COLLECTION_ERRORS, 0)
+    if errors and session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.session.stop:  # pytest's word for it, not a Ctrl-C
+        state.session.stop = Stop(f"{errors} test file(s) could not be collected (pytest's error above): fix them, then run again",
+                                  ExitCode.REFUSED)
 
     if state.session.is_open:
         try:
@@ -285,7 +291,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Check the results folder only when something will be recorded, still before any case; then
-    the budget's plan in one line."""
+    the budget's plan in one line. The collection's errors are counted here, before any test ran: pytest
+    then stops the session as "interrupted", which must not read as a Ctrl-C."""
+    session.config.stash[COLLECTION_ERRORS] = session.testsfailed
     state = session.config.stash.get(STATE, None)
     if state is not None and any(map(uses_gpubench, session.items)) and not session.config.getoption("collectonly"):
         from gpubench.harness.records.results import check_writable
