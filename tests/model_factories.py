@@ -17,6 +17,12 @@ def tiny_mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 2))
 
 
+def float64_mlp() -> nn.Module:
+    """A factory that changes torch's process-wide default dtype, as some research code does."""
+    torch.set_default_dtype(torch.float64)
+    return nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
 class TupleOutput(nn.Module):
     """Returns (logits, extras), as many models do."""
 

@@ -231,3 +231,11 @@ def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
     errors = [line for line in done.stderr.splitlines() if "weights file missing" in line]
     assert done.returncode == 4 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert not list(tmp_path.glob("*.csv"))
+
+
+def test_a_factory_that_makes_float64_parameters_is_refused_and_torchs_default_dtype_put_back():
+    """Rows labelled precision=fp32 and measured in float64 were ok before."""
+    with pytest.raises(ModelLoadError, match=r"^--model model_factories:float64_mlp: float64_mlp\(\) made float64 parameters \(it set torch's "
+                                             r"default dtype to float64\); the suite makes fp32, bf16 and fp16 itself from float32 ones"):
+        check_model(ModelSpec("model_factories", "float64_mlp", (16,)))
+    assert torch.get_default_dtype() == torch.float32

@@ -47,16 +47,26 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
 
 
 def make_model(spec: ModelSpec) -> nn.Module:
-    """A fresh model from the factory, called without arguments."""
+    """A fresh model from the factory, called without arguments. Its parameters must be float32: the cases make
+    their fp32, bf16 and fp16 from there, and label rows so (a factory that set torch's default dtype to float64
+    gave rows labelled fp32, measured in float64); torch's default dtype is put back whatever the factory did."""
     factory = factory_of(spec)
+    default = torch.get_default_dtype()
     try:
         model = factory()
     except Exception as error:  # noqa: BLE001 - the user's code: its error, in one line
         raise ModelLoadError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
                              "name a factory that builds the model with no arguments") from None
+    finally:
+        changed, _ = torch.get_default_dtype(), torch.set_default_dtype(default)
     if not isinstance(model, nn.Module):
         raise ModelLoadError(f"--model {spec.target}: {spec.factory}() returned a {type(model).__name__}, "
                              "not a torch.nn.Module — name a factory that returns the model")
+    odd = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.is_floating_point() and p.dtype != torch.float32})
+    if odd:
+        how = f" (it set torch's default dtype to {str(changed).removeprefix('torch.')})" if changed != default else ""
+        raise ModelLoadError(f"--model {spec.target}: {spec.factory}() made {', '.join(odd)} parameters{how}; the suite makes fp32, "
+                             "bf16 and fp16 itself from float32 ones — build the model in float32")
     return model
 
 
