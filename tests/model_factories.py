@@ -23,6 +23,15 @@ def float64_mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 2))
 
 
+def wanders() -> nn.Module:
+    """A factory that changes the working folder (to where its data lives, say)."""
+    import os
+    import tempfile
+
+    os.chdir(tempfile.gettempdir())
+    return tiny_mlp()
+
+
 class TupleOutput(nn.Module):
     """Returns (logits, extras), as many models do."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import functools
 import subprocess
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -239,3 +240,9 @@ def test_a_factory_that_makes_float64_parameters_is_refused_and_torchs_default_d
                                              r"default dtype to float64\); the suite makes fp32, bf16 and fp16 itself from float32 ones"):
         check_model(ModelSpec("model_factories", "float64_mlp", (16,)))
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_a_factory_that_changes_the_working_folder_leaves_the_run_where_it_was(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_model(ModelSpec("model_factories", "wanders", (16,)))
+    assert os.getcwd() == str(tmp_path)

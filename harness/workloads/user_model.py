@@ -49,16 +49,18 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
 def make_model(spec: ModelSpec) -> nn.Module:
     """A fresh model from the factory, called without arguments. Its parameters must be float32: the cases make
     their fp32, bf16 and fp16 from there, and label rows so (a factory that set torch's default dtype to float64
-    gave rows labelled fp32, measured in float64); torch's default dtype is put back whatever the factory did."""
+    gave rows labelled fp32, measured in float64); torch's default dtype and the working folder are put back
+    whatever the factory did."""
     factory = factory_of(spec)
-    default = torch.get_default_dtype()
+    default, folder = torch.get_default_dtype(), os.getcwd()
     try:
         model = factory()
     except Exception as error:  # noqa: BLE001 - the user's code: its error, in one line
         raise ModelLoadError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
                              "name a factory that builds the model with no arguments") from None
-    finally:
+    finally:  # the process's settings as they were: a chdir in a factory sent rows to another folder than the lines named
         changed, _ = torch.get_default_dtype(), torch.set_default_dtype(default)
+        os.chdir(folder)
     if not isinstance(model, nn.Module):
         raise ModelLoadError(f"--model {spec.target}: {spec.factory}() returned a {type(model).__name__}, "
                              "not a torch.nn.Module — name a factory that returns the model")
