@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 import functools
-import subprocess
 import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
