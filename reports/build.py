@@ -50,9 +50,10 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
     return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline).", md_table(speed))
 
 
-def outcome_sections(frame: pd.DataFrame, refused: list[str]) -> list[str]:
-    """Recommendations, flagged figures, rows not ok, rows refused and the machines: every report ends with them."""
-    advice = tables.recommendations(frame[~is_smoke(frame)])  # no advice from the suite's own test sizes
+def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[str]) -> list[str]:
+    """Recommendations (from the `measured` rows: no advice from the suite's own test sizes), flagged figures,
+    rows not ok, rows refused and the machines: every report ends with them."""
+    advice = tables.recommendations(measured)
     parts = [
         section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))
     ]
@@ -96,10 +97,9 @@ def is_smoke(frame: pd.DataFrame) -> pd.Series:
     return profile.astype(str).eq("smoke")
 
 
-def shadowed_smoke(frame: pd.DataFrame) -> pd.Series:
-    """Smoke rows of a case the same machine also measured at a real profile: a workload table folds a
+def shadowed_smoke(frame: pd.DataFrame, smoke: pd.Series) -> pd.Series:
+    """Smoke rows (`smoke`) of a case the same machine also measured at a real profile: a workload table folds a
     case's rows into one median, and a 2,048-image smoke epoch is not one of the full epoch's builds."""
-    smoke = is_smoke(frame)
     measured = set(zip(frame.loc[~smoke, "machine"], frame.loc[~smoke, "case_id"]))
     return smoke & pd.Series([key in measured for key in zip(frame["machine"], frame["case_id"])], index=frame.index)
 
@@ -122,12 +122,11 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     else:
         measured_cases = per_case(measured)
         parts.append(section("Summary", md_table(tables.summary(measured, measured_cases, base, energy_notes or {}), index=True)))
-        parts.append(health.render(measured, measured_cases, telemetry))  # is each box healthy
-    parts.append(history.render(measured, out) if not measured.empty else "")  # each machine over time, like with like
-    shown = frame[~shadowed_smoke(frame)]
+        parts += [health.render(measured, measured_cases, telemetry), history.render(measured, out)]  # each box's health; over time
+    shown = frame[~shadowed_smoke(frame, smoke)]
     parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))
-    parts += outcome_sections(frame, refused or [])
+    parts += outcome_sections(frame, measured, refused or [])
     return "\n\n".join(p for p in parts if p) + "\n"
 
 

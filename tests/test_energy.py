@@ -202,7 +202,7 @@ def ten_ms_calls():
 def test_a_repetition_that_does_not_fit_the_cases_share_of_the_budget_is_not_run():
     clock, calls, fn, meter = ten_ms_calls()
     share = CaseShare(share_s=1.0, budget_s=60.0, now=clock)
-    measured = measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, share=share, repeat_energy=True)
+    measured = measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, share=share, why_not_repeated=None)
     assert len(calls) < 10 and measured.calls == measured.plan.rounds * measured.plan.iterations  # warm-up and rounds, no 120-call repetition
     assert measured.energy.energy_j is None and "do not fit the" in measured.energy.reason and "left of the case's share" in measured.energy.reason
 
@@ -220,7 +220,7 @@ BUDGET = Budget(target_s=0.05, min_round_s=0.001, min_rounds=3, max_rounds=5, wa
 
 def test_measure_repeats_a_short_region_for_its_energy_before_it_returns():
     """The repetition is part of the measurement: `measure()` returns the per-call reading, the
-    rounds' samples untouched; without `repeat_energy` the region's own (empty) reading stays."""
+    rounds' samples untouched; not asked for (the default), the region's own (empty) reading stays."""
     clock = SteppingClock(0.0)
 
     def fn():
@@ -229,7 +229,7 @@ def test_measure_repeats_a_short_region_for_its_energy_before_it_returns():
     def measured(repeat_energy):
         meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
         meter.counter.min_window_s = 1.0
-        return measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, repeat_energy=repeat_energy)
+        return measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, why_not_repeated=None if repeat_energy else "")
 
     repeated, single = measured(True), measured(False)
     assert repeated.calls == 1 and repeated.energy.energy_j == pytest.approx(100.0 * 0.010)

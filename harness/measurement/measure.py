@@ -190,13 +190,13 @@ def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
 
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
             meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
-            share: CaseShare | None = None, repeat_energy: bool = False, why_not_repeated: str = "") -> Measurement:
+            share: CaseShare | None = None, why_not_repeated: str | None = "") -> Measurement:
     """Warm-up, calibration, then the rounds inside the energy/telemetry region. Under a run
     budget (`share`) the case is capped or skipped (OverBudget) rather than run past its share.
-    `repeat_energy`: a region too short for the energy counter is repeated for its energy
-    (`energy_by_repetition`) where what is left of the case's share holds it, else the reading's reason
-    says why not (`why_not_repeated` when the caller did not ask). On a GPU (1 s window) each repetition
-    is over a second of full-power work: the runner asks in the first build of a case, outside smoke."""
+    `why_not_repeated`: None repeats a region too short for the energy counter for its energy
+    (`energy_by_repetition`) where what is left of the case's share holds it; a text leaves it and adds
+    itself to the reading's reason ('' adds nothing). On a GPU (1 s window) each repetition is over a
+    second of full-power work: the runner asks for one in the first build of a case, outside smoke."""
     first_s: float | None = None
     capped = ""
     if timed.plan is not None:
@@ -217,12 +217,17 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
     measured = Measurement(plan, samples_s, result, calls, region.reading, region.telemetry, first_s, capped)
     reading = measured.energy
     if timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
-        if repeat_energy and share is not None and share.left_s() < energy_window_s(meter):
-            why_not_repeated = (f"not repeated for energy: its {energy_window_s(meter):.2g} s do not fit the "
-                                f"{format_duration(max(share.left_s(), 0.0))} left of the case's share of the budget")
-        elif repeat_energy:
+        why_not = why_not_repeated if why_not_repeated is not None else repetition_overrun(share, meter)
+        if why_not is None:
             measured.energy, measured.calls = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock), 1
-            return measured
-        if why_not_repeated:
-            measured.energy = replace(reading, reason=f"{reading.reason} ({why_not_repeated})")
+        elif why_not:
+            measured.energy = replace(reading, reason=f"{reading.reason} ({why_not})")
     return measured
+
+
+def repetition_overrun(share: CaseShare | None, meter: EnergyMeter) -> str | None:
+    """Why the energy repetition would run past the case's share of the run budget; None when it fits."""
+    if share is None or share.left_s() >= energy_window_s(meter):
+        return None
+    return (f"not repeated for energy: its {energy_window_s(meter):.2g} s do not fit the "
+            f"{format_duration(max(share.left_s(), 0.0))} left of the case's share of the budget")

@@ -88,11 +88,11 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
                       figures, memory, energy)
 
 
-def energy_not_repeated(ctx: BuildContext) -> str:
-    """Why a region too short for the energy counter is not repeated for its energy ('' when it is)."""
+def energy_not_repeated(ctx: BuildContext) -> str | None:
+    """Why a region too short for the energy counter is not repeated for its energy (None: it is, where it fits)."""
     if ctx.profile == "smoke":
         return "not repeated for energy in the smoke profile"
-    return "measured once per case, in its first build" if ctx.build_index > 0 else ""
+    return "measured once per case, in its first build" if ctx.build_index > 0 else None
 
 
 def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds | None, untimed: bool,
@@ -101,9 +101,8 @@ def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds 
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return CaseResult(Status("ok", "untimed (--benchmark-disable)"))
-    why_not = energy_not_repeated(ctx)
     measured = measure(timed, ctx.budget_for(case.case_id), ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
-                       repeat_energy=not why_not, why_not_repeated=why_not)
+                       why_not_repeated=energy_not_repeated(ctx))
     return derive(case, timed, measured, ctx, device_name)
 
 
