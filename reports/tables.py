@@ -296,8 +296,8 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
             if figure.at_largest and not rows.empty:
                 rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
             best = steady_best(rows, figure.figure)
-            if best is not None:
-                out[figure.label] = figure.cell(best.to_dict()) + _pm(best["spread"])
+            if best is not None and (cell := figure.cell(best.to_dict())):  # a cell may have nothing to say here
+                out[figure.label] = cell + _pm(best["spread"])
     return out
 
 

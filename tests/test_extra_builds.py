@@ -33,13 +33,13 @@ def test_the_case_whose_builds_disagree_most_is_repeated_first_and_an_unmeasured
 
 def test_an_extra_build_runs_a_case_whole_or_not_at_all():
     now = [100.0]
-    plan = BudgetPlan(180.0, 110.0, {"a": CaseCost(4.0), "b": CaseCost(20.0)}, ["a", "b", "c"], now=lambda: now[0],
+    plan = BudgetPlan(180.0, 110.0, {"a": CaseCost(4.0), "b": CaseCost(20.0)}, [("a", 3), ("b", 3), ("c", 3)], now=lambda: now[0],
                       extra=True)
     assert plan.fits("a") and not plan.fits("b") and not plan.fits("c")  # c: no cost known, nothing says it fits
     assert plan.share_for("a").share_s == pytest.approx(10.0)  # all that is left, not a split with the cases after it
     now[0] = 106.0
     assert not plan.fits("a")
-    tiny = BudgetPlan(180.0, 110.1, {"a": CaseCost(0.01)}, ["a"], now=lambda: now[0] + 4.0, extra=True)
+    tiny = BudgetPlan(180.0, 110.1, {"a": CaseCost(0.01)}, [("a", 3)], now=lambda: now[0] + 4.0, extra=True)
     assert not tiny.fits("a")  # 0.1 s left: too little to build any case, however cheap its history says it is
 
 

@@ -139,32 +139,84 @@ def test_history_skips_a_case_before_it_is_built(tmp_path):
     assert row["build_s"] >= 0
 
 
-def plan_of(costs, here, later=(), now_s=0.0, deadline_s=100.0):
-    return BudgetPlan(180.0, deadline_s, costs, list(here), list(later), later_processes=1 if later else 0,
-                      startup_s=10.0, now=lambda: now_s, cases=len(set(here)), builds=2 if later else 1)
+def plan_of(costs, here, later=(), now_s=0.0, deadline_s=100.0, headline=()):
+    return BudgetPlan(180.0, deadline_s, costs, [(c, 0) for c in here], [(c, 1) for c in later], later_processes=1 if later else 0,
+                      startup_s=10.0, now=lambda: now_s, cases=len(set(here)), builds=2 if later else 1, headline=frozenset(headline))
 
 
-def test_later_builds_and_their_start_up_are_kept_out_of_this_builds_share():
-    plan = plan_of({}, ["a", "b"], ["a", "b"])
-    assert plan.share_for("a").share_s == pytest.approx((100 - 10) / 4)
-    plan.done("a", skipped=True)  # its later build will not run: its time goes to the others
-    assert plan.later == ["b"] and plan.share_for("b").share_s == pytest.approx(90 / 2)
+def test_first_builds_share_the_time_before_any_repeat_and_later_builds_start_up_is_kept_out():
+    costs = {"a": CaseCost(10.0), "b": CaseCost(10.0)}
+    plan = plan_of(costs, ["a", "b"], ["a", "b"])
+    # a's first build beside b's, each at its cost scaled to the 90 s the later process's start leaves
+    assert plan.share_for("a").share_s == pytest.approx((100 - 10) / 2)
+    plan.done("a", skipped=True)  # its later build will not run
+    assert plan.later == [("b", 1)]
+    # b's first build keeps b's repeat's reserve out of nothing: repeats get what first builds leave
+    assert plan.share_for("b").share_s == pytest.approx(90)
+    plan.done("b", skipped=False)
+    plan.here.append(("b", 1))  # as the later process sees it
+    plan.later.clear()
+    assert plan.share_for("b").share_s == pytest.approx(100 - 10)
+
+
+def test_a_repeat_gets_only_what_the_first_builds_still_to_run_leave():
+    costs = {"a": CaseCost(10.0), "b": CaseCost(60.0)}
+    plan = plan_of(costs, ["a", "a", "b"], deadline_s=100.0)
+    plan.here = [("a", 0), ("a", 1), ("b", 0)]  # a plain pytest run's order, one process
+    plan.done("a", skipped=False)
+    # b's first build (60 s with its margin: 75) is reserved before a's repeat, which gets the 25 s left
+    assert plan.share_for("a").share_s == pytest.approx(100 - 60.0 * COST_MARGIN)
 
 
 def test_the_plan_line_names_what_history_says_will_not_fit():
     costs = {"matmul/bf16-n2048": CaseCost(80.0, 25.0), "matmul/fp32-n256": CaseCost(0.5, 0.01)}
     line = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"]).plan_line()
-    assert line.startswith("gpubench: plan ~1m40s of a 3m budget: 3 cases x 1 builds")
-    assert "1 without history: their first call decides" in line
+    assert line.startswith("gpubench: plan ~1m40s of a 3m budget: 3 cases x 1 builds; costs: this machine's history 2, "
+                           "the cost model 0, none 1 (their first call decides)")
     # its 25 s call fits a 50 s share: capped, not skipped
     assert "skipped" not in line and "capped: matmul/bf16-n2048 (50 s of its 1m20s)" in line
     tight = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"], deadline_s=30.0).plan_line()
     assert "skipped: matmul/bf16-n2048 (one call 25 s > its 15 s share)" in tight
 
 
+def test_a_headline_case_is_funded_whole_beside_the_other_headline_cases_and_the_settings_share_the_rest():
+    costs = {"epoch": CaseCost(20.0, 19.0, predicted=True), "dram": CaseCost(8.0, 0.1, predicted=True),
+             **{f"micro{i}": CaseCost(1.0, 0.01) for i in range(50)}}
+    micro = [f"micro{i}" for i in range(50)]
+    plan = plan_of(costs, ["epoch", "dram", *micro], deadline_s=60.0, headline={"epoch", "dram"})
+    # all that the other headline case's reserve leaves, not a 60/52 s water-filled share
+    assert plan.share_for("epoch").share_s == pytest.approx(60.0 - 8.0 * COST_MARGIN)
+    assert plan.share_for("epoch").known_call_s is None  # a predicted call is the model's guess: the case's own first call decides
+    assert plan.share_for("epoch").predicted_build_s == 20.0
+    # a settings case shares what both headline cases leave
+    assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 28.0 * COST_MARGIN) / 50)
+    plan.done("epoch", skipped=False)
+    assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 8.0 * COST_MARGIN) / 50)
+
+
+def test_the_plan_line_names_the_headline_cases_left_out_and_the_budget_that_includes_them():
+    costs = {"epoch": CaseCost(40.0, 39.0, predicted=True), "dram": CaseCost(8.0, 0.1), "tta": CaseCost(30.0, 29.0, predicted=True)}
+    line = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=60.0, headline={"epoch", "dram", "tta"}).plan_line()
+    assert "costs: this machine's history 1, the cost model 2, none 1 (their first call decides)" in line
+    assert "headline first: 2 of 3 funded whole (~1m)" in line  # dram 10 s, epoch 50 s with their margins
+    # the budget that holds all three: what has passed of it (2 of 3 minutes), dram, epoch and tta with their margins
+    assert "headline left out: tta — --budget 4m includes them" in line
+    roomy = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=300.0, headline={"epoch", "dram", "tta"}).plan_line()
+    assert "left out" not in roomy and "headline first: 3 of 3 funded whole" in roomy
+
+
+def test_a_plan_never_refuses_a_case_that_fits_what_it_leaves_unplanned():
+    costs = {"epoch": CaseCost(19.0, 18.0), **{f"micro{i}": CaseCost(0.3, 0.01) for i in range(40)}}
+    micro = [f"micro{i}" for i in range(40)]
+    line = plan_of(costs, ["epoch", *micro], deadline_s=180.0).plan_line()
+    assert "skipped" not in line and "capped" not in line
+    planned_s = 19.0 * COST_MARGIN + 40 * 0.3 * COST_MARGIN
+    assert line.startswith(f"gpubench: plan ~{format_duration(planned_s)} of a 3m budget")
+
+
 def test_a_run_is_planned_from_its_start_when_no_deadline_is_given():
     plan = budget_plan(60.0, None, {}, [("a", 0), ("b", 0), ("a", 1), ("b", 1)], only_build=0, skipped={"b"})
-    assert plan.here == ["a"] and plan.later == ["a"] and plan.later_processes == 1
+    assert plan.here == [("a", 0)] and plan.later == [("a", 1)] and plan.later_processes == 1
     assert plan.deadline_s <= plan.now() + 60.0
 
 

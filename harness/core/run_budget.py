@@ -61,11 +61,13 @@ def format_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class CaseCost:
-    """What this machine's earlier row of a case says it costs: the whole build (seconds) and its
-    first call (None where the build made none, e.g. skipped before it)."""
+    """What a case costs: the whole build (seconds) and its first call (None where the build made
+    none, e.g. skipped before it), from this machine's earlier row of it or, with `predicted`, from
+    the cost model (gpubench.harness.core.cost_model) before any row exists."""
 
     build_s: float
     first_call_s: float | None = None
+    predicted: bool = False
 
 
 def water_level(costs: list[float | None], left_s: float) -> float:
@@ -100,6 +102,8 @@ class CaseShare:
     share_s: float
     budget_s: float
     known_call_s: float | None = None
+    predicted_build_s: float | None = None  # the cost model's, where no history of the case exists
+    expected_build_s: float | None = None  # what the plan expects the build to cost (history, else the model)
     now: Callable[[], float] = time.monotonic
     started_s: float = field(default=0.0)
 
@@ -111,7 +115,7 @@ class CaseShare:
 
     def too_small(self) -> str | None:
         """Why no case fits in this share at all, or None."""
-        if self.share_s >= MIN_SHARE_S:
+        if self.share_s >= min(MIN_SHARE_S, self.expected_build_s or math.inf):
             return None
         share = format_duration(max(self.share_s, 0.0))
         return (f"over budget: its share of the {format_duration(self.budget_s)} budget is {share}, "

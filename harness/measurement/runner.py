@@ -172,7 +172,8 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
         restore_tf32()
         devices.empty_cache(ctx.device, collect=result is not None and result.status.status in ("failed", "oom"))
     machine_load = load_of(load.busy_frac(), ctx.device)
-    row = Row(base_row, identity, result, machine_load, time.monotonic() - started_s).columns()
+    predicted_s = ctx.share.predicted_build_s if ctx.share is not None else None
+    row = Row(base_row, identity, result, machine_load, time.monotonic() - started_s, predicted_s).columns()
     if record is not None and not untimed:
         record(row)
         ctx.run_rows.append(row)

@@ -6,6 +6,13 @@ Every module in harness/workloads that a bench runs ends with
 
     cases(ctx: BuildContext) -> list[Case]      the cases for ctx.profile on ctx.device
     build(case, ctx: BuildContext) -> Timed     fresh tensors/model for one independent build
+
+and may declare, for a run under a budget (gpubench.harness.pytest_plugin.budget_plan):
+
+    headline(cases) -> list[Case]               the cases whose figures are rows of the report's
+                                                summary: funded first, each whole, once
+    work(case, ctx) -> Work                     one call's work, which the planner turns into seconds
+                                                before the case is built (gpubench.harness.core.cost_model)
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ from gpubench.harness.catalog import spec_for
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.core.workload_spec import IdRule, WorkloadSpec
+
+# A case whose workload declares no work: one small call, so its build is about the profile's rounds.
+MICRO_WORK = Work()
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,8 @@ class Workload:
     spec: WorkloadSpec
     cases: Callable[[BuildContext], list[Any]]
     build: Callable[[Any, BuildContext], Timed]
+    headline: Callable[[list[Any]], list[Any]] = lambda cases: []
+    work: Callable[[Any, BuildContext], Work] = lambda case, ctx: MICRO_WORK
 
     @property
     def name(self) -> str:
@@ -45,6 +58,9 @@ class Workload:
     def case_list(self, ctx: BuildContext) -> list[Case]:
         return list(self.cases(ctx))
 
+    def headline_ids(self, cases: list[Case]) -> set[str]:
+        return {case.case_id for case in self.headline(cases)}
+
 
 def as_workload(obj: Any) -> Workload:
     """A bench module's `gpubench_workload`: a Workload, or a module with `cases` and `build` (a
@@ -53,4 +69,5 @@ def as_workload(obj: Any) -> Workload:
         return obj
     name = getattr(obj, "WORKLOAD_NAME", None) or str(getattr(obj, "__name__", type(obj).__name__)).rsplit(".", 1)[-1]
     spec = spec_for(name) or WorkloadSpec(name, IdRule(()), getattr(obj, "BUILDS", None), tuple(getattr(obj, "MARKERS", ())))
-    return Workload(spec, getattr(obj, "cases", lambda ctx: []), obj.build)
+    return Workload(spec, getattr(obj, "cases", lambda ctx: []), obj.build, getattr(obj, "headline", lambda cases: []),
+                    getattr(obj, "work", lambda case, ctx: MICRO_WORK))

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpubench.harness.core.run_budget import CaseCost
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
 def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
-    """The budget's plan over every selected (case, build), with this machine's history."""
+    """The budget's plan over every selected (case, build): this machine's history, else the cost model's
+    prediction from a probe of this device (made only when some case has no history)."""
     from gpubench.harness.measurement.session import skipped_in
     from gpubench.harness.records.durations import case_costs
 
@@ -23,11 +25,43 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
         return None
     machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
     costs = case_costs(state.session.results_dir, machine, str(state.ctx.device), str(state.ctx.profile))
+    unknown = {case.case_id: (workload, case) for workload, case in map(workload_case, items)
+               if case is not None and case.case_id not in costs}
+    costs.update(predicted_costs(state, list(unknown.values())))
     try:  # a later build's run file: the cases its first build skipped are not planned for
         skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
-    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build)
+    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build,
+                       frozenset(state.headline))
+
+
+def workload_case(item: pytest.Item) -> tuple[Any, Any]:
+    """The item's workload (its bench module's `gpubench_workload`) and case, or (None, None)."""
+    from gpubench.harness.measurement.workload import as_workload
+
+    case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+    declared = getattr(getattr(item, "module", None), "gpubench_workload", None)
+    if case is None or declared is None or not hasattr(case, "case_id"):
+        return None, None
+    return as_workload(declared), case
+
+
+def predicted_costs(state: RunState, cases: list[tuple[Any, Any]]) -> dict[str, CaseCost]:
+    """The cost model's builds for `cases`, from a probe of this device (about a second; none when
+    every case has history)."""
+    from gpubench.harness.core.cost_model import predicted_build_s
+    from gpubench.harness.devices.rates import probe_rates
+    from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
+
+    if not cases:
+        return {}
+    rates = probe_rates(state.ctx.device, run_startup_s())
+    costs = {}
+    for workload, case in cases:
+        build_s, call_s = predicted_build_s(workload.work(case, state.ctx), rates, state.ctx.budget_for(case.case_id))
+        costs[case.case_id] = CaseCost(build_s, call_s, predicted=True)
+    return costs
 
 
 def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],

@@ -20,25 +20,32 @@ from gpubench.harness.core.run_budget import (
 )
 
 NAMED_IN_PLAN = 4  # cases named per list in the plan line; the rest are counted
+Item = tuple[str, int]  # (case id, build)
 
 
 @dataclass
 class BudgetPlan:
-    """`here`: case ids this process runs, in order; `later`: one case id per item of a later build
-    process, each of which also pays `startup_s` before its first case. Times are wall clock
-    (time.time), shared across processes through `deadline_s`."""
+    """`here`: the (case id, build) items this process runs, in order; `later`: those of later build
+    processes, each of which also pays `startup_s` before its first case. Times are wall clock
+    (time.time), shared across processes through `deadline_s`.
+
+    Value first, in three tiers: the first build of a `headline` case (a row of the report's summary)
+    is funded whole, beside the other headline items still to run; the first build of every other case
+    shares what those leave; the later builds (repeats) share what both leave. Within a tier items
+    are water-filled by cost (gpubench.harness.core.run_budget)."""
 
     budget_s: float
     deadline_s: float
     costs: dict[str, CaseCost]
-    here: list[str]
-    later: list[str] = field(default_factory=list)
+    here: list[Item]
+    later: list[Item] = field(default_factory=list)
     later_processes: int = 0
     startup_s: float = 0.0
     now: Callable[[], float] = time.time
     cases: int = 0  # the selection's cases and builds, for the plan line
     builds: int = 0
     extra: bool = False  # an extra build (gpubench.harness.pytest_plugin.extra_build): a case runs whole or not at all
+    headline: frozenset[str] = frozenset()
 
     def left_s(self) -> float:
         return self.deadline_s - self.now() - self.later_processes * self.startup_s
@@ -47,6 +54,13 @@ class BudgetPlan:
         known = self.costs.get(case_id)
         return known.build_s if known is not None else None
 
+    def is_headline(self, item: Item) -> bool:
+        return item[0] in self.headline and item[1] == 0 and not self.extra
+
+    def tier(self, item: Item) -> int:
+        """0: a headline case's first build; 1: another case's first build; 2: a repeat."""
+        return 0 if self.is_headline(item) else 1 if item[1] == 0 else 2
+
     def fits(self, case_id: str) -> bool:
         """Whether the case's known build (with its margin) fits the time left: an extra build runs
         no case it would have to cap or skip."""
@@ -54,28 +68,46 @@ class BudgetPlan:
         return cost_s is not None and max(cost_s * COST_MARGIN, MIN_SHARE_S) <= self.left_s()
 
     def share_for(self, case_id: str) -> CaseShare:
-        """This case's share of what is left, beside every item still to run after it (in an extra
-        build: all that is left, which `fits` checked its known build needs; the profile's rounds, not
-        the share, say how long it runs)."""
+        """This case's share of what is left (in an extra build: all that is left, which `fits`
+        checked its known build needs; the profile's rounds, not the share, say how long it runs)."""
         known = self.costs.get(case_id)
+        # a predicted first call is the model's guess: the case's own first call decides, not it
+        known_call_s = known.first_call_s if known and not known.predicted else None
+        predicted_s = known.build_s if known and known.predicted else None
         if self.extra:
-            return CaseShare(max(self.left_s(), 0.0), self.budget_s, known.first_call_s if known else None)
-        others = [self.cost(c) for c in self.pending_after(case_id)]
-        share_s = share_of(self.cost(case_id), others, self.left_s())
-        return CaseShare(share_s, self.budget_s, known.first_call_s if known else None)
+            return CaseShare(max(self.left_s(), 0.0), self.budget_s, known_call_s)
+        item = self._item(case_id)
+        tier, pending = self.tier(item), self.pending_after(item)
+        reserve_s = sum(self._reserve_s(other) for other in pending if self.tier(other) < tier)
+        if tier == 0:  # funded whole: all that the other headline items' reserve leaves
+            reserve_s = sum(self._reserve_s(other) for other in pending if self.tier(other) == 0)
+            unknown = 1 + sum(self.cost(other[0]) is None for other in pending if self.tier(other) == 0)
+            share_s = max(self.left_s() - reserve_s, 0.0) / (unknown if known is None else 1)
+        else:
+            others = [self.cost(other[0]) for other in pending if self.tier(other) == tier]
+            share_s = share_of(self.cost(case_id), others, self.left_s() - reserve_s)
+        return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, self.cost(case_id))
 
-    def pending_after(self, case_id: str) -> list[str]:
+    def _reserve_s(self, item: Item) -> float:
+        cost_s = self.cost(item[0])
+        return 0.0 if cost_s is None else cost_s * COST_MARGIN
+
+    def _item(self, case_id: str) -> Item:
+        return next((item for item in self.here if item[0] == case_id), (case_id, 0))
+
+    def pending_after(self, item: Item) -> list[Item]:
         rest = list(self.here)
-        if case_id in rest:
-            rest.remove(case_id)
+        if item in rest:
+            rest.remove(item)
         return rest + self.later
 
     def done(self, case_id: str, skipped: bool) -> None:
         """One item ran (or was passed over); a skipped case's later builds will not run."""
-        if case_id in self.here:
-            self.here.remove(case_id)
+        item = self._item(case_id)
+        if item in self.here:
+            self.here.remove(item)
         if skipped:
-            self.later = [c for c in self.later if c != case_id]
+            self.later = [other for other in self.later if other[0] != case_id]
 
     def progress(self) -> str:
         items = len(self.here) + len(self.later)
@@ -83,38 +115,69 @@ class BudgetPlan:
         return f"budget: {left} left of {format_duration(self.budget_s)}, {items} case builds to go"
 
     def plan_line(self) -> str:
-        """What the budget will do, from history: the cases whose one call cannot fit their share
-        (skipped), those that get less than their full time (capped), and those with no history."""
+        """What the budget will do, before the first case: the headline cases it funds and those it
+        must leave out (with the budget that includes them), then the settings' cases whose one call
+        cannot fit their share (skipped) or that get less than their full time (capped)."""
         items = self.here + self.later
         left_s = self.left_s()
-        level = water_level([self.cost(c) for c in items], left_s)
-        skipped, capped, unknown = self._verdicts(level)
-        full_s = sum(self.cost(c) or 0.0 for c in items)
-        planned_s = left_s if not math.isinf(level) or unknown else min(left_s, full_s * COST_MARGIN)
+        funded, left_out, open_headline = self._headline_verdicts(left_s)
+        headline_s = sum(self._reserve_s(item) for item in funded)
+        planned_s, verdicts = headline_s, ([], [])
+        for tier in (1, 2):  # a repeat is not named: repeats get what the first builds leave, as many as fit
+            rest = [item for item in items if self.tier(item) == tier]
+            level = water_level([self.cost(c) for c, _ in rest], left_s - planned_s)
+            verdicts = self._verdicts(rest, level) if tier == 1 else verdicts
+            planned_s += sum(min(self._reserve_s(item), level) if self.cost(item[0]) is not None else level for item in rest)
+        planned_s = min(left_s, planned_s)
+        skipped, capped = verdicts
+        predicted = sum(1 for case_id in set(c for c, _ in items) if case_id in self.costs and self.costs[case_id].predicted)
+        known = sum(1 for case_id in set(c for c, _ in items) if case_id in self.costs) - predicted
         head = f"plan ~{format_duration(max(planned_s, 0.0))} of a {format_duration(self.budget_s)} budget"
-        parts = [f"{head}: {self.cases} cases x {self.builds} builds"]
-        if len(unknown) < len(set(items)):
-            known = len(set(items)) - len(unknown)
-            parts.append(f"this machine's history for {known} cases ({format_duration(full_s)} at full length)")
-        if unknown:
-            parts.append(f"{len(unknown)} without history: their first call decides")
+        unknown = len(set(c for c, _ in items)) - known - predicted
+        parts = [f"{head}: {self.cases} cases x {self.builds} builds; costs: this machine's history {known}, the cost model "
+                 f"{predicted}" + (f", none {unknown} (their first call decides)" if unknown else "")]
+        headline_cases = len(funded) + len(left_out) + len(open_headline)
+        if headline_cases:
+            parts.append(f"headline first: {len(funded)} of {headline_cases} funded whole (~{format_duration(headline_s)})")
+        if left_out:
+            need_s = self.budget_s - left_s + sum(self._reserve_s(item) for item in funded + left_out)
+            parts.append(f"headline left out: {named([c for c, _ in left_out])} — --budget {format_duration(rounded_up(need_s))} includes them")
         parts += [f"{label}: {named(found)}" for label, found in (("skipped", skipped), ("capped", capped)) if found]
         return "gpubench: " + "; ".join(parts)
 
-    def _verdicts(self, level: float) -> tuple[list[str], list[str], list[str]]:
-        skipped, capped, unknown = [], [], []
-        for case_id in dict.fromkeys(self.here + self.later):
+    def _headline_verdicts(self, left_s: float) -> tuple[list[Item], list[Item], list[Item]]:
+        """The headline items in run order: funded (their cost fits what the ones before left), left out,
+        and those with no cost at all."""
+        funded, left_out, unknown = [], [], []
+        for item in dict.fromkeys(self.here + self.later):
+            if not self.is_headline(item):
+                continue
+            if self.cost(item[0]) is None:
+                unknown.append(item)
+            elif self._reserve_s(item) <= left_s:
+                funded.append(item)
+                left_s -= self._reserve_s(item)
+            else:
+                left_out.append(item)
+        return funded, left_out, unknown
+
+    def _verdicts(self, items: list[Item], level: float) -> tuple[list[str], list[str]]:
+        skipped, capped = [], []
+        for case_id in dict.fromkeys(c for c, _ in items):
             known = self.costs.get(case_id)
             if known is None:
-                unknown.append(case_id)
                 continue
             share_s = min(known.build_s * COST_MARGIN, level)
             if known.first_call_s is not None and known.first_call_s > share_s:
-                call = format_duration(known.first_call_s)
+                call = ("~" if known.predicted else "") + format_duration(known.first_call_s)
                 skipped.append(f"{case_id} (one call {call} > its {format_duration(share_s)} share)")
             elif known.build_s * COST_MARGIN > level:
                 capped.append(f"{case_id} ({format_duration(share_s)} of its {format_duration(known.build_s)})")
-        return skipped, capped, unknown
+        return skipped, capped
+
+
+def rounded_up(seconds: float, step_s: float = 30.0) -> float:
+    return math.ceil(seconds / step_s) * step_s
 
 
 def named(found: list[str]) -> str:
@@ -140,17 +203,17 @@ def run_startup_s() -> float:
     return max(0.0, time.time() - _run_began_s) if _run_began_s is not None else 0.0
 
 
-def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[tuple[str, int]],
-                only_build: int | None, skipped: set[str], extra: bool = False) -> BudgetPlan:
+def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[Item],
+                only_build: int | None, skipped: set[str], extra: bool = False, headline: frozenset[str] = frozenset()) -> BudgetPlan:
     """The plan of one process from every selected (case id, build) in run order. `deadline_s`:
     the run's, from `gpubench run` (None: this process is the whole run, from its start). Cases
     already skipped in the run's file (an earlier build process) are not planned for."""
     startup_s = run_startup_s()
     deadline_s = deadline_s if deadline_s is not None else time.time() - startup_s + budget_s
-    size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1}
+    size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1, "headline": headline}
     if only_build is None:
-        return BudgetPlan(budget_s, deadline_s, costs, [c for c, _ in entries if c not in skipped], **size)
-    here = [c for c, build in entries if build == only_build and c not in skipped]
-    later = [c for c, build in entries if build > only_build and c not in skipped]
+        return BudgetPlan(budget_s, deadline_s, costs, [e for e in entries if e[0] not in skipped], **size)
+    here = [e for e in entries if e[1] == only_build and e[0] not in skipped]
+    later = [e for e in entries if e[1] > only_build and e[0] not in skipped]
     processes = len({build for _, build in entries if build > only_build})
     return BudgetPlan(budget_s, deadline_s, costs, here, later, processes, startup_s, extra=extra, **size)

@@ -261,7 +261,7 @@ def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState
 
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Interleave builds: every case's build 0 first, then every case's build 1, ... (stable).
+    """Interleave builds: every case's build 0 first (its headline cases first), then build 1, ... (stable).
     With --gpubench-build K, only build K of each case runs here (the others are deselected).
     Installed and not set up yet: set up now if a collected test asks for the `gpubench` fixture."""
     was_set_up = config.stash.get(STATE, None) is not None
@@ -275,18 +275,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         answer.collected(max((selected_builds(state.case_builds if state else {}, item) for item in items), default=0))
     if state is not None and state.extra_build:
         keep_in_order(config, items, extra_build_order(state), case_id_of)
+    elif state is not None:  # value first: within a build, the cases of the report's summary run before the settings tables
+        items.sort(key=lambda item: (_build_of(item), case_id_of(item) not in state.headline))
     if state is not None and state.budget_s is not None:
         state.budget_plan = plan_budget(state, items, _build_of)
     if state is not None and state.only_build is not None:
         # a user's own test (no case parameter: its builds are gpubench.measure's) runs in every build process
         mine = [item for item in items if _build_of(item) == state.only_build or case_id_of(item) is None]
         dropped = [item for item in items if item not in mine]
-        keep = mine
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-    if state is not None:
-        items.sort(key=_build_of)
+        items[:] = mine
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -331,6 +330,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marks = [getattr(pytest.mark, name) for name in workload.markers]
     cases = workload.case_list(state.ctx)
     state.case_builds.update((case.case_id, builds) for case in cases)
+    state.headline.update(workload.headline_ids(cases))
     params = [pytest.param(case, build, marks=marks, id=case.test_id + (f"-b{build}" if builds > 1 else ""))
               for case in cases for build in numbers]
     metafunc.parametrize(("case", "gpubench_build"), params)

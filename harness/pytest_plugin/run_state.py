@@ -29,6 +29,7 @@ class RunState:
     only_build: int | None = None  # this process runs one build of each case (gpubench run)
     extra_build: bool = False  # that build is past the profile's (gpubench.harness.pytest_plugin.extra_build)
     case_builds: dict[str, int] = field(default_factory=dict)  # case id -> its builds, though one build is collected
+    headline: set[str] = field(default_factory=set)  # case ids whose figures are rows of the report's summary
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
     deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this run's start (budget_plan.run_startup_s)
     budget_plan: BudgetPlan | None = None  # made once the selection is known

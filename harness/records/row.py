@@ -129,12 +129,14 @@ class Row:
     result: CaseResult
     load: Load
     build_s: float
+    predicted_build_s: float | None = None  # what the cost model expected the build to take (gpubench.harness.core.cost_model)
 
     def columns(self) -> dict[str, Any]:
         """The row's columns, each named by the schema; flags joined once, without repeats."""
         flags = ";".join(dict.fromkeys(self.result.status.flags + self.load.flags))
         columns = {**self.fingerprint, **self.case.columns(), **self.result.columns(), "flags": flags,
-                   **self.load.columns(), "build_s": self.build_s}
+                   **self.load.columns(), "build_s": self.build_s,
+                   "predicted_build_s": self.predicted_build_s}
         unknown = sorted(set(columns) - KNOWN_COLUMNS)
         if unknown:
             raise ValueError(f"columns missing from gpubench.harness.records.schema: {unknown} — declare them in the schema or "

@@ -86,7 +86,7 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
     *_cols("measurement", "float", "cv rel_iqr", "frac"),
     *_cols("measurement", "int", "iqr_outliers stddev_outliers"),
-    *_cols("measurement", "float", "round_s build_s first_call_s", "s"),
+    *_cols("measurement", "float", "round_s build_s first_call_s predicted_build_s", "s"),  # predicted: the cost model's, before any row of the case
     *_cols("measurement", "float", "cpu_busy_frac", "frac"),
     *_cols("measurement", "int", "gpu_other_procs"),
     *_cols("measurement", "bool", "cudnn_tf32"),  # torch.backends.cudnn.allow_tf32 during the case (only cuDNN reads it)

@@ -28,8 +28,9 @@ from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
 from gpubench.harness.core.stats import SampleStats, median
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.models import CNN_EFFICIENCY, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
 from gpubench.harness.workloads.train_loop import Trainer
 
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
@@ -310,4 +311,18 @@ def build(case: DistributedCase, ctx: BuildContext) -> Timed:
     return (dataparallel_build if case.parallel == "dataparallel" else ddp_build)(case, ctx)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+def headline(cases: list[DistributedCase]) -> list[DistributedCase]:
+    """DDP at one process and at every process: the summary's scaling row."""
+    return [c for c in cases if c.parallel == "ddp"]
+
+
+def work(case: DistributedCase, ctx: BuildContext) -> Work:
+    """One torchrun launch: its start (the launcher, then the ranks importing torch) and the steps; on
+    a CPU the ranks share its cores, so their steps add up."""
+    steps = MAX_STEPS[str(ctx.profile)] or 60_000 // case.batch_size
+    ranks_sharing = case.world_size if ctx.device.type == "cpu" else 1
+    return Work(flops=steps * case.batch_size * CNN_TRAIN_FLOPS * ranks_sharing, efficiency=CNN_EFFICIENCY,
+                launches=steps * CNN_STEP_LAUNCHES, processes=2 if case.parallel == "ddp" else 0, calls=1)
+
+
+WORKLOAD = Workload(SPEC, cases, build, headline, work)

@@ -15,6 +15,7 @@ from gpubench.harness.devices.device import dtype_skip_reason, randn_on, seeded_
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
@@ -120,4 +121,19 @@ def call_estimate_s(n: int, dtype: str, ctx: BuildContext) -> float:
     return (ctx.clock() - start) * (n / small) ** 3
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+def headline(cases: list[MatmulCase]) -> list[MatmulCase]:
+    """Each dtype's largest size: the summary's matmul row per dtype."""
+    return [max((c for c in cases if c.dtype == dtype), key=lambda c: c.size) for dtype in dict.fromkeys(c.dtype for c in cases)]
+
+
+def work(case: MatmulCase, ctx: BuildContext) -> Work:
+    size = element_bytes(case.dtype)
+    return Work(flops=2 * case.size**3, dtype=case.dtype, bytes=3 * case.size**2 * size, random_values=2 * case.size**2,
+                fresh_bytes=3 * case.size**2 * size)
+
+
+def element_bytes(dtype: str) -> int:
+    return torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
+
+
+WORKLOAD = Workload(SPEC, cases, build, headline, work)

@@ -12,8 +12,9 @@ from gpubench.harness.catalog.memory_strategies import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.models import CNN_EFFICIENCY, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
 from gpubench.harness.workloads.train_loop import Trainer, precision_skip_reason
 
 BASE_BATCH = 256
@@ -75,4 +76,15 @@ def build(case: StrategyCase, ctx: BuildContext) -> Timed:
     return Timed(fn=step, figures=figures, cpu_memory=step)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+def headline(cases: list[StrategyCase]) -> list[StrategyCase]:
+    """The baseline: every other strategy's table row is read against it."""
+    return [c for c in cases if c.strategy == "baseline"]
+
+
+def work(case: StrategyCase, ctx: BuildContext) -> Work:
+    recompute = 4 / 3 if case.checkpointing else 1.0  # the conv blocks' forward again in backward
+    return Work(flops=case.effective_batch * CNN_TRAIN_FLOPS * recompute, dtype=case.precision, efficiency=CNN_EFFICIENCY,
+                launches=case.accumulation_steps * CNN_STEP_LAUNCHES)
+
+
+WORKLOAD = Workload(SPEC, cases, build, headline, work)

@@ -26,9 +26,10 @@ from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats, summarize
 from gpubench.harness.measurement.loop import sample, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.models import CNN_EFFICIENCY, CNN_FORWARD_FLOPS, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
 from gpubench.harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
@@ -350,4 +351,28 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+def headline(cases: list[EpochCase]) -> list[EpochCase]:
+    """The template epoch and the raced one: the summary's template and fastest-at-equal-accuracy rows."""
+    return [c for c in cases if c in (TEMPLATE, replace(PRELOADED, raced=True))]
+
+
+# A DataLoader's ToTensor+Normalize per image, in its workers (host seconds per sample, 2-core CPUs).
+LOADER_S_PER_SAMPLE = 40e-6
+# A raced case first races its contestants on a batch (gpubench.harness.workloads.epoch_race): about this much of an epoch.
+RACE_EPOCHS = 0.3
+
+
+def epoch_work(case: EpochCase, profile: str, epochs: float = 1.0) -> Work:
+    """`epochs` epochs of training and one evaluation of the case's data."""
+    train, test = SMOKE_IMAGES if profile == "smoke" else (60_000, 10_000)
+    steps = epochs * train / case.batch_size + test / case.batch_size
+    loader_s = LOADER_S_PER_SAMPLE * (epochs * train + test) if case.loader == "dataloader" else 0.0
+    return Work(flops=epochs * train * CNN_TRAIN_FLOPS + test * CNN_FORWARD_FLOPS, dtype=case.precision, efficiency=CNN_EFFICIENCY,
+                launches=steps * CNN_STEP_LAUNCHES, host_s=loader_s, calls=1 + (RACE_EPOCHS if case.raced else 0.0))
+
+
+def work(case: EpochCase, ctx: BuildContext) -> Work:
+    return epoch_work(case, str(ctx.profile))
+
+
+WORKLOAD = Workload(SPEC, cases, build, headline, work)

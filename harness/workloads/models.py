@@ -54,6 +54,16 @@ class SimpleNet(nn.Module):
         return self.net(x)
 
 
+# Floating-point operations of one CNN forward per 28x28 image (multiply-adds x 2): conv1 28·28·32·9,
+# conv2 14·14·64·32·9, fc1 3136·256, fc2 256·10. A training step is about three forwards.
+CNN_FORWARD_FLOPS = 2 * (28 * 28 * 32 * 9 + 14 * 14 * 64 * 32 * 9 + 3136 * 256 + 256 * 10)
+CNN_TRAIN_FLOPS = 3 * CNN_FORWARD_FLOPS
+# The share of the probed matmul rate a small conv net's training reaches (2-core CPUs: 0.3-0.4).
+CNN_EFFICIENCY = 0.35
+# Kernels one training step launches (forward, backward, optimizer): what bounds a small batch on a GPU.
+CNN_STEP_LAUNCHES = 60
+
+
 MODELS = {"cnn": CNN, "mlp": SimpleNet}
 
 

@@ -12,6 +12,7 @@ from gpubench.harness.catalog.transfer import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 
 MIB = 2**20
@@ -69,4 +70,19 @@ def build(case: TransferCase, ctx: BuildContext) -> Timed:
     return Timed(fn=fn, figures=figures, notes=notes)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+def headline(cases: list[TransferCase]) -> list[TransferCase]:
+    """Host to device, pinned and asynchronous, at the largest size: the summary's transfer row."""
+    pinned = [c for c in cases if c.direction == "h2d" and c.pinned and c.non_blocking]
+    return [max(pinned, key=lambda c: c.size)] if pinned else []
+
+
+HOST_LINK_BYTES_PER_S = 20e9  # a PCIe 4/5 x16 link's order: the device's own memory rate does not bound a copy to it
+
+
+def work(case: TransferCase, ctx: BuildContext) -> Work:
+    if skip_reason(case, ctx.device):
+        return Work(launches=0, calls=0)  # a skipped row, at once
+    return Work(host_s=case.size / HOST_LINK_BYTES_PER_S, fresh_bytes=2 * case.size)
+
+
+WORKLOAD = Workload(SPEC, cases, build, headline, work)

@@ -30,6 +30,7 @@ from gpubench.harness.measurement.terminal import torch_said
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
+from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.gpt import (
     CONFIGS,
@@ -270,4 +271,25 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
                  cleanup=restore, cpu_memory=step)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+def headline(cases: list[TransformerCase]) -> list[TransformerCase]:
+    """Each model's first case, its base setting: the summary's step rows."""
+    return list({c.model: c for c in reversed(cases)}.values())[::-1]
+
+
+# The share of the probed matmul rate a training step reaches (a tiny model on a CPU, GPT-2 on a GPU: 0.2-0.4);
+# a cold torch.compile of the step takes 20 s to 2 minutes on a 2-core CPU, 30-60 s on a GPU host.
+TRANSFORMER_EFFICIENCY = 0.25
+COLD_COMPILE_S = 60.0
+
+
+def work(case: TransformerCase, ctx: BuildContext) -> Work:
+    config = case.config
+    params = 12 * config.n_layer * config.d_model**2 + (config.vocab_size + config.seq_len) * config.d_model
+    warmup, timed = STEPS[str(ctx.profile)]
+    tokens = case.batch_size * case.seq_len
+    return Work(flops=tokens * flops_per_token(params, config.n_layer, config.n_head, config.head_dim, case.seq_len),
+                dtype=case.precision, efficiency=TRANSFORMER_EFFICIENCY, launches=30 * config.n_layer,
+                setup_s=COLD_COMPILE_S if case.compile_mode != "none" else 0.0, calls=warmup + timed)
+
+
+WORKLOAD = Workload(SPEC, cases, build, headline, work)

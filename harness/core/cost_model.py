@@ -1,0 +1,74 @@
+"""What a case will cost before it is built, pure (no torch): the work of one call in the units the
+case knows (floating-point operations, bytes moved, kernel launches, samples through a loader), scaled
+by this device's rates from a probe of a second (gpubench.harness.devices.rates). A run on a machine
+never seen plans with these; this machine's history replaces them wherever it exists. The figures are
+a planner's, good to a factor of about two: each row keeps its prediction beside what it cost."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpubench.harness.core.plan import Budget, plan_rounds
+
+
+@dataclass(frozen=True)
+class Rates:
+    """This device, probed: dense matmul FLOP/s per dtype, memory bytes/s, one small kernel's seconds
+    (a launch on a GPU, an op's dispatch on a CPU) and a fresh interpreter's start with torch (what a
+    launched worker pays before its first step)."""
+
+    flops_per_s: dict[str, float]
+    bytes_per_s: float
+    launch_s: float
+    randn_per_s: float = 1e8  # normal random values drawn per second (a case's operands)
+    touch_bytes_per_s: float = 1e9  # memory written for the first time (page faults: slow in a VM)
+    process_start_s: float = 3.0
+
+    def flops_rate(self, dtype: str) -> float:
+        """The probed rate of `dtype`, else fp32's (a dtype the probe did not time)."""
+        return self.flops_per_s.get(dtype) or self.flops_per_s.get("fp32") or 1e9
+
+
+@dataclass(frozen=True)
+class Work:
+    """One call of a case. `efficiency`: the share of the probed matmul rate this kind of work
+    reaches (a small conv net is far from a large matmul); `host_s`: seconds of host work the rates
+    do not scale (a DataLoader's per-sample transforms); `setup_s`: seconds per build outside its
+    calls (a launch, making the operands); `calls`: calls per build when the workload fixes them (an
+    epoch: 1); None plans them from the profile's rounds like any micro-benchmark."""
+
+    flops: float = 0.0
+    dtype: str = "fp32"
+    efficiency: float = 1.0
+    bytes: float = 0.0
+    launches: float = 1.0
+    host_s: float = 0.0
+    setup_s: float = 0.0
+    random_values: float = 0.0  # normal random values drawn for the operands when the case is built
+    fresh_bytes: float = 0.0  # memory the build allocates and touches for the first time
+    processes: float = 0  # fresh interpreters' starts the build waits for, one after another
+    calls: float | None = None
+
+
+def call_s(work: Work, rates: Rates) -> float:
+    compute_s = work.flops / (rates.flops_rate(work.dtype) * max(work.efficiency, 1e-6))
+    return compute_s + work.bytes / rates.bytes_per_s + work.launches * rates.launch_s + work.host_s
+
+
+# A build outside its calls: making the case (tensors, a model) and its row; seen on 2-core CPUs.
+BUILD_OVERHEAD_S = 0.05
+
+
+def predicted_build_s(work: Work, rates: Rates, budget: Budget) -> tuple[float, float]:
+    """(the build's seconds, its first call's seconds) as the planner expects them."""
+    one_s = call_s(work, rates)
+    if work.calls is not None:
+        calls = work.calls
+    else:  # the profile's warm-up and rounds (gpubench.harness.core.plan.plan_rounds)
+        plan = plan_rounds(one_s, budget)
+        calls = plan.warmup_calls + plan.rounds * plan.iterations + (plan.iterations if plan.iterations > 1 else 0)
+    start_s = rates.process_start_s * work.processes
+    setup_s = work.setup_s + work.random_values / rates.randn_per_s + work.fresh_bytes / rates.touch_bytes_per_s + start_s
+    build_s = BUILD_OVERHEAD_S + setup_s + calls * one_s
+    return (build_s if math.isfinite(build_s) else 1e9), one_s
