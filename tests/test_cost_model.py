@@ -89,3 +89,12 @@ def test_the_probe_times_this_device_in_about_a_second():
     assert rates.bytes_per_s > 1e8 and rates.touch_bytes_per_s > 1e7 and rates.randn_per_s > 1e6
     assert 0 < rates.launch_s < 1e-3
     assert rates.process_start_s >= 2.5  # a forked build's start is no measure of a fresh interpreter's
+
+
+def test_the_run_says_how_the_cost_model_did_against_the_builds_it_priced():
+    from gpubench.harness.core.cost_model import prediction_line
+
+    line = prediction_line([(2.0, 1.0), (1.0, 1.0), (0.5, 1.0), (3.0, 2.0)])
+    assert line == ("cost model: the 4 case builds it priced before their first row took 1.25x its prediction "
+                    "(median; middle half 0.88-1.62x)")
+    assert prediction_line([(1.0, 1.0), (1.0, 0.0)]) is None  # too few to say anything

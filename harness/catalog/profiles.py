@@ -53,7 +53,8 @@ BUDGETS: dict[Profile, Budget] = {
     Profile.SMOKE: Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
     # quick: rounds of at least 15 ms, each the mean of many calls of a fast case: on a 2-core machine rounds
     # of 1-2 ms spread 7-9% (IQR/median) and flagged three rows in four noisy; rounds of 15 ms and more spread 2-4%.
-    Profile.QUICK: Budget(target_s=0.25, min_round_s=0.015, min_rounds=5, max_rounds=100, warmup_calls=2),
+    # At least 8 rounds: the IQR of 5 training steps flagged half the memory-strategy rows.
+    Profile.QUICK: Budget(target_s=0.25, min_round_s=0.015, min_rounds=8, max_rounds=100, warmup_calls=2),
     Profile.FULL: Budget(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
 }
 DEFAULT_BUILDS: dict[Profile, int] = {Profile.SMOKE: 1, Profile.QUICK: 3, Profile.FULL: 7}

@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import BENCHES, add_tests_argument, count_rows_safely, fail, report_after_run, resolve_store, suite_options, tests_problem
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
@@ -167,6 +167,19 @@ def say_noise(csv_path: Path, watch: CpuWatch) -> None:
         return
     if frame is not None:
         print_noise_line(frame, watch)
+        say_predictions(frame)
+
+
+def say_predictions(frame: Any) -> None:
+    """How the budget's cost model did on this run's rows (gpubench.harness.core.cost_model), when it priced any."""
+    from gpubench.harness.core.cost_model import prediction_line
+
+    if "predicted_build_s" not in frame:
+        return
+    priced = frame[(frame["status"] == "ok") & frame["predicted_build_s"].notna() & frame["build_s"].notna()]
+    line = prediction_line(list(zip(priced["build_s"].astype(float), priced["predicted_build_s"].astype(float))))
+    if line is not None:
+        print(f"gpubench: {line}", flush=True)
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:

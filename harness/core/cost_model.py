@@ -7,6 +7,7 @@ a planner's, good to a factor of about two: each row keeps its prediction beside
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from gpubench.harness.core.plan import Budget, plan_rounds
@@ -72,3 +73,14 @@ def predicted_build_s(work: Work, rates: Rates, budget: Budget) -> tuple[float, 
     setup_s = work.setup_s + work.random_values / rates.randn_per_s + work.fresh_bytes / rates.touch_bytes_per_s + start_s
     build_s = BUILD_OVERHEAD_S + setup_s + calls * one_s
     return (build_s if math.isfinite(build_s) else 1e9), one_s
+
+
+def prediction_line(builds: list[tuple[float, float]]) -> str | None:
+    """How the cost model did, from (measured, predicted) build seconds of the builds it priced; None for
+    fewer than three."""
+    ratios = [measured_s / predicted_s for measured_s, predicted_s in builds if predicted_s > 0 and measured_s >= 0]
+    if len(ratios) < 3:
+        return None
+    low, middle, high = statistics.quantiles(ratios, n=4, method="inclusive")
+    return (f"cost model: the {len(ratios)} case builds it priced before their first row took {middle:.2f}x its "
+            f"prediction (median; middle half {low:.2f}-{high:.2f}x)")
