@@ -68,3 +68,19 @@ def not_a_module() -> object:
 
 
 NOT_CALLABLE = 42
+
+
+class TinyLM(nn.Module):
+    """A language model as nanoGPT's GPT is one: int64 token ids in, (logits, loss=None) out."""
+
+    def __init__(self, vocab: int = 64, width: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, ids: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:
+        return self.head(self.embed(ids)), None
+
+
+def tiny_lm() -> nn.Module:
+    return TinyLM()

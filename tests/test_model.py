@@ -91,7 +91,7 @@ def test_a_factory_in_the_folder_the_command_runs_in_is_found(tmp_path: Path, mo
 
 
 def test_an_input_the_model_cannot_take_is_one_line() -> None:
-    with pytest.raises(ModelLoadError, match=r"^--input 3x9x9: the model's forward of a batch of shape \(2, 3, 9, 9\) "
+    with pytest.raises(ModelLoadError, match=r"^--input 3x9x9: the model's forward of a float32 batch of shape \(2, 3, 9, 9\) "
                                              r"raised RuntimeError: .* — give the shape of one sample the model takes$"):
         check_model(replace(MLP, input_shape=(3, 9, 9)))
     check_model(CNN)
@@ -246,3 +246,40 @@ def test_a_factory_that_changes_the_working_folder_leaves_the_run_where_it_was(t
     monkeypatch.chdir(tmp_path)
     make_model(ModelSpec("model_factories", "wanders", (16,)))
     assert os.getcwd() == str(tmp_path)
+
+
+LM = ModelSpec("model_factories", "tiny_lm", (8,), vocab_size=64)
+
+
+def test_token_ids_are_read_with_their_vocabulary_and_refused_in_one_line_when_wrong() -> None:
+    spec = parse_model_options("model_factories:tiny_lm", "8", "64")
+    assert spec == LM and spec.input_text == "8 ids<64"
+    for text in ("0", "1", "-5", "lots", "64.5"):
+        with pytest.raises(ModelSpecError, match=r"^--input-ids .*: give the vocabulary size, a whole number from 2 up"):
+            parse_model_options("model_factories:tiny_lm", "8", text)
+    with pytest.raises(ModelSpecError, match=r"^--input-ids 64 needs --model and --input"):
+        parse_model_options(None, None, "64")
+
+
+def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them() -> None:
+    with pytest.raises(ModelLoadError, match=r"^--input 8: the model's forward of a float32 batch of shape \(2, 8\) raised "
+                                             r".* — the model takes integer ids, not float32 values: add --input-ids VOCAB"):
+        check_model(replace(LM, vocab_size=None))
+    check_model(LM)
+    cases = workload.cases(ctx(LM))
+    assert all(c.channels_last is None for c in cases)  # ids are not an image
+    assert cases[0].test_id == "model_factories.tiny_lm-8-ids64-train-bs2" and cases[0].input_shape == "8 ids<64"
+    timed = workload.build(next(c for c in cases if c.step == "train"), ctx(LM))
+    try:
+        step = timed.fn
+        assert step.batch.dtype == torch.int64 and int(step.batch.max()) < 64
+        losses = [float(step()) for _ in range(5)]
+        assert losses[-1] < losses[0]
+    finally:
+        timed.cleanup()
+    inference = workload.build(next(c for c in cases if c.step == "inference"), ctx(LM))
+    try:
+        assert inference.fn() is not None
+    finally:
+        if inference.cleanup is not None:
+            inference.cleanup()

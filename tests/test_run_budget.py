@@ -159,6 +159,13 @@ def test_first_builds_share_the_time_before_any_repeat_and_later_builds_start_up
     assert plan.share_for("b").share_s == pytest.approx(100 - 10)
 
 
+def test_a_case_skipped_in_one_process_drops_its_repeats_from_the_plan():
+    plan = plan_of({"a": CaseCost(10.0), "b": CaseCost(10.0)}, ["a", "b"])
+    plan.here = [("a", 0), ("b", 0), ("a", 1), ("b", 1)]  # plain pytest: every build in this process
+    plan.done("a", skipped=True)
+    assert plan.here == [("b", 0), ("b", 1)]
+
+
 def test_a_repeat_gets_only_what_the_first_builds_still_to_run_leave():
     costs = {"a": CaseCost(10.0), "b": CaseCost(60.0)}
     plan = plan_of(costs, ["a", "a", "b"], deadline_s=100.0)

@@ -220,6 +220,24 @@ def test_mfu_divides_by_the_datasheet_peak_of_the_precision() -> None:
     assert fp32["peak_tflops"] == 66.9
 
 
+def test_without_a_datasheet_peak_mfu_is_against_this_builds_measured_matmul() -> None:
+    from types import SimpleNamespace
+
+    from gpubench.harness.workloads.matmul_peak import measured_peak
+
+    case, build_ctx = base_case("tiny", "fp32", "math"), ctx()
+    timed = transformer.build(case, build_ctx)
+    try:
+        assert timed.companion is not None  # a CPU has no datasheet peak
+        columns = timed.companion(SimpleNamespace(stats=summarize([0.5] * 5)))
+    finally:
+        timed.cleanup()
+    peak = measured_peak("fp32", build_ctx)
+    assert columns["measured_peak_tflops"] == peak.tflops and columns["measured_peak_n"] == peak.n
+    tflops = gpt.flops_per_token(gpt.counted_params(tiny_model()), 2, 2, 32, 64) * TINY.tokens_per_step / 0.5 / 1e12
+    assert columns["mfu"] == pytest.approx(tflops / peak.tflops)
+
+
 def test_a_step_that_does_not_train_is_a_failed_row(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(gpt.CONFIGS, "tiny", replace(TINY, lr=0.0))  # AdamW with a zero rate moves nothing
     timed, _ = run_build(base_case("tiny", "fp32", "math"))
@@ -261,7 +279,9 @@ def test_a_run_writes_its_rows_summary_and_section(tmp_path: Path) -> None:
     skipped = {k for k, r in rows.items() if r["status"] == "skipped"}
     assert skipped == {"transformer/tiny-fp32-efficient", "transformer/tiny-fp32-cudnn"}
     ok = [r for r in rows.values() if r["status"] == "ok"]
-    assert len(ok) == 4 and all(float(r["tokens_per_s"]) > 0 and r["mfu"] == "" for r in ok)
+    # no datasheet peak for a CPU: MFU against this build's own matmul in the case's precision
+    assert len(ok) == 4 and all(float(r["tokens_per_s"]) > 0 and float(r["measured_peak_tflops"]) > 0 for r in ok)
+    assert all(0 < float(r["mfu"]) and r["peak_tflops"] == "" for r in ok)
     assert all(len(json.loads(r["samples_s"])) == 5 for r in ok)  # a sample per timed step
     report = (tmp_path / "gpt-report" / "report.md").read_text(encoding="utf-8")
     assert "## Transformer training step (GPT-style decoder)" in report

@@ -13,9 +13,11 @@ from gpubench.harness.core.workload_spec import (
 
 
 def _training(best: Mapping[str, Any]) -> str:
-    """A summary cell: tokens/s of the fastest setting, and its MFU where the device has a peak."""
-    mfu = best.get("mfu")
-    share = f", MFU {mfu:.0%}" if isinstance(mfu, float) and math.isfinite(mfu) else ""
+    """A summary cell: tokens/s of the fastest setting and its MFU, against the datasheet peak or, on a device
+    with none, this machine's measured matmul (said so)."""
+    mfu, datasheet = best.get("mfu"), best.get("peak_tflops")
+    of = "" if isinstance(datasheet, float) and math.isfinite(datasheet) else " of measured matmul"
+    share = f", MFU {mfu:.0%}{of}" if isinstance(mfu, float) and math.isfinite(mfu) else ""
     return f"{best['tokens_per_s']:.3g} tokens/s ({best['setting']}){share}"
 
 
@@ -33,7 +35,9 @@ SPEC = WorkloadSpec(
         Column("optimizer", "str", "case"),  # adamw (torch's default implementation) or adamw-fused
         Column("n_params", "int", "figure"),  # N of the FLOP count: every parameter but the position embedding
         Column("tokens_per_s", "float", "figure", "tokens/s"),
-        Column("mfu", "float", "figure", "frac"),  # model FLOP/s over the device's datasheet peak in the precision
+        Column("mfu", "float", "figure", "frac"),  # model FLOP/s over the datasheet peak, else over measured_peak_tflops
+        Column("measured_peak_tflops", "float", "figure", "TFLOP/s"),  # this build's own matmul in the case's precision
+        Column("measured_peak_n", "int", "figure"),  # the size n of that n×n matmul
     ),
     report=ReportSection(
         "Transformer training step (GPT-style decoder)",
@@ -41,8 +45,9 @@ SPEC = WorkloadSpec(
               "scaled_dot_product_attention, tied output head) on a learnable synthetic token stream; a step whose "
               "loss does not fall over the timed steps is a failed row. `tflops` counts the model's FLOPs, "
               "6·N + 12·L·H·Q·T "
-              "per token (PaLM appendix B); `mfu` divides them by the datasheet peak in the case's precision (empty "
-              "where gpubench knows no peak: CPUs). Medians over builds; `spread` between builds.",
+              "per token (PaLM appendix B); `mfu` divides them by the datasheet peak in the case's precision or, where "
+              "gpubench knows no peak (CPUs), by this machine's own n×n matmul in that precision, measured in the same "
+              "build (`measured_peak_tflops`). Medians over builds; `spread` between builds.",
         table=("machine", "model", "precision", "compile_mode", "sdpa_backend", "optimizer", "batch_size", "seq_len",
                "tokens_per_s", "step_s", "spread", "tflops", "mfu", "peak_mem_bytes", "flags"),
         plot=PlotSpec(x="setting", y="tokens_per_s", hue="model", logy=True, bars=True),

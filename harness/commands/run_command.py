@@ -48,7 +48,7 @@ def model_problem(args: argparse.Namespace) -> str | None:
     from gpubench.harness.core.model_spec import ModelSpecError, parse_model_options
 
     try:
-        parse_model_options(args.model, args.input)
+        parse_model_options(args.model, args.input, args.input_ids)
     except ModelSpecError as error:
         return str(error)
     return None

@@ -25,6 +25,7 @@ class ModelSpec:
     module: str
     factory: str
     input_shape: tuple[int, ...]
+    vocab_size: int | None = None  # the sample is int64 token ids below it (--input-ids); None: float32 values
 
     @property
     def target(self) -> str:
@@ -32,7 +33,9 @@ class ModelSpec:
 
     @property
     def input_text(self) -> str:
-        return "x".join(map(str, self.input_shape))
+        """The sample as rows name it: `3x64x64`, or `256 ids<50304` for token ids."""
+        shape = "x".join(map(str, self.input_shape))
+        return shape if self.vocab_size is None else f"{shape} ids<{self.vocab_size}"
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
@@ -49,8 +52,22 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def parse_model_options(model: str | None, input_shape: str | None) -> ModelSpec | None:
-    """The run's model, None without --model; --model and --input go together."""
+MAX_VOCAB = 2**31 - 1
+
+
+def parse_vocab(text: str) -> int:
+    cleaned = text.strip().replace("_", "")
+    if not cleaned.isascii() or not cleaned.isdigit() or not 2 <= int(cleaned) <= MAX_VOCAB:
+        raise ModelSpecError(f"--input-ids {text!r}: give the vocabulary size, a whole number from 2 up (the ids drawn "
+                             "are below it), such as --input-ids 50304")
+    return int(cleaned)
+
+
+def parse_model_options(model: str | None, input_shape: str | None, input_ids: str | None = None) -> ModelSpec | None:
+    """The run's model, None without --model; --model and --input go together, --input-ids with them."""
+    if input_ids is not None and (model is None or input_shape is None):
+        raise ModelSpecError(f"--input-ids {input_ids} needs --model and --input: the model and the number of ids in one "
+                             "sample, such as --model nanogpt:gpt --input 256 --input-ids 50304")
     if model is None:
         if input_shape is not None:
             raise ModelSpecError(f"--input {input_shape} without --model: also pass the model, such as "
@@ -62,4 +79,5 @@ def parse_model_options(model: str | None, input_shape: str | None) -> ModelSpec
                              "--model torchvision.models:resnet18")
     if input_shape is None:
         raise ModelSpecError(f"--model {model} needs --input: the shape of one sample, such as --input 3x64x64")
-    return ModelSpec(found["module"], found["factory"], parse_input_shape(input_shape))
+    vocab = parse_vocab(input_ids) if input_ids is not None else None
+    return ModelSpec(found["module"], found["factory"], parse_input_shape(input_shape), vocab)

@@ -84,6 +84,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--model", None, "benchmark your own model instead of the suite: a factory of an nn.Module as module:function (e.g. "
            "torchvision.models:resnet18), its training step and inference over the suite's settings; needs --input"),
     Option("--input", None, "with --model: the shape of one sample, sizes joined by 'x' without the batch size (e.g. 3x64x64)"),
+    Option("--input-ids", None, "with --model and --input: the sample is integer token ids (int64) below this vocabulary "
+           "size, as a language model takes (e.g. --input 256 --input-ids 50304)"),
     Option("--profile-ops", False, "also run a few steps of each training case under torch.profiler and store the top 15 ops", None),
 )
 

@@ -37,6 +37,7 @@ pow2_size, bytes_size = _pow2, _bytes
 TOKENS: dict[str, Callable[[Any], str]] = {
     "batch_size": lambda v: f"bs{v}",
     "model": lambda v: str(v).replace(":", "."),  # a --model factory (module:function): no ':' inside a pytest id
+    "input_shape": lambda v: str(v).replace(" ids<", "-ids"),  # 256 ids<50304 (--input-ids): 256-ids50304
     "num_workers": lambda v: f"w{v}",
     "prefetch_factor": lambda v: f"pf{v}",
     "accumulation_steps": lambda v: f"acc{v}",

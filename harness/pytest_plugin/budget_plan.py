@@ -78,14 +78,14 @@ class BudgetPlan:
             return CaseShare(max(self.left_s(), 0.0), self.budget_s, known_call_s)
         item = self._item(case_id)
         tier, pending = self.tier(item), self.pending_after(item)
-        reserve_s = sum(self._reserve_s(other) for other in pending if self.tier(other) < tier)
-        if tier == 0:  # funded whole: all that the other headline items' reserve leaves
-            reserve_s = sum(self._reserve_s(other) for other in pending if self.tier(other) == 0)
-            unknown = 1 + sum(self.cost(other[0]) is None for other in pending if self.tier(other) == 0)
+        same_tier = [other for other in pending if self.tier(other) == tier]
+        if tier == 0:  # funded whole: all that the other headline items' reserve leaves (split where no cost is known)
+            reserve_s = sum(map(self._reserve_s, same_tier))
+            unknown = 1 + sum(self.cost(other[0]) is None for other in same_tier)
             share_s = max(self.left_s() - reserve_s, 0.0) / (unknown if known is None else 1)
-        else:
-            others = [self.cost(other[0]) for other in pending if self.tier(other) == tier]
-            share_s = share_of(self.cost(case_id), others, self.left_s() - reserve_s)
+        else:  # what the tiers before it still need is kept out
+            reserve_s = sum(self._reserve_s(other) for other in pending if self.tier(other) < tier)
+            share_s = share_of(self.cost(case_id), [self.cost(other[0]) for other in same_tier], self.left_s() - reserve_s)
         return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, self.cost(case_id))
 
     def _reserve_s(self, item: Item) -> float:
@@ -102,11 +102,12 @@ class BudgetPlan:
         return rest + self.later
 
     def done(self, case_id: str, skipped: bool) -> None:
-        """One item ran (or was passed over); a skipped case's later builds will not run."""
+        """One item ran (or was passed over); a skipped case's later builds will not run, here or in a later process."""
         item = self._item(case_id)
         if item in self.here:
             self.here.remove(item)
         if skipped:
+            self.here = [other for other in self.here if other[0] != case_id]
             self.later = [other for other in self.later if other[0] != case_id]
 
     def progress(self) -> str:

@@ -75,7 +75,7 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
 
 def checked_model(option: Callable[[str], Any]) -> ModelSpec | None:
     """--model and --input: parsed, and the model made and fed one batch on the CPU before any case."""
-    spec = parse_model_options(option("gpubench_model"), option("gpubench_input"))
+    spec = parse_model_options(option("gpubench_model"), option("gpubench_input"), option("gpubench_input_ids"))
     if spec is not None:
         check_model(spec)
     return spec

@@ -28,7 +28,7 @@ from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.train_loop import AMP_DTYPES, apply_step, precision_skip_reason
 from gpubench.harness.workloads.transformer import with_fp32_matmuls
-from gpubench.harness.workloads.user_model import first_tensor, make_model
+from gpubench.harness.workloads.user_model import first_tensor, make_model, sample_batch
 
 # Batch sizes per profile: the first is the base every other setting is swept at.
 BATCH_SIZES = {"cpu": {"smoke": (2,), "quick": (8, 32), "full": (8, 32, 128)},
@@ -67,7 +67,7 @@ def cases(ctx: BuildContext) -> list[ModelCase]:
     profile = str(ctx.profile)
     batch_sizes = BATCH_SIZES["cpu" if ctx.device.type == "cpu" else "gpu"][profile]
     modes = COMPILE_MODES[profile][:1] if ctx.device.type != "cuda" else COMPILE_MODES[profile]
-    channels_last = False if len(spec.input_shape) == 3 else None  # an image: C x H x W
+    channels_last = False if len(spec.input_shape) == 3 and spec.vocab_size is None else None  # an image: C x H x W
     train = ModelCase(spec.target, spec.input_text, "train", "fp32", "none", channels_last, False, batch_sizes[0])
     inference = replace(train, step="inference", checkpointing=None)
     return sweep(train, batch_sizes, modes) + sweep(inference, batch_sizes, modes)
@@ -95,8 +95,7 @@ class Step:
         self.memory_format = torch.channels_last if case.channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=self.memory_format)
         self.forward: Any = self.model if case.compile_mode == "none" else torch.compile(self.model, mode=case.compile_mode)
-        self.batch = torch.randn(case.batch_size, *spec.input_shape, device=device).contiguous(
-            memory_format=self.memory_format)
+        self.batch = sample_batch(spec, case.batch_size, device).contiguous(memory_format=self.memory_format)
         self.device = device
         self.amp_dtype = AMP_DTYPES.get(case.precision)
         self.n_params = sum(p.numel() for p in self.model.parameters())

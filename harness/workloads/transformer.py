@@ -25,7 +25,7 @@ from gpubench.harness.devices import device as devices
 from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.catalog.transformer import SPEC
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.measurement.measure import Timed
+from gpubench.harness.measurement.measure import Measurement, Timed
 from gpubench.harness.measurement.terminal import torch_said
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.plan import RoundPlan
@@ -41,6 +41,7 @@ from gpubench.harness.workloads.gpt import (
     flops_per_token,
     token_batches,
 )
+from gpubench.harness.workloads.matmul_peak import measured_peak
 from gpubench.harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
 
 PRECISIONS = ("fp32", "bf16")
@@ -268,8 +269,19 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
         restore()
         raise
     device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else ""
+    no_datasheet = peak_tflops(device_name, case.precision) is None if device_name else True
     return Timed(fn=step, figures=step_figures(case, step, device_name, timed_steps), plan=RoundPlan(0, 1, timed_steps, 0.0),
-                 cleanup=restore, cpu_memory=step)
+                 cleanup=restore, cpu_memory=step, companion=measured_mfu(case, ctx, step) if no_datasheet else None)
+
+
+def measured_mfu(case: TransformerCase, ctx: BuildContext, step: TrainStep) -> Callable[[Measurement], dict[str, Any]]:
+    """On a device with no datasheet peak: MFU against this build's own matmul in the case's precision
+    (gpubench.harness.workloads.matmul_peak), as the attention workload's roofline."""
+    def companion(measured: Measurement) -> dict[str, Any]:
+        peak = measured_peak(case.precision, ctx)
+        tflops = model_figures(case, counted_params(step.model), measured.stats.median_s, "")["tflops"]
+        return {"measured_peak_tflops": peak.tflops, "measured_peak_n": peak.n, "mfu": tflops / peak.tflops}
+    return companion
 
 
 def headline(cases: list[TransformerCase]) -> list[TransformerCase]:

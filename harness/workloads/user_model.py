@@ -81,17 +81,38 @@ def first_tensor(output: Any) -> torch.Tensor | None:
     return next((value for value in values if isinstance(value, torch.Tensor)), None)
 
 
+def sample_batch(spec: ModelSpec, batch_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """A batch of the samples --input describes: float32 normal values, or int64 token ids below the
+    vocabulary size (--input-ids)."""
+    shape = (batch_size, *spec.input_shape)
+    if spec.vocab_size is not None:
+        return torch.randint(spec.vocab_size, shape, device=device)
+    return torch.randn(shape, device=device)
+
+
+# What torch says when floats reach an embedding or an index: the model takes integer ids.
+WANTS_IDS = ("Long", "Int", "integer", "indices", "index")
+
+
+def input_hint(spec: ModelSpec, error: Exception) -> str:
+    """The fix a failed forward of the sample batch points at."""
+    if spec.vocab_size is None and any(word in str(error) for word in WANTS_IDS):
+        return ("the model takes integer ids, not float32 values: add --input-ids VOCAB (int64 token ids below the "
+                "vocabulary size), such as --input-ids 50304")
+    return "give the shape of one sample the model takes"
+
+
 def check_model(spec: ModelSpec) -> None:
     """Before any case: the factory makes a module whose forward takes a batch of two samples of the
     shape (on the CPU, in eval mode, without gradients) and returns a floating tensor to train on."""
     model = make_model(spec).eval()
     try:
         with torch.inference_mode():
-            output = model(torch.randn(2, *spec.input_shape))
+            output = model(sample_batch(spec, 2))
     except Exception as error:  # noqa: BLE001 - the user's model: its error, in one line
-        raise ModelLoadError(f"--input {spec.input_text}: the model's forward of a batch of shape "
-                             f"{(2, *spec.input_shape)} raised {one_line(error)} — give the shape of one sample "
-                             "the model takes") from None
+        dtype = "int64" if spec.vocab_size is not None else "float32"
+        raise ModelLoadError(f"--input {spec.input_text}: the model's forward of a {dtype} batch of shape "
+                             f"{(2, *spec.input_shape)} raised {one_line(error)} — {input_hint(spec, error)}") from None
     tensor = first_tensor(output)
     if tensor is None or not tensor.is_floating_point():
         raise ModelLoadError(f"--model {spec.target}: the forward returned {type(output).__name__}, with no floating "
