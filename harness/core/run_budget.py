@@ -1,9 +1,11 @@
 """A run that fits a time budget, pure (no torch): durations as the user writes them, each case's
 share of what is left, and the verdict on a case whose one call does not fit its share.
 
-Shares are water-filled: a case whose cost is known (this machine's earlier rows) and small gets
-that cost (with a margin), the others split the rest equally; shares are recomputed before every
-case from the time really left, so a case that finishes early leaves its time to the ones after it.
+Shares are water-filled: a case whose cost is known (this machine's earlier rows, else the cost
+model's price) and small gets that cost (with a margin), the others split the rest equally; shares
+are recomputed before every case from the time really left, so a case that finishes early leaves
+its time to the ones after it. Which cases share with which (headline first, then first builds, then
+repeats) is gpubench.harness.pytest_plugin.budget_plan's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A run under --budget, seen from one build process: the (case, build) items still to run here and
-in the later build processes, this machine's history of what each case costs, each case's share
-of the time left, the plan line shown before the first case and the progress after each."""
+in the later build processes, what each case costs (this machine's history, else the cost model),
+each case's share of the time left by tier, the plan line shown before the first case and the
+progress after each."""
 
 from __future__ import annotations
 
