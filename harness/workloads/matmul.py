@@ -127,13 +127,9 @@ def headline(cases: list[MatmulCase]) -> list[MatmulCase]:
 
 
 def work(case: MatmulCase, ctx: BuildContext) -> Work:
-    size = element_bytes(case.dtype)
+    size = TORCH_DTYPES[case.dtype].itemsize
     return Work(flops=2 * case.size**3, dtype=case.dtype, bytes=3 * case.size**2 * size, random_values=2 * case.size**2,
                 fresh_bytes=3 * case.size**2 * size)
-
-
-def element_bytes(dtype: str) -> int:
-    return torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
 
 
 WORKLOAD = Workload(SPEC, cases, build, headline, work)
