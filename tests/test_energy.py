@@ -1,6 +1,8 @@
 """Energy counters (NVML, RAPL) and GPU telemetry during a region, with fakes: no GPU needed."""
 
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from gpubench.harness.devices.energy import (
 from gpubench.harness.measurement.energy_columns import energy_figures
 from gpubench.harness.measurement.loop import energy_by_repetition
 from gpubench.harness.devices.env import gpu_other_processes, gpu_telemetry
+from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.core.plan import Budget, RoundPlan
 from gpubench.harness.core.run_budget import CaseShare
@@ -356,6 +359,25 @@ def test_a_graphics_process_query_not_supported_keeps_the_busy_gpu_check(monkeyp
     nvml = FakeNvml(not_supported=("nvmlDeviceGetGraphicsRunningProcesses",), pids=(os.getpid(), 2**22 + 7))
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     assert gpu_other_processes(0) == 1  # another process holds the GPU; this one is not counted
+
+
+def _pids_a_build_calls_its_own(session_pid: int) -> set[int]:
+    code = "import json; from gpubench.harness.devices.env import our_pids; print(json.dumps(sorted(our_pids())))"
+    env = dict(os.environ, **{SESSION_PID_ENV: str(session_pid)})
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(done.stdout))
+
+
+@pytest.mark.process
+def test_an_ab_build_does_not_count_its_partner_waiting_for_its_turn_as_a_busy_gpu():
+    """This test process plays the `gpubench ab` session; `sleep` is the partner build, idle beside the one measuring."""
+    partner = subprocess.Popen(["sleep", "60"])
+    try:
+        assert partner.pid in _pids_a_build_calls_its_own(session_pid=os.getpid())
+        assert partner.pid not in _pids_a_build_calls_its_own(session_pid=partner.pid)  # a pid that is no ancestor names no session
+    finally:
+        partner.kill()
+        partner.wait()
 
 
 def test_a_compute_process_query_not_supported_removes_only_the_busy_gpu_check_and_says_so(monkeypatch):

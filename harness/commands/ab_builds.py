@@ -19,6 +19,7 @@ from gpubench import IMPORT_ROOT
 from gpubench.harness.processes.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
 from gpubench.harness.processes.protocol import BuildPlan
+from gpubench.harness.processes.turns import SESSION_PID_ENV
 
 BUILD_MODULE = "gpubench.harness.processes.build_main"
 
@@ -57,8 +58,10 @@ def side_plan(side: Side, session_id: str, build: int, pairs: int, pytest_args: 
 
 def side_env(side: Side) -> dict[str, str]:
     """The side's variables over this environment; the folder holding this `gpubench` package (the checkout, or
-    site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness."""
+    site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness;
+    this session's pid, so neither build counts its partner as a busy GPU."""
     env = dict(os.environ, **side.env)
+    env[SESSION_PID_ENV] = str(os.getpid())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
     return env
 

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 import gpubench.harness
 from gpubench import CHECKOUT
 from gpubench.harness.devices.energy import nvml_index
 from gpubench.harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
+from gpubench.harness.processes.turns import SESSION_PID_ENV
 
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
 
@@ -38,8 +40,6 @@ def cpu_model() -> str:
 
 
 def ram_bytes() -> int:
-    import psutil
-
     return int(psutil.virtual_memory().total)
 
 
@@ -102,17 +102,25 @@ def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nv
     job on the device changes results. None where NVML cannot tell (gpubench.harness.devices.nvml_probe.running_pids
     says why; the run says it once)."""
     try:
-        import psutil
-
         nvml = nvml_loader()
         pids, _ = running_pids(nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(index)))
         if pids is None:
             return None
-        me = psutil.Process()
-        ours = {me.pid} | {child.pid for child in me.children(recursive=True)}
-        return len(pids - ours)
+        return len(pids - our_pids())
     except Exception:  # NVML missing, no permission, or inside a container that hides pids
         return None
+
+
+def our_pids() -> set[int]:
+    """This process and its children; in a `gpubench ab` pair, every process its session started (the partner
+    build waits for its turn, idle, holding its own context). The session counts only while it is an ancestor:
+    a variable inherited by an unrelated process names no session of its."""
+    me = psutil.Process()
+    root = me
+    session = os.environ.get(SESSION_PID_ENV, "")
+    if session.isdigit() and int(session) in {parent.pid for parent in me.parents()}:
+        root = psutil.Process(int(session))
+    return {root.pid} | {child.pid for child in root.children(recursive=True)}
 
 
 def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:

@@ -21,6 +21,9 @@ import time
 from dataclasses import dataclass, field
 
 GO, READY, DONE, FREE = "go", "ready", "done", "free"
+# The session's pid, in both builds' environment: the partner holds a CUDA context of its own while it waits its
+# turn, idle, and the busy-GPU check (gpubench.harness.devices.env) must not count it as another job.
+SESSION_PID_ENV = "GPUBENCH_PAIR_SESSION_PID"
 
 
 @dataclass(frozen=True)
