@@ -29,3 +29,8 @@ def test_machine_id_is_short_stable_and_hardware_based():
 def test_format_is_one_aligned_line_per_field():
     text = format_fingerprint({"a": 1, "long_name": "x"})
     assert text.splitlines() == ["a          1", "long_name  x"]
+
+
+def test_a_size_in_bytes_reads_at_its_scale_with_the_number_kept():
+    assert format_fingerprint({"ram_bytes": 25276071936, "llc_bytes": None}).splitlines() == [
+        "ram_bytes  23.5 GiB (25276071936 bytes)", "llc_bytes  None"]

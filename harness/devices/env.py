@@ -20,6 +20,7 @@ from gpubench import CHECKOUT
 from gpubench.harness.devices.energy import nvml_index
 from gpubench.harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
 from gpubench.harness.processes.turns import SESSION_PID_ENV
+from gpubench.reports.units import human
 
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
 
@@ -239,6 +240,11 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
 
 
 def format_fingerprint(fields: dict[str, Any]) -> str:
-    """Aligned `key: value` lines for the terminal."""
+    """Aligned `key value` lines for the terminal; a size in bytes at a readable scale too (`--json` keeps the number)."""
     width = max(len(k) for k in fields)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in fields.items())
+
+    def shown(key: str, value: Any) -> Any:
+        sized = key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool)
+        return f"{human(value, 'bytes')} ({value} bytes)" if sized else value
+
+    return "\n".join(f"{k:<{width}}  {shown(k, v)}" for k, v in fields.items())
