@@ -105,8 +105,13 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
                 label = _literal(short_label(str(torch)))
                 ax.annotate(label, (started, value), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
-            ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%Y-%m-%d"))
-            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+            span = points["started"].max() - points["started"].min()
+            pad = max(span * 0.1, pd.Timedelta(minutes=30))  # one run, or runs minutes apart: hours on the axis, not years
+            ax.set_xlim(points["started"].min() - pad, points["started"].max() + pad)
+            locator = matplotlib.dates.AutoDateLocator(maxticks=5)  # runs minutes apart get times, not six equal dates
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))
+            ax.tick_params(axis="x", labelsize=7)
         fig.suptitle(f"{_literal(str(machine))} — headline figures per run", fontsize=10)
         handles, labels = axes.flat[0].get_legend_handles_labels()
         if labels:

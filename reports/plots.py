@@ -1,8 +1,10 @@
-"""Plots (matplotlib, Agg: no display). Each function writes one PNG and returns its path, or
-None when there is nothing to draw; all but the compile plot read the aggregated cases
-(gpubench.reports.aggregate.per_case). Readable at twenty machines: small multiples instead of
-one crowded axis, log axes where values span decades, labels from the short case ids, datasheet
-peaks drawn where known, CPU and GPU memory never on one axis."""
+"""Ladder plots (matplotlib, Agg: no display): a figure over a size, a line per machine or setting.
+Each function writes one PNG and returns its path, or None when there is nothing to draw; they
+read the aggregated cases (gpubench.reports.aggregate.per_case). Settings are bars, in
+gpubench.reports.bar_plots. Readable at twenty machines: small multiples instead of one crowded
+axis, log axes where values span decades, axis labels in words with units, every line its own
+colour, marker and dash (hollow markers: a line under another still shows), categories as points
+never joined by a line, datasheet peaks drawn where known."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import pandas as pd  # noqa: E402
 from gpubench.harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
 from gpubench.harness.records.safe_files import replacing  # noqa: E402
 from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
+from gpubench.harness.records.schema import SETTING_COLUMNS  # noqa: E402
 from gpubench.reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
+from gpubench.reports.units import human  # noqa: E402
 
 MAX_LEGEND = 24
 DPI = 110  # a figure is laid out at the resolution it is saved at: tight_layout's text sizes are then savefig's (one renderer)
@@ -77,29 +81,86 @@ def _panels(count: int, width: float = 4.2, height: float = 3.4, columns: int = 
     return fig, flat[:count]
 
 
-def _legend(fig: plt.Figure, axes: list[plt.Axes]) -> None:
-    handles, labels = {}, []
+KEY = "key"  # the gid of a legend entry that explains a pattern (a hatch) rather than naming a drawn series
+
+
+def _legend(fig: plt.Figure, axes: list[plt.Axes], keys: tuple[matplotlib.artist.Artist, ...] = ()) -> None:
+    """One legend below the panels: each series once, in the order drawn, then the `keys` (gid KEY)."""
+    handles, labels = {key.get_label(): key for key in keys}, [key.get_label() for key in keys]
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             if label not in handles:
                 handles[label] = handle
-                labels.append(label)
+                labels.insert(len(labels) - len(keys), label)
     if labels:
         longest = max(len(label) for label in labels[:MAX_LEGEND])
+        width_in, height_in = fig.get_size_inches()
+        if width_in < 0.075 * longest + 0.5:  # a legend wider than the panels: the figure widens, no entry is cut
+            fig.set_size_inches(0.075 * longest + 0.5, height_in)
         ncol = max(1, min(3, len(labels), int(fig.get_size_inches()[0] / (0.075 * longest + 0.5))))  # ~0.075 inch a character at size 8
         rows = math.ceil(min(len(labels), MAX_LEGEND) / ncol)
-        fig.legend([handles[label] for label in labels[:MAX_LEGEND]], labels[:MAX_LEGEND], loc="lower center",
-                   ncol=ncol, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+        legend = fig.legend([handles[label] for label in labels[:MAX_LEGEND]], labels[:MAX_LEGEND], loc="lower center",
+                            ncol=ncol, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            if handle is not None and text.get_text() in {key.get_label() for key in keys}:
+                handle.set_gid(KEY)  # the legend draws a copy of each handle: the mark goes on the copy
         fig.legend_space = min(0.6, 0.2 * rows / fig.get_size_inches()[1])  # 0.2 inch a legend row
 
 
-def _plain_numbers(ax: plt.Axes, axis: str = "y", fmt: str = "{:.3g}") -> None:
-    """Log axes with plain tick labels (0.19, 4.2, 780), not 1.9×10⁻¹, and labels even when the
+def compact(value: float) -> str:
+    """A tick number read at a glance: 500, 5k, 1.2M, 0.25 (never 5e+03 beside 500)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _plain_numbers(ax: plt.Axes, axis: str = "y") -> None:
+    """Log axes with compact tick labels (0.19, 4.2, 780, 5k), not 1.9×10⁻¹, and labels even when the
     data span less than a decade (ticks at 1, 2 and 5 of each decade)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: fmt.format(value)))
+    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: compact(value)))
     target.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def linear_numbers(ax: plt.Axes, axis: str = "x") -> None:
+    """A linear axis with at most five compact tick labels (10k, 20k, 30k: never run together)."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(matplotlib.ticker.MaxNLocator(5))
+    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: compact(value)))
+
+
+def byte_sizes(ax: plt.Axes) -> None:
+    """A log2 x axis of byte sizes labelled 1 KiB, 1 MiB, at most eight ticks."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2, numticks=8))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: human(value, "bytes").replace(".0 ", " ")))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")  # seven, coprime with ten colours: 70 lines before a style repeats
+DASHES = ("-", "--", ":", "-.")
+
+
+def line_styles(labels: list[str]) -> dict[str, dict[str, object]]:
+    """Each line name its own colour, hollow marker and dash, the same in every panel of a figure."""
+    return {label: {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i // 70 % len(DASHES)],
+                    "fillstyle": "none"} for i, label in enumerate(labels)}
+
+
+# Axis labels in words, with units, for the columns a declared plot may draw (gpubench.harness.core.workload_spec.PlotSpec).
+AXIS_LABELS = {
+    "tflops": "TFLOP/s", "gbps": "GB/s", "busbw_gbps": "bus bandwidth (GB/s)", "algbw_gbps": "algorithm bandwidth (GB/s)",
+    "samples_per_s": "samples/s", "tokens_per_s": "tokens/s", "median_s": "time (s)", "step_s": "step time (s)",
+    "pct_of_measured_peak": "% of this machine's measured matmul", "pct_of_peak": "% of datasheet peak",
+    "seq_len": "sequence length (tokens)", "batch_size": "batch size (samples)", "size": "size (bytes)",
+    "dtype": "dtype", "setting": "setting", "peak_mem_bytes": "peak memory (bytes)",
+}
+
+
+def axis_label(column: str) -> str:
+    return AXIS_LABELS.get(column, column.replace("_", " "))
 
 
 def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> None:
@@ -124,15 +185,16 @@ def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     if not dtypes:  # rows of a dtype this plot does not know (a hand-made or foreign file): no panel to draw
         return None
     fig, axes = _panels(len(dtypes))
-    colors = {m: f"C{i % 10}" for i, m in enumerate(sorted(rows["machine"].unique()))}
+    styles = line_styles(sorted(rows["machine"].unique()))
     for ax, dtype in zip(axes, dtypes):
         for machine, group in rows[rows["dtype"] == dtype].groupby("machine"):
             series = group.sort_values("size")
-            ax.plot(series["size"], series["tflops"], marker="o", color=colors[machine], label=machine)
-            _band(ax, series, "size", "tflops", colors[machine])
+            style = dict(styles[machine], linestyle="-")
+            ax.plot(series["size"], series["tflops"], label=machine, **style)
+            _band(ax, series, "size", "tflops", str(style["color"]))
             peak = peak_tflops(str(series["device_name"].iloc[0]), dtype)
             if peak:
-                ax.axhline(peak, color=colors[machine], linestyle="--", linewidth=0.8)
+                ax.axhline(peak, color=str(style["color"]), linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_numbers(ax)
@@ -150,117 +212,48 @@ def _transfer_label(row: pd.Series) -> str:
 
 @literal_labels
 def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None:
-    """Transfers: a panel per direction and machine-series per memory kind. Elementwise: a panel
-    per op and dtype, log axes, the memory datasheet peak dashed."""
+    """Transfers: a panel per direction, a line per machine and memory kind (pinned or pageable, blocking
+    or not). Elementwise: a panel per op and dtype, a line per machine, the memory datasheet peak dashed."""
     rows = _drawable(cases[cases["workload"] == workload], "size", "gbps")
     if rows.empty:
         return None
-    key = "direction" if workload == "transfer" else "panel"
-    if workload != "transfer":
-        rows = rows.assign(panel=rows["op"].astype(str) + " · " + rows["dtype"].astype(str))
-    panels = sorted(rows[key].unique())
+    if workload == "transfer":
+        rows = rows.assign(panel=rows["direction"].astype(str), line=rows["machine"] + " · " + rows.apply(_transfer_label, axis=1))
+    else:
+        rows = rows.assign(panel=rows["op"].astype(str) + " · " + rows["dtype"].astype(str), line=rows["machine"])
+    panels = sorted(rows["panel"].unique())
+    styles = line_styles(sorted(rows["line"].unique()))
     fig, axes = _panels(len(panels))
     for ax, panel in zip(axes, panels):
-        group = rows[rows[key] == panel]
-        for machine, series in group.groupby("machine"):
-            if workload == "transfer":
-                for label, line in series.groupby(series.apply(_transfer_label, axis=1)):
-                    line = line.sort_values("size")
-                    ax.plot(line["size"], line["gbps"], marker="o", label=f"{machine} · {label}")
-                    _band(ax, line, "size", "gbps", ax.lines[-1].get_color())
-            else:
-                line = series.sort_values("size")
-                ax.plot(line["size"], line["gbps"], marker="o", label=machine)
-                _band(ax, line, "size", "gbps", ax.lines[-1].get_color())
-                peak = peak_gbps(str(line["device_name"].iloc[0]))
-                if peak:
-                    ax.axhline(peak, linestyle="--", linewidth=0.8, color=ax.lines[-1].get_color())
-        ax.set_xscale("log", base=2)
+        dashed = False
+        for label, line in rows[rows["panel"] == panel].groupby("line"):
+            line = line.sort_values("size")
+            ax.plot(line["size"], line["gbps"], label=label, **styles[label])
+            _band(ax, line, "size", "gbps", str(styles[label]["color"]))
+            peak = peak_gbps(str(line["device_name"].iloc[0])) if workload != "transfer" else None
+            if peak:
+                ax.axhline(peak, linestyle="--", linewidth=0.8, color=str(styles[label]["color"]))
+                dashed = True
+        if workload == "transfer":
+            byte_sizes(ax)
+        else:
+            ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_numbers(ax)
-        ax.set_title(
-            str(panel) + (" (dashed: memory peak)" if workload != "transfer" and any(line.get_linestyle() == "--" for line in ax.lines) else ""), fontsize=9
-        )
-        ax.set_xlabel("bytes per transfer" if workload == "transfer" else "elements per tensor")
+        ax.set_title(str(panel) + (" (dashed: memory peak)" if dashed else ""), fontsize=9)
+        ax.set_xlabel("bytes per transfer" if workload == "transfer" else "elements per tensor (log2)")
         ax.set_ylabel("GB/s")
         ax.grid(True, which="both", alpha=0.3)
     _legend(fig, axes)
     return _save(fig, out / f"{workload}_gbps.png")
 
 
-@literal_labels
-def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
-    """One panel per machine: training samples/s per setting (red: input-bound)."""
-    rows = cases[cases["workload"] == "mnist_epoch"]
-    if rows.empty:
-        return None
-    machines = sorted(rows["machine"].unique())
-    most = int(rows.groupby("machine").size().max())
-    fig, axes = _panels(len(machines), width=6.0, height=0.32 * most + 1.2, columns=2)
-    for ax, machine in zip(axes, machines):
-        group = rows[rows["machine"] == machine].sort_values("samples_per_s")
-        ax.barh(group["setting"], group["samples_per_s"], color=["tab:red" if b is True else "tab:blue" for b in group["input_bound"]])
-        values = group["samples_per_s"].dropna()
-        wide = len(values) > 1 and values.max() / values.min() >= 10  # a log axis only where the bars span a decade
-        if wide:
-            ax.set_xscale("log")
-            _plain_numbers(ax, "x", "{:,.0f}")
-        else:
-            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
-            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
-        ax.set_title(machine, fontsize=9)
-        ax.set_xlabel(f"training samples/s ({'log; ' if wide else ''}red: input-bound)")
-        ax.tick_params(axis="y", labelsize=8)
-    return _save(fig, out / "mnist_epoch.png")
-
-
-@literal_labels
-def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
-    """Peak memory against step time, one panel per memory source (never CPU and GPU on one axis)."""
-    rows = cases[cases["workload"] == "memory_strategies"]
-    if rows.empty:
-        return None
-    sources = sorted(rows["mem_source"].astype(object).fillna("unknown").unique())
-    fig, axes = _panels(len(sources), width=5.5, height=4.2, columns=2)
-    colors = {m: f"C{i % 10}" for i, m in enumerate(sorted(rows["machine"].unique()))}
-    for ax, source in zip(axes, sources):
-        group = rows[rows["mem_source"].astype(object).fillna("unknown") == source]
-        for machine, series in group.groupby("machine"):
-            ax.scatter(series["step_s"] * 1e3, series["peak_mem_bytes"] / 2**20, label=machine, color=colors[machine])
-            for _, row in series.iterrows():
-                ax.annotate(str(row["strategy"]), (row["step_s"] * 1e3, row["peak_mem_bytes"] / 2**20), fontsize=7)
-        ax.set_xlabel("optimizer step (ms)")
-        ax.set_ylabel("peak memory (MiB)")
-        ax.set_title(f"memory: {source}", fontsize=9)
-    _legend(fig, axes)
-    return _save(fig, out / "memory_strategies.png")
-
-
-@literal_labels
-def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
-    """Compile cost (s) and step gain (%) per compiled setting (gpubench.reports.tables.compile_table's rows: the
-    labels escaped are those drawn, not a whole store's), one bar pair per machine · setting."""
-    rows = compiled.dropna(subset=["compile_s"])
-    if rows.empty:
-        return None
-    labels = [f"{s} · {m}" for s, m in zip(rows["setting"], rows["machine"])]
-    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11, 0.4 * len(rows) + 1.6), sharey=True, dpi=DPI)
-    cost.barh(labels, rows["compile_s"], color="tab:orange")
-    cost.set_xlabel("cold compile, first call (s)")
-    gain.barh(labels, rows["gain_pct"].fillna(0), color=["tab:green" if g > 0 else "tab:red" for g in rows["gain_pct"].fillna(0)])
-    gain.axvline(0, color="grey", lw=0.8)
-    gain.set_xlabel("compiled step gain vs eager, same batch (%)")
-    cost.tick_params(axis="y", labelsize=8)
-    fig.suptitle("torch.compile: cost against gain (break-even steps in the table)", fontsize=10)
-    return _save(fig, out / "compile.png")
-
-
 def _hue_labels(rows: pd.DataFrame, hues: tuple[str, ...]) -> pd.Series:
-    """Each row's line name: `col=value` for every hue column, joined (one name for no hue)."""
+    """Each row's line name: `col=value` for every hue column the row has a value in, joined (one name for no hue)."""
     if not hues:
         return pd.Series("", index=rows.index)
-    named = rows[list(hues)].astype(str)
-    return named.apply(lambda values: ", ".join(f"{c}={v}" for c, v in zip(hues, values)), axis=1)
+    named = rows[list(hues)].astype(object).where(rows[list(hues)].notna(), None)
+    return named.apply(lambda values: ", ".join(f"{c}={v}" for c, v in zip(hues, values) if v is not None), axis=1)
 
 
 def _spec_panels(rows: pd.DataFrame, panels: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
@@ -274,63 +267,65 @@ def _spec_panels(rows: pd.DataFrame, panels: tuple[str, ...]) -> list[tuple[str,
     return out
 
 
-def _bar_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path:
-    """One panel per machine: a horizontal bar of `spec.y` per value of `spec.x`, coloured by `spec.hue`."""
-    machines = sorted(rows["machine"].unique())
-    most = int(rows.groupby("machine").size().max())
-    fig, axes = _panels(len(machines), width=6.0, height=0.32 * most + 1.2, columns=2)
-    rows = rows.assign(_line=_hue_labels(rows, spec.hues))
-    colours = {hue: f"C{index % 10}" for index, hue in enumerate(sorted(rows["_line"].unique()))}
-    for ax, machine in zip(axes, machines):
-        group = rows[rows["machine"] == machine].sort_values(spec.y)
-        keys = group["_line"]
-        ax.barh(group[spec.x].astype(str), group[spec.y], color=[colours[k] for k in keys])
-        for hue in dict.fromkeys(keys) if spec.hues else ():
-            ax.barh([], [], color=colours[hue], label=hue)  # one legend entry per hue
-        values = group[spec.y][group[spec.y] > 0]
-        wide = spec.logy and len(values) > 1 and values.max() / values.min() >= 10  # log only where the bars span a decade
-        if wide:
-            ax.set_xscale("log")
-            _plain_numbers(ax, "x")
-        ax.set_title(machine, fontsize=9)
-        ax.set_xlabel(f"{spec.y} (log)" if wide else spec.y)
-        ax.tick_params(axis="y", labelsize=8)
-    if spec.hues:
-        _legend(fig, axes)
-    return _save(fig, path)
+def told_apart(rows: pd.DataFrame, spec: PlotSpec) -> tuple[str, ...]:
+    """The declared hue columns, then every other setting that still varies among the rows of one panel,
+    line and x: without it two settings would share a line (a vertical segment at one x)."""
+    hues = list(spec.hues)
+    keys = ["machine", *spec.panels, spec.x]
+    for column in [c for c in SETTING_COLUMNS if c in rows and c not in {*keys, *hues}]:
+        if rows.groupby(keys + hues, dropna=False)[column].nunique(dropna=False).max() > 1:
+            hues.append(column)
+    return tuple(hues)
+
+
+def _categorical(group: pd.DataFrame, x: str) -> bool:
+    """Categories (dtypes, settings) and a panel's single x are points side by side, never a joined line."""
+    return group[x].nunique() <= 1 or not pd.api.types.is_numeric_dtype(group[x])
 
 
 @literal_labels
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
-    """A workload's declared plot: one panel per machine (and per value of `spec.panels`),
-    `spec.y` over `spec.x`, a line per value of `spec.hue` — one color per line name in every
-    panel (gpubench.harness.core.workload_spec.PlotSpec); with `spec.bars`, a bar per setting instead."""
+    """A workload's declared plot: one panel per machine (and per value of `spec.panels`), `spec.y` over
+    `spec.x`, a line per value of the hue columns and of any other setting that varies (`told_apart`),
+    one style per line name in every panel. Categories are points, dodged so none hides another."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None
-    if spec.bars:
-        return _bar_plot(rows, spec, path)
-    rows = rows.assign(_line=_hue_labels(rows, spec.hues))
+    hues = told_apart(rows, spec)
+    rows = rows.assign(_line=_hue_labels(rows, hues))
     labels = sorted(rows["_line"].unique())
-    styles = {label: (f"C{i % 10}", ("-", "--", ":")[i // 10 % 3]) for i, label in enumerate(labels)}
+    styles = line_styles(labels)
     panels = _spec_panels(rows, spec.panels)
     fig, axes = _panels(len(panels), width=5.0, height=3.6, columns=2)
     for ax, (title, group) in zip(axes, panels):
-        for label, line in group.groupby("_line", sort=True):
+        lines = sorted(group["_line"].unique())
+        categorical = _categorical(group, spec.x)
+        categories = sorted(group[spec.x].unique()) if categorical else []
+        for index, (label, line) in enumerate(group.groupby("_line", sort=True)):
             line = line.sort_values(spec.x)
-            xs = line[spec.x].astype(str) if line[spec.x].dtype == object else line[spec.x]
-            color, style = styles[label]
-            ax.plot(xs, line[spec.y], marker="o", color=color, linestyle=style, label=label or None)
-            _band(ax, line.assign(**{spec.x: xs}), spec.x, spec.y, color)
-        if spec.logx:
+            style = styles[label]
+            if categorical:  # a point per category, shifted per line: equal values stay visible side by side
+                shift = (index - (len(lines) - 1) / 2) * 0.6 / max(len(lines), 1)
+                xs = line[spec.x].map(categories.index) + shift
+                ax.plot(xs, line[spec.y], label=label or None, **dict(style, linestyle="none"))
+            else:
+                ax.plot(line[spec.x], line[spec.y], label=label or None, **style)
+                _band(ax, line, spec.x, spec.y, str(style["color"]))
+        if categorical:
+            ax.set_xticks(range(len(categories)), [compact(c) if isinstance(c, float) else str(c) for c in categories])
+            ax.set_xlim(-0.5, len(categories) - 0.5)
+        elif spec.x == "size":
+            byte_sizes(ax)
+        elif spec.logx:
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.0f}" if value < 1e5 else compact(value)))
         if spec.logy:
             ax.set_yscale("log")
             _plain_numbers(ax)
         ax.set_title(title, fontsize=9)
-        ax.set_xlabel(spec.x)
-        ax.set_ylabel(spec.y)
+        ax.set_xlabel(axis_label(spec.x))
+        ax.set_ylabel(axis_label(spec.y))
         ax.grid(True, which="both", alpha=0.3)
-    if spec.hues:
+    if hues:
         _legend(fig, axes)
     return _save(fig, path)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import plots, tables
+from gpubench.reports import bar_plots, plots, tables
 from gpubench.reports.aggregate import USER_PREFIX
 from gpubench.reports.intervals import BEST_RULE
 from gpubench.reports.markdown import image, md_table, section
@@ -74,7 +74,7 @@ def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
 
 def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
-    parts = [section(spec.title, image(_name(plots.epoch_plot(cases, out)), "epoch throughput"),
+    parts = [section(spec.title, image(_name(bar_plots.epoch_plot(cases, out)), "epoch throughput"),
                      f"Guide template against the fastest setting whose test accuracy is within {tables.EQUAL_ACCURACY} of the template's "
                      "(faster but less accurate settings are listed apart). Diverged runs are failed rows and never count:",
                      md_table(tables.template_vs_fastest(frame), human=True),
@@ -82,7 +82,7 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
                      md_table(tables.epoch_table(frame), human=True), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:
-        parts.append(section("torch.compile", image(_name(plots.compile_plot(compiled, out)), "compile cost"),
+        parts.append(section("torch.compile", image(_name(bar_plots.compile_plot(compiled, out)), "compile cost"),
                              "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the steady-state step, "
                              "eager and compiled on the same batch; break-even = compile time / step gain. Medians over runs.", md_table(compiled, human=True)))
     return "\n\n".join(parts)
@@ -97,7 +97,7 @@ def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: 
 
 
 def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    return section(spec.title, image(_name(plots.memory_plot(cases, out)), "memory vs speed"),
+    return section(spec.title, image(_name(bar_plots.memory_plot(cases, out)), "memory vs speed"),
                    "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's peak over one step above "
                    "what was alive before it (never compare the two).",
                    _cases_table(cases, workload, ["machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s", "spread",
@@ -119,7 +119,8 @@ def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSec
     rows = cases[cases["workload"] == workload]
     if rows.empty:
         return ""
-    png = plots.spec_plot(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
+    draw = bar_plots.spec_bars if spec.plot is not None and spec.plot.bars else plots.spec_plot
+    png = draw(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
     columns = spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
     return section(spec.title, image(_name(png), workload) if png else "", spec.intro, _cases_table(cases, workload, columns))
 

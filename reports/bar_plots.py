@@ -1,0 +1,152 @@
+"""Bar charts, for cases that are settings rather than a ladder: the epoch's settings, the memory
+strategies, torch.compile's cost and gain, a workload's declared bars. Machines are compared where a
+reader compares them, on one axis: a bar per machine beside the others (up to MAX_GROUPED machines;
+beyond, a panel each on one shared scale). A log axis only where the bars span a decade, the same
+for every panel of a figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.patches import Patch
+
+from gpubench.harness.core.workload_spec import PlotSpec
+from gpubench.reports.plots import DPI, KEY, _legend, _panels, _plain_numbers, _save, axis_label, linear_numbers, literal_labels
+
+MAX_GROUPED = 6  # machines side by side per setting; more would make bars thinner than their labels
+BAR_IN = 0.22  # inches a bar takes
+INPUT_BOUND_HATCH = "//"
+
+
+def fastest_first(rows: pd.DataFrame, value: str) -> list[str]:
+    """The settings, the best median over machines on top."""
+    return list(rows.groupby("setting")[value].median().sort_values(ascending=False).index)
+
+
+def grouped(ax: plt.Axes, rows: pd.DataFrame, value: str, settings: list[str], machines: list[str],
+            hatched: pd.Series | None = None) -> None:
+    """A row per setting, a bar per machine within it (one colour per machine, as in the legend);
+    `hatched` marks the rows to draw hatched (an input-bound epoch)."""
+    height = 0.8 / len(machines)
+    for index, machine in enumerate(machines):
+        mine = rows[rows["machine"] == machine].drop_duplicates("setting").set_index("setting")
+        present = [s for s in settings if s in mine.index]
+        offset = (index - (len(machines) - 1) / 2) * height
+        bars = ax.barh([settings.index(s) + offset for s in present], mine.loc[present, value], height=height,
+                       color=f"C{index % 10}", label=machine)
+        if hatched is not None:
+            for bar, setting in zip(bars, present):
+                if bool(hatched.get(mine.loc[setting, "_row"], False)):
+                    bar.set_hatch(INPUT_BOUND_HATCH)
+    ax.set_yticks(range(len(settings)), settings)
+    ax.set_ylim(len(settings) - 0.5, -0.5)  # the first setting on top
+    ax.tick_params(axis="y", labelsize=8)
+
+
+def value_axis(axes: list[plt.Axes], values: pd.Series, label: str) -> None:
+    """One scale for every panel: log where the positive values span a decade, compact numbers either way."""
+    positive = values[values > 0]
+    wide = len(positive) > 1 and positive.max() / positive.min() >= 10 and (values > 0).all()
+    for ax in axes:
+        if wide:
+            ax.set_xscale("log")
+            _plain_numbers(ax, "x")
+        else:
+            linear_numbers(ax, "x")
+        ax.set_xlabel(f"{label} (log)" if wide else label)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    if len(axes) > 1 and len(positive):
+        low = positive.min() / 1.5 if wide else min(0.0, float(values.min()) * 1.05)
+        for ax in axes:
+            ax.set_xlim(low, float(values.max()) * 1.15)
+
+
+def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, title: str = "",
+                 hatched: pd.Series | None = None, hatch_label: str = "") -> Path:
+    """Settings as bars: one chart with a bar per machine, or a panel per machine on one scale."""
+    rows = rows.assign(_row=rows.index)
+    machines = sorted(rows["machine"].unique())
+    settings = fastest_first(rows, value)
+    if len(machines) <= MAX_GROUPED:
+        fig, ax = plt.subplots(figsize=(8.0, BAR_IN * len(settings) * len(machines) + 1.6), dpi=DPI)
+        grouped(ax, rows, value, settings, machines, hatched)
+        axes = [ax]
+    else:
+        most = int(rows.groupby("machine").size().max())
+        fig, axes = _panels(len(machines), width=6.0, height=BAR_IN * most + 1.2, columns=2)
+        for ax, machine in zip(axes, machines):
+            mine = rows[rows["machine"] == machine]
+            grouped(ax, mine, value, fastest_first(mine, value), [machine], hatched)
+            ax.set_title(machine, fontsize=9)
+    value_axis(axes, rows[value], label)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    keys: tuple[Patch, ...] = ()
+    if hatch_label and hatched is not None and hatched.any():
+        keys = (Patch(facecolor="white", edgecolor="black", hatch=INPUT_BOUND_HATCH, label=hatch_label, gid=KEY),)
+    _legend(fig, axes, keys)
+    return _save(fig, path)
+
+
+@literal_labels
+def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
+    """Training samples/s per epoch setting, machines side by side; hatched where the epoch waited for its data."""
+    rows = cases[(cases["workload"] == "mnist_epoch") & (cases["samples_per_s"] > 0)]
+    if rows.empty:
+        return None
+    bound = rows["input_bound"].map(lambda value: value is True or value == "True")
+    return setting_bars(rows, "samples_per_s", "training samples/s", out / "mnist_epoch.png",
+                        hatched=bound, hatch_label="hatched: input-bound (waits for data)")
+
+
+@literal_labels
+def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
+    """Per memory source (CPU and GPU memory never on one axis): each strategy's step time and peak memory, machines side by side."""
+    rows = cases[(cases["workload"] == "memory_strategies") & (cases["step_s"] > 0)]
+    if rows.empty:
+        return None
+    rows = rows.assign(setting=rows["strategy"].astype(str), step_ms=rows["step_s"] * 1e3, peak_mib=rows["peak_mem_bytes"] / 2**20,
+                       source=rows["mem_source"].astype(object).fillna("unknown"))
+    sources, machines = sorted(rows["source"].unique()), sorted(rows["machine"].unique())
+    settings = fastest_first(rows.assign(neg=-rows["step_ms"]), "neg")  # the fastest strategy on top
+    fig, grid = plt.subplots(len(sources), 2, figsize=(11.0, (BAR_IN * len(settings) * len(machines) + 1.4) * len(sources)),
+                             squeeze=False, dpi=DPI)
+    for (time_ax, memory_ax), source in zip(grid, sources):
+        mine = rows[rows["source"] == source]
+        grouped(time_ax, mine, "step_ms", settings, machines)
+        grouped(memory_ax, mine, "peak_mib", settings, machines)
+        value_axis([time_ax], mine["step_ms"], "optimizer step (ms)")
+        value_axis([memory_ax], mine["peak_mib"].dropna(), f"peak memory, {source} (MiB)")
+        memory_ax.tick_params(axis="y", labelleft=False)
+    _legend(fig, list(grid.flat[:1]))
+    return _save(fig, out / "memory_strategies.png")
+
+
+@literal_labels
+def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
+    """Cold compile time and the compiled step's gain per setting (gpubench.reports.tables.compile_table's rows),
+    machines side by side; break-even steps are in the table."""
+    rows = compiled.dropna(subset=["compile_s"]).assign(gain_pct=lambda f: f["gain_pct"].fillna(0.0))
+    if rows.empty:
+        return None
+    machines, settings = sorted(rows["machine"].unique()), fastest_first(rows, "gain_pct")
+    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11.0, BAR_IN * len(settings) * len(machines) + 1.8), sharey=True, dpi=DPI)
+    grouped(cost, rows, "compile_s", settings, machines)
+    grouped(gain, rows, "gain_pct", settings, machines)
+    value_axis([cost], rows["compile_s"], "cold compile, first call (s)")
+    value_axis([gain], rows["gain_pct"], "step gain vs eager (%)")
+    gain.axvline(0, color="grey", lw=0.8)
+    fig.suptitle("torch.compile: cost against gain", fontsize=10)
+    _legend(fig, [cost])
+    return _save(fig, out / "compile.png")
+
+
+@literal_labels
+def spec_bars(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
+    """A workload's declared bars: `spec.y` per value of `spec.x` (its settings), machines side by side."""
+    rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
+    if rows.empty:
+        return None
+    return setting_bars(rows.assign(setting=rows[spec.x].astype(str)), spec.y, axis_label(spec.y), path)
