@@ -10,7 +10,7 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import UnsafePath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import health, history, sections, tables
+from gpubench.reports import answer, health, history, sections, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.load import (
     OUT_FIX,
@@ -22,10 +22,22 @@ from gpubench.reports.load import (
     spreadsheet_safe,
     write_merged,
 )
-from gpubench.reports.markdown import Md, code, escape, md_table, section
+from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import PublishError, report_folder
 
 __all__ = ["ReportError", "build_report", "render_report"]
+
+
+OP_CHARS = 60  # a CUDA kernel's name is a C++ template signature of 200 characters and more: its head names it
+
+
+def top_ops_table(ops: list[dict], limit: int = 10) -> pd.DataFrame:
+    """A sidecar's operators (gpubench.reports.load keeps dicts naming an `op`), names cut at their argument list;
+    a missing or non-numeric time is empty (the sidecar keeps them whole)."""
+    frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
+    frame["op"] = [short_label(op[:op.rfind("(")] if op.endswith(")") else op, OP_CHARS) for op in frame["op"].astype(str)]
+    times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
+    return frame.assign(device_ms=times_us["device_time_us"] / 1e3, self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
 
 
 def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict]]]) -> str:
@@ -39,7 +51,7 @@ def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict
         for label, row in (("guide template", template.iloc[0] if not template.empty else None), ("fastest setting", fastest)):
             ops = top_ops.get(str(row["source_file"]), {}).get(str(row["case_id"])) if row is not None else None
             if ops:
-                parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"])) + md_table(tables.top_ops_table(ops)))
+                parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"])) + md_table(top_ops_table(ops)))
     return section("Profiler: top operators (--profile-ops)", *parts) if parts else ""
 
 
@@ -53,10 +65,10 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
 def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[str]) -> list[str]:
     """Recommendations (from the `measured` rows: no advice from the suite's own test sizes), flagged figures,
     rows not ok, rows refused and the machines: every report ends with them."""
-    advice = tables.recommendations(measured)
+    advice = {machine: lines for machine, lines in tables.recommendations(measured).items() if lines}  # no empty bullet
     parts = [
         section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))
-    ]
+    ] if advice else []
     flags = tables.flagged(frame)
     if not flags.empty:
         parts.append(
@@ -111,16 +123,16 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     every table below it holds one row per configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     smoke = is_smoke(frame)
-    notes = ([f"{int(smoke.sum())} smoke-profile row(s) test the suite at tiny sizes: they appear in the workload tables only, "
-              "never in the summary or against a reference (figures not for comparison)"] if smoke.any() else []) + (notes or [])
-    parts = [f"# gpubench report\n\n{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
-             f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
-             "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes)]
     measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
+    measured_cases = per_case(measured)
+    head = [answer.answer(measured, measured_cases, base), *answer.banners(frame, smoke),
+            f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
+            f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
+            "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes or [])]
+    parts = ["# gpubench report\n\n" + "\n\n".join(line for line in head if line)]
     if measured.empty:
         parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick or full profile for one."))
     else:
-        measured_cases = per_case(measured)
         parts.append(section("Summary", md_table(tables.summary(measured, measured_cases, base, energy_notes or {}), index=True)))
         parts += [health.render(measured, measured_cases, telemetry), history.render(measured, out)]  # each box's health; over time
     shown = frame[~shadowed_smoke(frame, smoke)]

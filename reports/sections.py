@@ -14,7 +14,10 @@ from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import bar_plots, plots, tables
 from gpubench.reports.aggregate import USER_PREFIX
 from gpubench.reports.intervals import BEST_RULE
+from gpubench.harness.records.schema import SETTING_COLUMNS
 from gpubench.reports.markdown import image, md_table, section
+from gpubench.reports.tables import _pm as pm
+from gpubench.reports.units import human_column
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
 
@@ -23,17 +26,41 @@ def _name(path: Path | None) -> str | None:
     return path.name if path else None
 
 
+PIVOT_ROWS = 12  # a longer table of several machines gets a row per setting and a column per machine
+
+
+def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
+    """A long table of several machines pivoted: a row per setting, a column per machine, each cell the
+    table's first figure in its unit with its spread and flags. None where the table is short, of one
+    machine, or its first figure is not a number."""
+    if "machine" not in table or table["machine"].nunique() < 2 or len(table) <= PIVOT_ROWS:
+        return None
+    keys = [c for c in table.columns if c in SETTING_COLUMNS and c != "machine"]
+    figures = [c for c in table.columns if c not in {*keys, "machine", "spread", "flags"}][:1]  # the headline figure; merged.csv has the rest
+    if not keys or not figures or not pd.api.types.is_numeric_dtype(table[figures[0]]):
+        return None
+    spread = table["spread"] if "spread" in table else pd.Series(float("nan"), index=table.index)
+    flags = table["flags"] if "flags" in table else pd.Series("", index=table.index)
+    cells = table.assign(**{f: [human_column(f, v) + pm(s) + (f" ({fl})" if fl else "") if not pd.isna(v) else ""
+                                for v, s, fl in zip(table[f], spread, flags)] for f in figures})
+    out = cells.pivot_table(index=keys, columns="machine", values=figures, aggfunc="first", sort=False, dropna=False)
+    out.columns = [machine for _, machine in out.columns]
+    return out.reset_index()
+
+
 def _cases_table(cases: pd.DataFrame, workload: str, columns: tuple[str, ...] | list[str]) -> str:
     rows = cases[cases["workload"] == workload]
-    return md_table(rows[[c for c in columns if c in rows]], human=True)
+    table = rows[[c for c in columns if c in rows]]
+    pivoted = by_machine(table)
+    return md_table(table, human=True) if pivoted is None else md_table(pivoted.fillna(""))
 
 
 def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     peak = tables.matmul_peak_table(cases)
     return section(spec.title, image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
                    "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
-                   f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the builds' IQR:", md_table(peak, human=True),
-                   "<details><summary>Datasheet peaks known to gpubench (dense)</summary>\n\n" + md_table(tables.peaks_table()) + "\n\n</details>")
+                   f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the builds' IQR "
+                   "(the datasheet peaks gpubench knows: `gpubench env --peaks`):", md_table(peak, human=True))
 
 
 def matmul_speedup(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:

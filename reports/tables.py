@@ -9,6 +9,7 @@ import pandas as pd
 
 from gpubench.harness.catalog import specs
 from gpubench.harness.core.peaks import peak_tflops
+from gpubench.reports.aggregate import per_case
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 
@@ -211,10 +212,10 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
     advice: dict[str, list[str]] = {}
     for machine, group in frame[frame["status"] == "ok"].groupby("machine"):
         lines = []
-        matmul = group[group["workload"] == "matmul"]
-        if not matmul.empty:
-            top = matmul.loc[matmul["tflops"].idxmax()]
-            lines.append(Md("matmul: {} is fastest ({:.1f} TFLOP/s at n={:.0f})").format(top["dtype"], top["tflops"], top["size"]))
+        matmul = per_case(group[group["workload"] == "matmul"]).dropna(subset=["tflops"])
+        top = steady_best(matmul, "tflops")  # the Matmul table's rule: a lucky build is not the best
+        if top is not None:
+            lines.append(Md("matmul: {} is fastest ({:.3g} TFLOP/s at n={:.0f})").format(top["dtype"], top["tflops"], top["size"]))
         epoch = group[group["workload"] == "mnist_epoch"]
         if not epoch.empty:
             top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
@@ -255,13 +256,6 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
     folded = rows.groupby(keys, sort=False, dropna=False)[COMPILE_FIGURES].median().reset_index()
     folded["break_even_steps"] = folded["break_even_steps"].map(lambda v: "never" if math.isinf(v) else f"{v:.0f}")
     return folded[keys + COMPILE_FIGURES]
-
-
-def top_ops_table(ops: list[dict], limit: int = 15) -> pd.DataFrame:
-    """A sidecar's operators (gpubench.reports.load keeps dicts naming an `op`); a missing or non-numeric time is empty."""
-    frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
-    times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
-    return frame.assign(device_ms=times_us["device_time_us"] / 1e3, self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
 
 
 def peaks_table() -> pd.DataFrame:

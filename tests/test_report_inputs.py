@@ -316,7 +316,7 @@ def test_smoke_rows_never_meet_a_reference_nor_the_summary(tmp_path):
     against the full epoch's reference ('ratio 9.47, ok'). Its rows stay in the workload tables only."""
     smoke = as_profile(H200, tmp_path / "h200-smoke.csv", "smoke")
     text = build_report([CPU, smoke], tmp_path / "mixed", baseline=None).read_text(encoding="utf-8")
-    assert "smoke-profile row(s) test the suite at tiny sizes" in text
+    assert "row(s) of the smoke profile test the suite at tiny sizes — their figures are not for comparison" in text.split("## Summary")[0]
     assert "H200" not in section_text(text, "Summary") and "H200" not in section_text(text, "Recommendations")
     assert "## History" not in text or "H200" not in section_text(text, "History")  # a smoke run is no point in a machine's history
     assert "## Health against references" not in text  # the CPU has no reference; the H200's smoke rows meet none
@@ -329,3 +329,21 @@ def test_smoke_rows_never_meet_a_reference_nor_the_summary(tmp_path):
     assert "## Health against references" not in alone
     quick = build_report([CPU, H200], tmp_path / "quick", baseline=None).read_text(encoding="utf-8")
     assert "H200" in section_text(quick, "Summary") and "smoke-profile" not in quick
+
+
+def test_the_report_answers_first_which_machine_and_setting_is_fastest_and_how_sure(tmp_path):
+    text = build_report([CPU, H200], tmp_path / "report", baseline="vm").read_text(encoding="utf-8")
+    answer = text.split("\n\n")[1]
+    assert answer.startswith("**Answer:** **vm · NVIDIA H200 (cuda:0)** is the fastest, ") and "x (95% " in answer
+    assert "against vm · AMD EPYC (cpu); its fastest training epoch at the template's accuracy is `" in answer
+    alone = build_report([CPU], tmp_path / "alone", baseline=None).read_text(encoding="utf-8").split("\n\n")[1]
+    assert alone.startswith("**Answer:** on **vm · AMD EPYC (cpu)**, the fastest training epoch at the template's accuracy is `")
+
+
+def test_busy_rows_get_a_banner_above_every_figure(tmp_path):
+    with open(CPU, newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))
+    for row in [r for r in rows if r[header.index("status")] == "ok"][:3]:
+        row[header.index("flags")] = "busy"
+    text = build_report([write(tmp_path / "busy.csv", header, rows)], tmp_path / "report", baseline=None).read_text(encoding="utf-8")
+    assert "> **3 row(s) were measured while another process used the CPU (`busy`)" in text.split("## Summary")[0]

@@ -13,10 +13,18 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="print this machine's fingerprint")
     env.add_argument("--device", default="auto")
     env.add_argument("--json", action="store_true", help="print JSON instead of aligned lines")
+    env.add_argument("--peaks", action="store_true", help="print the datasheet peaks gpubench knows (dense TFLOP/s per dtype, memory GB/s)")
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     import json
+
+    if args.peaks:  # what a report's "% of peak" divides by, per device
+        from gpubench.reports.markdown import md_table
+        from gpubench.reports.tables import peaks_table
+
+        print(md_table(peaks_table()))
+        return 0
 
     from gpubench.harness.devices.device import DeviceError, resolve_device
     from gpubench.harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
