@@ -59,16 +59,19 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
     speed = tables.speedups(frame, base)
     if speed.empty:
         return ""
-    return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline).", md_table(speed))
+    if sections.several_machines(speed, rows=0):
+        cells = [f"{g:.3g}x (95% {lo:.3g}–{hi:.3g}; {n} cases, {mn:.3g}–{mx:.3g})" for g, lo, hi, n, mn, mx in
+                 zip(speed["geomean_speedup"], speed["ci95_low"], speed["ci95_high"], speed["cases"], speed["min"], speed["max"])]
+        speed = sections.machine_columns(speed, ["workload"], cells)
+    return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline); "
+                   "with several machines a cell reads `geomean (95% interval; cases, min–max)`.", md_table(speed))
 
 
 def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[str]) -> list[str]:
     """Recommendations (from the `measured` rows: no advice from the suite's own test sizes), flagged figures,
     rows not ok, rows refused and the machines: every report ends with them."""
     advice = {machine: lines for machine, lines in tables.recommendations(measured).items() if lines}  # no empty bullet
-    parts = [
-        section("Recommendations", "\n".join(Md("- **{}**\n").format(m) + "\n".join(f"  - {escape(line)}" for line in lines) for m, lines in advice.items()))
-    ] if advice else []
+    parts = [section("Recommendations", md_table(advice_table(advice)))] if advice else []
     flags = tables.flagged(frame)
     if not flags.empty:
         parts.append(
@@ -85,8 +88,22 @@ def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[
     if refused:
         parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: left out of every table above.",
                              "\n".join(f"- {escape(line)}" for line in refused)))
-    parts.append(section("Machines", md_table(tables.machines_table(frame), index=True)))
+    machines = tables.machines_table(frame)
+    same = machines[machines.nunique(axis=1) == 1] if machines.shape[1] > 1 else machines.iloc[0:0]
+    common = escape("Alike on every machine: " + ", ".join(f"{f} {v}" for f, v in same.iloc[:, 0].items()) + ".") if len(same) else ""
+    parts.append(section("Machines", md_table(machines.drop(same.index), index=True), common))
     return parts
+
+
+def advice_table(advice: dict[str, list[str]]) -> pd.DataFrame:
+    """A row per topic (`topic: advice` lines), a column per machine; cells keep their markdown (code spans)."""
+    cells: dict[str, dict[str, Md]] = {}
+    for machine, lines in advice.items():
+        for line in lines:
+            topic, _, text = str(line).partition(": ")
+            cells.setdefault(machine, {})[topic] = Md(text) if isinstance(line, Md) else escape(text)
+    table = pd.DataFrame(cells).rename_axis("topic").reset_index()
+    return table.astype(object).where(table.notna(), Md(""))
 
 
 SPEEDUPS_ORDER = 55  # between the micro-benchmarks and the training workloads

@@ -257,7 +257,18 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
         out[column] = out[column].map(lambda v: number(v, ".4g"))
     for column in ("ratio", "of published"):
         out[column] = out[column].map(lambda v: number(v, ".2f"))
-    return out
+    return out if out["machine"].nunique() < 2 else by_figure(out)
+
+
+def by_figure(table: pd.DataFrame) -> pd.DataFrame:
+    """Several machines: a row per figure, a column per machine, each cell `measured vs reference: ratio (health)`."""
+    def cell(row: pd.Series) -> str:
+        text = f"{row['measured']} vs {row['reference']}: {row['ratio']} ({row['health']})"
+        text += f"; {row['of published']} of published {row['published max']}" if row["of published"] else ""
+        return text + (f"; {row['run']}" if row.get("run") else "")
+
+    cells = table.assign(cell=table.apply(cell, axis=1))
+    return cells.pivot_table(index="figure", columns="machine", values="cell", aggfunc="first", sort=False).fillna("").reset_index()
 
 
 def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
@@ -295,7 +306,8 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
                  f"docs/health.md). `ratio` is performance against the gpubench reference (above 1: better; for a time, "
                  f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of published` sets the figure "
                  "against a published maximum measured another way (mamf-finder's shape search): context, never flagged. "
-                 "A machine with several runs is judged on its latest run of each figure (History shows the earlier ones).")
+                 "A machine with several runs is judged on its latest run of each figure (History shows the earlier ones). "
+                 "With several machines a cell reads `measured vs reference: ratio (health)`.")
         parts.append(section("Health against references", intro, md_table(_display(table)),
                              _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
     elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged

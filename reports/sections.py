@@ -29,11 +29,22 @@ def _name(path: Path | None) -> str | None:
 PIVOT_ROWS = 12  # a longer table of several machines gets a row per setting and a column per machine
 
 
+def several_machines(table: pd.DataFrame, rows: int = PIVOT_ROWS) -> bool:
+    """A table longer than `rows`, of two or more machines: it reads better as a row per setting and a column per machine."""
+    return "machine" in table and table["machine"].nunique() >= 2 and len(table) > rows
+
+
+def machine_columns(table: pd.DataFrame, keys: list[str], cells: list[str]) -> pd.DataFrame:
+    """`table` as a row per value of `keys` and a column per machine holding `cells` (one text per row)."""
+    grouped = table.assign(_cell=cells).groupby([*keys, "machine"], sort=False, dropna=False)["_cell"].first()
+    return grouped.unstack("machine").fillna("").reset_index().rename_axis(columns=None)  # only the settings a machine ran
+
+
 def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
     """A long table of several machines pivoted: a row per setting, a column per machine, each cell the
     table's first figure in its unit with its spread and flags. None where the table is short, of one
     machine, or its first figure is not a number."""
-    if "machine" not in table or table["machine"].nunique() < 2 or len(table) <= PIVOT_ROWS:
+    if not several_machines(table):
         return None
     keys = [c for c in table.columns if c in SETTING_COLUMNS and c != "machine"]
     figures = [c for c in table.columns if c not in {*keys, "machine", "spread", "flags"}][:1]  # the headline figure; merged.csv has the rest
@@ -41,11 +52,8 @@ def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
         return None
     spread = table["spread"] if "spread" in table else pd.Series(float("nan"), index=table.index)
     flags = table["flags"] if "flags" in table else pd.Series("", index=table.index)
-    cells = table.assign(**{f: [human_column(f, v) + pm(s) + (f" ({fl})" if fl else "") if not pd.isna(v) else ""
-                                for v, s, fl in zip(table[f], spread, flags)] for f in figures})
-    out = cells.pivot_table(index=keys, columns="machine", values=figures, aggfunc="first", sort=False, dropna=False)
-    out.columns = [machine for _, machine in out.columns]
-    return out.reset_index()
+    return machine_columns(table, keys, [human_column(figures[0], v) + pm(s) + (f" ({fl})" if fl else "") if not pd.isna(v) else ""
+                                         for v, s, fl in zip(table[figures[0]], spread, flags)])
 
 
 def _cases_table(cases: pd.DataFrame, workload: str, columns: tuple[str, ...] | list[str]) -> str:
@@ -99,6 +107,17 @@ def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
                    md_table(rows, human=True))
 
 
+def epoch_settings(epochs: pd.DataFrame) -> str:
+    """The epoch table; of several machines and many settings, a row per setting and a cell per machine
+    (epoch time with its spread, accuracy, share of the time waiting for data, flags)."""
+    if not several_machines(epochs):
+        return md_table(epochs, human=True)
+    cells = [f"{human_column('epoch_s', e)}{pm(s)}, accuracy {human_column('test_accuracy', a)}, data wait "
+             f"{human_column('data_wait_frac', w)}" + (f" ({f})" if f else "")
+             for e, s, a, w, f in zip(epochs["epoch_s"], epochs["spread"], epochs["test_accuracy"], epochs["data_wait_frac"], epochs["flags"])]
+    return md_table(machine_columns(epochs, ["setting"], cells))
+
+
 def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
     parts = [section(spec.title, image(_name(bar_plots.epoch_plot(cases, out)), "epoch throughput"),
@@ -106,7 +125,7 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
                      "(faster but less accurate settings are listed apart). Diverged runs are failed rows and never count:",
                      md_table(tables.template_vs_fastest(frame), human=True),
                      "Medians over builds and runs; `spread` is the IQR/median of the epoch's windows of steps.",
-                     md_table(tables.epoch_table(frame), human=True), notes)]
+                     epoch_settings(tables.epoch_table(frame)), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:
         parts.append(section("torch.compile", image(_name(bar_plots.compile_plot(compiled, out)), "compile cost"),
@@ -127,8 +146,18 @@ def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec:
     return section(spec.title, image(_name(bar_plots.memory_plot(cases, out)), "memory vs speed"),
                    "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's peak over one step above "
                    "what was alive before it (never compare the two).",
-                   _cases_table(cases, workload, ["machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s", "spread",
-                                                  "samples_per_s"]))
+                   strategies_table(cases[cases["workload"] == workload]))
+
+
+def strategies_table(rows: pd.DataFrame) -> str:
+    """Per strategy: its step, peak memory (and where it was read) and throughput; a column per machine when several."""
+    table = rows[[c for c in ("machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s", "spread", "samples_per_s")
+                  if c in rows]]
+    if not several_machines(table):
+        return md_table(table, human=True)
+    cells = [f"step {human_column('step_s', t)}{pm(s)}, peak {human_column('peak_mem_bytes', m)} ({src}), {human_column('samples_per_s', r)}"
+             for t, s, m, src, r in zip(table["step_s"], table["spread"], table["peak_mem_bytes"], table["mem_source"], table["samples_per_s"])]
+    return md_table(machine_columns(table, ["strategy", "effective_batch"], cells))
 
 
 RATES = ("samples_per_s", "tflops", "gbps", "energy_j", "samples_per_j")  # what a workload without a table shows, where it has them

@@ -12,6 +12,7 @@ from gpubench.harness.core.peaks import peak_tflops
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
+from gpubench.reports.units import human
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
                       "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
@@ -220,11 +221,11 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
         if not epoch.empty:
             top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
             assert top is not None
-            lines.append(Md("training: {} gave the fastest epoch at the template's accuracy ({:.1f} s, {:.0f} samples/s, accuracy {:.3f})")
-                         .format(code(top["setting"]), top["epoch_s"], top["samples_per_s"], top["test_accuracy"]))
+            lines.append(Md("training: {} gave the fastest epoch at the template's accuracy ({}, {:.3g} samples/s, accuracy {:.3f})")
+                         .format(code(top["setting"]), human(top["epoch_s"], "s"), top["samples_per_s"], top["test_accuracy"]))
             bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
             if not bound.empty:
-                lines.append(Md("input-bound settings ({}): the data loader starves the device there — prefer {}").format(len(bound), code(top["setting"])))
+                lines.append(Md("input-bound: {} setting(s) wait for their data loader — prefer {}").format(len(bound), code(top["setting"])))
         transfer = group[group["workload"] == "transfer"]
         if not transfer.empty:
             by_pin = transfer.groupby("pinned")["gbps"].max()
@@ -300,7 +301,6 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     """The headline figures of one configuration, each with its spread, as display strings (an Md
     where a setting is shown as code; plain text is escaped when the table is rendered). `timings`:
     timings_by_machine(frame), when the caller has it."""
-    from gpubench.reports.units import human
 
     mine = frame[frame["machine"] == machine]
     out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}

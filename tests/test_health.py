@@ -183,8 +183,10 @@ def test_flagged_machine_gets_its_causes_and_labels_are_escaped(h200):
     flagged = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(flagged) == 1 and "bad\\|host x" in flagged[0] and "host→device, pinned at 75%" in flagged[0]
     assert "  - PCIe link width" in text
-    table_lines = [line for line in text.splitlines() if line.startswith("| bad")]
-    assert table_lines and all(line.count(" | ") == 7 for line in table_lines)  # 8 cells: the | in the name is escaped
+    table_lines = [line for line in text.splitlines() if line.startswith("| ") and "vs" in line]  # a row per figure, a column per machine
+    header = next(line for line in text.splitlines() if line.startswith("| figure"))
+    assert "bad\\|host x" in header and header.count(" | ") == 2  # 3 cells: the | in the name is escaped
+    assert table_lines and all(line.count(" | ") == 2 for line in table_lines)
 
 
 # ---- GPUs of one node ---------------------------------------------------------------------------
@@ -284,7 +286,8 @@ def test_report_flags_the_synthetic_degraded_h200(tmp_path):
 def test_the_committed_example_report_shows_the_health_check():
     report = (ROOT / "reports" / "examples" / "report" / "report.md").read_text(encoding="utf-8")
     section = report.split("## Health against references")[1].split("\n## ")[0]  # rebuilt with this code, not an older one
-    assert "| vm · NVIDIA H200 (cuda:0) | matmul bf16, best (TFLOP/s) | 778 | 778 | 1.00 | 794.5 | 0.98 | ok |" in section
+    assert ("| matmul bf16, best (TFLOP/s) | 583.5 vs 778: 0.75 (≥10% below); 0.73 of published 794.5 | "
+            "778 vs 778: 1.00 (ok); 0.98 of published 794.5 |") in section
     assert "- **synthetic-degraded-h200 · NVIDIA H200 (cuda:0)**: " in section and "  - PCIe link width and generation" in section
 
 

@@ -347,3 +347,13 @@ def test_busy_rows_get_a_banner_above_every_figure(tmp_path):
         row[header.index("flags")] = "busy"
     text = build_report([write(tmp_path / "busy.csv", header, rows)], tmp_path / "report", baseline=None).read_text(encoding="utf-8")
     assert "> **3 row(s) were measured while another process used the CPU (`busy`)" in text.split("## Summary")[0]
+
+
+def test_a_long_table_of_several_machines_reads_a_column_per_machine():
+    report = (EXAMPLES / "report" / "report.md").read_text(encoding="utf-8")
+    inference = section_text(report, "Inference")
+    assert "| model | batch_size | grad_mode | vm · AMD EPYC (cpu) | synthetic-degraded-h200 · NVIDIA H200 (cuda:0) | vm · NVIDIA H200 (cuda:0) |" in inference
+    assert "| mlp | 1 | grad | 17.2 k samples/s ±48% (noisy) | 11.1 k samples/s | 11.1 k samples/s |" in inference
+    epoch = section_text(report, "MNIST training epoch")
+    assert "| guide-template | 3.46 s, accuracy 86.2%, data wait 67.4% | 29.9 s ±11%, accuracy 86.0%, data wait 3.1% (noisy) |" in epoch
+    assert "| machine |" not in section_text(report, "Out-of-memory strategies: peak memory against step time")
