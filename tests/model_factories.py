@@ -3,6 +3,10 @@ that break the way a user's can."""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+
 import torch
 from torch import nn
 
@@ -84,3 +88,16 @@ class TinyLM(nn.Module):
 
 def tiny_lm() -> nn.Module:
     return TinyLM()
+
+
+def exits() -> nn.Module:
+    sys.exit(3)
+
+
+def leaves() -> nn.Module:
+    os._exit(0)  # a run that ends from inside: no exception, no word
+
+
+def never_returns() -> nn.Module:
+    while True:
+        time.sleep(0.01)

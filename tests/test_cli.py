@@ -10,6 +10,7 @@ import pytest
 from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
 from gpubench.harness.pytest_plugin import plugin
+from gpubench.harness.commands.common import SUITE_ROOT, rootdir_for
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import pytest_args
 from gpubench.harness.devices.device import resolve_device
@@ -221,3 +222,12 @@ def test_pytests_own_options_near_gpubenchs_still_go_to_pytest():
 
     parser = build_parser()
     assert option_typos(parser, "run", ["--profile-svg", "--timeout=60", "--durations=5", "--benchmark-json=x.json", "-k", "matmul"]) is None
+
+
+def test_the_users_tests_are_collected_from_their_own_folder_so_their_ids_name_real_paths(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "test_x.py").write_text("")
+    assert rootdir_for([str(tmp_path / "a"), str(tmp_path / "b" / "test_x.py")]) == tmp_path
+    assert rootdir_for([str(tmp_path / "b" / "test_x.py")]) == tmp_path / "b"
+    assert rootdir_for([]) == SUITE_ROOT  # the bundled suite: the checkout's or the installed package's folder

@@ -3,6 +3,7 @@ race fits its budget and its winner is kept per machine. Fake step costs on a fa
 time-to-accuracy candidates that follow the winner: tests/test_time_to_accuracy.py)."""
 
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -15,6 +16,7 @@ from gpubench.harness.workloads import epoch_race as er
 
 CPU = torch.device("cpu")
 PLAN = er.RacePlan(steps=50, cap_s=10.0, warmup_steps=2)
+QUICK = er.RACE_PLANS["quick"]
 NOBODY_SKIPS = lambda contestant: None  # noqa: E731
 
 
@@ -113,7 +115,7 @@ def race_context(tmp_path, machine="m1", profile="quick", data=None) -> BuildCon
 
 
 def test_the_winner_is_kept_per_machine_and_read_back_without_racing(tmp_path, monkeypatch):
-    won = er.RaceResult("", (er.Entry("fp32", "ok", 10, 1.0), er.Entry("bf16-cl", "ok", 30, 1.0)))
+    won = er.RaceResult("", (er.Entry("fp32", "ok", 200, 3.0), er.Entry("bf16-cl", "ok", 200, 1.0)))
     raced = []
 
     def fake_race(contestants, make_step, skip, plan, clock, key, budget_s=None):
@@ -125,12 +127,63 @@ def test_the_winner_is_kept_per_machine_and_read_back_without_racing(tmp_path, m
     assert er.race_here(race_context(tmp_path, data=OneBatch())).winner.name == "bf16-cl" and len(raced) == 1
     monkeypatch.setattr(er, "_RACED", {})  # a later run: a fresh process
     assert er.race_here(race_context(tmp_path)).winner.name == "bf16-cl" and len(raced) == 1  # read from the file
-    assert er.load_cached(tmp_path / er.RACE_FILE, er.race_key("m2", CPU, "quick", er.CONTESTANTS)) is None  # another machine
-    assert er.load_cached(tmp_path / er.RACE_FILE, raced[0]).entries == won.entries
+    assert er.load_cached(tmp_path / er.RACE_FILE, er.race_key("m2", CPU, "quick", er.CONTESTANTS), QUICK) == (None, "")
+    kept, refused = er.load_cached(tmp_path / er.RACE_FILE, raced[0], QUICK)  # another machine above; this one here
+    assert kept.entries == won.entries and refused == "" and kept.summary().startswith("kept from an earlier race")
     won = replace(won, complete=False)  # a race the budget cut short
     monkeypatch.setattr(er, "_RACED", {})
     (tmp_path / "other").mkdir()
     assert er.race_here(race_context(tmp_path / "other", "m2", "full", OneBatch())).winner.name == "bf16-cl"
     key = raced[-1]
-    assert er.load_cached(tmp_path / "other" / er.RACE_FILE, key) is None  # shown in the file, not reused
+    assert er.load_cached(tmp_path / "other" / er.RACE_FILE, key, er.RACE_PLANS["full"]) == (
+        None, "the kept race was cut short by a budget")  # shown in the file, not reused
     assert json.loads((tmp_path / "other" / er.RACE_FILE).read_text())[key]["winner"] == "bf16-cl"
+
+
+def planted(entries, **race):
+    return {"complete": True, "note": "", "winner": "bf16", "entries": entries, **race}
+
+
+OK_BF16 = {"name": "bf16", "status": "ok", "steps": 200, "seconds": 0.5, "samples_per_step": 256, "reason": ""}
+DOUBTFUL = {  # what a team member could leave in a shared results folder, and what the row then says
+    "another owner": ([OK_BF16], {}, "not by you (uid"),
+    "writable by others": ([OK_BF16], {}, "writable by others"),
+    "an unknown setting": ([dict(OK_BF16, name="fp8-turbo")], {}, "an entry names no contestant"),
+    "steps as text": ([dict(OK_BF16, steps="200")], {}, "bf16: not an ok or skipped entry"),
+    "an impossible speed": ([dict(OK_BF16, seconds=1e-9)], {}, "bf16: 200 steps in 1e-09 s, impossible"),
+    "more steps than the plan": ([dict(OK_BF16, steps=10**9, seconds=1e5)], {}, "impossible under the 200-step plan"),
+    "stopped early": ([dict(OK_BF16, steps=10, seconds=0.1)], {}, "bf16: 10 steps in 0.1 s, stopped before"),
+    "an empty complete race": ([], {}, "no contestant finished"),
+    "a huge reason": ([OK_BF16, {"name": "fp16", "status": "skipped", "steps": 0, "seconds": 0.0,
+                                 "samples_per_step": 256, "reason": "x" * 100_000}], {}, "fp16: an odd skip"),
+    "a huge note": ([OK_BF16], {"note": "y" * 100_000}, "it holds no list of entries and short note"),
+    "a folder at its name": (None, {}, "a folder, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", DOUBTFUL)
+def test_a_doubtful_kept_race_is_raced_again_and_the_row_says_why(tmp_path, monkeypatch, kind):
+    entries, race_fields, why = DOUBTFUL[kind]
+    ctx = race_context(tmp_path, data=OneBatch())
+    key = er.race_key("m1", CPU, "quick", er.CONTESTANTS)
+    path = tmp_path / er.RACE_FILE
+    if entries is None:
+        path.mkdir()
+    else:
+        path.write_text(json.dumps({key: dict(planted(entries, **race_fields), key=key)}))
+        path.chmod(0o666 if kind == "writable by others" else 0o644)
+    fresh = er.RaceResult(key, (er.Entry("fp32", "ok", 200, 1.0),))
+    monkeypatch.setattr(er, "race", lambda *args, **kwargs: fresh)
+    monkeypatch.setattr(er, "_RACED", {})
+    with monkeypatch.context() as as_another_user:
+        if kind == "another owner":  # the file is someone else's when we are not its owner
+            as_another_user.setattr(os, "geteuid", lambda: path.stat().st_uid + 1)
+        result = er.race_here(ctx)
+    assert result.winner.name == "fp32"  # raced again: the planted bf16 is not named
+    summary = result.summary()
+    assert summary.startswith("raced on this machine (the kept race was not used: ") and why in summary
+    assert len(summary) < 1000
+    if entries is None:
+        assert "not kept: " in summary  # the folder stays; the row says the race could not be kept
+    else:
+        assert er.load_cached(path, key, QUICK)[0].winner.name == "fp32"  # our own race replaced the planted one

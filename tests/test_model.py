@@ -19,6 +19,7 @@ from torch import nn
 
 from runs import summary_as_quick
 from gpubench.harness.catalog.profiles import Profile
+from gpubench.harness.core import run_budget
 from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
 from gpubench.harness.core.options import RUN_OPTIONS
 from gpubench.harness.core.stats import summarize
@@ -26,7 +27,7 @@ from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.pytest_plugin import plugin
-from gpubench.harness.pytest_plugin.build_setup import SetupError, make_state
+from gpubench.harness.pytest_plugin.build_setup import SetupError, checked_model, make_state
 from gpubench.harness.pytest_plugin.modes import STATE
 from gpubench.harness.workloads import model as workload
 from gpubench.harness.workloads.user_model import ModelLoadError, check_model, make_model
@@ -74,6 +75,9 @@ def test_the_options_read_a_dotted_factory_and_a_shape() -> None:
     ("NOT_CALLABLE", "model_factories", "NOT_CALLABLE is a int, not callable"),
     ("raises", "model_factories", "calling raises() raised RuntimeError: weights file missing"),
     ("not_a_module", "model_factories", "not_a_module() returned a dict, not a torch.nn.Module"),
+    ("exits", "model_factories", "calling exits() raised SystemExit: 3"),  # not pytest's INTERNALERROR
+    ("make", "model_script", "module 'model_script' called sys.exit(2) as it was imported (a script that reads its command line?) "
+                             "— put that part under `if __name__ == \"__main__\":`"),
 ])
 def test_a_factory_that_cannot_make_the_model_is_one_line(factory: str, module: str, fix: str) -> None:
     with pytest.raises(ModelLoadError) as error:
@@ -283,3 +287,23 @@ def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them(
     finally:
         if inference.cleanup is not None:
             inference.cleanup()
+
+
+@pytest.mark.timeout(60, method="thread")  # pytest-timeout's own SIGALRM would hold the cut off (cut_after)
+def test_a_factory_that_never_returns_is_cut_after_the_budget_and_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_budget, "OVERRUN_GRACE_S", 0.05)
+    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
+    values.update(gpubench_model="model_factories:never_returns", gpubench_input="16")
+    with pytest.raises(ModelLoadError, match=r"^--model model_factories:never_returns: making the model and one forward did not return "
+                                             r"within 0.1 s \(the run's budget and its grace\) — make the factory return"):
+        checked_model(values.get, 0.01)
+
+
+@pytest.mark.process
+def test_a_factory_that_ends_the_process_itself_is_named_not_a_silent_exit_0(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+                           "--model", "model_factories:leaves", "--input", "16", "--results-dir", str(tmp_path)],
+                          cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "build 1 of 1 ended with exit 0 before pytest finished, without a word: its code (a --model factory, a conftest or a test) " \
+           "called os._exit: 0 rows kept" in done.stderr

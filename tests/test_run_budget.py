@@ -1,5 +1,9 @@
 """A run under --budget: durations, shares, capping and skipping, the plan, history. Fake clocks
-and fake slow cases: nothing here sleeps or times real work."""
+and fake slow cases: nothing here times real work (one case hangs for 50 ms, to be cut)."""
+
+import signal
+import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,20 +15,24 @@ from gpubench.harness.core.run_budget import (
     COST_MARGIN,
     CaseCost,
     CaseShare,
+    OVERRUN_GRACE_S,
+    DeadlinePassed,
     DurationError,
     OverBudget,
     format_duration,
     parse_duration,
+    cut_after,
     share_of,
     water_level,
 )
 from gpubench.harness.measurement import timing
 from gpubench.harness.measurement.context import BuildContext
+from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 from gpubench.harness.records.durations import case_costs
-from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results import ResultsWriter, read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.workloads.matmul import MatmulCase
 
@@ -341,3 +349,50 @@ def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
     late = WithinBudget(Inner(), time.time() + 20, tmp_path / "r.csv", launched_s=first_row_s - 30)
     late.run(job(1))
     assert started[2:] == [] and late.notes()
+
+
+class StateAtItsEnd:
+    """A run whose end and grace fall 50 ms from now."""
+
+    def __init__(self):
+        self.budget_s, self.end_s = 8.0, time.time() - OVERRUN_GRACE_S + 0.05
+        self.session = SimpleNamespace(stop=None)
+
+
+@pytest.mark.timeout(60, method="thread")  # pytest-timeout's own SIGALRM would hold the cut off (cut_after)
+def test_a_test_that_never_returns_is_cut_past_the_run_end_and_its_grace_and_the_run_stops():
+    state = StateAtItsEnd()
+    with pytest.raises(DeadlinePassed, match=r"^did not end within the run's 8.0 s budget and 30 s more: cut"):
+        with cut_at_run_end(state, "t.py::test_hang"):
+            while True:  # a --model factory or a --tests test that never returns
+                time.sleep(0.01)
+    assert state.session.stop.line.startswith("t.py::test_hang did not end") and state.session.stop.code == 1
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
+
+
+def test_a_case_cut_mid_build_keeps_a_failed_row_and_the_cut_goes_on(tmp_path):
+    class Workload:
+        def build(self, case, ctx):
+            raise DeadlinePassed("did not end within the run's 8.0 s budget")  # the alarm, arriving in the user's code
+
+        def cases(self, ctx):
+            return []
+
+    writer = ResultsWriter(tmp_path, "run")
+    bctx = BuildContext(CPU, "quick", SyncedClock(CPU))
+    with pytest.raises(DeadlinePassed):
+        run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run"}, writer))
+    writer.close()
+    assert [(row["status"], row["reason"]) for row in read_rows(writer.path)] == [("failed", "did not end within the run's 8.0 s budget")]
+
+
+@pytest.mark.timeout(60, method="thread")  # pytest-timeout's own SIGALRM would hold the cut off (cut_after)
+def test_no_alarm_is_armed_without_a_budget_or_over_another_plugins_alarm():
+    with cut_at_run_end(None, "t.py::test"):
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    signal.setitimer(signal.ITIMER_REAL, 100.0)
+    try:
+        with cut_after(0.01, "never"):
+            assert 99 < signal.getitimer(signal.ITIMER_REAL)[0] <= 100  # pytest-timeout's alarm left as it was
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)

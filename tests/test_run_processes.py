@@ -338,3 +338,20 @@ def test_gpubench_run_names_a_later_build_that_stopped_it_with_the_rows_kept(tmp
     csv_path = tmp_path / "res" / "s.csv"
     assert err.strip().splitlines()[-1] == (f"gpubench: build 2 of 3 ended with exit 4 (a usage error, above): no later build started: "
                                             f"1 rows kept in {csv_path} (each whole)")
+
+
+def test_a_build_that_ends_itself_with_exit_0_before_its_session_ended_fails_the_run_with_its_line():
+    class Vanishes:
+        def run(self, job: Job) -> Completed:
+            return Completed(0, vanished=True)
+
+    outcome = run_builds(Vanishes(), lambda build, builds: Job(["build"]), (2, 3, 4))
+    assert (outcome.code, outcome.stopped) == (1, True)
+    assert outcome.died.startswith("build 1 of 1 ended with exit 0 before pytest finished, without a word")
+
+
+def test_pytests_internal_error_in_a_build_gets_a_line_saying_what_ends_pytest_so():
+    outcome = run_builds(ExitsWith([3]), lambda build, builds: Job(["build"]), (2, 3, 4))
+    assert outcome.code == 3 and outcome.notes == [
+        "build 1 of 3 ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit as it is imported "
+        "ends pytest so)"]

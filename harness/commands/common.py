@@ -4,6 +4,7 @@ the store resolved on the machine that runs, the report after a run."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -34,9 +35,17 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     tests = [str(Path(path).resolve()) for path in getattr(args, "tests", None) or []]
     # the user's own test files are named test_*.py: their folders are searched for those too
     own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []
-    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={SUITE_ROOT}",
+    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={rootdir_for(tests)}",
             f"--config-file={SUITE_CONFIG}", *own, "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider",
             *to_pytest_argv(args)]
+
+
+def rootdir_for(tests: list[str]) -> Path:
+    """pytest's rootdir, which test ids are relative to: the user's tests' common folder (ids outside it read
+    as ../../ paths that name no file), else the suite's."""
+    if not tests:
+        return SUITE_ROOT
+    return Path(os.path.commonpath([path if Path(path).is_dir() else str(Path(path).parent) for path in tests]))
 
 
 def tests_problem(args: argparse.Namespace) -> str | None:

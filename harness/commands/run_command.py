@@ -120,7 +120,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     if outcome.cut_short:
         print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)
     if outcome.died:
-        print(f"gpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
+        print(f"\ngpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code
 

@@ -5,16 +5,20 @@ Shares are water-filled: a case whose cost is known (this machine's earlier rows
 model's price) and small gets that cost (with a margin), the others split the rest equally; shares
 are recomputed before every case from the time really left, so a case that finishes early leaves
 its time to the ones after it. Which cases share with which (headline first, then first builds, then
-repeats) is gpubench.harness.pytest_plugin.budget_plan's.
+repeats) is gpubench.harness.pytest_plugin.budget_plan's. User code that never returns is cut past the
+run's end and a grace (cut_after), so --budget bounds a run whatever the code it times does.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from gpubench.harness.core.plan import RoundPlan
 
@@ -27,6 +31,45 @@ NO_BUDGET = ("none", "off", "unlimited")
 # A share below this cannot build a case and time one call of it (allocation, a probe): such a case
 # is skipped at once, so a spent budget is not overrun by many small starts.
 MIN_SHARE_S = 0.2
+# A case still running this long after the run's budget ended is cut (a factory or a test that never returns):
+# the larger of the two, so the slow last case of a short budget is not cut for a few seconds.
+OVERRUN_GRACE_S, OVERRUN_GRACE_FRAC = 30.0, 0.25
+
+
+class DeadlinePassed(BaseException):
+    """User code still running past the run's budget and its grace: it is cut, and its row fails with this reason.
+    Not an Exception, as KeyboardInterrupt is not: the user's `except Exception` does not swallow the cut."""
+
+
+@contextmanager
+def cut_after(seconds: float, reason: str) -> Iterator[None]:
+    """DeadlinePassed(reason) is raised in the Python code running `seconds` from now (a --model factory or a --tests
+    test that never returns). Only in the main thread, where the platform has timers, and never over an alarm another
+    plugin armed (pytest-timeout's signal method): there the block runs unbounded."""
+    if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+
+    def cut(signum: int, frame: object) -> None:
+        raise DeadlinePassed(reason)
+
+    previous = signal.signal(signal.SIGALRM, cut)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def grace_s(budget_s: float) -> float:
+    return max(OVERRUN_GRACE_S, OVERRUN_GRACE_FRAC * budget_s)
+
+
+def cut_reason(budget_s: float) -> str:
+    return (f"did not end within the run's {format_duration(budget_s)} budget and {format_duration(grace_s(budget_s))} more: "
+            "cut (its code, a --model factory or a --tests test, never returned) — raise --budget if it is only slow")
 
 
 class DurationError(ValueError):

@@ -17,7 +17,7 @@ from gpubench.harness.devices.machine_load import LoadMeter, load_of
 from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
 from gpubench.harness.core.peaks import peak_gbps, peak_tflops
 from gpubench.harness.core.plan import Budget, RoundPlan
-from gpubench.harness.core.run_budget import CaseShare, OverBudget
+from gpubench.harness.core.run_budget import CaseShare, DeadlinePassed, OverBudget
 from gpubench.harness.records.results import utc_timestamp
 from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, MeasuredColumns, Memory, Row, Status
 from gpubench.harness.core.stats import NOISY_REL_IQR, SampleStats
@@ -106,7 +106,7 @@ def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds 
     return derive(case, timed, measured, ctx, device_name)
 
 
-def failure_result(error: Exception) -> tuple[CaseResult, Exception | None]:
+def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | None]:
     """The result of a build or measurement that raised, and the exception to re-raise after the
     row is recorded (an unexpected failure: pytest reports it too). The columns an error carries
     (a budget's first call, the target a run did not reach) stay in the row."""
@@ -114,6 +114,8 @@ def failure_result(error: Exception) -> tuple[CaseResult, Exception | None]:
         return CaseResult(Status("skipped", str(error))), None
     if isinstance(error, OverBudget):
         return CaseResult(Status("skipped", str(error)), figures=dict(error.columns)), None
+    if isinstance(error, DeadlinePassed):  # recorded, then the test is cut too: the run is past its end
+        return CaseResult(Status("failed", str(error))), error
     if isinstance(error, Diverged):
         return CaseResult(Status("failed", f"{error.prefix}: {error}"), figures=dict(error.columns)), None
     if devices.is_out_of_memory(error):
@@ -121,7 +123,7 @@ def failure_result(error: Exception) -> tuple[CaseResult, Exception | None]:
     return CaseResult(Status("failed", one_line(error))), error
 
 
-def failure_columns(error: Exception) -> tuple[dict[str, Any], Exception | None]:
+def failure_columns(error: Exception) -> tuple[dict[str, Any], BaseException | None]:
     """failure_result as columns (status, reason and the error's own), for rows made apart from run_case."""
     result, failure = failure_result(error)
     return result.columns(), failure
@@ -156,14 +158,14 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
     load = LoadMeter()
     timed: Timed | None = None
     result: CaseResult | None = None
-    failure: Exception | None = None
+    failure: BaseException | None = None
     started_s = time.monotonic()  # the build's wall seconds, kept as this machine's cost of the case (not a figure)
     try:  # an interrupt (Ctrl-C, SIGTERM) passes through, after the cleanup
         try:
             check_known_cost(ctx.share)
             timed = workload.build(case, ctx)
             result = measured_result(case, timed, ctx, rounds, untimed, str(base_row.get("device_name", "")))
-        except Exception as error:  # noqa: BLE001 - every failure becomes a row
+        except (Exception, DeadlinePassed) as error:  # noqa: BLE001 - every failure becomes a row
             result, failure = failure_result(error)
     finally:
         if timed is not None and timed.cleanup is not None:

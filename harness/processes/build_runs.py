@@ -18,7 +18,7 @@ from gpubench.harness.processes.launch import (
     stop_requests,
 )
 from gpubench.harness.processes.protocol import BuildAnswer
-from gpubench.harness.core.exits import NO_CASES_LINE
+from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode
 
 
 @dataclass
@@ -108,6 +108,9 @@ def build_outcome(
         return BuildsOutcome(
             code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}"
         )
+    if done.vanished:
+        return BuildsOutcome(ExitCode.FAILED, builds, True, died=f"{where} ended with exit 0 before pytest finished, without a word: "
+                                                                 "its code (a --model factory, a conftest or a test) called os._exit")
     if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
         return BuildsOutcome(
             0 if code == NO_TESTS else code,
@@ -115,6 +118,9 @@ def build_outcome(
             True,
             cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started",
         )
+    if code == ExitCode.INTERNAL:  # pytest's traceback alone does not say what ended it, nor what was kept
+        return BuildsOutcome(code, builds, True, [f"{where} ended with exit 3, pytest's internal error above (a test module or "
+                                                  "conftest that calls sys.exit as it is imported ends pytest so)"])
     if code in stop_codes:
         return BuildsOutcome(code, builds, True)
     return None

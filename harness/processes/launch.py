@@ -62,6 +62,7 @@ class Completed:
     stalled: str = ""  # the watch's answer when it ended the launch (ProcessLauncher: why it killed the build)
     signal: int = 0  # ProcessLauncher: the first signal this process got and passed on during the launch
     answer: BuildAnswer | None = None  # ProcessLauncher: what a planned build answered (None: it died first)
+    vanished: bool = False  # a planned build that exited 0 before its session ended: its own code left early (os._exit)
 
 
 class Launcher(Protocol):
@@ -105,7 +106,9 @@ def run_together(runs: list[tuple[ProcessLauncher, Job]], ended: Callable[[int],
         done = watch_builds(starts, ended)
     finally:
         answers = [channel.answer() if channel is not None else None for channel in channels]
-    return [replace(completed, answer=answer) for completed, answer in zip(done, answers)]
+    return [replace(completed, answer=answer, vanished=job.plan is not None and completed.code == 0
+                    and (answer is None or answer.exit_code is None))
+            for completed, answer, (_, job) in zip(done, answers, runs)]
 
 
 def watch_builds(starts: list[tuple[ProcessLauncher, Callable[[], BuildHandle]]],

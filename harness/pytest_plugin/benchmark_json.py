@@ -1,12 +1,15 @@
 """--benchmark-json across pytest-benchmark's versions: 5.3 and later parse it to a Path; earlier ones to a
 file that argparse opened for writing while it parsed (and refuses itself, with its own usage line, when
-it cannot open it)."""
+it cannot open it); what gpubench adds to the file."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpubench.harness.pytest_plugin.run_state import RunState
 
 
 def parses_to_path() -> bool:
@@ -26,3 +29,16 @@ def json_path(value: Any) -> Path | None:
 def json_value(path: Path) -> Any:
     """What the option holds for `path` in the pytest-benchmark installed."""
     return path if parses_to_path() else open(path, "wb")  # noqa: SIM115 - pytest-benchmark writes and closes it
+
+
+def add_gpubench_json(state: RunState, output_json: dict[str, Any]) -> None:
+    """Serializable params (the case's settings instead of 'UNSERIALIZABLE[MatmulCase(...)]') and the device
+    fingerprint as the file's own `gpubench` key."""
+    from gpubench.harness.devices.env import fingerprint
+
+    output_json["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
+    for bench in output_json.get("benchmarks", []):
+        params = bench.get("params") or {}
+        case = params.get("case")
+        if hasattr(case, "settings"):
+            params["case"] = {"workload": case.workload, "case_id": case.case_id, **case.settings()}

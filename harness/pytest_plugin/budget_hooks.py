@@ -1,15 +1,19 @@
 """The plugin's side of a run under --budget: the plan over a build's selected (case, build) items, with this
-machine's history (gpubench.harness.records.durations), and its line before the first case."""
+machine's history (gpubench.harness.records.durations), and its line before the first case; a test still running
+past the run's end and its grace is cut."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpubench.harness.core.run_budget import CaseCost
+from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.run_budget import CaseCost, DeadlinePassed, cut_after, cut_reason, grace_s
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 
 if TYPE_CHECKING:
@@ -103,3 +107,20 @@ def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
         reporter.write_line(line)
     else:
         sys.stderr.write(line + "\n")
+
+
+@contextmanager
+def cut_at_run_end(state: RunState | None, test: str) -> Iterator[None]:
+    """A test (its case's build, a --model factory, a --tests test) still running past the run's end and its grace
+    is cut: it fails with the reason (a case's row records it), and the tests after it do not start."""
+    if state is None or state.end_s is None or state.budget_s is None:
+        yield
+        return
+    from gpubench.harness.measurement.session import Stop
+
+    try:
+        with cut_after(state.end_s + grace_s(state.budget_s) - time.time(), cut_reason(state.budget_s)):
+            yield
+    except DeadlinePassed as cut:
+        state.session.stop = state.session.stop or Stop(f"{test} {cut}", ExitCode.FAILED)
+        raise

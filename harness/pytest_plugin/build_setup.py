@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_mo
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
-from gpubench.harness.core.run_budget import DurationError, parse_duration
+from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
+from gpubench.harness.core.run_budget import DeadlinePassed, DurationError, cut_after, format_duration, grace_s, parse_duration
 from gpubench.harness.catalog.profiles import ProfileError, check_profile
 from gpubench.harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
 from gpubench.harness.pytest_plugin.run_state import RunState
@@ -73,11 +75,20 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
         check_output_file(path, "--benchmark-json")
 
 
-def checked_model(option: Callable[[str], Any]) -> ModelSpec | None:
-    """--model and --input: parsed, and the model made and fed one batch on the CPU before any case."""
+def checked_model(option: Callable[[str], Any], budget_s: float | None) -> ModelSpec | None:
+    """--model and --input: parsed, and the model made and fed one batch on the CPU before any case (under a budget,
+    a factory or forward that never returns is cut after the budget and its grace)."""
     spec = parse_model_options(option("gpubench_model"), option("gpubench_input"), option("gpubench_input_ids"))
-    if spec is not None:
-        check_model(spec)
+    if spec is None:
+        return None
+    limit_s = budget_s + grace_s(budget_s) if budget_s is not None else None
+    try:
+        with cut_after(limit_s, "") if limit_s is not None else nullcontext():
+            check_model(spec)
+    except DeadlinePassed:
+        raise ModelLoadError(f"--model {spec.target}: making the model and one forward did not return within "
+                             f"{format_duration(limit_s or 0)} (the run's budget and its grace) — "
+                             "make the factory return, or raise --budget if it is only slow") from None
     return spec
 
 
@@ -114,10 +125,11 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
         raise SetupError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
     profile = check_profile(option("gpubench_profile"))
     budget = option("gpubench_budget")
-    return dict(model=checked_model(option), builds=builds, build_seconds=build_seconds, build_calls=build_calls,
+    budget_s = profile.run_budget_s if budget is None else parse_duration(budget)
+    return dict(model=checked_model(option, budget_s), builds=builds, build_seconds=build_seconds, build_calls=build_calls,
                 threads=check_threads(option("gpubench_threads")),
                 device=device, profile=profile, results_dir=results_dir, build=build,
-                budget_s=profile.run_budget_s if budget is None else parse_duration(budget),
+                budget_s=budget_s,
                 data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
@@ -155,5 +167,12 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     ctx.machine_id = lambda: str(session.env.get("machine_id") or session.fingerprint_of(device).get("machine_id", ""))
     state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],
                      extra_build=bool(option("gpubench_extra_build")) and checked["build"] is not None, previous_clock=previous_clock,
-                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"))
+                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"), end_s=run_end_s(option, checked["budget_s"]))
     return state, checked["warning"]
+
+
+def run_end_s(option: Callable[[str], Any], budget_s: float | None) -> float | None:
+    """Where the run ends for a test that never returns (RunState.end_s)."""
+    if budget_s is None or (option("gpubench_deadline") is None and option("gpubench_budget") is None):
+        return option("gpubench_deadline")
+    return option("gpubench_deadline") or time.time() - run_startup_s() + budget_s

@@ -27,7 +27,8 @@ import pytest
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.processes.cases_file import read_cases_file
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
-from gpubench.harness.pytest_plugin.budget_hooks import extra_build_order, plan_budget, show_plan
+from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
+from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
@@ -222,6 +223,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    with cut_at_run_end(item.config.stash.get(STATE, None), item.nodeid):  # past the run's end and its grace: cut
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
     """Each phase of a case adds to its cost in the build's answer."""
     report = yield
@@ -377,16 +384,8 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
     checks that against the machine_info it builds at configure, before a user's tests have asked for the fixture,
     and warned on every compare (an error under filterwarnings = error)."""
     state = config.stash.get(STATE, None)
-    if state is None:
-        return
-    from gpubench.harness.devices.env import fingerprint
-
-    output_json["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
-    for bench in output_json.get("benchmarks", []):
-        params = bench.get("params") or {}
-        case = params.get("case")
-        if hasattr(case, "settings"):
-            params["case"] = {"workload": case.workload, "case_id": case.case_id, **case.settings()}
+    if state is not None:
+        add_gpubench_json(state, output_json)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -33,6 +33,9 @@ class RunState:
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
     deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this run's start (budget_plan.run_startup_s)
     budget_plan: BudgetPlan | None = None  # made once the selection is known
+    # the run's end (wall clock) past which, and a grace, a test still running is cut: gpubench run's deadline, or the
+    # start plus a --budget the user gave; None (a plain pytest run under the profile's default budget): never cut
+    end_s: float | None = None
     untimed_cases: int = 0
     previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester runs in-process)
     _data: DataSource | None = field(default=None, repr=False)

@@ -228,11 +228,21 @@ def kind_problem(path: Path | str, mode: int) -> RefusedRead | None:
                              "move it out of the folder")
 
 
-def read_regular(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
+def not_own(path: Path | str, status: os.stat_result) -> RefusedRead | None:
+    """Why a file is not the user's own to trust (another owner, or writable by others), or None."""
+    if status.st_uid != os.geteuid():
+        return RefusedRead(path, f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})")
+    if status.st_mode & 0o022:
+        return RefusedRead(path, f"writable by others (mode {stat.filemode(status.st_mode)})")
+    return None
+
+
+def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool = False) -> bytes:
     """The bytes of the regular file `path`, at most `max_bytes` of them. A link at its name is
     not followed (O_NOFOLLOW), a FIFO or device is never waited on (a look first, then O_NONBLOCK
     and the descriptor's own fstat, so a file swapped in between is what gets checked), and the
-    size is checked before any byte is read (a 2 GB sparse stray costs nothing)."""
+    size is checked before any byte is read (a 2 GB sparse stray costs nothing). `own`: refused
+    unless the user owns it and no one else can write it (a cache others could have planted)."""
     problem = kind_problem(path, os.lstat(path).st_mode)
     if problem is not None:
         raise problem
@@ -245,7 +255,8 @@ def read_regular(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
     status = os.fstat(fd)
     too_large = RefusedRead(path, f"{status.st_size:,} bytes, above the {mib(max_bytes)} a {what} may be — "
                                   "move it out of the folder")
-    problem = kind_problem(path, status.st_mode) or (too_large if status.st_size > max_bytes else None)
+    problem = (kind_problem(path, status.st_mode) or (too_large if status.st_size > max_bytes else None)
+               or (not_own(path, status) if own else None))
     if problem is not None:
         os.close(fd)
         raise problem
@@ -267,10 +278,10 @@ def json_depth(text: str) -> int:
     return max(accumulate(map(DEPTH_STEP.__getitem__, brackets)), default=0)
 
 
-def read_json(path: Path | str, max_bytes: int, what: str = "JSON file") -> object:
+def read_json(path: Path | str, max_bytes: int, what: str = "JSON file", own: bool = False) -> object:
     """The JSON value of the regular file `path` (read_regular), refused as RefusedRead when it
     nests deeper than MAX_JSON_DEPTH; ValueError when it is not UTF-8 JSON."""
-    text = read_regular(path, max_bytes, what).decode("utf-8")
+    text = read_regular(path, max_bytes, what, own).decode("utf-8")
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
         raise RefusedRead(path, f"JSON nested {depth} levels deep (gpubench reads at most {MAX_JSON_DEPTH}) — "

@@ -7,12 +7,15 @@ warm-up steps first (outside the clock), then steps timed with the session's syn
 step count or time cap. The winner trains the most samples per second; a contestant the device cannot run, or whose
 step raises, is skipped with its reason. The result is kept per machine in the results folder (RACE_FILE), keyed by
 the machine's fingerprint, the device, the torch version, the profile and the contestants: a later run with the same
-key reads it instead of racing.
+key reads it instead of racing. A kept race is evidence, not truth (a team's results folder is writable by others):
+it is read only from a file the user owns and no one else can write, and only when every figure is one a race could
+have produced; anything else is raced again, and the row says which it was and why.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -31,6 +34,9 @@ RACE_BATCH = 256  # the template's batch size: every contestant trains the same 
 RACE_SHARE_FRAC = 0.3  # under --budget, the race takes at most this part of its case's share
 MIN_CAP_S = 0.05  # a contestant given less than this cannot be told apart from noise: the race is not run
 MAX_FILE_BYTES = 1 << 20
+MAX_TEXT_CHARS = 300  # a kept note or reason longer than any this module writes (one_line's cap) is not a race's
+MIN_STEP_S = 1e-5  # no device trains a batch of 256 through the CNN faster: a kept race claiming so is not believed
+RACED_HERE = "raced on this machine"
 Step = Callable[[], None]
 
 
@@ -84,6 +90,7 @@ class RaceResult:
     entries: tuple[Entry, ...]
     note: str = ""  # why the race was not run or won by none
     complete: bool = True  # every contestant ran its plan's full time cap or steps: a race worth keeping
+    origin: str = RACED_HERE  # where the figures come from: this run's race, or a kept one (and why not, if refused)
 
     @property
     def winner(self) -> Contestant:
@@ -98,7 +105,7 @@ class RaceResult:
         winner = self.winner.name
         parts = [f"{e.name} {e.steps_per_s:.3g} steps/s" + (" (won)" if e.name == winner else "") if e.status == "ok"
                  else f"{e.name} skipped ({e.reason})" for e in self.entries]
-        head = f"raced on this machine: {winner} won" + (f" ({self.note})" if self.note else "")
+        head = f"{self.origin}: {winner} won" + (f" ({self.note})" if self.note else "")
         return head + (": " + ", ".join(parts) if parts else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -153,31 +160,75 @@ def race_key(machine_id: str, device: torch.device, profile: str, contestants: t
     return "|".join([machine_id, str(device), f"torch {torch.__version__}", str(profile), ",".join(c.name for c in contestants)])
 
 
-def load_cached(path: Path, key: str) -> RaceResult | None:
-    """The complete race kept under `key` in `path`, or None (no file, another key, a race cut short, a file this code
-    cannot read)."""
-    try:
-        kept = read_json(path, MAX_FILE_BYTES, "epoch race file")
-        found = kept.get(key) if isinstance(kept, dict) else None
-        if not isinstance(found, dict) or found.get("key") != key or found.get("complete") is not True:
-            return None  # a race the budget cut short is shown, not reused
-        fields = ("name", "status", "steps", "seconds", "samples_per_step", "reason")
-        entries = tuple(Entry(**{f: e[f] for f in fields}) for e in found["entries"])
-        return RaceResult(key, entries, str(found.get("note", "")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def entry_problem(entry: object, plan: RacePlan) -> str | None:
+    """Why a kept entry is not one `run_contestant` could have written under `plan` with its full cap, or None."""
+    if not isinstance(entry, dict) or entry.get("name") not in {c.name for c in CONTESTANTS}:
+        return f"an entry names no contestant ({str(entry)[:60]})"
+    name, steps, seconds = entry["name"], entry.get("steps"), entry.get("seconds")
+    if entry.get("samples_per_step") != RACE_BATCH:
+        return f"{name}: not {RACE_BATCH} samples a step"
+    if entry.get("status") == "skipped":
+        reason = entry.get("reason")
+        return None if steps == 0 and isinstance(reason, str) and len(reason) <= MAX_TEXT_CHARS else f"{name}: an odd skip"
+    if entry.get("status") != "ok" or type(steps) is not int or not isinstance(seconds, (int, float)) or entry.get("reason"):
+        return f"{name}: not an ok or skipped entry"
+    if not (1 <= steps <= plan.steps and math.isfinite(seconds) and seconds >= steps * MIN_STEP_S):
+        return f"{name}: {steps} steps in {seconds} s, impossible under the {plan.steps}-step plan"
+    if steps < plan.steps and seconds < plan.cap_s:
+        return f"{name}: {steps} steps in {seconds:.3g} s, stopped before the plan's {plan.steps} steps or {plan.cap_s} s"
+    return None
 
 
-def save(path: Path, result: RaceResult) -> None:
-    """Kept beside the other machines' races in the same file, written through a rename (others may read it)."""
+def kept_race(found: object, key: str, plan: RacePlan) -> RaceResult:
+    """The complete race kept under `key`; ValueError naming what no race of this plan could hold."""
+    if not isinstance(found, dict) or found.get("key") != key:
+        raise ValueError("no race of this machine, device, torch and profile")
+    if found.get("complete") is not True:
+        raise ValueError("the kept race was cut short by a budget")  # shown for the user, not reused
+    entries, note = found.get("entries"), found.get("note", "")
+    if not isinstance(entries, list) or not isinstance(note, str) or len(note) > MAX_TEXT_CHARS:
+        raise ValueError("it holds no list of entries and short note")
+    problem = next(filter(None, (entry_problem(e, plan) for e in entries)), None)
+    names = [e["name"] for e in entries]
+    if problem is None and len(set(names)) < len(names):
+        problem = "a contestant entered twice"
+    if problem is None and not any(e["status"] == "ok" for e in entries):
+        problem = "no contestant finished"
+    if problem:
+        raise ValueError(problem)
+    fields = ("name", "status", "steps", "seconds", "samples_per_step", "reason")
+    return RaceResult(key, tuple(Entry(**{f: e.get(f, "") if f == "reason" else e[f] for f in fields}) for e in entries),
+                      note, origin=f"kept from an earlier race on this machine ({RACE_FILE} in the results folder)")
+
+
+def load_cached(path: Path, key: str, plan: RacePlan) -> tuple[RaceResult | None, str]:
+    """The race kept under `key` in `path`, or None and why it is not used ("" where none was kept)."""
     try:
-        kept = read_json(path, MAX_FILE_BYTES, "epoch race file") if path.exists() else {}
+        kept = read_json(path, MAX_FILE_BYTES, "epoch race file", own=True)
+        if not isinstance(kept, dict) or key not in kept:
+            return None, ""
+        return kept_race(kept[key], key, plan), ""
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError) as error:
+        return None, " ".join(str(error).split())[:MAX_TEXT_CHARS]
+
+
+def save(path: Path, result: RaceResult) -> str:
+    """Kept beside the other machines' races in the same file, written through a rename (others may read it);
+    why it could not be kept, or ""."""
+    try:
+        kept = read_json(path, MAX_FILE_BYTES, "epoch race file", own=True) if path.exists() else {}
     except (OSError, ValueError):
-        kept = {}
+        kept = {}  # a file not ours or not readable: our own replaces it
     kept = dict(kept) if isinstance(kept, dict) else {}
     kept[result.key] = result.to_json()
     fix = "choose a --results-dir you can write"
-    replace_bytes(path.parent, path.name, json.dumps(kept, indent=1, sort_keys=True).encode(), "epoch race file", fix)
+    try:
+        replace_bytes(path.parent, path.name, json.dumps(kept, indent=1, sort_keys=True).encode(), "epoch race file", fix)
+    except OSError as error:
+        return f"not kept: {' '.join(str(error).split())[:MAX_TEXT_CHARS]}"
+    return ""
 
 
 def training_step(device: torch.device, clock: Any, images: torch.Tensor, labels: torch.Tensor) -> Callable[[Contestant], Step]:
@@ -202,14 +253,18 @@ def race_here(ctx: BuildContext) -> RaceResult:
     run now on the dataset's first batch (under --budget within RACE_SHARE_FRAC of the case's share) and kept."""
     key = race_key(ctx.machine_id(), ctx.device, str(ctx.profile), CONTESTANTS)
     path = ctx.results_dir / RACE_FILE if ctx.results_dir is not None else None
-    found = _RACED.get(key) or (load_cached(path, key) if path is not None else None)
+    plan = RACE_PLANS[str(ctx.profile)]
+    found, refused = _RACED.get(key), ""
+    if found is None and path is not None:
+        found, refused = load_cached(path, key, plan)
     if found is None:
         images, labels = ctx.data.preloaded(True, torch.device("cpu"))
         budget_s = ctx.share.left_s() * RACE_SHARE_FRAC if ctx.share is not None else None
         found = race(CONTESTANTS, training_step(ctx.device, ctx.clock, images, labels), device_skip(ctx.device),
-                     RACE_PLANS[str(ctx.profile)], ctx.clock, key, budget_s)
-        if path is not None and found.entries:  # kept for the user to see; reused by a later run only if complete
-            save(path, found)
+                     plan, ctx.clock, key, budget_s)
+        unkept = save(path, found) if path is not None and found.entries else ""  # reused later only if complete
+        why = "; ".join(filter(None, [f"the kept race was not used: {refused}" if refused else "", unkept]))
+        found = replace(found, origin=RACED_HERE + (f" ({why})" if why else ""))
     _RACED[key] = found
     return found
 

@@ -30,11 +30,17 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
     """The callable `module:factory` names; the current folder is importable, as for `python -m`."""
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
+    argv, sys.argv = sys.argv, [spec.module]  # a module that parses the command line at import names itself, not gpubench
     try:
         found: Any = importlib.import_module(spec.module)
+    except SystemExit as leaving:
+        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} called sys.exit({leaving.code!r}) as it was imported "
+                             "(a script that reads its command line?) — put that part under `if __name__ == \"__main__\":`") from None
     except Exception as error:  # noqa: BLE001 - whatever the import raised, the line says it
         raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) — "
                              "install it, or run from the folder that holds it (or add that folder to PYTHONPATH)") from None
+    finally:
+        sys.argv = argv
     for part in spec.factory.split("."):
         if not hasattr(found, part):
             raise ModelLoadError(f"--model {spec.target}: {spec.module} has no attribute {spec.factory!r} — "
@@ -55,7 +61,7 @@ def make_model(spec: ModelSpec) -> nn.Module:
     default, folder = torch.get_default_dtype(), os.getcwd()
     try:
         model = factory()
-    except Exception as error:  # noqa: BLE001 - the user's code: its error, in one line
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code: its error (or sys.exit), in one line
         raise ModelLoadError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
                              "name a factory that builds the model with no arguments") from None
     finally:  # the process's settings as they were: a chdir in a factory sent rows to another folder than the lines named
