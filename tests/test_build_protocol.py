@@ -10,14 +10,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 from runs import REPO
 
 from gpubench.harness.processes.forked import ForkLauncher
-from gpubench.harness.processes.launch import Job, ProcessLauncher, python_module
+from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, python_module
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, ProtocolError, last_answer
 from gpubench.harness.pytest_plugin import fork_server
 
@@ -327,3 +330,53 @@ def test_a_build_without_a_readable_plan_says_so_in_one_line(capfd):
     assert run_from_fds(read_fd, 1) == 3
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and "this build's plan cannot be read (BuildPlan.build: 'zero' is not int)" in err
+
+
+def forked_while_waiting(tmp_path: Path, launcher: ForkLauncher, act: Callable[[int], None]) -> tuple[float, Completed, int]:
+    """A forked build whose case waits 60 s; `act(server_pid)` once it waits. How long the launch took, its end, the server."""
+    (tmp_path / "wait-for-ctrl-c").write_text("yes")
+    stop, pids = threading.Event(), []
+
+    def when_waiting() -> None:
+        while not (tmp_path / "waiting").exists() and not stop.is_set():
+            stop.wait(0.05)
+        if not stop.is_set() and launcher.server is not None:
+            pids.append(launcher.server.process.pid)
+            act(pids[0])
+
+    threading.Thread(target=when_waiting, daemon=True).start()
+    started_s = time.monotonic()
+    try:
+        done = launcher.run(probe_job(tmp_path, 0))
+    finally:
+        stop.set()
+        launcher.close()
+    return time.monotonic() - started_s, done, pids[0]
+
+
+@pytest.mark.process  # a forked build whose fork server someone stopped, then a Ctrl-C
+def test_a_ctrl_c_reaches_a_forked_build_whose_server_was_stopped(tmp_path):
+    def stop_server_then_ctrl_c(server_pid: int) -> None:
+        os.kill(server_pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    took_s, done, server_pid = forked_while_waiting(tmp_path, ForkLauncher(), stop_server_then_ctrl_c)
+    assert took_s < 30 and (done.code, done.signal) == (2, signal.SIGINT) and (tmp_path / "unwound").exists()
+    assert done.stalled == "waited on its fork server, which had been stopped (state T): continued so it could pass SIGINT on"
+    assert not psutil.pid_exists(server_pid)
+
+
+@pytest.mark.process  # a forked build whose fork server stays stopped
+def test_a_fork_server_stopped_past_the_limit_is_killed_with_its_build_and_named(tmp_path):
+    took_s, done, server_pid = forked_while_waiting(tmp_path, ForkLauncher(stopped_limit_s=1.0), lambda pid: os.kill(pid, signal.SIGSTOP))
+    assert took_s < 30 and done.code == -signal.SIGKILL
+    assert done.stalled == "made no progress: its fork server was stopped (state T, SIGSTOP) for 1 s: killed, the build with it"
+    assert not psutil.pid_exists(server_pid)
+
+
+@pytest.mark.process  # a forked build whose fork server is killed with -9
+def test_a_build_lost_with_its_killed_fork_server_names_the_server_not_the_build(tmp_path):
+    took_s, done, _ = forked_while_waiting(tmp_path, ForkLauncher(), lambda pid: os.kill(pid, signal.SIGKILL))
+    assert took_s < 30 and done.code == -signal.SIGKILL
+    assert done.stalled == "was lost with its fork server, which ended mid-build (killed by SIGKILL)"

@@ -20,7 +20,7 @@ from gpubench.harness.measurement.cases import CaseSkipped
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.datasets import DatasetError
-from gpubench.harness.processes.launch import kill_tree as kill_launch
+from gpubench.harness.processes.lifetime import kill_tree as kill_launch
 from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
 from gpubench.harness.records.results import ResultsWriter, read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION

@@ -21,6 +21,7 @@ from gpubench.harness.processes import launch
 from gpubench.harness.processes.build_runs import BuildsOutcome, run_builds
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, signal_death
 from gpubench.harness.processes.protocol import BuildAnswer
+from gpubench.harness.processes.torchrun import TorchrunLauncher
 from gpubench.harness.records.results import count_rows, read_rows
 
 
@@ -355,3 +356,11 @@ def test_pytests_internal_error_in_a_build_gets_a_line_saying_what_ends_pytest_s
     assert outcome.code == 3 and outcome.notes == [
         "build 1 of 3 ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit as it is imported "
         "ends pytest so)"]
+
+
+@pytest.mark.process  # a process that stops itself, standing in for a stopped torchrun
+def test_a_stopped_torchrun_is_named_not_the_rank_whose_heartbeat_went_quiet():
+    stops_itself = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP)"]
+    done = TorchrunLauncher().run(Job(stops_itself, timeout_s=30, watch=lambda: "rank 1 stopped responding"))
+    assert done.code == -signal.SIGKILL and not done.timed_out
+    assert done.stalled == "made no progress: torchrun itself was stopped (state T, SIGSTOP): killed with its ranks"

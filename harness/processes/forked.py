@@ -18,13 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec
-from gpubench.harness.processes.lifetime import kill_group
+from gpubench.harness.processes.lifetime import kill_group, process_state
 from gpubench.harness.processes.protocol import Channel
 
 SERVER_MODULE = "gpubench.harness.pytest_plugin.fork_server"
 READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
 CLOSE_GRACE_S = 5.0
 MAX_CONTROL_BYTES = 65536
+FORK_REPLY_S = 30.0  # a fork takes milliseconds: a server silent this long (stopped, hung) is given up for plain builds
+SERVER = "its fork server"
+
+
+def exit_words(code: int) -> str:
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
 
 
 @dataclass
@@ -86,14 +92,19 @@ class ForkServer:
 
 @dataclass
 class ForkedBuild:
-    """A build the server forked, as BuildWatch sees it: every act on it goes through the server."""
+    """A build the server forked, as BuildWatch sees it: every act on it goes through the server (which alone may
+    reap it, so its pid names no other process while the server lives), except when the server itself is stopped:
+    it is then continued (a signal to pass on) or killed, the build with it (through its parent-death signal)."""
 
     server: ForkServer
     pid: int
     code: int | None = None
+    lost_why: str = ""
 
     def send_signal(self, signum: int) -> None:
         if self.code is None:
+            if signum == signal.SIGCONT:  # a stopped server would leave the message unread
+                self.server.process.send_signal(signal.SIGCONT)
             self._tell({"op": "signal", "signum": int(signum)})
 
     def ended(self, within_s: float) -> bool:
@@ -102,13 +113,24 @@ class ForkedBuild:
                 message = self.server.receive(within_s)
             except EOFError:  # the server died: the build goes with it (its parent-death signal)
                 message = {"ended": -signal.SIGKILL}
+                self.lost_why = f"was lost with its fork server, which ended mid-build ({exit_words(self.server.process.wait())})"
             if message is not None and isinstance(message.get("ended"), int):
                 self.code = message["ended"]
         return self.code is not None
 
     def kill_group(self) -> None:
-        if self.code is None:  # once ended, the server killed what was left in its group before reaping it
+        if self.code is not None:  # once ended, the server killed what was left in its group before reaping it
+            return
+        if self.stopped() == SERVER:
+            kill_group(self.server.process.pid)  # the build dies with it; later builds start as plain processes
+        else:
             self._tell({"op": "kill"})
+
+    def stopped(self) -> str:
+        return SERVER if process_state(self.server.process.pid) == "T" else "it" if process_state(self.pid) == "T" else ""
+
+    def lost(self) -> str:
+        return self.lost_why
 
     def wait(self) -> int:
         while not self.ended(1.0):
@@ -150,8 +172,13 @@ class ForkLauncher(ProcessLauncher):
             self.plain_why = "the fork server ended"
             print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
             return super().start(job, channel)
-        message = server.receive(None)
-        if message is not None and message.get("fork_problem"):  # found before its second build: it has ended
+        try:
+            message = server.receive(FORK_REPLY_S)
+        except EOFError:
+            message = {"fork_problem": "the fork server ended"}
+        if message is None:
+            message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s (stopped? hung?): ended"}
+        if message.get("fork_problem"):  # found before its second build (it has ended), or a server that no longer answers
             self.close()
             self.plain_why = str(message["fork_problem"])
             print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)

@@ -2,9 +2,9 @@
 
 - `ProcessLauncher`: a child in a process group of its own that dies with this process; SIGINT,
   SIGTERM and SIGHUP here are passed on to it (once), then it has STOP_GRACE_S to stop with its rows whole;
-- `TorchrunLauncher`: torchrun in a session of its own, output captured, killed with every rank
-  when it outlives its timeout or when the job's watch (polled every second) names a rank that
-  stopped responding.
+- `TorchrunLauncher` (gpubench.harness.processes.torchrun): torchrun in a session of its own, output captured,
+  killed with every rank when it outlives its timeout or when the job's watch (polled every second) names a rank
+  that stopped responding.
 
 `gpubench.harness.processes.build_runs` runs the suite as one process per build on any of them.
 """
@@ -30,13 +30,11 @@ from gpubench.harness.processes.lifetime import (
     ended_unreaped,
     kill_adopted,
     kill_group,
-    kill_tree,
     process_state,
     token_alive,
 )
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, Channel
 
-KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
 
 
@@ -199,6 +197,8 @@ class BuildHandle(Protocol):
     def kill_group(self) -> None: ...
     def wait(self) -> int: ...  # its exit code, negative for a signal's death
     def running(self) -> bool: ...
+    def stopped(self) -> str: ...  # which process the build waits on is stopped (state T): "it", "its fork server", or ""
+    def lost(self) -> str: ...  # why it ended other than by its own exit or a signal to it (its fork server died), or ""
 
 
 @dataclass
@@ -224,6 +224,12 @@ class PlainBuild:
     def running(self) -> bool:
         return self.child.poll() is None
 
+    def stopped(self) -> str:
+        return "it" if process_state(self.child.pid) == "T" else ""
+
+    def lost(self) -> str:
+        return ""
+
 
 @dataclass
 class BuildWatch:
@@ -236,7 +242,7 @@ class BuildWatch:
     signals: list[int] = field(default_factory=list)
     first_signal_s: float = 0.0
     stopped_since_s: float | None = None
-    was_stopped: bool = False
+    was_stopped: str = ""  # what was stopped when a signal came or the limit passed: "it", "its fork server"
 
     def signalled(self, signum: int) -> None:
         """A signal handler: pass it on (and SIGCONT, so a stopped build can act on it) and remember
@@ -248,7 +254,7 @@ class BuildWatch:
             return
         self.signals.append(signum)
         self.first_signal_s = self.first_signal_s or now_s
-        self.was_stopped = self.was_stopped or process_state(self.child.pid) == "T"
+        self.was_stopped = self.was_stopped or self.child.stopped()
         for sent in (signum, signal.SIGCONT):
             try:
                 self.child.send_signal(sent)
@@ -264,7 +270,7 @@ class BuildWatch:
         """The build's end if it came within `within_s` (or it had to be killed now), else None."""
         if self.child.ended(within_s):  # its group id cannot name another group yet
             self.child.kill_group()  # what it left behind in its group (a wrapper's background process)
-            return self._completed(self.child.wait(), "")
+            return self._completed(self.child.wait(), self.child.lost())
         why = self._why_end()
         if why:
             self.child.kill_group()
@@ -285,53 +291,21 @@ class BuildWatch:
             return f"was killed at a second {signal.Signals(self.signals[-1]).name}"
         if self.signals and now_s - self.first_signal_s > STOP_GRACE_S:
             return f"did not stop within {STOP_GRACE_S:.0f} s of {name}: killed"
-        stopped = process_state(self.child.pid) == "T"
+        stopped = self.child.stopped()
         self.stopped_since_s = (self.stopped_since_s or now_s) if stopped else None
         if stopped and self.stopped_limit_s is not None and now_s - self.stopped_since_s >= self.stopped_limit_s:
-            self.was_stopped = True
-            return f"made no progress: it was stopped (state T, SIGSTOP) for {self.stopped_limit_s:.0f} s: killed"
+            self.was_stopped = stopped
+            return (f"made no progress: {stopped} was stopped (state T, SIGSTOP) for {self.stopped_limit_s:.0f} s: killed"
+                    + (", the build with it" if stopped != "it" else ""))
         return ""
 
     def _completed(self, code: int, why: str) -> Completed:
         if self.was_stopped and self.signals:  # which build was stopped is worth a line: someone stopped it
-            continued = f"had been stopped (state T): continued so it could act on {signal.Signals(self.signals[0]).name}"
+            name = signal.Signals(self.signals[0]).name
+            continued = (f"had been stopped (state T): continued so it could act on {name}" if self.was_stopped == "it" else
+                         f"waited on {self.was_stopped}, which had been stopped (state T): continued so it could pass {name} on")
             why = f"{continued}, but {why}" if why else continued
         return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0)
-
-
-@dataclass
-class TorchrunLauncher:
-    """A session of its own, so the whole launch can be killed without touching this process;
-    it dies with this process too (torchrun then stops its ranks)."""
-
-    def run(self, job: Job) -> Completed:
-        proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env,
-                                start_new_session=True, preexec_fn=child_preexec())
-        deadline_s = None if job.timeout_s is None else time.monotonic() + job.timeout_s
-        try:
-            while True:
-                left_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
-                wait_s = left_s if job.watch is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left_s is None else left_s)
-                try:  # communicate() may be called again after its timeout: nothing read so far is lost
-                    stdout, stderr = proc.communicate(timeout=wait_s)
-                    return Completed(proc.returncode, stdout, stderr)
-                except subprocess.TimeoutExpired:
-                    stalled = job.watch() if job.watch is not None else ""
-                    if stalled or (deadline_s is not None and time.monotonic() >= deadline_s):
-                        return self._killed(proc, stalled)
-        finally:
-            if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
-                kill_tree(proc)
-                proc.wait()
-
-    @staticmethod
-    def _killed(proc: subprocess.Popen[str], stalled: str) -> Completed:
-        kill_tree(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
-            stdout, stderr = "", ""
-        return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr, timed_out=not stalled, stalled=stalled)
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,

@@ -23,7 +23,8 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.ddp import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource, PreloadedLoader
-from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job, TorchrunLauncher
+from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job
+from gpubench.harness.processes.torchrun import TorchrunLauncher
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
@@ -145,7 +146,7 @@ def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, sta
 
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
            stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
-    """Run torchrun (gpubench.harness.processes.launch.TorchrunLauncher) and read rank 0's report. A rank whose
+    """Run torchrun (gpubench.harness.processes.torchrun.TorchrunLauncher) and read rank 0's report. A rank whose
     heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
     rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
     # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir
