@@ -585,19 +585,23 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients"])
+@pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients", "budget-without-unit", "bad-input"])
 def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     """A store that is a file, `--gpubench-results-dir` passed through (the rows would go where the fleet
     never looks), --cluster slurm without sbatch: one line, exit 2, no job."""
     (tmp_path / "afile").write_text("")
     argv, env = {"store-is-a-file": (["--store", "afile"], None),
                  "pytest-form-option": (["--store", "S", "--gpubench-results-dir=elsewhere"], None),
-                 "no-slurm-clients": (["--store", "S", "--cluster", "slurm"], dict(os.environ, PATH=str(tmp_path)))}[case]
+                 "no-slurm-clients": (["--store", "S", "--cluster", "slurm"], dict(os.environ, PATH=str(tmp_path))),
+                 # what each job would refuse in its first line: found before any is submitted
+                 "budget-without-unit": (["--store", "S", "--budget", "90"], None),
+                 "bad-input": (["--store", "S", "--model", "m:f", "--input", "0x3"], None)}[case]
     jobs = tmp_path / "jobs"
     done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", *argv, "--jobs-dir", str(jobs), *TINY], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
-    assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch"}[case] in done.stderr
+    assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch",
+            "budget-without-unit": "--budget '90': use a duration such as 90s", "bad-input": "--input '0x3': give one sample's shape"}[case] in done.stderr
     assert not jobs.exists() or not any(jobs.iterdir()), "a job was written before the refusal"
 
 

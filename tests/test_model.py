@@ -25,7 +25,7 @@ from gpubench.harness.core.options import RUN_OPTIONS
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
 from gpubench.harness.pytest_plugin import plugin
 from gpubench.harness.pytest_plugin.build_setup import SetupError, checked_model, make_state
 from gpubench.harness.pytest_plugin.modes import STATE
@@ -307,3 +307,12 @@ def test_a_factory_that_ends_the_process_itself_is_named_not_a_silent_exit_0(tmp
     assert done.returncode == 1, done.stderr[-2000:]
     assert "build 1 of 1 ended with exit 0 before pytest finished, without a word: its code (a --model factory, a conftest or a test) " \
            "called os._exit: 0 rows kept" in done.stderr
+
+
+def test_a_relative_results_folder_is_fixed_at_setup_so_a_chdir_in_user_code_sends_no_row_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
+    values.update(gpubench_results_dir="res", gpubench_model="model_factories:wanders", gpubench_input="16")
+    state, _ = make_state(values.get, None, collect_only=True)
+    install_session_clock(state.previous_clock)
+    assert state.session.results_dir == tmp_path / "res" and Path.cwd() == tmp_path  # the factory's chdir undone too

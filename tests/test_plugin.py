@@ -340,7 +340,7 @@ def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_tracebac
     result = run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=1")
     assert result.ret == 4 and "Traceback" not in result.stdout.str() + result.stderr.str()
     lines = [line for line in result.stderr.lines if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gpubench: out/r.csv: not a gpubench results file"), lines
+    assert len(lines) == 1 and lines[0].startswith(f"gpubench: {tiny.path / 'out' / 'r.csv'}: not a gpubench results file"), lines
 
 
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):

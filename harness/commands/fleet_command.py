@@ -201,12 +201,28 @@ def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if missing:
         raise FleetError(f"--cluster slurm needs {', '.join(SLURM_CLIENTS)} on PATH ({', '.join(missing)} missing) — "
                          "run it where Slurm's clients are (a login node), or leave --cluster out to run here")
+    check_run_options(args)
     targets = parse_targets(args.target)
     if args.cluster == "local":
         for target in targets:
             if target.slurm_only():
                 say(f"[{target.name}] runs here (no --cluster): {', '.join(target.slurm_only())} apply under --cluster slurm")
     return targets
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """The run options every job would refuse in its first line, found before any job is submitted."""
+    from gpubench.harness.catalog.profiles import check_profile
+    from gpubench.harness.core.model_spec import parse_model_options
+    from gpubench.harness.core.run_budget import parse_duration
+
+    try:
+        check_profile(args.profile)
+        if args.budget is not None:
+            parse_duration(args.budget)
+        parse_model_options(args.model, args.input, args.input_ids)
+    except ValueError as error:
+        raise FleetError(f"{error} (nothing was submitted)") from None
 
 
 def prepare_store(store: Path) -> None:

@@ -106,7 +106,8 @@ def check_threads(threads: int | None) -> int | None:
 
 def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
     device = resolve_device(option("gpubench_device"))
-    results_dir = results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)
+    # absolute: a test or factory that changes the working folder does not send rows elsewhere
+    results_dir = Path(os.path.abspath(results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)))
     build = option("gpubench_build")
     if option("gpubench_run_id") is not None:  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
         check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0, build=build)
