@@ -158,7 +158,8 @@ def gpubench():
 """
 
 
-@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark", "without-pytest-benchmark"])
+@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark"), ("-n", "2"), ("-p", "no:benchmark", "-n", "2")],
+                         ids=["with-pytest-benchmark", "without-pytest-benchmark", "xdist", "xdist-without-pytest-benchmark"])
 @pytest.mark.parametrize("own_fixture", [False, True], ids=["plain", "own-gpubench-fixture"])
 def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed, others, own_fixture):
     installed.makeconftest(PLAIN_CONFTEST + (OWN_GPUBENCH_FIXTURE if own_fixture else ""))
