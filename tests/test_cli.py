@@ -1,5 +1,6 @@
 """The gpubench command line: run, report, env, compare's exit codes, and its one-line errors."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
 from gpubench.harness.pytest_plugin import plugin
-from gpubench.harness.commands.common import SUITE_ROOT, rootdir_for
+from gpubench.harness.commands.common import SUITE_ROOT, no_cases_line, rootdir_for
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import pytest_args
 from gpubench.harness.devices.device import resolve_device
@@ -231,3 +232,10 @@ def test_the_users_tests_are_collected_from_their_own_folder_so_their_ids_name_r
     assert rootdir_for([str(tmp_path / "a"), str(tmp_path / "b" / "test_x.py")]) == tmp_path
     assert rootdir_for([str(tmp_path / "b" / "test_x.py")]) == tmp_path / "b"
     assert rootdir_for([]) == SUITE_ROOT  # the bundled suite: the checkout's or the installed package's folder
+
+
+def test_an_empty_selection_is_named_from_what_the_user_gave():
+    tests_only = argparse.Namespace(tests=["mine/"])
+    assert no_cases_line(tests_only, []).startswith("--tests mine/: pytest collected no test there: nothing was run — name files")
+    assert no_cases_line(tests_only, ["-k", "x"]) == no_cases_line(argparse.Namespace(), ["-mslow"]) == (
+        "no case matched the selection: nothing was run (the -k/-m given matches no case)")

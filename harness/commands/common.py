@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode
 
 # The checkout's root, or the installed `gpubench` package's folder: either holds benches/ beside harness/.
 SUITE_ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +52,16 @@ def tests_problem(args: argparse.Namespace) -> str | None:
     """--tests naming what is not there: one line, before any build."""
     missing = [path for path in getattr(args, "tests", None) or [] if not Path(path).exists()]
     return f"--tests {missing[0]}: no such file or folder — name your own test file or folder" if missing else None
+
+
+def no_cases_line(args: argparse.Namespace, extra: list[str]) -> str:
+    """Why a run collected no case, from what the user gave: a -k/-m, or --tests files without tests."""
+    selects = any(arg[:2] in ("-k", "-m") for arg in extra)
+    tests = getattr(args, "tests", None) or []
+    if tests and not selects:
+        return (f"--tests {' '.join(tests)}: pytest collected no test there: nothing was run — name files that hold test_ "
+                f"functions ({USER_TEST_FILES.replace(' ', ', ')})")
+    return NO_CASES_LINE if not selects else "no case matched the selection: nothing was run (the -k/-m given matches no case)"
 
 
 def add_tests_argument(parser: argparse.ArgumentParser) -> None:

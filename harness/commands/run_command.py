@@ -9,8 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench.harness.commands.common import BENCHES, add_tests_argument, count_rows_safely, fail, report_after_run, resolve_store, suite_options, tests_problem
-from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, SIGNAL_BASE, ExitCode
+from gpubench.harness.commands.common import (
+    BENCHES, add_tests_argument, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store, suite_options, tests_problem,
+)
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.protocol import BuildPlan
 
@@ -116,7 +118,7 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         getattr(launcher, "close", lambda: None)()
         shutil.rmtree(scratch, ignore_errors=True)
     for note in outcome.notes + (budgeted.notes() if budgeted is not None else []):
-        print(f"gpubench: {note}", file=sys.stderr)
+        print(f"gpubench: {no_cases_line(args, extra) if note == NO_CASES_LINE else note}", file=sys.stderr)
     if outcome.cut_short:
         print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)
     if outcome.died:
