@@ -70,10 +70,17 @@ def test_durations_read_as_the_user_writes_them(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["5x", "m", "-3m", "0s", "", "45", "5 minutes"])
+@pytest.mark.parametrize("text", ["5x", "m", "-3m", "0s", "", "45", "5 minutes", "1e307s", "9" * 400 + "s"])
 def test_a_bad_duration_is_one_line_that_names_the_fix(text):
     with pytest.raises(DurationError, match=r"--budget .*: use a duration such as 90s, 4m, 1h or 1h30m"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["169h", "9" * 300 + "s"])
+def test_a_budget_past_a_week_is_refused_before_a_timer_overflows(text):
+    with pytest.raises(DurationError, match=r"--budget .*: at most 168h — use none for no limit"):
+        parse_duration(text)
+    assert parse_duration("168h") == 7 * 24 * 3600
 
 
 def test_none_means_no_budget_and_quick_has_one_by_default():

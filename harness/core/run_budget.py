@@ -28,6 +28,7 @@ COST_MARGIN = 1.25
 UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smh])", re.ASCII)
 NO_BUDGET = ("none", "off", "unlimited")
+MAX_BUDGET_S = 7 * 24 * 3600.0  # a week: longer is no budget at all, and a timer of 1e300 s overflows (OverflowError)
 # A share below this cannot build a case and time one call of it (allocation, a probe): such a case
 # is skipped at once, so a spent budget is not overrun by many small starts.
 MIN_SHARE_S = 0.2
@@ -88,7 +89,9 @@ def parse_duration(text: str | float | None) -> float | None:
     whole = bool(parts) and "".join(number + unit for number, unit in parts) == cleaned
     seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts) if whole else 0.0
     if not 0 < seconds < math.inf:
-        raise DurationError(f"--budget {text!r}: use a duration such as 90s, 4m, 1h or 1h30m (or none for no limit)")
+        raise DurationError(f"--budget {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m (or none for no limit)")
+    if seconds > MAX_BUDGET_S:  # timers and deadlines overflow long before a float does
+        raise DurationError(f"--budget {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
     return seconds
 
 
