@@ -239,3 +239,23 @@ def test_an_empty_selection_is_named_from_what_the_user_gave():
     assert no_cases_line(tests_only, []).startswith("--tests mine/: pytest collected no test there: nothing was run — name files")
     assert no_cases_line(tests_only, ["-k", "x"]) == no_cases_line(argparse.Namespace(), ["-mslow"]) == (
         "no case matched the selection: nothing was run (the -k/-m given matches no case)")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("stdout", ["closed-pipe", "full-disk"])
+def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(tmp_path, stdout):
+    """`gpubench run | head -1` and `>/dev/full` ended the build in pytest's terminal writer (INTERNALERROR, exit 3)."""
+    argv = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul[fp32-n64",
+            "--results-dir", str(tmp_path), "--run-id", "r", "--no-report"]
+    if stdout == "full-disk":
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+        code, err = done.returncode, done.stderr
+    else:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.stdout.close()  # the reader went away before the first line, as `| head -0` would
+        err = proc.stderr.read()
+        code = proc.wait(timeout=300)
+    assert code == 0 and "INTERNALERROR" not in err, err[-3000:]
+    assert "gpubench: standard output cannot be written (" in err
+    assert [row["status"] for row in read_rows(tmp_path / "r.csv")] == ["ok"]

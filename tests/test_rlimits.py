@@ -28,7 +28,10 @@ def limited(kind: int, soft: int, hard: int | None = None):
     (resource.RLIMIT_NOFILE, 12, "the open-file limit is 12 (ulimit -n); a run needs at least 64"),
     (resource.RLIMIT_NOFILE, 32, "the open-file limit is 32 (ulimit -n)"),
     (resource.RLIMIT_AS, 3 * 10**9, "torch cannot start under this shell's limits (ulimit -v 2929687)"),
-], ids=["nofile-12", "nofile-32", "as-3GB"])
+    # a CSV cut mid-row and pytest-benchmark's JSON refused (EFBIG: INTERNALERROR), a build killed by SIGXCPU or -9
+    (resource.RLIMIT_FSIZE, 3072, "the file-size limit is 3072 bytes (ulimit -f 3); a run writes files up to 1 GiB"),
+    (resource.RLIMIT_CPU, 6, "the CPU-time limit is 6 s a process (ulimit -t); a build needs at least 600 s"),
+], ids=["nofile-12", "nofile-32", "as-3GB", "fsize-3KiB", "cpu-6s"])
 def test_a_tiny_limit_stops_gpubench_run_with_one_line(tmp_path, kind, limit, says):
     proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(kind, limit, limit))
     out, err = proc.communicate(timeout=300)
@@ -39,7 +42,8 @@ def test_a_tiny_limit_stops_gpubench_run_with_one_line(tmp_path, kind, limit, sa
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("kind, soft", [(resource.RLIMIT_NOFILE, 32), (resource.RLIMIT_AS, 3 * 10**9)], ids=["nofile-32", "as-3GB"])
+@pytest.mark.parametrize("kind, soft", [(resource.RLIMIT_NOFILE, 32), (resource.RLIMIT_AS, 3 * 10**9), (resource.RLIMIT_FSIZE, 3072),
+                                        (resource.RLIMIT_CPU, 6)], ids=["nofile-32", "as-3GB", "fsize-3KiB", "cpu-6s"])
 def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path, kind, soft):
     proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(kind, soft))  # ulimit -S: the hard limit allows more
     _, err = proc.communicate(timeout=300)

@@ -323,3 +323,17 @@ def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(mon
     assert trainer.memory_format == torch.channels_last and trainer.precision == "fp32"
     figures = timed.figures(summarize([0.1, 0.1]), EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25] * 4))
     assert figures["channels_last"] is True and "raced on this machine: fp32-cl won" in figures["reason"]
+
+
+def test_a_compiled_case_is_skipped_where_compiling_is_switched_off_not_timed_eager_under_its_label(monkeypatch):
+    import torch._dynamo.config as dynamo_config
+
+    from gpubench.harness.workloads.train_loop import compile_skip_reason
+
+    assert compile_skip_reason("default") is None and compile_skip_reason("none") is None
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    assert compile_skip_reason("default").startswith("torch.compile is switched off here (TORCH_COMPILE_DISABLE")
+    assert compile_skip_reason("none") is None
+    monkeypatch.delenv("TORCH_COMPILE_DISABLE")
+    monkeypatch.setattr(dynamo_config, "disable", True)  # what TORCHDYNAMO_DISABLE=1 sets
+    assert "switched off" in compile_skip_reason("max-autotune")

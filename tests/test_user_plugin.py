@@ -158,8 +158,7 @@ def gpubench():
 """
 
 
-@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark"), ("-n", "2"), ("-p", "no:benchmark", "-n", "2")],
-                         ids=["with-pytest-benchmark", "without-pytest-benchmark", "xdist", "xdist-without-pytest-benchmark"])
+@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark", "without-pytest-benchmark"])
 @pytest.mark.parametrize("own_fixture", [False, True], ids=["plain", "own-gpubench-fixture"])
 def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed, others, own_fixture):
     installed.makeconftest(PLAIN_CONFTEST + (OWN_GPUBENCH_FIXTURE if own_fixture else ""))
@@ -173,6 +172,23 @@ def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed, oth
     assert (loaded.order, loaded.markers, loaded.handlers) == (plain.order, plain.markers, plain.handlers)
     assert not [line for line in used.outlines if "gpubench" in line and not line.startswith("plugins:")]
     assert sorted(p.relative_to(installed.path) for p in installed.path.rglob("*")) == before  # no results folder, no file
+
+
+@pytest.mark.process  # pytest-xdist's workers are processes of their own
+@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark", "without-pytest-benchmark"])
+def test_the_installed_plugin_leaves_an_unrelated_suite_under_xdist_as_it_was(installed, others):
+    installed.makeconftest(PLAIN_CONFTEST)
+    installed.makepyfile(test_plain=PLAIN_TESTS)
+    without = installed.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "-p", "no:gpubench", *others)
+    def files() -> list[Path]:  # pytester's own (its subprocess's output and temporary folders) left out
+        found = (p.relative_to(installed.path) for p in installed.path.rglob("*"))
+        return sorted(p for p in found if not p.parts[0].startswith("runpytest") and p.suffix not in (".stdout", ".stderr"))
+
+    before = files()
+    used = installed.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", *others)
+    assert used.ret == without.ret == 1 and used.parseoutcomes() == without.parseoutcomes() == {"passed": 3, "failed": 1, "skipped": 1}
+    assert not [line for line in used.outlines if "gpubench" in line and not line.startswith("plugins:")]
+    assert files() == before
 
 
 @pytest.mark.process  # a fresh interpreter: this test process imported torch long ago

@@ -9,6 +9,7 @@ import sys
 from types import ModuleType
 
 from gpubench.harness.commands import ab_command, compare_command, env_command, fleet_command, report_command, run_command
+from gpubench.harness.processes.standard_streams import guard_standard_streams
 
 COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "report": report_command,
                                    "ab": ab_command, "fleet": fleet_command, "compare": compare_command}
@@ -64,6 +65,7 @@ def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
+    guard_standard_streams()
     tolerant_output()
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv

@@ -20,6 +20,7 @@ from pathlib import Path
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.processes.protocol import BuildPlan, ProtocolError, read_plan
+from gpubench.harness.processes.standard_streams import guard_standard_streams
 
 
 JSON_OPTION = "--benchmark-json"
@@ -93,6 +94,7 @@ def run_pytest(args: list[str]) -> int:
         print(f"gpubench: error: {problem}", file=sys.stderr, flush=True)
         return int(ExitCode.REFUSED)
     HELD_INTERRUPT.owns_process = True
+    guard_standard_streams()  # a closed pipe ends no build in pytest's terminal writer
     code = int(pytest.main(args))  # no extra plugins: the plugin comes from the suite's configuration
     # a Ctrl-C held while pytest never reached its session (a usage error first) is still an interrupt
     return BUILD_INTERRUPTED if HELD_INTERRUPT.pending and code in (0, 1, 5) else code

@@ -20,6 +20,9 @@ except ImportError:  # not a Unix: no ulimit to check
 MIN_OPEN_FILES = 64
 WANTED_OPEN_FILES = 4096  # the soft limit is raised this far when the hard limit allows
 FEW_PROCESSES = 1024  # below this (ulimit -u, threads count), torch's thread pools may fail to start
+MIN_PROCESSES = 64  # below this (ulimit -u) DataLoader workers and DDP ranks cannot start even when torch does
+MIN_FILE_BYTES = 1 << 30  # ulimit -f: a run's CSV, sidecars and pytest-benchmark's JSON, torch's compile caches
+MIN_CPU_S = 600  # ulimit -t, per process: one build of the quick profile spends minutes of CPU on a busy machine
 PROBE_TIMEOUT_S = 120
 # Imports torch and runs one threaded matmul: what every build process does first.
 TORCH_PROBE = "import torch; torch.ones(256, 256) @ torch.ones(256, 256)"
@@ -52,6 +55,21 @@ def open_files_problem() -> str | None:
     return None
 
 
+def size_and_time_problem() -> str | None:
+    """ulimit -f and -t below what a run needs (a file cut mid-row, a build killed by SIGXCPU): one line."""
+    size, _ = raise_soft_limit(resource.RLIMIT_FSIZE, resource.RLIM_INFINITY)
+    if _as_number(size) < MIN_FILE_BYTES:
+        return (f"the file-size limit is {size} bytes (ulimit -f {size // 1024}); a run writes files up to "
+                f"{MIN_FILE_BYTES >> 30} GiB — raise it (ulimit -f unlimited) and re-run")
+    cpu, _ = raise_soft_limit(resource.RLIMIT_CPU, resource.RLIM_INFINITY)
+    if _as_number(cpu) < MIN_CPU_S:
+        return f"the CPU-time limit is {cpu} s a process (ulimit -t); a build needs at least {MIN_CPU_S} s — raise it (ulimit -t unlimited) and re-run"
+    processes, _ = raise_soft_limit(resource.RLIMIT_NPROC, FEW_PROCESSES)
+    if _as_number(processes) < MIN_PROCESSES:
+        return f"the process limit is {processes} (ulimit -u); DataLoader workers and DDP ranks need more — raise it (ulimit -u 4096) and re-run"
+    return None
+
+
 def tight_limits() -> list[str]:
     """The limits under which torch itself may not start: a finite address space, few processes."""
     tight = []
@@ -81,7 +99,7 @@ def limits_problem(python: str = sys.executable) -> str | None:
     """One line when this process's limits would stop a run before or during its first case."""
     if resource is None:
         return None
-    problem = open_files_problem()
+    problem = open_files_problem() or size_and_time_problem()
     if problem:
         return problem
     tight = tight_limits()

@@ -100,7 +100,7 @@ def check_output_file(path: Path, flag: str) -> None:
 
 
 # errnos that mean the folder's disk (or the user's quota) is full: the run stops, rows kept.
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # EFBIG: the file may not grow (ulimit -f)
 
 
 class ResultsFull(OSError):

@@ -30,7 +30,9 @@ from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
 from gpubench.harness.workloads.models import CNN_EFFICIENCY, CNN_FORWARD_FLOPS, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
-from gpubench.harness.workloads.train_loop import COMPILE_MODES, PRECISIONS, EpochResult, Trainer, precision_skip_reason, profile_top_ops, run_epoch
+from gpubench.harness.workloads.train_loop import (
+    COMPILE_MODES, PRECISIONS, EpochResult, Trainer, compile_skip_reason, precision_skip_reason, profile_top_ops, run_epoch,
+)
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
@@ -111,9 +113,7 @@ def skip_reason(case: EpochCase, device: torch.device) -> str | None:
         return reason
     if case.loader == "dataloader" and not case.num_workers and (case.persistent_workers or case.prefetch_factor):
         return "persistent_workers and prefetch_factor need num_workers > 0 (DataLoader rejects them)"
-    if case.compile_mode != "none" and not hasattr(torch, "compile"):
-        return "torch.compile is not available in this PyTorch"
-    return None
+    return compile_skip_reason(case.compile_mode)
 
 
 def setting_notes(case: EpochCase, device: torch.device) -> list[str]:

@@ -26,7 +26,7 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.train_loop import AMP_DTYPES, apply_step, precision_skip_reason
+from gpubench.harness.workloads.train_loop import compile_skip_reason, AMP_DTYPES, apply_step, precision_skip_reason
 from gpubench.harness.workloads.transformer import with_fp32_matmuls
 from gpubench.harness.workloads.user_model import first_tensor, make_model, sample_batch
 
@@ -162,8 +162,7 @@ def build(case: ModelCase, ctx: BuildContext) -> Timed:
     if ctx.model is None:
         raise CaseSkipped("no --model given: name the model as --model module:factory --input SHAPE")
     reason = precision_skip_reason(case.precision, ctx.device)
-    if case.compile_mode != "none" and not hasattr(torch, "compile"):
-        reason = reason or "torch.compile is not available in this PyTorch"
+    reason = reason or compile_skip_reason(case.compile_mode)
     if reason:
         raise CaseSkipped(reason)
     torch.manual_seed(ctx.build_index)  # each build a fresh model, batch and target

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+import os
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
@@ -20,6 +21,20 @@ COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
 AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def compile_skip_reason(compile_mode: str) -> str | None:
+    """Why a compiled case cannot be what its label says: no torch.compile, or compiling switched off (by
+    TORCH_COMPILE_DISABLE or TORCHDYNAMO_DISABLE), where torch.compile would silently run the model eager."""
+    if compile_mode == "none":
+        return None
+    if not hasattr(torch, "compile"):
+        return "torch.compile is not available in this PyTorch"
+    import torch._dynamo.config as dynamo_config
+
+    if getattr(dynamo_config, "disable", False) or os.environ.get("TORCH_COMPILE_DISABLE", "0") not in ("", "0"):
+        return "torch.compile is switched off here (TORCH_COMPILE_DISABLE or TORCHDYNAMO_DISABLE): it would run eager — unset it"
+    return None
 
 
 def precision_skip_reason(precision: str, device: torch.device) -> str | None:

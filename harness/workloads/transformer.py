@@ -42,7 +42,7 @@ from gpubench.harness.workloads.gpt import (
     token_batches,
 )
 from gpubench.harness.workloads.matmul_peak import measured_peak
-from gpubench.harness.workloads.train_loop import AMP_DTYPES, precision_skip_reason
+from gpubench.harness.workloads.train_loop import compile_skip_reason, AMP_DTYPES, precision_skip_reason
 
 PRECISIONS = ("fp32", "bf16")
 BATCH_POOL = 4  # distinct batches the steps cycle through
@@ -151,9 +151,7 @@ def fused_skip_reason(case: TransformerCase, device: torch.device) -> str | None
 
 
 def skip_reason(case: TransformerCase, device: torch.device) -> str | None:
-    if case.compile_mode != "none" and not hasattr(torch, "compile"):
-        return "torch.compile is not available in this PyTorch"
-    return (precision_skip_reason(case.precision, device) or backend_skip_reason(case, device)
+    return (compile_skip_reason(case.compile_mode) or precision_skip_reason(case.precision, device) or backend_skip_reason(case, device)
             or fused_skip_reason(case, device))
 
 

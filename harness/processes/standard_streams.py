@@ -1,0 +1,64 @@
+"""Standard streams a run cannot lose to: a descriptor 0-2 closed at start (`>&-`) is opened on /dev/null (else the
+next file opened, the run's CSV say, would take its number and receive what is printed), and a standard output whose
+write fails (a pipe closed: `| head`; a full disk: `>/dev/full`) is pointed at /dev/null with one line on stderr, and
+the run measures on. Torch-free."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, TextIO
+
+
+class DroppedOnFailure:
+    """sys.stdout that stops printing at its first failed write instead of raising through pytest or a table."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.lost = ""
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return self._stream.write(text)
+            except OSError as error:
+                self._drop(error)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except OSError as error:
+                self._drop(error)
+
+    def _drop(self, error: OSError) -> None:
+        self.lost = error.strerror or str(error)
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())  # what is still buffered, and any child's output, goes nowhere
+            os.close(null)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"gpubench: standard output cannot be written ({self.lost}): printing stops, the run goes on\n")
+            sys.stderr.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_standard_streams() -> None:
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdout is None:  # Python starts with None for a descriptor closed at start
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the process's own
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    if not isinstance(sys.stdout, DroppedOnFailure):
+        sys.stdout = DroppedOnFailure(sys.stdout)  # type: ignore[assignment]
