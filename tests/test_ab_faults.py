@@ -280,6 +280,8 @@ def test_a_build_stopped_longer_than_its_limit_ends_the_session_named(tmp_path, 
 @pytest.mark.parametrize("body, message", [
     ("exec sleep 15", "did not start Python within 1 s"),  # stuck before Python (a lock, a prompt)
     ("echo hello", "not a Python 3 interpreter (`"),
+    # a Python 3 without the build's packages (the system's): two tracebacks from side B's build after A's had run
+    (f'exec {sys.executable} -I -S "$@"', "it has no torch, pytest, pytest_benchmark — pass the python of a venv"),
 ])
 def test_an_a_python_that_does_not_start_python_is_one_line_before_any_build(tmp_path, monkeypatch, capsys, body, message):
     # the side's interpreter is a shell script: started once, as the session's probe

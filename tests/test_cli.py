@@ -11,7 +11,7 @@ import pytest
 from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 
 from gpubench.harness.pytest_plugin import plugin
-from gpubench.harness.commands.common import SUITE_ROOT, no_cases_line, rootdir_for
+from gpubench.harness.commands.common import SUITE_ROOT, no_cases_line, report_after_run, rootdir_for
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import pytest_args
 from gpubench.harness.devices.device import resolve_device
@@ -242,11 +242,17 @@ def test_an_empty_selection_is_named_from_what_the_user_gave():
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("stdout", ["closed-pipe", "full-disk"])
+@pytest.mark.parametrize("stdout", ["closed-pipe", "full-disk", "closed-descriptor"])
 def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(tmp_path, stdout):
     """`gpubench run | head -1` and `>/dev/full` ended the build in pytest's terminal writer (INTERNALERROR, exit 3)."""
     argv = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul[fp32-n64",
             "--results-dir", str(tmp_path), "--run-id", "r", "--no-report"]
+    if stdout == "closed-descriptor":  # `>&-`: the fork server died before it was ready, builds started plainly
+        done = subprocess.run(argv, stderr=subprocess.PIPE, text=True, timeout=300, check=False, preexec_fn=lambda: os.close(1))
+        code, err = done.returncode, done.stderr
+        assert code == 0 and "plain processes" not in err, err[-3000:]
+        assert [row["status"] for row in read_rows(tmp_path / "r.csv")] == ["ok"]
+        return
     if stdout == "full-disk":
         with open("/dev/full", "w") as full:
             done = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300, check=False)
@@ -259,3 +265,15 @@ def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(t
     assert code == 0 and "INTERNALERROR" not in err, err[-3000:]
     assert "gpubench: standard output cannot be written (" in err
     assert [row["status"] for row in read_rows(tmp_path / "r.csv")] == ["ok"]
+
+
+def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_says_how_to_make_it_later(tmp_path, monkeypatch, capsys):
+    from gpubench.reports import build
+    from gpubench.reports.load import ReportError
+
+    def refuse(*args, **kwargs):
+        raise ReportError("another gpubench report is writing out/ — wait for it")
+
+    monkeypatch.setattr(build, "build_report", refuse)
+    assert report_after_run([tmp_path / "r.csv"], tmp_path / "out", 0) == 0  # was 2: every case had run
+    assert "gpubench: report not written: another gpubench report is writing" in capsys.readouterr().err

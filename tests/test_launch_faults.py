@@ -162,7 +162,7 @@ LEAVES_DAEMON = """import os, subprocess, sys
 fd = int(next(arg for arg in sys.argv if arg.startswith('--answer-fd=')).split('=')[1])
 daemon = subprocess.Popen(['sleep', '30'], pass_fds=(fd,), start_new_session=True)
 open(sys.argv[1], 'w').write(str(daemon.pid))
-os.write(fd, b'{"build": 0, "builds": 1}\\n')
+os.write(fd, b'{"build": 0, "builds": 1, "exit_code": 0}\\n')  # a finished build's answer names its exit
 """
 
 

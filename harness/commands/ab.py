@@ -15,21 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import stat
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from gpubench.harness.commands.ab_builds import Side, StartUps, close_launchers, side_job, side_launchers
+from gpubench.harness.commands.side_python import START_DEADLINE_S, interpreter, starts_python
 from gpubench.harness.processes.launch import (
     NO_TESTS,
     Completed,
@@ -41,14 +38,6 @@ from gpubench.harness.processes.launch import (
     stop_requests,
 )
 from gpubench.harness.processes.turns import PairPipes
-from gpubench.harness.processes.lifetime import (
-    adopting,
-    child_pids,
-    child_preexec,
-    ended_unreaped,
-    kill_adopted,
-    kill_group,
-)
 from gpubench.harness.core.exits import BUILD_STOPS, NO_CASES_LINE
 from gpubench.harness.records.safe_files import open_new, write_all
 
@@ -82,58 +71,6 @@ def side_args(args: list[str], flag: str) -> list[str]:
         if name in SESSION_OPTIONS:
             raise ValueError(f"{flag}={arg}: the session sets {name} for both sides — pass it to gpubench ab itself (--results-dir, --run-id, --pairs)")
     return args
-
-
-def interpreter(python: str, flag: str) -> str:
-    """An interpreter's path; a bare name (python3) is looked up on PATH, as a shell would."""
-    found = python if os.sep in python else shutil.which(python) or python
-    if not (Path(found).is_file() and os.access(found, os.X_OK)):
-        raise ValueError(f"{flag} {python}: not an executable interpreter — pass the python of a venv that has torch and gpubench's dependencies")
-    return found
-
-
-START_DEADLINE_S = 30.0  # a venv's python on a slow network file system starts in seconds
-PROBE = "import sys; print('gpubench-probe', sys.version_info[0])"
-
-
-def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) -> None:
-    """`python -c PROBE` must print Python 3's answer within `deadline_s`: a wrapper that never starts
-    Python (stuck on a lock, waiting for input) hung every build of its side with no line. The
-    probe runs in a session of its own, without a terminal or input; its whole group is killed after."""
-    command = f"{python} -c {PROBE!r}"
-    known = child_pids() if adopting() else None  # under adopt_orphans: what the probe leaves is killed
-    probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
-    kept = bytearray()
-    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)  # a long banner never blocks it
-    reader.start()
-    started = ended_unreaped(probe.pid, deadline_s)
-    kill_group(probe.pid)  # at the deadline, or what it left behind
-    probe.wait()
-    if known is not None:
-        kill_adopted(known, f"`{command}`")
-    reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
-    if not reader.is_alive():
-        probe.stdout.close()
-    said = bytes(kept).decode(errors="replace")
-    if not started and "gpubench-probe 3" in said:  # a wrapper that waits after its python: so would every build
-        raise ValueError(f"{flag} {python}: `{command}` answered as Python 3 but did not exit within "
-                         f"{deadline_s:.0f} s (what does it run after python?) — pass the python of a venv that has "
-                         "torch and gpubench's dependencies")
-    if not started:
-        raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
-                         "pass the python of a venv that has torch and gpubench's dependencies")
-    if probe.returncode != 0 or "gpubench-probe 3" not in said:
-        first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
-        raise ValueError(f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
-                         f"{first}) — pass the python of a venv that has torch and gpubench's dependencies")
-
-
-def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
-    """Read `pipe` to its end, keeping its last `limit` bytes (the probe's answer comes last)."""
-    for chunk in iter(lambda: pipe.read1(65536), b""):
-        kept += chunk
-        del kept[:-limit]
 
 
 def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:

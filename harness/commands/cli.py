@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if typo:
         parser.error(typo)
     args, extra = parser.parse_known_args(argv)
+    if "--" in extra:  # `gpubench run -- -k x`: what follows is pytest's, and pytest would read -k as a file
+        extra.remove("--")
     command = COMMANDS[args.command]
     if extra and not command.PASSES_PYTEST_ARGS:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

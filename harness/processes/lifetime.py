@@ -139,7 +139,8 @@ def token_alive(token: str) -> bool:
 def process_state(pid: int) -> str:
     """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
     try:
-        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read, closed by refcount
+        with open(f"/proc/{pid}/stat") as handle:  # closed at once: PYTHONWARNINGS=error turned a left one into a ResourceWarning
+            stat = handle.read()
     except OSError:
         return ""
     return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces

@@ -56,6 +56,7 @@ def guard_standard_streams() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
+            os.set_inheritable(fd, True)  # os.open makes it close-on-exec: the builds must get it too
     if sys.stdout is None:  # Python starts with None for a descriptor closed at start
         sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the process's own
     if sys.stderr is None:

@@ -214,7 +214,11 @@ def freeze_imports() -> None:
 
 
 def main(control_fd: int) -> int:
-    control = socket.socket(fileno=control_fd)
+    with socket.socket(fileno=control_fd) as control:  # closed on the way out (PYTHONWARNINGS=error: a ResourceWarning)
+        return serve(control)
+
+
+def serve(control: socket.socket) -> int:
     why = preload()
     freeze_imports()
     send(control, {"ready": True, "fork_problem": why})
