@@ -277,3 +277,11 @@ def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_say
     monkeypatch.setattr(build, "build_report", refuse)
     assert report_after_run([tmp_path / "r.csv"], tmp_path / "out", 0) == 0  # was 2: every case had run
     assert "gpubench: report not written: another gpubench report is writing" in capsys.readouterr().err
+
+
+def test_a_selection_pytest_cannot_read_is_one_line_before_any_build(tmp_path, capsys):
+    assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-k", "matmul and ("]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gpubench: error: -k 'matmul and (': pytest cannot read it (") and "fix the expression" in err
+    assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-mslow or"]) == 4
+    assert not (tmp_path / "r").exists()

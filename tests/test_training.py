@@ -337,3 +337,12 @@ def test_a_compiled_case_is_skipped_where_compiling_is_switched_off_not_timed_ea
     monkeypatch.delenv("TORCH_COMPILE_DISABLE")
     monkeypatch.setattr(dynamo_config, "disable", True)  # what TORCHDYNAMO_DISABLE=1 sets
     assert "switched off" in compile_skip_reason("max-autotune")
+
+
+def test_a_compiled_case_is_skipped_naming_an_inductor_cache_it_cannot_write(monkeypatch, tmp_path):
+    from gpubench.harness.workloads import train_loop
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "new" / "cache"))
+    assert train_loop.compile_skip_reason("default") is None  # made on first use
+    monkeypatch.setattr(train_loop.os, "access", lambda path, mode: False)  # as a user without the right (root passes any check)
+    assert train_loop.compile_skip_reason("default").startswith(f"TORCHINDUCTOR_CACHE_DIR={tmp_path / 'new' / 'cache'} cannot be written")

@@ -40,9 +40,25 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    if problem := tests_problem(args) or resolve_store(args) or model_problem(args):
+    if problem := tests_problem(args) or resolve_store(args) or model_problem(args) or selection_problem(extra):
         return fail(problem, code=ExitCode.REFUSED)
     return cmd_run(args, extra)
+
+
+def selection_problem(extra: list[str]) -> str | None:
+    """A -k or -m pytest cannot read, said before any build (pytest said it inside one, beside a warning and an
+    empty results folder). pytest's expression parser is internal: where it moved, pytest says it itself."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return None
+    pairs = zip(extra, [*extra[1:], ""])
+    for flag, expression in ((a[:2], a[2:] or b) for a, b in pairs if a[:2] in ("-k", "-m") and not a.startswith("--")):
+        try:
+            Expression.compile(expression)
+        except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
+            return f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — fix the expression"
+    return None
 
 
 def model_problem(args: argparse.Namespace) -> str | None:

@@ -34,7 +34,18 @@ def compile_skip_reason(compile_mode: str) -> str | None:
 
     if getattr(dynamo_config, "disable", False) or os.environ.get("TORCH_COMPILE_DISABLE", "0") not in ("", "0"):
         return "torch.compile is switched off here (TORCH_COMPILE_DISABLE or TORCHDYNAMO_DISABLE): it would run eager — unset it"
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    if cache and not can_create_in(cache):  # else a failed row with 300 lines of InductorError that never name it
+        return f"TORCHINDUCTOR_CACHE_DIR={cache} cannot be written: torch.compile keeps its kernels there — point it at a folder you can write"
     return None
+
+
+def can_create_in(folder: str) -> bool:
+    """`folder` can be written, or made: its nearest existing ancestor takes new entries."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 
 def precision_skip_reason(precision: str, device: torch.device) -> str | None:
