@@ -135,7 +135,7 @@ def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(one_case):
     (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
     assert [r["case_id"] for r in read_rows(csv_path)] == ["matmul/n8"]
     lines = [line for line in result.stderr.lines if line.strip()]
-    assert lines == [f"gpubench: SIGTERM: 1 rows kept in out/{csv_path.name} (each whole); the case in progress was not recorded"], lines
+    assert lines == [f"gpubench: SIGTERM: 1 rows kept in {csv_path} (each whole); the case in progress was not recorded"], lines
     assert "Traceback" not in result.stdout.str() and not [line for line in result.outlines if line.startswith("!")]
     result.assert_outcomes(passed=1, skipped=1)
 

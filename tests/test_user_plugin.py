@@ -374,4 +374,4 @@ def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctr
     empty.mkdir()
     (empty / "helpers.py").write_text("X = 1\n")
     done = gpubench_run(empty)
-    assert done.returncode == 5 and "--tests files without test_ functions" in done.stderr
+    assert done.returncode == 5 and f"--tests {empty}: pytest collected no test there: nothing was run — name files that hold test_" in done.stderr
