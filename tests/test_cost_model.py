@@ -4,6 +4,7 @@ the cost model predicts from the work of a call and a device's rates, and the pr
 from __future__ import annotations
 
 import importlib
+import time
 from dataclasses import replace
 
 import pytest
@@ -98,3 +99,16 @@ def test_the_run_says_how_the_cost_model_did_against_the_builds_it_priced():
     assert line == ("cost model: the 4 case builds it priced before their first row took 1.25x its prediction "
                     "(median; middle half 0.88-1.62x)")
     assert prediction_line([(1.0, 1.0), (1.0, 0.0)]) is None  # too few to say anything
+
+
+def test_the_probe_stops_repeating_a_call_that_is_already_long():
+    """A slow call (a half-precision matmul on a CPU without native fp16) is timed once after its
+    warm-up, not five times: the probe's seconds come out of the run's budget."""
+    from gpubench.harness.devices.rates import ENOUGH_S, best_s
+
+    calls = []
+    best_s(lambda: (calls.append(1), time.sleep(ENOUGH_S))[0], CPU)
+    assert len(calls) == 2  # the warm-up and one timed call
+    calls.clear()
+    best_s(lambda: calls.append(1), CPU)
+    assert len(calls) == 6  # a short call keeps its repeats

@@ -18,12 +18,16 @@ COPY_BYTES = {"cpu": 128 * 2**20, "mps": 256 * 2**20, "cuda": 1 * 2**30}
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 RANDN_VALUES = {"cpu": 2**22, "mps": 2**24, "cuda": 2**26}
 REPEATS = 5
+# A call this long is far above the timer's noise: more repeats of it buy nothing (fp16 matmuls on a CPU without
+# native half precision take ~0.15 s each; five of them per dtype tripled the probe).
+ENOUGH_S = 0.05
 # A fresh interpreter importing torch (a torchrun rank) on a 2-core CPU: a forked build's own start is no measure of it.
 FRESH_START_S = 2.5
 
 
 def best_s(fn: Callable[[], object], device: torch.device, repeats: int = REPEATS) -> float:
-    """The fastest of `repeats` calls after a warm-up one; with repeats=0, the first call itself."""
+    """The fastest of `repeats` calls after a warm-up one (fewer once they took ENOUGH_S together);
+    with repeats=0, the first call itself."""
     start = time.perf_counter()
     fn()
     synchronize(device)
@@ -33,6 +37,8 @@ def best_s(fn: Callable[[], object], device: torch.device, repeats: int = REPEAT
         fn()
         synchronize(device)
         times.append(time.perf_counter() - start)
+        if sum(times) >= ENOUGH_S:
+            break
     return max(min(times), 1e-9)
 
 
