@@ -59,15 +59,16 @@ from gpubench.reports.verdicts import (
     MACHINE_WIDE,
     NOISE_FLOOR,
     ONE_PROCESS_FLOOR,
-    VERDICTS,
+    Judgement,
     Verdict,
     decide,
+    exit_code_of,
     t_estimate,
 )
 
 
 @dataclass(frozen=True)
-class Side:
+class SideUnits:
     """One side's measurements of one case."""
 
     units: list[float]  # build medians, or one epoch's windows
@@ -83,7 +84,7 @@ class Side:
         return np.log(np.asarray(self.units, float))
 
 
-def pooled_log_variance(base: Side, new: Side) -> float:
+def pooled_log_variance(base: SideUnits, new: SideUnits) -> float:
     squares = float(((base.logs - base.logs.mean()) ** 2).sum() + ((new.logs - new.logs.mean()) ** 2).sum())
     return squares / max(1, len(base.units) + len(new.units) - 2)
 
@@ -101,16 +102,16 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def side_of(rows: pd.DataFrame) -> Side | None:
+def side_of(rows: pd.DataFrame) -> SideUnits | None:
     """The units of one case on one side (ok rows only)."""
     medians = [float(m) for m in rows["median_s"] if m > 0]
     runs = int(rows["run_id"].nunique())
     if len(medians) >= 2:
-        return Side(medians, runs, "builds")
+        return SideUnits(medians, runs, "builds")
     if len(medians) == 1:
         windows = [s for s in samples(rows["samples_s"].iloc[0]) if s > 0]
         if len(windows) >= 2:
-            return Side(windows, runs, "windows")
+            return SideUnits(windows, runs, "windows")
     return None
 
 
@@ -126,7 +127,7 @@ def runs_needed(detectable: float, threshold: float, runs: int) -> int:
     return max(runs + 1, math.ceil(needed)) if needed <= MAX_RUNS_SHOWN else MAX_RUNS_SHOWN + 1
 
 
-def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float | None = None, between_dof: float = math.inf) -> Verdict:
+def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, between2: float | None = None, between_dof: float = math.inf) -> Verdict:
     ratio = new.median_s / base.median_s
     n_base, n_new = len(base.units), len(new.units)
     estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
@@ -138,7 +139,7 @@ def judge(case_id: str, base: Side, new: Side, threshold: float, between2: float
     dof = se**4 / denominator if denominator > 0 else math.inf
     estimate = t_estimate(math.log(ratio), se, dof, n_base + n_new)
     verdict, detectable, note = decide(estimate, threshold), estimate.detectable, ""
-    if verdict == "inconclusive":
+    if verdict == Judgement.INCONCLUSIVE:
         needed = runs_needed(detectable, threshold, max(base.runs, new.runs))
         runs = f"~{needed}" if needed <= MAX_RUNS_SHOWN else f"over {MAX_RUNS_SHOWN}"
         note = f"could detect {reach(detectable)} here; {runs} runs per side would resolve {threshold:.0%}"
@@ -161,7 +162,7 @@ class RunNoise:
     dof: float = math.inf  # degrees of freedom of between2 (the number of cases it came from)
 
 
-def run_noise(pairs: list[tuple[Side, Side]]) -> RunNoise:
+def run_noise(pairs: list[tuple[SideUnits, SideUnits]]) -> RunNoise:
     base_runs = max((b.runs for b, _ in pairs), default=1)
     new_runs = max((n.runs for _, n in pairs), default=1)
     floor2 = NOISE_FLOOR**2 * (1 / base_runs + 1 / new_runs)
@@ -179,7 +180,7 @@ def run_noise(pairs: list[tuple[Side, Side]]) -> RunNoise:
     return RunNoise(max(floor2, scatter**2), scatter, math.exp(center), max(1, int(kept.size) - 1))
 
 
-def process_variance(pairs: list[tuple[Side, Side]]) -> float:
+def process_variance(pairs: list[tuple[SideUnits, SideUnits]]) -> float:
     """The typical variance of one build's log-median between processes, from the cases measured
     in several builds (median over them of their pooled spread). A case with one build per run
     is judged on its rounds or windows, all from one process; the machine-wide scatter comes
@@ -200,7 +201,7 @@ def robust_core(logs: np.ndarray) -> np.ndarray:
 MIN_CASES_PER_WORKLOAD = 5  # its own between-run noise from at least 4 other cases (3 degrees of freedom)
 
 
-def workload_noise(pairs: dict[str, tuple[Side, Side]]) -> dict[str, tuple[float, float]]:
+def workload_noise(pairs: dict[str, tuple[SideUnits, SideUnits]]) -> dict[str, tuple[float, float]]:
     """Between-run noise of a case's ratio measured on the *other* cases of its workload: their
     log-ratios' variance around their median (case_id -> (variance, degrees of freedom)).
     Some workloads swing case by case between runs far more than the machine-wide scatter shows
@@ -237,15 +238,15 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
         reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
         verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan, math.nan,
-                                None, None, None, None, "broken", f"ok in BASE, {reason}"))
+                                None, None, None, None, Judgement.BROKEN, f"ok in BASE, {reason}"))
     base_cases, new_cases = set(base_ok["case_id"]), set(new_ok["case_id"])
-    sides: dict[str, tuple[Side, Side]] = {}
+    sides: dict[str, tuple[SideUnits, SideUnits]] = {}
     for case_id in sorted(base_cases & new_cases):
         b, n = side_of(base_ok[base_ok["case_id"] == case_id]), side_of(new_ok[new_ok["case_id"] == case_id])
         if b is None or n is None:
             verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()),
                                     float(new_ok[new_ok["case_id"] == case_id]["median_s"].median()), math.nan, None, None, None, None,
-                                    "inconclusive", "one sample on a side: run it again (2+ runs per side) to decide"))
+                                    Judgement.INCONCLUSIVE, "one sample on a side: run it again (2+ runs per side) to decide"))
             continue
         sides[case_id] = (b, n)
     noise = run_noise(list(sides.values()))
@@ -274,7 +275,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter {math.expm1(noise.scatter):.1%} per ratio; "
                         f"all cases moved by x{noise.shift:.3f} (median)")
-    broken = {v.case_id for v in verdicts if v.verdict == "broken"}
+    broken = {v.case_id for v in verdicts if v.verdict == Judgement.BROKEN}
     return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
 
@@ -297,7 +298,7 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
         lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p, detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
-    counts = {k: sum(v.verdict == k for v in cases) for k in VERDICTS if k != "not judged"}
+    counts = {k: sum(v.verdict == k for v in cases) for k in Judgement if k != Judgement.NOT_JUDGED}
     lines.append("")
     lines.append(
         f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per "
@@ -377,5 +378,5 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     notes = paired_notes + differences + device_notes + notes
     if not verdicts:
         raise ReportError(f"no case in common between {base} and {new} — compare runs of the same cases (same profile and device)")
-    code = 1 if any(v.verdict in ("slower", "broken") for v in verdicts) else 0
+    code = exit_code_of(verdicts)
     return format_comparison(verdicts, only_base, only_new, threshold, base_notes + new_notes + notes), code

@@ -1,4 +1,4 @@
-"""Load and merge result CSVs for the report commands: gpubench.harness.records.results.read_frame reads and checks
+"""Load and merge result CSVs for the report commands: gpubench.harness.records.results_reader.read_frame reads and checks
 them (the one reader); this finds the files, adds the report's labels, reads the sidecars and
 names errors as ReportError."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.catalog import short_id, spec_for
-from gpubench.harness.records.results import read_frame
+from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.safe_files import RefusedRead, kind_problem, read_json
 from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
 from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
@@ -117,7 +117,7 @@ LABELS = ("source_file", "source_line", "machine", "setting")  # what the report
 
 
 def load_results(paths: list[Path], refused: list[str] | None = None, left_out: list[str] | None = None) -> pd.DataFrame:
-    """All rows of the results files named or found in folders, as gpubench.harness.records.results.read_frame reads
+    """All rows of the results files named or found in folders, as gpubench.harness.records.results_reader.read_frame reads
     them (the one reader: typed by gpubench.harness.records.schema, older schemas upgraded, damage refused naming
     file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
     unique label per configuration), `setting` (the case's short id, rebuilt from its typed

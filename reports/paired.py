@@ -29,11 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.records.safe_files import read_json
 from gpubench.reports import sequential as sq
 from gpubench.reports.load import ReportError
 from gpubench.reports.markdown import escape, table_row
-from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, Estimate, Verdict, decide, exp_capped, t_estimate
+from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of, exp_capped, t_estimate
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
@@ -50,9 +51,8 @@ class PairedSession:
     @property
     def exit_code(self) -> int:
         """1 on a slowdown or a broken case; 2 when no case could be compared at all."""
-        if any(v.verdict in ("slower", "broken") for v in self.verdicts):
-            return 1
-        return 0 if self.pairs else 2
+        code = exit_code_of(self.verdicts)
+        return code if code != ExitCode.OK or self.pairs else ExitCode.ERROR
 
     @property
     def median_detectable(self) -> float | None:
@@ -102,13 +102,13 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[
     n = len(logs)
     if n < 3:
         mean = float(np.mean(logs)) if n else math.nan
-        return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, "inconclusive",
+        return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, Judgement.INCONCLUSIVE,
                        f"{n} pair(s): a paired verdict needs 3 or more")
     mean, se, dof, trimmed = yuen(np.asarray(logs, float))
     estimate = t_estimate(mean, se, dof, n)
     verdict = decide(estimate, threshold)
     note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(estimate.detectable)}: more pairs would tell"
-                                                                        if verdict == "inconclusive" else "")
+                                                                        if verdict == Judgement.INCONCLUSIVE else "")
     return Verdict.of(case_id, medians, estimate, verdict, note)
 
 
@@ -137,7 +137,7 @@ def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
             continue
         p = by_case[v.case_id]
         verdict = decide(Estimate(v.ratio, v.ci_low, v.ci_high, p, v.detectable, 0), threshold)
-        note = v.note if verdict == v.verdict or verdict == "inconclusive" else v.note.split(";")[0]
+        note = v.note if verdict == v.verdict or verdict == Judgement.INCONCLUSIVE else v.note.split(";")[0]
         out.append(Verdict(v.case_id, v.base_median_s, v.new_median_s, v.ratio, v.ci_low, v.ci_high, p, v.detectable, verdict,
                            note + f"; p adjusted over {len(tested)} tests"))
     return out
@@ -160,7 +160,7 @@ def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
     verdicts = []
     for case_id in sorted((ok_a & set(bad_b["case_id"])) - ok_b):
         reason = str(bad_b.loc[bad_b["case_id"] == case_id, "reason"].iloc[0])
-        verdicts.append(Verdict(case_id, math.nan, math.nan, math.nan, None, None, None, None, "broken", f"ok in A, {reason}"))
+        verdicts.append(Verdict(case_id, math.nan, math.nan, math.nan, None, None, None, None, Judgement.BROKEN, f"ok in A, {reason}"))
     return verdicts
 
 
@@ -214,7 +214,7 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
                                   math.inf if detectable is None else detectable, n), threshold)
         could = (f": could detect {reach(detectable)}" if detectable is not None
                  else f": no verdict is possible before {sq.first_decidable_pairs()} pairs")
-        note = f"decided after {n} pairs" if verdict != "inconclusive" else f"undecided after {n} pairs{could}"
+        note = f"decided after {n} pairs" if verdict != Judgement.INCONCLUSIVE else f"undecided after {n} pairs{could}"
         if case_id == MACHINE_WIDE:
             note = f"median over the cases of each pair, {n} pairs; " + note
         base_s, new_s = medians.get(case_id, (math.nan, math.nan))
@@ -246,7 +246,7 @@ def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
 
 def undecided_cases(session: PairedSession) -> list[str]:
     """The cases a sequential session would give more pairs: measured on both sides, not yet decided."""
-    return [v.case_id for v in session.verdicts if v.verdict == "inconclusive" and v.case_id != MACHINE_WIDE]
+    return [v.case_id for v in session.verdicts if v.verdict == Judgement.INCONCLUSIVE and v.case_id != MACHINE_WIDE]
 
 
 def format_session(session: PairedSession, threshold: float, sides: tuple[str, str] = ("A", "B")) -> str:
@@ -263,7 +263,7 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
         a_s = f"{v.base_median_s * 1e3:.4g} ms" if not math.isnan(v.base_median_s) else "—"
         b_s = f"{v.new_median_s * 1e3:.4g} ms" if not math.isnan(v.new_median_s) else "—"
         lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
-    counts = {k: sum(v.verdict == k for v in session.verdicts) for k in ("slower", "faster", "no change", "inconclusive", "broken")}
+    counts = {k: sum(v.verdict == k for v in session.verdicts) for k in Judgement if k != Judgement.NOT_JUDGED}
     detectable = session.median_detectable
     kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
             if session.sequential else f"paired session: {session.pairs} pairs")

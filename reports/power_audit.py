@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from gpubench.harness.core.exits import ExitCode
 from gpubench.reports.compare import compare_frames
 from gpubench.reports.paired import judge_session
-from gpubench.reports.verdicts import MACHINE_WIDE, Verdict
+from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict, exit_code_of
 
 TIME_COLUMNS = ("median_s", "min_s", "mean_s", "iqr_s", "stddev_s")
 
@@ -81,14 +82,14 @@ class Tally:
     def add(self, verdicts: list[Verdict], slowed: set[str]) -> None:
         self.comparisons += 1
         cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
-        self.exits += any(v.verdict in ("slower", "broken") for v in verdicts)
+        self.exits += exit_code_of(verdicts) != ExitCode.OK
         for v in cases:
             if v.case_id in slowed:
                 self.target_calls += 1
-                self.caught += v.verdict == "slower"
+                self.caught += v.verdict == Judgement.SLOWER
             else:
                 self.other_calls += 1
-                self.false_flags += v.verdict in ("slower", "faster")
+                self.false_flags += v.verdict in (Judgement.SLOWER, Judgement.FASTER)
             if v.detectable is not None and math.isfinite(v.detectable):
                 self.detectable.append(v.detectable)
 

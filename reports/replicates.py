@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from gpubench.reports.verdicts import MACHINE_WIDE, Verdict, decide, t_estimate
+from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict, decide, t_estimate
 
 
 def run_logs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -67,6 +67,6 @@ def machine_wide(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> Ver
             MACHINE_WIDE, math.nan, math.nan, *[getattr(verdict, f) for f in ("ratio", "ci_low", "ci_high", "p_value", "detectable", "verdict", "note")]
         )
     shift = math.exp(float(n.mean() - b.mean()))
-    return Verdict(MACHINE_WIDE, math.nan, math.nan, shift, None, None, None, None, "not judged",
+    return Verdict(MACHINE_WIDE, math.nan, math.nan, shift, None, None, None, None, Judgement.NOT_JUDGED,
                    "one run per side: a machine that was slower during one run and a change that slowed every case look alike — "
                    "give 2+ runs per side (gpubench compare BASE_DIR/ NEW_DIR/, a folder of runs each) or run a paired session (gpubench ab) to judge it")

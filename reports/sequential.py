@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpubench.reports.verdicts import ALPHA
+from gpubench.reports.verdicts import ALPHA, Judgement
 
 # Prior variance of the standardised effect mu/sigma. A larger g decides large changes a pair sooner
 # and calls unchanged cases "no change" later (tried from 0.25 to 10 on tests/test_power.py's
@@ -43,7 +43,7 @@ MIXTURE_G = 1.0
 MIN_PAIRS = 3  # no look before three pairs: a t-statistic of two pairs has one degree of freedom
 
 SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = 0, 1, 2, 3
-WORDS = ("slower", "faster", "no change", "inconclusive")
+WORDS = (Judgement.SLOWER, Judgement.FASTER, Judgement.NO_CHANGE, Judgement.INCONCLUSIVE)  # by code
 
 
 def log_bayes_factor(t: np.ndarray, n: np.ndarray | int, g: float = MIXTURE_G) -> np.ndarray:

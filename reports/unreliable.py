@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from gpubench.reports.verdicts import MACHINE_WIDE, Verdict
+from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict
 
 # Flags a row carries when its own measurement says the machine was not the code's alone: a verdict on
 # such rows would be the other process's, not the change's (two smoke runs of unchanged code read x9.5
@@ -30,10 +30,10 @@ def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) ->
     kept, count = [], 0
     for v in verdicts:
         why = unreliable_because(base[base["case_id"] == v.case_id], new[new["case_id"] == v.case_id])
-        if v.verdict in ("slower", "faster") and why:
-            v, count = replace(v, verdict="inconclusive", note=f"set aside: {why}"), count + 1
+        if v.verdict in (Judgement.SLOWER, Judgement.FASTER) and why:
+            v, count = replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {why}"), count + 1
         kept.append(v)
     if count:
-        kept = [replace(v, verdict="inconclusive", note=f"set aside: {count} case(s) flagged busy")
-                if v.case_id == MACHINE_WIDE and v.verdict in ("slower", "faster") else v for v in kept]
+        kept = [replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {count} case(s) flagged busy")
+                if v.case_id == MACHINE_WIDE and v.verdict in (Judgement.SLOWER, Judgement.FASTER) else v for v in kept]
     return kept, count

@@ -1,20 +1,43 @@
 """What a comparison says about one case (or about every case at once). Every estimator (unpaired builds in
 gpubench.reports.compare, runs as units in gpubench.reports.replicates, pairs in gpubench.reports.paired and gpubench.reports.sequential) returns an
-`Estimate`; `decide` holds the one rule that turns it into slower / faster / no change / inconclusive; a `Verdict`
-is what is shown. Torch-free."""
+`Estimate`; `decide` holds the one rule that turns it into a `Judgement`, `exit_code_of` the one that turns
+judgements into the command's exit code; a `Verdict` is what is shown. Torch-free."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from scipy.special import stdtr, stdtrit  # Student's t CDF and quantile: scipy.stats.t's, without its import and per-call cost
+
+from gpubench.harness.core.exits import ExitCode
 
 ALPHA = 0.01
 NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
 ONE_PROCESS_FLOOR = 0.08  # the same for a case measured in one process per run (an epoch, a DDP launch)
 MACHINE_WIDE = "(every case: machine-wide shift)"  # the line that judges every case at once
-VERDICTS = ("slower", "faster", "no change", "inconclusive", "broken", "not judged")
+
+
+class Judgement(str, Enum):
+    """What a comparison calls a case; its value is the word shown (a str, so tables and JSON print it)."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    NO_CHANGE = "no change"
+    INCONCLUSIVE = "inconclusive"
+    BROKEN = "broken"  # ok in the base, failed or skipped in the new side
+    NOT_JUDGED = "not judged"  # the machine-wide line when cases are judged one by one
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:  # Python 3.12 formats a str mixin as 'Judgement.SLOWER'
+        return format(self.value, spec)
+
+
+FAILS = (Judgement.SLOWER, Judgement.BROKEN)  # what fails a gate
 
 
 @dataclass(frozen=True)
@@ -27,11 +50,11 @@ class Verdict:
     ci_high: float | None
     p_value: float | None
     detectable: float | None  # smallest relative change this comparison could detect
-    verdict: str  # slower | faster | no change | inconclusive | broken
+    verdict: Judgement
     note: str = ""
 
     @classmethod
-    def of(cls, case_id: str, medians: tuple[float, float], estimate: Estimate, verdict: str, note: str) -> Verdict:
+    def of(cls, case_id: str, medians: tuple[float, float], estimate: Estimate, verdict: Judgement, note: str) -> Verdict:
         return cls(case_id, *medians, estimate.ratio, estimate.low, estimate.high, estimate.p_value, estimate.detectable,
                    verdict, note)
 
@@ -57,17 +80,23 @@ def t_estimate(mean_log: float, se: float, dof: float, n: int) -> Estimate:
                     p_value, exp_capped(t_crit * se) - 1, n)
 
 
-def decide(estimate: Estimate, threshold: float) -> str:
+def decide(estimate: Estimate, threshold: float) -> Judgement:
     """The one rule. slower / faster: significant and beyond the threshold; no change: the whole interval
     lies within ± threshold; inconclusive otherwise (more runs or pairs would tell)."""
     band = (1 / (1 + threshold), 1 + threshold)
     if estimate.p_value < ALPHA and estimate.ratio > band[1]:
-        return "slower"
+        return Judgement.SLOWER
     if estimate.p_value < ALPHA and estimate.ratio < band[0]:
-        return "faster"
+        return Judgement.FASTER
     if band[0] <= estimate.low and estimate.high <= band[1]:
-        return "no change"
-    return "inconclusive"
+        return Judgement.NO_CHANGE
+    return Judgement.INCONCLUSIVE
+
+
+def exit_code_of(verdicts: Iterable[Verdict]) -> ExitCode:
+    """FAILED when a case is slower or broken, else OK: a gate fails on clean evidence only (a row
+    marked unreliable was judged inconclusive before it got here)."""
+    return ExitCode.FAILED if any(v.verdict in FAILS for v in verdicts) else ExitCode.OK
 
 
 MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown as inf, never an OverflowError

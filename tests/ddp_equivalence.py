@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.common.models import make_model
 
 STEPS = 3
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.harness.commands.ab import Side, order, parse_env
+from gpubench.harness.commands.ab import AbSide, order, parse_env
 from gpubench.harness.commands.ab_builds import side_job
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.build_main import pytest_args_of
@@ -51,12 +51,12 @@ def test_sleep(case, gpubench):
 
 
 def test_sides_alternate_a_b_then_b_a():
-    a, b = Side("A"), Side("B")
+    a, b = AbSide("A"), AbSide("B")
     assert [tuple(s.name for s in order(pair, a, b)) for pair in range(4)] == [("A", "B"), ("B", "A"), ("A", "B"), ("B", "A")]
 
 
 def test_a_side_is_its_interpreter_variables_and_arguments():
-    side = Side("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
+    side = AbSide("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
     job = side_job(side, "s1", 3, 8, ["benches", "-k", "matmul"])
     assert job.argv == ["/usr/bin/python3", "-m", "gpubench.harness.processes.build_main"] and job.env["OMP_NUM_THREADS"] == "1"
     argv = pytest_args_of(job.plan, 9)  # the build's pytest command line, forked or plain

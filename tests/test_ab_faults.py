@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.commands import ab, ab_session
-from gpubench.harness.commands.ab import Side, run_pairs
+from gpubench.harness.commands.ab import AbSide, run_pairs
 from gpubench.harness.commands.ab_builds import side_env, side_plan
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.build_main import pytest_args_of
 from gpubench.harness.processes.launch import Job
-from gpubench.harness.records.results import write_frame
+from gpubench.harness.records.results_reader import write_frame
 from gpubench.reports.load import LABELS, load_results
 from gpubench.reports.paired import (
     format_session,
@@ -33,7 +33,7 @@ from gpubench.reports.paired import (
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
-SIDES = (Side("A"), Side("B"))
+SIDES = (AbSide("A"), AbSide("B"))
 
 
 def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path | None = None, writes: str = "") -> list[tuple[str, int]]:
@@ -43,7 +43,7 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path 
     started: list[tuple[str, int]] = []
     makes = f"if BUILD == 0 and SIDE in {writes!r}: open({str(results_dir)!r} + '/s-' + SIDE + '.csv', 'a').write('rows\\n')\n"
 
-    def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None,
+    def job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None,
             turns: str = "") -> Job:
         started.append((side.name, build))
         argv = [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
@@ -92,7 +92,7 @@ def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_
 
 
 def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
-    plan = side_plan(Side("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
+    plan = side_plan(AbSide("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
     argv = pytest_args_of(plan, 9)
     assert "--gpubench-output-tag=B-b3" in argv  # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
     assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv  # else an existing out.json outside the checkout: 0 cases
@@ -333,7 +333,7 @@ def test_a_sides_file_replaced_or_holding_another_runs_rows_is_not_judged(tmp_pa
 
 def test_side_variables_are_shown_and_kept_by_name_only(tmp_path, capsys, monkeypatch):
     # --b-env HF_TOKEN=...: the value was printed, and kept in a marker anyone could read
-    monkeypatch.setattr(ab_session, "run_pairs", lambda *args, **kwargs: (0, ab.Stop(130, "SIGINT received")))
+    monkeypatch.setattr(ab_session, "run_pairs", lambda *args, **kwargs: (0, ab.SessionStop(130, "SIGINT received")))
     main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", "--b-env", "HF_TOKEN=hf_secret123", *NOTHING])
     printed = "".join(capsys.readouterr())
     marker = tmp_path / "s.ab.json"

@@ -122,5 +122,5 @@ def test_both_sides_servers_are_closed_when_a_build_raises(tmp_path, monkeypatch
 
     monkeypatch.setattr(ab, "side_launchers", lambda sides, limit_s, fork: {s.name: Failing(who=s.name) for s in sides})
     with pytest.raises(RuntimeError):
-        ab.run_pairs((ab.Side("A"), ab.Side("B")), "s", 3, [], REPO, tmp_path)
+        ab.run_pairs((ab.AbSide("A"), ab.AbSide("B")), "s", 3, [], REPO, tmp_path)
     assert sorted(closed) == ["A", "B"]

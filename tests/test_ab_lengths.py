@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.commands import ab
-from gpubench.harness.commands.ab import Side, run_pairs
+from gpubench.harness.commands.ab import AbSide, run_pairs
 from gpubench.harness.commands.ab_lengths import choose_lengths
 from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.core.plan import BuildNoise, best_build_s
 from gpubench.harness.processes.cases_file import cases_text, read_cases_file
 from gpubench.harness.processes.build_main import pytest_args_of
 from gpubench.harness.processes.launch import Completed, Job
-from gpubench.harness.records.results import write_frame
+from gpubench.harness.records.results_reader import write_frame
 from gpubench.reports import sequential as sq
 from gpubench.reports.load import LABELS, load_results
 from gpubench.reports.verdicts import ALPHA
@@ -106,7 +106,7 @@ def test_decided_cases_get_no_more_builds_and_sampling_noise_gets_longer_ones(tm
     monkeypatch.setattr(ab, "side_launchers", lambda sides, limit_s, fork: {side.name: fake for side in sides})
     looks = Looks(tmp_path, "s", 0.05, budget_s=3600, max_pairs=MAX_PAIRS, least_build_s=LEAST_S)
     try:
-        done, stop = run_pairs((Side("A"), Side("B")), "s", MAX_PAIRS, ["benches"], tmp_path, tmp_path,
+        done, stop = run_pairs((AbSide("A"), AbSide("B")), "s", MAX_PAIRS, ["benches"], tmp_path, tmp_path,
                                after_pair=looks, turns=False)  # the fake launcher runs one build at a time
     finally:
         looks.close()

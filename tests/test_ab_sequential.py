@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.commands import ab
-from gpubench.harness.commands.ab import Side, run_pairs
+from gpubench.harness.commands.ab import AbSide, run_pairs
 from gpubench.harness.commands.ab_command import session_budget_s
 from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.launch import Job
-from gpubench.harness.records.results import write_frame
+from gpubench.harness.records.results_reader import write_frame
 from gpubench.reports.load import LABELS, load_results
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,14 +106,14 @@ def test_the_next_pair_runs_what_the_look_says_and_a_look_can_end_the_session(tm
     # tiny python builds: the session's loop only
     started: list[tuple[str, int, list[str]]] = []
 
-    def job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
+    def job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
             suite_root: Path | None = None, turns: str = "") -> Job:
         started.append((side.name, build, pytest_args))
         return Job([sys.executable, "-c", f"open({str(tmp_path)!r} + '/s-{side.name}.csv', 'a').write('rows\\n')"])
 
     monkeypatch.setattr(ab, "side_job", job)
     said = {1: ["--gpubench-cases=x"], 2: None}
-    done, stop = run_pairs((Side("A"), Side("B")), "s", 10, ["benches"], REPO, tmp_path, after_pair=said.__getitem__)
+    done, stop = run_pairs((AbSide("A"), AbSide("B")), "s", 10, ["benches"], REPO, tmp_path, after_pair=said.__getitem__)
     assert (done, stop) == (2, None)
     assert started == [("A", 0, ["benches"]), ("B", 0, ["benches"]), ("B", 1, ["benches", "--gpubench-cases=x"]),
                        ("A", 1, ["benches", "--gpubench-cases=x"])]

@@ -20,9 +20,10 @@ from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads import attention, matmul_peak
+from gpubench.harness.workloads import attention
+from gpubench.harness.workloads.common import matmul_peak
 from gpubench.harness.workloads.attention import AttentionCase, attention_flops
-from gpubench.harness.workloads.matmul_peak import MatmulPeak
+from gpubench.harness.workloads.common.matmul_peak import MatmulPeak
 from gpubench.reports import plots, tables
 from gpubench.reports.build import build_report
 

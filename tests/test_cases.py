@@ -18,7 +18,7 @@ from gpubench.harness.workloads import (
     speedup,
     transfer,
 )
-from gpubench.harness.workloads.mnist_epoch import PRELOADED, TEMPLATE, EpochCase
+from gpubench.harness.workloads.common.epoch import PRELOADED, TEMPLATE, EpochCase
 
 CPU = torch.device("cpu")
 WORKLOADS = (matmul, speedup, selfcheck, elementwise, transfer, inference, mnist_epoch, memory_strategies, ddp)

@@ -16,7 +16,7 @@ from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import pytest_args
 from gpubench.harness.devices.device import resolve_device
 from gpubench.harness.core.options import RUN_OPTIONS
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.reports import build
 
 

@@ -24,12 +24,12 @@ from gpubench.harness.catalog.collectives import algbw_gbps, bus_factor, busbw_g
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.core.plan import plan_rounds
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.measurement.runner import run_case
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads import collectives, collectives_worker
-from gpubench.harness.workloads.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
+from gpubench.harness.workloads.common.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
 from gpubench.harness.workloads.collectives import MEMORY_PER_SIZE, CollectiveCase, WrongResult
 from gpubench.reports.tables import declared_summary
 
@@ -128,7 +128,7 @@ def test_a_corrupted_reduction_is_counted_and_its_row_fails(one_rank_group) -> N
     broken = replace(COLLECTIVES["all_reduce"], call=adds_a_wrong_tensor)
     point = collectives_worker.measure_point(broken, 1024, budget, one_rank_group)
     assert point["wrong"] == 256 and point["mismatches"] == [[0.0, 256.0, 0.0, 2.0, 1.0]]  # element 0 of rank 0: 1 + 1
-    columns = collectives.point_columns(CollectiveCase("all_reduce", "fp32", 1024, 1, "gloo"), point)
+    columns = collectives.point_result(CollectiveCase("all_reduce", "fp32", 1024, 1, "gloo"), point).columns()
     assert columns["status"] == "failed" and columns["wrong_elements"] == 256
     assert columns["reason"].startswith("wrong result: 256 elements wrong (nccl-tests' #wrong) in all_reduce of 1KiB: "
                                         "rank 0: 256 wrong, first at element 0: 2 instead of 1")
@@ -285,7 +285,7 @@ import torch
 import torch.distributed as dist
 
 from gpubench.harness.workloads import collectives_worker
-from gpubench.harness.workloads.collective_ops import COLLECTIVES
+from gpubench.harness.workloads.common.collective_ops import COLLECTIVES
 
 
 def adds_a_wrong_tensor(buffers, ranks):

@@ -13,6 +13,7 @@ from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.core.plan import Budget
 from gpubench.harness.measurement.timing import SyncedClock, cuda_event_samples
 from gpubench.harness.workloads import matmul, selfcheck, transfer
+from gpubench.harness.workloads.common import matmuls
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
 GPU = torch.device("cuda", 0)
@@ -118,9 +119,9 @@ def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
 
 def test_operands_are_drawn_on_the_gpu():
     """An n=8192 operand drawn on the host took about a second, which a run's budget counted as the case's build."""
-    a, b, _ = matmul.operands(8192, "bf16", GPU)
+    a, b, _ = matmuls.operands(8192, "bf16", GPU)
     start_s = time.perf_counter()
-    matmul.operands(8192, "bf16", GPU, seed=1)
+    matmuls.operands(8192, "bf16", GPU, seed=1)
     torch.cuda.synchronize()
     assert time.perf_counter() - start_s < 0.2
     assert a.device.type == "cuda" and not torch.equal(a, b) and a.dtype == torch.bfloat16

@@ -22,21 +22,15 @@ from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.datasets import DatasetError
 from gpubench.harness.processes.lifetime import kill_tree as kill_launch
 from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
-from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import ddp
-from gpubench.harness.workloads.ddp import (
-    STALE_WORKDIR_S,
-    DistributedCase,
-    launch,
-    rank_error,
-    root_cause,
-    silent_rank,
-    sweep_stale_workdirs,
-    torchrun_command,
-)
+from gpubench.harness.workloads.common import torchrun_launch
+from gpubench.harness.workloads.common.torchrun_launch import STALE_WORKDIR_S, launch, rank_error, root_cause, silent_rank, sweep_stale_workdirs
+from gpubench.harness.workloads.ddp import DistributedCase, torchrun_command
 
 CPU = torch.device("cpu")
 
@@ -148,8 +142,8 @@ def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
 def test_rank_error_is_the_root_cause_not_torchrun():
     output = "\n".join(["Traceback (most recent call last):", "  File x", "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
                          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  traceback : To enable traceback see: https://x"])
-    assert ddp.rank_error(output) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
-    assert ddp.rank_error("nothing useful") == "no error line in the ranks' output"
+    assert rank_error(output) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
+    assert rank_error("nothing useful") == "no error line in the ranks' output"
 
 
 # Two agents and two ranks importing torch take ~10 s alone, ~30 s on a loaded 2-core machine. A
@@ -284,7 +278,7 @@ def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_pa
     the collective timeout and be the one blamed. Rank 1's heartbeat goes stale instead: the launch
     is killed naming rank 1, long before the collective timeout (60 s at smoke), and the failed row says so."""
     faulty_rank("stop")
-    monkeypatch.setitem(ddp.HEARTBEAT_STALL_S, "smoke", 4)  # the smoke profile's 30 s, shortened for the test
+    monkeypatch.setitem(torchrun_launch.HEARTBEAT_STALL_S, "smoke", 4)  # the smoke profile's 30 s, shortened for the test
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     source = DataSource("synthetic", tmp_path)
     writer = ResultsWriter(tmp_path, "run")
@@ -400,13 +394,14 @@ def test_a_build_that_fails_before_its_timed_leaves_no_workdir(tmp_path, monkeyp
 def test_the_launch_timeout_scales_with_the_profile(tmp_path, monkeypatch):
     """The same case built for each profile: the launch's timeout and the ranks' collective
     timeout (half of it) grow with the profile's steps."""
-    assert ddp.LAUNCH_TIMEOUT_S == {"smoke": 120, "quick": 600, "full": 3600}
+    assert torchrun_launch.LAUNCH_TIMEOUT_S == {"smoke": 120, "quick": 600, "full": 3600}
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     launched = {}
     source = DataSource("synthetic", tmp_path)
     for profile in ("smoke", "quick", "full"):
         monkeypatch.setattr(
-            ddp, "launch", lambda command, result_json, timeout_s, stall_s, profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s))
+            torchrun_launch, "launch",
+            lambda command, result_json, timeout_s, stall_s, profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s)),
         )
         timed = ddp.build(DistributedCase("ddp", 1, "gloo", 16), BuildContext(CPU, profile, SyncedClock(CPU), 1, data_source=lambda: source))
         try:

@@ -12,7 +12,7 @@ from fakes import SteppingClock
 
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads import epoch_race as er
+from gpubench.harness.workloads.common import epoch_race as er
 
 CPU = torch.device("cpu")
 PLAN = er.RacePlan(steps=50, cap_s=10.0, warmup_steps=2)

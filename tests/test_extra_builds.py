@@ -13,7 +13,8 @@ from gpubench.harness.processes.launch import NO_TESTS, Completed, Job
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan
 from gpubench.harness.pytest_plugin.extra_build import build_spread, noisiest_first
-from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
 
 pytest_plugins = ["pytester"]

@@ -5,7 +5,6 @@ with the reason where the daemons cannot start)."""
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 import signal
 import stat
@@ -13,28 +12,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from gpubench.harness.commands.cli import build_parser, main as cli_main
-from gpubench.harness.commands.fleet import (
-    DONE,
-    FAILED,
-    RUNNING,
-    FleetError,
-    FleetJob,
-    Target,
-    parse_minutes,
-    parse_targets,
-    reason_from_log,
-    run_failure,
-    settle,
-    update,
-)
+from gpubench.harness.commands.fleet import DONE, FAILED, RUNNING, FleetJob, reason_from_log, settle, update
+from gpubench.harness.commands.fleet_targets import FleetError, Target, parse_minutes, parse_targets
 from gpubench.harness.commands.fleet_command import drive, run_argv, submit
 from gpubench.harness.records.job_files import private_folder
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.store import runs_in
 
 TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # one case, seconds
@@ -69,19 +55,22 @@ def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
 def test_failure_reasons():
     assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***") == "timed out (the target's time limit)"
     assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***").startswith("cancelled")
-    assert run_failure("CalledProcessError: Command '[...]' returned non-zero exit status 5.") == "gpubench run exited 5 (no case matched -k/-m)"
+    assert reason_from_log("CalledProcessError: Command '[...]' returned non-zero exit status 5.") == "gpubench run exited 5 (no case matched -k/-m)"
 
 
 class FakeJob:
-    """A submitit job as the watch sees it: state, result file (submitit's pickle of its outcome), logs, cancel."""
+    """A submitit job as the watch sees it: state, logs, cancel; `tmp` is the store its run records its exit in."""
 
-    def __init__(self, job_id: str, tmp: Path, state: str = "RUNNING", error: str | None = None, out: str = "ran", err: str = "") -> None:
-        self.job_id, self.state, self.error, self.cancelled, self.out, self.err = job_id, state, error, False, out, err
-        self.paths = SimpleNamespace(result_pickle=tmp / f"{job_id}_result.pkl")
+    def __init__(self, job_id: str, tmp: Path, state: str = "RUNNING", out: str = "ran", err: str = "") -> None:
+        self.job_id, self.state, self.cancelled, self.out, self.err, self.store = job_id, state, False, out, err, tmp
 
-    def finish(self, error: str | None = None) -> None:
-        self.state, self.error = "FINISHED", error
-        self.paths.result_pickle.write_bytes(pickle.dumps(("error", error) if error else ("success", self.out)))
+    def finish(self, run_id: str, code: int = 0) -> None:
+        """The job's run ended with `code`, recorded in the store as gpubench run records it."""
+        from gpubench.harness.records.store import write_exit
+
+        self.state = "FINISHED"
+        (self.store / "m").mkdir(exist_ok=True)
+        assert write_exit(self.store / "m", run_id, code) is None
 
     def stderr(self) -> str:
         return "line\n*** JOB 1 ON n CANCELLED AT 2026 ***" if self.state == "INTERRUPTED" else self.err
@@ -96,9 +85,9 @@ class FakeJob:
 def test_a_local_job_ending_without_a_result_is_a_failure_naming_why(tmp_path):
     ok, crashed, failed = (FleetJob(Target(n), n) for n in ("ok", "crashed", "failed"))
     ok.job, crashed.job, failed.job = FakeJob("1", tmp_path), FakeJob("2", tmp_path, state="INTERRUPTED"), FakeJob("3", tmp_path)
-    ok.job.finish()
-    failed.job.finish("returned non-zero exit status 1")
-    update([ok, crashed, failed], "local")
+    ok.job.finish("ok")
+    failed.job.finish("failed", 1)
+    update([ok, crashed, failed], "local", tmp_path)
     assert (ok.state, crashed.state, failed.state) == (DONE, FAILED, FAILED)
     assert crashed.reason.startswith("cancelled") and "CANCELLED AT" in crashed.log_tail
     assert failed.reason == "gpubench run exited 1 (a case failed)"
@@ -107,16 +96,16 @@ def test_a_local_job_ending_without_a_result_is_a_failure_naming_why(tmp_path):
 def test_a_slurm_job_gone_from_the_queue_waits_for_its_result_then_fails(tmp_path):
     job = FleetJob(Target("a"), "r")
     job.job = FakeJob("9", tmp_path)
-    settle(job, None, now=100.0)
-    assert job.state != FAILED  # NFS: the result file may come a little later
-    settle(job, None, now=200.0)
+    settle(job, None, tmp_path, now=100.0)
+    assert job.state != FAILED  # NFS: the exit record may come a little later
+    settle(job, None, tmp_path, now=200.0)
     assert job.state == FAILED and job.reason.startswith("ended without a result")
     timed_out = FleetJob(Target("b"), "r", job=FakeJob("10", tmp_path))
-    settle(timed_out, "TIMEOUT", now=0.0)
+    settle(timed_out, "TIMEOUT", tmp_path, now=0.0)
     assert timed_out.state == FAILED and timed_out.reason.startswith("timed out")
-    killed = FleetJob(Target("c"), "r", job=FakeJob("11", tmp_path))
-    killed.job.finish("FailedJobError: Job got killed for an unknown reason.")  # scancel's SIGTERM reached submitit's process
-    settle(killed, "CANCELLED", now=0.0)
+    killed = FleetJob(Target("c"), "c", job=FakeJob("11", tmp_path))
+    killed.job.finish("c", 143)  # scancel's SIGTERM reached the run, which recorded it
+    settle(killed, "CANCELLED", tmp_path, now=0.0)
     assert killed.state == FAILED and killed.reason.startswith("cancelled")
 
 
@@ -130,7 +119,7 @@ def test_local_targets_run_one_after_another(tmp_path):
         running_at_submit.append(sum(j.job is not None and not j.finished for j in jobs))
         fleet_job.job = FakeJob(fleet_job.target.name, tmp_path)
         fleet_job.state = RUNNING
-        fleet_job.job.finish()  # done by the next poll
+        fleet_job.job.finish(fleet_job.run_id)  # done by the next poll
         (tmp_path / "m").mkdir(exist_ok=True)
         (tmp_path / "m" / f"{fleet_job.run_id}.csv").write_text("x\n")
 
@@ -150,7 +139,7 @@ def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path,
     def squeue(ids: list[str]) -> dict[str, str]:
         answer = next(answers)
         if answer["1"] == "COMPLETED":
-            jobs[1].job.paths.result_pickle.write_bytes(pickle.dumps(("success", "")))
+            jobs[1].job.finish("ok")
         return answer
 
     def submit(fleet_job: FleetJob) -> None:
@@ -159,7 +148,7 @@ def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path,
             fleet_job.state, fleet_job.reason = FAILED, "not submitted: invalid partition"
             return
         fleet_job.job, fleet_job.state = FakeJob("1", tmp_path), "queued"
-        (tmp_path / "m").mkdir()
+        (tmp_path / "m").mkdir(exist_ok=True)
         (tmp_path / "m" / "ok.csv").write_text("x\n")
 
     monkeypatch.setattr(fleet_module, "squeue_states", squeue)
@@ -207,7 +196,7 @@ def check_fleet_store(store: Path, out: str, targets: tuple[str, ...]) -> set[st
 def test_two_local_fleets_into_one_team_store_at_once_lose_nothing_and_leave_no_code_there(tmp_path):
     """Two fleets of two targets each at once, into a team's store (setgid, sticky, group-writable)
     under the loosest umask: every run whole, each fleet's report and one report of the whole store;
-    nothing the fleet loads as code (submitit's pickles) is in the store, nothing there is
+    nothing submitit pickles is in the store (the fleet loads none), nothing there is
     world-writable or executable; the pickles are in the user's own jobs folder."""
     store = tmp_path / "store"
     store.mkdir()
@@ -472,9 +461,9 @@ def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
     full store leaves no result file: each is named from the job's log (`timed out`, `the store filled
     up`), not as `the job's command failed` or `ended without a result`."""
     timed_out = "submitit WARNING (2026-12-01) - Caught signal SIGUSR2 on vm: this job is timed-out.\n"
-    assert run_failure("FailedJobError: Job got killed for an unknown reason.", timed_out).startswith("timed out")
+    assert reason_from_log("FailedJobError: Job got killed for an unknown reason.\n" + timed_out).startswith("timed out")
     full = FleetJob(Target("f"), "r", job=FakeJob("2", tmp_path, out="Could not dump error:\nbecause of [Errno 28] No space left on device"))
-    settle(full, None, now=0.0, grace_s=0.0)
+    settle(full, None, tmp_path, now=0.0, grace_s=0.0)
     assert full.state == FAILED and full.reason.startswith("the store filled up"), full.reason
 
 
@@ -486,7 +475,7 @@ def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsy
 
     stuck, waiting = FleetJob(Target("a"), "r", job=FakeJob("1", tmp_path)), FleetJob(Target("b"), "r", job=FakeJob("2", tmp_path))
     monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: {"1": "PENDING|PartitionConfig", "2": "PENDING|Priority"})
-    update([stuck, waiting], "slurm")
+    update([stuck, waiting], "slurm", tmp_path)
     assert (stuck.state, stuck.stuck, waiting.state, waiting.stuck) == (QUEUED, "PartitionConfig", QUEUED, "")
     announce(stuck, tmp_path)
     assert "squeue says PartitionConfig" in capsys.readouterr().out

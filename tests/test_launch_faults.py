@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from gpubench.harness.commands.cli import build_parser, main
-from gpubench.harness.commands.fleet import FleetError, parse_target, run_failure
+from gpubench.harness.commands.fleet import exited, reason_from_log
+from gpubench.harness.commands.fleet_targets import FleetError, parse_target
 from gpubench.harness.commands.fleet_command import check_args
 from gpubench.harness.processes.launch import Job, ProcessLauncher
 
@@ -59,12 +60,13 @@ EXIT_2 = "subprocess.CalledProcessError: Command '[...]' returned non-zero exit 
 
 def test_exit_2_of_a_job_is_named_from_the_runs_own_last_line():
     # gpubench run's interruptions exit 130/129/143: its 2 is a usage error, not "interrupted"
-    assert run_failure(EXIT_2, USAGE) == \
-        "gpubench run exited 2 (usage error: argument --no-report: ignored explicit argument 'x')"
-    assert run_failure(EXIT_2, "gpubench: error: benches/ not found beside the harness\n") == \
+    assert exited(2, USAGE) == "gpubench run exited 2 (usage error: argument --no-report: ignored explicit argument 'x')"
+    assert exited(2, "gpubench: error: benches/ not found beside the harness\n") == \
         "gpubench run exited 2 (benches/ not found beside the harness)"
-    assert run_failure(EXIT_2, "") == "gpubench run exited 2"
-    assert run_failure(EXIT_2.replace("status 2", "status 130"), INTERRUPTED) == "gpubench run exited 130 (interrupted)"
+    assert exited(2, "") == "gpubench run exited 2"
+    assert exited(130, INTERRUPTED) == "gpubench run exited 130 (interrupted)"
+    # no exit record (refused before it had a folder): the status submitit's trace in the log names
+    assert reason_from_log(USAGE + EXIT_2) == exited(2, USAGE)
 
 
 @pytest.mark.process

@@ -149,3 +149,32 @@ def test_no_import_circle() -> None:
 
 def test_the_circle_check_sees_a_circle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+WORKLOAD_PREFIX = "gpubench.harness.workloads."
+
+
+def sibling_imports(path: Path, me: str | None = None) -> list[str]:
+    """A workload module's imports of another workload: what they share lives in workloads/common/, and
+    a torchrun worker (`<workload>_worker`) may import its own workload only; common imports none."""
+    me = me or module_name(path)
+    mine = me.removeprefix(WORKLOAD_PREFIX).split(".")[0]
+    allowed = {"common"} | ({mine.removesuffix("_worker"), mine} if mine != "common" else set())
+    return [f"{me}:{line} imports {target}" for line, target in imports(path)
+            if target.startswith(WORKLOAD_PREFIX) and target.removeprefix(WORKLOAD_PREFIX).split(".")[0] not in allowed]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "harness" / "workloads").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_workload_imports_no_siblings_internals(path: Path) -> None:
+    assert sibling_imports(path) == []
+
+
+def test_the_check_sees_a_sibling_import(tmp_path: Path) -> None:
+    module = tmp_path / "time_to_accuracy.py"
+    module.write_text("from gpubench.harness.workloads.mnist_epoch import EpochCase\n"
+                      "from gpubench.harness.workloads.common.epoch import TEMPLATE\n", encoding="utf-8")
+    assert sibling_imports(module, "gpubench.harness.workloads.time_to_accuracy") == [
+        "gpubench.harness.workloads.time_to_accuracy:1 imports gpubench.harness.workloads.mnist_epoch",
+        "gpubench.harness.workloads.time_to_accuracy:1 imports gpubench.harness.workloads.mnist_epoch.EpochCase",
+    ]
+    assert sibling_imports(module, "gpubench.harness.workloads.common.epoch")[0].endswith("imports gpubench.harness.workloads.mnist_epoch")

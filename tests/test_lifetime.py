@@ -13,7 +13,7 @@ import pytest
 from runs import cmdlines, gpubench_run, processes_of, run_bench_process
 
 from gpubench.harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 
 pytest_plugins = ["pytester"]
 

@@ -30,7 +30,7 @@ from gpubench.harness.pytest_plugin import plugin
 from gpubench.harness.pytest_plugin.build_setup import SetupError, checked_model, make_state
 from gpubench.harness.pytest_plugin.modes import STATE
 from gpubench.harness.workloads import model as workload
-from gpubench.harness.workloads.user_model import ModelLoadError, check_model, make_model
+from gpubench.harness.workloads.common.user_model import ModelLoadError, check_model, make_model
 
 ROOT = Path(__file__).resolve().parent.parent
 CNN = ModelSpec("model_factories", "tiny_cnn", (3, 8, 8))

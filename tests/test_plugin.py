@@ -22,7 +22,7 @@ from runs import (
 
 from gpubench.harness.pytest_plugin.benchmark_json import parses_to_path
 from gpubench.harness.processes.protocol import last_answer
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import COLUMNS, REQUIRED_COLUMNS
 
 pytest_plugins = ["pytester"]

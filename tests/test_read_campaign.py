@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from gpubench.harness.records.results import read_frame
+from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.schema import SchemaError, parse_cell
 from gpubench.reports import publish
 from gpubench.reports.build import build_report

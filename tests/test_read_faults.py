@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpubench.harness.commands.cli import main
-from gpubench.harness.records.results import ResultsWriter, RunIdError, check_run_id, read_rows
+from gpubench.harness.records.results import ResultsWriter, RunIdError, check_run_id
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.safe_files import RefusedRead, json_depth, read_json, read_regular
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.reports.build import build_report

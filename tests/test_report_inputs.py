@@ -205,7 +205,7 @@ def test_tflops_above_the_datasheet_peak_is_refused(tmp_path):
 def test_a_store_read_twice_names_each_refused_row_once(tmp_path, monkeypatch):
     """A store over CHUNK_FILES files: a chunk refuses an impossible row, a later file is no results,
     and the store is read again without it; the refused row is still named once, not once per read."""
-    monkeypatch.setattr("gpubench.harness.records.results.CHUNK_FILES", 1)  # every file its own chunk, as past 100 files
+    monkeypatch.setattr("gpubench.harness.records.results_reader.CHUNK_FILES", 1)  # every file its own chunk, as past 100 files
     header, rows = rows_of(CPU)
     at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == "matmul" and row[header.index("status")] == "ok")
     bad = [list(row) for row in rows]

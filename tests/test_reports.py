@@ -19,7 +19,7 @@ from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
 from gpubench.reports.build import build_report
 from gpubench.reports.compare import (
     ALPHA,
-    Side,
+    SideUnits,
     compare_frames,
     judge,
     parse_threshold,
@@ -144,8 +144,8 @@ def test_older_files_load(tmp_path):
     assert set(frame["hostname"]) == {"laptop", "h100box"}
 
 
-def builds(median: float, n: int = 3, spread: float = 0.02, seed: int = 0, runs: int = 1) -> Side:
-    return Side(list(median * (1 + np.random.default_rng(seed).normal(0, spread, n))), runs, "builds")
+def builds(median: float, n: int = 3, spread: float = 0.02, seed: int = 0, runs: int = 1) -> SideUnits:
+    return SideUnits(list(median * (1 + np.random.default_rng(seed).normal(0, spread, n))), runs, "builds")
 
 
 def test_a_25_percent_slowdown_is_caught_from_one_run_per_side():
@@ -169,11 +169,11 @@ def test_run_to_run_noise_is_measured_across_cases_and_robust_to_the_changed_one
     false_flags = caught = 0
     for seed in range(20):
         drift = np.random.default_rng(seed).normal(0, 0.10, 30)
-        pairs = [(builds(1.0, seed=i), Side([u * np.exp(d) for u in builds(1.0, seed=100 + i).units], 1, "builds")) for i, d in enumerate(drift)]
+        pairs = [(builds(1.0, seed=i), SideUnits([u * np.exp(d) for u in builds(1.0, seed=100 + i).units], 1, "builds")) for i, d in enumerate(drift)]
         noise = run_noise(pairs)
         assert 0.05 < noise.scatter < 0.16 and noise.between2 == pytest.approx(max(noise.scatter**2, 2 * 0.04**2))
         false_flags += sum(judge(str(i), b, n, 0.05, noise.between2, noise.dof).verdict in ("slower", "faster") for i, (b, n) in enumerate(pairs))
-        changed = [(b, Side([u * 1.8 for u in n.units], 1, "builds")) if i < 3 else (b, n) for i, (b, n) in enumerate(pairs)]
+        changed = [(b, SideUnits([u * 1.8 for u in n.units], 1, "builds")) if i < 3 else (b, n) for i, (b, n) in enumerate(pairs)]
         robust = run_noise(changed)
         assert robust.scatter < 1.3 * noise.scatter  # three changed cases do not inflate the noise
         caught += sum(judge(str(i), b, n, 0.05, robust.between2, robust.dof).verdict == "slower" for i, (b, n) in enumerate(changed[:3]))
@@ -193,8 +193,8 @@ def test_what_it_cannot_tell_is_inconclusive_with_what_it_could_detect():
 
 def test_a_bimodal_case_is_inconclusive_not_a_regression():
     """One build per mode (CNN inference batch 64 read 7.0 or 12 ms per build): huge spread between builds."""
-    base = Side([7.0e-3, 12.1e-3, 7.1e-3], 1, "builds")
-    new = Side([11.9e-3, 12.4e-3, 7.0e-3], 1, "builds")
+    base = SideUnits([7.0e-3, 12.1e-3, 7.1e-3], 1, "builds")
+    new = SideUnits([11.9e-3, 12.4e-3, 7.0e-3], 1, "builds")
     assert judge("cnn-bs64", base, new, 0.05).verdict == "inconclusive"
 
 

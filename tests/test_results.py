@@ -12,16 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.harness.records.results import (
-    ResultsFull,
-    ResultsWriter,
-    RunIdError,
-    check_run_id,
-    check_writable,
-    new_run_id,
-    read_rows,
-    write_sidecar,
-)
+from gpubench.harness.records.results import ResultsFull, ResultsWriter, RunIdError, check_run_id, check_writable, new_run_id, write_sidecar
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import (
     BY_NAME,
     COLUMNS,
@@ -351,7 +343,7 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     reads back to the frame it was written from."""
     from pathlib import Path
 
-    from gpubench.harness.records.results import frame_rows
+    from gpubench.harness.records.results_reader import frame_rows
     from gpubench.reports.load import load_results, write_merged
 
     full = _tricky(tmp_path, "bools")

@@ -10,7 +10,7 @@ import pytest
 from runs import gpubench_run, run_bench
 
 from gpubench.harness.processes import rlimits
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 
 pytest_plugins = ["pytester"]
 SELECTION = ("-k", "matmul and fp32 and n64", "--no-report")

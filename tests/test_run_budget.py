@@ -32,7 +32,8 @@ from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 from gpubench.harness.records.durations import case_costs
-from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.workloads.matmul import MatmulCase
 
@@ -281,21 +282,21 @@ def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
 
 
 def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch, tmp_path):
-    from gpubench.harness.workloads import ddp
+    from gpubench.harness.workloads.common import torchrun_launch
 
     limits = []
 
     def timed_out(command, result_json, timeout_s, stall_s):
         limits.append(timeout_s)
-        raise ddp.LaunchTimedOut("torchrun timed out")
+        raise torchrun_launch.LaunchTimedOut("torchrun timed out")
 
-    monkeypatch.setattr(ddp, "launch", timed_out)
+    monkeypatch.setattr(torchrun_launch, "launch", timed_out)
     stopped = r"the launch ran .* and was stopped at its 5\.0 s share of the 3m budget — raise --budget"
     with pytest.raises(OverBudget, match=stopped) as over:
-        ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, CaseShare(5.0, 180.0))
+        torchrun_launch.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, CaseShare(5.0, 180.0))
     assert limits and limits[0] <= 5.0 and over.value.columns["first_call_s"] >= 0
-    with pytest.raises(ddp.LaunchTimedOut):  # no budget: a launch past its own timeout is a failure, as before
-        ddp.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, None)
+    with pytest.raises(torchrun_launch.LaunchTimedOut):  # no budget: a launch past its own timeout is a failure, as before
+        torchrun_launch.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, None)
 
 
 def test_a_fixed_plan_of_many_steps_is_cut_to_its_share_too(slow):
@@ -403,3 +404,19 @@ def test_no_alarm_is_armed_without_a_budget_or_over_another_plugins_alarm():
             assert 99 < signal.getitimer(signal.ITIMER_REAL)[0] <= 100  # pytest-timeout's alarm left as it was
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def test_a_headline_case_the_plan_leaves_out_reserves_nothing_from_those_it_funds():
+    """The plan line funds headline cases in run order while they fit and names those it leaves out; a
+    left-out case's cost must not be kept out of the funded ones' shares (a `make bench` run skipped its
+    DDP and template-epoch rows with 'share 0.0 s' at 2m54s left of 3m, while the plan said they were funded)."""
+    costs = {"ddp": CaseCost(10.0, 9.0, predicted=True), "epoch": CaseCost(40.0, 39.0, predicted=True),
+             "tta": CaseCost(200.0, 199.0, predicted=True), "micro": CaseCost(1.0, 0.01)}
+    plan = plan_of(costs, ["ddp", "epoch", "micro", "tta"], deadline_s=100.0, headline={"ddp", "epoch", "tta"})
+    assert "headline first: 2 of 3 funded whole" in plan.plan_line() and "headline left out: tta" in plan.plan_line()
+    assert plan.share_for("ddp").share_s == pytest.approx(100.0 - 40.0 * COST_MARGIN)  # epoch's reserve only, not tta's
+    assert plan.share_for("micro").share_s == pytest.approx(100.0 - 50.0 * COST_MARGIN)  # what ddp and epoch leave
+    plan.done("ddp", skipped=False)
+    plan.done("epoch", skipped=False)
+    plan.done("micro", skipped=False)
+    assert plan.share_for("tta").share_s == pytest.approx(100.0)  # at its turn, all that is left

@@ -22,7 +22,8 @@ from gpubench.harness.processes.build_runs import BuildsOutcome, run_builds
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, signal_death
 from gpubench.harness.processes.protocol import BuildAnswer
 from gpubench.harness.processes.torchrun import TorchrunLauncher
-from gpubench.harness.records.results import count_rows, read_rows
+from gpubench.harness.records.results import count_rows
+from gpubench.harness.records.results_reader import read_rows
 
 
 @pytest.mark.process
@@ -33,7 +34,9 @@ def test_a_two_build_run_prints_one_benchmark_table(tmp_path):
     assert len(re.findall(r"^-+ benchmark 'matmul': 2 tests -+$", out, re.MULTILINE)) == 1, out[-3000:]
     assert len(re.findall(r"^Name \(time in", out, re.MULTILINE)) == 1  # one header for the run, not one per build
     assert "test_matmul[fp32-n64-b0]" in out and "test_matmul[fp32-n64-b1]" in out
-    assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["two.csv", "two.env.json"]  # the builds' JSON stayed in the scratch folder
+    # the builds' JSON stayed in the scratch folder; the run recorded how it ended (a fleet reads it)
+    assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["two.csv", "two.env.json", "two.exit.json"]
+    assert json.loads((tmp_path / "res" / "two.exit.json").read_text()) == {"exit_code": 0}
 
 
 @pytest.mark.process

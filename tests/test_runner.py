@@ -8,7 +8,8 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import is_out_of_memory
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import Budget, RoundPlan
-from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.measurement.runner import impossible_figures, quality_flags
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.core.stats import summarize
@@ -16,7 +17,7 @@ from gpubench.harness.measurement.terminal import summary_line
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import selfcheck
 from gpubench.harness.workloads.matmul import MatmulCase
-from gpubench.harness.workloads.mnist_epoch import EpochCase
+from gpubench.harness.workloads.common.epoch import EpochCase
 
 CPU = torch.device("cpu")
 

@@ -12,7 +12,7 @@ import pytest
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import resolve_store
 from gpubench.harness.devices.env import machine_identity
-from gpubench.harness.records.results import read_rows
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.store import StoreError, find_run, machine_folder_name, results_dir_for, runs_in
 
 IDENTITY = {"hostname": "gpu-node07.cluster", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536, "gpus": "NVIDIA H200,NVIDIA H200"}
@@ -80,7 +80,8 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path, capsys, monk
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     machine = store / machine_folder_name(machine_identity())
-    assert sorted(p.name for p in machine.iterdir()) == ["first.csv", "first.env.json", "second.csv", "second.env.json"]
+    assert sorted(p.name for p in machine.iterdir()) == ["first.csv", "first.env.json", "first.exit.json", "second.csv", "second.env.json",
+                                                         "second.exit.json"]
     assert {row["run_id"] for row in read_rows(machine / "first.csv")} == {"first"}
     monkeypatch.chdir(tmp_path)
     assert main(["report", str(store), "--out", str(tmp_path / "report")]) == 0, capsys.readouterr().err

@@ -17,9 +17,9 @@ from gpubench.harness.devices.datasets import CLASSES, Split
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads import epoch_race
+from gpubench.harness.workloads.common import epoch_race
 from gpubench.harness.workloads import time_to_accuracy as tta
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.common.models import make_model
 from gpubench.reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
 
 CPU = torch.device("cpu")

@@ -24,14 +24,10 @@ from gpubench.harness.devices.datasets import (
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import mnist_epoch
-from gpubench.harness.workloads.mnist_epoch import (
-    EpochCase,
-    FreshCompileCaches,
-    make_loaders,
-    skip_reason,
-)
-from gpubench.harness.workloads.models import make_model
-from gpubench.harness.workloads.train_loop import EpochResult, Trainer, run_epoch
+from gpubench.harness.workloads.common import epoch
+from gpubench.harness.workloads.common.epoch import EpochCase, FreshCompileCaches, make_loaders, skip_reason
+from gpubench.harness.workloads.common.models import make_model
+from gpubench.harness.workloads.common.train_loop import EpochResult, Trainer, run_epoch
 
 DEVICE = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
@@ -285,7 +281,7 @@ def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(mo
     resets = []
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users"))
-    monkeypatch.setattr(mnist_epoch, "_COMPILER_WARMED", {"cpu"})  # warmed already: the compiler's warm-up is tested below
+    monkeypatch.setattr(epoch, "_COMPILER_WARMED", {"cpu"})  # warmed already: the compiler's warm-up is tested below
     with FreshCompileCaches(torch.device("cpu")) as caches:
         folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
         assert folder != str(tmp_path / "users") and os.path.isdir(folder) and not os.listdir(folder)
@@ -298,21 +294,21 @@ def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_a
     """The first compiled case of a process must not pay inductor's imports and compile-pool start
     in its cold compile_s: a trivial compile runs first, once, before the timed first call."""
     events = []
-    monkeypatch.setattr(mnist_epoch, "_COMPILER_WARMED", set())
+    monkeypatch.setattr(epoch, "_COMPILER_WARMED", set())
     monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: events.append("warm-up compile") or fn)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
-    monkeypatch.setattr(mnist_epoch, "first_call_s", lambda trainer, batch: events.append("timed cold compile") or 1.0)
+    monkeypatch.setattr(epoch, "first_call_s", lambda trainer, batch: events.append("timed cold compile") or 1.0)
     cpu, clock = torch.device("cpu"), SyncedClock(torch.device("cpu"))
-    case = mnist_epoch.EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
+    case = EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
     batch = (torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,)))
     for _ in range(2):  # two compiled cases in one process
-        cost = mnist_epoch.compile_cost(case, mnist_epoch.make_trainer(case, cpu, clock), batch, cpu, warm=False)
+        cost = epoch.compile_cost(case, epoch.make_trainer(case, cpu, clock), batch, cpu, warm=False)
         assert cost.compile_s is not None
     assert events == ["warm-up compile", "timed cold compile", "timed cold compile"]
 
 
 def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(monkeypatch):
-    from gpubench.harness.workloads import epoch_race
+    from gpubench.harness.workloads.common import epoch_race
 
     winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
     monkeypatch.setattr(mnist_epoch, "race_here", lambda ctx: winner)
@@ -328,7 +324,7 @@ def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(mon
 def test_a_compiled_case_is_skipped_where_compiling_is_switched_off_not_timed_eager_under_its_label(monkeypatch):
     import torch._dynamo.config as dynamo_config
 
-    from gpubench.harness.workloads.train_loop import compile_skip_reason
+    from gpubench.harness.workloads.common.train_loop import compile_skip_reason
 
     assert compile_skip_reason("default") is None and compile_skip_reason("none") is None
     monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
@@ -340,7 +336,7 @@ def test_a_compiled_case_is_skipped_where_compiling_is_switched_off_not_timed_ea
 
 
 def test_a_compiled_case_is_skipped_naming_an_inductor_cache_it_cannot_write(monkeypatch, tmp_path):
-    from gpubench.harness.workloads import train_loop
+    from gpubench.harness.workloads.common import train_loop
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "new" / "cache"))
     assert train_loop.compile_skip_reason("default") is None  # made on first use

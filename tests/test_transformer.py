@@ -24,7 +24,8 @@ from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads import gpt, transformer
+from gpubench.harness.workloads import transformer
+from gpubench.harness.workloads.common import gpt
 from gpubench.harness.workloads.transformer import TransformerCase, base_case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +112,7 @@ def test_the_model_runs_the_attention_backend_it_names(backend: str, kernel: str
 
 def test_a_step_that_runs_another_attention_kernel_is_caught() -> None:
     flash = base_case("tiny", "fp32", "flash")
-    step = transformer.TrainStep(flash, CPU)
+    step = transformer.TransformerStep(flash, CPU)
     assert transformer.attention_mismatch(flash, step) is None
     assert transformer.attention_mismatch(base_case("tiny", "fp32", "math"), step) == (
         "the eager step ran flash attention, not math: the setting did not hold")
@@ -223,7 +224,7 @@ def test_mfu_divides_by_the_datasheet_peak_of_the_precision() -> None:
 def test_without_a_datasheet_peak_mfu_is_against_this_builds_measured_matmul() -> None:
     from types import SimpleNamespace
 
-    from gpubench.harness.workloads.matmul_peak import measured_peak
+    from gpubench.harness.workloads.common.matmul_peak import measured_peak
 
     case, build_ctx = base_case("tiny", "fp32", "math"), ctx()
     timed = transformer.build(case, build_ctx)
@@ -261,7 +262,7 @@ def test_fp32_matmuls_are_ieee_for_the_case_and_restored() -> None:
 
 
 def test_a_compiled_case_compiles_the_model_only() -> None:
-    step = transformer.TrainStep(replace(base_case("tiny", "fp32", "math"), compile_mode="default"), CPU)
+    step = transformer.TransformerStep(replace(base_case("tiny", "fp32", "math"), compile_mode="default"), CPU)
     # not called: nothing compiles here
     assert step.forward is not step.model and getattr(step.forward, "_orig_mod", None) is step.model
 

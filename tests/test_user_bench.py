@@ -9,7 +9,8 @@ import pytest
 
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.user_bench import UserBenchError, rate_figures, user_workload
-from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import COLUMNS, SchemaError
 
 

@@ -13,7 +13,8 @@ import pytest
 import tomllib
 from runs import ONE_CASE_BENCH, REPO
 
-from gpubench.harness.records.results import ResultsWriter, read_rows
+from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.reports.build import build_report
 from gpubench.reports.compare import compare_paths
 
@@ -277,7 +278,7 @@ def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
     import subprocess
     import sys
 
-    from gpubench.harness.records.results import read_rows
+    from gpubench.harness.records.results_reader import read_rows
 
     user = tmp_path / "myrepo"
     user.mkdir()
@@ -316,7 +317,7 @@ def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own
     import subprocess
     import sys
 
-    from gpubench.harness.records.results import read_rows
+    from gpubench.harness.records.results_reader import read_rows
 
     user = tmp_path / "myrepo"
     user.mkdir()

@@ -104,10 +104,10 @@ def test_one_rule_decides_every_estimate():
 def test_compare_judges_by_the_one_rule():
     """compare's unpaired estimator goes through decide: x1.04, significant, with an interval reaching past +5% is
     inconclusive (not "no change" because its detectable change is within the threshold)."""
-    from gpubench.reports.compare import Side, judge
+    from gpubench.reports.compare import SideUnits, judge
 
     spread = [0.985, 0.995, 1.0, 1.0, 1.005, 1.015]
-    base, new = Side([1.0 * s for s in spread], 1, "builds"), Side([1.04 * s for s in spread], 1, "builds")
+    base, new = SideUnits([1.0 * s for s in spread], 1, "builds"), SideUnits([1.04 * s for s in spread], 1, "builds")
     v = judge("c", base, new, 0.05, between2=1e-5)
     assert v.p_value < 0.01 and v.detectable < 0.05 and v.ci_high > 1.05
     assert v.verdict == "inconclusive"

@@ -50,6 +50,6 @@ def test_pyproject_installs_every_package_under_its_gpubench_name() -> None:
     missing there would be missing from every wheel, and only a wheel install would show it."""
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     on_disk = {"gpubench", "gpubench.benches", "gpubench.reports", "gpubench.harness"}
-    on_disk |= {f"gpubench.harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").is_file()}
-    on_disk |= {f"gpubench.reports.{p.name}" for p in (ROOT / "reports").iterdir() if (p / "__init__.py").is_file()}
+    for folder in ("harness", "reports"):  # nested packages too (harness/workloads/common)
+        on_disk |= {"gpubench." + ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / folder).glob("*/**/__init__.py")}
     assert listed == on_disk

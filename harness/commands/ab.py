@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpubench.harness.commands.ab_builds import Side, StartUps, close_launchers, side_job, side_launchers
+from gpubench.harness.commands.ab_builds import AbSide, StartUps, close_launchers, side_job, side_launchers
 from gpubench.harness.commands.side_python import START_DEADLINE_S, interpreter, starts_python
 from gpubench.harness.processes.launch import (
     NO_TESTS,
@@ -73,18 +73,18 @@ def side_args(args: list[str], flag: str) -> list[str]:
     return args
 
 
-def sides_of(args: argparse.Namespace) -> tuple[Side, Side]:
+def sides_of(args: argparse.Namespace) -> tuple[AbSide, AbSide]:
     sides = []
     for name in ("a", "b"):
         python = interpreter(getattr(args, f"{name}_python") or sys.executable, f"--{name}-python")
         if python != sys.executable:
             starts_python(python, f"--{name}-python", START_DEADLINE_S)
-        sides.append(Side(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"),
+        sides.append(AbSide(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"),
                           side_args(list(getattr(args, f"{name}_arg") or []), f"--{name}-arg")))
     return sides[0], sides[1]
 
 
-def order(pair: int, a: Side, b: Side) -> tuple[Side, Side]:
+def order(pair: int, a: AbSide, b: AbSide) -> tuple[AbSide, AbSide]:
     """A B, B A, A B, ...: each side runs first as often as second, so a warm-up or cache effect
     of running second cancels too."""
     return (a, b) if pair % 2 == 0 else (b, a)
@@ -102,45 +102,45 @@ class Progress:
 
 
 @dataclass
-class Stop:
+class SessionStop:
     """Why a session ended before its last pair: the exit code and a line naming what happened."""
     code: int
     line: str
 
 
-def launcher_stop(done: Completed, signum: int, side: Side, pair: int) -> Stop | None:
-    """The Stop a signal to this session, or a build the launcher killed (stopped too long), means."""
+def launcher_stop(done: Completed, signum: int, side: AbSide, pair: int) -> SessionStop | None:
+    """The SessionStop a signal to this session, or a build the launcher killed (stopped too long), means."""
     where = f"side {side.name}, build {pair + 1}"
     if signum:  # the build was told too (ProcessLauncher passes it on): the session stops after it, whatever it exited with
         how = f" ({where} {done.stalled})" if done.stalled else ""
-        return Stop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
+        return SessionStop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
     if done.stalled:
-        return Stop(128 + signal.SIGKILL, f"{where} {done.stalled}")
+        return SessionStop(128 + signal.SIGKILL, f"{where} {done.stalled}")
     return None
 
 
-def build_stop(code: int, side: Side, pair: int, ran_first: bool) -> Stop | None:
-    """The Stop a build's exit code means, or None when the session goes on."""
+def build_stop(code: int, side: AbSide, pair: int, ran_first: bool) -> SessionStop | None:
+    """The SessionStop a build's exit code means, or None when the session goes on."""
     where = f"side {side.name}, build {pair + 1}"
     if code == NO_TESTS and pair == 0:
         if ran_first:
-            return Stop(NO_TESTS, NO_CASES_LINE)
-        return Stop(4, f"{where} selected no case while the other side ran: give both sides the same selection "
+            return SessionStop(NO_TESTS, NO_CASES_LINE)
+        return SessionStop(4, f"{where} selected no case while the other side ran: give both sides the same selection "
                        f"(check --{side.name.lower()}-arg); the other side's rows are kept")
     if code < 0:
-        return Stop(128 - code, f"{where}: the build process was killed by {signal_name(-code)}")
+        return SessionStop(128 - code, f"{where}: the build process was killed by {signal_name(-code)}")
     if code in BUILD_STOPS:
-        return Stop(code, f"{where} stopped with exit {code}")
+        return SessionStop(code, f"{where} stopped with exit {code}")
     return None
 
 
-def first_build_stop(code: int, side: Side, csv_path: Path) -> Stop | None:
+def first_build_stop(code: int, side: AbSide, csv_path: Path) -> SessionStop | None:
     """A side whose first build recorded nothing (an interpreter without pytest or torch, a
     wrong argument) would record nothing in every later one: stop now, not after every pair."""
     if csv_path.exists():
         return None
     flag = side.name.lower()
-    return Stop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — check --{flag}-python "
+    return SessionStop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — check --{flag}-python "
                    f"and --{flag}-arg (its output is above)")
 
 
@@ -158,11 +158,11 @@ class SideFiles:
     def path(self, side: str) -> Path:
         return self.results_dir / f"{self.session_id}-{side}.csv"
 
-    def taken(self, side: str) -> Stop | None:
+    def taken(self, side: str) -> SessionStop | None:
         """Before the side's first build: its file must not exist yet."""
         path = self.path(side)
         if path.exists() or path.is_symlink():
-            return Stop(4, f"{path} appeared before side {side}'s first build: another run took its name, and it is "
+            return SessionStop(4, f"{path} appeared before side {side}'s first build: another run took its name, and it is "
                            f"not judged as side {side} — run the session again with another --run-id")
         return None
 
@@ -198,10 +198,10 @@ class SideFiles:
 AfterPair = Callable[[int], "list[str] | None"]
 
 
-def run_pairs(sides: tuple[Side, Side], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
+def run_pairs(sides: tuple[AbSide, AbSide], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
               results_dir: Path, stopped_limit_s: float | None = None,
               files: SideFiles | None = None, after_pair: AfterPair | None = None,
-              fork: bool = True, turns: bool = True) -> tuple[int, Stop | None]:
+              fork: bool = True, turns: bool = True) -> tuple[int, SessionStop | None]:
     """Runs up to `pairs` pairs; returns (complete pairs, why the session stopped early or None).
     `files` learns which file each side's first build made; `after_pair` may narrow or end the rest.
     Each side's builds come from a launcher of its own (gpubench.harness.commands.ab_builds): forked from the
@@ -235,7 +235,7 @@ def turn_folder(turns: bool) -> Iterator[str | None]:
 class PairRun:
     """What every build of the session shares: its sides, their launchers, the selection, the side files."""
 
-    sides: tuple[Side, Side]
+    sides: tuple[AbSide, AbSide]
     session_id: str
     pairs: int
     pytest_args: list[str]
@@ -245,10 +245,10 @@ class PairRun:
     startups: StartUps
     narrowed: list[str] = field(default_factory=list)
 
-    def job(self, side: Side, pair: int, turns: str = "") -> Job:
+    def job(self, side: AbSide, pair: int, turns: str = "") -> Job:
         return side_job(side, self.session_id, pair, self.pairs, self.pytest_args + self.narrowed, self.suite_root, turns)
 
-    def judge(self, side: Side, pair: int, done: Completed, request: StopRequest, ran_first: bool) -> Stop | None:
+    def judge(self, side: AbSide, pair: int, done: Completed, request: StopRequest, ran_first: bool) -> SessionStop | None:
         """What one finished build means for the session: None when it goes on."""
         self.startups.note(side.name, done, self.launchers[side.name])
         if pair == 0:
@@ -260,14 +260,14 @@ class PairRun:
         return stop
 
 
-def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | None) -> tuple[int, Stop | None]:
+def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | None) -> tuple[int, SessionStop | None]:
     """The pairs themselves, A B then B A: one build after the other, or (with a turn folder, after the first pair)
     both at once, taking turns."""
     progress = Progress(run.pairs)
     with stop_requests() as request:
         for pair in range(run.pairs):
             if request.signum:  # arrived between two pairs: start no other
-                return pair, Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+                return pair, SessionStop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
             first, second = order(pair, *run.sides)
             if turn_folder is None or pair == 0:
                 stop = one_after_other(run, pair, (first, second), request)
@@ -285,10 +285,10 @@ def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | Non
     return run.pairs, None
 
 
-def one_after_other(run: PairRun, pair: int, sides: tuple[Side, Side], request: StopRequest) -> Stop | None:
+def one_after_other(run: PairRun, pair: int, sides: tuple[AbSide, AbSide], request: StopRequest) -> SessionStop | None:
     for index, side in enumerate(sides):
         if request.signum:  # arrived between two builds: start no other
-            return Stop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+            return SessionStop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
         taken = run.files.taken(side.name) if pair == 0 else None
         if taken is not None:
             return taken
@@ -298,7 +298,7 @@ def one_after_other(run: PairRun, pair: int, sides: tuple[Side, Side], request: 
     return None
 
 
-def taking_turns(run: PairRun, pair: int, sides: tuple[Side, Side], request: StopRequest, folder: str) -> Stop | None:
+def taking_turns(run: PairRun, pair: int, sides: tuple[AbSide, AbSide], request: StopRequest, folder: str) -> SessionStop | None:
     """Both builds at once, case by case in turn; a build that ends frees the other to finish alone."""
     pipes = PairPipes(folder, pair, (sides[0].name, sides[1].name)).open()
     try:
@@ -316,7 +316,7 @@ def taking_turns(run: PairRun, pair: int, sides: tuple[Side, Side], request: Sto
 MARKER_MODE = 0o600  # the session's sides as given: a side's arguments may hold what others should not read
 
 
-def write_marker(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int,
+def write_marker(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSide], pairs: int,
                  budget_s: float | None = None) -> Path:
     """`<session>.ab.json`, made new (O_EXCL, never through a link): the session's name is its own,
     and a second session of that id is refused before it runs a build. With `budget_s` the session

@@ -28,7 +28,7 @@ REDACTED = "***"  # a side variable's value, as printed and kept
 
 
 @dataclass
-class Side:
+class AbSide:
     """One side of a session: its interpreter, its environment variables, its pytest/gpubench arguments."""
 
     name: str
@@ -41,7 +41,7 @@ class Side:
         return {"python": self.python, "env": {name: REDACTED for name in self.env}, "args": self.args}
 
 
-def side_plan(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
+def side_plan(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
               suite_root: Path | None = None, turns: str = "") -> BuildPlan:
     """The plan of one build of one side. The config file is named: pytest otherwise finds it from the common
     folder of every existing path on the command line, and an existing --benchmark-json outside the checkout
@@ -56,7 +56,7 @@ def side_plan(side: Side, session_id: str, build: int, pairs: int, pytest_args: 
                      turns=turns)
 
 
-def side_env(side: Side) -> dict[str, str]:
+def side_env(side: AbSide) -> dict[str, str]:
     """The side's variables over this environment; the folder holding this `gpubench` package (the checkout, or
     site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness;
     this session's pid, so neither build counts its partner as a busy GPU."""
@@ -66,14 +66,14 @@ def side_env(side: Side) -> dict[str, str]:
     return env
 
 
-def side_job(side: Side, session_id: str, build: int, pairs: int, pytest_args: list[str],
+def side_job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
              suite_root: Path | None = None, turns: str = "") -> Job:
     """One build of one side: forked from the side's server, or else `side.python -m build_main` with the plan's pipes."""
     plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root, turns)
     return Job([side.python, "-m", BUILD_MODULE], side_env(side), hold_sigint=True, plan=plan)
 
 
-def side_launchers(sides: tuple[Side, Side], stopped_limit_s: float | None, fork: bool) -> dict[str, ProcessLauncher]:
+def side_launchers(sides: tuple[AbSide, AbSide], stopped_limit_s: float | None, fork: bool) -> dict[str, ProcessLauncher]:
     """One launcher per side: a fork server each (started at the side's first build), or plain processes."""
     if not fork:
         return {side.name: ProcessLauncher(stopped_limit_s) for side in sides}

@@ -20,7 +20,7 @@ from gpubench.harness.commands.ab_lengths import choose_lengths, lengths_line
 from gpubench.harness.processes.cases_file import cases_text
 from gpubench.reports.load import ReportError, load_results
 from gpubench.reports.paired import judge_sequential, undecided_cases
-from gpubench.reports.verdicts import MACHINE_WIDE
+from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
 
 @dataclass
 class Looks:
@@ -71,7 +71,7 @@ class Looks:
             return None
         session = judge_sequential(*self._frames, self.threshold)
         self.undecided = undecided_cases(session)
-        return sum(1 for v in session.verdicts if v.verdict != "broken" and v.case_id != MACHINE_WIDE)
+        return sum(1 for v in session.verdicts if v.verdict != Judgement.BROKEN and v.case_id != MACHINE_WIDE)
 
     def write_cases(self) -> Path:
         """The undecided cases' ids, a line each, in a folder of this session's own (0700, removed at its end)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from gpubench.harness.commands.ab import (
     DEFAULT_BUILD_CALLS,
     DEFAULT_BUILD_SECONDS,
-    Side,
+    AbSide,
     SideFiles,
     run_pairs,
     sides_of,
@@ -23,7 +23,7 @@ from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_a
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.lifetime import adopt_orphans
 from gpubench.harness.processes.launch import NO_TESTS, stopped_limit_s
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
 from gpubench.harness.records.results import RunIdError, check_run_id, check_writable, new_run_id
 from gpubench.harness.processes.rlimits import limits_problem
 from gpubench.harness.records.safe_files import UnsafePath, make_folders
@@ -34,7 +34,7 @@ from gpubench.reports.paired import format_session, judge_pair_of_runs
 Design = tuple[int, "float | None"]  # (pairs at most, budget in seconds or None: a fixed design)
 
 
-def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[Side, Side], str]:
+def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[AbSide, AbSide], str]:
     """Everything else that can be refused before a build runs: (threshold, sides, session id)."""
     threshold = parse_threshold(args.threshold)
     sides = sides_of(args)
@@ -54,7 +54,7 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     return threshold, sides, session_id
 
 
-def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side], pairs: int,
+def marker_problem(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSide], pairs: int,
                    budget_s: float | None = None) -> int:
     """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
     try:
@@ -68,7 +68,7 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[Side, Side],
                     else (error.strerror or str(error), "pass a --results-dir you can write to"))
         return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — {fix}",
                     code=ExitCode.RESULTS_FULL if full else ExitCode.REFUSED)
-    return 0
+    return ExitCode.OK
 
 
 def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
@@ -139,5 +139,5 @@ def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: 
         print_noise_line(sides_frame(*frames), watch, session.median_detectable, ("side", "case_id"))
     print(f"gpubench ab: A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
     if code:
-        return 130 if code in (2, 130) else code
+        return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code
     return session.exit_code

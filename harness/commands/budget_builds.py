@@ -36,7 +36,7 @@ def deadline_args(deadline_s: float | None) -> list[str]:
 def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
     """The first build's rows of the run's file; None when it cannot be read here (the build
     process says why)."""
-    from gpubench.harness.records.results import read_rows
+    from gpubench.harness.records.results_reader import read_rows
 
     try:
         return [row for row in read_rows(csv_path) if row["build"] == 0]
@@ -134,7 +134,7 @@ class ExtraBuilds:
         return time.time() + start_s + min(costs_s) * COST_MARGIN < self.deadline_s
 
     def _rows(self) -> list[dict[str, Any]]:
-        from gpubench.harness.records.results import read_rows
+        from gpubench.harness.records.results_reader import read_rows
 
         try:
             return read_rows(self.csv_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpubench.harness.commands.common import fail
+from gpubench.harness.core.exits import ExitCode
 
 PASSES_PYTEST_ARGS = False
 
@@ -24,7 +25,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         from gpubench.reports.tables import peaks_table
 
         print(md_table(peaks_table()))
-        return 0
+        return ExitCode.OK
 
     from gpubench.harness.devices.device import DeviceError, resolve_device
     from gpubench.harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
@@ -41,4 +42,4 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     counter, note = energy_counter(device)  # what the run's energy columns will come from
     fields["energy_source"] = counter.source if counter is not None else note
     print(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
-    return 0
+    return ExitCode.OK

@@ -2,12 +2,13 @@
 `python -m gpubench.harness.commands.cli run --store STORE ...` where the job lands, through submitit —
 `SlurmExecutor` under `--cluster slurm`, `LocalExecutor` (a job on this machine) without.
 
-This module holds the targets (what a job asks the scheduler for) and the watch over a job (queued,
-running, done, failed and why). Slurm states are read from `squeue -t all`, not from submitit's
+This module holds the watch over a job (queued, running, done, failed and why); its targets are
+gpubench.harness.commands.fleet_targets. Slurm states are read from `squeue -t all`, not from submitit's
 watcher: that one asks `sacct`, which needs the accounting database many small clusters (and the
-tests' cluster) do not run. A job that left the queue without submitit's result file failed
-outside the run — cancelled, timed out, its node lost — and the reason comes from squeue's last
-word or the job's log. Torch-free."""
+tests' cluster) do not run. How a job's run ended is the exit code it recorded in the store
+(gpubench.harness.records.store.write_exit), never submitit's result pickle: loading a pickle can run
+code. A job that left the queue without a record failed outside the run — cancelled, timed out, its
+node lost — and the reason comes from squeue's last word or the job's log. Torch-free."""
 
 from __future__ import annotations
 
@@ -19,18 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpubench.harness.commands.fleet_targets import Target
 from gpubench.harness.core.exits import meaning_of
-from gpubench.harness.records.job_files import UntrustedFile, load_outcome
-from gpubench.harness.records.store import safe_name
+from gpubench.harness.records.store import recorded_exit
 
 ENGINES = ("local", "slurm")
-DEFAULT_TIME_MIN = 60
-TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
-SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
-MAX_TARGET_CHARS = 1024  # partitions, node lists and constraints run to tens of characters
-MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
 SIGNAL_DELAY_S = 20  # submitit's USR2 before the limit ends a job it may not requeue: 90 s by default, all of time=1
-RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its result file may take to appear (NFS)
+RESULT_GRACE_S = 15.0  # a job gone from the queue: how long its exit record may take to appear (NFS)
 LOG_TAIL_LINES = 12
 
 WAITING, QUEUED, RUNNING, DONE, FAILED = "waiting", "queued", "running", "done", "failed"
@@ -58,112 +54,10 @@ LOG_REASONS = (
 STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail", "PartitionDown",
                  "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit", "JobHeldAdmin", "JobHeldUser"}
 SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
+EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")  # submitit's trace of a failed command, in the job's log
 # gpubench run's exit codes. Its 2 is no interruption (those exit 130, 129, 143) but argparse's usage
 # error or a line of its own: the job's log says which (run_exit).
 RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
-
-
-class FleetError(ValueError):
-    """A bad --target or fleet option: one line naming the fix."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where one job runs: Slurm's partition, generic resources (`gpu:1`), constraint, node list,
-    CPUs and time limit; `device` is the run's --device there."""
-
-    name: str
-    partition: str | None = None
-    gres: str | None = None
-    time_min: int = DEFAULT_TIME_MIN
-    constraint: str | None = None
-    nodelist: str | None = None
-    cpus: int | None = None
-    device: str | None = None
-
-    def slurm_parameters(self) -> dict[str, Any]:
-        """submitit.SlurmExecutor's parameters (sbatch's --partition, --gres, --time, ...)."""
-        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition, "gres": self.gres,
-                  "constraint": self.constraint, "nodelist": self.nodelist, "cpus_per_task": self.cpus}
-        return {key: value for key, value in wanted.items() if value is not None}
-
-    def slurm_only(self) -> list[str]:
-        return [key for key in SLURM_ONLY_KEYS if getattr(self, key) is not None]
-
-
-def ascii_digits(text: str) -> bool:
-    """0-9 only: str.isdigit takes '²' and '٣', which int() then refuses or reads as another number."""
-    return re.fullmatch(r"[0-9]+", text) is not None
-
-
-def parse_minutes(text: str) -> int:
-    """`30` (minutes), `2:00:00` or `90:00` (Slurm's H:MM:SS and MM:SS) -> whole minutes."""
-    parts = text.split(":")
-    if not all(ascii_digits(part) for part in parts) or not 1 <= len(parts) <= 3:
-        raise FleetError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
-    seconds = 0
-    for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)):
-        seconds += int(part) * scale
-    if seconds < 60:
-        raise FleetError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
-    if seconds > MAX_TIME_MIN * 60:
-        raise FleetError(f"time={text}: over a year — give minutes (time=30) or H:MM:SS (time=2:00:00)")
-    return -(-seconds // 60)
-
-
-def parse_target(text: str, index: int) -> Target:
-    """`partition=gpu,gres=gpu:1,time=30` (comma-separated key=value); the name defaults to the
-    partition, node list, constraint or device, else `target<index>`."""
-    fields = target_fields(text)
-    cpus = fields.get("cpus")
-    if cpus is not None and not ascii_digits(cpus):
-        raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
-    label = fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint") or fields.get("device") or f"target{index}"
-    return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
-                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN, constraint=fields.get("constraint"),
-                  nodelist=fields.get("nodelist"), cpus=int(cpus) if cpus else None, device=fields.get("device"))
-
-
-def target_fields(text: str) -> dict[str, str]:
-    """key -> value of one --target; an empty one, an unknown key or a key given twice is refused
-    (the last of two silently won, and an empty --target ran a job nobody asked for)."""
-    fields: dict[str, str] = {}
-    if len(text) > MAX_TARGET_CHARS:  # named by its start: the whole of it filled the terminal, twice
-        raise FleetError(f"--target {text[:40]!r}... is {len(text)} characters long: no target needs more than "
-                         f"{MAX_TARGET_CHARS} — check how it was made")
-    items = [part.strip() for part in text.split(",") if part.strip()]
-    if not items:
-        raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), or no --target for one job here")
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not value or key not in TARGET_KEYS:
-            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target "
-                             f"partition=gpu,gres=gpu:1,time=30")
-        if key in fields:
-            raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
-        unprintable = [char for char in value if not char.isprintable()]
-        if unprintable:  # a control character went on into the sbatch script, where sbatch refused it without naming it
-            raise FleetError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
-                             "give plain text")
-        foreign = [char for char in value if not char.isascii()]
-        if foreign and key not in ("name", "cpus", "time"):  # 'gрu' (Cyrillic р) went to sbatch, refused as if gpu
-            # (name= becomes a file-safe name; cpus= and time= are numbers, refused as such)
-            code_point = f"U+{ord(foreign[0]):04X}"
-            raise FleetError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} ({code_point}), which is not "
-                             "ASCII: Slurm and torch name nothing so — type the value in ASCII")
-        fields[key] = value
-    return fields
-
-
-def parse_targets(texts: list[str] | None) -> list[Target]:
-    """The targets in order; none given: one on this machine. Names must differ (they name the runs)."""
-    targets = [parse_target(text, index + 1) for index, text in enumerate(texts or ["name=local"])]
-    seen: set[str] = set()
-    for target in targets:
-        if target.name in seen:
-            raise FleetError(f"two targets are named {target.name!r} — give each its own name=, e.g. --target partition=gpu,name=gpu-b")
-        seen.add(target.name)
-    return targets
 
 
 @dataclass
@@ -248,18 +142,17 @@ def log_marker(text: str) -> str | None:
 
 
 def reason_from_log(text: str) -> str:
-    return log_marker(text) or "ended without a result (killed, or its node lost)"
+    """Why a job that recorded no exit code ended: what Slurm wrote into its log, else the exit status
+    submitit's trace of the command names (a run refused before it had a folder to record it in)."""
+    marker = log_marker(text)
+    if marker:
+        return marker
+    statuses = EXIT_STATUS.findall(text)
+    return exited(int(statuses[-1]), text) if statuses else "ended without a result (killed, or its node lost)"
 
 
-def run_failure(trace: str, tail: str = "") -> str:
-    """Why the job's command failed, from the trace submitit keeps of its exception: the run's exit
-    code, else what Slurm wrote in the log (scancel's SIGTERM reaches submitit's process too, which
-    may record the kill as the command's error)."""
-    match = re.search(r"non-zero exit status (-?\d+)", trace)
-    if match is None:
-        return log_marker(tail) or "the job's command failed"
-    code = int(match.group(1))
-    meaning = run_exit(code, tail)
+def exited(code: int, log: str) -> str:
+    meaning = run_exit(code, log)
     return f"gpubench run exited {code}" + (f" ({meaning})" if meaning else "")
 
 
@@ -274,28 +167,27 @@ def run_exit(code: int, log: str) -> str:
     return ("usage error: " if usage else "") + line.strip()[:200]
 
 
-def settle(fleet_job: FleetJob, queue_state: str | None, now: float, grace_s: float = RESULT_GRACE_S) -> None:
-    """Move a job that left the active states to done or failed: submitit's result file says how
-    the run ended; without one, squeue's last word or the log says why — after `grace_s` (a
-    result file written on another node may take a moment to show on NFS)."""
+def settle(fleet_job: FleetJob, queue_state: str | None, store: Path, now: float, grace_s: float = RESULT_GRACE_S) -> None:
+    """Move a job that left the active states to done or failed: the exit code its run recorded in the
+    store says how it ended (Slurm's word on a cancel or a timeout first); without one, squeue's last
+    word or the job's log says why — after `grace_s` (a record written on another node may take a
+    moment to show on NFS)."""
     job = fleet_job.job
     if fleet_job.gone_since is None:
         fleet_job.gone_since = now
-    if job.paths.result_pickle.exists():
-        try:  # never submitit's job.exception(): its pickle.load runs whatever the file holds
-            outcome, text = load_outcome(job.paths.result_pickle)
-        except UntrustedFile as refused:
-            outcome, text = "refused", str(refused)
-        ended = ENDED_REASONS.get(queue_state or "")  # Slurm's word on a cancel or a timeout comes first
-        failure = text if outcome == "refused" else ended or run_failure(text, whole_log(job))
-        fleet_job.state, fleet_job.reason = (DONE, "") if outcome == "success" else (FAILED, failure)
-    elif queue_state in ENDED_REASONS or now - fleet_job.gone_since >= grace_s:
-        fleet_job.state, fleet_job.reason = FAILED, ENDED_REASONS.get(queue_state or "") or reason_from_log(whole_log(job))
+    code = recorded_exit(store, fleet_job.run_id)
+    ended = ENDED_REASONS.get(queue_state or "")
+    if code == 0:
+        fleet_job.state, fleet_job.reason = DONE, ""
+    elif code is not None:
+        fleet_job.state, fleet_job.reason = FAILED, ended or exited(code, whole_log(job))
+    elif ended or now - fleet_job.gone_since >= grace_s:
+        fleet_job.state, fleet_job.reason = FAILED, ended or reason_from_log(whole_log(job))
     if fleet_job.state == FAILED:
         fleet_job.log_tail = log_tail(job)
 
 
-def update(jobs: list[FleetJob], engine: str) -> None:
+def update(jobs: list[FleetJob], engine: str, store: Path) -> None:
     """Each submitted, unfinished job's state, from squeue (Slurm) or the process (local)."""
     live = [j for j in jobs if j.job is not None and not j.finished]
     if not live:
@@ -311,13 +203,13 @@ def update(jobs: list[FleetJob], engine: str) -> None:
                 fleet_job.state = ACTIVE_STATES[state]
                 fleet_job.stuck = why if fleet_job.state == QUEUED and why in STUCK_REASONS else ""
             else:
-                settle(fleet_job, state or None, now)
+                settle(fleet_job, state or None, store, now)
         return
     for fleet_job in live:
         if fleet_job.job.state == "RUNNING":
             fleet_job.state = RUNNING
         else:
-            settle(fleet_job, None, now, grace_s=0.0)  # a local process that ended has written its result, if any
+            settle(fleet_job, None, store, now, grace_s=0.0)  # a local run that ended has recorded its exit, if it could
 
 
 def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:

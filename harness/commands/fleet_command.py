@@ -18,20 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.commands.fleet import (
-    DONE,
-    ENGINES,
-    FAILED,
-    QUEUED,
-    SIGNAL_DELAY_S,
-    WAITING,
-    FleetError,
-    FleetJob,
-    Target,
-    cancel_all,
-    parse_targets,
-    update,
-)
+from gpubench.harness.commands.fleet import DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, cancel_all, update
+from gpubench.harness.commands.fleet_targets import FleetError, Target, parse_targets
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import fail
 from gpubench.harness.core.exits import ExitCode
@@ -170,7 +158,7 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
             if fleet_job.state == WAITING and (engine == "slurm" or not busy):
                 with signals_deferred():
                     submit_job(fleet_job)
-        update(jobs, engine)
+        update(jobs, engine, store)
         for fleet_job in jobs:
             if fleet_job.finished and not seen.get(fleet_job.target.name, "").startswith((DONE, FAILED)):
                 find_csv(fleet_job, store)
@@ -314,21 +302,21 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
     csvs = [j.csv for j in jobs if j.csv is not None]  # a failed run's whole rows count too
     if not csvs:
         say("no run wrote results: no report")
-        return 1
+        return ExitCode.FAILED
     rebuild = f"the rows measured are kept — build it with: gpubench report {' '.join(str(csv) for csv in csvs)} --out <folder>"
     if out.parent == store / REPORTS_FOLDER and reports_link(store):  # made a link while the jobs ran
         say(f"report not built: {reports_link(store)}; {rebuild}")
-        return 1
+        return ExitCode.FAILED
     try:
         report = build_report(csvs, out, baseline=None)
     except ReportError as error:
         say(f"report not built: {error}; {rebuild}")
-        return 1
+        return ExitCode.FAILED
     except Stopped as stop:
         say(f"interrupted while building the report; {rebuild}")
         return stop.code
     say(f"report of {len(csvs)} runs -> {report}")
-    return 0 if len(done) == len(jobs) else 1
+    return ExitCode.OK if len(done) == len(jobs) else ExitCode.FAILED
 
 
 class Stopped(KeyboardInterrupt):

@@ -30,4 +30,4 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     except KeyboardInterrupt:
         return fail(f"interrupted: no report written ({args.out} is as it was) — run gpubench report again", code=ExitCode.INTERRUPTED)
     print(f"gpubench: report -> {out}")
-    return 0
+    return ExitCode.OK

@@ -42,7 +42,23 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     if problem := tests_problem(args) or resolve_store(args) or model_problem(args) or selection_problem(extra):
         return fail(problem, code=ExitCode.REFUSED)
-    return cmd_run(args, extra)
+    code = cmd_run(args, extra)
+    record_exit(args, code)
+    return code
+
+
+def record_exit(args: argparse.Namespace, code: int) -> None:
+    """The run's exit code beside its rows (gpubench.harness.records.store.write_exit), where its run id
+    was a valid file name: a refused one has no folder of its own to record it in."""
+    from gpubench.harness.records.run_ids import RunIdError, check_run_id_text
+    from gpubench.harness.records.store import write_exit
+
+    try:
+        run_id = check_run_id_text(args.run_id or "")
+    except RunIdError:
+        return
+    if problem := write_exit(Path(args.results_dir), run_id, code):
+        print(f"gpubench: {problem}", file=sys.stderr, flush=True)
 
 
 def selection_problem(extra: list[str]) -> str | None:

@@ -1,6 +1,6 @@
 """`gpubench run --model module:factory --input 3x64x64`: the model a run benchmarks, as text checked
 before any import (torch-free). Importing the module and calling the factory is
-gpubench.harness.workloads.user_model's; timing it is gpubench.harness.workloads.model's."""
+gpubench.harness.workloads.common.user_model's; timing it is gpubench.harness.workloads.model's."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ one after another by a hook (after torch.utils.benchmark's `_threaded_measuremen
 Every phase of a measurement is this loop with its own hook:
 - `warm_up`: single calls until enough were made or a slow case has spent its time; none of them
   enters the samples.
-- `time_call`: one call (a budget's first call, a fixed plan's cost of a call).
+- `time_call`: one batch of calls, seconds per call (a budget's first call, a fixed plan's cost of a
+  call, a workload's estimate, a window or a rank's round).
 - `sample` / `inline_rounds`: `plan.rounds` batches of `plan.iterations` calls; seconds per call.
 - `energy_by_repetition`: batches sized from the time per call until an energy counter's window is
   filled (a region too short for the counter, measured again for its energy only).
@@ -73,9 +74,9 @@ def run_batches(fn: Callable[[], Any], clock: Clock, next_batch: NextBatch, keep
     return done
 
 
-def time_call(fn: Callable[[], Any], clock: Clock) -> float:
-    """Seconds of one call of fn."""
-    return run_batches(fn, clock, lambda done: 0 if done.calls else 1).seconds[0]
+def time_call(fn: Callable[[], Any], clock: Clock, calls: int = 1) -> float:
+    """Seconds per call of one batch of `calls` calls of fn."""
+    return run_batches(fn, clock, lambda done: 0 if done.calls else calls).seconds[0] / calls
 
 
 def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:

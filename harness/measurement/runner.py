@@ -19,7 +19,7 @@ from gpubench.harness.core.peaks import peak_gbps, peak_tflops
 from gpubench.harness.core.plan import Budget, RoundPlan
 from gpubench.harness.core.run_budget import CaseShare, DeadlinePassed, OverBudget
 from gpubench.harness.records.results import utc_timestamp
-from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, MeasuredColumns, Memory, Row, Status
+from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, Load, MeasuredColumns, Memory, Row, Status
 from gpubench.harness.core.stats import NOISY_REL_IQR, SampleStats
 from gpubench.harness.measurement.terminal import one_line
 from gpubench.harness.measurement.workload import Workload
@@ -51,9 +51,11 @@ def impossible_figures(figures: dict[str, Any], device_name: str, dtype: str) ->
     return warnings
 
 
-def measured_row(stats: SampleStats, plan: RoundPlan, samples_s: list[float]) -> dict[str, Any]:
-    """The measurement columns of a row, from its raw samples (the DDP worker's and collectives' rows)."""
-    return MeasuredColumns(stats, plan.iterations, samples_s).columns()
+def standalone_row(base_row: Columns, case: Case, result: CaseResult) -> dict[str, Any]:
+    """The row a torchrun worker run by hand (--results-dir) writes itself: run_case's typed parts for
+    one build, with no machine load or build cost measured."""
+    identity = CaseColumns(utc_timestamp(), case.workload, case.case_id, 0, 1, case.settings(), None)
+    return Row(base_row, identity, result, Load(None), None).columns()
 
 
 def memory_part(figures: Columns, timed: Timed, ctx: BuildContext) -> Memory:
@@ -121,12 +123,6 @@ def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | No
     if devices.is_out_of_memory(error):
         return CaseResult(Status("oom", one_line(error))), None
     return CaseResult(Status("failed", one_line(error))), error
-
-
-def failure_columns(error: Exception) -> tuple[dict[str, Any], BaseException | None]:
-    """failure_result as columns (status, reason and the error's own), for rows made apart from run_case."""
-    result, failure = failure_result(error)
-    return result.columns(), failure
 
 
 def case_precision(case: Case) -> str | None:

@@ -17,12 +17,13 @@ import torch
 
 from gpubench.harness.devices.energy import EnergyMeter, idle_power_w
 from gpubench.harness.devices.env import fingerprint, gpu_telemetry
-from gpubench.harness.records.results import ResultsFull, ResultsWriter, read_rows, write_sidecar
+from gpubench.harness.records.results import ResultsFull, ResultsWriter, write_sidecar
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.row import fingerprint_columns
 
 
 @dataclass
-class Stop:
+class RunStop:
     """Why the run stops before its last case: one line for the person and an exit code."""
 
     line: str
@@ -48,7 +49,7 @@ class Session:
     idle_power_w: float | None = None
     skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
     top_ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    stop: Stop | None = None
+    stop: RunStop | None = None
     terminated: bool = False  # SIGTERM arrived: the run is stopping
     closed: bool = False
 
@@ -110,7 +111,7 @@ class Session:
         except ResultsFull:
             raise  # the plugin stops the run with its line and exit 75
         except OSError as error:  # no descriptor left (ulimit -n), a folder swapped for a link: lost data, one line
-            self.stop = self.stop or Stop(f"{self.run_id}.env.json not written ({error.strerror or error}); "
+            self.stop = self.stop or RunStop(f"{self.run_id}.env.json not written ({error.strerror or error}); "
                                           f"{self.rows_kept} rows kept in {self.csv_path} — fix that, then re-run", 4)
         finally:
             self.writer.close()

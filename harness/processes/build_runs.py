@@ -18,7 +18,7 @@ from gpubench.harness.processes.launch import (
     stop_requests,
 )
 from gpubench.harness.processes.protocol import BuildAnswer
-from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, NO_CASES_LINE, SIGNAL_BASE, ExitCode
 
 
 @dataclass
@@ -37,7 +37,7 @@ class BuildsOutcome:
 def signal_exit(signum: int) -> int:
     """The exit code a signal to the run means: 2 for SIGINT (pytest's interrupted; gpubench run says 130),
     else 128 + N."""
-    return 2 if signum == signal.SIGINT else 128 + signum
+    return BUILD_INTERRUPTED if signum == signal.SIGINT else SIGNAL_BASE + signum
 
 
 def run_builds(

@@ -88,7 +88,7 @@ def extra_build_order(state: RunState) -> list[str]:
     """The cases an extra build repeats, noisiest first, from this run's rows so far (none without
     a budget, or when the run's file cannot be read: the extra build then runs nothing)."""
     from gpubench.harness.pytest_plugin.extra_build import noisiest_first
-    from gpubench.harness.records.results import read_rows
+    from gpubench.harness.records.results_reader import read_rows
 
     if state.budget_s is None:
         return []
@@ -116,11 +116,11 @@ def cut_at_run_end(state: RunState | None, test: str) -> Iterator[None]:
     if state is None or state.end_s is None or state.budget_s is None:
         yield
         return
-    from gpubench.harness.measurement.session import Stop
+    from gpubench.harness.measurement.session import RunStop
 
     try:
         with cut_after(state.end_s + grace_s(state.budget_s) - time.time(), cut_reason(state.budget_s)):
             yield
     except DeadlinePassed as cut:
-        state.session.stop = state.session.stop or Stop(f"{test} {cut}", ExitCode.FAILED)
+        state.session.stop = state.session.stop or RunStop(f"{test} {cut}", ExitCode.FAILED)
         raise

@@ -80,14 +80,20 @@ class BudgetPlan:
         item = self._item(case_id)
         tier, pending = self.tier(item), self.pending_after(item)
         same_tier = [other for other in pending if self.tier(other) == tier]
-        if tier == 0:  # funded whole: all that the other headline items' reserve leaves (split where no cost is known)
-            reserve_s = sum(map(self._reserve_s, same_tier))
-            unknown = 1 + sum(self.cost(other[0]) is None for other in same_tier)
-            share_s = max(self.left_s() - reserve_s, 0.0) / (unknown if known is None else 1)
+        headline_s, unknown = self._funded_reserve_s(besides=item)
+        if tier == 0:  # funded whole: all that the other funded headline items' reserve leaves (split where no cost is known)
+            share_s = max(self.left_s() - headline_s, 0.0) / (1 + unknown if known is None else 1)
         else:  # what the tiers before it still need is kept out
-            reserve_s = sum(self._reserve_s(other) for other in pending if self.tier(other) < tier)
+            reserve_s = headline_s + sum(self._reserve_s(other) for other in pending if self.tier(other) == 1 < tier)
             share_s = share_of(self.cost(case_id), [self.cost(other[0]) for other in same_tier], self.left_s() - reserve_s)
         return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, self.cost(case_id))
+
+    def _funded_reserve_s(self, besides: Item) -> tuple[float, int]:
+        """What the headline items the plan funds keep out, other than `besides`, and how many headline
+        items have no cost yet. One the plan leaves out reserves nothing: it gets what is left at its
+        turn (reserved, its cost starved the very headline cases the plan line said it funds)."""
+        funded, _, open_items = self._headline_verdicts(self.left_s())
+        return sum(self._reserve_s(other) for other in funded if other != besides), sum(other != besides for other in open_items)
 
     def _reserve_s(self, item: Item) -> float:
         cost_s = self.cost(item[0])

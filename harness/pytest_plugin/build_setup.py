@@ -32,7 +32,7 @@ from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.session import Session
 from gpubench.harness.records.store import StoreError, results_dir_for
 from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
-from gpubench.harness.workloads.user_model import ModelLoadError, check_model
+from gpubench.harness.workloads.common.user_model import ModelLoadError, check_model
 
 
 class SetupError(ValueError):

@@ -22,7 +22,7 @@ from gpubench.harness.pytest_plugin.run_state import RunState, Terminated
 from gpubench.harness.measurement.runner import run_case
 from gpubench.harness.records.safe_files import UnsafePath
 from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
-from gpubench.harness.measurement.session import Stop
+from gpubench.harness.measurement.session import RunStop
 from gpubench.harness.measurement.terminal import summary_line
 from gpubench.harness.measurement.user_bench import Figures, UserBenchError, user_workload
 from gpubench.harness.measurement.workload import as_workload
@@ -77,7 +77,7 @@ class Recorder:
 
         return report
 
-    def _stop(self, stop: Stop, why: str) -> NoReturn:
+    def _stop(self, stop: RunStop, why: str) -> NoReturn:
         self.state.session.stop = stop
         pytest.skip(f"not recorded: {why}")
 
@@ -85,19 +85,19 @@ class Recorder:
         try:
             self.state.session.open()
         except ResultsFull as full:
-            self._stop(Stop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
+            self._stop(RunStop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
         except FileExistsError as taken:  # another run with this --run-id started at the same moment
-            self._stop(Stop(f"{taken.filename} was created by another run meanwhile — pass another --run-id", int(pytest.ExitCode.USAGE_ERROR)),
+            self._stop(RunStop(f"{taken.filename} was created by another run meanwhile — pass another --run-id", int(pytest.ExitCode.USAGE_ERROR)),
                        "another run took this run id")
         except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
-            self._stop(Stop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
+            self._stop(RunStop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
         except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left (ulimit -n)
             line = (
                 str(error)
                 if isinstance(error, UnsafePath)
                 else f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run"
             )
-            self._stop(Stop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
+            self._stop(RunStop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
 
     def run(self, case: Any) -> dict[str, Any]:
         """One build (the parametrized one) of a case of the bench module's workload."""
@@ -147,7 +147,7 @@ class Recorder:
             row = run_case(case, workload, ctx, session.base_row() if not untimed else {"run_id": session.run_id}, session.record if not untimed else None,
                            rounds=rounds, untimed=untimed)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
-            self._stop(Stop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
+            self._stop(RunStop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
         except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the case unwound (its finally blocks ran)
             self.benchmark.has_error = True  # its rounds were cut short: pytest-benchmark's JSON would fail on them (min of nothing)
             if not isinstance(stopped, Terminated):

@@ -137,19 +137,19 @@ def close_session(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
     if state is None:
         return
-    from gpubench.harness.measurement.session import Stop
+    from gpubench.harness.measurement.session import RunStop
     from gpubench.harness.records.results import ResultsFull
 
     errors = session.config.stash.get(COLLECTION_ERRORS, 0)
     if errors and session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.session.stop:  # pytest's word for it, not a Ctrl-C
-        state.session.stop = Stop(f"{errors} test file(s) could not be collected (pytest's error above): fix them, then run again",
+        state.session.stop = RunStop(f"{errors} test file(s) could not be collected (pytest's error above): fix them, then run again",
                                   ExitCode.REFUSED)
 
     if state.session.is_open:
         try:
             state.session.close()
         except ResultsFull as full:
-            state.session.stop = state.session.stop or Stop(str(full), ExitCode.RESULTS_FULL)
+            state.session.stop = state.session.stop or RunStop(str(full), ExitCode.RESULTS_FULL)
     if state.session.terminated:
         session.exitstatus = 128 + session.config.stash.get(ENDED_BY, signal.SIGTERM)
     elif state.session.stop:

@@ -1,4 +1,4 @@
-"""The schema's cell rules over many cells at once, for gpubench.harness.records.results.read_frame: every number
+"""The schema's cell rules over many cells at once, for gpubench.harness.records.results_reader.read_frame: every number
 column of a block of rows in one numpy pass, then each other column. They must agree cell for cell with
 gpubench.harness.records.schema.parse_cell, which says why a cell is refused (tests/test_results.py holds them
 to it). A column costs pandas a few fixed steps whatever its length: a hundred number columns of a small file

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.harness.core.run_budget import CaseCost
-from gpubench.harness.records.results import read_frame
+from gpubench.harness.records.results_reader import read_frame
 
 OVER_BUDGET = "over budget"  # how a budget's skipped rows begin (gpubench.harness.core.run_budget)
 MAX_FILES = 200  # the newest runs are enough to know a case's cost; a store of years is not read whole

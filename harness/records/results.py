@@ -1,5 +1,5 @@
-"""Results files: one CSV per run, a row appended and flushed as each case finishes; read_frame is
-the one reader of them (read_rows for the harness, gpubench.reports.load for the report commands)."""
+"""Results files: one CSV per run, a row appended and flushed as each case finishes, and its JSON
+sidecars; gpubench.harness.records.results_reader is the one reader of them."""
 
 from __future__ import annotations
 
@@ -13,18 +13,13 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Iterable
 
-from gpubench.harness.records.column_rules import is_number_column, parse_column, parse_numbers, shared_texts
 from gpubench.harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
-from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, read_regular,
-                                replace_bytes, replacing, write_all)
-from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, STATUSES, TEXT_RULES, ImpossibleValue,
-                                    SchemaError, kind_of, parse_cell, to_cell)
-from gpubench.harness.records.upgrade import upgrade_row
+from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, replace_bytes, write_all)
+from gpubench.harness.records.schema import (COLUMNS, STATUSES, SchemaError, to_cell)
 
 if TYPE_CHECKING:
-    import pandas as pd  # imported where a file is read: the harness writes far more often than it reads
+    pass  # imported where a file is read: the harness writes far more often than it reads
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -209,192 +204,3 @@ def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> 
             raise ResultsFull(count_rows(csv_path), csv_path, error.errno, what=path.name) from error
         raise
     return path
-
-
-def ends_whole(data: bytes) -> bool:
-    """Every row the writer writes ends in a newline: a file that does not (spaces after the last
-    one aside: an editor's blank line) was cut mid-row."""
-    tail = data[-4096:].rstrip(b" \t\r\f\v")
-    return not tail or tail.endswith(b"\n")
-
-
-MAX_RESULTS_BYTES = 256 * 2**20  # 100 times a long run's file: a larger one is a stray, left unread
-MAX_COLUMNS = 1000  # 7 times the schema's: room for newer writers' columns, none for a stray of thousands
-
-
-# ---- reading: the one reader of results CSVs (harness and reports) ---------------------------------
-
-def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
-    """The header, records and line numbers of one results CSV, checked: a gpubench header, as
-    many fields in each record as in the header (one cut anywhere, even inside a quoted field,
-    is never data), a last line that ends. A byte-order mark and blank lines are skipped."""
-    records, lines = [], []  # lines: csv.reader's line number at each record's end
-    data = read_regular(path, MAX_RESULTS_BYTES, "results file")  # no link, FIFO or device; the size checked first
-    try:
-        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
-        header = next(reader, [])
-        if len(header) > MAX_COLUMNS:  # typed column by column: 20,000 columns of a few rows took a minute
-            raise SchemaError(f"{path}: the header names {len(header):,} columns, above the {MAX_COLUMNS:,} a results "
-                              "file may have — not a gpubench results file; move it out of the folder")
-        for record in reader:
-            if any(field.strip() for field in record):  # a blank line, or one of spaces (an editor's), is no record
-                records.append(record)
-                lines.append(reader.line_num)
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise SchemaError(f"{path}: not a readable CSV ({error})") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
-    twice = next((c for i, c in enumerate(header) if c and c in header[:i]), None)
-    if twice is not None:  # which of the two holds the figure? neither is trusted
-        first = header.index(twice)
-        raise SchemaError(f"{path}: the header names column {twice} twice (columns {first + 1} and "
-                          f"{header.index(twice, first + 1) + 1}) — the file is damaged; keep one of them")
-    odd = next((i for i, record in enumerate(records) if len(record) != len(header)), None)
-    if odd is not None:
-        fields = len(records[odd])
-        what = "is truncated" if fields < len(header) else f"has {fields} fields, the header {len(header)}"
-        raise SchemaError(f"{path}: line {lines[odd]} {what} — re-run the case or delete the line")
-    if records and not ends_whole(data):
-        raise SchemaError(f"{path}: line {lines[-1]} is truncated (the file ends inside it) — re-run the case or delete the line")
-    return header, records, lines
-
-
-def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> tuple[list[str], list[list[str]]]:
-    """Records of older schema versions brought up to this one as text (gpubench.harness.records.upgrade.upgrade_row,
-    row by row); a newer version or one that is no number is refused. Current ones pass as they are."""
-    at, current = header.index("schema_version"), str(SCHEMA_VERSION)
-    if all(record[at] == current for record in records):
-        return header, records
-    rows = []
-    for record, line in zip(records, lines):
-        row = dict(zip(header, record))
-        if record[at] != current:
-            try:
-                version = int(record[at])
-            except ValueError:
-                raise SchemaError(f"{path}: line {line} has schema_version {record[at]!r} — not a gpubench row") from None
-            row = upgrade_row(row, version, str(path))
-        rows.append(row)
-    header = list(dict.fromkeys([*header, *(c for row in rows for c in row)]))
-    return header, [[row.get(c, "") for c in header] for row in rows]
-
-
-class _Text:
-    """Text records of several files under one header (the schema's columns, then any other a
-    file has), typed together: numbers and texts each as one block, bounded text in memory; `refused` as read_frame's."""
-
-    def __init__(self, refused: list[str] | None = None) -> None:
-        self.header: list[str] = list(COLUMNS)
-        self.records, self.paths, self.lines = [], [], []  # text records, and each one's file and line
-        self.files, self.refused, self.left_out = 0, refused, set()
-
-    def add(self, path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> None:
-        if header != self.header:  # another order, fewer or other columns: one header for all
-            known, where = set(self.header), {c: i for i, c in enumerate(header)}
-            self.header += [c for c in header if c not in known]  # _records refused a column named twice
-            order = [where.get(c) for c in self.header]
-            records = [[record[i] if i is not None else "" for i in order] for record in records]
-        self.records.extend(records)
-        self.paths.extend([path] * len(records))
-        self.lines.extend(lines)
-        self.files += 1
-
-    def typed(self) -> pd.DataFrame:
-        """Every column typed by gpubench.harness.records.column_rules; the first refused cell names its file, line and column."""
-        import pandas as pd
-
-        width = len(self.header)
-        rows = [r if len(r) == width else r + [""] * (width - len(r)) for r in self.records]
-        text = pd.DataFrame(rows, columns=self.header, dtype=object)
-        numbers, refused = parse_numbers(text[[c for c in self.header if is_number_column(c)]])
-        for row, at in zip(*refused.nonzero()):
-            self.refuse(numbers.columns[at], text[numbers.columns[at]].iloc[row], int(row))
-        texts = shared_texts(text[[c for c in self.header if kind_of(c) == "str"]])
-        typed = {**numbers, **texts}
-        for column in (c for c in self.header if c not in numbers and (c not in texts or c in TEXT_RULES)):  # a rule to check
-            values, refused_cells = parse_column(column, text[column])
-            for at in refused_cells.to_numpy().nonzero()[0]:
-                self.refuse(column, text[column].iloc[at], int(at))
-            typed.setdefault(column, values)
-        return pd.DataFrame({c: typed[c] for c in self.header}).assign(source_file=[p.stem for p in self.paths],
-                                                                        source_line=self.lines).drop(index=sorted(self.left_out))
-
-    def refuse(self, column: str, cell: str, at: int) -> None:
-        impossible, why = False, "refused by its column's rules"
-        try:
-            parse_cell(column, cell)  # parse_column refused it: the one-cell rule says why
-        except ValueError as error:
-            impossible, why = isinstance(error, ImpossibleValue), str(error)
-        if not impossible or self.refused is None:
-            raise SchemaError(f"{self.paths[at]}: line {self.lines[at]}: column {column} holds {_quoted(cell)} "
-                              f"({why}) — the file is damaged; re-run the case or delete the line")
-        shown = _quoted(cell.strip())[1:-1]
-        self.refused.append(f"{self.paths[at]}:{self.lines[at]}: column {column} = {shown} is impossible ({why})")
-        self.left_out.add(at)
-
-
-def _quoted(cell: str, max_chars: int = 40) -> str:
-    """A cell as a message quotes it: a 10,000-character cell would fill the line."""
-    return repr(cell) if len(cell) <= max_chars else repr(cell[:max_chars]) + "…"
-
-
-CHUNK_FILES = 100  # files typed together
-
-
-def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
-    """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file has (as
-    text), `source_file` (the file's stem) and `source_line`. Typed by gpubench.harness.records.column_rules (numbers as
-    floats, NaN when empty; booleans and text as True/False/str/None; `samples_s` as its JSON text); older
-    schemas upgraded row by row, newer ones refused. A file that is not gpubench results, a cut line, a wrong
-    field count or a damaged cell is a SchemaError naming the file, the line and the fix; so is an impossible
-    value, unless `refused` is given: its row is then left out and named there. Typed column by column, a
-    hundred files at once: a thousand runs load in seconds."""
-    import pandas as pd
-
-    pending, frames = _Text(refused), []
-    for path in map(Path, [paths] if isinstance(paths, (str, os.PathLike)) else paths):
-        header, records, lines = _records(path)
-        pending.add(path, *_upgraded(path, header, records, lines), lines)
-        if pending.files == CHUNK_FILES:
-            frames.append(pending.typed())
-            pending = _Text(refused)
-    if pending.records or not frames:
-        frames.append(pending.typed())
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c not in ("source_file", "source_line")), "source_file", "source_line"]
-    return frame.reindex(columns=ordered)
-
-
-def _python(column: str, values: pd.Series) -> list[Any]:
-    """A read frame's column as the writer's values: int, float, bool, list of samples, text or None."""
-    kind, cells = kind_of(column), values.tolist()
-    if kind in ("int", "float"):
-        cast = int if kind == "int" else float
-        return [None if v is None or v != v else cast(v) for v in cells]
-    if kind in ("json", "object"):
-        return [parse_cell(column, v) if isinstance(v, str) else None for v in cells]
-    return [None if v is None or v != v else v for v in cells]
-
-
-def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """A read frame's rows as dicts of the writer's Python values (see _python)."""
-    columns = {c: _python(c, frame[c]) for c in frame.columns}
-    return [dict(zip(columns, values)) for values in zip(*columns.values())]
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """One results CSV as typed rows: read_frame's rows (the same checks, upgrades and refusals),
-    each a dict of every schema column (None when empty) and any other column the file has."""
-    return frame_rows(read_frame([path]).drop(columns=["source_file", "source_line"]))
-
-
-def write_frame(frame: pd.DataFrame, path: Path, columns: list[str], fix: str = "pass another output folder") -> None:
-    """`columns` of a read frame as one results CSV, every cell as ResultsWriter writes it; whole or
-    not at all, never through a link (gpubench.harness.records.safe_files.replacing)."""
-    with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for start in range(0, len(frame), 4096):  # bounded memory: a few thousand rows of text at a time
-            part = frame.iloc[start:start + 4096]
-            writer.writerows(zip(*([to_cell(v) for v in _python(c, part[c])] for c in columns)))

@@ -111,7 +111,7 @@ class CaseResult:
 class Load:
     """Other work on the machine while the case ran: CPU busy fraction, other GPU processes, flags."""
 
-    cpu_busy_frac: float
+    cpu_busy_frac: float | None  # None: not measured (a torchrun worker's own row)
     gpu_other_procs: int | None = None
     flags: tuple[str, ...] = ()
 
@@ -128,7 +128,7 @@ class Row:
     case: CaseColumns
     result: CaseResult
     load: Load
-    build_s: float
+    build_s: float | None
     predicted_build_s: float | None = None  # what the cost model expected the build to take (gpubench.harness.core.cost_model)
 
     def columns(self) -> dict[str, Any]:

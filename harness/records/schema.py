@@ -1,6 +1,6 @@
 """The results row schema: every column declared once, with its type, unit and group.
 
-Torch-free: the report builder imports it too. The writer, the one reader (gpubench.harness.records.results.read_frame,
+Torch-free: the report builder imports it too. The writer, the one reader (gpubench.harness.records.results_reader.read_frame,
 which the report loads through) and the report's unit formatting all derive from `SCHEMA`. A
 column a workload does not use stays empty (None once read).
 
@@ -178,7 +178,7 @@ def canonical_json(values: dict[str, Any]) -> str:
 # ---- reading -----------------------------------------------------------------------------------
 # One set of cell rules, in two forms that must agree cell for cell: parse_cell (one cell, used by
 # the v1 upgrade and to say why a cell is refused) and gpubench.harness.records.column_rules (many cells at once,
-# used by gpubench.harness.records.results.read_frame, the only reader). Both take their spellings from the tables below.
+# used by gpubench.harness.records.results_reader.read_frame, the only reader). Both take their spellings from the tables below.
 
 BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}  # stripped, lower-cased
 # What float() reads, less inf, nan, underscores and non-ASCII digits (no writer writes them).

@@ -1,6 +1,6 @@
 """The results store: the runs of many machines and many days in one folder tree,
 
-    <store>/<machine>/<run_id>.csv        (+ <run_id>.env.json and the run's other sidecars)
+    <store>/<machine>/<run_id>.csv        (+ <run_id>.env.json, <run_id>.exit.json and the run's other sidecars)
 
 `gpubench run --store STORE` (and every job of `gpubench fleet`) writes into the folder of the
 machine it runs on, resolved there. Many writers may share one store on NFS: each run writes only
@@ -114,6 +114,39 @@ def find_run(store: Path, run_id: str) -> Path | None:
     """The CSV of run `run_id` in whichever machine folder holds it."""
     found = sorted(store.glob(f"*/{glob_escape(run_id)}.csv"))
     return found[0] if found else None
+
+
+MAX_EXIT_BYTES = 4096
+
+
+def write_exit(results_dir: Path, run_id: str, code: int) -> str | None:
+    """`<run_id>.exit.json`: how gpubench run ended, beside its rows, so that a fleet learns a job's
+    outcome from the store. None, or the line saying it could not be written (the rows stand)."""
+    from gpubench.harness.records.results import write_sidecar
+
+    if not results_dir.is_dir():  # refused before it made its folder: the job's log holds the line
+        return None
+    try:
+        write_sidecar(results_dir, run_id, "exit", {"exit_code": int(code)})
+    except (OSError, ValueError) as error:  # ResultsFull is an OSError
+        return f"warning: {run_id}.exit.json not written ({' '.join(str(error).split())[:200]})"
+    return None
+
+
+def recorded_exit(store: Path, run_id: str) -> int | None:
+    """The exit code run `run_id` recorded in the store (write_exit); None when there is none yet, or
+    the file is not this user's own (a member of a team store could plant one) or holds no exit code."""
+    from gpubench.harness.records.safe_files import read_json
+
+    for path in sorted(store.glob(f"*/{glob_escape(run_id)}.exit.json")):
+        try:
+            record = read_json(path, MAX_EXIT_BYTES, "exit record", own=True)
+        except (OSError, ValueError):
+            continue
+        code = record.get("exit_code") if isinstance(record, dict) else None
+        if type(code) is int and 0 <= code <= 255:
+            return code
+    return None
 
 
 def glob_escape(text: str) -> str:

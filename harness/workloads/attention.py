@@ -24,8 +24,8 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.terminal import one_line, torch_said
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.matmul import with_precision
-from gpubench.harness.workloads.matmul_peak import measured_peak
+from gpubench.harness.workloads.common.matmuls import with_precision
+from gpubench.harness.workloads.common.matmul_peak import measured_peak
 
 BACKENDS: dict[str, SDPBackend] = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
                                    "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}

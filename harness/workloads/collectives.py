@@ -2,7 +2,7 @@
 ladder of sizes, with nccl-tests' algbw, busbw and `#wrong` (gpubench.harness.catalog.collectives).
 
 A case is one collective at one size. Process start costs seconds, so one torchrun launch (the DDP
-workload's launcher, gpubench.harness.workloads.ddp.launch) times every case of the ladder in a build
+workload's launcher, gpubench.harness.workloads.common.torchrun_launch.launch) times every case of the ladder in a build
 process; each case then takes its own result from it. A launch's results are each taken once: a
 case run again in the same process is measured by a fresh launch."""
 
@@ -32,12 +32,13 @@ from gpubench.harness.devices.machine_load import BUSY_FRAC, LoadMeter
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.run_budget import CaseShare, OverBudget
-from gpubench.harness.measurement.runner import failure_columns, measured_row
+from gpubench.harness.measurement.runner import failure_result
+from gpubench.harness.records.row import CaseResult, MeasuredColumns, Status
 from gpubench.harness.core.stats import SampleStats, summarize
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.core.workload_spec import bytes_size
-from gpubench.harness.workloads.ddp import (
+from gpubench.harness.workloads.common.torchrun_launch import (
     COLLECTIVE_TIMEOUT_S,
     HEARTBEAT_STALL_S,
     LAUNCH_TIMEOUT_S,
@@ -143,16 +144,15 @@ def point_figures(case: CollectiveCase, point: dict[str, Any], stats: SampleStat
             "flags": ["busy"] if busy else [], "reason": "; ".join([SAMPLES_NOTE, *busy])}
 
 
-def point_columns(case: CollectiveCase, point: dict[str, Any]) -> dict[str, Any]:
-    """A standalone worker's row (collectives_worker --results-dir): measurement and figures, or failed."""
+def point_result(case: CollectiveCase, point: dict[str, Any]) -> CaseResult:
+    """A standalone worker's result (collectives_worker --results-dir): measurement and figures, or failed."""
     stats = summarize(point["samples_s"])
-    columns = measured_row(stats, RoundPlan(0, point["iterations"], stats.rounds, 0.0), point["samples_s"])
     try:
-        figures = point_figures(case, point, stats)
+        figures = dict(point_figures(case, point, stats))
     except WrongResult as wrong:
-        return failure_columns(wrong)[0]
-    columns.update(figures, flags=";".join(figures["flags"]), status="ok")
-    return columns
+        return failure_result(wrong)[0]
+    flags = tuple(figures.pop("flags"))
+    return CaseResult(Status("ok", "", flags), MeasuredColumns(stats, point["iterations"], point["samples_s"]), figures=figures)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ the rounds, one call on fresh inputs is checked element by element on every rank
 reports: to --result-json (how the suite reads it) or as results rows in --results-dir.
 
 A collective that waits longer than --timeout-s for a peer fails the rank instead of hanging it;
-with --heartbeat-dir each rank beats there (gpubench.harness.workloads.ddp_worker.Heartbeat).
+with --heartbeat-dir each rank beats there (gpubench.harness.workloads.common.torchrun_launch.Heartbeat).
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ from gpubench.harness.devices.device import empty_cache
 from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.records.safe_files import replace_bytes
-from gpubench.harness.measurement.loop import warm_up
+from gpubench.harness.measurement.loop import time_call, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads.collective_ops import (
+from gpubench.harness.workloads.common.collective_ops import (
     COLLECTIVES,
     Collective,
     Ranks,
     gather_single,
     mismatch,
 )
-from gpubench.harness.workloads.ddp_worker import Heartbeat
+from gpubench.harness.workloads.common.torchrun_launch import Heartbeat
 
 
 def _int_list(text: str) -> list[int]:
@@ -107,10 +107,7 @@ class Group:
 def timed_round(call: Callable[[], None], iterations: int, group: Group) -> float:
     """Seconds per call on this rank, the ranks started together."""
     group.barrier()
-    start = group.clock()
-    for _ in range(iterations):
-        call()
-    return (group.clock() - start) / iterations
+    return time_call(call, group.clock, iterations)
 
 
 def time_rounds(call: Callable[[], None], budget: Budget, group: Group) -> tuple[RoundPlan, list[float]]:
@@ -168,20 +165,17 @@ def run_ladder(args: argparse.Namespace, group: Group, collectives: Mapping[str,
 def write_rows(report: dict[str, Any], results_dir: Path, device: torch.device) -> Path:
     """Standalone use: rank 0 writes a row per collective and size through a Session (this node's
     fingerprint, the environment sidecar), with the suite's case ids and figures."""
-    from gpubench.harness.records.results import check_writable, new_run_id, utc_timestamp
+    from gpubench.harness.measurement.runner import standalone_row
     from gpubench.harness.measurement.session import Session
-    from gpubench.harness.workloads.collectives import CollectiveCase, point_columns
+    from gpubench.harness.records.results import check_writable, new_run_id
+    from gpubench.harness.workloads.collectives import CollectiveCase, point_result
 
     check_writable(results_dir)
     session = Session(device, results_dir, new_run_id(), "torchrun")
     session.open()
     for point in report["points"]:
         case = CollectiveCase(point["op"], "fp32", point["size"], report["world_size"], report["backend"])
-        row = dict(session.base_row(), timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id,
-                   build=0, builds=1)
-        row.update(case.settings())
-        row.update(point_columns(case, point))
-        session.record(row)
+        session.record(standalone_row(session.base_row(), case, point_result(case, point)))
     session.close()
     return session.csv_path
 

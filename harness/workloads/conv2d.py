@@ -14,6 +14,7 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.conv2d import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import dtype_skip_reason, randn_on, seeded_generator
+from gpubench.harness.measurement.loop import time_call
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.workload import Workload
@@ -82,10 +83,8 @@ def build(case: ConvCase, ctx: BuildContext) -> Timed:
         """One sample's forward times the batch: a half-precision batch with no native CPU kernel
         is known to be too slow for its share before it runs."""
         with torch.inference_mode():
-            conv(x[:1])
-            start = ctx.clock()
-            conv(x[:1])
-            return (ctx.clock() - start) * case.batch_size
+            conv(x[:1])  # one-time costs (the kernel's selection) are not the call's
+            return time_call(lambda: conv(x[:1]), ctx.clock) * case.batch_size
 
     return Timed(fn=forward, figures=figures, cleanup=restore, estimate=estimate_s)
 

@@ -19,8 +19,6 @@ import datetime
 import json
 import os
 import sys
-import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +33,8 @@ from gpubench.harness.devices.device import memory_snapshot, reset_peak_memory
 from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.common.models import make_model
+from gpubench.harness.workloads.common.torchrun_launch import Heartbeat
 
 
 @dataclass(frozen=True)
@@ -69,32 +68,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds a collective waits for the other ranks before this rank fails (a dead or hung peer)")
     parser.add_argument("--heartbeat-dir", default=None, help="each rank rewrites heartbeat-<rank>.json here every second, with its step")
     return parser.parse_args(argv)
-
-
-HEARTBEAT_PERIOD_S = 1.0
-
-
-class Heartbeat:
-    """A daemon thread that rewrites heartbeat-<rank>.json ({"rank", "step", "time_s"}) every
-    second. A thread, not the training loop: a rank waiting in a collective for a peer still
-    beats, so a stale file marks the rank that stopped (its every thread frozen), not the waiter."""
-
-    def __init__(self, folder: Path, rank: int) -> None:
-        self.path, self.rank, self.step = folder / f"heartbeat-{rank}.json", rank, -1  # -1: not training yet
-
-    def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        threading.Thread(target=self._beat, name="gpubench-heartbeat", daemon=True).start()
-
-    def _beat(self) -> None:
-        partial = self.path.with_name(self.path.name + ".tmp")
-        while True:
-            try:
-                partial.write_text(json.dumps({"rank": self.rank, "step": self.step, "time_s": time.time()}))
-                os.replace(partial, self.path)  # whole or absent for the reader
-            except OSError:  # the workdir removed under a rank being torn down
-                return
-            time.sleep(HEARTBEAT_PERIOD_S)
 
 
 def shard_loader(data: DataSource, batch_size: int, rank: int, world_size: int) -> DataLoader:
@@ -154,10 +127,10 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
 def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
     """Standalone use: rank 0 writes its own row through a Session (this node's fingerprint, the
     environment sidecar), with the measurement columns every row has (gpubench.harness.measurement.runner)."""
-    from gpubench.harness.core.plan import RoundPlan
-    from gpubench.harness.records.results import check_writable, new_run_id, utc_timestamp
-    from gpubench.harness.measurement.runner import measured_row
+    from gpubench.harness.measurement.runner import standalone_row
     from gpubench.harness.measurement.session import Session
+    from gpubench.harness.records.results import check_writable, new_run_id
+    from gpubench.harness.records.row import CaseResult, MeasuredColumns, Memory, Status
     from gpubench.harness.workloads.ddp import DistributedCase
 
     check_writable(results_dir)
@@ -165,12 +138,11 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
     session.open()
     stats = summarize(report.step_samples_s)
     case = DistributedCase("ddp", report.world_size, report.backend, report.batch_size)  # the suite's id scheme
-    row = dict(session.base_row(), timestamp_utc=utc_timestamp(), workload=case.workload, case_id=case.case_id, build=0, builds=1)
-    row.update(case.settings())
-    row.update(measured_row(stats, RoundPlan(0, 1, stats.rounds, 0.0), report.step_samples_s))
-    row.update(dataset=report.dataset, step_s=stats.median_s, samples_per_s=report.samples_per_s,
-               samples_per_s_per_rank=report.samples_per_s / report.world_size, peak_mem_bytes=report.peak_mem_bytes, status="ok", reason="")
-    session.record(row)
+    figures = {"dataset": report.dataset, "step_s": stats.median_s, "samples_per_s": report.samples_per_s,
+               "samples_per_s_per_rank": report.samples_per_s / report.world_size}
+    result = CaseResult(Status("ok", ""), MeasuredColumns(stats, 1, report.step_samples_s), figures=figures,
+                        memory=Memory(report.peak_mem_bytes, None, None, None))
+    session.record(standalone_row(session.base_row(), case, result))
     session.close()
     return session.csv_path
 

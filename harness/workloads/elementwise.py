@@ -22,7 +22,7 @@ from gpubench.harness.core.peaks import peak_gbps
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.matmul import TORCH_DTYPES
+from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES
 
 # op -> (function writing into out, tensors touched per element: inputs read + output written)
 OPS: dict[str, tuple[Callable[..., Any], int]] = {

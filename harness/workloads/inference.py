@@ -15,7 +15,7 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.models import make_model
+from gpubench.harness.workloads.common.models import make_model
 
 GRAD_MODES: dict[str, Callable[[], Any]] = {
     "grad": contextlib.nullcontext,

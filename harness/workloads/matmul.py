@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
-from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 
 from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.matmul import SPEC
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.devices.device import dtype_skip_reason, randn_on, seeded_generator
+from gpubench.harness.devices.device import dtype_skip_reason
+from gpubench.harness.measurement.loop import time_call
 from gpubench.harness.measurement.measure import Timed
-from gpubench.harness.core.peaks import peak_tflops
-from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES, device_name, operands, tflops_figures, with_precision
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
-TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 # Sizes per profile and device kind: a 2-core CPU cannot do 8192³ in fp16 within a quick run.
 LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
@@ -55,44 +53,6 @@ def cases(ctx: BuildContext) -> list[MatmulCase]:
     return [MatmulCase(dtype, n) for dtype in DTYPES for n in ladder(ctx.profile, ctx.device, dtype)]
 
 
-def matmul_tflops(n: int, seconds: float) -> float:
-    """2·n³ floating-point operations (a multiply and an add per inner-product term)."""
-    return 2 * n**3 / seconds / 1e12
-
-
-def float32_precision_for(dtype: str) -> str:
-    """torch.set_float32_matmul_precision value: tf32 allows TF32 tensor cores, fp32 forbids them."""
-    return "high" if dtype == "tf32" else "highest"
-
-
-def operands(n: int, dtype: str, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random operands (never zeros: they can run faster than real data) and an output buffer."""
-    gen = seeded_generator(device, seed)
-    a = randn_on((n, n), device, TORCH_DTYPES[dtype], gen)
-    b = randn_on((n, n), device, TORCH_DTYPES[dtype], gen)
-    return a, b, torch.empty_like(a)
-
-
-def with_precision(dtype: str) -> Callable[[], None]:
-    """Set the fp32 matmul precision for this case; returns the function that restores it."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(float32_precision_for(dtype))
-    return lambda: torch.set_float32_matmul_precision(previous)
-
-
-def tflops_figures(n: int, dtype: str, device_name: str) -> Callable[[SampleStats, Any], dict[str, Any]]:
-    def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
-        tflops = matmul_tflops(n, stats.median_s)
-        peak = peak_tflops(device_name, dtype)
-        return {"tflops": tflops, "peak_tflops": peak, "pct_of_peak": 100 * tflops / peak if peak else None}
-
-    return figures
-
-
-def device_name(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-
-
 def build(case: MatmulCase, ctx: BuildContext) -> Timed:
     reason = dtype_skip_reason(ctx.device, case.dtype)
     if reason:
@@ -116,9 +76,7 @@ def call_estimate_s(n: int, dtype: str, ctx: BuildContext) -> float:
     small = max(1, n // PROBE_SHRINK)
     a, b, out = operands(small, dtype, ctx.device)
     torch.matmul(a, b, out=out)  # one-time costs (library init) are not the call's
-    start = ctx.clock()
-    torch.matmul(a, b, out=out)
-    return (ctx.clock() - start) * (n / small) ** 3
+    return time_call(lambda: torch.matmul(a, b, out=out), ctx.clock) * (n / small) ** 3
 
 
 def headline(cases: list[MatmulCase]) -> list[MatmulCase]:

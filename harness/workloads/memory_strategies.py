@@ -14,8 +14,8 @@ from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.models import CNN_EFFICIENCY, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
-from gpubench.harness.workloads.train_loop import Trainer, precision_skip_reason
+from gpubench.harness.workloads.common.models import CNN_EFFICIENCY, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
+from gpubench.harness.workloads.common.train_loop import Trainer, precision_skip_reason
 
 BASE_BATCH = 256
 # Six training steps of tens of ms each on a CPU: fewer builds. Not one in quick: a step's time

@@ -1,7 +1,7 @@
 """A full MNIST CNN training epoch (60k train + 10k eval) under every training setting:
 input pipeline, precision, channels_last, compile, checkpointing, accumulation, freezing.
 
-The epoch is timed in windows of steps (gpubench.harness.workloads.train_loop.run_epoch), so one epoch
+The epoch is timed in windows of steps (gpubench.harness.workloads.common.train_loop.run_epoch), so one epoch
 gives a row with raw samples and a spread; `epoch_s` stays the whole epoch. A diverged run
 (non-finite loss, or test accuracy near chance on real data) is a failed row, never "fastest"."""
 
@@ -9,68 +9,33 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import Any
 from collections.abc import Iterable
 
 import torch
-from torch.utils.data import DataLoader
 
-from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.catalog.mnist_epoch import SPEC
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.devices.data_source import Batch, DataSource, PreloadedLoader
+from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.datasets import CLASSES
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
-from gpubench.harness.core.stats import SampleStats, summarize
-from gpubench.harness.measurement.loop import sample, warm_up
-from gpubench.harness.measurement.timing import SyncedClock
+from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.models import CNN_EFFICIENCY, CNN_FORWARD_FLOPS, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
-from gpubench.harness.workloads.train_loop import (
-    COMPILE_MODES, PRECISIONS, EpochResult, Trainer, compile_skip_reason, precision_skip_reason, profile_top_ops, run_epoch,
+from gpubench.harness.workloads.common.epoch import (
+    PRELOADED, SMOKE_IMAGES, TEMPLATE, CompileCost, EpochCase, epoch_work, make_loaders, make_trainer, shape_batches, skip_reason,
+    step_seconds, warm_and_cost,
+)
+from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
+from gpubench.harness.workloads.common.train_loop import (
+    COMPILE_MODES, PRECISIONS, EpochResult, profile_top_ops, run_epoch,
 )
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
-SMOKE_IMAGES = (2048, 512)  # the smoke profile trains on this many train/test images: it tests the suite, not the machine
-
-
-@dataclass(frozen=True)
-class EpochCase(Case):
-    """Defaults are the template (a tutorial's usual MNIST setup): DataLoader with ToTensor+Normalize per image,
-    batch 256, num_workers=4, pin_memory=True, non_blocking copies, fp32, no compile.
-    A preloaded epoch uses none of the DataLoader's knobs: they are None."""
-
-    workload: ClassVar[str] = "mnist_epoch"
-    batch_size: int = 256
-    loader: str = "dataloader"  # dataloader | preloaded
-    num_workers: int | None = 4
-    pin_memory: bool | None = True
-    non_blocking: bool | None = True
-    persistent_workers: bool | None = False
-    prefetch_factor: int | None = None  # None = DataLoader's default (2 per worker)
-    precision: str = "fp32"
-    channels_last: bool = False  # NHWC activations and weights (not in the guide; often the best CPU setting)
-    compile_mode: str = "none"
-    checkpointing: bool = False
-    accumulation_steps: int = 1
-    freeze_features: bool = False
-    model: str = "cnn"
-    # precision and channels_last come from the race of this machine (gpubench.harness.workloads.epoch_race) when the case is
-    # built; the case's own values are placeholders until then
-    raced: bool = False
-
-    @property
-    def effective_batch(self) -> int:
-        return self.batch_size * self.accumulation_steps
-
-
-TEMPLATE = EpochCase()
-PRELOADED = EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
 
 
 def _sweep(base: EpochCase, **axes: Iterable[Any]) -> list[EpochCase]:
@@ -107,15 +72,6 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
     return _unique(full)
 
 
-def skip_reason(case: EpochCase, device: torch.device) -> str | None:
-    reason = precision_skip_reason(case.precision, device)
-    if reason:
-        return reason
-    if case.loader == "dataloader" and not case.num_workers and (case.persistent_workers or case.prefetch_factor):
-        return "persistent_workers and prefetch_factor need num_workers > 0 (DataLoader rejects them)"
-    return compile_skip_reason(case.compile_mode)
-
-
 def setting_notes(case: EpochCase, device: torch.device) -> list[str]:
     notes = []
     cores = os.cpu_count() or 1
@@ -124,153 +80,6 @@ def setting_notes(case: EpochCase, device: torch.device) -> list[str]:
     if case.loader == "dataloader" and case.pin_memory and device.type != "cuda":
         notes.append("pin_memory has no effect without CUDA")
     return notes
-
-
-def make_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tuple[Iterable[Batch], Iterable[Batch]]:
-    if case.loader == "preloaded":
-        return (PreloadedLoader(*data.preloaded(True, device), case.batch_size, shuffle=True),
-                PreloadedLoader(*data.preloaded(False, device), case.batch_size, shuffle=False))
-    options: dict[str, Any] = {"batch_size": case.batch_size, "num_workers": case.num_workers or 0,
-                               "pin_memory": bool(case.pin_memory) and device.type == "cuda"}
-    if case.num_workers:
-        options["persistent_workers"] = case.persistent_workers
-        if case.prefetch_factor:
-            options["prefetch_factor"] = case.prefetch_factor
-    return (DataLoader(data.image_dataset(True), shuffle=True, **options),
-            DataLoader(data.image_dataset(False), shuffle=False, **options))
-
-
-def shape_batches(data: DataSource, device: torch.device, batch_size: int) -> list[Batch]:
-    """Device batches of every shape an epoch will see (full, and the train/test remainders), so
-    warm-up compiles and autotunes all of them before the clock starts."""
-    cpu = torch.device("cpu")
-    images, labels = data.preloaded(True, cpu)  # only the slices go to the device, not the dataset
-    test_images, test_labels = data.preloaded(False, cpu)
-    sizes = {batch_size, labels.shape[0] % batch_size or batch_size}
-    train = [(images[:n].to(device), labels[:n].to(device)) for n in sorted(sizes, reverse=True)]
-    test_sizes = {batch_size, test_labels.shape[0] % batch_size or batch_size}
-    return train + [(test_images[:n].to(device), test_labels[:n].to(device)) for n in sorted(test_sizes, reverse=True)]
-
-
-@dataclass
-class CompileCost:
-    compile_s: float | None = None  # cold: fresh dynamo state and an empty inductor cache
-    compile_warm_s: float | None = None  # the same compile again with the cache the cold one filled
-    eager_step_s: float | None = None
-    compiled_step_s: float | None = None
-
-    @property
-    def break_even_steps(self) -> float | None:
-        """Steps after which a cold compile has paid for itself; None when it never does."""
-        if self.compile_s is None or self.eager_step_s is None or self.compiled_step_s is None:
-            return None
-        gain_s = self.eager_step_s - self.compiled_step_s
-        return max(self.compile_s, 0.0) / gain_s if gain_s > 0 else None
-
-
-def step_seconds(trainer: Trainer, batch: Batch, rounds: int = 5) -> float:
-    plan = RoundPlan(0, 1, rounds, 0.0)
-    return summarize(sample(lambda: trainer.step([batch]), plan, trainer.clock)).median_s
-
-
-def make_trainer(case: EpochCase, device: torch.device, clock: SyncedClock, compile_mode: str | None = None, seed: int = 0,
-                 lr: float = 1e-3) -> Trainer:
-    return Trainer(make_model(case.model, case.checkpointing, seed), device, case.precision, case.accumulation_steps,
-                   case.freeze_features, case.compile_mode if compile_mode is None else compile_mode,
-                   lr=lr, channels_last=case.channels_last, clock=clock)
-
-
-def first_call_s(trainer: Trainer, batch: Batch) -> float:
-    start = trainer.clock()
-    trainer.step([batch])
-    return trainer.clock() - start
-
-
-_COMPILER_WARMED: set[str] = set()  # device types whose compiler machinery this process has started
-
-
-def warm_compiler(device: torch.device) -> bool:
-    """Once per process and device type, a trivial torch.compile run once: inductor's imports, its
-    compile-worker pool and the device's code generator start here, not inside the first compiled
-    case's cold `compile_s` (later cases in the process never paid them, so the first was not
-    comparable). Returns whether it ran."""
-    if device.type in _COMPILER_WARMED:
-        return False
-
-    def tiny(x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x * 2.0 + 1.0)
-
-    torch.compile(tiny)(torch.ones(8, device=device))
-    _COMPILER_WARMED.add(device.type)
-    return True
-
-
-class FreshCompileCaches:
-    """A compile measured from scratch: dynamo's state reset, inductor's in-memory kernel caches
-    cleared and its on-disk caches (inductor, triton) pointed at an empty folder — else a case
-    inherits the kernels of the cases before it and compile_s depends on case order. Built on
-    torch's own `fresh_inductor_cache`; the user's cache settings come back on exit. The compiler
-    machinery is warmed first (once per process), outside the fresh caches."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def __enter__(self) -> FreshCompileCaches:
-        from torch._inductor.utils import fresh_inductor_cache
-
-        warm_compiler(self.device)
-        self._fresh = fresh_inductor_cache()
-        self._fresh.__enter__()
-        torch._dynamo.reset()
-        return self
-
-    def reset_dynamo(self) -> None:
-        torch._dynamo.reset()  # keeps the on-disk cache: the next compile is a warm one
-
-    def __exit__(self, *exc: object) -> None:
-        self._fresh.__exit__(*exc)
-
-
-def eager_step_seconds(case: EpochCase, trainer: Trainer, batch: Batch) -> float:
-    """The same step uncompiled, warmed, on the same batch, with the timed trainer's clock (its
-    model is freed on return)."""
-    eager = make_trainer(case, trainer.device, trainer.clock, compile_mode="none")
-    warm_up(lambda: eager.step([batch]), 2, eager.clock)
-    return step_seconds(eager, batch)
-
-
-def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
-    """Eager step, then the cold first call of `trainer` (compile + one step) minus an eager step;
-    with `warm`, a second fresh model compiled against the cache the first filled."""
-    cost = CompileCost(eager_step_s=eager_step_seconds(case, trainer, first))
-    with FreshCompileCaches(device) as caches:
-        # a first call minus one eager step; a warm compile can be shorter than the step's own
-        # noise, so both are floored at zero rather than published as negative times
-        cost.compile_s = max(0.0, first_call_s(trainer, first) - cost.eager_step_s)
-        if warm:
-            caches.reset_dynamo()
-            # the reset also dropped the timed trainer's graphs: warm-up below re-traces them
-            cost.compile_warm_s = max(0.0, first_call_s(make_trainer(case, device, trainer.clock), first) - cost.eager_step_s)
-    return cost
-
-
-def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], device: torch.device, profile: str) -> CompileCost:
-    """Warm-up outside the samples: cuDNN/cuBLAS init, allocator growth and, when compiled, the
-    compilation of every shape. For compiled cases also the cold first-call compile time against
-    an eager step on the same batch (and, in the full profile, the warm-cache compile)."""
-    first, train_shapes = batches[0], [b for b in batches if b[0].shape[0] != batches[0][0].shape[0]][:1]
-    cost = CompileCost()
-    if case.compile_mode != "none":
-        cost = compile_cost(case, trainer, first, device, warm=profile == "full")
-    repeats = 3 if case.compile_mode == "reduce-overhead" else 2  # CUDA graphs record on a later call
-    for _ in range(repeats):
-        trainer.step([first])
-        for batch in train_shapes:
-            trainer.step([batch])
-        trainer.evaluate(batches)
-    if case.compile_mode != "none":
-        cost.compiled_step_s = step_seconds(trainer, first)
-    return cost
 
 
 def divergence(result: EpochResult, dataset: str) -> str | None:
@@ -354,21 +163,6 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
 def headline(cases: list[EpochCase]) -> list[EpochCase]:
     """The template epoch and the raced one: the summary's template and fastest-at-equal-accuracy rows."""
     return [c for c in cases if c in (TEMPLATE, replace(PRELOADED, raced=True))]
-
-
-# A DataLoader's ToTensor+Normalize per image, in its workers (host seconds per sample, 2-core CPUs).
-LOADER_S_PER_SAMPLE = 40e-6
-# A raced case first races its contestants on a batch (gpubench.harness.workloads.epoch_race): about this much of an epoch.
-RACE_EPOCHS = 0.3
-
-
-def epoch_work(case: EpochCase, profile: str, epochs: float = 1.0) -> Work:
-    """`epochs` epochs of training and one evaluation of the case's data."""
-    train, test = SMOKE_IMAGES if profile == "smoke" else (60_000, 10_000)
-    steps = epochs * train / case.batch_size + test / case.batch_size
-    loader_s = LOADER_S_PER_SAMPLE * (epochs * train + test) if case.loader == "dataloader" else 0.0
-    return Work(flops=epochs * train * CNN_TRAIN_FLOPS + test * CNN_FORWARD_FLOPS, dtype=case.precision, efficiency=CNN_EFFICIENCY,
-                launches=steps * CNN_STEP_LAUNCHES, host_s=loader_s, calls=1 + (RACE_EPOCHS if case.raced else 0.0))
 
 
 def work(case: EpochCase, ctx: BuildContext) -> Work:

@@ -1,4 +1,4 @@
-"""The user's own model (`gpubench run --model module:factory --input SHAPE`, gpubench.harness.workloads.user_model):
+"""The user's own model (`gpubench run --model module:factory --input SHAPE`, gpubench.harness.workloads.common.user_model):
 its training step and its inference over the settings the suite sweeps, one at a time around fp32 eager:
 batch size, precision (bf16 autocast, fp16 autocast with GradScaler), torch.compile, channels_last (an image
 input, C x H x W) and gradient checkpointing (training). Figures: samples/s and the peak memory of the step.
@@ -26,9 +26,9 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.train_loop import compile_skip_reason, AMP_DTYPES, apply_step, precision_skip_reason
-from gpubench.harness.workloads.transformer import with_fp32_matmuls
-from gpubench.harness.workloads.user_model import first_tensor, make_model, sample_batch
+from gpubench.harness.workloads.common.train_loop import compile_skip_reason, AMP_DTYPES, apply_step, precision_skip_reason
+from gpubench.harness.workloads.common.matmuls import with_precision
+from gpubench.harness.workloads.common.user_model import first_tensor, make_model, sample_batch
 
 # Batch sizes per profile: the first is the base every other setting is swept at.
 BATCH_SIZES = {"cpu": {"smoke": (2,), "quick": (8, 32), "full": (8, 32, 128)},
@@ -104,7 +104,7 @@ class Step:
         return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None)
 
 
-class TrainStep(Step):
+class ModelTrainStep(Step):
     def __init__(self, case: ModelCase, model: nn.Module, spec: ModelSpec, device: torch.device) -> None:
         super().__init__(case, model, spec, device)
         self.model.train()
@@ -169,9 +169,9 @@ def build(case: ModelCase, ctx: BuildContext) -> Timed:
     model = make_model(ctx.model)
     if case.checkpointing and (why := enable_checkpointing(model)):
         raise CaseSkipped(why)
-    restore = with_fp32_matmuls()  # fp32 is IEEE fp32 (no TF32), as in the suite's training cases
+    restore = with_precision("fp32")  # fp32 is IEEE fp32 (no TF32), as in the suite's training cases
     try:
-        step = (TrainStep if case.step == "train" else InferenceStep)(case, model, ctx.model, ctx.device)
+        step = (ModelTrainStep if case.step == "train" else InferenceStep)(case, model, ctx.model, ctx.device)
     except BaseException:
         restore()
         raise

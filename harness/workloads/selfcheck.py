@@ -25,11 +25,12 @@ from gpubench.harness.measurement.cases import Case
 from gpubench.harness.catalog.selfcheck import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.machine_load import BUSY_FRAC, LoadMeter
+from gpubench.harness.measurement.loop import time_call
 from gpubench.harness.measurement.measure import Measurement, Timed
 from gpubench.harness.core.stats import median_ci
 from gpubench.harness.measurement.timing import Clock, cuda_event_samples
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
+from gpubench.harness.workloads.common.matmuls import device_name, operands, tflops_figures, with_precision
 
 AGREEMENT = (0.97, 1.03)  # a median harness/other ratio clearly outside this band fails the row
 # Single windows on a shared 2-core machine vary by ±10%; the median of 41 pair ratios sat within
@@ -62,13 +63,6 @@ def cases(ctx: BuildContext) -> list[SelfcheckCase]:
     return [SelfcheckCase("fp32", n) for n in SIZES["cpu" if ctx.device.type == "cpu" else "gpu"]]
 
 
-def harness_window_s(fn: Callable[[], Any], calls: int, clock: Clock) -> float:
-    start = clock()
-    for _ in range(calls):
-        fn()
-    return (clock() - start) / calls
-
-
 def torch_benchmark_window_s(timer: Any, calls: int) -> float:
     """torch.utils.benchmark.Timer at the harness's thread count (its default of 1 would make the
     comparison meaningless on the CPU); it synchronizes CUDA itself."""
@@ -87,9 +81,9 @@ def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clo
     for pair in range(pairs):
         if pair % 2:  # alternate which clock goes first, so an order effect cancels in the median
             tub_s = torch_benchmark_window_s(timer, calls)
-            harness_s = harness_window_s(fn, calls, clock)
+            harness_s = time_call(fn, clock, calls)
         else:
-            harness_s = harness_window_s(fn, calls, clock)
+            harness_s = time_call(fn, clock, calls)
             tub_s = torch_benchmark_window_s(timer, calls)
         tub_ratios.append(harness_s / tub_s)
         if cuda:

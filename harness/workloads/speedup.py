@@ -15,7 +15,7 @@ from gpubench.harness.core.plan import Budget
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.matmul import device_name, operands, tflops_figures, with_precision
+from gpubench.harness.workloads.common.matmuls import device_name, operands, tflops_figures, with_precision
 
 GUIDE_N = 5000
 

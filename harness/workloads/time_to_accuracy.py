@@ -36,10 +36,10 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.mnist_epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, epoch_work, make_loaders, make_trainer,
-                                                   shape_batches, skip_reason, warm_and_cost)
-from gpubench.harness.workloads.train_loop import Trainer, timed_batches
+from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
+from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, epoch_work, make_loaders, make_trainer,
+                                                          shape_batches, skip_reason, warm_and_cost)
+from gpubench.harness.workloads.common.train_loop import Trainer, timed_batches
 
 EVALS_PER_EPOCH = 4
 EPOCH_CAP = {"smoke": 3, "quick": 3, "full": 10}  # epochs without reaching the target: "did not converge"
@@ -86,7 +86,7 @@ def target_for(case: TargetCase, dataset: str, profile: str) -> float:
 
 def designs(gpu: bool) -> dict[str, EpochCase]:
     """The template epoch, the fastest epoch setting (data on the device, the precision and memory format that won
-    this machine's race, gpubench.harness.workloads.epoch_race), and the speedrun: the fastest setting at batch 512 with a
+    this machine's race, gpubench.harness.workloads.common.epoch_race), and the speedrun: the fastest setting at batch 512 with a
     one-cycle schedule peaking at 3x the template's learning rate (on GPU also torch.compile)."""
     fastest = replace(PRELOADED, raced=True)
     speedrun = replace(fastest, batch_size=512, compile_mode="default" if gpu else "none")

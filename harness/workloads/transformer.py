@@ -1,4 +1,4 @@
-"""A GPT-style decoder's training step (gpubench.harness.workloads.gpt): tokens/s, step time, peak memory and
+"""A GPT-style decoder's training step (gpubench.harness.workloads.common.gpt): tokens/s, step time, peak memory and
 MFU — the model's FLOP/s over the device's datasheet peak in the case's precision, as nanoGPT and
 PaLM (appendix B) report it. Settings: model size, precision (fp32, bf16 autocast), torch.compile,
 the attention backend (torch.nn.attention.sdpa_kernel) and the fused AdamW.
@@ -32,7 +32,7 @@ from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.gpt import (
+from gpubench.harness.workloads.common.gpt import (
     CONFIGS,
     GPT,
     SDPA_BACKENDS,
@@ -41,8 +41,9 @@ from gpubench.harness.workloads.gpt import (
     flops_per_token,
     token_batches,
 )
-from gpubench.harness.workloads.matmul_peak import measured_peak
-from gpubench.harness.workloads.train_loop import compile_skip_reason, AMP_DTYPES, precision_skip_reason
+from gpubench.harness.workloads.common.matmul_peak import measured_peak
+from gpubench.harness.workloads.common.matmuls import with_precision
+from gpubench.harness.workloads.common.train_loop import compile_skip_reason, AMP_DTYPES, precision_skip_reason
 
 PRECISIONS = ("fp32", "bf16")
 BATCH_POOL = 4  # distinct batches the steps cycle through
@@ -155,7 +156,7 @@ def skip_reason(case: TransformerCase, device: torch.device) -> str | None:
             or fused_skip_reason(case, device))
 
 
-class TrainStep:
+class TransformerStep:
     """One AdamW step on the next batch of the pool; the loss stays on the device in `losses`."""
 
     def __init__(self, case: TransformerCase, device: torch.device, seed: int = 0) -> None:
@@ -210,7 +211,7 @@ def model_figures(case: TransformerCase, params: int, median_s: float, device_na
             "step_s": median_s, "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else None}
 
 
-def step_figures(case: TransformerCase, step: TrainStep, device_name: str,
+def step_figures(case: TransformerCase, step: TransformerStep, device_name: str,
                  planned_steps: int) -> Callable[[SampleStats, Any], dict[str, Any]]:
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         timed = torch.stack(step.losses[:stats.rounds]).float().cpu().tolist()  # the one read of the losses
@@ -227,15 +228,7 @@ def step_figures(case: TransformerCase, step: TrainStep, device_name: str,
     return figures
 
 
-def with_fp32_matmuls() -> Callable[[], None]:
-    """fp32 matmuls as IEEE fp32 (no TF32) for the case, so fp32's peak is the one that applies;
-    returns the function that restores the process's setting."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    return lambda: torch.set_float32_matmul_precision(previous)
-
-
-def attention_mismatch(case: TransformerCase, step: TrainStep) -> str | None:
+def attention_mismatch(case: TransformerCase, step: TransformerStep) -> str | None:
     """Why the step did not run the attention backend it names, found from the kernels one step
     calls under the profiler (eager or compiled; a fused backend has its own kernel, math none)."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -253,9 +246,9 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
     reason = skip_reason(case, ctx.device)
     if reason:
         raise CaseSkipped(reason)
-    restore = with_fp32_matmuls()
+    restore = with_precision("fp32")  # IEEE fp32 (no TF32): fp32's peak is the one that applies
     try:
-        step = TrainStep(case, ctx.device, seed=ctx.build_index)
+        step = TransformerStep(case, ctx.device, seed=ctx.build_index)
         warmup, timed_steps = STEPS[str(ctx.profile)]
         for _ in range(warmup - 1):  # compiles (forward and backward) and grows the allocator, outside the samples
             step()
@@ -272,9 +265,9 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
                  cleanup=restore, cpu_memory=step, companion=measured_mfu(case, ctx, step) if no_datasheet else None)
 
 
-def measured_mfu(case: TransformerCase, ctx: BuildContext, step: TrainStep) -> Callable[[Measurement], dict[str, Any]]:
+def measured_mfu(case: TransformerCase, ctx: BuildContext, step: TransformerStep) -> Callable[[Measurement], dict[str, Any]]:
     """On a device with no datasheet peak: MFU against this build's own matmul in the case's precision
-    (gpubench.harness.workloads.matmul_peak), as the attention workload's roofline."""
+    (gpubench.harness.workloads.common.matmul_peak), as the attention workload's roofline."""
     def companion(measured: Measurement) -> dict[str, Any]:
         peak = measured_peak(case.precision, ctx)
         tflops = model_figures(case, counted_params(step.model), measured.stats.median_s, "")["tflops"]

@@ -26,8 +26,8 @@ import torch
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.terminal import one_line
 from gpubench.harness.records.safe_files import read_json, replace_bytes
-from gpubench.harness.workloads.models import make_model
-from gpubench.harness.workloads.train_loop import PRECISIONS, Trainer, precision_skip_reason
+from gpubench.harness.workloads.common.models import make_model
+from gpubench.harness.workloads.common.train_loop import PRECISIONS, Trainer, precision_skip_reason
 
 RACE_FILE = "epoch-race.json"
 RACE_BATCH = 256  # the template's batch size: every contestant trains the same samples per step

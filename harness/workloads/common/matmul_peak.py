@@ -11,7 +11,7 @@ import torch
 
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed, measure
-from gpubench.harness.workloads.matmul import matmul_tflops, operands, with_precision
+from gpubench.harness.workloads.common.matmuls import matmul_tflops, operands, with_precision
 
 # An n×n product that reaches this kind of device's matmul peak in one call of milliseconds to tens of them.
 GPU_N, CPU_N = 8192, 1024

@@ -1,0 +1,204 @@
+"""A torchrun launch of a multi-process case (DDP, the collectives): its time limits, the ranks'
+heartbeats that name a rank which stopped, the launch itself with its failure read from the ranks'
+output, and the workdirs a killed run left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpubench import IMPORT_ROOT
+from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
+from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job
+from gpubench.harness.processes.torchrun import TorchrunLauncher
+
+
+# A whole torchrun launch (start, warm-up, the steps, teardown) per profile: past it a rank hung
+# or died without torchrun noticing, and the launch is killed with every rank.
+LAUNCH_TIMEOUT_S = {"smoke": 120, "quick": 600, "full": 3600}
+# The ranks' own collective timeout: a peer that stopped answering fails the waiting rank with its
+# error (quoted in the case's reason) before the launch is killed without one. Half the launch's,
+# at most two minutes below the full profile: a quick case with a silent rank ends within 5 min.
+COLLECTIVE_TIMEOUT_S = {"smoke": 60, "quick": 120, "full": 1800}
+# A rank whose heartbeat file (Heartbeat below, rewritten every second by a thread) is this
+# old stopped responding (SIGSTOP, a frozen process): the launch is killed naming it, first.
+HEARTBEAT_STALL_S = STOPPED_LIMIT_S  # the launcher's limit for a stopped build: one table
+# After a failed launch: a rank whose last heartbeat came this long before the last rank's went
+# silent first (the others then timed out waiting for it, or were stopped by torchrun).
+SILENT_BEFORE_OTHERS_S = 5.0
+WORKDIR_PREFIX = "gpubench-ddp-"
+STALE_WORKDIR_S = 24 * 3600  # a workdir this old belongs to no running case (a launch lasts at most an hour)
+
+
+def heartbeat_dir(result_json: Path) -> Path:
+    """One folder per launch (the baseline launch shares the case's workdir)."""
+    return result_json.with_name(f"{result_json.stem}-heartbeats")
+
+
+def last_beat_s(folder: Path) -> float | None:
+    """When the last rank still beating last beat: the moment the launch ended."""
+    beats = read_heartbeats(folder)
+    return max((float(beat["time_s"]) for beat in beats.values()), default=None)
+
+
+def read_heartbeats(folder: Path) -> dict[int, dict[str, Any]]:
+    """Each rank's last heartbeat ({"rank", "step", "time_s"}), by rank; a torn file is skipped."""
+    beats = {}
+    for path in folder.glob("heartbeat-*.json"):
+        try:
+            beat = json.loads(path.read_text())
+            beats[int(beat["rank"])] = beat
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return beats
+
+
+def silent_rank(folder: Path, stall_s: float, now_s: float | None = None) -> str:
+    """'rank 1 stopped responding (no heartbeat for 31 s, at step 1)' for the rank whose heartbeat
+    is oldest, when it is older than `stall_s`; '' when every rank still beats."""
+    beats = read_heartbeats(folder)
+    now_s = time.time() if now_s is None else now_s
+    if not beats:
+        return ""
+    oldest = min(beats.values(), key=lambda beat: float(beat["time_s"]))
+    silent_s = now_s - float(oldest["time_s"])
+    if silent_s < stall_s:
+        return ""
+    step = int(oldest.get("step", -1))
+    where = f"at step {step}" if step >= 0 else "before its first step"
+    return f"rank {oldest['rank']} stopped responding (no heartbeat for {silent_s:.0f} s, {where})"
+
+
+class LaunchTimedOut(RuntimeError):
+    """torchrun ran past its time limit and was killed with its ranks."""
+
+
+def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, stall_s: float, share: CaseShare | None,
+                    run: Callable[[list[str], Path, float, float], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A launch (`run`, default `launch`) that ends with its case's share of a run budget: stopped
+    there, it is a skipped case whose row keeps the seconds it ran (the next run under the same
+    budget does not start it)."""
+    limit_s = timeout_s if share is None else min(timeout_s, max(share.left_s(), MIN_SHARE_S))
+    started_s = time.monotonic()
+    try:
+        return (run or launch)(command, result_json, limit_s, stall_s)
+    except LaunchTimedOut:
+        if share is None or limit_s >= timeout_s:
+            raise
+        ran_s = time.monotonic() - started_s
+        share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
+        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {share_s} share "
+                         f"of the {budget_s} budget — raise --budget or deselect it", ran_s) from None
+
+
+def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
+           stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
+    """Run torchrun (gpubench.harness.processes.torchrun.TorchrunLauncher) and read rank 0's report. A rank whose
+    heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
+    rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
+    # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir
+    # (result_json's folder), so it is removed with it instead of piling up in the shared /tmp.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(IMPORT_ROOT), os.environ.get("PYTHONPATH")])),
+               TMPDIR=str(result_json.parent))
+    done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(heartbeat_dir(result_json), stall_s)))
+    output = done.stderr + done.stdout
+    if done.stalled:
+        raise RuntimeError(f"{done.stalled}: the launch was killed with its ranks (the others waited for it) — a stopped (SIGSTOP), "
+                           "swapped-out or frozen process; rerun the case")
+    if done.timed_out:
+        first = rank_error(output, fallback=False)
+        detail = f" (first error: {first})" if first else ""
+        raise LaunchTimedOut(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
+                           "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks")
+    if done.code != 0 or not result_json.exists():  # a rank gone silent (named first) makes a peer time out waiting for it
+        cause = root_cause(output)
+        silent = silent_rank(heartbeat_dir(result_json), SILENT_BEFORE_OTHERS_S, now_s=last_beat_s(heartbeat_dir(result_json)))
+        raise RuntimeError(f"torchrun exited {done.code}: " + "; ".join(filter(None, [silent, cause, rank_error(output, fallback=not cause)])))
+    return json.loads(result_json.read_text())
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*?: .+|^\S+: error: .+")
+# torchrun's ChildFailedError block: "Root Cause (first observed failure):" then lines like
+# "  rank      : 1 (local_rank: 1)" and "  exitcode  : -9 (pid: 1234)".
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)", re.MULTILINE)
+_ROOT_EXITCODE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
+
+
+def exit_cause(exitcode: int) -> str:
+    """'-9 (SIGKILL)': a negative exit code is the signal that ended the rank."""
+    if exitcode >= 0:
+        return str(exitcode)
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        return str(exitcode)
+    hint = ", often the kernel's out-of-memory killer: try a smaller --nproc" if name == "SIGKILL" else ""
+    return f"{exitcode} ({name}{hint})"
+
+
+def root_cause(output: str) -> str:
+    """'rank 1 exitcode -9 (SIGKILL)' from torchrun's root-cause block, or '' when it printed none."""
+    block = output[output.rfind("Root Cause"):] if "Root Cause" in output else output
+    rank, exitcode = _ROOT_RANK.search(block), _ROOT_EXITCODE.search(block)
+    if rank is None or exitcode is None:
+        return ""
+    return f"rank {rank.group(1)} exitcode {exit_cause(int(exitcode.group(1)))}"
+
+
+def rank_error(output: str, fallback: bool = True) -> str:
+    """The first exception a rank printed (the root cause), not torchrun's own ChildFailedError."""
+    for line in output.splitlines():
+        line = line.strip()
+        if _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
+            return line
+    return "no error line in the ranks' output" if fallback else ""
+
+
+def sweep_stale_workdirs(now_s: float | None = None, folder: Path | None = None) -> None:
+    """Remove this user's workdirs left by a killed run (older than a day: no running case owns
+    them). Another user's are never touched, even by root (the owner's uid is checked, not access);
+    a link of that name is not a workdir."""
+    now_s = time.time() if now_s is None else now_s
+    for stale in (folder or Path(tempfile.gettempdir())).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            info = stale.lstat()
+        except OSError:
+            continue  # gone meanwhile
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and now_s - info.st_mtime > STALE_WORKDIR_S:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+HEARTBEAT_PERIOD_S = 1.0
+
+
+class Heartbeat:
+    """A daemon thread that rewrites heartbeat-<rank>.json ({"rank", "step", "time_s"}) every
+    second. A thread, not the training loop: a rank waiting in a collective for a peer still
+    beats, so a stale file marks the rank that stopped (its every thread frozen), not the waiter."""
+
+    def __init__(self, folder: Path, rank: int) -> None:
+        self.path, self.rank, self.step = folder / f"heartbeat-{rank}.json", rank, -1  # -1: not training yet
+
+    def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        threading.Thread(target=self._beat, name="gpubench-heartbeat", daemon=True).start()
+
+    def _beat(self) -> None:
+        partial = self.path.with_name(self.path.name + ".tmp")
+        while True:
+            try:
+                partial.write_text(json.dumps({"rank": self.rank, "step": self.step, "time_s": time.time()}))
+                os.replace(partial, self.path)  # whole or absent for the reader
+            except OSError:  # the workdir removed under a rank being torn down
+                return
+            time.sleep(HEARTBEAT_PERIOD_S)
