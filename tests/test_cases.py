@@ -82,9 +82,14 @@ def test_full_profile_sweeps_every_setting():
         assert values <= {getattr(c, field) for c in cases}, field
 
 
-def test_cpu_fp16_matmul_ladder_is_capped():
-    sizes = {c.size for c in matmul.cases(context("quick")) if c.dtype == "fp16"}
-    assert sizes == {512}
+@pytest.mark.parametrize("native", [False, True])
+def test_a_cpu_matmul_ladder_stops_early_in_a_dtype_the_cpu_emulates(monkeypatch, native):
+    """bf16 without a native kernel took 65 s for one n=2048 product (0.26 GFLOP/s) on a 2-core VM, whose
+    n/4 probe had promised 13 s: such a dtype stops at n=512 in the quick profile, a native one does not."""
+    monkeypatch.setattr(matmul, "cpu_computes_natively", lambda dtype: native or dtype in ("fp32", "tf32"))
+    sizes = {dtype: {c.size for c in matmul.cases(context("quick")) if c.dtype == dtype} for dtype in ("fp32", "fp16", "bf16")}
+    assert sizes["fp32"] == {512, 1024, 2048}
+    assert sizes["bf16"] == sizes["fp16"] == ({512, 1024, 2048} if native else {512})
     assert {c.size for c in matmul.cases(context("quick", torch.device("cuda"))) if c.dtype == "fp16"} == {1024, 2048, 4096, 8192}
 
 

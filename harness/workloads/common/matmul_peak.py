@@ -11,12 +11,12 @@ import torch
 
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed, measure
-from gpubench.harness.workloads.common.matmuls import matmul_tflops, operands, with_precision
+from gpubench.harness.workloads.common.matmuls import cpu_computes_natively, matmul_tflops, operands, with_precision
 
 # An n×n product that reaches this kind of device's matmul peak in one call of milliseconds to tens of them.
 GPU_N, CPU_N = 8192, 1024
-# A CPU without native bf16/fp16 emulates them at about 1 GFLOP/s whatever the size (here: 1.39 at
-# n=256, 1.35 at n=512): the smallest size that still runs tens of milliseconds keeps the build cheap.
+# A CPU without native bf16/fp16 emulates them at about 1 GFLOP/s up to n=512 (here: 1.39 at n=256, 1.35 at
+# n=512), slower past it: the smallest size that still runs tens of milliseconds keeps the build cheap.
 CPU_EMULATED_N = 256
 
 
@@ -27,15 +27,6 @@ class MatmulPeak:
 
 
 _MEASURED: dict[tuple[str, str, int], MatmulPeak] = {}
-
-
-def cpu_computes_natively(dtype: str) -> bool:
-    """Whether this CPU's oneDNN has native kernels for the dtype (AVX-512 bf16, AMX fp16...)."""
-    if dtype == "bf16":
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    if dtype == "fp16":
-        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
-    return True
 
 
 def peak_n(device: torch.device, dtype: str) -> int:

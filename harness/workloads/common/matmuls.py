@@ -51,3 +51,12 @@ def tflops_figures(n: int, dtype: str, device_name: str) -> Callable[[SampleStat
 
 def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+
+
+def cpu_computes_natively(dtype: str) -> bool:
+    """Whether this CPU's oneDNN has native kernels for the dtype (AVX-512 bf16, AMX fp16...)."""
+    if dtype == "bf16":
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if dtype == "fp16":
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    return True
