@@ -86,7 +86,7 @@ def test_a_budget_past_a_week_is_refused_before_a_timer_overflows(text):
 
 def test_none_means_no_budget_and_quick_has_one_by_default():
     assert parse_duration("none") is None
-    assert Profile.QUICK.run_budget_s == 180 and Profile.FULL.run_budget_s is None
+    assert Profile.QUICK.run_budget_s == 300 and Profile.FULL.run_budget_s is None
     shown = [format_duration(seconds) for seconds in (2.13, 25.2, 180, 151)]
     assert shown == ["2.1 s", "25 s", "3m", "2m31s"]
 

@@ -79,7 +79,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "--budget",
         None,
         "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of what is left and is capped (fewer rounds) or skipped when "
-        "one call does not fit it (default: the profile's: quick 3m; smoke and full none)",
+        "one call does not fit it (default: the profile's: quick 5m; smoke and full none)",
     ),
     Option("--model", None, "benchmark your own model instead of the suite: a factory of an nn.Module as module:function (e.g. "
            "torchvision.models:resnet18), its training step and inference over the suite's settings; needs --input"),

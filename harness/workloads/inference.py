@@ -24,7 +24,7 @@ GRAD_MODES: dict[str, Callable[[], Any]] = {
 }
 BATCHES = {"smoke": (8,), "quick": (1, 64, 1024), "full": (1, 16, 64, 256, 1024, 4096)}
 # A CNN forward of 1024 images takes ~0.4 s on a 2-core CPU: the quick CPU ladder is latency (1)
-# and throughput (256) only, so the quick profile stays within 3 minutes there.
+# and throughput (256) only, so the quick profile stays within its budget there.
 CPU_QUICK_BATCHES = (1, 256)
 
 

@@ -56,7 +56,7 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
     if profile == "quick":
         # The template and the raced setting; on a CPU every epoch costs 5-40 s, so the intermediate
         # steps (fp32 preloaded, num_workers=2, bf16 without channels_last) are left to the full profile
-        # there (the quick profile must stay within 3 minutes on a 2-core CPU).
+        # there (the quick profile must stay within its budget on a 2-core CPU).
         quick = [TEMPLATE, best] if not gpu else [TEMPLATE, PRELOADED, best]
         if gpu:
             quick += [replace(TEMPLATE, num_workers=2), replace(PRELOADED, precision=amp), replace(best, batch_size=1024),
