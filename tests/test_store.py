@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,23 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path, capsys, monk
     both = main(["run", "--store", str(store), "--results-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert both == 4 and err.count("\n") == 1 and "pass one of them" in err
+
+
+def test_a_run_refused_for_a_taken_id_leaves_the_first_runs_exit_record(tmp_path, monkeypatch):
+    """A second `gpubench run --run-id r` is refused (exit 4) and must not replace r's own record of
+    exit 0: a fleet reading it would call a finished job failed."""
+    from gpubench.harness.commands import run_command
+
+    def run(code: int, makes_csv: bool):
+        def fake_cmd_run(args, extra):
+            if makes_csv:
+                (tmp_path / f"{args.run_id}.csv").write_text("rows\n")
+            return code
+
+        monkeypatch.setattr(run_command, "cmd_run", fake_cmd_run)
+        args, extra = build_parser().parse_known_args(["run", "--results-dir", str(tmp_path), "--run-id", "r"])
+        assert run_command.run_from_args(args, extra) == code
+        return json.loads((tmp_path / "r.exit.json").read_text())["exit_code"]
+
+    assert run(0, makes_csv=True) == 0  # the run that made r.csv records how it ended
+    assert run(4, makes_csv=False) == 0  # the refused one, whose id was taken, leaves it

@@ -42,22 +42,30 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     if problem := tests_problem(args) or resolve_store(args) or model_problem(args) or selection_problem(extra):
         return fail(problem, code=ExitCode.REFUSED)
+    before = run_csv(args)
+    theirs = before is not None and before.exists()  # an id another run holds: refused, and its record is not ours
     code = cmd_run(args, extra)
-    record_exit(args, code)
+    if not theirs:
+        record_exit(args, code)
     return code
 
 
-def record_exit(args: argparse.Namespace, code: int) -> None:
-    """The run's exit code beside its rows (gpubench.harness.records.store.write_exit), where its run id
-    was a valid file name: a refused one has no folder of its own to record it in."""
+def run_csv(args: argparse.Namespace) -> Path | None:
+    """The run's CSV, where its run id is a valid file name (a refused one has no file of its own)."""
     from gpubench.harness.records.run_ids import RunIdError, check_run_id_text
-    from gpubench.harness.records.store import write_exit
 
     try:
-        run_id = check_run_id_text(args.run_id or "")
+        return Path(args.results_dir) / f"{check_run_id_text(args.run_id or '')}.csv"
     except RunIdError:
-        return
-    if problem := write_exit(Path(args.results_dir), run_id, code):
+        return None
+
+
+def record_exit(args: argparse.Namespace, code: int) -> None:
+    """The run's exit code beside its rows (gpubench.harness.records.store.write_exit)."""
+    from gpubench.harness.records.store import write_exit
+
+    csv_path = run_csv(args)
+    if csv_path is not None and (problem := write_exit(csv_path.parent, csv_path.stem, code)):
         print(f"gpubench: {problem}", file=sys.stderr, flush=True)
 
 

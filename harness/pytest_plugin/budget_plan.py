@@ -84,7 +84,8 @@ class BudgetPlan:
         if tier == 0:  # funded whole: all that the other funded headline items' reserve leaves (split where no cost is known)
             share_s = max(self.left_s() - headline_s, 0.0) / (1 + unknown if known is None else 1)
         else:  # what the tiers before it still need is kept out
-            reserve_s = headline_s + sum(self._reserve_s(other) for other in pending if self.tier(other) == 1 < tier)
+            first_builds = [other for other in pending if self.tier(other) == 1] if tier == 2 else []
+            reserve_s = headline_s + sum(map(self._reserve_s, first_builds))
             share_s = share_of(self.cost(case_id), [self.cost(other[0]) for other in same_tier], self.left_s() - reserve_s)
         return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, self.cost(case_id))
 
