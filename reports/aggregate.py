@@ -1,9 +1,5 @@
-"""Runs and builds of one configuration folded into one figure per case, with its spread.
-
-The report's length grows with machines and cases, never with runs: every table below the raw
-merged CSV reads `per_case`, where a case's figure is the median over all its builds and runs,
-`spread` the IQR/median of the build figures, `runs` how many runs it came from.
-"""
+"""Runs and builds of one configuration folded into one figure per case, with its spread: the report grows with
+machines and cases, never with runs (every table below the raw merged CSV reads `per_case`)."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ def user_figure_columns(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(index=rows.index)
     parsed = {text: parse_cell("user_figures", text) for text in rows["user_figures"].dropna().unique()}
     values = [parsed.get(text) or {} if isinstance(text, str) else {} for text in rows["user_figures"]]
-    figures = pd.DataFrame(values, index=rows.index, dtype=float)
-    return figures.add_prefix(USER_PREFIX)
+    return pd.DataFrame(values, index=rows.index, dtype=float).add_prefix(USER_PREFIX)
 
 
 EXTRAS = ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version")  # kept as they are, per case
@@ -34,8 +29,8 @@ def _flags(values: pd.Series) -> str:
 
 
 def per_case(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (machine, case) over the ok rows: numeric columns as medians, settings as
-    they are, `builds`, `runs`, `spread` (of median_s between builds) and the union of flags."""
+    """One row per (machine, case) over the ok rows: numeric columns as medians over builds and runs, settings as
+    they are, `builds`, `runs`, `spread` (IQR/median of median_s between builds) and the union of flags."""
     read = {*KEYS, *NUMERIC_COLUMNS, *SETTING_COLUMNS, *EXTRAS, "run_id", "flags", "user_figures"}
     # only the columns read below are copied: a store's frame has a hundred more (raw samples among them)
     ok = frame.loc[frame["status"] == "ok", [c for c in frame.columns if c in read or c.startswith(USER_PREFIX)]]
@@ -47,13 +42,11 @@ def per_case(frame: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:  # every row skipped or failed: no case, but every column a table may ask for
         return pd.DataFrame(columns=[*KEYS, *numeric, *settings, *extras, "builds", "runs", "spread", "flags"])
     grouped = ok.groupby(KEYS, sort=False)
-    out = grouped[numeric].median()
-    out = out.join(grouped[settings + extras].first())
+    out = grouped[numeric].median().join(grouped[settings + extras].first())
     out["builds"] = grouped.size()
     out["runs"] = grouped["run_id"].nunique()
     quartiles = grouped["median_s"].quantile([0.25, 0.75]).unstack()  # vectorized: 1000s of groups
-    spread = (quartiles[0.75] - quartiles[0.25]) / out["median_s"]
-    out["spread"] = spread.where(grouped["median_s"].count() > 1)
+    out["spread"] = ((quartiles[0.75] - quartiles[0.25]) / out["median_s"]).where(grouped["median_s"].count() > 1)
     for figure in ("tflops", "gbps", "samples_per_s"):  # the builds' quartiles: headline rules and plot bands
         if figure in ok and ok[figure].notna().any():
             q = grouped[figure].quantile([0.25, 0.75]).unstack()

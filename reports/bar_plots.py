@@ -1,8 +1,6 @@
-"""Bar charts, for cases that are settings rather than a ladder: the epoch's settings, the memory
-strategies, torch.compile's cost and gain, a workload's declared bars. Machines are compared where a
-reader compares them, on one axis: a bar per machine beside the others (up to MAX_GROUPED machines;
-beyond, a panel each on one shared scale). A log axis only where the bars span a decade, the same
-for every panel of a figure."""
+"""Bar charts for cases that are settings rather than a ladder. Machines are compared on one axis, a bar per
+machine beside the others (beyond MAX_GROUPED, a panel each on one shared scale); a log axis only where the bars
+span a decade, the same for every panel of a figure."""
 
 from __future__ import annotations
 
@@ -13,7 +11,8 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from gpubench.harness.core.workload_spec import PlotSpec
-from gpubench.reports.plots import DPI, KEY, _legend, _panels, _plain_numbers, _save, axis_label, linear_numbers, literal_labels
+from gpubench.reports.plots import (DPI, KEY, _legend, _panels, _plain_numbers, _save, axis_label, linear_numbers,
+                                    literal_labels)
 
 MAX_GROUPED = 6  # machines side by side per setting; more would make bars thinner than their labels
 BAR_IN = 0.22  # inches a bar takes
@@ -27,8 +26,7 @@ def fastest_first(rows: pd.DataFrame, value: str) -> list[str]:
 
 def grouped(ax: plt.Axes, rows: pd.DataFrame, value: str, settings: list[str], machines: list[str],
             hatched: pd.Series | None = None) -> None:
-    """A row per setting, a bar per machine within it (one colour per machine, as in the legend);
-    `hatched` marks the rows to draw hatched (an input-bound epoch)."""
+    """A row per setting, a bar per machine within it; `hatched` marks the rows to draw hatched (input-bound)."""
     height = 0.8 / len(machines)
     for index, machine in enumerate(machines):
         mine = rows[rows["machine"] == machine].drop_duplicates("setting").set_index("setting")
@@ -103,16 +101,17 @@ def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
 
 @literal_labels
 def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
-    """Per memory source (CPU and GPU memory never on one axis): each strategy's step time and peak memory, machines side by side."""
+    """Per memory source (CPU and GPU memory never on one axis): each strategy's step time and peak memory."""
     rows = cases[(cases["workload"] == "memory_strategies") & (cases["step_s"] > 0)]
     if rows.empty:
         return None
-    rows = rows.assign(setting=rows["strategy"].astype(str), step_ms=rows["step_s"] * 1e3, peak_mib=rows["peak_mem_bytes"] / 2**20,
+    rows = rows.assign(setting=rows["strategy"].astype(str), step_ms=rows["step_s"] * 1e3,
+                       peak_mib=rows["peak_mem_bytes"] / 2**20,
                        source=rows["mem_source"].astype(object).fillna("unknown"))
     sources, machines = sorted(rows["source"].unique()), sorted(rows["machine"].unique())
     settings = fastest_first(rows.assign(neg=-rows["step_ms"]), "neg")  # the fastest strategy on top
-    fig, grid = plt.subplots(len(sources), 2, figsize=(11.0, (BAR_IN * len(settings) * len(machines) + 1.4) * len(sources)),
-                             squeeze=False, dpi=DPI)
+    height = (BAR_IN * len(settings) * len(machines) + 1.4) * len(sources)
+    fig, grid = plt.subplots(len(sources), 2, figsize=(11.0, height), squeeze=False, dpi=DPI)
     for (time_ax, memory_ax), source in zip(grid, sources):
         mine = rows[rows["source"] == source]
         grouped(time_ax, mine, "step_ms", settings, machines)
@@ -126,13 +125,13 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
 
 @literal_labels
 def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
-    """Cold compile time and the compiled step's gain per setting (gpubench.reports.tables.compile_table's rows),
-    machines side by side; break-even steps are in the table."""
+    """Cold compile time and the compiled step's gain per setting (compile_table's rows); break-even is in the table."""
     rows = compiled.dropna(subset=["compile_s"]).assign(gain_pct=lambda f: f["gain_pct"].fillna(0.0))
     if rows.empty:
         return None
     machines, settings = sorted(rows["machine"].unique()), fastest_first(rows, "gain_pct")
-    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11.0, BAR_IN * len(settings) * len(machines) + 1.8), sharey=True, dpi=DPI)
+    fig, (cost, gain) = plt.subplots(1, 2, figsize=(11.0, BAR_IN * len(settings) * len(machines) + 1.8), sharey=True,
+                                     dpi=DPI)
     grouped(cost, rows, "compile_s", settings, machines)
     grouped(gain, rows, "gain_pct", settings, machines)
     value_axis([cost], rows["compile_s"], "cold compile, first call (s)")

@@ -12,32 +12,25 @@ from gpubench.harness.records.safe_files import UnsafePath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import answer, health, history, sections, tables
 from gpubench.reports.aggregate import per_case
-from gpubench.reports.load import (
-    OUT_FIX,
-    ReportError,
-    dedupe,
-    load_energy_notes,
-    load_results,
-    load_top_ops,
-    spreadsheet_safe,
-    write_merged,
-)
+from gpubench.reports.load import (OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops,
+                                   spreadsheet_safe, write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import PublishError, report_folder
 
 __all__ = ["ReportError", "build_report", "render_report"]
 
-
 OP_CHARS = 60  # a CUDA kernel's name is a C++ template signature of 200 characters and more: its head names it
 
 
 def top_ops_table(ops: list[dict], limit: int = 10) -> pd.DataFrame:
-    """A sidecar's operators (gpubench.reports.load keeps dicts naming an `op`), names cut at their argument list;
-    a missing or non-numeric time is empty (the sidecar keeps them whole)."""
+    """A sidecar's operators, names cut at their argument list; a missing or non-numeric time is empty (the sidecar
+    keeps them whole)."""
     frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
-    frame["op"] = [short_label(op[:op.rfind("(")] if op.endswith(")") else op, OP_CHARS) for op in frame["op"].astype(str)]
+    frame["op"] = [short_label(op[:op.rfind("(")] if op.endswith(")") else op, OP_CHARS)
+                   for op in frame["op"].astype(str)]
     times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
-    return frame.assign(device_ms=times_us["device_time_us"] / 1e3, self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
+    return frame.assign(device_ms=times_us["device_time_us"] / 1e3,
+                        self_cpu_ms=times_us["self_cpu_time_us"] / 1e3)[["op", "calls", "device_ms", "self_cpu_ms"]]
 
 
 def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict]]]) -> str:
@@ -48,10 +41,12 @@ def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict
         best, _ = tables.fastest_at_equal_accuracy(tables.epoch_table(group))
         fastest = group[group["setting"] == best["setting"]].iloc[0] if best is not None else None
         template = group[group["setting"] == tables.TEMPLATE_SETTING]
-        for label, row in (("guide template", template.iloc[0] if not template.empty else None), ("fastest setting", fastest)):
+        for label, row in (("guide template", template.iloc[0] if not template.empty else None),
+                           ("fastest setting", fastest)):
             ops = top_ops.get(str(row["source_file"]), {}).get(str(row["case_id"])) if row is not None else None
             if ops:
-                parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"])) + md_table(top_ops_table(ops)))
+                parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"]))
+                             + md_table(top_ops_table(ops)))
     return section("Profiler: top operators (--profile-ops)", *parts) if parts else ""
 
 
@@ -61,36 +56,35 @@ def speedup_section(frame: pd.DataFrame, base: str) -> str:
         return ""
     if sections.several_machines(speed, rows=0):
         cells = [f"{g:.3g}x (95% {lo:.3g}–{hi:.3g}; {n} cases, {mn:.3g}–{mx:.3g})" for g, lo, hi, n, mn, mx in
-                 zip(speed["geomean_speedup"], speed["ci95_low"], speed["ci95_high"], speed["cases"], speed["min"], speed["max"])]
+                 zip(speed["geomean_speedup"], speed["ci95_low"], speed["ci95_high"], speed["cases"], speed["min"],
+                     speed["max"])]
         speed = sections.machine_columns(speed, ["workload"], cells)
-    return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than the baseline); "
-                   "with several machines a cell reads `geomean (95% interval; cases, min–max)`.", md_table(speed))
+    return section(f"Speedups against {base}", "Geometric mean over the cases both machines ran (above 1: faster than "
+                   "the baseline); with several machines a cell reads `geomean (95% interval; cases, min–max)`.",
+                   md_table(speed))
 
 
 def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[str]) -> list[str]:
-    """Recommendations (from the `measured` rows: no advice from the suite's own test sizes), flagged figures,
-    rows not ok, rows refused and the machines: every report ends with them."""
+    """Recommendations (from `measured` rows: no advice from the suite's own test sizes), flagged figures, rows not
+    ok, rows refused and the machines: every report ends with them."""
     advice = {machine: lines for machine, lines in tables.recommendations(measured).items() if lines}  # no empty bullet
     parts = [section("Recommendations", md_table(advice_table(advice)))] if advice else []
     flags = tables.flagged(frame)
     if not flags.empty:
-        parts.append(
-            section(
-                "Flagged figures",
-                "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), `one-sample`, "
-                "`short-rounds`, `cache` (cache-resident working set), `busy` (other processes used > 25% of the CPU), "
-                "`busy-gpu` (another process on the GPU), `throttled` (the GPU throttled during the timed region). Counted per build.",
-                md_table(flags),
-            )
-        )
+        parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), "
+                             "`one-sample`, `short-rounds`, `cache` (cache-resident working set), `busy` (other "
+                             "processes used > 25% of the CPU), `busy-gpu` (another process on the GPU), `throttled` "
+                             "(the GPU throttled during the timed region). Counted per build.", md_table(flags)))
     count = int((frame["status"] != "ok").sum())
-    parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
+    parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.",
+                         md_table(tables.not_ok_grouped(frame))))
     if refused:
-        parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: left out of every table above.",
-                             "\n".join(f"- {escape(line)}" for line in refused)))
+        parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: "
+                             "left out of every table above.", "\n".join(f"- {escape(line)}" for line in refused)))
     machines = tables.machines_table(frame)
     same = machines[machines.nunique(axis=1) == 1] if machines.shape[1] > 1 else machines.iloc[0:0]
-    common = escape("Alike on every machine: " + ", ".join(f"{f} {v}" for f, v in same.iloc[:, 0].items()) + ".") if len(same) else ""
+    common = (escape("Alike on every machine: " + ", ".join(f"{f} {v}" for f, v in same.iloc[:, 0].items()) + ".")
+              if len(same) else "")
     parts.append(section("Machines", md_table(machines.drop(same.index), index=True), common))
     return parts
 
@@ -110,13 +104,14 @@ SPEEDUPS_ORDER = 55  # between the micro-benchmarks and the training workloads
 
 
 def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base: str) -> list[str]:
-    """Each workload present, by its declared section (gpubench.harness.catalog), in declared order; the
-    cross-machine speedups sit between the micro-benchmarks and training."""
+    """Each workload present, by its declared section, in declared order, the speedups among them."""
     present = set(frame["workload"])
-    declared = [(spec.report.order, name, spec.report) for name, spec in specs().items() if name in present and spec.report is not None]
+    declared = [(spec.report.order, name, spec.report) for name, spec in specs().items()
+                if name in present and spec.report is not None]
     undeclared = [(1000, name, ReportSection(name)) for name in sorted(present - set(specs()))]
     parts: list[tuple[int, str]] = [(SPEEDUPS_ORDER, speedup_section(frame, base))]
-    parts += [(order, sections.render(frame, cases, out, report, name)) for order, name, report in declared + undeclared]
+    parts += [(order, sections.render(frame, cases, out, report, name))
+              for order, name, report in declared + undeclared]
     return [text for _, text in sorted(parts, key=lambda part: part[0])]
 
 
@@ -127,31 +122,34 @@ def is_smoke(frame: pd.DataFrame) -> pd.Series:
 
 
 def shadowed_smoke(frame: pd.DataFrame, smoke: pd.Series) -> pd.Series:
-    """Smoke rows (`smoke`) of a case the same machine also measured at a real profile: a workload table folds a
-    case's rows into one median, and a 2,048-image smoke epoch is not one of the full epoch's builds."""
+    """Smoke rows of a case the same machine also measured at a real profile: a workload table folds a case's rows
+    into one median, and a 2,048-image smoke epoch is not one of the full epoch's builds."""
     measured = set(zip(frame.loc[~smoke, "machine"], frame.loc[~smoke, "case_id"]))
     return smoke & pd.Series([key in measured for key in zip(frame["machine"], frame["case_id"])], index=frame.index)
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
-                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None, refused: list[str] | None = None,
-                  telemetry: dict[str, dict[str, float]] | None = None) -> str:
-    """The report's markdown; writes the plots it links into `out`. The summary comes first;
-    every table below it holds one row per configuration and case (runs and builds folded)."""
+                  energy_notes: dict[str, str] | None = None, notes: list[str] | None = None,
+                  refused: list[str] | None = None, telemetry: dict[str, dict[str, float]] | None = None) -> str:
+    """The report's markdown; writes the plots it links into `out`. Below the summary, every table holds one row per
+    configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     smoke = is_smoke(frame)
     measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
     measured_cases = per_case(measured)
     head = [answer.answer(measured, measured_cases, base), *answer.banners(frame, smoke),
-            f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} configuration(s). "
-            f"Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the spread between builds: IQR/median); "
-            "every timed region ended in a device synchronize." + "".join(f" Note: {escape(note)}." for note in notes or [])]
+            f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
+            f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
+            "spread between builds: IQR/median); every timed region ended in a device synchronize."
+            + "".join(f" Note: {escape(note)}." for note in notes or [])]
     parts = ["# gpubench report\n\n" + "\n\n".join(line for line in head if line)]
     if measured.empty:
-        parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick or full profile for one."))
+        parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick "
+                             "or full profile for one."))
     else:
-        parts.append(section("Summary", md_table(tables.summary(measured, measured_cases, base, energy_notes or {}), index=True)))
-        parts += [health.render(measured, measured_cases, telemetry), history.render(measured, out)]  # each box's health; over time
+        summary = tables.summary(measured, measured_cases, base, energy_notes or {})
+        parts.append(section("Summary", md_table(summary, index=True)))
+        parts += [health.render(measured, measured_cases, telemetry), history.render(measured, out)]
     shown = frame[~shadowed_smoke(frame, smoke)]
     parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))
@@ -163,12 +161,12 @@ SHOWN_REFUSALS = 5  # rows refused named on stderr; all of them are in report.md
 
 
 def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
-    """Validate and merge `paths`, then write merged.csv, the plots and report.md into a new
-    folder that becomes `out` whole (gpubench.reports.publish): every argument is checked before anything
-    is written, and a report that fails or is interrupted leaves `out` as it was."""
+    """Validate and merge `paths`, then write merged.csv, the plots and report.md into a new folder that becomes
+    `out` whole: every argument is checked before anything is written, and a failed report leaves `out` as it was."""
     refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
     left_out: list[str] = []  # files in the folders that are not readable results (a store's stray or live files)
-    frame, notes = dedupe(load_results(paths, refused, left_out))  # a run given twice (a file and its folder, a copy) counts once everywhere
+    # a run given twice (a file and its folder, a copy) counts once everywhere
+    frame, notes = dedupe(load_results(paths, refused, left_out))
     top_ops, energy_notes = load_top_ops(paths, notes), load_energy_notes(paths, left_out)
     tables.baseline_machine(frame, baseline)  # a --baseline that names no machine: refused before `out` is touched
     for line in dict.fromkeys(left_out):  # said where the person looks, and in the report
@@ -190,4 +188,5 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     except (UnsafePath, PublishError) as error:
         raise ReportError(str(error)) from None
     except OSError as error:
-        raise ReportError(f"cannot write the report in {out} ({error.strerror or error}) — pass --out with a writable folder") from None
+        raise ReportError(f"cannot write the report in {out} ({error.strerror or error}) "
+                          "— pass --out with a writable folder") from None

@@ -1,35 +1,9 @@
-"""Which differences between two sides are real, judged against the noise between independent
-measurements, not between rounds of one measurement.
-
-Method (docs/method.md, "How compare decides"; paired sessions in reports/paired.py, replicate runs in
-reports/replicates.py):
-- The unit is an independent build of a case: a row's median (a fresh model/tensors, built at a
-  different moment of the run because builds are interleaved). A case with one build per run (an
-  epoch) uses the windows of that one epoch instead.
-- The change is the ratio of the sides' medians; its uncertainty, in log space, is
-  se² = s_p²·(1/n_base + 1/n_new) + between²: s_p is the spread of the units pooled over both
-  sides (a side that happened to be tight does not make the other side's spread look
-  significant); between² is the between-run noise of a ratio, which units from one run cannot
-  see. It is measured from the comparison itself: the scatter of the log-ratios of all common
-  cases around their median (standard deviation after rejecting cases beyond 3 MADs) — most
-  cases of two runs are unchanged, so their scatter is the machine's run-to-run noise — and never
-  taken below NOISE_FLOOR per run. Where a workload's other cases scattered more than that
-  between the runs, their scatter is used instead (workload_noise).
-  A case with one build per run also gets the typical between-process variance of the cases
-  built several times (process_variance): its own samples all come from one process.
-  The median shift of all cases is printed apart: with one run per side a machine that was
-  slower during one run and a change that slowed everything look alike.
-- t = log(ratio) / se; two-sided p from Student's t with Satterthwaite's degrees of freedom (the
-  pooled spread has n_base + n_new - 2; the floor is taken as known): few units give wide tails.
-  A change is significant at p < ALPHA. Verdicts: slower / faster (significant and beyond the threshold), no change (the
-  whole interval within ± the threshold), inconclusive (otherwise: the smallest detectable change
-  is printed, with the runs per side that would reach the threshold); the rule is
-  gpubench.reports.verdicts.decide, shared by every comparison. Exit 1 only for a significant slowdown beyond the threshold, or a case that was ok
-  in BASE and failed/ran out of memory in NEW.
-- A slower or faster verdict on rows that are themselves flagged `busy` or `busy-gpu` (another process
-  shared the machine while they were timed) is set aside: inconclusive, with the reason, and counted in
-  a note. A run on a busy machine never fails a gate on its own say-so.
-"""
+"""Which differences between two sides are real, judged against the noise between independent measurements, not
+between rounds of one (docs/method.md, "How compare decides"). The unit is a build's median (one epoch's windows for
+a case built once per run); se² = s_p²·(1/n_base + 1/n_new) + between², s_p pooled over both sides, between² the
+run-to-run noise of a ratio measured from the scatter of all common cases' log-ratios (most cases of two runs are
+unchanged), never below NOISE_FLOOR per run. t with Satterthwaite's degrees of freedom; verdicts by verdicts.decide;
+rows flagged busy are set aside (a run on a busy machine never fails a gate on its own say-so)."""
 
 from __future__ import annotations
 
@@ -44,27 +18,10 @@ from gpubench.reports import replicates
 from gpubench.reports.load import ReportError, dedupe, load_results, run_keys, samples
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.unreliable import set_aside
-from gpubench.reports.paired import (
-    factor,
-    format_session,
-    judge_pair_of_runs,
-    judged_sequentially,
-    paired_sides,
-    pairing_problem,
-    percent,
-    reach,
-)
-from gpubench.reports.verdicts import (
-    ALPHA,
-    MACHINE_WIDE,
-    NOISE_FLOOR,
-    ONE_PROCESS_FLOOR,
-    Judgement,
-    Verdict,
-    decide,
-    exit_code_of,
-    t_estimate,
-)
+from gpubench.reports.paired import (factor, format_session, judge_pair_of_runs, judged_sequentially, paired_sides,
+                                     pairing_problem, percent, reach)
+from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, Judgement, Verdict, decide,
+                                       exit_code_of, t_estimate)
 
 
 @dataclass(frozen=True)
@@ -96,7 +53,8 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         raise ReportError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
     if not text.endswith("%") and value >= 1:
-        raise ReportError(f"bad --threshold {text!r}: write {text}% for a percentage (or a fraction below 1, such as 0.05)")
+        raise ReportError(f"bad --threshold {text!r}: write {text}% for a percentage "
+                          "(or a fraction below 1, such as 0.05)")
     if not 0 < value < 10:
         raise ReportError(f"bad --threshold {text!r}: use a percentage above 0 such as 5%")
     return value
@@ -127,7 +85,8 @@ def runs_needed(detectable: float, threshold: float, runs: int) -> int:
     return max(runs + 1, math.ceil(needed)) if needed <= MAX_RUNS_SHOWN else MAX_RUNS_SHOWN + 1
 
 
-def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, between2: float | None = None, between_dof: float = math.inf) -> Verdict:
+def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, between2: float | None = None,
+          between_dof: float = math.inf) -> Verdict:
     ratio = new.median_s / base.median_s
     n_base, n_new = len(base.units), len(new.units)
     estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
@@ -135,7 +94,8 @@ def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, betwe
         between2 = NOISE_FLOOR**2 * (1 / base.runs + 1 / new.runs)
     se = math.sqrt(estimated + between2)
     # Satterthwaite: each estimated part of se² carries its own degrees of freedom
-    denominator = estimated**2 / max(1, n_base + n_new - 2) + (between2**2 / between_dof if math.isfinite(between_dof) else 0.0)
+    denominator = (estimated**2 / max(1, n_base + n_new - 2)
+                   + (between2**2 / between_dof if math.isfinite(between_dof) else 0.0))
     dof = se**4 / denominator if denominator > 0 else math.inf
     estimate = t_estimate(math.log(ratio), se, dof, n_base + n_new)
     verdict, detectable, note = decide(estimate, threshold), estimate.detectable, ""
@@ -144,7 +104,8 @@ def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, betwe
         runs = f"~{needed}" if needed <= MAX_RUNS_SHOWN else f"over {MAX_RUNS_SHOWN}"
         note = f"could detect {reach(detectable)} here; {runs} runs per side would resolve {threshold:.0%}"
     if "windows" in (base.kind, new.kind):
-        note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), not between builds"]))
+        note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), "
+                                             "not between builds"]))
     return Verdict.of(case_id, (base.median_s, new.median_s), estimate, verdict, note)
 
 
@@ -224,7 +185,8 @@ def workload_noise(pairs: dict[str, tuple[SideUnits, SideUnits]]) -> dict[str, t
     return noise
 
 
-def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
+def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
+                   threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
     notes: list[str] = []
     verdicts: list[Verdict] = []
@@ -237,16 +199,17 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
     new_broken = new[new["status"].isin(["failed", "oom", "skipped"]) & ~over_budget]
     for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
         reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
-        verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan, math.nan,
-                                None, None, None, None, Judgement.BROKEN, f"ok in BASE, {reason}"))
+        verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan,
+                                math.nan, None, None, None, None, Judgement.BROKEN, f"ok in BASE, {reason}"))
     base_cases, new_cases = set(base_ok["case_id"]), set(new_ok["case_id"])
     sides: dict[str, tuple[SideUnits, SideUnits]] = {}
     for case_id in sorted(base_cases & new_cases):
         b, n = side_of(base_ok[base_ok["case_id"] == case_id]), side_of(new_ok[new_ok["case_id"] == case_id])
         if b is None or n is None:
             verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()),
-                                    float(new_ok[new_ok["case_id"] == case_id]["median_s"].median()), math.nan, None, None, None, None,
-                                    Judgement.INCONCLUSIVE, "one sample on a side: run it again (2+ runs per side) to decide"))
+                                    float(new_ok[new_ok["case_id"] == case_id]["median_s"].median()), math.nan,
+                                    None, None, None, None, Judgement.INCONCLUSIVE,
+                                    "one sample on a side: run it again (2+ runs per side) to decide"))
             continue
         sides[case_id] = (b, n)
     noise = run_noise(list(sides.values()))
@@ -270,11 +233,12 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> t
         verdicts.append(shift)
     verdicts, unreliable = set_aside(verdicts, base_ok, new_ok)
     if unreliable:
-        notes.insert(0, f"{unreliable} case(s) set aside as inconclusive: their rows are flagged busy (another process shared the machine "
-                        "while they were timed) — compare runs from a quiet machine to judge them")
+        notes.insert(0, f"{unreliable} case(s) set aside as inconclusive: their rows are flagged busy (another "
+                        "process shared the machine while they were timed) — compare runs from a quiet machine to "
+                        "judge them")
     if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
-        notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter {math.expm1(noise.scatter):.1%} per ratio; "
-                        f"all cases moved by x{noise.shift:.3f} (median)")
+        notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter "
+                        f"{math.expm1(noise.scatter):.1%} per ratio; all cases moved by x{noise.shift:.3f} (median)")
     broken = {v.case_id for v in verdicts if v.verdict == Judgement.BROKEN}
     return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
@@ -287,7 +251,8 @@ def fmt_seconds(seconds: float) -> str:
 
 
 
-def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float, notes: list[str]) -> str:
+def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float,
+                      notes: list[str]) -> str:
     lines = ["| case | base median | new median | new/base | 99% CI | p | detectable | verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for v in verdicts:  # factor and percent: no figure printed with more digits than it means
@@ -296,15 +261,13 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         detectable = percent(v.detectable, 0) if v.detectable is not None else "—"
         ratio = factor(v.ratio) if not math.isnan(v.ratio) else "—"
         verdict = v.verdict + (f" ({v.note})" if v.note else "")
-        lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p, detectable, verdict]))
+        lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p,
+                                detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
     counts = {k: sum(v.verdict == k for v in cases) for k in Judgement if k != Judgement.NOT_JUDGED}
-    lines.append("")
-    lines.append(
-        f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per "
-        f"run): "
-        + ", ".join(f"{n} {k}" for k, n in counts.items())
-    )
+    lines += ["", f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the "
+              f"cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
+              + ", ".join(f"{n} {k}" for k, n in counts.items())]
     if only_base:
         lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
     if only_new:
@@ -317,7 +280,8 @@ def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     """Builds pool per case within a side, so a side must hold a single machine's runs."""
     machines = sorted(set(frame["machine_id"]))
     if len(machines) > 1:
-        raise ReportError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) — compare one machine's runs per side")
+        raise ReportError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) "
+                          "— compare one machine's runs per side")
     return frame
 
 
@@ -333,10 +297,13 @@ def same_devices(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, p
     base_device, new_device = device_of(base), device_of(new)
     common = set(base_device) & set(new_device)
     if not common:
-        raise ReportError(f"BASE ran on {', '.join(sorted(set(base_device)))}, NEW on {', '.join(sorted(set(new_device)))}: across devices a "
-                          "verdict would judge the hardware, not the code — compare runs of one device (gpubench report compares machines)")
-    notes = [f"note: {len(devices)} rows on {', '.join(sorted(set(devices)))} (only in {side}) not judged: against another device a ratio is the hardware's"
-             for side, devices in (("BASE", base_device[~base_device.isin(common)]), ("NEW", new_device[~new_device.isin(common)])) if len(devices)]
+        raise ReportError(f"BASE ran on {', '.join(sorted(set(base_device)))}, NEW on "
+                          f"{', '.join(sorted(set(new_device)))}: across devices a verdict would judge the hardware, "
+                          "not the code — compare runs of one device (gpubench report compares machines)")
+    notes = [f"note: {len(devices)} rows on {', '.join(sorted(set(devices)))} (only in {side}) not judged: against "
+             "another device a ratio is the hardware's"
+             for side, devices in (("BASE", base_device[~base_device.isin(common)]),
+                                   ("NEW", new_device[~new_device.isin(common)])) if len(devices)]
     base, new = base[base_device.isin(common)], new[new_device.isin(common)]
     if len(common) > 1:
         base, new = (side.assign(case_id=side["case_id"] + " @ " + device_of(side)) for side in (base, new))
@@ -347,11 +314,13 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     """What differs between the sides besides the code: a verdict across machines, profiles or
     devices compares those too."""
     notes = []
-    for column, what in (("machine_id", "machines"), ("device", "devices"), ("profile", "profiles"), ("torch_version", "torch versions"),
+    for column, what in (("machine_id", "machines"), ("device", "devices"), ("profile", "profiles"),
+                         ("torch_version", "torch versions"),
                          ("dataset", "datasets (and so time-to-accuracy targets)")):
         b, n = sorted(set(base[column].dropna())), sorted(set(new[column].dropna()))
         if b != n:
-            notes.append(f"note: the sides differ in {what} (BASE {', '.join(map(str, b))}; NEW {', '.join(map(str, n))}): the verdicts compare that too")
+            notes.append(f"note: the sides differ in {what} (BASE {', '.join(map(str, b))}; NEW "
+                         f"{', '.join(map(str, n))}): the verdicts compare that too")
     if run_keys(base) == run_keys(new):  # two nodes given one --run-id are two runs
         notes.append("note: BASE and NEW are the same run(s)")
     return notes
@@ -369,7 +338,8 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
         if problem is None:
             session = judge_pair_of_runs(base_rows, new_rows, threshold, sides, judged_sequentially(base))
             return format_session(session, threshold, sides), session.exit_code
-        paired_notes.append(f"note: {base.name} and {new.name} are named as a paired session's sides, but {problem}: judged unpaired")
+        paired_notes.append(f"note: {base.name} and {new.name} are named as a paired session's sides, but {problem}: "
+                            "judged unpaired")
     base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
     new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
     differences = side_differences(base_frame, new_frame)
@@ -377,6 +347,7 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)
     notes = paired_notes + differences + device_notes + notes
     if not verdicts:
-        raise ReportError(f"no case in common between {base} and {new} — compare runs of the same cases (same profile and device)")
+        raise ReportError(f"no case in common between {base} and {new} "
+                          "— compare runs of the same cases (same profile and device)")
     code = exit_code_of(verdicts)
     return format_comparison(verdicts, only_base, only_new, threshold, base_notes + new_notes + notes), code

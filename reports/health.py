@@ -1,9 +1,6 @@
-"""Is this box healthy? Each machine's headline figures against its device's reference
-(reports/references.json), with the usual causes to check for a figure >= 10% below; and, on a
-node measured GPU by GPU (`gpubench run --device cuda:all`), the GPU >= 5% off its siblings.
-
-Ratios are performance ratios: above 1 is better than the reference whichever way the figure
-runs (TFLOP/s measured/reference; an epoch time reference/measured)."""
+"""Is this box healthy? Each machine's headline figures against its device's reference, with the usual causes to
+check for a figure >= 10% below, and on a node measured GPU by GPU, the GPU >= 5% off its siblings. Ratios are
+performance ratios: above 1 is better whichever way the figure runs (an epoch time is reference/measured)."""
 
 from __future__ import annotations
 
@@ -46,14 +43,14 @@ def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
     masks["h2d_pinned_gbps"] = (pinned & (col("direction") == "h2d"), "gbps")
     masks["d2h_pinned_gbps"] = (pinned & (col("direction") == "d2h"), "gbps")
     masks["dram_gbps"] = (_dram_mask(cases), "gbps")
-    masks["template_epoch_s"] = ((cases["workload"] == "mnist_epoch") & (cases["setting"] == TEMPLATE_SETTING), "epoch_s")
+    masks["template_epoch_s"] = ((cases["workload"] == "mnist_epoch") & (cases["setting"] == TEMPLATE_SETTING),
+                                 "epoch_s")
     return masks
 
 
 def headlines(cases: pd.DataFrame) -> pd.DataFrame:
-    """One row per machine and headline figure it measured: machine, figure, value. Throughputs
-    take the steady best size (gpubench.reports.intervals.steady_best, by groupby: a machine here may be one
-    run of a thousand), the epoch its guide-template median; ties go to the first case."""
+    """One row per machine and headline figure: machine, figure, value. Throughputs take the steady best size (by
+    groupby: a machine here may be one run of a thousand), the epoch its template median; ties go to the first."""
     parts = []
     if cases.empty:
         return pd.DataFrame(columns=["machine", "figure", "value"])
@@ -71,18 +68,19 @@ def headlines(cases: pd.DataFrame) -> pd.DataFrame:
 
 
 def machine_keys(frame: pd.DataFrame) -> pd.Series:
-    """Each row's machine as one text: load.IDENTITY (host, hardware, device, device name), as the
-    history groups runs. Not the `machine` label: a kernel or torch update splits one host into two labels."""
+    """Each row's machine as one text (load.IDENTITY), as the history groups runs. Not the `machine` label: a kernel
+    or torch update splits one host into two labels."""
     parts = identities(frame).astype(str)
     return parts["hostname"] + RUN_KEY + parts["hardware"] + RUN_KEY + parts["device"] + RUN_KEY + parts["device_name"]
 
 
 def _runs(frame: pd.DataFrame, identity: pd.Series) -> tuple[pd.Series, pd.DataFrame]:
-    """Each row's run key (its machine's identity and run id), and per run key: identity, run_id,
-    machine (the run's label), started (its first timestamp), latest (the newest run of its machine)."""
+    """Each row's run key (identity and run id), and per run key: identity, run_id, machine (the run's label),
+    started (its first timestamp), latest (the newest run of its machine)."""
     run_ids = frame["run_id"].astype(str)
     keys = identity + RUN_KEY + run_ids
-    columns = pd.DataFrame({"identity": identity, "run_id": run_ids, "machine": frame["machine"], "started": frame["timestamp_utc"]})
+    columns = pd.DataFrame({"identity": identity, "run_id": run_ids, "machine": frame["machine"],
+                            "started": frame["timestamp_utc"]})
     runs = columns.groupby(keys, sort=False).agg(identity=("identity", "first"), run_id=("run_id", "first"),
                                                  machine=("machine", "first"), started=("started", "min"))
     newest = runs.sort_values("started", kind="stable").groupby("identity", sort=False).tail(1)
@@ -91,11 +89,9 @@ def _runs(frame: pd.DataFrame, identity: pd.Series) -> tuple[pd.Series, pd.DataF
 
 
 def latest_headlines(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
-    """headlines(), but a machine with several runs (a store's history) is judged on the latest run
-    that measured each figure: folding its runs would let old healthy runs outvote today's drop.
-    Columns: machine (the label of the machine's newest run), figure, value, run_id and started (the
-    run the figure is from) and latest (that run is the machine's newest: no figure of it may come
-    from `-k transfer` run yesterday while the causes are read in today's)."""
+    """headlines(), but a machine with several runs is judged on the latest run that measured each figure (folding
+    its runs would let old healthy runs outvote today's drop). Adds run_id, started and latest (the figure's run is
+    the machine's newest, so its causes are read in the same run)."""
     keys, runs = _runs(frame, machine_keys(frame))
     if runs["machine"].is_unique and runs["identity"].is_unique:
         heads = headlines(cases)  # one run per machine: the same figures, already aggregated
@@ -124,11 +120,10 @@ def _devices(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby("machine", sort=False)[["machine_id", "hostname", "device", "device_name"]].first()
 
 
-def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References, heads: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per machine and headline with a reference: measured, reference, ratio, the published maximum
-    and its ratio, `health` ('ok' or '≥10% below' against the gpubench reference), and the run the
-    figure is from: `run_id`, and `run` saying so where it is not the machine's newest. `heads`: latest_headlines'
-    answer where the caller has it."""
+def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References,
+                 heads: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per machine and headline with a reference: measured, reference, ratio, the published maximum and its ratio,
+    `health`, and the run the figure is from (`run` says so where it is not the newest). `heads`: latest_headlines'."""
     devices, rows = _devices(frame), []
     for head in (latest_headlines(frame, cases) if heads is None else heads).itertuples(index=False):
         name = str(devices.loc[head.machine, "device_name"])
@@ -139,18 +134,19 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References, hea
             continue
         ratio = performance_ratio(head.value, ours[0], spec.higher_is_better) if ours else math.nan
         health = "" if not ours else ("ok" if ratio > 1 - HEALTH_DROP else f"≥{HEALTH_DROP:.0%} below")
-        rows.append({"machine": head.machine, "figure": f"{spec.label} ({spec.unit})", "key": head.figure, "measured": head.value,
-                     "reference": ours[0] if ours else math.nan, "ratio": ratio, "published max": published[0] if published else math.nan,
-                     "of published": performance_ratio(head.value, published[0], spec.higher_is_better) if published else math.nan,
-                     "health": health, "run": _earlier_run(head.run_id, head.started, head.latest), "run_id": head.run_id})
-    table = pd.DataFrame(rows)
-    return table.sort_values("machine", kind="stable").reset_index(drop=True) if not table.empty else table  # a machine's figures together
+        of_published = performance_ratio(head.value, published[0], spec.higher_is_better) if published else math.nan
+        rows.append({"machine": head.machine, "figure": f"{spec.label} ({spec.unit})", "key": head.figure,
+                     "measured": head.value, "reference": ours[0] if ours else math.nan, "ratio": ratio,
+                     "published max": published[0] if published else math.nan, "of published": of_published,
+                     "health": health, "run": _earlier_run(head.run_id, head.started, head.latest),
+                     "run_id": head.run_id})
+    table = pd.DataFrame(rows)  # a machine's figures together
+    return table.sort_values("machine", kind="stable").reset_index(drop=True) if not table.empty else table
 
 
 def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
-    """The sidecar's start/end GPU telemetry per CSV stem (`<run_id>.env.json`): the power cap
-    lives only there. Missing or unreadable sidecars are simply absent (gpubench.reports.load.read_sidecar:
-    load_energy_notes names those that are there and not read)."""
+    """The sidecar's GPU power cap per CSV stem (`<run_id>.env.json`: it lives only there); missing or unreadable
+    sidecars are simply absent (load_energy_notes names those not read)."""
     out: dict[str, dict[str, float]] = {}
     for csv_path in result_files(paths, []):
         data = read_sidecar(csv_path, "env")
@@ -158,7 +154,8 @@ def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
             continue
         try:
             readings = [data.get(k) or {} for k in ("gpu_telemetry_start", "gpu_telemetry_end")]
-            limits = [float(r["gpu_power_limit_w"]) for r in readings if isinstance(r, dict) and "gpu_power_limit_w" in r]
+            limits = [float(r["gpu_power_limit_w"]) for r in readings
+                      if isinstance(r, dict) and "gpu_power_limit_w" in r]
         except (ValueError, AttributeError, TypeError):
             continue
         if limits:
@@ -176,7 +173,8 @@ def _power_cause(mine: pd.DataFrame, telemetry: dict[str, dict[str, float]], ref
 
 
 def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
-    clocks = pd.to_numeric(mine.get("gpu_sm_clock_mhz"), errors="coerce").dropna() if "gpu_sm_clock_mhz" in mine else pd.Series(dtype=float)
+    clocks = (pd.to_numeric(mine.get("gpu_sm_clock_mhz"), errors="coerce").dropna() if "gpu_sm_clock_mhz" in mine
+              else pd.Series(dtype=float))
     if clocks.empty:
         return "clocks: not recorded — to check: `nvidia-smi -q -d CLOCK` (SM clock under load vs max)"
     median, versus = float(clocks.median()), f" (reference run {reference:.0f} MHz)" if reference else ""
@@ -185,22 +183,25 @@ def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
 
 
 def _thermal_cause(mine: pd.DataFrame) -> str:
-    temps = pd.to_numeric(mine["gpu_temp_c"], errors="coerce").dropna() if "gpu_temp_c" in mine else pd.Series(dtype=float)
+    temps = (pd.to_numeric(mine["gpu_temp_c"], errors="coerce").dropna() if "gpu_temp_c" in mine
+             else pd.Series(dtype=float))
     hottest = f", hottest {temps.max():.0f} °C" if not temps.empty else ""
     flagged = mine["flags"].astype(str).str.contains("throttled")
     if ("gpu_throttle" not in mine or mine["gpu_throttle"].isna().all()) and not flagged.any():
         return f"thermal throttling: throttle reasons not recorded{hottest} — to check: `nvidia-smi -q -d PERFORMANCE`"
     reasons = mine["gpu_throttle"].fillna("").astype(str) if "gpu_throttle" in mine else pd.Series("", index=mine.index)
-    slowed = reasons.str.contains("thermal|hardware") | flagged  # the software power cap alone is normal boost management
-    capped = f" (software power cap in {int(reasons.str.contains('power cap').sum())})" if reasons.str.contains("power cap").any() else ""
+    slowed = reasons.str.contains("thermal|hardware") | flagged  # a software power cap alone is normal boost
+    power_capped = int(reasons.str.contains("power cap").sum())
+    capped = f" (software power cap in {power_capped})" if power_capped else ""
     if not slowed.any():
         return f"thermal throttling: no thermal or hardware slowdown in {len(mine)} rows{hottest}{capped}"
-    return f"thermal throttling: thermal/hardware slowdown in {int(slowed.sum())} of {len(mine)} rows{hottest}{capped} ← likely cause"
+    return (f"thermal throttling: thermal/hardware slowdown in {int(slowed.sum())} of {len(mine)} rows{hottest}{capped}"
+            " ← likely cause")
 
 
 def run_rows(frame: pd.DataFrame, machine: str, run_id: str | None = None) -> pd.DataFrame:
-    """The rows of one run of a machine, found by the machine's identity (an earlier run may carry
-    another label): `run_id`, or the machine's newest run."""
+    """The rows of run `run_id` (default: the newest) of a machine, found by its identity (an earlier run may carry
+    another label)."""
     identity = machine_keys(frame[frame["machine"] == machine].head(1)).iloc[0]
     if run_id is None:
         mine = frame[machine_keys(frame) == identity]
@@ -211,10 +212,8 @@ def run_rows(frame: pd.DataFrame, machine: str, run_id: str | None = None) -> pd
 
 def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]],
            run_id: str | None = None) -> list[str]:
-    """The usual causes of a figure below its reference, each with what this run recorded about it,
-    or 'to check' with the command that reads it where gpubench does not record it. Read in the run
-    `run_id` of the machine, the one whose figure is flagged (default: its newest): another run's
-    clocks would dilute or contradict that run's."""
+    """The usual causes of a figure below its reference, each with what run `run_id` (the flagged one; default: the
+    newest) recorded about it, or the command to check it: another run's clocks would dilute or contradict it."""
     mine = run_rows(frame, machine, run_id)
     fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
     return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
@@ -225,11 +224,9 @@ def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[
 
 
 def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame | None = None) -> pd.DataFrame:
-    """GPUs of one node (same machine_id and hostname, several devices): per headline, each GPU
-    against the node's median over its GPUs, each GPU in its latest run (latest_headlines); `outlier`
-    where one is >= 5% off."""
-    devices = _devices(frame)
-    heads = (latest_headlines(frame, cases) if heads is None else heads).join(devices, on="machine")  # each GPU as it is now
+    """GPUs of one node (same machine_id and hostname): per headline, each GPU in its latest run against the node's
+    median; `outlier` where one is >= 5% off."""
+    heads = (latest_headlines(frame, cases) if heads is None else heads).join(_devices(frame), on="machine")
     rows = []
     for (_, host), node in heads.groupby(["machine_id", "hostname"], sort=False):
         if node["device"].nunique() < 2:
@@ -241,7 +238,8 @@ def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame 
             for row in group.itertuples(index=False):
                 off = row.value / median - 1
                 rows.append({"node": host, "device": row.device, "figure": FIGURES[figure].label, "value": row.value,
-                             "node median": median, "off": f"{off:+.1%}", "gpu": f"outlier (≥{OUTLIER_OFF:.0%} off)" if abs(off) >= OUTLIER_OFF else "ok"})
+                             "node median": median, "off": f"{off:+.1%}",
+                             "gpu": f"outlier (≥{OUTLIER_OFF:.0%} off)" if abs(off) >= OUTLIER_OFF else "ok"})
     return pd.DataFrame(rows)
 
 
@@ -250,9 +248,8 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
     def number(value: float, fmt: str) -> str:
         return "" if pd.isna(value) else format(value, fmt)
 
-    out = table.drop(
-        columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])
-    ).copy()  # every figure from the newest runs: no column to say so
+    # every figure from the newest runs: no column to say so
+    out = table.drop(columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])).copy()
     for column in ("measured", "reference", "published max"):
         out[column] = out[column].map(lambda v: number(v, ".4g"))
     for column in ("ratio", "of published"):
@@ -261,18 +258,20 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_figure(table: pd.DataFrame) -> pd.DataFrame:
-    """Several machines: a row per figure, a column per machine, each cell `measured vs reference: ratio (health)`."""
+    """Several machines: a row per figure, a column per machine."""
     def cell(row: pd.Series) -> str:
         text = f"{row['measured']} vs {row['reference']}: {row['ratio']} ({row['health']})"
         text += f"; {row['of published']} of published {row['published max']}" if row["of published"] else ""
         return text + (f"; {row['run']}" if row.get("run") else "")
 
     cells = table.assign(cell=table.apply(cell, axis=1))
-    return cells.pivot_table(index="figure", columns="machine", values="cell", aggfunc="first", sort=False).fillna("").reset_index()
+    return cells.pivot_table(index="figure", columns="machine", values="cell", aggfunc="first",
+                             sort=False).fillna("").reset_index()
 
 
 def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
-    missing = sorted(set(frame["device_name"].astype(str)) - set(frame[frame["machine"].isin(set(table.get("machine", [])))]["device_name"].astype(str)))
+    judged = frame[frame["machine"].isin(set(table.get("machine", [])))]
+    missing = sorted(set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str)))
     return (f"No reference for {', '.join(escape(str(m)) for m in missing)}: add its figures, with their source, to "
             "`reports/references.json`." if missing else "")
 
@@ -283,14 +282,18 @@ def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
     return sorted(name for name in set(gpus) if not refs.for_device(name))
 
 
-def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References, telemetry: dict[str, dict[str, float]]) -> str:
+def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References,
+                telemetry: dict[str, dict[str, float]]) -> str:
     flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
     parts = []
-    for (machine, run_id), group in flagged.groupby(["machine", "run_id"], sort=False):  # the causes of each run its flags are from
+    # the causes of each run its flags are from
+    for (machine, run_id), group in flagged.groupby(["machine", "run_id"], sort=False):
         figures = "; ".join(f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"]))
-        earlier = f" ({escape(group['run'].iloc[0])}: its newest run did not measure it)" if group["run"].iloc[0] else ""
+        run = group["run"].iloc[0]
+        earlier = f" ({escape(run)}: its newest run did not measure it)" if run else ""
         lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, telemetry, str(run_id)))
-        parts.append(f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. Causes to check{', in that run' if earlier else ''}:\n{lines}")
+        parts.append(f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. "
+                     f"Causes to check{', in that run' if earlier else ''}:\n{lines}")
     return "\n".join(parts)
 
 
@@ -298,23 +301,26 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
            refs: References | None = None) -> str:
     """The report's health sections (markdown), or "" when there is nothing to say."""
     refs = refs if refs is not None else load_references()
-    heads = latest_headlines(frame, cases)  # once for both tables: a store's history makes it the section's costliest step
+    heads = latest_headlines(frame, cases)  # once for both tables: the section's costliest step on a store
     table = health_table(frame, cases, refs, heads)
     parts = []
     if not table.empty:
-        intro = (f"Each machine's headline figures against its device's reference (`reports/references.json`, sources there and in "
-                 f"docs/health.md). `ratio` is performance against the gpubench reference (above 1: better; for a time, "
-                 f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of published` sets the figure "
-                 "against a published maximum measured another way (mamf-finder's shape search): context, never flagged. "
-                 "A machine with several runs is judged on its latest run of each figure (History shows the earlier ones). "
-                 "With several machines a cell reads `measured vs reference: ratio (health)`.")
+        intro = ("Each machine's headline figures against its device's reference (`reports/references.json`, sources "
+                 "there and in docs/health.md). `ratio` is performance against the gpubench reference (above 1: "
+                 f"better; for a time, reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. "
+                 "`of published` sets the figure against a published maximum measured another way (mamf-finder's "
+                 "shape search): context, never flagged. A machine with several runs is judged on its latest run of "
+                 "each figure (History shows the earlier ones). With several machines a cell reads `measured vs "
+                 "reference: ratio (health)`.")
         parts.append(section("Health against references", intro, md_table(_display(table)),
                              _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
     elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
-        parts.append(section("Health against references", f"Not judged. No reference for {', '.join(map(escape, unknown))}: add its "
-                             "figures, with their source, to `reports/references.json`."))
+        parts.append(section("Health against references", f"Not judged. No reference for "
+                             f"{', '.join(map(escape, unknown))}: add its figures, with their source, to "
+                             "`reports/references.json`."))
     outliers = outlier_table(frame, cases, heads)
     if not outliers.empty:
-        parts.append(section("GPUs within a node", f"Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "
-                             f"one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.", md_table(outliers)))
+        parts.append(section("GPUs within a node", "Each GPU of a node against the median of the node's GPUs "
+                             f"(`--device cuda:all`); one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.",
+                             md_table(outliers)))
     return "\n\n".join(parts)

@@ -1,9 +1,5 @@
-"""A machine's history: its runs at several dates or torch versions, headline figures over time.
-
-A machine is its host, hardware (CPU, cores, RAM: what the store's folder hash reads) and device
-(each GPU of a node has its own history), as the store names it; a run is a run_id. Only machines with
-two runs or more get a table row and a plot (one PNG per machine, a panel per headline figure); a
-report of single runs says in one line that there is no history yet."""
+"""A machine's history: headline figures over its runs. A machine is its host, hardware (CPU, cores, RAM) and device
+(each GPU of a node has its own history); only machines with two runs or more get a table row and a plot."""
 
 from __future__ import annotations
 
@@ -30,31 +26,21 @@ MAX_PANEL_COLUMNS = 4
 
 
 def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of a machine with two runs or more: machine (host · device name (device)),
-    machine_id, device, run_id, started (the run's first timestamp), torch, then a column per
+    """One row per run of a machine with two runs or more: its identity, run_id, started, torch, then a column per
     headline figure it measured. Sorted by machine, then time."""
     runs_of_rows = run_key(frame)  # two nodes (or two GPUs of one) given one --run-id are two runs
     # a run starts at its earliest time, not its smallest text (+14:00 sorts wrongly as text)
     at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
-    runs = (
-        frame.assign(started_at=at)
-        .groupby(runs_of_rows, sort=False)
-        .agg(
-            run_id=("run_id", "first"),
-            machine_id=("machine_id", "first"),
-            device=("device", "first"),
-            hostname=("hostname", "first"),
-            device_name=("device_name", "first"),
-            torch=("torch_version", "first"),
-            started=("started_at", "min"),
-            cpu_model=("cpu_model", "first"),
-            cpu_cores=("cpu_cores", "first"),
-            ram_bytes=("ram_bytes", "first"),
-        )
-    )
+    runs = frame.assign(started_at=at).groupby(runs_of_rows, sort=False).agg(
+        run_id=("run_id", "first"), machine_id=("machine_id", "first"), device=("device", "first"),
+        hostname=("hostname", "first"), device_name=("device_name", "first"), torch=("torch_version", "first"),
+        started=("started_at", "min"), cpu_model=("cpu_model", "first"), cpu_cores=("cpu_cores", "first"),
+        ram_bytes=("ram_bytes", "first"))
     per_run = frame.assign(machine=runs_of_rows)  # per_case folds by machine: here, by run
-    values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value", aggfunc="first")
-    runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")  # a run without a headline (-k epochs only) is no point
+    values = headlines(per_case(per_run)).pivot_table(index="machine", columns="figure", values="value",
+                                                      aggfunc="first")
+    # a run without a headline (-k epochs only) is no point
+    runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")
     runs[list(IDENTITY)] = identities(runs)
     runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
@@ -63,7 +49,8 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     out = runs.reset_index(drop=True)
     out["machine"] = base_labels(out)
     out["started"] = pd.to_datetime(out["started"], utc=True, format="ISO8601", errors="coerce")
-    columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch", *ordered]
+    columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch",
+               *ordered]
     return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
 
 
@@ -85,8 +72,8 @@ def _reference_lines(ax: plt.Axes, reference: float | None, higher_is_better: bo
 
 
 def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
-    """One PNG per machine (a panel per headline figure it measured, the run's torch version beside
-    each point, the device's reference where known); returns (machine, file name) pairs."""
+    """One PNG per machine (a panel per headline figure, torch versions beside the points, the device's reference
+    where known); returns (machine, file name) pairs."""
     written, refs, names = [], load_references(), set()
     for (host, hardware, device, _), group in runs.groupby(list(IDENTITY), sort=False):
         machine = group["machine"].iloc[0]
@@ -102,11 +89,11 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
             for torch, started, value in _torch_changes(points, figure):
-                label = _literal(short_label(str(torch)))
-                ax.annotate(label, (started, value), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax.annotate(_literal(short_label(str(torch))), (started, value), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
             span = points["started"].max() - points["started"].min()
-            pad = max(span * 0.1, pd.Timedelta(minutes=30))  # one run, or runs minutes apart: hours on the axis, not years
+            pad = max(span * 0.1, pd.Timedelta(minutes=30))  # runs minutes apart: hours on the axis, not years
             ax.set_xlim(points["started"].min() - pad, points["started"].max() + pad)
             locator = matplotlib.dates.AutoDateLocator(maxticks=5)  # runs minutes apart get times, not six equal dates
             ax.xaxis.set_major_locator(locator)
@@ -117,7 +104,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         if labels:
             fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
         name = _png_name(names, str(host), str(hardware), str(device))
-        try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
+        try:  # through a temporary: a link planted at the PNG's name is replaced, not followed
             with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
                 fig.savefig(handle, dpi=100, format="png")
         finally:
@@ -127,17 +114,16 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
 
 
 def _torch_changes(points: pd.DataFrame, figure: str) -> list[tuple[object, object, float]]:
-    """(torch, started, value) of the points whose torch differs from the run before (the first included):
-    a label per torch version in use, not one per run (fifty runs on one version would print it fifty times)."""
+    """(torch, started, value) of the points whose torch differs from the run before (the first included): a label
+    per torch version in use, not one per run."""
     torch = points["torch"].astype(str)
     changed = torch != torch.shift()
     return list(zip(points.loc[changed, "torch"], points.loc[changed, "started"], points.loc[changed, figure]))
 
 
 PANEL_IN = (4.2, 3.2)  # width, height of one panel with its labels
-# Margins and gaps in inches, fixed: tight_layout would measure every tick label of every panel of every
-# machine's figure, the largest cost of a store's report. Room for 7-character y labels, dates rotated 30°
-# under each panel, its title above, and the figure's title and legend at the top.
+# Margins and gaps in inches, fixed: tight_layout measuring every tick label was the largest cost of a store's
+# report. Room for 7-character y labels, dates rotated 30° under each panel, titles and the legend at the top.
 LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN, GAP_W_IN, GAP_H_IN = 0.75, 0.2, 0.75, 0.75, 0.75, 1.0
 
 
@@ -155,8 +141,7 @@ def _panels(count: int) -> tuple[plt.Figure, np.ndarray]:
 
 
 def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:
-    """One PNG per machine: two hosts whose names differ only in what the slug replaces
-    ('a b', 'a_b') get a numbered second file, never each other's plot."""
+    """Two hosts whose names differ only in what the slug replaces ('a b', 'a_b') get a numbered second file."""
     stem = f"history_{_slug(host)[:40]}_{hardware}_{_slug(device)}"
     name, number = f"{stem}.png", 2
     while name in taken:
@@ -174,8 +159,7 @@ def _change(values: pd.Series) -> str:
 
 
 def history_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per machine (the report grows with machines, not runs; the plot holds each run):
-    its runs, first and last date, torch versions, and each headline first → last (change)."""
+    """One row per machine (the plot holds each run): its runs, dates, torch versions, each headline first → last."""
     rows = []
     for _, group in runs.groupby(list(IDENTITY), sort=False):
         row = {"machine": group["machine"].iloc[0], "runs": len(group),
@@ -187,16 +171,16 @@ def history_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(frame: pd.DataFrame, out: Path) -> str:
-    """The report's history section; when no machine has two runs, one line saying so (a store
-    read before its machines ran twice would otherwise just lack the section)."""
+    """The report's history section; when no machine has two runs, one line saying so."""
     runs = run_figures(frame)
     if runs.empty:
-        return section("History", "None yet: no machine here has two runs with a headline figure. A machine's history starts "
-                       "with its second run (`gpubench run --store STORE` on it again).")
+        return section("History", "None yet: no machine here has two runs with a headline figure. A machine's history "
+                       "starts with its second run (`gpubench run --store STORE` on it again).")
     plots = plot_history(runs, out)
-    intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is the "
-             "guide template's) from the first run to the last; the plots show every run.")
-    pictures = "\n".join(f"- **{escape(str(machine))}**: " + image(name, "headline figures per run") for machine, name in plots)
+    intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is "
+             "the guide template's) from the first run to the last; the plots show every run.")
+    pictures = "\n".join(f"- **{escape(str(machine))}**: " + image(name, "headline figures per run")
+                         for machine, name in plots)
     return section("History", intro, md_table(history_table(runs)), pictures)
 
 

@@ -1,10 +1,7 @@
-"""Intervals on cross-machine ratios, and headline figures noise cannot win.
-
-A machine-vs-baseline speedup is a geometric mean over cases of baseline/machine medians. Its
-interval comes from the builds and runs each case was measured in: per case, the variance of each
-machine's mean log build median (build to build) plus the run-to-run noise `compare` assumes
-(NOISE_FLOOR per run; ONE_PROCESS_FLOOR for a case built once per run, whose builds cannot show
-it); over n cases, se = sqrt(sum se²)/n; the interval is the point estimate times exp(± z·se)."""
+"""Intervals on cross-machine speedups (geomeans over cases of baseline/machine medians), and headline figures
+noise cannot win. Per case: the variance of each machine's mean log build median plus the run-to-run noise `compare`
+assumes (ONE_PROCESS_FLOOR for a case built once per run, whose builds cannot show it); over n cases
+se = sqrt(sum se²)/n, and the interval is the point estimate times exp(± z·se)."""
 
 from __future__ import annotations
 
@@ -44,7 +41,8 @@ def _log_stats(frame: pd.DataFrame, machine: str, workload: str | None) -> pd.Da
                          "var_of_mean": (logs.var(ddof=1) / builds).fillna(0) + floor, "n": builds})
 
 
-def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str, workload: str | None = None) -> RatioInterval | None:
+def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str,
+                     workload: str | None = None) -> RatioInterval | None:
     """Geomean of baseline/machine over the cases both ran (of `workload` when given)."""
     base, mine = _log_stats(frame, baseline, workload), _log_stats(frame, machine, workload)
     both = base.add_suffix("_base").join(mine.add_suffix("_mine"), how="inner")
@@ -61,14 +59,14 @@ TIMING_COLUMNS = ["machine", "workload", "status", "case_id", "median_s", "run_i
 
 
 def timings_by_machine(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The rows speedup_interval reads (ok, a positive median_s; TIMING_COLUMNS), per machine: a store's
-    frame (200,000 rows for a thousand runs) is compared once, not once per machine and workload."""
+    """The rows speedup_interval reads, per machine: a store's frame (200,000 rows for a thousand runs) is compared
+    once, not once per machine and workload."""
     rows = frame.loc[(frame["status"] == "ok") & (frame["median_s"] > 0), TIMING_COLUMNS]
     return {str(machine): group for machine, group in rows.groupby("machine", sort=False)}
 
 
 def pair_timings(timings: dict[str, pd.DataFrame], baseline: str, machine: str) -> pd.DataFrame:
-    """The baseline's and the machine's rows of timings_by_machine: all speedup_interval reads of the two."""
+    """The baseline's and the machine's rows of timings_by_machine."""
     parts = [timings[m] for m in dict.fromkeys((baseline, machine)) if m in timings]
     return pd.concat(parts) if parts else pd.DataFrame(columns=TIMING_COLUMNS)
 
@@ -79,8 +77,8 @@ def steady_key(cases: pd.DataFrame, figure: str) -> str:
 
 
 def steady_best(cases: pd.DataFrame, figure: str) -> pd.Series | None:
-    """The case with the highest lower quartile of `figure` over its builds (`<figure>_q1` from
-    gpubench.reports.aggregate): one lucky build of a noisy size cannot win the headline."""
+    """The case with the highest lower quartile of `figure` over its builds: one lucky build of a noisy size cannot
+    win the headline."""
     column = steady_key(cases, figure)
     rows = cases.dropna(subset=[column])
     return rows.loc[rows[column].idxmax()] if not rows.empty else None

@@ -1,6 +1,5 @@
-"""Load and merge result CSVs for the report commands: gpubench.harness.records.results_reader.read_frame reads and checks
-them (the one reader); this finds the files, adds the report's labels, reads the sidecars and
-names errors as ReportError."""
+"""Load and merge result CSVs for the report commands: results_reader.read_frame reads and checks them (the one
+reader); this finds the files, adds the report's labels, reads the sidecars and names errors as ReportError."""
 
 from __future__ import annotations
 
@@ -46,7 +45,8 @@ def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[P
     if not files and left_out:  # nothing found because nothing could be listed: say that, not "run first"
         raise ReportError(f"no results read in {', '.join(map(str, paths))}: {left_out[0]}")
     if not files:
-        raise ReportError(f"no CSV files found in {', '.join(map(str, paths))} — run `gpubench run` first or name a results folder")
+        raise ReportError(f"no CSV files found in {', '.join(map(str, paths))} "
+                          "— run `gpubench run` first or name a results folder")
     return files
 
 
@@ -108,7 +108,8 @@ def _read_problem(error: Exception) -> str:
     if isinstance(error, RefusedRead):
         return str(error)
     if isinstance(error, OSError):
-        return f"{error.filename}: cannot read ({error.strerror or error}) — make it readable or move it out of the folder"
+        return (f"{error.filename}: cannot read ({error.strerror or error}) "
+                "— make it readable or move it out of the folder")
     return str(error)
 
 
@@ -116,16 +117,12 @@ OUT_FIX = "pass --out with the folder itself"  # a report folder (or a file in i
 LABELS = ("source_file", "source_line", "machine", "setting")  # what the report adds to the rows it reads
 
 
-def load_results(paths: list[Path], refused: list[str] | None = None, left_out: list[str] | None = None) -> pd.DataFrame:
-    """All rows of the results files named or found in folders, as gpubench.harness.records.results_reader.read_frame reads
-    them (the one reader: typed by gpubench.harness.records.schema, older schemas upgraded, damage refused naming
-    file, line and fix; a thousand runs load in seconds), plus the report's labels: `machine` (a
-    unique label per configuration), `setting` (the case's short id, rebuilt from its typed
-    settings) and `source_file` (the file's stem). Empty `flags` and `reason` read as "".
-    With `refused`, rows with an impossible figure (gpubench.reports.screen) are left out, each named
-    there in one line; without, an impossible cell refuses its file like damage does. With
-    `left_out` (a store: many writers, some files not ours), a file found in a folder that cannot be
-    read as results is left out and named there; without, it refuses the load."""
+def load_results(paths: list[Path], refused: list[str] | None = None,
+                 left_out: list[str] | None = None) -> pd.DataFrame:
+    """All rows of the results files named or found in folders, as read_frame reads them, plus the report's labels
+    (`machine`, `setting`, `source_file`); empty `flags` and `reason` read as "". With `refused`, rows with an
+    impossible figure are left out and named there (without, they refuse their file); with `left_out` (a store: some
+    files not ours), a file in a folder that cannot be read as results is left out and named there."""
     files = result_files(paths, left_out)
     found: list[str] | None = None if refused is None else []  # this read's refusals: a failed read's are not kept
     try:
@@ -143,7 +140,8 @@ def load_results(paths: list[Path], refused: list[str] | None = None, left_out: 
         refused.extend(found or [])
         frame = screen(frame, {f.stem: str(f) for f in files}, refused)
     if frame.empty:
-        why = f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused else "the files hold only headers; run some cases first"
+        why = (f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused
+               else "the files hold only headers; run some cases first")
         raise ReportError(f"no result rows in {', '.join(map(str, paths))} — {why}")
     clean_text(frame)
     frame["flags"] = frame["flags"].fillna("")
@@ -161,7 +159,8 @@ def clean_text(frame: pd.DataFrame) -> None:
     for column in frame.columns:
         if not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
             continue
-        dirty = {text: plain(text) for text in frame[column].dropna().unique() if isinstance(text, str) and _unclean(text)}
+        dirty = {text: plain(text) for text in frame[column].dropna().unique()
+                 if isinstance(text, str) and _unclean(text)}
         if dirty:
             frame[column] = frame[column].replace(dirty)
 
@@ -243,7 +242,8 @@ def _ops_table(data: object) -> tuple[dict[str, list[dict]], bool]:
     """A sidecar's cases and their operators (dicts naming an `op`), and whether all of it was that."""
     if not isinstance(data, dict):
         return {}, False
-    table = {str(case): [op for op in ops if isinstance(op, dict) and "op" in op] for case, ops in data.items() if isinstance(ops, list)}
+    table = {str(case): [op for op in ops if isinstance(op, dict) and "op" in op]
+             for case, ops in data.items() if isinstance(ops, list)}
     whole = len(table) == len(data) and all(len(table[str(case)]) == len(ops) for case, ops in data.items())
     return table, whole
 
@@ -316,10 +316,8 @@ def base_labels(frame: pd.DataFrame) -> pd.Series:
     return text("hostname", NO_HOST) + " · " + text("device_name", "?") + " (" + text("device", "?") + ")"
 
 
-# One machine, as the store names a machine (<host>-<hardware hash>, gpubench.harness.records.store): the host (identical
-# nodes share their hardware) and the hardware a run's rows name, per device and its name. History and
-# health group runs by it. Not machine_id: it also hashes the kernel release and the GPUs a job was given,
-# so a monthly kernel update or a job given 1 GPU of 8 would split one node in two.
+# One machine as the store names it (<host>-<hardware hash>), per device; history and health group runs by it. Not
+# machine_id: it also hashes the kernel release and the GPUs a job was given (a kernel update would split a node).
 IDENTITY = ("hostname", "hardware", "device", "device_name")
 
 
@@ -331,7 +329,8 @@ def identities(frame: pd.DataFrame) -> pd.DataFrame:
     device name stands for it). Each distinct hardware is hashed once."""
     out = frame[["hostname", "device", "device_name"]].fillna("")
     gib = (pd.to_numeric(frame["ram_bytes"], errors="coerce") / 2**30).round()
-    keys = [f"{model}|{cores}|{ram}" for model, cores, ram in zip(frame["cpu_model"], frame["cpu_cores"], gib)]  # an empty cell is text too
+    # an empty cell is text too
+    keys = [f"{model}|{cores}|{ram}" for model, cores, ram in zip(frame["cpu_model"], frame["cpu_cores"], gib)]
     hashes = {key: hashlib.sha256(key.encode()).hexdigest()[:8] for key in set(keys)}
     out["hardware"] = pd.Series([hashes[key] for key in keys], index=frame.index, dtype=object)
     return out[list(IDENTITY)]
@@ -349,7 +348,8 @@ def machine_labels(frame: pd.DataFrame) -> pd.Series:
     return label.where(torches <= 1, label + " torch " + torch)
 
 
-__all__ = ["KEY_SEP", "RUN", "ReportError", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys", "write_merged"]
+__all__ = ["KEY_SEP", "RUN", "ReportError", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys",
+           "write_merged"]
 
 
 # What makes a run one run: its id on its machine and device. Two nodes (or two GPUs of one) given one
@@ -379,12 +379,10 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         key = conflicting[conflicting > 1].index[0]
         same = by_key.get_group(key)
         files = sorted(set(same["source_file"]))
-        raise ReportError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build {int(same['build'].iloc[0])} twice with different "
-                          f"figures (in {', '.join(files)}) — remove one of the files")
+        raise ReportError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build "
+                          f"{int(same['build'].iloc[0])} twice with different figures (in {', '.join(files)}) "
+                          "— remove one of the files")
     duplicated = frame.duplicated(subset=keys)
-    notes = (
-        [f"{int(duplicated.sum())} duplicate row(s) of run(s) {', '.join(sorted(set(frame.loc[duplicated, 'run_id'])))} counted once"]
-        if duplicated.any()
-        else []
-    )
+    runs = ", ".join(sorted(set(frame.loc[duplicated, "run_id"])))
+    notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {runs} counted once"] if duplicated.any() else []
     return frame[~duplicated], notes

@@ -1,11 +1,6 @@
-"""Markdown rendering: returns text, writes nothing.
-
-Every label in the report comes from a CSV or a sidecar (hostnames are set by whoever runs a
-machine) and is untrusted: `escape` makes it plain text that cannot change the document's
-structure (no table cell split, no heading, link, emphasis, code or HTML). It is applied at the
-choke points: every table cell and header (md_table, table_row), every section title (section).
-Markdown the report writes itself is an `Md`; labels enter it only through `Md.format` (which
-escapes them) or `code` (a code span)."""
+"""Markdown rendering: returns text, writes nothing. Every label comes from a CSV or sidecar and is untrusted:
+`escape`, applied to every table cell, header and section title, makes it plain text that cannot change the
+document's structure. The report's own markdown is an `Md`; labels enter it only via `Md.format` or `code`."""
 
 from __future__ import annotations
 
@@ -19,16 +14,14 @@ import pandas as pd
 
 # C0 and C1 control characters (NUL included); tabs and line breaks become spaces first
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# Unicode's format characters (category Cf): they change how the text around them shows without
-# showing themselves. Bidi overrides and isolates make a label read backwards; zero-width spaces and
+# Unicode's format characters (category Cf): bidi overrides make a label read backwards; zero-width spaces and
 # joiners, the soft hyphen and the BOM make two different host names look alike.
 INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
                        "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
                        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
 MAX_LABEL_CHARS = 40  # a label from the files, in a plot legend or a table cell
 LINE_BREAKS = re.compile(r"[\t\n\r\v\f\x85\u2028\u2029]+")
-# ASCII punctuation that starts markdown structure; `_` only where it can open or close emphasis
-# (never inside a word: mnist_epoch stays as it is)
+# ASCII punctuation that starts markdown structure; `_` only where it can open or close emphasis (not mnist_epoch)
 MARKDOWN = re.compile(r"([\\`*\[\]|#!~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
 HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
@@ -46,14 +39,13 @@ def _safe(value: Any) -> Any:
 
 
 def plain(text: object) -> str:
-    """One line of printable text: line breaks as a space, control and format characters (NUL, a
-    bidi override, a zero-width space) as U+FFFD, so a label shows what it holds."""
+    """One line of printable text: line breaks as a space, control and format characters as U+FFFD."""
     return INVISIBLE.sub("\ufffd", CONTROL.sub("\ufffd", LINE_BREAKS.sub(" ", str(text))))
 
 
 def short_label(text: str, max_chars: int = MAX_LABEL_CHARS) -> str:
-    """A label from the files, at most `max_chars` long: a longer one keeps its start, then an
-    ellipsis and 6 hex digits of a hash of the whole, so two long labels that start alike stay two."""
+    """A label at most `max_chars` long: a longer one keeps its start, then an ellipsis and 6 hex digits of a hash
+    of the whole, so two long labels that start alike stay two."""
     if len(text) <= max_chars:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:6]
@@ -72,8 +64,7 @@ SIMPLE = re.compile(r"[\w.,:=+/ -]*")  # a setting, dtype or design as gpubench 
 
 
 def code(text: object) -> Md:
-    """A setting as a code span, when it is one as gpubench writes it; other text is escaped
-    instead (backslash escapes do not work inside a code span)."""
+    """A setting as a code span when gpubench wrote it; other text escaped (backslashes do not work in code spans)."""
     text = plain(text)
     return Md(f"`{text}`") if SIMPLE.fullmatch(text) else escape(text)
 
@@ -84,16 +75,16 @@ def table_row(cells: Iterable[object]) -> str:
 
 
 def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", human: bool = False) -> str:
-    """A GitHub markdown table (no extra dependency: pandas.to_markdown needs tabulate). With
-    `human`, columns the schema knows are shown in their unit at a readable scale (12.3 ms,
-    1.5 GiB, 11.2 k samples/s); `spread` as a percentage. Headers and cells are escaped."""
+    """A GitHub markdown table (pandas.to_markdown needs tabulate). With `human`, columns the schema knows are shown
+    in their unit at a readable scale (12.3 ms, 1.5 GiB); `spread` as a percentage."""
     if frame.empty:
         return "_no rows_"
     data = frame.reset_index() if index else frame
     header = table_row(str(c) for c in data.columns)
     rule = "|" + "|".join("---" for _ in data.columns) + "|"
     formats = [_formatter(str(c), floatfmt, human) for c in data.columns]
-    body = [table_row(v if isinstance(v, Md) else f(v) for f, v in zip(formats, row)) for row in data.itertuples(index=False)]
+    body = [table_row(v if isinstance(v, Md) else f(v) for f, v in zip(formats, row))
+            for row in data.itertuples(index=False)]
     return "\n".join([header, rule, *body])
 
 

@@ -1,6 +1,5 @@
-"""merged.csv's text: a read frame written column by column, each cell as gpubench.harness.records.schema.to_cell
-writes the value gpubench.harness.records.results reads back (what ResultsWriter wrote), without a Python call per cell:
-a store of a thousand runs is a few hundred thousand rows."""
+"""merged.csv's text: a read frame written column by column, each cell as schema.to_cell writes it (what
+ResultsWriter wrote), without a Python call per cell: a store of a thousand runs is a few hundred thousand rows."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 
 from gpubench.harness.records.safe_files import replacing
 from gpubench.harness.records.schema import kind_of, to_cell
@@ -39,9 +39,7 @@ FLOATS = json.JSONDecoder(parse_int=lambda digits: float(int(digits)))
 
 def _samples(text: object) -> str:
     """A samples cell as the writer dumps it: the list re-dumped with every number a float."""
-    if not isinstance(text, str):
-        return ""
-    return json.dumps(FLOATS.decode(text))
+    return json.dumps(FLOATS.decode(text)) if isinstance(text, str) else ""
 
 
 def column_cells(column: str, values: pd.Series) -> list[str]:
@@ -52,7 +50,7 @@ def column_cells(column: str, values: pd.Series) -> list[str]:
     if kind == "json":
         return [_samples(v) for v in values.tolist()]
     cells = values.astype(object).where(values.notna(), None).tolist()
-    if kind in ("int", "float") or pd.api.types.infer_dtype(cells, skipna=True) not in ("string", "boolean", "empty"):
+    if kind in ("int", "float") or infer_dtype(cells, skipna=True) not in ("string", "boolean", "empty"):
         cast = {"int": int, "float": float}.get(kind, lambda v: v)  # numbers held as objects: the row writer's cast
         return [to_cell(None if v is None else cast(v)) for v in cells]
     distinct = {v: to_cell(v) for v in dict.fromkeys(cells)}  # all text or all booleans: no two values hash alike
@@ -60,8 +58,8 @@ def column_cells(column: str, values: pd.Series) -> list[str]:
 
 
 def write_cells(frame: pd.DataFrame, path: Path, columns: list[str], fix: str) -> None:
-    """`columns` of a read frame as one CSV (csv.writer's quoting and line ends), whole or not at all,
-    never through a link (gpubench.harness.records.safe_files.replacing)."""
+    """`columns` of a read frame as one CSV (csv.writer's quoting and line ends), whole or not at all, never
+    through a link."""
     with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)

@@ -1,12 +1,6 @@
-"""Noise a user can act on: when the builds of a run (or of an A/B session's sides) disagree more than
-their own samples explain, one line says what was seen on the machine, what it costs in resolution
-and the knob to try. Torch-free and pure: it reads rows and readings the command took.
-
-A build's median has a sampling error of its own: about 1.25 sigma / sqrt(rounds), sigma taken
-from the build's interquartile range (IQR / 1.349 for a normal spread). Builds that disagree by
-several times that were moved by something outside the case: another process on a core the
-case's threads wanted, the hypervisor (CPU steal), more torch threads than free cores, or two
-states a build lands in (bimodal medians: threads placed well or badly)."""
+"""Noise a user can act on: when a run's builds disagree more than their own samples explain (a median's error is
+about 1.25 sigma / sqrt(rounds), sigma = IQR / 1.349), one line says what was seen on the machine (busy cores, CPU
+steal, too many threads, bimodal builds), what it costs in resolution and the knob to try."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import stdtrit  # Student's t quantile: scipy.stats.t.ppf's, without its import and per-call cost
+from scipy.special import stdtrit  # scipy.stats.t.ppf without its import and per-call cost
 
 from gpubench.reports.verdicts import ALPHA
 
@@ -38,8 +32,8 @@ class Readings:
 
 @dataclass(frozen=True)
 class Spread:
-    """How much the builds of a case disagree (log scale, median over cases), against what their
-    own samples explain, and how many cases' builds fall in two groups."""
+    """How much the builds of a case disagree (log scale, median over cases), against what their own samples
+    explain, and how many cases' builds fall in two groups."""
 
     observed_log_sd: float
     expected_log_sd: float
@@ -56,8 +50,7 @@ class Spread:
 
 
 def bimodal(log_medians: np.ndarray, expected_log_sd: float) -> bool:
-    """Builds in two groups of two or more, the gap between them the larger part of the range and
-    far beyond what the builds' own samples explain."""
+    """Builds in two groups of two or more, the gap between them most of the range and far beyond the samples'."""
     x = np.sort(log_medians)
     if x.size < MIN_BIMODAL_BUILDS:
         return False
@@ -68,13 +61,14 @@ def bimodal(log_medians: np.ndarray, expected_log_sd: float) -> bool:
 
 
 def build_spread(frame: pd.DataFrame, group: tuple[str, ...] = ("case_id",)) -> Spread:
-    """The disagreement of the ok builds of each case (of each `group`: a session adds the side),
-    for cases with two builds or more and a spread of their own samples."""
+    """The disagreement of the ok builds of each case (of each `group`: a session adds the side), for cases with two
+    builds or more and a spread of their own samples."""
     ok = frame[(frame["status"] == "ok") & (frame["median_s"] > 0) & (frame["rounds"] >= 2)]
     observed, expected, split = [], [], 0
     for _, rows in ok.groupby(list(group)):
         logs = np.log(rows["median_s"].to_numpy(float))
-        own = MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD / np.sqrt(rows["rounds"].to_numpy(float))
+        own = (MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD
+               / np.sqrt(rows["rounds"].to_numpy(float)))
         if logs.size < 2 or not np.isfinite(own).all():
             continue
         observed.append(float(np.std(logs, ddof=1)))
@@ -95,9 +89,10 @@ def run_detectable(log_sd: float, builds: int) -> float:
 def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[list[str], list[str]]:
     """(what was seen, the knobs to try), most specific first."""
     seen, knobs = [], []
-    cores = int(frame["cpu_cores"].max()) if "cpu_cores" in frame and frame["cpu_cores"].notna().any() else 0
-    busy = float(frame["cpu_busy_frac"].median()) if "cpu_busy_frac" in frame and frame["cpu_busy_frac"].notna().any() else 0.0
-    threads = int(frame["torch_threads"].max()) if "torch_threads" in frame and frame["torch_threads"].notna().any() else 0
+    known = {c for c in ("cpu_cores", "cpu_busy_frac", "torch_threads") if c in frame and frame[c].notna().any()}
+    cores = int(frame["cpu_cores"].max()) if "cpu_cores" in known else 0
+    busy = float(frame["cpu_busy_frac"].median()) if "cpu_busy_frac" in known else 0.0
+    threads = int(frame["torch_threads"].max()) if "torch_threads" in known else 0
     free = max(1, round(cores * (1 - busy))) if cores else 0
     if busy > BUSY_FRAC:
         seen.append(f"other processes used {busy:.0%} of the CPU")
@@ -120,12 +115,12 @@ def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[lis
 
 def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None = None,
                group: tuple[str, ...] = ("case_id",)) -> str | None:
-    """The one line, or None when the builds agree as well as their samples allow. `detectable`: the
-    session's median detectable change (an A/B session); else a comparison of two such runs'."""
+    """The one line, or None when the builds agree as well as their samples allow. `detectable`: an A/B session's
+    median detectable change; else a comparison of two such runs'."""
     spread = build_spread(frame, group)
     seen, knobs = causes(frame, readings, spread)
-    acted_on = spread.disagrees or (spread.observed_log_sd >= MIN_SPREAD_LOG and len(knobs) > 1)  # a knob besides more builds
-    if not acted_on:  # builds as steady as their samples, or a spread with nothing a user can change
+    # builds as steady as their samples, or a spread with no knob besides more builds: nothing a user can change
+    if not (spread.disagrees or (spread.observed_log_sd >= MIN_SPREAD_LOG and len(knobs) > 1)):
         return None
     if detectable is None:
         builds = int(frame.loc[frame["status"] == "ok"].groupby(list(group))["build"].nunique().median())

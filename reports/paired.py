@@ -1,29 +1,14 @@
-"""Verdicts of a paired A/B session (`gpubench ab`): the same cases under two environments, build by
-build in alternation on one machine. Build k of side A and build k of side B ran next to each
-other, so the machine's drift hits both: the unit is the pair's log-ratio d_k = ln(B_k / A_k).
-
-On a shared machine a process now and then runs a case ~1.7x slower or faster (a thread placed
-on a busy core): one such pair would dominate a mean. The test is therefore Yuen's trimmed-mean t
-(the paired form): with 5 pairs or more the most extreme TRIM of the pairs on each side are
-trimmed from the mean and winsorized in the variance, with h - 1 degrees of freedom (h pairs
-kept). It keeps its error rate (a plain t-test after throwing outliers away does not: the
-variance of what remains is too small), and it is a plain paired t-test below 5 pairs.
-
-Every case's p-value and the machine-wide line's are adjusted together (Benjamini–Hochberg), so
-on unchanged code the chance that anything is called slower or faster is about ALPHA per
-session, whatever the number of cases (tests/test_power.py measures it on simulated sessions).
-
-A change that slows every case (a torch, driver or BIOS change) is judged on its own line: per
-pair, the median log-ratio over the cases both sides ran; then the same test over the pairs.
-Verdicts as in `compare`: slower / faster (p < ALPHA and beyond the threshold), no change (the
-interval lies inside ± threshold), inconclusive (it does not: more pairs would tell), broken (ok
-in A, never ok in B: failed, out of memory or skipped). Torch-free.
-"""
+"""Verdicts of a paired A/B session (`gpubench ab`): builds k of A and B ran next to each other on one machine, so
+drift hits both and the unit is the pair's log-ratio ln(B_k / A_k). On a shared machine a process now and then runs
+~1.7x off (a thread on a busy core), so the test is Yuen's paired trimmed-mean t (a plain paired t below 5 pairs),
+which keeps its error rate where dropping outliers before a t-test does not. All p-values, the machine-wide line's
+(per pair, the median log-ratio over common cases) included, are adjusted together (Benjamini–Hochberg), so on
+unchanged code anything is called slower or faster about ALPHA per session (tests/test_power.py measures it)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +19,8 @@ from gpubench.harness.records.safe_files import read_json
 from gpubench.reports import sequential as sq
 from gpubench.reports.load import ReportError
 from gpubench.reports.markdown import escape, table_row
-from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of, exp_capped, t_estimate
+from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of,
+                                       exp_capped, t_estimate)
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
@@ -46,7 +32,7 @@ class PairedSession:
     verdicts: list[Verdict]  # per case, then the machine-wide line last
     pairs: int  # complete pairs (builds both sides finished)
     notes: list[str]
-    sequential: bool = False  # judged by the sequential rule (gpubench.reports.sequential): always-valid p and intervals
+    sequential: bool = False  # judged by the sequential rule: always-valid p and intervals
 
     @property
     def exit_code(self) -> int:
@@ -66,7 +52,7 @@ def pair_logs(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, pd.Series]:
     ok_b = b[b["status"] == "ok"].groupby(["case_id", "build"])["median_s"].median()
     both = pd.concat({"a": ok_a, "b": ok_b}, axis=1).dropna()
     both = both[(both["a"] > 0) & (both["b"] > 0)]
-    table = np.log(both["b"] / both["a"]).unstack("case_id")  # rows: build, columns: case (one reshape, not a group per case)
+    table = np.log(both["b"] / both["a"]).unstack("case_id")  # rows: build, columns: case (not a group per case)
     return {str(case): series.dropna() for case, series in table.items()}
 
 
@@ -82,9 +68,8 @@ def yuen(logs: np.ndarray) -> tuple[float, float, int, int]:
 
 
 def percent(change: float, decimals: int = 1) -> str:
-    """A detectable change as a percentage; beyond MAX_SHOWN_CHANGE (three pairs of a case that
-    jumped 1000x) the digits would be noise: "over 1000%". Words, not ">": cells are escaped for
-    markdown, and `&gt;` is what a terminal would show."""
+    """A detectable change as a percentage; beyond MAX_SHOWN_CHANGE the digits would be noise: "over 1000%" (words,
+    not ">": cells are escaped for markdown, and `&gt;` is what a terminal would show)."""
     return f"{change:.{decimals}%}" if change <= MAX_SHOWN_CHANGE else f"over {MAX_SHOWN_CHANGE:.0%}"
 
 
@@ -97,18 +82,20 @@ def factor(value: float) -> str:
     return f"{value:.3f}" if 1e-3 <= value < 1e3 else f"{value:.2g}"
 
 
-def judge_logs(case_id: str, logs: np.ndarray, threshold: float, medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
+def judge_logs(case_id: str, logs: np.ndarray, threshold: float,
+               medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
     """Yuen's paired test over log-ratios; the interval and `detectable` at 1 - ALPHA (unadjusted)."""
     n = len(logs)
     if n < 3:
         mean = float(np.mean(logs)) if n else math.nan
-        return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None, Judgement.INCONCLUSIVE,
-                       f"{n} pair(s): a paired verdict needs 3 or more")
+        return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None,
+                       Judgement.INCONCLUSIVE, f"{n} pair(s): a paired verdict needs 3 or more")
     mean, se, dof, trimmed = yuen(np.asarray(logs, float))
     estimate = t_estimate(mean, se, dof, n)
     verdict = decide(estimate, threshold)
-    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "") + (f"; could detect {reach(estimate.detectable)}: more pairs would tell"
-                                                                        if verdict == Judgement.INCONCLUSIVE else "")
+    note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "")
+    if verdict == Judgement.INCONCLUSIVE:
+        note += f"; could detect {reach(estimate.detectable)}: more pairs would tell"
     return Verdict.of(case_id, medians, estimate, verdict, note)
 
 
@@ -138,8 +125,7 @@ def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
         p = by_case[v.case_id]
         verdict = decide(Estimate(v.ratio, v.ci_low, v.ci_high, p, v.detectable, 0), threshold)
         note = v.note if verdict == v.verdict or verdict == Judgement.INCONCLUSIVE else v.note.split(";")[0]
-        out.append(Verdict(v.case_id, v.base_median_s, v.new_median_s, v.ratio, v.ci_low, v.ci_high, p, v.detectable, verdict,
-                           note + f"; p adjusted over {len(tested)} tests"))
+        out.append(replace(v, p_value=p, verdict=verdict, note=note + f"; p adjusted over {len(tested)} tests"))
     return out
 
 
@@ -149,8 +135,7 @@ def machine_wide(logs: dict[str, pd.Series], threshold: float) -> Verdict | None
     if table.shape[1] < 2:
         return None
     verdict = judge_logs(MACHINE_WIDE, table.median(axis=1).to_numpy(), threshold)
-    return Verdict(verdict.case_id, verdict.base_median_s, verdict.new_median_s, verdict.ratio, verdict.ci_low, verdict.ci_high,
-                   verdict.p_value, verdict.detectable, verdict.verdict, f"median over {table.shape[1]} cases per pair; " + verdict.note)
+    return replace(verdict, note=f"median over {table.shape[1]} cases per pair; " + verdict.note)
 
 
 def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
@@ -160,7 +145,8 @@ def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
     verdicts = []
     for case_id in sorted((ok_a & set(bad_b["case_id"])) - ok_b):
         reason = str(bad_b.loc[bad_b["case_id"] == case_id, "reason"].iloc[0])
-        verdicts.append(Verdict(case_id, math.nan, math.nan, math.nan, None, None, None, None, Judgement.BROKEN, f"ok in A, {reason}"))
+        verdicts.append(Verdict(case_id, math.nan, math.nan, math.nan, None, None, None, None, Judgement.BROKEN,
+                                f"ok in A, {reason}"))
     return verdicts
 
 
@@ -171,11 +157,13 @@ def one_side_cases(a: pd.DataFrame, b: pd.DataFrame, sides: tuple[str, str]) -> 
         only = sorted(set(mine["case_id"]) - set(other["case_id"]))
         if only:
             shown = ", ".join(only[:5]) + (f" and {len(only) - 5} more" if len(only) > 5 else "")
-            notes.append(f"only in {name}: {len(only)} case(s), not judged ({shown}) — the sides selected different cases")
+            notes.append(f"only in {name}: {len(only)} case(s), not judged ({shown}) "
+                         "— the sides selected different cases")
     return notes
 
 
-def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str] = ("A", "B")) -> PairedSession:
+def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
+                  sides: tuple[str, str] = ("A", "B")) -> PairedSession:
     logs = pair_logs(a, b)
     medians_a, medians_b = ok_medians_s(a), ok_medians_s(b)  # one grouping per side, not two masks per case
     verdicts = []
@@ -194,9 +182,8 @@ def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tup
 
 def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
                         medians: dict[str, tuple[float, float]]) -> list[Verdict]:
-    """Each case's verdict by the sequential rule (gpubench.reports.sequential) after all its pairs, and the
-    machine-wide line's: per pair, the median log-ratio over the cases that ran in it (2 or more;
-    cases already decided run in no later pair). The always-valid p-values are adjusted together."""
+    """Each case's verdict by the sequential rule after all its pairs, and the machine-wide line's (per pair, the
+    median over the 2+ cases that ran in it); the always-valid p-values are adjusted together."""
     series = dict(sorted(logs.items()))
     per_pair = pd.DataFrame(series).sort_index()
     counts = per_pair.notna().sum(axis=1)
@@ -246,7 +233,8 @@ def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
 
 def undecided_cases(session: PairedSession) -> list[str]:
     """The cases a sequential session would give more pairs: measured on both sides, not yet decided."""
-    return [v.case_id for v in session.verdicts if v.verdict == Judgement.INCONCLUSIVE and v.case_id != MACHINE_WIDE]
+    return [v.case_id for v in session.verdicts
+            if v.verdict == Judgement.INCONCLUSIVE and v.case_id != MACHINE_WIDE]
 
 
 def format_session(session: PairedSession, threshold: float, sides: tuple[str, str] = ("A", "B")) -> str:
@@ -267,21 +255,22 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
     detectable = session.median_detectable
     kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
             if session.sequential else f"paired session: {session.pairs} pairs")
-    lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: "
+              + ", ".join(f"{n} {k}" for k, n in counts.items())
               + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
 
 
 def paired_sides(base: Path, new: Path) -> tuple[str, str] | None:
-    """("A", "B") when BASE and NEW are the A and B files of one `gpubench ab` session (its
-    `<session>.ab.json` beside them), ("B", "A") when given the other way round, else None. Paths
-    are resolved first: a symlink of another name to a side's file is that side."""
+    """("A", "B") when BASE and NEW are the A and B files of one `gpubench ab` session (its `<session>.ab.json`
+    beside them), ("B", "A") the other way round, else None. A symlink to a side's file is that side."""
     base, new = base.resolve(), new.resolve()
     if base.suffix != ".csv" or base.parent != new.parent:
         return None
     for first, second in (("A", "B"), ("B", "A")):
         session = base.stem[:-2]
-        if base.stem.endswith(f"-{first}") and new.name == f"{session}-{second}.csv" and (base.parent / f"{session}.ab.json").is_file():
+        if (base.stem.endswith(f"-{first}") and new.name == f"{session}-{second}.csv"
+                and (base.parent / f"{session}.ab.json").is_file()):
             return first, second
     return None
 
@@ -290,9 +279,8 @@ MARKER_MAX_BYTES = 1 << 20  # a session's marker is a few hundred bytes
 
 
 def judged_sequentially(base: Path) -> bool:
-    """Whether the session whose side BASE is looked after every pair (its marker's "design" is
-    "sequential"): its verdicts must then come from the sequential rule, never a fixed-pairs test,
-    which would read its early stops as too much evidence."""
+    """Whether BASE's session looked after every pair (marker "design": "sequential"): a fixed-pairs test would read
+    its early stops as too much evidence."""
     base = base.resolve()
     marker = base.parent / f"{base.stem[:-2]}.ab.json"
     try:
@@ -311,16 +299,17 @@ def judge_pair_of_runs(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides
 
 
 def pairing_problem(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
-    """Why two files named as a session's sides cannot be judged paired: they hold more than one
-    machine, or their builds did not alternate (every row of build k, on both sides, written no
-    later than any row of build k + 1 — a side copied in from another session breaks it)."""
+    """Why two files named as a session's sides cannot be judged paired: more than one machine, or builds that did
+    not alternate (every row of build k no later than any of build k + 1; a side copied from another session)."""
     machines = sorted(set(a["machine_id"]) | set(b["machine_id"]))
     if len(machines) > 1:
         return f"they hold {len(machines)} machines ({', '.join(machines)}), and a pair is two builds on one machine"
     stamps = pd.concat([a[["build", "timestamp_utc"]], b[["build", "timestamp_utc"]]])
-    spans = pd.to_datetime(stamps["timestamp_utc"], utc=True, format="ISO8601", errors="coerce").groupby(stamps["build"]).agg(["min", "max"]).sort_index()
+    times = pd.to_datetime(stamps["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
+    spans = times.groupby(stamps["build"]).agg(["min", "max"]).sort_index()
     late = spans["max"].iloc[:-1].to_numpy() > spans["min"].iloc[1:].to_numpy()
     if late.any():
         build = int(spans.index[int(np.argmax(late))])
-        return f"their builds did not alternate (a row of build {build + 1} was written after one of build {build + 2})"
+        return (f"their builds did not alternate (a row of build {build + 1} was written after one of build "
+                f"{build + 2})")
     return None

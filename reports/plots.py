@@ -1,10 +1,6 @@
-"""Ladder plots (matplotlib, Agg: no display): a figure over a size, a line per machine or setting.
-Each function writes one PNG and returns its path, or None when there is nothing to draw; they
-read the aggregated cases (gpubench.reports.aggregate.per_case). Settings are bars, in
-gpubench.reports.bar_plots. Readable at twenty machines: small multiples instead of one crowded
-axis, log axes where values span decades, axis labels in words with units, every line its own
-colour, marker and dash (hollow markers: a line under another still shows), categories as points
-never joined by a line, datasheet peaks drawn where known."""
+"""Ladder plots (a figure over a size, a line per machine or setting) of the aggregated cases, each one PNG or None.
+Readable at twenty machines: small multiples, log axes where values span decades, every line its own colour, hollow
+marker and dash (a line under another still shows), categories as points never joined by a line."""
 
 from __future__ import annotations
 
@@ -28,15 +24,13 @@ from gpubench.reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
 from gpubench.reports.units import human  # noqa: E402
 
 MAX_LEGEND = 24
-DPI = 110  # a figure is laid out at the resolution it is saved at: tight_layout's text sizes are then savefig's (one renderer)
+DPI = 110  # laid out at the resolution it is saved at: tight_layout's text sizes are then savefig's
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (gpubench.reports.load.base_labels)
 
 
 def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells with each '$' escaped (a pair of them in a hostname or setting would otherwise
-    be typeset as a formula, or stop the plot), and at most MAX_PLOT_LABEL characters (a
-    10,000-character model name would fill the legend; short_label keeps labels unique). Looks at
-    each distinct text once."""
+    """Text cells with each '$' escaped (a pair would be typeset as a formula, or stop the plot), at most
+    MAX_PLOT_LABEL characters (a 10,000-character model name would fill the legend). Each distinct text once."""
     escaped = {}
     for column in [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)]:  # object or str
         dirty = {v: short_label(v, MAX_PLOT_LABEL).replace("$", "\\$") for v in frame[column].dropna().unique()
@@ -48,8 +42,7 @@ def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def literal_labels(plot):
-    """Every plot draws labels from the CSVs (machines, settings, ops): its rows reach it with
-    their '$' escaped (_literal_dollars), the one place plots take untrusted text."""
+    """A plot's rows reach it with their labels made literal: the one place plots take untrusted text."""
     @functools.wraps(plot)
     def draw(rows: pd.DataFrame, *args, **kwargs):
         return plot(_literal_dollars(rows), *args, **kwargs)
@@ -97,7 +90,8 @@ def _legend(fig: plt.Figure, axes: list[plt.Axes], keys: tuple[matplotlib.artist
         width_in, height_in = fig.get_size_inches()
         if width_in < 0.075 * longest + 0.5:  # a legend wider than the panels: the figure widens, no entry is cut
             fig.set_size_inches(0.075 * longest + 0.5, height_in)
-        ncol = max(1, min(3, len(labels), int(fig.get_size_inches()[0] / (0.075 * longest + 0.5))))  # ~0.075 inch a character at size 8
+        # ~0.075 inch a character at size 8
+        ncol = max(1, min(3, len(labels), int(fig.get_size_inches()[0] / (0.075 * longest + 0.5))))
         rows = math.ceil(min(len(labels), MAX_LEGEND) / ncol)
         legend = fig.legend([handles[label] for label in labels[:MAX_LEGEND]], labels[:MAX_LEGEND], loc="lower center",
                             ncol=ncol, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
@@ -135,7 +129,8 @@ def byte_sizes(ax: plt.Axes) -> None:
     """A log2 x axis of byte sizes labelled 1 KiB, 1 MiB, at most eight ticks."""
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2, numticks=8))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: human(value, "bytes").replace(".0 ", " ")))
+    ax.xaxis.set_major_formatter(
+        matplotlib.ticker.FuncFormatter(lambda value, _: human(value, "bytes").replace(".0 ", " ")))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
@@ -145,13 +140,14 @@ DASHES = ("-", "--", ":", "-.")
 
 def line_styles(labels: list[str]) -> dict[str, dict[str, object]]:
     """Each line name its own colour, hollow marker and dash, the same in every panel of a figure."""
-    return {label: {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i // 70 % len(DASHES)],
-                    "fillstyle": "none"} for i, label in enumerate(labels)}
+    return {label: {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)],
+                    "linestyle": DASHES[i // 70 % len(DASHES)], "fillstyle": "none"} for i, label in enumerate(labels)}
 
 
-# Axis labels in words, with units, for the columns a declared plot may draw (gpubench.harness.core.workload_spec.PlotSpec).
+# Axis labels in words, with units, for the columns a declared plot may draw.
 AXIS_LABELS = {
-    "tflops": "TFLOP/s", "gbps": "GB/s", "busbw_gbps": "bus bandwidth (GB/s)", "algbw_gbps": "algorithm bandwidth (GB/s)",
+    "tflops": "TFLOP/s", "gbps": "GB/s", "busbw_gbps": "bus bandwidth (GB/s)",
+    "algbw_gbps": "algorithm bandwidth (GB/s)",
     "samples_per_s": "samples/s", "tokens_per_s": "tokens/s", "median_s": "time (s)", "step_s": "step time (s)",
     "pct_of_measured_peak": "% of this machine's measured matmul", "pct_of_peak": "% of datasheet peak",
     "seq_len": "sequence length (tokens)", "batch_size": "batch size (samples)", "size": "size (bytes)",
@@ -198,7 +194,8 @@ def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_numbers(ax)
-        ax.set_title(f"{dtype}" + (" (dashed: datasheet peak)" if any(line.get_linestyle() == "--" for line in ax.lines) else ""), fontsize=9)
+        dashed = any(line.get_linestyle() == "--" for line in ax.lines)
+        ax.set_title(f"{dtype}" + (" (dashed: datasheet peak)" if dashed else ""), fontsize=9)
         ax.set_xlabel("n (square matmul)")
         ax.set_ylabel("TFLOP/s")
         ax.grid(True, which="both", alpha=0.3)
@@ -218,7 +215,8 @@ def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None
     if rows.empty:
         return None
     if workload == "transfer":
-        rows = rows.assign(panel=rows["direction"].astype(str), line=rows["machine"] + " · " + rows.apply(_transfer_label, axis=1))
+        rows = rows.assign(panel=rows["direction"].astype(str),
+                           line=rows["machine"] + " · " + rows.apply(_transfer_label, axis=1))
     else:
         rows = rows.assign(panel=rows["op"].astype(str) + " · " + rows["dtype"].astype(str), line=rows["machine"])
     panels = sorted(rows["panel"].unique())
@@ -318,7 +316,8 @@ def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
             byte_sizes(ax)
         elif spec.logx:
             ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.0f}" if value < 1e5 else compact(value)))
+            ax.xaxis.set_major_formatter(
+                matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.0f}" if value < 1e5 else compact(value)))
         if spec.logy:
             ax.set_yscale("log")
             _plain_numbers(ax)

@@ -1,15 +1,7 @@
-"""A report folder appears whole or not at all, written by one report at a time.
-
-`gpubench report --out DIR` writes everything into a new hidden folder beside DIR
-(`.DIR.<random>.partial`) and renames it into place when all of it is written: a reader sees the
-previous report or the new one, never one's report.md with the other's merged.csv, and a report
-that fails or is interrupted leaves DIR as it was. A previous report is moved aside
-(`.DIR.<random>.old`) for the rename and then removed. A lock on `.DIR.lock` beside DIR (flock,
-released when the process ends, however it ends; the file is removed with it) lets one report
-write DIR at a time; a second one is refused in one line. Since DIR is replaced whole, it must be
-new, empty, or hold only what a report writes; a folder holding anything else (results, notes) is
-refused before anything is written. Hidden names keep the temporaries out of every folder walk
-(gpubench.reports.load)."""
+"""A report folder appears whole or not at all, written by one report at a time: `--out DIR` is written into a
+hidden `.DIR.<random>.partial` and renamed into place (a previous report moved aside as `.DIR.<random>.old`, then
+removed), under a flock on `.DIR.lock`. DIR is replaced whole, so it must be new, empty, or a previous report.
+Hidden names keep the temporaries out of every folder walk (gpubench.reports.load)."""
 
 from __future__ import annotations
 
@@ -23,7 +15,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpubench.harness.records.safe_files import NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath, kind_problem, link_line, make_folders
+from gpubench.harness.records.safe_files import (NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath,
+                                                 kind_problem, link_line, make_folders)
 from gpubench.reports.load import OUT_FIX
 
 REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes
@@ -35,8 +28,8 @@ class PublishError(ValueError):
 
 
 def check_out(out: Path) -> None:
-    """Refuse, before anything is written, an --out that is a link, a file, or a folder holding
-    what a report does not write (the report replaces the folder whole)."""
+    """Refuse, before anything is written, an --out that is a link, a file, or a folder holding what a report does
+    not write."""
     if not out.name:
         raise PublishError(f"--out {out} names no folder of its own — pass a new folder for the report")
     if out.is_symlink():
@@ -57,8 +50,8 @@ def _report_entry(path: Path) -> bool:
 
 @contextlib.contextmanager
 def report_folder(out: Path) -> Iterator[Path]:
-    """A new, empty folder beside `out` to write the report into; it becomes `out` when the block
-    ends without an error, and is removed when it raises (Ctrl-C included)."""
+    """A new, empty folder beside `out` that becomes `out` when the block ends without an error, and is removed
+    when it raises (Ctrl-C included)."""
     out = Path(os.path.abspath(out))
     check_out(out)
     make_folders(out.parent)
@@ -79,8 +72,8 @@ def _stem(out: Path) -> str:
 
 @contextlib.contextmanager
 def _lock(out: Path) -> Iterator[None]:
-    """Held while `out` is written: a second report into it is refused, not mixed in. The lock
-    file goes when the report ends; one that locked a file just removed tries the new one."""
+    """Held while `out` is written: a second report into it is refused, not mixed in. One that locked a file just
+    removed tries the new one."""
     path = out.parent / f"{_stem(out)}.lock"
     for _ in range(100):
         fd = _open_lock(path)
@@ -104,10 +97,11 @@ def _lock(out: Path) -> Iterator[None]:
 
 
 def _open_lock(path: Path) -> int:
-    """The lock file, made if missing; a link, FIFO, folder or device planted at its name is refused
-    (O_NONBLOCK: a FIFO is never waited on)."""
+    """The lock file, made if missing; a link, FIFO, folder or device planted at its name is refused (O_NONBLOCK:
+    a FIFO is never waited on)."""
     try:  # read-only is enough for flock: a lock file another member made can be locked by all
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0), NEW_FILE_MODE)
+        flags = os.O_RDONLY | os.O_CREAT | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, NEW_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnsafePath(link_line(path, "report lock", "remove the link")) from None
@@ -154,8 +148,8 @@ def _publish(temp: Path, out: Path) -> None:
 
 
 def _remove(folder: Path) -> None:
-    """A previous report folder: its report files, then the folder; what cannot go stays hidden
-    (an NFS client's .nfs file of a report still open elsewhere) and goes with a later report."""
+    """A previous report folder: its report files, then the folder; what cannot go stays hidden (an NFS client's
+    .nfs file of a report still open elsewhere) and goes with a later report."""
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
             if _report_entry(folder / name):
@@ -164,10 +158,8 @@ def _remove(folder: Path) -> None:
 
 
 def _sweep(out: Path) -> None:
-    """Leftovers of reports into `out` that were killed (SIGKILL, a power cut): under the lock no
-    other report into `out` is running, so every such temporary beside it is dead. One killed
-    between moving the previous report aside and renaming its own in left no `out`: the previous
-    report (the newest moved aside) is put back, so a later failure still leaves it in place."""
+    """Leftovers of killed reports into `out` (under the lock, every such temporary is dead). One killed between
+    its two renames left no `out`: the newest report moved aside is put back."""
     leftover = re.compile(re.escape(_stem(out)) + r"\.[0-9a-f]{16}\.(partial|old)")
     found = [(out.parent / name, match.group(1))
              for name in os.listdir(out.parent) if (match := leftover.fullmatch(name))]

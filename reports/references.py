@@ -1,9 +1,6 @@
-"""Reference figures per known device (reports/references.json), loaded and validated. Torch-free.
-
-A reference says what a healthy device of that name measures: `gpubench` entries come from a
-gpubench run (same method, same sizes) and are what the health check compares against;
-`published` entries are maxima measured another way (mamf-finder's best bf16 matmul over a
-shape search), shown as ratios and never flagged. Every entry names its source."""
+"""Reference figures per known device (reports/references.json), loaded and validated. `gpubench` entries come
+from a gpubench run and are what the health check compares against; `published` entries are maxima measured another
+way (mamf-finder's best bf16 matmul over a shape search), shown as ratios and never flagged."""
 
 from __future__ import annotations
 
@@ -83,7 +80,8 @@ def _fingerprint(fields: object, where: str) -> dict[str, float]:
     out = {}
     for name, entry in fields.items():
         if name not in FINGERPRINT_FIELDS:
-            raise ReportError(f"{where}.{name}: unknown fingerprint field — use one of {', '.join(FINGERPRINT_FIELDS)}")
+            raise ReportError(f"{where}.{name}: unknown fingerprint field — use one of "
+                              f"{', '.join(FINGERPRINT_FIELDS)}")
         if not isinstance(entry, dict) or not str(entry.get("source", "")).strip():
             raise ReportError(f"{where}.{name}: expected {{value, source}} with a source — fix the entry")
         out[name] = _number(entry.get("value"), f"{where}.{name}")
@@ -115,7 +113,8 @@ def load_references(path: Path = DEFAULT_PATH) -> References:
     except RefusedRead as error:
         raise ReportError(f"{error}; restore reports/references.json") from None
     except OSError as error:
-        raise ReportError(f"{path}: cannot read the references ({error.strerror}) — restore reports/references.json") from None
+        raise ReportError(f"{path}: cannot read the references ({error.strerror}) "
+                          "— restore reports/references.json") from None
     except ValueError as error:
         raise ReportError(f"{path}: not JSON ({error}) — fix the file") from None
     return parse_references(data, str(path))

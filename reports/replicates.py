@@ -1,18 +1,12 @@
-"""Unpaired comparisons with replicate runs: runs as units. With two or more runs on each side,
-the noise a change must beat is the scatter between each side's own runs — measured, so a shift
-common to every case (a torch, driver or BIOS change) is no longer absorbed as noise.
-
-- A case: Welch's t over the runs' log-medians (a run's median over its builds), Satterthwaite's
-  degrees of freedom.
-- Every case at once (the machine-wide line): per run, the median over the common cases of the
-  run's log-median minus the case's mean over all runs; then Welch's t between the sides' runs.
-  With one run per side this line is printed, not judged: a machine that was slower during one
-  run and a change that slowed everything look alike.
-Torch-free."""
+"""Unpaired comparisons with 2+ runs per side: runs as units, so the noise a change must beat is the scatter
+between each side's own runs, measured (a shift common to every case, such as a torch, driver or BIOS change, is
+no longer absorbed as noise). A case: Welch's t over the runs' log-medians; the machine-wide line: per run, the
+median over common cases of the run's log-median minus the case's mean, then Welch's t between the sides' runs."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -34,8 +28,7 @@ def welch(case_id: str, base: np.ndarray, new: np.ndarray, threshold: float, not
     """Verdict of new against base from two samples of run-level logs (Welch's t)."""
     d = float(new.mean() - base.mean())
     var_b, var_n = base.var(ddof=1) / base.size, new.var(ddof=1) / new.size
-    se = math.sqrt(var_b + var_n)
-    denominator = var_b**2 / (base.size - 1) + var_n**2 / (new.size - 1)
+    se, denominator = math.sqrt(var_b + var_n), var_b**2 / (base.size - 1) + var_n**2 / (new.size - 1)
     dof = se**4 / denominator if denominator > 0 else float(base.size + new.size - 2)
     estimate = t_estimate(d, se, dof, base.size + new.size)
     return Verdict.of(case_id, (math.exp(base.mean()), math.exp(new.mean())), estimate, decide(estimate, threshold),
@@ -63,10 +56,9 @@ def machine_wide(base: pd.DataFrame, new: pd.DataFrame, threshold: float) -> Ver
     b, n = levels.loc["base"].to_numpy(), levels.loc["new"].to_numpy()
     if b.size >= 2 and n.size >= 2:
         verdict = welch(MACHINE_WIDE, b, n, threshold, f"median over {both.shape[1]} cases per run")
-        return Verdict(
-            MACHINE_WIDE, math.nan, math.nan, *[getattr(verdict, f) for f in ("ratio", "ci_low", "ci_high", "p_value", "detectable", "verdict", "note")]
-        )
+        return replace(verdict, base_median_s=math.nan, new_median_s=math.nan)
     shift = math.exp(float(n.mean() - b.mean()))
     return Verdict(MACHINE_WIDE, math.nan, math.nan, shift, None, None, None, None, Judgement.NOT_JUDGED,
-                   "one run per side: a machine that was slower during one run and a change that slowed every case look alike — "
-                   "give 2+ runs per side (gpubench compare BASE_DIR/ NEW_DIR/, a folder of runs each) or run a paired session (gpubench ab) to judge it")
+                   "one run per side: a machine that was slower during one run and a change that slowed every case "
+                   "look alike — give 2+ runs per side (gpubench compare BASE_DIR/ NEW_DIR/, a folder of runs each) "
+                   "or run a paired session (gpubench ab) to judge it")

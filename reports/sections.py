@@ -1,7 +1,6 @@
-"""The report's workload sections. A workload declares its section (gpubench.harness.catalog): a named
-renderer here for the workloads whose section needs more than a table (peaks, template against
-fastest, olympic means), or a generic section — an optional plot and a table of declared columns
-— for the rest, including any new workload, without editing this package."""
+"""The report's workload sections, as each workload declares (gpubench.harness.catalog): a named renderer where a
+table is not enough, else a generic section (an optional plot and a table of declared columns), so a new workload
+needs no edit here."""
 
 from __future__ import annotations
 
@@ -30,57 +29,60 @@ PIVOT_ROWS = 12  # a longer table of several machines gets a row per setting and
 
 
 def several_machines(table: pd.DataFrame, rows: int = PIVOT_ROWS) -> bool:
-    """A table longer than `rows`, of two or more machines: it reads better as a row per setting and a column per machine."""
+    """A table longer than `rows`, of two or more machines: better as a row per setting, a column per machine."""
     return "machine" in table and table["machine"].nunique() >= 2 and len(table) > rows
 
 
 def machine_columns(table: pd.DataFrame, keys: list[str], cells: list[str]) -> pd.DataFrame:
     """`table` as a row per value of `keys` and a column per machine holding `cells` (one text per row)."""
     grouped = table.assign(_cell=cells).groupby([*keys, "machine"], sort=False, dropna=False)["_cell"].first()
-    return grouped.unstack("machine").fillna("").reset_index().rename_axis(columns=None)  # only the settings a machine ran
+    # only the settings a machine ran
+    return grouped.unstack("machine").fillna("").reset_index().rename_axis(columns=None)
 
 
 def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
-    """A long table of several machines pivoted: a row per setting, a column per machine, each cell the
-    table's first figure in its unit with its spread and flags. None where the table is short, of one
-    machine, or its first figure is not a number."""
+    """A long table of several machines pivoted, each cell the first figure with its spread and flags; None where
+    the table is short, of one machine, or its first figure is not a number."""
     if not several_machines(table):
         return None
     keys = [c for c in table.columns if c in SETTING_COLUMNS and c != "machine"]
-    figures = [c for c in table.columns if c not in {*keys, "machine", "spread", "flags"}][:1]  # the headline figure; merged.csv has the rest
+    # the headline figure; merged.csv has the rest
+    figures = [c for c in table.columns if c not in {*keys, "machine", "spread", "flags"}][:1]
     if not keys or not figures or not pd.api.types.is_numeric_dtype(table[figures[0]]):
         return None
     spread = table["spread"] if "spread" in table else pd.Series(float("nan"), index=table.index)
     flags = table["flags"] if "flags" in table else pd.Series("", index=table.index)
-    return machine_columns(table, keys, [human_column(figures[0], v) + pm(s) + (f" ({fl})" if fl else "") if not pd.isna(v) else ""
+    return machine_columns(table, keys, [human_column(figures[0], v) + pm(s) + (f" ({fl})" if fl else "")
+                                         if not pd.isna(v) else ""
                                          for v, s, fl in zip(table[figures[0]], spread, flags)])
 
 
 def _cases_table(cases: pd.DataFrame, workload: str, columns: tuple[str, ...] | list[str]) -> str:
     rows = cases[cases["workload"] == workload]
     table = rows[[c for c in columns if c in rows]]
-    pivoted = by_machine(table)
-    return md_table(table, human=True) if pivoted is None else md_table(pivoted.fillna(""))
+    return md_table(table, human=True) if (pivoted := by_machine(table)) is None else md_table(pivoted.fillna(""))
 
 
 def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     peak = tables.matmul_peak_table(cases)
     return section(spec.title, image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
                    "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
-                   f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the builds' IQR "
-                   "(the datasheet peaks gpubench knows: `gpubench env --peaks`):", md_table(peak, human=True))
+                   f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the "
+                   "builds' IQR (the datasheet peaks gpubench knows: `gpubench env --peaks`):",
+                   md_table(peak, human=True))
 
 
 def matmul_speedup(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    speedup = cases[cases["workload"] == workload].rename(columns={"baseline_median_s": "cpu_median_s", "median_s": "device_median_s"})
+    speedup = cases[cases["workload"] == workload].rename(columns={"baseline_median_s": "cpu_median_s",
+                                                                   "median_s": "device_median_s"})
     if speedup.empty:
         return ""
-    return section(spec.title, md_table(speedup[["machine", "size", "cpu_median_s", "device_median_s", "speedup"]], human=True))
+    columns = ["machine", "size", "cpu_median_s", "device_median_s", "speedup"]
+    return section(spec.title, md_table(speedup[columns], human=True))
 
 
 def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    """Best GB/s per machine. For elementwise the headline is DRAM-resident sizes only (working set
-    >= 8x the last-level cache); cache-resident figures are shown apart, labelled."""
+    """Best GB/s per machine; for elementwise the headline is DRAM-resident sizes only, cache-resident ones apart."""
     png = plots.bandwidth_plot(cases, workload, out)
     if not png:
         return ""
@@ -89,8 +91,8 @@ def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
         headline = [md_table(rows.groupby("machine")["gbps"].max().rename("best_gbps"), index=True)]
     else:
         by_tier = rows.groupby(["machine", "memory_tier"])["gbps"].max().unstack("memory_tier")
-        headline = ["Best GB/s by memory tier: `dram` = working set >= 8x the last-level cache (the memory headline), `cache` = fits in it.",
-                    md_table(by_tier, index=True)]
+        headline = ["Best GB/s by memory tier: `dram` = working set >= 8x the last-level cache (the memory headline), "
+                    "`cache` = fits in it.", md_table(by_tier, index=True)]
     return section(spec.title, image(png.name, f"{workload} GB/s"), *headline)
 
 
@@ -98,69 +100,76 @@ def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
     checks = frame[frame["workload"] == workload].assign(failed=lambda f: f["status"] == "failed")
     rows = (checks.groupby(["machine", "size"], sort=False)
             .agg(builds=("status", "size"), failed=("failed", "sum"), median_s=("median_s", "median"),
-                 selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"), selfcheck_events_ratio=("selfcheck_events_ratio", "median"))
+                 selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"),
+                 selfcheck_events_ratio=("selfcheck_events_ratio", "median"))
             .reset_index())
-    return section(spec.title, "Median over interleaved pairs of windows of harness / torch.utils.benchmark (and / CUDA events): "
-                   "a build fails when the median's 99% confidence interval lies wholly outside 0.97–1.03 — one of the clocks is wrong (the "
-                   "failures are listed under Rows not ok); a median outside the band that noise or load leaves unclear is measured again, "
-                   "then marked inconclusive.",
+    return section(spec.title, "Median over interleaved pairs of windows of harness / torch.utils.benchmark (and / "
+                   "CUDA events): a build fails when the median's 99% confidence interval lies wholly outside "
+                   "0.97–1.03 — one of the clocks is wrong (the failures are listed under Rows not ok); a median "
+                   "outside the band that noise or load leaves unclear is measured again, then marked inconclusive.",
                    md_table(rows, human=True))
 
 
 def epoch_settings(epochs: pd.DataFrame) -> str:
-    """The epoch table; of several machines and many settings, a row per setting and a cell per machine
-    (epoch time with its spread, accuracy, share of the time waiting for data, flags)."""
+    """The epoch table; of several machines and many settings, a row per setting and a cell per machine."""
     if not several_machines(epochs):
         return md_table(epochs, human=True)
     cells = [f"{human_column('epoch_s', e)}{pm(s)}, accuracy {human_column('test_accuracy', a)}, data wait "
              f"{human_column('data_wait_frac', w)}" + (f" ({f})" if f else "")
-             for e, s, a, w, f in zip(epochs["epoch_s"], epochs["spread"], epochs["test_accuracy"], epochs["data_wait_frac"], epochs["flags"])]
+             for e, s, a, w, f in zip(epochs["epoch_s"], epochs["spread"], epochs["test_accuracy"],
+                                      epochs["data_wait_frac"], epochs["flags"])]
     return md_table(machine_columns(epochs, ["setting"], cells))
 
 
 def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
     parts = [section(spec.title, image(_name(bar_plots.epoch_plot(cases, out)), "epoch throughput"),
-                     f"Guide template against the fastest setting whose test accuracy is within {tables.EQUAL_ACCURACY} of the template's "
-                     "(faster but less accurate settings are listed apart). Diverged runs are failed rows and never count:",
+                     "Guide template against the fastest setting whose test accuracy is within "
+                     f"{tables.EQUAL_ACCURACY} of the template's (faster but less accurate settings are listed apart). "
+                     "Diverged runs are failed rows and never count:",
                      md_table(tables.template_vs_fastest(frame), human=True),
                      "Medians over builds and runs; `spread` is the IQR/median of the epoch's windows of steps.",
                      epoch_settings(tables.epoch_table(frame)), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:
         parts.append(section("torch.compile", image(_name(bar_plots.compile_plot(compiled, out)), "compile cost"),
-                             "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the steady-state step, "
-                             "eager and compiled on the same batch; break-even = compile time / step gain. Medians over runs.", md_table(compiled, human=True)))
+                             "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the "
+                             "steady-state step, eager and compiled on the same batch; break-even = compile time / "
+                             "step gain. Medians over runs.", md_table(compiled, human=True)))
     return "\n\n".join(parts)
 
 
 def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    return section(spec.title, "MLPerf's clock: from the first touch of the data to the evaluation that reaches the target "
-                   "(every evaluation inside it; model construction, warm-up and compile outside). Scored over seeds with the "
-                   "olympic mean (fastest and slowest dropped); a seed that did not converge counts as the slowest, two make the "
-                   "result invalid. `fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
-                   md_table(tables.first_to_target(frame), human=True), md_table(tables.time_to_accuracy_table(frame), human=True))
+    return section(spec.title, "MLPerf's clock: from the first touch of the data to the evaluation that reaches the "
+                   "target (every evaluation inside it; model construction, warm-up and compile outside). Scored over "
+                   "seeds with the olympic mean (fastest and slowest dropped); a seed that did not converge counts as "
+                   "the slowest, two make the result invalid. `fastest_seed_s`/`slowest_seed_s` span the converged "
+                   "seeds.",
+                   md_table(tables.first_to_target(frame), human=True),
+                   md_table(tables.time_to_accuracy_table(frame), human=True))
 
 
 def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     return section(spec.title, image(_name(bar_plots.memory_plot(cases, out)), "memory vs speed"),
-                   "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's peak over one step above "
-                   "what was alive before it (never compare the two).",
+                   "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's "
+                   "peak over one step above what was alive before it (never compare the two).",
                    strategies_table(cases[cases["workload"] == workload]))
 
 
 def strategies_table(rows: pd.DataFrame) -> str:
-    """Per strategy: its step, peak memory (and where it was read) and throughput; a column per machine when several."""
-    table = rows[[c for c in ("machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s", "spread", "samples_per_s")
-                  if c in rows]]
+    """Per strategy: its step, peak memory (and where it was read) and throughput; a column per machine if several."""
+    table = rows[[c for c in ("machine", "strategy", "mem_source", "effective_batch", "peak_mem_bytes", "step_s",
+                              "spread", "samples_per_s") if c in rows]]
     if not several_machines(table):
         return md_table(table, human=True)
-    cells = [f"step {human_column('step_s', t)}{pm(s)}, peak {human_column('peak_mem_bytes', m)} ({src}), {human_column('samples_per_s', r)}"
-             for t, s, m, src, r in zip(table["step_s"], table["spread"], table["peak_mem_bytes"], table["mem_source"], table["samples_per_s"])]
+    cells = [f"step {human_column('step_s', t)}{pm(s)}, peak {human_column('peak_mem_bytes', m)} ({src}), "
+             f"{human_column('samples_per_s', r)}"
+             for t, s, m, src, r in zip(table["step_s"], table["spread"], table["peak_mem_bytes"], table["mem_source"],
+                                        table["samples_per_s"])]
     return md_table(machine_columns(table, ["strategy", "effective_batch"], cells))
 
 
-RATES = ("samples_per_s", "tflops", "gbps", "energy_j", "samples_per_j")  # what a workload without a table shows, where it has them
+RATES = ("samples_per_s", "tflops", "gbps", "energy_j", "samples_per_j")  # shown by a workload without a table
 
 
 def figures_of(rows: pd.DataFrame) -> list[str]:
@@ -170,21 +179,21 @@ def figures_of(rows: pd.DataFrame) -> list[str]:
 
 
 def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    """A declared plot (if any) and a table of the declared columns (all settings and figures
-    when none are declared), over the cases: medians over builds and runs."""
+    """A declared plot (if any) and a table of the declared columns (all settings and figures when none are)."""
     rows = cases[cases["workload"] == workload]
     if rows.empty:
         return ""
     draw = bar_plots.spec_bars if spec.plot is not None and spec.plot.bars else plots.spec_plot
     png = draw(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
     columns = spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
-    return section(spec.title, image(_name(png), workload) if png else "", spec.intro, _cases_table(cases, workload, columns))
+    return section(spec.title, image(_name(png), workload) if png else "", spec.intro,
+                   _cases_table(cases, workload, columns))
 
 
-RENDERERS: dict[str, Renderer] = {"matmul": matmul, "matmul_speedup": matmul_speedup, "bandwidth": bandwidth, "selfcheck": selfcheck,
-                                  "mnist_epoch": mnist_epoch, "time_to_accuracy": time_to_accuracy, "memory_strategies": memory_strategies}
+RENDERERS: dict[str, Renderer] = {"matmul": matmul, "matmul_speedup": matmul_speedup, "bandwidth": bandwidth,
+                                  "selfcheck": selfcheck, "mnist_epoch": mnist_epoch,
+                                  "time_to_accuracy": time_to_accuracy, "memory_strategies": memory_strategies}
 
 
 def render(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    renderer = RENDERERS[spec.renderer] if spec.renderer else generic
-    return renderer(frame, cases, out, spec, workload)
+    return (RENDERERS[spec.renderer] if spec.renderer else generic)(frame, cases, out, spec, workload)

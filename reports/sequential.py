@@ -1,31 +1,15 @@
-"""The sequential rule of a paired session that stops when it knows (`gpubench ab --budget`): after
-every pair, each case still undecided is looked at again, and a case stops getting builds once it
-is decided. Looking after every pair with a fixed-sample test would call unchanged code different
-far more often than ALPHA; this rule keeps ALPHA however many looks are taken.
+"""The sequential rule of a paired session that stops when it knows (`gpubench ab --budget`): after every pair each
+undecided case is looked at again, and a decided case gets no more builds. A fixed-sample test looked at after every
+pair would call unchanged code different far more often than ALPHA; this rule keeps ALPHA however many looks.
 
-The unit is the pair's log-ratio d_k = ln(B_k / A_k). The evidence against "no change" after n
-pairs is the Bayes factor of the one-sample t-test with a normal prior N(0, MIXTURE_G) on the
-standardised effect mu/sigma and the scale-invariant prior 1/sigma on sigma:
-
-    BF_n = (1 + n g)^(-1/2) * ((1 + t^2/nu) / (1 + t^2/(nu (1 + n g))))^((nu + 1)/2),  nu = n - 1,
-
-a function of the t-statistic alone. It is the likelihood ratio of the scale-invariant part of the
-data, so under mu = 0 it is a nonnegative martingale, and by Ville's inequality
-P(BF_n >= 1/alpha for some n) <= alpha (Perez-Ortiz, Lardy, de Heide, Grunwald: "E-statistics,
-group invariance and anytime-valid testing"; the "safe t-test"). Hence:
-
-- the always-valid p-value after n pairs is min over k <= n of 1/BF_k;
-- the confidence sequence is every mu0 whose shifted data x - mu0 keep BF below 1/alpha:
-  mean +- t*_n s/sqrt(n), with t*_n the |t| at which BF_n reaches 1/alpha (infinite while
-  (1 + n g)^((n - 1)/2) < 1/alpha: with few pairs nothing can be decided yet).
-
-Across cases, the always-valid p-values are adjusted together (Benjamini-Hochberg): a p-value
-only falls as pairs come, so a case once called slower or faster stays so. The verdicts are
-`compare`'s words (gpubench.reports.verdicts.decide, applied elementwise here): slower / faster
-(adjusted p < ALPHA and beyond the threshold), no change (the confidence sequence lies within
-+- threshold), inconclusive (neither yet). tests/test_power.py measures the false-alarm rate and
-the power on simulated sessions. Pure numpy, vectorised over leading axes (sessions, cases).
-"""
+The unit is the pair's log-ratio ln(B/A). The evidence against "no change" is the Bayes factor of the one-sample
+t-test (prior N(0, MIXTURE_G) on mu/sigma, 1/sigma on sigma), a function of t alone and a nonnegative martingale
+under mu = 0, so by Ville's inequality P(BF_n >= 1/alpha for some n) <= alpha (Perez-Ortiz, Lardy, de Heide,
+Grunwald: "E-statistics, group invariance and anytime-valid testing"; the "safe t-test"). The always-valid p-value
+is min over k <= n of 1/BF_k; the confidence sequence is mean +- t*_n s/sqrt(n), t*_n the |t| where BF_n reaches
+1/alpha (infinite with few pairs). Across cases the p-values are adjusted together (Benjamini-Hochberg); a p-value
+only falls as pairs come, so a case once called slower or faster stays so. tests/test_power.py measures the
+false-alarm rate and power on simulated sessions. Pure numpy, vectorised over leading axes (sessions, cases)."""
 
 from __future__ import annotations
 
@@ -36,9 +20,8 @@ import numpy as np
 
 from gpubench.reports.verdicts import ALPHA, Judgement
 
-# Prior variance of the standardised effect mu/sigma. A larger g decides large changes a pair sooner
-# and calls unchanged cases "no change" later (tried from 0.25 to 10 on tests/test_power.py's
-# simulation); with 1 a case can be decided from 7 pairs on (at ALPHA 0.01, (1 + 7)^3 >= 100).
+# Prior variance of mu/sigma. A larger g decides large changes a pair sooner and calls unchanged cases "no change"
+# later (tried 0.25 to 10 on tests/test_power.py's simulation); with 1 a case can be decided from 7 pairs on.
 MIXTURE_G = 1.0
 MIN_PAIRS = 3  # no look before three pairs: a t-statistic of two pairs has one degree of freedom
 
@@ -66,8 +49,8 @@ def boundary_t(n: np.ndarray | int, level: float = ALPHA, g: float = MIXTURE_G) 
 
 @dataclass(frozen=True)
 class Prefixes:
-    """For every prefix of the pairs (last axis: after 1, 2, ... pairs): the mean log-ratio, the
-    confidence sequence's half-width at ALPHA, and the always-valid p-value."""
+    """After 1, 2, ... pairs (last axis): the mean log-ratio, the confidence sequence's half-width at ALPHA, and
+    the always-valid p-value."""
 
     mean: np.ndarray
     half_width: np.ndarray
@@ -105,13 +88,12 @@ def bh_adjust(p_values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(p), np.nan, out)
 
 
-def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray, threshold: float) -> np.ndarray:
-    """SLOWER / FASTER / NO_CHANGE / INCONCLUSIVE per element: gpubench.reports.verdicts.decide's rule on log
-    scale, for the simulation (gpubench ab's verdicts come from decide itself; a test holds them equal)."""
+def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray,
+                  threshold: float) -> np.ndarray:
+    """verdicts.decide's rule per element on log scale, for the simulation (a test holds the two equal)."""
     band = math.log1p(threshold)
     significant = p_adjusted < ALPHA
-    codes = np.full(np.shape(mean), INCONCLUSIVE)
-    codes = np.where(np.abs(mean) + half_width <= band, NO_CHANGE, codes)
+    codes = np.where(np.abs(mean) + half_width <= band, NO_CHANGE, np.full(np.shape(mean), INCONCLUSIVE))
     codes = np.where(significant & (mean < -band), FASTER, codes)
     return np.where(significant & (mean > band), SLOWER, codes)
 
@@ -129,8 +111,7 @@ def detectable(half_width: float) -> float:
 
 @dataclass(frozen=True)
 class Simulated:
-    """Sessions run by the sequential rule on given log-ratios: the verdict code each case ended with,
-    and the pairs it got (sessions on the first axis, cases on the second)."""
+    """Sessions run by the sequential rule: each case's final verdict code and pairs (sessions x cases)."""
 
     codes: np.ndarray
     pairs: np.ndarray
@@ -146,10 +127,8 @@ def masked_median(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def simulate(logs: np.ndarray, threshold: float, g: float = MIXTURE_G) -> Simulated:
-    """Plays sessions as `gpubench ab --budget` runs them, without the budget: `logs` holds each case's
-    log-ratio per pair (sessions, cases, pairs). After every pair every case still undecided is looked
-    at (with the machine-wide line: per pair, the median over the cases that ran in it, 2 or more);
-    a decided case runs in no later pair."""
+    """Plays sessions as `gpubench ab --budget` runs them, without the budget, on `logs` (sessions, cases, pairs);
+    the machine-wide line is per pair the median over the 2+ cases that ran in it."""
     sessions, cases, max_pairs = logs.shape
     case_stats = prefixes(logs, g)
     pairs = np.zeros((sessions, cases), int)

@@ -33,13 +33,13 @@ def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     first = frame.drop_duplicates("machine").set_index("machine")
     table = first[[c for c in FINGERPRINT_FIELDS if c in first]].T.astype(object).where(lambda t: t.notna(), "")
     for field in table.index:  # 135148564480 -> 126 GiB
-        table.loc[field] = [human_column(field, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in table.loc[field]]
+        table.loc[field] = [human_column(field, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+                            for v in table.loc[field]]
     return table.rename_axis("field")
 
 
 def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
-    """Best TFLOP/s each machine reached per dtype (from gpubench.reports.aggregate.per_case: medians over
-    builds and runs, `spread` between builds), against the datasheet peak where known."""
+    """Best TFLOP/s each machine reached per dtype (over the cases), against the datasheet peak where known."""
     rows = cases[cases["workload"] == "matmul"].dropna(subset=["tflops", "dtype", "size"])
     if rows.empty:
         return pd.DataFrame()
@@ -64,9 +64,9 @@ def baseline_machine(frame: pd.DataFrame, baseline: str | None) -> str:
 
 
 def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Per workload and machine: geometric-mean speedup (baseline median / machine median) over
-    the ok cases both ran."""
-    ok = frame[frame["status"] == "ok"].groupby(["workload", "case_id", "machine"])["median_s"].median().unstack("machine")
+    """Per workload and machine: geomean speedup (baseline median / machine median) over the ok cases both ran."""
+    ok = frame[frame["status"] == "ok"].groupby(["workload", "case_id", "machine"])["median_s"].median()
+    ok = ok.unstack("machine")
     if baseline not in ok:
         return pd.DataFrame()
     records, timings = [], timings_by_machine(frame)
@@ -77,41 +77,38 @@ def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
             interval = speedup_interval(pair, baseline, machine, str(workload))
             records.append({"workload": workload, "machine": machine, "cases": len(values),
                             "geomean_speedup": float(np.exp(np.log(values).mean())),
-                            "ci95_low": interval.low if interval else math.nan, "ci95_high": interval.high if interval else math.nan,
+                            "ci95_low": interval.low if interval else math.nan,
+                            "ci95_high": interval.high if interval else math.nan,
                             "min": float(values.min()), "max": float(values.max())})
     return pd.DataFrame(records)
 
 
 def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per machine and setting: medians over builds and runs, the within-epoch spread (IQR/median
-    of the windows) and the flags."""
+    """Per machine and setting: medians over builds and runs, the within-epoch spread (of the windows), flags."""
     rows = ok_rows(frame, "mnist_epoch")
     if rows.empty:
         return pd.DataFrame()
     grouped = rows.groupby(["machine", "setting"], sort=False)
-    medians = ("epoch_s", "rel_iqr", "samples_per_s", "data_wait_frac", "test_accuracy", "peak_mem_bytes", "compile_s", "energy_j", "avg_power_w")
-    named = {"rel_iqr": "spread"}
-    spec = {named.get(c, c): (c, "median") for c in medians if c in rows}
+    medians = ("epoch_s", "rel_iqr", "samples_per_s", "data_wait_frac", "test_accuracy", "peak_mem_bytes", "compile_s",
+               "energy_j", "avg_power_w")
+    spec = {{"rel_iqr": "spread"}.get(c, c): (c, "median") for c in medians if c in rows}
     out = grouped.agg(dataset=("dataset", "first"), **spec, epochs=("epoch_s", "size"),
                       flags=("flags", lambda f: ";".join(sorted({x for v in f for x in str(v).split(";") if x}))))
     return out.reset_index().sort_values(["machine", "epoch_s"]).reset_index(drop=True)
 
 
 def fastest_at_equal_accuracy(epochs: pd.DataFrame) -> tuple[pd.Series | None, pd.DataFrame]:
-    """Among one machine's aggregated epoch rows: the fastest setting whose test accuracy is within
-    EQUAL_ACCURACY of the template's (any setting when there is no template or the data is
-    synthetic), and the settings that were faster but less accurate."""
+    """Among one machine's epoch rows: the fastest setting within EQUAL_ACCURACY of the template's accuracy (any
+    without a template or on synthetic data), and the settings that were faster but less accurate."""
     if epochs.empty:
         return None, epochs
     template = epochs[epochs["setting"] == TEMPLATE_SETTING]
-    meaningful = not (epochs["dataset"] == "synthetic").any()
-    if template.empty or not meaningful or pd.isna(template["test_accuracy"].iloc[0]):
+    if template.empty or (epochs["dataset"] == "synthetic").any() or pd.isna(template["test_accuracy"].iloc[0]):
         return epochs.loc[epochs["epoch_s"].idxmin()], epochs.iloc[0:0]
     floor = float(template["test_accuracy"].iloc[0]) - EQUAL_ACCURACY
     equal = epochs[epochs["test_accuracy"] >= floor]
     best = equal.loc[equal["epoch_s"].idxmin()]
-    less = epochs[(epochs["test_accuracy"] < floor) & (epochs["epoch_s"] < best["epoch_s"])]
-    return best, less
+    return best, epochs[(epochs["test_accuracy"] < floor) & (epochs["epoch_s"] < best["epoch_s"])]
 
 
 def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
@@ -123,23 +120,21 @@ def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
     for machine, group in table.groupby("machine", sort=False):
         best, less = fastest_at_equal_accuracy(group)
         template = group[group["setting"] == TEMPLATE_SETTING]
-        template_s = float(template["epoch_s"].iloc[0]) if not template.empty else math.nan
-        records.append({"machine": machine, "template_epoch_s": template_s,
-                        "template_accuracy": float(template["test_accuracy"].iloc[0]) if not template.empty else math.nan,
+        template_s, template_accuracy = ((float(template["epoch_s"].iloc[0]), float(template["test_accuracy"].iloc[0]))
+                                         if not template.empty else (math.nan, math.nan))
+        records.append({"machine": machine, "template_epoch_s": template_s, "template_accuracy": template_accuracy,
                         "fastest_setting": best["setting"], "fastest_epoch_s": float(best["epoch_s"]),
-                        "fastest_accuracy": float(best["test_accuracy"]), "template_over_fastest": template_s / float(best["epoch_s"]),
-                        "faster_but_less_accurate": ", ".join(f"{s} ({a:.3f})" for s, a in zip(less["setting"], less["test_accuracy"]))})
+                        "fastest_accuracy": float(best["test_accuracy"]),
+                        "template_over_fastest": template_s / float(best["epoch_s"]),
+                        "faster_but_less_accurate": ", ".join(f"{s} ({a:.3f})"
+                                                              for s, a in zip(less["setting"], less["test_accuracy"]))})
     return pd.DataFrame(records)
 
 
-
-
 def olympic_mean(times_s: list[float]) -> float:
-    """MLPerf's score over seeds: drop the fastest and the slowest, mean of the rest (plain mean
-    below three seeds). A seed that did not converge is passed as inf: it is the slowest, and a
-    second one leaves an inf in the mean (the result is invalid)."""
-    ordered = sorted(times_s)
-    kept = ordered[1:-1] if len(ordered) >= 3 else ordered
+    """MLPerf's score over seeds: drop the fastest and the slowest, mean of the rest (plain mean below three seeds).
+    A seed that did not converge is inf: a second one leaves an inf in the mean (the result is invalid)."""
+    kept = sorted(times_s)[1:-1] if len(times_s) >= 3 else sorted(times_s)
     return float(np.mean(kept)) if kept else math.nan
 
 
@@ -149,62 +144,67 @@ def _summary_of(rows: pd.DataFrame, column: str, how: str = "median") -> float:
 
 
 def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per machine, design and target: seeds run, how many did not converge, the olympic mean
-    time to target and the spread of the converged seeds, epochs and energy to target. Valid
-    only with at most one non-converging seed (MLPerf); diverged seeds count like those."""
+    """Per machine, design and target: seeds, how many did not converge, the olympic mean time to target, the
+    converged seeds' spread, epochs and energy. Valid with at most one non-converging (or diverged) seed (MLPerf)."""
     rows = frame[(frame["workload"] == "time_to_accuracy") & frame["status"].isin(["ok", "failed", "oom"])].copy()
     if rows.empty:
         return pd.DataFrame()
     # a seed that crashed before its target was resolved still counts, as not converged, for its design's target
     known = rows.dropna(subset=["target_accuracy"]).groupby(["machine", "design"])["target_accuracy"].first()
     missing = rows["target_accuracy"].isna()
-    rows.loc[missing, "target_accuracy"] = [known.get((m, d), math.nan) for m, d in zip(rows.loc[missing, "machine"], rows.loc[missing, "design"])]
+    rows.loc[missing, "target_accuracy"] = [known.get((m, d), math.nan)
+                                            for m, d in zip(rows.loc[missing, "machine"], rows.loc[missing, "design"])]
     records = []
-    for (machine, design, target), group in rows.groupby(["machine", "design", "target_accuracy"], sort=False, dropna=False):
+    for (machine, design, target), group in rows.groupby(["machine", "design", "target_accuracy"], sort=False,
+                                                         dropna=False):
         ok = group[group["status"] == "ok"]
         missed = len(group) - len(ok)
-        times_s = list(ok["time_to_target_s"]) + [math.inf] * missed
-        score_s = olympic_mean(times_s)
+        score_s = olympic_mean(list(ok["time_to_target_s"]) + [math.inf] * missed)
         valid = math.isfinite(score_s) and missed <= 1
-        records.append({"machine": machine, "design": design, "target_accuracy": target, "seeds": len(group), "not_converged": missed,
-                        "olympic_mean_s": score_s if valid else math.nan,
-                        "fastest_seed_s": _summary_of(ok, "time_to_target_s", "min"), "slowest_seed_s": _summary_of(ok, "time_to_target_s", "max"),
-                        "epochs_to_target": _summary_of(ok, "epochs_to_target"), "test_accuracy": _summary_of(ok, "test_accuracy"),
-                        "energy_to_target_j": _summary_of(ok, "energy_to_target_j"), "compile_s": _summary_of(ok, "compile_s"),
+        records.append({"machine": machine, "design": design, "target_accuracy": target, "seeds": len(group),
+                        "not_converged": missed, "olympic_mean_s": score_s if valid else math.nan,
+                        "fastest_seed_s": _summary_of(ok, "time_to_target_s", "min"),
+                        "slowest_seed_s": _summary_of(ok, "time_to_target_s", "max"),
+                        "epochs_to_target": _summary_of(ok, "epochs_to_target"),
+                        "test_accuracy": _summary_of(ok, "test_accuracy"),
+                        "energy_to_target_j": _summary_of(ok, "energy_to_target_j"),
+                        "compile_s": _summary_of(ok, "compile_s"),
                         "verdict": "valid" if valid else f"invalid: {missed} of {len(group)} seeds did not converge"})
     return pd.DataFrame(records).sort_values(["machine", "target_accuracy", "olympic_mean_s"]).reset_index(drop=True)
 
 
 def first_to_target(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per machine and target: the design that reaches the target first (lowest valid olympic
-    mean) against the guide template, and by how much."""
+    """Per machine and target: the design that reaches it first (lowest valid olympic mean) against the template."""
     table = time_to_accuracy_table(frame)
     records = []
-    for (machine, target), group in table.groupby(["machine", "target_accuracy"], sort=False) if not table.empty else ():
+    groups = table.groupby(["machine", "target_accuracy"], sort=False) if not table.empty else ()
+    for (machine, target), group in groups:
         valid = group.dropna(subset=["olympic_mean_s"])
         if valid.empty:
             continue
         best = valid.loc[valid["olympic_mean_s"].idxmin()]
         template = group[group["design"] == "template"]
         template_s = float(template["olympic_mean_s"].iloc[0]) if not template.empty else math.nan
-        records.append({"machine": machine, "target_accuracy": target, "first_design": best["design"], "first_s": float(best["olympic_mean_s"]),
+        records.append({"machine": machine, "target_accuracy": target, "first_design": best["design"],
+                        "first_s": float(best["olympic_mean_s"]),
                         "template_s": template_s, "template_over_first": template_s / float(best["olympic_mean_s"]),
                         "first_energy_j": best["energy_to_target_j"],
-                        "template_energy_j": float(template["energy_to_target_j"].iloc[0]) if not template.empty else math.nan})
+                        "template_energy_j": float(template["energy_to_target_j"].iloc[0]) if not template.empty
+                        else math.nan})
     return pd.DataFrame(records)
 
 
 def flagged(frame: pd.DataFrame) -> pd.DataFrame:
-    """Ok rows whose figure carries a flag (noisy, one-sample, short-rounds, cache, busy, busy-gpu):
-    per machine, workload and flag, how many builds and which cases."""
+    """Ok rows whose figure carries a flag: per machine, workload and flag, how many builds and which cases."""
     ok = frame[(frame["status"] == "ok") & (frame["flags"] != "")]
     records = [{"machine": m, "workload": w, "flag": flag, "case_id": c}
-               for m, w, c, flags in zip(ok["machine"], ok["workload"], ok["case_id"], ok["flags"]) for flag in str(flags).split(";") if flag]
+               for m, w, c, flags in zip(ok["machine"], ok["workload"], ok["case_id"], ok["flags"])
+               for flag in str(flags).split(";") if flag]
     if not records:
         return pd.DataFrame()
-    long = pd.DataFrame(records)
-    return (long.groupby(["machine", "workload", "flag"], sort=False)
-            .agg(builds=("case_id", "size"), cases=("case_id", lambda c: ", ".join(sorted({x.split("/", 1)[-1] for x in c}))))
+    return (pd.DataFrame(records).groupby(["machine", "workload", "flag"], sort=False)
+            .agg(builds=("case_id", "size"),
+                 cases=("case_id", lambda c: ", ".join(sorted({x.split("/", 1)[-1] for x in c}))))
             .reset_index())
 
 
@@ -216,21 +216,25 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
         matmul = per_case(group[group["workload"] == "matmul"]).dropna(subset=["tflops"])
         top = steady_best(matmul, "tflops")  # the Matmul table's rule: a lucky build is not the best
         if top is not None:
-            lines.append(Md("matmul: {} is fastest ({:.3g} TFLOP/s at n={:.0f})").format(top["dtype"], top["tflops"], top["size"]))
+            lines.append(Md("matmul: {} is fastest ({:.3g} TFLOP/s at n={:.0f})").format(top["dtype"], top["tflops"],
+                                                                                        top["size"]))
         epoch = group[group["workload"] == "mnist_epoch"]
         if not epoch.empty:
             top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
             assert top is not None
-            lines.append(Md("training: {} gave the fastest epoch at the template's accuracy ({}, {:.3g} samples/s, accuracy {:.3f})")
-                         .format(code(top["setting"]), human(top["epoch_s"], "s"), top["samples_per_s"], top["test_accuracy"]))
+            lines.append(Md("training: {} gave the fastest epoch at the template's accuracy ({}, {:.3g} samples/s, "
+                            "accuracy {:.3f})").format(code(top["setting"]), human(top["epoch_s"], "s"),
+                                                       top["samples_per_s"], top["test_accuracy"]))
             bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
             if not bound.empty:
-                lines.append(Md("input-bound: {} setting(s) wait for their data loader — prefer {}").format(len(bound), code(top["setting"])))
+                lines.append(Md("input-bound: {} setting(s) wait for their data loader — prefer {}")
+                             .format(len(bound), code(top["setting"])))
         transfer = group[group["workload"] == "transfer"]
         if not transfer.empty:
             by_pin = transfer.groupby("pinned")["gbps"].max()
             if len(by_pin) == 2:
-                lines.append(f"transfers: pinned memory peaks at {by_pin.get(True, math.nan):.1f} GB/s against {by_pin.get(False, math.nan):.1f} pageable")
+                lines.append(f"transfers: pinned memory peaks at {by_pin.get(True, math.nan):.1f} GB/s against "
+                             f"{by_pin.get(False, math.nan):.1f} pageable")
         inference = group[group["workload"] == "inference"]
         if not inference.empty:
             per_mode = inference.groupby("grad_mode")["samples_per_s"].median()
@@ -243,12 +247,8 @@ COMPILE_FIGURES = ["compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "
 
 
 def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Compiled cases, one row per machine and setting (medians over its runs: a store's thousand runs
-    are not a thousand rows): compile cost, eager and compiled step on the same batch, break-even steps.
-
-    The compiled step is derived from each row (break_even = compile_s / (eager - compiled)), so
-    `step_s`, the epoch's mean step with data fetching, is not mixed into the comparison. A run that
-    never breaks even counts as infinitely many steps in the median, never as a missing one."""
+    """Compiled cases per machine and setting (medians over runs). The compiled step is derived per row, so `step_s`
+    (with data fetching) is not mixed in; a run that never breaks even counts as infinitely many steps."""
     rows = ok_rows(frame, "mnist_epoch").dropna(subset=["compile_s", "eager_step_s"]).copy()
     rows["compiled_step_s"] = rows["eager_step_s"] - rows["compile_s"] / rows["break_even_steps"]
     rows["gain_pct"] = 100 * (rows["eager_step_s"] - rows["compiled_step_s"]) / rows["eager_step_s"]
@@ -263,8 +263,8 @@ def peaks_table() -> pd.DataFrame:
     """The datasheet peaks gpubench knows (dense TFLOP/s; memory GB/s)."""
     from gpubench.harness.core.peaks import PEAKS
 
-    return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()}, "mem_gbps": peak.mem_gbps}
-                         for name, peak in PEAKS])
+    return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()},
+                          "mem_gbps": peak.mem_gbps} for name, peak in PEAKS])
 
 
 # ---- the one-screen summary -------------------------------------------------------------------
@@ -278,7 +278,7 @@ def _best(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd
 
 
 def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
-    """The summary rows workloads declare (gpubench.harness.core.workload_spec.SummaryFigure), for one machine."""
+    """The summary rows workloads declare (SummaryFigure), for one machine."""
     out: dict[str, str] = {}
     for name, spec in specs().items():
         for figure in spec.summary:
@@ -296,12 +296,10 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
     return out
 
 
-def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str] | None = None,
+def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str,
+                 energy_notes: dict[str, str] | None = None,
                  timings: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
-    """The headline figures of one configuration, each with its spread, as display strings (an Md
-    where a setting is shown as code; plain text is escaped when the table is rendered). `timings`:
-    timings_by_machine(frame), when the caller has it."""
-
+    """The headline figures of one configuration with their spread, as display strings (Md where a setting is code)."""
     mine = frame[frame["machine"] == machine]
     out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}
     for dtype in ("fp32", "tf32", "fp16", "bf16"):
@@ -313,7 +311,8 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     if dram is not None:
         pct = f" ({dram['pct_of_peak_gbps']:.0f}% of peak)" if not pd.isna(dram.get("pct_of_peak_gbps")) else ""
         out["memory bandwidth (DRAM)"] = f"{dram['gbps']:.3g} GB/s{pct}{_pm(dram['spread'])}"
-    pinned = _best(cases, machine, (cases["workload"] == "transfer") & (cases["direction"] == "h2d") & (cases["pinned"] == True), "gbps")  # noqa: E712
+    h2d = (cases["workload"] == "transfer") & (cases["direction"] == "h2d") & (cases["pinned"] == True)  # noqa: E712
+    pinned = _best(cases, machine, h2d, "gbps")
     if pinned is not None:
         out["host→device, pinned"] = f"{pinned['gbps']:.3g} GB/s{_pm(pinned['spread'])}"
     epochs = epoch_table(mine)
@@ -321,14 +320,17 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         template = epochs[epochs["setting"] == TEMPLATE_SETTING]
         if not template.empty:
             t = template.iloc[0]
-            out["guide-template epoch"] = f"{human(t['epoch_s'], 's')}{_pm(t['spread'])}, accuracy {t['test_accuracy']:.3f}"
+            out["guide-template epoch"] = (f"{human(t['epoch_s'], 's')}{_pm(t['spread'])}, "
+                                           f"accuracy {t['test_accuracy']:.3f}")
         best, _ = fastest_at_equal_accuracy(epochs)
         if best is not None:
-            out["fastest epoch, equal accuracy"] = Md("{} {} ({:.3f})").format(human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"])
-    first = first_to_target(mine)
-    for _, row in first.iterrows():
-        versus = f", template {human(row['template_s'], 's')} ({row['template_over_first']:.3g}x)" if not math.isnan(row["template_s"]) else ""
-        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}").format(human(row["first_s"], "s"), code(row["first_design"]), versus)
+            out["fastest epoch, equal accuracy"] = Md("{} {} ({:.3f})").format(
+                human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"])
+    for _, row in first_to_target(mine).iterrows():
+        versus = (f", template {human(row['template_s'], 's')} ({row['template_over_first']:.3g}x)"
+                  if not math.isnan(row["template_s"]) else "")
+        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}").format(
+            human(row["first_s"], "s"), code(row["first_design"]), versus)
     if not epochs.empty and "energy_j" in epochs:
         template = epochs[epochs["setting"] == TEMPLATE_SETTING].dropna(subset=["energy_j"])
         if not template.empty:
@@ -336,16 +338,16 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
             out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
     per_watt = _best(cases, machine, cases["workload"] == "matmul", "tflop_per_j") if "tflop_per_j" in cases else None
     if per_watt is not None:
-        out["matmul per watt, best"] = f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, {per_watt['avg_power_w']:.3g} W)"
-    measured = "energy_j" in mine and mine["energy_j"].notna().any()
-    notes = sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes}) if energy_notes and "source_file" in mine else []
-    if not measured and notes:
+        out["matmul per watt, best"] = (f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, "
+                                        f"{per_watt['avg_power_w']:.3g} W)")
+    notes = (sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes})
+             if energy_notes and "source_file" in mine else [])
+    if not ("energy_j" in mine and mine["energy_j"].notna().any()) and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
     out.update(declared_summary(cases, machine))
     if machine != baseline:
         pair = pair_timings(timings if timings is not None else timings_by_machine(frame), baseline, machine)
-        interval = speedup_interval(pair, baseline, machine)
-        if interval is not None:
+        if (interval := speedup_interval(pair, baseline, machine)) is not None:
             out["speed vs baseline"] = interval.text()
     else:
         out["speed vs baseline"] = "baseline"
@@ -355,12 +357,14 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
 
 
 MICRO_ROWS = 8  # SUMMARY_ORDER's rows up to the host->device one: the micro-benchmarks; declared rows follow them
-SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best", "matmul bf16, best",
-                 "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch", "fastest epoch, equal accuracy",
-                 "energy per template epoch", "matmul per watt, best", "energy", "flagged · not ok rows")
+SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best",
+                 "matmul bf16, best", "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch",
+                 "fastest epoch, equal accuracy", "energy per template epoch", "matmul per watt, best", "energy",
+                 "flagged · not ok rows")
 
 
-def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str] | None = None) -> pd.DataFrame:
+def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str,
+            energy_notes: dict[str, str] | None = None) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
     from gpubench.reports.aggregate import geomean
 
@@ -380,8 +384,9 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_note
     at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
     order = known[:at] + targets + known[at:]
     micro = sum(key in SUMMARY_ORDER[:MICRO_ROWS] for key in order)
-    order = order[:micro] + [key for key in seen if key not in order] + order[micro:]  # workloads' rows after the micro ones
-    return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines}, index=pd.Index(order, name="figure"))
+    order = order[:micro] + [key for key in seen if key not in order] + order[micro:]  # workloads' rows after micro
+    return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines},
+                        index=pd.Index(order, name="figure"))
 
 
 def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
@@ -390,5 +395,6 @@ def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
     if bad.empty:
         return pd.DataFrame()
     grouped = bad.groupby(["machine", "workload", "status", "reason"], sort=False)
-    out = grouped.agg(rows=("case_id", "size"), cases=("setting", lambda s: ", ".join(sorted(set(s))[:6]) + (" …" if s.nunique() > 6 else "")))
+    out = grouped.agg(rows=("case_id", "size"),
+                      cases=("setting", lambda s: ", ".join(sorted(set(s))[:6]) + (" …" if s.nunique() > 6 else "")))
     return out.reset_index()[["machine", "workload", "status", "rows", "reason", "cases"]]

@@ -1,5 +1,4 @@
-"""Values in their unit at a readable scale, for the report's tables and compare's lines (the
-units come from gpubench.harness.records.schema's columns)."""
+"""Values in their unit (from the schema's columns) at a readable scale, for report tables and compare lines."""
 
 from __future__ import annotations
 

@@ -9,9 +9,8 @@ import pandas as pd
 
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict
 
-# Flags a row carries when its own measurement says the machine was not the code's alone: a verdict on
-# such rows would be the other process's, not the change's (two smoke runs of unchanged code read x9.5
-# "slower" on the three rows of the second run flagged busy).
+# A verdict on such rows would be the other process's, not the change's (two smoke runs of unchanged code read
+# x9.5 "slower" on the three rows of the second run flagged busy).
 SET_ASIDE_FLAGS = {"busy": "another process used the CPU", "busy-gpu": "another process used the GPU"}
 
 
@@ -19,14 +18,15 @@ def unreliable_because(base_rows: pd.DataFrame, new_rows: pd.DataFrame) -> str:
     """Why a case's rows cannot carry a verdict ('' when they can): the set-aside flags on either side."""
     found = []
     for side, rows in (("BASE", base_rows), ("NEW", new_rows)):
-        flags = {flag for cell in rows.get("flags", pd.Series(dtype=str)).fillna("") for flag in str(cell).split(";")}
+        cells = rows.get("flags", pd.Series(dtype=str)).fillna("")
+        flags = {flag for cell in cells for flag in str(cell).split(";")}
         found += [f"{side} rows flagged {flag} ({why})" for flag, why in SET_ASIDE_FLAGS.items() if flag in flags]
     return "; ".join(found)
 
 
 def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Verdict], int]:
-    """Slower and faster verdicts on rows flagged busy made inconclusive, with the reason; a machine-wide shift
-    too, once any case was set aside (a busy machine moves every case). Returns them and how many were set aside."""
+    """Slower/faster verdicts on busy rows made inconclusive, and the machine-wide one too once any case was
+    (a busy machine moves every case). Returns them and how many cases were set aside."""
     kept, count = [], 0
     for v in verdicts:
         why = unreliable_because(base[base["case_id"] == v.case_id], new[new["case_id"] == v.case_id])
@@ -35,5 +35,6 @@ def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) ->
         kept.append(v)
     if count:
         kept = [replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {count} case(s) flagged busy")
-                if v.case_id == MACHINE_WIDE and v.verdict in (Judgement.SLOWER, Judgement.FASTER) else v for v in kept]
+                if v.case_id == MACHINE_WIDE and v.verdict in (Judgement.SLOWER, Judgement.FASTER) else v
+                for v in kept]
     return kept, count

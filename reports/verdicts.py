@@ -1,7 +1,6 @@
-"""What a comparison says about one case (or about every case at once). Every estimator (unpaired builds in
-gpubench.reports.compare, runs as units in gpubench.reports.replicates, pairs in gpubench.reports.paired and gpubench.reports.sequential) returns an
-`Estimate`; `decide` holds the one rule that turns it into a `Judgement`, `exit_code_of` the one that turns
-judgements into the command's exit code; a `Verdict` is what is shown. Torch-free."""
+"""What a comparison says about one case (or every case at once). Every estimator (compare, replicates, paired,
+sequential) returns an `Estimate`; `decide` is the one rule that turns it into a `Judgement`, `exit_code_of` the
+one that turns judgements into the exit code; a `Verdict` is what is shown."""
 
 from __future__ import annotations
 
@@ -10,7 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from scipy.special import stdtr, stdtrit  # Student's t CDF and quantile: scipy.stats.t's, without its import and per-call cost
+# Student's t CDF and quantile: scipy.stats.t's, without its import and per-call cost
+from scipy.special import stdtr, stdtrit
 
 from gpubench.harness.core.exits import ExitCode
 
@@ -54,9 +54,10 @@ class Verdict:
     note: str = ""
 
     @classmethod
-    def of(cls, case_id: str, medians: tuple[float, float], estimate: Estimate, verdict: Judgement, note: str) -> Verdict:
-        return cls(case_id, *medians, estimate.ratio, estimate.low, estimate.high, estimate.p_value, estimate.detectable,
-                   verdict, note)
+    def of(cls, case_id: str, medians: tuple[float, float], estimate: Estimate, verdict: Judgement,
+           note: str) -> Verdict:
+        return cls(case_id, *medians, estimate.ratio, estimate.low, estimate.high, estimate.p_value,
+                   estimate.detectable, verdict, note)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Estimate:
 
 
 def t_estimate(mean_log: float, se: float, dof: float, n: int) -> Estimate:
-    """The Estimate of a t statistic on the log scale: ratio e^mean, interval mean ± t*·se, two-sided p."""
+    """A t statistic on the log scale: ratio e^mean, interval mean ± t*·se, two-sided p."""
     t_crit = float(stdtrit(dof, 1 - ALPHA / 2))
     p_value = float(2 * stdtr(dof, -abs(mean_log) / se)) if se > 0 else (0.0 if mean_log else 1.0)
     return Estimate(exp_capped(mean_log), exp_capped(mean_log - t_crit * se), exp_capped(mean_log + t_crit * se),
@@ -94,15 +95,13 @@ def decide(estimate: Estimate, threshold: float) -> Judgement:
 
 
 def exit_code_of(verdicts: Iterable[Verdict]) -> ExitCode:
-    """FAILED when a case is slower or broken, else OK: a gate fails on clean evidence only (a row
-    marked unreliable was judged inconclusive before it got here)."""
+    """FAILED when a case is slower or broken, else OK (unreliable rows were judged inconclusive before here)."""
     return ExitCode.FAILED if any(v.verdict in FAILS for v in verdicts) else ExitCode.OK
 
 
-MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown as inf, never an OverflowError
+MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown as inf
 
 
 def exp_capped(log_value: float) -> float:
-    """math.exp that never overflows: a comparison of far-apart figures gives inf, not a traceback
-    (whose exit 1 would read as "slower")."""
+    """math.exp that gives inf, not an OverflowError (whose exit 1 would read as "slower")."""
     return math.exp(log_value) if log_value < MAX_LOG else math.inf

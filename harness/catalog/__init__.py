@@ -1,8 +1,5 @@
-"""The workload catalogue: one torch-free declaration (`SPEC`, a gpubench.harness.core.workload_spec.WorkloadSpec)
-per module in this package. Everything that must know a workload without running it — case ids,
-the results schema's extra columns, the terminal's headline figures, the report's sections — asks
-here, so a new workload is one module here, its measurement in harness/workloads, a bench module
-and its tests."""
+"""The workload catalogue: one torch-free `SPEC` (a WorkloadSpec) per module. Whatever must know a workload
+without running it (case ids, schema columns, headlines, report sections) asks here."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ def declared_columns() -> tuple[Column, ...]:
 
 
 def short_id(workload: str, settings: Mapping[str, Any]) -> str:
-    """The part of the case id after `workload/`; a workload without a declaration names every
-    used setting as name=value."""
+    """The case id after `workload/`; an undeclared workload names every used setting as name=value."""
     spec = spec_for(workload)
     if spec is None:
         return "-".join(f"{k}={v}" for k, v in settings.items() if v is not None) or "defaults"

@@ -1,20 +1,10 @@
-"""The interconnect: collectives timed across ranks, with nccl-tests' figures (its PERFORMANCE.md).
-
-algbw is the bytes of the operation's size over the time; busbw scales it by the share of those
-bytes each rank must send or receive, so that one figure compares with the link's speed whatever
-the collective and the number of ranks."""
+"""The interconnect: collectives timed across ranks, with nccl-tests' figures (its PERFORMANCE.md). busbw scales
+algbw (size / time) by the share each rank sends or receives, so it compares with the link's speed."""
 
 from __future__ import annotations
 
 from gpubench.harness.core.columns import Column
-from gpubench.harness.core.workload_spec import (
-    IdRule,
-    PlotSpec,
-    ReportSection,
-    SummaryFigure,
-    WorkloadSpec,
-    bytes_size,
-)
+from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec, bytes_size
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
 # Ops whose buffer is cut into one chunk per rank: their size is rounded down to a multiple of the ranks.
@@ -23,9 +13,8 @@ ELEMENT_BYTES = 4  # fp32, nccl-tests' default type
 
 
 def bus_factor(op: str, world_size: int) -> float:
-    """busbw / algbw in nccl-tests: an all_reduce moves 2(n-1)/n of its size through each rank's
-    link (a reduce-scatter then an all-gather); all_gather, reduce_scatter and all_to_all (n-1)/n;
-    broadcast and sendrecv the size itself."""
+    """busbw / algbw in nccl-tests: an all_reduce (a reduce-scatter then an all-gather) moves 2(n-1)/n of its size
+    through each rank's link; the chunked ops (n-1)/n; broadcast and sendrecv the size itself."""
     n = world_size
     if n < 1:
         raise ValueError(f"world_size must be at least 1, not {n}")
@@ -37,15 +26,14 @@ def bus_factor(op: str, world_size: int) -> float:
 
 
 def elements(op: str, size_bytes: int, world_size: int) -> int:
-    """fp32 elements of the operation's size, as nccl-tests counts it (the whole gathered buffer
-    of an all_gather, the whole input of a reduce_scatter); chunked ops round down to a multiple
-    of the ranks. 0: the size holds less than one element per chunk."""
+    """fp32 elements of the size as nccl-tests counts it (all_gather's whole output, reduce_scatter's whole input),
+    chunked ops rounded down to a multiple of the ranks; 0 when the size holds less than one per chunk."""
     count = size_bytes // ELEMENT_BYTES
     return count // world_size * world_size if op in CHUNKED_OPS else count
 
 
 def algbw_gbps(size_bytes: int, seconds: float) -> float:
-    """Algorithm bandwidth: the operation's bytes over its time, in GB/s (10^9 bytes/s)."""
+    """In GB/s (10^9 bytes/s)."""
     if seconds <= 0:
         raise ValueError(f"a collective cannot take {seconds} s")
     return size_bytes / seconds / 1e9
@@ -57,7 +45,8 @@ def busbw_gbps(op: str, size_bytes: int, seconds: float, world_size: int) -> flo
 
 SPEC = WorkloadSpec(
     name="collectives",
-    id_rule=IdRule(("op", "dtype", "size", "world_size", "backend"), defaults={"dtype": "fp32"}, size_token=bytes_size),
+    id_rule=IdRule(("op", "dtype", "size", "world_size", "backend"), defaults={"dtype": "fp32"},
+                   size_token=bytes_size),
     builds={"smoke": 1, "quick": 1, "full": 3},  # one launch times the whole ladder; its rounds give the spread
     markers=("slow", "distributed"),
     headlines=(("busbw_gbps", "busbw {:.3g} GB/s"), ("algbw_gbps", "algbw {:.3g} GB/s")),

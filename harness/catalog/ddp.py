@@ -3,8 +3,9 @@ from typing import Any
 
 from gpubench.harness.core.workload_spec import IdRule, ReportSection, SummaryFigure, WorkloadSpec
 
+
 def _scaling(best: Mapping[str, Any]) -> str:
-    """A summary cell; none on a machine that ran one process (nothing scaled)."""
+    """A summary cell; empty on a machine that ran one process (nothing scaled)."""
     if best["world_size"] < 2:
         return ""
     return (f"{best['scaling_efficiency']:.2f} efficiency at {best['world_size']:.0f} processes "
@@ -19,6 +20,7 @@ SPEC = WorkloadSpec(
     headlines=(("samples_per_s", "{:.4g} samples/s"), ("scaling_efficiency", "scaling efficiency {:.2f}")),
     summary=(SummaryFigure("DDP scaling, most processes", "scaling_efficiency", _scaling, where={"parallel": "ddp"},
                            at_largest="world_size"),),
-    report=ReportSection("Multi-process training", table=("machine", "parallel", "backend", "world_size", "samples_per_s",
-                                                          "samples_per_s_per_rank", "step_s", "scaling_efficiency"), order=100),
+    report=ReportSection("Multi-process training", table=("machine", "parallel", "backend", "world_size",
+                                                          "samples_per_s", "samples_per_s_per_rank", "step_s",
+                                                          "scaling_efficiency"), order=100),
 )

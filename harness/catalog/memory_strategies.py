@@ -2,7 +2,8 @@ from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadS
 
 SPEC = WorkloadSpec(
     name="memory_strategies",
-    id_rule=IdRule(("strategy", "precision", "accumulation_steps", "batch_size"), {"precision": "fp32", "accumulation_steps": 1}),
+    id_rule=IdRule(("strategy", "precision", "accumulation_steps", "batch_size"),
+                   {"precision": "fp32", "accumulation_steps": 1}),
     builds={"smoke": 1, "quick": 2, "full": 5},
     markers=("training",),
     headlines=(("samples_per_s", "{:.4g} samples/s"),),

@@ -27,6 +27,5 @@ SPEC = WorkloadSpec(
         order=130,
     ),
     summary=(SummaryFigure("your model's training step, fastest", "samples_per_s",
-                           "{samples_per_s:.4g} samples/s ({setting})",
-                           {"step": "train"}),),
+                           "{samples_per_s:.4g} samples/s ({setting})", {"step": "train"}),),
 )

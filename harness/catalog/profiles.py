@@ -25,13 +25,12 @@ class Profile(str, Enum):
 
     @property
     def run_budget_s(self) -> float | None:
-        """The whole run's time (all builds) unless --budget says otherwise; None: no limit."""
+        """The whole run's time unless --budget says otherwise; None: no limit."""
         return RUN_BUDGETS_S[self]
 
     @property
     def default_builds(self) -> int:
-        """Independent builds per case (fresh tensors/model each) unless a workload says otherwise:
-        `compare` judges a change against the spread between builds, not between rounds."""
+        """Independent builds per case: `compare` judges a change against the spread between builds, not rounds."""
         return DEFAULT_BUILDS[self]
 
 
@@ -46,9 +45,8 @@ def check_profile(name: str | Profile) -> Profile:
         raise ProfileError(f"unknown profile {name!r}: use --profile quick, full or smoke") from None
 
 
-# Seconds of timed work per build of a micro-benchmark case, per profile. Many short builds beat
-# few long ones: on a shared machine a case's speed can change from one build to the next (fresh
-# tensors, another moment of the run), and that spread is what a comparison must be judged against.
+# Seconds of timed work per build of a micro-benchmark case. Many short builds beat few long ones: on a shared
+# machine a case's speed changes between builds, and that spread is what a comparison is judged against.
 BUDGETS: dict[Profile, Budget] = {
     Profile.SMOKE: Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
     # quick: rounds of at least 15 ms, each the mean of many calls of a fast case: on a 2-core machine rounds
@@ -58,10 +56,7 @@ BUDGETS: dict[Profile, Budget] = {
     Profile.FULL: Budget(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
 }
 DEFAULT_BUILDS: dict[Profile, int] = {Profile.SMOKE: 1, Profile.QUICK: 3, Profile.FULL: 7}
-# The whole run's wall time by default (--budget): quick must let `make bench` (install included)
-# finish within minutes on a 2-core CPU, where bf16 matmuls, epochs and launches could take half an
-# hour at full length, and still hold every row of the report's summary: on a 2-core VM from a fresh
-# clone those cost about 4m20s (the two epochs ~90 s, time to accuracy ~110 s, DDP ~30 s, the rest
-# ~40 s), and a 3-minute budget dropped DDP, the raced epoch and a time to accuracy in one run of three.
-# smoke is the suite's own test (tiny already) and full runs every case whole.
+# The whole run's wall time by default (--budget): quick must finish `make bench` within minutes on a 2-core CPU
+# and still hold every summary row, which cost ~4m20s on a fresh-clone 2-core VM (epochs ~90 s, time to accuracy
+# ~110 s, DDP ~30 s, the rest ~40 s); 3 minutes dropped DDP, the raced epoch or a time to accuracy in one run of three.
 RUN_BUDGETS_S: dict[Profile, float | None] = {Profile.SMOKE: None, Profile.QUICK: 300.0, Profile.FULL: None}

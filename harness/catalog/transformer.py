@@ -3,18 +3,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpubench.harness.core.columns import Column
-from gpubench.harness.core.workload_spec import (
-    IdRule,
-    PlotSpec,
-    ReportSection,
-    SummaryFigure,
-    WorkloadSpec,
-)
+from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec
 
 
 def _training(best: Mapping[str, Any]) -> str:
-    """A summary cell: tokens/s of the fastest setting and its MFU, against the datasheet peak or, on a device
-    with none, this machine's measured matmul (said so)."""
+    """Tokens/s of the fastest setting and its MFU, against the datasheet peak or else the measured matmul."""
     mfu, datasheet = best.get("mfu"), best.get("peak_tflops")
     of = "" if isinstance(datasheet, float) and math.isfinite(datasheet) else " of measured matmul"
     share = f", MFU {mfu:.0%}{of}" if isinstance(mfu, float) and math.isfinite(mfu) else ""
@@ -35,7 +28,7 @@ SPEC = WorkloadSpec(
         Column("optimizer", "str", "case"),  # adamw (torch's default implementation) or adamw-fused
         Column("n_params", "int", "figure"),  # N of the FLOP count: every parameter but the position embedding
         Column("tokens_per_s", "float", "figure", "tokens/s"),
-        Column("mfu", "float", "figure", "frac"),  # model FLOP/s over the datasheet peak, else over measured_peak_tflops
+        Column("mfu", "float", "figure", "frac"),  # model FLOP/s / the datasheet peak, else / measured_peak_tflops
         Column("measured_peak_tflops", "float", "figure", "TFLOP/s"),  # this build's own matmul in the case's precision
         Column("measured_peak_n", "int", "figure"),  # the size n of that n×n matmul
     ),
@@ -44,10 +37,9 @@ SPEC = WorkloadSpec(
         intro="One AdamW training step of a GPT-style decoder (nanoGPT's shape: pre-LayerNorm blocks, causal "
               "scaled_dot_product_attention, tied output head) on a learnable synthetic token stream; a step whose "
               "loss does not fall over the timed steps is a failed row. `tflops` counts the model's FLOPs, "
-              "6·N + 12·L·H·Q·T "
-              "per token (PaLM appendix B); `mfu` divides them by the datasheet peak in the case's precision or, where "
-              "gpubench knows no peak (CPUs), by this machine's own n×n matmul in that precision, measured in the same "
-              "build (`measured_peak_tflops`). Medians over builds; `spread` between builds.",
+              "6·N + 12·L·H·Q·T per token (PaLM appendix B); `mfu` divides them by the datasheet peak in the case's "
+              "precision or, where gpubench knows no peak (CPUs), by this machine's own n×n matmul in that precision, "
+              "measured in the same build (`measured_peak_tflops`). Medians over builds; `spread` between builds.",
         table=("machine", "model", "precision", "compile_mode", "sdpa_backend", "optimizer", "batch_size", "seq_len",
                "tokens_per_s", "step_s", "spread", "tflops", "mfu", "peak_mem_bytes", "flags"),
         plot=PlotSpec(x="setting", y="tokens_per_s", hue="model", logy=True, bars=True),

@@ -1,14 +1,6 @@
-"""`gpubench ab`: a paired A/B session. The same cases run under two environments on one machine,
-build by build in alternation — A B, B A, A B, ... — each build in its own process, so the
-machine's drift hits both sides alike and cancels in the paired differences (Chromium Pinpoint,
-asv's --interleave-rounds). A side is an interpreter (`--a-python`: a venv with another torch),
-environment variables (`--b-env OMP_NUM_THREADS=1`) and/or gpubench or pytest arguments
-(`--b-arg=--gpubench-dataset=synthetic`). A side's builds are forked from a fork server of its own,
-which imported torch once under the side's interpreter and environment (gpubench.harness.commands.ab_builds).
-
-Each side is a normal run (`<session>-A.csv`, `<session>-B.csv`, usable by `report`), and
-`<session>.ab.json` marks them as a pair, so `gpubench compare` on the two files judges them
-paired. Ctrl-C keeps every finished pair."""
+"""`gpubench ab`: the same cases under two environments (an interpreter, variables, arguments), build by build in
+alternation (A B, B A, ...), so the machine's drift hits both sides alike and cancels in the paired differences.
+Each side is a normal run (`<session>-A.csv`, `-B.csv`); `<session>.ab.json` marks them as a pair for `compare`."""
 
 from __future__ import annotations
 
@@ -28,23 +20,15 @@ from pathlib import Path
 from gpubench.harness.commands.ab_builds import AbSide, StartUps, close_launchers, side_job, side_launchers
 from gpubench.harness.commands.side_python import START_DEADLINE_S, interpreter, starts_python
 from gpubench.harness.processes.launch import (
-    NO_TESTS,
-    Completed,
-    Job,
-    ProcessLauncher,
-    StopRequest,
-    run_together,
-    signal_name,
-    stop_requests,
+    NO_TESTS, Completed, Job, ProcessLauncher, StopRequest, run_together, signal_name, stop_requests,
 )
 from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.core.exits import BUILD_STOPS, NO_CASES_LINE
 from gpubench.harness.records.safe_files import open_new, write_all
 
-# A build's timed seconds per case. On a 2-core VM a case's builds disagree by a process part and a part that
-# shrinks with the build's length (the machine's speed wanders within a second, so a build's own consecutive
-# samples understate it): 0.03 s builds disagreed ~35% a pair, 0.1 s ~20%, 0.3 s ~14%. With ~4 s of a pair
-# outside its timed rounds, ~0.25 s a case buys the most resolution per second (docs/validation/ab-campaign.md).
+# A build's timed seconds per case. On a 2-core VM builds of 0.03 s disagreed ~35% a pair, 0.1 s ~20%, 0.3 s ~14%;
+# with ~4 s of a pair outside its timed rounds, ~0.25 s a case buys the most resolution per second
+# (docs/validation/ab-campaign.md).
 DEFAULT_BUILD_SECONDS = 0.25
 DEFAULT_BUILD_CALLS = 20  # ... but five calls of a slow case made builds of one side disagree up to 2x
 
@@ -59,17 +43,18 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
     return env
 
 
-# The session's own options: a side that set one would write elsewhere or under another name, and
-# the pairs it measured could not be found to judge.
-SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds", "--gpubench-answer-fd",
-                   "--gpubench-output-tag", "--gpubench-cases", "--gpubench-deadline", "--gpubench-turns")
+# The session's own options: a side that set one would write elsewhere or under another name, unjudged.
+SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds",
+                   "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-cases", "--gpubench-deadline",
+                   "--gpubench-turns")
 
 
 def side_args(args: list[str], flag: str) -> list[str]:
     for arg in args:
         name = arg.split("=", 1)[0]
         if name in SESSION_OPTIONS:
-            raise ValueError(f"{flag}={arg}: the session sets {name} for both sides — pass it to gpubench ab itself (--results-dir, --run-id, --pairs)")
+            raise ValueError(f"{flag}={arg}: the session sets {name} for both sides — pass it to gpubench ab itself "
+                             "(--results-dir, --run-id, --pairs)")
     return args
 
 
@@ -85,8 +70,7 @@ def sides_of(args: argparse.Namespace) -> tuple[AbSide, AbSide]:
 
 
 def order(pair: int, a: AbSide, b: AbSide) -> tuple[AbSide, AbSide]:
-    """A B, B A, A B, ...: each side runs first as often as second, so a warm-up or cache effect
-    of running second cancels too."""
+    """A B, B A, ...: each side runs first as often as second, so an effect of running second cancels too."""
     return (a, b) if pair % 2 == 0 else (b, a)
 
 
@@ -111,7 +95,7 @@ class SessionStop:
 def launcher_stop(done: Completed, signum: int, side: AbSide, pair: int) -> SessionStop | None:
     """The SessionStop a signal to this session, or a build the launcher killed (stopped too long), means."""
     where = f"side {side.name}, build {pair + 1}"
-    if signum:  # the build was told too (ProcessLauncher passes it on): the session stops after it, whatever it exited with
+    if signum:  # the build was told too (ProcessLauncher passes it on): the session stops after it, however it exited
         how = f" ({where} {done.stalled})" if done.stalled else ""
         return SessionStop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
     if done.stalled:
@@ -135,21 +119,18 @@ def build_stop(code: int, side: AbSide, pair: int, ran_first: bool) -> SessionSt
 
 
 def first_build_stop(code: int, side: AbSide, csv_path: Path) -> SessionStop | None:
-    """A side whose first build recorded nothing (an interpreter without pytest or torch, a
-    wrong argument) would record nothing in every later one: stop now, not after every pair."""
+    """A side whose first build recorded nothing would record nothing in every later one: stop now."""
     if csv_path.exists():
         return None
     flag = side.name.lower()
-    return SessionStop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — check --{flag}-python "
-                   f"and --{flag}-arg (its output is above)")
+    return SessionStop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — "
+                          f"check --{flag}-python and --{flag}-arg (its output is above)")
 
 
 @dataclass
 class SideFiles:
-    """Each side's results file as only this session's builds make it: absent until the side's first
-    build, then the very file that build created (device and inode), holding rows of the side's run
-    id alone. A file that took a side's name meanwhile — another session or `gpubench run` given that
-    run id, a file put in its place — is named, never judged as the side."""
+    """Each side's results file as only this session's builds make it: absent until the side's first build, then
+    the very file that build created (device and inode), holding the side's run id alone; another is never judged."""
 
     results_dir: Path
     session_id: str
@@ -162,13 +143,12 @@ class SideFiles:
         """Before the side's first build: its file must not exist yet."""
         path = self.path(side)
         if path.exists() or path.is_symlink():
-            return SessionStop(4, f"{path} appeared before side {side}'s first build: another run took its name, and it is "
-                           f"not judged as side {side} — run the session again with another --run-id")
+            return SessionStop(4, f"{path} appeared before side {side}'s first build: another run took its name, "
+                                  f"and it is not judged as side {side} — run the session again with another --run-id")
         return None
 
     def note(self, side: str, code: int) -> None:
-        """After the side's first build: the file it made; none when it was refused (exit 4: the name was
-        taken meanwhile)."""
+        """After the side's first build: the file it made; none when refused (exit 4: the name was taken)."""
         try:
             info = os.lstat(self.path(side))
         except OSError:
@@ -193,8 +173,8 @@ class SideFiles:
         return None
 
 
-# After each complete pair (given their count): the pytest arguments of the next pair's builds, or
-# None when the session has what it came for (a sequential session's looks, gpubench.harness.commands.ab_sequential).
+# After each complete pair (given their count): the pytest arguments of the next pair's builds, or None when the
+# session has what it came for (ab_sequential.Looks).
 AfterPair = Callable[[int], "list[str] | None"]
 
 
@@ -202,12 +182,9 @@ def run_pairs(sides: tuple[AbSide, AbSide], session_id: str, pairs: int, pytest_
               results_dir: Path, stopped_limit_s: float | None = None,
               files: SideFiles | None = None, after_pair: AfterPair | None = None,
               fork: bool = True, turns: bool = True) -> tuple[int, SessionStop | None]:
-    """Runs up to `pairs` pairs; returns (complete pairs, why the session stopped early or None).
-    `files` learns which file each side's first build made; `after_pair` may narrow or end the rest.
-    Each side's builds come from a launcher of its own (gpubench.harness.commands.ab_builds): forked from the
-    side's fork server unless `fork` is False; the servers end with the session, however it ends. The first
-    pair's builds run one after the other (each side shown able to run the suite alone); with `turns`, each later
-    pair's two builds run at once, taking turns case by case (gpubench.harness.processes.turns)."""
+    """Runs up to `pairs` pairs; returns (complete pairs, why the session stopped early or None). The first pair's
+    builds run one after the other (each side shown able to run the suite alone); with `turns`, each later pair's
+    two builds run at once, taking turns case by case. The fork servers end with the session, however it ends."""
     launchers, startups = side_launchers(sides, stopped_limit_s, fork), StartUps()
     pair_run = PairRun(sides, session_id, pairs, pytest_args, suite_root, files or SideFiles(results_dir, session_id),
                        launchers, startups)
@@ -246,9 +223,11 @@ class PairRun:
     narrowed: list[str] = field(default_factory=list)
 
     def job(self, side: AbSide, pair: int, turns: str = "") -> Job:
-        return side_job(side, self.session_id, pair, self.pairs, self.pytest_args + self.narrowed, self.suite_root, turns)
+        return side_job(side, self.session_id, pair, self.pairs, self.pytest_args + self.narrowed, self.suite_root,
+                        turns)
 
-    def judge(self, side: AbSide, pair: int, done: Completed, request: StopRequest, ran_first: bool) -> SessionStop | None:
+    def judge(self, side: AbSide, pair: int, done: Completed, request: StopRequest,
+              ran_first: bool) -> SessionStop | None:
         """What one finished build means for the session: None when it goes on."""
         self.startups.note(side.name, done, self.launchers[side.name])
         if pair == 0:
@@ -261,13 +240,13 @@ class PairRun:
 
 
 def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | None) -> tuple[int, SessionStop | None]:
-    """The pairs themselves, A B then B A: one build after the other, or (with a turn folder, after the first pair)
-    both at once, taking turns."""
+    """The pairs themselves: one build after the other, or (with a turn folder, after the first pair) both at once."""
     progress = Progress(run.pairs)
     with stop_requests() as request:
         for pair in range(run.pairs):
             if request.signum:  # arrived between two pairs: start no other
-                return pair, SessionStop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+                return pair, SessionStop(128 + request.signum,
+                                         f"{signal_name(request.signum)} received: no build started after it")
             first, second = order(pair, *run.sides)
             if turn_folder is None or pair == 0:
                 stop = one_after_other(run, pair, (first, second), request)
@@ -277,18 +256,18 @@ def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | Non
                 return pair, stop
             if after_pair is None:
                 print(progress.line(pair + 1), flush=True)
-                continue
-            more = after_pair(pair + 1)
-            if more is None:
+            elif (more := after_pair(pair + 1)) is None:
                 return pair + 1, None
-            run.narrowed = more
+            else:
+                run.narrowed = more
     return run.pairs, None
 
 
 def one_after_other(run: PairRun, pair: int, sides: tuple[AbSide, AbSide], request: StopRequest) -> SessionStop | None:
     for index, side in enumerate(sides):
         if request.signum:  # arrived between two builds: start no other
-            return SessionStop(128 + request.signum, f"{signal_name(request.signum)} received: no build started after it")
+            return SessionStop(128 + request.signum,
+                               f"{signal_name(request.signum)} received: no build started after it")
         taken = run.files.taken(side.name) if pair == 0 else None
         if taken is not None:
             return taken
@@ -298,7 +277,8 @@ def one_after_other(run: PairRun, pair: int, sides: tuple[AbSide, AbSide], reque
     return None
 
 
-def taking_turns(run: PairRun, pair: int, sides: tuple[AbSide, AbSide], request: StopRequest, folder: str) -> SessionStop | None:
+def taking_turns(run: PairRun, pair: int, sides: tuple[AbSide, AbSide], request: StopRequest,
+                 folder: str) -> SessionStop | None:
     """Both builds at once, case by case in turn; a build that ends frees the other to finish alone."""
     pipes = PairPipes(folder, pair, (sides[0].name, sides[1].name)).open()
     try:
@@ -318,9 +298,8 @@ MARKER_MODE = 0o600  # the session's sides as given: a side's arguments may hold
 
 def write_marker(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSide], pairs: int,
                  budget_s: float | None = None) -> Path:
-    """`<session>.ab.json`, made new (O_EXCL, never through a link): the session's name is its own,
-    and a second session of that id is refused before it runs a build. With `budget_s` the session
-    is sequential (looked at after every pair, `pairs` at most), and `compare` judges it so."""
+    """`<session>.ab.json`, made new (O_EXCL, never through a link): a second session of that id is refused before
+    it runs a build. With `budget_s` the session is sequential (`pairs` at most), and `compare` judges it so."""
     path = results_dir / f"{session_id}.ab.json"
     design = {"design": "fixed", "pairs_planned": pairs} if budget_s is None else {
         "design": "sequential", "max_pairs": pairs, "budget_s": budget_s}

@@ -1,11 +1,6 @@
-"""How `gpubench ab` starts a side's builds: each build's `BuildPlan` (gpubench.harness.processes.protocol), and
-one launcher per side. A side's builds are forked from a fork server of its own (gpubench.harness.processes.forked),
-started with the side's interpreter and environment, so what the side changes — another venv's torch, its
-variables, a module or sitecustomize on its PYTHONPATH — is in effect in its server and so in each build forked
-from it, and never in the other side's. Each build is still a fresh process (fresh allocator, fresh tensors);
-a forked one skips the interpreter's and torch's import (seconds) that a fresh interpreter pays again.
-Under `--no-fork`, or where a side's server rules forking out (it says why, in one line), that side's
-builds start as fresh interpreters. Torch-free."""
+"""How `gpubench ab` starts a side's builds: each build's `BuildPlan`, and a launcher per side: a fork server started
+with the side's interpreter and environment (its builds skip seconds of imports; what the side changes reaches only
+them), or fresh interpreters under `--no-fork` or where the server rules forking out. Torch-free."""
 
 from __future__ import annotations
 
@@ -22,8 +17,6 @@ from gpubench.harness.processes.protocol import BuildPlan
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 
 BUILD_MODULE = "gpubench.harness.processes.build_main"
-
-
 REDACTED = "***"  # a side variable's value, as printed and kept
 
 
@@ -43,23 +36,18 @@ class AbSide:
 
 def side_plan(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
               suite_root: Path | None = None, turns: str = "") -> BuildPlan:
-    """The plan of one build of one side. The config file is named: pytest otherwise finds it from the common
-    folder of every existing path on the command line, and an existing --benchmark-json outside the checkout
-    made that "/" — no config, no bench_*.py, 0 cases. One output file per side and build: the build tags the
-    user's --benchmark-json X.json -> X.A-b3.json and --benchmark-save NAME -> NAME-A-b3
-    (gpubench.harness.pytest_plugin.build_answer), as gpubench run's builds do; no pytest-benchmark table of
-    its own (no table_json): the session's verdict table is the one to read. `turns`: the build's part in a pair
-    that takes turns (gpubench.harness.processes.turns.TurnPlan), '' for a build that runs alone."""
+    """One build of one side. The config file is named, not found (see common.suite_options); the build tags its
+    output files (X.json -> X.A-b3.json); no table_json: the session's verdict table is the one to read. `turns`:
+    the build's part in a pair that takes turns (turns.TurnPlan), '' for a build that runs alone."""
     config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
     session = [f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-builds={pairs}"]
-    return BuildPlan(build, list(side.args), [*config, *pytest_args, *session], pairs, output_tag=f"{side.name}-b{build}",
-                     turns=turns)
+    return BuildPlan(build, list(side.args), [*config, *pytest_args, *session], pairs,
+                     output_tag=f"{side.name}-b{build}", turns=turns)
 
 
 def side_env(side: AbSide) -> dict[str, str]:
-    """The side's variables over this environment; the folder holding this `gpubench` package (the checkout, or
-    site-packages) on PYTHONPATH, so another interpreter (a venv without gpubench installed) finds the harness;
-    this session's pid, so neither build counts its partner as a busy GPU."""
+    """The side's variables over this environment; gpubench's folder on PYTHONPATH, so a venv without gpubench
+    finds the harness; this session's pid, so neither build counts its partner as a busy GPU."""
     env = dict(os.environ, **side.env)
     env[SESSION_PID_ENV] = str(os.getpid())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
@@ -68,12 +56,13 @@ def side_env(side: AbSide) -> dict[str, str]:
 
 def side_job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
              suite_root: Path | None = None, turns: str = "") -> Job:
-    """One build of one side: forked from the side's server, or else `side.python -m build_main` with the plan's pipes."""
+    """One build of one side: forked from the side's server, or else `side.python -m build_main`."""
     plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root, turns)
     return Job([side.python, "-m", BUILD_MODULE], side_env(side), hold_sigint=True, plan=plan)
 
 
-def side_launchers(sides: tuple[AbSide, AbSide], stopped_limit_s: float | None, fork: bool) -> dict[str, ProcessLauncher]:
+def side_launchers(sides: tuple[AbSide, AbSide], stopped_limit_s: float | None,
+                   fork: bool) -> dict[str, ProcessLauncher]:
     """One launcher per side: a fork server each (started at the side's first build), or plain processes."""
     if not fork:
         return {side.name: ProcessLauncher(stopped_limit_s) for side in sides}
@@ -90,8 +79,7 @@ def close_launchers(launchers: dict[str, ProcessLauncher]) -> None:
 
 @dataclass
 class StartUps:
-    """Each side's build start-up as its builds measured it (BuildAnswer.startup_s: from the process's
-    start, its fork or its exec, to its first case), and how they started."""
+    """Each side's build start-up as its builds measured it (fork or exec to first case), and how they started."""
 
     seconds: dict[str, list[float]] = field(default_factory=dict)
     how: dict[str, str] = field(default_factory=dict)

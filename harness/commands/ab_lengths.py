@@ -1,7 +1,6 @@
-"""How long each undecided case's builds are in a sequential session (`gpubench ab --budget`): from
-the pairs so far, the part of a case's noise its builds' own samples explain, and what a build of
-it costs outside its timed rounds (gpubench.harness.core.plan.best_build_s). Chosen once per case, at its
-first look with MIN_PAIRS pairs, and kept: the pairs after it have one spread."""
+"""How long each undecided case's builds are in a sequential session (`gpubench ab --budget`): from the part of
+its noise its builds' own samples explain and what a build costs outside its timed rounds. Chosen once per case,
+at its first look with MIN_PAIRS pairs, and kept: the pairs after it have one spread."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ BUDGET_SHARE = 0.01  # ... nor more than this share of the session's budget
 
 
 def case_noise(a: pd.DataFrame, b: pd.DataFrame, case_id: str, logs: pd.Series) -> BuildNoise | None:
-    """What the case's ok builds on both sides showed, or None when they cannot tell (too few pairs,
-    rows without a spread of their own)."""
+    """What the case's ok builds on both sides showed; None with too few pairs or rows without a spread."""
     if len(logs) < MIN_PAIRS:
         return None
     rows = pd.concat([a[a["case_id"] == case_id], b[b["case_id"] == case_id]])
@@ -54,8 +52,6 @@ def choose_lengths(a: pd.DataFrame, b: pd.DataFrame, cases: list[str], chosen: d
 def lengths_line(new: dict[str, float], least_s: float) -> str | None:
     """The cases given longer builds than the session's, for the progress line; None when none."""
     longer = {case: s for case, s in new.items() if s > least_s and not math.isclose(s, least_s)}
-    if not longer:
-        return None
     shown = ", ".join(f"{case} {s:.2g} s" for case, s in sorted(longer.items())[:4])
     more = f" and {len(longer) - 4} more" if len(longer) > 4 else ""
-    return f"longer builds where a build's own samples are most of the noise: {shown}{more}"
+    return f"longer builds where a build's own samples are most of the noise: {shown}{more}" if longer else None

@@ -1,9 +1,6 @@
-"""A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges the
-two sides' files by the sequential rule (gpubench.reports.sequential, valid however often it looks), and the
-next pair's builds run only the cases still undecided (named in a file, `--gpubench-cases`, each
-with the timed seconds of its builds once gpubench.harness.commands.ab_lengths has chosen them). The
-session ends when every case is decided, when the next pair would not fit in the budget, or at
-`--max-pairs`."""
+"""A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges both sides'
+files by the sequential rule (valid however often it looks), and the next pair's builds run only the undecided
+cases (`--gpubench-cases`), until every case is decided, the budget cannot fit another pair, or `--max-pairs`."""
 
 from __future__ import annotations
 
@@ -24,8 +21,8 @@ from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
 
 @dataclass
 class Looks:
-    """The `after_pair` of a sequential session (gpubench.harness.commands.ab.run_pairs): judges the pairs so far
-    and names the undecided cases for the next pair's builds; `ended` says why the session ended."""
+    """The `after_pair` of a sequential session (ab.run_pairs): judges the pairs so far and names the undecided
+    cases for the next pair's builds; `ended` says why the session ended."""
 
     results_dir: Path
     session_id: str
@@ -77,23 +74,20 @@ class Looks:
         """The undecided cases' ids, a line each, in a folder of this session's own (0700, removed at its end)."""
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix=f"gpubench-ab-{os.getpid()}-"))
-        path = self._folder / "undecided.txt"
-        staged = self._folder / "undecided.txt.new"
+        path, staged = self._folder / "undecided.txt", self._folder / "undecided.txt.new"
         staged.write_text(cases_text(self.undecided, self.lengths), encoding="utf-8")
         staged.replace(path)  # a build reading it sees the old list or the new one, whole
         return path
 
     def choose_lengths(self) -> None:
-        """Each undecided case's build length, chosen once it has enough pairs (gpubench.harness.commands.ab_lengths)."""
+        """Each undecided case's build length, chosen once it has enough pairs (ab_lengths)."""
         new = choose_lengths(*self._frames, self.undecided, self.lengths, self.least_build_s, self.budget_s)
         self.lengths.update(new)
-        line = lengths_line(new, self.least_build_s)
-        if line:
+        if line := lengths_line(new, self.least_build_s):
             print(f"gpubench ab: {line}", flush=True)
 
     def end(self, why: str) -> None:
         self.ended = why
-        return None
 
     def close(self) -> None:
         if self._folder is not None:

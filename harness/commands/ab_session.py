@@ -9,13 +9,7 @@ import sys
 from pathlib import Path
 
 from gpubench.harness.commands.ab import (
-    DEFAULT_BUILD_CALLS,
-    DEFAULT_BUILD_SECONDS,
-    AbSide,
-    SideFiles,
-    run_pairs,
-    sides_of,
-    write_marker,
+    DEFAULT_BUILD_CALLS, DEFAULT_BUILD_SECONDS, AbSide, SideFiles, run_pairs, sides_of, write_marker,
 )
 from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
@@ -39,17 +33,18 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     threshold = parse_threshold(args.threshold)
     sides = sides_of(args)
     if results_dir.exists() and not results_dir.is_dir():
-        raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder (it is created if missing)")
+        raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder "
+                         "(it is created if missing)")
     session_id = args.run_id or f"{new_run_id()}-ab"
     for side in sides:
         check_run_id(f"{session_id}-{side.name}", results_dir)
     try:
         make_folders(results_dir)
     except OSError as error:
-        raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — pass a folder you can write to") from None
+        raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — "
+                         "pass a folder you can write to") from None
     check_writable(results_dir)  # never a link: the marker and both sides' files go inside
-    problem = limits_problem()  # a tiny ulimit fails inside pytest or torch with no line of ours
-    if problem:
+    if problem := limits_problem():  # a tiny ulimit fails inside pytest or torch with no line of ours
         raise ValueError(problem)
     return threshold, sides, session_id
 
@@ -72,9 +67,10 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSi
 
 
 def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
-    """The session of `design` (ab_command.design_of): (pairs at most, budget in seconds or None for a fixed design)."""
+    """The session of `design` (ab_command.design_of)."""
     if not BENCHES.is_dir():
-        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, "
+                    "or pip install -e . in a checkout)")
     results_dir = Path(args.results_dir)
     watch = CpuWatch()  # the machine over the whole session: steal and load for the noise line
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
@@ -87,8 +83,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
     args.build_calls = args.build_calls or DEFAULT_BUILD_CALLS
     args.budget = "none"  # both sides measured whole: a cap on one side would be a difference
-    problem = marker_problem(results_dir, session_id, sides, pairs, budget_s)
-    if problem:
+    if problem := marker_problem(results_dir, session_id, sides, pairs, budget_s):
         return problem
     plan = (f"{pairs} pairs" if budget_s is None
             else f"until every case is decided, {budget_s:.0f} s and {pairs} pairs at most")
@@ -119,13 +114,13 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
 
 def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,
                     files: SideFiles | None = None, sequential: bool = False, watch: CpuWatch | None = None) -> int:
-    """The paired verdict of the session's two files; with `files`, only when each is the one its side's builds made."""
+    """The paired verdict of the session's two files; with `files`, only when each is the one its side made."""
     paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
     missing = [path for path in paths if not path.exists()]
     if missing:
         side = missing[0].stem[-1]
-        return code or fail(f"side {side} recorded no row ({missing[0]} is missing): its build processes ran but measured nothing — "
-                            f"check --{side.lower()}-python and --{side.lower()}-arg")
+        return code or fail(f"side {side} recorded no row ({missing[0]} is missing): its build processes ran but "
+                            f"measured nothing — check --{side.lower()}-python and --{side.lower()}-arg")
     try:
         frames = load_results([paths[0]]), load_results([paths[1]])
         problems = [files.problem(name, set(frame["run_id"])) for name, frame in zip("AB", frames)] if files else []

@@ -1,7 +1,6 @@
-"""One pytest-benchmark table for a whole `gpubench run`. Each build process runs with
---benchmark-quiet and writes its JSON; the table is drawn here from all of them with
-pytest-benchmark's own table code (as its `pytest-benchmark compare` command draws saved runs),
-so a run of three builds shows one table, not three."""
+"""One pytest-benchmark table for a whole `gpubench run`: each build runs with --benchmark-quiet and writes its
+JSON, and the table is drawn here from all of them with pytest-benchmark's own table code, so a run of three
+builds shows one table, not three."""
 
 from __future__ import annotations
 
@@ -15,8 +14,8 @@ COLUMNS = ("min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops", "
 
 
 def load_benchmarks(paths: list[Path]) -> list[dict[str, Any]]:
-    """The benchmarks of every build's JSON, flattened as pytest-benchmark's table expects; a file
-    a build never wrote (it died, or ran no timed case) is skipped."""
+    """Every build's benchmarks, flattened as pytest-benchmark's table expects; a file a build never wrote (it
+    died, or ran no timed case) is skipped."""
     benchmarks = []
     for path in paths:
         try:
@@ -30,16 +29,16 @@ def load_benchmarks(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def print_one_table(paths: list[Path], verbose: bool = False) -> int:
-    """Print the run's table (pytest-benchmark's default columns, grouped by workload, sorted by
-    min); returns how many benchmarks it shows. Under --benchmark-verbose each build printed its own.
-    The table comes after the rows are written, so nothing in it may fail the run: any error is one line."""
+    """Prints the run's table and returns how many benchmarks it shows (each build printed its own under
+    --benchmark-verbose). It comes after the rows are written, so nothing in it may fail the run."""
     benchmarks = load_benchmarks(paths)
     if verbose or not benchmarks:
         return 0
     try:
         draw_table(benchmarks)
-    except Exception as error:  # noqa: BLE001 - pytest-benchmark's internals differ by version; the rows are in the CSV anyway
-        print(f"gpubench: no combined pytest-benchmark table ({type(error).__name__}: {error}); the run's rows are in its CSV")
+    except Exception as error:  # noqa: BLE001 - pytest-benchmark's internals differ by version
+        print(f"gpubench: no combined pytest-benchmark table ({type(error).__name__}: {error}); "
+              "the run's rows are in its CSV")
         return 0
     return len(benchmarks)
 

@@ -34,8 +34,7 @@ def deadline_args(deadline_s: float | None) -> list[str]:
 
 
 def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
-    """The first build's rows of the run's file; None when it cannot be read here (the build
-    process says why)."""
+    """The first build's rows of the run's file; None when unreadable here (the build process says why)."""
     from gpubench.harness.records.results_reader import read_rows
 
     try:
@@ -45,22 +44,22 @@ def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
 
 
 def cases_left_for(rows: list[dict[str, Any]], build: int) -> bool:
-    """Whether a case's build `build` will run: one its first build did not skip, with more
-    builds than `build` (a later build skips what the first one skipped)."""
+    """Whether some case will run build `build`: one its first build did not skip, with more builds than `build`."""
     return any(row["status"] != "skipped" and (row["builds"] or 1) > build for row in rows)
 
 
 def startup_s(rows: list[dict[str, Any]], launched_s: float | None) -> float:
-    """Seconds from launching the first build to its first row: what a later build's start-up
-    (an interpreter, torch, the collection) is expected to cost, its first case included."""
-    stamps = [datetime.fromisoformat(str(row["timestamp_utc"])).timestamp() for row in rows if row.get("timestamp_utc")]
+    """Seconds from launching the first build to its first row: what a later build's start-up (an interpreter,
+    torch, the collection) is expected to cost, its first case included."""
+    stamps = [datetime.fromisoformat(str(row["timestamp_utc"])).timestamp()
+              for row in rows if row.get("timestamp_utc")]
     return max(0.0, min(stamps) - launched_s) if stamps and launched_s is not None else 0.0
 
 
 @dataclass
 class WithinBudget:
-    """A Launcher that starts build 0 always and a later build only before the deadline and when
-    a case is left for it (decided once per build, when it is announced or launched)."""
+    """A Launcher that starts build 0 always, and a later build only before the deadline and when a case is left
+    for it (decided once per build, when it is announced or launched)."""
 
     inner: Launcher
     deadline_s: float
@@ -85,36 +84,30 @@ class WithinBudget:
         build = job.plan.build if job.plan is not None else 0
         if build == 0:
             self.launched_s = time.time()
-        extra = job.plan is not None and job.plan.extra  # ExtraBuilds decided it
-        if not (extra or self.starts(build)):
+        if not ((job.plan is not None and job.plan.extra) or self.starts(build)):  # an extra: ExtraBuilds decided it
             return Completed(0)
         done = self.inner.run(job)
-        if done.answer is not None and done.answer.startup_s is not None:  # the first row's time also counts a fork server's start
-            self.build_start_s = done.answer.startup_s
+        if done.answer is not None and done.answer.startup_s is not None:
+            self.build_start_s = done.answer.startup_s  # the first row's time also counts a fork server's start
         return done
 
     def notes(self) -> list[str]:
         skipped = [str(build + 1) for build, starts in self.decided.items() if not starts]
-        if not skipped:
-            return []
         return [f"budget: build(s) {', '.join(skipped)} of each case not started (the budget was spent, or every case "
-                "was skipped in its first build) — raise --budget for more builds"]
+                "was skipped in its first build) — raise --budget for more builds"] if skipped else []
 
 
 def repeated_build_s(rows: list[dict[str, Any]]) -> list[float]:
-    """The build seconds of this run's measured rows of cases the profile builds more than once:
-    what one case costs an extra build."""
+    """Build seconds of the measured rows of cases built more than once: what a case costs an extra build."""
     return [float(row["build_s"]) for row in rows
             if row["status"] == "ok" and (row["builds"] or 1) > 1 and isinstance(row.get("build_s"), (int, float))]
 
 
 @dataclass
 class ExtraBuilds:
-    """After the profile's builds, one more build process while the budget has time left for the
-    cheapest repeated case's build (with its margin) and the process's start, and the last extra
-    build measured something (gpubench.harness.pytest_plugin.extra_build says what it repeats). A run that
-    ends early would leave the budget's seconds unused; each extra build narrows the spread its
-    noisiest cases are judged with."""
+    """After the profile's builds, one more build process while the budget has time for the cheapest repeated
+    case's build (with its margin) and the process's start, and the last extra build measured something
+    (gpubench.harness.pytest_plugin.extra_build): each narrows the spread its noisiest cases are judged with."""
 
     deadline_s: float
     csv_path: Path

@@ -8,7 +8,9 @@ import difflib
 import sys
 from types import ModuleType
 
-from gpubench.harness.commands import ab_command, compare_command, env_command, fleet_command, report_command, run_command
+from gpubench.harness.commands import (
+    ab_command, compare_command, env_command, fleet_command, report_command, run_command,
+)
 from gpubench.harness.processes.standard_streams import guard_standard_streams
 
 COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "report": report_command,
@@ -16,7 +18,8 @@ COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "repo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpubench", description="Synchronized PyTorch benchmarks and cross-machine reports.")
+    parser = argparse.ArgumentParser(prog="gpubench",
+                                     description="Synchronized PyTorch benchmarks and cross-machine reports.")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
         command.setup_arguments(sub)
@@ -24,17 +27,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def tolerant_output() -> None:
-    """A terminal whose encoding lacks a character gpubench prints (— ± × under a Latin-1 locale)
-    gets a replacement, not a UnicodeEncodeError: compare's crash would exit 1, the 'slower' code."""
+    """A character the terminal's encoding lacks (— ± × under Latin-1) is replaced: a UnicodeEncodeError
+    would exit 1, compare's 'slower' code."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="replace")
 
 
-# How close a word must be to an option or a command of gpubench's to be taken for its misspelling (difflib's
-# ratio): --devcie is 0.88 from --device, while pytest-profiling's --profile-svg is 0.82 from --profile and goes
-# to pytest; the six commands are short and far apart (rnu is 0.67 from run).
+# How close a word must be to be taken for a misspelling (difflib's ratio): --devcie is 0.88 from --device, while
+# pytest-profiling's --profile-svg is 0.82 from --profile and goes to pytest; rnu is 0.67 from run.
 OPTION_CUTOFF, COMMAND_CUTOFF = 0.85, 0.6
 
 
@@ -52,15 +54,15 @@ def command_typo(argv: list[str]) -> str | None:
 
 
 def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str | None:
-    """`gpubench run --devcie cpu`: an option close to one of the command's own would go to pytest (after torch's
-    import, as pytest's usage error); said here instead, in gpubench's words."""
+    """`gpubench run --devcie cpu`: said here, not by pytest after torch's import, as a usage error."""
     sub = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices[command]
     own = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
     for arg in extra:
         flag = arg.split("=", 1)[0]
         meant = misspelt(flag, own, OPTION_CUTOFF) if flag.startswith("--") and flag not in own else None
         if meant:
-            return f"{flag} is not an option of gpubench {command} — did you mean {meant}? (options gpubench does not know go to pytest)"
+            return (f"{flag} is not an option of gpubench {command} — did you mean {meant}? "
+                    "(options gpubench does not know go to pytest)")
     return None
 
 
@@ -69,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     tolerant_output()
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
-    typo = command_typo(argv)
-    if typo:
+    if typo := command_typo(argv):
         parser.error(typo)
     args, extra = parser.parse_known_args(argv)
     if "--" in extra:  # `gpubench run -- -k x`: what follows is pytest's, and pytest would read -k as a file
@@ -78,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     command = COMMANDS[args.command]
     if extra and not command.PASSES_PYTEST_ARGS:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    typo = option_typos(parser, args.command, extra)
-    if typo:
+    if typo := option_typos(parser, args.command, extra):
         parser.error(typo)
     return command.run_from_args(args, extra)
 

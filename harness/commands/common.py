@@ -1,4 +1,4 @@
-"""What the subcommands share: the suite's folders, the one-line failure, pytest's command line for a build,
+"""What the subcommands share: the suite's folders, the one-line failure, a build's pytest command line,
 the store resolved on the machine that runs, the report after a run."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ BENCHES = SUITE_ROOT / "benches"
 USER_TEST_FILES = "bench_*.py test_*.py *_test.py"
 SUITE_CONFIG = BENCHES / "suite.ini"
 SUITE_PLUGIN = "gpubench.harness.pytest_plugin.suite"
-OWN_TESTS_PLUGIN = "gpubench.harness.pytest_plugin.own_tests"  # the same, leaving --device and --profile to the user's conftest
+# the suite's plugin, leaving --device and --profile to the user's conftest
+OWN_TESTS_PLUGIN = "gpubench.harness.pytest_plugin.own_tests"
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> int:
@@ -25,19 +26,18 @@ def fail(message: str, code: int = ExitCode.ERROR) -> int:
 
 
 def suite_options(args: argparse.Namespace) -> list[str]:
-    """gpubench's own part of a build's pytest command line: the suite, its configuration, the run options,
-    timed cases only (unless the user's --benchmark-disable says otherwise, which the build's plugin reads)."""
+    """gpubench's part of a build's pytest command line: the suite, its configuration, the run options, timed
+    cases only (unless the user's --benchmark-disable says otherwise, which the build's plugin reads)."""
     from gpubench.harness.core.options import to_pytest_argv
 
-    # The config file and the suite's plugin named, not found: pytest looks for a config from the common folder
-    # of every existing path on the command line (an existing --benchmark-json outside the checkout made that
-    # "/": no config, no conftest, 0 cases), and an installed wheel has no conftest.py, only the plugin.
+    # The config file and plugin are named, not found: pytest looks for a config from the common folder of every
+    # existing path on the command line (a --benchmark-json outside the checkout made that "/": 0 cases), and an
+    # installed wheel has no conftest.py, only the plugin.
     tests = [str(Path(path).resolve()) for path in getattr(args, "tests", None) or []]
-    # the user's own test files are named test_*.py: their folders are searched for those too
-    own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []
-    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v", f"--rootdir={rootdir_for(tests)}",
-            f"--config-file={SUITE_CONFIG}", *own, "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider",
-            *to_pytest_argv(args)]
+    own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []  # the user's test_*.py files are searched too
+    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v",
+            f"--rootdir={rootdir_for(tests)}", f"--config-file={SUITE_CONFIG}", *own,
+            "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
 
 
 def rootdir_for(tests: list[str]) -> Path:
@@ -59,15 +59,16 @@ def no_cases_line(args: argparse.Namespace, extra: list[str]) -> str:
     selects = any(arg[:2] in ("-k", "-m") for arg in extra)
     tests = getattr(args, "tests", None) or []
     if tests and not selects:
-        return (f"--tests {' '.join(tests)}: pytest collected no test there: nothing was run — name files that hold test_ "
-                f"functions ({USER_TEST_FILES.replace(' ', ', ')})")
-    return NO_CASES_LINE if not selects else "no case matched the selection: nothing was run (the -k/-m given matches no case)"
+        return (f"--tests {' '.join(tests)}: pytest collected no test there: nothing was run — name files that "
+                f"hold test_ functions ({USER_TEST_FILES.replace(' ', ', ')})")
+    return ("no case matched the selection: nothing was run (the -k/-m given matches no case)" if selects
+            else NO_CASES_LINE)
 
 
 def add_tests_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tests", action="append", metavar="PATH",
-                        help="your own pytest files or folders to time instead of the bundled suite (tests that use the "
-                             "gpubench fixture, e.g. gpubench.measure(step, name=...); repeatable)")
+                        help="your own pytest files or folders to time instead of the bundled suite (tests that use "
+                             "the gpubench fixture, e.g. gpubench.measure(step, name=...); repeatable)")
 
 
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -92,17 +93,15 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
               "run gpubench report on them later", file=sys.stderr)
         return code
     except KeyboardInterrupt:
-        return fail(
-            f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; run gpubench report on them --out DIR",
-            code=ExitCode.INTERRUPTED,
-        )
+        return fail(f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; "
+                    "run gpubench report on them --out DIR", code=ExitCode.INTERRUPTED)
     print(f"gpubench: report -> {report}")
     return code
 
 
 def resolve_store(args: argparse.Namespace) -> str | None:
-    """--store STORE: this machine's folder in the store becomes the run's results folder, resolved
-    here, on the machine that runs (gpubench.harness.records.store). The problem, as one line, or None."""
+    """--store STORE: this machine's folder in the store becomes the run's results folder, resolved on the
+    machine that runs. The problem, as one line, or None."""
     if getattr(args, "store", None) is None:
         return None
     from gpubench.harness.devices.env import machine_identity

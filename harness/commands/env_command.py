@@ -14,7 +14,8 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="print this machine's fingerprint")
     env.add_argument("--device", default="auto")
     env.add_argument("--json", action="store_true", help="print JSON instead of aligned lines")
-    env.add_argument("--peaks", action="store_true", help="print the datasheet peaks gpubench knows (dense TFLOP/s per dtype, memory GB/s)")
+    env.add_argument("--peaks", action="store_true",
+                     help="print the datasheet peaks gpubench knows (dense TFLOP/s per dtype, memory GB/s)")
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:

@@ -1,14 +1,7 @@
-"""`gpubench fleet`, the launcher of many machines: one job per target, each running
-`python -m gpubench.harness.commands.cli run --store STORE ...` where the job lands, through submitit —
-`SlurmExecutor` under `--cluster slurm`, `LocalExecutor` (a job on this machine) without.
-
-This module holds the watch over a job (queued, running, done, failed and why); its targets are
-gpubench.harness.commands.fleet_targets. Slurm states are read from `squeue -t all`, not from submitit's
-watcher: that one asks `sacct`, which needs the accounting database many small clusters (and the
-tests' cluster) do not run. How a job's run ended is the exit code it recorded in the store
-(gpubench.harness.records.store.write_exit), never submitit's result pickle: loading a pickle can run
-code. A job that left the queue without a record failed outside the run — cancelled, timed out, its
-node lost — and the reason comes from squeue's last word or the job's log. Torch-free."""
+"""The watch over a `gpubench fleet` job (queued, running, done, failed and why). Slurm states come from
+`squeue -t all`, not submitit's `sacct`, which needs an accounting database many small clusters do not run. How a
+run ended is the exit code it recorded in the store, never submitit's result pickle (loading one can run code);
+without a record, squeue's last word or the job's log says why. Torch-free."""
 
 from __future__ import annotations
 
@@ -32,12 +25,15 @@ LOG_TAIL_LINES = 12
 WAITING, QUEUED, RUNNING, DONE, FAILED = "waiting", "queued", "running", "done", "failed"
 
 # squeue's job states (man squeue, JOB STATE CODES): still in the queue, or ended and why.
-ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_FED": QUEUED, "REQUEUE_HOLD": QUEUED,
-                 "RESV_DEL_HOLD": QUEUED, "SPECIAL_EXIT": QUEUED, "RUNNING": RUNNING, "COMPLETING": RUNNING, "SUSPENDED": RUNNING,
-                 "STOPPED": RUNNING, "SIGNALING": RUNNING, "STAGE_OUT": RUNNING, "RESIZING": RUNNING}
-ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)", "TIMEOUT": "timed out (the target's time limit)",
-                 "NODE_FAIL": "its node failed", "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted by the scheduler",
-                 "BOOT_FAIL": "its node failed to boot", "DEADLINE": "missed its deadline", "REVOKED": "revoked by the federation"}
+ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_FED": QUEUED,
+                 "REQUEUE_HOLD": QUEUED, "RESV_DEL_HOLD": QUEUED, "SPECIAL_EXIT": QUEUED, "RUNNING": RUNNING,
+                 "COMPLETING": RUNNING, "SUSPENDED": RUNNING, "STOPPED": RUNNING, "SIGNALING": RUNNING,
+                 "STAGE_OUT": RUNNING, "RESIZING": RUNNING}
+ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)",
+                 "TIMEOUT": "timed out (the target's time limit)", "NODE_FAIL": "its node failed",
+                 "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted by the scheduler",
+                 "BOOT_FAIL": "its node failed to boot", "DEADLINE": "missed its deadline",
+                 "REVOKED": "revoked by the federation"}
 STORE_FULL = "the store filled up (No space left on device) — free space there"
 # Slurm's words in a job's log, then submitit's: its USR2 handler ends a job it may not requeue before Slurm does.
 LOG_REASONS = (
@@ -51,12 +47,12 @@ LOG_REASONS = (
     ("oom-kill", ENDED_REASONS["OUT_OF_MEMORY"]),
 )
 # squeue's pending reasons that no wait clears: the target asks what the partition cannot give.
-STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail", "PartitionDown",
-                 "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit", "JobHeldAdmin", "JobHeldUser"}
+STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints", "ReqNodeNotAvail",
+                 "PartitionDown", "PartitionInactive", "InvalidQOS", "InvalidAccount", "QOSMaxWallDurationPerJobLimit",
+                 "JobHeldAdmin", "JobHeldUser"}
 SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
 EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")  # submitit's trace of a failed command, in the job's log
-# gpubench run's exit codes. Its 2 is no interruption (those exit 130, 129, 143) but argparse's usage
-# error or a line of its own: the job's log says which (run_exit).
+# gpubench run's exit 2 is argparse's usage error or a line of its own: the job's log says which (run_exit).
 RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
 
 
@@ -89,10 +85,11 @@ class FleetJob:
 
 
 def squeue_states(job_ids: list[str]) -> dict[str, str] | None:
-    """job id -> squeue's `STATE|REASON` for those of `job_ids` it still knows (finished ones for
-    MinJobAge, 300 s by default); None when squeue itself failed (the controller busy: ask again later)."""
+    """job id -> squeue's `STATE|REASON` for those of `job_ids` it still knows (finished ones for MinJobAge, 300 s
+    by default); None when squeue itself failed (the controller busy: ask again later)."""
     try:
-        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r"], capture_output=True, text=True, timeout=60, check=False)
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r"], capture_output=True, text=True,
+                             timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -113,9 +110,8 @@ def read_log(job: Any) -> dict[str, str]:
 
 
 def without_submitit_trace(text: str) -> str:
-    """What the run wrote, not the frames of submitit's own traceback: submitit re-raises a failed
-    command as `FailedJobError: <the command's stderr>` after a dozen lines of its frames, which
-    filled the whole tail and hid the run's one-line error."""
+    """What the run wrote, without submitit's traceback: its dozen lines of frames before `FailedJobError: <the
+    command's stderr>` filled the whole tail and hid the run's one-line error."""
     return SUBMITIT_ERROR.split(text)[-1]
 
 
@@ -134,18 +130,16 @@ def whole_log(job: Any) -> str:
 
 
 def log_marker(text: str) -> str | None:
-    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`): the
-    marker found last in the log, the end that came last (an earlier ENOSPC warning about a cache
-    folder does not make a later scancel a full store)."""
+    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`): the marker found
+    last (an earlier ENOSPC warning about a cache folder does not make a later scancel a full store)."""
     found = [(text.rfind(marker), reason) for marker, reason in LOG_REASONS if marker in text]
     return max(found)[1] if found else None
 
 
 def reason_from_log(text: str) -> str:
-    """Why a job that recorded no exit code ended: what Slurm wrote into its log, else the exit status
-    submitit's trace of the command names (a run refused before it had a folder to record it in)."""
-    marker = log_marker(text)
-    if marker:
+    """Why a job that recorded no exit code ended: what Slurm wrote into its log, else the exit status submitit's
+    trace of the command names (a run refused before it had a folder to record it in)."""
+    if marker := log_marker(text):
         return marker
     statuses = EXIT_STATUS.findall(text)
     return exited(int(statuses[-1]), text) if statuses else "ended without a result (killed, or its node lost)"
@@ -167,11 +161,10 @@ def run_exit(code: int, log: str) -> str:
     return ("usage error: " if usage else "") + line.strip()[:200]
 
 
-def settle(fleet_job: FleetJob, queue_state: str | None, store: Path, now: float, grace_s: float = RESULT_GRACE_S) -> None:
-    """Move a job that left the active states to done or failed: the exit code its run recorded in the
-    store says how it ended (Slurm's word on a cancel or a timeout first); without one, squeue's last
-    word or the job's log says why — after `grace_s` (a record written on another node may take a
-    moment to show on NFS)."""
+def settle(fleet_job: FleetJob, queue_state: str | None, store: Path, now: float,
+           grace_s: float = RESULT_GRACE_S) -> None:
+    """A job that left the active states, done or failed by the exit code its run recorded (Slurm's word on a cancel
+    or timeout first); without one, squeue or the job's log says why, after `grace_s` (NFS may lag)."""
     job = fleet_job.job
     if fleet_job.gone_since is None:
         fleet_job.gone_since = now
@@ -209,17 +202,13 @@ def update(jobs: list[FleetJob], engine: str, store: Path) -> None:
         if fleet_job.job.state == "RUNNING":
             fleet_job.state = RUNNING
         else:
-            settle(fleet_job, None, store, now, grace_s=0.0)  # a local run that ended has recorded its exit, if it could
+            settle(fleet_job, None, store, now, grace_s=0.0)  # a local run that ended has recorded its exit if it could
 
 
 def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
-    """A local job is a tree of processes (submitit's controller — its pid is the job id —, its
-    task, gpubench run, a pytest per build). submitit's cancel signals the controller alone, which
-    SIGKILLs its task a second later and orphans the run below it. So SIGINT goes to gpubench run,
-    as Ctrl-C in a terminal would: it passes it on to its build, which stops at a case's edge with
-    its rows whole. Only to the run: a build signalled by us too got it twice, read as a second
-    Ctrl-C (kill at once). The whole tree only before the run has started; SIGKILL takes what
-    outlives `grace_s`."""
+    """SIGINT to the local job's gpubench run, as Ctrl-C would (submitit's cancel orphans it), which passes it on to
+    its build: a build signalled by us too read it as a second Ctrl-C. The whole tree only before the run has
+    started (the job id is the controller's pid); SIGKILL takes what outlives `grace_s`."""
     import psutil
 
     try:
@@ -256,8 +245,8 @@ class Cancelled:
 
 
 def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cancelled:
-    """Cancel every submitted job not yet finished (scancel on Slurm, SIGINT locally) and, on Slurm,
-    wait until squeue no longer lists them as active."""
+    """Cancel every submitted, unfinished job (scancel on Slurm, SIGINT locally); on Slurm, wait until squeue no
+    longer lists them as active."""
     outcome = Cancelled()
     live = [j for j in jobs if j.job is not None and not j.finished]
     for fleet_job in live:
@@ -275,7 +264,8 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cance
     ids = [str(j.job.job_id) for j in live]
     while time.monotonic() < deadline:
         states = squeue_states(ids)
-        active = [i for i, state in (states or {}).items() if state.partition("|")[0] in ACTIVE_STATES]  # COMPLETING too: squeue still lists it
+        # COMPLETING too: squeue still lists it
+        active = [i for i, state in (states or {}).items() if state.partition("|")[0] in ACTIVE_STATES]
         if states is not None and not active:
             return outcome
         time.sleep(0.5)

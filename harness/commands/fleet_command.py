@@ -1,7 +1,6 @@
-"""`gpubench fleet`: the suite on many targets, one job per target, every job writing into one
-results store; then one report of the whole fleet. Without --cluster the targets run here, one
-after another (two runs at once on one machine would measure each other); with --cluster slurm
-every target is submitted at once through submitit and Slurm places them."""
+"""`gpubench fleet`: one job per target through submitit, every job writing into one results store, then one
+report. Without --cluster the targets run here one after another (two runs at once would measure each other);
+with --cluster slurm every target is submitted at once and Slurm places them."""
 
 from __future__ import annotations
 
@@ -14,21 +13,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.commands.fleet import DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, cancel_all, update
+from gpubench.harness.commands.fleet import (
+    DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, cancel_all, update,
+)
 from gpubench.harness.commands.fleet_targets import FleetError, Target, parse_targets
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import fail
 from gpubench.harness.core.exits import ExitCode
-from gpubench.harness.records.job_files import (
-    UntrustedFile,
-    check_folder,
-    default_jobs_dir,
-    private_folder,
-)
+from gpubench.harness.records.job_files import UntrustedFile, check_folder, default_jobs_dir, private_folder
 from gpubench.harness.processes.lifetime import STOP_WITH_ENV, process_token
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
 from gpubench.harness.records.safe_files import link_line, make_folders
@@ -42,16 +38,20 @@ PASSED_BY_FLEET = ("store", "run_id", "results_dir")  # set per job, not passed 
 
 
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
-    fleet = sub.add_parser("fleet", help="run the suite on many targets (Slurm through submitit, or here), into one results store, then one report",
-                           description="One job per --target, each running `gpubench run --store STORE` where it lands, then one report of "
-                                       "every run. Without --cluster the targets run on this machine, one after another. Arguments gpubench "
-                                       "does not know are passed to each run's pytest (e.g. -k matmul, -m 'not slow').")
+    fleet = sub.add_parser("fleet", help="run the suite on many targets (Slurm through submitit, or here), into one "
+                                         "results store, then one report",
+                           description="One job per --target, each running `gpubench run --store STORE` where it "
+                                       "lands, then one report of every run. Without --cluster the targets run on this "
+                                       "machine, one after another. Arguments gpubench does not know are passed to "
+                                       "each run's pytest (e.g. -k matmul, -m 'not slow').")
     add_to_parser(fleet)
     fleet.add_argument("--target", action="append", metavar="KEY=VALUE,...",
-                       help="one job: partition=, gres= (gpu:N), time= (minutes or H:MM:SS), constraint=, nodelist=, cpus=, device=, name= "
-                            "(repeatable; default: one target here)")
-    fleet.add_argument("--cluster", choices=ENGINES, default="local", help="where jobs run: local (default: this machine) or slurm")
-    fleet.add_argument("--out", type=Path, default=None, help="the fleet's report folder (default: STORE/reports/<fleet id>)")
+                       help="one job: partition=, gres= (gpu:N), time= (minutes or H:MM:SS), constraint=, nodelist=, "
+                            "cpus=, device=, name= (repeatable; default: one target here)")
+    fleet.add_argument("--cluster", choices=ENGINES, default="local",
+                       help="where jobs run: local (default: this machine) or slurm")
+    fleet.add_argument("--out", type=Path, default=None,
+                       help="the fleet's report folder (default: STORE/reports/<fleet id>)")
     fleet.add_argument("--jobs-dir", default=None,
                        help="where submitit keeps each job's script, logs and pickles: a folder only you can write, "
                             "at the same path on every node (default: ~/.cache/gpubench/fleet)")
@@ -63,25 +63,27 @@ def say(line: str) -> None:
 
 
 def run_argv(args: argparse.Namespace, store: Path, run_id: str, target: Target, extra: list[str]) -> list[str]:
-    """The command a target's job runs: `gpubench run` with the fleet's run options, the store, the
-    run id and the target's device; the report is the fleet's, at the end."""
+    """A target's job's command: `gpubench run` with the fleet's run options, the store, the run id and the
+    target's device; the report is the fleet's, at the end."""
     flags: list[str] = []
     for option in RUN_OPTIONS:
         value = target.device if option.dest == "device" and target.device else getattr(args, option.dest)
         if option.dest in PASSED_BY_FLEET or value is None or value == option.default:
             continue
         flags += [option.flag] if option.type is None else [option.flag, str(value)]
-    return [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--store", str(store), "--run-id", run_id, "--no-report", *flags, *extra]
+    return [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--store", str(store), "--run-id", run_id,
+            "--no-report", *flags, *extra]
 
 
 def make_executor(engine: str, folder: Path, target: Target) -> Any:
     import submitit  # here, not at the top: `gpubench --help` does not need it
 
     if engine == "slurm":
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)  # a timed-out benchmark would time out again
-        # --no-requeue: a node lost mid-run made Slurm requeue the job, whose second start was refused
-        # (its run id exists) and read as a usage error; ended, it is named `its node failed`, its rows kept.
-        executor.update_parameters(signal_delay_s=SIGNAL_DELAY_S, additional_parameters={"no_requeue": True}, **target.slurm_parameters())
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)  # a timed-out benchmark times out again
+        # --no-requeue: a node lost mid-run made Slurm requeue the job, whose second start was refused (its run id
+        # exists) and read as a usage error; ended, it is named `its node failed`, its rows kept.
+        executor.update_parameters(signal_delay_s=SIGNAL_DELAY_S, additional_parameters={"no_requeue": True},
+                                   **target.slurm_parameters())
     else:
         executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
         executor.update_parameters(timeout_min=target.time_min, signal_delay_s=SIGNAL_DELAY_S)
@@ -90,9 +92,8 @@ def make_executor(engine: str, folder: Path, target: Target) -> Any:
 
 @contextmanager
 def stderr_into(path: Path) -> Iterator[None]:
-    """submitit starts its local controller with this process's stderr, in the terminal's process
-    group: a Ctrl-C printed the controller's KeyboardInterrupt traceback among the fleet's lines.
-    Started with its stderr in a log beside the job's, what it says stays there."""
+    """submitit's local controller, started with this stderr in the terminal's process group, printed its
+    KeyboardInterrupt traceback among the fleet's lines on Ctrl-C: started with stderr in a log, it stays there."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved = os.dup(2)
@@ -113,8 +114,8 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
         check_folder(folder)  # changed since the fleet began (a chmod)? The job loads its command from there
         executor = make_executor(engine, folder, fleet_job.target)
         if engine == "local":
-            # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its
-            # task: the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
+            # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its task:
+            # the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
             env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())})  # it stops if the fleet is killed
             # cwd: the folder holding gpubench, where `python -m gpubench...` finds it when it is not installed
             command = CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT), env=env)
@@ -122,7 +123,7 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
                 fleet_job.job = executor.submit(command)
         else:
             fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT)))
-    except Exception as error:  # noqa: BLE001 - sbatch refused it (an unknown partition, a gres the cluster lacks) or could not run: submitit raises several types
+    except Exception as error:  # noqa: BLE001 - sbatch refused it or could not run: submitit raises several types
         fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
         say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")
         return
@@ -134,10 +135,11 @@ def announce(fleet_job: FleetJob, store: Path) -> None:
         say(f"{fleet_job.label}: done -> {fleet_job.csv}")
     elif fleet_job.state == FAILED:
         kept = f"; {fleet_job.csv} keeps the rows measured" if fleet_job.csv else ""
-        say(f"{fleet_job.label}: FAILED — {fleet_job.reason}{kept}\n" + "\n".join("    " + line for line in fleet_job.log_tail.splitlines()))
+        say(f"{fleet_job.label}: FAILED — {fleet_job.reason}{kept}\n"
+            + "\n".join("    " + line for line in fleet_job.log_tail.splitlines()))
     elif fleet_job.state == QUEUED and fleet_job.stuck:
-        say(f"{fleet_job.label}: queued, and squeue says {fleet_job.stuck}: no node of the partition can start it as asked — "
-            "check the target's cpus=, gres=, time=, constraint=, nodelist= (Ctrl-C cancels)")
+        say(f"{fleet_job.label}: queued, and squeue says {fleet_job.stuck}: no node of the partition can start it "
+            "as asked — check the target's cpus=, gres=, time=, constraint=, nodelist= (Ctrl-C cancels)")
     else:
         say(f"{fleet_job.label}: {fleet_job.state}")
 
@@ -146,10 +148,12 @@ def find_csv(fleet_job: FleetJob, store: Path) -> None:
     """The run's CSV in whichever machine folder it landed; a job that ran but left none failed."""
     fleet_job.csv = find_run(store, fleet_job.run_id)
     if fleet_job.state == DONE and fleet_job.csv is None:
-        fleet_job.state, fleet_job.reason = FAILED, f"the run finished but {fleet_job.run_id}.csv is in no machine folder of {store}"
+        fleet_job.state = FAILED
+        fleet_job.reason = f"the run finished but {fleet_job.run_id}.csv is in no machine folder of {store}"
 
 
-def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[FleetJob], None], poll_s: float) -> None:
+def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[FleetJob], None],
+          poll_s: float) -> None:
     """Submit (all at once on Slurm, one after another here) and report each change of state."""
     seen: dict[str, str] = {}
     while not all(j.finished for j in jobs):
@@ -171,20 +175,24 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
 
 def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if args.store is None:
-        raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into (on a cluster, one every node sees)")
+        raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into "
+                         "(on a cluster, one every node sees)")
     if not str(args.store).strip():  # an unset shell variable: the jobs would write into the current folder
         raise FleetError("--store is empty — pass the store's folder (it is created if missing)")
     if args.jobs_dir is not None and not args.jobs_dir.strip():  # an unset shell variable: the current folder
         raise FleetError("--jobs-dir is empty — pass a folder only you can write, "
                          "or leave --jobs-dir out for ~/.cache/gpubench/fleet")
     if args.results_dir != RESULTS_DIR_DEFAULT:
-        raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ — drop --results-dir")
+        raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ "
+                         "— drop --results-dir")
     if args.run_id is not None:
-        raise FleetError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> — drop --run-id")
+        raise FleetError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> "
+                         "— drop --run-id")
     owned = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--gpubench-")]
-    if owned:  # passed through to pytest they overrode the job's store or run id: the run's rows went where the fleet never looks
-        raise FleetError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and build of each job — "
-                         f"drop it, and pass run options as gpubench fleet's own (--profile, --device, ...)")
+    if owned:  # passed to pytest they overrode the job's store or run id: its rows went where the fleet never looks
+        raise FleetError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and "
+                         "build of each job — drop it, and pass run options as gpubench fleet's own "
+                         "(--profile, --device, ...)")
     missing = [name for name in SLURM_CLIENTS if shutil.which(name) is None] if args.cluster == "slurm" else []
     if missing:
         raise FleetError(f"--cluster slurm needs {', '.join(SLURM_CLIENTS)} on PATH ({', '.join(missing)} missing) — "
@@ -194,7 +202,8 @@ def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if args.cluster == "local":
         for target in targets:
             if target.slurm_only():
-                say(f"[{target.name}] runs here (no --cluster): {', '.join(target.slurm_only())} apply under --cluster slurm")
+                say(f"[{target.name}] runs here (no --cluster): {', '.join(target.slurm_only())} apply under "
+                    "--cluster slurm")
     return targets
 
 
@@ -214,8 +223,8 @@ def check_run_options(args: argparse.Namespace) -> None:
 
 
 def prepare_store(store: Path) -> None:
-    """The store, writable, before any job: a store that is a file, read-only or full failed every
-    target one by one as `not submitted: [Errno ...]`."""
+    """The store, writable, before any job: a store that is a file, read-only or full failed every target one by
+    one as `not submitted: [Errno ...]`."""
     if store.exists() and not store.is_dir():
         raise FleetError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
     try:
@@ -228,13 +237,15 @@ def prepare_store(store: Path) -> None:
             os.unlink(probe)
     except OSError as error:
         if error.errno == errno.ENOSPC:
-            raise StoreFull(f"--store {store} is full: nothing was submitted — free space there or pass another --store") from None
-        raise FleetError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a folder you can write to") from None
+            raise StoreFull(f"--store {store} is full: nothing was submitted — free space there or pass another "
+                            "--store") from None
+        raise FleetError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a "
+                         "folder you can write to") from None
 
 
 def reports_link(store: Path) -> str | None:
-    """The line refusing STORE/reports when it is a link: in a team's store, a member could point it at
-    a folder of theirs, and the fleet's report would be written there, theirs to change."""
+    """The line refusing STORE/reports when it is a link: in a team's store, a member could point it at a folder
+    of theirs, and the fleet's report would be written there, theirs to change."""
     folder = store / REPORTS_FOLDER
     if not folder.is_symlink():
         return None
@@ -248,36 +259,31 @@ class StoreFull(FleetError):
 
 @contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Ctrl-C (or SIGTERM, SIGHUP) while sbatch submits waits until submitit returns the job: taken
-    mid-call it killed sbatch after the controller had queued the job, which then ran on uncancelled
-    while the fleet said `nothing was measured`."""
+    """A stop signal while sbatch submits waits until submitit returns the job: taken mid-call, it killed sbatch
+    after the job was queued, which then ran on uncancelled while the fleet said `nothing was measured`."""
     caught: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in STOP_SIGNALS}
-    try:
+    with stop_signals_handled(lambda signum, frame: caught.append(signum)):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     if caught:
         raise_interrupt(caught[0], None)
 
 
 @contextmanager
-def signals_ignored() -> Iterator[None]:
-    """A second Ctrl-C while the jobs stop would end the fleet with a traceback, before it says which rows are kept."""
-    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+def stop_signals_handled(handler: Any) -> Iterator[None]:
+    """Each of STOP_SIGNALS goes to `handler` within, and to its previous handler after."""
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = ExitCode.INTERRUPTED) -> int:
     live = [j for j in jobs if j.job is not None and not j.finished]
     if live:
         say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
-    with signals_ignored():
+    with stop_signals_handled(signal.SIG_IGN):  # a second Ctrl-C would end the fleet with a traceback
         return cancelled_and_kept(jobs, engine, store, code)
 
 
@@ -286,7 +292,8 @@ def cancelled_and_kept(jobs: list[FleetJob], engine: str, store: Path, code: int
     for label in cancelled.labels:
         say(f"{label}: cancelled (interrupted)")
     if cancelled.still_queued:
-        say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and scancel them")
+        say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and "
+            "scancel them")
     for fleet_job in jobs:
         find_csv(fleet_job, store)
     kept = [str(j.csv) for j in jobs if j.csv is not None]
@@ -298,12 +305,14 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
     from gpubench.reports.build import ReportError, build_report
 
     done = [j for j in jobs if j.state == DONE]
-    say(f"{len(done)} of {len(jobs)} targets done" + "".join(f"; {j.target.name} FAILED ({j.reason})" for j in jobs if j.state == FAILED))
+    say(f"{len(done)} of {len(jobs)} targets done"
+        + "".join(f"; {j.target.name} FAILED ({j.reason})" for j in jobs if j.state == FAILED))
     csvs = [j.csv for j in jobs if j.csv is not None]  # a failed run's whole rows count too
     if not csvs:
         say("no run wrote results: no report")
         return ExitCode.FAILED
-    rebuild = f"the rows measured are kept — build it with: gpubench report {' '.join(str(csv) for csv in csvs)} --out <folder>"
+    rebuild = (f"the rows measured are kept — build it with: gpubench report {' '.join(str(csv) for csv in csvs)} "
+               "--out <folder>")
     if out.parent == store / REPORTS_FOLDER and reports_link(store):  # made a link while the jobs ran
         say(f"report not built: {reports_link(store)}; {rebuild}")
         return ExitCode.FAILED
@@ -320,8 +329,7 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
 
 
 class Stopped(KeyboardInterrupt):
-    """Ctrl-C, SIGTERM (a scheduler, kill) or SIGHUP (the terminal closed): the jobs are cancelled
-    and the fleet exits 128 + the signal's number."""
+    """Ctrl-C, SIGTERM or SIGHUP: the jobs are cancelled and the fleet exits 128 + the signal's number."""
 
     def __init__(self, signum: int = signal.SIGINT) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -332,15 +340,9 @@ def raise_interrupt(signum: int, frame: Any) -> None:
     raise Stopped(signum)
 
 
-@contextmanager
-def stop_signals() -> Iterator[None]:
+def stop_signals() -> AbstractContextManager[None]:
     """Each stop signal raises Stopped until the fleet's report is written."""
-    previous = {signum: signal.signal(signum, raise_interrupt) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    return stop_signals_handled(raise_interrupt)
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
@@ -364,7 +366,9 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")
     with stop_signals():
         try:
-            drive(jobs, args.cluster, store, lambda j: submit(j, args.cluster, logs, run_argv(args, store, j.run_id, j.target, extra)), args.poll_seconds)
+            drive(jobs, args.cluster, store,
+                  lambda j: submit(j, args.cluster, logs, run_argv(args, store, j.run_id, j.target, extra)),
+                  args.poll_seconds)
         except KeyboardInterrupt as stop:
             return interrupted(jobs, args.cluster, store, getattr(stop, "code", ExitCode.INTERRUPTED))
         return summary_and_report(jobs, store, args.out or store / REPORTS_FOLDER / fleet_id)

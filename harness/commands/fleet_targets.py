@@ -23,8 +23,7 @@ class FleetError(ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """Where one job runs: Slurm's partition, generic resources (`gpu:1`), constraint, node list,
-    CPUs and time limit; `device` is the run's --device there."""
+    """Where one job runs (Slurm's sbatch options); `device` is the run's --device there."""
 
     name: str
     partition: str | None = None
@@ -37,8 +36,9 @@ class Target:
 
     def slurm_parameters(self) -> dict[str, Any]:
         """submitit.SlurmExecutor's parameters (sbatch's --partition, --gres, --time, ...)."""
-        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition, "gres": self.gres,
-                  "constraint": self.constraint, "nodelist": self.nodelist, "cpus_per_task": self.cpus}
+        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition,
+                  "gres": self.gres, "constraint": self.constraint, "nodelist": self.nodelist,
+                  "cpus_per_task": self.cpus}
         return {key: value for key, value in wanted.items() if value is not None}
 
     def slurm_only(self) -> list[str]:
@@ -55,9 +55,7 @@ def parse_minutes(text: str) -> int:
     parts = text.split(":")
     if not all(ascii_digits(part) for part in parts) or not 1 <= len(parts) <= 3:
         raise FleetError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
-    seconds = 0
-    for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)):
-        seconds += int(part) * scale
+    seconds = sum(int(part) * scale for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)))
     if seconds < 60:
         raise FleetError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
     if seconds > MAX_TIME_MIN * 60:
@@ -66,16 +64,17 @@ def parse_minutes(text: str) -> int:
 
 
 def parse_target(text: str, index: int) -> Target:
-    """`partition=gpu,gres=gpu:1,time=30` (comma-separated key=value); the name defaults to the
-    partition, node list, constraint or device, else `target<index>`."""
+    """`partition=gpu,gres=gpu:1,time=30`; named by name=, else the partition, node list, constraint or device."""
     fields = target_fields(text)
     cpus = fields.get("cpus")
     if cpus is not None and not ascii_digits(cpus):
         raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
-    label = fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint") or fields.get("device") or f"target{index}"
+    label = (fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint")
+             or fields.get("device") or f"target{index}")
     return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
-                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN, constraint=fields.get("constraint"),
-                  nodelist=fields.get("nodelist"), cpus=int(cpus) if cpus else None, device=fields.get("device"))
+                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN,
+                  constraint=fields.get("constraint"), nodelist=fields.get("nodelist"),
+                  cpus=int(cpus) if cpus else None, device=fields.get("device"))
 
 
 def target_fields(text: str) -> dict[str, str]:
@@ -87,12 +86,13 @@ def target_fields(text: str) -> dict[str, str]:
                          f"{MAX_TARGET_CHARS} — check how it was made")
     items = [part.strip() for part in text.split(",") if part.strip()]
     if not items:
-        raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), or no --target for one job here")
+        raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), "
+                         "or no --target for one job here")
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not value or key not in TARGET_KEYS:
-            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} — e.g. --target "
-                             f"partition=gpu,gres=gpu:1,time=30")
+            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} "
+                             "— e.g. --target partition=gpu,gres=gpu:1,time=30")
         if key in fields:
             raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
         unprintable = [char for char in value if not char.isprintable()]
@@ -100,11 +100,10 @@ def target_fields(text: str) -> dict[str, str]:
             raise FleetError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
                              "give plain text")
         foreign = [char for char in value if not char.isascii()]
-        if foreign and key not in ("name", "cpus", "time"):  # 'gрu' (Cyrillic р) went to sbatch, refused as if gpu
-            # (name= becomes a file-safe name; cpus= and time= are numbers, refused as such)
-            code_point = f"U+{ord(foreign[0]):04X}"
-            raise FleetError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} ({code_point}), which is not "
-                             "ASCII: Slurm and torch name nothing so — type the value in ASCII")
+        # 'gрu' (Cyrillic р) went to sbatch, refused as if gpu; name= is made file-safe, cpus= and time= are numbers
+        if foreign and key not in ("name", "cpus", "time"):
+            raise FleetError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} (U+{ord(foreign[0]):04X}), which "
+                             "is not ASCII: Slurm and torch name nothing so — type the value in ASCII")
         fields[key] = value
     return fields
 
@@ -115,6 +114,7 @@ def parse_targets(texts: list[str] | None) -> list[Target]:
     seen: set[str] = set()
     for target in targets:
         if target.name in seen:
-            raise FleetError(f"two targets are named {target.name!r} — give each its own name=, e.g. --target partition=gpu,name=gpu-b")
+            raise FleetError(f"two targets are named {target.name!r} — give each its own name=, "
+                             "e.g. --target partition=gpu,name=gpu-b")
         seen.add(target.name)
     return targets

@@ -28,6 +28,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     except ReportError as error:
         return fail(str(error))
     except KeyboardInterrupt:
-        return fail(f"interrupted: no report written ({args.out} is as it was) — run gpubench report again", code=ExitCode.INTERRUPTED)
+        return fail(f"interrupted: no report written ({args.out} is as it was) — run gpubench report again",
+                    code=ExitCode.INTERRUPTED)
     print(f"gpubench: report -> {out}")
     return ExitCode.OK

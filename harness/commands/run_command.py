@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import (
-    BENCHES, add_tests_argument, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store, suite_options, tests_problem,
+    BENCHES, add_tests_argument, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store, suite_options,
+    tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -25,12 +26,10 @@ PASSES_PYTEST_ARGS = True
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
     from gpubench.harness.core.options import add_to_parser
 
-    run = sub.add_parser(
-        "run",
-        help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
-        description="Runs the suite through pytest-benchmark, one process per build. Arguments gpubench does not know are passed to pytest (e.g. -k "
-                    "matmul, --benchmark-json out.json).",
-    )
+    run = sub.add_parser("run", help="run the benchmark suite (pytest benches --benchmark-only), then write a report",
+                         description="Runs the suite through pytest-benchmark, one process per build. Arguments "
+                                     "gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json "
+                                     "out.json).")
     add_to_parser(run)
     add_tests_argument(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
@@ -70,8 +69,8 @@ def record_exit(args: argparse.Namespace, code: int) -> None:
 
 
 def selection_problem(extra: list[str]) -> str | None:
-    """A -k or -m pytest cannot read, said before any build (pytest said it inside one, beside a warning and an
-    empty results folder). pytest's expression parser is internal: where it moved, pytest says it itself."""
+    """A -k or -m pytest cannot read, said before any build (not inside one, beside a warning and an empty results
+    folder). pytest's expression parser is internal: where it moved, pytest says it itself."""
     try:
         from _pytest.mark.expression import Expression
     except ImportError:
@@ -98,17 +97,16 @@ def model_problem(args: argparse.Namespace) -> str | None:
 
 def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build: int, builds: int | None,
                internal: list[str] = ()) -> BuildPlan:
-    """Build k's plan: the user's pytest arguments untouched (the build tags its output files, through
-    pytest's parsed options: X.json -> X.b<k>.json, NAME -> NAME-b<k>); pytest-benchmark's JSON in the
-    scratch folder when the user names none, so the run prints one table from all builds."""
-    micro_only = bool(getattr(args, "micro_only", False))
-    return BuildPlan(build, list(extra), [*suite_options(args), *internal], builds, output_tag=f"b{build}" if build else "",
-                     table_json=str(scratch / f"build-{build}.json"), micro_only=micro_only)
+    """Build k's plan: the user's pytest arguments untouched (the build tags its output files: X.json -> X.b<k>.json,
+    NAME -> NAME-b<k>); pytest-benchmark's JSON in the scratch folder when the user names none, for one table."""
+    return BuildPlan(build, list(extra), [*suite_options(args), *internal], builds,
+                     output_tag=f"b{build}" if build else "", table_json=str(scratch / f"build-{build}.json"),
+                     micro_only=bool(getattr(args, "micro_only", False)))
 
 
 def build_launcher(args: argparse.Namespace) -> ProcessLauncher:
-    """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed
-    with -9, nobody would read what it measures)."""
+    """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed with -9,
+    nobody would read what it measures)."""
     from gpubench.harness.processes.forked import ForkLauncher
     from gpubench.harness.processes.launch import ProcessLauncher, stopped_limit_s
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV
@@ -118,8 +116,7 @@ def build_launcher(args: argparse.Namespace) -> ProcessLauncher:
 
 
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
-    """One pytest process per build (gpubench.harness.processes.build_runs.run_builds), each dying with this one; then
-    one pytest-benchmark table for the whole run."""
+    """One pytest process per build, each dying with this one; then one pytest-benchmark table for the whole run."""
     import shutil
     import tempfile
 
@@ -139,7 +136,8 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         plan = build_plan(args, extra, scratch, build, builds, deadline_args(deadline_s))
         if builds is not None and build >= builds:  # past the profile's builds: the budget's time left
             plan = replace(plan, extra=True)
-        return Job(python_module("gpubench.harness.processes.build_main"), dict(os.environ), hold_sigint=True, plan=plan)
+        return Job(python_module("gpubench.harness.processes.build_main"), dict(os.environ), hold_sigint=True,
+                   plan=plan)
 
     def announce(build: int, builds: int) -> None:
         if build >= builds and more is not None:
@@ -151,7 +149,8 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
     more = None if deadline_s is None else ExtraBuilds(deadline_s, csv_path)
     try:
-        outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce, more or (lambda build, answers: False))
+        outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce,
+                                more or (lambda build, answers: False))
         tables = [Path(answer.benchmark_json) for answer in outcome.answers if answer.benchmark_json]
         print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
     finally:
@@ -160,23 +159,23 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     for note in outcome.notes + (budgeted.notes() if budgeted is not None else []):
         print(f"gpubench: {no_cases_line(args, extra) if note == NO_CASES_LINE else note}", file=sys.stderr)
     if outcome.cut_short:
-        print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)", file=sys.stderr)
+        print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)",
+              file=sys.stderr)
     if outcome.died:
         print(f"\ngpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
               "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
     return outcome.code
 
 
-# --device cuda:all: the micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck,
-# speedup) on each visible GPU in turn, one run per GPU, then one report that sets the GPUs side by side;
-# each build selects them itself (gpubench.harness.pytest_plugin.build_answer.MICRO_MARKEXPR and-ed with the user's -m).
+# --device cuda:all: the micro-benchmarks on each visible GPU in turn, one run per GPU, then one report that sets
+# the GPUs side by side; each build selects them itself (build_answer.MICRO_MARKEXPR and-ed with the user's -m).
 ALL_GPUS = "cuda:all"
 
 
 def per_gpu_runs(args: argparse.Namespace, extra: list[str], count: int) -> list[tuple[argparse.Namespace, list[str]]]:
-    """One `gpubench run` per GPU: --device cuda:i, run id `<run_id>-cuda<i>`, micro cases only, no report of its own."""
-    return [(argparse.Namespace(**{**vars(args), "device": f"cuda:{i}", "run_id": f"{args.run_id}-cuda{i}", "no_report": True, "micro_only": True}), extra)
-            for i in range(count)]
+    """One `gpubench run` per GPU: --device cuda:i, run id `<run_id>-cuda<i>`, micro cases only, no report."""
+    return [(argparse.Namespace(**{**vars(args), "device": f"cuda:{i}", "run_id": f"{args.run_id}-cuda{i}",
+                                   "no_report": True, "micro_only": True}), extra) for i in range(count)]
 
 
 def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
@@ -185,7 +184,8 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
 
     count = cuda_device_count()
     if count == 0:
-        return fail("--device cuda:all: torch sees no CUDA GPU — use --device cpu, or check CUDA_VISIBLE_DEVICES and the driver", code=ExitCode.REFUSED)
+        return fail("--device cuda:all: torch sees no CUDA GPU — use --device cpu, or check CUDA_VISIBLE_DEVICES and "
+                    "the driver", code=ExitCode.REFUSED)
     args.run_id = args.run_id or new_run_id()
     code, csvs = 0, []
     for one, one_extra in per_gpu_runs(args, extra, count):
@@ -195,7 +195,8 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
         code = code or one_code
         if one_code in (*BUILD_STOPS, ExitCode.INTERRUPTED):
             break  # interrupted or stopped: the GPUs measured so far are kept, the rest not started
-    return report_after_run(csvs, Path(args.results_dir) / f"{args.run_id}-report", code) if csvs and not args.no_report else code
+    return (report_after_run(csvs, Path(args.results_dir) / f"{args.run_id}-report", code)
+            if csvs and not args.no_report else code)
 
 
 def say_noise(csv_path: Path, watch: CpuWatch) -> None:
@@ -231,7 +232,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir() and not getattr(args, "tests", None):
-        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, or pip install -e . in a checkout)")
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, "
+                    "or pip install -e . in a checkout)")
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV, token_problem
     from gpubench.harness.processes.rlimits import limits_problem
 
@@ -250,10 +252,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
     say_noise(csv_path, watch)
-    if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED, ExitCode.HANGUP, ExitCode.TERMINATED):  # interrupted (Ctrl-C, SIGHUP or SIGTERM): say what was kept
+    if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED, ExitCode.HANGUP, ExitCode.TERMINATED):
         kept = count_rows_safely(csv_path)  # records, not lines: a quoted reason may hold a newline
-        print(f"gpubench: interrupted: {kept} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest", file=sys.stderr)
+        print(f"gpubench: interrupted: {kept} rows kept in {csv_path} (each whole); re-run with another --run-id "
+              "for the rest", file=sys.stderr)
         return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code
-    if code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report:  # > 128: a build process was killed
+    if code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report:  # > 128: a build killed
         return code
     return report_after_run([csv_path], Path(args.results_dir) / f"{run_id}-report", code)

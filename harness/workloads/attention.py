@@ -1,7 +1,5 @@
-"""`F.scaled_dot_product_attention` per backend (math, flash, efficient, cudnn through
-`torch.nn.attention.sdpa_kernel`), forward and forward+backward, causal and not, over sequence
-lengths: TFLOP/s and the fraction of this machine's own matmul TFLOP/s in the same dtype,
-measured in the same build with the same clock (a roofline that does not trust datasheets)."""
+"""`F.scaled_dot_product_attention` per backend, forward and forward+backward, causal and not, over sequence lengths:
+TFLOP/s and its fraction of this build's own matmul in the same dtype (a roofline that does not trust datasheets)."""
 
 from __future__ import annotations
 
@@ -52,7 +50,7 @@ LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
     ("quick", "gpu"): (1024, 4096, 16384),
     ("full", "gpu"): (512, 1024, 2048, 4096, 8192, 16384),
 }
-# bf16 on a CPU: the shortest length only in quick, for the profile's budget (its backward runs 0.1-0.3 s a call here).
+# bf16 on a CPU: the shortest length only in quick, for its budget (its backward runs 0.1-0.3 s a call here).
 CPU_REDUCED_LADDERS = {"smoke": (64,), "quick": (64,), "full": (64, 128, 256, 512)}
 
 
@@ -92,8 +90,7 @@ BACKWARD_OVER_FORWARD = 2.5
 
 
 def attention_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool, op: str) -> float:
-    """Floating-point operations of one call: the forward's two products Q·Kᵀ and P·V are
-    2·B·H·S²·D each, half of them under a causal mask; fwd_bwd adds 2.5× the forward."""
+    """Q·Kᵀ and P·V are 2·B·H·S²·D each, half of it under a causal mask; fwd_bwd adds 2.5× the forward."""
     if op not in OPS:
         raise ValueError(f"unknown attention op {op!r}: use one of {', '.join(OPS)}")
     forward = 4 * batch * heads * seq_len**2 * head_dim / (2 if causal else 1)
@@ -110,9 +107,8 @@ Attend = Callable[..., torch.Tensor]
 
 def backend_skip_reason(case: AttentionCase, device: torch.device,
                         attend: Attend = F.scaled_dot_product_attention) -> str | None:
-    """Why the case's backend cannot run it here, from one small call (batch 1, one head, the
-    case's length, head size, dtype and mask; its backward too for fwd_bwd), or None when it ran.
-    torch says why it refused each fused kernel in warnings before it raises: they are the reason."""
+    """Why the backend cannot run the case here, from one call at batch 1 and one head; None when it ran. torch
+    warns why it refused each fused kernel before it raises: those warnings are the reason."""
     q = torch.randn(1, 1, case.seq_len, case.head_dim, device=device, dtype=TORCH_DTYPES[case.dtype],
                     requires_grad=case.op == "fwd_bwd")
     with warnings.catch_warnings(record=True) as caught:
@@ -132,9 +128,8 @@ def backend_skip_reason(case: AttentionCase, device: torch.device,
 
 def attention_call(case: AttentionCase, device: torch.device,
                    attend: Attend = F.scaled_dot_product_attention) -> Callable[[], Any]:
-    """The timed call on fresh random q, k, v of the case's shape: the forward (inputs without
-    gradients: no autograd graph), or the forward and the gradients of q, k and v for a fixed
-    upstream gradient (returned, never accumulated into .grad)."""
+    """The forward (no autograd graph), or the forward and q, k, v's gradients for a fixed upstream gradient
+    (returned, never accumulated into .grad)."""
     gen = devices.seeded_generator(device, 0)
     shape = (case.batch_size, case.heads, case.seq_len, case.head_dim)
     grad = case.op == "fwd_bwd"
@@ -155,15 +150,13 @@ def attention_call(case: AttentionCase, device: torch.device,
 
 
 def computes_in(case: AttentionCase) -> str:
-    """The dtype the case's products are computed in: torch's math backend upcasts fp16 and bf16 to fp32
-    unless torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True) was called (torch >= 2.5)."""
-    if case.sdpa_backend == "math" and case.dtype != "fp32" and not torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed():
-        return "fp32"
-    return case.dtype
+    """torch's math backend upcasts fp16 and bf16 to fp32 unless allow_fp16_bf16_reduction_math_sdp(True)."""
+    upcast = case.sdpa_backend == "math" and case.dtype != "fp32"
+    return "fp32" if upcast and not torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed() else case.dtype
 
 
 def roofline(case: AttentionCase, ctx: BuildContext) -> Callable[[Measurement], dict[str, Any]]:
-    """The companion: this build's own matmul in the dtype the case computes in, and the case's fraction of it."""
+    """The companion: this build's matmul in the dtype the case computes in, and the case's fraction of it."""
     def companion(measured: Measurement) -> dict[str, Any]:
         dtype = computes_in(case)
         peak = measured_peak(dtype, ctx)
@@ -183,8 +176,7 @@ def roofline(case: AttentionCase, ctx: BuildContext) -> Callable[[Measurement], 
 
 
 def build(case: AttentionCase, ctx: BuildContext) -> Timed:
-    reason = dtype_skip_reason(ctx.device, case.dtype) or backend_skip_reason(case, ctx.device)
-    if reason:
+    if reason := dtype_skip_reason(ctx.device, case.dtype) or backend_skip_reason(case, ctx.device):
         raise CaseSkipped(reason)
     restore = with_precision(case.dtype)  # fp32 is IEEE fp32: the math backend's products use no TF32
 
@@ -195,7 +187,7 @@ def build(case: AttentionCase, ctx: BuildContext) -> Timed:
 
 
 def headline(cases: list[AttentionCase]) -> list[AttentionCase]:
-    """Per op, the flash backend unmasked at the longest sequence (bf16 where it runs): the summary's attention rows."""
+    """Per op, the flash backend unmasked at the longest sequence (bf16 where it runs): the summary's rows."""
     def rank(c: AttentionCase) -> tuple[bool, bool, bool, int]:
         return c.sdpa_backend == "flash", not c.causal, c.dtype == "bf16", c.seq_len
     return [max((c for c in cases if c.op == op), key=rank) for op in OPS if any(c.op == op for c in cases)]
@@ -206,9 +198,9 @@ ATTENTION_EFFICIENCY = 0.3
 
 
 def work(case: AttentionCase, ctx: BuildContext) -> Work:
-    values = 3 * case.batch_size * case.heads * case.seq_len * case.head_dim
     return Work(flops=attention_flops(case.batch_size, case.heads, case.seq_len, case.head_dim, case.causal, case.op),
-                dtype=case.dtype, efficiency=ATTENTION_EFFICIENCY, launches=5 if case.op == "fwd" else 15, random_values=values)
+                dtype=case.dtype, efficiency=ATTENTION_EFFICIENCY, launches=5 if case.op == "fwd" else 15,
+                random_values=3 * case.batch_size * case.heads * case.seq_len * case.head_dim)
 
 
 WORKLOAD = Workload(SPEC, cases, build, headline, work)

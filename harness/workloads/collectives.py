@@ -1,10 +1,5 @@
-"""Collectives: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and sendrecv over a
-ladder of sizes, with nccl-tests' algbw, busbw and `#wrong` (gpubench.harness.catalog.collectives).
-
-A case is one collective at one size. Process start costs seconds, so one torchrun launch (the DDP
-workload's launcher, gpubench.harness.workloads.common.torchrun_launch.launch) times every case of the ladder in a build
-process; each case then takes its own result from it. A launch's results are each taken once: a
-case run again in the same process is measured by a fresh launch."""
+"""Collectives over a ladder of sizes, with nccl-tests' algbw, busbw and `#wrong`. Process start costs seconds, so
+one torchrun launch per build times every case and each case takes its result once (a rerun launches afresh)."""
 
 from __future__ import annotations
 
@@ -19,14 +14,7 @@ import torch
 import torch.distributed as dist
 
 from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
-from gpubench.harness.catalog.collectives import (
-    ELEMENT_BYTES,
-    OPS,
-    SPEC,
-    algbw_gbps,
-    bus_factor,
-    elements,
-)
+from gpubench.harness.catalog.collectives import ELEMENT_BYTES, OPS, SPEC, algbw_gbps, bus_factor, elements
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.machine_load import BUSY_FRAC, LoadMeter
 from gpubench.harness.measurement.measure import Timed
@@ -38,21 +26,13 @@ from gpubench.harness.core.stats import SampleStats, summarize
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.core.workload_spec import bytes_size
-from gpubench.harness.workloads.common.torchrun_launch import (
-    COLLECTIVE_TIMEOUT_S,
-    HEARTBEAT_STALL_S,
-    LAUNCH_TIMEOUT_S,
-    WORKDIR_PREFIX,
-    budgeted_launch,
-    heartbeat_dir,
-    launch,
-    sweep_stale_workdirs,
-)
+from gpubench.harness.workloads.common.torchrun_launch import (COLLECTIVE_TIMEOUT_S, HEARTBEAT_STALL_S,
+                                                               LAUNCH_TIMEOUT_S, WORKDIR_PREFIX, budgeted_launch,
+                                                               heartbeat_dir, launch, sweep_stale_workdirs)
 
 WORKER = "gpubench.harness.workloads.collectives_worker"
 KiB, MiB, GiB = 2**10, 2**20, 2**30
-# Bytes per case, per profile and device type: the small sizes measure latency, the large ones the
-# link. The CPU's largest sizes keep the quick profile's launch within seconds on two cores.
+# Bytes per case: small sizes measure latency, large ones the link; the CPU's keep quick's launch within seconds.
 LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
     ("smoke", "cpu"): (1 * KiB, 64 * KiB),
     ("smoke", "cuda"): (1 * KiB, 1 * MiB),
@@ -61,9 +41,8 @@ LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
     ("full", "cpu"): tuple(KiB * 4**k for k in range(10)),  # 1 KiB .. 256 MiB
     ("full", "cuda"): tuple(256 * 4**k for k in range(13)),  # 256 B .. 4 GiB
 }
-# Peak bytes of one rank at a size, in multiples of it: the check's source, result and expected
-# result, the int32 index an expected result is made from, the temporary chunks the expected all_to_all
-# result is joined from, and the comparison's masks (tests/test_collectives.py measures it on the CPU).
+# One rank's peak bytes in multiples of the size: the check's buffers, index, all_to_all chunks and masks
+# (tests/test_collectives.py measures it on the CPU).
 MEMORY_PER_SIZE = 4
 SAMPLES_NOTE = "samples: the slowest rank's seconds per call, per round (ranks start each round at a barrier)"
 ENERGY_NOTE = "energy: not measured for collectives (one launch times every size; other ranks' GPUs unread)"
@@ -92,8 +71,7 @@ def cases(ctx: BuildContext) -> list[CollectiveCase]:
 def memory_skip(size_bytes: int, device: torch.device) -> str | None:
     if device.type != "cuda":
         return None
-    total = torch.cuda.get_device_properties(device).total_memory
-    need = MEMORY_PER_SIZE * size_bytes
+    total, need = torch.cuda.get_device_properties(device).total_memory, MEMORY_PER_SIZE * size_bytes
     if need <= total:
         return None
     return (f"{bytes_size(size_bytes)} needs about {need / GiB:.1f} GiB per GPU ({MEMORY_PER_SIZE}x the size); "
@@ -101,7 +79,6 @@ def memory_skip(size_bytes: int, device: torch.device) -> str | None:
 
 
 def skip_reason(case: CollectiveCase, device: torch.device) -> str | None:
-    """Why this device cannot run the case, or None."""
     if device.type not in ("cpu", "cuda"):
         return f"collectives run on cpu (gloo) or cuda (nccl): torch.distributed has no backend for {device.type}"
     if case.world_size < 2:
@@ -115,15 +92,15 @@ def skip_reason(case: CollectiveCase, device: torch.device) -> str | None:
 
 
 class WrongResult(Diverged):
-    """A collective that left a wrong result on a rank: a failed row, whatever its speed."""
+    """A wrong result on a rank: a failed row, whatever its speed."""
 
     prefix = "wrong result"
 
 
 def mismatch_text(point: dict[str, Any]) -> str:
     """'2048 elements wrong (nccl-tests' #wrong): rank 1: 1024 wrong, first at element 0: 4 instead of 3; ...'"""
-    ranks = "; ".join(f"rank {rank:.0f}: {wrong:.0f} wrong, first at element {index:.0f}: {got:g} instead of {want:g}"
-                      for rank, wrong, index, got, want in point["mismatches"][:4])
+    ranks = "; ".join(f"rank {rank:.0f}: {wrong:.0f} wrong, first at element {index:.0f}: {got:g} instead of "
+                      f"{want:g}" for rank, wrong, index, got, want in point["mismatches"][:4])
     return (f"{point['wrong']} elements wrong (nccl-tests' #wrong) in {point['op']} of {bytes_size(point['size'])}: "
             f"{ranks} — the collective library, its transport or a device corrupted the data: rerun; if it repeats "
             "on GPUs, see whether nccl-tests alone reproduces it")
@@ -134,8 +111,7 @@ def point_figures(case: CollectiveCase, point: dict[str, Any], stats: SampleStat
     if point["wrong"]:
         raise WrongResult(mismatch_text(point), {"wrong_elements": point["wrong"]})
     algbw = algbw_gbps(elements(case.op, case.size, case.world_size) * ELEMENT_BYTES, stats.median_s)
-    # A case after the launch's first is recorded after the launch ended: its own load reading
-    # would miss the launch, so the launch's is carried to every case it timed.
+    # Cases are recorded after the launch ended, so their own load reading would miss it: the launch's is carried.
     busy_frac = point.get("launch_busy_frac", 0.0)
     busy = [f"other processes used {busy_frac:.0%} of the CPU during the launch"] if busy_frac > BUSY_FRAC else []
     return {"algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(case.op, case.world_size), "wrong_elements": 0,
@@ -152,7 +128,8 @@ def point_result(case: CollectiveCase, point: dict[str, Any]) -> CaseResult:
     except WrongResult as wrong:
         return failure_result(wrong)[0]
     flags = tuple(figures.pop("flags"))
-    return CaseResult(Status("ok", "", flags), MeasuredColumns(stats, point["iterations"], point["samples_s"]), figures=figures)
+    return CaseResult(Status("ok", "", flags), MeasuredColumns(stats, point["iterations"], point["samples_s"]),
+                      figures=figures)
 
 
 @dataclass(frozen=True)
@@ -168,7 +145,7 @@ class LaunchKey:
     worker: str
 
     def points(self) -> set[tuple[str, int]]:
-        """(op, size) of every result the launch reports (the worker leaves out sizes below one element per chunk)."""
+        """(op, size) of every result the launch reports (not sizes below one element per chunk)."""
         return {(op, size) for op in OPS for size in self.sizes if elements(op, size, self.world_size)}
 
 
@@ -176,7 +153,7 @@ class LaunchKey:
 class Launched:
     points: dict[tuple[str, int], dict[str, Any]]
     error: str = ""
-    busy_frac: float = 0.0  # other processes' share of the CPU during the launch (gpubench.harness.devices.machine_load)
+    busy_frac: float = 0.0  # other processes' share of the CPU during the launch
     taken: set[tuple[str, int]] = field(default_factory=set)
     over_budget: bool = False  # stopped at its cases' share of a run budget: they are skipped, not failed
 
@@ -185,22 +162,21 @@ _LAUNCHED: dict[LaunchKey, Launched] = {}
 
 
 def launch_key(case: CollectiveCase, ctx: BuildContext, worker: str) -> LaunchKey:
-    sizes = tuple(size for size in ladder(ctx.profile, ctx.device.type) if memory_skip(size, ctx.device) is None)
+    sizes = tuple(s for s in ladder(ctx.profile, ctx.device.type) if memory_skip(s, ctx.device) is None)
     return LaunchKey(ctx.device.type, str(ctx.profile), ctx.build_index, case.world_size, case.backend, sizes, worker)
 
 
 def worker_command(key: LaunchKey, result_json: Path) -> list[str]:
     """torchrun on this node (--standalone), rank 0 reporting to `result_json`; every rank beats beside it."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={key.world_size}",
-            "-m", key.worker,
-            f"--device-type={key.device_type}", f"--profile={key.profile}", f"--ops={','.join(OPS)}",
+            "-m", key.worker, f"--device-type={key.device_type}", f"--profile={key.profile}", f"--ops={','.join(OPS)}",
             f"--sizes={','.join(map(str, key.sizes))}", f"--result-json={result_json}",
             f"--timeout-s={COLLECTIVE_TIMEOUT_S[key.profile]:g}", f"--heartbeat-dir={heartbeat_dir(result_json)}"]
 
 
 def launch_ladder(key: LaunchKey, share: CaseShare | None = None) -> Launched:
-    """One launch through the DDP workload's launcher (timeout, heartbeat, the failing rank named).
-    Under a run budget it serves every point, so it may take the first case's share once per point."""
+    """One launch through the DDP workload's launcher; under a run budget it serves every point, so it may take the
+    first case's share once per point."""
     sweep_stale_workdirs()
     # The ddp workdirs' prefix: their sweep removes one a killed run left.
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}collectives-"))
@@ -238,8 +214,7 @@ def take_point(case: CollectiveCase, ctx: BuildContext, worker: str) -> dict[str
 
 def build(case: CollectiveCase, ctx: BuildContext, worker: str = WORKER) -> Timed:
     """`worker`: the module torchrun starts on every rank (a test passes one with a broken collective)."""
-    reason = skip_reason(case, ctx.device)
-    if reason:
+    if reason := skip_reason(case, ctx.device):
         raise CaseSkipped(reason)
     return Timed(fn=lambda: take_point(case, ctx, worker), plan=RoundPlan(0, 1, 1, 0.0),
                  figures=lambda stats, point: point_figures(case, point, stats),
@@ -253,8 +228,7 @@ def headline(cases: list[CollectiveCase]) -> list[CollectiveCase]:
 
 
 def work(case: CollectiveCase, ctx: BuildContext) -> Work:
-    """The build's first case launches the ranks and times every size in one go; the headline case
-    runs first (gpubench.harness.pytest_plugin.budget_plan), so it carries the launch."""
+    """The build's first case launches the ranks for every size; the headline case runs first, so it carries it."""
     first = case.op == "all_reduce" and case.size == max(ladder(ctx.profile, ctx.device.type))
     return Work(bytes=case.size * 2 * case.world_size, launches=10, processes=2 if first else 0, calls=1)
 

@@ -1,5 +1,5 @@
-"""One rank of the collectives benchmark, launched by torchrun: by the suite (gpubench.harness.workloads.collectives,
-through the DDP workload's launcher), or by hand on one node or many:
+"""One rank of the collectives benchmark, launched by torchrun: by the suite (through the DDP workload's launcher),
+or by hand on one node or many:
 
     torchrun --nproc_per_node=8 -m gpubench.harness.workloads.collectives_worker --results-dir results
     torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --rdzv_backend=c10d \\
@@ -37,13 +37,7 @@ from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.measurement.loop import time_call, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads.common.collective_ops import (
-    COLLECTIVES,
-    Collective,
-    Ranks,
-    gather_single,
-    mismatch,
-)
+from gpubench.harness.workloads.common.collective_ops import COLLECTIVES, Collective, Ranks, gather_single, mismatch
 from gpubench.harness.workloads.common.torchrun_launch import Heartbeat
 
 
@@ -52,9 +46,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from gpubench.harness.workloads.collectives import (
-        ladder,  # the suite's ladder, so a run by hand times the same sizes
-    )
+    from gpubench.harness.workloads.collectives import ladder  # so a run by hand times the suite's sizes
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device-type", choices=("cpu", "cuda"),
@@ -65,15 +57,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=_int_list, default=None,
                         help="comma-separated bytes (default: the profile's ladder)")
     parser.add_argument("--result-json", default=None, help="rank 0 writes its report here")
-    parser.add_argument("--results-dir", default=None, help="rank 0 appends a results row per collective and size here")
+    parser.add_argument("--results-dir", default=None,
+                        help="rank 0 appends a results row per collective and size here")
     parser.add_argument("--timeout-s", type=float, default=1800.0,
                         help="seconds a collective waits for the other ranks before this rank fails")
     parser.add_argument("--heartbeat-dir", default=None,
                         help="each rank rewrites heartbeat-<rank>.json here every second")
     args = parser.parse_args(argv)
     args.ops = [op for op in args.ops.split(",") if op]
-    unknown = [op for op in args.ops if op not in OPS]
-    if unknown:
+    if unknown := [op for op in args.ops if op not in OPS]:
         parser.error(f"unknown collective(s) {', '.join(unknown)}: use {', '.join(OPS)}")
     args.sizes = args.sizes or list(ladder(args.profile, args.device_type))
     return args
@@ -111,9 +103,8 @@ def timed_round(call: Callable[[], None], iterations: int, group: Group) -> floa
 
 
 def time_rounds(call: Callable[[], None], budget: Budget, group: Group) -> tuple[RoundPlan, list[float]]:
-    """Warm-up, calibration and rounds, as gpubench.harness.measurement.measure plans them, with every rank planning from
-    the slowest rank's estimate: the same plan everywhere, so every rank makes the same calls.
-    Returns the plan and each round's time per call on the slowest rank."""
+    """Warm-up, calibration and rounds as measure plans them, every rank planning from the slowest rank's estimate so
+    all make the same calls. Returns the plan and each round's time per call on the slowest rank."""
     estimate_s = group.slowest([warm_up(call, budget.warmup_calls, group.clock)])[0]
     plan = plan_rounds(estimate_s, budget)
     if plan.iterations > 1:  # calibrate on one whole round (still warm-up): a round must really last min_round_s
@@ -123,8 +114,7 @@ def time_rounds(call: Callable[[], None], budget: Budget, group: Group) -> tuple
 
 
 def check(collective: Collective, count: int, group: Group) -> list[list[float]]:
-    """One call on fresh inputs, compared element by element with what this rank must hold:
-    every rank's (wrong elements, first wrong index, its value, the expected value)."""
+    """One call on fresh inputs checked element by element: every rank's (wrong, first index, value, expected)."""
     buffers = collective.make(count, group.ranks, group.device)
     collective.call(buffers, group.ranks)
     group.clock()  # the result is complete before it is read
@@ -163,8 +153,7 @@ def run_ladder(args: argparse.Namespace, group: Group, collectives: Mapping[str,
 
 
 def write_rows(report: dict[str, Any], results_dir: Path, device: torch.device) -> Path:
-    """Standalone use: rank 0 writes a row per collective and size through a Session (this node's
-    fingerprint, the environment sidecar), with the suite's case ids and figures."""
+    """Standalone use: rank 0 writes a row per collective and size through a Session, with the suite's case ids."""
     from gpubench.harness.measurement.runner import standalone_row
     from gpubench.harness.measurement.session import Session
     from gpubench.harness.records.results import check_writable, new_run_id
@@ -199,7 +188,7 @@ def report_results(args: argparse.Namespace, report: dict[str, Any], device: tor
 def main(argv: list[str] | None = None, collectives: Mapping[str, Collective] = COLLECTIVES) -> int:
     """`collectives`: the calls to time and check (a test passes a broken one to see it caught)."""
     args = parse_args(argv)
-    rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    rank, local_rank, world_size = (int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     if args.device_type == "cpu":  # gloo's copies and sums share the cores with the other ranks
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     device = rank_device(args.device_type, local_rank)
@@ -223,8 +212,7 @@ def run_as_script(collectives: Mapping[str, Collective] = COLLECTIVES) -> None:
     code = main(collectives=collectives)
     sys.stdout.flush()
     sys.stderr.flush()
-    # As ddp_worker: gloo's threads can abort the interpreter's finalization after the work
-    # succeeded, which torchrun would report as a failed rank; every result is written by now.
+    # As ddp_worker: gloo's threads can abort finalization after the work succeeded (torchrun: a failed rank).
     os._exit(code)
 
 

@@ -22,9 +22,9 @@ from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.models import CNN_EFFICIENCY, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
 from gpubench.harness.workloads.common.train_loop import Trainer
-from gpubench.harness.workloads.common.torchrun_launch import (
-    COLLECTIVE_TIMEOUT_S, HEARTBEAT_STALL_S, LAUNCH_TIMEOUT_S, WORKDIR_PREFIX, budgeted_launch, heartbeat_dir, sweep_stale_workdirs,
-)
+from gpubench.harness.workloads.common.torchrun_launch import (COLLECTIVE_TIMEOUT_S, HEARTBEAT_STALL_S,
+                                                               LAUNCH_TIMEOUT_S, WORKDIR_PREFIX, budgeted_launch,
+                                                               heartbeat_dir, sweep_stale_workdirs)
 
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
 MAX_STEPS = {"smoke": 5, "quick": 40, "full": 0}
@@ -45,13 +45,12 @@ class DistributedCase(Case):
 def cases(ctx: BuildContext) -> list[DistributedCase]:
     nproc, device = ctx.nproc, ctx.device
     backend = "nccl" if device.type == "cuda" else "gloo"
-    ddp = [DistributedCase("ddp", n, backend, PER_RANK_BATCH) for n in sorted({1, nproc})]
-    dataparallel = [DistributedCase("dataparallel", max(nproc, 2), "single-process", PER_RANK_BATCH)]
-    return ddp + dataparallel
+    return ([DistributedCase("ddp", n, backend, PER_RANK_BATCH) for n in sorted({1, nproc})]
+            + [DistributedCase("dataparallel", max(nproc, 2), "single-process", PER_RANK_BATCH)])
 
 
-def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int, result_json: Path,
-                     collective_timeout_s: float = COLLECTIVE_TIMEOUT_S["full"]) -> list[str]:
+def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int,
+                     result_json: Path, collective_timeout_s: float = COLLECTIVE_TIMEOUT_S["full"]) -> list[str]:
     """Rank 0 reports to `result_json`; every rank beats in a folder beside it."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={case.world_size}",
             "-m", WORKER_MODULE, f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
@@ -63,8 +62,9 @@ def torchrun_command(case: DistributedCase, device: torch.device, data: DataSour
 def single_process_samples_per_s(case: DistributedCase, rows: list[dict[str, Any]]) -> float | None:
     """The one-process baseline for `case` from the rows already written in this run."""
     same = [r["samples_per_s"] for r in rows
-            if r.get("workload") == "ddp" and r.get("status") == "ok" and r.get("parallel") == "ddp" and r.get("world_size") == 1
-            and r.get("backend") == case.backend and r.get("batch_size") == case.batch_size and r.get("samples_per_s")]
+            if r.get("workload") == "ddp" and r.get("status") == "ok" and r.get("parallel") == "ddp"
+            and r.get("world_size") == 1 and r.get("backend") == case.backend and r.get("batch_size") == case.batch_size
+            and r.get("samples_per_s")]
     return median(same) if same else None
 
 
@@ -72,11 +72,10 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     sweep_stale_workdirs()
     timeout_s, collective_s = LAUNCH_TIMEOUT_S[ctx.profile], COLLECTIVE_TIMEOUT_S[ctx.profile]
-    stall_s = HEARTBEAT_STALL_S[ctx.profile]
-    max_steps = MAX_STEPS[ctx.profile]
-    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # removed by the Timed's cleanup, which the runner calls in a finally
-    try:
-        command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json", collective_s)  # resolving the dataset may fail
+    stall_s, max_steps = HEARTBEAT_STALL_S[ctx.profile], MAX_STEPS[ctx.profile]
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # removed by the Timed's cleanup (the runner's finally)
+    try:  # resolving the dataset may fail
+        command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json", collective_s)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)  # no Timed yet, so no cleanup would remove it
         raise
@@ -88,11 +87,12 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
         found = single_process_samples_per_s(case, ctx.run_rows)
         if found:
             return found, "scaling baseline: this run's world_size=1 row"
-        single = replace(case, world_size=1)
         single_json = workdir / "single.json"
-        report = budgeted_launch(torchrun_command(single, device, data, max_steps, single_json, collective_s), single_json, timeout_s, stall_s,
-                                 ctx.share)  # under a run budget it ends with the case's share, as the case's own launch does
-        return report["samples"] / report["train_s"], "scaling baseline: one process measured for this case (no world_size=1 row in this run)"
+        single = torchrun_command(replace(case, world_size=1), device, data, max_steps, single_json, collective_s)
+        # under a run budget it ends with the case's share, as the case's own launch does
+        report = budgeted_launch(single, single_json, timeout_s, stall_s, ctx.share)
+        return report["samples"] / report["train_s"], ("scaling baseline: one process measured for this case "
+                                                       "(no world_size=1 row in this run)")
 
     def figures(stats: SampleStats, report: dict[str, Any]) -> dict[str, Any]:
         samples_per_s = report["samples"] / report["train_s"]
@@ -100,20 +100,21 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
         efficiency = samples_per_s / (case.world_size * single) if single else None
         notes = ["samples are rank 0's step times; peak memory is rank 0's", source]
         if efficiency is not None and efficiency > MAX_EFFICIENCY:
-            notes.append(f"impossible: scaling efficiency {efficiency:.2f} > {MAX_EFFICIENCY} — another job shared the machine during one of the runs")
-        return {"dataset": report["dataset"], "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / case.world_size,
-                "step_s": stats.median_s, "scaling_efficiency": efficiency,
-                "effective_batch": case.batch_size * case.world_size, "peak_mem_bytes": report["peak_mem_bytes"],
-                "reason": "; ".join(filter(None, notes))}
+            notes.append(f"impossible: scaling efficiency {efficiency:.2f} > {MAX_EFFICIENCY} — another job shared "
+                         "the machine during one of the runs")
+        return {"dataset": report["dataset"], "samples_per_s": samples_per_s,
+                "samples_per_s_per_rank": samples_per_s / case.world_size, "step_s": stats.median_s,
+                "scaling_efficiency": efficiency, "effective_batch": case.batch_size * case.world_size,
+                "peak_mem_bytes": report["peak_mem_bytes"], "reason": "; ".join(filter(None, notes))}
 
     return Timed(fn=lambda: budgeted_launch(command, workdir / "rank0.json", timeout_s, stall_s, ctx.share),
                  figures=figures, plan=RoundPlan(0, 1, 1, 0.0),
-                 windows=lambda report: report["step_samples_s"], cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True),
-                 energy=False, energy_note=DDP_ENERGY_NOTE)
+                 windows=lambda report: report["step_samples_s"],
+                 cleanup=lambda: shutil.rmtree(workdir, ignore_errors=True), energy=False, energy_note=DDP_ENERGY_NOTE)
 
 
-# The timed call is a whole torchrun launch (process start, imports, data, warm-up steps) and
-# one GPU's counter would miss the other ranks': its joules would not be the steps'.
+# The timed call is a whole torchrun launch (process start, imports, data, warm-up), and one GPU's counter would
+# miss the other ranks': its joules would not be the steps'.
 DDP_ENERGY_NOTE = "energy: not measured for a DDP launch (mostly process start-up; other ranks' GPUs unread)"
 
 
@@ -139,8 +140,9 @@ def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
 
     def figures(stats: SampleStats, seen: int) -> dict[str, Any]:
         samples_per_s = seen / stats.median_s
-        return {"dataset": data.dataset, "samples_per_s": samples_per_s, "samples_per_s_per_rank": samples_per_s / case.world_size,
-                "step_s": stats.median_s / steps, "effective_batch": global_batch}
+        return {"dataset": data.dataset, "samples_per_s": samples_per_s,
+                "samples_per_s_per_rank": samples_per_s / case.world_size, "step_s": stats.median_s / steps,
+                "effective_batch": global_batch}
 
     first = next(iter(loader))
     return Timed(fn=run, figures=figures, plan=RoundPlan(1, 1, 1, 0.0), warmup=lambda: trainer.step([first]),
@@ -157,8 +159,8 @@ def headline(cases: list[DistributedCase]) -> list[DistributedCase]:
 
 
 def work(case: DistributedCase, ctx: BuildContext) -> Work:
-    """One torchrun launch: its start (the launcher, then the ranks importing torch) and the steps; on
-    a CPU the ranks share its cores, so their steps add up."""
+    """One torchrun launch: its start (launcher, then ranks importing torch) and the steps; on a CPU the ranks share
+    its cores, so their steps add up."""
     steps = MAX_STEPS[str(ctx.profile)] or 60_000 // case.batch_size
     ranks_sharing = case.world_size if ctx.device.type == "cpu" else 1
     return Work(flops=steps * case.batch_size * CNN_TRAIN_FLOPS * ranks_sharing, efficiency=CNN_EFFICIENCY,

@@ -57,30 +57,38 @@ class RankReport:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=128, help="per-rank batch size")
-    parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps per rank (0: a full epoch)")
+    parser.add_argument("--max-steps", type=int, default=0,
+                        help="stop after this many steps per rank (0: a full epoch)")
     parser.add_argument("--warmup-steps", type=int, default=3)
-    parser.add_argument("--device-type", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device-type", choices=("cpu", "cuda"),
+                        default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dataset", default="auto")
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--result-json", default=None, help="rank 0 writes its report here")
     parser.add_argument("--results-dir", default=None, help="rank 0 appends a results row here")
     parser.add_argument("--timeout-s", type=float, default=1800.0,
-                        help="seconds a collective waits for the other ranks before this rank fails (a dead or hung peer)")
-    parser.add_argument("--heartbeat-dir", default=None, help="each rank rewrites heartbeat-<rank>.json here every second, with its step")
+                        help="seconds a collective waits for the other ranks before this rank fails "
+                        "(a dead or hung peer)")
+    parser.add_argument("--heartbeat-dir", default=None,
+                        help="each rank rewrites heartbeat-<rank>.json here every second, with its step")
     return parser.parse_args(argv)
 
 
 def shard_loader(data: DataSource, batch_size: int, rank: int, world_size: int) -> DataLoader:
     images, labels = data.preloaded(True, torch.device("cpu"))
-    sampler = DistributedSampler(TensorDataset(images, labels), num_replicas=world_size, rank=rank, shuffle=True, seed=0)
-    return DataLoader(TensorDataset(images, labels), batch_size=batch_size, sampler=sampler, pin_memory=torch.cuda.is_available())
+    sampler = DistributedSampler(TensorDataset(images, labels), num_replicas=world_size, rank=rank, shuffle=True,
+                                 seed=0)
+    return DataLoader(TensorDataset(images, labels), batch_size=batch_size, sampler=sampler,
+                      pin_memory=torch.cuda.is_available())
 
 
-def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int, beat: Heartbeat | None = None) -> RankReport:
+def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
+          beat: Heartbeat | None = None) -> RankReport:
     device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    torch.backends.cudnn.allow_tf32 = False  # fp32 convolutions are IEEE fp32, as in the parent's cases (a fresh process starts True)
+    # fp32 convolutions are IEEE fp32, as in the parent's cases (a fresh process starts True)
+    torch.backends.cudnn.allow_tf32 = False
     clock = SyncedClock(device)
     model = make_model("cnn").to(device)
     reset_peak_memory(device)
@@ -121,12 +129,12 @@ def train(args: argparse.Namespace, rank: int, local_rank: int, world_size: int,
     counts = torch.tensor([seen], dtype=torch.long, device=device)
     dist.all_reduce(counts)
     peak = memory_snapshot(device).peak_bytes
-    return RankReport(world_size, dist.get_backend(), args.batch_size, steps, train_s, int(counts.item()), step_samples_s, data.dataset, peak)
+    return RankReport(world_size, dist.get_backend(), args.batch_size, steps, train_s, int(counts.item()),
+                      step_samples_s, data.dataset, peak)
 
 
 def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Path:
-    """Standalone use: rank 0 writes its own row through a Session (this node's fingerprint, the
-    environment sidecar), with the measurement columns every row has (gpubench.harness.measurement.runner)."""
+    """Standalone use: rank 0 writes its own row through a Session (this node's fingerprint and sidecar)."""
     from gpubench.harness.measurement.runner import standalone_row
     from gpubench.harness.measurement.session import Session
     from gpubench.harness.records.results import check_writable, new_run_id
@@ -149,19 +157,21 @@ def write_row(report: RankReport, results_dir: Path, device: torch.device) -> Pa
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rank, local_rank, world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    rank, local_rank, world_size = (int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     if args.device_type == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
     if beat is not None:
         beat.start()
-    dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+    dist.init_process_group(backend="nccl" if args.device_type == "cuda" else "gloo",
+                            timeout=datetime.timedelta(seconds=args.timeout_s))
     try:
         report = train(args, rank, local_rank, world_size, beat)
         if rank == 0:
             if args.result_json:
                 result = Path(args.result_json)  # whole or absent, never written through a link planted there
-                replace_bytes(result.parent, result.name, json.dumps(asdict(report)).encode("utf-8"), "--result-json folder", "pass a real folder")
+                replace_bytes(result.parent, result.name, json.dumps(asdict(report)).encode("utf-8"),
+                              "--result-json folder", "pass a real folder")
             if args.results_dir:
                 device = torch.device("cuda", local_rank) if args.device_type == "cuda" else torch.device("cpu")
                 print(f"rank 0: row -> {write_row(report, Path(args.results_dir), device)}")
@@ -175,7 +185,6 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Gloo's worker threads can abort the interpreter's finalization (SIGABRT, "terminate called
-    # without an active exception"), which torchrun would report as a failed rank after the work
-    # succeeded: every result is written and flushed by now, so leave without finalization.
+    # Gloo's threads can abort the interpreter's finalization (SIGABRT, "terminate called without an active
+    # exception"), which torchrun reports as a failed rank: every result is flushed by now, so skip finalization.
     os._exit(code)

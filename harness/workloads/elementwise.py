@@ -1,8 +1,5 @@
-"""Memory-bound elementwise ops: GB/s counting every byte read and written.
-
-Every ladder ends at a DRAM-resident size: a working set >= 8x the last-level cache in front of the
-device's memory, so the headline is a memory figure, not a cache one. Each row says which tier its
-working set sits in (`memory_tier`: cache, mixed, dram)."""
+"""Memory-bound elementwise ops: GB/s counting every byte read and written. Every ladder ends at a DRAM-resident
+size, so the headline is a memory figure, not a cache one; each row names its `memory_tier` (cache, mixed, dram)."""
 
 from __future__ import annotations
 
@@ -90,15 +87,12 @@ def cases(ctx: BuildContext) -> list[ElementwiseCase]:
 
 def build(case: ElementwiseCase, ctx: BuildContext) -> Timed:
     device = ctx.device
-    reason = dtype_skip_reason(device, case.dtype)
-    if reason:
+    if reason := dtype_skip_reason(device, case.dtype):
         raise CaseSkipped(reason)
     dtype = TORCH_DTYPES[case.dtype]
     a = torch.randn(case.size, device=device).to(dtype)
     b = torch.randn(case.size, device=device).to(dtype)
-    out = torch.empty_like(a)
-    op = OPS[case.op][0]
-    moved = bytes_moved(case)
+    out, op, moved = torch.empty_like(a), OPS[case.op][0], bytes_moved(case)
     tier = memory_tier(moved, llc_bytes(device))
     peak = peak_gbps(torch.cuda.get_device_name(device) if device.type == "cuda" else "")
 
@@ -119,7 +113,8 @@ def headline(cases: list[ElementwiseCase]) -> list[ElementwiseCase]:
 
 def work(case: ElementwiseCase, ctx: BuildContext) -> Work:
     # the build draws a and b and allocates out, whichever op reads them
-    return Work(bytes=bytes_moved(case), random_values=2 * case.size, fresh_bytes=3 * case.size * element_bytes(case.dtype))
+    return Work(bytes=bytes_moved(case), random_values=2 * case.size,
+                fresh_bytes=3 * case.size * element_bytes(case.dtype))
 
 
 WORKLOAD = Workload(SPEC, cases, build, headline, work)

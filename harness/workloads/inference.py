@@ -17,11 +17,8 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.models import make_model
 
-GRAD_MODES: dict[str, Callable[[], Any]] = {
-    "grad": contextlib.nullcontext,
-    "no_grad": torch.no_grad,
-    "inference_mode": torch.inference_mode,
-}
+GRAD_MODES: dict[str, Callable[[], Any]] = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad,
+                                             "inference_mode": torch.inference_mode}
 BATCHES = {"smoke": (8,), "quick": (1, 64, 1024), "full": (1, 16, 64, 256, 1024, 4096)}
 # A CNN forward of 1024 images takes ~0.4 s on a 2-core CPU: the quick CPU ladder is latency (1)
 # and throughput (256) only, so the quick profile stays within its budget there.

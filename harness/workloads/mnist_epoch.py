@@ -1,9 +1,5 @@
-"""A full MNIST CNN training epoch (60k train + 10k eval) under every training setting:
-input pipeline, precision, channels_last, compile, checkpointing, accumulation, freezing.
-
-The epoch is timed in windows of steps (gpubench.harness.workloads.common.train_loop.run_epoch), so one epoch
-gives a row with raw samples and a spread; `epoch_s` stays the whole epoch. A diverged run
-(non-finite loss, or test accuracy near chance on real data) is a failed row, never "fastest"."""
+"""A full MNIST CNN training epoch (60k train + 10k eval) under every training setting, timed in windows of steps
+so one epoch gives samples and a spread; a diverged run is a failed row, never "fastest"."""
 
 from __future__ import annotations
 
@@ -25,14 +21,12 @@ from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.epoch import (
-    PRELOADED, SMOKE_IMAGES, TEMPLATE, CompileCost, EpochCase, epoch_work, make_loaders, make_trainer, shape_batches, skip_reason,
-    step_seconds, warm_and_cost,
-)
+from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, CompileCost, EpochCase,
+                                                     epoch_work, make_loaders, make_trainer, shape_batches, skip_reason,
+                                                     step_seconds, warm_and_cost)
 from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.common.train_loop import (
-    COMPILE_MODES, PRECISIONS, EpochResult, profile_top_ops, run_epoch,
-)
+from gpubench.harness.workloads.common.train_loop import (COMPILE_MODES, PRECISIONS, EpochResult, profile_top_ops,
+                                                          run_epoch)
 
 INPUT_BOUND_FRAC = 0.2  # above this share of train time spent waiting for data, the GPU/CPU starves
 CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real data: diverged
@@ -54,16 +48,16 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
         return [TEMPLATE, PRELOADED]
     best = replace(PRELOADED, raced=True)  # the fastest precision and memory format, raced on this machine
     if profile == "quick":
-        # The template and the raced setting; on a CPU every epoch costs 5-40 s, so the intermediate
-        # steps (fp32 preloaded, num_workers=2, bf16 without channels_last) are left to the full profile
-        # there (the quick profile must stay within its budget on a 2-core CPU).
+        # The template and the raced setting; on a CPU every epoch costs 5-40 s, so the intermediate steps are
+        # left to the full profile there (quick must stay within its budget on a 2-core CPU).
         quick = [TEMPLATE, best] if not gpu else [TEMPLATE, PRELOADED, best]
         if gpu:
-            quick += [replace(TEMPLATE, num_workers=2), replace(PRELOADED, precision=amp), replace(best, batch_size=1024),
-                      replace(best, batch_size=1024, compile_mode="default")]
+            quick += [replace(TEMPLATE, num_workers=2), replace(PRELOADED, precision=amp),
+                      replace(best, batch_size=1024), replace(best, batch_size=1024, compile_mode="default")]
         return _unique(quick)
     full = [TEMPLATE, PRELOADED]
-    full += _sweep(TEMPLATE, num_workers=(0, 1, 2, 8), pin_memory=(False,), non_blocking=(False,), persistent_workers=(True,), prefetch_factor=(4, 8))
+    full += _sweep(TEMPLATE, num_workers=(0, 1, 2, 8), pin_memory=(False,), non_blocking=(False,),
+                   persistent_workers=(True,), prefetch_factor=(4, 8))
     full += _sweep(PRELOADED, batch_size=(64, 128, 512, 1024, 2048), precision=PRECISIONS[1:],
                    channels_last=(True,), compile_mode=COMPILE_MODES[1:], checkpointing=(True,),
                    accumulation_steps=(4,), freeze_features=(True,))
@@ -88,34 +82,27 @@ def divergence(result: EpochResult, dataset: str) -> str | None:
         return f"train_loss is {result.train_loss} (test accuracy {result.test_accuracy:.3f})"
     chance = 1 / CLASSES
     if dataset != "synthetic" and result.test_accuracy < chance + CHANCE_MARGIN:
-        return f"test accuracy {result.test_accuracy:.3f} is near chance ({chance:.2f}); train_loss {result.train_loss:.3g}"
+        return (f"test accuracy {result.test_accuracy:.3f} is near chance ({chance:.2f}); "
+                f"train_loss {result.train_loss:.3g}")
     return None
 
 
 def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any) -> Any:
     def figures(stats: SampleStats, result: EpochResult) -> dict[str, Any]:
-        why = divergence(result, data.dataset)
-        if why:
+        if why := divergence(result, data.dataset):
             raise Diverged(why)
         row: dict[str, Any] = {
-            "dataset": data.dataset,
-            "effective_batch": case.effective_batch,
-            "epoch_s": result.epoch_s,
-            "samples_per_s": result.samples / result.train_s,
-            "step_s": result.train_s / max(result.steps, 1),
-            "data_wait_frac": result.data_wait_frac,
-            "input_bound": result.data_wait_frac > INPUT_BOUND_FRAC,
-            "train_loss": result.train_loss,
-            "test_accuracy": result.test_accuracy,
-            "compile_s": cost.compile_s,
-            "compile_warm_s": cost.compile_warm_s,
-            "eager_step_s": cost.eager_step_s,
-            "break_even_steps": cost.break_even_steps,
-            "profile_ops": ops() if ops else None,
+            "dataset": data.dataset, "effective_batch": case.effective_batch, "epoch_s": result.epoch_s,
+            "samples_per_s": result.samples / result.train_s, "step_s": result.train_s / max(result.steps, 1),
+            "data_wait_frac": result.data_wait_frac, "input_bound": result.data_wait_frac > INPUT_BOUND_FRAC,
+            "train_loss": result.train_loss, "test_accuracy": result.test_accuracy, "compile_s": cost.compile_s,
+            "compile_warm_s": cost.compile_warm_s, "eager_step_s": cost.eager_step_s,
+            "break_even_steps": cost.break_even_steps, "profile_ops": ops() if ops else None,
         }
         notes = []
         if row["input_bound"]:
-            notes.append(f"input-bound: {result.data_wait_frac:.0%} of train time waited for data — try loader=preloaded or more num_workers")
+            notes.append(f"input-bound: {result.data_wait_frac:.0%} of train time waited for data — "
+                         "try loader=preloaded or more num_workers")
         if data.dataset == "synthetic":
             notes.append("synthetic data: accuracy is meaningless")
         if data.limit is not None:
@@ -134,8 +121,7 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
         data = data.subset(*SMOKE_IMAGES)
     race = race_here(ctx) if case.raced else None
     case = apply_winner(case, race) if race is not None else case
-    reason = skip_reason(case, device)
-    if reason:
+    if reason := skip_reason(case, device):
         raise CaseSkipped(reason)
     trainer = make_trainer(case, device, ctx.clock)
     train, test = make_loaders(case, data, device)
@@ -154,9 +140,11 @@ def build(case: EpochCase, ctx: BuildContext) -> Timed:
         windows=lambda result: result.window_step_s,
         cpu_memory=lambda: trainer.step([shapes[0]]),  # on cpu: the allocator's peak over one training step
         notes=setting_notes(case, device),
-        samples_per_call=int(data.split(True).labels.shape[0]),  # the epoch's energy covers eval too: samples trained per joule
+        # the epoch's energy covers eval too: samples trained per joule
+        samples_per_call=int(data.split(True).labels.shape[0]),
         # under a budget: two steps times the epoch's steps, a floor of the epoch (data and eval come on top)
-        estimate=lambda: step_seconds(trainer, shapes[0], rounds=2) * math.ceil(len(data.split(True).labels) / case.batch_size),
+        estimate=lambda: (step_seconds(trainer, shapes[0], rounds=2)
+                          * math.ceil(len(data.split(True).labels) / case.batch_size)),
     )
 
 

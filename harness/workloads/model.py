@@ -1,13 +1,6 @@
-"""The user's own model (`gpubench run --model module:factory --input SHAPE`, gpubench.harness.workloads.common.user_model):
-its training step and its inference over the settings the suite sweeps, one at a time around fp32 eager:
-batch size, precision (bf16 autocast, fp16 autocast with GradScaler), torch.compile, channels_last (an image
-input, C x H x W) and gradient checkpointing (training). Figures: samples/s and the peak memory of the step.
-
-A training sample is one step: forward on a fixed random batch, mean squared error of the output to a fixed
-random target of its shape (any model's output can be fit that way), backward, AdamW step, gradients
-zeroed. Whether every loss was finite is kept on the device and read once after the rounds: a non-finite
-loss fails the row. An inference sample is one forward under inference_mode; a non-finite output fails the
-row. The warm-up (and with it the compilation) is the harness's, outside the samples."""
+"""The user's own model (`--model module:factory --input SHAPE`): its training step (MSE to a fixed random target,
+so any output fits) and inference, one setting at a time around fp32 eager; a non-finite loss or output fails the
+row, read once after the rounds."""
 
 from __future__ import annotations
 
@@ -26,7 +19,8 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.train_loop import compile_skip_reason, AMP_DTYPES, apply_step, precision_skip_reason
+from gpubench.harness.workloads.common.train_loop import (compile_skip_reason, AMP_DTYPES, apply_step,
+                                                          precision_skip_reason)
 from gpubench.harness.workloads.common.matmuls import with_precision
 from gpubench.harness.workloads.common.user_model import first_tensor, make_model, sample_batch
 
@@ -67,16 +61,15 @@ def cases(ctx: BuildContext) -> list[ModelCase]:
     profile = str(ctx.profile)
     batch_sizes = BATCH_SIZES["cpu" if ctx.device.type == "cpu" else "gpu"][profile]
     modes = COMPILE_MODES[profile][:1] if ctx.device.type != "cuda" else COMPILE_MODES[profile]
-    channels_last = False if len(spec.input_shape) == 3 and spec.vocab_size is None else None  # an image: C x H x W
+    channels_last = False if len(spec.input_shape) == 3 and spec.vocab_size is None else None  # image: C x H x W
     train = ModelCase(spec.target, spec.input_text, "train", "fp32", "none", channels_last, False, batch_sizes[0])
     inference = replace(train, step="inference", checkpointing=None)
     return sweep(train, batch_sizes, modes) + sweep(inference, batch_sizes, modes)
 
 
 def enable_checkpointing(model: nn.Module) -> str | None:
-    """Gradient checkpointing, where the model allows it: its own switch (Hugging Face's
-    `gradient_checkpointing_enable`), else each direct child that holds trainable parameters recomputed
-    in the backward (torch.utils.checkpoint, non-reentrant). The reason when neither applies."""
+    """The model's own switch (Hugging Face's `gradient_checkpointing_enable`), else each direct child with trainable
+    parameters recomputed in backward (non-reentrant); the skip reason when neither applies."""
     if getattr(model, "supports_gradient_checkpointing", False) and hasattr(model, "gradient_checkpointing_enable"):
         model.gradient_checkpointing_enable()
         return None
@@ -89,19 +82,21 @@ def enable_checkpointing(model: nn.Module) -> str | None:
 
 
 class Step:
-    """One timed call of the case on a fixed batch (the model built, moved and compiled as the case says)."""
+    """One timed call of the case on a fixed batch, the model moved and compiled as the case says."""
 
     def __init__(self, case: ModelCase, model: nn.Module, spec: ModelSpec, device: torch.device) -> None:
         self.memory_format = torch.channels_last if case.channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=self.memory_format)
-        self.forward: Any = self.model if case.compile_mode == "none" else torch.compile(self.model, mode=case.compile_mode)
+        self.forward: Any = (self.model if case.compile_mode == "none"
+                             else torch.compile(self.model, mode=case.compile_mode))
         self.batch = sample_batch(spec, case.batch_size, device).contiguous(memory_format=self.memory_format)
         self.device = device
         self.amp_dtype = AMP_DTYPES.get(case.precision)
         self.n_params = sum(p.numel() for p in self.model.parameters())
 
     def autocast(self) -> Any:
-        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None)
+        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
+                              enabled=self.amp_dtype is not None)
 
 
 class ModelTrainStep(Step):
@@ -161,9 +156,7 @@ class InferenceStep(Step):
 def build(case: ModelCase, ctx: BuildContext) -> Timed:
     if ctx.model is None:
         raise CaseSkipped("no --model given: name the model as --model module:factory --input SHAPE")
-    reason = precision_skip_reason(case.precision, ctx.device)
-    reason = reason or compile_skip_reason(case.compile_mode)
-    if reason:
+    if reason := precision_skip_reason(case.precision, ctx.device) or compile_skip_reason(case.compile_mode):
         raise CaseSkipped(reason)
     torch.manual_seed(ctx.build_index)  # each build a fresh model, batch and target
     model = make_model(ctx.model)

@@ -1,16 +1,6 @@
-"""Proves the clock: a matmul timed by the harness's clock (the one pytest-benchmark uses,
-including a --benchmark-timer underneath it), by torch.utils.benchmark and, on CUDA, by CUDA
-events — interleaved, so both see the same machine state.
-
-Each pair is one harness window and one torch.utils.benchmark window of the same number of calls;
-the row's ratio is the median over the pairs. The row fails when the clocks clearly disagree: the
-median's 99% confidence interval lies wholly outside AGREEMENT (a harness that forgot to synchronize
-reads far below the others on a GPU, e.g. 0.03 ms instead of 1.36 ms; a biased host clock reads its
-bias). A median outside the band whose interval still reaches into it is noise until shown
-otherwise: more pairs are measured and pooled, and if it stays unclear (or other processes kept
-the CPU busy) the row says "inconclusive" instead of failing. A short case (~100 µs a call) and a
-long one cover both launch-bound and compute-bound regions.
-"""
+"""Proves the clock: a matmul timed by the harness's clock, by torch.utils.benchmark and, on CUDA, by CUDA events,
+in interleaved windows so all see the same machine state. The row fails only when the median ratio's 99% interval
+lies wholly outside AGREEMENT (an unsynchronized harness reads 0.03 ms for 1.36 ms); an unclear one is remeasured."""
 
 from __future__ import annotations
 
@@ -33,10 +23,8 @@ from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.matmuls import device_name, operands, tflops_figures, with_precision
 
 AGREEMENT = (0.97, 1.03)  # a median harness/other ratio clearly outside this band fails the row
-# Single windows on a shared 2-core machine vary by ±10%; the median of 41 pair ratios sat within
-# ±1.6% of 1.0 in 9 trials here (9 pairs: up to ±6%), so the band can be tight. But not every run:
-# the 1024 case (2 calls a window) read 1.042 and 0.968 in 2 of 22 quiet A/A runs, and failed the
-# README's main job. Hence the interval: an edge reading is measured again, not failed.
+# Windows on a shared 2-core machine vary ±10%, but the median of 41 pair ratios sat within ±1.6% of 1.0 in 9
+# trials (9 pairs: ±6%). The 1024 case still read 1.042 and 0.968 in 2 of 22 quiet A/A runs: hence the interval.
 PAIRS = {"smoke": 11, "quick": 41, "full": 61}
 ATTEMPTS = 3  # pair sets measured and pooled at most, while the verdict is unclear
 CONFIDENCE = 0.99
@@ -64,15 +52,15 @@ def cases(ctx: BuildContext) -> list[SelfcheckCase]:
 
 
 def torch_benchmark_window_s(timer: Any, calls: int) -> float:
-    """torch.utils.benchmark.Timer at the harness's thread count (its default of 1 would make the
-    comparison meaningless on the CPU); it synchronizes CUDA itself."""
+    """The timer runs at the harness's thread count (its default of 1 is meaningless on the CPU); it syncs CUDA."""
     return timer.timeit(calls).median
 
 
-def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clock, cuda: bool) -> tuple[list[float], list[float]]:
+def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clock,
+                       cuda: bool) -> tuple[list[float], list[float]]:
     """harness/torch.utils.benchmark (and harness/CUDA events) per pair of adjacent windows."""
-    # Imported here, not at the top: torch.utils.benchmark imports cpp_extension, whose search for CUDA_HOME
-    # calls torch.cuda.is_available() — in the fork server that would leave every forked build unable to use CUDA.
+    # Imported here: torch.utils.benchmark's cpp_extension calls torch.cuda.is_available(), which in the fork
+    # server would leave every forked build unable to use CUDA.
     import torch.utils.benchmark as tub
 
     timer = tub.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
@@ -92,8 +80,7 @@ def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clo
 
 
 def clock_verdict(ratios: list[float]) -> Verdict:
-    """agree: the median is inside AGREEMENT; disagree: the median's confidence interval lies wholly
-    outside it (clearly a wrong clock); unclear: outside, but within reach of the noise."""
+    """agree: the median is inside AGREEMENT; disagree: its confidence interval lies wholly outside; else unclear."""
     ratio, (low, high) = statistics.median(ratios), median_ci(ratios, CONFIDENCE)
     if AGREEMENT[0] <= ratio <= AGREEMENT[1]:
         return "agree"
@@ -105,7 +92,8 @@ def disagreement(name: str, ratios: list[float]) -> str | None:
     if not ratios or clock_verdict(ratios) == "agree":
         return None
     low, high = median_ci(ratios, CONFIDENCE)
-    return f"harness/{name} median ratio {statistics.median(ratios):.3f} (99% CI {low:.3f}–{high:.3f}) outside {AGREEMENT[0]}–{AGREEMENT[1]}"
+    return (f"harness/{name} median ratio {statistics.median(ratios):.3f} (99% CI {low:.3f}–{high:.3f}) "
+            f"outside {AGREEMENT[0]}–{AGREEMENT[1]}")
 
 
 def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
@@ -115,17 +103,15 @@ def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
     base = tflops_figures(case.size, case.dtype, device_name(ctx.device))
 
     def pairs(measured: Measurement) -> dict[str, Any]:
-        """The clocks compared after the case's own rounds, in interleaved pairs of windows. A clear
-        disagreement on a quiet machine fails the row. An unclear one (a median just outside the
-        band, its interval reaching in) is measured again and pooled, up to ATTEMPTS pair sets; a
-        disagreement while other processes use the CPU is measured again too. What stays unclear or
-        busy is "inconclusive" with its reason: noise or load, not shown to be a wrong clock."""
+        """After the case's rounds: a clear disagreement on a quiet machine fails the row; an unclear or busy one
+        is pooled with more pairs (up to ATTEMPTS sets), and what stays so is "inconclusive" with its reason."""
         calls = max(MIN_CALLS, round(WINDOW_S[ctx.profile] / measured.stats.median_s))
         tub_ratios: list[float] = []
         event_ratios: list[float] = []
         for _ in range(ATTEMPTS):
             load = LoadMeter()
-            more_tub, more_events = interleaved_ratios(fn, calls, PAIRS[ctx.profile], ctx.clock, ctx.device.type == "cuda")
+            more_tub, more_events = interleaved_ratios(fn, calls, PAIRS[ctx.profile], ctx.clock,
+                                                       ctx.device.type == "cuda")
             busy = load.busy_frac()
             tub_ratios, event_ratios = tub_ratios + more_tub, event_ratios + more_events
             verdicts = {clock_verdict(r) for r in (tub_ratios, event_ratios) if r}
@@ -134,16 +120,17 @@ def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
         done = f"{len(tub_ratios)} interleaved pairs of {calls} calls"
         figures = {"selfcheck_tub_ratio": statistics.median(tub_ratios),
                    "selfcheck_events_ratio": statistics.median(event_ratios) if event_ratios else None, "reason": done}
-        problems = [p for p in (disagreement("torch.utils.benchmark", tub_ratios), disagreement("cuda-events", event_ratios)) if p]
+        problems = [p for p in (disagreement("torch.utils.benchmark", tub_ratios),
+                                disagreement("cuda-events", event_ratios)) if p]
         if not problems:
             return figures
         if busy > BUSY_FRAC:
-            return dict(figures, flags=["busy"], reason=f"selfcheck inconclusive: machine busy (other processes used {busy:.0%} of the CPU) "
-                                                        f"— {'; '.join(problems)} ({done}); rerun on a quiet machine")
+            return dict(figures, flags=["busy"], reason="selfcheck inconclusive: machine busy (other processes used "
+                        f"{busy:.0%} of the CPU) — {'; '.join(problems)} ({done}); rerun on a quiet machine")
         if "disagree" in verdicts:
             raise SelfcheckFailed(f"selfcheck: {'; '.join(problems)} — one of the clocks is wrong ({done})")
-        return dict(figures, flags=["noisy"], reason=f"selfcheck inconclusive: too noisy to tell — {'; '.join(problems)} ({done}): "
-                                                     "the interval reaches into the band; rerun on a quieter machine")
+        return dict(figures, flags=["noisy"], reason="selfcheck inconclusive: too noisy to tell — "
+                    f"{'; '.join(problems)} ({done}): the interval reaches into the band; rerun on a quieter machine")
 
     return Timed(fn=fn, figures=base, companion=pairs, cleanup=restore)
 

@@ -27,16 +27,14 @@ class SpeedupCase(Case):
     size: int
 
 
-# One build: the CPU side alone takes seconds per call, and the figure is a ratio within the build.
-
-
 def cases(ctx: BuildContext) -> list[SpeedupCase]:
     return [SpeedupCase("fp32", 512 if ctx.profile == "smoke" else GUIDE_N)]
 
 
 def cpu_budget(profile: str) -> Budget:
     # Each CPU call of n=5000 takes about a second on a few cores: a handful of rounds is enough.
-    return Budget(target_s=Profile(profile).budget.target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10, warmup_calls=1)
+    return Budget(target_s=Profile(profile).budget.target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10,
+                  warmup_calls=1)
 
 
 def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
@@ -49,8 +47,7 @@ def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
     gpu_figures = tflops_figures(case.size, case.dtype, device_name(device))
 
     def cpu_side(measured: Measurement) -> dict[str, Any]:
-        """The same product on the CPU, timed after the device's rounds with the session clock's
-        host clock underneath (a CPU-synced clock: nothing of the device's queue is waited on)."""
+        """The same product on the CPU after the device's rounds, on a CPU-synced clock (no device queue waits)."""
         cpu_clock = SyncedClock(torch.device("cpu"), ctx.clock.base)
         cpu = measure(Timed(fn=lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu)), cpu_budget(profile), cpu_clock)
         return {"baseline_median_s": cpu.stats.median_s, "speedup": cpu.stats.median_s / measured.stats.median_s}

@@ -1,18 +1,6 @@
-"""Time (and energy) to a target test accuracy, MLPerf Training's way.
-
-One continuous clock runs from the first touch of the dataset (reading its files, normalizing,
-copying to the device or starting the DataLoader) to the evaluation that reaches the target,
-every evaluation included. Model construction, warm-up and compilation are outside the clock
-(compile_s reports the compile apart); warm-up steps leave no trace: the model and optimizer
-are restored to their initial state before the clock starts.
-
-The test accuracy is evaluated on the whole test split every quarter of an epoch
-(EVALS_PER_EPOCH) and at each epoch's end. A run that has not reached the target after the
-profile's epoch cap is a `failed` row, "did not converge"; a non-finite loss is "diverged".
-
-Seeds are the case's independent builds: build k trains from seed k (model init and data order),
-so the full profile's five builds are five seeds, scored with the olympic mean in the report.
-"""
+"""Time (and energy) to a target test accuracy, MLPerf Training's way: one clock from the data's first touch to the
+evaluation that reaches the target, warm-up and compilation outside it (the model and optimizer restored after).
+Build k trains from seed k, so the builds are seeds, scored with the olympic mean in the report."""
 
 from __future__ import annotations
 
@@ -37,15 +25,15 @@ from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, epoch_work, make_loaders, make_trainer,
-                                                          shape_batches, skip_reason, warm_and_cost)
+from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, epoch_work,
+                                                     make_loaders, make_trainer, shape_batches, skip_reason,
+                                                     warm_and_cost)
 from gpubench.harness.workloads.common.train_loop import Trainer, timed_batches
 
 EVALS_PER_EPOCH = 4
 EPOCH_CAP = {"smoke": 3, "quick": 3, "full": 10}  # epochs without reaching the target: "did not converge"
-# Default targets per dataset: the guide template reaches them within about its first epoch
-# (Fashion-MNIST measured here: 0.85 at 0.75 and 1.0 epochs in two seeds). MNIST's 0.98 is the
-# same CNN's usual first-epoch accuracy, not measured here (MNIST cannot be downloaded here).
+# Targets the template reaches within about its first epoch (Fashion-MNIST measured: 0.85 at 0.75 and 1.0 epochs in
+# two seeds); MNIST's 0.98 is the same CNN's usual first-epoch accuracy, not measured (no MNIST download here).
 DEFAULT_TARGETS = {"mnist": 0.98, "fashion-mnist": 0.85}
 SMOKE_TARGET = 0.5  # the smoke profile's 2048-image subset cannot reach the real targets
 SEED_BASE = 0
@@ -54,15 +42,13 @@ ONECYCLE_EPOCHS = 1.0  # the speedrun's cycle spans its first epoch (see lr_fact
 
 @dataclass(frozen=True)
 class TargetCase(EpochCase):
-    """An epoch's settings plus the learning-rate schedule and the target; `design` names the
-    design (template / fastest-epoch / speedrun), which is the case's identity."""
+    """An epoch's settings plus schedule and target; `design` (template, fastest-epoch, speedrun) is its identity."""
 
     workload: ClassVar[str] = "time_to_accuracy"
     design: str = "template"
     schedule: str = "constant"  # constant | onecycle (see lr_factor)
     lr: float = 1e-3  # Adam's (peak) learning rate; the guide's is 1e-3 at batch 256
-    # None: the dataset's default, resolved when the case is built (collection stays cheap: no
-    # dataset lookup in every build process); the row holds the target used.
+    # None: the dataset's default, resolved at build (collection stays cheap); the row holds the target used.
     target_accuracy: float | None = None
 
 
@@ -85,9 +71,8 @@ def target_for(case: TargetCase, dataset: str, profile: str) -> float:
 
 
 def designs(gpu: bool) -> dict[str, EpochCase]:
-    """The template epoch, the fastest epoch setting (data on the device, the precision and memory format that won
-    this machine's race, gpubench.harness.workloads.common.epoch_race), and the speedrun: the fastest setting at batch 512 with a
-    one-cycle schedule peaking at 3x the template's learning rate (on GPU also torch.compile)."""
+    """The template, the fastest epoch (preloaded, with this machine's race winner), and the speedrun: the fastest at
+    batch 512 with a one-cycle schedule peaking at 3x the template's learning rate (on GPU also compiled)."""
     fastest = replace(PRELOADED, raced=True)
     speedrun = replace(fastest, batch_size=512, compile_mode="default" if gpu else "none")
     return {"template": TEMPLATE, "fastest-epoch": fastest, "speedrun": speedrun}
@@ -107,9 +92,8 @@ def cases(ctx: BuildContext) -> list[TargetCase]:
 
 
 def lr_factor(step: int, horizon_steps: int, warmup_frac: float = 0.25, floor: float = 0.04) -> float:
-    """One cycle over `horizon_steps` (one epoch): linear warm-up from `floor` to 1 over its first
-    quarter, linear decay back to `floor` at its end, `floor` after (a run past one epoch keeps
-    learning slowly instead of stopping)."""
+    """One cycle over `horizon_steps`: linear from `floor` to 1 over its first quarter, back to `floor` at its end,
+    `floor` after (a run past one epoch keeps learning slowly instead of stopping)."""
     warmup = max(1, int(horizon_steps * warmup_frac))
     if step < warmup:
         return floor + (1 - floor) * step / warmup
@@ -128,9 +112,9 @@ class TargetResult:
     evaluations: list[tuple[float, float, float]]  # (epochs, accuracy, seconds since the clock started)
 
 
-def fresh_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tuple[Iterable[Batch], Iterable[Batch]]:
-    """The loaders a run starts from, built from a fresh read of the dataset's files (nothing
-    cached by an earlier case): this is the data's first touch, inside the clock."""
+def fresh_loaders(case: EpochCase, data: DataSource,
+                  device: torch.device) -> tuple[Iterable[Batch], Iterable[Batch]]:
+    """Loaders from a fresh read of the dataset's files: the data's first touch, inside the clock."""
     splits = {train: data.read_split(train) for train in (True, False)}
     if case.loader == "preloaded":
         def on_device(split: Split) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,19 +127,18 @@ def fresh_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tu
 
 
 def over_share(share: CaseShare | None, ran_s: float, target: float) -> None:
-    """Training that reaches the end of its share of a run budget stops there: a skipped case whose row keeps
-    the seconds it ran (the next run under the same budget does not start it)."""
+    """Training past its share of a run budget stops: a skipped row that keeps the seconds it ran (so the next run
+    under the same budget does not start it)."""
     if share is not None and share.left_s() <= 0:
         raise OverBudget(f"over budget: training ran {format_duration(ran_s)} without reaching {target:.0%} and was "
-                         f"stopped at its {format_duration(share.share_s)} share of the {format_duration(share.budget_s)} "
-                         "budget — raise --budget or deselect it", ran_s)
+                         f"stopped at its {format_duration(share.share_s)} share of the "
+                         f"{format_duration(share.budget_s)} budget — raise --budget or deselect it", ran_s)
 
 
 def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epochs: int, seed: int,
                   clock: SyncedClock, progress: Any = None, target: float | None = None,
                   share: CaseShare | None = None) -> TargetResult:
-    """Train from the first touch of the data until an evaluation reaches the target (or the cap, or the end of
-    its share of a run budget)."""
+    """Train from the data's first touch until an evaluation reaches the target, the cap, or the budget share."""
     target = case.target_accuracy if target is None else target
     assert target is not None, "a target accuracy is needed"
     device = trainer.device
@@ -197,12 +180,12 @@ def _evaluate(trainer: Trainer, test: Iterable[Batch], case: EpochCase) -> float
 
 def _result(evaluations: list[tuple[float, float, float]], loss: float, reached: bool) -> TargetResult:
     epochs, accuracy, seconds = evaluations[-1]
-    return TargetResult(seconds if reached else None, epochs, accuracy, max(a for _, a, _ in evaluations), loss, evaluations)
+    return TargetResult(seconds if reached else None, epochs, accuracy, max(a for _, a, _ in evaluations), loss,
+                        evaluations)
 
 
 def restore_point(trainer: Trainer) -> Any:
-    """The trainer's initial weights and optimizer state, put back after warm-up (MLPerf: the
-    timed run starts from the initialised model, not one that warm-up already trained)."""
+    """Puts back the initial weights and optimizer state after warm-up (MLPerf: the timed run starts untrained)."""
     model_state = {name: value.detach().clone() for name, value in trainer.model.state_dict().items()}
     optimizer_state = copy.deepcopy(trainer.optimizer.state_dict())
 
@@ -218,15 +201,19 @@ def restore_point(trainer: Trainer) -> Any:
     return restore
 
 
-def target_figures(case: TargetCase, target: float, data: DataSource, cap_epochs: int, seed: int, compile_s: float | None) -> Any:
+def target_figures(case: TargetCase, target: float, data: DataSource, cap_epochs: int, seed: int,
+                   compile_s: float | None) -> Any:
     def figures(stats: SampleStats, result: TargetResult) -> dict[str, Any]:
-        columns = {"dataset": data.dataset, "seed": seed, "target_accuracy": target}  # a failed seed still counts in the report
+        # a failed seed still counts in the report
+        columns = {"dataset": data.dataset, "seed": seed, "target_accuracy": target}
         if not math.isfinite(result.train_loss):
-            raise Diverged(f"train_loss is {result.train_loss} after {result.epochs:.2f} epochs (test accuracy {result.test_accuracy:.3f})", columns)
+            raise Diverged(f"train_loss is {result.train_loss} after {result.epochs:.2f} epochs "
+                           f"(test accuracy {result.test_accuracy:.3f})", columns)
         if result.time_to_target_s is None:
-            raise DidNotConverge(f"best test accuracy {result.best_accuracy:.3f} after {cap_epochs} epochs, target {target:g}"
-                                 + (" — lower --target-accuracy" if cap_epochs >= EPOCH_CAP["full"] else
-                                    f" — lower --target-accuracy or use the full profile (cap {EPOCH_CAP['full']} epochs)"), columns)
+            full = EPOCH_CAP["full"]
+            more = "" if cap_epochs >= full else f" or use the full profile (cap {full} epochs)"
+            raise DidNotConverge(f"best test accuracy {result.best_accuracy:.3f} after {cap_epochs} epochs, "
+                                 f"target {target:g} — lower --target-accuracy{more}", columns)
         notes = []
         if data.dataset == "synthetic":
             notes.append("synthetic data: accuracy is meaningless")
@@ -243,13 +230,13 @@ def target_figures(case: TargetCase, target: float, data: DataSource, cap_epochs
 def build(case: TargetCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     if data.dataset == "synthetic":
-        raise CaseSkipped("synthetic data has no accuracy to reach — install MNIST or Fashion-MNIST (README: training data)")
+        raise CaseSkipped("synthetic data has no accuracy to reach — install MNIST or Fashion-MNIST "
+                          "(README: training data)")
     if ctx.profile == "smoke":
         data = data.subset(*SMOKE_IMAGES)
     race = race_here(ctx) if case.raced else None
     case = apply_winner(case, race) if race is not None else case
-    reason = skip_reason(case, device)
-    if reason:
+    if reason := skip_reason(case, device):
         raise CaseSkipped(reason)
     seed = SEED_BASE + ctx.build_index
     trainer = make_trainer(epoch_settings(case), device, ctx.clock, seed=seed, lr=case.lr)
@@ -264,18 +251,18 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
         fn=lambda: run_to_target(trainer, case, data, cap_epochs, seed, ctx.clock, ctx.progress, target, ctx.share),
         figures=raced_figures(figures, case, race) if race is not None else figures,
         plan=RoundPlan(warmup_calls=0, iterations=1, rounds=1, estimate_s=0.0),
-        windows=lambda result: [result.time_to_target_s] if result.time_to_target_s is not None else [result.evaluations[-1][2]],
+        windows=lambda result: [result.time_to_target_s if result.time_to_target_s is not None
+                                else result.evaluations[-1][2]],
         energy_alias="energy_to_target_j",
     )
 
 
 def headline(cases: list[TargetCase]) -> list[TargetCase]:
-    """Every design: the summary's time to accuracy row names the first to the target and the template's time."""
+    """Every design: the summary's row names the first to the target and the template's time."""
     return list(cases)
 
 
-# Epochs a design trains before it reaches the default target (measured: the template about 1.5 on
-# Fashion-MNIST, the one-cycle speedrun within its first epoch).
+# Epochs to the default target (measured: the template about 1.5 on Fashion-MNIST, the speedrun within its first).
 EPOCHS_TO_TARGET = {"template": 1.5, "fastest-epoch": 1.5, "speedrun": 0.8}
 
 

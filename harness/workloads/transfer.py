@@ -33,13 +33,8 @@ class TransferCase(Case):
 
 
 def cases(ctx: BuildContext) -> list[TransferCase]:
-    return [
-        TransferCase(direction, size, pinned, non_blocking)
-        for direction in ("h2d", "d2h")
-        for size in LADDERS[ctx.profile]
-        for pinned in (False, True)
-        for non_blocking in (False, True)
-    ]
+    return [TransferCase(direction, size, pinned, non_blocking) for direction in ("h2d", "d2h")
+            for size in LADDERS[ctx.profile] for pinned in (False, True) for non_blocking in (False, True)]
 
 
 def skip_reason(case: TransferCase, device: torch.device) -> str | None:
@@ -52,8 +47,7 @@ def skip_reason(case: TransferCase, device: torch.device) -> str | None:
 
 def build(case: TransferCase, ctx: BuildContext) -> Timed:
     device = ctx.device
-    reason = skip_reason(case, device)
-    if reason:
+    if reason := skip_reason(case, device):
         raise CaseSkipped(reason)
     host = torch.empty(case.size, dtype=torch.uint8, pin_memory=case.pinned)
     host.random_(0, 255)
@@ -62,7 +56,8 @@ def build(case: TransferCase, ctx: BuildContext) -> Timed:
         fn = lambda: on_device.copy_(host, non_blocking=case.non_blocking)  # noqa: E731
     else:
         fn = lambda: host.copy_(on_device, non_blocking=case.non_blocking)  # noqa: E731
-    notes = [] if case.pinned or not case.non_blocking else ["non_blocking from pageable memory is staged synchronously by the driver"]
+    notes = [] if case.pinned or not case.non_blocking else [
+        "non_blocking from pageable memory is staged synchronously by the driver"]
 
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         return {"gbps": case.size / stats.median_s / 1e9}
@@ -76,7 +71,7 @@ def headline(cases: list[TransferCase]) -> list[TransferCase]:
     return [max(pinned, key=lambda c: c.size)] if pinned else []
 
 
-HOST_LINK_BYTES_PER_S = 20e9  # a PCIe 4/5 x16 link's order: the device's own memory rate does not bound a copy to it
+HOST_LINK_BYTES_PER_S = 20e9  # a PCIe 4/5 x16 link's order: the device's memory rate does not bound a copy
 
 
 def work(case: TransferCase, ctx: BuildContext) -> Work:

@@ -1,13 +1,6 @@
-"""A GPT-style decoder's training step (gpubench.harness.workloads.common.gpt): tokens/s, step time, peak memory and
-MFU — the model's FLOP/s over the device's datasheet peak in the case's precision, as nanoGPT and
-PaLM (appendix B) report it. Settings: model size, precision (fp32, bf16 autocast), torch.compile,
-the attention backend (torch.nn.attention.sdpa_kernel) and the fused AdamW.
-
-Each sample is one training step (forward, backward, optimizer step, zeroed gradients) between two
-reads of the synced clock; the warm-up steps, and with them the compilation, run in the build. The
-loss of every timed step is kept on the device and read once afterwards: a loss that is not finite,
-or that is no lower when the first timed step's batch of this learnable token stream comes round
-again, fails the row."""
+"""A GPT-style decoder's training step: tokens/s, step time, peak memory and MFU (as nanoGPT and PaLM report it).
+Losses stay on the device and are read once after the rounds: one not finite, or no lower when the first timed
+batch comes round again, fails the row."""
 
 from __future__ import annotations
 
@@ -32,15 +25,8 @@ from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.gpt import (
-    CONFIGS,
-    GPT,
-    SDPA_BACKENDS,
-    GPTConfig,
-    counted_params,
-    flops_per_token,
-    token_batches,
-)
+from gpubench.harness.workloads.common.gpt import (CONFIGS, GPT, SDPA_BACKENDS, GPTConfig, counted_params,
+                                                   flops_per_token, token_batches)
 from gpubench.harness.workloads.common.matmul_peak import measured_peak
 from gpubench.harness.workloads.common.matmuls import with_precision
 from gpubench.harness.workloads.common.train_loop import compile_skip_reason, AMP_DTYPES, precision_skip_reason
@@ -53,9 +39,8 @@ FUSED_KERNELS: dict[str, tuple[str, ...]] = {
     "efficient": ("aten::_scaled_dot_product_efficient_attention",),
     "cudnn": ("aten::_scaled_dot_product_cudnn_attention",),
 }
-# Warm-up and timed steps per profile. The warm-up holds the compilation and the allocator's growth;
-# the timed steps are one more than a multiple of the pool, so the last trains on the first's batch.
-# quick: 13 timed steps, where the IQR of 5 flagged seven rows in eight noisy on a 2-core CPU
+# Warm-up (compilation, allocator growth) and timed steps: one more than a multiple of the pool, so the last trains
+# on the first's batch. quick: 13 timed steps, where the IQR of 5 flagged seven rows in eight noisy on a 2-core CPU
 STEPS: dict[str, tuple[int, int]] = {"smoke": (2, 5), "quick": (2, 13), "full": (3, 21)}
 
 
@@ -81,8 +66,7 @@ def base_case(model: str, precision: str, backend: str, optimizer: str = "adamw"
 
 
 def sweep(base: TransformerCase, compiled: bool) -> list[TransformerCase]:
-    """One setting at a time around `base`: the other precision, every attention backend, the
-    other optimizer and, with `compiled`, torch.compile."""
+    """One setting at a time around `base` (torch.compile only with `compiled`)."""
     other_optimizer = "adamw" if base.optimizer == "adamw-fused" else "adamw-fused"
     cases = [base] + [replace(base, precision=p) for p in PRECISIONS if p != base.precision]
     cases += [replace(base, sdpa_backend=b) for b in SDPA_BACKENDS if b != base.sdpa_backend]
@@ -91,10 +75,8 @@ def sweep(base: TransformerCase, compiled: bool) -> list[TransformerCase]:
 
 
 def cases(ctx: BuildContext) -> list[TransformerCase]:
-    """The CPU runs `tiny`; a cold torch.compile of it takes 20 s to 2 minutes on a 2-core CPU, so
-    its compiled case is in the smoke and full profiles there, not the quick one. A GPU adds GPT-2
-    small (125M) in bf16 with flash attention and the fused optimizer, each setting swept around
-    it (fp32 also with the backends that run fp32); `small` joins the full profile."""
+    """The CPU runs `tiny` (a cold compile takes 20 s to 2 minutes on 2 cores: not in quick); a GPU adds GPT-2 small
+    in bf16 with flash and fused AdamW, plus fp32 with the backends that run it; `small` joins the full profile."""
     profile, tiny = str(ctx.profile), base_case("tiny", "fp32", "math")
     if ctx.device.type == "cpu":
         small = sweep(base_case("small", "fp32", "math"), compiled=False) if profile == "full" else []
@@ -109,11 +91,8 @@ def cases(ctx: BuildContext) -> list[TransformerCase]:
 
 
 def backend_skip_reason(case: TransformerCase, device: torch.device) -> str | None:
-    """Why this attention backend cannot run the case here, found by trying: one causal call,
-    forward and backward, of the case's head shape and dtype under sdpa_kernel, on q, k and v laid out
-    as the model passes them (strided views of one qkv projection: a kernel may take contiguous tensors
-    and refuse these), then a synchronize (a kernel that fails on the device says so there). torch
-    says why a backend refused in its warnings (on CUDA); they join the reason."""
+    """Why this backend cannot run the case, from one causal forward and backward on q, k, v laid out as the model
+    passes them (strided views of one qkv: a kernel may refuse these), with torch's warnings as the reason."""
     config, dtype = case.config, AMP_DTYPES.get(case.precision, torch.float32)
     width = config.n_head * config.head_dim
     qkv = torch.randn(1, config.seq_len, 3 * width, device=device, dtype=dtype, requires_grad=True)
@@ -126,14 +105,15 @@ def backend_skip_reason(case: TransformerCase, device: torch.device) -> str | No
                 torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
             devices.synchronize(device)
         except RuntimeError as error:
-            why = list(dict.fromkeys(torch_said(str(w.message).split("\n")[0]) for w in seen)) or [str(error).split(". ")[0]]
+            why = (list(dict.fromkeys(torch_said(str(w.message).split("\n")[0]) for w in seen))
+                   or [str(error).split(". ")[0]])
             what = f"sdpa backend {case.sdpa_backend} cannot run {case.precision} attention on {device.type}"
             return f"{what}: {'; '.join(why)}"
     return None
 
 
 def optimizer_for(case: TransformerCase, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """nanoGPT's AdamW (betas 0.9/0.95, weight decay 0.1); fused=True for adamw-fused, else torch's default."""
+    """nanoGPT's AdamW (betas 0.9/0.95, weight decay 0.1); fused=True for adamw-fused."""
     fused = True if case.optimizer == "adamw-fused" else None
     return torch.optim.AdamW(model.parameters(), lr=case.config.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
 
@@ -152,8 +132,8 @@ def fused_skip_reason(case: TransformerCase, device: torch.device) -> str | None
 
 
 def skip_reason(case: TransformerCase, device: torch.device) -> str | None:
-    return (compile_skip_reason(case.compile_mode) or precision_skip_reason(case.precision, device) or backend_skip_reason(case, device)
-            or fused_skip_reason(case, device))
+    return (compile_skip_reason(case.compile_mode) or precision_skip_reason(case.precision, device)
+            or backend_skip_reason(case, device) or fused_skip_reason(case, device))
 
 
 class TransformerStep:
@@ -183,10 +163,8 @@ class TransformerStep:
 
 
 def loss_check(losses: list[float], period: int = BATCH_POOL, capped: bool = False) -> str | None:
-    """Why these timed steps did not train: a loss that is not finite, or a loss on the first timed
-    step's batch that is not lower when that batch comes round again (every `period` steps) the
-    last time. The same batch: a step that does not train cannot pass on an easier batch. Steps cut
-    by a run budget (`capped`) too few for the batch to come round again are checked for finiteness only."""
+    """Why these steps did not train: a loss not finite, or the first batch's loss not lower the last time it comes
+    round (the same batch, so no pass on an easier one). Steps `capped` by a budget too few for that: finite only."""
     if not all(math.isfinite(x) for x in losses):
         return f"the loss is not finite ({', '.join(f'{x:.4g}' for x in losses)})"
     again = (len(losses) - 1) // period * period
@@ -201,7 +179,7 @@ def loss_check(losses: list[float], period: int = BATCH_POOL, capped: bool = Fal
 
 
 def model_figures(case: TransformerCase, params: int, median_s: float, device_name: str) -> dict[str, Any]:
-    """tokens/s and model TFLOP/s of a step of `median_s`, and MFU where the device's peak is known."""
+    """MFU only where the device's peak is known."""
     config = case.config
     per_token = flops_per_token(params, config.n_layer, config.n_head, config.head_dim, config.seq_len)
     tflops = per_token * config.tokens_per_step / median_s / 1e12
@@ -217,8 +195,7 @@ def step_figures(case: TransformerCase, step: TransformerStep, device_name: str,
         timed = torch.stack(step.losses[:stats.rounds]).float().cpu().tolist()  # the one read of the losses
         columns = model_figures(case, counted_params(step.model), stats.median_s, device_name)
         columns["train_loss"] = timed[-1] if timed else None
-        why = loss_check(timed, capped=stats.rounds < planned_steps)
-        if why:
+        if why := loss_check(timed, capped=stats.rounds < planned_steps):
             raise Diverged(why, {"train_loss": columns["train_loss"], "n_params": columns["n_params"]})
         if columns["mfu"] is not None and columns["mfu"] > 1:
             columns["reason"] = (f"impossible: MFU {columns['mfu']:.0%} is above the datasheet peak"
@@ -229,8 +206,7 @@ def step_figures(case: TransformerCase, step: TransformerStep, device_name: str,
 
 
 def attention_mismatch(case: TransformerCase, step: TransformerStep) -> str | None:
-    """Why the step did not run the attention backend it names, found from the kernels one step
-    calls under the profiler (eager or compiled; a fused backend has its own kernel, math none)."""
+    """Why the step did not run its backend, from the kernels of one profiled step (a fused backend has its own)."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
     names = {event.key for event in prof.key_averages()}
@@ -243,17 +219,15 @@ def attention_mismatch(case: TransformerCase, step: TransformerStep) -> str | No
 
 
 def build(case: TransformerCase, ctx: BuildContext) -> Timed:
-    reason = skip_reason(case, ctx.device)
-    if reason:
+    if reason := skip_reason(case, ctx.device):
         raise CaseSkipped(reason)
     restore = with_precision("fp32")  # IEEE fp32 (no TF32): fp32's peak is the one that applies
     try:
         step = TransformerStep(case, ctx.device, seed=ctx.build_index)
         warmup, timed_steps = STEPS[str(ctx.profile)]
-        for _ in range(warmup - 1):  # compiles (forward and backward) and grows the allocator, outside the samples
+        for _ in range(warmup - 1):  # compiles and grows the allocator, outside the samples
             step()
-        mismatch = attention_mismatch(case, step)  # the last warm-up step
-        if mismatch:
+        if mismatch := attention_mismatch(case, step):  # the last warm-up step
             raise CaseSkipped(mismatch)
         step.losses.clear()  # the timed steps' losses are the first ones from here
     except BaseException:
@@ -261,13 +235,14 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
         raise
     device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else ""
     no_datasheet = peak_tflops(device_name, case.precision) is None if device_name else True
-    return Timed(fn=step, figures=step_figures(case, step, device_name, timed_steps), plan=RoundPlan(0, 1, timed_steps, 0.0),
-                 cleanup=restore, cpu_memory=step, companion=measured_mfu(case, ctx, step) if no_datasheet else None)
+    return Timed(fn=step, figures=step_figures(case, step, device_name, timed_steps),
+                 plan=RoundPlan(0, 1, timed_steps, 0.0), cleanup=restore, cpu_memory=step,
+                 companion=measured_mfu(case, ctx, step) if no_datasheet else None)
 
 
-def measured_mfu(case: TransformerCase, ctx: BuildContext, step: TransformerStep) -> Callable[[Measurement], dict[str, Any]]:
-    """On a device with no datasheet peak: MFU against this build's own matmul in the case's precision
-    (gpubench.harness.workloads.common.matmul_peak), as the attention workload's roofline."""
+def measured_mfu(case: TransformerCase, ctx: BuildContext,
+                 step: TransformerStep) -> Callable[[Measurement], dict[str, Any]]:
+    """On a device with no datasheet peak: MFU against this build's own matmul in the case's precision."""
     def companion(measured: Measurement) -> dict[str, Any]:
         peak = measured_peak(case.precision, ctx)
         tflops = model_figures(case, counted_params(step.model), measured.stats.median_s, "")["tflops"]
@@ -280,8 +255,8 @@ def headline(cases: list[TransformerCase]) -> list[TransformerCase]:
     return list({c.model: c for c in reversed(cases)}.values())[::-1]
 
 
-# The share of the probed matmul rate a training step reaches (a tiny model on a CPU, GPT-2 on a GPU: 0.2-0.4);
-# a cold torch.compile of the step takes 20 s to 2 minutes on a 2-core CPU, 30-60 s on a GPU host.
+# The share of the probed matmul rate a training step reaches (tiny on a CPU, GPT-2 on a GPU: 0.2-0.4); a cold
+# torch.compile of the step takes 20 s to 2 minutes on a 2-core CPU, 30-60 s on a GPU host.
 TRANSFORMER_EFFICIENCY = 0.25
 COLD_COMPILE_S = 60.0
 

@@ -1,9 +1,6 @@
-"""The six collectives a rank times, each as nccl-tests sizes it: the buffers a rank holds, the call,
-and the result every rank must hold afterwards (nccl-tests' `#wrong` check).
-
-Every rank's input is a pattern of small integers that differs between ranks and along the
-buffer, so every sum is exact in fp32, and a chunk from the wrong rank or the wrong offset, a
-missing or doubled contribution, or a stale buffer each leaves elements that differ."""
+"""The six collectives as nccl-tests sizes them: a rank's buffers, the call, and the result every rank must hold
+(nccl-tests' `#wrong` check). Inputs are small integers that differ per rank and offset, so sums are exact in fp32
+and a misplaced chunk, a missing or doubled contribution, or a stale buffer leaves elements that differ."""
 
 from __future__ import annotations
 
@@ -31,9 +28,10 @@ class Buffers:
 
 
 def cycle_of_five(start: int, count: int, device: torch.device) -> torch.Tensor:
-    """g % 5 for g in start..start+count, as fp32, made with one int32 index alive beside it (an int64 arange
-    and its remainder would be four times the result: the collectives' memory check counts on this)."""
-    index = torch.arange(start, start + count, device=device, dtype=torch.int32 if start + count < 2**31 else torch.int64)
+    """g % 5 for g in start..start+count, as fp32, beside one int32 index (an int64 arange and its remainder would
+    be four times the result: the collectives' memory check counts on this)."""
+    index = torch.arange(start, start + count, device=device,
+                         dtype=torch.int32 if start + count < 2**31 else torch.int64)
     return index.remainder_(5).to(torch.float32)
 
 
@@ -50,16 +48,14 @@ def summed(start: int, count: int, world_size: int, device: torch.device) -> tor
 
 @dataclass(frozen=True)
 class Collective:
-    """`count` is the operation's elements as nccl-tests counts them (the whole gathered buffer of
-    an all_gather, the whole input of a reduce_scatter or all_to_all); chunked ops get a multiple
-    of the ranks (gpubench.harness.catalog.collectives.elements)."""
+    """`count`: the operation's elements as gpubench.harness.catalog.collectives.elements counts them."""
 
     name: str
     make: Callable[[int, Ranks, torch.device], Buffers]
     call: Callable[[Buffers, Ranks], None]
     expected: Callable[[int, Ranks, torch.device], torch.Tensor]
-    # Sums into its own input: timed on zeros, since a sum of the pattern grows n-fold per call and
-    # overflows within a few hundred calls; zeros stay zeros, and the work per call is the same.
+    # Sums into its own input: timed on zeros, since the pattern grows n-fold per call and overflows within a few
+    # hundred calls; zeros stay zeros for the same work.
     in_place_sum: bool = False
 
 
@@ -69,8 +65,7 @@ def _in_place(count: int, ranks: Ranks, device: torch.device) -> Buffers:
 
 
 def _gather_buffers(count: int, ranks: Ranks, device: torch.device) -> Buffers:
-    chunk = count // ranks.world_size
-    return Buffers(pattern(ranks.rank, 0, chunk, device), torch.empty(count, device=device))
+    return Buffers(pattern(ranks.rank, 0, count // ranks.world_size, device), torch.empty(count, device=device))
 
 
 def _scatter_buffers(count: int, ranks: Ranks, device: torch.device) -> Buffers:
@@ -121,8 +116,8 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
 
 
 def mismatch(result: torch.Tensor, expected: torch.Tensor) -> tuple[int, int, float, float]:
-    """One rank's `#wrong`: (elements that differ, the first one's index, its value, the expected
-    value); (0, -1, 0, 0) when the result is right. A NaN never equals its expectation."""
+    """One rank's `#wrong`: (elements that differ, the first one's index, its value, the expected value);
+    (0, -1, 0, 0) when right. A NaN never equals its expectation."""
     wrong = result != expected
     count = int(torch.count_nonzero(wrong))  # not wrong.sum(): a sum of bools is made in int64, twice the buffer
     if count == 0:

@@ -1,6 +1,5 @@
-"""The parts of a training epoch the MNIST epoch and time-to-accuracy workloads share: the case and its
-settings, its loaders, its trainer, the warm-up and compile cost before the clock starts, and what an
-epoch costs the planner."""
+"""What the MNIST epoch and time-to-accuracy workloads share: the case, its loaders and trainer, the warm-up and
+compile cost before the clock starts, and an epoch's cost to the planner."""
 
 from __future__ import annotations
 
@@ -18,18 +17,16 @@ from gpubench.harness.devices.data_source import Batch, DataSource, PreloadedLoa
 from gpubench.harness.measurement.cases import Case
 from gpubench.harness.measurement.loop import sample, time_call, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.workloads.common.models import CNN_EFFICIENCY, CNN_FORWARD_FLOPS, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
+from gpubench.harness.workloads.common.models import (CNN_EFFICIENCY, CNN_FORWARD_FLOPS, CNN_STEP_LAUNCHES,
+                                                      CNN_TRAIN_FLOPS, make_model)
 from gpubench.harness.workloads.common.train_loop import Trainer, compile_skip_reason, precision_skip_reason
 
-
-SMOKE_IMAGES = (2048, 512)  # the smoke profile trains on this many train/test images: it tests the suite, not the machine
+SMOKE_IMAGES = (2048, 512)  # smoke's train/test images: it tests the suite, not the machine
 
 
 @dataclass(frozen=True)
 class EpochCase(Case):
-    """Defaults are the template (a tutorial's usual MNIST setup): DataLoader with ToTensor+Normalize per image,
-    batch 256, num_workers=4, pin_memory=True, non_blocking copies, fp32, no compile.
-    A preloaded epoch uses none of the DataLoader's knobs: they are None."""
+    """Defaults are the template (a tutorial's usual MNIST setup); a preloaded epoch's DataLoader knobs are None."""
 
     workload: ClassVar[str] = "mnist_epoch"
     batch_size: int = 256
@@ -46,8 +43,7 @@ class EpochCase(Case):
     accumulation_steps: int = 1
     freeze_features: bool = False
     model: str = "cnn"
-    # precision and channels_last come from the race of this machine (gpubench.harness.workloads.common.epoch_race) when the case is
-    # built; the case's own values are placeholders until then
+    # precision and channels_last come from this machine's race (epoch_race) at build; placeholders until then
     raced: bool = False
 
     @property
@@ -56,19 +52,20 @@ class EpochCase(Case):
 
 
 TEMPLATE = EpochCase()
-PRELOADED = EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
+PRELOADED = EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
+                      persistent_workers=None)
 
 
 def skip_reason(case: EpochCase, device: torch.device) -> str | None:
-    reason = precision_skip_reason(case.precision, device)
-    if reason:
+    if reason := precision_skip_reason(case.precision, device):
         return reason
     if case.loader == "dataloader" and not case.num_workers and (case.persistent_workers or case.prefetch_factor):
         return "persistent_workers and prefetch_factor need num_workers > 0 (DataLoader rejects them)"
     return compile_skip_reason(case.compile_mode)
 
 
-def make_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tuple[Iterable[Batch], Iterable[Batch]]:
+def make_loaders(case: EpochCase, data: DataSource,
+                 device: torch.device) -> tuple[Iterable[Batch], Iterable[Batch]]:
     if case.loader == "preloaded":
         return (PreloadedLoader(*data.preloaded(True, device), case.batch_size, shuffle=True),
                 PreloadedLoader(*data.preloaded(False, device), case.batch_size, shuffle=False))
@@ -83,15 +80,15 @@ def make_loaders(case: EpochCase, data: DataSource, device: torch.device) -> tup
 
 
 def shape_batches(data: DataSource, device: torch.device, batch_size: int) -> list[Batch]:
-    """Device batches of every shape an epoch will see (full, and the train/test remainders), so
-    warm-up compiles and autotunes all of them before the clock starts."""
+    """Device batches of every shape an epoch sees (full, and the remainders), so warm-up compiles them all."""
     cpu = torch.device("cpu")
     images, labels = data.preloaded(True, cpu)  # only the slices go to the device, not the dataset
     test_images, test_labels = data.preloaded(False, cpu)
     sizes = {batch_size, labels.shape[0] % batch_size or batch_size}
     train = [(images[:n].to(device), labels[:n].to(device)) for n in sorted(sizes, reverse=True)]
     test_sizes = {batch_size, test_labels.shape[0] % batch_size or batch_size}
-    return train + [(test_images[:n].to(device), test_labels[:n].to(device)) for n in sorted(test_sizes, reverse=True)]
+    return train + [(test_images[:n].to(device), test_labels[:n].to(device))
+                    for n in sorted(test_sizes, reverse=True)]
 
 
 @dataclass
@@ -115,8 +112,8 @@ def step_seconds(trainer: Trainer, batch: Batch, rounds: int = 5) -> float:
     return summarize(sample(lambda: trainer.step([batch]), plan, trainer.clock)).median_s
 
 
-def make_trainer(case: EpochCase, device: torch.device, clock: SyncedClock, compile_mode: str | None = None, seed: int = 0,
-                 lr: float = 1e-3) -> Trainer:
+def make_trainer(case: EpochCase, device: torch.device, clock: SyncedClock, compile_mode: str | None = None,
+                 seed: int = 0, lr: float = 1e-3) -> Trainer:
     return Trainer(make_model(case.model, case.checkpointing, seed), device, case.precision, case.accumulation_steps,
                    case.freeze_features, case.compile_mode if compile_mode is None else compile_mode,
                    lr=lr, channels_last=case.channels_last, clock=clock)
@@ -130,10 +127,8 @@ _COMPILER_WARMED: set[str] = set()  # device types whose compiler machinery this
 
 
 def warm_compiler(device: torch.device) -> bool:
-    """Once per process and device type, a trivial torch.compile run once: inductor's imports, its
-    compile-worker pool and the device's code generator start here, not inside the first compiled
-    case's cold `compile_s` (later cases in the process never paid them, so the first was not
-    comparable). Returns whether it ran."""
+    """Once per process and device type, a trivial compile: inductor's imports, worker pool and code generator start
+    here, not in the first compiled case's `compile_s` (which later cases never paid). Returns whether it ran."""
     if device.type in _COMPILER_WARMED:
         return False
 
@@ -146,11 +141,8 @@ def warm_compiler(device: torch.device) -> bool:
 
 
 class FreshCompileCaches:
-    """A compile measured from scratch: dynamo's state reset, inductor's in-memory kernel caches
-    cleared and its on-disk caches (inductor, triton) pointed at an empty folder — else a case
-    inherits the kernels of the cases before it and compile_s depends on case order. Built on
-    torch's own `fresh_inductor_cache`; the user's cache settings come back on exit. The compiler
-    machinery is warmed first (once per process), outside the fresh caches."""
+    """A compile from scratch (dynamo reset, inductor's caches fresh via `fresh_inductor_cache`), else compile_s
+    depends on case order; the compiler is warmed first, outside them, and the user's settings return on exit."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -172,50 +164,47 @@ class FreshCompileCaches:
 
 
 def eager_step_seconds(case: EpochCase, trainer: Trainer, batch: Batch) -> float:
-    """The same step uncompiled, warmed, on the same batch, with the timed trainer's clock (its
-    model is freed on return)."""
+    """The same step uncompiled and warmed, on the same batch and clock (its model freed on return)."""
     eager = make_trainer(case, trainer.device, trainer.clock, compile_mode="none")
     warm_up(lambda: eager.step([batch]), 2, eager.clock)
     return step_seconds(eager, batch)
 
 
 def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
-    """Eager step, then the cold first call of `trainer` (compile + one step) minus an eager step;
-    with `warm`, a second fresh model compiled against the cache the first filled."""
+    """The cold first call of `trainer` minus an eager step; with `warm`, a fresh model against the filled cache."""
     cost = CompileCost(eager_step_s=eager_step_seconds(case, trainer, first))
     with FreshCompileCaches(device) as caches:
-        # a first call minus one eager step; a warm compile can be shorter than the step's own
-        # noise, so both are floored at zero rather than published as negative times
+        # a warm compile can be shorter than the step's noise: floored at zero, never a negative time
         cost.compile_s = max(0.0, first_call_s(trainer, first) - cost.eager_step_s)
         if warm:
             caches.reset_dynamo()
             # the reset also dropped the timed trainer's graphs: warm-up below re-traces them
-            cost.compile_warm_s = max(0.0, first_call_s(make_trainer(case, device, trainer.clock), first) - cost.eager_step_s)
+            fresh = make_trainer(case, device, trainer.clock)
+            cost.compile_warm_s = max(0.0, first_call_s(fresh, first) - cost.eager_step_s)
     return cost
 
 
-def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], device: torch.device, profile: str) -> CompileCost:
-    """Warm-up outside the samples: cuDNN/cuBLAS init, allocator growth and, when compiled, the
-    compilation of every shape. For compiled cases also the cold first-call compile time against
-    an eager step on the same batch (and, in the full profile, the warm-cache compile)."""
+def warm_and_cost(case: EpochCase, trainer: Trainer, batches: list[Batch], device: torch.device,
+                  profile: str) -> CompileCost:
+    """Warm-up outside the samples (library init, allocator growth, every shape compiled), and for compiled cases
+    the compile cost (warm-cache too in the full profile)."""
     first, train_shapes = batches[0], [b for b in batches if b[0].shape[0] != batches[0][0].shape[0]][:1]
-    cost = CompileCost()
-    if case.compile_mode != "none":
-        cost = compile_cost(case, trainer, first, device, warm=profile == "full")
+    compiled = case.compile_mode != "none"
+    cost = compile_cost(case, trainer, first, device, warm=profile == "full") if compiled else CompileCost()
     repeats = 3 if case.compile_mode == "reduce-overhead" else 2  # CUDA graphs record on a later call
     for _ in range(repeats):
         trainer.step([first])
         for batch in train_shapes:
             trainer.step([batch])
         trainer.evaluate(batches)
-    if case.compile_mode != "none":
+    if compiled:
         cost.compiled_step_s = step_seconds(trainer, first)
     return cost
 
 
 # A DataLoader's ToTensor+Normalize per image, in its workers (host seconds per sample, 2-core CPUs).
 LOADER_S_PER_SAMPLE = 40e-6
-# A raced case first races its contestants on a batch (gpubench.harness.workloads.common.epoch_race): about this much of an epoch.
+# A raced case first races its contestants on a batch: about this much of an epoch.
 RACE_EPOCHS = 0.3
 
 
@@ -224,5 +213,6 @@ def epoch_work(case: EpochCase, profile: str, epochs: float = 1.0) -> Work:
     train, test = SMOKE_IMAGES if profile == "smoke" else (60_000, 10_000)
     steps = epochs * train / case.batch_size + test / case.batch_size
     loader_s = LOADER_S_PER_SAMPLE * (epochs * train + test) if case.loader == "dataloader" else 0.0
-    return Work(flops=epochs * train * CNN_TRAIN_FLOPS + test * CNN_FORWARD_FLOPS, dtype=case.precision, efficiency=CNN_EFFICIENCY,
-                launches=steps * CNN_STEP_LAUNCHES, host_s=loader_s, calls=1 + (RACE_EPOCHS if case.raced else 0.0))
+    return Work(flops=epochs * train * CNN_TRAIN_FLOPS + test * CNN_FORWARD_FLOPS, dtype=case.precision,
+                efficiency=CNN_EFFICIENCY, launches=steps * CNN_STEP_LAUNCHES, host_s=loader_s,
+                calls=1 + (RACE_EPOCHS if case.raced else 0.0))

@@ -1,16 +1,6 @@
-"""The epoch settings raced on the machine at hand: which precision and memory format trains the CNN fastest here.
-
-A setting that wins on one CPU can lose 4x on another (bf16 is native on AVX-512 BF16 and emulated on AVX2), so the
-"fastest" epoch and the time-to-accuracy designs built on it take the winner of a short race instead of a fixed list.
-Each contestant is a fresh model and optimizer on one batch of the dataset's images at the template's batch size:
-warm-up steps first (outside the clock), then steps timed with the session's synchronised clock until the profile's
-step count or time cap. The winner trains the most samples per second; a contestant the device cannot run, or whose
-step raises, is skipped with its reason. The result is kept per machine in the results folder (RACE_FILE), keyed by
-the machine's fingerprint, the device, the torch version, the profile and the contestants: a later run with the same
-key reads it instead of racing. A kept race is evidence, not truth (a team's results folder is writable by others):
-it is read only from a file the user owns and no one else can write, and only when every figure is one a race could
-have produced; anything else is raced again, and the row says which it was and why.
-"""
+"""Which precision and memory format trains the CNN fastest on this machine, raced: a setting that wins on one CPU can
+lose 4x on another (bf16 native on AVX-512 BF16, emulated on AVX2). The result is kept in the results folder per key,
+and a kept race is reused only from a file the user alone can write, when every figure is one a race could produce."""
 
 from __future__ import annotations
 
@@ -35,7 +25,7 @@ RACE_SHARE_FRAC = 0.3  # under --budget, the race takes at most this part of its
 MIN_CAP_S = 0.05  # a contestant given less than this cannot be told apart from noise: the race is not run
 MAX_FILE_BYTES = 1 << 20
 MAX_TEXT_CHARS = 300  # a kept note or reason longer than any this module writes (one_line's cap) is not a race's
-MIN_STEP_S = 1e-5  # no device trains a batch of 256 through the CNN faster: a kept race claiming so is not believed
+MIN_STEP_S = 1e-5  # no device trains a batch of 256 through the CNN faster: a kept race claiming so is refused
 RACED_HERE = "raced on this machine"
 Step = Callable[[], None]
 
@@ -90,7 +80,7 @@ class RaceResult:
     entries: tuple[Entry, ...]
     note: str = ""  # why the race was not run or won by none
     complete: bool = True  # every contestant ran its plan's full time cap or steps: a race worth keeping
-    origin: str = RACED_HERE  # where the figures come from: this run's race, or a kept one (and why not, if refused)
+    origin: str = RACED_HERE  # this run's race, or a kept one (and why not, if refused)
 
     @property
     def winner(self) -> Contestant:
@@ -103,26 +93,27 @@ class RaceResult:
     def summary(self) -> str:
         """One line for the row's reason: each contestant's steps/s, the winner named."""
         winner = self.winner.name
-        parts = [f"{e.name} {e.steps_per_s:.3g} steps/s" + (" (won)" if e.name == winner else "") if e.status == "ok"
-                 else f"{e.name} skipped ({e.reason})" for e in self.entries]
+        parts = [f"{e.name} {e.steps_per_s:.3g} steps/s" + (" (won)" if e.name == winner else "")
+                 if e.status == "ok" else f"{e.name} skipped ({e.reason})" for e in self.entries]
         head = f"{self.origin}: {winner} won" + (f" ({self.note})" if self.note else "")
         return head + (": " + ", ".join(parts) if parts else "")
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "note": self.note, "winner": self.winner.name, "complete": self.complete,
-                "entries": [dict(asdict(e), steps_per_s=e.steps_per_s, samples_per_s=e.samples_per_s) for e in self.entries]}
+                "entries": [dict(asdict(e), steps_per_s=e.steps_per_s, samples_per_s=e.samples_per_s)
+                            for e in self.entries]}
 
 
-def run_contestant(contestant: Contestant, make_step: Callable[[Contestant], Step], skip: Callable[[Contestant], str | None],
-                   plan: RacePlan, cap_s: float, clock: Callable[[], float]) -> Entry:
+def run_contestant(contestant: Contestant, make_step: Callable[[Contestant], Step],
+                   skip: Callable[[Contestant], str | None], plan: RacePlan, cap_s: float,
+                   clock: Callable[[], float]) -> Entry:
     """Warm-up, then timed steps until `plan.steps` or `cap_s`; every clock read is synchronised."""
-    reason = skip(contestant)
-    if reason:
+    if reason := skip(contestant):
         return Entry(contestant.name, "skipped", reason=reason)
     try:
         step = make_step(contestant)
         warm_start_s = clock()
-        for _ in range(plan.warmup_steps):  # a step slower than the cap warms up once: that call pays the one-time costs
+        for _ in range(plan.warmup_steps):  # a step slower than the cap warms up once, paying the one-time costs
             step()
             if clock() - warm_start_s >= cap_s:
                 break
@@ -137,8 +128,9 @@ def run_contestant(contestant: Contestant, make_step: Callable[[Contestant], Ste
     return Entry(contestant.name, "ok", steps, elapsed_s)
 
 
-def race(contestants: tuple[Contestant, ...], make_step: Callable[[Contestant], Step], skip: Callable[[Contestant], str | None],
-         plan: RacePlan, clock: Callable[[], float], key: str, budget_s: float | None = None) -> RaceResult:
+def race(contestants: tuple[Contestant, ...], make_step: Callable[[Contestant], Step],
+         skip: Callable[[Contestant], str | None], plan: RacePlan, clock: Callable[[], float], key: str,
+         budget_s: float | None = None) -> RaceResult:
     """Every contestant in turn. Under a budget each gets an equal part of `budget_s`, half for its warm-up and half
     for its timed steps (each at most the plan's cap); a contestant that would start after `budget_s` is skipped."""
     cap_s = plan.cap_s if budget_s is None else min(plan.cap_s, budget_s / max(1, 2 * len(contestants)))
@@ -147,7 +139,8 @@ def race(contestants: tuple[Contestant, ...], make_step: Callable[[Contestant], 
     start_s, entries, cut = clock(), [], False
     for contestant in contestants:
         if budget_s is not None and clock() - start_s >= budget_s:  # warm-ups and slow steps ran past the parts
-            entries.append(Entry(contestant.name, "skipped", reason=f"the race's {budget_s:.2g} s of the budget was spent"))
+            entries.append(Entry(contestant.name, "skipped",
+                                 reason=f"the race's {budget_s:.2g} s of the budget was spent"))
             cut = True
         else:
             entries.append(run_contestant(contestant, make_step, skip, plan, cap_s, clock))
@@ -157,7 +150,8 @@ def race(contestants: tuple[Contestant, ...], make_step: Callable[[Contestant], 
 
 def race_key(machine_id: str, device: torch.device, profile: str, contestants: tuple[Contestant, ...]) -> str:
     """What the winner depends on: another machine, device, torch, profile or contestant list races again."""
-    return "|".join([machine_id, str(device), f"torch {torch.__version__}", str(profile), ",".join(c.name for c in contestants)])
+    return "|".join([machine_id, str(device), f"torch {torch.__version__}", str(profile),
+                     ",".join(c.name for c in contestants)])
 
 
 def entry_problem(entry: object, plan: RacePlan) -> str | None:
@@ -169,13 +163,16 @@ def entry_problem(entry: object, plan: RacePlan) -> str | None:
         return f"{name}: not {RACE_BATCH} samples a step"
     if entry.get("status") == "skipped":
         reason = entry.get("reason")
-        return None if steps == 0 and isinstance(reason, str) and len(reason) <= MAX_TEXT_CHARS else f"{name}: an odd skip"
-    if entry.get("status") != "ok" or type(steps) is not int or not isinstance(seconds, (int, float)) or entry.get("reason"):
+        plausible = steps == 0 and isinstance(reason, str) and len(reason) <= MAX_TEXT_CHARS
+        return None if plausible else f"{name}: an odd skip"
+    if (entry.get("status") != "ok" or type(steps) is not int or not isinstance(seconds, (int, float))
+            or entry.get("reason")):
         return f"{name}: not an ok or skipped entry"
     if not (1 <= steps <= plan.steps and math.isfinite(seconds) and seconds >= steps * MIN_STEP_S):
         return f"{name}: {steps} steps in {seconds} s, impossible under the {plan.steps}-step plan"
     if steps < plan.steps and seconds < plan.cap_s:
-        return f"{name}: {steps} steps in {seconds:.3g} s, stopped before the plan's {plan.steps} steps or {plan.cap_s} s"
+        return (f"{name}: {steps} steps in {seconds:.3g} s, stopped before the plan's {plan.steps} steps or "
+                f"{plan.cap_s} s")
     return None
 
 
@@ -197,8 +194,9 @@ def kept_race(found: object, key: str, plan: RacePlan) -> RaceResult:
     if problem:
         raise ValueError(problem)
     fields = ("name", "status", "steps", "seconds", "samples_per_step", "reason")
-    return RaceResult(key, tuple(Entry(**{f: e.get(f, "") if f == "reason" else e[f] for f in fields}) for e in entries),
-                      note, origin=f"kept from an earlier race on this machine ({RACE_FILE} in the results folder)")
+    return RaceResult(key, tuple(Entry(**{f: e.get(f, "") if f == "reason" else e[f] for f in fields})
+                                 for e in entries), note,
+                      origin=f"kept from an earlier race on this machine ({RACE_FILE} in the results folder)")
 
 
 def load_cached(path: Path, key: str, plan: RacePlan) -> tuple[RaceResult | None, str]:
@@ -215,26 +213,27 @@ def load_cached(path: Path, key: str, plan: RacePlan) -> tuple[RaceResult | None
 
 
 def save(path: Path, result: RaceResult) -> str:
-    """Kept beside the other machines' races in the same file, written through a rename (others may read it);
-    why it could not be kept, or ""."""
+    """Kept beside other machines' races, written through a rename (others may read it); why not kept, or ""."""
     try:
         kept = read_json(path, MAX_FILE_BYTES, "epoch race file", own=True) if path.exists() else {}
     except (OSError, ValueError):
         kept = {}  # a file not ours or not readable: our own replaces it
     kept = dict(kept) if isinstance(kept, dict) else {}
     kept[result.key] = result.to_json()
-    fix = "choose a --results-dir you can write"
     try:
-        replace_bytes(path.parent, path.name, json.dumps(kept, indent=1, sort_keys=True).encode(), "epoch race file", fix)
+        replace_bytes(path.parent, path.name, json.dumps(kept, indent=1, sort_keys=True).encode(), "epoch race file",
+                      "choose a --results-dir you can write")
     except OSError as error:
         return f"not kept: {' '.join(str(error).split())[:MAX_TEXT_CHARS]}"
     return ""
 
 
-def training_step(device: torch.device, clock: Any, images: torch.Tensor, labels: torch.Tensor) -> Callable[[Contestant], Step]:
+def training_step(device: torch.device, clock: Any, images: torch.Tensor,
+                  labels: torch.Tensor) -> Callable[[Contestant], Step]:
     """A contestant's step: a fresh CNN and optimizer in its precision and memory format, on one batch."""
     def make(contestant: Contestant) -> Step:
-        trainer = Trainer(make_model("cnn"), device, contestant.precision, channels_last=contestant.channels_last, clock=clock)
+        trainer = Trainer(make_model("cnn"), device, contestant.precision, channels_last=contestant.channels_last,
+                          clock=clock)
         batch = (images[:RACE_BATCH].to(device), labels[:RACE_BATCH].to(device))
         return lambda: trainer.step([batch])
 
@@ -271,12 +270,12 @@ def race_here(ctx: BuildContext) -> RaceResult:
 
 def apply_winner(case: Any, result: RaceResult) -> Any:
     """A raced case with the winner's precision and memory format (its other settings kept)."""
-    winner = result.winner
-    return replace(case, precision=winner.precision, channels_last=winner.channels_last)
+    return replace(case, precision=result.winner.precision, channels_last=result.winner.channels_last)
 
 
-def raced_figures(figures: Callable[..., dict[str, Any]], case: Any, result: RaceResult) -> Callable[..., dict[str, Any]]:
-    """The row of a raced case: the settings that ran, and the race's figures in its reason (why they were chosen)."""
+def raced_figures(figures: Callable[..., dict[str, Any]], case: Any,
+                  result: RaceResult) -> Callable[..., dict[str, Any]]:
+    """A raced case's row: the settings that ran, and the race's figures in its reason (why they were chosen)."""
     def wrapped(*args: Any) -> dict[str, Any]:
         row = figures(*args)
         row.update(precision=case.precision, channels_last=case.channels_last)

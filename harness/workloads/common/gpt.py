@@ -1,11 +1,5 @@
-"""A small GPT-style decoder (after nanoGPT): token and position embeddings, pre-LayerNorm blocks of
-causal self-attention through F.scaled_dot_product_attention and a 4x MLP, a final LayerNorm and an
-output head tied to the token embedding. No dropout and no biases, so a step is deterministic and
-every weight but the LayerNorms' is a matmul's.
-
-Also here: the model FLOPs per token the transformer workload's MFU divides by (PaLM appendix B,
-nanoGPT's estimate_mfu), and the learnable synthetic token stream it trains on.
-"""
+"""A small GPT-style decoder after nanoGPT (no dropout and no biases, so a step is deterministic and every weight
+but the LayerNorms' is a matmul's), its model FLOPs per token for MFU, and the synthetic token stream it learns."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ SDPA_BACKENDS: dict[str, SDPBackend] = {
     "math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
 }
-PATTERN_TOKENS = 256  # the token stream cycles through this many distinct tokens (fewer when the vocabulary is smaller)
+PATTERN_TOKENS = 256  # distinct tokens the stream cycles through (fewer when the vocabulary is smaller)
 
 
 @dataclass(frozen=True)
@@ -55,19 +49,14 @@ CONFIGS: dict[str, GPTConfig] = {
 
 
 def flops_per_token(params: int, n_layer: int, n_head: int, head_dim: int, seq_len: int) -> int:
-    """Model FLOPs of one token's training step (forward and backward): 6·N for the weights (a
-    multiply and an add per weight forward, twice that backward) plus 12·L·H·Q·T for attention
-    (QKᵀ and AV over all T positions, forward and backward). PaLM appendix B; nanoGPT's
-    estimate_mfu. The causal mask's skipped half is counted, as both do, so figures compare with
-    theirs; recomputation (activation checkpointing) is never counted."""
+    """One token's training-step FLOPs, 6·N + 12·L·H·Q·T (PaLM appendix B, nanoGPT's estimate_mfu). The causal
+    mask's skipped half is counted, as both do, so figures compare; recomputation is never counted."""
     return 6 * params + 12 * n_layer * n_head * head_dim * seq_len
 
 
 def counted_params(model: GPT) -> int:
-    """N as nanoGPT counts it: every parameter but the position embedding, a lookup that no
-    matmul multiplies with. The token embedding stays in: it is tied to the output head, whose
-    matmul every token pays (31% of GPT-2 small's N). The LayerNorm weights ride along
-    (0.02% of N at 125M, 0.3% at tiny): 6 FLOPs counted for each is within the noise of any step."""
+    """N as nanoGPT counts it: every parameter but the position embedding (a lookup, no matmul). The token embedding
+    is tied to the head, a matmul every token pays; the LayerNorm weights (0.02-0.3% of N) are within the noise."""
     return sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
 
 
@@ -137,16 +126,13 @@ class GPT(nn.Module):
 
 def token_batches(config: GPTConfig, device: torch.device, count: int,
                   seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """`count` batches of (tokens, next tokens), windows at random offsets of one stream that cycles
-    through a fixed random order of PATTERN_TOKENS tokens: the next token is a function of the
-    current one, so a model that trains learns it and its loss falls step after step. Made once
-    and kept on the device: the timed steps measure the model, not a data pipeline."""
+    """`count` (tokens, next tokens) windows of a stream cycling through PATTERN_TOKENS tokens, so a training loss
+    falls step after step; kept on the device so the timed steps measure the model, not a data pipeline."""
     gen = torch.Generator().manual_seed(seed)
     distinct = min(PATTERN_TOKENS, config.vocab_size)
     pattern = torch.randperm(config.vocab_size, generator=gen)[:distinct]
-    repeats = math.ceil((config.seq_len + 1) / distinct) + 1
-    stream = pattern.repeat(repeats)
     span = config.seq_len + 1
+    stream = pattern.repeat(math.ceil(span / distinct) + 1)
     batches = []
     for _ in range(count):
         offsets = torch.randint(0, distinct, (config.batch_size,), generator=gen)

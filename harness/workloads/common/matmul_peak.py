@@ -1,7 +1,5 @@
-"""This machine's own matmul TFLOP/s in a dtype, measured inside the build that needs it with the
-session's clock: the ceiling a roofline is drawn against without trusting a datasheet. It is
-measured once per device, dtype and build and kept for the process, so the cases of one build
-share one figure and each independent build measures its own."""
+"""This machine's own matmul TFLOP/s in a dtype: the ceiling a roofline is drawn against without a datasheet.
+Measured once per device, dtype and build, so the cases of one build share it and each build measures its own."""
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ def peak_n(device: torch.device, dtype: str) -> int:
 
 
 def measured_peak(dtype: str, ctx: BuildContext) -> MatmulPeak:
-    """The matmul TFLOP/s of this build (median over the profile's rounds), measured on first use."""
+    """This build's median matmul TFLOP/s, measured on first use."""
     key = (str(ctx.device), dtype, ctx.build_index)
     if key not in _MEASURED:
         n = peak_n(ctx.device, dtype)

@@ -1,5 +1,4 @@
-"""Dense matmul parts the matmul, speedup, selfcheck, attention and transformer workloads share: operands,
-the fp32 matmul precision a case runs under, and TFLOP/s against the device's datasheet peak."""
+"""Dense matmul parts several workloads share: operands, the fp32 matmul precision, TFLOP/s against the peak."""
 
 from __future__ import annotations
 
@@ -25,7 +24,8 @@ def float32_precision_for(dtype: str) -> str:
     return "high" if dtype == "tf32" else "highest"
 
 
-def operands(n: int, dtype: str, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def operands(n: int, dtype: str, device: torch.device,
+             seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random operands (never zeros: they can run faster than real data) and an output buffer."""
     gen = seeded_generator(device, seed)
     a = randn_on((n, n), device, TORCH_DTYPES[dtype], gen)
@@ -34,7 +34,7 @@ def operands(n: int, dtype: str, device: torch.device, seed: int = 0) -> tuple[t
 
 
 def with_precision(dtype: str) -> Callable[[], None]:
-    """Set the fp32 matmul precision for this case; returns the function that restores it."""
+    """Set the fp32 matmul precision for this case; returns its restore function."""
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(float32_precision_for(dtype))
     return lambda: torch.set_float32_matmul_precision(previous)

@@ -8,11 +8,7 @@ from torch.utils.checkpoint import checkpoint
 
 
 class CNN(nn.Module):
-    """Conv(1→32)–ReLU–Pool → Conv(32→64)–ReLU–Pool → Linear(3136→256)–ReLU–Dropout → Linear(256→10).
-
-    With `checkpointing`, each conv block's activations are recomputed in backward instead of
-    stored (torch.utils.checkpoint, non-reentrant), trading compute for memory (gradient checkpointing).
-    """
+    """Two conv blocks and two linear layers; `checkpointing` recomputes each conv block in backward (non-reentrant)."""
 
     def __init__(self, checkpointing: bool = False) -> None:
         super().__init__()

@@ -1,6 +1,5 @@
-"""A torchrun launch of a multi-process case (DDP, the collectives): its time limits, the ranks'
-heartbeats that name a rank which stopped, the launch itself with its failure read from the ranks'
-output, and the workdirs a killed run left behind."""
+"""A torchrun launch of a multi-process case: its time limits, heartbeats that name a stopped rank, the failure read
+from the ranks' output, and the workdirs a killed run left behind."""
 
 from __future__ import annotations
 
@@ -23,21 +22,17 @@ from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job
 from gpubench.harness.processes.torchrun import TorchrunLauncher
 
 
-# A whole torchrun launch (start, warm-up, the steps, teardown) per profile: past it a rank hung
-# or died without torchrun noticing, and the launch is killed with every rank.
+# A whole torchrun launch per profile: past it a rank hung or died unnoticed, and the launch is killed.
 LAUNCH_TIMEOUT_S = {"smoke": 120, "quick": 600, "full": 3600}
-# The ranks' own collective timeout: a peer that stopped answering fails the waiting rank with its
-# error (quoted in the case's reason) before the launch is killed without one. Half the launch's,
-# at most two minutes below the full profile: a quick case with a silent rank ends within 5 min.
+# The ranks' collective timeout: a silent peer fails the waiting rank with an error (quoted in the reason) before
+# the launch is killed without one; at most two minutes below full, so a quick case ends within 5 min.
 COLLECTIVE_TIMEOUT_S = {"smoke": 60, "quick": 120, "full": 1800}
-# A rank whose heartbeat file (Heartbeat below, rewritten every second by a thread) is this
-# old stopped responding (SIGSTOP, a frozen process): the launch is killed naming it, first.
+# A rank whose heartbeat file is this old stopped responding (SIGSTOP, frozen): the launch is killed naming it.
 HEARTBEAT_STALL_S = STOPPED_LIMIT_S  # the launcher's limit for a stopped build: one table
-# After a failed launch: a rank whose last heartbeat came this long before the last rank's went
-# silent first (the others then timed out waiting for it, or were stopped by torchrun).
+# After a failed launch: a rank whose last heartbeat came this long before the last rank's went silent first.
 SILENT_BEFORE_OTHERS_S = 5.0
 WORKDIR_PREFIX = "gpubench-ddp-"
-STALE_WORKDIR_S = 24 * 3600  # a workdir this old belongs to no running case (a launch lasts at most an hour)
+STALE_WORKDIR_S = 24 * 3600  # no running case owns a workdir this old (a launch lasts at most an hour)
 
 
 def heartbeat_dir(result_json: Path) -> Path:
@@ -47,8 +42,7 @@ def heartbeat_dir(result_json: Path) -> Path:
 
 def last_beat_s(folder: Path) -> float | None:
     """When the last rank still beating last beat: the moment the launch ended."""
-    beats = read_heartbeats(folder)
-    return max((float(beat["time_s"]) for beat in beats.values()), default=None)
+    return max((float(beat["time_s"]) for beat in read_heartbeats(folder).values()), default=None)
 
 
 def read_heartbeats(folder: Path) -> dict[int, dict[str, Any]]:
@@ -64,8 +58,7 @@ def read_heartbeats(folder: Path) -> dict[int, dict[str, Any]]:
 
 
 def silent_rank(folder: Path, stall_s: float, now_s: float | None = None) -> str:
-    """'rank 1 stopped responding (no heartbeat for 31 s, at step 1)' for the rank whose heartbeat
-    is oldest, when it is older than `stall_s`; '' when every rank still beats."""
+    """'rank 1 stopped responding (no heartbeat for 31 s, at step 1)' for the oldest heartbeat past `stall_s`."""
     beats = read_heartbeats(folder)
     now_s = time.time() if now_s is None else now_s
     if not beats:
@@ -83,11 +76,11 @@ class LaunchTimedOut(RuntimeError):
     """torchrun ran past its time limit and was killed with its ranks."""
 
 
-def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, stall_s: float, share: CaseShare | None,
+def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, stall_s: float,
+                    share: CaseShare | None,
                     run: Callable[[list[str], Path, float, float], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A launch (`run`, default `launch`) that ends with its case's share of a run budget: stopped
-    there, it is a skipped case whose row keeps the seconds it ran (the next run under the same
-    budget does not start it)."""
+    """A launch (`run`, default `launch`) stopped at its case's budget share: a skipped row that keeps the seconds
+    it ran (so the next run under the same budget does not start it)."""
     limit_s = timeout_s if share is None else min(timeout_s, max(share.left_s(), MIN_SHARE_S))
     started_s = time.monotonic()
     try:
@@ -97,33 +90,34 @@ def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, sta
             raise
         ran_s = time.monotonic() - started_s
         share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
-        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {share_s} share "
-                         f"of the {budget_s} budget — raise --budget or deselect it", ran_s) from None
+        raise OverBudget(f"over budget: the launch ran {format_duration(ran_s)} and was stopped at its {share_s} "
+                         f"share of the {budget_s} budget — raise --budget or deselect it", ran_s) from None
 
 
 def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIMEOUT_S["full"],
            stall_s: float = HEARTBEAT_STALL_S["full"]) -> dict[str, Any]:
-    """Run torchrun (gpubench.harness.processes.torchrun.TorchrunLauncher) and read rank 0's report. A rank whose
-    heartbeat goes `stall_s` stale ends the launch, named; a failing rank fails the case naming the
-    rank, its exit cause and its first error line; a launch past `timeout_s` is killed with all its ranks."""
-    # TMPDIR: torchrun's own scratch (torchelastic_* log folders) goes into the case's workdir
-    # (result_json's folder), so it is removed with it instead of piling up in the shared /tmp.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(IMPORT_ROOT), os.environ.get("PYTHONPATH")])),
-               TMPDIR=str(result_json.parent))
-    done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(heartbeat_dir(result_json), stall_s)))
+    """Run torchrun and read rank 0's report. A rank `stall_s` stale ends the launch, named; a failing rank fails the
+    case with its exit cause and first error line; a launch past `timeout_s` is killed with all its ranks."""
+    # TMPDIR: torchrun's scratch (torchelastic_* logs) goes into the case's workdir, removed with it, not /tmp.
+    env = dict(os.environ, TMPDIR=str(result_json.parent),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(IMPORT_ROOT), os.environ.get("PYTHONPATH")])))
+    beats = heartbeat_dir(result_json)
+    done = TorchrunLauncher().run(Job(command, env, timeout_s, watch=lambda: silent_rank(beats, stall_s)))
     output = done.stderr + done.stdout
     if done.stalled:
-        raise RuntimeError(f"{done.stalled}: the launch was killed with its ranks (the others waited for it) — a stopped (SIGSTOP), "
-                           "swapped-out or frozen process; rerun the case")
+        raise RuntimeError(f"{done.stalled}: the launch was killed with its ranks (the others waited for it) — "
+                           "a stopped (SIGSTOP), swapped-out or frozen process; rerun the case")
     if done.timed_out:
         first = rank_error(output, fallback=False)
         detail = f" (first error: {first})" if first else ""
-        raise LaunchTimedOut(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or died unnoticed{detail} — "
-                           "rerun the case; if it hangs again, run ddp_worker under torchrun by hand (README, Multi-process training) to watch the ranks")
-    if done.code != 0 or not result_json.exists():  # a rank gone silent (named first) makes a peer time out waiting for it
+        raise LaunchTimedOut(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or "
+                             f"died unnoticed{detail} — rerun the case; if it hangs again, run ddp_worker under "
+                             "torchrun by hand (README, Multi-process training) to watch the ranks")
+    if done.code != 0 or not result_json.exists():  # a silent rank (named first) makes a peer time out waiting
         cause = root_cause(output)
-        silent = silent_rank(heartbeat_dir(result_json), SILENT_BEFORE_OTHERS_S, now_s=last_beat_s(heartbeat_dir(result_json)))
-        raise RuntimeError(f"torchrun exited {done.code}: " + "; ".join(filter(None, [silent, cause, rank_error(output, fallback=not cause)])))
+        silent = silent_rank(beats, SILENT_BEFORE_OTHERS_S, now_s=last_beat_s(beats))
+        raise RuntimeError(f"torchrun exited {done.code}: "
+                           + "; ".join(filter(None, [silent, cause, rank_error(output, fallback=not cause)])))
     return json.loads(result_json.read_text())
 
 
@@ -165,9 +159,8 @@ def rank_error(output: str, fallback: bool = True) -> str:
 
 
 def sweep_stale_workdirs(now_s: float | None = None, folder: Path | None = None) -> None:
-    """Remove this user's workdirs left by a killed run (older than a day: no running case owns
-    them). Another user's are never touched, even by root (the owner's uid is checked, not access);
-    a link of that name is not a workdir."""
+    """Remove this user's workdirs older than a day; another user's are never touched, even by root (the uid is
+    checked, not access), and a link of that name is not a workdir."""
     now_s = time.time() if now_s is None else now_s
     for stale in (folder or Path(tempfile.gettempdir())).glob(f"{WORKDIR_PREFIX}*"):
         try:
@@ -182,9 +175,8 @@ HEARTBEAT_PERIOD_S = 1.0
 
 
 class Heartbeat:
-    """A daemon thread that rewrites heartbeat-<rank>.json ({"rank", "step", "time_s"}) every
-    second. A thread, not the training loop: a rank waiting in a collective for a peer still
-    beats, so a stale file marks the rank that stopped (its every thread frozen), not the waiter."""
+    """A daemon thread rewriting heartbeat-<rank>.json every second: a rank waiting in a collective still beats,
+    so a stale file marks the rank that stopped (every thread frozen), not the waiter."""
 
     def __init__(self, folder: Path, rank: int) -> None:
         self.path, self.rank, self.step = folder / f"heartbeat-{rank}.json", rank, -1  # -1: not training yet

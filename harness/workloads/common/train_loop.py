@@ -1,8 +1,5 @@
-"""The training step and epoch every training workload shares: precision, accumulation, checkpointing.
-
-No per-step host sync: loss and correct counts accumulate on the device and are read once at the
-end, so the loop measures the settings, not `.item()` stalls.
-"""
+"""The training step and epoch every training workload shares. No per-step host sync: loss and correct counts stay
+on the device and are read once at the end, so the loop measures the settings, not `.item()` stalls."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 def compile_skip_reason(compile_mode: str) -> str | None:
-    """Why a compiled case cannot be what its label says: no torch.compile, or compiling switched off (by
-    TORCH_COMPILE_DISABLE or TORCHDYNAMO_DISABLE), where torch.compile would silently run the model eager."""
+    """Why a compiled case cannot be what its label says (compiling switched off would silently run eager)."""
     if compile_mode == "none":
         return None
     if not hasattr(torch, "compile"):
@@ -33,10 +29,12 @@ def compile_skip_reason(compile_mode: str) -> str | None:
     import torch._dynamo.config as dynamo_config
 
     if getattr(dynamo_config, "disable", False) or os.environ.get("TORCH_COMPILE_DISABLE", "0") not in ("", "0"):
-        return "torch.compile is switched off here (TORCH_COMPILE_DISABLE or TORCHDYNAMO_DISABLE): it would run eager — unset it"
+        return ("torch.compile is switched off here (TORCH_COMPILE_DISABLE or TORCHDYNAMO_DISABLE): it would run "
+                "eager — unset it")
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     if cache and not can_create_in(cache):  # else a failed row with 300 lines of InductorError that never name it
-        return f"TORCHINDUCTOR_CACHE_DIR={cache} cannot be written: torch.compile keeps its kernels there — point it at a folder you can write"
+        return (f"TORCHINDUCTOR_CACHE_DIR={cache} cannot be written: torch.compile keeps its kernels there — "
+                "point it at a folder you can write")
     return None
 
 
@@ -50,44 +48,43 @@ def can_create_in(folder: str) -> bool:
 
 def precision_skip_reason(precision: str, device: torch.device) -> str | None:
     if precision == "fp16" and device.type == "cpu":
-        return "fp16 on cpu has no fast kernels (an n=2048 fp16 matmul took 64 s against 0.08 s in fp32 here): use bf16 on cpu"
+        return ("fp16 on cpu has no fast kernels (an n=2048 fp16 matmul took 64 s against 0.08 s in fp32 here): "
+                "use bf16 on cpu")
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return "bf16 is not supported by this GPU"
     return None
 
 
 class Trainer:
-    """One model, optimizer and precision policy: fp32; fp16 = autocast + GradScaler; bf16 =
-    autocast without a scaler (its exponent range equals fp32's)."""
+    """One model, optimizer and precision: fp16 is autocast + GradScaler, bf16 autocast alone (fp32's exponent)."""
 
-    def __init__(self, model: nn.Module, device: torch.device, precision: str = "fp32", accumulation_steps: int = 1,
-                 freeze_features: bool = False, compile_mode: str = "none", lr: float = 1e-3,
-                 channels_last: bool = False, *, clock: SyncedClock) -> None:
+    def __init__(self, model: nn.Module, device: torch.device, precision: str = "fp32",
+                 accumulation_steps: int = 1, freeze_features: bool = False, compile_mode: str = "none",
+                 lr: float = 1e-3, channels_last: bool = False, *, clock: SyncedClock) -> None:
         self.device = device
         self.clock = clock  # the session's: every figure of a run is timed with one clock
         # channels_last (NHWC) lets oneDNN / cuDNN pick their fastest convolution kernels.
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=self.memory_format)
-        self.precision = precision
-        self.accumulation_steps = accumulation_steps
+        self.precision, self.accumulation_steps = precision, accumulation_steps
         if freeze_features:
             for param in model.features.parameters():
                 param.requires_grad_(False)
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(params, lr=lr)
+        self.optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
         self.criterion = nn.CrossEntropyLoss()
         self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
-        self.forward: Callable[[torch.Tensor], torch.Tensor] = model if compile_mode == "none" else torch.compile(model, mode=compile_mode)
+        self.forward: Callable[[torch.Tensor], torch.Tensor] = (model if compile_mode == "none"
+                                                                else torch.compile(model, mode=compile_mode))
         self.loss_sum = torch.zeros((), device=device)
         self.seen = 0
         self._pending = 0  # micro-batches since the last optimizer step
 
     def autocast(self) -> Any:
-        return torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.precision, torch.float32), enabled=self.precision != "fp32")
+        return torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.precision, torch.float32),
+                              enabled=self.precision != "fp32")
 
     def micro_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Forward and backward of one micro-batch; the loss is divided by the accumulation steps so
-        N micro-batches of B give the gradients of one batch of N·B (gradient accumulation)."""
+        """Forward and backward of one micro-batch, the loss divided so N micro-batches of B give a batch of N·B."""
         self.model.train()
         x = x.contiguous(memory_format=self.memory_format)
         with self.autocast():
@@ -107,7 +104,6 @@ class Trainer:
         self._pending = 0
 
     def step(self, micro_batches: Iterable[Batch]) -> None:
-        """One full optimizer step over the given micro-batches."""
         for x, y in micro_batches:
             self.micro_step(x, y)
         self.optimizer_step()
@@ -147,9 +143,10 @@ class EpochResult:
         return self.data_wait_s / self.train_s if self.train_s > 0 else 0.0
 
 
-def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: bool, wait: Stopwatch | None = None) -> Iterator[Batch]:
-    """Yields device batches, charging the time spent getting each (next() and the copy call) to
-    `wait` when given. Host clock, no sync: a device still busy with the previous step is not data wait."""
+def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: bool,
+                  wait: Stopwatch | None = None) -> Iterator[Batch]:
+    """Device batches, the time getting each (next() and the copy call) charged to `wait`. Host clock, no sync:
+    a device still busy with the previous step is not data wait."""
     iterator = iter(batches)
     while True:
         if wait:
@@ -175,14 +172,11 @@ def window_steps(total_steps: int, windows: int = EPOCH_WINDOWS) -> int:
 
 def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], non_blocking: bool,
               progress: Callable[[int, int], None] | None = None) -> EpochResult:
-    """One full epoch: every training batch, then every test batch; synchronized at the edges and
-    at the edge of every window of steps (a tenth of the epoch), never inside a window. The
-    windows' seconds per step are the epoch's samples; train_s also holds the loader's start
-    and shutdown, which no window does.
-    `progress(done, total)` is called at each window edge (total steps may be unknown: 0)."""
+    """Every training batch, then every test batch; synchronized only at the edges of windows of steps (a tenth of
+    the epoch), whose seconds per step are the samples. train_s also holds the loader's start and shutdown.
+    `progress(done, total)` is called at each window edge (total 0: unknown)."""
     trainer.loss_sum.zero_()
-    trainer.seen = 0
-    clock = trainer.clock
+    trainer.seen, clock = 0, trainer.clock
     wait = Stopwatch(clock)
     total = len(train) if hasattr(train, "__len__") else 0  # type: ignore[arg-type]
     per_window = window_steps(total) if total else 50
@@ -210,9 +204,9 @@ def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], n
                        trainer.loss_sum.item() / max(trainer.seen, 1), accuracy, windows)
 
 
-def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int = 10, top: int = 15) -> list[dict[str, Any]]:
-    """Profiling the top operators: a few steps under torch.profiler (CPU and, on CUDA, CUDA activities); the top
-    operators by device time (self CPU time on cpu)."""
+def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int = 10,
+                    top: int = 15) -> list[dict[str, Any]]:
+    """The top operators of a few profiled steps, by device time (self CPU time on cpu)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -220,23 +214,18 @@ def profile_top_ops(step: Callable[[], None], device: torch.device, steps: int =
         for _ in range(steps):
             step()
         torch.cuda.synchronize() if device.type == "cuda" else None
-    events = prof.key_averages()
 
     def device_time_us(event: Any) -> float:
         return float(getattr(event, "device_time_total", 0.0) or getattr(event, "cuda_time_total", 0.0) or 0.0)
 
     key = device_time_us if device.type == "cuda" else (lambda e: float(e.self_cpu_time_total))
-    ranked = sorted(events, key=key, reverse=True)[:top]
-    return [
-        {"op": e.key, "device_time_us": device_time_us(e), "self_cpu_time_us": float(e.self_cpu_time_total),
-         "cpu_time_us": float(e.cpu_time_total), "calls": int(e.count)}
-        for e in ranked
-    ]
+    return [{"op": e.key, "device_time_us": device_time_us(e), "self_cpu_time_us": float(e.self_cpu_time_total),
+             "cpu_time_us": float(e.cpu_time_total), "calls": int(e.count)}
+            for e in sorted(prof.key_averages(), key=key, reverse=True)[:top]]
 
 
 def apply_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
-    """One optimizer step on the gradients so far (through the fp16 scaler where there is one), then the
-    gradients cleared."""
+    """One optimizer step (through the fp16 scaler where there is one), then the gradients cleared."""
     if scaler:
         scaler.step(optimizer)
         scaler.update()

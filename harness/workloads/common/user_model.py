@@ -1,7 +1,5 @@
-"""The model `--model module:factory --input SHAPE` names, made and checked before any case: the module
-imported (from the current folder too, as `python -c "import module"` would), the factory found and called,
-its result an nn.Module that takes a batch of the given shape. Each problem is one ModelLoadError line
-that names the fix."""
+"""The model `--model module:factory --input SHAPE` names, loaded and checked before any case; each problem is one
+ModelLoadError line that names the fix."""
 
 from __future__ import annotations
 
@@ -30,15 +28,17 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
     """The callable `module:factory` names; the current folder is importable, as for `python -m`."""
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
-    argv, sys.argv = sys.argv, [spec.module]  # a module that parses the command line at import names itself, not gpubench
+    argv, sys.argv = sys.argv, [spec.module]  # a module that parses argv at import sees itself, not gpubench
     try:
         found: Any = importlib.import_module(spec.module)
     except SystemExit as leaving:
-        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} called sys.exit({leaving.code!r}) as it was imported "
-                             "(a script that reads its command line?) — put that part under `if __name__ == \"__main__\":`") from None
+        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} called sys.exit({leaving.code!r}) as it "
+                             "was imported (a script that reads its command line?) — put that part under "
+                             "`if __name__ == \"__main__\":`") from None
     except Exception as error:  # noqa: BLE001 - whatever the import raised, the line says it
-        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) — "
-                             "install it, or run from the folder that holds it (or add that folder to PYTHONPATH)") from None
+        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) "
+                             "— install it, or run from the folder that holds it (or add that folder to PYTHONPATH)"
+                             ) from None
     finally:
         sys.argv = argv
     for part in spec.factory.split("."):
@@ -53,10 +53,8 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
 
 
 def make_model(spec: ModelSpec) -> nn.Module:
-    """A fresh model from the factory, called without arguments. Its parameters must be float32: the cases make
-    their fp32, bf16 and fp16 from there, and label rows so (a factory that set torch's default dtype to float64
-    gave rows labelled fp32, measured in float64); torch's default dtype and the working folder are put back
-    whatever the factory did."""
+    """A fresh model from the factory. Its parameters must be float32, since the cases make fp32, bf16 and fp16 from
+    them (a float64 default dtype gave rows labelled fp32); the default dtype and working folder are put back."""
     factory = factory_of(spec)
     default, folder = torch.get_default_dtype(), os.getcwd()
     try:
@@ -64,23 +62,23 @@ def make_model(spec: ModelSpec) -> nn.Module:
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code: its error (or sys.exit), in one line
         raise ModelLoadError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
                              "name a factory that builds the model with no arguments") from None
-    finally:  # the process's settings as they were: a chdir in a factory sent rows to another folder than the lines named
+    finally:  # a chdir in a factory sent rows to another folder than the lines named
         changed, _ = torch.get_default_dtype(), torch.set_default_dtype(default)
         os.chdir(folder)
     if not isinstance(model, nn.Module):
         raise ModelLoadError(f"--model {spec.target}: {spec.factory}() returned a {type(model).__name__}, "
                              "not a torch.nn.Module — name a factory that returns the model")
-    odd = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.is_floating_point() and p.dtype != torch.float32})
+    odd = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()
+                  if p.is_floating_point() and p.dtype != torch.float32})
     if odd:
         how = f" (it set torch's default dtype to {str(changed).removeprefix('torch.')})" if changed != default else ""
-        raise ModelLoadError(f"--model {spec.target}: {spec.factory}() made {', '.join(odd)} parameters{how}; the suite makes fp32, "
-                             "bf16 and fp16 itself from float32 ones — build the model in float32")
+        raise ModelLoadError(f"--model {spec.target}: {spec.factory}() made {', '.join(odd)} parameters{how}; the "
+                             "suite makes fp32, bf16 and fp16 itself from float32 ones — build the model in float32")
     return model
 
 
 def first_tensor(output: Any) -> torch.Tensor | None:
-    """The tensor a loss is taken from: the output itself, or the first tensor of a tuple, list or dict
-    (a model that returns logits with extras, a Hugging Face ModelOutput)."""
+    """The tensor a loss is taken from: the output, or the first tensor of a tuple, list or dict (a ModelOutput)."""
     if isinstance(output, torch.Tensor):
         return output
     values = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
@@ -88,8 +86,7 @@ def first_tensor(output: Any) -> torch.Tensor | None:
 
 
 def sample_batch(spec: ModelSpec, batch_size: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """A batch of the samples --input describes: float32 normal values, or int64 token ids below the
-    vocabulary size (--input-ids)."""
+    """Float32 normal values of the --input shape, or int64 token ids below the vocabulary size (--input-ids)."""
     shape = (batch_size, *spec.input_shape)
     if spec.vocab_size is not None:
         return torch.randint(spec.vocab_size, shape, device=device)
@@ -109,8 +106,7 @@ def input_hint(spec: ModelSpec, error: Exception) -> str:
 
 
 def check_model(spec: ModelSpec) -> None:
-    """Before any case: the factory makes a module whose forward takes a batch of two samples of the
-    shape (on the CPU, in eval mode, without gradients) and returns a floating tensor to train on."""
+    """Before any case: the model's forward takes two samples on the CPU and returns a floating tensor."""
     model = make_model(spec).eval()
     try:
         with torch.inference_mode():
