@@ -1,5 +1,4 @@
-"""A results column: name, type, unit and group (torch-free, imported by the schema and by the
-workload declarations that add columns of their own)."""
+"""A results column: name, type, unit and group (torch-free: the schema and workload declarations both use it)."""
 
 from __future__ import annotations
 

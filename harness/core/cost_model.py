@@ -1,8 +1,6 @@
-"""What a case will cost before it is built, pure (no torch): the work of one call in the units the
-case knows (floating-point operations, bytes moved, kernel launches, samples through a loader), scaled
-by this device's rates from a probe of a second (gpubench.harness.devices.rates). A run on a machine
-never seen plans with these; this machine's history replaces them wherever it exists. The figures are
-a planner's, good to a factor of about two: each row keeps its prediction beside what it cost."""
+"""What a case will cost before it is built (no torch): one call's work (FLOPs, bytes, launches, host seconds)
+scaled by the device's probed rates (devices.rates), for machines without history. Good to about a factor of two:
+each row keeps its prediction beside what it cost."""
 
 from __future__ import annotations
 
@@ -15,9 +13,8 @@ from gpubench.harness.core.plan import Budget, plan_rounds
 
 @dataclass(frozen=True)
 class Rates:
-    """This device, probed: dense matmul FLOP/s per dtype, memory bytes/s, one small kernel's seconds
-    (a launch on a GPU, an op's dispatch on a CPU) and a fresh interpreter's start with torch (what a
-    launched worker pays before its first step)."""
+    """This device, probed: matmul FLOP/s per dtype, memory bytes/s, one small kernel's seconds (launch or dispatch)
+    and a fresh interpreter's start with torch (what a launched worker pays before its first step)."""
 
     flops_per_s: dict[str, float]
     bytes_per_s: float
@@ -33,11 +30,9 @@ class Rates:
 
 @dataclass(frozen=True)
 class Work:
-    """One call of a case. `efficiency`: the share of the probed matmul rate this kind of work
-    reaches (a small conv net is far from a large matmul); `host_s`: seconds of host work the rates
-    do not scale (a DataLoader's per-sample transforms); `setup_s`: seconds per build outside its
-    calls (a launch, making the operands); `calls`: calls per build when the workload fixes them (an
-    epoch: 1); None plans them from the profile's rounds like any micro-benchmark."""
+    """One call of a case. `efficiency`: the share of the probed matmul rate it reaches; `host_s`: host work the rates
+    do not scale (per-sample transforms); `setup_s`: per build outside calls; `calls`: fixed calls per build (an
+    epoch: 1), None to plan them from the profile's rounds."""
 
     flops: float = 0.0
     dtype: str = "fp32"
@@ -66,18 +61,18 @@ def predicted_build_s(work: Work, rates: Rates, budget: Budget) -> tuple[float, 
     one_s = call_s(work, rates)
     if work.calls is not None:
         calls = work.calls
-    else:  # the profile's warm-up and rounds (gpubench.harness.core.plan.plan_rounds)
+    else:  # the profile's warm-up and rounds
         plan = plan_rounds(one_s, budget)
         calls = plan.warmup_calls + plan.rounds * plan.iterations + (plan.iterations if plan.iterations > 1 else 0)
     start_s = rates.process_start_s * work.processes
-    setup_s = work.setup_s + work.random_values / rates.randn_per_s + work.fresh_bytes / rates.touch_bytes_per_s + start_s
+    setup_s = (work.setup_s + work.random_values / rates.randn_per_s + work.fresh_bytes / rates.touch_bytes_per_s
+               + start_s)
     build_s = BUILD_OVERHEAD_S + setup_s + calls * one_s
     return (build_s if math.isfinite(build_s) else 1e9), one_s
 
 
 def prediction_line(builds: list[tuple[float, float]]) -> str | None:
-    """How the cost model did, from (measured, predicted) build seconds of the builds it priced; None for
-    fewer than three."""
+    """How the cost model did over (measured, predicted) build seconds; None for fewer than three."""
     ratios = [measured_s / predicted_s for measured_s, predicted_s in builds if predicted_s > 0 and measured_s >= 0]
     if len(ratios) < 3:
         return None

@@ -1,8 +1,6 @@
 """Every exit code of the `gpubench` command, with its meaning (docs/usage.md lists the same, checked by a test).
-
-A build process is pytest and exits with pytest's codes (`pytest.ExitCode`), which share 0, 1, 3, 4 and 5 with these;
-its 2 means interrupted, which the command reports as 130.
-"""
+A build process exits with pytest's codes, which share 0, 1, 3, 4 and 5 with these; its 2 (interrupted) is reported
+as 130."""
 
 from __future__ import annotations
 
@@ -22,7 +20,8 @@ class ExitCode(IntEnum):
     FAILED = 1, "a case failed; for compare and ab, slower beyond the threshold; for fleet, a target failed"
     ERROR = 2, "bad input (a usage error, a file that cannot be read, a refused folder): one line naming it"
     INTERNAL = 3, "pytest internal error in a build"
-    REFUSED = 4, "a problem found before the first case: an option, the device, the run id, the results folder, a limit"
+    REFUSED = 4, ("a problem found before the first case: an option, the device, the run id, the results folder, "
+                  "a limit")
     NO_CASES = 5, "no case matched -k/-m"
     RESULTS_FULL = 75, "results folder full; EX_TEMPFAIL: no further build starts"
     HANGUP = 129, "hung up; SIGHUP: the terminal closed"
@@ -35,13 +34,12 @@ BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
 BUILD_STOPS = frozenset({BUILD_INTERRUPTED, ExitCode.INTERNAL, ExitCode.REFUSED, ExitCode.RESULTS_FULL,
                          ExitCode.HANGUP, ExitCode.TERMINATED})
 SIGNAL_BASE = 128  # 128 + N: killed by signal N
-NO_CASES_LINE = ("no case matched the selection: nothing was run (pytest collected none: a -k or -m that matches nothing, "
-                 "or --tests files without test_ functions)")
+NO_CASES_LINE = ("no case matched the selection: nothing was run (pytest collected none: "
+                 "a -k or -m that matches nothing, or --tests files without test_ functions)")
 
 
 def meaning_of(code: int) -> str:
-    """What an exit code of `gpubench run` says, for a line naming it ('' for one it never gives): a meaning's first
-    clause is run's, the rest the other commands'."""
+    """What an exit code of `gpubench run` says ('' for one it never gives): a meaning's first clause is run's."""
     if code in ExitCode._value2member_map_:
         return ExitCode(code).meaning.split(";")[0]
     return f"killed by signal {code - SIGNAL_BASE}" if code > SIGNAL_BASE else ""

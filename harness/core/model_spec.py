@@ -1,9 +1,9 @@
-"""`gpubench run --model module:factory --input 3x64x64`: the model a run benchmarks, as text checked
-before any import (torch-free). Importing the module and calling the factory is
-gpubench.harness.workloads.common.user_model's; timing it is gpubench.harness.workloads.model's."""
+"""`gpubench run --model module:factory --input 3x64x64`: the model a run benchmarks, checked as text before any
+import (torch-free); workloads.common.user_model imports and calls it."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -19,8 +19,7 @@ class ModelSpecError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The factory to call (`module:factory`, the factory may be a dotted attribute) and the shape of one
-    sample it takes (the batch size is added in front by each case)."""
+    """The factory (`module:factory`, dotted attributes allowed) and one sample's shape (each case adds the batch)."""
 
     module: str
     factory: str
@@ -40,15 +39,13 @@ class ModelSpec:
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
     if not SHAPE.fullmatch(text.strip().lower()):
-        raise ModelSpecError(f"--input {text!r}: give one sample's shape as sizes joined by 'x', without the batch size, "
-                             "such as --input 3x64x64")
+        raise ModelSpecError(f"--input {text!r}: give one sample's shape as sizes joined by 'x', "
+                             "without the batch size, such as --input 3x64x64")
     shape = tuple(int(size) for size in text.strip().lower().split("x"))
-    elements = 1
-    for size in shape:
-        elements *= size
+    elements = math.prod(shape)
     if elements > MAX_SAMPLE_ELEMENTS:
-        raise ModelSpecError(f"--input {text}: {elements:,} elements in one sample is above {MAX_SAMPLE_ELEMENTS:,} — "
-                             "give the shape of one sample, such as --input 3x224x224")
+        raise ModelSpecError(f"--input {text}: {elements:,} elements in one sample is above {MAX_SAMPLE_ELEMENTS:,} "
+                             "— give the shape of one sample, such as --input 3x224x224")
     return shape
 
 
@@ -58,16 +55,17 @@ MAX_VOCAB = 2**31 - 1
 def parse_vocab(text: str) -> int:
     cleaned = text.strip().replace("_", "")
     if not cleaned.isascii() or not cleaned.isdigit() or not 2 <= int(cleaned) <= MAX_VOCAB:
-        raise ModelSpecError(f"--input-ids {text!r}: give the vocabulary size, a whole number from 2 up (the ids drawn "
-                             "are below it), such as --input-ids 50304")
+        raise ModelSpecError(f"--input-ids {text!r}: give the vocabulary size, a whole number from 2 up "
+                             "(the ids drawn are below it), such as --input-ids 50304")
     return int(cleaned)
 
 
-def parse_model_options(model: str | None, input_shape: str | None, input_ids: str | None = None) -> ModelSpec | None:
+def parse_model_options(model: str | None, input_shape: str | None,
+                        input_ids: str | None = None) -> ModelSpec | None:
     """The run's model, None without --model; --model and --input go together, --input-ids with them."""
     if input_ids is not None and (model is None or input_shape is None):
-        raise ModelSpecError(f"--input-ids {input_ids} needs --model and --input: the model and the number of ids in one "
-                             "sample, such as --model nanogpt:gpt --input 256 --input-ids 50304")
+        raise ModelSpecError(f"--input-ids {input_ids} needs --model and --input: the model and the number of ids "
+                             "in one sample, such as --model nanogpt:gpt --input 256 --input-ids 50304")
     if model is None:
         if input_shape is not None:
             raise ModelSpecError(f"--input {input_shape} without --model: also pass the model, such as "

@@ -1,8 +1,5 @@
-"""Datasheet peaks (dense, no sparsity) of common accelerators. Torch-free: reports use it too.
-
-A measured figure above its device's peak is impossible and is flagged; below, it is shown as a
-percentage of peak. Achievable rates are lower (mamf-finder: H100/H200 bf16 ~795 of 989 TFLOP/s).
-"""
+"""Datasheet peaks (dense, no sparsity) of common accelerators; torch-free, reports use it too. A figure above peak
+is flagged as impossible. Achievable rates are lower (mamf-finder: H100/H200 bf16 ~795 of 989 TFLOP/s)."""
 
 from __future__ import annotations
 

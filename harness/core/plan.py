@@ -30,15 +30,14 @@ class Budget:
 
 MAX_BUILD_CALLS = 1000  # --build-calls: beyond it a build of a slow case would take minutes
 
-
-# Planned rounds aim this much above the minimum: a call estimated from warm-up can run faster in
-# the rounds (caches warm, clocks up), and a round must really last >= min_round_s.
+# Planned rounds aim this much above the minimum: a call estimated from warm-up can run faster in the rounds (caches
+# warm, clocks up), and a round must really last >= min_round_s.
 ROUND_MARGIN = 1.5
 
 
 def plan_rounds(estimate_s: float, budget: Budget) -> RoundPlan:
-    """Pick iterations per round (so a round lasts >= min_round_s) and rounds (to fill target_s, and
-    to reach min_calls even beyond max_rounds: a build of five 100 ms calls is too few to be steady)."""
+    """Iterations per round (a round lasts >= min_round_s) and rounds (to fill target_s, and to reach min_calls even
+    beyond max_rounds: five 100 ms calls are too few to be steady)."""
     per_call = max(estimate_s, 1e-9)
     iterations = max(1, math.ceil(ROUND_MARGIN * budget.min_round_s / per_call)) if budget.min_round_s > 0 else 1
     round_s = per_call * iterations
@@ -49,9 +48,8 @@ def plan_rounds(estimate_s: float, budget: Budget) -> RoundPlan:
 
 @dataclass(frozen=True)
 class BuildNoise:
-    """What a case's builds showed (log scale): the variance of a build's median that is not its own
-    sampling error (`between_var`), the variance of one round (`round_var`) of `round_s` seconds,
-    and the seconds a build spends outside its timed rounds (`overhead_s`: building, warm-up)."""
+    """A case's builds, log scale: a build median's variance beyond its sampling error (`between_var`), one
+    `round_s` round's variance (`round_var`), and a build's seconds outside its timed rounds (`overhead_s`)."""
 
     between_var: float
     round_var: float
@@ -64,12 +62,9 @@ MIN_BETWEEN_SD = 0.002  # builds never agree better than 0.2%: no case gets endl
 
 
 def best_build_s(noise: BuildNoise, least_s: float, most_s: float) -> float:
-    """The timed seconds per build that leave the least variance for the time spent. A pair's
-    variance per build is between_var + a / T (a build timing T seconds of rounds), and a build costs
-    overhead_s + T; their product is least at T = sqrt(a · overhead_s / between_var) (two-stage
-    sampling: Cochran, Sampling Techniques, 10.6). Builds that disagree beyond their samples get
-    short builds and more pairs; builds whose own samples are the noise get longer ones; a slow
-    call's rounds cost more, a fast call's fewer. Kept within [least_s, most_s]."""
+    """Timed seconds per build leaving the least variance for the time, within [least_s, most_s]: variance
+    between_var + a / T times cost overhead_s + T is least at T = sqrt(a · overhead_s / between_var) (two-stage
+    sampling: Cochran, Sampling Techniques, 10.6)."""
     sampling = MEDIAN_VAR_FACTOR * noise.round_var * noise.round_s  # a: the median's variance x timed seconds
     between = max(noise.between_var, MIN_BETWEEN_SD ** 2)
     best_s = math.sqrt(sampling * max(noise.overhead_s, 0.0) / between) if sampling > 0 else least_s

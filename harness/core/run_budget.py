@@ -1,13 +1,6 @@
-"""A run that fits a time budget, pure (no torch): durations as the user writes them, each case's
-share of what is left, and the verdict on a case whose one call does not fit its share.
-
-Shares are water-filled: a case whose cost is known (this machine's earlier rows, else the cost
-model's price) and small gets that cost (with a margin), the others split the rest equally; shares
-are recomputed before every case from the time really left, so a case that finishes early leaves
-its time to the ones after it. Which cases share with which (headline first, then first builds, then
-repeats) is gpubench.harness.pytest_plugin.budget_plan's. User code that never returns is cut past the
-run's end and a grace (cut_after), so --budget bounds a run whatever the code it times does.
-"""
+"""A run that fits a time budget (no torch): durations, each case's share of what is left, and over-budget verdicts.
+Shares are water-filled (a small known cost gets that cost, the rest split equally) and recomputed before every case,
+so time a case leaves goes to the next; code that never returns is cut past the end and a grace (cut_after)."""
 
 from __future__ import annotations
 
@@ -22,31 +15,28 @@ from collections.abc import Callable, Iterator
 
 from gpubench.harness.core.plan import RoundPlan
 
-# A known cost is granted this much above what it took last time: a case that runs 10% slower than
-# its history must not lose rounds for it.
+# A known cost is granted this much above its last time: a case 10% slower than its history must not lose rounds.
 COST_MARGIN = 1.25
 UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smh])", re.ASCII)
 NO_BUDGET = ("none", "off", "unlimited")
-MAX_BUDGET_S = 7 * 24 * 3600.0  # a week: longer is no budget at all, and a timer of 1e300 s overflows (OverflowError)
-# A share below this cannot build a case and time one call of it (allocation, a probe): such a case
-# is skipped at once, so a spent budget is not overrun by many small starts.
+MAX_BUDGET_S = 7 * 24 * 3600.0  # a week: longer is no budget at all, and a timer of 1e300 s overflows
+# A share below this cannot build a case and time one call: skipped at once, so many small starts cannot overrun.
 MIN_SHARE_S = 0.2
-# A case still running this long after the run's budget ended is cut (a factory or a test that never returns):
-# the larger of the two, so the slow last case of a short budget is not cut for a few seconds.
+# A case still running this long past the budget is cut; the larger of the two, so a short budget's slow last case is
+# not cut for a few seconds.
 OVERRUN_GRACE_S, OVERRUN_GRACE_FRAC = 30.0, 0.25
 
 
 class DeadlinePassed(BaseException):
-    """User code still running past the run's budget and its grace: it is cut, and its row fails with this reason.
-    Not an Exception, as KeyboardInterrupt is not: the user's `except Exception` does not swallow the cut."""
+    """User code cut past the budget and its grace. Not an Exception, so the user's `except Exception` cannot
+    swallow it."""
 
 
 @contextmanager
 def cut_after(seconds: float, reason: str) -> Iterator[None]:
-    """DeadlinePassed(reason) is raised in the Python code running `seconds` from now (a --model factory or a --tests
-    test that never returns). Only in the main thread, where the platform has timers, and never over an alarm another
-    plugin armed (pytest-timeout's signal method): there the block runs unbounded."""
+    """Raises DeadlinePassed(reason) in whatever Python runs `seconds` from now. Only in the main thread with timers,
+    and never over another plugin's alarm (pytest-timeout's signal method): there the block runs unbounded."""
     if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
             or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
         yield
@@ -69,8 +59,9 @@ def grace_s(budget_s: float) -> float:
 
 
 def cut_reason(budget_s: float) -> str:
-    return (f"did not end within the run's {format_duration(budget_s)} budget and {format_duration(grace_s(budget_s))} more: "
-            "cut (its code, a --model factory or a --tests test, never returned) — raise --budget if it is only slow")
+    return (f"did not end within the run's {format_duration(budget_s)} budget and "
+            f"{format_duration(grace_s(budget_s))} more: cut (its code, a --model factory or a --tests test, "
+            "never returned) — raise --budget if it is only slow")
 
 
 class DurationError(ValueError):
@@ -78,8 +69,7 @@ class DurationError(ValueError):
 
 
 def parse_duration(text: str | float | None) -> float | None:
-    """Seconds from a duration as the user writes it: '90s', '4m', '1.5h', '1h30m'; None for 'none' (no
-    budget). A bare number is refused: seconds or minutes, the reader could not tell."""
+    """Seconds from '90s', '4m', '1.5h', '1h30m'; None for 'none'. A bare number is refused: seconds or minutes?"""
     if text is None or isinstance(text, (int, float)):
         return None if text is None else float(text)
     cleaned = text.strip().lower()
@@ -89,7 +79,8 @@ def parse_duration(text: str | float | None) -> float | None:
     whole = bool(parts) and "".join(number + unit for number, unit in parts) == cleaned
     seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts) if whole else 0.0
     if not 0 < seconds < math.inf:
-        raise DurationError(f"--budget {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m (or none for no limit)")
+        raise DurationError(f"--budget {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m "
+                            "(or none for no limit)")
     if seconds > MAX_BUDGET_S:  # timers and deadlines overflow long before a float does
         raise DurationError(f"--budget {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
     return seconds
@@ -109,9 +100,8 @@ def format_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class CaseCost:
-    """What a case costs: the whole build (seconds) and its first call (None where the build made
-    none, e.g. skipped before it), from this machine's earlier row of it or, with `predicted`, from
-    the cost model (gpubench.harness.core.cost_model) before any row exists."""
+    """A case's build and first-call seconds (None: no call made), from this machine's history or, with
+    `predicted`, from the cost model."""
 
     build_s: float
     first_call_s: float | None = None
@@ -119,8 +109,7 @@ class CaseCost:
 
 
 def water_level(costs: list[float | None], left_s: float) -> float:
-    """The share every case above it gets, so that sum(min(cost, level)) == left_s (a None cost is
-    unknown: it gets the level); inf when every known cost fits."""
+    """The level with sum(min(cost, level)) == left_s (an unknown None cost gets it); inf when every cost fits."""
     ordered = sorted(math.inf if cost is None else cost * COST_MARGIN for cost in costs)
     remaining_s, count = max(0.0, left_s), len(ordered)
     for cost in ordered:
@@ -132,8 +121,7 @@ def water_level(costs: list[float | None], left_s: float) -> float:
 
 
 def share_of(cost: float | None, others: list[float | None], left_s: float) -> float:
-    """One case's share of `left_s` beside the cases still to run (`others`). When every known
-    cost fits, each gets its cost scaled up to fill what is left."""
+    """One case's share of `left_s` beside `others`; when every known cost fits, costs are scaled up to fill it."""
     costs = [cost, *others]
     level = water_level(costs, left_s)
     if math.isinf(level):
@@ -144,12 +132,11 @@ def share_of(cost: float | None, others: list[float | None], left_s: float) -> f
 
 @dataclass
 class CaseShare:
-    """One build of one case under a run budget: `share_s` seconds from `started_s` (on `now`).
-    `known_call_s`: its first call as this machine's history says, checked before the build."""
+    """One build of one case under a run budget: `share_s` seconds from `started_s` (on `now`)."""
 
     share_s: float
     budget_s: float
-    known_call_s: float | None = None
+    known_call_s: float | None = None  # its first call as this machine's history says, checked before the build
     predicted_build_s: float | None = None  # the cost model's, where no history of the case exists
     expected_build_s: float | None = None  # what the plan expects the build to cost (history, else the model)
     now: Callable[[], float] = time.monotonic
@@ -170,15 +157,15 @@ class CaseShare:
                 "too little to build it and time one call — raise --budget or deselect cases")
 
     def over(self, call_s: float) -> str:
-        """Why a case whose one call takes `call_s` is not measured: one line naming the fix. A
-        call that fits the share alone did not fit beside what building the case took."""
+        """Why a case whose one call takes `call_s` is not measured, naming the fix."""
         budget, share = format_duration(self.budget_s), format_duration(self.share_s)
         if call_s <= self.share_s:
             spent = format_duration(self.now() - self.started_s)
             return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the "
-                    f"{budget} budget went to building and warming it up: no timed call fits — raise --budget or deselect it")
-        return (f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} — "
-                "raise --budget or deselect it")
+                    f"{budget} budget went to building and warming it up: no timed call fits — "
+                    "raise --budget or deselect it")
+        return (f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} "
+                "— raise --budget or deselect it")
 
 
 class OverBudget(Exception):

@@ -1,9 +1,5 @@
-"""Pure statistics over raw per-round samples (seconds). No torch, no I/O.
-
-The quartiles, IQR and outlier counts follow pytest-benchmark's `Stats` exactly (Wikipedia's
-quartile methods 3 and 2), so the CSV and pytest-benchmark's terminal table never disagree on the
-same samples (tests/test_stats.py pins this against pytest_benchmark.stats.Stats).
-"""
+"""Pure statistics over raw per-round samples (seconds). Quartiles, IQR and outliers follow pytest-benchmark's `Stats`
+exactly, so the CSV and its terminal table never disagree (tests/test_stats.py pins this)."""
 
 from __future__ import annotations
 
@@ -12,15 +8,12 @@ import statistics
 from dataclasses import dataclass
 from collections.abc import Sequence
 
-# Dispersion above this (IQR / median) makes a figure "noisy". IQR-based, so one outlier round
-# does not flag a steady case; outliers are counted apart.
+# Dispersion above this (IQR / median) makes a figure "noisy"; IQR-based, so one outlier round does not flag it.
 NOISY_REL_IQR = 0.05
 
 
 @dataclass(frozen=True)
 class SampleStats:
-    """Summary of one case's raw samples; every field is derived, never measured directly."""
-
     rounds: int
     median_s: float
     q1_s: float
@@ -48,8 +41,7 @@ class SampleStats:
 
 
 def quartiles(sorted_samples: Sequence[float]) -> tuple[float, float]:
-    """Q1 and Q3 as pytest-benchmark computes them: method 3 for odd counts, the medians of the
-    lower and upper halves for even counts."""
+    """Q1 and Q3 as pytest-benchmark computes them: method 3 for odd counts, the halves' medians for even ones."""
     data, n = sorted_samples, len(sorted_samples)
     if n == 1:
         return data[0], data[0]
@@ -62,11 +54,7 @@ def quartiles(sorted_samples: Sequence[float]) -> tuple[float, float]:
 
 
 def summarize(samples_s: Sequence[float]) -> SampleStats:
-    """Median, quartiles, min, max, mean, sample stddev and outlier counts of raw samples.
-
-    Raises ValueError for no samples or a negative sample: a negative duration means the clock
-    or the sync is broken, and no statistic over it is worth publishing.
-    """
+    """ValueError for no samples or a negative one: that means a broken clock or sync, not worth publishing."""
     if not samples_s:
         raise ValueError("no samples to summarize")
     if any(s < 0 or math.isnan(s) for s in samples_s):
@@ -76,18 +64,9 @@ def summarize(samples_s: Sequence[float]) -> SampleStats:
     mean = statistics.fmean(data)
     stddev = statistics.stdev(data) if len(data) > 1 else 0.0
     fence = 1.5 * (q3 - q1)
-    return SampleStats(
-        rounds=len(data),
-        median_s=statistics.median(data),
-        q1_s=q1,
-        q3_s=q3,
-        min_s=data[0],
-        max_s=data[-1],
-        mean_s=mean,
-        stddev_s=stddev,
-        iqr_outliers=sum(1 for s in data if s < q1 - fence or s > q3 + fence),
-        stddev_outliers=sum(1 for s in data if s < mean - stddev or s > mean + stddev),
-    )
+    return SampleStats(len(data), statistics.median(data), q1, q3, data[0], data[-1], mean, stddev,
+                       iqr_outliers=sum(1 for s in data if s < q1 - fence or s > q3 + fence),
+                       stddev_outliers=sum(1 for s in data if s < mean - stddev or s > mean + stddev))
 
 
 def median(values: Sequence[float]) -> float:
@@ -95,9 +74,8 @@ def median(values: Sequence[float]) -> float:
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.99) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median: the order statistics x_(k) and x_(n+1-k),
-    k the largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2 (the sign test's interval;
-    no assumption about the shape of the noise). Too few values for that confidence: (min, max)."""
+    """The sign test's distribution-free interval of the median: x_(k), x_(n+1-k), k the largest with
+    P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2; (min, max) when too few values."""
     if not values:
         raise ValueError("no values for a confidence interval")
     data, n = sorted(values), len(values)

@@ -1,7 +1,5 @@
-"""What a workload declares about itself, torch-free: how its cases are named, how many builds it
-needs per profile, which columns it adds to the results schema, which figures head its terminal
-line, and how the report shows it. The report, the results reader and the case ids all read these
-declarations (gpubench.harness.catalog), so adding a workload never edits them."""
+"""What a workload declares about itself (torch-free): case ids, builds, columns, headline figures and report.
+The report, reader and case ids read these (harness.catalog), so adding a workload never edits them."""
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ pow2_size, bytes_size = _pow2, _bytes
 # How a setting reads inside an id, by column name (any workload may use them).
 TOKENS: dict[str, Callable[[Any], str]] = {
     "batch_size": lambda v: f"bs{v}",
-    "model": lambda v: str(v).replace(":", "."),  # a --model factory (module:function): no ':' inside a pytest id
+    "model": lambda v: str(v).replace(":", "."),  # module:function: no ':' inside a pytest id
     "input_shape": lambda v: str(v).replace(" ids<", "-ids"),  # 256 ids<50304 (--input-ids): 256-ids50304
     "num_workers": lambda v: f"w{v}",
     "prefetch_factor": lambda v: f"pf{v}",
@@ -62,11 +60,8 @@ TOKENS: dict[str, Callable[[Any], str]] = {
 
 @dataclass(frozen=True)
 class IdRule:
-    """Short, readable case ids from typed settings (`mnist_epoch/preloaded-bf16-cl-bs1024`).
-
-    A setting that is None (the case does not use it) never appears; one equal to its default is
-    left out unless in `always`; the rest are joined with "-" in `order`. A case whose settings
-    are all defaults is named by `label` (`guide-template`)."""
+    """Short case ids from typed settings (`mnist_epoch/preloaded-bf16-cl-bs1024`): None settings never appear,
+    defaults only if in `always`, the rest joined with "-" in `order`; all defaults give `label`."""
 
     order: tuple[str, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -90,10 +85,8 @@ class IdRule:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One panel per machine (and per value of the `panels` columns, where given): `y` against `x`,
-    a line per value of `hue` (one column, or several whose values name the line together). With
-    `bars`, a horizontal bar of `y` per value of `x` instead (cases that are settings, not a ladder),
-    coloured by `hue`."""
+    """A panel per machine (and per `panels` value): `y` against `x`, a line per `hue` value (one or several
+    columns); with `bars`, a horizontal bar of `y` per `x` (settings, not a ladder), coloured by `hue`."""
 
     x: str
     y: str
@@ -110,9 +103,8 @@ class PlotSpec:
 
 @dataclass(frozen=True)
 class ReportSection:
-    """How the report shows a workload. `renderer` names a section of reports/sections.py written
-    for this workload; without one, the report draws `plot` (if any) and a table of `table`'s
-    columns over the cases (medians over builds and runs)."""
+    """How the report shows a workload: `renderer` names its own section in reports/sections.py; without one, the
+    report draws `plot` and a table of `table`'s columns (medians over builds and runs)."""
 
     title: str
     intro: str = ""
@@ -124,11 +116,8 @@ class ReportSection:
 
 @dataclass(frozen=True)
 class SummaryFigure:
-    """One row a workload adds to the report's summary, per machine: among its cases whose columns
-    equal `where` (kept to those at the largest value of `at_largest` when given), the one with the
-    steadiest best `figure` (gpubench.reports.intervals.steady_best). `text` writes the cell from that case's
-    columns: a str.format template ("{tflops:.3g} TFLOP/s ({setting})") or a function for a cell with
-    a part that may be missing. The spread between builds is appended."""
+    """A row of the report's summary per machine: among cases matching `where` (at the largest `at_largest`), the
+    steadiest best `figure`; `text` (a format template or a function) writes its cell, then the builds' spread."""
 
     label: str
     figure: str

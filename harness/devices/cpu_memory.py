@@ -9,16 +9,12 @@ from torch.profiler import ProfilerActivity, profile
 
 
 def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
-    """Allocator-level peak of one call on the CPU: torch.profiler's allocation records summed in
-    time order, above what was alive when the call started (process RSS would count the whole
-    process: datasets, libraries, earlier cases).
-
-    Reads `kineto_results`, torch's undocumented view of the raw records: the public
-    `profile.events()` folds allocations made inside an operator into that operator's total,
-    which loses their order, and the order is what makes a peak."""
+    """Allocator-level peak above what was alive at the start (RSS would count datasets, libraries, earlier cases).
+    Reads the undocumented `kineto_results`: `profile.events()` loses the allocations' time order that makes a peak."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    records = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    events = prof.profiler.kineto_results.events()
+    records = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
     current = peak = 0
     for _, nbytes in records:
         current += nbytes

@@ -16,8 +16,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 @dataclass
 class DataSource:
-    """What training workloads need from the session: which dataset, where, and where to put the
-    profiler tables. Splits are read once; normalized device copies are cached per device."""
+    """Which dataset, where, and where profiler tables go; splits are read once, device copies cached per device."""
 
     requested: str
     root: Path
@@ -36,16 +35,11 @@ class DataSource:
 
     def split(self, train: bool) -> Split:
         if train not in self._splits:
-            split = load_split(self.dataset, self.root, train)
-            if self.limit is not None:
-                count = self.limit[0 if train else 1]
-                split = Split(split.images[:count], split.labels[:count])
-            self._splits[train] = split
+            self._splits[train] = self.read_split(train)
         return self._splits[train]
 
     def read_split(self, train: bool) -> Split:
-        """The split read again from its files (the subset's first images under a limit), cached
-        nowhere: a run whose clock includes the data's first touch starts from this."""
+        """The split read afresh, cached nowhere: for a run whose clock includes the data's first touch."""
         split = load_split(self.dataset, self.root, train)
         if self.limit is not None:
             count = self.limit[0 if train else 1]
@@ -53,11 +47,11 @@ class DataSource:
         return split
 
     def subset(self, train: int, test: int) -> DataSource:
-        """The first `train`/`test` images of each split (same dataset, same root); the full
-        splits stay cached here."""
-        first = {True: self.split(True), False: self.split(False)}
-        splits = {kind: Split(split.images[:count], split.labels[:count]) for (kind, split), count in zip(first.items(), (train, test))}
-        return DataSource(self.requested, self.root, self.profile_ops, self.ops_sink, limit=(train, test), _resolved=self.dataset, _splits=splits)
+        """The first `train`/`test` images of each split; the full splits stay cached here."""
+        splits = {kind: Split(split.images[:count], split.labels[:count])
+                  for kind, count in ((True, train), (False, test)) for split in [self.split(kind)]}
+        return DataSource(self.requested, self.root, self.profile_ops, self.ops_sink, limit=(train, test),
+                          _resolved=self.dataset, _splits=splits)
 
     def image_dataset(self, train: bool) -> ImageDataset:
         return ImageDataset(self.split(train))
@@ -75,8 +69,7 @@ class DataSource:
 
 
 def preloaded_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, shuffle: bool) -> Iterator[Batch]:
-    """Batches taken by index from device-resident tensors: no per-image Python, no workers, no
-    host->device copies per step."""
+    """Batches indexed from device-resident tensors: no per-image Python, no workers, no per-step host copies."""
     count = labels.shape[0]
     order = torch.randperm(count, device=labels.device) if shuffle else None
     for begin in range(0, count, batch_size):

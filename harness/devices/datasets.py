@@ -21,7 +21,8 @@ SYSTEM_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 TRAIN_SIZE, TEST_SIZE, IMAGE_SIDE, CLASSES = 60_000, 10_000, 28, 10
 # MNIST's (and the guide's) normalization: ToTensor scales to [0, 1], Normalize((0.5,), (0.5,)).
 NORM_MEAN, NORM_STD = 0.5, 0.5
-IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+             "t10k-labels-idx1-ubyte")
 
 
 class DatasetError(ValueError):
@@ -43,9 +44,8 @@ def has_idx_files(folder: Path) -> bool:
 
 
 def install_fashion_mnist(root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> bool:
-    """Decompress Debian's Fashion-MNIST into torchvision's raw folder (once). Their md5 differs
-    from torchvision's list (Debian recompressed them), so torchvision's download=True would try
-    the network; reading the decompressed files needs no check."""
+    """Decompress Debian's Fashion-MNIST into torchvision's raw folder (once): Debian recompressed it, so its md5
+    differs from torchvision's list and download=True would try the network."""
     target = raw_dir(root, "fashion-mnist")
     if all((target / f).exists() for f in IDX_FILES):
         return True
@@ -53,7 +53,8 @@ def install_fashion_mnist(root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> 
         return False
     target.mkdir(parents=True, exist_ok=True)
     for name in IDX_FILES:  # each through a random temporary beside it, renamed whole: no link followed
-        with gzip.open(system_dir / f"{name}.gz", "rb") as src, replacing(target, name, "data folder", "pass --data-root DIR") as dst:
+        with gzip.open(system_dir / f"{name}.gz", "rb") as src, \
+                replacing(target, name, "data folder", "pass --data-root DIR") as dst:
             shutil.copyfileobj(src, dst)
     return True
 
@@ -76,21 +77,21 @@ def try_mnist(root: Path, download: bool) -> bool:
 
 def how_to_get(name: str, root: Path) -> str:
     if name == "mnist":
-        return (f"MNIST not found under {raw_dir(root, 'mnist')} and it could not be downloaded — copy the four IDX files there, or use --dataset "
-                f"fashion-mnist / synthetic")
-    return (f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — install Debian's dataset-fashion-mnist (apt-get "
-            f"install dataset-fashion-mnist), or use --dataset synthetic")
+        return (f"MNIST not found under {raw_dir(root, 'mnist')} and it could not be downloaded — "
+                "copy the four IDX files there, or use --dataset fashion-mnist / synthetic")
+    return (f"Fashion-MNIST not found under {raw_dir(root, 'fashion-mnist')} or {SYSTEM_FASHION_DIR} — "
+            "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist), "
+            "or use --dataset synthetic")
 
 
-# IDX header: two zero bytes, a type byte, the number of dimensions; then one big-endian uint32
-# per dimension; then the data. Only unsigned bytes (0x08) appear in (Fashion-)MNIST.
+# IDX header: two zero bytes, a type byte, the number of dimensions, one big-endian uint32 per dimension; then the
+# data. Only unsigned bytes (0x08) appear in (Fashion-)MNIST.
 IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
 IDX_DIMS = {"images": 3, "labels": 1}
 
 
 def idx_problem(path: Path) -> str | None:
-    """What is wrong with an IDX file (bad magic, truncated, trailing bytes), or None when its
-    size is exactly what its header declares."""
+    """What is wrong with an IDX file (bad magic, truncated, trailing bytes), or None when its header fits its size."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(4)
@@ -109,15 +110,15 @@ def idx_problem(path: Path) -> str | None:
     except OSError as error:
         return f"cannot be read ({error.strerror or error})"
     if size != expected:
-        return f"is {'truncated' if size < expected else 'too long'}: {size} bytes where its header ({'x'.join(map(str, dims))}) says {expected}"
+        return (f"is {'truncated' if size < expected else 'too long'}: {size} bytes where its header "
+                f"({'x'.join(map(str, dims))}) says {expected}")
     if "labels" in path.name:
         return label_problem(path, header_bytes=4 + 4 * ndim)
     return None
 
 
 def label_problem(path: Path, header_bytes: int) -> str | None:
-    """A label outside 0..CLASSES-1 (a damaged byte) would fail the first training step with an
-    index error deep in the loss; a labels file is 60 KB, so every byte is checked."""
+    """A label outside 0..CLASSES-1 would fail the first step deep in the loss; at 60 KB every byte is checked."""
     try:
         labels = path.read_bytes()[header_bytes:]
     except OSError as error:
@@ -135,9 +136,8 @@ def how_to_restore(name: str) -> str:
 
 
 def check_idx_files(name: str, root: Path) -> None:
-    """Before any case: the decompressed IDX files a run will read must be whole (a copy cut by a
-    full disk or a killed extraction would fail every training case). Missing files are not
-    checked here (they are fetched or extracted later)."""
+    """Before any case: present IDX files must be whole (a copy cut by a full disk or a killed extraction would fail
+    every training case); missing ones are fetched or extracted later."""
     for file_name in IDX_FILES:
         path = raw_dir(root, name) / file_name
         if path.exists():
@@ -164,11 +164,10 @@ def _can_write(folder: Path) -> bool:
 
 
 def fallback_problem(folder: Path) -> str | None:
-    """Why the shared-/tmp fallback `folder` must not be used, or None: anyone can create a folder
-    of that name in /tmp first and plant files in it (every label 0 makes any model "accurate"),
-    so it must be a real folder of this user that no one else can write to. Made 0700 if absent."""
+    """Why the shared-/tmp fallback must not be used, or None. Anyone can make it first and plant files (all labels 0
+    make any model "accurate"), so it must be this user's real folder, writable by no one else; made 0700 if absent."""
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)  # not parents: /tmp exists, and only the last name is ours to make
+        folder.mkdir(mode=0o700, exist_ok=True)  # not parents: /tmp exists, only the last name is ours to make
         info = folder.lstat()
     except OSError as error:
         return f"cannot be made ({error.strerror or error})"
@@ -190,18 +189,20 @@ def holds_dataset(root: Path, name: str) -> bool:
 
 
 def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
-    """The data root to use and a warning line when it is not the one asked for. A root that
-    cannot be written is fine if it already holds the data; else a temporary folder takes its
-    place (the data is extracted or downloaded there), else DatasetError."""
+    """The data root to use, and a warning when it is not the one asked for: an unwritable root that holds the data
+    is fine, else a temporary folder takes its place, else DatasetError."""
     if holds_dataset(root, name) or _can_write(root):
         return root, None
     fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid()}"
     problem = fallback_problem(fallback)
     if problem:
-        raise DatasetError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — pass --data-root DIR with a writable folder")
+        raise DatasetError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — "
+                           "pass --data-root DIR with a writable folder")
     if _can_write(fallback):
-        return fallback, f"data root {root} is not writable; using {fallback} instead — pass --data-root DIR with a writable folder to keep the data"
-    raise DatasetError(f"data root {root} is not writable, nor is {fallback} — pass --data-root DIR with a writable folder")
+        return fallback, (f"data root {root} is not writable; using {fallback} instead — "
+                          "pass --data-root DIR with a writable folder to keep the data")
+    raise DatasetError(f"data root {root} is not writable, nor is {fallback} — "
+                       "pass --data-root DIR with a writable folder")
 
 
 def download_allowed() -> bool:
@@ -261,14 +262,14 @@ def load_split(dataset: str, root: Path, train: bool) -> Split:
 
 
 class ImageDataset(torch.utils.data.Dataset):
-    """The guide's per-image path, exactly as torchvision's MNIST does it: uint8 array -> PIL
-    image -> transform (ToTensor + Normalize) in the DataLoader's workers."""
+    """The guide's per-image path, as torchvision's MNIST: uint8 -> PIL -> ToTensor + Normalize in the workers."""
 
     def __init__(self, split: Split) -> None:
         from torchvision import transforms
 
         self.split = split
-        self.transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((NORM_MEAN,), (NORM_STD,))])
+        self.transform = transforms.Compose([transforms.ToTensor(),
+                                             transforms.Normalize((NORM_MEAN,), (NORM_STD,))])
 
     def __len__(self) -> int:
         return len(self.split.labels)
@@ -281,6 +282,5 @@ class ImageDataset(torch.utils.data.Dataset):
 
 
 def normalize_all(images: torch.Tensor) -> torch.Tensor:
-    """The whole split normalized once, [N, 1, 28, 28] float32: what `preloaded` feeds the model.
-    Same arithmetic as ToTensor (x / 255) followed by Normalize ((x - mean) / std)."""
+    """The whole split normalized once to [N, 1, 28, 28] float32, as ToTensor then Normalize would."""
     return ((images.float().div(255.0) - NORM_MEAN) / NORM_STD).unsqueeze(1)

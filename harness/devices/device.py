@@ -21,13 +21,14 @@ class DeviceError(ValueError):
 
 
 def seeded_generator(device: torch.device, seed: int) -> torch.Generator:
-    """A generator for `randn_on`: on a CUDA device its own (the host takes about a second for the 64M
-    values of an n=8192 operand, and a run's budget counts that against the case's build)."""
+    """A generator for `randn_on`; on CUDA the device's own (the host takes ~1 s for an n=8192 operand's 64M values,
+    which a run's budget counts against the case's build)."""
     return torch.Generator(device=device if device.type == "cuda" else "cpu").manual_seed(seed)
 
 
-def randn_on(shape: tuple[int, ...], device: torch.device, dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """Normal random values on `device`, drawn where `generator` lives (seeded_generator)."""
+def randn_on(shape: tuple[int, ...], device: torch.device, dtype: torch.dtype,
+             generator: torch.Generator) -> torch.Tensor:
+    """Normal random values on `device`, drawn where `generator` lives."""
     if generator.device.type == device.type:
         return torch.randn(shape, generator=generator, device=device, dtype=dtype)
     return torch.randn(shape, generator=generator).to(device, dtype)
@@ -53,15 +54,13 @@ def cuda_device_count() -> int:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """Turn a --device value into a torch.device, or raise DeviceError naming what exists.
-
-    `auto` picks cuda, then mps, then cpu.
-    """
+    """A --device value as a torch.device (`auto`: cuda, then mps, then cpu), or DeviceError naming what exists."""
     text = spec.strip().lower()
     match = _SPEC.match(text)
     have = ", ".join(available_devices())
     if text == "cuda:all":
-        raise DeviceError(f"'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); here name one GPU: cuda:N (this machine has: {have})")
+        raise DeviceError("'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); "
+                          f"here name one GPU: cuda:N (this machine has: {have})")
     if not match:
         raise DeviceError(f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})")
     kind, index = match.group(1), match.group(2)
@@ -77,10 +76,12 @@ def resolve_device(spec: str) -> torch.device:
         return torch.device("cpu")
     if kind == "mps":
         if not mps_available():
-            raise DeviceError(f"mps was requested but torch.backends.mps.is_available() is False — use --device cpu (this machine has: {have})")
+            raise DeviceError("mps was requested but torch.backends.mps.is_available() is False — "
+                              f"use --device cpu (this machine has: {have})")
         return torch.device("mps")
     if not torch.cuda.is_available():
-        raise DeviceError(f"cuda was requested but torch.cuda.is_available() is False — use --device cpu (this machine has: {have})")
+        raise DeviceError("cuda was requested but torch.cuda.is_available() is False — "
+                          f"use --device cpu (this machine has: {have})")
     ordinal = int(index) if index is not None else torch.cuda.current_device()
     if ordinal >= torch.cuda.device_count():
         raise DeviceError(f"device {spec!r} does not exist: this machine has {have}")
@@ -96,9 +97,8 @@ def synchronize(device: torch.device) -> None:
 
 
 def empty_cache(device: torch.device, collect: bool = True) -> None:
-    """Release cached blocks, e.g. after an out-of-memory case, so the next case starts clean.
-    `collect`: run the garbage collector first (~0.1 s with torch loaded); on the CPU a case's
-    tensors are freed when its last reference goes, so only a failed case needs it there."""
+    """Release cached blocks so the next case starts clean. `collect` runs gc first (~0.1 s with torch loaded); on
+    the CPU tensors go with their last reference, so only a failed case needs it there."""
     if collect or device.type != "cpu":
         gc.collect()
     if device.type == "cuda":
@@ -127,8 +127,8 @@ _STATUS = Path("/proc/self/status")
 
 
 def reset_peak_memory(device: torch.device) -> None:
-    """Start a new peak window: the CUDA allocator's counters, or on Linux the process's peak
-    resident set (writing 5 to /proc/self/clear_refs resets VmHWM). mps has no peak counter."""
+    """Start a new peak window: CUDA's allocator counters, or on Linux VmHWM (reset by writing 5 to clear_refs).
+    mps has no peak counter."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     elif device.type == "cpu":
@@ -150,19 +150,11 @@ def peak_rss_bytes() -> int:
 
 
 def memory_snapshot(device: torch.device) -> MemorySnapshot:
-    """Allocated / reserved / peak bytes.
-
-    cuda: allocator figures since the last reset_peak_memory. mps: current and driver-allocated
-    bytes (no peak counter exists, so peak is the current driver figure). cpu: the process's
-    resident set, and its peak since the last reset (a process-wide figure, not per tensor).
-    """
+    """Allocated / reserved / peak bytes: cuda's allocator since reset_peak_memory; on mps the driver figure stands
+    for the peak (no counter); on cpu the process's RSS and its peak (process-wide, not per tensor)."""
     if device.type == "cuda":
-        return MemorySnapshot(
-            torch.cuda.memory_allocated(device),
-            torch.cuda.memory_reserved(device),
-            torch.cuda.max_memory_allocated(device),
-            "cuda-allocator",
-        )
+        return MemorySnapshot(torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device),
+                              torch.cuda.max_memory_allocated(device), "cuda-allocator")
     if device.type == "mps":
         current = int(torch.mps.current_allocated_memory())
         driver = int(torch.mps.driver_allocated_memory())
@@ -208,27 +200,28 @@ def _mps_bf16_ok() -> bool:
 
 
 def unusable_gpu(device: torch.device) -> str | None:
-    """A GPU the machine's driver shows while the suite runs on the CPU: the torch build cannot
-    see it (a CPU wheel, a CUDA wheel on ROCm, a driver/runtime mismatch)."""
+    """A GPU the driver shows while the suite runs on the CPU because torch cannot see it (CPU wheel, CUDA wheel on
+    ROCm, driver/runtime mismatch)."""
     if device.type != "cpu":
         return None
-    for tool, marker, kind in (("nvidia-smi", "/dev/nvidia0", "an NVIDIA GPU"), ("rocm-smi", "/dev/kfd", "an AMD GPU (ROCm)")):
+    for tool, marker, kind in (("nvidia-smi", "/dev/nvidia0", "an NVIDIA GPU"),
+                               ("rocm-smi", "/dev/kfd", "an AMD GPU (ROCm)")):
         if Path(marker).exists() or shutil.which(tool):
-            build = f"torch {torch.__version__} (cuda {torch.version.cuda or 'none'}, hip {getattr(torch.version, 'hip', None) or 'none'})"
-            return f"this machine shows {kind} but {build} cannot use it — running on the CPU; install the torch build for your GPU"
+            hip = getattr(torch.version, "hip", None) or "none"
+            build = f"torch {torch.__version__} (cuda {torch.version.cuda or 'none'}, hip {hip})"
+            return (f"this machine shows {kind} but {build} cannot use it — running on the CPU; "
+                    "install the torch build for your GPU")
     return None
 
 
 def cudnn_tf32_for(precision: str | None) -> bool:
-    """cuDNN's TF32 convolutions only where a case asks for TF32. torch leaves them on by default,
-    so without this an "fp32" epoch would be TF32 convolutions beside IEEE linear layers; bf16 and
-    fp16 cases run their convolutions in their own dtype, so the flag does not touch them."""
+    """cuDNN TF32 convolutions only for TF32 cases: torch's default (on) would make an "fp32" epoch TF32
+    convolutions beside IEEE linear layers; bf16/fp16 convolutions ignore the flag."""
     return precision == "tf32"
 
 
 def scope_cudnn_tf32(allow: bool) -> Callable[[], None]:
-    """Sets torch.backends.cudnn.allow_tf32 for one case; returns what restores the process's
-    value. Harmless off cuda (only cuDNN reads it), so it is set on every device alike."""
+    """Sets cudnn.allow_tf32 for one case and returns its restorer; harmless off cuda, so set on every device."""
     previous = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = allow
 

@@ -1,12 +1,6 @@
-"""Energy on every timed region: NVML's total-energy counter on NVIDIA GPUs, RAPL (Linux powercap)
-on CPUs; and the GPU's clocks, temperature, power and throttle reasons sampled *during* a region.
-
-A counter is cumulative (joules since some moment); a region's energy is the difference between
-its edges, its average power that energy over the region's wall time. A counter updates at a
-finite rate (NVML every 20-100 ms, so Zeus and NVIDIA advise windows of about a second; RAPL about
-every millisecond): a region shorter than the counter's window gives no figure, with the reason.
-Where no counter can be read, every energy column stays empty and the run says why once.
-"""
+"""Energy per timed region from cumulative counters (NVML on NVIDIA GPUs, RAPL on CPUs), and GPU telemetry sampled
+during it. NVML's counter moves every 20-100 ms (Zeus and NVIDIA advise ~1 s windows), RAPL's about every ms: a shorter
+region gets no figure, with the reason."""
 
 from __future__ import annotations
 
@@ -20,29 +14,18 @@ from typing import Any, Protocol
 
 import torch
 
-from gpubench.harness.devices.nvml_probe import (
-    AVERAGED_POWER_WINDOW_S,
-    load_nvml,
-    probe_nvml,
-    running_pids,
-)
+from gpubench.harness.devices.nvml_probe import AVERAGED_POWER_WINDOW_S, load_nvml, probe_nvml, running_pids
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 NVML_MIN_WINDOW_S = 1.0  # the counter moves every 20-100 ms: shorter regions are mostly quantization
 RAPL_MIN_WINDOW_S = 0.05  # RAPL updates about every 1 ms
 TELEMETRY_INTERVAL_S = 0.1  # one NVML poll every 100 ms during a region (about 0.1% of a core)
 
-# nvmlClocksThrottleReasons bits (nvml.h); GPU idle and application-clock settings are not throttling.
-# The software power cap is how a data-centre GPU manages its boost under any heavy load: recorded
-# in gpu_throttle, but only the thermal and hardware slowdowns flag a row.
+# nvmlClocksThrottleReasons bits (nvml.h); idle and application clocks are not throttling. A data-centre GPU manages
+# its boost by the software power cap under any heavy load: recorded, but only the slowdowns flag a row.
 SLOWDOWN_BITS = 0x8 | 0x20 | 0x40 | 0x80
-THROTTLE_REASONS = {
-    0x4: "software power cap",
-    0x8: "hardware slowdown",
-    0x20: "software thermal slowdown",
-    0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake",
-}
+THROTTLE_REASONS = {0x4: "software power cap", 0x8: "hardware slowdown", 0x20: "software thermal slowdown",
+                    0x40: "hardware thermal slowdown", 0x80: "hardware power brake"}
 
 
 class EnergyCounter(Protocol):
@@ -70,8 +53,7 @@ class NvmlCounter:
 
 
 class RaplCounter:
-    """The package zones of Linux powercap (`intel-rapl:N`, also AMD's since Linux 5.8), summed.
-    Each zone's energy_uj wraps at max_energy_range_uj; reads are unwrapped here."""
+    """Linux powercap's package zones (`intel-rapl:N`, AMD's too since 5.8) summed, unwrapped at max_energy_range_uj."""
 
     source = "rapl"
     min_window_s = RAPL_MIN_WINDOW_S
@@ -113,7 +95,8 @@ def rapl_package_zones(root: Path = POWERCAP_ROOT) -> list[Path]:
 def rapl_counter(root: Path = POWERCAP_ROOT) -> tuple[RaplCounter | None, str]:
     """The CPU's RAPL counter, or None and why not (said once per run)."""
     if not root.is_dir():
-        return None, f"no RAPL energy counters: {root} is absent (a virtual machine, or not Linux) — CPU energy columns stay empty"
+        return None, (f"no RAPL energy counters: {root} is absent (a virtual machine, or not Linux) — "
+                      "CPU energy columns stay empty")
     zones = rapl_package_zones(root)
     if not zones:
         return None, f"no RAPL package zone under {root} — CPU energy columns stay empty"
@@ -127,8 +110,8 @@ def rapl_counter(root: Path = POWERCAP_ROOT) -> tuple[RaplCounter | None, str]:
 
 
 def nvml_index(torch_index: int) -> int:
-    """NVML numbers GPUs physically, torch after CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER: with
-    CUDA_VISIBLE_DEVICES=3, torch's cuda:0 is NVML's 3. torch's own mapping where it has one."""
+    """NVML's number for torch's GPU: NVML numbers physically, torch after CUDA_VISIBLE_DEVICES (=3: cuda:0 is
+    NVML's 3); torch's own mapping where it has one."""
     mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
     if mapping is None:
         return torch_index
@@ -143,7 +126,8 @@ def nvml_counter(index: int, nvml_loader: Callable[[], Any] = load_nvml) -> tupl
         return NvmlCounter(index, nvml_loader()), ""
     except Exception as error:  # no nvidia-ml-py, no driver, a GPU older than Volta, no permission
         text = " ".join(str(error).split()) or type(error).__name__
-        return None, f"no NVML energy counter ({text}; needs nvidia-ml-py and a Volta or newer GPU) — energy columns stay empty"
+        return None, (f"no NVML energy counter ({text}; needs nvidia-ml-py and a Volta or newer GPU) — "
+                      "energy columns stay empty")
 
 
 def energy_counter(device: torch.device, powercap_root: Path = POWERCAP_ROOT,
@@ -173,7 +157,8 @@ class EnergyReading:
 class EnergyMeter:
     """Reads a counter at a region's edges. `start()` returns a mark; `stop(mark)` the reading."""
 
-    def __init__(self, counter: EnergyCounter | None, note: str = "", clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, counter: EnergyCounter | None, note: str = "",
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.counter = counter
         self.note = note  # why there is no counter (empty when there is one)
         self.clock = clock
@@ -196,9 +181,8 @@ class EnergyMeter:
             return EnergyReading(None, seconds)
         source = self.counter.source
         if seconds < self.counter.min_window_s:
-            return EnergyReading(
-                None, seconds, source, f"energy: region {seconds:.3g} s is shorter than the {source} counter's {self.counter.min_window_s:g} s window"
-            )
+            return EnergyReading(None, seconds, source, f"energy: region {seconds:.3g} s is shorter than the {source} "
+                                 f"counter's {self.counter.min_window_s:g} s window")
         energy_j = end_j - mark[0]
         if energy_j <= 0:
             return EnergyReading(None, seconds, source, f"energy: the {source} counter did not move in {seconds:.3g} s")
@@ -217,8 +201,7 @@ def idle_power_w(meter: EnergyMeter, seconds: float = 1.0) -> float | None:
 # ---- telemetry during a region ------------------------------------------------------------------
 
 def nvml_sample(nvml: Any, handle: Any) -> dict[str, float]:
-    """One reading of what explains a GPU figure: SM clock, temperature, power, throttle bits —
-    every field NVML answers (gpubench.harness.devices.nvml_probe)."""
+    """One reading of every field NVML answers: SM clock, temperature, power, throttle bits."""
     return probe_nvml(nvml, handle).sample()
 
 
@@ -226,36 +209,37 @@ def throttle_names(bits: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if bits & bit]
 
 
-def summarize_telemetry(samples: list[dict[str, float]], region_s: float | None = None, power_averaged: bool = False) -> dict[str, Any]:
-    """Median SM clock, hottest temperature, mean power and every throttle reason seen, over the
-    fields the GPU answered. A power that NVML averages over 1 s says little about a shorter
-    region: it is left out, and `gpu_power_note` (not a column) says why."""
+def summarize_telemetry(samples: list[dict[str, float]], region_s: float | None = None,
+                        power_averaged: bool = False) -> dict[str, Any]:
+    """Median SM clock, hottest temperature, mean power and every throttle reason seen. A 1 s averaged power says
+    little about a shorter region: it is left out, and `gpu_power_note` (not a column) says why."""
     if not samples:
         return {}
     bits = 0
     for sample in samples:
         bits |= int(sample.get("throttle_bits", 0))
     summary: dict[str, Any] = {"gpu_throttle": ";".join(throttle_names(bits)),
-                               "gpu_slowdown": ";".join(throttle_names(bits & SLOWDOWN_BITS))}  # not a column: what flags the row
-    for column, key, combine in (("gpu_sm_clock_mhz", "sm_clock_mhz", statistics.median), ("gpu_temp_c", "temp_c", max),
-                                 ("gpu_power_w", "power_w", statistics.fmean)):
+                               # not a column: what flags the row
+                               "gpu_slowdown": ";".join(throttle_names(bits & SLOWDOWN_BITS))}
+    for column, key, combine in (("gpu_sm_clock_mhz", "sm_clock_mhz", statistics.median),
+                                 ("gpu_temp_c", "temp_c", max), ("gpu_power_w", "power_w", statistics.fmean)):
         values = [s[key] for s in samples if key in s]
         if values:
             summary[column] = combine(values)
     if power_averaged and region_s is not None and region_s < AVERAGED_POWER_WINDOW_S and "gpu_power_w" in summary:
         del summary["gpu_power_w"]
-        summary["gpu_power_note"] = (f"gpu_power_w: left empty, the region ({region_s:.3g} s) is shorter than the {AVERAGED_POWER_WINDOW_S:g} s "
-                                     "NVML averages its power over on this GPU (no instantaneous power field)")
+        summary["gpu_power_note"] = (f"gpu_power_w: left empty, the region ({region_s:.3g} s) is shorter than the "
+                                     f"{AVERAGED_POWER_WINDOW_S:g} s NVML averages its power over on this GPU "
+                                     "(no instantaneous power field)")
     return summary
 
 
 class TelemetrySampler:
-    """Polls `read` every `interval_s` on a daemon thread between start() and stop(); stop()
-    returns the region's summary. One reading is always taken at each edge, so a region shorter
-    than the interval still has one."""
+    """Polls `read` every `interval_s` on a daemon thread; stop() returns the summary. A reading at each edge gives a
+    region shorter than the interval one too."""
 
-    def __init__(self, read: Callable[[], dict[str, float]], interval_s: float = TELEMETRY_INTERVAL_S, power_averaged: bool = False,
-                 note: str = "", clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, read: Callable[[], dict[str, float]], interval_s: float = TELEMETRY_INTERVAL_S,
+                 power_averaged: bool = False, note: str = "", clock: Callable[[], float] = time.perf_counter) -> None:
         self.read = read
         self.interval_s = interval_s
         self.power_averaged = power_averaged  # power is NVML's 1 s average: empty for shorter regions
@@ -293,9 +277,8 @@ class TelemetrySampler:
 
 
 def gpu_sampler(device: torch.device, nvml_loader: Callable[[], Any] = load_nvml) -> TelemetrySampler | None:
-    """A sampler of the benchmarked GPU over the fields it answers, or None off NVIDIA GPUs,
-    without NVML, or when no field answers. Its `note` says what is missing, the busy-GPU check
-    (running processes) included."""
+    """A sampler of the fields the GPU answers (None off NVIDIA, without NVML, or with none); `note` says what is
+    missing, the busy-GPU check included."""
     if device.type != "cuda":
         return None
     try:

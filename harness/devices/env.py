@@ -34,7 +34,8 @@ def cpu_model() -> str:
         pass
     if platform.system() == "Darwin":
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5).stdout.strip()
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                  timeout=5).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine()
@@ -45,16 +46,18 @@ def ram_bytes() -> int:
 
 
 def git_commit() -> str:
-    """Short commit of the suite's own checkout ('unknown' outside git, an installed wheel included: a project
-    around the installed package has its own history, not the suite's); '+dirty' when edited."""
+    """Short commit of the suite's own checkout, '+dirty' when edited; 'unknown' outside git, an installed wheel
+    included (a project around the installed package has its own history, not the suite's)."""
     root = CHECKOUT
     if root is None:
         return "unknown"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=5)
         if sha.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5)
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -71,11 +74,8 @@ def _cuda_fields(index: int) -> dict[str, Any]:
 
 
 def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> dict[str, Any]:
-    """Clocks, power and temperature from NVML (nvidia-ml-py), each field read on its own: a field
-    this GPU does not report is left out, the others stay; {} where NVML is absent.
-
-    Throttling explains many odd results, so this is read at the start and end of a run.
-    """
+    """NVML clocks, power and temperature, each field on its own (an unreported one is left out; {} without NVML).
+    Read at a run's start and end: throttling explains many odd results."""
     try:
         nvml = nvml_loader()
         handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
@@ -85,7 +85,8 @@ def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) ->
         "gpu_sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
         "gpu_mem_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
         "gpu_temp_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
-        "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,  # NVML's 1 s average on Ampere and newer
+        # NVML's 1 s average on Ampere and newer
+        "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
         "gpu_power_instant_w": lambda: instant_power_w(nvml, handle),
         "gpu_power_limit_w": lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
     }
@@ -99,23 +100,19 @@ def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) ->
 
 
 def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> int | None:
-    """Processes other than this one (and its children) holding a context on the GPU: another
-    job on the device changes results. None where NVML cannot tell (gpubench.harness.devices.nvml_probe.running_pids
-    says why; the run says it once)."""
+    """Other processes (not ours) holding a GPU context: another job changes results. None where NVML cannot tell
+    (running_pids says why; the run says it once)."""
     try:
         nvml = nvml_loader()
         pids, _ = running_pids(nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(index)))
-        if pids is None:
-            return None
-        return len(pids - our_pids())
+        return None if pids is None else len(pids - our_pids())
     except Exception:  # NVML missing, no permission, or inside a container that hides pids
         return None
 
 
 def our_pids() -> set[int]:
-    """This process and its children; in a `gpubench ab` pair, every process its session started (the partner
-    build waits for its turn, idle, holding its own context). The session counts only while it is an ancestor:
-    a variable inherited by an unrelated process names no session of its."""
+    """This process and its children; in a `gpubench ab` pair, every process its session started (the idle partner
+    holds its own context). The session counts only while an ancestor: an unrelated process may inherit the variable."""
     me = psutil.Process()
     root = me
     session = os.environ.get(SESSION_PID_ENV, "")
@@ -144,8 +141,8 @@ def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> i
 
 @functools.cache
 def llc_bytes(device: torch.device) -> int | None:
-    """The last-level cache in front of the benchmarked device's memory: the GPU's L2 on cuda,
-    the CPU's last level elsewhere. Bandwidth cases smaller than this measure the cache."""
+    """The last-level cache before the device's memory (L2 on cuda, else the CPU's): smaller bandwidth cases
+    measure the cache."""
     if device.type == "cuda":
         try:
             size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
@@ -173,28 +170,26 @@ def machine_id(fields: dict[str, Any]) -> str:
 
 
 def nvml_gpu_names() -> list[str]:
-    """Every GPU of the node, as NVML names them (no CUDA context, and CUDA_VISIBLE_DEVICES or a
-    Slurm allocation of one GPU does not hide the others); [] where NVML is absent."""
+    """Every GPU of the node by NVML name (no CUDA context; CUDA_VISIBLE_DEVICES hides none); [] without NVML."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                 for i in range(pynvml.nvmlDeviceGetCount())]
         return [name.decode() if isinstance(name, bytes) else str(name) for name in names]
     except Exception:  # NVML missing, no driver
         return []
 
 
 def host_name() -> str:
-    """socket.gethostname() as text that encodes: a host name that is not UTF-8 arrives with
-    surrogates (U+DCFF for the byte 0xff), which the CSV writer cannot encode, and every row would fail; its bytes
-    are kept as backslash escapes instead ('n\\xffd')."""
+    """The host name as encodable text: a non-UTF-8 name arrives with surrogates the CSV writer cannot encode (every
+    row would fail), so its bytes become backslash escapes ('n\\xffd')."""
     return os.fsencode(socket.gethostname()).decode("utf-8", "backslashreplace")
 
 
 def machine_identity() -> dict[str, Any]:
-    """What names this machine in a results store (gpubench.harness.records.store.machine_folder_name): the host
-    and its hardware, whatever device a run benchmarks."""
+    """What names this machine in a results store (records.store.machine_folder_name): host and hardware."""
     return {"hostname": host_name(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
             "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
 
@@ -240,7 +235,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
 
 
 def format_fingerprint(fields: dict[str, Any]) -> str:
-    """Aligned `key value` lines for the terminal; a size in bytes at a readable scale too (`--json` keeps the number)."""
+    """Aligned `key value` lines; sizes in bytes also at a readable scale (`--json` keeps the number)."""
     width = max(len(k) for k in fields)
 
     def shown(key: str, value: Any) -> Any:

@@ -1,5 +1,5 @@
-"""How busy the machine was around a case: other processes' share of the CPU, other processes on
-the GPU. A busy neighbour changes results many-fold, so the row says so."""
+"""How busy the machine was around a case (others' CPU share, others on the GPU): a busy neighbour changes
+results many-fold, so the row says so."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ BUSY_FRAC = 0.25  # other processes took more than this share of the machine's C
 
 
 class LoadMeter:
-    """The share of the machine's CPU that other processes used during a case — system CPU time
-    minus this process tree's, over wall time."""
+    """Other processes' share of the machine's CPU during a case: system CPU time minus this tree's, over wall time."""
 
     def __init__(self) -> None:
         self.start_wall = time.monotonic()

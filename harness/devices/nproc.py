@@ -20,8 +20,7 @@ def available_memory_bytes() -> int:
 
 
 def default_nproc(device: torch.device) -> int:
-    """The GPU count on cuda; 2 CPU ranks, or 1 where the memory holds only one (the default must
-    never be refused by check_nproc)."""
+    """The GPU count on cuda; 2 CPU ranks, or 1 where memory holds only one (check_nproc must accept the default)."""
     if device.type == "cuda":
         return torch.cuda.device_count()
     return 2 if 2 * RANK_HOST_BYTES <= available_memory_bytes() else 1
@@ -31,27 +30,26 @@ def check_cpu_nproc(nproc: int) -> None:
     """CPU ranks the machine cannot hold: too many per core, or more than its free memory."""
     cores = os.cpu_count() or 1
     if nproc > MAX_PROCS_PER_CORE * cores:
-        raise NprocError(
-            f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this {cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} "
-            f"or fewer"
-        )
+        raise NprocError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this "
+                         f"{cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} or fewer")
     available = available_memory_bytes()
     if nproc > 1 and nproc * RANK_HOST_BYTES > available:
         fits = max(1, available // RANK_HOST_BYTES)
-        raise NprocError(f"--nproc {nproc} needs about {nproc * RANK_HOST_BYTES / 1e9:.1f} GB ({RANK_HOST_BYTES / 1e9:.1f} GB per process) "
+        raise NprocError(f"--nproc {nproc} needs about {nproc * RANK_HOST_BYTES / 1e9:.1f} GB "
+                         f"({RANK_HOST_BYTES / 1e9:.1f} GB per process) "
                          f"but {available / 1e9:.1f} GB is available — use --nproc {fits} or fewer")
 
 
 def check_nproc(nproc: int, device: torch.device) -> int:
-    """Processes the machine cannot hold are refused before launch: more than the GPUs on cuda
-    (each rank owns one), more than the cores or the memory can hold on cpu."""
+    """Refuses before launch what the machine cannot hold: more ranks than GPUs on cuda, than cores or memory on cpu."""
     if nproc < 1:
         raise NprocError(f"--nproc {nproc}: use a positive number of processes")
     if device.type == "cpu":
         check_cpu_nproc(nproc)
-    if device.type == "cuda" and nproc > torch.cuda.device_count():
-        raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {torch.cuda.device_count()} — use --nproc {torch.cuda.device_count()} "
-                         f"or fewer")
+    gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    if device.type == "cuda" and nproc > gpus:
+        raise NprocError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {gpus} — "
+                         f"use --nproc {gpus} or fewer")
     if device.type == "mps" and nproc > 1:
         raise NprocError("DDP on mps is not supported by PyTorch — use --device cpu for gloo processes")
     return nproc

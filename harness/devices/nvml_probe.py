@@ -1,11 +1,6 @@
-"""NVML read field by field and query by query: a GPU (or a VM's virtual GPU) that answers
-NotSupported for one field loses that field only, never the others, and says which and why.
-
-Power has two readings. `nvmlDeviceGetPowerUsage` is averaged over the last second on Ampere and
-newer (NVML's documentation), so for a region under a second it mostly reports earlier work; the
-field `NVML_FI_DEV_POWER_INSTANT` (through `nvmlDeviceGetFieldValues`) is the instantaneous
-reading, used wherever the driver answers it.
-"""
+"""NVML read field by field: a GPU (or VM) answering NotSupported for one field loses only that field, and says why.
+Power prefers the field NVML_FI_DEV_POWER_INSTANT: nvmlDeviceGetPowerUsage averages the last second on Ampere and
+newer, so for a region under a second it mostly reports earlier work."""
 
 from __future__ import annotations
 
@@ -42,10 +37,10 @@ def instant_power_w(nvml: Any, handle: Any) -> float:
 
 
 def telemetry_readers(nvml: Any, handle: Any) -> dict[str, Callable[[], float]]:
-    """Every field a region's telemetry may hold, each read on its own. Power appears twice:
-    the instantaneous field first, the averaged reading as its fallback."""
+    """Every telemetry field, each read on its own; power twice: instantaneous first, the average as fallback."""
     def throttle_bits() -> float:  # the newer name first (NVML 12.2 renamed throttle reasons to clock events)
-        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
         return float(reasons(handle))
 
     return {
@@ -59,16 +54,14 @@ def telemetry_readers(nvml: Any, handle: Any) -> dict[str, Callable[[], float]]:
 
 @dataclass
 class NvmlProbe:
-    """The fields that answered once (`readers`, power under `power_w`), the ones that did not
-    (`missing`: field -> why), and which power reading the rows get."""
+    """Fields that answered (`readers`, power as `power_w`), those that did not (`missing`: field -> why)."""
 
     readers: dict[str, Callable[[], float]]
     missing: dict[str, str] = field(default_factory=dict)
     power: str = ""  # "instant" | "average" (a 1 s average) | "" (no power)
 
     def sample(self) -> dict[str, float]:
-        """One reading of every field that answered the probe; a field that fails later is left
-        out of this reading only."""
+        """One reading of every probed field; one that fails now is left out of this reading only."""
         reading = {}
         for name, read in self.readers.items():
             try:
@@ -82,15 +75,13 @@ class NvmlProbe:
         """What the run's telemetry lacks, in one line (empty when nothing is missing)."""
         parts = [f"{name} ({reason})" for name, reason in self.missing.items()]
         if self.power == "average":
-            parts.append(
-                f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s average, left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s"
-            )
+            parts.append(f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s average, "
+                         f"left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s")
         return ("NVML did not answer: " + "; ".join(parts)) if parts else ""
 
 
 def probe_nvml(nvml: Any, handle: Any) -> NvmlProbe:
-    """Reads every field once; keeps those that answered. Power: instantaneous where it answers,
-    else the averaged reading."""
+    """Reads every field once and keeps those that answered; power instantaneous where it answers, else averaged."""
     readers, missing = {}, {}
     for name, read in telemetry_readers(nvml, handle).items():
         try:
@@ -111,14 +102,14 @@ def probe_nvml(nvml: Any, handle: Any) -> NvmlProbe:
 
 
 def running_pids(nvml: Any, handle: Any) -> tuple[set[int] | None, str]:
-    """PIDs holding a context on the GPU: compute and graphics processes, each query on its own.
-    A graphics query NotSupported (common on data-centre GPUs and in VMs) drops only itself; a
-    compute query NotSupported leaves the busy-GPU check without an answer (None) and says why."""
+    """PIDs holding a GPU context. A failed graphics query (common on data-centre GPUs and VMs) drops only itself;
+    a failed compute query leaves the busy-GPU check unanswered (None) and says why."""
     pids: set[int] = set()
     try:
         pids |= {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
     except Exception as error:  # noqa: BLE001 - NotSupported in many VMs, NoPermission in containers
-        return None, f"the busy-GPU check is off: NVML's running compute processes query answered {why(error)}; gpu_other_procs stays empty"
+        return None, (f"the busy-GPU check is off: NVML's running compute processes query answered {why(error)}; "
+                      "gpu_other_procs stays empty")
     try:
         pids |= {p.pid for p in nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)}
     except Exception:  # noqa: BLE001 - compute processes are what a benchmark competes with

@@ -1,7 +1,5 @@
-"""The probe a run plans with before its first case (gpubench.harness.core.cost_model): this device's
-matmul rate per dtype, its copy bandwidth and one small kernel's seconds, in about a second. Every
-timing is synchronized and the best of a few calls after one warm-up call: a planner wants what the
-device can do, not the noise of a first call."""
+"""The device probe a run plans with (core.cost_model): matmul rates, copy bandwidth, launch cost, in about a second.
+Each timing is synchronized and the best of a few calls after a warm-up: a planner wants what the device can do."""
 
 from __future__ import annotations
 
@@ -21,13 +19,12 @@ REPEATS = 5
 # A call this long is far above the timer's noise: more repeats of it buy nothing (fp16 matmuls on a CPU without
 # native half precision take ~0.15 s each; five of them per dtype tripled the probe).
 ENOUGH_S = 0.05
-# A fresh interpreter importing torch (a torchrun rank) on a 2-core CPU: a forked build's own start is no measure of it.
+# A fresh interpreter importing torch (a torchrun rank) on a 2-core CPU: a forked build's start is no measure of it.
 FRESH_START_S = 2.5
 
 
 def best_s(fn: Callable[[], object], device: torch.device, repeats: int = REPEATS) -> float:
-    """The fastest of `repeats` calls after a warm-up one (fewer once they took ENOUGH_S together);
-    with repeats=0, the first call itself."""
+    """The fastest of `repeats` calls after a warm-up (fewer past ENOUGH_S); with repeats=0, the first call itself."""
     start = time.perf_counter()
     fn()
     synchronize(device)
@@ -65,11 +62,13 @@ def probe_rates(device: torch.device, process_start_s: float) -> Rates:
     """This device's rates (about a second; no gradients, nothing left allocated)."""
     with torch.no_grad():
         size = COPY_BYTES.get(device.type, COPY_BYTES["cpu"]) // 4
-        touch_s = best_s(lambda: torch.empty(size, device=device).fill_(1.0), device, repeats=0)  # first, before an allocator caches
+        # first, before an allocator caches
+        touch_s = best_s(lambda: torch.empty(size, device=device).fill_(1.0), device, repeats=0)
         flops = {dtype: rate for dtype in TORCH_DTYPES if (rate := matmul_rate(device, dtype)) is not None}
         copy_s = copy_seconds(size, device)
         one = torch.ones(1, device=device)
         launch_s = best_s(lambda: [one.add_(1) for _ in range(100)], device) / 100
         values = RANDN_VALUES.get(device.type, RANDN_VALUES["cpu"])
         randn_s = best_s(lambda: torch.randn(values, device=device), device)
-    return Rates(flops, 2 * size * 4 / copy_s, launch_s, values / randn_s, size * 4 / touch_s, max(process_start_s, FRESH_START_S))
+    return Rates(flops, 2 * size * 4 / copy_s, launch_s, values / randn_s, size * 4 / touch_s,
+                 max(process_start_s, FRESH_START_S))

@@ -1,8 +1,5 @@
-"""Cases are frozen dataclasses: identity is data.
-
-A case's fields are its settings; they become the pytest id, the CSV's setting columns and the
-report's axes, so nothing downstream ever parses a test name.
-"""
+"""Cases are frozen dataclasses whose fields are their settings: the pytest id, the CSV's setting columns and the
+report's axes come from them, so nothing downstream parses a test name."""
 
 from __future__ import annotations
 
@@ -14,9 +11,8 @@ from gpubench.harness.catalog import short_id
 
 @dataclass(frozen=True)
 class Case:
-    """Base of every case. Subclasses set `workload` and declare their settings as fields, each
-    named after its CSV column (gpubench.harness.records.schema.CASE_COLUMNS); a setting the case does not use is
-    None. Ids come from its workload's declared rule (gpubench.harness.catalog)."""
+    """Base of every case: subclasses set `workload` and declare settings as fields named after their CSV columns
+    (None where unused); ids follow the workload's declared rule."""
 
     workload: ClassVar[str] = ""
 
@@ -33,13 +29,11 @@ class Case:
 
 
 class CaseSkipped(Exception):
-    """Raised by a workload's build step when this device cannot run the case; becomes a
-    `status=skipped` row with the message as its reason."""
+    """This device cannot run the case: a `skipped` row with the message as its reason."""
 
 
 class Diverged(Exception):
-    """Raised by a workload's figures when training diverged: the row is `failed`, never fastest.
-    `columns` still land in the row (e.g. the target a run did not reach)."""
+    """Training diverged: the row is `failed`, never fastest; `columns` still land in it."""
 
     prefix = "diverged"
 

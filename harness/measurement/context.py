@@ -20,8 +20,7 @@ from gpubench.harness.measurement.timing import SyncedClock
 
 @dataclass
 class BuildContext:
-    """Everything a build needs: device, profile, the session's synced clock (the one clock every
-    figure is timed with), training data, nproc, and the rows already written in this run."""
+    """Everything a build needs: device, profile, the session's synced clock (every figure's), data and options."""
 
     device: torch.device
     profile: Profile
@@ -37,12 +36,12 @@ class BuildContext:
     builds: int | None = None  # --builds: every case's build count (None: the workload's for the profile)
     build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
     build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
-    min_rounds: int | None = None  # pytest-benchmark's --benchmark-min-rounds, where given: rounds of a micro-benchmark build, at least
+    min_rounds: int | None = None  # pytest-benchmark's --benchmark-min-rounds: a micro-benchmark build's, at least
     share: CaseShare | None = None  # this build's share of a run budget (--budget); None: no budget
     model: ModelSpec | None = None  # --model and --input: the user's model the `model` workload times
     results_dir: Path | None = None  # where the run's files go: the epoch race keeps its winner there
     machine_id: Callable[[], str] = lambda: ""  # the fingerprint's machine id, read when first needed
-    case_build_s: dict[str, float] = field(default_factory=dict)  # a case's own timed seconds (gpubench ab's cases file)
+    case_build_s: dict[str, float] = field(default_factory=dict)  # a case's own timed seconds (gpubench ab's file)
 
     @property
     def data(self) -> DataSource:
@@ -56,7 +55,8 @@ class BuildContext:
         if self.build_seconds is not None:
             budget = replace(budget, target_s=self.build_seconds)
         if self.min_rounds is not None:
-            budget = replace(budget, min_rounds=max(budget.min_rounds, self.min_rounds), max_rounds=max(budget.max_rounds, self.min_rounds))
+            budget = replace(budget, min_rounds=max(budget.min_rounds, self.min_rounds),
+                             max_rounds=max(budget.max_rounds, self.min_rounds))
         return budget if self.build_calls is None else replace(budget, min_calls=self.build_calls)
 
     def budget_for(self, case_id: str) -> Budget:

@@ -1,6 +1,4 @@
-"""The energy columns of a measured case: joules per call, average power, work per joule (the
-repetition that fills a counter window too long for the case's own rounds happens inside
-`measure()`, gpubench.harness.measurement.loop.energy_by_repetition)."""
+"""The energy columns of a measured case: joules per call, average power, work per joule."""
 
 from __future__ import annotations
 
@@ -11,10 +9,10 @@ from gpubench.harness.devices.energy import EnergyMeter, EnergyReading
 from gpubench.harness.measurement.measure import Measurement, Timed
 
 
-def energy_figures(reading: EnergyReading, calls: int, out: Mapping[str, Any], samples_per_call: int | None = None) -> dict[str, Any]:
-    """energy_j per call of the timed function (one matmul, one epoch, one run to target), the
-    region's average power, and work per joule: TFLOP/s over watts (the region is all matmul), and
-    samples over joules — of the call when its samples are known, else samples/s over watts."""
+def energy_figures(reading: EnergyReading, calls: int, out: Mapping[str, Any],
+                   samples_per_call: int | None = None) -> dict[str, Any]:
+    """energy_j per call, the region's average power, and work per joule: TFLOP/s over watts (the region is all
+    matmul), samples per joule of the call where known, else samples/s over watts."""
     if reading.energy_j is None:
         return {"energy_source": reading.source or None}
     power_w = reading.avg_power_w
@@ -39,7 +37,8 @@ def energy_columns(timed: Timed, measured: Measurement, meter: EnergyMeter,
     notes = [f"throttled during the timed region: {slowdown.replace(';', ', ')}"] if slowdown else []
     notes += [power_note] if power_note else []
     if not timed.energy:
-        return dict(telemetry, energy_source=None), ([timed.energy_note] if timed.energy_note and meter.available else []) + notes
+        note = [timed.energy_note] if timed.energy_note and meter.available else []
+        return dict(telemetry, energy_source=None), note + notes
     reading, calls = measured.energy, measured.calls
     figures = energy_figures(reading, calls, out, timed.samples_per_call)
     energy_j = figures.get("energy_j")

@@ -1,19 +1,6 @@
-"""The one measurement loop: batches of calls, each between two reads of the synced clock, sized
-one after another by a hook (after torch.utils.benchmark's `_threaded_measurement_loop`, whose
-`stop_hook` and `time_hook` decide when `blocked_autorange` and `adaptive_autorange` stop).
-
-Every phase of a measurement is this loop with its own hook:
-- `warm_up`: single calls until enough were made or a slow case has spent its time; none of them
-  enters the samples.
-- `time_call`: one batch of calls, seconds per call (a budget's first call, a fixed plan's cost of a
-  call, a workload's estimate, a window or a rank's round).
-- `sample` / `inline_rounds`: `plan.rounds` batches of `plan.iterations` calls; seconds per call.
-- `energy_by_repetition`: batches sized from the time per call until an energy counter's window is
-  filled (a region too short for the counter, measured again for its energy only).
-
-Only the rounds keep fn's result (a workload's figures read it); the other phases drop it at once,
-so no extra output is alive while the region's peak memory is read.
-"""
+"""The one measurement loop: batches of calls between two reads of the synced clock, each sized by a hook (after
+torch.utils.benchmark's `_threaded_measurement_loop`); warm-up, rounds and energy repetition are this loop with their
+own hooks. Only the rounds keep fn's result, so no extra output is alive while the region's peak memory is read."""
 
 from __future__ import annotations
 
@@ -27,8 +14,8 @@ from gpubench.harness.devices.energy import EnergyMeter, EnergyReading
 from gpubench.harness.measurement.timing import Clock
 
 MAX_ENERGY_CALLS = 1_000_000
-# The first energy batch, sized from the rounds' median, aims at 80% of the window: a median that came
-# out short would otherwise overshoot by as much. The calls added then aim 5% past the window.
+# The first energy batch aims at 80% of the window (a short median would overshoot by as much); the calls then
+# added aim 5% past it.
 FIRST_BATCH_SHARE = 0.8
 MISSING_CALLS_MARGIN = 1.05
 
@@ -53,13 +40,11 @@ class Batches:
         return [seconds / calls for seconds, calls in zip(self.seconds, self.calls)]
 
 
-NextBatch = Callable[[Batches], int]
-"""The loop's hook: how many calls the next batch makes, given the batches so far; 0 ends the loop."""
+NextBatch = Callable[[Batches], int]  # the calls of the next batch, given those so far; 0 ends the loop
 
 
 def run_batches(fn: Callable[[], Any], clock: Clock, next_batch: NextBatch, keep_result: bool = False) -> Batches:
-    """The loop. A batch is [clock(), calls of fn, clock()]: with a synced clock the region covers the
-    device work its calls queued, and a batch of many calls pays for one sync, not one per call."""
+    """Batches of [clock(), calls of fn, clock()]: a synced clock covers their device work with one sync a batch."""
     done = Batches()
     while (calls := next_batch(done)) > 0:
         start = clock()
@@ -80,12 +65,8 @@ def time_call(fn: Callable[[], Any], clock: Clock, calls: int = 1) -> float:
 
 
 def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:
-    """Run `fn` up to `calls` times (cuBLAS init, autotune, lazy allocation) and return the seconds
-    per call of the fastest of the last two, which the round planner uses. None of this enters
-    the samples.
-
-    A slow case stops warming after two calls once `max_s` is spent: the first call pays the
-    one-time costs, the second is already a steady-state estimate."""
+    """Up to `calls` unsampled calls (cuBLAS init, autotune, lazy allocation); the fastest of the last two plans the
+    rounds. A slow case stops after two once `max_s` is spent: the second call is already steady state."""
     wanted = max(1, calls)
 
     def next_batch(done: Batches) -> int:
@@ -101,10 +82,7 @@ def rounds_of(plan: RoundPlan) -> NextBatch:
 
 
 def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[float]:
-    """Time `plan.rounds` rounds of `plan.iterations` calls; seconds per call for each round.
-
-    The harness's sampler for regions that pytest-benchmark does not drive (the CPU side of a
-    speedup, the selfcheck, calibration); the same clock and the same plan as the measured rounds."""
+    """Seconds per call of each planned round, for regions pytest-benchmark does not drive (calibration, selfcheck)."""
     return run_batches(fn, clock, rounds_of(plan)).per_call_s()
 
 
@@ -121,9 +99,8 @@ def inline_rounds(clock: Clock) -> Callable[[Callable[[], Any], RoundPlan], Roun
 
 
 def fill_window(window_s: float, median_s: float) -> NextBatch:
-    """The energy repetition's hook: the first batch is sized from `median_s` to most of the window;
-    the missing calls are then added, sized from the time per call just measured (back-to-back calls
-    run faster than rounds that each end in a sync), not the whole batch again."""
+    """The energy repetition's hook: a first batch from `median_s`, then the missing calls sized from the time per
+    call just measured (back-to-back calls run faster than synced rounds)."""
     def next_batch(done: Batches) -> int:
         calls, elapsed_s = done.total_calls, done.total_s
         if elapsed_s >= window_s or calls >= MAX_ENERGY_CALLS:
@@ -141,12 +118,11 @@ def energy_window_s(meter: EnergyMeter) -> float:
 
 
 def energy_by_repetition(fn: Callable[[], Any], median_s: float, meter: EnergyMeter, clock: Clock) -> EnergyReading:
-    """A region too short for the counter, measured again for energy only: calls until the
-    counter's window is filled; the reading is per call."""
+    """A region too short for the counter, repeated for energy only until the window fills; the reading is per call."""
     clock()  # work queued before is not this region's energy
     mark = meter.start()
     done = run_batches(fn, clock, fill_window(energy_window_s(meter), median_s))
     reading = meter.stop(mark)
     calls = done.total_calls
-    return EnergyReading(reading.energy_j / calls if reading.energy_j is not None else None, reading.seconds / calls,
-                         reading.source, reading.reason)
+    energy_j = reading.energy_j / calls if reading.energy_j is not None else None
+    return EnergyReading(energy_j, reading.seconds / calls, reading.source, reading.reason)

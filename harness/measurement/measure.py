@@ -1,17 +1,6 @@
-"""One measurement of one build, usable from a plain script (no pytest): `measure(timed, ...)`
-warms up outside the samples, calibrates, runs the rounds with the one clock inside an energy and
-telemetry region, and returns a `Measurement` that keeps the raw samples and derives statistics
-from them (after torch.utils.benchmark's Measurement).
-
-    from gpubench.harness.measurement.measure import Timed, measure
-    m = measure(Timed(fn=lambda: torch.matmul(a, b)), Profile.QUICK.budget, SyncedClock(device))
-    print(m.stats.median_s, m.samples_s)
-
-Every phase runs through the one loop (gpubench.harness.measurement.loop): warm-up, calibration, the rounds
-and the energy repetition. Who drives the rounds is pluggable (`Rounds`): the loop's `inline_rounds`,
-or pytest-benchmark's `pedantic` in the pytest plugin, so its table and JSON hold the same samples as
-the CSV.
-"""
+"""One measurement of one build, usable without pytest: warm-up, calibration, then the rounds inside an energy and
+telemetry region; the `Measurement` keeps the raw samples. The round driver is pluggable (`Rounds`): pytest-benchmark's
+`pedantic` in the plugin, so its table and JSON hold the CSV's samples."""
 
 from __future__ import annotations
 
@@ -24,45 +13,31 @@ from gpubench.harness.devices.energy import EnergyMeter, EnergyReading, Telemetr
 from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
 from gpubench.harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
 from gpubench.harness.core.stats import SampleStats, summarize
-from gpubench.harness.measurement.loop import energy_by_repetition, energy_window_s, inline_rounds, sample, time_call, warm_up
+from gpubench.harness.measurement.loop import (energy_by_repetition, energy_window_s, inline_rounds, sample, time_call,
+                                               warm_up)
 from gpubench.harness.measurement.timing import SyncedClock
 
 
 @dataclass
 class Timed:
-    """What a workload's build step hands the harness.
+    """What a workload's build step hands the harness."""
 
-    fn: the region to time (device work it queues is covered by the synced clock).
-    figures: derives columns (tflops, gbps, accuracy...) from the statistics and fn's last result,
-        and nothing else (no timing); may add `flags` (a list) and `reason` (text).
-    companion: a measurement that accompanies the case after its rounds, outside the energy region
-        and with the same clock (the selfcheck's interleaved pairs, the CPU side of a speedup);
-        returns columns.
-    plan: a fixed plan (e.g. one full epoch, no warm-up epoch); None plans from a warm-up of fn.
-    warmup: a cheaper warm-up than fn itself (e.g. a few training steps before a timed epoch).
-    windows: raw samples taken from fn's result instead of the rounds (an epoch timed in windows
-        of steps); the row's statistics are then over those windows.
-    cleanup: always called at the end (restores global flags such as TF32).
-    cpu_memory: one untimed call of this under the allocator profiler gives the cpu peak memory.
-    energy_alias: a column that also holds the energy of one call (energy_to_target_j).
-    energy: False where the region's joules would not be the case's (a DDP launch: mostly process
-        start, and ranks on other GPUs unread); `energy_note` says why in the row.
-    samples_per_call: samples one call processes, where its throughput figure covers only part of
-        the call (an epoch's samples_per_s is over training, its energy over training and eval).
-    """
-
-    fn: Callable[[], Any]
+    fn: Callable[[], Any]  # the region to time
+    # columns from the statistics and fn's last result (no timing); may add `flags` (a list) and `reason`
     figures: Callable[[SampleStats, Any], dict[str, Any]] = lambda stats, result: {}
+    # after the rounds, outside the energy region, same clock (selfcheck pairs, a speedup's CPU side): columns
     companion: Callable[[Measurement], dict[str, Any]] | None = None
-    plan: RoundPlan | None = None
-    warmup: Callable[[], Any] | None = None
-    windows: Callable[[Any], list[float]] | None = None
-    cleanup: Callable[[], None] | None = None
-    cpu_memory: Callable[[], Any] | None = None
+    plan: RoundPlan | None = None  # a fixed plan (one epoch, no warm-up epoch); None plans from a warm-up
+    warmup: Callable[[], Any] | None = None  # a cheaper warm-up than fn (a few steps before a timed epoch)
+    windows: Callable[[Any], list[float]] | None = None  # samples from fn's result instead of the rounds
+    cleanup: Callable[[], None] | None = None  # always called at the end (restores flags such as TF32)
+    cpu_memory: Callable[[], Any] | None = None  # one untimed call under the allocator profiler: cpu peak memory
     notes: list[str] = field(default_factory=list)
-    energy_alias: str | None = None
+    energy_alias: str | None = None  # a column that also holds one call's energy (energy_to_target_j)
+    # False where the region's joules are not the case's (a DDP launch: mostly process start); energy_note says why
     energy: bool = True
     energy_note: str = ""
+    # samples per call where the throughput covers only part of it (an epoch's eval is in its energy)
     samples_per_call: int | None = None
     estimate: Callable[[], float] | None = None
 
@@ -74,13 +49,12 @@ class Timed:
 
 @dataclass
 class Measurement:
-    """Raw samples (seconds per call) of one build and what was read around them; statistics are
-    derived from the samples, never stored apart from them."""
+    """Raw samples (seconds per call) of one build and what was read around them; statistics derive from them."""
 
     plan: RoundPlan
     samples_s: list[float]
     result: Any
-    calls: int  # calls of fn the energy reading covers (a driver's extra call included; 1: a per-call reading)
+    calls: int  # calls the energy reading covers (a driver's extra call included; 1: a per-call reading)
     energy: EnergyReading = field(default_factory=lambda: EnergyReading(None, 0.0))
     telemetry: dict[str, Any] = field(default_factory=dict)
     first_call_s: float | None = None  # the case's first call, warm-up included (what a budget must afford)
@@ -92,16 +66,15 @@ class Measurement:
 
 
 class Rounds(Protocol):
-    """Runs `plan.rounds` rounds of `plan.iterations` calls; returns seconds per call per round,
-    the last result, and how many calls it made (pytest-benchmark makes one more after the rounds
-    when iterations > 1, for the result)."""
+    """Runs the plan's rounds: seconds per call per round, the last result, and the calls made (pytest-benchmark
+    makes one more after the rounds when iterations > 1, for the result)."""
 
     def __call__(self, fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]: ...
 
 
 class Region:
-    """Energy and telemetry over the timed rounds only: warm-up and calibration stay outside. The
-    device is drained at both edges, so queued work is counted in the region that queued it."""
+    """Energy and telemetry over the timed rounds only, the device drained at both edges so queued work counts in
+    the region that queued it."""
 
     def __init__(self, meter: EnergyMeter, sampler: TelemetrySampler | None, clock: SyncedClock) -> None:
         self.meter, self.sampler, self.clock = meter, sampler, clock
@@ -132,21 +105,23 @@ def plan_for(timed: Timed, budget: Budget, clock: SyncedClock) -> RoundPlan:
 
 def calibrated(timed: Timed, plan: RoundPlan, budget: Budget, clock: SyncedClock) -> RoundPlan:
     if plan.iterations > 1:  # calibrate on one whole round (still warm-up): rounds must really last >= min_round_s
-        plan = plan_rounds(sample(timed.fn, RoundPlan(0, plan.iterations, 1, plan.estimate_s), clock)[0], budget)
+        one_round = RoundPlan(0, plan.iterations, 1, plan.estimate_s)
+        plan = plan_rounds(sample(timed.fn, one_round, clock)[0], budget)
     return plan
 
 
 def check_estimate(timed: Timed, share: CaseShare) -> None:
     """A workload's cheap estimate of one call (a smaller problem, a few steps), before the call."""
     estimate_s = timed.estimate() if timed.estimate is not None else None
-    if estimate_s is not None and estimate_s > share.left_s():  # the row keeps the estimate: the next run skips it unbuilt
+    # the row keeps the estimate: the next run skips it unbuilt
+    if estimate_s is not None and estimate_s > share.left_s():
         raise OverBudget(share.over(estimate_s), estimate_s)
 
 
-def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock, share: CaseShare) -> tuple[RoundPlan, float, str]:
-    """Under a run budget: the first call decides (it must leave room for one more), warm-up stops
-    early on a small share, and the rounds are cut to what is left of the share (`capped`).
-    Returns the plan, the first call's seconds and the cap's reason ('' when not capped)."""
+def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock,
+                  share: CaseShare) -> tuple[RoundPlan, float, str]:
+    """(plan, first call's seconds, cap reason) under a budget: the first call must fit, warm-up stops early on a
+    small share, and the rounds are cut to what is left."""
     check_estimate(timed, share)
     warm = timed.warmup or timed.fn
     first_s = time_call(warm, clock)
@@ -163,9 +138,8 @@ def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock, share: CaseS
 
 
 def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tuple[RoundPlan, float | None, str]:
-    """A workload's fixed plan (one epoch, a launch, steps): its estimate is checked against the
-    share; a plan of several rounds of its own calls (steps) is cut like any other, after one more
-    warm-up call that tells what a call costs."""
+    """A workload's fixed plan, its estimate checked against the share; one of several rounds is cut like any other,
+    after one more call tells what a call costs."""
     plan = timed.plan
     assert plan is not None
     if share is not None:
@@ -178,9 +152,7 @@ def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tup
     if call_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(call_s), call_s)
     cut = capped_plan(RoundPlan(plan.warmup_calls, plan.iterations, plan.rounds, call_s), share.left_s())
-    if cut.rounds == plan.rounds:
-        return plan, call_s, ""
-    return cut, call_s, capped_reason(cut, plan, share)
+    return (plan, call_s, "") if cut.rounds == plan.rounds else (cut, call_s, capped_reason(cut, plan, share))
 
 
 def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
@@ -191,12 +163,9 @@ def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
 def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
             meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
             share: CaseShare | None = None, why_not_repeated: str | None = "") -> Measurement:
-    """Warm-up, calibration, then the rounds inside the energy/telemetry region. Under a run
-    budget (`share`) the case is capped or skipped (OverBudget) rather than run past its share.
-    `why_not_repeated`: None repeats a region too short for the energy counter for its energy
-    (`energy_by_repetition`) where what is left of the case's share holds it; a text leaves it and adds
-    itself to the reading's reason ('' adds nothing). On a GPU (1 s window) each repetition is over a
-    second of full-power work: the runner asks for one in the first build of a case, outside smoke."""
+    """Warm-up, calibration, then the rounds in the energy region; under `share` capped or skipped (OverBudget).
+    `why_not_repeated`: None repeats a region too short for the counter where the share holds it (a GPU second at
+    full power each: the runner asks only in a first build, outside smoke); a text goes into the reading's reason."""
     first_s: float | None = None
     capped = ""
     if timed.plan is not None:
@@ -219,7 +188,8 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
     if timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
         why_not = why_not_repeated if why_not_repeated is not None else repetition_overrun(share, meter)
         if why_not is None:
-            measured.energy, measured.calls = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock), 1
+            measured.energy = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock)
+            measured.calls = 1
         elif why_not:
             measured.energy = replace(reading, reason=f"{reading.reason} ({why_not})")
     return measured

@@ -1,5 +1,4 @@
-"""Runs one build of a case end to end: build, measure (gpubench.harness.measurement.measure), derive figures, memory,
-energy and flags as the typed parts of a row (gpubench.harness.records.row), and hand its columns to the session.
+"""Runs one build of a case end to end (build, measure, figures, memory, energy, flags) into a row for the session.
 Every outcome (ok, skipped, oom, failed) becomes a row."""
 
 from __future__ import annotations
@@ -43,24 +42,24 @@ def impossible_figures(figures: dict[str, Any], device_name: str, dtype: str) ->
     peak = peak_tflops(device_name, dtype)
     tflops = figures.get("tflops")
     if peak and tflops and tflops > peak:
-        warnings.append(f"impossible: {tflops:.1f} TFLOP/s is above the {dtype} datasheet peak {peak:.1f} — the timing missed device work")
+        warnings.append(f"impossible: {tflops:.1f} TFLOP/s is above the {dtype} datasheet peak {peak:.1f} — "
+                        "the timing missed device work")
     mem_peak = peak_gbps(device_name)
     gbps = figures.get("gbps")
     if mem_peak and gbps and gbps > mem_peak and figures.get("memory_tier") != "cache":
-        warnings.append(f"above the memory datasheet peak {mem_peak:.0f} GB/s: cache-resident working set or broken timing")
+        warnings.append(f"above the memory datasheet peak {mem_peak:.0f} GB/s: "
+                        "cache-resident working set or broken timing")
     return warnings
 
 
 def standalone_row(base_row: Columns, case: Case, result: CaseResult) -> dict[str, Any]:
-    """The row a torchrun worker run by hand (--results-dir) writes itself: run_case's typed parts for
-    one build, with no machine load or build cost measured."""
+    """The row a torchrun worker run by hand writes itself: one build, no machine load or build cost measured."""
     identity = CaseColumns(utc_timestamp(), case.workload, case.case_id, 0, 1, case.settings(), None)
     return Row(base_row, identity, result, Load(None), None).columns()
 
 
 def memory_part(figures: Columns, timed: Timed, ctx: BuildContext) -> Memory:
-    """Peak, allocated and reserved memory of the timed region (a workload's own peak wins, except
-    the CPU allocator profiler's)."""
+    """The timed region's memory; a workload's own peak wins, except over the CPU allocator profiler's."""
     memory = devices.memory_snapshot(ctx.device)
     peak_bytes, source = figures.get("peak_mem_bytes", memory.peak_bytes), figures.get("mem_source", memory.source)
     if ctx.device.type == "cpu" and timed.cpu_memory is not None:
@@ -86,12 +85,12 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     impossible = impossible_figures(figures, device_name, str(getattr(case, "dtype", "") or ""))
     warnings = [measured.capped] + timed.notes + impossible + energy_notes
     status = Status("ok", "; ".join(filter(None, [workload_reason] + warnings)), tuple(flags))
-    return CaseResult(status, MeasuredColumns(stats, measured.plan.iterations, measured.samples_s), measured.first_call_s,
-                      figures, memory, energy)
+    measurement = MeasuredColumns(stats, measured.plan.iterations, measured.samples_s)
+    return CaseResult(status, measurement, measured.first_call_s, figures, memory, energy)
 
 
 def energy_not_repeated(ctx: BuildContext) -> str | None:
-    """Why a region too short for the energy counter is not repeated for its energy (None: it is, where it fits)."""
+    """Why a region too short for the energy counter is not repeated (None: it is, where it fits)."""
     if ctx.profile == "smoke":
         return "not repeated for energy in the smoke profile"
     return "measured once per case, in its first build" if ctx.build_index > 0 else None
@@ -109,9 +108,8 @@ def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds 
 
 
 def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | None]:
-    """The result of a build or measurement that raised, and the exception to re-raise after the
-    row is recorded (an unexpected failure: pytest reports it too). The columns an error carries
-    (a budget's first call, the target a run did not reach) stay in the row."""
+    """The result of a build that raised, keeping the columns its error carries, and the exception to re-raise after
+    recording (an unexpected failure, which pytest reports too)."""
     if isinstance(error, CaseSkipped):
         return CaseResult(Status("skipped", str(error))), None
     if isinstance(error, OverBudget):
@@ -126,14 +124,12 @@ def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | No
 
 
 def case_precision(case: Case) -> str | None:
-    """The number format a case computes in: matmul-like cases name it `dtype`, training ones
-    `precision` (fp32 / bf16 / fp16); None where a case names neither (DDP: fp32 in its workers)."""
+    """A case's number format: `dtype` (matmul-like) or `precision` (training); None for neither (DDP)."""
     return getattr(case, "dtype", None) or getattr(case, "precision", None)
 
 
 def check_known_cost(share: CaseShare | None) -> None:
-    """A case whose share is too small, or whose first call this machine's history says does not
-    fit its share, is not built."""
+    """Refuses to build a case whose share is too small, or whose known first call does not fit it."""
     if share is None:
         return
     if share.too_small():
@@ -145,8 +141,7 @@ def check_known_cost(share: CaseShare | None) -> None:
 def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[str, Any],
              record: Callable[[dict[str, Any]], None] | None, rounds: Rounds | None = None,
              untimed: bool = False) -> dict[str, Any]:
-    """Run one build (ctx.build_index) of one case and hand its row to `record`; returns the row.
-    Re-raises unexpected failures after recording them, so pytest reports them too."""
+    """Runs build ctx.build_index of a case and hands its row to `record`; unexpected failures re-raise after."""
     # cuDNN TF32 set per case (build, warm-up and rounds), recorded, and restored after it
     identity = CaseColumns(utc_timestamp(), case.workload, case.case_id, ctx.build_index, ctx.builds_of(workload),
                            case.settings(), devices.cudnn_tf32_for(case_precision(case)))
@@ -155,7 +150,7 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
     timed: Timed | None = None
     result: CaseResult | None = None
     failure: BaseException | None = None
-    started_s = time.monotonic()  # the build's wall seconds, kept as this machine's cost of the case (not a figure)
+    started_s = time.monotonic()  # the build's wall seconds: this machine's cost of the case (not a figure)
     try:  # an interrupt (Ctrl-C, SIGTERM) passes through, after the cleanup
         try:
             check_known_cost(ctx.share)

@@ -1,10 +1,6 @@
-"""A Session owns one run's records: the machine's fingerprint, the idle power every energy figure
-sits on, the results writer, the sidecars, and the conditions that stop the run. The pytest
-plugin, `gpubench run`'s build processes and the DDP worker all write through one.
-
-The environment sidecar is written when the session opens, before the first case: a disk that
-fills up later can cost rows, never the run's description. The first build's process rewrites it
-when it closes, with the GPU telemetry of that moment (under `gpubench run`, the end of build 0)."""
+"""A Session owns one run's records: fingerprint, idle power, the results writer, sidecars and what stops the run.
+The environment sidecar is written on open, before the first case, so a disk filling later costs rows, never the
+run's description; the first build's process rewrites it on close with the GPU telemetry then."""
 
 from __future__ import annotations
 
@@ -32,9 +28,8 @@ class RunStop:
 
 @dataclass
 class Session:
-    """One run's records. Nothing is written until the first row would be (`open`), so a pytest
-    run that records nothing writes nothing. `build` > 0: a later build process of a run that an
-    earlier process opened (it appends, and the run's description is already written)."""
+    """One run's records, written from `open` on, so a run that records nothing writes nothing. `build` > 0: a later
+    build process, appending to a run an earlier one opened and described."""
 
     device: torch.device
     results_dir: Path
@@ -93,8 +88,9 @@ class Session:
     def write_env(self, end: dict[str, Any] | None = None) -> Path:
         energy = {"source": self.energy.counter.source if self.energy.counter else None, "note": self.energy.note,
                   "idle_power_w": self.idle_power_w}
-        return write_sidecar(self.results_dir, self.run_id, "env", {"fingerprint": self.env, "gpu_telemetry_start": self.telemetry_start,
-                                                                    "gpu_telemetry_end": end or {}, "energy": energy})
+        return write_sidecar(self.results_dir, self.run_id, "env",
+                             {"fingerprint": self.env, "gpu_telemetry_start": self.telemetry_start,
+                              "gpu_telemetry_end": end or {}, "energy": energy})
 
     def store_top_ops(self, case_id: str, table: list[dict[str, Any]]) -> str:
         """Profiler tables go in one sidecar beside the CSV; the row names the file."""
@@ -110,7 +106,7 @@ class Session:
                 self.write_env(self._telemetry())
         except ResultsFull:
             raise  # the plugin stops the run with its line and exit 75
-        except OSError as error:  # no descriptor left (ulimit -n), a folder swapped for a link: lost data, one line
+        except OSError as error:  # no descriptor left (ulimit -n), a folder swapped for a link: one line
             self.stop = self.stop or RunStop(f"{self.run_id}.env.json not written ({error.strerror or error}); "
                                           f"{self.rows_kept} rows kept in {self.csv_path} — fix that, then re-run", 4)
         finally:

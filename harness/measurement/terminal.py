@@ -1,10 +1,8 @@
-"""What a person sees per finished case: one line with the status, median and headline figures
-(each workload declares its headlines in gpubench.harness.catalog)."""
+"""What a person sees per finished case: one line with the status, median and the workload's headline figures."""
 
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from gpubench.harness.catalog import spec_for
@@ -34,7 +32,7 @@ def summary_line(row: dict[str, Any]) -> str:
     return f"{row['case_id']}{build}: median {median} over {row['rounds']} sample(s){flags}; " + ", ".join(figures)
 
 
-# torch's C++ warnings end with the source line that raised them, a path inside torch's build tree: noise in a row's reason.
+# torch's C++ warnings end with the source line that raised them (torch's build tree): noise in a row's reason.
 TRIGGERED_AT = re.compile(r"\s*\(Triggered internally at [^)]*\)")
 
 

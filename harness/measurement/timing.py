@@ -1,17 +1,6 @@
-"""The one clock. Everything that times anything in gpubench goes through here.
-
-Design (after torch.utils.benchmark and triton.testing.do_bench):
-- a `SyncedClock` is a host clock that first synchronizes its device, so a region
-  [clock(), work, clock()] covers the device work queued inside it and nothing queued before it.
-  The session's clock is installed as pytest-benchmark's timer, so pytest-benchmark drives the
-  rounds while the figures stay correct on asynchronous devices. Because the sync sits at the
-  region edges, a round of many iterations pays for one sync, not one per call.
-- the clock is an object handed to whoever times (no module-level device): a workload gets it
-  from its BuildContext, a torchrun worker makes its own.
-- the loop that calls the work and reads this clock is gpubench.harness.measurement.loop (warm-up, rounds,
-  energy repetition); warm-up calls never enter the samples.
-- raw samples are returned; statistics are derived elsewhere (gpubench.harness.core.stats).
-"""
+"""The one clock everything in gpubench times with. A `SyncedClock` synchronizes its device before reading the host
+clock, so [clock(), work, clock()] covers exactly the work queued inside; syncing only at the region's edges, a round
+of many iterations pays one sync, not one per call. Installed as pytest-benchmark's timer too."""
 
 from __future__ import annotations
 
@@ -26,8 +15,7 @@ Clock = Callable[[], float]
 
 
 class SyncedClock:
-    """Seconds from `base` (perf_counter unless the user chose a --benchmark-timer), read only
-    after `device` has drained its queue."""
+    """Seconds from `base` (perf_counter unless --benchmark-timer chose one), read after `device` drains its queue."""
 
     __name__ = "synced_clock"  # how pytest-benchmark names the timer in its table and JSON
 
@@ -48,8 +36,7 @@ class SyncedClock:
 
 
 def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -> list[float]:
-    """Seconds per call measured with CUDA events recorded on the current stream (an independent
-    clock: the GPU's own), one synchronize at the end as in triton.testing.do_bench."""
+    """Seconds per call by CUDA events on the current stream (the GPU's own clock), one final sync as in do_bench."""
     pairs = []
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -88,9 +75,8 @@ _session_clock: SyncedClock | None = None
 
 
 def install_session_clock(clock: SyncedClock | None) -> SyncedClock | None:
-    """The clock `session_clock` reads: the pytest plugin installs its session's, and names
-    `gpubench.harness.measurement.timing.session_clock` as pytest-benchmark's --benchmark-timer (its public way to
-    take a timer), so pytest-benchmark times every round with the one synced clock."""
+    """The clock `session_clock` reads; the plugin names session_clock as pytest-benchmark's --benchmark-timer (its
+    public way to take a timer), so every round is timed with the one synced clock."""
     global _session_clock
     previous, _session_clock = _session_clock, clock
     return previous  # an embedding run's clock (pytester inside a gpubench session), put back after

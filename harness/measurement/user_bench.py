@@ -1,13 +1,6 @@
-"""A user's own benchmark as a case of the harness: `gpubench.measure(step, name="mymodel/train",
-params={"batch": 64}, work={"samples": 64})` in a user's test becomes a `UserCase` and a one-case
-`Workload`, and runs through gpubench.harness.measurement.runner.run_case like every case of the suite (the
-synced clock, warm-up outside the samples, energy, memory, flags, the row).
-
-The schema needs to know nothing in advance: the parameters go in the `params` column and the
-figures the schema does not name in `user_figures` (flat JSON objects); `work` per call makes the
-throughput figures: samples -> samples_per_s, flops -> tflops, bytes -> gbps, any other unit U ->
-`U_per_s` in user_figures.
-"""
+"""A user's own benchmark (`gpubench.measure(step, name="mymodel/train", params=..., work=...)`) as a one-case
+workload run like every case of the suite. Parameters go in `params`, unnamed figures in `user_figures`; `work` per
+call gives samples_per_s, tflops, gbps, or `<unit>_per_s` in user_figures."""
 
 from __future__ import annotations
 
@@ -41,8 +34,7 @@ class UserBenchError(ValueError):
 
 @dataclass(frozen=True)
 class UserCase(Case):
-    """One user case: its group (the part of `name` before the first "/") is its workload; its
-    settings are `params`, one column."""
+    """One user case: `name` up to the first "/" is its workload; its settings are the one `params` column."""
 
     name: str
     params: tuple[tuple[str, Any], ...]
@@ -81,7 +73,8 @@ def check_params(params: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...
         raise UserBenchError(f"params {params!r}: pass a dict such as params={{\"batch\": 64}}")
     for key, value in params.items():
         if not isinstance(key, str) or not KEY.fullmatch(key):
-            raise UserBenchError(f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', such as \"batch\"")
+            raise UserBenchError(f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', "
+                                 "such as \"batch\"")
         finite = not isinstance(value, float) or math.isfinite(value)
         if not (value is None or isinstance(value, (str, bool, int, float))) or not finite:
             raise UserBenchError(f"params[{key!r}] = {value!r}: use text, a number, a boolean or None")
@@ -95,7 +88,8 @@ def check_work(work: Mapping[str, float] | None) -> dict[str, float]:
         if not isinstance(unit, str) or not KEY.fullmatch(unit):
             raise UserBenchError(f"work unit {unit!r}: use a name such as \"samples\" or \"tokens\"")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
-            raise UserBenchError(f"work[{unit!r}] = {amount!r}: give the positive amount one call does, such as 64")
+            raise UserBenchError(f"work[{unit!r}] = {amount!r}: give the positive amount one call does, "
+                                 "such as 64")
         checked[unit] = float(amount)
     return checked
 
@@ -141,9 +135,9 @@ def user_timed(fn: Callable[[], Any], work: dict[str, float], figures: Figures |
 
 
 def user_workload(name: str, params: Mapping[str, Any] | None, make_fn: Callable[[], Callable[[], Any]],
-                  work: Mapping[str, float] | None, figures: Figures | None, builds: int) -> tuple[UserCase, Workload]:
-    """The case and its one-case workload. `make_fn` is called once per build (untimed) and returns
-    the callable to time; its `builds` are declared for every profile, so each row says how many ran."""
+                  work: Mapping[str, float] | None, figures: Figures | None,
+                  builds: int) -> tuple[UserCase, Workload]:
+    """The case and its workload; `make_fn` (untimed, once per build) returns the callable to time."""
     case = UserCase(check_name(name), check_params(params))
     checked_work = check_work(work)
     if not isinstance(builds, int) or isinstance(builds, bool) or builds < 1:

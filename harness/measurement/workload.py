@@ -1,19 +1,6 @@
-"""A workload: its torch-free declaration (gpubench.harness.catalog) and its measurement.
-
-Every module in harness/workloads that a bench runs ends with
-
-    WORKLOAD = Workload(SPEC, cases, build)
-
-    cases(ctx: BuildContext) -> list[Case]      the cases for ctx.profile on ctx.device
-    build(case, ctx: BuildContext) -> Timed     fresh tensors/model for one independent build
-
-and may declare, for a run under a budget (gpubench.harness.pytest_plugin.budget_plan):
-
-    headline(cases) -> list[Case]               the cases whose figures are rows of the report's
-                                                summary: funded first, each whole, once
-    work(case, ctx) -> Work                     one call's work, which the planner turns into seconds
-                                                before the case is built (gpubench.harness.core.cost_model)
-"""
+"""A workload: its torch-free declaration and its measurement. Each harness/workloads module ends with
+`WORKLOAD = Workload(SPEC, cases, build)`, and may add for budgeted runs `headline` (the cases of the report's summary,
+funded first) and `work` (one call's work, for the cost model)."""
 
 from __future__ import annotations
 
@@ -29,8 +16,7 @@ from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.core.workload_spec import IdRule, WorkloadSpec
 
-# A case whose workload declares no work: one small call, so its build is about the profile's rounds.
-MICRO_WORK = Work()
+MICRO_WORK = Work()  # undeclared work: one small call, so the build is about the profile's rounds
 
 
 @dataclass(frozen=True)
@@ -63,11 +49,13 @@ class Workload:
 
 
 def as_workload(obj: Any) -> Workload:
-    """A bench module's `gpubench_workload`: a Workload, or a module with `cases` and `build` (a
-    bench module may hold a small workload of its own; `BUILDS`/`MARKERS` as in WorkloadSpec)."""
+    """A bench module's `gpubench_workload`: a Workload, or a module with `cases` and `build` (and optional
+    `BUILDS`/`MARKERS` as in WorkloadSpec)."""
     if isinstance(obj, Workload):
         return obj
-    name = getattr(obj, "WORKLOAD_NAME", None) or str(getattr(obj, "__name__", type(obj).__name__)).rsplit(".", 1)[-1]
-    spec = spec_for(name) or WorkloadSpec(name, IdRule(()), getattr(obj, "BUILDS", None), tuple(getattr(obj, "MARKERS", ())))
+    name = (getattr(obj, "WORKLOAD_NAME", None)
+            or str(getattr(obj, "__name__", type(obj).__name__)).rsplit(".", 1)[-1])
+    spec = spec_for(name) or WorkloadSpec(name, IdRule(()), getattr(obj, "BUILDS", None),
+                                          tuple(getattr(obj, "MARKERS", ())))
     return Workload(spec, getattr(obj, "cases", lambda ctx: []), obj.build, getattr(obj, "headline", lambda cases: []),
                     getattr(obj, "work", lambda case, ctx: MICRO_WORK))

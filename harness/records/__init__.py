@@ -1,2 +1,1 @@
-"""Records on disk, torch-free: the CSV schema, the results writer and readers, run ids, the store, safe file access,
-fleet job files."""
+"""Records on disk, torch-free: CSV schema, results writer and readers, run ids, store, safe files, fleet job files."""

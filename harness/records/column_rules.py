@@ -1,27 +1,14 @@
-"""The schema's cell rules over many cells at once, for gpubench.harness.records.results_reader.read_frame: every number
-column of a block of rows in one numpy pass, then each other column. They must agree cell for cell with
-gpubench.harness.records.schema.parse_cell, which says why a cell is refused (tests/test_results.py holds them
-to it). A column costs pandas a few fixed steps whatever its length: a hundred number columns of a small file
-cost more than their cells, hence the numbers as one block."""
+"""The schema's cell rules over many cells at once, for read_frame; they must agree cell for cell with
+schema.parse_cell (tests/test_results.py holds them to it). Number columns go as one numpy block: pandas' fixed cost
+per column made a small file's hundred number columns cost more than their cells."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.records.flat_samples import within
-from gpubench.harness.records.schema import (
-    BY_NAME,
-    FRACTIONS,
-    MAX_DURATION_S,
-    MIN_DURATION_S,
-    NUMBER,
-    TEXT_RULES,
-    TIMED,
-    BOOL_WORDS,
-    _refused,
-    kind_of,
-    non_negative,
-)
+from gpubench.harness.records.schema import (BOOL_WORDS, BY_NAME, FRACTIONS, MAX_DURATION_S, MIN_DURATION_S, NUMBER,
+                                             TEXT_RULES, TIMED, _refused, kind_of, non_negative)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,15 +20,15 @@ def is_number_column(column: str) -> bool:
 
 
 def parse_numbers(text: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """The int and float columns of `text` (cell texts, "" when empty) at once: (their values as floats, NaN
-    when empty; a boolean array of the cells parse_cell refuses, shaped as `text`)."""
+    """The number columns of `text` ("" when empty) at once: (floats, NaN when empty; a mask of refused cells)."""
     import numpy as np
     import pandas as pd
 
     cells = text.to_numpy(dtype=object)
     filled = cells != ""  # most columns of most rows are empty: only the others are looked at
     texts = cells[filled]
-    number = pd.Series(texts, dtype=object).str.fullmatch(NUMBER).to_numpy(dtype=bool) if texts.size else np.zeros(0, bool)
+    number = (pd.Series(texts, dtype=object).str.fullmatch(NUMBER).to_numpy(dtype=bool) if texts.size
+              else np.zeros(0, bool))
     read = np.full(texts.shape, np.nan)
     read[number] = texts[number].astype(float)
     values = np.full(cells.shape, np.nan)
@@ -53,9 +40,8 @@ def parse_numbers(text: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 def _broken_rules(columns: list[str], values: np.ndarray) -> np.ndarray:
-    """Where a read number breaks its column's rule (an int with a fraction, an infinity, a negative count, a
-    fraction outside [0, 1], a duration no measurement gives). NaN (an empty or refused cell) breaks none but
-    the int rule, which the caller masks."""
+    """Where a number breaks its column's rule (fractional int, infinity, negative count, fraction outside [0, 1],
+    impossible duration). NaN breaks only the int rule, which the caller masks."""
     import numpy as np
 
     specs = [BY_NAME.get(column) for column in columns]
@@ -73,8 +59,8 @@ def _broken_rules(columns: list[str], values: np.ndarray) -> np.ndarray:
 
 
 def shared_texts(text: pd.DataFrame) -> pd.DataFrame:
-    """Text columns as read: None when empty, and equal texts one object (runs repeat their strings: a thousand
-    runs' hostnames, devices and case ids take the memory of their distinct values)."""
+    """Text columns, None when empty and equal texts one object: a thousand runs' repeated strings take the memory
+    of their distinct values."""
     import numpy as np
     import pandas as pd
 
@@ -82,14 +68,13 @@ def shared_texts(text: pd.DataFrame) -> pd.DataFrame:
     codes, distinct = pd.factorize(cells.ravel())
     shared = np.asarray(distinct, dtype=object)[codes].reshape(cells.shape)
     shared[cells == ""] = None
-    return pd.DataFrame(shared, index=text.index, columns=text.columns, dtype=object)  # object: pandas would infer its string dtype, NaN for None
+    # object: pandas would infer its string dtype, NaN for None
+    return pd.DataFrame(shared, index=text.index, columns=text.columns, dtype=object)
 
 
 def parse_column(column: str, text: Any) -> tuple[Any, Any]:
-    """parse_cell over a pandas Series of cell texts at once: (values, refused), `refused` a boolean mask of
-    the cells parse_cell refuses. Numbers come as floats (NaN when empty), booleans as True/False/None,
-    text and JSON as their text (None when empty). Text columns with rules, and JSON, go through
-    parse_cell once per distinct text."""
+    """parse_cell over a Series at once: (values, refused mask). Numbers as floats (NaN when empty), booleans as
+    True/False/None, text and JSON as text (None when empty); ruled text and JSON via parse_cell per distinct text."""
     import pandas as pd
 
     if is_number_column(column):

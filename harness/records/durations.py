@@ -1,8 +1,6 @@
-"""What each case cost this machine before: the build and first-call seconds of its latest row in
-a results folder (same machine_id, device and profile: a case id names the same case at every profile,
-but the smoke profile's epoch is 2,048 images), which a run under --budget plans with (as asv keeps
-each benchmark's duration with its results). History is a hint: a file that cannot be read is
-passed over, never an error."""
+"""What each case cost this machine before, for --budget plans: its latest row's build and first-call seconds, same
+machine, device and profile (the smoke profile's epoch is 2,048 images). History is a hint: unreadable files are
+passed over."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from typing import Any
 from gpubench.harness.core.run_budget import CaseCost
 from gpubench.harness.records.results_reader import read_frame
 
-OVER_BUDGET = "over budget"  # how a budget's skipped rows begin (gpubench.harness.core.run_budget)
+OVER_BUDGET = "over budget"  # how a budget's skipped rows begin (core.run_budget)
 MAX_FILES = 200  # the newest runs are enough to know a case's cost; a store of years is not read whole
 
 
@@ -22,8 +20,7 @@ def _number(value: Any) -> float | None:
 
 
 def case_costs(results_dir: Path, machine_id: str, device: str, profile: str) -> dict[str, CaseCost]:
-    """case_id -> CaseCost from the newest row of each case that recorded its build_s (a row the
-    budget skipped before any call is passed over: its build_s is not the case's cost)."""
+    """case_id -> CaseCost from each case's newest row with a build_s."""
     try:
         paths = sorted(results_dir.glob("*.csv"), key=lambda path: path.stat().st_mtime)[-MAX_FILES:]
     except OSError:

@@ -1,7 +1,5 @@
-"""Raw-samples cells (JSON lists of seconds) judged in bulk: a store of a thousand runs holds 200,000
-distinct ones, and parse_cell (gpubench.harness.records.schema) reads each in Python. This answers only
-"surely accepted": a cell in json's own grammar whose numbers all lie within the bounds; any other
-cell (damage, NaN, a nested list, an odd space) is left to parse_cell, which says why."""
+"""Raw-samples cells judged in bulk (a thousand runs hold 200,000 distinct ones; parse_cell reads each in Python).
+Answers only "surely accepted"; any other cell (damage, NaN, nesting, an odd space) is left to parse_cell."""
 
 from __future__ import annotations
 
@@ -16,12 +14,12 @@ FLAT_LIST = re.compile(rf"{JSON_SPACE}\[{JSON_SPACE}(?:{JSON_NUMBER}(?:{JSON_SPA
 
 
 def within(texts: list[str], low: float, high: float) -> list[bool]:
-    """Per text: True where it is a flat JSON list of numbers, each within [low, high] (an empty list
-    too); False where that is not sure. The numbers of all the lists are parsed by one numpy call."""
+    """Per text: True where surely a flat JSON list of numbers in [low, high] (empty too); one numpy parse for all."""
     flat = [i for i, text in enumerate(texts) if FLAT_LIST.fullmatch(text)]
     inner = [texts[i].strip(" \t\n\r")[1:-1].strip(" \t\n\r") for i in flat]
     counts = np.array([text.count(",") + 1 if text else 0 for text in inner], dtype=np.int64)
-    values = np.fromstring(",".join(text for text in inner if text), dtype=float, sep=",") if counts.any() else np.zeros(0)
+    joined = ",".join(text for text in inner if text)
+    values = np.fromstring(joined, dtype=float, sep=",") if counts.any() else np.zeros(0)
     verdict = [False] * len(texts)
     if len(values) != counts.sum():  # the grammar above and numpy disagree on a cell: parse_cell decides all
         return verdict

@@ -1,8 +1,5 @@
-"""The job files of `gpubench fleet`: submitit keeps a job's command as a pickle that the job loads
-where it lands, and loading a pickle can run any code in it. So they live in a folder of this user's
-alone — never in the results store, which a team shares — checked before each job is submitted. The
-fleet itself loads none of them: a job's outcome is the exit code its run recorded in the store.
-Torch-free."""
+"""`gpubench fleet`'s job files: submitit pickles a job's command, and loading a pickle can run any code. So they live
+in a folder of this user's alone (never the team's store), checked before each submission."""
 
 from __future__ import annotations
 
@@ -19,13 +16,11 @@ TRUST_FIX = "pass --jobs-dir with a folder only you can write (under your home, 
 
 
 class UntrustedFile(ValueError):
-    """A job file or folder someone other than this user (or root) could have written: the line names
-    it, its owner and mode."""
+    """A job file or folder someone other than this user (or root) could have written."""
 
 
 def default_jobs_dir() -> Path:
-    """~/.cache/gpubench/fleet (or under $XDG_CACHE_HOME): the user's own, and on a cluster usually
-    seen by every node."""
+    """~/.cache/gpubench/fleet (or under $XDG_CACHE_HOME): the user's own, and usually seen by every node."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "gpubench" / "fleet"
 
@@ -53,17 +48,15 @@ def trusted_owner(info: os.stat_result) -> bool:
 
 
 def others_can_replace(path: Path, info: os.stat_result) -> bool:
-    """Someone else could add, rename or remove what a folder holds: it is another user's, or group- or
-    world-writable without the sticky bit (with it, as /tmp, no one renames an entry that is not theirs).
-    A group that is the owner's own (a user private group) is the owner."""
+    """Someone else could add, rename or remove what a folder holds: another user's, or group- or world-writable
+    without the sticky bit (a user private group counts as the owner)."""
     writable = info.st_mode & (0o002 if own_group(path, info) else OTHERS_WRITE)
     return not trusted_owner(info) or (bool(writable) and not info.st_mode & stat.S_ISVTX)
 
 
 def own_group(path: Path, info: os.stat_result) -> bool:
-    """The folder's group is its owner's alone: named as the owner, with no other member — neither
-    listed in /etc/group nor an account whose primary group it is (those are listed only in /etc/passwd)
-    — and no ACL on the folder (with one, the group bits are the mask over the users and groups it names)."""
+    """The group is its owner's alone: named as the owner, no other member in /etc/group nor as a primary group in
+    /etc/passwd, and no ACL (with one, the group bits are a mask over the users and groups it names)."""
     try:
         group = grp.getgrgid(info.st_gid)
     except KeyError:
@@ -86,7 +79,7 @@ def has_acl(path: Path) -> bool:
 
 
 def chain(folder: Path) -> list[Path]:
-    """`folder` and every folder above it, as given and with links resolved (a link's target has folders of its own)."""
+    """`folder` and every folder above it, as given and with links resolved."""
     paths: list[Path] = []
     for start in (folder.absolute(), folder.resolve()):
         paths += [path for path in (start, *start.parents) if path not in paths]
@@ -94,9 +87,8 @@ def chain(folder: Path) -> list[Path]:
 
 
 def check_folder(folder: Path, what: str = "the jobs folder") -> None:
-    """`folder` is this user's, open to no one else (0700), and no folder above it lets another user
-    swap it: each owned by this user or root and writable by no one else, unless sticky. Checked again
-    before each job: a chmod since the fleet began counts."""
+    """`folder` is this user's alone (0700) and no folder above lets another user swap it; checked again before each
+    job, since a chmod may come meanwhile."""
     info = os.stat(folder)
     if not trusted_owner(info) or info.st_mode & OTHERS:
         raise UntrustedFile(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "

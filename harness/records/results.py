@@ -1,5 +1,4 @@
-"""Results files: one CSV per run, a row appended and flushed as each case finishes, and its JSON
-sidecars; gpubench.harness.records.results_reader is the one reader of them."""
+"""Results files: one CSV per run, a row appended and flushed as each case finishes, and its JSON sidecars."""
 
 from __future__ import annotations
 
@@ -12,14 +11,12 @@ import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpubench.harness.records.run_ids import MAX_RUN_ID_CHARS, RunIdError, check_run_id  # noqa: F401 - the run's file's name, checked
-from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read, probe, replace_bytes, write_all)
-from gpubench.harness.records.schema import (COLUMNS, STATUSES, SchemaError, to_cell)
-
-if TYPE_CHECKING:
-    pass  # imported where a file is read: the harness writes far more often than it reads
+from gpubench.harness.records.run_ids import RunIdError, check_run_id  # noqa: F401 - re-exported for the run's callers
+from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read,
+                                                 probe, replace_bytes, write_all)
+from gpubench.harness.records.schema import COLUMNS, STATUSES, SchemaError, to_cell
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -38,16 +35,19 @@ RESULTS_FIX = "pass --results-dir with the folder itself"  # the fix for a link 
 
 
 def check_writable(results_dir: Path) -> None:
-    """Raise OSError with a one-line fix when results cannot be written there (before any case):
-    a folder that is a link is refused; the probe is a random name made inside the folder."""
+    """OSError with a one-line fix when results cannot be written there (a link is refused), before any case."""
     try:
         make_folder(results_dir, RESULTS_DIR, RESULTS_FIX)
         probe(results_dir, RESULTS_DIR, RESULTS_FIX)
     except UnsafePath:
         raise
     except OSError as error:
-        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) "
-                      f"with a writable folder") from None
+        raise _not_writable(results_dir, error) from None
+
+
+def _not_writable(results_dir: Path, error: OSError) -> OSError:
+    return OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — "
+                   "pass --results-dir DIR (or --store STORE) with a writable folder")
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -59,10 +59,8 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def check_results_dir_early(results_dir: Path) -> None:
-    """The results folder can be created and written — checked when pytest starts, so a bad one is
-    one line before pytest prints anything. Creates nothing (pytest loads the plugin for every run
-    in the checkout, most of which record nothing; and the closest existing folder may be a shared
-    one such as /tmp): asks the kernel instead. check_writable still runs before the first case."""
+    """The results folder can be made and written, checked as pytest starts, without creating anything: most runs
+    in the checkout record nothing, and the nearest existing folder may be shared (/tmp). The kernel is asked."""
     if results_dir.is_symlink():
         raise UnsafePath(link_line(results_dir, RESULTS_DIR, RESULTS_FIX))
     existing = _nearest_existing(results_dir.absolute())
@@ -72,14 +70,12 @@ def check_results_dir_early(results_dir: Path) -> None:
         if not os.access(existing, os.W_OK | os.X_OK):  # read-only mounts too, even for root
             raise OSError(errno.EACCES, "permission denied")
     except OSError as error:
-        raise OSError(f"results directory {str(results_dir)!r} is not writable ({error.strerror or error}) — pass --results-dir DIR (or --store STORE) "
-                      f"with a writable folder") from None
+        raise _not_writable(results_dir, error) from None
 
 
 def check_output_file(path: Path, flag: str) -> None:
-    """A file another plugin writes only after the whole run (pytest-benchmark's --benchmark-json)
-    must be writable now: found at the end, it is a traceback after all the measuring. Creates
-    nothing that stays, and never writes through a link."""
+    """A file another plugin writes after the run (--benchmark-json) must be writable now, not a traceback after
+    all the measuring. Creates nothing that stays, never writes through a link."""
     fix = f"pass {flag} with a file in a writable folder"
     folder = path.parent
     if path.is_dir():
@@ -99,13 +95,12 @@ FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # EFBIG: the file may n
 
 
 class ResultsFull(OSError):
-    """The results folder ran out of space: what was written is whole, and the run must stop.
-    str() is the one line to show; `rows_kept` and `path` say what survived."""
+    """The results folder is full: what was written is whole and the run must stop; str() is the line to show."""
 
     def __init__(self, rows_kept: int, path: Path, code: int = errno.ENOSPC, what: str = "") -> None:
         lost = f"; {what} not written" if what else ""
-        super().__init__(f"results folder full: {rows_kept} rows kept in {path}{lost} — free space there or pass --results-dir (or --store) on another "
-                         f"disk, then re-run the missing cases")
+        super().__init__(f"results folder full: {rows_kept} rows kept in {path}{lost} — free space there or "
+                         "pass --results-dir (or --store) on another disk, then re-run the missing cases")
         self.errno = code  # strerror stays None, so str() is the message above, without "[Errno 28]"
         self.rows_kept = rows_kept
         self.path = path
@@ -121,18 +116,17 @@ def count_rows(path: Path) -> int:
 
 
 class ResultsWriter:
-    """Owns one run's CSV. Created exclusively, so two runs never share a file; each row is
-    written whole and fsynced before the next case starts, so a killed run keeps every finished
-    case. A row the disk cannot take (ENOSPC) is cut back off, leaving only whole rows, and
-    ResultsFull stops the run. `resume=True` appends to the run's file (a later build process of
-    the same run, see `gpubench run`), after checking it was written with this schema."""
+    """One run's CSV, created exclusively; each row written whole and fsynced before the next case, so a killed run
+    keeps every finished case. A row the full disk cannot take is cut back off and ResultsFull stops the run.
+    `resume=True` appends (a later build process of the run) after checking the header is this schema's."""
 
     def __init__(self, results_dir: Path, run_id: str, resume: bool = False) -> None:
         self.path = results_dir / f"{run_id}.csv"
         self.rows_written = 0
         self._rows_before = 0  # rows an earlier build process left in the file
         if resume and self.path.exists():
-            with io.TextIOWrapper(open_read(self.path, "results file", RESULTS_FIX), encoding="utf-8", newline="") as existing:
+            raw = open_read(self.path, "results file", RESULTS_FIX)
+            with io.TextIOWrapper(raw, encoding="utf-8", newline="") as existing:
                 header = next(csv.reader(existing), [])
             if tuple(header) != COLUMNS:
                 raise SchemaError(f"{self.path}: written by another gpubench version — use a new --run-id")
@@ -165,8 +159,7 @@ class ResultsWriter:
         return text.getvalue().encode("utf-8")
 
     def _write_whole(self, data: bytes) -> None:
-        """Write and fsync `data`, or leave the file as it was: on an OSError the part that made it
-        to disk is cut back off (truncate to the offset before the write)."""
+        """Write and fsync `data`, or on an OSError truncate back to the offset before it."""
         fd = self._file.fileno()
         offset = os.lseek(fd, 0, os.SEEK_END)
         try:
@@ -191,9 +184,8 @@ class ResultsWriter:
 
 
 def write_sidecar(results_dir: Path, run_id: str, suffix: str, payload: Any) -> Path:
-    """A JSON file beside the run's CSV (environment, profiler tables), written under a random
-    temporary name inside the results folder and renamed (gpubench.harness.records.safe_files): a full disk leaves
-    the previous version, never half a file, and a link planted at either name is never followed."""
+    """A JSON file beside the run's CSV, written to a temporary and renamed: a full disk leaves the previous version,
+    never half a file, and a link planted at either name is never followed."""
     path = results_dir / f"{run_id}.{suffix}.json"
     data = (json.dumps(payload, indent=2, default=str) + "\n").encode("utf-8")
     try:

@@ -1,6 +1,5 @@
-"""Reading results files: read_frame is the one reader of the CSVs the results writer
-(gpubench.harness.records.results) appends to, typed by the schema and upgraded from older
-versions; read_rows for the harness, gpubench.reports.load for the report commands."""
+"""Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema and upgraded from
+older versions; read_rows serves the harness, reports.load the report commands."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.records.column_rules import is_number_column, parse_column, parse_numbers, shared_texts
 from gpubench.harness.records.safe_files import read_regular, replacing
-from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, TEXT_RULES, ImpossibleValue,
-                                             SchemaError, kind_of, parse_cell, to_cell)
+from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, TEXT_RULES,
+                                             ImpossibleValue, SchemaError, kind_of, parse_cell, to_cell)
 from gpubench.harness.records.upgrade import upgrade_row
 
 if TYPE_CHECKING:
@@ -22,8 +21,7 @@ if TYPE_CHECKING:
 
 
 def ends_whole(data: bytes) -> bool:
-    """Every row the writer writes ends in a newline: a file that does not (spaces after the last
-    one aside: an editor's blank line) was cut mid-row."""
+    """Every written row ends in a newline: a file that does not (trailing spaces aside) was cut mid-row."""
     tail = data[-4096:].rstrip(b" \t\r\f\v")
     return not tail or tail.endswith(b"\n")
 
@@ -31,12 +29,9 @@ def ends_whole(data: bytes) -> bool:
 MAX_RESULTS_BYTES = 256 * 2**20  # 100 times a long run's file: a larger one is a stray, left unread
 MAX_COLUMNS = 1000  # 7 times the schema's: room for newer writers' columns, none for a stray of thousands
 
-
-
 def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
-    """The header, records and line numbers of one results CSV, checked: a gpubench header, as
-    many fields in each record as in the header (one cut anywhere, even inside a quoted field,
-    is never data), a last line that ends. A byte-order mark and blank lines are skipped."""
+    """The header, records and line numbers of one results CSV, checked: a gpubench header, every record as wide as
+    it (a cut, even inside a quoted field, is never data), a whole last line. A BOM and blank lines are skipped."""
     records, lines = [], []  # lines: csv.reader's line number at each record's end
     data = read_regular(path, MAX_RESULTS_BYTES, "results file")  # no link, FIFO or device; the size checked first
     try:
@@ -46,7 +41,7 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
             raise SchemaError(f"{path}: the header names {len(header):,} columns, above the {MAX_COLUMNS:,} a results "
                               "file may have — not a gpubench results file; move it out of the folder")
         for record in reader:
-            if any(field.strip() for field in record):  # a blank line, or one of spaces (an editor's), is no record
+            if any(field.strip() for field in record):  # a blank line, or one of spaces, is no record
                 records.append(record)
                 lines.append(reader.line_num)
     except (UnicodeDecodeError, csv.Error) as error:
@@ -65,13 +60,14 @@ def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         what = "is truncated" if fields < len(header) else f"has {fields} fields, the header {len(header)}"
         raise SchemaError(f"{path}: line {lines[odd]} {what} — re-run the case or delete the line")
     if records and not ends_whole(data):
-        raise SchemaError(f"{path}: line {lines[-1]} is truncated (the file ends inside it) — re-run the case or delete the line")
+        raise SchemaError(f"{path}: line {lines[-1]} is truncated (the file ends inside it) — "
+                          "re-run the case or delete the line")
     return header, records, lines
 
 
-def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: list[int]) -> tuple[list[str], list[list[str]]]:
-    """Records of older schema versions brought up to this one as text (gpubench.harness.records.upgrade.upgrade_row,
-    row by row); a newer version or one that is no number is refused. Current ones pass as they are."""
+def _upgraded(path: Path, header: list[str], records: list[list[str]],
+              lines: list[int]) -> tuple[list[str], list[list[str]]]:
+    """Older schema versions' records upgraded as text, row by row; a newer or non-numeric version is refused."""
     at, current = header.index("schema_version"), str(SCHEMA_VERSION)
     if all(record[at] == current for record in records):
         return header, records
@@ -82,7 +78,8 @@ def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: li
             try:
                 version = int(record[at])
             except ValueError:
-                raise SchemaError(f"{path}: line {line} has schema_version {record[at]!r} — not a gpubench row") from None
+                raise SchemaError(f"{path}: line {line} has schema_version {record[at]!r} — "
+                                  "not a gpubench row") from None
             row = upgrade_row(row, version, str(path))
         rows.append(row)
     header = list(dict.fromkeys([*header, *(c for row in rows for c in row)]))
@@ -90,8 +87,8 @@ def _upgraded(path: Path, header: list[str], records: list[list[str]], lines: li
 
 
 class _Text:
-    """Text records of several files under one header (the schema's columns, then any other a
-    file has), typed together: numbers and texts each as one block, bounded text in memory; `refused` as read_frame's."""
+    """Text records of several files under one header (the schema's columns, then others), typed together, numbers
+    and texts each as one block; `refused` as read_frame's."""
 
     def __init__(self, refused: list[str] | None = None) -> None:
         self.header: list[str] = list(COLUMNS)
@@ -110,7 +107,7 @@ class _Text:
         self.files += 1
 
     def typed(self) -> pd.DataFrame:
-        """Every column typed by gpubench.harness.records.column_rules; the first refused cell names its file, line and column."""
+        """Every column typed by column_rules; the first refused cell names its file, line and column."""
         import pandas as pd
 
         width = len(self.header)
@@ -121,13 +118,15 @@ class _Text:
             self.refuse(numbers.columns[at], text[numbers.columns[at]].iloc[row], int(row))
         texts = shared_texts(text[[c for c in self.header if kind_of(c) == "str"]])
         typed = {**numbers, **texts}
-        for column in (c for c in self.header if c not in numbers and (c not in texts or c in TEXT_RULES)):  # a rule to check
+        # columns with a rule to check
+        for column in (c for c in self.header if c not in numbers and (c not in texts or c in TEXT_RULES)):
             values, refused_cells = parse_column(column, text[column])
             for at in refused_cells.to_numpy().nonzero()[0]:
                 self.refuse(column, text[column].iloc[at], int(at))
             typed.setdefault(column, values)
-        return pd.DataFrame({c: typed[c] for c in self.header}).assign(source_file=[p.stem for p in self.paths],
-                                                                        source_line=self.lines).drop(index=sorted(self.left_out))
+        frame = pd.DataFrame({c: typed[c] for c in self.header})
+        return frame.assign(source_file=[p.stem for p in self.paths],
+                            source_line=self.lines).drop(index=sorted(self.left_out))
 
     def refuse(self, column: str, cell: str, at: int) -> None:
         impossible, why = False, "refused by its column's rules"
@@ -152,13 +151,9 @@ CHUNK_FILES = 100  # files typed together
 
 
 def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
-    """Every row of the results CSVs `paths` as one frame: the schema's columns, any other a file has (as
-    text), `source_file` (the file's stem) and `source_line`. Typed by gpubench.harness.records.column_rules (numbers as
-    floats, NaN when empty; booleans and text as True/False/str/None; `samples_s` as its JSON text); older
-    schemas upgraded row by row, newer ones refused. A file that is not gpubench results, a cut line, a wrong
-    field count or a damaged cell is a SchemaError naming the file, the line and the fix; so is an impossible
-    value, unless `refused` is given: its row is then left out and named there. Typed column by column, a
-    hundred files at once: a thousand runs load in seconds."""
+    """Every row of the CSVs `paths` as one frame, with `source_file` (stem) and `source_line`. Damage is a SchemaError
+    naming file, line and fix; so is an impossible value unless `refused` is given (the row is left out, named there).
+    Typed a hundred files at a time: a thousand runs load in seconds."""
     import pandas as pd
 
     pending, frames = _Text(refused), []
@@ -171,7 +166,8 @@ def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -
     if pending.records or not frames:
         frames.append(pending.typed())
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c not in ("source_file", "source_line")), "source_file", "source_line"]
+    sources = ("source_file", "source_line")
+    ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c not in sources), *sources]
     return frame.reindex(columns=ordered)
 
 
@@ -193,14 +189,12 @@ def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """One results CSV as typed rows: read_frame's rows (the same checks, upgrades and refusals),
-    each a dict of every schema column (None when empty) and any other column the file has."""
+    """One results CSV as read_frame's rows, each a dict of every column (None when empty)."""
     return frame_rows(read_frame([path]).drop(columns=["source_file", "source_line"]))
 
 
 def write_frame(frame: pd.DataFrame, path: Path, columns: list[str], fix: str = "pass another output folder") -> None:
-    """`columns` of a read frame as one results CSV, every cell as ResultsWriter writes it; whole or
-    not at all, never through a link (gpubench.harness.records.safe_files.replacing)."""
+    """`columns` of a read frame as one results CSV, cells as ResultsWriter writes them; whole, never via a link."""
     with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)

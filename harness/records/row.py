@@ -1,14 +1,6 @@
-"""A results row built from typed parts, serialised once into the schema's columns.
-
-A row is what one build of one case gave: the run's fingerprint, the case (identity and settings), and
-its result — a status, and for a measured case its measurement, the workload's figures, memory and
-energy — then the machine's load while it ran and what the build cost. `Row.columns()` is the only
-place the parts become columns; the results writer turns them into cells (schema.to_cell).
-
-Where two parts name one column, the later part of this order wins: fingerprint, case, measurement,
-figures (a workload may state a setting it derived, e.g. its effective batch), memory, energy, the
-first call's seconds, status, load, cost.
-"""
+"""One build of one case as a results row from typed parts; `Row.columns()` is the only place they become columns.
+Where two parts name one column the later wins: fingerprint, case, measurement, figures (a workload may restate a
+setting it derived, e.g. its effective batch), memory, energy, first call, status, load, cost."""
 
 from __future__ import annotations
 
@@ -25,8 +17,8 @@ KNOWN_COLUMNS = frozenset(COLUMNS)
 
 def fingerprint_columns(env: Columns, run_id: str, profile: str) -> dict[str, Any]:
     """The columns every row of a run shares: the machine's fingerprint, schema, run id and profile."""
-    return {**{k: v for k, v in env.items() if k in RUN_COLUMNS}, "schema_version": SCHEMA_VERSION, "run_id": run_id,
-            "profile": str(profile)}
+    return {**{k: v for k, v in env.items() if k in RUN_COLUMNS}, "schema_version": SCHEMA_VERSION,
+            "run_id": run_id, "profile": str(profile)}
 
 
 @dataclass(frozen=True)
@@ -89,8 +81,7 @@ class Status:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """What a build of a case gave: its status and, when it was measured, the measured parts.
-    `figures` holds the workload's figures (or, for a failure, the columns its error carries)."""
+    """A build's status and, when measured, its parts; `figures` are the workload's (for a failure, its error's)."""
 
     status: Status
     measurement: MeasuredColumns | None = None
@@ -129,16 +120,15 @@ class Row:
     result: CaseResult
     load: Load
     build_s: float | None
-    predicted_build_s: float | None = None  # what the cost model expected the build to take (gpubench.harness.core.cost_model)
+    predicted_build_s: float | None = None  # what the cost model expected the build to take
 
     def columns(self) -> dict[str, Any]:
         """The row's columns, each named by the schema; flags joined once, without repeats."""
         flags = ";".join(dict.fromkeys(self.result.status.flags + self.load.flags))
         columns = {**self.fingerprint, **self.case.columns(), **self.result.columns(), "flags": flags,
-                   **self.load.columns(), "build_s": self.build_s,
-                   "predicted_build_s": self.predicted_build_s}
+                   **self.load.columns(), "build_s": self.build_s, "predicted_build_s": self.predicted_build_s}
         unknown = sorted(set(columns) - KNOWN_COLUMNS)
         if unknown:
-            raise ValueError(f"columns missing from gpubench.harness.records.schema: {unknown} — declare them in the schema or "
-                             "the workload's catalogue entry")
+            raise ValueError(f"columns missing from gpubench.harness.records.schema: {unknown} — "
+                             "declare them in the schema or the workload's catalogue entry")
         return columns

@@ -1,6 +1,5 @@
-"""Run ids: the name of a run's results file (`<run_id>.csv`), checked before any case runs. A
-run id must name a new plain file inside the results folder, never one the report itself writes
-there, and a later build process of a run may add only a build its file does not hold yet."""
+"""Run ids, checked before any case: `<run_id>.csv` must be a new plain file in the results folder, not one the report
+writes, and a later build process may add only a build the file does not hold yet."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from gpubench.harness.records.safe_files import UnsafePath, open_read
 
 MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes
 MAX_RUN_ID_BYTES = 180  # the same in UTF-8, with room for a sidecar's temporary name (60 emoji are 240 bytes)
-# Run ids whose file a folder's report takes for one of its own: `gpubench report` writes merged.csv, and a
-# walk of the folder leaves a report's merged.csv out (gpubench.reports.load), so a run of that name would vanish.
+# `gpubench report` writes merged.csv and a folder's walk leaves it out: a run of that name would vanish.
 RESERVED = ("merged",)
 FIX = "pass another --run-id, or none for a fresh one"
 
@@ -24,12 +22,12 @@ class RunIdError(ValueError):
 
 
 def check_run_id_text(run_id: str) -> str:
-    """The rules a run id's text must follow wherever it goes (no file system asked): `gpubench run` checks
-    them before it starts a build, the build's plugin again."""
+    """The rules on a run id's text alone, checked by `gpubench run` before a build and by the build's plugin."""
     if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
         raise RunIdError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {FIX}")
-    if len(run_id.encode("utf-8", "surrogatepass")) > MAX_RUN_ID_BYTES:
-        raise RunIdError(f"--run-id is {len(run_id.encode('utf-8', 'surrogatepass'))} bytes in UTF-8: use at most {MAX_RUN_ID_BYTES} "
+    size = len(run_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_RUN_ID_BYTES:
+        raise RunIdError(f"--run-id is {size} bytes in UTF-8: use at most {MAX_RUN_ID_BYTES} "
                          f"(a file name holds 255, and its sidecars add to it) — {FIX}")
     separators = {"/", "\\", "\0", os.sep, os.altsep or "/"}
     plain = not (any(sep in run_id for sep in separators) or run_id.startswith(".") or run_id in (".", ".."))
@@ -43,9 +41,8 @@ def check_run_id_text(run_id: str) -> str:
 
 
 def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build: int | None = None) -> str:
-    """Refuse, before any case, a run id that would escape the results folder, overflow a file
-    name, take a name the report writes, or overwrite another run (`appending`: a later build
-    process of the same run, which adds to the file on purpose, unless the file holds `build`)."""
+    """Refuses a run id that would escape the folder, overflow a name, take the report's or overwrite another run
+    (`appending`: a later build process adds to the file on purpose, unless it holds `build`)."""
     check_run_id_text(run_id)
     existing = results_dir / f"{run_id}.csv"
     if existing.is_symlink():  # dangling or not: never written through, and not "another run's file"
@@ -61,10 +58,10 @@ def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build:
 
 
 def rows_of_build(path: Path, build: int) -> int:
-    """The rows of `path` whose `build` is `build`; 0 when the file has no such column or cannot
-    be read as CSV (the writer then refuses it with its own line)."""
+    """The rows of `path` holding `build`; 0 without the column or as CSV unreadable (the writer refuses it)."""
     try:
-        with io.TextIOWrapper(open_read(path, "results file", FIX), encoding="utf-8-sig", newline="") as handle:
+        raw = open_read(path, "results file", FIX)
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, [])
             if "build" not in header:

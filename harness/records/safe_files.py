@@ -1,17 +1,7 @@
-"""Files in folders other people can write to (a shared results folder or store, /tmp): every file
-gpubench writes, and every file a report reads there, goes through here.
-
-Writing: An output folder is opened once without following a link,
-and every file is made relative to that descriptor, so a folder swapped for a link later changes
-nothing. Temporary files get random names made with O_EXCL inside the output folder (never in an
-ancestor such as /tmp) and become final by rename, which replaces a link planted at the final
-name instead of writing through it; files written in place are opened with O_NOFOLLOW.
-
-Reading (read_regular, read_json): a file is opened without following a link at its name and
-without waiting on a FIFO or a device (O_NOFOLLOW|O_NONBLOCK), checked to be a regular file no
-larger than its kind may be (fstat, before any byte is read), and JSON is refused nested deeper
-than any file gpubench writes: what is refused is one line, RefusedRead, never a hang, a read
-that does not end, or a RecursionError."""
+"""Every file gpubench writes, or a report reads, in folders others can write to (a shared store, /tmp).
+Writing: files are made relative to a folder descriptor opened without following links; temporaries get random O_EXCL
+names inside it and are renamed over (never through) a planted link. Reading: O_NOFOLLOW|O_NONBLOCK, fstat-checked
+kind and size before any byte, JSON depth bounded; a refusal is one line (RefusedRead), never a hang."""
 
 from __future__ import annotations
 
@@ -31,9 +21,8 @@ from typing import IO
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-# The umask narrows these, as for any file the user makes; whatever it is, no file gpubench makes is
-# writable by others or executable, and no folder world-writable. A run writes only its own files;
-# a team's store takes new ones from the group in its folders (docs/usage.md, a store shared by a team).
+# Narrowed by the umask: no file is writable by others or executable, no folder world-writable; a team's store takes
+# the group's new files in its folders (docs/usage.md, a store shared by a team).
 NEW_FILE_MODE = 0o644
 NEW_FOLDER_MODE = 0o775
 
@@ -66,11 +55,9 @@ def make_folder(path: Path, what: str, fix: str) -> None:
 
 
 def make_folders(path: Path) -> None:
-    """Each missing folder down to `path`, NEW_FOLDER_MODE under the umask (Path.mkdir gives parents
-    0777 under it: world-writable under umask 0). Inside a setgid and sticky folder (a team's store) a
-    new one gets the setgid bit from the kernel, and from here the sticky bit and the group's
-    permissions of the folder it is in: members add runs to a shared machine folder (a member whose
-    umask is 077 made it theirs alone), and none renames or removes another's."""
+    """Each missing folder down to `path`, NEW_FOLDER_MODE under the umask (Path.mkdir's parents are 0777). Inside a
+    setgid, sticky folder (a team's store) a new one also takes the sticky bit and the parent's group permissions: a
+    member with umask 077 must not make it theirs alone, and none may remove another's runs."""
     if path.exists() and not path.is_dir():
         raise FileExistsError(errno.EEXIST, "File exists", str(path))
     missing = [folder for folder in (path, *path.parents) if not folder.exists()]
@@ -106,7 +93,8 @@ def _temporary(dir_fd: int, name: str) -> tuple[int, str]:
     for _ in range(100):
         temp = f".{name[:200]}.{secrets.token_hex(8)}.partial"
         try:
-            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE, dir_fd=dir_fd), temp
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW
+            return os.open(temp, flags, NEW_FILE_MODE, dir_fd=dir_fd), temp
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary name", name)
@@ -121,9 +109,8 @@ def write_all(fd: int, data: bytes) -> None:
 
 @contextlib.contextmanager
 def replacing(folder: Path, name: str, what: str, fix: str, text: bool = False) -> Iterator[IO]:
-    """A file object to write `folder/name` through: a temporary in `folder`, fsynced and renamed
-    over `name` when the block ends without an error (a link at `name` is replaced, its target
-    untouched), removed when it raises. Readers never see half a file."""
+    """A file to write `folder/name` through: a temporary, fsynced and renamed over `name` (a link there is replaced,
+    its target untouched) when the block succeeds, removed when it raises. Readers never see half a file."""
     with folder_fd(folder, what, fix) as dir_fd:
         fd, temp = _temporary(dir_fd, name)
         try:
@@ -158,8 +145,7 @@ def probe(folder: Path, what: str, fix: str) -> None:
 
 
 def open_new(path: Path, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
-    """A descriptor of the new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW: never an existing file, never
-    through a link, dangling or not; a link there is named as one, not as a file another made)."""
+    """A descriptor of the new file `path` (O_EXCL|O_NOFOLLOW: never an existing file or a link; a link is named)."""
     try:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
     except FileExistsError:
@@ -196,8 +182,7 @@ KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBL
 
 
 class RefusedRead(OSError):
-    """A file left unread because of what it is (a link, not a regular file, too large, nested
-    too deep): str() is the one line, naming the file, why, and what to do."""
+    """A file left unread for what it is (link, not regular, too large, too deep); str() is the one line."""
 
     def __init__(self, path: Path | str, why: str) -> None:
         super().__init__(f"{path}: {why}")
@@ -238,11 +223,9 @@ def not_own(path: Path | str, status: os.stat_result) -> RefusedRead | None:
 
 
 def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool = False) -> bytes:
-    """The bytes of the regular file `path`, at most `max_bytes` of them. A link at its name is
-    not followed (O_NOFOLLOW), a FIFO or device is never waited on (a look first, then O_NONBLOCK
-    and the descriptor's own fstat, so a file swapped in between is what gets checked), and the
-    size is checked before any byte is read (a 2 GB sparse stray costs nothing). `own`: refused
-    unless the user owns it and no one else can write it (a cache others could have planted)."""
+    """The bytes of the regular file `path`, at most `max_bytes`: no link followed, no FIFO or device waited on (the
+    descriptor's own fstat checks a file swapped in since the look), size checked before reading (a 2 GB sparse stray
+    costs nothing). `own`: refused unless the user owns it and no one else can write it (a planted cache)."""
     problem = kind_problem(path, os.lstat(path).st_mode)
     if problem is not None:
         raise problem
@@ -272,15 +255,13 @@ DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def json_depth(text: str) -> int:
-    """How deep JSON text nests its lists and objects (brackets inside strings do not count),
-    found without parsing it: json's parser recurses per level and would raise RecursionError."""
+    """How deep JSON text nests (brackets in strings aside), found without json's parser, which would recurse."""
     brackets = STRINGS_AND_TEXT.sub("", text).replace('"', "")  # a quote left: a string that never ends
     return max(accumulate(map(DEPTH_STEP.__getitem__, brackets)), default=0)
 
 
 def read_json(path: Path | str, max_bytes: int, what: str = "JSON file", own: bool = False) -> object:
-    """The JSON value of the regular file `path` (read_regular), refused as RefusedRead when it
-    nests deeper than MAX_JSON_DEPTH; ValueError when it is not UTF-8 JSON."""
+    """The JSON value of `path` (read_regular); RefusedRead past MAX_JSON_DEPTH, ValueError for non-UTF-8 JSON."""
     text = read_regular(path, max_bytes, what, own).decode("utf-8")
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:

@@ -1,27 +1,10 @@
-"""The results row schema: every column declared once, with its type, unit and group.
-
-Torch-free: the report builder imports it too. The writer, the one reader (gpubench.harness.records.results_reader.read_frame,
-which the report loads through) and the report's unit formatting all derive from `SCHEMA`. A
-column a workload does not use stays empty (None once read).
-
-Bump SCHEMA_VERSION when a column changes meaning or is removed, and teach
-gpubench.harness.records.upgrade.upgrade_row how to read the old version. Version history:
+"""The results row schema, torch-free: every column declared once (type, unit, group); writer, reader and report derive
+from `SCHEMA`. Bump SCHEMA_VERSION when a column changes meaning or goes, and teach records.upgrade the old version:
   1  first release.
-  2  typed columns; short case ids (gpubench.harness.catalog) (settings a case does not use are empty);
-     one row per independent build (`build`, `builds`); pytest-benchmark's quartiles and outlier
-     counts; noise and load flags; memory tier of bandwidth cases; cold/warm compile.
-  3  energy on every timed region (energy_j, avg_power_w, energy_source, per-joule figures); GPU
-     clocks/temperature/power read *during* the region (v2 read them after the case) and its
-     throttle reasons; the time_to_accuracy workload's settings (design, schedule, lr, seed,
-     target_accuracy) and figures (time_to_target_s, epochs_to_target, energy_to_target_j).
-  4  a user's own benchmarks (the `gpubench` fixture's `measure`): `params` (the case's parameters) and
-     `user_figures` (its figures), each a flat JSON object with sorted keys, so any parameter or figure
-     has a place without this schema naming it; and what a build cost this machine (`build_s`, `first_call_s`: a run
-     budget's history) with the `capped` flag.
-  An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
-  1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
-  (`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
-  compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty).
+  2  typed columns; short case ids; one row per build; pytest-benchmark's quartiles; noise and load flags; memory tier;
+     cold/warm compile; an epoch's median_s is its median step time (v1: the whole epoch as one sample).
+  3  energy on every timed region; GPU telemetry read during it (v2: after) with throttle reasons; time_to_accuracy.
+  4  user benchmarks' `params` and `user_figures` (flat JSON objects, sorted keys); `build_s`, `first_call_s`, `capped`.
 """
 
 from __future__ import annotations
@@ -34,7 +17,7 @@ from typing import Any
 from collections.abc import Callable
 
 from gpubench.harness.catalog import declared_columns
-from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are part of this module's API
+from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are this module's API
 
 SCHEMA_VERSION = 4
 
@@ -44,7 +27,8 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("run", "str", "run_id timestamp_utc profile machine_id hostname device device_name",
            required="run_id timestamp_utc machine_id hostname device device_name"),
     *_cols("run", "int", "device_count"),
-    *_cols("run", "str", "torch_version cuda_version cudnn_version driver_version", required="torch_version cuda_version"),
+    *_cols("run", "str", "torch_version cuda_version cudnn_version driver_version",
+           required="torch_version cuda_version"),
     *_cols("run", "int", "gpu_mem_bytes", "bytes"),
     *_cols("run", "int", "sm_count"),
     *_cols("run", "str", "compute_capability cpu_model"),
@@ -77,19 +61,22 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("case", "str", "strategy"),
     *_cols("case", "int", "world_size"),
     *_cols("case", "str", "backend parallel"),
-    *_cols("case", "str", "design schedule"),  # time_to_accuracy: template / fastest-epoch / speedrun; constant / onecycle
+    # time_to_accuracy: template / fastest-epoch / speedrun; constant / onecycle
+    *_cols("case", "str", "design schedule"),
     *_cols("case", "float", "lr"),  # peak learning rate
     *_cols("case", "float", "target_accuracy", "frac"),
     *_cols("case", "int", "seed"),
-    # measurement: derived from the raw samples (gpubench.harness.core.stats)
+    # measurement: derived from the raw samples (core.stats)
     *_cols("measurement", "int", "rounds iterations", required="rounds"),
-    *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s", required="median_s iqr_s min_s mean_s stddev_s"),
+    *_cols("measurement", "float", "median_s iqr_s min_s mean_s stddev_s", "s",
+           required="median_s iqr_s min_s mean_s stddev_s"),
     *_cols("measurement", "float", "cv rel_iqr", "frac"),
     *_cols("measurement", "int", "iqr_outliers stddev_outliers"),
-    *_cols("measurement", "float", "round_s build_s first_call_s predicted_build_s", "s"),  # predicted: the cost model's, before any row of the case
+    # predicted: the cost model's, before any row of the case
+    *_cols("measurement", "float", "round_s build_s first_call_s predicted_build_s", "s"),
     *_cols("measurement", "float", "cpu_busy_frac", "frac"),
     *_cols("measurement", "int", "gpu_other_procs"),
-    *_cols("measurement", "bool", "cudnn_tf32"),  # torch.backends.cudnn.allow_tf32 during the case (only cuDNN reads it)
+    *_cols("measurement", "bool", "cudnn_tf32"),  # cudnn.allow_tf32 during the case (only cuDNN reads it)
     # figures: what the workload derives
     *_cols("figure", "float", "tflops peak_tflops", "TFLOP/s", required="tflops"),
     *_cols("figure", "float", "pct_of_peak", "%"),
@@ -97,7 +84,8 @@ SCHEMA: tuple[Column, ...] = (
     *_cols("figure", "float", "pct_of_peak_gbps", "%"),
     *_cols("figure", "int", "working_set_bytes", "bytes"),
     *_cols("figure", "str", "memory_tier"),
-    *_cols("figure", "int", "peak_mem_bytes mem_allocated_bytes mem_reserved_bytes", "bytes", required="peak_mem_bytes"),
+    *_cols("figure", "int", "peak_mem_bytes mem_allocated_bytes mem_reserved_bytes", "bytes",
+           required="peak_mem_bytes"),
     *_cols("figure", "str", "mem_source"),
     *_cols("figure", "float", "samples_per_s", "samples/s"),
     *_cols("figure", "float", "latency_s epoch_s step_s", "s"),
@@ -125,10 +113,10 @@ SCHEMA: tuple[Column, ...] = (
     # outcome
     *_cols("measurement", "str", "status reason flags", required="status reason"),
     *_cols("measurement", "json", "samples_s", "s"),
-    # a user's own benchmark (gpubench.harness.measurement.user_bench): settings and figures this schema does not name
+    # a user's own benchmark (measurement.user_bench): settings and figures this schema does not name
     *_cols("case", "object", "params"),
     *_cols("figure", "object", "user_figures"),
-    # columns workloads declare themselves (gpubench.harness.catalog), after the core ones: older files keep their order
+    # columns workloads declare themselves (harness.catalog), after the core ones: older files keep their order
     *declared_columns(),
 )
 
@@ -138,9 +126,9 @@ RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "run")
 CASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "case")
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.required)
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind in ("int", "float"))
-BOOL_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind == "bool")
 # a build's seed varies between the builds of one case: not a setting
-SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS if c not in ("workload", "case_id", "build", "builds", "seed"))
+SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS
+                                         if c not in ("workload", "case_id", "build", "builds", "seed"))
 
 STATUSES = ("ok", "skipped", "failed", "oom")
 
@@ -150,16 +138,14 @@ class SchemaError(ValueError):
 
 
 class ImpossibleValue(ValueError):
-    """A cell that reads as a value no measurement can give (negative, not finite, a fraction
-    outside [0, 1], a time or a year out of range): the report refuses its row and goes on;
-    damage refuses the file."""
+    """A value no measurement gives (negative, not finite, out of range): the report refuses its row, not the file."""
 
 
 # ---- writing -----------------------------------------------------------------------------------
 
 def to_cell(value: Any) -> str:
-    """One CSV cell: empty for None, repr for floats (round-trips exactly), JSON for lists, and
-    canonical JSON for objects (sorted keys, no spaces: one text per value, so runs group by it)."""
+    """One CSV cell: empty for None, repr for floats (exact round trip), JSON for lists, canonical JSON for objects
+    (one text per value, so runs group by it)."""
     if value is None:
         return ""
     if isinstance(value, float):
@@ -176,11 +162,11 @@ def canonical_json(values: dict[str, Any]) -> str:
 
 
 # ---- reading -----------------------------------------------------------------------------------
-# One set of cell rules, in two forms that must agree cell for cell: parse_cell (one cell, used by
-# the v1 upgrade and to say why a cell is refused) and gpubench.harness.records.column_rules (many cells at once,
-# used by gpubench.harness.records.results_reader.read_frame, the only reader). Both take their spellings from the tables below.
+# One set of cell rules in two forms that must agree cell for cell: parse_cell (one cell; says why it is refused) and
+# records.column_rules (many at once, for read_frame). Both take their spellings from the tables below.
 
-BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}  # stripped, lower-cased
+# stripped, lower-cased
+BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 # What float() reads, less inf, nan, underscores and non-ASCII digits (no writer writes them).
 NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*", re.ASCII)
 
@@ -208,8 +194,7 @@ def _int(text: str) -> int:
 
 
 def _json(text: str) -> list[float]:
-    """A flat JSON list of numbers (raw samples): a bracket inside it is refused before parsing,
-    since json's parser recurses once per level (RecursionError on a deeply nested cell)."""
+    """A flat JSON list of numbers; inner brackets are refused first, as json's parser recurses per level."""
     inner = text.strip()[1:-1]
     if "[" in inner or "]" in inner or "{" in inner:
         raise ValueError("not a flat JSON list of numbers")
@@ -220,8 +205,7 @@ def _json(text: str) -> list[float]:
 
 
 def _object(text: str) -> dict[str, Any]:
-    """A flat JSON object of text keys and scalar values (numbers, text, booleans, null): a bracket or
-    brace inside it is refused before parsing, as in _json."""
+    """A flat JSON object of text keys and scalar values; inner brackets refused first, as in _json."""
     inner = text.strip()[1:-1]
     if any(mark in inner for mark in "[]{}"):
         raise ValueError("not a flat JSON object")
@@ -235,24 +219,23 @@ def _no_constant(name: str) -> None:
     raise ImpossibleValue(f"{name} is not a finite number")
 
 
-PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json, "object": _object}
-
+PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json,
+                                            "object": _object}
 
 NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies nothing (rows group into runs by run_id)
 TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value has rules for
 
-
 # units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
 NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
-FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # parts of a whole: within [0, 1]
-# Durations no measurement gives: a timed region is at least a nanosecond (no clock gpubench reads
-# resolves less, and no device operation is shorter) and under 10^6 s (11.6 days). Other times in
-# seconds (spreads, a compile time net of a step) may be 0, never longer.
+FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # within [0, 1]
+# A timed region lasts at least a nanosecond (no clock resolves less, no device op is shorter) and under 10^6 s
+# (11.6 days); other times in seconds (spreads, compile time net of a step) may be 0, never longer.
 MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e6
 TIMED = ("median_s", "min_s", "mean_s")  # what compare divides and takes logarithms of
 # The writer's form (utc_timestamp), offset included: week dates, basic form, no offset read as NaT or unordered.
-TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
-YEARS = (1970, 2100)  # a results timestamp outside [1970, 2100) is a broken clock or damage, and pandas cannot date it
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})",
+                       re.ASCII)
+YEARS = (1970, 2100)  # outside: a broken clock or damage, and pandas cannot date it
 
 
 def non_negative(spec: Column) -> bool:
@@ -261,10 +244,8 @@ def non_negative(spec: Column) -> bool:
 
 
 def check_value(column: str, value: Any) -> None:
-    """What a typed value must also be: numbers finite, counts/sizes/times/bytes/rates not
-    negative, fractions within [0, 1], times within MIN/MAX_DURATION_S (_time_problem), a year
-    within YEARS (ImpossibleValue); a known status, an ISO 8601 timestamp (ValueError). The error
-    says why."""
+    """The rules on a typed value: ImpossibleValue for a non-finite, negative or out-of-range one; ValueError for an
+    unknown status or a timestamp that is not ISO 8601."""
     spec = BY_NAME.get(column)
     if spec is None or value is None:
         return
@@ -276,7 +257,8 @@ def check_value(column: str, value: Any) -> None:
         raise ImpossibleValue("outside [0, 1]")
     if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
         raise ImpossibleValue("a sample that is not a non-negative duration")
-    if column == "user_figures" and any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value.values()):
+    if column == "user_figures" and any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                        for v in value.values()):
         raise ValueError("a figure that is not a number")
     problem = _time_problem(column, spec, value)
     if problem:
@@ -291,7 +273,8 @@ def check_value(column: str, value: Any) -> None:
         if year is None:
             raise ValueError("not an ISO 8601 timestamp with its offset, as 2026-11-29T12:00:00+00:00")
         if not YEARS[0] <= year < YEARS[1]:
-            raise ImpossibleValue(f"year {year}, outside {YEARS[0]} to {YEARS[1]}: a broken clock or an edited file")
+            raise ImpossibleValue(f"year {year}, outside {YEARS[0]} to {YEARS[1]}: "
+                                  "a broken clock or an edited file")
 
 
 def _time_problem(column: str, spec: Column, value: Any) -> str | None:
@@ -305,8 +288,7 @@ def _time_problem(column: str, spec: Column, value: Any) -> str | None:
 
 
 def parse_cell(column: str, text: str | None) -> Any:
-    """A typed value from a CSV cell: None when empty; ValueError when the text is not its type
-    or breaks its column's rules (check_value)."""
+    """A typed value from a CSV cell: None when empty; ValueError when not its type or against its rules."""
     if text is None or text == "":
         if column in NON_EMPTY:
             raise ValueError("empty")
@@ -338,5 +320,6 @@ def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:
         try:
             row[column] = parse_cell(column, text)
         except ValueError as error:
-            raise SchemaError(f"{where}: column {column} holds {text!r} ({error}) — the file is damaged; re-run the case or delete the line") from None
+            raise SchemaError(f"{where}: column {column} holds {text!r} ({error}) — the file is damaged; "
+                              "re-run the case or delete the line") from None
     return row

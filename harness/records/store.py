@@ -1,20 +1,6 @@
-"""The results store: the runs of many machines and many days in one folder tree,
-
-    <store>/<machine>/<run_id>.csv        (+ <run_id>.env.json, <run_id>.exit.json and the run's other sidecars)
-
-`gpubench run --store STORE` (and every job of `gpubench fleet`) writes into the folder of the
-machine it runs on, resolved there. Many writers may share one store on NFS: each run writes only
-its own files (the run id is unique: UTC time, host, pid, a random suffix), nothing is appended to
-a file another run writes, and sidecars are written under a temporary name in the same folder and
-renamed with os.replace (gpubench.harness.records.results.write_sidecar). Creating the machine folder is the only
-shared step, and mkdir(exist_ok=True) is safe to race.
-
-The machine folder is `<hostname>-<hash>`: the host for people, and 8 hex digits of a hash of the
-hardware (CPU model, core count, RAM in GiB, the node's GPU names) so that a reinstalled host name
-on new hardware starts a new history. The hash leaves out what changes without the machine
-changing (kernel, driver, torch) and what the run chose (the device, CUDA_VISIBLE_DEVICES): a node's
-CPU runs and GPU runs, before and after an upgrade, are one machine's history. Torch-free: the
-identity itself is read by gpubench.harness.devices.env.machine_identity."""
+"""The results store, `<store>/<machine>/<run_id>.csv` plus sidecars, shareable on NFS: each run writes only its own
+files and the machine folder's mkdir is safe to race. The folder is `<hostname>-<hash of the hardware>`: new hardware
+under an old name starts a new history; kernel, driver, torch and the chosen device do not."""
 
 from __future__ import annotations
 
@@ -53,14 +39,14 @@ def machine_folder_name(identity: dict[str, Any]) -> str:
 
 def results_dir_for(store: str | Path | None, results_dir: str | Path, default_results_dir: str,
                     identity: Callable[[], dict[str, Any]]) -> Path:
-    """Where a run writes: `<store>/<machine>/` with --store (the identity read on this machine),
-    else --results-dir. The two name the same thing, so both at once is refused."""
+    """`<store>/<machine>/` with --store (identity read here), else --results-dir; both at once is refused."""
     if store is None:
         return Path(results_dir)
     if not str(store).strip():  # an unset shell variable: the run would land in ./results, outside the store
         raise StoreError("--store is empty — pass the store's folder (it is created if missing)")
     if str(results_dir) != default_results_dir:
-        raise StoreError(f"--store {store} and --results-dir {results_dir} both name where results go — pass one of them")
+        raise StoreError(f"--store {store} and --results-dir {results_dir} both name where results go — "
+                         "pass one of them")
     root = Path(store)
     if root.exists() and not root.is_dir():
         raise StoreError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
@@ -70,12 +56,12 @@ def results_dir_for(store: str | Path | None, results_dir: str | Path, default_r
 
 
 def check_writable(folder: Path, store: str) -> None:
-    """The machine folder, or the nearest folder above it that exists, must take new files: the
-    writer's own check would name --results-dir, an option this run did not use. Creates nothing
-    (a --collect-only run leaves no folder behind)."""
+    """The machine folder, or its nearest existing ancestor, takes new files (the writer's check would name
+    --results-dir). Creates nothing: a --collect-only run leaves no folder behind."""
     if folder.is_symlink():
-        raise StoreError(f"--store {store}: the machine folder {folder} is a link (to {os.readlink(folder)}); gpubench does not write "
-                         "through links — replace the link with the folder itself, or pass --store where the folder lives")
+        raise StoreError(f"--store {store}: the machine folder {folder} is a link (to {os.readlink(folder)}); "
+                         "gpubench does not write through links — replace the link with the folder itself, "
+                         "or pass --store where the folder lives")
     nearest = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
     if not nearest.is_dir():
         raise StoreError(f"--store {store}: {nearest} is a file, not a folder — pass a --store under a folder")
@@ -85,10 +71,8 @@ def check_writable(folder: Path, store: str) -> None:
 
 
 def others_can_remove(folder: Path) -> tuple[str, bool] | None:
-    """A line when the existing `folder` lets users other than its owner remove or replace the files a
-    run writes there (writable by a group not the owner's own, or by all, and not sticky: a machine
-    folder made by hand, or in a store made without the sticky bit), and whether every user can: that
-    is refused, as gpubench makes nothing world-writable; a group is named in a warning."""
+    """A line when others can remove or replace a run's files in `folder` (group- or world-writable, not sticky), and
+    whether every user can (refused: gpubench makes nothing world-writable; a group gets a warning)."""
     from gpubench.harness.records.job_files import described, own_group
 
     try:
@@ -120,8 +104,7 @@ MAX_EXIT_BYTES = 4096
 
 
 def write_exit(results_dir: Path, run_id: str, code: int) -> str | None:
-    """`<run_id>.exit.json`: how gpubench run ended, beside its rows, so that a fleet learns a job's
-    outcome from the store. None, or the line saying it could not be written (the rows stand)."""
+    """`<run_id>.exit.json`, so a fleet learns a job's outcome from the store; else the line saying why not."""
     from gpubench.harness.records.results import write_sidecar
 
     if not results_dir.is_dir():  # refused before it made its folder: the job's log holds the line
@@ -134,8 +117,7 @@ def write_exit(results_dir: Path, run_id: str, code: int) -> str | None:
 
 
 def recorded_exit(store: Path, run_id: str) -> int | None:
-    """The exit code run `run_id` recorded in the store (write_exit); None when there is none yet, or
-    the file is not this user's own (a member of a team store could plant one) or holds no exit code."""
+    """The exit code `run_id` recorded; None if none (valid) yet, or not this user's own (a team could plant one)."""
     from gpubench.harness.records.safe_files import read_json
 
     for path in sorted(store.glob(f"*/{glob_escape(run_id)}.exit.json")):

@@ -1,27 +1,14 @@
-"""Rows of older schema versions brought up to this one (gpubench.harness.records.schema.SCHEMA_VERSION), as
-text, before they are typed: gpubench.harness.records.results reads every file through `upgrade_row`.
-
-An epoch's `median_s` is the median step time over its windows of steps from version 2 on; version
-1 timed the whole epoch as one sample. The upgrade gives a v1 epoch row its mean step time
-(`step_s`, train time / steps) as `median_s` and its one sample, so epochs of both versions
-compare like for like; the spread of its steps is unknown (iqr_s, stddev_s, cv empty). An epoch row of
-version 3 or older has no `raced`: none was raced, so it reads False (the template epoch keeps its label).
-"""
+"""Rows of older schema versions brought up to this one as text, before they are typed. Version 1 timed a whole epoch
+as one sample: its mean step time becomes median_s so epochs compare like for like (spread unknown). Epoch rows of
+version 3 or older were never raced: `raced` reads False."""
 
 from __future__ import annotations
 
 from gpubench.harness.catalog import case_id_for
 from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
-from gpubench.harness.records.schema import (
-    SCHEMA_VERSION,
-    SETTING_COLUMNS,
-    SchemaError,
-    to_cell,
-    typed_row,
-)
+from gpubench.harness.records.schema import SCHEMA_VERSION, SETTING_COLUMNS, SchemaError, to_cell, typed_row
 
-# Workloads whose cases carry `raced` (the epoch race picked their precision and memory format): every row of
-# them written since the race existed says True or False; an older one was not raced.
+# Workloads whose cases carry `raced` (the epoch race picked their precision and memory format).
 RACED_WORKLOADS = ("mnist_epoch", "time_to_accuracy")
 
 # Settings the preloaded loader never uses: version 1 wrote DataLoader defaults into them.
@@ -29,9 +16,8 @@ _DATALOADER_ONLY = ("num_workers", "pin_memory", "non_blocking", "persistent_wor
 
 
 def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
-    """A v1 epoch row's timing as one window of steps: its mean step (step_s, else batch_size /
-    samples_per_s) in median_s, min_s, mean_s and samples_s. Without either the row has no step
-    time: median_s is emptied rather than left as a whole epoch next to step times."""
+    """A v1 epoch row's mean step (step_s, else batch_size / samples_per_s) as its timing; without one, median_s is
+    emptied rather than left as a whole epoch beside step times."""
     step = row.get("step_s") or ""
     if not step and row.get("batch_size") and row.get("samples_per_s"):
         try:
@@ -43,9 +29,7 @@ def _v1_epoch_step(row: dict[str, str]) -> dict[str, str]:
 
 
 def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
-    """Version 1 -> 2: settings a case does not use become empty, the case id is rebuilt by the
-    one id scheme, an epoch's timing becomes per step (_v1_epoch_step), and the row counts as
-    build 0 of 1."""
+    """Version 1 -> 2: unused settings emptied, the case id rebuilt, an epoch's timing per step, build 0 of 1."""
     row = dict(row)
     if row.get("workload") == "mnist_epoch":
         row = _v1_epoch_step(row)
@@ -57,7 +41,8 @@ def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
             row["prefetch_factor"] = ""  # v1 wrote 0 for "DataLoader's default"
     if not row.get("mem_source") and row.get("peak_mem_bytes"):  # what version 1 measured, by device
         device = row.get("device", "")
-        row["mem_source"] = "cuda-allocator" if device.startswith("cuda") else "mps-driver" if device == "mps" else "cpu-rss"
+        row["mem_source"] = ("cuda-allocator" if device.startswith("cuda") else "mps-driver" if device == "mps"
+                             else "cpu-rss")
     typed = typed_row({c: row.get(c, "") for c in SETTING_COLUMNS}, "v1 upgrade")
     if row.get("workload"):
         row["case_id"] = case_id_for(row["workload"], typed)
@@ -70,14 +55,13 @@ def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
 def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
     """Bring a row written by schema `version` up to SCHEMA_VERSION; refuse newer ones."""
     if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"{source}: written by a newer gpubench (schema {version}, this one reads <= {SCHEMA_VERSION}) — upgrade gpubench to read it"
-        )
+        raise SchemaError(f"{source}: written by a newer gpubench (schema {version}, this one reads <= "
+                          f"{SCHEMA_VERSION}) — upgrade gpubench to read it")
     if version < 1:
         raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
     if version == 1:
         row = _upgrade_v1(row)
-    if version <= 3:  # 2 -> 3 and 3 -> 4 only added columns (read as empty); v2's telemetry came after the case
+    if version <= 3:  # 2 -> 3 and 3 -> 4 only added columns (read as empty)
         row = dict(row, schema_version=str(SCHEMA_VERSION))
         if row.get("workload") in RACED_WORKLOADS and not row.get("raced"):
             row["raced"] = to_cell(False)  # an epoch before the race: its template is still the template
