@@ -1,14 +1,6 @@
-"""The entry of a build process, with Ctrl-C held from the first line. Two forms:
-
-- `python -m gpubench.harness.processes.build_main --plan-fd=R --answer-fd=W`: `gpubench run`'s builds. The plan
-  (gpubench.harness.processes.protocol.BuildPlan) comes over pipe R; the answer goes back over pipe W. A build a
-  fork server starts (gpubench.harness.pytest_plugin.fork_server) enters at `run_from_fds` the same way.
-- `python -m gpubench.harness.processes.build_main <pytest arguments>`: pytest's command line (`gpubench ab`'s builds).
-
-The launcher starts it with SIGINT blocked (gpubench.harness.processes.launch.ProcessLauncher): a Ctrl-C that comes
-while the interpreter starts stays pending until the handler below is in, and one that comes
-while pytest, its plugins and torch import is held, then raised at the session's first hook
-(gpubench.harness.pytest_plugin.plugin), instead of a KeyboardInterrupt traceback from an import."""
+"""A build process's entry: `--plan-fd=R --answer-fd=W` (plan in, answer out; fork servers enter at `run_from_fds`)
+or plain pytest arguments. It starts with SIGINT blocked, so a Ctrl-C during start-up and imports is held and raised
+at the session's first hook instead of a traceback from an import."""
 
 from __future__ import annotations
 
@@ -31,9 +23,8 @@ def tagged_json(path: Path, tag: str) -> Path:
 
 
 def with_tagged_json(pytest_args: list[str], tag: str) -> list[str]:
-    """The user's --benchmark-json X.json as X.<tag>.json. Rewritten before pytest parses it, the one user
-    argument read by hand: pytest-benchmark before 5.3 opens the file for writing while it parses, so a
-    later build given the first one's name would empty what the first build wrote."""
+    """--benchmark-json X.json as X.<tag>.json, before pytest parses it: pytest-benchmark before 5.3 opens the
+    file while parsing, so a later build given the same name would empty the first build's file."""
     if not tag:
         return list(pytest_args)
     rewritten: list[str] = []
@@ -47,30 +38,18 @@ def with_tagged_json(pytest_args: list[str], tag: str) -> list[str]:
 
 
 def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
-    """pytest's command line for a plan: gpubench's options, the user's arguments (their --benchmark-json
-    tagged with the build), then the build's own (gpubench.harness.pytest_plugin.build_options applies them
-    through pytest's parsed options)."""
+    """gpubench's options, the user's arguments (their --benchmark-json tagged), then the build's own."""
     tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
     table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
     micro = ["--gpubench-micro-only"] if plan.micro_only else []
     extra = ["--gpubench-extra-build"] if plan.extra else []
     turns = [f"--gpubench-turns={plan.turns}"] if plan.turns else []
-    return [
-        *plan.options,
-        *with_tagged_json(plan.pytest_args, plan.output_tag),
-        f"--gpubench-build={plan.build}",
-        f"--gpubench-answer-fd={answer_fd}",
-        *tags,
-        *table,
-        *micro,
-        *extra,
-        *turns,
-    ]
+    return [*plan.options, *with_tagged_json(plan.pytest_args, plan.output_tag), f"--gpubench-build={plan.build}",
+            f"--gpubench-answer-fd={answer_fd}", *tags, *table, *micro, *extra, *turns]
 
 
 def timer_problem(pytest_args: list[str]) -> str | None:
-    """pytest-benchmark loads --benchmark-timer while pytest parses its arguments, with a traceback when
-    it cannot: the name is read with argparse first and checked here, for one line."""
+    """One line instead of pytest-benchmark's traceback when --benchmark-timer cannot be loaded."""
     import importlib
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -82,12 +61,13 @@ def timer_problem(pytest_args: list[str]) -> str | None:
     try:
         getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as error:
-        return f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as time.perf_counter"
+        return (f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as "
+                "time.perf_counter")
     return None
 
 
 def run_pytest(args: list[str]) -> int:
-    """pytest over `args` as this process's command: it leaves with the session's status (HeldInterrupt)."""
+    """pytest as this process's command: it leaves with the session's status (HeldInterrupt)."""
     import pytest
 
     if problem := timer_problem(args):
@@ -104,10 +84,8 @@ def run_from_fds(plan_fd: int, answer_fd: int) -> int:
     try:
         plan = read_plan(plan_fd)
     except (OSError, ProtocolError) as error:
-        print(
-            f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run",
-            file=sys.stderr,
-        )
+        print(f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run",
+              file=sys.stderr)
         return int(ExitCode.INTERNAL)
     return run_pytest(pytest_args_of(plan, answer_fd))
 

@@ -1,5 +1,5 @@
-"""A run of builds: build k of every case in process k, started one after the other through a
-Launcher, and how each build's end ends the run or lets the next start (`BuildsOutcome`). Torch-free."""
+"""A run of builds: build k of every case in process k, one after the other through a Launcher, and how each
+build's end ends the run or lets the next start. Torch-free."""
 
 from __future__ import annotations
 
@@ -8,14 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gpubench.harness.processes.launch import (
-    MAX_BUILDS,
-    NO_TESTS,
-    Completed,
-    Job,
-    Launcher,
-    signal_death,
-    signal_name,
-    stop_requests,
+    MAX_BUILDS, NO_TESTS, Completed, Job, Launcher, signal_death, signal_name, stop_requests,
 )
 from gpubench.harness.processes.protocol import BuildAnswer
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, NO_CASES_LINE, SIGNAL_BASE, ExitCode
@@ -28,15 +21,12 @@ class BuildsOutcome:
     stopped: bool = False
     notes: list[str] = field(default_factory=list)
     died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
-    cut_short: str = (
-        ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4 (...)'
-    )
+    cut_short: str = ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4'
     answers: list[BuildAnswer] = field(default_factory=list)  # what each build answered, in order
 
 
 def signal_exit(signum: int) -> int:
-    """The exit code a signal to the run means: 2 for SIGINT (pytest's interrupted; gpubench run says 130),
-    else 128 + N."""
+    """2 for SIGINT (pytest's interrupted; gpubench run says 130), else 128 + N."""
     return BUILD_INTERRUPTED if signum == signal.SIGINT else SIGNAL_BASE + signum
 
 
@@ -47,32 +37,23 @@ def run_builds(
     on_build: Callable[[int, int], None] = lambda build, builds: None,
     more: Callable[[int, list[BuildAnswer]], bool] = lambda build, answers: False,
 ) -> BuildsOutcome:
-    """Build k of every case in process k (pyperf's lesson: separate processes sample memory
-    layout, thread placement and another moment of the machine). `job_for(build, builds)` is its
-    launch: builds is None until the first build's answer (gpubench.harness.processes.protocol) told the
-    selection's build count. After the selection's builds, `more(build, answers)` says whether an
-    extra build starts (a budget's time left: gpubench.harness.commands.budget_builds.ExtraBuilds)."""
+    """Build k of every case in process k (separate processes sample memory layout, thread placement and another
+    moment of the machine). `job_for(build, builds)`: builds is None until the first build's answer tells the count;
+    after them, `more(build, answers)` says whether an extra build starts (the budget's time left)."""
     worst, builds, build, known = 0, 1, 0, None
     answers: list[BuildAnswer] = []
     with stop_requests() as request:
         while build < builds or more(build, answers):
             if request.signum:  # arrived between two builds: start no other
-                return BuildsOutcome(
-                    signal_exit(request.signum),
-                    builds,
-                    True,
-                    [f"{signal_name(request.signum)} received: no build started after it"],
-                    answers=answers,
-                )
+                note = f"{signal_name(request.signum)} received: no build started after it"
+                return BuildsOutcome(signal_exit(request.signum), builds, True, [note], answers=answers)
             on_build(build, builds)
             done = launcher.run(job_for(build, known))
             answers += [done.answer] if done.answer is not None else []
             count = done.answer.builds if done.answer is not None and build == 0 else None
             request.signum = request.signum or done.signal
             if done.code == NO_TESTS and build == 0 and not request.signum:
-                return BuildsOutcome(
-                    done.code, 0, True, [NO_CASES_LINE], answers=answers
-                )
+                return BuildsOutcome(done.code, 0, True, [NO_CASES_LINE], answers=answers)
             if count is not None:  # read even from a process that died after its collection: 'build 1 of 3'
                 builds = known = min(MAX_BUILDS, max(1, count))
             if build >= builds and done.code == NO_TESTS and not request.signum:
@@ -105,22 +86,19 @@ def build_outcome(
     if done.stalled:  # ProcessLauncher killed it: stopped for too long
         return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
     if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
-        return BuildsOutcome(
-            code if code >= 0 else 128 - code, builds, True, died=f"{where} was killed by {signal_death(code)}"
-        )
+        return BuildsOutcome(code if code >= 0 else 128 - code, builds, True,
+                             died=f"{where} was killed by {signal_death(code)}")
     if done.vanished:
-        return BuildsOutcome(ExitCode.FAILED, builds, True, died=f"{where} ended with exit 0 before pytest finished, without a word: "
-                                                                 "its code (a --model factory, a conftest or a test) called os._exit")
+        return BuildsOutcome(ExitCode.FAILED, builds, True,
+                             died=f"{where} ended with exit 0 before pytest finished, without a word: "
+                             "its code (a --model factory, a conftest or a test) called os._exit")
     if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
-        return BuildsOutcome(
-            0 if code == NO_TESTS else code,
-            builds,
-            True,
-            cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started",
-        )
+        return BuildsOutcome(0 if code == NO_TESTS else code, builds, True,
+                             cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started")
     if code == ExitCode.INTERNAL:  # pytest's traceback alone does not say what ended it, nor what was kept
-        return BuildsOutcome(code, builds, True, [f"{where} ended with exit 3, pytest's internal error above (a test module or "
-                                                  "conftest that calls sys.exit as it is imported ends pytest so)"])
+        return BuildsOutcome(code, builds, True, [
+            f"{where} ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit "
+            "as it is imported ends pytest so)"])
     if code in stop_codes:
         return BuildsOutcome(code, builds, True)
     return None

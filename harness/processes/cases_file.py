@@ -10,7 +10,6 @@ MOST_CASE_BUILD_S = 60.0  # --build-seconds' own bound
 
 
 def cases_text(cases: list[str], seconds: dict[str, float]) -> str:
-    """The file's text: each case, with its build seconds where `seconds` has them."""
     return "".join(f"{case} {seconds[case]}\n" if case in seconds else f"{case}\n" for case in cases)
 
 

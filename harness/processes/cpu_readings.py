@@ -1,6 +1,5 @@
-"""What the machine's CPUs did while a command ran its builds: the share the hypervisor took (CPU
-steal, from /proc/stat) and the load average. Read by the parent of the builds, torch-free; where
-the system does not say (no /proc/stat: macOS), the reading is None."""
+"""What the CPUs did while a command ran its builds: the hypervisor's share (CPU steal, /proc/stat) and the load
+average. Torch-free; None where the system does not say (no /proc/stat: macOS)."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ def cpu_ticks(path: Path = PROC_STAT) -> tuple[int, int] | None:
 
 
 def steal_between(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:
-    """The steal share of the CPU between two readings, or None."""
     if start is None or end is None or end[1] <= start[1]:
         return None
     return max(0.0, min(1.0, (end[0] - start[0]) / (end[1] - start[1])))

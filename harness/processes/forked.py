@@ -1,11 +1,6 @@
-"""`ForkLauncher`: ProcessLauncher's builds, forked from a fork server (gpubench.harness.pytest_plugin.fork_server)
-that imported pytest, torch and the harness once, so a build starts in a fraction of a second instead of
-paying the interpreter and torch import again. Each build is still a fresh process with a process group
-of its own; signals are passed on, a stopped build is named and killed, and a build dies with this
-process, all as for a plain one (the server, which alone may wait for its children, does the waiting).
-
-Where the server cannot fork safely (it says why: a device runtime initialised in it, another thread,
-not Linux) or does not start, builds start as plain processes, said in one line. Torch-free."""
+"""`ForkLauncher`: ProcessLauncher's builds forked from a fork server that imported pytest and torch once, so a build
+starts in a fraction of a second, yet behaves as a plain one (the server alone may wait for its children). Where the
+server cannot fork safely or does not start, builds start as plain processes, said in one line. Torch-free."""
 
 from __future__ import annotations
 
@@ -25,7 +20,7 @@ SERVER_MODULE = "gpubench.harness.pytest_plugin.fork_server"
 READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
 CLOSE_GRACE_S = 5.0
 MAX_CONTROL_BYTES = 65536
-FORK_REPLY_S = 30.0  # a fork takes milliseconds: a server silent this long (stopped, hung) is given up for plain builds
+FORK_REPLY_S = 30.0  # a fork takes milliseconds: a server silent this long (stopped, hung) is given up
 SERVER = "its fork server"
 
 
@@ -40,16 +35,11 @@ class ForkServer:
 
     @classmethod
     def start(cls, env: dict[str, str] | None, python: str = sys.executable) -> ForkServer:
-        """The server under `python` and `env`: its builds are forks of it, so they run that interpreter and
-        see that environment (a side of `gpubench ab`: another venv, its variables, its PYTHONPATH)."""
+        """The server under `python` and `env`, which its forked builds inherit (a `gpubench ab` side's venv)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            process = subprocess.Popen(
-                [python, "-m", SERVER_MODULE, str(theirs.fileno())],
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                preexec_fn=build_preexec(hold_sigint=True),
-            )
+            process = subprocess.Popen([python, "-m", SERVER_MODULE, str(theirs.fileno())], env=env,
+                                       pass_fds=(theirs.fileno(),), preexec_fn=build_preexec(hold_sigint=True))
         finally:
             theirs.close()
         return cls(process, ours)
@@ -92,9 +82,8 @@ class ForkServer:
 
 @dataclass
 class ForkedBuild:
-    """A build the server forked, as BuildWatch sees it: every act on it goes through the server (which alone may
-    reap it, so its pid names no other process while the server lives), except when the server itself is stopped:
-    it is then continued (a signal to pass on) or killed, the build with it (through its parent-death signal)."""
+    """A forked build, as BuildWatch sees it: every act goes through the server (which alone reaps it, so its pid names
+    no other process), except when the server is stopped: it is then continued, or killed with the build."""
 
     server: ForkServer
     pid: int
@@ -113,7 +102,8 @@ class ForkedBuild:
                 message = self.server.receive(within_s)
             except EOFError:  # the server died: the build goes with it (its parent-death signal)
                 message = {"ended": -signal.SIGKILL}
-                self.lost_why = f"was lost with its fork server, which ended mid-build ({exit_words(self.server.process.wait())})"
+                self.lost_why = ("was lost with its fork server, which ended mid-build "
+                                 f"({exit_words(self.server.process.wait())})")
             if message is not None and isinstance(message.get("ended"), int):
                 self.code = message["ended"]
         return self.code is not None
@@ -127,7 +117,9 @@ class ForkedBuild:
             self._tell({"op": "kill"})
 
     def stopped(self) -> str:
-        return SERVER if process_state(self.server.process.pid) == "T" else "it" if process_state(self.pid) == "T" else ""
+        if process_state(self.server.process.pid) == "T":
+            return SERVER
+        return "it" if process_state(self.pid) == "T" else ""
 
     def lost(self) -> str:
         return self.lost_why
@@ -149,9 +141,8 @@ class ForkedBuild:
 
 @dataclass
 class ForkLauncher(ProcessLauncher):
-    """Planned builds forked from one fork server, started at the first build under `python` and that
-    build's environment, and kept for the run (`close` ends it); a job without a plan, or every job once
-    forking is ruled out, starts plainly. `who` names the builds in the line that says so."""
+    """Planned builds forked from one server, started at the first build (its `python` and environment) and kept for
+    the run; a job without a plan, or every job once forking is ruled out, starts plainly (`who` names them)."""
 
     python: str = sys.executable
     who: str = "builds"
@@ -177,8 +168,9 @@ class ForkLauncher(ProcessLauncher):
         except EOFError:
             message = {"fork_problem": "the fork server ended"}
         if message is None:
-            message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s (stopped? hung?): ended"}
-        if message.get("fork_problem"):  # found before its second build (it has ended), or a server that no longer answers
+            message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
+                       "(stopped? hung?): ended"}
+        if message.get("fork_problem"):  # found before its second build (it has ended), or a server gone silent
             self.close()
             self.plain_why = str(message["fork_problem"])
             print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)

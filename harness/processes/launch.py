@@ -1,13 +1,6 @@
-"""Launchers: how gpubench starts the processes that measure. One interface, `Launcher.run(job)`:
-
-- `ProcessLauncher`: a child in a process group of its own that dies with this process; SIGINT,
-  SIGTERM and SIGHUP here are passed on to it (once), then it has STOP_GRACE_S to stop with its rows whole;
-- `TorchrunLauncher` (gpubench.harness.processes.torchrun): torchrun in a session of its own, output captured,
-  killed with every rank when it outlives its timeout or when the job's watch (polled every second) names a rank
-  that stopped responding.
-
-`gpubench.harness.processes.build_runs` runs the suite as one process per build on any of them.
-"""
+"""Launchers (`Launcher.run(job)`): ProcessLauncher, a build in a process group of its own that dies with this
+process, gets SIGINT, SIGTERM and SIGHUP passed on once, then STOP_GRACE_S to stop with its rows whole; torchrun's
+is in gpubench.harness.processes.torchrun."""
 
 from __future__ import annotations
 
@@ -22,16 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-
 from gpubench.harness.processes.lifetime import (
-    adopting,
-    child_pids,
-    child_preexec,
-    ended_unreaped,
-    kill_adopted,
-    kill_group,
-    process_state,
-    token_alive,
+    adopting, child_pids, child_preexec, ended_unreaped, kill_adopted, kill_group, process_state, token_alive,
 )
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, Channel
 
@@ -47,8 +32,8 @@ class Job:
     # TorchrunLauncher polls it every WATCH_PERIOD_S; a non-empty answer (why, e.g. 'rank 1 stopped
     # responding ...') kills the launch with its ranks. ProcessLauncher does not watch.
     watch: Callable[[], str] | None = None
-    hold_sigint: bool = False  # ProcessLauncher: the child is gpubench.harness.processes.build_main, which unblocks SIGINT itself
-    plan: BuildPlan | None = None  # ProcessLauncher: sent to gpubench.harness.processes.build_main, whose answer comes back
+    hold_sigint: bool = False  # ProcessLauncher: the child is build_main, which unblocks SIGINT itself
+    plan: BuildPlan | None = None  # ProcessLauncher: sent to build_main, whose answer comes back
 
 
 @dataclass
@@ -60,7 +45,7 @@ class Completed:
     stalled: str = ""  # the watch's answer when it ended the launch (ProcessLauncher: why it killed the build)
     signal: int = 0  # ProcessLauncher: the first signal this process got and passed on during the launch
     answer: BuildAnswer | None = None  # ProcessLauncher: what a planned build answered (None: it died first)
-    vanished: bool = False  # a planned build that exited 0 before its session ended: its own code left early (os._exit)
+    vanished: bool = False  # a planned build exited 0 before its session ended: its own code called os._exit
 
 
 class Launcher(Protocol):
@@ -69,19 +54,15 @@ class Launcher(Protocol):
 
 @dataclass
 class ProcessLauncher:
-    """A build process in a process group of its own, so this process is the one that passes each
-    signal on: a terminal's Ctrl-C reaches the build once, and so does a `kill -INT` of this process
-    alone (a CI runner). After passing one on, it waits STOP_GRACE_S for the build to unwind its
-    case, then kills its group (a second signal kills it at once). A build stopped (SIGSTOP, state T)
-    for `stopped_limit_s` is killed and named: it makes no progress, and nothing else would end it.
-    `stop_with` (lifetime.process_token) names a process whose end is passed on as SIGTERM: a local
-    fleet's, whose job's controller (submitit's, no parent-death signal) outlives a fleet killed with -9."""
+    """A build in a group of its own, so that a terminal's Ctrl-C and a `kill -INT` of this process alone each reach
+    it once; one stopped (state T) for `stopped_limit_s` is killed and named. `stop_with` names a process whose end is
+    passed on as SIGTERM (a local fleet: its job's controller outlives a fleet killed with -9)."""
 
     stopped_limit_s: float | None = None
     stop_with: str = ""
 
     def kept_pids(self) -> set[int]:
-        """Children of this process the launcher keeps between builds (none here): never a build's stray."""
+        """Children kept between builds (none here): never a build's stray."""
         return set()
 
     def run(self, job: Job) -> Completed:
@@ -90,16 +71,19 @@ class ProcessLauncher:
     def start(self, job: Job, channel: Channel | None) -> BuildHandle:
         own = channel.build_args() if channel is not None else []
         fds = channel.child_fds if channel is not None else ()
-        child = subprocess.Popen([*job.argv, *own], env=job.env, preexec_fn=build_preexec(job.hold_sigint), pass_fds=(*job.pass_fds, *fds))
+        child = subprocess.Popen([*job.argv, *own], env=job.env, preexec_fn=build_preexec(job.hold_sigint),
+                                 pass_fds=(*job.pass_fds, *fds))
         if channel is not None:
             channel.handed_over()
         return PlainBuild(child)
 
 
-def run_together(runs: list[tuple[ProcessLauncher, Job]], ended: Callable[[int], None] | None = None) -> list[Completed]:
+def run_together(runs: list[tuple[ProcessLauncher, Job]],
+                 ended: Callable[[int], None] | None = None) -> list[Completed]:
     """Each job through its launcher, all at once; what each planned build answered (None: it died first)."""
     channels = [Channel(job.plan).open() if job.plan is not None else None for _, job in runs]
-    starts = [(launcher, functools.partial(launcher.start, job, channel)) for (launcher, job), channel in zip(runs, channels)]
+    starts = [(launcher, functools.partial(launcher.start, job, channel))
+              for (launcher, job), channel in zip(runs, channels)]
     try:
         done = watch_builds(starts, ended)
     finally:
@@ -111,8 +95,8 @@ def run_together(runs: list[tuple[ProcessLauncher, Job]], ended: Callable[[int],
 
 def watch_builds(starts: list[tuple[ProcessLauncher, Callable[[], BuildHandle]]],
                  ended: Callable[[int], None] | None = None) -> list[Completed]:
-    """Starts each build and waits for all of them (at once: `gpubench ab`'s pairs that take turns), passing each
-    signal on to every one; `ended(i)` as build i ends. Whatever way this leaves, no build it started outlives it."""
+    """Start each build and wait for all at once (`gpubench ab`'s pairs), passing each signal on to every one;
+    `ended(i)` as build i ends. However this leaves, no build it started outlives it."""
     # the handlers go in before a build starts: a signal while Popen forks and execs (the build already
     # visible, Popen not yet returned) waits in `early` and is passed on once it can be
     early: list[tuple[int, int]] = []  # (signal, how many builds had started and were told it)
@@ -167,12 +151,9 @@ STOP_WITH_PERIOD_S = 1.0  # how often it asks whether ProcessLauncher.stop_with'
 
 
 def build_preexec(hold_sigint: bool) -> Callable[[], None]:
-    """The child's start: it dies with this process, in a process group of its own (setpgid here:
-    Popen's process_group needs Python 3.11). A background group may not use the terminal: the
-    first print under `stty tostop` (SIGTTOU) or a read (SIGTTIN: pdb, breakpoint()) stopped the
-    build for good, so both are ignored — writes go through, a read fails instead of hanging.
-    With `hold_sigint` (gpubench.harness.processes.build_main, which unblocks it once its handler is in) SIGINT starts
-    blocked, so a Ctrl-C during interpreter start-up waits, pending, instead of a traceback."""
+    """The child dies with this process, in a group of its own (setpgid: Popen's process_group needs 3.11). SIGTTOU
+    and SIGTTIN are ignored: a background group's first print under `stty tostop` or read (pdb) stopped it for good.
+    With `hold_sigint` SIGINT starts blocked (build_main unblocks it): a Ctrl-C at start-up waits, pending."""
     dies_with_parent = child_preexec()
 
     def preexec() -> None:
@@ -188,7 +169,7 @@ def build_preexec(hold_sigint: bool) -> Callable[[], None]:
 
 
 class BuildHandle(Protocol):
-    """A started build as ProcessLauncher watches it: its own child, or a fork server's (gpubench.harness.processes.forked)."""
+    """A started build as ProcessLauncher watches it: its own child, or a fork server's (processes.forked)."""
 
     pid: int
 
@@ -197,8 +178,8 @@ class BuildHandle(Protocol):
     def kill_group(self) -> None: ...
     def wait(self) -> int: ...  # its exit code, negative for a signal's death
     def running(self) -> bool: ...
-    def stopped(self) -> str: ...  # which process the build waits on is stopped (state T): "it", "its fork server", or ""
-    def lost(self) -> str: ...  # why it ended other than by its own exit or a signal to it (its fork server died), or ""
+    def stopped(self) -> str: ...  # which process it waits on is stopped (state T): "it", "its fork server", ""
+    def lost(self) -> str: ...  # why it ended other than by its exit or a signal to it (its fork server died), or ""
 
 
 @dataclass
@@ -233,7 +214,7 @@ class PlainBuild:
 
 @dataclass
 class BuildWatch:
-    """One build process as ProcessLauncher waits for it: the signals passed on, since when it is stopped."""
+    """One build as ProcessLauncher waits for it: the signals passed on, since when it is stopped."""
 
     child: BuildHandle
     stopped_limit_s: float | None
@@ -245,10 +226,8 @@ class BuildWatch:
     was_stopped: str = ""  # what was stopped when a signal came or the limit passed: "it", "its fork server"
 
     def signalled(self, signum: int) -> None:
-        """A signal handler: pass it on (and SIGCONT, so a stopped build can act on it) and remember
-        it (Completed.signal: the caller stops after this build). The same signal again within
-        REPEAT_S is the first one arriving twice, not a second Ctrl-C: a terminal's Ctrl-C reaches
-        this process's group, and a parent passing it on (gpubench fleet) sends it again."""
+        """Pass the signal on (with SIGCONT, so a stopped build can act on it) and remember it. The same signal within
+        REPEAT_S is one Ctrl-C arriving twice (the terminal's, and a parent's passing it on), not a second one."""
         now_s = time.monotonic()
         if self.signals and signum == self.signals[-1] and now_s - self.first_signal_s < REPEAT_S:
             return
@@ -295,15 +274,16 @@ class BuildWatch:
         self.stopped_since_s = (self.stopped_since_s or now_s) if stopped else None
         if stopped and self.stopped_limit_s is not None and now_s - self.stopped_since_s >= self.stopped_limit_s:
             self.was_stopped = stopped
-            return (f"made no progress: {stopped} was stopped (state T, SIGSTOP) for {self.stopped_limit_s:.0f} s: killed"
-                    + (", the build with it" if stopped != "it" else ""))
+            return (f"made no progress: {stopped} was stopped (state T, SIGSTOP) for {self.stopped_limit_s:.0f} s: "
+                    "killed" + (", the build with it" if stopped != "it" else ""))
         return ""
 
     def _completed(self, code: int, why: str) -> Completed:
         if self.was_stopped and self.signals:  # which build was stopped is worth a line: someone stopped it
             name = signal.Signals(self.signals[0]).name
-            continued = (f"had been stopped (state T): continued so it could act on {name}" if self.was_stopped == "it" else
-                         f"waited on {self.was_stopped}, which had been stopped (state T): continued so it could pass {name} on")
+            continued = (f"had been stopped (state T): continued so it could act on {name}" if self.was_stopped == "it"
+                         else f"waited on {self.was_stopped}, which had been stopped (state T): continued so it could "
+                         f"pass {name} on")
             why = f"{continued}, but {why}" if why else continued
         return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0)
 
@@ -325,14 +305,15 @@ def stopped_limit_s(profile: str) -> float:
 
 
 def signal_death(code: int) -> str:
-    """How a process a signal ended died: 'SIGKILL (...)' from its exit code (-9, or a shell's 137), '' if not."""
+    """'SIGKILL (...)' from the exit code of a process a signal ended (-9, or a shell's 137), else ''."""
     signum = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else 0
     try:
         name = signal.Signals(signum).name
     except ValueError:
         return ""
     hints = {"SIGKILL": "kill -9, or the kernel's out-of-memory killer under a memory cap: see dmesg",
-             "SIGABRT": "an abort, often an allocation refused under a memory cap (ulimit -v)", "SIGSEGV": "a crash in native code"}
+             "SIGABRT": "an abort, often an allocation refused under a memory cap (ulimit -v)",
+             "SIGSEGV": "a crash in native code"}
     return f"{name} ({hints[name]})" if name in hints else name
 
 
@@ -343,9 +324,8 @@ class StopRequest:
 
 @contextmanager
 def stop_requests() -> Iterator[StopRequest]:
-    """SIGINT, SIGTERM or SIGHUP to this process stops a run of builds after the build in progress
-    (which the launcher passes it on to, and names in Completed.signal), and between two builds
-    before the next one starts: never a KeyboardInterrupt, never a death without a line."""
+    """SIGINT, SIGTERM or SIGHUP stops a run of builds after the build in progress (which gets it passed on), or
+    between two builds: never a KeyboardInterrupt, never a death without a line."""
     request = StopRequest()
 
     def note(signum: int, frame: object) -> None:

@@ -32,10 +32,8 @@ PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 
 
 def adopt_orphans() -> bool:
-    """This process becomes its descendants' subreaper (Linux): a process a build leaves behind in a
-    session of its own (a daemon: setsid, a double fork) becomes this process's child instead of
-    init's, where kill_adopted finds it. Without it such a process ran on after the run, loading the
-    machine later builds and runs measure. False where the kernel has no subreapers."""
+    """Become the descendants' subreaper (Linux): a daemon a build leaves (setsid, a double fork) becomes our child,
+    where kill_adopted finds it, instead of loading the machine later runs measure. False without subreapers."""
     try:
         return ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
@@ -43,7 +41,6 @@ def adopt_orphans() -> bool:
 
 
 def stop_adopting() -> None:
-    """This process no longer adopts its descendants' orphans (undoes adopt_orphans)."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
     except (OSError, AttributeError):
@@ -51,7 +48,6 @@ def stop_adopting() -> None:
 
 
 def adopting() -> bool:
-    """Whether this process is a subreaper (adopt_orphans)."""
     flag = ctypes.c_int(0)
     try:
         asked = ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
@@ -67,9 +63,8 @@ def child_pids() -> set[int]:
 
 
 def kill_adopted(known: set[int], left_by: str, grace_s: float = 5.0) -> list[str]:
-    """SIGKILL and reap every child of this process not in `known`, and what runs below each: under
-    adopt_orphans, what `left_by` (a process that ended) left behind; a line names them. Returns them
-    as 'sleep (pid 123)'."""
+    """SIGKILL and reap every child not in `known` and its tree (under adopt_orphans: what `left_by` left behind),
+    named in one line; returns them as 'sleep (pid 123)'."""
     import psutil
 
     killed: list[str] = []
@@ -96,7 +91,6 @@ def kill_adopted(known: set[int], left_by: str, grace_s: float = 5.0) -> list[st
 
 
 def child_preexec() -> Callable[[], None] | None:
-    """The preexec_fn for subprocess on Linux, else None."""
     return die_with_parent if sys.platform.startswith("linux") else None
 
 
@@ -113,8 +107,7 @@ def process_token(pid: int) -> str:
 
 
 def token_problem(token: str) -> str | None:
-    """A line when `token` (from STOP_WITH_ENV) is not process_token's form: read as a process that
-    ended, it stopped the run at once, saying its fleet had ended."""
+    """A line when `token` is not process_token's form (read as an ended process, it stopped the run at once)."""
     if re.fullmatch(r"[0-9]+:[0-9]+(\.[0-9]+)?", token):
         return None
     return (f"{STOP_WITH_ENV}={token[:60]!r} is not <pid>:<start time>, as gpubench fleet sets it for the runs of its "
@@ -122,8 +115,7 @@ def token_problem(token: str) -> str | None:
 
 
 def token_alive(token: str) -> bool:
-    """Whether the process `token` (process_token) names still runs: not ended, not a zombie, and not a
-    later process given its pid."""
+    """Whether `token`'s process still runs: not ended, not a zombie, not a later process given its pid."""
     import psutil
 
     pid_text, _, started = token.partition(":")
@@ -139,7 +131,7 @@ def token_alive(token: str) -> bool:
 def process_state(pid: int) -> str:
     """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
     try:
-        with open(f"/proc/{pid}/stat") as handle:  # closed at once: PYTHONWARNINGS=error turned a left one into a ResourceWarning
+        with open(f"/proc/{pid}/stat") as handle:  # closed at once (PYTHONWARNINGS=error: a ResourceWarning)
             stat = handle.read()
     except OSError:
         return ""
@@ -159,9 +151,8 @@ def kill_group(pgid: int) -> None:
 
 
 def kill_tree(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL a launch and every process under it. torchrun starts each rank in a session of its
-    own, so killing its process group alone would orphan them: they are found (while torchrun
-    still holds them) and killed one by one, then torchrun's group."""
+    """SIGKILL a launch and every process under it: torchrun starts each rank in a session of its own, so they are
+    found (while torchrun still holds them) and killed one by one, then torchrun's group."""
     import os
 
     import psutil
@@ -182,9 +173,8 @@ def kill_tree(proc: subprocess.Popen[str]) -> None:
 
 
 def ended_unreaped(pid: int, within_s: float) -> bool:
-    """Whether the child `pid` ended, waiting up to `within_s`, without reaping it: until it is
-    reaped its pid (and the id of the group it leads) cannot be given to another process, so what
-    is left in its group can be killed by that id safely."""
+    """Whether the child ended within `within_s`, left unreaped: until then its pid and group id name no other
+    process, so what is left in its group can be killed by that id safely."""
     import time
 
     deadline = time.monotonic() + within_s
@@ -241,12 +231,12 @@ def _ours_and_old(path: Path) -> bool:
         info = path.lstat()  # the folder itself, never a link's target
     except OSError:
         return False
-    return info.st_uid == os.getuid() and time.time() - info.st_mtime > SWEEP_MIN_AGE_S  # the owner's uid: root spares others' too
+    # the owner's uid: root spares others' too
+    return info.st_uid == os.getuid() and time.time() - info.st_mtime > SWEEP_MIN_AGE_S
 
 
 def sweep_dead_run_folders(folder: Path) -> list[Path]:
-    """Scratch folders of `gpubench run`s that were killed (SIGKILL leaves no chance to clean up):
-    removed when their pid is gone. Returns what was removed."""
+    """Remove the scratch folders of killed `gpubench run`s (SIGKILL leaves no chance to clean up) whose pid is gone."""
     import shutil
 
     removed = []
@@ -259,16 +249,11 @@ def sweep_dead_run_folders(folder: Path) -> list[Path]:
     return removed
 
 
-
-
 class HeldInterrupt:
-    """Ctrl-C that pytest cannot turn into exit 2. pytest catches KeyboardInterrupt only inside its
-    session; before it (pytest, this plugin and torch import: seconds) and after it (benchmark
-    files, the summary, unconfigure) Python's default handler raises where nothing catches it and
-    the process dies by SIGINT: exit -2, or a traceback. In those windows the interrupt is held:
-    raised at the session's first hook, or made exit status 2. Inside the session the first Ctrl-C
-    raises and later ones are held (`raise_once`): the terminal's Ctrl-C and the one `gpubench run`
-    passes on must not cut the first one's unwinding short."""
+    """Ctrl-C outside pytest's session (imports before it; benchmark files, summary, unconfigure after it), where a
+    KeyboardInterrupt would kill the process (-2, a traceback): held, then raised at the first hook or made exit 2.
+    In the session the first raises and later ones are held (`raise_once`): the terminal's Ctrl-C and the one
+    `gpubench run` passes on must not cut the first one's unwinding short."""
 
     def __init__(self) -> None:
         self.pending = False
@@ -287,7 +272,8 @@ class HeldInterrupt:
         import threading
 
         current = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is threading.main_thread() and (current is signal.default_int_handler or current == self.raise_once):
+        if threading.current_thread() is threading.main_thread() and (
+                current is signal.default_int_handler or current == self.raise_once):
             signal.signal(signal.SIGINT, self)
             self.previous = signal.default_int_handler
 
@@ -300,10 +286,8 @@ class HeldInterrupt:
         return pending
 
     def exit_process(self, status: int) -> None:
-        """Last step of a command-line pytest (an atexit callback): leave now with the session's
-        status, or 2 for a Ctrl-C held since. After atexit, Python resets its signal handlers and
-        tears torch down for about two seconds, when Ctrl-C kills the process (-2); everything is
-        written by now (rows, sidecars, pytest-benchmark's files, the summary)."""
+        """A command-line pytest's atexit callback: leave now with the status (2 after a held Ctrl-C). After atexit
+        Python resets its handlers and tears torch down for ~2 s, when Ctrl-C would kill it (-2); all is written."""
         import os
 
         for stream in (sys.stdout, sys.stderr):

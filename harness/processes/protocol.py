@@ -1,10 +1,6 @@
-"""The two messages between `gpubench run` and a build process: the `BuildPlan` it gets and the
-`BuildAnswer` it sends back, each a dataclass sent as one JSON object on a line of its own.
-
-The user's pytest arguments ride in the plan as an opaque list: only pytest's parser reads them, inside
-the build. A build writes its answer twice: once its collection knows the selection's build count (so
-a build that dies later still tells it), and once more at its end with the rows and per-case costs; the
-last whole line counts. Torch-free."""
+"""The messages between `gpubench run` and a build: the `BuildPlan` in, the `BuildAnswer` back, each one JSON line.
+A build answers twice, once its collection knows the build count (so a build that dies later still tells it) and
+at its end; the last whole line counts. Torch-free."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # far above a plan or an answer: a longer m
 
 
 class ProtocolError(ValueError):
-    """A message that is not a plan or an answer of this version."""
+    pass
 
 
 @dataclass(frozen=True)
@@ -27,11 +23,11 @@ class BuildPlan:
     pytest_args: list[str]  # the user's, passed to pytest untouched
     options: list[str]  # gpubench's own pytest arguments: the suite, its config, the run options
     builds: int | None = None  # build processes the selection needs, once the first build told it
-    output_tag: str = ""  # the user's --benchmark-json/--benchmark-save get it in their names ('b2'); '' keeps them
+    output_tag: str = ""  # put in the names of the user's --benchmark-json/--benchmark-save ('b2'); '' keeps them
     table_json: str = ""  # pytest-benchmark's JSON goes here when the user names none
     micro_only: bool = False  # the micro cases only: the user's -m and-ed with their markers
-    extra: bool = False  # a build past the profile's, with the budget's time left: the noisiest repeated cases first
-    turns: str = ""  # a `gpubench ab` pair's build that takes turns with its partner (gpubench.harness.processes.turns)
+    extra: bool = False  # a build past the profile's, with the budget's time left: noisiest repeated cases first
+    turns: str = ""  # a `gpubench ab` build that takes turns with its partner (gpubench.harness.processes.turns)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -63,18 +59,12 @@ class BuildAnswer:
 
 Message = TypeVar("Message", BuildPlan, BuildAnswer)
 KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "str": (str,),
-    "bool": (bool,),
-    "int | None": (int, type(None)),
-    "float | None": (float, int, type(None)),
-    "list[str]": (list,),
-    "dict[str, float]": (dict,),
+    "int": (int,), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
+    "float | None": (float, int, type(None)), "list[str]": (list,), "dict[str, float]": (dict,),
 }
 
 
 def _typed(cls: type[Message], text: str) -> Message:
-    """`cls` from one JSON object whose keys are its fields and whose values have the fields' types."""
     try:
         data: Any = json.loads(text)
     except ValueError as error:
@@ -108,7 +98,7 @@ def read_plan(fd: int) -> BuildPlan:
 
 
 def last_answer(data: bytes) -> BuildAnswer | None:
-    """The last whole answer line in what a build wrote; None when there is none (it died before its collection)."""
+    """The last whole answer line a build wrote; None when it died before its collection."""
     for line in reversed(data.decode(errors="replace").splitlines()):
         try:
             return BuildAnswer.from_json(line)
@@ -119,9 +109,8 @@ def last_answer(data: bytes) -> BuildAnswer | None:
 
 @dataclass
 class Channel:
-    """The pipes of one build: the plan into it (written by a thread: a pipe holds 64 KiB), the answer out
-    of it (drained by a thread, so a long answer never blocks the build). `child_fds` go to the build;
-    the launcher closes them once the build holds them (`handed_over`)."""
+    """One build's pipes, each served by a thread: the plan in (a pipe holds 64 KiB), the answer out (so a long answer
+    never blocks the build). `child_fds` go to the build and are closed here once it holds them (`handed_over`)."""
 
     plan: BuildPlan
     child_fds: tuple[int, int] = (-1, -1)  # (plan read end, answer write end)
@@ -141,7 +130,6 @@ class Channel:
         return self
 
     def build_args(self) -> list[str]:
-        """gpubench.harness.processes.build_main's own arguments: where its plan comes from, where its answer goes."""
         return [f"--plan-fd={self.child_fds[0]}", f"--answer-fd={self.child_fds[1]}"]
 
     def handed_over(self) -> None:
@@ -151,8 +139,7 @@ class Channel:
         self.child_fds = (-1, -1)
 
     def answer(self, wait_s: float = 1.0) -> BuildAnswer | None:
-        """After the build ended: what it answered. A process it left behind that still holds the pipe
-        is not waited for beyond `wait_s`."""
+        """What the ended build answered; a process it left holding the pipe is not waited for beyond `wait_s`."""
         self.handed_over()
         for thread in self.threads:
             thread.join(wait_s)

@@ -1,8 +1,5 @@
-"""Process limits (ulimit) a run needs, checked by `gpubench run` before any build process starts.
-Under a very low limit the failure would come from deep inside pytest or torch (an INTERNALERROR
-while importing, or an abort with no line at all): here it is one line naming the limit and the fix.
-Soft limits below what a run needs are first raised as far as the hard limit allows, as any
-program may do for itself."""
+"""Process limits (ulimit) a run needs, checked before any build starts: one line naming the limit and the fix instead
+of an INTERNALERROR or a silent abort deep in pytest or torch. Low soft limits are first raised up to the hard one."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ except ImportError:  # not a Unix: no ulimit to check
 MIN_OPEN_FILES = 64
 WANTED_OPEN_FILES = 4096  # the soft limit is raised this far when the hard limit allows
 FEW_PROCESSES = 1024  # below this (ulimit -u, threads count), torch's thread pools may fail to start
-MIN_PROCESSES = 64  # below this (ulimit -u) DataLoader workers and DDP ranks cannot start even when torch does
+MIN_PROCESSES = 64  # below this (ulimit -u) DataLoader workers and DDP ranks cannot start even if torch does
 MIN_FILE_BYTES = 1 << 30  # ulimit -f: a run's CSV, sidecars and pytest-benchmark's JSON, torch's compile caches
 MIN_CPU_S = 600  # ulimit -t, per process: one build of the quick profile spends minutes of CPU on a busy machine
 PROBE_TIMEOUT_S = 120
@@ -34,8 +31,7 @@ def _as_number(limit: int) -> float:
 
 
 def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
-    """The (soft, hard) limit of `kind` after raising soft towards `wanted` (RLIM_INFINITY: no
-    limit), never above hard."""
+    """(soft, hard) of `kind` after raising soft towards `wanted`, never above hard."""
     soft, hard = resource.getrlimit(kind)
     target = min(_as_number(wanted), _as_number(hard))
     if _as_number(soft) < target:
@@ -51,7 +47,8 @@ def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
 def open_files_problem() -> str | None:
     soft, _ = raise_soft_limit(resource.RLIMIT_NOFILE, WANTED_OPEN_FILES)
     if _as_number(soft) < MIN_OPEN_FILES:
-        return f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — raise it (ulimit -n 1024) and re-run"
+        return (f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — "
+                "raise it (ulimit -n 1024) and re-run")
     return None
 
 
@@ -63,10 +60,12 @@ def size_and_time_problem() -> str | None:
                 f"{MIN_FILE_BYTES >> 30} GiB — raise it (ulimit -f unlimited) and re-run")
     cpu, _ = raise_soft_limit(resource.RLIMIT_CPU, resource.RLIM_INFINITY)
     if _as_number(cpu) < MIN_CPU_S:
-        return f"the CPU-time limit is {cpu} s a process (ulimit -t); a build needs at least {MIN_CPU_S} s — raise it (ulimit -t unlimited) and re-run"
+        return (f"the CPU-time limit is {cpu} s a process (ulimit -t); a build needs at least {MIN_CPU_S} s — "
+                "raise it (ulimit -t unlimited) and re-run")
     processes, _ = raise_soft_limit(resource.RLIMIT_NPROC, FEW_PROCESSES)
     if _as_number(processes) < MIN_PROCESSES:
-        return f"the process limit is {processes} (ulimit -u); DataLoader workers and DDP ranks need more — raise it (ulimit -u 4096) and re-run"
+        return (f"the process limit is {processes} (ulimit -u); DataLoader workers and DDP ranks need more — "
+                "raise it (ulimit -u 4096) and re-run")
     return None
 
 
@@ -83,10 +82,10 @@ def tight_limits() -> list[str]:
 
 
 def torch_starts(python: str = sys.executable) -> str | None:
-    """None when a child under this process's limits can import torch and run a threaded op,
-    else the last line it printed (or how it died)."""
+    """None when a child under these limits can import torch and run a threaded op, else its last line."""
     try:
-        done = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+        done = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return str(error)
     if done.returncode == 0:
@@ -99,8 +98,7 @@ def limits_problem(python: str = sys.executable) -> str | None:
     """One line when this process's limits would stop a run before or during its first case."""
     if resource is None:
         return None
-    problem = open_files_problem() or size_and_time_problem()
-    if problem:
+    if problem := open_files_problem() or size_and_time_problem():
         return problem
     tight = tight_limits()
     if not tight:
@@ -108,4 +106,5 @@ def limits_problem(python: str = sys.executable) -> str | None:
     failure = torch_starts(python)  # only under tight limits: a normal run pays nothing for the check
     if failure is None:
         return None
-    return f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — raise them (ulimit -v unlimited; ulimit -u 4096) and re-run"
+    return (f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — "
+            "raise them (ulimit -v unlimited; ulimit -u 4096) and re-run")

@@ -1,7 +1,6 @@
-"""Standard streams a run cannot lose to: a descriptor 0-2 closed at start (`>&-`) is opened on /dev/null (else the
-next file opened, the run's CSV say, would take its number and receive what is printed), and a standard output whose
-write fails (a pipe closed: `| head`; a full disk: `>/dev/full`) is pointed at /dev/null with one line on stderr, and
-the run measures on. Torch-free."""
+"""Standard streams a run cannot lose to: a descriptor 0-2 closed at start is opened on /dev/null (else the next
+file opened, the run's CSV say, would take its number), and a stdout whose write fails (`| head`, a full disk) goes
+to /dev/null with one line on stderr while the run measures on. Torch-free."""
 
 from __future__ import annotations
 
@@ -40,7 +39,8 @@ class DroppedOnFailure:
             os.dup2(null, self._stream.fileno())  # what is still buffered, and any child's output, goes nowhere
             os.close(null)
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"gpubench: standard output cannot be written ({self.lost}): printing stops, the run goes on\n")
+            sys.stderr.write(f"gpubench: standard output cannot be written ({self.lost}): printing stops, "
+                             "the run goes on\n")
             sys.stderr.flush()
 
     def __getattr__(self, name: str) -> Any:

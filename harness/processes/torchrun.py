@@ -1,5 +1,5 @@
-"""`TorchrunLauncher`: a DDP launch (torchrun and its ranks) in a session of its own, watched by its job's heartbeat
-check (Job.watch) and killed whole when a rank goes quiet, the launch times out, or torchrun itself stops."""
+"""`TorchrunLauncher`: a DDP launch in a session of its own, watched by its job's heartbeat check (Job.watch) and
+killed whole when a rank goes quiet, the launch times out, or torchrun itself stops."""
 
 from __future__ import annotations
 
@@ -25,18 +25,20 @@ class TorchrunLauncher:
         try:
             while True:
                 left_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
-                wait_s = left_s if job.watch is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left_s is None else left_s)
+                wait_s = left_s if job.watch is None else min(WATCH_PERIOD_S,
+                                                               WATCH_PERIOD_S if left_s is None else left_s)
                 try:  # communicate() may be called again after its timeout: nothing read so far is lost
                     stdout, stderr = proc.communicate(timeout=wait_s)
                     return Completed(proc.returncode, stdout, stderr)
                 except subprocess.TimeoutExpired:
                     stalled = job.watch() if job.watch is not None else ""
                     if stalled or (deadline_s is not None and time.monotonic() >= deadline_s):
-                        if process_state(proc.pid) == "T":  # its ranks went quiet because torchrun was stopped: named, not a rank
-                            stalled = "made no progress: torchrun itself was stopped (state T, SIGSTOP): killed with its ranks"
+                        if process_state(proc.pid) == "T":  # the ranks went quiet because torchrun was stopped
+                            stalled = ("made no progress: torchrun itself was stopped (state T, SIGSTOP): "
+                                       "killed with its ranks")
                         return self._killed(proc, stalled)
         finally:
-            if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches a separate session): take the ranks down too
+            if proc.poll() is None:  # interrupted (Ctrl-C does not reach a separate session): the ranks go too
                 kill_tree(proc)
                 proc.wait()
 
@@ -47,4 +49,5 @@ class TorchrunLauncher:
             stdout, stderr = proc.communicate(timeout=KILL_GRACE_S)
         except subprocess.TimeoutExpired:  # something outside the tree still holds the pipes: do not wait on it
             stdout, stderr = "", ""
-        return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr, timed_out=not stalled, stalled=stalled)
+        return Completed(proc.returncode if proc.returncode is not None else -9, stdout, stderr,
+                         timed_out=not stalled, stalled=stalled)

@@ -1,17 +1,7 @@
-"""Turns: the two builds of a `gpubench ab` pair run at once and take turns case by case, so a case's A and B
-timings are taken back to back (about a case's length apart) instead of a whole build apart. On a shared or
-virtual machine the speed drifts within seconds: two timings of one case two seconds apart differ far more
-than two taken one after the other, and a pair's ratio is only as steady as its two timings are close.
-
-Exactly one of the two builds runs a case at any time (the other waits on its pipe), in the order
-F0 S0 S1 F1 F2 S2 S3 F3 ...  (F: the build that goes first, S: the second; the number is the case's index):
-each side runs each case first as often as second, so a warm-up or cache effect of going second cancels.
-Both builds collect before either times anything (`ready`), and neither writes its results until both
-finished their cases (`finish`).
-
-The baton travels over two named pipes, one into each build, which the session holds open for the pair:
-"go" (your turn), "ready", "done" (the partner ran its last case), "free" (the session saw the partner's
-process end: a crash, a signal). After "done" or "free" a build runs alone. Torch-free."""
+"""A `gpubench ab` pair's builds take turns case by case, so a case's A and B timings are back to back (the speed of a
+shared machine drifts within seconds), in the order F0 S0 S1 F1 F2 S2 S3 F3 ... so going second cancels out. Tokens
+over two named pipes: "go", "ready", "done", "free" (the partner's process ended); after the last two a build runs
+alone. Torch-free."""
 
 from __future__ import annotations
 
@@ -28,8 +18,6 @@ SESSION_PID_ENV = "GPUBENCH_PAIR_SESSION_PID"
 
 @dataclass(frozen=True)
 class TurnPlan:
-    """One build's part: whether it goes first, the pipe it reads its turns from, the one it gives them on."""
-
     first: bool
     take_path: str
     give_path: str
@@ -64,8 +52,7 @@ class Turns:
     waited_s: float = 0.0
     buffer: bytearray = field(default_factory=bytearray)
 
-    def open(self) -> Turns:
-        # the session holds both pipes open for reading and writing: neither open blocks, no write fails
+    def open(self) -> Turns:  # the session holds both pipes open read-write: neither open blocks, no write fails
         self.take_fd = os.open(self.plan.take_path, os.O_RDONLY)
         self.give_fd = os.open(self.plan.give_path, os.O_WRONLY)
         return self
@@ -122,8 +109,8 @@ class Turns:
 
 @dataclass
 class PairPipes:
-    """The session's side: a named pipe into each build of a pair, held open (read and write) for the pair,
-    so a build's open never blocks, its writes never fail, and a token left over dies with the pair."""
+    """The session's side: a named pipe into each build, held open read-write for the pair, so a build's open never
+    blocks, its writes never fail, and a token left over dies with the pair."""
 
     folder: str
     pair: int

@@ -1,6 +1,5 @@
-"""--benchmark-json across pytest-benchmark's versions: 5.3 and later parse it to a Path; earlier ones to a
-file that argparse opened for writing while it parsed (and refuses itself, with its own usage line, when
-it cannot open it); what gpubench adds to the file."""
+"""--benchmark-json across pytest-benchmark's versions (5.3 and later parse it to a Path, earlier ones to a file
+argparse opened while parsing), and what gpubench adds to the file."""
 
 from __future__ import annotations
 
@@ -27,13 +26,11 @@ def json_path(value: Any) -> Path | None:
 
 
 def json_value(path: Path) -> Any:
-    """What the option holds for `path` in the pytest-benchmark installed."""
     return path if parses_to_path() else open(path, "wb")  # noqa: SIM115 - pytest-benchmark writes and closes it
 
 
 def add_gpubench_json(state: RunState, output_json: dict[str, Any]) -> None:
-    """Serializable params (the case's settings instead of 'UNSERIALIZABLE[MatmulCase(...)]') and the device
-    fingerprint as the file's own `gpubench` key."""
+    """Serializable params (not 'UNSERIALIZABLE[MatmulCase(...)]') and the device fingerprint under `gpubench`."""
     from gpubench.harness.devices.env import fingerprint
 
     output_json["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))

@@ -1,6 +1,5 @@
-"""The plugin's side of a run under --budget: the plan over a build's selected (case, build) items, with this
-machine's history (gpubench.harness.records.durations), and its line before the first case; a test still running
-past the run's end and its grace is cut."""
+"""The plugin's side of --budget: the plan over a build's selected items from this machine's history, its line
+before the first case, and the cut of a test still running past the run's end and its grace."""
 
 from __future__ import annotations
 
@@ -18,9 +17,11 @@ from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
-def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
-    """The budget's plan over every selected (case, build): this machine's history, else the cost model's
-    prediction from a probe of this device (made only when some case has no history)."""
+
+
+def plan_budget(state: RunState, items: list[pytest.Item],
+                build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
+    """The plan over every selected (case, build): this machine's history, else the cost model's prediction."""
     from gpubench.harness.measurement.session import skipped_in
     from gpubench.harness.records.durations import case_costs
 
@@ -41,7 +42,7 @@ def plan_budget(state: RunState, items: list[pytest.Item], build_of: Callable[[p
 
 
 def workload_case(item: pytest.Item) -> tuple[Any, Any]:
-    """The item's workload (its bench module's `gpubench_workload`) and case, or (None, None)."""
+    """The item's workload (its module's `gpubench_workload`) and case, or (None, None)."""
     from gpubench.harness.measurement.workload import as_workload
 
     case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
@@ -52,8 +53,7 @@ def workload_case(item: pytest.Item) -> tuple[Any, Any]:
 
 
 def predicted_costs(state: RunState, cases: list[tuple[Any, Any]]) -> dict[str, CaseCost]:
-    """The cost model's builds for `cases`, from a probe of this device (about a second; none when
-    every case has history)."""
+    """The cost model's builds for `cases`, from a probe of this device (about a second; none without cases)."""
     from gpubench.harness.core.cost_model import predicted_build_s
     from gpubench.harness.devices.rates import probe_rates
     from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
@@ -70,9 +70,8 @@ def predicted_costs(state: RunState, cases: list[tuple[Any, Any]]) -> dict[str, 
 
 def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],
                     build_of: Callable[[pytest.Item], int]) -> list[tuple[str, int]]:
-    """Every (case id, build) of the selection in run order: a build process collects its own build of
-    each case only (gpubench.harness.pytest_plugin.extra_build.builds_to_collect), but plans for the builds
-    after it too; an extra build's number is its own."""
+    """Every (case id, build) of the selection in run order: a process collects its own build of each case only but
+    plans for the later ones too; an extra build's number is its own."""
     entries: list[tuple[str, int]] = []
     for item in items:
         case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
@@ -85,8 +84,7 @@ def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],
 
 
 def extra_build_order(state: RunState) -> list[str]:
-    """The cases an extra build repeats, noisiest first, from this run's rows so far (none without
-    a budget, or when the run's file cannot be read: the extra build then runs nothing)."""
+    """The cases an extra build repeats, noisiest first (none without a budget or a readable run file)."""
     from gpubench.harness.pytest_plugin.extra_build import noisiest_first
     from gpubench.harness.records.results_reader import read_rows
 
@@ -111,8 +109,8 @@ def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
 
 @contextmanager
 def cut_at_run_end(state: RunState | None, test: str) -> Iterator[None]:
-    """A test (its case's build, a --model factory, a --tests test) still running past the run's end and its grace
-    is cut: it fails with the reason (a case's row records it), and the tests after it do not start."""
+    """A test still running past the run's end and its grace is cut: it fails with the reason, and no later test
+    starts."""
     if state is None or state.end_s is None or state.budget_s is None:
         yield
         return

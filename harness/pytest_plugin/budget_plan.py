@@ -1,7 +1,6 @@
-"""A run under --budget, seen from one build process: the (case, build) items still to run here and
-in the later build processes, what each case costs (this machine's history, else the cost model),
-each case's share of the time left by tier, the plan line shown before the first case and the
-progress after each."""
+"""A run under --budget, seen from one build process: the (case, build) items still to run here and later, what
+each costs (this machine's history, else the cost model), each case's share of the time left by tier, the plan line
+and the progress."""
 
 from __future__ import annotations
 
@@ -11,13 +10,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 
 from gpubench.harness.core.run_budget import (
-    COST_MARGIN,
-    MIN_SHARE_S,
-    CaseCost,
-    CaseShare,
-    format_duration,
-    share_of,
-    water_level,
+    COST_MARGIN, MIN_SHARE_S, CaseCost, CaseShare, format_duration, share_of, water_level,
 )
 
 NAMED_IN_PLAN = 4  # cases named per list in the plan line; the rest are counted
@@ -26,14 +19,10 @@ Item = tuple[str, int]  # (case id, build)
 
 @dataclass
 class BudgetPlan:
-    """`here`: the (case id, build) items this process runs, in order; `later`: those of later build
-    processes, each of which also pays `startup_s` before its first case. Times are wall clock
-    (time.time), shared across processes through `deadline_s`.
-
-    Value first, in three tiers: the first build of a `headline` case (a row of the report's summary)
-    is funded whole, beside the other headline items still to run; the first build of every other case
-    shares what those leave; the later builds (repeats) share what both leave. Within a tier items
-    are water-filled by cost (gpubench.harness.core.run_budget)."""
+    """`here`: this process's (case id, build) items in order; `later`: those of later processes, each of which also
+    pays `startup_s`. Times are wall clock, shared through `deadline_s`. Value first, in tiers: a `headline` case's
+    first build is funded whole, other first builds share what those leave, repeats share the rest; within a tier
+    items are water-filled by cost."""
 
     budget_s: float
     deadline_s: float
@@ -45,7 +34,7 @@ class BudgetPlan:
     now: Callable[[], float] = time.time
     cases: int = 0  # the selection's cases and builds, for the plan line
     builds: int = 0
-    extra: bool = False  # an extra build (gpubench.harness.pytest_plugin.extra_build): a case runs whole or not at all
+    extra: bool = False  # an extra build (pytest_plugin.extra_build): a case runs whole or not at all
     headline: frozenset[str] = frozenset()
 
     def left_s(self) -> float:
@@ -63,14 +52,12 @@ class BudgetPlan:
         return 0 if self.is_headline(item) else 1 if item[1] == 0 else 2
 
     def fits(self, case_id: str) -> bool:
-        """Whether the case's known build (with its margin) fits the time left: an extra build runs
-        no case it would have to cap or skip."""
+        """Whether the case's known build (with its margin) fits the time left: an extra build caps or skips none."""
         cost_s = self.cost(case_id)
         return cost_s is not None and max(cost_s * COST_MARGIN, MIN_SHARE_S) <= self.left_s()
 
     def share_for(self, case_id: str) -> CaseShare:
-        """This case's share of what is left (in an extra build: all that is left, which `fits`
-        checked its known build needs; the profile's rounds, not the share, say how long it runs)."""
+        """This case's share of what is left (an extra build: all of it; `fits` checked its build needs that)."""
         known = self.costs.get(case_id)
         # a predicted first call is the model's guess: the case's own first call decides, not it
         known_call_s = known.first_call_s if known and not known.predicted else None
@@ -81,20 +68,21 @@ class BudgetPlan:
         tier, pending = self.tier(item), self.pending_after(item)
         same_tier = [other for other in pending if self.tier(other) == tier]
         headline_s, unknown = self._funded_reserve_s(besides=item)
-        if tier == 0:  # funded whole: all that the other funded headline items' reserve leaves (split where no cost is known)
+        if tier == 0:  # funded whole: what the other funded headline items leave (split where no cost is known)
             share_s = max(self.left_s() - headline_s, 0.0) / (1 + unknown if known is None else 1)
         else:  # what the tiers before it still need is kept out
             first_builds = [other for other in pending if self.tier(other) == 1] if tier == 2 else []
             reserve_s = headline_s + sum(map(self._reserve_s, first_builds))
-            share_s = share_of(self.cost(case_id), [self.cost(other[0]) for other in same_tier], self.left_s() - reserve_s)
+            share_s = share_of(self.cost(case_id), [self.cost(other[0]) for other in same_tier],
+                               self.left_s() - reserve_s)
         return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, self.cost(case_id))
 
     def _funded_reserve_s(self, besides: Item) -> tuple[float, int]:
-        """What the headline items the plan funds keep out, other than `besides`, and how many headline
-        items have no cost yet. One the plan leaves out reserves nothing: it gets what is left at its
-        turn (reserved, its cost starved the very headline cases the plan line said it funds)."""
+        """What the funded headline items other than `besides` keep out, and how many have no cost yet. One left out
+        reserves nothing (reserved, it starved the very headline cases the plan line said it funds)."""
         funded, _, open_items = self._headline_verdicts(self.left_s())
-        return sum(self._reserve_s(other) for other in funded if other != besides), sum(other != besides for other in open_items)
+        return (sum(self._reserve_s(other) for other in funded if other != besides),
+                sum(other != besides for other in open_items))
 
     def _reserve_s(self, item: Item) -> float:
         cost_s = self.cost(item[0])
@@ -110,7 +98,7 @@ class BudgetPlan:
         return rest + self.later
 
     def done(self, case_id: str, skipped: bool) -> None:
-        """One item ran (or was passed over); a skipped case's later builds will not run, here or in a later process."""
+        """One item ran (or was passed over); a skipped case's later builds will not run, here or later."""
         item = self._item(case_id)
         if item in self.here:
             self.here.remove(item)
@@ -124,9 +112,8 @@ class BudgetPlan:
         return f"budget: {left} left of {format_duration(self.budget_s)}, {items} case builds to go"
 
     def plan_line(self) -> str:
-        """What the budget will do, before the first case: the headline cases it funds and those it
-        must leave out (with the budget that includes them), then the settings' cases whose one call
-        cannot fit their share (skipped) or that get less than their full time (capped)."""
+        """Before the first case: the headline cases funded and left out (with the budget that includes them), then
+        the cases whose one call cannot fit their share (skipped) or that get less than their full time (capped)."""
         items = self.here + self.later
         left_s = self.left_s()
         funded, left_out, open_headline = self._headline_verdicts(left_s)
@@ -136,27 +123,30 @@ class BudgetPlan:
             rest = [item for item in items if self.tier(item) == tier]
             level = water_level([self.cost(c) for c, _ in rest], left_s - planned_s)
             verdicts = self._verdicts(rest, level) if tier == 1 else verdicts
-            planned_s += sum(min(self._reserve_s(item), level) if self.cost(item[0]) is not None else level for item in rest)
+            planned_s += sum(min(self._reserve_s(item), level) if self.cost(item[0]) is not None else level
+                             for item in rest)
         planned_s = min(left_s, planned_s)
         skipped, capped = verdicts
-        predicted = sum(1 for case_id in set(c for c, _ in items) if case_id in self.costs and self.costs[case_id].predicted)
+        predicted = sum(1 for case_id in set(c for c, _ in items)
+                        if case_id in self.costs and self.costs[case_id].predicted)
         known = sum(1 for case_id in set(c for c, _ in items) if case_id in self.costs) - predicted
         head = f"plan ~{format_duration(max(planned_s, 0.0))} of a {format_duration(self.budget_s)} budget"
         unknown = len(set(c for c, _ in items)) - known - predicted
-        parts = [f"{head}: {self.cases} cases x {self.builds} builds; costs: this machine's history {known}, the cost model "
-                 f"{predicted}" + (f", none {unknown} (their first call decides)" if unknown else "")]
+        parts = [f"{head}: {self.cases} cases x {self.builds} builds; costs: this machine's history {known}, "
+                 f"the cost model {predicted}" + (f", none {unknown} (their first call decides)" if unknown else "")]
         headline_cases = len(funded) + len(left_out) + len(open_headline)
         if headline_cases:
-            parts.append(f"headline first: {len(funded)} of {headline_cases} funded whole (~{format_duration(headline_s)})")
+            parts.append(f"headline first: {len(funded)} of {headline_cases} funded whole "
+                         f"(~{format_duration(headline_s)})")
         if left_out:
             need_s = self.budget_s - left_s + sum(self._reserve_s(item) for item in funded + left_out)
-            parts.append(f"headline left out: {named([c for c, _ in left_out])} — --budget {format_duration(rounded_up(need_s))} includes them")
+            parts.append(f"headline left out: {named([c for c, _ in left_out])} — "
+                         f"--budget {format_duration(rounded_up(need_s))} includes them")
         parts += [f"{label}: {named(found)}" for label, found in (("skipped", skipped), ("capped", capped)) if found]
         return "gpubench: " + "; ".join(parts)
 
     def _headline_verdicts(self, left_s: float) -> tuple[list[Item], list[Item], list[Item]]:
-        """The headline items in run order: funded (their cost fits what the ones before left), left out,
-        and those with no cost at all."""
+        """The headline items in run order: funded (their cost fits what earlier ones left), left out, unknown cost."""
         funded, left_out, unknown = [], [], []
         for item in dict.fromkeys(self.here + self.later):
             if not self.is_headline(item):
@@ -194,10 +184,8 @@ def named(found: list[str]) -> str:
     return shown + (f" and {len(found) - NAMED_IN_PLAN} more" if len(found) > NAMED_IN_PLAN else "")
 
 
-# When this run's pytest configuration began (the plugin's options registered): the run's start. Not the
-# process's start: a process that runs pytest in-process (a notebook, pytester, a long-lived worker) may have
-# lived longer than any budget before this run. Left out: the interpreter's start and pytest's import before
-# it, about 0.3 s in a fresh process (a forked build pays neither).
+# The run's start: when this pytest configuration began, not the process (pytester, a notebook, a long-lived worker
+# may have lived longer than any budget). Leaves out the interpreter's start and pytest's import (~0.3 s).
 _run_began_s: float | None = None
 
 
@@ -207,19 +195,19 @@ def note_run_began() -> None:
 
 
 def run_startup_s() -> float:
-    """Seconds this run has taken so far (pytest, torch, collection): what each later build process
-    will pay again before its first case."""
+    """Seconds this run has taken so far: what each later build process pays again before its first case."""
     return max(0.0, time.time() - _run_began_s) if _run_began_s is not None else 0.0
 
 
 def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[Item],
-                only_build: int | None, skipped: set[str], extra: bool = False, headline: frozenset[str] = frozenset()) -> BudgetPlan:
-    """The plan of one process from every selected (case id, build) in run order. `deadline_s`:
-    the run's, from `gpubench run` (None: this process is the whole run, from its start). Cases
-    already skipped in the run's file (an earlier build process) are not planned for."""
+                only_build: int | None, skipped: set[str], extra: bool = False,
+                headline: frozenset[str] = frozenset()) -> BudgetPlan:
+    """One process's plan from every selected (case id, build) in run order; `deadline_s` None: this process is the
+    whole run. Cases an earlier build already skipped are not planned for."""
     startup_s = run_startup_s()
     deadline_s = deadline_s if deadline_s is not None else time.time() - startup_s + budget_s
-    size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1, "headline": headline}
+    size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1,
+            "headline": headline}
     if only_build is None:
         return BudgetPlan(budget_s, deadline_s, costs, [e for e in entries if e[0] not in skipped], **size)
     here = [e for e in entries if e[1] == only_build and e[0] not in skipped]

@@ -1,10 +1,6 @@
-"""A build process's side of its plan (gpubench.harness.processes.protocol): the build's own pytest options, applied
-to what pytest's parser made of the user's arguments, and the answer sent back to `gpubench run`.
-
-The user's arguments are read by pytest's parser: --benchmark-save gets the build's tag in its name, and -m
-the micro cases' markers, on pytest's parsed options before pytest-benchmark and the mark plugin read them
-(this plugin's configure runs first). --benchmark-json alone is tagged before parsing
-(gpubench.harness.processes.build_main.with_tagged_json)."""
+"""A build's side of its plan: the build's own pytest options, applied to pytest's parsed options before
+pytest-benchmark and the mark plugin read them (--benchmark-json alone is tagged before parsing, in build_main),
+and the answer sent back to `gpubench run`."""
 
 from __future__ import annotations
 
@@ -25,35 +21,27 @@ MICRO_MARKEXPR = "not slow and not training and not distributed"
 
 
 def add_build_options(group: Any) -> None:
-    """Internal: `gpubench run` starts one pytest process per build and names the build here, the pipe
-    its answer goes to, and how the user's output files and selection are adapted to one build."""
-    group.addoption(
-        "--gpubench-build",
-        type=int,
-        default=None,
-        dest="gpubench_build",
-        help="run only build K of each case, appending to the run's CSV (gpubench run: one process per build)",
-    )
+    """Internal: the build `gpubench run` starts, its answer's pipe, and how the user's outputs and selection adapt."""
+    group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
+                    help="run only build K of each case, appending to the run's CSV "
+                    "(gpubench run: one process per build)")
     group.addoption("--gpubench-answer-fd", type=int, default=None, dest="gpubench_answer_fd", help=argparse.SUPPRESS)
     group.addoption("--gpubench-output-tag", default="", dest="gpubench_output_tag", help=argparse.SUPPRESS)
     group.addoption("--gpubench-table-json", default="", dest="gpubench_table_json", help=argparse.SUPPRESS)
-    group.addoption(
-        "--gpubench-timed-only", action="store_true", default=False, dest="gpubench_timed_only", help=argparse.SUPPRESS
-    )
-    group.addoption(
-        "--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only", help=argparse.SUPPRESS
-    )
+    group.addoption("--gpubench-timed-only", action="store_true", default=False, dest="gpubench_timed_only",
+                    help=argparse.SUPPRESS)
+    group.addoption("--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only",
+                    help=argparse.SUPPRESS)
     # a build of a `gpubench ab` pair that takes turns with its partner: gpubench.harness.pytest_plugin.turns
     group.addoption("--gpubench-turns", default="", dest="gpubench_turns", help=argparse.SUPPRESS)
-    group.addoption(  # with --gpubench-build K past the profile's builds: gpubench.harness.pytest_plugin.extra_build
-        "--gpubench-extra-build", action="store_true", default=False, dest="gpubench_extra_build", help=argparse.SUPPRESS
-    )
+    # with --gpubench-build K past the profile's builds: gpubench.harness.pytest_plugin.extra_build
+    group.addoption("--gpubench-extra-build", action="store_true", default=False, dest="gpubench_extra_build",
+                    help=argparse.SUPPRESS)
 
 
 def apply_build_options(config: pytest.Config) -> None:
-    """One build's view of the user's options: timed cases only unless the user turned timing off; its own
-    output file names (else each build would overwrite the last: X.json -> X.<tag>.json, NAME -> NAME-<tag>);
-    pytest-benchmark's JSON kept for the run's one table; the micro cases only under --device cuda:all."""
+    """One build's view of the user's options: timed cases only (unless timing is off), its own output names (else
+    each build overwrites the last), pytest-benchmark's JSON kept for the run's table, micro cases under cuda:all."""
     option = config.option
     untimed = getattr(option, "benchmark_disable", False) and not getattr(option, "benchmark_enable", False)
     if config.getoption("gpubench_timed_only") and hasattr(option, "benchmark_only") and not untimed:
@@ -80,7 +68,7 @@ class AnswerWriter:
     startup_s: float | None = None
 
     def case_starts(self) -> None:
-        """The first case's setup: how long this process took to get here since it started (forked or spawned)."""
+        """The first case's setup: how long this process took to get here since it started."""
         if self.startup_s is None:
             import time
 
@@ -93,26 +81,14 @@ class AnswerWriter:
         self.send(BuildAnswer(self.build, builds))
 
     def case_phase(self, report: pytest.TestReport) -> None:
-        """setup, call and teardown of a case: its cost in this build."""
         test_id = report.nodeid.rpartition("::")[2]
         self.case_cost_s[test_id] = self.case_cost_s.get(test_id, 0.0) + float(report.duration)
 
     def finish(self, config: pytest.Config, exit_code: int, rows_written: int, notes: list[str]) -> None:
         path = json_path(getattr(config.option, "benchmark_json", None))
         written = str(path) if path is not None and path.is_file() else ""
-        self.send(
-            BuildAnswer(
-                self.build,
-                self.builds,
-                rows_written,
-                dict(self.case_cost_s),
-                exit_code,
-                written,
-                bool(getattr(config.option, "benchmark_verbose", False)),
-                self.startup_s,
-                notes,
-            )
-        )
+        self.send(BuildAnswer(self.build, self.builds, rows_written, dict(self.case_cost_s), exit_code, written,
+                              bool(getattr(config.option, "benchmark_verbose", False)), self.startup_s, notes))
         os.close(self.fd)
 
     def send(self, answer: BuildAnswer) -> None:
@@ -126,7 +102,6 @@ ANSWER = pytest.StashKey[AnswerWriter]()
 
 
 def answer_writer(config: pytest.Config) -> AnswerWriter | None:
-    """The build's answer writer when `gpubench run` gave it a pipe, else None."""
     if ANSWER not in config.stash:
         fd = config.getoption("gpubench_answer_fd")
         if fd is None:

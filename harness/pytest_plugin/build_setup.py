@@ -1,5 +1,5 @@
-"""Everything a run needs, checked before the first case: each bad value is one SetupError line
-that names the fix (the pytest plugin turns it into a usage error, exit 4)."""
+"""Everything a run needs, checked before the first case: each bad value is one SetupError line naming the fix
+(the plugin's usage error, exit 4)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import torch
 from pytest_benchmark.utils import load_timer
 
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.devices.datasets import DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root
+from gpubench.harness.devices.datasets import (
+    DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root,
+)
 from gpubench.harness.devices.device import DeviceError, resolve_device
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
 from gpubench.harness.devices.env import machine_identity
@@ -25,9 +27,13 @@ from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
 from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
-from gpubench.harness.core.run_budget import DeadlinePassed, DurationError, cut_after, format_duration, grace_s, parse_duration
+from gpubench.harness.core.run_budget import (
+    DeadlinePassed, DurationError, cut_after, format_duration, grace_s, parse_duration,
+)
 from gpubench.harness.catalog.profiles import ProfileError, check_profile
-from gpubench.harness.records.results import RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id
+from gpubench.harness.records.results import (
+    RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id,
+)
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.session import Session
 from gpubench.harness.records.store import StoreError, results_dir_for
@@ -60,14 +66,14 @@ def user_base_clock(chosen: Any) -> Callable[[], float]:
     try:
         timer = load_timer(name)
     except (ImportError, AttributeError) as error:
-        raise SetupError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as time.perf_counter") from None
+        raise SetupError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as "
+                         "time.perf_counter") from None
     return getattr(timer, "target", timer)  # pytest-benchmark wraps it in a NameWrapper
 
 
 def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: Any) -> None:
-    """Where the run will write, checked before pytest prints its header (OSError: one line). The
-    results folder is checked again, and created, once a case will record; pytest-benchmark
-    writes --benchmark-json only after the whole run."""
+    """Where the run will write, checked before pytest's header (OSError: one line); the results folder is checked
+    again, and created, once a case will record."""
     if not collect_only:
         check_results_dir_early(results_dir)
     path = json_path(benchmark_json)
@@ -76,8 +82,8 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
 
 
 def checked_model(option: Callable[[str], Any], budget_s: float | None) -> ModelSpec | None:
-    """--model and --input: parsed, and the model made and fed one batch on the CPU before any case (under a budget,
-    a factory or forward that never returns is cut after the budget and its grace)."""
+    """--model and --input parsed, and the model made and fed one batch on the CPU before any case (cut after the
+    budget and its grace)."""
     spec = parse_model_options(option("gpubench_model"), option("gpubench_input"), option("gpubench_input_ids"))
     if spec is None:
         return None
@@ -107,11 +113,13 @@ def check_threads(threads: int | None) -> int | None:
 def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
     device = resolve_device(option("gpubench_device"))
     # absolute: a test or factory that changes the working folder does not send rows elsewhere
-    results_dir = Path(os.path.abspath(results_dir_for(option("gpubench_store"), option("gpubench_results_dir"), RESULTS_DIR_DEFAULT, machine_identity)))
+    results_dir = Path(os.path.abspath(results_dir_for(option("gpubench_store"), option("gpubench_results_dir"),
+                                                       RESULTS_DIR_DEFAULT, machine_identity)))
     build = option("gpubench_build")
-    if option("gpubench_run_id") is not None:  # a later build process (--gpubench-build K > 0) appends to its run's file on purpose
+    if option("gpubench_run_id") is not None:  # a later build (--gpubench-build K > 0) appends to its run's file
         check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0, build=build)
-    data_root, warning = usable_data_root(Path(option("gpubench_data_root") or default_data_root()), option("gpubench_dataset"))
+    data_root, warning = usable_data_root(Path(option("gpubench_data_root") or default_data_root()),
+                                          option("gpubench_dataset"))
     dataset = check_dataset_request(option("gpubench_dataset"), data_root)
     check_dataset_files(dataset, data_root)
     nproc = option("gpubench_nproc")
@@ -127,15 +135,15 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     profile = check_profile(option("gpubench_profile"))
     budget = option("gpubench_budget")
     budget_s = profile.run_budget_s if budget is None else parse_duration(budget)
-    return dict(model=checked_model(option, budget_s), builds=builds, build_seconds=build_seconds, build_calls=build_calls,
-                threads=check_threads(option("gpubench_threads")),
-                device=device, profile=profile, results_dir=results_dir, build=build,
-                budget_s=budget_s,
-                data_root=data_root, dataset=dataset, warning=warning, nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
+    return dict(model=checked_model(option, budget_s), builds=builds, build_seconds=build_seconds,
+                build_calls=build_calls, threads=check_threads(option("gpubench_threads")), device=device,
+                profile=profile, results_dir=results_dir, build=build, budget_s=budget_s, data_root=data_root,
+                dataset=dataset, warning=warning,
+                nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
 
-# pytest-benchmark's default --benchmark-min-rounds: a value other than this was the user's, and gpubench's rounds honour it.
+# pytest-benchmark's default --benchmark-min-rounds: another value was the user's, and gpubench's rounds honour it.
 BENCHMARK_DEFAULT_MIN_ROUNDS = 5
 
 
@@ -146,8 +154,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         checked = _checked(option, collect_only, benchmark_json)
     except SetupError:
         raise
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError, DurationError, OSError,
-            ModelSpecError, ModelLoadError) as error:
+    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError,
+            DurationError, OSError, ModelSpecError, ModelLoadError) as error:
         raise SetupError(str(error)) from None
     device: torch.device = checked["device"]
     if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with
@@ -159,16 +167,20 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     counter, energy_note = energy_counter(device)
     meter = EnergyMeter(counter, energy_note)
     ctx = BuildContext(device, checked["profile"], clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
-                       target_accuracy=checked["target_accuracy"], builds=checked["builds"], build_seconds=checked["build_seconds"],
-                       build_calls=checked["build_calls"], model=checked["model"],
-                       min_rounds=None if benchmark_min_rounds in (None, BENCHMARK_DEFAULT_MIN_ROUNDS) else int(benchmark_min_rounds))
-    session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(), str(checked["profile"]), meter,
-                      build=checked["build"] or 0)
+                       target_accuracy=checked["target_accuracy"], builds=checked["builds"],
+                       build_seconds=checked["build_seconds"], build_calls=checked["build_calls"],
+                       model=checked["model"], min_rounds=None if benchmark_min_rounds in (
+                           None, BENCHMARK_DEFAULT_MIN_ROUNDS) else int(benchmark_min_rounds))
+    session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(),
+                      str(checked["profile"]), meter, build=checked["build"] or 0)
     ctx.results_dir = checked["results_dir"]
     ctx.machine_id = lambda: str(session.env.get("machine_id") or session.fingerprint_of(device).get("machine_id", ""))
-    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"), only_build=checked["build"],
-                     extra_build=bool(option("gpubench_extra_build")) and checked["build"] is not None, previous_clock=previous_clock,
-                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"), end_s=run_end_s(option, checked["budget_s"]))
+    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"),
+                     only_build=checked["build"],
+                     extra_build=bool(option("gpubench_extra_build")) and checked["build"] is not None,
+                     previous_clock=previous_clock,
+                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"),
+                     end_s=run_end_s(option, checked["budget_s"]))
     return state, checked["warning"]
 
 

@@ -1,8 +1,6 @@
-"""Which builds of a case a build process collects, and the extra build: a build process `gpubench
-run` starts after the profile's builds when its budget has time left. It repeats the cases the profile builds more than once, the most uncertain first
-(the widest spread of their build medians so far in this run), each only if its whole build, as
-this run's earlier builds timed it, fits the time left; a case that does not fit is passed over
-with no row (it already has the profile's builds). Torch-free."""
+"""Which builds of a case a build process collects, and the extra build `gpubench run` starts past the profile's
+when the budget has time left: it repeats cases the profile builds more than once, most uncertain first, each only if
+its whole build (as timed so far) fits the time left; one that does not is passed over with no row. Torch-free."""
 
 from __future__ import annotations
 
@@ -17,11 +15,9 @@ EXTRA_BUILD_SKIP = "extra build: its build does not fit the budget's time left"
 
 
 def builds_to_collect(builds: int, only_build: int | None, extra: bool) -> list[int]:
-    """The build numbers of a case this process collects. A process that runs one build (`gpubench
-    run`'s and `ab`'s) collects that one only: a session of 100 pairs would otherwise collect 100
-    items per case in every build. A case with no such build gets build 0, which the process
-    deselects (an empty parameter set would show as a skipped test); an extra build collects its
-    number for a case the profile repeats."""
+    """The build numbers of a case this process collects: a process that runs one build collects that one only (100
+    pairs would otherwise collect 100 items per case in every build); a case without it gets build 0, deselected
+    later (an empty parameter set would show as a skipped test); an extra build collects its number."""
     if only_build is None:
         return list(range(builds))
     if only_build < builds or (extra and builds > 1):
@@ -30,8 +26,7 @@ def builds_to_collect(builds: int, only_build: int | None, extra: bool) -> list[
 
 
 def build_spread(medians_s: list[float]) -> float:
-    """(max - min) / median of a case's build medians: how far its builds disagree; inf for a case
-    with one build (nothing yet says how uncertain it is)."""
+    """(max - min) / median of a case's build medians; inf for one build (nothing says how uncertain it is)."""
     if len(medians_s) < 2:
         return math.inf
     middle_s = statistics.median(medians_s)
@@ -39,9 +34,8 @@ def build_spread(medians_s: list[float]) -> float:
 
 
 def noisiest_first(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """The case ids an extra build repeats: cases the profile builds more than once whose every
-    build so far measured (a skipped, failed or out-of-memory build is not repeated), widest
-    spread first (ties: run order)."""
+    """The cases an extra build repeats: built more than once by the profile, every build so far measured (a skipped,
+    failed or out-of-memory one is not repeated), widest spread first (ties: run order)."""
     medians_s: dict[str, list[float]] = {}
     unmeasured: set[str] = set()
     for row in rows:
@@ -59,7 +53,6 @@ def noisiest_first(rows: Iterable[dict[str, Any]]) -> list[str]:
 
 def keep_in_order(config: pytest.Config, items: list[pytest.Item], order: list[str],
                   case_of: Callable[[pytest.Item], str | None]) -> None:
-    """Only the items of `order`'s cases, in that order (the others deselected)."""
     rank = {case_id: index for index, case_id in enumerate(order)}
     keep = sorted((item for item in items if case_of(item) in rank), key=lambda item: rank[case_of(item) or ""])
     dropped = [item for item in items if case_of(item) not in rank]
@@ -75,4 +68,6 @@ def case_id_of(item: pytest.Item) -> str | None:
 def selected_builds(case_builds: dict[str, int], item: pytest.Item) -> int:
     """The builds a selected item's case has, though this process collected only one of them."""
     known = case_builds.get(case_id_of(item) or "")
-    return known if known is not None else int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0)) + 1
+    if known is not None:
+        return known
+    return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0)) + 1

@@ -1,10 +1,10 @@
-"""The `gpubench` fixture: runs one build of a case through the harness, records its row through
-the session, and shows the same samples in pytest-benchmark's table (through its public API:
-`pedantic`, `extra_info`)."""
+"""The `gpubench` fixture: one build of a case through the harness, its row recorded, and the same samples in
+pytest-benchmark's table (through its public API: `pedantic`, `extra_info`)."""
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Any, NoReturn
 from collections.abc import Callable, Mapping
 
@@ -29,9 +29,8 @@ from gpubench.harness.measurement.workload import as_workload
 
 
 def benchmark_rounds(benchmark: Any) -> Rounds:
-    """pytest-benchmark drives the rounds (its timer is the session's synced clock, installed as
-    --benchmark-timer), so its table and JSON hold the row's samples. `pedantic` calls the
-    function once more after the rounds when iterations > 1 (for the result): counted."""
+    """pytest-benchmark drives the rounds (timed by the synced clock), so its table and JSON hold the row's samples.
+    `pedantic` calls the function once more after the rounds when iterations > 1 (for the result): counted."""
 
     def run(fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]:
         result = benchmark.pedantic(fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
@@ -44,8 +43,8 @@ class Recorder:
     def __init__(self, state: RunState, benchmark: Any, request: pytest.FixtureRequest, build: int,
                  benchmark_times: bool = True) -> None:
         self.state, self.benchmark, self.request, self.build = state, benchmark, request, build
-        # pytest-benchmark's fixture drives one measurement per test, and only with the synced clock as
-        # its timer; every other measurement is driven by the harness itself (inline_rounds, the same clock)
+        # pytest-benchmark's fixture drives one measurement per test, and only with the synced clock as its timer;
+        # the harness drives every other (inline_rounds, the same clock)
         self._driven = not benchmark_times
 
     @property
@@ -59,10 +58,7 @@ class Recorder:
         capture = self.request.config.pluginmanager.get_plugin("capturemanager")
         if reporter is None:
             return
-        if capture is not None:
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(f"  gpubench: {message}")
-        else:
+        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
             reporter.write_line(f"  gpubench: {message}")
 
     def _step_progress(self, case_id: str) -> Callable[[int, int], None]:
@@ -71,7 +67,8 @@ class Recorder:
         def report(done: int, total: int) -> None:
             spent_s = time.monotonic() - start
             if total:
-                self.progress(f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {spent_s / done * (total - done):.0f} s")
+                eta_s = spent_s / done * (total - done)
+                self.progress(f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {eta_s:.0f} s")
             else:
                 self.progress(f"{case_id}: {done} steps, {spent_s:.0f} s")
 
@@ -87,16 +84,13 @@ class Recorder:
         except ResultsFull as full:
             self._stop(RunStop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
         except FileExistsError as taken:  # another run with this --run-id started at the same moment
-            self._stop(RunStop(f"{taken.filename} was created by another run meanwhile — pass another --run-id", int(pytest.ExitCode.USAGE_ERROR)),
-                       "another run took this run id")
+            self._stop(RunStop(f"{taken.filename} was created by another run meanwhile — pass another --run-id",
+                               int(pytest.ExitCode.USAGE_ERROR)), "another run took this run id")
         except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
             self._stop(RunStop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
-        except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left (ulimit -n)
-            line = (
-                str(error)
-                if isinstance(error, UnsafePath)
-                else f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run"
-            )
+        except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left
+            line = str(error) if isinstance(error, UnsafePath) else (
+                f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run")
             self._stop(RunStop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
 
     def run(self, case: Any) -> dict[str, Any]:
@@ -107,8 +101,7 @@ class Recorder:
                 work: Mapping[str, float] | None = None, figures: Figures | None = None,
                 setup: Callable[[], Callable[[], Any]] | None = None,
                 builds: int | None = None) -> list[dict[str, Any]]:
-        """Time the user's callable through the harness (gpubench.harness.measurement.user_bench): `fn`, or what
-        `setup()` returns, once per build (a fresh model each); one row per build, returned."""
+        """Time `fn`, or what `setup()` returns (a fresh model per build), through the harness; one row per build."""
         if (fn is None) == (setup is None):
             raise UserBenchError("measure() takes the function to time, or setup= returning it — pass one of them")
         if setup is None and builds not in (None, 1):
@@ -144,15 +137,16 @@ class Recorder:
         row: dict[str, Any] | None = None
         try:
             rounds = inline_rounds(ctx.clock) if self._driven else benchmark_rounds(self.benchmark)
-            row = run_case(case, workload, ctx, session.base_row() if not untimed else {"run_id": session.run_id}, session.record if not untimed else None,
-                           rounds=rounds, untimed=untimed)
+            base = session.base_row() if not untimed else {"run_id": session.run_id}
+            row = run_case(case, workload, ctx, base, session.record if not untimed else None, rounds=rounds,
+                           untimed=untimed)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
             self._stop(RunStop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
-        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the case unwound (its finally blocks ran)
-            self.benchmark.has_error = True  # its rounds were cut short: pytest-benchmark's JSON would fail on them (min of nothing)
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the case unwound
+            self.benchmark.has_error = True  # rounds cut short: pytest-benchmark's JSON would fail on them
             if not isinstance(stopped, Terminated):
                 raise
-            # The rest do not run. Not re-raised: pytest's report of an interrupt walks every frame and can crash on one inside torch
+            # The rest do not run. Not re-raised: pytest's report of an interrupt can crash on a frame inside torch
             pytest.skip(f"not recorded: {str(stopped).split(':')[0]}")  # the signal's name
         finally:
             self.state.release_device_data()
@@ -166,11 +160,11 @@ class Recorder:
         if untimed and row["status"] == "ok":
             self.state.untimed_cases += 1
             if first:
-                self.benchmark(lambda: None)  # marks the fixture used (the runner made the untimed call): no warning per case
+                self.benchmark(lambda: None)  # marks the fixture used (the untimed call was made): no warning per case
             return row
         if first:  # pytest-benchmark's table and JSON hold the test's first measurement; the CSV holds every one
-            self.benchmark.extra_info.update({k: v for k, v in row.items() if k not in RUN_COLUMNS and k != "samples_s" and v is not None
-                                              and isinstance(v, (int, float, str, bool))})
+            self.benchmark.extra_info.update({k: v for k, v in row.items() if k not in RUN_COLUMNS and k != "samples_s"
+                                              and v is not None and isinstance(v, (int, float, str, bool))})
         if row["status"] == "ok" and first:
             show_row_samples(self.benchmark, row.get("samples_s") or [])
         if self.request.config.getoption("verbose") > 0 and not untimed:
@@ -187,11 +181,8 @@ class Recorder:
 
 
 def show_row_samples(benchmark: Any, samples_s: list[float]) -> None:
-    """pytest-benchmark's table and JSON show the row's samples. A workload that reports its own
-    (Timed.windows: DDP rank 0's step times, an epoch's windows of steps) is timed by
-    pytest-benchmark as one whole call — a torchrun launch, an epoch — which would make the table
-    disagree with the CSV's median by orders of magnitude. pytest-benchmark has no API to hand it
-    samples, so its public `stats` is replaced with a Stats of the row's samples."""
+    """Show the row's own samples (DDP step times, an epoch's windows) in pytest-benchmark's table, which timed one
+    whole call and would disagree with the CSV by orders of magnitude: with no API for it, `stats` is replaced."""
     metadata = getattr(benchmark, "stats", None)
     if metadata is None or not samples_s or list(metadata.stats.data) == list(samples_s):
         return

@@ -1,16 +1,6 @@
-"""A fork server: a process that has imported pytest, pytest-benchmark, torch and this plugin but touched
-no device, forking one fresh process per build of `gpubench run` — the ~2.5 s of interpreter and torch
-import paid once per run instead of once per build. gpubench.harness.processes.forked starts it and talks to it
-over a socket: `start` (with the build's plan and answer pipes), `signal`, `kill`; it answers `ready`,
-`started` and `ended`, or `fork_problem` to a second `start` when the compiler's import (preload_compiler,
-before the second build) made a fork unsafe: the launcher then starts that build and the rest plainly.
-
-The launcher starts it as it starts a build (gpubench.harness.processes.launch.build_preexec): SIGINT blocked, a
-process group of its own, dying with the launcher. A forked build gets a process group of its own,
-dies with the server (so with the launcher), gets its own numpy global generator (Python's `random`
-reseeds itself after a fork), and enters gpubench.harness.processes.build_main like a plain one. The server
-itself waits for each build, passes the launcher's signals on and reaps it: only it may wait for its
-children. Where a fork is unsafe it says why at once and forks nothing."""
+"""A fork server: pytest, torch and this plugin imported once (~2.5 s) with no device touched, forking one process per
+build. gpubench.harness.processes.forked talks to it over a socket (`start`, `signal`, `kill`; answers `ready`,
+`started`, `ended`, or `fork_problem` when a fork became unsafe). Only the server may wait for its children."""
 
 from __future__ import annotations
 
@@ -46,9 +36,8 @@ def receive(control: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
 
 @contextmanager
 def output_held() -> Iterator[None]:
-    """This process's output (its descriptors 1 and 2) into a temporary file while the imports run: in a
-    build, pytest's collection captures what they print (torch's line about CUDA_HOME on a machine without
-    CUDA). Shown only when they fail."""
+    """Descriptors 1 and 2 into a temporary file while the imports run, shown only if they fail: in a build pytest's
+    collection captures what they print (torch's CUDA_HOME line)."""
     with tempfile.TemporaryFile() as held:
         saved = [os.dup(1), os.dup(2)]
         for fd in (1, 2):
@@ -69,9 +58,8 @@ def output_held() -> Iterator[None]:
 
 
 def preload() -> str:
-    """Import what every build imports — pytest, pytest-benchmark, torch, the workloads the bench modules
-    import, this plugin's modules (not plugin.py itself: pytest rewrites its asserts when it loads it) —
-    and nothing that runs: '' when builds may be forked from here, else why not."""
+    """Import what every build imports (not plugin.py: pytest rewrites its asserts as it loads it), and run nothing;
+    '' when builds may be forked from here, else why not."""
     import importlib
     import pkgutil
 
@@ -90,19 +78,16 @@ def preload() -> str:
 
 
 def preload_compiler() -> str:
-    """torch.profiler imports torch._dynamo when it first starts (~1.5 s here): the CPU peak-memory
-    measurement (gpubench.harness.devices.cpu_memory) would pay it in the first case of every build that
-    measures memory. Imported before the second build, not at start: a run of one build (the smoke
-    profile, a fleet's or a test's tiny run) would pay it for nothing. Imports only: no thread."""
+    """torch._dynamo (~1.5 s), which torch.profiler imports for every build's CPU peak-memory measurement: imported
+    before the second build, not at start, so a one-build run does not pay it. Imports only: no thread."""
     with output_held():
         import torch._dynamo  # noqa: F401
     return fork_problem()
 
 
 def fork_problem() -> str:
-    """torch's rule for fork: no CUDA (or other device) runtime initialised in the parent; Python's: no
-    other thread (a copy of a lock it holds never opens). numpy's OpenBLAS pool shuts itself down around
-    a fork (pthread_atfork), so its threads do not count."""
+    """Why a fork is unsafe: a device runtime initialised (torch), another thread (its copied locks never open;
+    numpy's OpenBLAS pool stops itself around a fork, so it does not count), or not Linux."""
     import torch
 
     if not sys.platform.startswith("linux"):
@@ -113,15 +98,14 @@ def fork_problem() -> str:
         others = threading.active_count() - 1
         return f"{others} other Python thread(s) run in the fork server: a fork would copy their locks"
     if forks_lack_cuda():
-        return "torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an import): a forked build could not use CUDA"
+        return ("torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an import): "
+                "a forked build could not use CUDA")
     return ""
 
 
 def forks_lack_cuda() -> bool:
-    """Whether a child forked now could initialise CUDA. torch marks every later fork unable to ("Cannot
-    re-initialize CUDA in forked subprocess") as soon as the process asks the CUDA runtime anything —
-    torch.cuda.is_available() included, which imports call (cpp_extension's search for CUDA_HOME) —
-    while torch.cuda.is_initialized() stays False; and only the child can tell. So a child is asked."""
+    """Whether a child forked now could not use CUDA: torch marks every later fork so once the process asks the CUDA
+    runtime anything (is_available() at an import included) while is_initialized() stays False; only a child tells."""
     import torch
 
     if not torch.cuda._is_compiled():
@@ -158,8 +142,8 @@ def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
 
 
 def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
-    """Fork one build, pass the launcher's signals on, reap it and say how it ended. False when the
-    launcher is gone (the build then goes with this process, through its parent-death signal)."""
+    """Fork one build, pass the launcher's signals on, reap it and say how it ended; False when the launcher is gone
+    (the build then goes with this process)."""
     from gpubench.harness.processes.lifetime import HELD_INTERRUPT, kill_group
 
     for stream in (sys.stdout, sys.stderr):
@@ -206,15 +190,15 @@ def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
 
 
 def freeze_imports() -> None:
-    """What the imports made is never freed in a build: out of the collector's sight, a build's collections
-    neither walk it (pytest collects at its end) nor copy its pages by touching their reference counts."""
+    """The imports' objects out of the collector's sight: a build's collections neither walk them nor copy their
+    pages by touching reference counts."""
     import gc
 
     gc.freeze()
 
 
 def main(control_fd: int) -> int:
-    with socket.socket(fileno=control_fd) as control:  # closed on the way out (PYTHONWARNINGS=error: a ResourceWarning)
+    with socket.socket(fileno=control_fd) as control:  # closed on the way out (PYTHONWARNINGS=error)
         return serve(control)
 
 

@@ -1,8 +1,6 @@
-"""How the plugin comes to life. Loaded by name (the suite: the checkout's conftest.py, `-p
-gpubench.harness.pytest_plugin.plugin`) it declares the short options too and sets the run up at configure;
-loaded through its installed entry point it declares only `--gpubench-*` options and sets the run up
-when one of them is given, or when a collected test asks for the `gpubench` fixture. Torch-free
-until a run is set up."""
+"""How the plugin comes to life: loaded by name (the suite) it adds the short options and sets the run up at
+configure; through its entry point only `--gpubench-*` options, set up when one is given or a collected test asks
+for the `gpubench` fixture. Torch-free until a run is set up."""
 
 from __future__ import annotations
 
@@ -22,10 +20,9 @@ if TYPE_CHECKING:
 
 STATE = pytest.StashKey["RunState"]()
 ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
-ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE, OWN_TESTS_MODULE = (f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests"))
+ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE, OWN_TESTS_MODULE = (
+    f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests"))
 TIMER = "gpubench.harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
-# `gpubench run` starts one pytest process per build and names the build here, and the pipe its
-# first process reports the selection's build count on.
 INTERNAL = (  # gpubench ab's: the cases still undecided; gpubench run's: the run's end by the wall clock (--budget)
     ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)),
     ("--gpubench-deadline", dict(type=float, default=None, dest="gpubench_deadline", help=argparse.SUPPRESS)),
@@ -49,8 +46,8 @@ class _OptionNames:
 
 
 def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
-    """Option strings the other registered plugins declare (pytest-profiling has --profile), read
-    by calling their pytest_addoption on a recording stand-in: pytest has no public list of them."""
+    """Option strings other plugins declare (pytest-profiling has --profile), by calling their pytest_addoption on a
+    recording stand-in: pytest has no public list of them."""
     recorder = _OptionNames()
     for plugin in pluginmanager.get_plugins():
         hook = getattr(plugin, "pytest_addoption", None)
@@ -65,10 +62,8 @@ def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
 
 
 def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """Every option in its namespaced form (`--gpubench-profile`), which cannot collide with another
-    plugin's or a conftest's; loaded by name (not through the entry point, nor for the user's own tests,
-    whose conftest may declare `--device` itself), the suite's short form (`--profile`) too, unless
-    another plugin already took it."""
+    """Every option as `--gpubench-*`, which cannot collide; loaded by name (not the entry point, nor for the user's
+    own tests, whose conftest may declare `--device`), the short form (`--profile`) too unless another plugin has it."""
     note_run_began()  # once per pytest configuration, as early as a plugin can: the run's clock starts here
     group = parser.getgroup("gpubench")
     loaded = {getattr(plugin, "__name__", None) for plugin in pluginmanager.get_plugins()}
@@ -83,8 +78,7 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
 
 
 def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """For gpubench.harness.pytest_plugin.suite: the plugin first (its options), then the short forms it did
-    not add because its entry point loaded it (and no other plugin took them)."""
+    """For the suite: the plugin first, then the short forms it left out when its entry point loaded it."""
     pluginmanager.import_plugin(PLUGIN_MODULE)  # no-op when registered; else it declares its options now
     group = parser.getgroup("gpubench")
     declared = {name for argument in group.options for name in argument.names()}
@@ -95,8 +89,8 @@ def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginM
 
 
 def is_suite(config: pytest.Config) -> bool:
-    """Loaded as the suite's plugin: through gpubench.harness.pytest_plugin.suite, or by its module name
-    before (or without) the entry point (pluggy lists plugins in the order they registered)."""
+    """Loaded as the suite's plugin: through the suite module, or by module name before (or without) the entry
+    point (pluggy lists plugins in the order they registered)."""
     names = [name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None]
     if SUITE_MODULE in names or OWN_TESTS_MODULE in names or ENTRY_NAME not in names:
         return True
@@ -104,8 +98,7 @@ def is_suite(config: pytest.Config) -> bool:
 
 
 def runs_no_test(config: pytest.Config) -> bool:
-    """pytest-xdist's controller: its workers collect and run the tests, each configured as its own
-    run; the controller runs none, so it sets nothing up and never imports torch (seconds a session)."""
+    """pytest-xdist's controller: it runs no test, so it sets nothing up and never imports torch (seconds a session)."""
     distributing = getattr(config.option, "dist", "no") != "no" and not config.getoption("collectonly")
     return distributing and not hasattr(config, "workerinput")
 
@@ -117,9 +110,8 @@ def options_given(config: pytest.Config) -> bool:
 
 
 def activate(config: pytest.Config, name_timer: bool) -> RunState:
-    """Validate the options and set the run up (gpubench.harness.pytest_plugin.build_setup): a bad value is
-    one line and exit 4. `name_timer`: pytest-benchmark has not configured yet, so the synced clock
-    becomes its --benchmark-timer (its public way to take a timer) for every test."""
+    """Validate the options and set the run up (a bad value: one line, exit 4). `name_timer`: pytest-benchmark has
+    not configured yet, so the synced clock becomes its --benchmark-timer for every test."""
     from gpubench.harness.pytest_plugin.build_setup import SetupError, make_state
 
     try:
@@ -138,8 +130,7 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
 
 
 def uses_gpubench(item: pytest.Item) -> bool:
-    """Whether the test asks for this plugin's `gpubench` fixture: a fixture of the user's own by that name
-    (in their conftest) overrides ours for the test, and switches nothing on."""
+    """Whether the test asks for this plugin's `gpubench` fixture (a user's own by that name switches nothing on)."""
     if "gpubench" not in getattr(item, "fixturenames", ()):
         return False
     info = getattr(item, "_fixtureinfo", None)
@@ -148,10 +139,8 @@ def uses_gpubench(item: pytest.Item) -> bool:
 
 
 def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | None:
-    """After collection: a run not set up at configure is set up now if a collected test asks for
-    the fixture; where the synced clock is not pytest-benchmark's --benchmark-timer, those tests get
-    it through pytest-benchmark's `benchmark` marker (its public per-test timer; a timer the test's
-    own marker names stays, and the harness then drives the rounds itself)."""
+    """After collection: set the run up if a test asks for the fixture; where the synced clock is not the
+    --benchmark-timer, those tests get it through their `benchmark` marker (a timer the test names itself stays)."""
     used = [item for item in items if uses_gpubench(item)]
     state = config.stash.get(STATE, None)
     if state is None and used:

@@ -1,19 +1,6 @@
-"""pytest plugin: gpubench's options and hooks only. It is loaded two ways:
-
-- as the suite's plugin, by name (the checkout's conftest.py through gpubench.harness.pytest_plugin.suite, or
-  `-p gpubench.harness.pytest_plugin.plugin`): the short options (`--profile`) beside the `--gpubench-*` ones,
-  validation at configure (one line, exit 4), the session's synced clock named as pytest-benchmark's timer, Ctrl-C
-  held where pytest cannot take it, case x build parametrization with builds interleaved (build 0 of every case,
-  then build 1, ...), and the run's lifecycle hooks;
-- installed, through its `pytest11` entry point (gpubench.harness.pytest_plugin.entry) in any test run: inert (no option
-  changed, no handler, no reordering, no torch imported, nothing written) until a `--gpubench-*` option is given (set up
-  at configure, as the suite) or a collected test asks for the `gpubench` fixture (set up after collection, before the
-  first test; the synced clock then rides on those tests' `benchmark` marker, pytest-benchmark's public per-test timer).
-
-The `gpubench` fixture lives in gpubench.harness.pytest_plugin.fixture, the records in gpubench.harness.measurement.session.
-A bench module names its workload (`gpubench_workload = WORKLOAD` of a gpubench.harness.workloads module) and has one
-test that calls `gpubench.run(case)`; a user's test calls `gpubench.measure(fn, name=...)`.
-"""
+"""gpubench's pytest options and hooks. Loaded by name (the suite) it sets the run up at configure; installed through
+its entry point it stays inert (no option changed, no handler, no torch) until a `--gpubench-*` option is given or a
+collected test asks for the `gpubench` fixture (gpubench.harness.pytest_plugin.modes)."""
 
 from __future__ import annotations
 
@@ -32,7 +19,8 @@ from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_bu
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
-    STATE, activate, activate_for, add_options, is_suite, options_given, runs_no_test, timed_by_session_clock, uses_gpubench,
+    STATE, activate, activate_for, add_options, is_suite, options_given, runs_no_test, timed_by_session_clock,
+    uses_gpubench,
 )
 
 if TYPE_CHECKING:  # imported where the plugin is set up: an unrelated test run never loads torch through it
@@ -64,26 +52,24 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own configure, which loads the timer
 def pytest_configure(config: pytest.Config) -> None:
-    """The suite, or a run given a --gpubench-* option: validate everything before the first case (a bad
-    value is one line and exit code 4). Otherwise, and in pytest-xdist's controller given no option, nothing happens here."""
-    if runs_no_test(config) and not options_given(config):  # a bad option is still one line here, not one per worker
+    """The suite, or a run given a --gpubench-* option: validate everything before the first case (one line, exit 4)."""
+    if runs_no_test(config) and not options_given(config):  # a bad option is one line here, not one per worker
         return
     if is_suite(config):
         hold_interrupts_while_loading()
         for name, text in MARKERS.items():
             config.addinivalue_line("markers", f"{name}: {text}")
     if is_suite(config) or options_given(config):
-        apply_build_options(config)  # a build of `gpubench run`: its plan's view of the user's output files and selection
+        apply_build_options(config)  # a build of `gpubench run`: its view of the user's output files and selection
         activate(config, name_timer=True)
 
 
 def hold_interrupts_while_loading() -> None:
-    """The suite loads torch here: Ctrl-C meanwhile is held, then raised as an interrupt of the
-    session (exit 2); in the session the first Ctrl-C raises and later ones are held."""
+    """The suite loads torch here with Ctrl-C held, then raised as an interrupt of the session (exit 2)."""
     HELD_INTERRUPT.hold()
     import gpubench.harness.pytest_plugin.fixture  # noqa: F401 - torch and the harness, while Ctrl-C is held
 
-    if HELD_INTERRUPT.pending:  # Ctrl-C while pytest loaded the plugins: an interrupt of the session, exit 2 (later ones stay held)
+    if HELD_INTERRUPT.pending:  # Ctrl-C while pytest loaded the plugins: exit 2 (later ones stay held)
         HELD_INTERRUPT.pending = False
         raise KeyboardInterrupt
     HELD_INTERRUPT.release(then=HELD_INTERRUPT.raise_once)
@@ -102,11 +88,12 @@ def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
     from gpubench.harness.pytest_plugin.run_state import Terminated
 
     def terminate(signum: int, frame: Any) -> None:
-        if state.session.terminated:  # a second signal (the group's, then gpubench run's forwarded one) must not cut the cleanup short
+        if state.session.terminated:  # a second one (the group's, then gpubench run's) must not cut the cleanup short
             return
         state.session.terminated = True
         session.config.stash[ENDED_BY] = signum
-        raise Terminated(f"{signal.Signals(signum).name}: the case in progress was not recorded; the finished rows are whole")
+        raise Terminated(f"{signal.Signals(signum).name}: the case in progress was not recorded; "
+                         "the finished rows are whole")
 
     try:
         session.config.stash[PREVIOUS_HANDLERS] = {signum: signal.signal(signum, terminate) for signum in STOP_SIGNALS}
@@ -116,17 +103,16 @@ def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """After the results folder filled up, or SIGTERM, the remaining cases are not run (nor
-    reported): the run ends with one line instead of pytest's interrupt banner."""
+    """After the results folder filled up, or SIGTERM, the remaining cases neither run nor report: one line ends the
+    run instead of pytest's interrupt banner."""
     state = item.config.stash.get(STATE, None)
     return True if state is not None and (state.session.stop or state.session.terminated) else None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: before pytest-benchmark writes its files
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
-    """The session's records are closed here, before the exit status is decided: an environment
-    sidecar the disk could not take at the end is lost data, and the run exits 75 for it. From
-    here to unconfigure, the suite holds Ctrl-C (HeldInterrupt)."""
+    """Close the records before the exit status is decided (a sidecar the disk refused is lost data: exit 75); from
+    here to unconfigure the suite holds Ctrl-C."""
     if is_suite(session.config):
         HELD_INTERRUPT.hold()
     close_session(session)
@@ -141,9 +127,10 @@ def close_session(session: pytest.Session) -> None:
     from gpubench.harness.records.results import ResultsFull
 
     errors = session.config.stash.get(COLLECTION_ERRORS, 0)
-    if errors and session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.session.stop:  # pytest's word for it, not a Ctrl-C
-        state.session.stop = RunStop(f"{errors} test file(s) could not be collected (pytest's error above): fix them, then run again",
-                                  ExitCode.REFUSED)
+    # pytest calls collection errors "interrupted": not a Ctrl-C
+    if errors and session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.session.stop:
+        state.session.stop = RunStop(f"{errors} test file(s) could not be collected (pytest's error above): "
+                                     "fix them, then run again", ExitCode.REFUSED)
 
     if state.session.is_open:
         try:
@@ -153,7 +140,7 @@ def close_session(session: pytest.Session) -> None:
     if state.session.terminated:
         session.exitstatus = 128 + session.config.stash.get(ENDED_BY, signal.SIGTERM)
     elif state.session.stop:
-        session.exitstatus = state.session.stop.code  # results full (75) or run id taken (4): gpubench run starts no further build
+        session.exitstatus = state.session.stop.code  # results full (75), run id taken (4): no further build starts
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -167,7 +154,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     answer = answer_writer(config)
     if answer is not None and state is not None:
         stop = [state.session.stop.line] if state.session.stop else []
-        answer.finish(config, int(session.exitstatus) if session is not None else int(ExitCode.REFUSED), state.session.rows_written, stop)
+        code = int(session.exitstatus) if session is not None else int(ExitCode.REFUSED)
+        answer.finish(config, code, state.session.rows_written, stop)
     if state is None:
         return
     from gpubench.harness.measurement.timing import install_session_clock
@@ -179,19 +167,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stderr.write(f"gpubench: {state.session.stop.line}\n")
     elif state.session.terminated and state.only_build is None:  # under gpubench run, it says so itself
         ended_by = signal.Signals(config.stash.get(ENDED_BY, signal.SIGTERM)).name
-        sys.stderr.write(f"gpubench: {ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} (each whole); "
-                         "the case in progress was not recorded\n")
+        sys.stderr.write(f"gpubench: {ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} "
+                         "(each whole); the case in progress was not recorded\n")
 
 
 def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> None:
-    """A Ctrl-C held while the session ended makes it interrupted (2) unless a graver status
-    stands. pytest run as this process's command holds Ctrl-C until it leaves (exit_process);
-    embedded (pytester, pytest.main), Python's handler is given back."""
+    """A Ctrl-C held while the session ended makes it interrupted (2) unless a graver status stands. pytest as this
+    process's command holds Ctrl-C until it leaves (exit_process); embedded, Python's handler is given back."""
     import atexit
 
     ended = HELD_INTERRUPT.pending
     HELD_INTERRUPT.pending = False
-    if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+    if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
+                                        pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     own_command = list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins
     if own_command or HELD_INTERRUPT.owns_process:
@@ -202,9 +190,8 @@ def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> No
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """Ctrl-C inside torch: a frame there can have no line number (tb_lineno None), and pytest's
-    report of the interrupt crashes on it (TypeError, exit 1): such frames are left out (harmless
-    where torch was never entered)."""
+    """Ctrl-C inside torch: a frame there can have no line number, and pytest's report of the interrupt crashes on it
+    (TypeError, exit 1): such frames are left out."""
 
     def has_line(entry: Any) -> bool:
         try:
@@ -243,8 +230,7 @@ def _build_of(item: pytest.Item) -> int:
 
 
 def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState | None) -> None:
-    """With --gpubench-cases FILE, only the cases it lists run here (the others are deselected); a
-    line `CASE SECONDS` also sets the timed seconds of that case's build."""
+    """With --gpubench-cases FILE only its cases run here; a line `CASE SECONDS` also sets that case's build time."""
     path = config.getoption("gpubench_cases")
     if path is None:
         return
@@ -268,9 +254,8 @@ def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState
 
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Interleave builds: every case's build 0 first (its headline cases first), then build 1, ... (stable).
-    With --gpubench-build K, only build K of each case runs here (the others are deselected).
-    Installed and not set up yet: set up now if a collected test asks for the `gpubench` fixture."""
+    """Interleave builds: every case's build 0 first (headline cases first), then build 1, ...; with --gpubench-build K
+    only build K runs here. Installed and not set up yet: set up now if a test asks for the `gpubench` fixture."""
     was_set_up = config.stash.get(STATE, None) is not None
     state = activate_for(config, items)
     session = config.stash.get(SESSION, None)
@@ -282,7 +267,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         answer.collected(max((selected_builds(state.case_builds if state else {}, item) for item in items), default=0))
     if state is not None and state.extra_build:
         keep_in_order(config, items, extra_build_order(state), case_id_of)
-    elif state is not None:  # value first: within a build, the cases of the report's summary run before the settings tables
+    elif state is not None:  # value first: within a build, the report summary's cases run before the settings tables
         items.sort(key=lambda item: (_build_of(item), case_id_of(item) not in state.headline))
     if state is not None and state.budget_s is not None:
         state.budget_plan = plan_budget(state, items, _build_of)
@@ -296,9 +281,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Check the results folder only when something will be recorded, still before any case; then
-    the budget's plan in one line. The collection's errors are counted here, before any test ran: pytest
-    then stops the session as "interrupted", which must not read as a Ctrl-C."""
+    """Check the results folder when something will be recorded, then show the budget's plan; count the collection
+    errors here, before any test: pytest then stops the session as "interrupted", which is no Ctrl-C."""
     session.config.stash[COLLECTION_ERRORS] = session.testsfailed
     state = session.config.stash.get(STATE, None)
     if state is not None and any(map(uses_gpubench, session.items)) and not session.config.getoption("collectonly"):
@@ -313,23 +297,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """In a gpubench run the suite's bench modules and the `--model` one exclude each other: without
-    --model, bench_model.py has no case to collect; with it, the run times that model alone."""
+    """The suite's bench modules and the `--model` one exclude each other: --model times that model alone."""
     state = config.stash.get(STATE, None)
-    if state is None or not collection_path.name.startswith("bench_") or collection_path.parent.resolve() != SUITE_BENCHES:
+    if (state is None or not collection_path.name.startswith("bench_")
+            or collection_path.parent.resolve() != SUITE_BENCHES):
         return None
     return True if (collection_path.name == MODEL_BENCH) != (state.ctx.model is not None) else None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize (case, build) from the bench module's `gpubench_workload`."""
     declared = getattr(metafunc.module, "gpubench_workload", None)
     if declared is None or "case" not in metafunc.fixturenames:
         return
     from gpubench.harness.measurement.workload import as_workload
 
     workload = as_workload(declared)
-    state = metafunc.config.stash.get(STATE, None) or activate(metafunc.config, name_timer=False)  # installed: a bench module
+    # installed: a bench module
+    state = metafunc.config.stash.get(STATE, None) or activate(metafunc.config, name_timer=False)
     untimed = bool(getattr(metafunc.config.option, "benchmark_disable", False))
     builds = 1 if untimed else state.ctx.builds_of(workload)  # untimed: each case once
     numbers = builds_to_collect(builds, state.only_build, state.extra_build)
@@ -351,12 +335,13 @@ def gpubench_build() -> int:
 
 @pytest.fixture
 def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int) -> Recorder:
-    """The harness for one test: `gpubench.run(case)` in a bench module, `gpubench.measure(fn, name=...)`
-    in a user's own test (gpubench.harness.pytest_plugin.fixture.Recorder)."""
+    """The harness for one test: `gpubench.run(case)` in a bench module, `gpubench.measure(fn, name=...)` elsewhere."""
     from gpubench.harness.pytest_plugin.fixture import Recorder
 
-    state = request.config.stash.get(STATE, None) or activate(request.config, name_timer=False)  # asked for by name at run time
-    return Recorder(state, benchmark, request, gpubench_build, benchmark_times=timed_by_session_clock(request.config, request.node))
+    # asked for by name at run time
+    state = request.config.stash.get(STATE, None) or activate(request.config, name_timer=False)
+    return Recorder(state, benchmark, request, gpubench_build,
+                    benchmark_times=timed_by_session_clock(request.config, request.node))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -367,8 +352,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from gpubench.harness.devices.device import unusable_gpu
 
     lines = [f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results {state.session.csv_path}"]
-    unseen = unusable_gpu(state.ctx.device)
-    if unseen:
+    if unseen := unusable_gpu(state.ctx.device):
         lines.insert(0, f"gpubench: WARNING: {unseen}")
     if state.ctx.energy.note:  # said once here and in the environment sidecar, never per row
         lines.append(f"gpubench: energy: {state.ctx.energy.note}")
@@ -379,10 +363,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: unknown, and fine, where it is not loaded
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
-    """Serializable params: the case's settings instead of 'UNSERIALIZABLE[MatmulCase(...)]'; the device
-    fingerprint as the file's own `gpubench` key. Not in `machine_info`: pytest-benchmark's --benchmark-compare
-    checks that against the machine_info it builds at configure, before a user's tests have asked for the fixture,
-    and warned on every compare (an error under filterwarnings = error)."""
+    """Serializable params and the device fingerprint under the file's own `gpubench` key: not in `machine_info`,
+    which --benchmark-compare checks against its own from configure and warned on every compare."""
     state = config.stash.get(STATE, None)
     if state is not None:
         add_gpubench_json(state, output_json)
@@ -393,7 +375,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None:
         return
     if state.untimed_cases:
-        terminalreporter.write_line(f"gpubench: --benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; nothing was recorded")
+        terminalreporter.write_line(f"gpubench: --benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; "
+                                    "nothing was recorded")
     if not state.session.is_open:
         return
     terminalreporter.write_line(f"gpubench: {state.session.rows_written} rows -> {state.session.csv_path}")

@@ -1,5 +1,5 @@
-"""What one pytest session of gpubench holds: the session (records), the build context template,
-the training data (loaded once, released after each case) and the untimed-case count."""
+"""What one gpubench pytest session holds: the records, the build context template, the training data (loaded
+once, released after each case) and the untimed-case count."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from gpubench.harness.measurement.session import Session
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM while cases run, raised like Ctrl-C's KeyboardInterrupt: the case in progress unwinds
-    through its finally blocks (a DDP launch is killed with its ranks, its workdir removed) and
-    writes no row, where the default action would kill the process mid-case."""
+    """SIGTERM raised like Ctrl-C: the case in progress unwinds through its finally blocks (a DDP launch killed, its
+    workdir removed) and writes no row, where the default action would kill the process mid-case."""
 
 
 @dataclass
@@ -31,13 +30,13 @@ class RunState:
     case_builds: dict[str, int] = field(default_factory=dict)  # case id -> its builds, though one build is collected
     headline: set[str] = field(default_factory=set)  # case ids whose figures are rows of the report's summary
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
-    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this run's start (budget_plan.run_startup_s)
+    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this run's start
     budget_plan: BudgetPlan | None = None  # made once the selection is known
     # the run's end (wall clock) past which, and a grace, a test still running is cut: gpubench run's deadline, or the
     # start plus a --budget the user gave; None (a plain pytest run under the profile's default budget): never cut
     end_s: float | None = None
     untimed_cases: int = 0
-    previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester runs in-process)
+    previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester)
     _data: DataSource | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

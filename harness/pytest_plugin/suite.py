@@ -1,7 +1,5 @@
-"""The suite's plugin, as the checkout's conftest.py loads it: gpubench's plugin
-(gpubench.harness.pytest_plugin.plugin) with the short options (`--profile`) and the run set up at configure.
-Where gpubench is installed its entry point loads the plugin first, inert (gpubench.harness.pytest_plugin.modes):
-this makes it the suite's."""
+"""The suite's plugin as the checkout's conftest.py loads it: the plugin with the short options (`--profile`) and
+the run set up at configure, even where the installed entry point loaded it first, inert."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ import pytest
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from gpubench.harness.pytest_plugin.modes import add_suite_options
 
-HELD_INTERRUPT.hold()  # from the conftest's load on: Ctrl-C while pytest and torch load is raised at configure (exit 2)
+HELD_INTERRUPT.hold()  # from the conftest's load: a Ctrl-C while pytest and torch load is raised at configure
 
 pytest_plugins = ["gpubench.harness.pytest_plugin.plugin", "gpubench.harness.pytest_plugin.turns"]
 

@@ -1,7 +1,5 @@
-"""A build of a `gpubench ab` pair that takes turns with its partner (gpubench.harness.processes.turns): it waits for
-the baton before a case's setup and gives it after the case's teardown, so no two cases of the pair ever run at once.
-The session names the turn pipes with --gpubench-turns (gpubench.harness.pytest_plugin.build_answer); without it
-nothing here acts."""
+"""A `gpubench ab` build that takes turns with its partner (gpubench.harness.processes.turns): the baton is taken
+before a case's setup and given after its teardown. Inert without --gpubench-turns."""
 
 from __future__ import annotations
 
@@ -19,8 +17,8 @@ CASE_INDEX = pytest.StashKey[dict[str, int]]()
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
-    """The partner and this build both collected before either times a case; neither writes its files
-    until both ran their cases (an interrupted build does not wait: its partner is told it runs alone)."""
+    """Both builds collect before either times a case, and neither writes its files until both ran their cases
+    (an interrupted build does not wait: its partner is told it runs alone)."""
     text = session.config.getoption("gpubench_turns", "")
     if not text or session.config.option.collectonly:
         return (yield)
