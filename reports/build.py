@@ -15,7 +15,8 @@ from gpubench.reports.aggregate import per_case
 from gpubench.reports.load import (OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops,
                                    spreadsheet_safe, write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
-from gpubench.reports.publish import PublishError, report_folder
+from gpubench.reports.publish import report_folder
+from gpubench.harness.core.exits import UsageError
 
 __all__ = ["ReportError", "build_report", "render_report"]
 
@@ -185,7 +186,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
             text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, telemetry)
             replace_bytes(folder, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)
         return out / "report.md"
-    except (UnsafePath, PublishError) as error:
+    except (UnsafePath, UsageError) as error:
         raise ReportError(str(error)) from None
     except OSError as error:
         raise ReportError(f"cannot write the report in {out} ({error.strerror or error}) "

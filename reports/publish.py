@@ -18,28 +18,25 @@ from pathlib import Path
 from gpubench.harness.records.safe_files import (NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath,
                                                  kind_problem, link_line, make_folders)
 from gpubench.reports.load import OUT_FIX
+from gpubench.harness.core.exits import UsageError
 
 REPORT_FILES = re.compile(r"report\.md|merged\.csv|[^/]+\.png")  # all a report writes
 MAX_STEM_CHARS = 200  # `.{name}.{16 hex}.partial` stays under a file system's 255 bytes
-
-
-class PublishError(ValueError):
-    """An --out that cannot take a report, or one another report is writing: one line."""
 
 
 def check_out(out: Path) -> None:
     """Refuse, before anything is written, an --out that is a link, a file, or a folder holding what a report does
     not write."""
     if not out.name:
-        raise PublishError(f"--out {out} names no folder of its own — pass a new folder for the report")
+        raise UsageError(f"--out {out} names no folder of its own — pass a new folder for the report")
     if out.is_symlink():
         raise UnsafePath(link_line(out, "report folder", OUT_FIX))
     if out.exists() and not out.is_dir():
-        raise PublishError(f"--out {out} is a file, not a folder — pass a new folder for the report")
+        raise UsageError(f"--out {out} is a file, not a folder — pass a new folder for the report")
     foreign = sorted(name for name in (os.listdir(out) if out.is_dir() else []) if not _report_entry(out / name))
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-        raise PublishError(f"--out {out} holds {foreign[0]}{more}, which a report does not write: the report "
+        raise UsageError(f"--out {out} holds {foreign[0]}{more}, which a report does not write: the report "
                            "replaces the folder whole — pass a new or empty folder, or a previous report's")
 
 
@@ -81,13 +78,13 @@ def _lock(out: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise PublishError(f"another gpubench report is writing {out} now — wait for it to finish, "
+            raise UsageError(f"another gpubench report is writing {out} now — wait for it to finish, "
                                "or pass another --out") from None
         if _same_file(fd, path):
             break
         os.close(fd)  # locked after its holder removed it: the name is free again
     else:
-        raise PublishError(f"cannot lock {path} (it keeps changing) — pass another --out")
+        raise UsageError(f"cannot lock {path} (it keeps changing) — pass another --out")
     try:
         yield
     finally:
@@ -106,12 +103,12 @@ def _open_lock(path: Path) -> int:
         if error.errno == errno.ELOOP:
             raise UnsafePath(link_line(path, "report lock", "remove the link")) from None
         if error.errno == errno.EISDIR:
-            raise PublishError(f"report lock {path} is a folder, not a lock file — remove it") from None
+            raise UsageError(f"report lock {path} is a folder, not a lock file — remove it") from None
         raise
     problem = kind_problem(path, os.fstat(fd).st_mode)
     if problem is not None:
         os.close(fd)
-        raise PublishError(f"report lock {problem}")
+        raise UsageError(f"report lock {problem}")
     return fd
 
 

@@ -5,7 +5,8 @@ import torch
 
 from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.catalog.profiles import ProfileError, check_profile
+from gpubench.harness.catalog.profiles import check_profile
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import (
     ddp,
@@ -101,5 +102,5 @@ def test_every_workload_lists_cases_per_profile():
 
 def test_unknown_profile():
     assert check_profile("full") == "full"
-    with pytest.raises(ProfileError, match="--profile quick, full or smoke"):
+    with pytest.raises(UsageError, match="--profile quick, full or smoke"):
         check_profile("fast")

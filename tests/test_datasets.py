@@ -7,13 +7,8 @@ import tempfile
 import pytest
 from runs import one_error_line, run_bench, write_idx_folder
 
-from gpubench.harness.devices.datasets import (
-    IDX_FILES,
-    DatasetError,
-    check_dataset_files,
-    idx_problem,
-    usable_data_root,
-)
+from gpubench.harness.devices.datasets import IDX_FILES, check_dataset_files, idx_problem, usable_data_root
+from gpubench.harness.core.exits import UsageError
 
 pytest_plugins = ["pytester"]
 
@@ -53,7 +48,7 @@ def test_whole_idx_files_pass(tmp_path):
     whole = (raw / "t10k-labels-idx1-ubyte").read_bytes()
     (raw / "t10k-labels-idx1-ubyte").write_bytes(whole[:-1])
     for name in ("mnist", "auto"):
-        with pytest.raises(DatasetError, match="t10k-labels-idx1-ubyte is truncated"):
+        with pytest.raises(UsageError, match="t10k-labels-idx1-ubyte is truncated"):
             check_dataset_files(name, tmp_path)
 
 
@@ -76,7 +71,7 @@ def test_an_unwritable_data_root_falls_back_to_a_temporary_folder_with_one_warni
 def test_no_writable_data_root_at_all_is_one_error(tmp_path, monkeypatch):
     (tmp_path / "blocker").write_text("")
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "blocker"))
-    with pytest.raises(DatasetError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a writable folder"):
+    with pytest.raises(UsageError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a writable folder"):
         usable_data_root(tmp_path / "blocker" / "data", "mnist")
     assert usable_data_root(tmp_path / "blocker" / "data", "synthetic") == (tmp_path / "blocker" / "data", None)  # needs no files
 
@@ -100,7 +95,7 @@ def test_a_fallback_folder_planted_in_the_shared_tmp_is_never_used(tmp_path, mon
             os.chown(fallback, 12345, 12345)
     (tmp_path / "blocker").write_text("")  # the asked-for root cannot be made
     why = {"another user's": "belongs to uid 12345", "writable by all": "can be written by other users", "a link": "is not a folder"}[planted]
-    with pytest.raises(DatasetError, match=rf"nor is .*gpubench-data-{os.getuid()} usable: it {why}.* — pass --data-root DIR") as caught:
+    with pytest.raises(UsageError, match=rf"nor is .*gpubench-data-{os.getuid()} usable: it {why}.* — pass --data-root DIR") as caught:
         usable_data_root(tmp_path / "blocker" / "data", "fashion-mnist")
     assert "\n" not in str(caught.value)
 

@@ -19,9 +19,9 @@ from gpubench.harness.devices import nproc
 from gpubench.harness.measurement.cases import CaseSkipped
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
-from gpubench.harness.devices.datasets import DatasetError
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.processes.lifetime import kill_tree as kill_launch
-from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
+from gpubench.harness.devices.nproc import check_nproc, default_nproc
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
@@ -46,9 +46,9 @@ def test_two_gloo_processes_match_one_process_on_the_combined_batch(tmp_path):
 
 def test_more_processes_than_gpus_is_refused_before_launch(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(NprocError, match="--nproc 1 or fewer"):
+    with pytest.raises(UsageError, match="--nproc 1 or fewer"):
         check_nproc(4, torch.device("cuda", 0))
-    with pytest.raises(NprocError):
+    with pytest.raises(UsageError):
         check_nproc(0, CPU)
     assert check_nproc(2, CPU) == 2
 
@@ -201,11 +201,11 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
 def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 4_000_000_000)
-    with pytest.raises(NprocError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use --nproc 8 or fewer"):
+    with pytest.raises(UsageError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use --nproc 8 or fewer"):
         check_nproc(9, CPU)
-    with pytest.raises(NprocError, match=r"--nproc 3 needs about 4\.5 GB \(1\.5 GB per process\) but 4\.0 GB is available — use --nproc 2 or fewer"):
+    with pytest.raises(UsageError, match=r"--nproc 3 needs about 4\.5 GB \(1\.5 GB per process\) but 4\.0 GB is available — use --nproc 2 or fewer"):
         check_nproc(3, CPU)
-    with pytest.raises(NprocError, match="positive"):
+    with pytest.raises(UsageError, match="positive"):
         check_nproc(0, CPU)
     assert check_nproc(2, CPU) == 2
     monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 2_000_000_000)
@@ -383,10 +383,10 @@ def test_a_build_that_fails_before_its_timed_leaves_no_workdir(tmp_path, monkeyp
 
         @property
         def dataset(self) -> str:
-            raise DatasetError("MNIST not found")
+            raise UsageError("MNIST not found")
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with pytest.raises(DatasetError):
+    with pytest.raises(UsageError):
         ddp.build(DistributedCase("ddp", 2, "gloo", 16), BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: Missing()))
     assert not list(tmp_path.glob("gpubench-ddp-*"))
 

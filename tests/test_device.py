@@ -2,13 +2,8 @@ import pytest
 import torch
 
 from gpubench.harness.devices import device as devices
-from gpubench.harness.devices.device import (
-    DeviceError,
-    dtype_skip_reason,
-    is_out_of_memory,
-    memory_snapshot,
-    resolve_device,
-)
+from gpubench.harness.devices.device import dtype_skip_reason, is_out_of_memory, memory_snapshot, resolve_device
+from gpubench.harness.core.exits import UsageError
 
 
 def test_auto_prefers_cuda_then_mps_then_cpu(monkeypatch):
@@ -29,7 +24,7 @@ def test_explicit_cpu_and_case_insensitive():
 
 @pytest.mark.parametrize("spec", ["gpu", "cuda:x", "auto:1", "cpu:3", "", "tpu"])
 def test_bad_strings_name_the_choices(spec):
-    with pytest.raises(DeviceError) as error:
+    with pytest.raises(UsageError) as error:
         resolve_device(spec)
     message = str(error.value)
     assert "\n" not in message
@@ -38,7 +33,7 @@ def test_bad_strings_name_the_choices(spec):
 
 def test_unavailable_cuda_says_to_use_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(DeviceError, match=r"use --device cpu"):
+    with pytest.raises(UsageError, match=r"use --device cpu"):
         resolve_device("cuda")
 
 
@@ -47,13 +42,13 @@ def test_cuda_index_is_checked_against_device_count(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
-    with pytest.raises(DeviceError, match="does not exist"):
+    with pytest.raises(UsageError, match="does not exist"):
         resolve_device("cuda:5")
 
 
 def test_unavailable_mps(monkeypatch):
     monkeypatch.setattr(devices, "mps_available", lambda: False)
-    with pytest.raises(DeviceError, match="mps"):
+    with pytest.raises(UsageError, match="mps"):
         resolve_device("mps")
 
 

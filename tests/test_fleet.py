@@ -17,7 +17,8 @@ import pytest
 
 from gpubench.harness.commands.cli import build_parser, main as cli_main
 from gpubench.harness.commands.fleet import DONE, FAILED, RUNNING, FleetJob, reason_from_log, settle, update
-from gpubench.harness.commands.fleet_targets import FleetError, Target, parse_minutes, parse_targets
+from gpubench.harness.commands.fleet_targets import Target, parse_minutes, parse_targets
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.commands.fleet_command import drive, run_argv, submit
 from gpubench.harness.records.job_files import private_folder
 from gpubench.harness.records.results_reader import read_rows
@@ -37,7 +38,7 @@ def test_targets_parse_into_slurm_parameters():
                                            ("time=soon", "give minutes"), ("cpus=many", "whole number"), ("", "is empty"), (" , ,", "is empty"),
                                            ("name=a,name=b", "name= is given twice"), ("time=99999999999999999999", "over a year")])
 def test_bad_targets_are_one_line_naming_the_fix(text, message):
-    with pytest.raises(FleetError, match=message):
+    with pytest.raises(UsageError, match=message):
         parse_targets(["partition=a", text] if message == "two targets" else [text])
 
 
@@ -568,7 +569,7 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
         raise OSError(errno_value, os.strerror(errno_value))
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
-    with pytest.raises(FleetError, match=message) as refused:
+    with pytest.raises(UsageError, match=message) as refused:
         prepare_store(tmp_path / "S")
     assert isinstance(refused.value, StoreFull) == (errno_value == 28)
 

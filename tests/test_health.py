@@ -263,9 +263,10 @@ def test_cuda_all_without_a_gpu_is_one_line(monkeypatch, capsys, tmp_path):
 
 
 def test_cuda_all_under_pytest_names_one_gpu_instead():
-    from gpubench.harness.devices.device import DeviceError, resolve_device
+    from gpubench.harness.devices.device import resolve_device
+    from gpubench.harness.core.exits import UsageError
 
-    with pytest.raises(DeviceError, match="is for `gpubench run`.*cuda:N"):
+    with pytest.raises(UsageError, match="is for `gpubench run`.*cuda:N"):
         resolve_device("cuda:all")
 
 

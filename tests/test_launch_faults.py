@@ -16,7 +16,8 @@ import pytest
 
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.fleet import exited, reason_from_log
-from gpubench.harness.commands.fleet_targets import FleetError, parse_target
+from gpubench.harness.commands.fleet_targets import parse_target
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.commands.fleet_command import check_args
 from gpubench.harness.processes.launch import Job, ProcessLauncher
 
@@ -24,7 +25,7 @@ from gpubench.harness.processes.launch import Job, ProcessLauncher
 @pytest.mark.parametrize("text", ["cpus=²", "cpus=٣", "time=1²", "time=٣٠", "time=1:٣٠:00"])
 def test_numbers_in_other_digits_are_refused_in_one_line(text):
     # str.isdigit takes them: '²' then raised int()'s ValueError as a traceback, '٣٠' became 30 minutes unsaid
-    with pytest.raises(FleetError, match="whole number|give minutes"):
+    with pytest.raises(UsageError, match="whole number|give minutes"):
         parse_target(text, 1)
 
 
@@ -38,7 +39,7 @@ def test_a_target_with_other_digits_is_one_line_and_exit_2_from_the_command(tmp_
 @pytest.mark.parametrize("value", ["a\x07", "gpu\nb", "a\tb", "a\x7f", "a\u202eb", "a\u200bb"])
 def test_a_control_character_in_a_target_value_is_refused_naming_it(value):
     # it reached the sbatch script, where sbatch refused it without naming it (or a name looked like another)
-    with pytest.raises(FleetError) as refused:
+    with pytest.raises(UsageError) as refused:
         parse_target(f"partition={value}", 1)
     line = str(refused.value)
     assert f"partition={value!r}" in line and "control character" in line and "\n" not in line
@@ -48,7 +49,7 @@ def test_an_empty_store_is_refused_as_gpubench_run_refuses_it(tmp_path, monkeypa
     # an unset shell variable ($STORE): the fleet used the current folder as its store, unsaid
     monkeypatch.chdir(tmp_path)
     args, extra = build_parser().parse_known_args(["fleet", "--store", ""])
-    with pytest.raises(FleetError, match="--store is empty — pass the store's folder"):
+    with pytest.raises(UsageError, match="--store is empty — pass the store's folder"):
         check_args(args, extra)
     assert list(tmp_path.iterdir()) == []
 
@@ -126,14 +127,14 @@ def test_a_build_stops_as_on_sigterm_once_the_process_it_runs_for_has_ended(capf
 @pytest.mark.parametrize("text", ["partition=gрu", "gres=gpu:٣", "constraint=ａ100", "device=cuda:０"])
 def test_a_target_value_outside_ascii_is_refused_naming_the_character(text):
     # a Cyrillic р reached sbatch, whose "invalid partition specified: gрu" reads as gpu
-    with pytest.raises(FleetError, match=r"holds '.' \(U\+[0-9A-F]{4}\), which is not ASCII"):
+    with pytest.raises(UsageError, match=r"holds '.' \(U\+[0-9A-F]{4}\), which is not ASCII"):
         parse_target(text, 1)
     assert parse_target("name=ёлка,partition=gpu", 1).name == "____"  # a name becomes a file-safe one, as before
 
 
 def test_a_very_long_target_is_refused_by_its_start():
     # 120,000 characters of device= went to the job, whose refusal printed them twice (240 KB)
-    with pytest.raises(FleetError) as refused:
+    with pytest.raises(UsageError) as refused:
         parse_target("device=cuda:" + "a" * 200_000, 1)
     assert "is 200012 characters long: no target needs more than 1024" in str(refused.value)
     assert len(str(refused.value)) < 200

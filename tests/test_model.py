@@ -20,17 +20,18 @@ from torch import nn
 from runs import summary_as_quick
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core import run_budget
-from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
+from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.options import RUN_OPTIONS
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
 from gpubench.harness.pytest_plugin import plugin
-from gpubench.harness.pytest_plugin.build_setup import SetupError, checked_model, make_state
+from gpubench.harness.pytest_plugin.build_setup import checked_model, make_state
 from gpubench.harness.pytest_plugin.modes import STATE
 from gpubench.harness.workloads import model as workload
-from gpubench.harness.workloads.common.user_model import ModelLoadError, check_model, make_model
+from gpubench.harness.workloads.common.user_model import check_model, make_model
 
 ROOT = Path(__file__).resolve().parent.parent
 CNN = ModelSpec("model_factories", "tiny_cnn", (3, 8, 8))
@@ -57,7 +58,7 @@ def base(spec: ModelSpec = CNN, step: str = "train") -> workload.ModelCase:
     ("m:f", "4096x4096x4096", "elements in one sample is above"),
 ])
 def test_a_bad_model_or_input_is_one_line_that_names_the_fix(model: str | None, shape: str | None, fix: str) -> None:
-    with pytest.raises(ModelSpecError) as error:
+    with pytest.raises(UsageError) as error:
         parse_model_options(model, shape)
     assert fix in str(error.value) and "\n" not in str(error.value)
 
@@ -80,7 +81,7 @@ def test_the_options_read_a_dotted_factory_and_a_shape() -> None:
                              "— put that part under `if __name__ == \"__main__\":`"),
 ])
 def test_a_factory_that_cannot_make_the_model_is_one_line(factory: str, module: str, fix: str) -> None:
-    with pytest.raises(ModelLoadError) as error:
+    with pytest.raises(UsageError) as error:
         check_model(ModelSpec(module, factory, (16,)))
     assert fix in str(error.value) and "\n" not in str(error.value)
 
@@ -95,7 +96,7 @@ def test_a_factory_in_the_folder_the_command_runs_in_is_found(tmp_path: Path, mo
 
 
 def test_an_input_the_model_cannot_take_is_one_line() -> None:
-    with pytest.raises(ModelLoadError, match=r"^--input 3x9x9: the model's forward of a float32 batch of shape \(2, 3, 9, 9\) "
+    with pytest.raises(UsageError, match=r"^--input 3x9x9: the model's forward of a float32 batch of shape \(2, 3, 9, 9\) "
                                              r"raised RuntimeError: .* — give the shape of one sample the model takes$"):
         check_model(replace(MLP, input_shape=(3, 9, 9)))
     check_model(CNN)
@@ -105,7 +106,7 @@ def test_an_input_the_model_cannot_take_is_one_line() -> None:
 def test_the_run_setup_refuses_a_bad_model_before_any_case(tmp_path: Path) -> None:
     values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
     values.update(gpubench_results_dir=str(tmp_path), gpubench_model="model_factories:raises", gpubench_input="16")
-    with pytest.raises(SetupError, match="calling raises\\(\\) raised RuntimeError: weights file missing"):
+    with pytest.raises(UsageError, match="calling raises\\(\\) raised RuntimeError: weights file missing"):
         make_state(values.get, None, collect_only=True)
 
 
@@ -240,7 +241,7 @@ def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
 
 def test_a_factory_that_makes_float64_parameters_is_refused_and_torchs_default_dtype_put_back():
     """Rows labelled precision=fp32 and measured in float64 were ok before."""
-    with pytest.raises(ModelLoadError, match=r"^--model model_factories:float64_mlp: float64_mlp\(\) made float64 parameters \(it set torch's "
+    with pytest.raises(UsageError, match=r"^--model model_factories:float64_mlp: float64_mlp\(\) made float64 parameters \(it set torch's "
                                              r"default dtype to float64\); the suite makes fp32, bf16 and fp16 itself from float32 ones"):
         check_model(ModelSpec("model_factories", "float64_mlp", (16,)))
     assert torch.get_default_dtype() == torch.float32
@@ -259,14 +260,14 @@ def test_token_ids_are_read_with_their_vocabulary_and_refused_in_one_line_when_w
     spec = parse_model_options("model_factories:tiny_lm", "8", "64")
     assert spec == LM and spec.input_text == "8 ids<64"
     for text in ("0", "1", "-5", "lots", "64.5"):
-        with pytest.raises(ModelSpecError, match=r"^--input-ids .*: give the vocabulary size, a whole number from 2 up"):
+        with pytest.raises(UsageError, match=r"^--input-ids .*: give the vocabulary size, a whole number from 2 up"):
             parse_model_options("model_factories:tiny_lm", "8", text)
-    with pytest.raises(ModelSpecError, match=r"^--input-ids 64 needs --model and --input"):
+    with pytest.raises(UsageError, match=r"^--input-ids 64 needs --model and --input"):
         parse_model_options(None, None, "64")
 
 
 def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them() -> None:
-    with pytest.raises(ModelLoadError, match=r"^--input 8: the model's forward of a float32 batch of shape \(2, 8\) raised "
+    with pytest.raises(UsageError, match=r"^--input 8: the model's forward of a float32 batch of shape \(2, 8\) raised "
                                              r".* — the model takes integer ids, not float32 values: add --input-ids VOCAB"):
         check_model(replace(LM, vocab_size=None))
     check_model(LM)
@@ -294,7 +295,7 @@ def test_a_factory_that_never_returns_is_cut_after_the_budget_and_its_grace(monk
     monkeypatch.setattr(run_budget, "OVERRUN_GRACE_S", 0.05)
     values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
     values.update(gpubench_model="model_factories:never_returns", gpubench_input="16")
-    with pytest.raises(ModelLoadError, match=r"^--model model_factories:never_returns: making the model and one forward did not return "
+    with pytest.raises(UsageError, match=r"^--model model_factories:never_returns: making the model and one forward did not return "
                                              r"within 0.1 s \(the run's budget and its grace\) — make the factory return"):
         checked_model(values.get, 0.01)
 

@@ -89,10 +89,11 @@ def test_steal_share_from_proc_stat(tmp_path: Path) -> None:
 
 
 def test_check_threads_refuses_zero_with_the_fix() -> None:
-    from gpubench.harness.pytest_plugin.build_setup import SetupError, check_threads
+    from gpubench.harness.pytest_plugin.build_setup import check_threads
+    from gpubench.harness.core.exits import UsageError
 
     assert check_threads(None) is None and check_threads(1) == 1
-    with pytest.raises(SetupError, match=r"--threads 0: use 1 to \d+ torch threads .* such as --threads 1"):
+    with pytest.raises(UsageError, match=r"--threads 0: use 1 to \d+ torch threads .* such as --threads 1"):
         check_threads(0)
 
 

@@ -60,7 +60,7 @@ def test_a_formula_behind_leading_whitespace_is_inert_and_numbers_stay_numbers()
 @pytest.mark.parametrize("plant", [os.mkfifo, os.mkdir])
 def test_a_fifo_or_folder_at_the_lock_name_is_refused_in_one_line(tmp_path, plant):
     plant(tmp_path / ".out.lock")
-    refused = pytest.raises(publish.PublishError, match=r"report lock .*\.out\.lock.*(FIFO|folder)")
+    refused = pytest.raises(publish.UsageError, match=r"report lock .*\.out\.lock.*(FIFO|folder)")
     with refused, publish.report_folder(tmp_path / "out"):
         pass
 

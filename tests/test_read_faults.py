@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpubench.harness.commands.cli import main
-from gpubench.harness.records.results import ResultsWriter, RunIdError, check_run_id
+from gpubench.harness.records.results import ResultsWriter, check_run_id
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.safe_files import RefusedRead, json_depth, read_json, read_regular
 from gpubench.harness.records.schema import SCHEMA_VERSION
@@ -236,7 +237,7 @@ def test_a_year_one_run_leaves_the_history_plot_whole(tmp_path):
 
 @pytest.mark.parametrize("run_id", ["merged", "MERGED"])
 def test_a_run_id_the_report_writes_is_refused_at_write_time(tmp_path, run_id):
-    with pytest.raises(RunIdError, match=r"--run-id .* is the name of the report's merged.csv .* — pass another"):
+    with pytest.raises(UsageError, match=r"--run-id .* is the name of the report's merged.csv .* — pass another"):
         check_run_id(run_id, tmp_path)
 
 
@@ -251,6 +252,6 @@ def test_a_run_file_named_merged_is_read_unless_a_report_sits_beside_it(tmp_path
 def test_a_later_build_already_in_the_file_is_refused_before_appending(tmp_path):
     run(tmp_path, "r1", MEDIANS_S[:2])  # builds 0 and 1
     assert check_run_id("r1", tmp_path, appending=True, build=2) == "r1"
-    with pytest.raises(RunIdError, match=r"r1.csv already holds build 1 \(1 rows\): each build of a run is measured"):
+    with pytest.raises(UsageError, match=r"r1.csv already holds build 1 \(1 rows\): each build of a run is measured"):
         check_run_id("r1", tmp_path, appending=True, build=1)
     assert len(read_rows(tmp_path / "r1.csv")) == 2

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.harness.records.results import ResultsFull, ResultsWriter, RunIdError, check_run_id, check_writable, new_run_id, write_sidecar
+from gpubench.harness.records.results import (
+    ResultsFull, ResultsWriter, check_run_id, check_writable, new_run_id, write_sidecar,
+)
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import (
     BY_NAME,
@@ -458,7 +461,7 @@ def test_a_run_id_no_file_system_takes_is_refused_in_one_line_by_gpubench_run_be
 
 @pytest.mark.parametrize("run_id", ["", "a\nb"])
 def test_an_empty_or_control_character_run_id_is_refused(tmp_path, run_id):
-    with pytest.raises(RunIdError, match="--run-id"):
+    with pytest.raises(UsageError, match="--run-id"):
         check_run_id(run_id, tmp_path)
 
 

@@ -12,19 +12,9 @@ from fakes import FakeBenchmark, RunContext, run_with
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.plan import Budget
 from gpubench.harness.core.run_budget import (
-    COST_MARGIN,
-    CaseCost,
-    CaseShare,
-    OVERRUN_GRACE_S,
-    DeadlinePassed,
-    DurationError,
-    OverBudget,
-    format_duration,
-    parse_duration,
-    cut_after,
-    share_of,
-    water_level,
+    COST_MARGIN, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration, parse_duration, cut_after, share_of, water_level,
 )
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.measurement import timing
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end
@@ -73,13 +63,13 @@ def test_durations_read_as_the_user_writes_them(text, seconds):
 
 @pytest.mark.parametrize("text", ["5x", "m", "-3m", "0s", "", "45", "5 minutes", "1e307s", "9" * 400 + "s"])
 def test_a_bad_duration_is_one_line_that_names_the_fix(text):
-    with pytest.raises(DurationError, match=r"--budget .*: use a duration such as 90s, 4m, 1h or 1h30m"):
+    with pytest.raises(UsageError, match=r"--budget .*: use a duration such as 90s, 4m, 1h or 1h30m"):
         parse_duration(text)
 
 
 @pytest.mark.parametrize("text", ["169h", "9" * 300 + "s"])
 def test_a_budget_past_a_week_is_refused_before_a_timer_overflows(text):
-    with pytest.raises(DurationError, match=r"--budget .*: at most 168h — use none for no limit"):
+    with pytest.raises(UsageError, match=r"--budget .*: at most 168h — use none for no limit"):
         parse_duration(text)
     assert parse_duration("168h") == 7 * 24 * 3600
 

@@ -13,13 +13,9 @@ from runs import run_bench
 
 from gpubench.harness.commands.ab import write_marker
 from gpubench.harness.records.results import (
-    ResultsWriter,
-    RunIdError,
-    check_results_dir_early,
-    check_run_id,
-    check_writable,
-    write_sidecar,
+    ResultsWriter, check_results_dir_early, check_run_id, check_writable, write_sidecar,
 )
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import UnsafePath, probe, replace_bytes
 from gpubench.reports.build import build_report
 from gpubench.reports.load import ReportError
@@ -77,7 +73,7 @@ def test_a_link_at_the_runs_file_is_refused_dangling_or_not(tmp_path):
     plant(tmp_path / "linked.csv", victim(tmp_path))
     for run_id in ("dangling", "linked"):
         for appending in (False, True):
-            with pytest.raises(RunIdError, match=rf"{run_id}\.csv is a symbolic link .*not a results file — remove it or pass another --run-id"):
+            with pytest.raises(UsageError, match=rf"{run_id}\.csv is a symbolic link .*not a results file — remove it or pass another --run-id"):
                 check_run_id(run_id, tmp_path, appending=appending)
         for resume in (False, True):  # the writer itself, should a link appear after the check
             with pytest.raises(UnsafePath, match="results file .* is a symbolic link"):

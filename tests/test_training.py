@@ -12,15 +12,9 @@ from gpubench.harness.measurement.cases import Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource, PreloadedLoader
 from gpubench.harness.devices.datasets import (
-    DatasetError,
-    ImageDataset,
-    Split,
-    check_dataset_request,
-    install_fashion_mnist,
-    load_split,
-    normalize_all,
-    resolve_dataset,
+    ImageDataset, Split, check_dataset_request, install_fashion_mnist, load_split, normalize_all, resolve_dataset,
 )
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import mnist_epoch
@@ -266,10 +260,10 @@ def test_a_diverged_epoch_is_a_failed_row_never_a_result():
 
 def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
-    with pytest.raises(DatasetError) as mnist:
+    with pytest.raises(UsageError) as mnist:
         check_dataset_request("mnist", tmp_path)
     assert str(tmp_path / "MNIST" / "raw") in str(mnist.value) and "--dataset" in str(mnist.value)
-    with pytest.raises(DatasetError) as fashion:
+    with pytest.raises(UsageError) as fashion:
         check_dataset_request("fashion-mnist", tmp_path, system_dir=tmp_path / "none")
     assert "apt-get install dataset-fashion-mnist" in str(fashion.value) and "\n" not in str(fashion.value)
     assert check_dataset_request("synthetic", tmp_path) == "synthetic"

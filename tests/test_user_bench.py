@@ -8,7 +8,8 @@ import csv
 import pytest
 
 from gpubench.harness.core.stats import summarize
-from gpubench.harness.measurement.user_bench import UserBenchError, rate_figures, user_workload
+from gpubench.harness.measurement.user_bench import rate_figures, user_workload
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import COLUMNS, SchemaError
@@ -35,7 +36,7 @@ def test_a_case_id_names_the_case_and_its_params_in_one_order():
     (dict(builds=0), "builds=0: pass a whole number of builds, 1 or more"),
 ])
 def test_a_call_the_harness_cannot_record_is_one_line_naming_the_fix(kwargs, message):
-    with pytest.raises(UserBenchError) as error:
+    with pytest.raises(UsageError) as error:
         workload_of(**kwargs)
     assert message in str(error.value) and "\n" not in str(error.value)
 
@@ -50,7 +51,7 @@ def test_the_users_figures_join_the_row_and_a_bad_one_names_itself():
     case, workload = workload_of(work={"tokens": 10}, figures=lambda stats, result: {"loss": result})
     timed = workload.build(case, None)
     assert timed.figures(summarize([0.5]), 2.5) == {"user_figures": {"tokens_per_s": 20.0, "loss": 2.5}}
-    with pytest.raises(UserBenchError, match="figure 'loss' = 'low': a figure is a finite number"):
+    with pytest.raises(UsageError, match="figure 'loss' = 'low': a figure is a finite number"):
         timed.figures(summarize([0.5]), "low")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from enum import Enum
 
 from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.exits import UsageError
 
 
 class Profile(str, Enum):
@@ -34,15 +35,11 @@ class Profile(str, Enum):
         return DEFAULT_BUILDS[self]
 
 
-class ProfileError(ValueError):
-    pass
-
-
 def check_profile(name: str | Profile) -> Profile:
     try:
         return Profile(name)
     except ValueError:
-        raise ProfileError(f"unknown profile {name!r}: use --profile quick, full or smoke") from None
+        raise UsageError(f"unknown profile {name!r}: use --profile quick, full or smoke") from None
 
 
 # Seconds of timed work per build of a micro-benchmark case. Many short builds beat few long ones: on a shared

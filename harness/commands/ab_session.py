@@ -17,8 +17,8 @@ from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_a
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.lifetime import adopt_orphans
 from gpubench.harness.processes.launch import NO_TESTS, stopped_limit_s
-from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
-from gpubench.harness.records.results import RunIdError, check_run_id, check_writable, new_run_id
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode, UsageError
+from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
 from gpubench.harness.processes.rlimits import limits_problem
 from gpubench.harness.records.safe_files import UnsafePath, make_folders
 from gpubench.reports.compare import parse_threshold
@@ -76,7 +76,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
     try:
         threshold, sides, session_id = check_session(args, results_dir)
-    except (ValueError, ReportError, RunIdError, OSError) as error:
+    except (ValueError, ReportError, UsageError, OSError) as error:
         return fail(str(error), code=4)
     pairs, budget_s = design
     args.run_id = None  # each side's run id is the session's

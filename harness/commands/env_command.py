@@ -28,12 +28,13 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         print(md_table(peaks_table()))
         return ExitCode.OK
 
-    from gpubench.harness.devices.device import DeviceError, resolve_device
+    from gpubench.harness.devices.device import resolve_device
+    from gpubench.harness.core.exits import UsageError
     from gpubench.harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
 
     try:
         device = resolve_device(args.device)
-    except DeviceError as error:
+    except UsageError as error:
         return fail(str(error))
     from gpubench.harness.devices.energy import energy_counter
 

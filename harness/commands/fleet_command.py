@@ -20,10 +20,10 @@ from typing import Any
 from gpubench.harness.commands.fleet import (
     DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, cancel_all, update,
 )
-from gpubench.harness.commands.fleet_targets import FleetError, Target, parse_targets
+from gpubench.harness.commands.fleet_targets import Target, parse_targets
+from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import fail
-from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.records.job_files import UntrustedFile, check_folder, default_jobs_dir, private_folder
 from gpubench.harness.processes.lifetime import STOP_WITH_ENV, process_token
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
@@ -175,27 +175,27 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
 
 def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if args.store is None:
-        raise FleetError("gpubench fleet needs --store STORE: the folder every job writes into "
+        raise UsageError("gpubench fleet needs --store STORE: the folder every job writes into "
                          "(on a cluster, one every node sees)")
     if not str(args.store).strip():  # an unset shell variable: the jobs would write into the current folder
-        raise FleetError("--store is empty — pass the store's folder (it is created if missing)")
+        raise UsageError("--store is empty — pass the store's folder (it is created if missing)")
     if args.jobs_dir is not None and not args.jobs_dir.strip():  # an unset shell variable: the current folder
-        raise FleetError("--jobs-dir is empty — pass a folder only you can write, "
+        raise UsageError("--jobs-dir is empty — pass a folder only you can write, "
                          "or leave --jobs-dir out for ~/.cache/gpubench/fleet")
     if args.results_dir != RESULTS_DIR_DEFAULT:
-        raise FleetError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ "
+        raise UsageError("--results-dir does not apply to a fleet: every job writes into --store STORE/<machine>/ "
                          "— drop --results-dir")
     if args.run_id is not None:
-        raise FleetError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> "
+        raise UsageError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> "
                          "— drop --run-id")
     owned = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--gpubench-")]
     if owned:  # passed to pytest they overrode the job's store or run id: its rows went where the fleet never looks
-        raise FleetError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and "
+        raise UsageError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and "
                          "build of each job — drop it, and pass run options as gpubench fleet's own "
                          "(--profile, --device, ...)")
     missing = [name for name in SLURM_CLIENTS if shutil.which(name) is None] if args.cluster == "slurm" else []
     if missing:
-        raise FleetError(f"--cluster slurm needs {', '.join(SLURM_CLIENTS)} on PATH ({', '.join(missing)} missing) — "
+        raise UsageError(f"--cluster slurm needs {', '.join(SLURM_CLIENTS)} on PATH ({', '.join(missing)} missing) — "
                          "run it where Slurm's clients are (a login node), or leave --cluster out to run here")
     check_run_options(args)
     targets = parse_targets(args.target)
@@ -219,14 +219,14 @@ def check_run_options(args: argparse.Namespace) -> None:
             parse_duration(args.budget)
         parse_model_options(args.model, args.input, args.input_ids)
     except ValueError as error:
-        raise FleetError(f"{error} (nothing was submitted)") from None
+        raise UsageError(f"{error} (nothing was submitted)") from None
 
 
 def prepare_store(store: Path) -> None:
     """The store, writable, before any job: a store that is a file, read-only or full failed every target one by
     one as `not submitted: [Errno ...]`."""
     if store.exists() and not store.is_dir():
-        raise FleetError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
+        raise UsageError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
     try:
         make_folders(store)  # a link to a folder is followed: the store may live elsewhere
         handle, probe = tempfile.mkstemp(dir=store, prefix=".probe-")
@@ -239,7 +239,7 @@ def prepare_store(store: Path) -> None:
         if error.errno == errno.ENOSPC:
             raise StoreFull(f"--store {store} is full: nothing was submitted — free space there or pass another "
                             "--store") from None
-        raise FleetError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a "
+        raise UsageError(f"--store {store} cannot be written ({error.strerror}): nothing was submitted — pass a "
                          "folder you can write to") from None
 
 
@@ -253,7 +253,7 @@ def reports_link(store: Path) -> str | None:
                      "remove the link (the fleet makes the folder), or pass --out")
 
 
-class StoreFull(FleetError):
+class StoreFull(UsageError):
     """The store has no room for a job's files."""
 
 
@@ -355,9 +355,9 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         targets = check_args(args, extra)
         prepare_store(store)
         if args.out is None and reports_link(store):
-            raise FleetError(f"{reports_link(store)}: nothing was submitted")
+            raise UsageError(f"{reports_link(store)}: nothing was submitted")
         logs = private_folder(jobs_dir.absolute() / fleet_id)
-    except (FleetError, UntrustedFile) as error:
+    except (UsageError, UntrustedFile) as error:
         return fail(str(error), ExitCode.RESULTS_FULL if isinstance(error, StoreFull) else ExitCode.ERROR)
     except OSError as error:
         return fail(f"--jobs-dir {jobs_dir} cannot be made ({error.strerror or error}) — "

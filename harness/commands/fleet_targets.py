@@ -9,16 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.harness.records.store import safe_name
+from gpubench.harness.core.exits import UsageError
 
 DEFAULT_TIME_MIN = 60
 TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
 SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
 MAX_TARGET_CHARS = 1024  # partitions, node lists and constraints run to tens of characters
 MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
-
-
-class FleetError(ValueError):
-    """A bad --target or fleet option: one line naming the fix."""
 
 
 @dataclass(frozen=True)
@@ -54,12 +51,12 @@ def parse_minutes(text: str) -> int:
     """`30` (minutes), `2:00:00` or `90:00` (Slurm's H:MM:SS and MM:SS) -> whole minutes."""
     parts = text.split(":")
     if not all(ascii_digits(part) for part in parts) or not 1 <= len(parts) <= 3:
-        raise FleetError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
+        raise UsageError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
     seconds = sum(int(part) * scale for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)))
     if seconds < 60:
-        raise FleetError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
+        raise UsageError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
     if seconds > MAX_TIME_MIN * 60:
-        raise FleetError(f"time={text}: over a year — give minutes (time=30) or H:MM:SS (time=2:00:00)")
+        raise UsageError(f"time={text}: over a year — give minutes (time=30) or H:MM:SS (time=2:00:00)")
     return -(-seconds // 60)
 
 
@@ -68,7 +65,7 @@ def parse_target(text: str, index: int) -> Target:
     fields = target_fields(text)
     cpus = fields.get("cpus")
     if cpus is not None and not ascii_digits(cpus):
-        raise FleetError(f"--target {text!r}: cpus={cpus} is not a whole number")
+        raise UsageError(f"--target {text!r}: cpus={cpus} is not a whole number")
     label = (fields.get("name") or fields.get("partition") or fields.get("nodelist") or fields.get("constraint")
              or fields.get("device") or f"target{index}")
     return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
@@ -82,27 +79,27 @@ def target_fields(text: str) -> dict[str, str]:
     (the last of two silently won, and an empty --target ran a job nobody asked for)."""
     fields: dict[str, str] = {}
     if len(text) > MAX_TARGET_CHARS:  # named by its start: the whole of it filled the terminal, twice
-        raise FleetError(f"--target {text[:40]!r}... is {len(text)} characters long: no target needs more than "
+        raise UsageError(f"--target {text[:40]!r}... is {len(text)} characters long: no target needs more than "
                          f"{MAX_TARGET_CHARS} — check how it was made")
     items = [part.strip() for part in text.split(",") if part.strip()]
     if not items:
-        raise FleetError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), "
+        raise UsageError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), "
                          "or no --target for one job here")
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not value or key not in TARGET_KEYS:
-            raise FleetError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} "
+            raise UsageError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} "
                              "— e.g. --target partition=gpu,gres=gpu:1,time=30")
         if key in fields:
-            raise FleetError(f"--target {text!r}: {key}= is given twice — give it once")
+            raise UsageError(f"--target {text!r}: {key}= is given twice — give it once")
         unprintable = [char for char in value if not char.isprintable()]
         if unprintable:  # a control character went on into the sbatch script, where sbatch refused it without naming it
-            raise FleetError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
+            raise UsageError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
                              "give plain text")
         foreign = [char for char in value if not char.isascii()]
         # 'gрu' (Cyrillic р) went to sbatch, refused as if gpu; name= is made file-safe, cpus= and time= are numbers
         if foreign and key not in ("name", "cpus", "time"):
-            raise FleetError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} (U+{ord(foreign[0]):04X}), which "
+            raise UsageError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} (U+{ord(foreign[0]):04X}), which "
                              "is not ASCII: Slurm and torch name nothing so — type the value in ASCII")
         fields[key] = value
     return fields
@@ -114,7 +111,7 @@ def parse_targets(texts: list[str] | None) -> list[Target]:
     seen: set[str] = set()
     for target in targets:
         if target.name in seen:
-            raise FleetError(f"two targets are named {target.name!r} — give each its own name=, "
+            raise UsageError(f"two targets are named {target.name!r} — give each its own name=, "
                              "e.g. --target partition=gpu,name=gpu-b")
         seen.add(target.name)
     return targets

@@ -51,11 +51,12 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
 def run_csv(args: argparse.Namespace) -> Path | None:
     """The run's CSV, where its run id is a valid file name (a refused one has no file of its own)."""
-    from gpubench.harness.records.run_ids import RunIdError, check_run_id_text
+    from gpubench.harness.records.run_ids import check_run_id_text
+    from gpubench.harness.core.exits import UsageError
 
     try:
         return Path(args.results_dir) / f"{check_run_id_text(args.run_id or '')}.csv"
-    except RunIdError:
+    except UsageError:
         return None
 
 
@@ -86,11 +87,12 @@ def selection_problem(extra: list[str]) -> str | None:
 
 def model_problem(args: argparse.Namespace) -> str | None:
     """--model and --input as text, at once (torch-free); the build processes import and try the model."""
-    from gpubench.harness.core.model_spec import ModelSpecError, parse_model_options
+    from gpubench.harness.core.model_spec import parse_model_options
+    from gpubench.harness.core.exits import UsageError
 
     try:
         parse_model_options(args.model, args.input, args.input_ids)
-    except ModelSpecError as error:
+    except UsageError as error:
         return str(error)
     return None
 
@@ -227,7 +229,8 @@ def say_predictions(frame: Any) -> None:
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.records.results import new_run_id
-    from gpubench.harness.records.run_ids import RunIdError, check_run_id_text
+    from gpubench.harness.records.run_ids import check_run_id_text
+    from gpubench.harness.core.exits import UsageError
 
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
@@ -246,7 +249,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
         args.run_id = new_run_id()
     try:  # before any build: a name no file system takes would otherwise fail here, after the builds, as a traceback
         run_id = check_run_id_text(args.run_id)
-    except RunIdError as error:
+    except UsageError as error:
         return fail(str(error), code=ExitCode.REFUSED)
     watch = CpuWatch()
     code = run_builds(args, extra)

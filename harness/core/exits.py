@@ -29,6 +29,11 @@ class ExitCode(IntEnum):
     TERMINATED = 143, "terminated; SIGTERM"
 
 
+class UsageError(ValueError):
+    """Input the run cannot use (an option, a device, a file name, a model): its message is the one line that names
+    the fix, shown before any case runs or beside the rows already kept."""
+
+
 BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
 # A build process ending with one of these stops the run or session: no further build starts.
 BUILD_STOPS = frozenset({BUILD_INTERRUPTED, ExitCode.INTERNAL, ExitCode.REFUSED, ExitCode.RESULTS_FULL,

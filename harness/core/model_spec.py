@@ -6,15 +6,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from gpubench.harness.core.exits import UsageError
 
 DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 TARGET = re.compile(rf"(?P<module>{DOTTED}):(?P<factory>{DOTTED})", re.ASCII)
 SHAPE = re.compile(r"[1-9][0-9]{0,6}(x[1-9][0-9]{0,6}){0,5}", re.ASCII)  # 1 to 6 sizes, each up to 10^7
 MAX_SAMPLE_ELEMENTS = 2**28  # one sample of 1 GiB in fp32: a larger --input is a typo, not a model
-
-
-class ModelSpecError(ValueError):
-    """A --model or --input the run cannot use: the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -39,12 +36,12 @@ class ModelSpec:
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
     if not SHAPE.fullmatch(text.strip().lower()):
-        raise ModelSpecError(f"--input {text!r}: give one sample's shape as sizes joined by 'x', "
+        raise UsageError(f"--input {text!r}: give one sample's shape as sizes joined by 'x', "
                              "without the batch size, such as --input 3x64x64")
     shape = tuple(int(size) for size in text.strip().lower().split("x"))
     elements = math.prod(shape)
     if elements > MAX_SAMPLE_ELEMENTS:
-        raise ModelSpecError(f"--input {text}: {elements:,} elements in one sample is above {MAX_SAMPLE_ELEMENTS:,} "
+        raise UsageError(f"--input {text}: {elements:,} elements in one sample is above {MAX_SAMPLE_ELEMENTS:,} "
                              "— give the shape of one sample, such as --input 3x224x224")
     return shape
 
@@ -55,7 +52,7 @@ MAX_VOCAB = 2**31 - 1
 def parse_vocab(text: str) -> int:
     cleaned = text.strip().replace("_", "")
     if not cleaned.isascii() or not cleaned.isdigit() or not 2 <= int(cleaned) <= MAX_VOCAB:
-        raise ModelSpecError(f"--input-ids {text!r}: give the vocabulary size, a whole number from 2 up "
+        raise UsageError(f"--input-ids {text!r}: give the vocabulary size, a whole number from 2 up "
                              "(the ids drawn are below it), such as --input-ids 50304")
     return int(cleaned)
 
@@ -64,18 +61,18 @@ def parse_model_options(model: str | None, input_shape: str | None,
                         input_ids: str | None = None) -> ModelSpec | None:
     """The run's model, None without --model; --model and --input go together, --input-ids with them."""
     if input_ids is not None and (model is None or input_shape is None):
-        raise ModelSpecError(f"--input-ids {input_ids} needs --model and --input: the model and the number of ids "
+        raise UsageError(f"--input-ids {input_ids} needs --model and --input: the model and the number of ids "
                              "in one sample, such as --model nanogpt:gpt --input 256 --input-ids 50304")
     if model is None:
         if input_shape is not None:
-            raise ModelSpecError(f"--input {input_shape} without --model: also pass the model, such as "
+            raise UsageError(f"--input {input_shape} without --model: also pass the model, such as "
                                  "--model torchvision.models:resnet18")
         return None
     found = TARGET.fullmatch(model.strip())
     if found is None:
-        raise ModelSpecError(f"--model {model!r}: name a factory as module:function, such as "
+        raise UsageError(f"--model {model!r}: name a factory as module:function, such as "
                              "--model torchvision.models:resnet18")
     if input_shape is None:
-        raise ModelSpecError(f"--model {model} needs --input: the shape of one sample, such as --input 3x64x64")
+        raise UsageError(f"--model {model} needs --input: the shape of one sample, such as --input 3x64x64")
     vocab = parse_vocab(input_ids) if input_ids is not None else None
     return ModelSpec(found["module"], found["factory"], parse_input_shape(input_shape), vocab)

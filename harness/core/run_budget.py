@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Iterator
 
 from gpubench.harness.core.plan import RoundPlan
+from gpubench.harness.core.exits import UsageError
 
 # A known cost is granted this much above its last time: a case 10% slower than its history must not lose rounds.
 COST_MARGIN = 1.25
@@ -64,10 +65,6 @@ def cut_reason(budget_s: float) -> str:
             "never returned) — raise --budget if it is only slow")
 
 
-class DurationError(ValueError):
-    pass
-
-
 def parse_duration(text: str | float | None) -> float | None:
     """Seconds from '90s', '4m', '1.5h', '1h30m'; None for 'none'. A bare number is refused: seconds or minutes?"""
     if text is None or isinstance(text, (int, float)):
@@ -79,10 +76,10 @@ def parse_duration(text: str | float | None) -> float | None:
     whole = bool(parts) and "".join(number + unit for number, unit in parts) == cleaned
     seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts) if whole else 0.0
     if not 0 < seconds < math.inf:
-        raise DurationError(f"--budget {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m "
+        raise UsageError(f"--budget {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m "
                             "(or none for no limit)")
     if seconds > MAX_BUDGET_S:  # timers and deadlines overflow long before a float does
-        raise DurationError(f"--budget {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
+        raise UsageError(f"--budget {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
     return seconds
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from gpubench.harness.records.safe_files import probe, replacing
+from gpubench.harness.core.exits import UsageError
 
 DATASET_CHOICES = ("auto", "mnist", "fashion-mnist", "synthetic")
 SYSTEM_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -23,10 +24,6 @@ TRAIN_SIZE, TEST_SIZE, IMAGE_SIDE, CLASSES = 60_000, 10_000, 28, 10
 NORM_MEAN, NORM_STD = 0.5, 0.5
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
              "t10k-labels-idx1-ubyte")
-
-
-class DatasetError(ValueError):
-    pass
 
 
 def default_data_root() -> Path:
@@ -143,7 +140,7 @@ def check_idx_files(name: str, root: Path) -> None:
         if path.exists():
             problem = idx_problem(path)
             if problem:
-                raise DatasetError(f"{path} {problem} — {how_to_restore(name)}")
+                raise UsageError(f"{path} {problem} — {how_to_restore(name)}")
 
 
 def check_dataset_files(name: str, root: Path) -> None:
@@ -190,18 +187,18 @@ def holds_dataset(root: Path, name: str) -> bool:
 
 def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
     """The data root to use, and a warning when it is not the one asked for: an unwritable root that holds the data
-    is fine, else a temporary folder takes its place, else DatasetError."""
+    is fine, else a temporary folder takes its place, else UsageError."""
     if holds_dataset(root, name) or _can_write(root):
         return root, None
     fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid()}"
     problem = fallback_problem(fallback)
     if problem:
-        raise DatasetError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — "
+        raise UsageError(f"data root {root} is not writable, nor is {fallback} usable: it {problem} — "
                            "pass --data-root DIR with a writable folder")
     if _can_write(fallback):
         return fallback, (f"data root {root} is not writable; using {fallback} instead — "
                           "pass --data-root DIR with a writable folder to keep the data")
-    raise DatasetError(f"data root {root} is not writable, nor is {fallback} — "
+    raise UsageError(f"data root {root} is not writable, nor is {fallback} — "
                        "pass --data-root DIR with a writable folder")
 
 
@@ -213,11 +210,11 @@ def download_allowed() -> bool:
 def check_dataset_request(name: str, root: Path, system_dir: Path = SYSTEM_FASHION_DIR) -> str:
     """Validate --dataset before any case; an explicit real dataset must be there."""
     if name not in DATASET_CHOICES:
-        raise DatasetError(f"unknown dataset {name!r}: use --dataset {', '.join(DATASET_CHOICES)}")
+        raise UsageError(f"unknown dataset {name!r}: use --dataset {', '.join(DATASET_CHOICES)}")
     if name == "fashion-mnist" and not (has_idx_files(raw_dir(root, name)) or has_idx_files(system_dir)):
-        raise DatasetError(how_to_get(name, root))
+        raise UsageError(how_to_get(name, root))
     if name == "mnist" and not try_mnist(root, download=download_allowed()):
-        raise DatasetError(how_to_get(name, root))
+        raise UsageError(how_to_get(name, root))
     return name
 
 
@@ -227,7 +224,7 @@ def resolve_dataset(name: str, root: Path, system_dir: Path = SYSTEM_FASHION_DIR
         return name
     if name == "fashion-mnist":
         if not install_fashion_mnist(root, system_dir):
-            raise DatasetError(how_to_get(name, root))
+            raise UsageError(how_to_get(name, root))
         return name
     if try_mnist(root, download=download_allowed()):
         return "mnist"

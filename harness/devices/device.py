@@ -11,13 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from gpubench.harness.core.exits import UsageError
 
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
 _SPEC = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
-
-
-class DeviceError(ValueError):
-    """A --device value that is malformed or names a device this machine does not have."""
 
 
 def seeded_generator(device: torch.device, seed: int) -> torch.Generator:
@@ -54,37 +51,37 @@ def cuda_device_count() -> int:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """A --device value as a torch.device (`auto`: cuda, then mps, then cpu), or DeviceError naming what exists."""
+    """A --device value as a torch.device (`auto`: cuda, then mps, then cpu), or UsageError naming what exists."""
     text = spec.strip().lower()
     match = _SPEC.match(text)
     have = ", ".join(available_devices())
     if text == "cuda:all":
-        raise DeviceError("'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); "
+        raise UsageError("'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); "
                           f"here name one GPU: cuda:N (this machine has: {have})")
     if not match:
-        raise DeviceError(f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})")
+        raise UsageError(f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})")
     kind, index = match.group(1), match.group(2)
     if kind == "auto":
         if index is not None:
-            raise DeviceError(f"'auto' takes no index: use one of {DEVICE_CHOICES} (this machine has: {have})")
+            raise UsageError(f"'auto' takes no index: use one of {DEVICE_CHOICES} (this machine has: {have})")
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("mps") if mps_available() else torch.device("cpu")
     if kind == "cpu":
         if index not in (None, "0"):
-            raise DeviceError(f"device {spec!r} does not exist: use --device cpu")
+            raise UsageError(f"device {spec!r} does not exist: use --device cpu")
         return torch.device("cpu")
     if kind == "mps":
         if not mps_available():
-            raise DeviceError("mps was requested but torch.backends.mps.is_available() is False — "
+            raise UsageError("mps was requested but torch.backends.mps.is_available() is False — "
                               f"use --device cpu (this machine has: {have})")
         return torch.device("mps")
     if not torch.cuda.is_available():
-        raise DeviceError("cuda was requested but torch.cuda.is_available() is False — "
+        raise UsageError("cuda was requested but torch.cuda.is_available() is False — "
                           f"use --device cpu (this machine has: {have})")
     ordinal = int(index) if index is not None else torch.cuda.current_device()
     if ordinal >= torch.cuda.device_count():
-        raise DeviceError(f"device {spec!r} does not exist: this machine has {have}")
+        raise UsageError(f"device {spec!r} does not exist: this machine has {have}")
     return torch.device("cuda", ordinal)
 
 

@@ -18,6 +18,7 @@ from gpubench.harness.measurement.cases import Case
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
+from gpubench.harness.core.exits import UsageError
 
 Figures = Callable[[SampleStats, Any], Mapping[str, float]]
 
@@ -26,10 +27,6 @@ NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
 # work per call -> the schema's own figure and its scale; any other unit is `<unit>_per_s` in user_figures
 CORE_RATES = {"samples": ("samples_per_s", 1.0), "flops": ("tflops", 1e12), "bytes": ("gbps", 1e9)}
-
-
-class UserBenchError(ValueError):
-    """A measure() call the harness cannot record: the message names the argument and the fix."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +53,11 @@ class UserCase(Case):
 
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise UserBenchError(f"name {name!r}: use parts of letters, digits, '.', '_' or '-' joined by '/', "
+        raise UsageError(f"name {name!r}: use parts of letters, digits, '.', '_' or '-' joined by '/', "
                              "such as name=\"mymodel/train\"")
     group = name.split("/", 1)[0]
     if spec_for(group) is not None:
-        raise UserBenchError(f"name {name!r}: {group!r} is one of gpubench's own workloads — start the name with "
+        raise UsageError(f"name {name!r}: {group!r} is one of gpubench's own workloads — start the name with "
                              "your own, such as \"mymodel/...\"")
     return name
 
@@ -70,14 +67,14 @@ def check_params(params: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...
     if params is None:
         return ()
     if not isinstance(params, Mapping):
-        raise UserBenchError(f"params {params!r}: pass a dict such as params={{\"batch\": 64}}")
+        raise UsageError(f"params {params!r}: pass a dict such as params={{\"batch\": 64}}")
     for key, value in params.items():
         if not isinstance(key, str) or not KEY.fullmatch(key):
-            raise UserBenchError(f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', "
+            raise UsageError(f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', "
                                  "such as \"batch\"")
         finite = not isinstance(value, float) or math.isfinite(value)
         if not (value is None or isinstance(value, (str, bool, int, float))) or not finite:
-            raise UserBenchError(f"params[{key!r}] = {value!r}: use text, a number, a boolean or None")
+            raise UsageError(f"params[{key!r}] = {value!r}: use text, a number, a boolean or None")
     return tuple(sorted(params.items()))
 
 
@@ -86,9 +83,9 @@ def check_work(work: Mapping[str, float] | None) -> dict[str, float]:
     checked: dict[str, float] = {}
     for unit, amount in (work or {}).items():
         if not isinstance(unit, str) or not KEY.fullmatch(unit):
-            raise UserBenchError(f"work unit {unit!r}: use a name such as \"samples\" or \"tokens\"")
+            raise UsageError(f"work unit {unit!r}: use a name such as \"samples\" or \"tokens\"")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
-            raise UserBenchError(f"work[{unit!r}] = {amount!r}: give the positive amount one call does, "
+            raise UsageError(f"work[{unit!r}] = {amount!r}: give the positive amount one call does, "
                                  "such as 64")
         checked[unit] = float(amount)
     return checked
@@ -117,9 +114,9 @@ def own_figures(figures: Figures | None, stats: SampleStats, result: Any) -> dic
     values = dict(figures(stats, result))
     for key, value in values.items():
         if not isinstance(key, str) or not KEY.fullmatch(key):
-            raise UserBenchError(f"figure name {key!r}: use a name such as \"loss\" or \"tokens_per_s\"")
+            raise UsageError(f"figure name {key!r}: use a name such as \"loss\" or \"tokens_per_s\"")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise UserBenchError(f"figure {key!r} = {value!r}: a figure is a finite number")
+            raise UsageError(f"figure {key!r} = {value!r}: a figure is a finite number")
     return {key: float(value) for key, value in values.items()}
 
 
@@ -141,12 +138,12 @@ def user_workload(name: str, params: Mapping[str, Any] | None, make_fn: Callable
     case = UserCase(check_name(name), check_params(params))
     checked_work = check_work(work)
     if not isinstance(builds, int) or isinstance(builds, bool) or builds < 1:
-        raise UserBenchError(f"builds={builds!r}: pass a whole number of builds, 1 or more")
+        raise UsageError(f"builds={builds!r}: pass a whole number of builds, 1 or more")
 
     def build(case: UserCase, ctx: BuildContext) -> Timed:
         fn = make_fn()
         if not callable(fn):
-            raise UserBenchError(f"setup returned {fn!r}, not a callable — return the function to time")
+            raise UsageError(f"setup returned {fn!r}, not a callable — return the function to time")
         return user_timed(fn, checked_work, figures)
 
     spec = WorkloadSpec(case.workload, IdRule(()), builds={str(profile): builds for profile in Profile})

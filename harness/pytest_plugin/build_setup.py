@@ -1,4 +1,4 @@
-"""Everything a run needs, checked before the first case: each bad value is one SetupError line naming the fix
+"""Everything a run needs, checked before the first case: each bad value is one UsageError line naming the fix
 (the plugin's usage error, exit 4)."""
 
 from __future__ import annotations
@@ -15,43 +15,32 @@ from pytest_benchmark.utils import load_timer
 
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.datasets import (
-    DatasetError, check_dataset_files, check_dataset_request, default_data_root, usable_data_root,
+    check_dataset_files, check_dataset_request, default_data_root, usable_data_root,
 )
-from gpubench.harness.devices.device import DeviceError, resolve_device
+from gpubench.harness.core.exits import UsageError
+from gpubench.harness.devices.device import resolve_device
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.processes.launch import MAX_BUILDS
-from gpubench.harness.devices.nproc import NprocError, check_nproc, default_nproc
-from gpubench.harness.core.model_spec import ModelSpec, ModelSpecError, parse_model_options
+from gpubench.harness.devices.nproc import check_nproc, default_nproc
+from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
 from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
-from gpubench.harness.core.run_budget import (
-    DeadlinePassed, DurationError, cut_after, format_duration, grace_s, parse_duration,
-)
-from gpubench.harness.catalog.profiles import ProfileError, check_profile
-from gpubench.harness.records.results import (
-    RunIdError, check_output_file, check_results_dir_early, check_run_id, new_run_id,
-)
+from gpubench.harness.core.run_budget import DeadlinePassed, cut_after, format_duration, grace_s, parse_duration
+from gpubench.harness.catalog.profiles import check_profile
+from gpubench.harness.records.results import check_output_file, check_results_dir_early, check_run_id, new_run_id
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.session import Session
 from gpubench.harness.records.store import StoreError, results_dir_for
 from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
-from gpubench.harness.workloads.common.user_model import ModelLoadError, check_model
-
-
-class SetupError(ValueError):
-    pass
-
-
-class TargetAccuracyError(ValueError):
-    pass
+from gpubench.harness.workloads.common.user_model import check_model
 
 
 def check_target_accuracy(target: float | None) -> float | None:
     if target is not None and not 0 < target < 1:  # NaN fails this too
-        raise TargetAccuracyError(f"--target-accuracy {target} is outside (0, 1) — pass a test accuracy such as 0.85")
+        raise UsageError(f"--target-accuracy {target} is outside (0, 1) — pass a test accuracy such as 0.85")
     return target
 
 
@@ -66,7 +55,7 @@ def user_base_clock(chosen: Any) -> Callable[[], float]:
     try:
         timer = load_timer(name)
     except (ImportError, AttributeError) as error:
-        raise SetupError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as "
+        raise UsageError(f"--benchmark-timer cannot be loaded ({error}) — pass a dotted name such as "
                          "time.perf_counter") from None
     return getattr(timer, "target", timer)  # pytest-benchmark wraps it in a NameWrapper
 
@@ -92,7 +81,7 @@ def checked_model(option: Callable[[str], Any], budget_s: float | None) -> Model
         with cut_after(limit_s, "") if limit_s is not None else nullcontext():
             check_model(spec)
     except DeadlinePassed:
-        raise ModelLoadError(f"--model {spec.target}: making the model and one forward did not return within "
+        raise UsageError(f"--model {spec.target}: making the model and one forward did not return within "
                              f"{format_duration(limit_s or 0)} (the run's budget and its grace) — "
                              "make the factory return, or raise --budget if it is only slow") from None
     return spec
@@ -105,7 +94,7 @@ def check_threads(threads: int | None) -> int | None:
     """--threads N: from 1 to a few per core (None: torch's default, one per core)."""
     cores = os.cpu_count() or 1
     if threads is not None and not 1 <= threads <= MAX_THREADS_PER_CORE * cores:
-        raise SetupError(f"--threads {threads}: use 1 to {MAX_THREADS_PER_CORE * cores} torch threads "
+        raise UsageError(f"--threads {threads}: use 1 to {MAX_THREADS_PER_CORE * cores} torch threads "
                          f"(this machine has {cores} cores), such as --threads 1")
     return threads
 
@@ -126,12 +115,12 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
     check_output_files(results_dir, collect_only, benchmark_json)
     builds, build_seconds = option("gpubench_builds"), option("gpubench_build_seconds")
     if builds is not None and not 1 <= builds <= MAX_BUILDS:
-        raise SetupError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
+        raise UsageError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
     if build_seconds is not None and not 0 < build_seconds <= 60:  # NaN fails this too
-        raise SetupError(f"--build-seconds {build_seconds}: use a time in (0, 60] seconds, such as 0.05")
+        raise UsageError(f"--build-seconds {build_seconds}: use a time in (0, 60] seconds, such as 0.05")
     build_calls = option("gpubench_build_calls")
     if build_calls is not None and not 1 <= build_calls <= MAX_BUILD_CALLS:
-        raise SetupError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
+        raise UsageError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
     profile = check_profile(option("gpubench_profile"))
     budget = option("gpubench_budget")
     budget_s = profile.run_budget_s if budget is None else parse_duration(budget)
@@ -149,14 +138,11 @@ BENCHMARK_DEFAULT_MIN_ROUNDS = 5
 
 def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only: bool = False,
                benchmark_json: Any = None, benchmark_min_rounds: int | None = None) -> tuple[RunState, str | None]:
-    """The run's state from its options (`option(dest)`), or SetupError; and a data warning."""
+    """The run's state from its options (`option(dest)`), or UsageError; and a data warning."""
     try:
         checked = _checked(option, collect_only, benchmark_json)
-    except SetupError:
-        raise
-    except (DeviceError, ProfileError, DatasetError, NprocError, RunIdError, TargetAccuracyError, StoreError,
-            DurationError, OSError, ModelSpecError, ModelLoadError) as error:
-        raise SetupError(str(error)) from None
+    except (StoreError, OSError) as error:
+        raise UsageError(str(error)) from None
     device: torch.device = checked["device"]
     if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with
         torch.set_num_threads(checked["threads"])

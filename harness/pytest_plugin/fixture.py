@@ -14,7 +14,7 @@ from pytest_benchmark.stats import Stats
 from gpubench.harness.measurement.loop import inline_rounds
 from gpubench.harness.measurement.measure import Rounds
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
@@ -24,7 +24,7 @@ from gpubench.harness.records.safe_files import UnsafePath
 from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
 from gpubench.harness.measurement.session import RunStop
 from gpubench.harness.measurement.terminal import summary_line
-from gpubench.harness.measurement.user_bench import Figures, UserBenchError, user_workload
+from gpubench.harness.measurement.user_bench import Figures, user_workload
 from gpubench.harness.measurement.workload import as_workload
 
 
@@ -103,9 +103,9 @@ class Recorder:
                 builds: int | None = None) -> list[dict[str, Any]]:
         """Time `fn`, or what `setup()` returns (a fresh model per build), through the harness; one row per build."""
         if (fn is None) == (setup is None):
-            raise UserBenchError("measure() takes the function to time, or setup= returning it — pass one of them")
+            raise UsageError("measure() takes the function to time, or setup= returning it — pass one of them")
         if setup is None and builds not in (None, 1):
-            raise UserBenchError(f"builds={builds!r} needs setup= (a function returning a fresh callable per build) — "
+            raise UsageError(f"builds={builds!r} needs setup= (a function returning a fresh callable per build) — "
                                  "one callable timed again is not an independent build")
         if builds is None:  # a fresh model per build: --gpubench-builds, else the profile's count
             builds = 1 if setup is None else self.state.ctx.builds or Profile(self.state.ctx.profile).default_builds

@@ -112,14 +112,15 @@ def options_given(config: pytest.Config) -> bool:
 def activate(config: pytest.Config, name_timer: bool) -> RunState:
     """Validate the options and set the run up (a bad value: one line, exit 4). `name_timer`: pytest-benchmark has
     not configured yet, so the synced clock becomes its --benchmark-timer for every test."""
-    from gpubench.harness.pytest_plugin.build_setup import SetupError, make_state
+    from gpubench.harness.pytest_plugin.build_setup import make_state
+    from gpubench.harness.core.exits import UsageError
 
     try:
         state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
                                     collect_only=config.getoption("collectonly"),
                                     benchmark_json=getattr(config.option, "benchmark_json", None),
                                     benchmark_min_rounds=getattr(config.option, "benchmark_min_rounds", None))
-    except SetupError as error:
+    except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     if warning:
         sys.stderr.write(f"gpubench: WARNING: {warning}\n")

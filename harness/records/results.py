@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.records.run_ids import RunIdError, check_run_id  # noqa: F401 - re-exported for the run's callers
+from gpubench.harness.records.run_ids import check_run_id  # noqa: F401 - re-exported for the run's callers
 from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read,
                                                  probe, replace_bytes, write_all)
 from gpubench.harness.records.schema import COLUMNS, STATUSES, SchemaError, to_cell

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from gpubench.harness.records.safe_files import UnsafePath, open_read
+from gpubench.harness.core.exits import UsageError
 
 MAX_RUN_ID_CHARS = 120  # <run_id>-report/, .ops.json and the like must stay under a file system's 255 bytes
 MAX_RUN_ID_BYTES = 180  # the same in UTF-8, with room for a sidecar's temporary name (60 emoji are 240 bytes)
@@ -17,25 +18,21 @@ RESERVED = ("merged",)
 FIX = "pass another --run-id, or none for a fresh one"
 
 
-class RunIdError(ValueError):
-    """A --run-id that cannot name a new file in the results folder."""
-
-
 def check_run_id_text(run_id: str) -> str:
     """The rules on a run id's text alone, checked by `gpubench run` before a build and by the build's plugin."""
     if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
-        raise RunIdError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {FIX}")
+        raise UsageError(f"--run-id is {len(run_id)} characters: use 1 to {MAX_RUN_ID_CHARS} — {FIX}")
     size = len(run_id.encode("utf-8", "surrogatepass"))
     if size > MAX_RUN_ID_BYTES:
-        raise RunIdError(f"--run-id is {size} bytes in UTF-8: use at most {MAX_RUN_ID_BYTES} "
+        raise UsageError(f"--run-id is {size} bytes in UTF-8: use at most {MAX_RUN_ID_BYTES} "
                          f"(a file name holds 255, and its sidecars add to it) — {FIX}")
     separators = {"/", "\\", "\0", os.sep, os.altsep or "/"}
     plain = not (any(sep in run_id for sep in separators) or run_id.startswith(".") or run_id in (".", ".."))
     if not plain or not run_id.isprintable():
-        raise RunIdError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, "
+        raise UsageError(f"--run-id {run_id!r} must be a plain file name inside --results-dir (no path separators, "
                          f"no leading dot, no control characters) — {FIX}")
     if run_id.lower() in RESERVED:  # any case: a case-insensitive file system makes MERGED.csv merged.csv
-        raise RunIdError(f"--run-id {run_id!r} is the name of the report's merged.csv (a folder's report would leave "
+        raise UsageError(f"--run-id {run_id!r} is the name of the report's merged.csv (a folder's report would leave "
                          f"the run out) — {FIX}")
     return run_id
 
@@ -46,13 +43,13 @@ def check_run_id(run_id: str, results_dir: Path, appending: bool = False, build:
     check_run_id_text(run_id)
     existing = results_dir / f"{run_id}.csv"
     if existing.is_symlink():  # dangling or not: never written through, and not "another run's file"
-        raise RunIdError(f"{existing} is a symbolic link (to {os.readlink(existing)}), not a results file — "
+        raise UsageError(f"{existing} is a symbolic link (to {os.readlink(existing)}), not a results file — "
                          f"remove it or {FIX}")
     if existing.exists() and not appending:
-        raise RunIdError(f"--run-id {run_id!r} already exists ({existing}) — {FIX}")
+        raise UsageError(f"--run-id {run_id!r} already exists ({existing}) — {FIX}")
     rows = rows_of_build(existing, build) if appending and build is not None and existing.is_file() else 0
     if rows:  # a second copy of a build would make the report refuse the run ("twice with different figures")
-        raise RunIdError(f"{existing} already holds build {build} ({rows} rows): each build of a run is measured "
+        raise UsageError(f"{existing} already holds build {build} ({rows} rows): each build of a run is measured "
                          f"once — {FIX}")
     return run_id
 

@@ -1,5 +1,5 @@
 """The model `--model module:factory --input SHAPE` names, loaded and checked before any case; each problem is one
-ModelLoadError line that names the fix."""
+UsageError line that names the fix."""
 
 from __future__ import annotations
 
@@ -13,10 +13,7 @@ import torch
 from torch import nn
 
 from gpubench.harness.core.model_spec import ModelSpec
-
-
-class ModelLoadError(ValueError):
-    """The factory cannot be loaded, called or fed: the message names the fix."""
+from gpubench.harness.core.exits import UsageError
 
 
 def one_line(error: BaseException) -> str:
@@ -32,22 +29,22 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
     try:
         found: Any = importlib.import_module(spec.module)
     except SystemExit as leaving:
-        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} called sys.exit({leaving.code!r}) as it "
+        raise UsageError(f"--model {spec.target}: module {spec.module!r} called sys.exit({leaving.code!r}) as it "
                              "was imported (a script that reads its command line?) — put that part under "
                              "`if __name__ == \"__main__\":`") from None
     except Exception as error:  # noqa: BLE001 - whatever the import raised, the line says it
-        raise ModelLoadError(f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) "
+        raise UsageError(f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) "
                              "— install it, or run from the folder that holds it (or add that folder to PYTHONPATH)"
                              ) from None
     finally:
         sys.argv = argv
     for part in spec.factory.split("."):
         if not hasattr(found, part):
-            raise ModelLoadError(f"--model {spec.target}: {spec.module} has no attribute {spec.factory!r} — "
+            raise UsageError(f"--model {spec.target}: {spec.module} has no attribute {spec.factory!r} — "
                                  "name a function or class there that returns the model")
         found = getattr(found, part)
     if not callable(found):
-        raise ModelLoadError(f"--model {spec.target}: {spec.factory} is a {type(found).__name__}, not callable — "
+        raise UsageError(f"--model {spec.target}: {spec.factory} is a {type(found).__name__}, not callable — "
                              "name a function or class that returns the model")
     return found
 
@@ -60,19 +57,19 @@ def make_model(spec: ModelSpec) -> nn.Module:
     try:
         model = factory()
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code: its error (or sys.exit), in one line
-        raise ModelLoadError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
+        raise UsageError(f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
                              "name a factory that builds the model with no arguments") from None
     finally:  # a chdir in a factory sent rows to another folder than the lines named
         changed, _ = torch.get_default_dtype(), torch.set_default_dtype(default)
         os.chdir(folder)
     if not isinstance(model, nn.Module):
-        raise ModelLoadError(f"--model {spec.target}: {spec.factory}() returned a {type(model).__name__}, "
+        raise UsageError(f"--model {spec.target}: {spec.factory}() returned a {type(model).__name__}, "
                              "not a torch.nn.Module — name a factory that returns the model")
     odd = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()
                   if p.is_floating_point() and p.dtype != torch.float32})
     if odd:
         how = f" (it set torch's default dtype to {str(changed).removeprefix('torch.')})" if changed != default else ""
-        raise ModelLoadError(f"--model {spec.target}: {spec.factory}() made {', '.join(odd)} parameters{how}; the "
+        raise UsageError(f"--model {spec.target}: {spec.factory}() made {', '.join(odd)} parameters{how}; the "
                              "suite makes fp32, bf16 and fp16 itself from float32 ones — build the model in float32")
     return model
 
@@ -113,9 +110,9 @@ def check_model(spec: ModelSpec) -> None:
             output = model(sample_batch(spec, 2))
     except Exception as error:  # noqa: BLE001 - the user's model: its error, in one line
         dtype = "int64" if spec.vocab_size is not None else "float32"
-        raise ModelLoadError(f"--input {spec.input_text}: the model's forward of a {dtype} batch of shape "
+        raise UsageError(f"--input {spec.input_text}: the model's forward of a {dtype} batch of shape "
                              f"{(2, *spec.input_shape)} raised {one_line(error)} — {input_hint(spec, error)}") from None
     tensor = first_tensor(output)
     if tensor is None or not tensor.is_floating_point():
-        raise ModelLoadError(f"--model {spec.target}: the forward returned {type(output).__name__}, with no floating "
+        raise UsageError(f"--model {spec.target}: the forward returned {type(output).__name__}, with no floating "
                              "tensor to train on — return the output tensor (or a tuple or dict that starts with it)")
