@@ -332,6 +332,16 @@ def test_a_build_without_a_readable_plan_says_so_in_one_line(capfd):
     assert err.count("\n") == 1 and "this build's plan cannot be read (BuildPlan.build: 'zero' is not int)" in err
 
 
+@pytest.mark.process  # a torch-free interpreter: a fraction of a second
+@pytest.mark.parametrize("args", [["-k", "tiny"], ["--plan-fd=3"], ["--plan-fd=3", "--answer-fd=4", "-k", "tiny"]])
+def test_a_build_process_has_one_entry_and_names_it(args):
+    done = subprocess.run(python_module("gpubench.harness.processes.build_main", *args), capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert done.returncode == 4 and done.stdout == ""
+    assert done.stderr == ("gpubench: error: a build process takes only --plan-fd and --answer-fd: start builds through "
+                           "gpubench run or gpubench ab\n")
+
+
 def forked_while_waiting(tmp_path: Path, launcher: ForkLauncher, act: Callable[[int], None]) -> tuple[float, Completed, int]:
     """A forked build whose case waits 60 s; `act(server_pid)` once it waits. How long the launch took, its end, the server."""
     (tmp_path / "wait-for-ctrl-c").write_text("yes")

@@ -1,5 +1,5 @@
-"""A build process's entry: `--plan-fd=R --answer-fd=W` (plan in, answer out; fork servers enter at `run_from_fds`)
-or plain pytest arguments. It starts with SIGINT blocked, so a Ctrl-C during start-up and imports is held and raised
+"""A build process's one entry: `--plan-fd=R --answer-fd=W` (plan in, answer out; a fork server's builds enter at
+`run_from_fds`). It starts with SIGINT blocked, so a Ctrl-C during start-up and imports is held and raised
 at the session's first hook instead of a traceback from an import."""
 
 from __future__ import annotations
@@ -96,9 +96,11 @@ def main() -> int:
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     own.add_argument("--plan-fd", type=int)
     own.add_argument("--answer-fd", type=int)
-    fds = own.parse_known_args(sys.argv[1:])[0]
-    if fds.plan_fd is None or fds.answer_fd is None:
-        return run_pytest(sys.argv[1:])
+    fds, rest = own.parse_known_args(sys.argv[1:])
+    if fds.plan_fd is None or fds.answer_fd is None or rest:
+        print("gpubench: error: a build process takes only --plan-fd and --answer-fd: start builds through "
+              "gpubench run or gpubench ab", file=sys.stderr)
+        return int(ExitCode.REFUSED)
     return run_from_fds(fds.plan_fd, fds.answer_fd)
 
 
