@@ -7,8 +7,8 @@ import pandas as pd
 
 from gpubench.reports.intervals import pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.markdown import code, escape
-from gpubench.reports.tables import (TEMPLATE_SETTING, _best, _pm, declared_summary, epoch_table,
-                                     fastest_at_equal_accuracy)
+from gpubench.reports.summary import best_of, declared_summary, pm
+from gpubench.reports.tables import TEMPLATE_SETTING, epoch_table, fastest_at_equal_accuracy
 from gpubench.reports.units import human
 
 
@@ -46,16 +46,16 @@ def setting_line(frame: pd.DataFrame, cases: pd.DataFrame, machine: str) -> str:
         if not template.empty and best["setting"] != TEMPLATE_SETTING:
             t = template.iloc[0]
             versus = (f", {t['epoch_s'] / best['epoch_s']:.2g}x the guide template's "
-                      f"{human(t['epoch_s'], 's')}{_pm(t['spread'])}")
+                      f"{human(t['epoch_s'], 's')}{pm(t['spread'])}")
         return (f"its fastest training epoch at the template's accuracy is {code(best['setting'])}: "
-                f"{human(best['epoch_s'], 's')}{_pm(best['spread'])}, accuracy {best['test_accuracy']:.3f}{versus}")
+                f"{human(best['epoch_s'], 's')}{pm(best['spread'])}, accuracy {best['test_accuracy']:.3f}{versus}")
     declared = [f"{label}: {cell}" for label, cell in declared_summary(cases, machine).items() if "fastest" in label]
     if declared:  # a --model run, a transformer run: the workload's own fastest figure
         return declared[0]
-    matmul = _best(cases, machine, cases["workload"] == "matmul", "tflops")
+    matmul = best_of(cases, machine, cases["workload"] == "matmul", "tflops")
     if matmul is not None:
         return (f"its fastest matmul is {matmul['dtype']} at n={matmul['size']:.0f}: "
-                f"{matmul['tflops']:.3g} TFLOP/s{_pm(matmul['spread'])}")
+                f"{matmul['tflops']:.3g} TFLOP/s{pm(matmul['spread'])}")
     return ""
 
 

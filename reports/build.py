@@ -10,7 +10,7 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import UnsafePath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import answer, health, history, sections, tables
+from gpubench.reports import answer, health, history, sections, summary, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.load import (OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops,
                                    spreadsheet_safe, write_merged)
@@ -148,8 +148,8 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick "
                              "or full profile for one."))
     else:
-        summary = tables.summary(measured, measured_cases, base, energy_notes or {})
-        parts.append(section("Summary", md_table(summary, index=True)))
+        headline = summary.summary(measured, measured_cases, base, energy_notes or {})
+        parts.append(section("Summary", md_table(headline, index=True)))
         parts += [health.render(measured, measured_cases, telemetry), history.render(measured, out)]
     shown = frame[~shadowed_smoke(frame, smoke)]
     parts += workload_sections(shown, per_case(shown), out, base)

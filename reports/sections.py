@@ -15,7 +15,7 @@ from gpubench.reports.aggregate import USER_PREFIX
 from gpubench.reports.intervals import BEST_RULE
 from gpubench.harness.records.schema import SETTING_COLUMNS
 from gpubench.reports.markdown import image, md_table, section
-from gpubench.reports.tables import _pm as pm
+from gpubench.reports.summary import pm
 from gpubench.reports.units import human_column
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]

@@ -24,7 +24,7 @@ from gpubench.harness.workloads import attention
 from gpubench.harness.workloads.common import matmul_peak
 from gpubench.harness.workloads.attention import AttentionCase, attention_flops
 from gpubench.harness.workloads.common.matmul_peak import MatmulPeak
-from gpubench.reports import plots, tables
+from gpubench.reports import plots, summary
 from gpubench.reports.build import build_report
 
 CPU = torch.device("cpu")
@@ -174,7 +174,7 @@ def report_cases() -> pd.DataFrame:
 
 
 def test_the_summary_holds_the_declared_best_case_per_pass() -> None:
-    rows = tables.declared_summary(report_cases(), "m")
+    rows = summary.declared_summary(report_cases(), "m")
     # the best lower quartile over builds, not the best median
     assert rows["attention forward, best"] == "2 TFLOP/s, 80% of matmul (bf16 flash s512)"
     assert rows["attention fwd+bwd, best"] == "3 TFLOP/s, 30% of matmul (fp32 flash s256)"
