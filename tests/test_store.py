@@ -14,7 +14,8 @@ from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import resolve_store
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.records.store import StoreError, find_run, machine_folder_name, results_dir_for, runs_in
+from gpubench.harness.records.store import find_run, machine_folder_name, results_dir_for, runs_in
+from gpubench.harness.core.exits import UsageError
 
 IDENTITY = {"hostname": "gpu-node07.cluster", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536, "gpus": "NVIDIA H200,NVIDIA H200"}
 
@@ -37,7 +38,7 @@ def test_this_machines_identity_is_stable():
 
 
 def test_store_and_results_dir_together_are_refused(tmp_path):
-    with pytest.raises(StoreError, match="pass one of them"):
+    with pytest.raises(UsageError, match="pass one of them"):
         results_dir_for(tmp_path, "elsewhere", "results", lambda: IDENTITY)
     assert results_dir_for(None, "elsewhere", "results", lambda: IDENTITY) == Path("elsewhere")
     assert results_dir_for(tmp_path, "results", "results", lambda: IDENTITY) == tmp_path / machine_folder_name(IDENTITY)
@@ -45,7 +46,7 @@ def test_store_and_results_dir_together_are_refused(tmp_path):
 
 def test_a_store_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "store").write_text("")
-    with pytest.raises(StoreError, match="not a folder"):
+    with pytest.raises(UsageError, match="not a folder"):
         results_dir_for(tmp_path / "store", "results", "results", lambda: IDENTITY)
 
 

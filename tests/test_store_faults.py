@@ -15,7 +15,8 @@ import pytest
 from test_health import H200, copy_of
 
 from gpubench.harness.records.results import ResultsFull
-from gpubench.harness.records.store import StoreError, results_dir_for
+from gpubench.harness.records.store import results_dir_for
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports import health
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import build_report
@@ -171,13 +172,13 @@ def report_of(paths: list[Path], out: Path) -> str:
 
 
 def test_an_empty_store_is_refused_not_ignored(tmp_path):
-    with pytest.raises(StoreError, match="--store is empty"):
+    with pytest.raises(UsageError, match="--store is empty"):
         results_dir_for("", "results", "results", lambda: IDENTITY)
 
 
 def test_a_store_under_a_file_is_refused_naming_the_file(tmp_path):
     (tmp_path / "afile").write_text("", encoding="utf-8")
-    with pytest.raises(StoreError, match=r"afile is a file, not a folder"):
+    with pytest.raises(UsageError, match=r"afile is a file, not a folder"):
         results_dir_for(tmp_path / "afile" / "sub", "results", "results", lambda: IDENTITY)
 
 
@@ -187,13 +188,13 @@ def test_a_linked_machine_folder_is_refused_naming_store(tmp_path):
     folder = results_dir_for(tmp_path / "other", "results", "results", lambda: IDENTITY)  # where the name comes from
     (tmp_path / "store" / "node07-0b3f5b1d").unlink()
     (tmp_path / "store" / folder.name).symlink_to(tmp_path)
-    with pytest.raises(StoreError, match=r"--store .*is a link .*replace the link"):
+    with pytest.raises(UsageError, match=r"--store .*is a link .*replace the link"):
         results_dir_for(tmp_path / "store", "results", "results", lambda: IDENTITY)
 
 
 def test_a_store_that_takes_no_files_is_refused_naming_store(tmp_path, monkeypatch):
     monkeypatch.setattr("gpubench.harness.records.store.os.access", lambda path, mode: False)  # root writes anywhere: stand in for EACCES/EROFS
-    with pytest.raises(StoreError, match=r"--store .*: cannot write into .* — pass a --store you can write to"):
+    with pytest.raises(UsageError, match=r"--store .*: cannot write into .* — pass a --store you can write to"):
         results_dir_for(tmp_path / "store", "results", "results", lambda: IDENTITY)
 
 

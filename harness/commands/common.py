@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode
+from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode, UsageError
 
 # The checkout's root, or the installed `gpubench` package's folder: either holds benches/ beside harness/.
 SUITE_ROOT = Path(__file__).resolve().parents[2]
@@ -106,11 +106,11 @@ def resolve_store(args: argparse.Namespace) -> str | None:
         return None
     from gpubench.harness.devices.env import machine_identity
     from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
-    from gpubench.harness.records.store import StoreError, others_can_remove, results_dir_for
+    from gpubench.harness.records.store import others_can_remove, results_dir_for
 
     try:
         args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
-    except StoreError as error:
+    except UsageError as error:
         return str(error)
     removable = others_can_remove(Path(args.results_dir))
     if removable and removable[1]:  # by every user: nothing is run

@@ -33,7 +33,7 @@ from gpubench.harness.catalog.profiles import check_profile
 from gpubench.harness.records.results import check_output_file, check_results_dir_early, check_run_id, new_run_id
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.session import Session
-from gpubench.harness.records.store import StoreError, results_dir_for
+from gpubench.harness.records.store import results_dir_for
 from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
 from gpubench.harness.workloads.common.user_model import check_model
 
@@ -141,7 +141,7 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     """The run's state from its options (`option(dest)`), or UsageError; and a data warning."""
     try:
         checked = _checked(option, collect_only, benchmark_json)
-    except (StoreError, OSError) as error:
+    except OSError as error:
         raise UsageError(str(error)) from None
     device: torch.device = checked["device"]
     if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with

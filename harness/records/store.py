@@ -11,14 +11,11 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from gpubench.harness.core.exits import UsageError
 
 HARDWARE_KEYS = ("cpu_model", "cpu_cores", "ram_gib", "gpus")
 MAX_HOST_CHARS = 40
 REPORTS_FOLDER = "reports"  # <store>/reports/<fleet id>/: fleet reports, beside the machines
-
-
-class StoreError(ValueError):
-    """A --store that cannot be used: one line naming the fix."""
 
 
 def safe_name(text: str) -> str:
@@ -43,13 +40,13 @@ def results_dir_for(store: str | Path | None, results_dir: str | Path, default_r
     if store is None:
         return Path(results_dir)
     if not str(store).strip():  # an unset shell variable: the run would land in ./results, outside the store
-        raise StoreError("--store is empty — pass the store's folder (it is created if missing)")
+        raise UsageError("--store is empty — pass the store's folder (it is created if missing)")
     if str(results_dir) != default_results_dir:
-        raise StoreError(f"--store {store} and --results-dir {results_dir} both name where results go — "
+        raise UsageError(f"--store {store} and --results-dir {results_dir} both name where results go — "
                          "pass one of them")
     root = Path(store)
     if root.exists() and not root.is_dir():
-        raise StoreError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
+        raise UsageError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
     folder = root / machine_folder_name(identity())
     check_writable(folder, str(store))
     return folder
@@ -59,15 +56,15 @@ def check_writable(folder: Path, store: str) -> None:
     """The machine folder, or its nearest existing ancestor, takes new files (the writer's check would name
     --results-dir). Creates nothing: a --collect-only run leaves no folder behind."""
     if folder.is_symlink():
-        raise StoreError(f"--store {store}: the machine folder {folder} is a link (to {os.readlink(folder)}); "
+        raise UsageError(f"--store {store}: the machine folder {folder} is a link (to {os.readlink(folder)}); "
                          "gpubench does not write through links — replace the link with the folder itself, "
                          "or pass --store where the folder lives")
     nearest = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor or "."))
     if not nearest.is_dir():
-        raise StoreError(f"--store {store}: {nearest} is a file, not a folder — pass a --store under a folder")
+        raise UsageError(f"--store {store}: {nearest} is a file, not a folder — pass a --store under a folder")
     if not os.access(nearest, os.W_OK | os.X_OK):
         why = "read-only file system" if _read_only(nearest) else "permission denied"
-        raise StoreError(f"--store {store}: cannot write into {nearest} ({why}) — pass a --store you can write to")
+        raise UsageError(f"--store {store}: cannot write into {nearest} ({why}) — pass a --store you can write to")
 
 
 def others_can_remove(folder: Path) -> tuple[str, bool] | None:
