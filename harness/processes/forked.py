@@ -158,42 +158,34 @@ class ForkLauncher(ProcessLauncher):
             return super().start(job, channel)
         try:
             server.send({"op": "start"}, fds=channel.child_fds)
-        except OSError:  # the server died between two builds (killed alone): the rest start plainly
-            self.close()
-            self.plain_why = "the fork server ended"
-            print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
-            return super().start(job, channel)
-        try:
             message = server.receive(FORK_REPLY_S)
-        except EOFError:
+            if message is None:
+                message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
+                           "(stopped? hung?): ended"}
+        except (OSError, EOFError):  # the server died between two builds (killed alone): the rest start plainly
             message = {"fork_problem": "the fork server ended"}
-        if message is None:
-            message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
-                       "(stopped? hung?): ended"}
         if message.get("fork_problem"):  # found before its second build (it has ended), or a server gone silent
-            self.close()
-            self.plain_why = str(message["fork_problem"])
-            print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+            self._go_plain(str(message["fork_problem"]))
             return super().start(job, channel)
         channel.handed_over()
-        if message is None or not isinstance(message.get("started"), int):
+        if not isinstance(message.get("started"), int):
             raise EOFError("the fork server did not start the build")
         return ForkedBuild(server, message["started"])
 
     def _server(self, env: dict[str, str] | None) -> ForkServer | None:
         if self.server is None and not self.plain_why:
             if not sys.platform.startswith("linux"):
-                self.plain_why = f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there"
+                self._go_plain(f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there")
             else:
-                server = ForkServer.start(env, self.python)
-                self.plain_why = server.ready()
-                if self.plain_why:
-                    server.close()
-                else:
-                    self.server = server
-            if self.plain_why:
-                print(f"gpubench: {self.who} start as plain processes: {self.plain_why}", file=sys.stderr, flush=True)
+                self.server = ForkServer.start(env, self.python)
+                if why := self.server.ready():
+                    self._go_plain(why)
         return self.server
+
+    def _go_plain(self, why: str) -> None:
+        self.close()
+        self.plain_why = why
+        print(f"gpubench: {self.who} start as plain processes: {why}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.server is not None:
