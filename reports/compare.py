@@ -8,7 +8,7 @@ rows flagged busy are set aside (a run on a busy machine never fails a gate on i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +17,9 @@ import pandas as pd
 from gpubench.reports import replicates
 from gpubench.reports.load import ReportError, dedupe, load_results, run_keys, samples
 from gpubench.reports.markdown import escape, table_row
-from gpubench.reports.unreliable import set_aside
-from gpubench.reports.paired import (factor, format_session, judge_pair_of_runs, judged_sequentially, paired_sides,
+from gpubench.reports.paired import (factor, format_session, judge_session, judged_sequentially, paired_sides,
                                      pairing_problem, percent, reach)
+from gpubench.reports.units import human
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, Judgement, Verdict, decide,
                                        exit_code_of, t_estimate)
 
@@ -109,7 +109,6 @@ def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, betwe
     return Verdict.of(case_id, (base.median_s, new.median_s), estimate, verdict, note)
 
 
-
 MIN_CASES_FOR_SCATTER = 8  # fewer common cases: the between-run noise is the fixed floor
 
 
@@ -130,15 +129,12 @@ def run_noise(pairs: list[tuple[SideUnits, SideUnits]]) -> RunNoise:
     if len(pairs) < MIN_CASES_FOR_SCATTER:
         return RunNoise(floor2, None, None)
     logs = np.log([n.median_s / b.median_s for b, n in pairs])
-    center = float(np.median(logs))
-    rough = 1.4826 * float(np.median(np.abs(logs - center)))
-    # one-step rejection, then the standard deviation: robust to the few cases that really
-    # changed, and about twice as efficient as the MAD alone on the unchanged majority
-    kept = logs[np.abs(logs - center) <= 3 * rough] if rough > 0 else logs
-    # around 0, not around the median: with one run per side a machine-wide shift is part of
-    # the run-to-run noise (it is reported apart)
-    scatter = float(np.sqrt(np.mean(kept**2))) if kept.size > 1 else rough
-    return RunNoise(max(floor2, scatter**2), scatter, math.exp(center), max(1, int(kept.size) - 1))
+    # one-step rejection, then the root mean square: robust to the few cases that really changed, and about twice as
+    # efficient as the MAD alone on the unchanged majority. Around 0, not around the median: with one run per side a
+    # machine-wide shift is part of the run-to-run noise (it is reported apart)
+    kept = robust_core(logs)
+    scatter = float(np.sqrt(np.mean(kept**2)))
+    return RunNoise(max(floor2, scatter**2), scatter, math.exp(float(np.median(logs))), max(1, int(kept.size) - 1))
 
 
 def process_variance(pairs: list[tuple[SideUnits, SideUnits]]) -> float:
@@ -185,6 +181,12 @@ def workload_noise(pairs: dict[str, tuple[SideUnits, SideUnits]]) -> dict[str, t
     return noise
 
 
+def unjudged(case_id: str, base_ok: pd.DataFrame, new_ok: pd.DataFrame, verdict: Judgement, note: str) -> Verdict:
+    """A verdict with no estimate behind it: the case's median on each side (NaN on a side with no ok row)."""
+    base_s, new_s = (float(side.loc[side["case_id"] == case_id, "median_s"].median()) for side in (base_ok, new_ok))
+    return Verdict(case_id, base_s, new_s, math.nan, None, None, None, None, verdict, note)
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
                    threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
@@ -199,17 +201,14 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     new_broken = new[new["status"].isin(["failed", "oom", "skipped"]) & ~over_budget]
     for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
         reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
-        verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()), math.nan,
-                                math.nan, None, None, None, None, Judgement.BROKEN, f"ok in BASE, {reason}"))
+        verdicts.append(unjudged(case_id, base_ok, new_ok, Judgement.BROKEN, f"ok in BASE, {reason}"))
     base_cases, new_cases = set(base_ok["case_id"]), set(new_ok["case_id"])
     sides: dict[str, tuple[SideUnits, SideUnits]] = {}
     for case_id in sorted(base_cases & new_cases):
         b, n = side_of(base_ok[base_ok["case_id"] == case_id]), side_of(new_ok[new_ok["case_id"] == case_id])
         if b is None or n is None:
-            verdicts.append(Verdict(case_id, float(base_ok[base_ok["case_id"] == case_id]["median_s"].median()),
-                                    float(new_ok[new_ok["case_id"] == case_id]["median_s"].median()), math.nan,
-                                    None, None, None, None, Judgement.INCONCLUSIVE,
-                                    "one sample on a side: run it again (2+ runs per side) to decide"))
+            verdicts.append(unjudged(case_id, base_ok, new_ok, Judgement.INCONCLUSIVE,
+                                     "one sample on a side: run it again (2+ runs per side) to decide"))
             continue
         sides[case_id] = (b, n)
     noise = run_noise(list(sides.values()))
@@ -243,12 +242,39 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
 
+# Rows flagged busy carry no verdict: it would be the other process's, not the change's (two smoke runs of unchanged
+# code read x9.5 "slower" on the three rows of the second run flagged busy).
+SET_ASIDE_FLAGS = {"busy": "another process used the CPU", "busy-gpu": "another process used the GPU"}
+
+
+def unreliable_because(base_rows: pd.DataFrame, new_rows: pd.DataFrame) -> str:
+    """Why a case's rows cannot carry a verdict ('' when they can): the set-aside flags on either side."""
+    found = []
+    for side, rows in (("BASE", base_rows), ("NEW", new_rows)):
+        cells = rows.get("flags", pd.Series(dtype=str)).fillna("")
+        flags = {flag for cell in cells for flag in str(cell).split(";")}
+        found += [f"{side} rows flagged {flag} ({why})" for flag, why in SET_ASIDE_FLAGS.items() if flag in flags]
+    return "; ".join(found)
+
+
+def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Verdict], int]:
+    """Slower/faster verdicts on busy rows made inconclusive, and the machine-wide one too once any case was
+    (a busy machine moves every case). Returns them and how many cases were set aside."""
+    kept, count = [], 0
+    for v in verdicts:
+        why = unreliable_because(base[base["case_id"] == v.case_id], new[new["case_id"] == v.case_id])
+        if v.verdict in (Judgement.SLOWER, Judgement.FASTER) and why:
+            v, count = replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {why}"), count + 1
+        kept.append(v)
+    if count:
+        kept = [replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {count} case(s) flagged busy")
+                if v.case_id == MACHINE_WIDE and v.verdict in (Judgement.SLOWER, Judgement.FASTER) else v
+                for v in kept]
+    return kept, count
+
+
 def fmt_seconds(seconds: float) -> str:
-    from gpubench.reports.units import human
-
     return human(seconds, "s") or "—"
-
-
 
 
 def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: list[str], threshold: float,
@@ -332,16 +358,16 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     (in either order), unless their rows show they are not one session's pairs."""
     paired_notes = []
     sides = paired_sides(base, new)
+    base_rows, new_rows = load_results([base]), load_results([new])
     if sides:
-        base_rows, new_rows = load_results([base]), load_results([new])
         problem = pairing_problem(base_rows, new_rows)
         if problem is None:
-            session = judge_pair_of_runs(base_rows, new_rows, threshold, sides, judged_sequentially(base))
+            session = judge_session(base_rows, new_rows, threshold, sides, judged_sequentially(base))
             return format_session(session, threshold, sides), session.exit_code
         paired_notes.append(f"note: {base.name} and {new.name} are named as a paired session's sides, but {problem}: "
                             "judged unpaired")
-    base_frame, base_notes = dedupe(one_machine(load_results([base]), base))
-    new_frame, new_notes = dedupe(one_machine(load_results([new]), new))
+    base_frame, base_notes = dedupe(one_machine(base_rows, base))
+    new_frame, new_notes = dedupe(one_machine(new_rows, new))
     differences = side_differences(base_frame, new_frame)
     base_frame, new_frame, device_notes = same_devices(base_frame, new_frame)
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)

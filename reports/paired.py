@@ -99,24 +99,12 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float,
     return Verdict.of(case_id, medians, estimate, verdict, note)
 
 
-def benjamini_hochberg(p_values: list[float]) -> list[float]:
-    """Adjusted p-values (step-up, monotone), in the input order."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted, running = [0.0] * m, 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, p_values[i] * m / rank)
-        adjusted[i] = running
-    return adjusted
-
-
 def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
     """The cases' verdicts from their p-values adjusted together (broken cases stay as they are)."""
     tested = [v for v in verdicts if v.p_value is not None]
     if len(tested) < 2:
         return verdicts
-    by_case = dict(zip((v.case_id for v in tested), benjamini_hochberg([v.p_value for v in tested])))
+    by_case = dict(zip((v.case_id for v in tested), sq.bh_adjust(np.array([v.p_value for v in tested])).tolist()))
     out = []
     for v in verdicts:
         if v.case_id not in by_case:
@@ -162,22 +150,32 @@ def one_side_cases(a: pd.DataFrame, b: pd.DataFrame, sides: tuple[str, str]) -> 
     return notes
 
 
-def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
-                  sides: tuple[str, str] = ("A", "B")) -> PairedSession:
+def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str] = ("A", "B"),
+                  sequential: bool = False) -> PairedSession:
+    """The session's verdicts by the rule it was run under: its pairs judged once, or (`sequential`) looked at
+    after every pair with each case stopped once decided (`gpubench ab --budget`)."""
     logs = pair_logs(a, b)
     medians_a, medians_b = ok_medians_s(a), ok_medians_s(b)  # one grouping per side, not two masks per case
-    verdicts = []
-    for case_id, series in sorted(logs.items()):
-        medians = (float(medians_a.get(case_id, math.nan)), float(medians_b.get(case_id, math.nan)))
-        verdicts.append(judge_logs(case_id, series.to_numpy(), threshold, medians))
-    shift = machine_wide(logs, threshold)
-    verdicts = adjusted(verdicts + ([shift] if shift is not None else []), threshold)
-    notes = [] if shift is not None else ["machine-wide shift: not judged (fewer than 2 cases in every pair)"]
+    medians = {case: (float(medians_a.get(case, math.nan)), float(medians_b.get(case, math.nan))) for case in logs}
+    if sequential:
+        verdicts = sequential_verdicts(logs, threshold, medians) if logs else []
+    else:
+        verdicts = [judge_logs(case, logs[case].to_numpy(), threshold, medians[case]) for case in sorted(logs)]
+        shift = machine_wide(logs, threshold)
+        verdicts = adjusted(verdicts + ([shift] if shift is not None else []), threshold)
+    notes = [] if any(v.case_id == MACHINE_WIDE for v in verdicts) else [
+        f"machine-wide shift: not judged (fewer than 2 cases in {'2 pairs' if sequential else 'every pair'})"]
     notes += one_side_cases(a, b, sides)
     if not logs:
         notes.append("no case was measured ok on both sides in any pair: nothing to compare")
     pairs = max((len(s) for s in logs.values()), default=0)
-    return PairedSession(broken_cases(a, b) + verdicts, pairs, notes)
+    return PairedSession(broken_cases(a, b) + verdicts, pairs, notes, sequential)
+
+
+def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
+                     sides: tuple[str, str] = ("A", "B")) -> PairedSession:
+    """A session that looked after every pair and stopped each case once decided (`gpubench ab --budget`)."""
+    return judge_session(a, b, threshold, sides, sequential=True)
 
 
 def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
@@ -213,22 +211,6 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
 def ok_medians_s(frame: pd.DataFrame) -> pd.Series:
     """case_id -> the median of its ok rows' median_s."""
     return frame[frame["status"] == "ok"].groupby("case_id")["median_s"].median()
-
-
-def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
-                     sides: tuple[str, str] = ("A", "B")) -> PairedSession:
-    """A session that looked after every pair and stopped each case once decided (`gpubench ab --budget`)."""
-    logs = pair_logs(a, b)
-    medians_a, medians_b = ok_medians_s(a), ok_medians_s(b)
-    medians = {case: (float(medians_a.get(case, math.nan)), float(medians_b.get(case, math.nan))) for case in logs}
-    verdicts = sequential_verdicts(logs, threshold, medians) if logs else []
-    judged_shift = any(v.case_id == MACHINE_WIDE for v in verdicts)
-    notes = [] if judged_shift else ["machine-wide shift: not judged (fewer than 2 cases in 2 pairs)"]
-    notes += one_side_cases(a, b, sides)
-    if not logs:
-        notes.append("no case was measured ok on both sides in any pair: nothing to compare")
-    pairs = max((len(s) for s in logs.values()), default=0)
-    return PairedSession(broken_cases(a, b) + verdicts, pairs, notes, sequential=True)
 
 
 def undecided_cases(session: PairedSession) -> list[str]:
@@ -290,12 +272,6 @@ def judged_sequentially(base: Path) -> bool:
         raise ReportError(f"cannot read {marker} ({why}): it says how the session chose its pairs — read it as the "
                           "session's owner, or pass copies of the CSVs under other names") from None
     return isinstance(payload, dict) and payload.get("design") == "sequential"
-
-
-def judge_pair_of_runs(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tuple[str, str],
-                       sequential: bool) -> PairedSession:
-    """The session's verdicts by the rule it was run under."""
-    return (judge_sequential if sequential else judge_session)(a, b, threshold, sides)
 
 
 def pairing_problem(a: pd.DataFrame, b: pd.DataFrame) -> str | None:

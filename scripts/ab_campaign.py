@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpubench.reports.load import ReportError, load_results  # noqa: E402
-from gpubench.reports.paired import PairedSession, judge_pair_of_runs  # noqa: E402
+from gpubench.reports.paired import PairedSession, judge_session  # noqa: E402
 from gpubench.reports.verdicts import MACHINE_WIDE  # noqa: E402
 
 INJECT = ROOT / "docs" / "validation" / "ab-campaign-tools" / "inject"
@@ -88,7 +88,8 @@ def stop_busy(busy: subprocess.Popen[bytes] | None) -> None:
         busy.wait()
 
 
-def run_session(scenario: Scenario, folder: Path, design: list[str], busy: bool, threads: int | None = None) -> dict[str, object]:
+def run_session(scenario: Scenario, folder: Path, design: list[str], busy: bool,
+                threads: int | None = None) -> dict[str, object]:
     """One session into `folder` (made afresh: an unfinished one left by a stopped campaign is removed)."""
     if folder.exists():
         shutil.rmtree(folder)
@@ -110,7 +111,8 @@ def run_session(scenario: Scenario, folder: Path, design: list[str], busy: bool,
     return record
 
 
-def run_campaign(out: Path, keys: list[str], sessions: int, design: list[str], busy: bool, threads: int | None = None) -> None:
+def run_campaign(out: Path, keys: list[str], sessions: int, design: list[str], busy: bool,
+                 threads: int | None = None) -> None:
     """Round by round, each scenario once a round (a slow hour of the machine spreads over all of them)."""
     for index in range(sessions):
         for key in keys:
@@ -159,7 +161,7 @@ def judged(folder: Path) -> PairedSession | None:
         a, b = (load_results([folder / f"ab-{side}.csv"]) for side in "AB")
     except (ReportError, OSError):
         return None
-    return judge_pair_of_runs(a, b, 0.05, ("A", "B"), sequential=marker.get("design") == "sequential")
+    return judge_session(a, b, 0.05, ("A", "B"), sequential=marker.get("design") == "sequential")
 
 
 def outcome(folder: Path, record: dict[str, object], session: PairedSession | None) -> Outcome:
@@ -221,8 +223,10 @@ def table(found: list[Outcome]) -> str:
     groups: dict[tuple[str, bool, int], list[Outcome]] = {}
     for item in found:
         groups.setdefault((item.scenario, item.busy, item.threads or 0), []).append(item)
-    for (key, busy, threads), items in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2], list(SCENARIOS).index(kv[0][0]))):
-        title = SCENARIOS[key].title + (", one busy process" if busy else "") + (f", --threads {threads}" if threads else "")
+    for (key, busy, threads), items in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2],
+                                                                              list(SCENARIOS).index(kv[0][0]))):
+        title = SCENARIOS[key].title + (", one busy process" if busy
+                                        else "") + (f", --threads {threads}" if threads else "")
         rows.append("| " + " | ".join([
             title, str(len(items)), counts_cell([str(i.exit_code) for i in items]),
             ratio_cell(sum(i.caught for i in items), sum(i.injected for i in items)),
@@ -310,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=10, help="sessions of each scenario (default 10)")
     parser.add_argument("--budget", default="5m", help="each session's --budget (default 5m)")
     parser.add_argument("--busy", action="store_true", help="one competing busy process for the whole of each session")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads of each session's builds (gpubench ab --threads)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads of each session's builds (gpubench ab "
+                                                                  "--threads)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, of {', '.join(SCENARIOS)}")
     parser.add_argument("--pairs", type=int, default=3, help="verify: pairs of processes per scenario (default 3)")
     parser.add_argument("--seconds", type=float, default=0.5,

@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGET_S = float(os.environ.get("GPU_CHECK_BUDGET_S", "590"))  # a rented machine's 10-minute command, its start and copies aside
+# a rented machine's 10-minute command, its start and copies aside
+BUDGET_S = float(os.environ.get("GPU_CHECK_BUDGET_S", "590"))
 PACKING_RESERVE_S = 15.0  # kept back from the steps' budget for the summary and the tar
 KILL_AFTER_S = 10  # a step that ignores SIGTERM is killed this long after its timeout
-FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte")
 FASHION_PLACES = (ROOT / "shared" / "fashion-mnist", Path("/usr/share/datasets/fashion-mnist"))
 
 
@@ -107,10 +109,12 @@ START_MARGIN_S = 30  # a gpubench step's own start (interpreter, torch, CUDA con
 # the fused optimizer (its MFU) alone; the compiled one has a step of its own, after the required ones, for
 # its cold compile (about 30 s on an H200, which no share of a short budget holds).
 HEADLINE = "bench_matmul or bench_elementwise or bench_selfcheck or bench_transfer"
-GPT2_MFU = "bench_transformer and gpt2-125m-bf16-flash-adamw-fused"  # a step of its own: its build (~7 s) fits no share of many
+# a step of its own: its build (~7 s) fits no share of many
+GPT2_MFU = "bench_transformer and gpt2-125m-bf16-flash-adamw-fused"
 EPOCH = "bench_mnist_epoch or bench_time_to_accuracy"
 ATTENTION = "bench_attention and bf16"  # every backend, causal or not, at the quick profile's lengths 1k, 4k and 16k
-COMPILED = "(compile and not max-autotune) or reduce-overhead"  # a cold max-autotune takes minutes, and no budget stops a compile
+# a cold max-autotune takes minutes, and no budget stops a compile
+COMPILED = "(compile and not max-autotune) or reduce-overhead"
 
 
 def run_args(check: Check, profile: str, run_id: str, data: list[str], *extra: str) -> list[str]:
@@ -132,32 +136,39 @@ def steps(check: Check, data: list[str]) -> list[Step]:
     """The check, cheapest and most telling first; the optional steps last, each run only when its whole
     timeout is left. The required ones fit the window: tests/test_gpu_check.py checks it."""
     nvml = [sys.executable, str(Path(__file__).resolve()), "--nvml-probe"]
-    cuda_tests = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_cuda.py"), "-q", "-rs", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    cuda_tests = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_cuda.py"), "-q", "-rs", "-p",
+                  "no:randomly", "-p", "no:cacheprovider"]
     one_build = ["--builds", "1"]
     # On an H200 a first pair of matmul, elementwise and conv2d took 125 s (two builds one after the other) and each
     # later one 41 s: the session's own --budget starts no pair it cannot finish, and ends with its verdict.
     ab_args = ["--profile", "smoke", "--pairs", "3"] if check.dry_run else ["--budget", "160s", "--max-pairs", "6"]
     return [
-        Step("nvml-probe", nvml, 15, "own PID among compute processes, power average vs instantaneous, energy counter, throttle reasons",
+        Step("nvml-probe", nvml, 15, "own PID among compute processes, power average vs instantaneous, energy counter, "
+                                     "throttle reasons",
              cuda_only=True),
-        Step("cuda-tests", cuda_tests, 30, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned copies, NVML energy"),
+        Step("cuda-tests", cuda_tests, 30, "tests/test_cuda.py: synced clock vs CUDA events, TF32 scoping, pinned "
+                                           "copies, NVML energy"),
         Step("env", gpubench("env", "--device", check.device), 10, "gpubench env: the fingerprint"),
-        run_step(check, data, "smoke", "every workload but DDP once, at GPU sizes: each one's CUDA path runs", "smoke", 80,
-                 "-m", "not distributed", *selection(None)),
+        run_step(check, data, "smoke", "every workload but DDP once, at GPU sizes: each one's CUDA path runs", "smoke",
+                 80, "-m", "not distributed", *selection(None)),
         run_step(check, data, "headline", "matmul per dtype, DRAM bandwidth, selfcheck, transfers pinned/pageable",
                  "quick", 70, *one_build, *selection(HEADLINE)),
-        run_step(check, data, "transformer", "GPT-2 small's eager training step (bf16, flash attention, fused AdamW): tokens/s and MFU",
+        run_step(check, data, "transformer", "GPT-2 small's eager training step (bf16, flash attention, fused AdamW): "
+                                             "tokens/s and MFU",
                  "quick", 40, *one_build, *selection(GPT2_MFU)),
-        run_step(check, data, "epoch", "the MNIST epoch (template, preloaded, raced settings, DataLoader workers) and time to accuracy",
+        run_step(check, data, "epoch", "the MNIST epoch (template, preloaded, raced settings, DataLoader workers) and "
+                                       "time to accuracy",
                  "quick", 100, *one_build, *selection(EPOCH)),
         run_step(check, data, "attention", "scaled_dot_product_attention per backend in bf16 at 1k, 4k and 16k tokens",
                  "quick", 35, *one_build, *selection(ATTENTION)),
-        run_step(check, data, "ddp", "DDP, DataParallel and the collectives, alone (a hung launch ends with its share, its rank named)",
+        run_step(check, data, "ddp", "DDP, DataParallel and the collectives, alone (a hung launch ends with its share, "
+                                     "its rank named)",
                  "smoke", 50, "-m", "distributed", *selection(None), optional=True),
-        run_step(check, data, "compiled", "torch.compile: GPT-2 small, the epoch, CUDA graphs (reduce-overhead)", "full", 150, *one_build,
-                 *selection(COMPILED), cuda_only=True, optional=True),
+        run_step(check, data, "compiled", "torch.compile: GPT-2 small, the epoch, CUDA graphs (reduce-overhead)",
+                 "full", 150, *one_build, *selection(COMPILED), cuda_only=True, optional=True),
         Step("ab", gpubench("ab", "--device", check.device, *ab_args, "--results-dir", str(check.work / "ab"),
-                            *selection("matmul or elementwise")), 185, "a paired A/A session: unchanged code against itself", min_left_s=185),
+                            *selection("matmul or elementwise")), 185,
+             "a paired A/A session: unchanged code against itself", min_left_s=185),
     ]
 
 
@@ -168,7 +179,8 @@ def skip_reason(check: Check, step: Step) -> str | None:
         return f"skipped: needs CUDA (this is a {check.device} dry run)"
     left_s = check.left_s()
     if left_s < max(step.min_left_s, 5.0):
-        return f"skipped: {left_s:.0f} s of the {BUDGET_S:.0f} s budget left, the step needs {max(step.min_left_s, 5.0):.0f} s"
+        return (f"skipped: {left_s:.0f} s of the {BUDGET_S:.0f} s budget left, the step needs "
+                f"{max(step.min_left_s, 5.0):.0f} s")
     return None
 
 
@@ -183,7 +195,8 @@ def run_one(check: Check, number: int, step: Step) -> Outcome:
         return Outcome(step.name, timeout_s, None, 0.0, reason)
     check.say("$ " + " ".join(step.argv))
     start_s = time.monotonic()
-    env = dict(os.environ, PYTHONUNBUFFERED="1", GPUBENCH_DOWNLOAD="0", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", GPUBENCH_DOWNLOAD="0",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     with open(check.work / "steps" / f"{number}-{step.name}.log", "w", encoding="utf-8") as own:
         proc = subprocess.Popen(["timeout", "-k", str(KILL_AFTER_S), str(timeout_s), *step.argv], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -213,7 +226,8 @@ def prepare_data(check: Check, given: Path | None, data_root: Path) -> list[str]
     source = fashion_source(given)
     if source is None:
         places = ", ".join(str(p) for p in ([given] if given else []) + list(FASHION_PLACES))
-        check.say(f"gpu-check: WARNING: no Fashion-MNIST in {places} — training runs on synthetic data, time to accuracy is skipped "
+        check.say(f"gpu-check: WARNING: no Fashion-MNIST in {places} — training runs on synthetic data, time to "
+                  "accuracy is skipped "
                   "(bring the four .gz files along: see README, GPU check)")
         check.outcomes.append(Outcome("data", 0, 1, 0.0, "no Fashion-MNIST: synthetic data"))
         return ["--dataset", "synthetic"]
@@ -233,8 +247,10 @@ def prepare_data(check: Check, given: Path | None, data_root: Path) -> list[str]
 def summary(check: Check) -> str:
     rows = [f"{'step':<16} {'timeout_s':>9} {'exit':>5} {'wall_s':>7}  note"]
     for o in check.outcomes:
-        rows.append(f"{o.name:<16} {o.timeout_s:>9.0f} {'-' if o.code is None else o.code:>5} {o.wall_s:>7.1f}  {o.note}")
-    rows.append(f"{'total':<16} {BUDGET_S:>9.0f} {'':>5} {time.monotonic() - check.start_s:>7.1f}  budget {BUDGET_S:.0f} s")
+        rows.append(f"{o.name:<16} {o.timeout_s:>9.0f} {'-' if o.code is None else o.code:>5} {o.wall_s:>7.1f}  "
+                    f"{o.note}")
+    rows.append(f"{'total':<16} {BUDGET_S:>9.0f} {'':>5} {time.monotonic() - check.start_s:>7.1f}  budget "
+                f"{BUDGET_S:.0f} s")
     return "\n".join(rows)
 
 
@@ -242,7 +258,8 @@ def pack(check: Check, keep: bool) -> Path:
     """OUT/gpu-check.tar.gz of the work folder (the log copied in first); the folder goes unless kept."""
     shutil.copyfile(check.out / "gpu-check.log", check.work / "gpu-check.log")
     tar_path = check.out / "gpu-check.tar.gz"
-    partial = tar_path.with_name(tar_path.name + ".partial")  # renamed into place: a pack cut off leaves the last whole one
+    # renamed into place: a pack cut off leaves the last whole one
+    partial = tar_path.with_name(tar_path.name + ".partial")
     with tarfile.open(partial, "w:gz") as tar:
         tar.add(check.work, arcname=check.work.name)
     os.replace(partial, tar_path)
@@ -276,9 +293,11 @@ def nvml_report(nvml: object, handle: object, own_pid: int) -> list[str]:
     if pids is None:
         lines = [f"compute processes: not answered; {note}"]
     else:
-        found = "found" if own_pid in pids else "NOT found (a container hides pids: gpu_other_procs then counts this process as another)"
+        found = "found" if own_pid in pids else ("NOT found (a container hides pids: gpu_other_procs then counts this "
+                                                 "process as another)")
         lines = [f"compute processes: {sorted(pids)}; own pid {own_pid} {found}"]
-    for name, read in (("power average (nvmlDeviceGetPowerUsage)", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
+    for name, read in (("power average (nvmlDeviceGetPowerUsage)",
+                        lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
                        ("power instantaneous (NVML_FI_DEV_POWER_INSTANT)", lambda: instant_power_w(nvml, handle))):
         try:
             lines.append(f"{name}: {read():.1f} W")
@@ -287,7 +306,8 @@ def nvml_report(nvml: object, handle: object, own_pid: int) -> list[str]:
     counter, counter_note = nvml_counter(0, lambda: nvml)
     lines.append(f"energy counter: {f'{counter.read_j():.1f} J since the driver loaded' if counter else counter_note}")
     probe = probe_nvml(nvml, handle)
-    lines.append(f"telemetry fields: {sorted(probe.readers)}; power {probe.power or 'none'}; {probe.note or 'nothing missing'}")
+    lines.append(f"telemetry fields: {sorted(probe.readers)}; power {probe.power or 'none'}; "
+                 f"{probe.note or 'nothing missing'}")
     lines.append(f"one reading: {probe.sample()}")
     return lines
 
@@ -295,7 +315,8 @@ def nvml_report(nvml: object, handle: object, own_pid: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, nargs="?", help="folder for gpu-check.tar.gz and gpu-check.log")
-    parser.add_argument("--dry-run", action="store_true", help="every step on cpu (smoke-sized), the CUDA-only ones skipped")
+    parser.add_argument("--dry-run", action="store_true", help="every step on cpu (smoke-sized), the CUDA-only ones "
+                                                               "skipped")
     parser.add_argument("--fashion-dir", type=Path, default=None, help="a folder with Fashion-MNIST's four .gz files")
     parser.add_argument("--keep", action="store_true", help="keep OUT/gpu-check/ after packing it")
     parser.add_argument("--nvml-probe", action="store_true", help=argparse.SUPPRESS)
@@ -321,7 +342,8 @@ def run_check(args: argparse.Namespace) -> int:
         sys.exit("gpu-check: torch.cuda.is_available() is False — run this on a CUDA machine, or use --dry-run")
     with open(out / "gpu-check.log", "w", encoding="utf-8") as log:
         check = Check(out, work, device, args.dry_run, log, start_s)
-        check.say(f"gpu-check: device {device}{' (dry run)' if args.dry_run else ''}, budget {BUDGET_S:.0f} s, into {work}")
+        check.say(f"gpu-check: device {device}{' (dry run)' if args.dry_run else ''}, budget {BUDGET_S:.0f} s, into "
+                  f"{work}")
         with tempfile.TemporaryDirectory(prefix="gpu-check-data-") as data_root:
             data = prepare_data(check, args.fashion_dir, Path(data_root))
             for number, step in enumerate(steps(check, data)):
@@ -337,7 +359,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def cuda_available() -> bool:
-    probe = subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"], timeout=120, check=False)
+    probe = subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
+                           timeout=120, check=False)
     return probe.returncode == 0
 
 

@@ -47,7 +47,8 @@ def machine_info_in_process(monkeypatch):
 
     import pytest_benchmark.plugin
 
-    monkeypatch.setattr(pytest_benchmark.plugin, "get_cpu_info", lambda: {"brand_raw": platform.processor(), "arch_string_raw": platform.machine()})
+    monkeypatch.setattr(pytest_benchmark.plugin, "get_cpu_info", lambda: {"brand_raw": platform.processor(),
+                                                                          "arch_string_raw": platform.machine()})
 
 
 @pytest.fixture

@@ -70,7 +70,8 @@ class FakeNvml:
     def __init__(self, energy_mj: int = 1_000_000, supports_energy: bool = True, not_supported: tuple[str, ...] = (),
                  instant_power_mw: int | None = None, pids: tuple[int, ...] = ()) -> None:
         self.energy_mj = energy_mj
-        self.not_supported = set(not_supported) | (set() if supports_energy else {"nvmlDeviceGetTotalEnergyConsumption"})
+        self.not_supported = set(not_supported) | (set() if supports_energy
+                                                   else {"nvmlDeviceGetTotalEnergyConsumption"})
         self.sm_clock_mhz, self.temp_c, self.power_mw, self.throttle_bits = 1980, 45, 300_000, 0
         self.instant_power_mw = instant_power_mw
         self.pids = pids
@@ -108,7 +109,8 @@ class FakeNvml:
         """pynvml's c_nvmlFieldValue_t: a per-field status, a value type (1 = unsigned int) and a union."""
         self._answer("nvmlDeviceGetFieldValues", None)
         status = 3 if self.instant_power_mw is None else 0  # NVML_ERROR_NOT_SUPPORTED for this field only
-        return [SimpleNamespace(fieldId=f, nvmlReturn=status, valueType=1, value=SimpleNamespace(uiVal=self.instant_power_mw or 0))
+        return [SimpleNamespace(fieldId=f, nvmlReturn=status, valueType=1,
+                                value=SimpleNamespace(uiVal=self.instant_power_mw or 0))
                 for f in field_ids]
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Any]:

@@ -85,7 +85,8 @@ def pytest_in_process(pytester, *args):
     result = pytester.runpytest_inprocess(*args)
     after = stop_signal_handlers()
     # Ctrl-C: Python's own handler back (the plugin's promise to an embedding host), or what it was
-    assert after.pop(signal.SIGINT) in (before.pop(signal.SIGINT), signal.default_int_handler), "a run inside this process kept Ctrl-C"
+    assert after.pop(signal.SIGINT) in (before.pop(signal.SIGINT),
+                                        signal.default_int_handler), "a run inside this process kept Ctrl-C"
     assert after == before, "a run inside this process left its SIGTERM/SIGHUP handlers behind"
     return result
 
@@ -111,13 +112,15 @@ def assert_one_full_line(out: str, err: str) -> None:
     """The one results-full line (on stderr, last), and no pytest.exit banner."""
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("gpubench: results folder full: 1 rows kept in"), err
-    assert "results folder full" not in out and not [line for line in out.splitlines() if line.startswith("!")], out[-3000:]
+    assert "results folder full" not in out and not [line for line in out.splitlines()
+                                                     if line.startswith("!")], out[-3000:]
 
 
 def gpubench_run(tmp_path: Path, *args: str, **popen) -> subprocess.Popen[str]:
     """`gpubench run` on the cpu at the smoke profile, results in tmp_path/res, started from the repository."""
     return subprocess.Popen(
-        [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), *args],
+        [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+         "--results-dir", str(tmp_path / "res"), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -141,7 +144,8 @@ FORK_SERVER = "gpubench.harness.pytest_plugin.fork_server"
 
 
 def build_processes(pid: int) -> list[psutil.Process]:
-    """The build processes under `pid`: plain ones (gpubench.harness.processes.build_main) and the fork server's children."""
+    """The build processes under `pid`: plain ones (gpubench.harness.processes.build_main) and the fork server's
+    children."""
     try:
         descendants = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
@@ -150,7 +154,8 @@ def build_processes(pid: int) -> list[psutil.Process]:
     for proc in descendants:
         try:
             line, parent = " ".join(proc.cmdline()), proc.parent()
-            if BUILD_ENTRY in line or (FORK_SERVER in line and parent is not None and FORK_SERVER in " ".join(parent.cmdline())):
+            if BUILD_ENTRY in line or (FORK_SERVER in line and parent is not None
+                                       and FORK_SERVER in " ".join(parent.cmdline())):
                 found.append(proc)
         except psutil.Error:
             continue  # gone meanwhile
@@ -162,7 +167,8 @@ def processes_of(tmp_path: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(str(tmp_path) in arg for arg in proc.info["cmdline"] or ()):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(str(tmp_path) in arg for arg in proc.info["cmdline"]
+                                                                   or ()):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -174,7 +180,8 @@ def idx_bytes(dims: tuple[int, ...]) -> bytes:
     return header + bytes(math.prod(dims))
 
 
-def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None, bad_label: str | None = None) -> None:
+def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None,
+                     bad_label: str | None = None) -> None:
     """Four small, valid IDX files (2 train + 1 test image), one of them damaged on request."""
     folder.mkdir(parents=True)
     for name, dims in (("train-images-idx3-ubyte", (2, 28, 28)), ("train-labels-idx1-ubyte", (2,)),

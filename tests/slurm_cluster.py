@@ -101,13 +101,15 @@ class SlurmCluster:
         if missing:
             raise ClusterUnavailable(f"Slurm binaries missing ({', '.join(missing)}): apt-get install slurm-wlm munge")
         if os.geteuid() != 0:
-            raise ClusterUnavailable("the test cluster runs its daemons as root (SlurmUser=root); run the tests as root")
+            raise ClusterUnavailable(
+                "the test cluster runs its daemons as root (SlurmUser=root); run the tests as root")
         for folder in ("state", "spool", "munge"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root / "munge", 0o700)
         socket_path = self._start_munge()
         self.conf.write_text(slurm_conf(self.root, self.node, self.cpus, self.memory_mb, socket_path))
-        self._daemon("slurmctld", ["slurmctld", "-f", str(self.conf), "-i"], self.root / "slurmctld.pid", self.root / "slurmctld.log")
+        self._daemon("slurmctld", ["slurmctld", "-f", str(self.conf), "-i"], self.root / "slurmctld.pid",
+                     self.root / "slurmctld.log")
         self._daemon("slurmd", ["slurmd", "-f", str(self.conf)], self.root / "slurmd.pid", self.root / "slurmd.log")
         self._wait_idle()
 
@@ -117,8 +119,9 @@ class SlurmCluster:
         key.write_bytes(secrets.token_bytes(1024))
         os.chmod(key, 0o400)
         socket_path = folder / "munge.socket"
-        argv = ["munged", "--force", f"--key-file={key}", f"--socket={socket_path}", f"--pid-file={folder / 'munged.pid'}",
-                f"--log-file={folder / 'munged.log'}", f"--seed-file={folder / 'munged.seed'}"]
+        argv = ["munged", "--force", f"--key-file={key}", f"--socket={socket_path}",
+                f"--pid-file={folder / 'munged.pid'}", f"--log-file={folder / 'munged.log'}",
+                f"--seed-file={folder / 'munged.seed'}"]
         self._daemon("munged", argv, folder / "munged.pid", folder / "munged.log")
         return socket_path
 
@@ -131,23 +134,27 @@ class SlurmCluster:
                 self.pids[name] = int(pid_file.read_text().strip())
                 return
             time.sleep(0.2)
-        raise ClusterUnavailable(f"{name} did not start (exit {done.returncode}: {done.stderr.strip()[-300:]}); log tail:\n{tail(log)}")
+        raise ClusterUnavailable(f"{name} did not start (exit {done.returncode}: {done.stderr.strip()[-300:]}); log "
+                                 f"tail:\n{tail(log)}")
 
     def _wait_idle(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         state = ""
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=self.env, timeout=30, check=False)
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, env=self.env,
+                                 timeout=30, check=False)
             state = (out.stdout + out.stderr).strip()
             if out.returncode == 0 and state and all(line.strip() in ("idle", "mix") for line in state.splitlines()):
                 return
             time.sleep(0.5)
-        raise ClusterUnavailable(f"the node never showed idle in sinfo (last: {state!r}); slurmd log tail:\n{tail(self.root / 'slurmd.log')}\n"
-                                 f"slurmctld log tail:\n{tail(self.root / 'slurmctld.log')}")
+        raise ClusterUnavailable(f"the node never showed idle in sinfo (last: {state!r}); slurmd log "
+                                 f"tail:\n{tail(self.root / 'slurmd.log')}\nslurmctld log "
+                                 f"tail:\n{tail(self.root / 'slurmctld.log')}")
 
     def queue(self) -> list[str]:
         """The job ids squeue lists (every state), or the error squeue printed."""
-        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=self.env, timeout=30, check=False)
+        out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=self.env, timeout=30,
+                             check=False)
         if out.returncode != 0:
             raise RuntimeError(f"squeue failed: {out.stderr.strip()}")
         return out.stdout.split()
@@ -156,7 +163,8 @@ class SlurmCluster:
         """Cancel whatever a test left in this cluster's queue (only this cluster: SLURM_CONF names it)."""
         if "slurmctld" not in self.pids:
             return
-        subprocess.run(["scancel", f"--user={os.geteuid()}"], capture_output=True, env=self.env, timeout=30, check=False)
+        subprocess.run(["scancel", f"--user={os.geteuid()}"], capture_output=True, env=self.env, timeout=30,
+                       check=False)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

@@ -52,16 +52,19 @@ def test_sleep(case, gpubench):
 
 def test_sides_alternate_a_b_then_b_a():
     a, b = AbSide("A"), AbSide("B")
-    assert [tuple(s.name for s in order(pair, a, b)) for pair in range(4)] == [("A", "B"), ("B", "A"), ("A", "B"), ("B", "A")]
+    assert [tuple(s.name for s in order(pair, a, b)) for pair in range(4)] == [("A", "B"), ("B", "A"), ("A", "B"),
+                                                                               ("B", "A")]
 
 
 def test_a_side_is_its_interpreter_variables_and_arguments():
     side = AbSide("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
     job = side_job(side, "s1", 3, 8, ["benches", "-k", "matmul"])
-    assert job.argv == ["/usr/bin/python3", "-m", "gpubench.harness.processes.build_main"] and job.env["OMP_NUM_THREADS"] == "1"
+    assert job.argv == ["/usr/bin/python3", "-m",
+                        "gpubench.harness.processes.build_main"] and job.env["OMP_NUM_THREADS"] == "1"
     argv = pytest_args_of(job.plan, 9)  # the build's pytest command line, forked or plain
     assert "--gpubench-dataset=synthetic" in argv and argv.index("-k") < argv.index("--gpubench-dataset=synthetic")
-    assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8", "--gpubench-output-tag=B-b3"} <= set(argv)
+    assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8",
+            "--gpubench-output-tag=B-b3"} <= set(argv)
     assert parse_env(["A=1", "B=x=y"], "--b-env") == {"A": "1", "B": "x=y"}
     with pytest.raises(ValueError, match="use NAME=VALUE"):
         parse_env(["OMP_NUM_THREADS"], "--b-env")
@@ -78,9 +81,10 @@ def session(tmp_path: Path, *side_args: str, design: tuple[str, ...] = ("--pairs
             timeout_s: float = 600, select: str = "test_sleep") -> subprocess.CompletedProcess[str]:
     bench = tmp_path / "bench_sleep.py"
     bench.write_text(SLEEP_BENCH, encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
-                           *design,
-                           "--results-dir", str(tmp_path / "out"), "--run-id", "s", *side_args, str(bench), "-k", select],
+    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile",
+                           "smoke", *design,
+                           "--results-dir", str(tmp_path / "out"), "--run-id", "s", *side_args, str(bench), "-k",
+                           select],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -93,7 +97,8 @@ def test_a_slower_side_is_called_slower_and_the_session_is_a_pair_of_runs(tmp_pa
     assert len(lines) == 6 and all("| slower (" in line for line in lines)
     assert "(every case: machine-wide shift)" in done.stdout and "paired session: 4 pairs" in done.stdout
     marker = json.loads((tmp_path / "out" / "s.ab.json").read_text())
-    assert marker["sides"]["B"]["env"] == {"SLEEP_MS": "***"} and marker["sides"]["A"]["run_id"] == "s-A"  # names, not values
+    # names, not values
+    assert marker["sides"]["B"]["env"] == {"SLEEP_MS": "***"} and marker["sides"]["A"]["run_id"] == "s-A"
     # each side is a normal run, and compare judges the two files paired again
     again = main(["compare", str(tmp_path / "out" / "s-A.csv"), str(tmp_path / "out" / "s-B.csv")])
     assert again == 1

@@ -117,8 +117,8 @@ def write_session(folder: Path, scenario: str, change: dict[str, float], exit_co
         write_frame(whole, folder / f"ab-{side}.csv", list(whole.columns))
     (folder / "ab.ab.json").write_text(json.dumps({"session": "ab", "design": "fixed", "pairs_planned": pairs}))
     (folder / "ab.log").write_text("gpubench ab: ended: every case decided after 10 pair(s)\n")
-    record = {"scenario": scenario, "busy": False, "threads": threads, "exit_code": exit_code, "wall_s": 61.0, "load_start": 1.0,
-              "load_end": 2.0, "command": "ab ..."}
+    record = {"scenario": scenario, "busy": False, "threads": threads, "exit_code": exit_code, "wall_s": 61.0,
+              "load_start": 1.0, "load_end": 2.0, "command": "ab ..."}
     (folder / "session.json").write_text(json.dumps(record))
 
 
@@ -146,9 +146,11 @@ def test_sessions_with_fewer_threads_are_a_row_of_their_own_with_their_resolutio
     write_session(tmp_path / "aa-t1" / "s01", "aa", {}, 0, threads=1)
     found = campaign.outcomes(tmp_path)
     rows = campaign.table(found).splitlines()[2:]
-    assert [row.split(" | ")[0] for row in rows] == ["| A/A (both sides identical)", "| A/A (both sides identical), --threads 1"]
+    assert [row.split(" | ")[0] for row in rows] == ["| A/A (both sides identical)",
+                                                     "| A/A (both sides identical), --threads 1"]
     assert all(o.detectable is not None and 0 < o.detectable < 0.1 for o in found)  # 1% noise over 10 pairs
-    assert rows[1].endswith(f" | {100 * found[1].detectable:.1f} ({100 * found[1].detectable:.1f}–{100 * found[1].detectable:.1f}) |")
+    assert rows[1].endswith(f" | {100 * found[1].detectable:.1f} "
+                            f"({100 * found[1].detectable:.1f}–{100 * found[1].detectable:.1f}) |")
     assert "| aa | no | 1 | 0 | 10 |" in campaign.session_table(found)
 
 

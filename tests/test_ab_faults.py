@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpubench.harness.commands import ab, ab_session
+from gpubench.harness.commands import ab
 from gpubench.harness.commands.ab import AbSide, run_pairs
 from gpubench.harness.commands.ab_builds import side_env, side_plan
 from gpubench.harness.commands.cli import main
@@ -36,15 +36,17 @@ GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
 SIDES = (AbSide("A"), AbSide("B"))
 
 
-def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path | None = None, writes: str = "") -> list[tuple[str, int]]:
+def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path | None = None,
+                writes: str = "") -> list[tuple[str, int]]:
     """Each build runs `python -c script` (SIDE and BUILD in its environment) instead of pytest; the
     first build of each side named in `writes` makes its results file, as a real one would. Returns
     the (side, build) list of the builds started."""
     started: list[tuple[str, int]] = []
-    makes = f"if BUILD == 0 and SIDE in {writes!r}: open({str(results_dir)!r} + '/s-' + SIDE + '.csv', 'a').write('rows\\n')\n"
+    makes = (f"if BUILD == 0 and SIDE in {writes!r}: open({str(results_dir)!r} + '/s-' + SIDE + '.csv', "
+             "'a').write('rows\\n')\n")
 
-    def job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str], suite_root: Path | None = None,
-            turns: str = "") -> Job:
+    def job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
+            suite_root: Path | None = None, turns: str = "") -> Job:
         started.append((side.name, build))
         argv = [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
         return Job(argv, side_env(side), hold_sigint=True)  # no plan: started plainly, no fork server
@@ -57,7 +59,8 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path 
 def test_sigint_to_the_session_alone_stops_it_after_the_build_in_progress(tmp_path, monkeypatch):
     # kill -INT <session pid> (not the terminal's group): the build goes on to its end, no other starts
     started = fake_builds(
-        monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(0.3)", tmp_path, "AB"
+        monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('A', 0): os.kill(os.getppid(), "
+                     "signal.SIGINT)\ntime.sleep(0.3)", tmp_path, "AB"
     )
     before = signal.getsignal(signal.SIGINT)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
@@ -78,7 +81,8 @@ def test_a_build_killed_by_a_signal_is_named(tmp_path, monkeypatch):
 def test_a_side_that_selects_nothing_while_the_other_ran_is_a_usage_error_not_nothing_run(tmp_path, monkeypatch):
     fake_builds(monkeypatch, "raise SystemExit(5 if SIDE == 'B' else 0)", tmp_path, "A")
     _done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
-    assert stop is not None and stop.code == 4 and "side B, build 1 selected no case while the other side ran" in stop.line
+    assert stop is not None and stop.code == 4 and ("side B, build 1 selected no case while the other side ran"
+                                                    in stop.line)
     assert "nothing was run" not in stop.line
 
 
@@ -92,10 +96,13 @@ def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_
 
 
 def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
-    plan = side_plan(AbSide("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"), "--benchmark-save=base"], REPO)
+    plan = side_plan(AbSide("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"),
+                                              "--benchmark-save=base"], REPO)
     argv = pytest_args_of(plan, 9)
-    assert "--gpubench-output-tag=B-b3" in argv  # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
-    assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv  # else an existing out.json outside the checkout: 0 cases
+    # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
+    assert "--gpubench-output-tag=B-b3" in argv
+    # else an existing out.json outside the checkout: 0 cases
+    assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv
 
 
 NOTHING = ["--device", "cpu", "--profile", "smoke", "--pairs", "3", "-k", "no_case_has_this_name"]
@@ -128,7 +135,8 @@ def test_a_results_dir_under_a_file_is_one_line_naming_the_fix(tmp_path, capsys)
 
 def test_an_interpreter_named_as_on_the_command_line_is_found_on_path(monkeypatch):
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
-    assert ab.interpreter(Path(sys.executable).name, "--a-python") == str(Path(sys.executable).parent / Path(sys.executable).name)
+    assert ab.interpreter(Path(sys.executable).name,
+                          "--a-python") == str(Path(sys.executable).parent / Path(sys.executable).name)
     with pytest.raises(ValueError, match="not an executable interpreter"):
         ab.interpreter("no-such-python", "--a-python")
 
@@ -137,7 +145,7 @@ def test_a_marker_the_disk_refuses_is_one_line_and_exit_75(tmp_path, capsys, mon
     def full(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ab_session, "write_marker", full)
+    monkeypatch.setattr(ab, "write_marker", full)
     assert main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", *NOTHING]) == 75
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the results folder is full" in err and "nothing was run" in err
@@ -159,7 +167,8 @@ def test_a_selection_of_nothing_leaves_no_marker_behind(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def side_frame(run_id: str, builds: int, factor: float = 1.0, start: str = "2026-12-01T00:00:00", machine: str | None = None) -> pd.DataFrame:
+def side_frame(run_id: str, builds: int, factor: float = 1.0, start: str = "2026-12-01T00:00:00",
+               machine: str | None = None) -> pd.DataFrame:
     """A side of a session from the golden laptop run: its cases, `builds` builds, written 10 s
     apart (a side's build k at 20k s, the other's at 20k + 10 s)."""
     golden = load_results([GOLDEN]).drop(columns=list(LABELS))
@@ -190,7 +199,7 @@ def test_a_stopped_session_keeps_its_stop_code_when_a_side_holds_only_a_header(t
     # the disk filled during side B's first build: exit 75 (full), not 2 and "run some cases first"
     _a_path, b_path = write_session(tmp_path, side_frame("s-A", 1), side_frame("s-B", 1))
     b_path.write_text(b_path.read_text().splitlines()[0] + "\n")
-    assert ab_session.judge_and_print(tmp_path, "s", 0.05, 75) == 75
+    assert ab.judge_and_print(tmp_path, "s", 0.05, 75) == 75
     assert "run some cases first" not in capsys.readouterr().err
 
 
@@ -207,7 +216,8 @@ def test_absurd_intervals_are_printed_short():
     from gpubench.reports.paired import factor, percent
 
     assert percent(2.024e9) == "over 1000%" and percent(0.853) == "85.3%"
-    assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == "3 pairs; could detect only changes over 1000%: more pairs would tell"
+    assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == ("3 pairs; could detect only changes over 1000%: more pairs "
+                                                            "would tell")
     assert factor(1.1e20) == "1.1e+20" and factor(0.808) == "0.808"
 
 
@@ -240,7 +250,8 @@ def test_files_named_as_a_session_that_are_not_one_are_judged_unpaired_with_a_no
     assert "did not alternate" in pairing_problem(load_results([a_path]), load_results([b_path]))
     main(["compare", str(a_path), str(b_path)])
     out = capsys.readouterr().out
-    assert "are named as a paired session's sides, but their builds did not alternate" in out and "paired session:" not in out
+    assert ("are named as a paired session's sides, but their builds did not alternate" in out
+            and "paired session:" not in out)
 
 
 def test_a_side_from_another_machine_is_not_judged_paired(tmp_path):
@@ -252,7 +263,8 @@ def test_a_side_from_another_machine_is_not_judged_paired(tmp_path):
 @pytest.mark.process
 def test_the_session_ignores_sighup_only_while_it_runs(tmp_path, monkeypatch):
     # a closed terminal: the session stops after the build in progress and judges what it has
-    fake_builds(monkeypatch, "import os, signal\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getppid(), signal.SIGHUP)", tmp_path, "AB")
+    fake_builds(monkeypatch, "import os, signal\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getppid(), signal.SIGHUP)",
+                tmp_path, "AB")
     before = signal.getsignal(signal.SIGHUP)  # the test process's own (the plugin's, under pytest)
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert done == 0 and stop is not None and stop.code == 129
@@ -265,12 +277,15 @@ def test_ctrl_c_that_ends_the_first_build_is_the_sessions_130_not_the_builds_2(t
     # session exits 130 as for every other Ctrl-C, not with the build's 2 ("stopped with exit 2")
     fake_builds(monkeypatch, "import os, signal, sys\nos.kill(os.getppid(), signal.SIGINT)\nsys.exit(2)")
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
-    assert done == 0 and stop is not None and (stop.code, stop.line) == (130, "SIGINT received: stopped after side A, build 1")
+    assert done == 0 and stop is not None and (stop.code, stop.line) == (130,
+                                                                         "SIGINT received: stopped after side A, "
+                                                                         "build 1")
 
 
 @pytest.mark.process
 def test_a_build_stopped_longer_than_its_limit_ends_the_session_named(tmp_path, monkeypatch):
-    fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(0.1)", tmp_path, "AB")
+    fake_builds(monkeypatch, "import os, signal, time\nif (SIDE, BUILD) == ('B', 0): os.kill(os.getpid(), "
+                             "signal.SIGSTOP)\ntime.sleep(0.1)", tmp_path, "AB")
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path, stopped_limit_s=1.0)
     assert done == 0 and stop is not None and stop.code == 137
     assert stop.line == "side B, build 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
@@ -283,7 +298,8 @@ def test_a_build_stopped_longer_than_its_limit_ends_the_session_named(tmp_path, 
     # a Python 3 without the build's packages (the system's): two tracebacks from side B's build after A's had run
     (f'exec {sys.executable} -I -S "$@"', "it has no torch, pytest, pytest_benchmark — pass the python of a venv"),
 ])
-def test_an_a_python_that_does_not_start_python_is_one_line_before_any_build(tmp_path, monkeypatch, capsys, body, message):
+def test_an_a_python_that_does_not_start_python_is_one_line_before_any_build(tmp_path, monkeypatch, capsys, body,
+                                                                             message):
     # the side's interpreter is a shell script: started once, as the session's probe
     wrapper = tmp_path / "python"
     wrapper.write_text(f"#!/bin/sh\n{body}\n")
@@ -308,7 +324,8 @@ def test_an_interpreter_that_prints_a_long_banner_first_still_starts(tmp_path):
 @pytest.mark.process
 def test_a_file_that_takes_a_sides_name_during_the_session_is_not_judged_as_that_side(tmp_path, monkeypatch):
     # side A's first build (a tiny python) makes A's file, and a foreign s-B.csv appears before B's first build
-    started = fake_builds(monkeypatch, f"if SIDE == 'A': open({str(tmp_path / 's-B.csv')!r}, 'w').write('foreign\\n')", tmp_path, "A")
+    started = fake_builds(monkeypatch, f"if SIDE == 'A': open({str(tmp_path / 's-B.csv')!r}, 'w').write('foreign\\n')",
+                          tmp_path, "A")
     done, stop = run_pairs(SIDES, "s", 4, [], REPO, tmp_path)
     assert started == [("A", 0)] and done == 0 and stop is not None and stop.code == 4
     assert f"{tmp_path / 's-B.csv'} appeared before side B's first build" in stop.line
@@ -321,19 +338,19 @@ def test_a_sides_file_replaced_or_holding_another_runs_rows_is_not_judged(tmp_pa
     files.note("B", 0)
     b_path.rename(tmp_path / "kept.csv")  # another run's file put in B's place
     write_frame(side_frame("s-B", 4, factor=2.0), b_path, list(side_frame("s-B", 1).columns))
-    assert ab_session.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
+    assert ab.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
     err = capsys.readouterr().err
     assert "is not the file side B's builds made" in err and err.count("\n") == 1
     files.note("B", 0)
     write_frame(side_frame("other-run", 4), tmp_path / "other.csv", list(side_frame("s-A", 1).columns))
     a_path.write_bytes((tmp_path / "other.csv").read_bytes())  # another run's rows written into A's own file
-    assert ab_session.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
+    assert ab.judge_and_print(tmp_path, "s", 0.05, 0, files) == 4
     assert "holds rows of run 'other-run', not only side A's (s-A)" in capsys.readouterr().err
 
 
 def test_side_variables_are_shown_and_kept_by_name_only(tmp_path, capsys, monkeypatch):
     # --b-env HF_TOKEN=...: the value was printed, and kept in a marker anyone could read
-    monkeypatch.setattr(ab_session, "run_pairs", lambda *args, **kwargs: (0, ab.SessionStop(130, "SIGINT received")))
+    monkeypatch.setattr(ab, "run_pairs", lambda *args, **kwargs: (0, ab.SessionStop(130, "SIGINT received")))
     main(["ab", "--results-dir", str(tmp_path), "--run-id", "s", "--b-env", "HF_TOKEN=hf_secret123", *NOTHING])
     printed = "".join(capsys.readouterr())
     marker = tmp_path / "s.ab.json"

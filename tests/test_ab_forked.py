@@ -63,8 +63,8 @@ def session(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str, li
     log = tmp_path / "seen.log"
     command = [sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
                "--pairs", "3", "--results-dir", str(tmp_path / "out"), "--run-id", "s", "--a-env", "AB_SIDE=A",
-               "--b-env", "AB_SIDE=B", "--b-env", "AB_X=1", "--b-env", f"PYTHONPATH={tmp_path / 'site'}", "--b-python", str(wrapper), *extra,
-               str(tmp_path / "bench_seen.py"), "-k", "test_seen"]
+               "--b-env", "AB_SIDE=B", "--b-env", "AB_X=1", "--b-env", f"PYTHONPATH={tmp_path / 'site'}", "--b-python",
+               str(wrapper), *extra, str(tmp_path / "bench_seen.py"), "-k", "test_seen"]
     env = {**os.environ, "AB_LOG": str(log)}
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, _ = process.communicate(timeout=600)
@@ -82,8 +82,10 @@ def test_each_sides_builds_are_forked_from_its_own_server_with_its_own_environme
     process, output, lines = session(tmp_path)
     sides = by_side(lines)
     assert len(sides["A"]) == len(sides["B"]) == 3, lines
-    assert all(line[1:4] == ["-", "-", "-"] for line in sides["A"])  # side B's variable, interpreter, PYTHONPATH: B's alone
-    assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"])  # B's server ran B's interpreter, B's builds its env
+    # side B's variable, interpreter, PYTHONPATH: B's alone
+    assert all(line[1:4] == ["-", "-", "-"] for line in sides["A"])
+    # B's server ran B's interpreter, B's builds its env
+    assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"])
     parents = {side: {line[5] for line in rows} for side, rows in sides.items()}
     assert len(parents["A"]) == len(parents["B"]) == 1 and parents["A"] != parents["B"]  # one server per side
     assert {line[3] for line in sides["B"]} == parents["B"]  # B's sitecustomize ran in B's server, before its forks
@@ -100,7 +102,8 @@ def test_no_fork_starts_each_build_as_a_fresh_interpreter_of_its_side(tmp_path):
     process, output, lines = session(tmp_path, "--no-fork")
     sides = by_side(lines)
     assert len(sides["A"]) == len(sides["B"]) == 3, lines
-    assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"]) and all(line[1:4] == ["-", "-", "-"] for line in sides["A"])
+    assert all(line[1:3] == ["1", "wrapper"] for line in sides["B"]) and all(line[1:4] == ["-", "-", "-"]
+                                                                             for line in sides["A"])
     assert all(line[3] == line[4] for line in sides["B"])  # B's sitecustomize ran in each of B's interpreters
     assert {line[5] for line in lines} == {str(process.pid)}  # no fork server: the session started every build
     assert output.count("s fresh interpreters (3 builds)") == 2, output[-3000:]

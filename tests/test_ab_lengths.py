@@ -14,8 +14,7 @@ import pytest
 
 from gpubench.harness.commands import ab
 from gpubench.harness.commands.ab import AbSide, run_pairs
-from gpubench.harness.commands.ab_lengths import choose_lengths
-from gpubench.harness.commands.ab_sequential import Looks
+from gpubench.harness.commands.ab_sequential import Looks, choose_lengths
 from gpubench.harness.core.plan import BuildNoise, best_build_s
 from gpubench.harness.processes.cases_file import cases_text, read_cases_file
 from gpubench.harness.processes.build_main import pytest_args_of

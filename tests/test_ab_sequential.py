@@ -113,7 +113,8 @@ def test_the_next_pair_runs_what_the_look_says_and_a_look_can_end_the_session(tm
 
     monkeypatch.setattr(ab, "side_job", job)
     said = {1: ["--gpubench-cases=x"], 2: None}
-    done, stop = run_pairs((AbSide("A"), AbSide("B")), "s", 10, ["benches"], REPO, tmp_path, after_pair=said.__getitem__)
+    done, stop = run_pairs((AbSide("A"), AbSide("B")), "s", 10, ["benches"], REPO, tmp_path,
+                           after_pair=said.__getitem__)
     assert (done, stop) == (2, None)
     assert started == [("A", 0, ["benches"]), ("B", 0, ["benches"]), ("B", 1, ["benches", "--gpubench-cases=x"]),
                        ("A", 1, ["benches", "--gpubench-cases=x"])]

@@ -145,7 +145,8 @@ def test_a_sessions_later_pairs_take_turns_case_by_case(tmp_path):
     by_start = sorted(builds.values(), key=lambda cases: min(case[0] for case in cases))
     pairs = [sorted(by_start[index] + by_start[index + 1]) for index in (0, 2, 4)]
     assert [case[2:] for case in pairs[0]] in ([("A", 1), ("A", 2), ("B", 1), ("B", 2)],
-                                               [("B", 1), ("B", 2), ("A", 1), ("A", 2)])  # the first pair: one build, then the other
+                                               # the first pair: one build, then the other
+                                               [("B", 1), ("B", 2), ("A", 1), ("A", 2)])
     for cases in pairs[1:]:
         assert all(before[1] <= after[0] for before, after in zip(cases, cases[1:])), cases  # never two cases at once
         first, second = cases[0][2], cases[1][2]

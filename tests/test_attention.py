@@ -111,8 +111,10 @@ def refuses_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causa
         @staticmethod
         def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
             import warnings
-            warnings.warn("Flash attention kernel not used because: requires_grad with head_dim 8 is unsupported (Triggered internally "
-                          "at /pytorch/aten/src/ATen/native/transformers/cuda/sdp_utils.cpp:986.)", stacklevel=2)  # torch's C++ warnings end so
+            warnings.warn("Flash attention kernel not used because: requires_grad with head_dim 8 is unsupported "
+                          "(Triggered internally "
+                          "at /pytorch/aten/src/ATen/native/transformers/cuda/sdp_utils.cpp:986.)",
+                          stacklevel=2)  # torch's C++ warnings end so
             raise RuntimeError("No available kernel. Aborting execution.")
 
     return Refused.apply(F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
@@ -222,15 +224,18 @@ def test_the_report_shows_the_section_its_plot_and_summary_rows_after_the_micro_
 
 
 @pytest.mark.parametrize("reduced, peak_dtype", [(False, "fp32"), (True, "bf16")])
-def test_the_math_backend_in_bf16_is_set_against_the_matmul_it_computes_in(monkeypatch: pytest.MonkeyPatch, reduced, peak_dtype) -> None:
+def test_the_math_backend_in_bf16_is_set_against_the_matmul_it_computes_in(monkeypatch: pytest.MonkeyPatch, reduced,
+                                                                           peak_dtype) -> None:
     """torch's math backend upcasts bf16 and fp16 to fp32 unless reduced-precision math is allowed: its
     fraction is of the fp32 matmul then, and the row says so."""
     asked = []
-    monkeypatch.setattr(attention, "measured_peak", lambda dtype, ctx: asked.append(dtype) or MatmulPeak(tflops=1.0, n=64))
+    monkeypatch.setattr(attention, "measured_peak", lambda dtype, ctx: asked.append(dtype)
+                        or MatmulPeak(tflops=1.0, n=64))
     monkeypatch.setattr(torch.backends.cuda, "fp16_bf16_reduction_math_sdp_allowed", lambda: reduced)
     run = RunContext(ctx(profile=Profile.SMOKE), {}, None)
     row = run_with(tiny(dtype="bf16"), attention.WORKLOAD, FakeBenchmark([0.002]), run)
     assert row["status"] == "ok" and asked == [peak_dtype]
-    assert ("the math backend computes bf16 in fp32 (torch upcasts it): % of the fp32 matmul" in str(row["reason"])) == (not reduced)
+    assert ("the math backend computes bf16 in fp32 (torch upcasts it): % of the fp32 matmul" in str(row[
+        "reason"])) == (not reduced)
     assert attention.computes_in(tiny(dtype="bf16", backend="flash")) == "bf16"  # a fused kernel computes in its dtype
 

@@ -1,6 +1,6 @@
 """A build's plan and answer (gpubench.harness.processes.protocol), and builds forked from the fork server
-(gpubench.harness.processes.forked, gpubench.harness.pytest_plugin.fork_server): each gets its plan, answers with its rows
-and costs, shares no state with the server or an earlier build, and unwinds its case on Ctrl-C."""
+(gpubench.harness.processes.forked, gpubench.harness.pytest_plugin.fork_server): each gets its plan, answers with its
+rows and costs, shares no state with the server or an earlier build, and unwinds its case on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -130,7 +130,8 @@ def test_a_server_that_asked_the_cuda_runtime_anything_forks_nothing():
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == [
-        "fork ok", "torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an import): a forked build could not use CUDA"]
+        "fork ok", "torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an "
+                   "import): a forked build could not use CUDA"]
 
 
 def test_a_server_with_cuda_initialised_forks_nothing(monkeypatch):
@@ -258,10 +259,12 @@ def test_forked_builds_get_their_plans_answer_and_share_no_state(tmp_path):
         seen[1]["threads"] == seen[0]["threads"] and seen[1]["seed"] == seen[0]["seed"]
     )  # torch as the server left it
     assert seen[0]["numpy"] != seen[1]["numpy"]  # numpy's global generator reseeded, as in a fresh interpreter
-    # torch's fork flag, set when the server asked the CUDA runtime anything (an import calling torch.cuda.is_available()):
-    # a build forked then dies at its first CUDA call. Only a torch built with CUDA keeps the flag.
+    # torch's fork flag, set when the server asked the CUDA runtime anything (an import calling
+    # torch.cuda.is_available()): a build forked then dies at its first CUDA call. Only a torch built with CUDA keeps
+    # the flag.
     if torch_has_cuda():
-        assert [s["cuda_usable"] for s in seen] == [True, True]  # the first build, and the second after the compiler's import
+        # the first build, and the second after the compiler's import
+        assert [s["cuda_usable"] for s in seen] == [True, True]
 
 
 @pytest.mark.process  # a fork server, then a plain build process
@@ -338,12 +341,14 @@ def test_a_build_process_has_one_entry_and_names_it(args):
     done = subprocess.run(python_module("gpubench.harness.processes.build_main", *args), capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
     assert done.returncode == 4 and done.stdout == ""
-    assert done.stderr == ("gpubench: error: a build process takes only --plan-fd and --answer-fd: start builds through "
-                           "gpubench run or gpubench ab\n")
+    assert done.stderr == ("gpubench: error: a build process takes only --plan-fd and --answer-fd: start builds "
+                           "through gpubench run or gpubench ab\n")
 
 
-def forked_while_waiting(tmp_path: Path, launcher: ForkLauncher, act: Callable[[int], None]) -> tuple[float, Completed, int]:
-    """A forked build whose case waits 60 s; `act(server_pid)` once it waits. How long the launch took, its end, the server."""
+def forked_while_waiting(tmp_path: Path, launcher: ForkLauncher,
+                         act: Callable[[int], None]) -> tuple[float, Completed, int]:
+    """A forked build whose case waits 60 s; `act(server_pid)` once it waits. How long the launch took, its end, the
+    server."""
     (tmp_path / "wait-for-ctrl-c").write_text("yes")
     stop, pids = threading.Event(), []
 
@@ -373,15 +378,18 @@ def test_a_ctrl_c_reaches_a_forked_build_whose_server_was_stopped(tmp_path):
 
     took_s, done, server_pid = forked_while_waiting(tmp_path, ForkLauncher(), stop_server_then_ctrl_c)
     assert took_s < 30 and (done.code, done.signal) == (2, signal.SIGINT) and (tmp_path / "unwound").exists()
-    assert done.stalled == "waited on its fork server, which had been stopped (state T): continued so it could pass SIGINT on"
+    assert done.stalled == ("waited on its fork server, which had been stopped (state T): continued so it could pass "
+                            "SIGINT on")
     assert not psutil.pid_exists(server_pid)
 
 
 @pytest.mark.process  # a forked build whose fork server stays stopped
 def test_a_fork_server_stopped_past_the_limit_is_killed_with_its_build_and_named(tmp_path):
-    took_s, done, server_pid = forked_while_waiting(tmp_path, ForkLauncher(stopped_limit_s=1.0), lambda pid: os.kill(pid, signal.SIGSTOP))
+    took_s, done, server_pid = forked_while_waiting(tmp_path, ForkLauncher(stopped_limit_s=1.0),
+                                                    lambda pid: os.kill(pid, signal.SIGSTOP))
     assert took_s < 30 and done.code == -signal.SIGKILL
-    assert done.stalled == "made no progress: its fork server was stopped (state T, SIGSTOP) for 1 s: killed, the build with it"
+    assert done.stalled == ("made no progress: its fork server was stopped (state T, SIGSTOP) for 1 s: killed, the "
+                            "build with it")
     assert not psutil.pid_exists(server_pid)
 
 

@@ -38,7 +38,8 @@ def test_case_identity_is_data():
 def test_cases_with_defaults_are_named_by_what_they_change():
     assert TEMPLATE.case_id == "mnist_epoch/guide-template"
     assert EpochCase(batch_size=1024).test_id == "dataloader-bs1024"
-    assert replace(PRELOADED, precision="bf16", channels_last=True, batch_size=1024).case_id == "mnist_epoch/preloaded-bf16-cl-bs1024"
+    assert replace(PRELOADED, precision="bf16", channels_last=True,
+                   batch_size=1024).case_id == "mnist_epoch/preloaded-bf16-cl-bs1024"
     assert TEMPLATE.effective_batch == 256 and EpochCase(batch_size=64, accumulation_steps=4).effective_batch == 256
 
 
@@ -61,7 +62,8 @@ def test_every_case_id_is_short_and_unique(profile, device):
 
 
 def test_guide_template_matches_the_guide():
-    assert (TEMPLATE.loader, TEMPLATE.batch_size, TEMPLATE.num_workers, TEMPLATE.pin_memory) == ("dataloader", 256, 4, True)
+    assert (TEMPLATE.loader, TEMPLATE.batch_size, TEMPLATE.num_workers,
+            TEMPLATE.pin_memory) == ("dataloader", 256, 4, True)
     assert (TEMPLATE.precision, TEMPLATE.compile_mode) == ("fp32", "none")
 
 
@@ -88,10 +90,12 @@ def test_a_cpu_matmul_ladder_stops_early_in_a_dtype_the_cpu_emulates(monkeypatch
     """bf16 without a native kernel took 65 s for one n=2048 product (0.26 GFLOP/s) on a 2-core VM, whose
     n/4 probe had promised 13 s: such a dtype stops at n=512 in the quick profile, a native one does not."""
     monkeypatch.setattr(matmul, "cpu_computes_natively", lambda dtype: native or dtype in ("fp32", "tf32"))
-    sizes = {dtype: {c.size for c in matmul.cases(context("quick")) if c.dtype == dtype} for dtype in ("fp32", "fp16", "bf16")}
+    sizes = {dtype: {c.size for c in matmul.cases(context("quick")) if c.dtype == dtype}
+             for dtype in ("fp32", "fp16", "bf16")}
     assert sizes["fp32"] == {512, 1024, 2048}
     assert sizes["bf16"] == sizes["fp16"] == ({512, 1024, 2048} if native else {512})
-    assert {c.size for c in matmul.cases(context("quick", torch.device("cuda"))) if c.dtype == "fp16"} == {1024, 2048, 4096, 8192}
+    assert {c.size for c in matmul.cases(context("quick", torch.device("cuda"))) if c.dtype
+            == "fp16"} == {1024, 2048, 4096, 8192}
 
 
 def test_every_workload_lists_cases_per_profile():

@@ -45,7 +45,8 @@ def test_env_with_a_missing_device_is_one_line(capsys):
 
 
 def test_run_passes_unknown_options_through_to_pytest():
-    args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json", "x.json"])
+    args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json",
+                                                   "x.json"])
     args.run_id = "RUN"
     argv = pytest_args(args, extra)
     assert "--gpubench-device=cpu" in argv and "--gpubench-timed-only" in argv and "--gpubench-run-id=RUN" in argv
@@ -53,12 +54,14 @@ def test_run_passes_unknown_options_through_to_pytest():
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
 
 
 @pytest.mark.process
 def test_run_writes_results_and_a_report(tmp_path):
-    done = run_cli("run", "--profile", "smoke", "--results-dir", str(tmp_path), "--run-id", "mine", "-k", "matmul and fp32", cwd=tmp_path)
+    done = run_cli("run", "--profile", "smoke", "--results-dir", str(tmp_path), "--run-id", "mine", "-k",
+                   "matmul and fp32", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     csvs = list(tmp_path.glob("*.csv"))
     assert [c.name for c in csvs] == ["mine.csv"]  # --run-id names the file, and the report still follows
@@ -106,10 +109,11 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
-    # gpubench run's own: one pytest process per build, its answer pipe, its view of the user's output files and selection,
-    # the run's deadline and its extra builds; gpubench ab's: the cases still undecided, a pair's turns
-    internal = {"--gpubench-build", "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-table-json", "--gpubench-timed-only",
-                "--gpubench-micro-only", "--gpubench-extra-build", "--gpubench-cases", "--gpubench-deadline", "--gpubench-turns"}
+    # gpubench run's own: one pytest process per build, its answer pipe, its view of the user's output files and
+    # selection, the run's deadline and its extra builds; gpubench ab's: the cases still undecided, a pair's turns
+    internal = {"--gpubench-build", "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-table-json",
+                "--gpubench-timed-only", "--gpubench-micro-only", "--gpubench-extra-build", "--gpubench-cases",
+                "--gpubench-deadline", "--gpubench-turns"}
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 
@@ -132,11 +136,13 @@ def test_a_plugin_that_owns_a_short_flag_keeps_it():
 
 @pytest.mark.process
 def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul",
-                          "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                          "smoke", "-k", "matmul", "--results-dir", str(tmp_path), "--benchmark-timer", "nosuch.timer"],
+                         capture_output=True, text=True, timeout=120)
     assert bad.returncode == 4 and "Traceback" not in bad.stderr and "cannot be loaded" in bad.stderr
-    empty = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "nosuchcase",
-                            "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    empty = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu",
+                            "--profile", "smoke", "-k", "nosuchcase", "--results-dir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=120)
     assert empty.returncode == 5 and "no case matched the selection" in empty.stderr
 
 
@@ -185,8 +191,8 @@ def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
     """compare prints — and ±: under a Latin-1 locale that was a UnicodeEncodeError and exit 1 (the 'slower' code)."""
     golden = REPO / "tests" / "data" / "golden_h100.csv"
     env = dict(os.environ, PYTHONIOENCODING="latin-1")
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "compare", str(golden), str(golden)], cwd=REPO, env=env,
-                          capture_output=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "compare", str(golden), str(golden)],
+                          cwd=REPO, env=env, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode("latin-1")[-2000:]
     assert b"Traceback" not in done.stderr and b"cases compared" in done.stdout
 
@@ -209,8 +215,10 @@ def test_a_build_interrupt_is_pytests_interrupt() -> None:
 
 
 @pytest.mark.parametrize("argv, said", [(["rnu"], "unknown command 'rnu' — did you mean 'run'?"),
-                                        (["run", "--devcie", "cpu"], "--devcie is not an option of gpubench run — did you mean --device?"),
-                                        (["ab", "--pairz=3"], "--pairz is not an option of gpubench ab — did you mean --pairs?")])
+                                        (["run", "--devcie", "cpu"],
+                                         "--devcie is not an option of gpubench run — did you mean --device?"),
+                                        (["ab", "--pairz=3"], "--pairz is not an option of gpubench ab — did you mean "
+                                                              "--pairs?")])
 def test_a_misspelt_command_or_option_is_named_with_the_one_meant_before_torch_loads(capsys, argv, said):
     """--devcie went to pytest: 3 s of torch's import, then pytest's usage error naming an ini inside site-packages."""
     with pytest.raises(SystemExit) as stopped:
@@ -222,7 +230,8 @@ def test_pytests_own_options_near_gpubenchs_still_go_to_pytest():
     from gpubench.harness.commands.cli import option_typos
 
     parser = build_parser()
-    assert option_typos(parser, "run", ["--profile-svg", "--timeout=60", "--durations=5", "--benchmark-json=x.json", "-k", "matmul"]) is None
+    assert option_typos(parser, "run", ["--profile-svg", "--timeout=60", "--durations=5", "--benchmark-json=x.json",
+                                        "-k", "matmul"]) is None
 
 
 def test_the_users_tests_are_collected_from_their_own_folder_so_their_ids_name_real_paths(tmp_path):
@@ -236,7 +245,8 @@ def test_the_users_tests_are_collected_from_their_own_folder_so_their_ids_name_r
 
 def test_an_empty_selection_is_named_from_what_the_user_gave():
     tests_only = argparse.Namespace(tests=["mine/"])
-    assert no_cases_line(tests_only, []).startswith("--tests mine/: pytest collected no test there: nothing was run — name files")
+    assert no_cases_line(tests_only, []).startswith("--tests mine/: pytest collected no test there: nothing was run — "
+                                                    "name files")
     assert no_cases_line(tests_only, ["-k", "x"]) == no_cases_line(argparse.Namespace(), ["-mslow"]) == (
         "no case matched the selection: nothing was run (the -k/-m given matches no case)")
 
@@ -245,10 +255,11 @@ def test_an_empty_selection_is_named_from_what_the_user_gave():
 @pytest.mark.parametrize("stdout", ["closed-pipe", "full-disk", "closed-descriptor"])
 def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(tmp_path, stdout):
     """`gpubench run | head -1` and `>/dev/full` ended the build in pytest's terminal writer (INTERNALERROR, exit 3)."""
-    argv = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "matmul[fp32-n64",
-            "--results-dir", str(tmp_path), "--run-id", "r", "--no-report"]
+    argv = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k",
+            "matmul[fp32-n64", "--results-dir", str(tmp_path), "--run-id", "r", "--no-report"]
     if stdout == "closed-descriptor":  # `>&-`: the fork server died before it was ready, builds started plainly
-        done = subprocess.run(argv, stderr=subprocess.PIPE, text=True, timeout=300, check=False, preexec_fn=lambda: os.close(1))
+        done = subprocess.run(argv, stderr=subprocess.PIPE, text=True, timeout=300, check=False,
+                              preexec_fn=lambda: os.close(1))
         code, err = done.returncode, done.stderr
         assert code == 0 and "plain processes" not in err, err[-3000:]
         assert [row["status"] for row in read_rows(tmp_path / "r.csv")] == ["ok"]
@@ -267,7 +278,8 @@ def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(t
     assert [row["status"] for row in read_rows(tmp_path / "r.csv")] == ["ok"]
 
 
-def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_says_how_to_make_it_later(tmp_path, monkeypatch, capsys):
+def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_says_how_to_make_it_later(
+        tmp_path, monkeypatch, capsys):
     from gpubench.reports import build
     from gpubench.reports.load import ReportError
 
@@ -282,6 +294,7 @@ def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_say
 def test_a_selection_pytest_cannot_read_is_one_line_before_any_build(tmp_path, capsys):
     assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-k", "matmul and ("]) == 4
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("gpubench: error: -k 'matmul and (': pytest cannot read it (") and "fix the expression" in err
+    assert err.count("\n") == 1 and err.startswith(
+        "gpubench: error: -k 'matmul and (': pytest cannot read it (") and "fix the expression" in err
     assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-mslow or"]) == 4
     assert not (tmp_path / "r").exists()

@@ -156,7 +156,8 @@ def test_every_rank_plans_from_and_reports_the_slowest_rank() -> None:
     plan, samples_s = collectives_worker.time_rounds(view.call, budget, view)
     assert plan == plan_rounds(5e-3, budget)  # planned from the peer's 5 ms, not this rank's 1 ms
     assert samples_s == [5e-3] * plan.rounds
-    assert view.barriers == plan.rounds + (plan.iterations > 1)  # each round starts at a barrier, a calibration round too
+    # each round starts at a barrier, a calibration round too
+    assert view.barriers == plan.rounds + (plan.iterations > 1)
 
 
 # ---- cases, skips, the launch --------------------------------------------------------------------
@@ -321,8 +322,8 @@ def test_a_rank_adding_the_wrong_tensor_fails_the_all_reduce_rows_only(tmp_path,
 @pytest.mark.process
 def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     """gpubench run, as a user runs it: one build process, one torchrun launch (~30-60 s here)."""
-    command = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "collectives",
-               "--results-dir", str(tmp_path), "--run-id", "coll"]
+    command = [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
+               "-k", "collectives", "--results-dir", str(tmp_path), "--run-id", "coll"]
     done = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "coll.csv", newline="", encoding="utf-8") as handle:
@@ -332,7 +333,8 @@ def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     report = (tmp_path / "coll-report" / "report.md").read_text(encoding="utf-8")
     assert "## Collectives (interconnect)" in report and "Smoke-profile rows only" in report
     summary = summary_as_quick(tmp_path / "coll.csv", tmp_path / "as-quick")
-    assert summary.index("| all_reduce busbw, largest size | ") < summary.index("flagged · not ok rows")  # before the outcome
+    # before the outcome
+    assert summary.index("| all_reduce busbw, largest size | ") < summary.index("flagged · not ok rows")
     assert "(all_reduce-64KiB-x2-gloo)" in summary and (tmp_path / "coll-report" / "collectives.png").stat().st_size > 0
 
 

@@ -35,7 +35,8 @@ def test_cases_and_ids_per_device() -> None:
 
 
 def test_declared_column_joins_the_schema_after_the_core() -> None:
-    assert COLUMNS.count("cudnn_benchmark") == 1 and COLUMNS.index("cudnn_benchmark") > COLUMNS.index("samples_s")  # the last core column
+    # the last core column
+    assert COLUMNS.count("cudnn_benchmark") == 1 and COLUMNS.index("cudnn_benchmark") > COLUMNS.index("samples_s")
     assert spec_for("conv2d").report.plot.y == "tflops"
 
 
@@ -58,13 +59,15 @@ def test_cuda_flags_are_set_for_the_case_and_restored() -> None:
     restore = conv2d.backend_flags(conv2d.ConvCase("fp32", False, not before, 64), torch.device("cuda"))
     assert torch.backends.cudnn.benchmark is (not before)
     restore()
-    assert torch.backends.cudnn.benchmark is before  # cuDNN's TF32 is the runner's, for every workload (tests/test_runner.py)
+    # cuDNN's TF32 is the runner's, for every workload (tests/test_runner.py)
+    assert torch.backends.cudnn.benchmark is before
 
 
 @pytest.mark.process
 def test_a_run_writes_its_rows_and_its_report_section(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k", "conv2d",
-                           "--results-dir", str(tmp_path), "--run-id", "conv"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "-k", "conv2d", "--results-dir", str(tmp_path), "--run-id", "conv"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "conv.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))

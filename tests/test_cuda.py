@@ -66,7 +66,8 @@ def test_pinned_transfer_copies_the_host_bytes_to_the_gpu():
     """The timed call of a pinned, non_blocking host-to-device case copies its pinned host buffer
     into its GPU tensor, host to device (checked after a sync: the copy is asynchronous)."""
     timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), gpu_context())
-    buffers = dict(zip(timed.fn.__code__.co_freevars, (cell.cell_contents for cell in timed.fn.__closure__)))  # what the timed call copies
+    # what the timed call copies
+    buffers = dict(zip(timed.fn.__code__.co_freevars, (cell.cell_contents for cell in timed.fn.__closure__)))
     host, on_device = buffers["host"], buffers["on_device"]
     sent = host.clone()
     returned = timed.fn()
@@ -81,7 +82,8 @@ def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
     timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
     try:
         measured = measure(timed, Budget(target_s=0.2, min_rounds=5, warmup_calls=3), CLOCK)
-        figures = timed.companion(measured)  # the pairs, as run_case runs them; raises SelfcheckFailed on a clear disagreement
+        # the pairs, as run_case runs them; raises SelfcheckFailed on a clear disagreement
+        figures = timed.companion(measured)
     finally:
         timed.cleanup()
     assert "inconclusive" not in figures["reason"], figures["reason"]

@@ -42,7 +42,8 @@ def test_whole_idx_files_pass(tmp_path):
     the check's verdict on these very files: a damaged one in their place is refused."""
     raw = tmp_path / "MNIST" / "raw"
     write_idx_folder(raw)
-    assert {name: idx_problem(raw / name) for name in IDX_FILES} == dict.fromkeys(IDX_FILES)  # each file read, none has a problem
+    # each file read, none has a problem
+    assert {name: idx_problem(raw / name) for name in IDX_FILES} == dict.fromkeys(IDX_FILES)
     check_dataset_files("mnist", tmp_path)
     check_dataset_files("auto", tmp_path)  # auto reads MNIST here: checked, and whole
     whole = (raw / "t10k-labels-idx1-ubyte").read_bytes()
@@ -71,9 +72,11 @@ def test_an_unwritable_data_root_falls_back_to_a_temporary_folder_with_one_warni
 def test_no_writable_data_root_at_all_is_one_error(tmp_path, monkeypatch):
     (tmp_path / "blocker").write_text("")
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "blocker"))
-    with pytest.raises(UsageError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a writable folder"):
+    with pytest.raises(UsageError, match=r"data root .* is not writable, nor is .* — pass --data-root DIR with a "
+                                         r"writable folder"):
         usable_data_root(tmp_path / "blocker" / "data", "mnist")
-    assert usable_data_root(tmp_path / "blocker" / "data", "synthetic") == (tmp_path / "blocker" / "data", None)  # needs no files
+    # needs no files
+    assert usable_data_root(tmp_path / "blocker" / "data", "synthetic") == (tmp_path / "blocker" / "data", None)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="making a folder another user owns needs root")
@@ -94,8 +97,10 @@ def test_a_fallback_folder_planted_in_the_shared_tmp_is_never_used(tmp_path, mon
         if planted == "another user's":
             os.chown(fallback, 12345, 12345)
     (tmp_path / "blocker").write_text("")  # the asked-for root cannot be made
-    why = {"another user's": "belongs to uid 12345", "writable by all": "can be written by other users", "a link": "is not a folder"}[planted]
-    with pytest.raises(UsageError, match=rf"nor is .*gpubench-data-{os.getuid()} usable: it {why}.* — pass --data-root DIR") as caught:
+    why = {"another user's": "belongs to uid 12345", "writable by all": "can be written by other users",
+           "a link": "is not a folder"}[planted]
+    with pytest.raises(UsageError, match=rf"nor is .*gpubench-data-{os.getuid()} usable: it {why}.* — pass "
+                                         r"--data-root DIR") as caught:
         usable_data_root(tmp_path / "blocker" / "data", "fashion-mnist")
     assert "\n" not in str(caught.value)
 

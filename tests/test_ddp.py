@@ -29,7 +29,8 @@ from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import ddp
 from gpubench.harness.workloads.common import torchrun_launch
-from gpubench.harness.workloads.common.torchrun_launch import STALE_WORKDIR_S, launch, rank_error, root_cause, silent_rank, sweep_stale_workdirs
+from gpubench.harness.workloads.common.torchrun_launch import (STALE_WORKDIR_S, launch, rank_error, root_cause,
+                                                               silent_rank, sweep_stale_workdirs)
 from gpubench.harness.workloads.ddp import DistributedCase, torchrun_command
 
 CPU = torch.device("cpu")
@@ -55,12 +56,14 @@ def test_more_processes_than_gpus_is_refused_before_launch(monkeypatch):
 
 def ctx(tmp_path, nproc: int = 2, rows=None):
     source = DataSource("synthetic", tmp_path)
-    return BuildContext(CPU, "smoke", SyncedClock(CPU), nproc, data_source=lambda: source, run_rows=rows if rows is not None else [])
+    return BuildContext(CPU, "smoke", SyncedClock(CPU), nproc, data_source=lambda: source, run_rows=rows
+                        if rows is not None else [])
 
 
 def test_cases_compare_one_process_with_n_and_list_dataparallel(tmp_path):
     cases = ddp.cases(ctx(tmp_path))
-    assert [(c.parallel, c.world_size, c.backend) for c in cases] == [("ddp", 1, "gloo"), ("ddp", 2, "gloo"), ("dataparallel", 2, "single-process")]
+    assert [(c.parallel, c.world_size, c.backend) for c in cases] == [("ddp", 1, "gloo"), ("ddp", 2, "gloo"),
+                                                                      ("dataparallel", 2, "single-process")]
 
 
 def test_dataparallel_needs_two_gpus(tmp_path):
@@ -78,10 +81,12 @@ def test_torchrun_launch_reports_rank0_figures_and_leaves_its_scratch_in_the_wor
     shared, workdir = tmp_path / "shared-tmp", tmp_path / "workdir"
     shared.mkdir(), workdir.mkdir()
     monkeypatch.setenv("TMPDIR", str(shared))  # the shared /tmp: torchrun's torchelastic_* folders must not land there
-    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=workdir / "r.json"), workdir / "r.json")
+    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=workdir / "r.json"),
+                    workdir / "r.json")
     assert report["world_size"] == 2 and report["steps"] == 2 and report["samples"] == 2 * 2 * 16
     assert report["backend"] == "gloo" and len(report["step_samples_s"]) == 2
-    assert list(shared.iterdir()) == [] and list(workdir.glob("torchelastic_*"))  # removed with the workdir by the case's cleanup
+    # removed with the workdir by the case's cleanup
+    assert list(shared.iterdir()) == [] and list(workdir.glob("torchelastic_*"))
 
 
 @pytest.mark.process
@@ -95,8 +100,10 @@ def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
 
 
 def test_scaling_baseline_comes_from_this_runs_rows():
-    rows = [{"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "gloo", "batch_size": 8, "samples_per_s": 100.0},
-            {"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "nccl", "batch_size": 8, "samples_per_s": 900.0}]
+    rows = [{"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "gloo", "batch_size": 8,
+             "samples_per_s": 100.0},
+            {"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "nccl", "batch_size": 8,
+             "samples_per_s": 900.0}]
     assert ddp.single_process_samples_per_s(DistributedCase("ddp", 2, "gloo", 8), rows) == 100.0
     assert ddp.single_process_samples_per_s(DistributedCase("ddp", 2, "gloo", 16), rows) is None
 
@@ -110,14 +117,17 @@ def test_scaling_efficiency_is_present_when_only_the_two_process_case_runs(tmp_p
         figures = timed.figures(summarize(timed.windows(report)), report)
     finally:
         timed.cleanup()
-    assert figures["scaling_efficiency"] > 0  # its value depends on the machine's load; above 1.05 the row says impossible
+    # its value depends on the machine's load; above 1.05 the row says impossible
+    assert figures["scaling_efficiency"] > 0
     assert "one process measured for this case" in figures["reason"]
 
 
 def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
-    rows = [{"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "gloo", "batch_size": 16, "samples_per_s": 1.0}]
+    rows = [{"workload": "ddp", "status": "ok", "parallel": "ddp", "world_size": 1, "backend": "gloo", "batch_size": 16,
+             "samples_per_s": 1.0}]
     timed = ddp.build(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=rows))
-    report = {"samples": 1000, "train_s": 1.0, "step_samples_s": [0.1, 0.1], "dataset": "synthetic", "peak_mem_bytes": 0}
+    report = {"samples": 1000, "train_s": 1.0, "step_samples_s": [0.1, 0.1], "dataset": "synthetic",
+              "peak_mem_bytes": 0}
     figures = timed.figures(summarize([0.1, 0.1]), report)
     timed.cleanup()
     assert figures["scaling_efficiency"] == 500.0 and "impossible: scaling efficiency" in figures["reason"]
@@ -128,7 +138,8 @@ def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
     """The README's multi-node recipe: the worker under torchrun, rank 0 appending a results row."""
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "gpubench.harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic",
-                           f"--data-root={tmp_path}", "--batch-size=16", "--max-steps=3", f"--results-dir={tmp_path / 'out'}"],
+                           f"--data-root={tmp_path}", "--batch-size=16", "--max-steps=3",
+                           f"--results-dir={tmp_path / 'out'}"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     (csv_path,) = (tmp_path / "out").glob("*.csv")
@@ -140,8 +151,10 @@ def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
 
 
 def test_rank_error_is_the_root_cause_not_torchrun():
-    output = "\n".join(["Traceback (most recent call last):", "  File x", "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
-                         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  traceback : To enable traceback see: https://x"])
+    output = "\n".join(["Traceback (most recent call last):", "  File x",
+                        "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+                         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+                        "  traceback : To enable traceback see: https://x"])
     assert rank_error(output) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
     assert rank_error("nothing useful") == "no error line in the ranks' output"
 
@@ -166,10 +179,11 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
 
     def agent(node: int) -> subprocess.Popen:
         with open(logs[node], "w") as log:
-            return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
-                                     "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
-                                     "-m", "gpubench.harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic", f"--data-root={tmp_path}",
-                                     "--batch-size=16", "--max-steps=2", f"--results-dir={tmp_path / 'out'}"],
+            return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}",
+                                     "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                                     "-m", "gpubench.harness.workloads.ddp_worker", "--device-type=cpu",
+                                     "--dataset=synthetic", f"--data-root={tmp_path}", "--batch-size=16",
+                                     "--max-steps=2", f"--results-dir={tmp_path / 'out'}"],
                                     stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env, start_new_session=True)
 
     agents = [agent(0), agent(1)]
@@ -186,9 +200,11 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
                 kill_launch(proc)
                 proc.wait()
     output = "\n".join(log.read_text() for log in logs)
-    assert not hung, f"the two-agent job did not finish in {MULTI_NODE_LIMIT_S} s (killed): a hung rendezvous or collective\n{output[-3000:]}"
+    assert not hung, (f"the two-agent job did not finish in {MULTI_NODE_LIMIT_S} s (killed): a hung rendezvous or "
+                      f"collective\n{output[-3000:]}")
     if [proc.returncode for proc in agents] != [0, 0] and "address already in use" in output.lower():
-        pytest.skip(f"this machine cannot run the test now: rendezvous port {port} was taken by another process before the agents bound it")
+        pytest.skip(f"this machine cannot run the test now: rendezvous port {port} was taken by another process before "
+                    "the agents bound it")
     assert [proc.returncode for proc in agents] == [0, 0], output[-3000:]
     (csv_path,) = (tmp_path / "out").glob("*.csv")
     (row,) = read_rows(csv_path)
@@ -201,9 +217,11 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
 def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 4_000_000_000)
-    with pytest.raises(UsageError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use --nproc 8 or fewer"):
+    with pytest.raises(UsageError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use "
+                                         r"--nproc 8 or fewer"):
         check_nproc(9, CPU)
-    with pytest.raises(UsageError, match=r"--nproc 3 needs about 4\.5 GB \(1\.5 GB per process\) but 4\.0 GB is available — use --nproc 2 or fewer"):
+    with pytest.raises(UsageError, match=r"--nproc 3 needs about 4\.5 GB \(1\.5 GB per process\) but 4\.0 GB is "
+                                         r"available — use --nproc 2 or fewer"):
         check_nproc(3, CPU)
     with pytest.raises(UsageError, match="positive"):
         check_nproc(0, CPU)
@@ -239,7 +257,8 @@ def test_a_rank_killed_by_sigkill_fails_the_case_naming_rank_and_signal(tmp_path
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: source)
     with pytest.raises(RuntimeError, match=r"torchrun exited 1: rank 1 exitcode -9 \(SIGKILL") as caught:
-        run_with(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
+        run_with(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(),
+                 RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
     writer.close()
     assert "\n" not in str(caught.value)
     (failed,) = read_rows(tmp_path / "run.csv")
@@ -278,14 +297,17 @@ def test_a_stopped_rank_is_named_and_the_case_ends_at_its_heartbeat_stall(tmp_pa
     the collective timeout and be the one blamed. Rank 1's heartbeat goes stale instead: the launch
     is killed naming rank 1, long before the collective timeout (60 s at smoke), and the failed row says so."""
     faulty_rank("stop")
-    monkeypatch.setitem(torchrun_launch.HEARTBEAT_STALL_S, "smoke", 4)  # the smoke profile's 30 s, shortened for the test
+    # the smoke profile's 30 s, shortened for the test
+    monkeypatch.setitem(torchrun_launch.HEARTBEAT_STALL_S, "smoke", 4)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     source = DataSource("synthetic", tmp_path)
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: source)
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"^rank 1 stopped responding \(no heartbeat for \d+ s, (at step 1|before its first step)\): the launch was killed"):
-        run_with(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
+    with pytest.raises(RuntimeError, match=r"^rank 1 stopped responding \(no heartbeat for \d+ s, (at step 1|before "
+                                           r"its first step)\): the launch was killed"):
+        run_with(DistributedCase("ddp", 2, "gloo", 16), ddp, FakeBenchmark(),
+                 RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "r"}, writer))
     assert time.monotonic() - start < 50  # start-up, a step, 4 s of silence: not the 60 s collective timeout
     writer.close()
     (failed,) = read_rows(tmp_path / "run.csv")
@@ -304,7 +326,8 @@ def test_a_stopped_rank_is_named_when_its_peer_times_out_first(tmp_path, monkeyp
     faulty_rank("stop")
     command = [arg if not arg.startswith("--timeout-s=") else "--timeout-s=8" for arg in launch_marked(tmp_path)]
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"^torchrun exited 1: rank 1 stopped responding \(no heartbeat for \d+ s, .*\); rank 0 exitcode 1"):
+    with pytest.raises(RuntimeError, match=r"^torchrun exited 1: rank 1 stopped responding \(no heartbeat for \d+ s, "
+                                           r".*\); rank 0 exitcode 1"):
         launch(command, tmp_path / "r.json", timeout_s=120, stall_s=600)
     assert time.monotonic() - start < 90  # the 8 s collective timeout, then torchrun's teardown of a stopped rank
     deadline = time.monotonic() + 5
@@ -387,7 +410,8 @@ def test_a_build_that_fails_before_its_timed_leaves_no_workdir(tmp_path, monkeyp
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(UsageError):
-        ddp.build(DistributedCase("ddp", 2, "gloo", 16), BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: Missing()))
+        ddp.build(DistributedCase("ddp", 2, "gloo", 16), BuildContext(CPU, "smoke", SyncedClock(CPU), 2,
+                                                                      data_source=lambda: Missing()))
     assert not list(tmp_path.glob("gpubench-ddp-*"))
 
 
@@ -401,15 +425,18 @@ def test_the_launch_timeout_scales_with_the_profile(tmp_path, monkeypatch):
     for profile in ("smoke", "quick", "full"):
         monkeypatch.setattr(
             torchrun_launch, "launch",
-            lambda command, result_json, timeout_s, stall_s, profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s)),
+            lambda command, result_json, timeout_s, stall_s,
+            profile=profile: launched.setdefault(profile, (command, timeout_s, stall_s)),
         )
-        timed = ddp.build(DistributedCase("ddp", 1, "gloo", 16), BuildContext(CPU, profile, SyncedClock(CPU), 1, data_source=lambda: source))
+        timed = ddp.build(DistributedCase("ddp", 1, "gloo", 16), BuildContext(CPU, profile, SyncedClock(CPU), 1,
+                                                                              data_source=lambda: source))
         try:
             timed.fn()
         finally:
             timed.cleanup()
     timeouts = {profile: timeout_s for profile, (_, timeout_s, _) in launched.items()}
-    collective = {profile: [arg for arg in command if arg.startswith("--timeout-s=")] for profile, (command, _, _) in launched.items()}
+    collective = {profile: [arg for arg in command if arg.startswith("--timeout-s=")] for profile,
+                  (command, _, _) in launched.items()}
     stalls = {profile: stall_s for profile, (_, _, stall_s) in launched.items()}
     assert timeouts == {"smoke": 120, "quick": 600, "full": 3600}  # each profile's own, not one for all
     # a quick case with a silent rank ends within 5 minutes: the heartbeat's 60 s, else the collectives' 120 s

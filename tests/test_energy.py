@@ -115,7 +115,8 @@ def test_rapl_absent_or_unreadable_says_why_once(tmp_path, monkeypatch):
     def denied(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: denied(self) if self.name == "energy_uj" else open(self).read())
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: denied(self) if self.name == "energy_uj"
+                        else open(self).read())
     counter, note = rapl_counter(root)
     assert counter is None and "readable by root only" in note and "chmod" in note
 
@@ -159,7 +160,8 @@ def _run_matmul(tmp_path, meter, telemetry=None, figures=lambda s, r: {"tflops":
 def test_energy_per_call_power_and_per_joule_figures_land_in_the_row(tmp_path):
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=50.0))
     meter.counter.min_window_s = 0.0  # every region is long enough: no repetition
-    row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 10, 5, 0.0), figures=lambda s, r: {"tflops": 2.0, "samples_per_s": 100.0})
+    row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 10, 5, 0.0), figures=lambda s,
+                      r: {"tflops": 2.0, "samples_per_s": 100.0})
     assert row["status"] == "ok" and row["energy_source"] == "rapl"
     assert row["avg_power_w"] == pytest.approx(50.0, rel=0.05)
     assert row["energy_j"] > 0  # its division by the calls is checked with a call-counting counter below
@@ -206,8 +208,10 @@ def test_a_repetition_that_does_not_fit_the_cases_share_of_the_budget_is_not_run
     clock, calls, fn, meter = ten_ms_calls()
     share = CaseShare(share_s=1.0, budget_s=60.0, now=clock)
     measured = measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, share=share, why_not_repeated=None)
-    assert len(calls) < 10 and measured.calls == measured.plan.rounds * measured.plan.iterations  # warm-up and rounds, no 120-call repetition
-    assert measured.energy.energy_j is None and "do not fit the" in measured.energy.reason and "left of the case's share" in measured.energy.reason
+    # warm-up and rounds, no 120-call repetition
+    assert len(calls) < 10 and measured.calls == measured.plan.rounds * measured.plan.iterations
+    assert (measured.energy.energy_j is None and "do not fit the" in measured.energy.reason
+            and "left of the case's share" in measured.energy.reason)
 
 
 def test_a_later_build_does_not_repeat_a_short_region_and_says_why(tmp_path):
@@ -232,12 +236,14 @@ def test_measure_repeats_a_short_region_for_its_energy_before_it_returns():
     def measured(repeat_energy):
         meter = EnergyMeter(FakeCounter(clock, watts=100.0), clock=clock)
         meter.counter.min_window_s = 1.0
-        return measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, why_not_repeated=None if repeat_energy else "")
+        return measure(Timed(fn=fn), BUDGET, SyncedClock(CPU, clock), meter=meter, why_not_repeated=None
+                       if repeat_energy else "")
 
     repeated, single = measured(True), measured(False)
     assert repeated.calls == 1 and repeated.energy.energy_j == pytest.approx(100.0 * 0.010)
     assert repeated.samples_s == pytest.approx([0.010] * repeated.plan.rounds)  # the rounds' own samples
-    assert single.energy.energy_j is None and single.energy.reason and single.calls == single.plan.rounds * single.plan.iterations
+    assert (single.energy.energy_j is None and single.energy.reason
+            and single.calls == single.plan.rounds * single.plan.iterations)
 
 
 @pytest.mark.parametrize("median_s", [0.0105, 0.012, 0.008])
@@ -254,7 +260,8 @@ def test_a_short_fixed_region_gets_an_empty_figure_with_the_reason(tmp_path):
     meter = EnergyMeter(FakeCounter(time.perf_counter, watts=20.0))
     meter.counter.min_window_s = 30.0
     row = _run_matmul(tmp_path, meter, plan=RoundPlan(0, 1, 1, 0.0))  # a fixed plan (an epoch) cannot be repeated
-    assert row["status"] == "ok" and row.get("energy_j") is None and "shorter than the rapl counter's 30 s window" in row["reason"]
+    assert row["status"] == "ok" and row.get(
+        "energy_j") is None and "shorter than the rapl counter's 30 s window" in row["reason"]
 
 
 def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
@@ -266,21 +273,24 @@ def test_telemetry_is_read_during_the_region_and_throttling_is_said(tmp_path):
         return nvml_sample(nvml, "gpu0")
 
     # a region of 3 x 20 ms polled every millisecond: dozens of readings, the first one before throttling
-    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(read, interval_s=0.001), plan=RoundPlan(0, 1, 3, 0.0),
-                      fn=lambda: time.sleep(0.02))
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(read, interval_s=0.001),
+                      plan=RoundPlan(0, 1, 3, 0.0), fn=lambda: time.sleep(0.02))
     assert row["gpu_temp_c"] >= 83 and row["gpu_sm_clock_mhz"] == 1410 and row["gpu_power_w"] > 600
     assert "software power cap" in row["gpu_throttle"] and "software thermal slowdown" in row["gpu_throttle"]
     # the thermal slowdown flags the row; the power cap (a loaded data-centre GPU's normal state) is only recorded
-    assert "throttled during the timed region: software thermal slowdown" in row["reason"] and "throttled" in row["flags"]
+    assert "throttled during the timed region: software thermal slowdown" in row["reason"] and "throttled" in row[
+        "flags"]
     assert "power cap" not in row["reason"]
 
 
 def test_the_power_cap_alone_is_recorded_but_flags_nothing(tmp_path):
     nvml = FakeNvml()
     nvml.throttle_bits = 0x4
-    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(lambda: nvml_sample(nvml, "gpu0"), interval_s=0.001),
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=TelemetrySampler(lambda: nvml_sample(nvml, "gpu0"),
+                                                                              interval_s=0.001),
                       plan=RoundPlan(0, 1, 3, 0.0), fn=lambda: time.sleep(0.01))
-    assert row["gpu_throttle"] == "software power cap" and "throttled" not in row["flags"] and "throttled" not in row["reason"]
+    assert row["gpu_throttle"] == "software power cap" and "throttled" not in row["flags"] and "throttled" not in row[
+        "reason"]
 
 
 def test_warm_up_and_calibration_stay_outside_the_energy_region(tmp_path):
@@ -297,17 +307,20 @@ def test_warm_up_and_calibration_stay_outside_the_energy_region(tmp_path):
     row = _run_matmul(tmp_path, EnergyMeter(CallCounter()), plan=RoundPlan(3, 2, 5, 0.0), fn=lambda: calls.append(1))
     # three warm-up calls, 5 rounds of 2, and pytest-benchmark's extra call for the result (iterations > 1)
     assert len(calls) == 3 + 2 * 5 + 1
-    assert row["energy_j"] == pytest.approx(1.0)  # 11 joules over the 11 calls in the region (the extra one counted): warm-up's 3 left out
+    # 11 joules over the 11 calls in the region (the extra one counted): warm-up's 3 left out
+    assert row["energy_j"] == pytest.approx(1.0)
 
 
 def test_an_epochs_samples_per_joule_is_its_samples_over_its_joules(tmp_path):
     figures = energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1, {"samples_per_s": 4000.0}, samples_per_call=60_000)
     assert figures["samples_per_j"] == pytest.approx(100.0)  # not 4000 / 30 W: the throughput covers training only
-    assert energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1, {"samples_per_s": 4000.0})["samples_per_j"] == pytest.approx(4000 / 30)
+    assert energy_figures(EnergyReading(600.0, 20.0, "nvml"), 1,
+                          {"samples_per_s": 4000.0})["samples_per_j"] == pytest.approx(4000 / 30)
 
 
 def test_telemetry_summary_ignores_idle_and_clock_setting_bits():
-    summary = summarize_telemetry([{"sm_clock_mhz": 1980.0, "temp_c": 40.0, "power_w": 100.0, "throttle_bits": 0x1 | 0x2}])
+    summary = summarize_telemetry([{"sm_clock_mhz": 1980.0, "temp_c": 40.0, "power_w": 100.0,
+                                    "throttle_bits": 0x1 | 0x2}])
     assert summary["gpu_throttle"] == "" and summary["gpu_power_w"] == 100.0
 
 
@@ -337,14 +350,17 @@ def test_the_instantaneous_power_field_is_preferred_over_the_one_second_average(
     assert summary["gpu_power_w"] == 650.0 and "gpu_power_note" not in summary
 
 
-@pytest.mark.parametrize("unsupported", [(), ("nvmlDeviceGetFieldValues",)])  # the field answers NotSupported / no such call
+# the field answers NotSupported / no such call
+@pytest.mark.parametrize("unsupported", [(), ("nvmlDeviceGetFieldValues",)])
 def test_an_averaged_power_is_left_empty_below_a_second_and_the_row_says_why(tmp_path, unsupported):
     nvml = FakeNvml(not_supported=unsupported)
     sampler = gpu_sampler(GPU, nvml_loader=lambda: nvml)
     assert sampler.power_averaged and "gpu_power_w is NVML's 1 s average" in sampler.note
-    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=sampler, plan=RoundPlan(0, 1, 3, 0.0), fn=lambda: time.sleep(0.01))
+    row = _run_matmul(tmp_path, EnergyMeter(None), telemetry=sampler, plan=RoundPlan(0, 1, 3, 0.0),
+                      fn=lambda: time.sleep(0.01))
     assert row.get("gpu_power_w") is None and row["gpu_sm_clock_mhz"] == 1980
-    assert "gpu_power_w: left empty, the region" in row["reason"] and "shorter than the 1 s NVML averages" in row["reason"]
+    assert "gpu_power_w: left empty, the region" in row["reason"] and "shorter than the 1 s NVML averages" in row[
+        "reason"]
 
 
 def test_an_averaged_power_over_a_region_of_a_second_or_more_is_kept():
@@ -364,17 +380,20 @@ def test_a_graphics_process_query_not_supported_keeps_the_busy_gpu_check(monkeyp
 def _pids_a_build_calls_its_own(session_pid: int) -> set[int]:
     code = "import json; from gpubench.harness.devices.env import our_pids; print(json.dumps(sorted(our_pids())))"
     env = dict(os.environ, **{SESSION_PID_ENV: str(session_pid)})
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)
     return set(json.loads(done.stdout))
 
 
 @pytest.mark.process
 def test_an_ab_build_does_not_count_its_partner_waiting_for_its_turn_as_a_busy_gpu():
-    """This test process plays the `gpubench ab` session; `sleep` is the partner build, idle beside the one measuring."""
+    """This test process plays the `gpubench ab` session; `sleep` is the partner build, idle beside the one
+    measuring."""
     partner = subprocess.Popen(["sleep", "60"])
     try:
         assert partner.pid in _pids_a_build_calls_its_own(session_pid=os.getpid())
-        assert partner.pid not in _pids_a_build_calls_its_own(session_pid=partner.pid)  # a pid that is no ancestor names no session
+        # a pid that is no ancestor names no session
+        assert partner.pid not in _pids_a_build_calls_its_own(session_pid=partner.pid)
     finally:
         partner.kill()
         partner.wait()
@@ -393,7 +412,8 @@ def test_a_compute_process_query_not_supported_removes_only_the_busy_gpu_check_a
 def test_the_fingerprints_gpu_telemetry_keeps_the_fields_that_answer(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(not_supported=("nvmlDeviceGetPowerManagementLimit",)))
     reading = gpu_telemetry(0)
-    assert reading["gpu_sm_clock_mhz"] == 1980 and reading["gpu_power_w"] == 300.0 and "gpu_power_limit_w" not in reading
+    assert reading["gpu_sm_clock_mhz"] == 1980 and reading[
+        "gpu_power_w"] == 300.0 and "gpu_power_limit_w" not in reading
 
 
 def test_the_runs_first_lines_say_once_what_nvml_did_not_answer():
@@ -401,7 +421,8 @@ def test_the_runs_first_lines_say_once_what_nvml_did_not_answer():
 
     from gpubench.harness.pytest_plugin.plugin import STATE, pytest_report_header
 
-    sampler = gpu_sampler(GPU, nvml_loader=lambda: FakeNvml(not_supported=("nvmlDeviceGetTemperature",), instant_power_mw=1))
+    sampler = gpu_sampler(GPU, nvml_loader=lambda: FakeNvml(not_supported=("nvmlDeviceGetTemperature",),
+                                                            instant_power_mw=1))
     ctx = SimpleNamespace(device=CPU, profile="smoke", energy=EnergyMeter(None), telemetry=sampler)
     config = SimpleNamespace(stash={STATE: SimpleNamespace(ctx=ctx, session=SimpleNamespace(csv_path="run.csv"))})
     assert "gpubench: telemetry: NVML did not answer: temp_c (Not Supported)" in pytest_report_header(config)

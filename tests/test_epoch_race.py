@@ -45,7 +45,8 @@ def test_the_contestant_with_the_cheapest_step_wins_and_warm_up_is_not_timed():
     for name, cost_s in costs.items():  # warm-up's 100 s first call stays out of every figure
         assert by[name].steps == PLAN.steps and by[name].steps_per_s == pytest.approx(1 / cost_s)
         assert by[name].samples_per_s == pytest.approx(er.RACE_BATCH / cost_s)
-    assert result.summary().startswith("raced on this machine: fp32-cl won: fp32 25 steps/s") and "fp32-cl 33.3 steps/s (won)" in result.summary()
+    assert (result.summary().startswith("raced on this machine: fp32-cl won: fp32 25 steps/s")
+            and "fp32-cl 33.3 steps/s (won)" in result.summary())
 
 
 def test_a_slow_contestant_stops_at_its_time_cap():
@@ -85,7 +86,8 @@ def test_with_no_contestant_finished_the_fallback_is_named():
 def test_the_race_fits_its_budget():
     clock = SteppingClock()
     contestants = er.CONTESTANTS[:2]
-    result = er.race(contestants, costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock, "k", budget_s=4.0)
+    result = er.race(contestants, costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock, "k",
+                     budget_s=4.0)
     # each its equal part of the 4 s: half warm-up, half timed steps, not the plan's 10 s cap
     assert [e.seconds for e in result.entries] == [1.0, 1.0] and clock.now_s == pytest.approx(104.0)
     assert not result.complete  # cut short: not kept for later runs
@@ -95,9 +97,11 @@ def test_the_race_fits_its_budget():
     assert [e.status for e in slow.entries] == ["ok", "ok", "skipped"]
     assert clock.now_s == pytest.approx(15.0)  # each: one 5.5 s warm-up call (past its 2 s cap, no second), 2 s timed
     assert slow.entries[2].reason == "the race's 12 s of the budget was spent" and slow.winner.name == "fp32"
-    assert er.race(er.CONTESTANTS[:2], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock, "k").complete
-    overrun = er.race(er.CONTESTANTS[:2], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}, first_s=50.0), NOBODY_SKIPS,
-                      PLAN, clock, "k", budget_s=40.0)  # the plan's full 10 s cap each, but a warm-up ran past the budget
+    assert er.race(er.CONTESTANTS[:2], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}), NOBODY_SKIPS, PLAN, clock,
+                   "k").complete
+    overrun = er.race(er.CONTESTANTS[:2], costed_steps(clock, {"fp32": 0.5, "fp32-cl": 0.5}, first_s=50.0),
+                      # the plan's full 10 s cap each, but a warm-up ran past the budget
+                      NOBODY_SKIPS, PLAN, clock, "k", budget_s=40.0)
     assert overrun.entries[1].status == "skipped" and not overrun.complete
     nothing = er.race(contestants, costed_steps(clock, {}), NOBODY_SKIPS, PLAN, clock, "k", budget_s=0.01)
     assert nothing.entries == () and nothing.winner == er.FALLBACK and "not raced" in nothing.note

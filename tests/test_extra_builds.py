@@ -21,7 +21,8 @@ pytest_plugins = ["pytester"]
 
 
 def row(case_id, build, median_s, status="ok", builds=3, build_s=2.0):
-    return {"case_id": case_id, "build": build, "builds": builds, "status": status, "median_s": median_s, "build_s": build_s}
+    return {"case_id": case_id, "build": build, "builds": builds, "status": status, "median_s": median_s,
+            "build_s": build_s}
 
 
 def test_the_case_whose_builds_disagree_most_is_repeated_first_and_an_unmeasured_one_not_at_all():
@@ -34,8 +35,8 @@ def test_the_case_whose_builds_disagree_most_is_repeated_first_and_an_unmeasured
 
 def test_an_extra_build_runs_a_case_whole_or_not_at_all():
     now = [100.0]
-    plan = BudgetPlan(180.0, 110.0, {"a": CaseCost(4.0), "b": CaseCost(20.0)}, [("a", 3), ("b", 3), ("c", 3)], now=lambda: now[0],
-                      extra=True)
+    plan = BudgetPlan(180.0, 110.0, {"a": CaseCost(4.0), "b": CaseCost(20.0)}, [("a", 3), ("b", 3), ("c", 3)],
+                      now=lambda: now[0], extra=True)
     assert plan.fits("a") and not plan.fits("b") and not plan.fits("c")  # c: no cost known, nothing says it fits
     assert plan.share_for("a").share_s == pytest.approx(10.0)  # all that is left, not a split with the cases after it
     now[0] = 106.0
@@ -91,12 +92,14 @@ TWO_CASE_BENCH = ONE_CASE_BENCH.replace("[TinyCase(8)]", "[TinyCase(8), TinyCase
 
 def build_of_tiny(pytester, *extra):
     # each build a process of its own, as under gpubench run: in-process sessions share the test session's modules
-    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
+    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py",
+                                         "--benchmark-only", "--profile=smoke",
                               "--results-dir=out", "--run-id=r", "--builds=2", "--budget=10m", *extra)
 
 
 @pytest.mark.process  # three pytest sessions, each a process (see build_of_tiny)
-def test_an_extra_build_repeats_the_repeated_cases_within_the_deadline_and_records_nothing_past_it(pytester, monkeypatch):
+def test_an_extra_build_repeats_the_repeated_cases_within_the_deadline_and_records_nothing_past_it(
+        pytester, monkeypatch):
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
     pytester.makepyfile(bench_tiny=TWO_CASE_BENCH)
     assert build_of_tiny(pytester).ret == 0  # both builds in one session

@@ -28,15 +28,20 @@ TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # one
 
 
 def test_targets_parse_into_slurm_parameters():
-    a, b = parse_targets(["partition=gpu,gres=gpu:1,time=30", "nodelist=node[1-2],constraint=h100,time=2:00:00,cpus=8,name=big"])
-    assert a.name == "gpu" and a.slurm_parameters() == {"job_name": "gpubench-gpu", "time": 30, "partition": "gpu", "gres": "gpu:1"}
-    assert b.name == "big" and b.slurm_parameters()["time"] == 120 and b.slurm_parameters()["nodelist"] == "node[1-2]" and b.cpus == 8
+    a, b = parse_targets(["partition=gpu,gres=gpu:1,time=30",
+                          "nodelist=node[1-2],constraint=h100,time=2:00:00,cpus=8,name=big"])
+    assert a.name == "gpu" and a.slurm_parameters() == {"job_name": "gpubench-gpu", "time": 30, "partition": "gpu",
+                                                        "gres": "gpu:1"}
+    assert b.name == "big" and b.slurm_parameters()["time"] == 120 and b.slurm_parameters()[
+        "nodelist"] == "node[1-2]" and b.cpus == 8
     assert [t.name for t in parse_targets(None)] == ["local"]
 
 
-@pytest.mark.parametrize("text, message", [("partiton=gpu", "is not one of"), ("partition=a", "two targets"), ("time=0:30", "under a minute"),
-                                           ("time=soon", "give minutes"), ("cpus=many", "whole number"), ("", "is empty"), (" , ,", "is empty"),
-                                           ("name=a,name=b", "name= is given twice"), ("time=99999999999999999999", "over a year")])
+@pytest.mark.parametrize("text, message", [("partiton=gpu", "is not one of"), ("partition=a", "two targets"),
+                                           ("time=0:30", "under a minute"), ("time=soon", "give minutes"),
+                                           ("cpus=many", "whole number"), ("", "is empty"), (" , ,", "is empty"),
+                                           ("name=a,name=b", "name= is given twice"),
+                                           ("time=99999999999999999999", "over a year")])
 def test_bad_targets_are_one_line_naming_the_fix(text, message):
     with pytest.raises(UsageError, match=message):
         parse_targets(["partition=a", text] if message == "two targets" else [text])
@@ -47,16 +52,22 @@ def test_minutes():
 
 
 def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
-    args, extra = build_parser().parse_known_args(["fleet", "--store", "S", "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"])
+    args, extra = build_parser().parse_known_args(["fleet", "--store", "S", "--profile", "smoke", "--builds", "2",
+                                                   "--profile-ops", "-k", "matmul"])
     argv = run_argv(args, Path("/abs/S"), "F-gpu", Target("gpu", device="cuda:1"), extra)
-    assert argv[1:] == ["-m", "gpubench.harness.commands.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu", "--no-report", "--device", "cuda:1",
-                        "--profile", "smoke", "--builds", "2", "--profile-ops", "-k", "matmul"]
+    assert argv[1:] == ["-m", "gpubench.harness.commands.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu",
+                        "--no-report", "--device", "cuda:1", "--profile", "smoke", "--builds", "2", "--profile-ops",
+                        "-k", "matmul"]
 
 
 def test_failure_reasons():
-    assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***") == "timed out (the target's time limit)"
-    assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***").startswith("cancelled")
-    assert reason_from_log("CalledProcessError: Command '[...]' returned non-zero exit status 5.") == "gpubench run exited 5 (no case matched -k/-m)"
+    assert reason_from_log(
+        "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***"
+    ) == "timed out (the target's time limit)"
+    assert reason_from_log("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2026-01-01T00:00:00 ***").startswith(
+        "cancelled")
+    assert reason_from_log("CalledProcessError: Command '[...]' returned non-zero exit status 5.") == (
+        "gpubench run exited 5 (no case matched -k/-m)")
 
 
 class FakeJob:
@@ -85,7 +96,8 @@ class FakeJob:
 
 def test_a_local_job_ending_without_a_result_is_a_failure_naming_why(tmp_path):
     ok, crashed, failed = (FleetJob(Target(n), n) for n in ("ok", "crashed", "failed"))
-    ok.job, crashed.job, failed.job = FakeJob("1", tmp_path), FakeJob("2", tmp_path, state="INTERRUPTED"), FakeJob("3", tmp_path)
+    ok.job, crashed.job, failed.job = FakeJob("1", tmp_path), FakeJob("2", tmp_path,
+                                                                      state="INTERRUPTED"), FakeJob("3", tmp_path)
     ok.job.finish("ok")
     failed.job.finish("failed", 1)
     update([ok, crashed, failed], "local", tmp_path)
@@ -173,8 +185,8 @@ def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatc
 
 def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
     """A fleet into `store`, its job files beside it (not in the home folder of whoever runs the tests)."""
-    return subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", "--store", str(store), "--jobs-dir", str(store.parent / "jobs"),
-                             "--poll-seconds", "0.5", *args],
+    return subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", "--store", str(store),
+                             "--jobs-dir", str(store.parent / "jobs"), "--poll-seconds", "0.5", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **popen)
 
 
@@ -202,13 +214,15 @@ def test_two_local_fleets_into_one_team_store_at_once_lose_nothing_and_leave_no_
     store = tmp_path / "store"
     store.mkdir()
     store.chmod(0o3775)
-    procs = [fleet(store, "--target", "name=x", "--target", "name=y", *TINY, cwd=tmp_path, preexec_fn=lambda: os.umask(0)) for _ in range(2)]
+    procs = [fleet(store, "--target", "name=x", "--target", "name=y", *TINY, cwd=tmp_path,
+                   preexec_fn=lambda: os.umask(0)) for _ in range(2)]
     outs = [proc.communicate(timeout=900)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outs
     run_ids = check_fleet_store(store, outs[0], ("x", "y")) | check_fleet_store(store, outs[1], ("x", "y"))
     assert len(run_ids) == 4
     assert all("[x] job" in out and "done ->" in out and "report of 2 runs" in out for out in outs)
-    assert cli_main(["report", str(store), "--out", str(tmp_path / "all")]) == 0  # in this process: the fleets were the processes
+    # in this process: the fleets were the processes
+    assert cli_main(["report", str(store), "--out", str(tmp_path / "all")]) == 0
     assert {r["run_id"] for r in read_rows(tmp_path / "all" / "merged.csv")} == run_ids
     assert not list(store.rglob("*.partial*"))  # no sidecar left half-renamed
     written = list(store.rglob("*"))
@@ -222,7 +236,8 @@ def test_ctrl_c_stops_the_local_job_and_every_process_under_it(tmp_path):
     """SIGINT to the fleet alone (not the terminal's whole group): the local job's whole tree stops."""
     import psutil
 
-    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32", cwd=tmp_path)
+    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds",
+                 "100", "-k", "matmul and fp32", cwd=tmp_path)
     lines: list[str] = []
     wait_for(proc, ": running", lines)
     time.sleep(3)  # gpubench run and its first build process have started
@@ -250,12 +265,14 @@ def test_a_local_fleet_killed_with_9_leaves_no_run_measuring(tmp_path):
     job on, measuring with no one to read it. A real fleet: the watch spans three processes."""
     import psutil
 
-    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32", cwd=tmp_path)
+    proc = fleet(tmp_path / "store", "--target", "name=long", "--profile", "smoke", "--device", "cpu", "--builds",
+                 "100", "-k", "matmul and fp32", cwd=tmp_path)
     wait_for(proc, ": running", [])
     deadline = time.monotonic() + 120
     runs: list[psutil.Process] = []
     while not runs and time.monotonic() < deadline:
-        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4] == ["-m", "gpubench.harness.commands.cli", "run"]]
+        runs = [p for p in psutil.Process(proc.pid).children(recursive=True) if command_of(p)[1:4]
+                == ["-m", "gpubench.harness.commands.cli", "run"]]
         time.sleep(0.2)
     assert runs, "gpubench run never started"
     proc.kill()
@@ -342,7 +359,8 @@ def test_stopping_a_local_job_signals_its_run_once_and_the_build_only_through_it
 
 
 def test_the_reason_is_the_end_written_last_in_the_log():
-    log = "UserWarning: could not write the compile cache: No space left on device\nslurmstepd: *** JOB 7 ON n1 CANCELLED AT 2026-12-01T04:00:00 ***\n"
+    log = ("UserWarning: could not write the compile cache: No space left on device\nslurmstepd: *** JOB 7 ON n1 "
+           "CANCELLED AT 2026-12-01T04:00:00 ***\n")
     assert reason_from_log(log).startswith("cancelled")
 
 
@@ -356,8 +374,8 @@ def test_cluster_without_binaries_is_a_skip_reason(tmp_path, monkeypatch):
 
 @pytest.mark.process
 def test_fleet_without_a_store_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", "--target", "partition=a"], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, check=False)
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", "--target", "partition=a"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs --store" in done.stderr
 
 
@@ -396,8 +414,8 @@ def wait_for(proc: subprocess.Popen[str], text: str, lines: list[str], timeout_s
 @pytest.mark.slurm
 def test_slurm_fleet_on_two_partitions(slurm, tmp_path):
     started = time.monotonic()
-    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=a,time=10", "--target", "partition=b,time=10", *TINY,
-                 env=slurm.env, cwd=tmp_path)
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=a,time=10", "--target",
+                 "partition=b,time=10", *TINY, env=slurm.env, cwd=tmp_path)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     check_fleet_store(tmp_path / "store", out, ("a", "b"))
@@ -405,13 +423,14 @@ def test_slurm_fleet_on_two_partitions(slurm, tmp_path):
     print(f"slurm fleet of two partitions: {time.monotonic() - started:.1f} s wall")
 
 
-LONG = ["--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32"]  # a build per process: minutes
+# a build per process: minutes
+LONG = ["--profile", "smoke", "--device", "cpu", "--builds", "100", "-k", "matmul and fp32"]
 
 
 @pytest.mark.slurm
 def test_slurm_job_cancelled_with_scancel_is_a_line_naming_the_target(slurm, tmp_path):
-    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=b,time=10,name=victim", "--target", "partition=nosuch", *LONG,
-                 env=slurm.env, cwd=tmp_path)
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=b,time=10,name=victim", "--target",
+                 "partition=nosuch", *LONG, env=slurm.env, cwd=tmp_path)
     lines: list[str] = []
     wait_for(proc, ": running", lines)
     job_id = lines[-1].split(" job ", 1)[1].split(":", 1)[0]
@@ -420,13 +439,14 @@ def test_slurm_job_cancelled_with_scancel_is_a_line_naming_the_target(slurm, tmp
     out = "".join(lines) + rest
     assert proc.returncode == 1, out
     assert f"[victim] job {job_id}: FAILED — cancelled" in out and "victim FAILED (cancelled" in out
-    assert out.count("[nosuch]: FAILED — not submitted: sbatch: error: invalid partition") == 1, out  # named once, never resubmitted
+    # named once, never resubmitted
+    assert out.count("[nosuch]: FAILED — not submitted: sbatch: error: invalid partition") == 1, out
 
 
 @pytest.mark.slurm
 def test_ctrl_c_cancels_every_submitted_job(slurm, tmp_path):
-    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=a,time=10", "--target", "partition=b,time=10", *LONG,
-                 env=slurm.env, cwd=tmp_path)
+    proc = fleet(tmp_path / "store", "--cluster", "slurm", "--target", "partition=a,time=10", "--target",
+                 "partition=b,time=10", *LONG, env=slurm.env, cwd=tmp_path)
     lines: list[str] = []
     wait_for(proc, ": running", lines)
     assert len(slurm.queue()) == 2
@@ -462,8 +482,10 @@ def test_submitits_timeout_and_a_full_store_are_named_from_the_log(tmp_path):
     full store leaves no result file: each is named from the job's log (`timed out`, `the store filled
     up`), not as `the job's command failed` or `ended without a result`."""
     timed_out = "submitit WARNING (2026-12-01) - Caught signal SIGUSR2 on vm: this job is timed-out.\n"
-    assert reason_from_log("FailedJobError: Job got killed for an unknown reason.\n" + timed_out).startswith("timed out")
-    full = FleetJob(Target("f"), "r", job=FakeJob("2", tmp_path, out="Could not dump error:\nbecause of [Errno 28] No space left on device"))
+    assert reason_from_log("FailedJobError: Job got killed for an unknown reason.\n"
+                           + timed_out).startswith("timed out")
+    full = FleetJob(Target("f"), "r", job=FakeJob("2", tmp_path, out="Could not dump error:\nbecause of [Errno 28] No "
+                                                                     "space left on device"))
     settle(full, None, tmp_path, now=0.0, grace_s=0.0)
     assert full.state == FAILED and full.reason.startswith("the store filled up"), full.reason
 
@@ -474,8 +496,10 @@ def test_a_pending_job_that_no_wait_starts_says_why(tmp_path, monkeypatch, capsy
     from gpubench.harness.commands.fleet import QUEUED
     from gpubench.harness.commands.fleet_command import announce
 
-    stuck, waiting = FleetJob(Target("a"), "r", job=FakeJob("1", tmp_path)), FleetJob(Target("b"), "r", job=FakeJob("2", tmp_path))
-    monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: {"1": "PENDING|PartitionConfig", "2": "PENDING|Priority"})
+    stuck, waiting = FleetJob(Target("a"), "r",
+                              job=FakeJob("1", tmp_path)), FleetJob(Target("b"), "r", job=FakeJob("2", tmp_path))
+    monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: {"1": "PENDING|PartitionConfig",
+                                                                    "2": "PENDING|Priority"})
     update([stuck, waiting], "slurm", tmp_path)
     assert (stuck.state, stuck.stuck, waiting.state, waiting.stuck) == (QUEUED, "PartitionConfig", QUEUED, "")
     announce(stuck, tmp_path)
@@ -558,7 +582,8 @@ def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code
     assert stopped.value.code == code
 
 
-@pytest.mark.parametrize("errno_value, message", [(28, "is full: nothing was submitted"), (30, r"cannot be written \(Read-only file system\)")])
+@pytest.mark.parametrize("errno_value, message", [(28, "is full: nothing was submitted"),
+                                                  (30, r"cannot be written \(Read-only file system\)")])
 def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path, monkeypatch, errno_value, message):
     """A full or unwritable store is one line before any job, not each target failing as `[Errno 28] ...`."""
     import tempfile
@@ -575,7 +600,8 @@ def test_a_store_without_room_or_write_access_is_refused_before_any_job(tmp_path
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients", "budget-without-unit", "bad-input"])
+@pytest.mark.parametrize("case", ["store-is-a-file", "pytest-form-option", "no-slurm-clients", "budget-without-unit",
+                                  "bad-input"])
 def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     """A store that is a file, `--gpubench-results-dir` passed through (the rows would go where the fleet
     never looks), --cluster slurm without sbatch: one line, exit 2, no job."""
@@ -587,11 +613,13 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
                  "budget-without-unit": (["--store", "S", "--budget", "90"], None),
                  "bad-input": (["--store", "S", "--model", "m:f", "--input", "0x3"], None)}[case]
     jobs = tmp_path / "jobs"
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", *argv, "--jobs-dir", str(jobs), *TINY], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "fleet", *argv, "--jobs-dir",
+                           str(jobs), *TINY], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stdout + done.stderr
     assert {"store-is-a-file": "is not a folder", "pytest-form-option": "drop it", "no-slurm-clients": "needs sbatch",
-            "budget-without-unit": "--budget '90': use a duration such as 90s", "bad-input": "--input '0x3': give one sample's shape"}[case] in done.stderr
+            "budget-without-unit": "--budget '90': use a duration such as 90s",
+            "bad-input": "--input '0x3': give one sample's shape"}[case] in done.stderr
     assert not jobs.exists() or not any(jobs.iterdir()), "a job was written before the refusal"
 
 
@@ -600,18 +628,23 @@ def test_a_node_lost_mid_run_is_named_and_its_rows_kept(slurm, tmp_path):
     """A node set DOWN under a running job: the job is not requeued (a rerun would be refused, its run id
     exists), it is reported as `its node failed`, and its rows are kept."""
     store = tmp_path / "store"
-    proc = fleet(store, "--cluster", "slurm", "--target", "partition=a,time=10,name=victim", *LONG, env=slurm.env, cwd=tmp_path)
+    proc = fleet(store, "--cluster", "slurm", "--target", "partition=a,time=10,name=victim", *LONG, env=slurm.env,
+                 cwd=tmp_path)
     lines: list[str] = []
     wait_for(proc, ": running", lines)
     deadline = time.monotonic() + 120
-    while not list(store.glob("*/*.csv")) and time.monotonic() < deadline:  # a row written, so there is something to keep
+    # a row written, so there is something to keep
+    while not list(store.glob("*/*.csv")) and time.monotonic() < deadline:
         time.sleep(0.5)
     try:
-        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=fleet-test"], env=slurm.env, check=True, timeout=60)
+        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=down", "reason=fleet-test"],
+                       env=slurm.env, check=True, timeout=60)
         rest, _ = proc.communicate(timeout=300)
     finally:
-        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=idle"], env=slurm.env, check=False, timeout=60)
+        subprocess.run(["scontrol", "update", f"nodename={slurm.node}", "state=idle"], env=slurm.env, check=False,
+                       timeout=60)
         slurm._wait_idle()
     out = "".join(lines) + rest
     assert proc.returncode == 1, out
-    assert "[victim] job" in out and ": FAILED — its node failed; " in out and "keeps the rows measured" in out and out.count(": queued") == 1, out
+    assert ("[victim] job" in out and ": FAILED — its node failed; " in out and "keeps the rows measured" in out
+            and out.count(": queued") == 1), out

@@ -15,7 +15,8 @@ import pytest
 from runs import write_idx_folder
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ("data", "nvml-probe", "cuda-tests", "env", "smoke", "headline", "transformer", "epoch", "attention", "ddp", "compiled", "ab")
+STEPS = ("data", "nvml-probe", "cuda-tests", "env", "smoke", "headline", "transformer", "epoch", "attention", "ddp",
+         "compiled", "ab")
 
 
 def load_gpu_check():
@@ -36,12 +37,16 @@ def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path)
     """Every step made tiny (-k fp32-n64), DDP and the A/A session skipped by name to stay under a
     minute here; the CUDA-only steps skip themselves with the reason."""
     out = tmp_path / "out"
-    write_idx_folder(tmp_path / "fashion")  # brought along, as on a GPU machine: the check does not lean on Debian's package
-    env = dict(os.environ, PYTHON=sys.executable, GPU_CHECK_K="fp32-n64", GPU_CHECK_SKIP="transformer,epoch,attention,ddp,ab")
-    done = subprocess.run([str(ROOT / "scripts" / "gpu-check"), "--dry-run", str(out), "--fashion-dir", str(tmp_path / "fashion")],
+    # brought along, as on a GPU machine: the check does not lean on Debian's package
+    write_idx_folder(tmp_path / "fashion")
+    env = dict(os.environ, PYTHON=sys.executable, GPU_CHECK_K="fp32-n64",
+               GPU_CHECK_SKIP="transformer,epoch,attention,ddp,ab")
+    done = subprocess.run([str(ROOT / "scripts" / "gpu-check"), "--dry-run", str(out), "--fashion-dir",
+                           str(tmp_path / "fashion")],
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert sorted(p.name for p in out.iterdir()) == ["gpu-check.log", "gpu-check.tar.gz"]  # what a remote runner brings back
+    # what a remote runner brings back
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-check.log", "gpu-check.tar.gz"]
     log = (out / "gpu-check.log").read_text(encoding="utf-8")
     rows = summary_rows(log)
     assert tuple(rows)[:-1] == STEPS and "total" in rows
@@ -56,17 +61,19 @@ def test_the_dry_run_shows_every_step_its_timeout_and_packs_one_folder(tmp_path)
     with tarfile.open(out / "gpu-check.tar.gz") as tar:
         names = set(tar.getnames())
         csv = tar.extractfile("gpu-check/results/smoke.csv").read().decode()
-    assert {"gpu-check/gpu-check.log", "gpu-check/summary.txt", "gpu-check/results/smoke.csv", "gpu-check/results/headline.csv",
-            "gpu-check/steps/3-smoke.log", "gpu-check/steps/1-cuda-tests.log"} <= names
+    assert {"gpu-check/gpu-check.log", "gpu-check/summary.txt", "gpu-check/results/smoke.csv",
+            "gpu-check/results/headline.csv", "gpu-check/steps/3-smoke.log",
+            "gpu-check/steps/1-cuda-tests.log"} <= names
     assert "matmul/fp32-n64" in csv and ",ok," in csv
 
 
 @pytest.mark.process
 def test_a_folder_that_holds_a_check_is_refused_in_one_line(tmp_path):
     (tmp_path / "gpu-check.tar.gz").write_bytes(b"")
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--dry-run", str(tmp_path)], capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 1 and "already holds a check: give a new folder" in done.stderr and len(done.stderr.splitlines()) == 1
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--dry-run", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and "already holds a check: give a new folder" in done.stderr and len(
+        done.stderr.splitlines()) == 1
 
 
 @pytest.fixture
@@ -80,7 +87,8 @@ def check(tmp_path):
 @pytest.mark.process
 def test_a_step_past_its_timeout_is_killed_recorded_and_the_next_step_still_runs(check):
     gpu_check, state = check
-    slow = gpu_check.run_one(state, 0, gpu_check.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1, "sleeps"))
+    slow = gpu_check.run_one(state, 0, gpu_check.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1,
+                                                      "sleeps"))
     after = gpu_check.run_one(state, 1, gpu_check.Step("after", [sys.executable, "-c", "print('ran')"], 30, "prints"))
     assert (slow.code, slow.note, slow.timeout_s) == (124, "timed out", 1) and slow.wall_s < 15
     assert (after.code, after.note) == (0, "")
@@ -91,9 +99,11 @@ def test_steps_are_cut_to_the_budget_left_and_optional_ones_skipped(check):
     gpu_check, state = check
     state.start_s = time.monotonic() - (gpu_check.BUDGET_S - gpu_check.PACKING_RESERVE_S - 40)  # 40 s left
     cut = gpu_check.run_one(state, 0, gpu_check.Step("cut", [sys.executable, "-c", "pass"], 300, "a step of 300 s"))
-    optional = gpu_check.run_one(state, 1, gpu_check.Step("optional", ["false"], 120, "runs if 60 s are left", min_left_s=60))
+    optional = gpu_check.run_one(state, 1, gpu_check.Step("optional", ["false"], 120, "runs if 60 s are left",
+                                                          min_left_s=60))
     assert cut.code == 0 and 35 <= cut.timeout_s <= 40
-    assert optional.code is None and f"s of the {gpu_check.BUDGET_S:.0f} s budget left, the step needs 60 s" in optional.note
+    assert optional.code is None and (f"s of the {gpu_check.BUDGET_S:.0f} s budget left, the step needs 60 s"
+                                      in optional.note)
 
 
 def test_the_nvml_probe_reports_each_question_on_its_own_line():
@@ -103,11 +113,13 @@ def test_the_nvml_probe_reports_each_question_on_its_own_line():
     nvml = FakeNvml(not_supported=("nvmlDeviceGetGraphicsRunningProcesses",), pids=(4242,), instant_power_mw=512_000)
     lines = gpu_check.nvml_report(nvml, "gpu0", 4242)
     assert lines[0] == "compute processes: [4242]; own pid 4242 found"
-    assert lines[1] == "power average (nvmlDeviceGetPowerUsage): 300.0 W" and lines[2] == "power instantaneous (NVML_FI_DEV_POWER_INSTANT): 512.0 W"
+    assert (lines[1] == "power average (nvmlDeviceGetPowerUsage): 300.0 W"
+            and lines[2] == "power instantaneous (NVML_FI_DEV_POWER_INSTANT): 512.0 W")
     assert lines[3] == "energy counter: 1000.0 J since the driver loaded"
     assert "throttle_bits" in lines[4] and "power instant" in lines[4]
     hidden = gpu_check.nvml_report(FakeNvml(not_supported=("nvmlDeviceGetComputeRunningProcesses",)), "gpu0", 4242)
-    assert hidden[0].startswith("compute processes: not answered; the busy-GPU check is off") and "not answered (" in hidden[2]
+    assert hidden[0].startswith(
+        "compute processes: not answered; the busy-GPU check is off") and "not answered (" in hidden[2]
     assert "NOT found" in gpu_check.nvml_report(FakeNvml(pids=(1,)), "gpu0", 4242)[0]
 
 
@@ -183,15 +195,18 @@ def test_the_required_steps_fit_the_window_and_each_run_ends_by_its_own_budget(g
         budget_s = float(step.argv[step.argv.index("--budget") + 1].rstrip("s"))
         assert budget_s + 20 <= step.timeout_s, step.name  # the run's budget ends it, with its rows, before the timeout
     for step in steps.values():
-        assert not step.min_left_s or step.min_left_s >= step.timeout_s  # an optional step runs only when all of it fits
+        # an optional step runs only when all of it fits
+        assert not step.min_left_s or step.min_left_s >= step.timeout_s
 
 
 def test_the_gpu_steps_reach_every_workload_and_the_figures_the_check_exists_for(gpu_plan):
     _, steps = gpu_plan
     smoke = selected(steps["smoke"], "smoke")
     workloads = {name.split("[")[0] for name in smoke}
-    assert workloads == {f"test_{w}" for w in ("attention", "conv2d", "elementwise", "inference", "matmul", "memory_strategies",
-                                                 "mnist_epoch", "selfcheck", "speedup", "time_to_accuracy", "transfer", "transformer")}
+    assert workloads == {f"test_{w}" for w in ("attention", "conv2d", "elementwise", "inference", "matmul",
+                                               "memory_strategies",
+                                                 "mnist_epoch", "selfcheck", "speedup", "time_to_accuracy", "transfer",
+                                               "transformer")}
     headline = selected(steps["headline"], "quick")
     # GPT-2 small's eager MFU alone in its step: its build fits no share of a budget split over many cases
     assert selected(steps["transformer"], "quick") == ["test_transformer[gpt2-125m-bf16-flash-adamw-fused]"]
@@ -199,7 +214,8 @@ def test_the_gpu_steps_reach_every_workload_and_the_figures_the_check_exists_for
     assert {"test_matmul[bf16-n8192]", "test_matmul[fp32-n8192]"} <= set(headline)
     transfers = [name for name in headline if name.startswith("test_transfer[")]
     assert any("pinned" in name for name in transfers) and any("pageable" in name for name in transfers)
-    assert any(name.startswith("test_elementwise[") for name in headline) and any(name.startswith("test_selfcheck[") for name in headline)
+    assert any(name.startswith("test_elementwise[")
+               for name in headline) and any(name.startswith("test_selfcheck[") for name in headline)
     epoch = selected(steps["epoch"], "quick")
     assert "test_mnist_epoch[guide-template]" in epoch and "test_time_to_accuracy[template]" in epoch
     attention = selected(steps["attention"], "quick")

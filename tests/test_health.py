@@ -81,7 +81,8 @@ def test_committed_references_load_and_every_entry_names_its_source():
 def test_a_bad_reference_is_one_line_naming_the_entry(entry, words):
     with pytest.raises(ReportError) as error:
         parse_references({"version": 1, "devices": {"GPU X": {"figures": [entry]}}}, "refs.json")
-    assert words in str(error.value) and "devices['GPU X'].figures[0]" in str(error.value) and "\n" not in str(error.value)
+    assert words in str(error.value) and "devices['GPU X'].figures[0]" in str(error.value) and "\n" not in str(
+        error.value)
 
 
 def test_a_damaged_references_file_is_one_line(tmp_path):
@@ -125,7 +126,8 @@ def test_a_published_maximum_is_shown_never_flagged(h200):
 
 def test_dram_figure_skips_cache_resident_rows(h200):
     tiered = h200.assign(memory_tier=None)
-    tiered.loc[(tiered["workload"] == "elementwise") & (tiered["size"] == 268435456), "memory_tier"] = "cache"  # pretend a huge cache
+    # pretend a huge cache
+    tiered.loc[(tiered["workload"] == "elementwise") & (tiered["size"] == 268435456), "memory_tier"] = "cache"
     assert "dram_gbps" not in set(table_of(tiered)["key"])
     assert health_of(table_of(h200), "vm", "dram_gbps")["measured"] == pytest.approx(4343, rel=0.001)
 
@@ -137,7 +139,8 @@ def write_run(frame: pd.DataFrame, folder: Path, name: str, power_limit_w: float
     write_merged(frame, folder / f"{name}.csv")
     if power_limit_w is not None:
         reading = {"gpu_sm_clock_mhz": 1980, "gpu_power_limit_w": power_limit_w}
-        (folder / f"{name}.env.json").write_text(json.dumps({"gpu_telemetry_start": reading, "gpu_telemetry_end": reading}), encoding="utf-8")
+        (folder / f"{name}.env.json").write_text(json.dumps({"gpu_telemetry_start": reading,
+                                                             "gpu_telemetry_end": reading}), encoding="utf-8")
     return folder / f"{name}.csv"
 
 
@@ -164,7 +167,8 @@ def test_causes_without_telemetry_are_listed_to_check(h200, tmp_path):
 
 
 def test_causes_at_the_reference_are_not_called_likely(h200, tmp_path):
-    text = causes_text(tmp_path, copy_of(h200, "fine", "ffffffffffff").assign(gpu_throttle="software power cap"), power_limit_w=700.0)
+    text = causes_text(tmp_path, copy_of(h200, "fine", "ffffffffffff").assign(gpu_throttle="software power cap"),
+                       power_limit_w=700.0)
     assert "likely cause" not in text
     assert "no thermal or hardware slowdown in 81 rows, hottest 53 °C (software power cap in 81)" in text
 
@@ -183,7 +187,8 @@ def test_flagged_machine_gets_its_causes_and_labels_are_escaped(h200):
     flagged = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(flagged) == 1 and "bad\\|host x" in flagged[0] and "host→device, pinned at 75%" in flagged[0]
     assert "  - PCIe link width" in text
-    table_lines = [line for line in text.splitlines() if line.startswith("| ") and "vs" in line]  # a row per figure, a column per machine
+    # a row per figure, a column per machine
+    table_lines = [line for line in text.splitlines() if line.startswith("| ") and "vs" in line]
     header = next(line for line in text.splitlines() if line.startswith("| figure"))
     assert "bad\\|host x" in header and header.count(" | ") == 2  # 3 cells: the | in the name is escaped
     assert table_lines and all(line.count(" | ") == 2 for line in table_lines)
@@ -193,7 +198,8 @@ def test_flagged_machine_gets_its_causes_and_labels_are_escaped(h200):
 
 def node(h200: pd.DataFrame, slow_gpu: int, factor: float, gpus: int = 4) -> tuple[pd.DataFrame, pd.DataFrame]:
     micro = h200[h200["workload"].isin(["matmul", "transfer", "elementwise"])]
-    return together(*[copy_of(micro, "node1", "abcabcabcabc", f"cuda:{i}", **({"matmul": factor} if i == slow_gpu else {}))
+    return together(*[copy_of(micro, "node1", "abcabcabcabc", f"cuda:{i}", **({"matmul": factor} if i == slow_gpu
+                                                                              else {}))
                       for i in range(gpus)])
 
 
@@ -209,7 +215,8 @@ def test_the_gpu_five_percent_off_its_node_is_the_outlier(h200, factor, outlier)
 
 
 def test_single_gpu_machines_have_no_node_table(h200):
-    upgraded = copy_of(h200).assign(torch_version="2.12.0+cu130", run_id="upgraded")  # one GPU, two torch versions: two labels, one device
+    # one GPU, two torch versions: two labels, one device
+    upgraded = copy_of(h200).assign(torch_version="2.12.0+cu130", run_id="upgraded")
     frame, cases = together(h200, upgraded, copy_of(h200, "other", "bcbcbcbcbcbc"))
     assert frame["machine"].nunique() == 3
     assert health.outlier_table(frame, cases).empty
@@ -219,10 +226,13 @@ def test_single_gpu_machines_have_no_node_table(h200):
 # ---- --device cuda:all --------------------------------------------------------------------------
 
 def test_cuda_all_expands_into_one_micro_run_per_gpu():
-    args = cli.build_parser().parse_known_args(["run", "--device", "cuda:all", "--run-id", "R", "--profile", "smoke"])[0]
+    args = cli.build_parser().parse_known_args(["run", "--device", "cuda:all", "--run-id", "R", "--profile",
+                                                "smoke"])[0]
     runs = run_command.per_gpu_runs(args, ["-k", "matmul", "-m", "not gpu"], 3)
-    assert [(a.device, a.run_id, a.no_report, a.profile, a.micro_only) for a, _ in runs] == [(f"cuda:{i}", f"R-cuda{i}", True, "smoke", True) for i in range(3)]
-    assert runs[0][1] == ["-k", "matmul", "-m", "not gpu"]  # the user's, untouched: each build ands its -m with the micro markers
+    assert [(a.device, a.run_id, a.no_report, a.profile, a.micro_only) for a,
+            _ in runs] == [(f"cuda:{i}", f"R-cuda{i}", True, "smoke", True) for i in range(3)]
+    # the user's, untouched: each build ands its -m with the micro markers
+    assert runs[0][1] == ["-k", "matmul", "-m", "not gpu"]
     plan = run_command.build_plan(runs[0][0], runs[0][1], Path("scratch"), 0, None)
     assert plan.micro_only and plan.pytest_args == ["-k", "matmul", "-m", "not gpu"]
 
@@ -238,7 +248,8 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
         index = int(args.device.split(":")[1])
         launched.append((args.device, extra))
         assert args.micro_only
-        write_run(copy_of(micro, "node1", "abcabcabcabc", args.device, args.run_id, **({"matmul": 0.9} if index == 1 else {})),
+        write_run(copy_of(micro, "node1", "abcabcabcabc", args.device, args.run_id,
+                          **({"matmul": 0.9} if index == 1 else {})),
                   Path(args.results_dir), args.run_id)
         return 0
 
@@ -275,7 +286,8 @@ def test_cuda_all_under_pytest_names_one_gpu_instead():
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_report_flags_the_synthetic_degraded_h200(tmp_path):
     examples = ROOT / "reports" / "examples"
-    report = build_report([examples / "h200-quick.csv", examples / "h200-quick-SYNTHETIC-degraded.csv"], tmp_path, None).read_text(encoding="utf-8")
+    report = build_report([examples / "h200-quick.csv", examples / "h200-quick-SYNTHETIC-degraded.csv"], tmp_path,
+                          None).read_text(encoding="utf-8")
     section = report.split("## Health against references")[1].split("\n## ")[0]
     flagged = [line for line in section.splitlines() if line.startswith("- **")]
     assert len(flagged) == 1 and flagged[0].startswith("- **synthetic-degraded-h200 · NVIDIA H200 (cuda:0)**")
@@ -286,20 +298,24 @@ def test_report_flags_the_synthetic_degraded_h200(tmp_path):
 
 def test_the_committed_example_report_shows_the_health_check():
     report = (ROOT / "reports" / "examples" / "report" / "report.md").read_text(encoding="utf-8")
-    section = report.split("## Health against references")[1].split("\n## ")[0]  # rebuilt with this code, not an older one
+    # rebuilt with this code, not an older one
+    section = report.split("## Health against references")[1].split("\n## ")[0]
     assert ("| matmul bf16, best (TFLOP/s) | 583.5 vs 778: 0.75 (≥10% below); 0.73 of published 794.5 | "
             "778 vs 778: 1.00 (ok); 0.98 of published 794.5 |") in section
-    assert "- **synthetic-degraded-h200 · NVIDIA H200 (cuda:0)**: " in section and "  - PCIe link width and generation" in section
+    assert ("- **synthetic-degraded-h200 · NVIDIA H200 (cuda:0)**: " in section
+            and "  - PCIe link width and generation" in section)
 
 
 def test_headlines_pick_each_machines_steady_best_as_one_group_at_a_time_would(h200):
     """The headline per machine (here per run, as a store's history asks) is the case steady_best
     picks in that machine's group, the template epoch its lowest median: checked group by group."""
-    runs = [copy_of(h200, run_id=f"r{n}", matmul_bf16=1 - 0.03 * n, h2d=1 + 0.02 * n, epoch=1 + 0.1 * n) for n in range(4)]
+    runs = [copy_of(h200, run_id=f"r{n}", matmul_bf16=1 - 0.03 * n, h2d=1 + 0.02 * n, epoch=1 + 0.1 * n)
+            for n in range(4)]
     frame = pd.concat(runs, ignore_index=True)
     cases = per_case(frame.assign(machine=frame["run_id"]))
     matmul = cases["workload"] == "matmul"
-    cases.loc[matmul, "tflops_q1"] = 1e3 / cases.loc[matmul, "tflops"]  # noisy builds: the steadiest size is the slowest
+    # noisy builds: the steadiest size is the slowest
+    cases.loc[matmul, "tflops_q1"] = 1e3 / cases.loc[matmul, "tflops"]
     expected = []
     for figure, (mask, column) in health._masks(cases).items():
         for machine, group in cases[mask].dropna(subset=[column]).groupby("machine", sort=False):

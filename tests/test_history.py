@@ -21,7 +21,8 @@ def h200() -> pd.DataFrame:
     return load_results([H200])
 
 
-def run_at(frame: pd.DataFrame, run_id: str, day: str, torch: str = "2.11.0+cu130", device: str = "cuda:0", **scales: float) -> pd.DataFrame:
+def run_at(frame: pd.DataFrame, run_id: str, day: str, torch: str = "2.11.0+cu130", device: str = "cuda:0",
+           **scales: float) -> pd.DataFrame:
     out = copy_of(frame, "vm", "8f9f0ab5b928", device, run_id, **scales)
     out["timestamp_utc"] = f"{day}T12:00:00+00:00"
     out["torch_version"] = torch
@@ -35,10 +36,12 @@ def labelled(*frames: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_one_run_per_machine_has_no_history(h200, tmp_path):
-    frame = labelled(h200, run_at(h200, "gpu1", "2026-11-29", device="cuda:1"))  # two GPUs of a node: two machines, one run each
+    # two GPUs of a node: two machines, one run each
+    frame = labelled(h200, run_at(h200, "gpu1", "2026-11-29", device="cuda:1"))
     assert history.run_figures(frame).empty
     text = history.render(frame, tmp_path)  # said in one line, not left to the reader to infer from a missing section
-    assert text.startswith("## History") and "None yet: no machine here has two runs" in text and not list(tmp_path.glob("*.png"))
+    assert text.startswith("## History") and "None yet: no machine here has two runs" in text and not list(
+        tmp_path.glob("*.png"))
 
 
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
@@ -62,12 +65,16 @@ def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
 
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
-    frame = labelled(*[run_at(h200, f"{day}-{gpu}", day, device=gpu) for day in ("2026-11-29", "2026-11-30") for gpu in ("cuda:0", "cuda:1")])
+    frame = labelled(*[run_at(h200, f"{day}-{gpu}", day, device=gpu) for day in ("2026-11-29", "2026-11-30")
+                       for gpu in ("cuda:0", "cuda:1")])
     runs = history.run_figures(frame)
-    assert runs.groupby("device")["run_id"].apply(list).to_dict() == {"cuda:0": ["2026-11-29-cuda:0", "2026-11-30-cuda:0"],
-                                                                      "cuda:1": ["2026-11-29-cuda:1", "2026-11-30-cuda:1"]}
+    assert runs.groupby("device")["run_id"].apply(list).to_dict() == {"cuda:0": ["2026-11-29-cuda:0",
+                                                                                 "2026-11-30-cuda:0"],
+                                                                      "cuda:1": ["2026-11-29-cuda:1",
+                                                                                 "2026-11-30-cuda:1"]}
     history.render(frame, tmp_path)
-    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_vm_fd2346ce_cuda_0.png", "history_vm_fd2346ce_cuda_1.png"]
+    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_vm_fd2346ce_cuda_0.png",
+                                                                      "history_vm_fd2346ce_cuda_1.png"]
 
 
 def test_two_nodes_given_the_same_run_ids_each_have_their_own_history(h200, tmp_path):
@@ -76,11 +83,14 @@ def test_two_nodes_given_the_same_run_ids_each_have_their_own_history(h200, tmp_
         out = copy_of(h200, host, machine_id, "cuda:0", run_id, **scales)
         out["timestamp_utc"] = f"{day}T12:00:00+00:00"
         return out
-    frame = labelled(*[node(host, machine_id, f"nightly-{day}", day, matmul_bf16=scale) for day in ("2026-11-29", "2026-11-30")
+    frame = labelled(*[node(host, machine_id, f"nightly-{day}", day, matmul_bf16=scale)
+                       for day in ("2026-11-29", "2026-11-30")
                        for host, machine_id, scale in (("node1", "aaaaaaaaaaaa", 1.0), ("node2", "cccccccccccc", 0.5))])
     runs = history.run_figures(frame)
-    assert runs.groupby("hostname")["run_id"].apply(list).to_dict() == {"node1": ["nightly-2026-11-29", "nightly-2026-11-30"],
-                                                                        "node2": ["nightly-2026-11-29", "nightly-2026-11-30"]}
+    assert runs.groupby("hostname")["run_id"].apply(list).to_dict() == {"node1": ["nightly-2026-11-29",
+                                                                                  "nightly-2026-11-30"],
+                                                                        "node2": ["nightly-2026-11-29",
+                                                                                  "nightly-2026-11-30"]}
     bf16 = runs.groupby("hostname")["matmul_bf16_tflops"].median()
     assert bf16["node2"] / bf16["node1"] == pytest.approx(0.5, rel=0.01)  # each node's own figures, not a fold of both
 

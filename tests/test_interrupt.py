@@ -36,9 +36,10 @@ def leaving(pid: int) -> bool:
 
 def interrupted_run(tmp_path: Path, delay_s: float) -> tuple[bool, int, str]:
     """(alive when Ctrl-C came, exit code, output) of one tiny run sent SIGINT `delay_s` after torch loads."""
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "benches", "--benchmark-only", "-p", "no:cacheprovider", "--profile=smoke",
-                             "--device=cpu", f"--results-dir={tmp_path}", "-k", "matmul and fp32"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "benches", "--benchmark-only", "-p", "no:cacheprovider",
+                             "--profile=smoke", "--device=cpu", f"--results-dir={tmp_path}", "-k", "matmul and fp32"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     deadline = time.monotonic() + 30
     while proc.poll() is None and not torch_loaded(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -76,10 +77,13 @@ def build_started(proc: subprocess.Popen[str]) -> bool:
 
 def interrupted_gpubench_run(tmp_path: Path, delay_s: float, *how: str) -> tuple[int, str]:
     """(exit code, output) of `gpubench run` given a terminal's Ctrl-C `delay_s` after its build process started."""
-    proc = subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--no-report",
-                             f"--results-dir={tmp_path}", "--run-id=r", "-k", "matmul and fp32-n64", *how],
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu",
+                             "--profile", "smoke", "--no-report", f"--results-dir={tmp_path}", "--run-id=r", "-k",
+                             "matmul and fp32-n64", *how],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads
+                            # PLW1509: no threads
+                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+                                                os.setsid()))
     deadline = time.monotonic() + 60
     while proc.poll() is None and not build_started(proc) and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -92,10 +96,12 @@ def interrupted_gpubench_run(tmp_path: Path, delay_s: float, *how: str) -> tuple
 @pytest.mark.process
 @pytest.mark.parametrize(("how", "delay_s"), [(("--no-fork",), delay_s) for delay_s in BUILD_START_STAGGER_S]
                          + [((), delay_s) for delay_s in FORKED_START_STAGGER_S],
-                         ids=[f"fresh-interpreter-{d}s" for d in BUILD_START_STAGGER_S] + [f"forked-{d}s" for d in FORKED_START_STAGGER_S])
+                         ids=[f"fresh-interpreter-{d}s" for d in BUILD_START_STAGGER_S]
+                         + [f"forked-{d}s" for d in FORKED_START_STAGGER_S])
 def test_ctrl_c_while_a_build_process_starts_is_one_line_and_exit_130(tmp_path, how, delay_s):
     code, out = interrupted_gpubench_run(tmp_path, delay_s, *how)
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-2000:]
     assert code == 130, out[-2000:]
-    assert out.strip().splitlines()[-1] == f"gpubench: interrupted: 0 rows kept in {tmp_path / 'r.csv'} (each whole); " \
+    assert out.strip().splitlines()[
+        -1] == f"gpubench: interrupted: 0 rows kept in {tmp_path / 'r.csv'} (each whole); " \
         "re-run with another --run-id for the rest", out[-2000:]

@@ -61,7 +61,8 @@ EXIT_2 = "subprocess.CalledProcessError: Command '[...]' returned non-zero exit 
 
 def test_exit_2_of_a_job_is_named_from_the_runs_own_last_line():
     # gpubench run's interruptions exit 130/129/143: its 2 is a usage error, not "interrupted"
-    assert exited(2, USAGE) == "gpubench run exited 2 (usage error: argument --no-report: ignored explicit argument 'x')"
+    assert exited(2, USAGE) == ("gpubench run exited 2 (usage error: argument --no-report: ignored explicit argument "
+                                "'x')")
     assert exited(2, "gpubench: error: benches/ not found beside the harness\n") == \
         "gpubench run exited 2 (benches/ not found beside the harness)"
     assert exited(2, "") == "gpubench run exited 2"
@@ -121,7 +122,8 @@ def test_a_build_stops_as_on_sigterm_once_the_process_it_runs_for_has_ended(capf
         fleet.kill()
         fleet.wait()
     assert done.signal == signal.SIGTERM and done.code == -signal.SIGTERM and time.monotonic() - started < 10
-    assert f"the fleet that started this run (pid {fleet.pid}) has ended: stopping as on SIGTERM" in capfd.readouterr().err
+    assert (f"the fleet that started this run (pid {fleet.pid}) has ended: stopping as on SIGTERM"
+            in capfd.readouterr().err)
 
 
 @pytest.mark.parametrize("text", ["partition=gрu", "gres=gpu:٣", "constraint=ａ100", "device=cuda:０"])

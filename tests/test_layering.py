@@ -49,7 +49,8 @@ def imports(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{alias.name}")
+                                                     for alias in node.names]
     return found
 
 
@@ -78,7 +79,8 @@ def test_imports_go_downward_only(path: Path) -> None:
 def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
     """The guard itself: a pure module importing the plugin (inside a function) and torch is caught."""
     module = tmp_path / "stats.py"
-    module.write_text("import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n    import torch\n", encoding="utf-8")
+    module.write_text("import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n    "
+                      "import torch\n", encoding="utf-8")
     assert violations(module, "gpubench.harness.core.stats") == [
         "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 8 above 0)",
         "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
@@ -164,7 +166,8 @@ def sibling_imports(path: Path, me: str | None = None) -> list[str]:
             if target.startswith(WORKLOAD_PREFIX) and target.removeprefix(WORKLOAD_PREFIX).split(".")[0] not in allowed]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "harness" / "workloads").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", sorted((ROOT / "harness" / "workloads").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_workload_imports_no_siblings_internals(path: Path) -> None:
     assert sibling_imports(path) == []
 
@@ -177,4 +180,5 @@ def test_the_check_sees_a_sibling_import(tmp_path: Path) -> None:
         "gpubench.harness.workloads.time_to_accuracy:1 imports gpubench.harness.workloads.mnist_epoch",
         "gpubench.harness.workloads.time_to_accuracy:1 imports gpubench.harness.workloads.mnist_epoch.EpochCase",
     ]
-    assert sibling_imports(module, "gpubench.harness.workloads.common.epoch")[0].endswith("imports gpubench.harness.workloads.mnist_epoch")
+    assert sibling_imports(module, "gpubench.harness.workloads.common.epoch")[0].endswith(
+        "imports gpubench.harness.workloads.mnist_epoch")

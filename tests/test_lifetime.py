@@ -62,13 +62,16 @@ def test_sigterm_to_the_group_during_a_ddp_case_unwinds_it(tmp_path):
     the job): one line, exit 143, the finished row whole, no torchrun or rank left, and the case's
     workdir removed (the build process unwinds the case instead of dying mid-case)."""
     (tmp_path / "tmp").mkdir()
-    proc = gpubench_run(tmp_path, "--nproc", "2", "--dataset", "synthetic", "-k", "ddp-x1 or ddp-x2", "--run-id", "term", "--no-report",
-                        start_new_session=True, env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))  # the case's gpubench-ddp-* workdir goes there
+    proc = gpubench_run(tmp_path, "--nproc", "2", "--dataset", "synthetic", "-k", "ddp-x1 or ddp-x2", "--run-id",
+                        "term", "--no-report", start_new_session=True,
+                        # the case's gpubench-ddp-* workdir goes there
+                        env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")))
     csv_path = tmp_path / "res" / "term.csv"
     deadline, tree = time.monotonic() + 120, []
     while time.monotonic() < deadline and proc.poll() is None:  # the x1 row written, the x2 launch running
         tree = psutil.Process(proc.pid).children(recursive=True)
-        if csv_path.exists() and len(read_rows(csv_path)) == 1 and any("--nproc_per_node=2" in line for line in cmdlines(tree)):
+        if csv_path.exists() and len(read_rows(csv_path)) == 1 and any("--nproc_per_node=2" in line
+                                                                       for line in cmdlines(tree)):
             break
         time.sleep(0.2)
     else:
@@ -78,7 +81,8 @@ def test_sigterm_to_the_group_during_a_ddp_case_unwinds_it(tmp_path):
     os.killpg(proc.pid, signal.SIGTERM)
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 143, err[-2000:]
-    assert err.strip().splitlines() == [f"gpubench: interrupted: 1 rows kept in {csv_path} (each whole); re-run with another --run-id for the rest"]
+    assert err.strip().splitlines() == [f"gpubench: interrupted: 1 rows kept in {csv_path} (each whole); re-run with "
+                                        "another --run-id for the rest"]
     assert "Traceback" not in out + err
     assert [(r["case_id"], r["status"]) for r in read_rows(csv_path)] == [("ddp/ddp-x1-gloo-bs128", "ok")]
     gone, alive = psutil.wait_procs(tree, timeout=15)
@@ -135,25 +139,29 @@ def test_sigterm_under_pytest_unwinds_the_case_and_ends_with_one_line(one_case):
     (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
     assert [r["case_id"] for r in read_rows(csv_path)] == ["matmul/n8"]
     lines = [line for line in result.stderr.lines if line.strip()]
-    assert lines == [f"gpubench: SIGTERM: 1 rows kept in {csv_path} (each whole); the case in progress was not recorded"], lines
+    assert lines == [
+        f"gpubench: SIGTERM: 1 rows kept in {csv_path} (each whole); the case in progress was not recorded"], lines
     assert "Traceback" not in result.stdout.str() and not [line for line in result.outlines if line.startswith("!")]
     result.assert_outcomes(passed=1, skipped=1)
 
 
 @pytest.mark.process
 def test_scratch_folders_of_killed_runs_are_swept_and_live_ones_kept(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
     killed = tmp_path / f"{run_folder_prefix(int(dead))}abc"
     live = tmp_path / f"{run_folder_prefix(os.getpid())}def"
     other = tmp_path / "gpubench-run-notapid"
-    young = tmp_path / f"{run_folder_prefix(int(dead))}young"  # another pid namespace's live run looks dead: spared while young
+    # another pid namespace's live run looks dead: spared while young
+    young = tmp_path / f"{run_folder_prefix(int(dead))}young"
     for folder in (killed, live, other, young):
         folder.mkdir()
         (folder / "builds").write_text("4")
     hour_ago = time.time() - 3600
     for folder in (killed, live, other):
         os.utime(folder, (hour_ago, hour_ago))
-    theirs = tmp_path / f"{run_folder_prefix(int(dead))}theirs"  # another user's killed run: theirs to sweep, even when we are root
+    # another user's killed run: theirs to sweep, even when we are root
+    theirs = tmp_path / f"{run_folder_prefix(int(dead))}theirs"
     theirs.mkdir()
     os.utime(theirs, (hour_ago, hour_ago))
     if os.getuid() == 0:

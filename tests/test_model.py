@@ -48,7 +48,8 @@ def base(spec: ModelSpec = CNN, step: str = "train") -> workload.ModelCase:
 
 
 @pytest.mark.parametrize(("model", "shape", "fix"), [
-    (None, "3x64x64", "--input 3x64x64 without --model: also pass the model, such as --model torchvision.models:resnet18"),
+    (None, "3x64x64", "--input 3x64x64 without --model: also pass the model, such as --model "
+                      "torchvision.models:resnet18"),
     ("torchvision.models:resnet18", None, "needs --input: the shape of one sample, such as --input 3x64x64"),
     ("torchvision.models.resnet18", "3x64x64", "name a factory as module:function"),
     ("torchvision models:resnet18", "3x64x64", "name a factory as module:function"),
@@ -71,14 +72,15 @@ def test_the_options_read_a_dotted_factory_and_a_shape() -> None:
 
 
 @pytest.mark.parametrize(("factory", "module", "fix"), [
-    ("tiny_cnn", "no_such_module_here", "cannot be imported (ModuleNotFoundError: No module named 'no_such_module_here') — install it"),
+    ("tiny_cnn", "no_such_module_here", "cannot be imported (ModuleNotFoundError: No module named "
+                                        "'no_such_module_here') — install it"),
     ("no_such_factory", "model_factories", "has no attribute 'no_such_factory' — name a function or class"),
     ("NOT_CALLABLE", "model_factories", "NOT_CALLABLE is a int, not callable"),
     ("raises", "model_factories", "calling raises() raised RuntimeError: weights file missing"),
     ("not_a_module", "model_factories", "not_a_module() returned a dict, not a torch.nn.Module"),
     ("exits", "model_factories", "calling exits() raised SystemExit: 3"),  # not pytest's INTERNALERROR
-    ("make", "model_script", "module 'model_script' called sys.exit(2) as it was imported (a script that reads its command line?) "
-                             "— put that part under `if __name__ == \"__main__\":`"),
+    ("make", "model_script", "module 'model_script' called sys.exit(2) as it was imported (a script that reads its "
+                             "command line?) — put that part under `if __name__ == \"__main__\":`"),
 ])
 def test_a_factory_that_cannot_make_the_model_is_one_line(factory: str, module: str, fix: str) -> None:
     with pytest.raises(UsageError) as error:
@@ -96,8 +98,9 @@ def test_a_factory_in_the_folder_the_command_runs_in_is_found(tmp_path: Path, mo
 
 
 def test_an_input_the_model_cannot_take_is_one_line() -> None:
-    with pytest.raises(UsageError, match=r"^--input 3x9x9: the model's forward of a float32 batch of shape \(2, 3, 9, 9\) "
-                                             r"raised RuntimeError: .* — give the shape of one sample the model takes$"):
+    with pytest.raises(UsageError, match=r"^--input 3x9x9: the model's forward of a float32 batch of shape \(2, 3, 9, "
+                                             r"9\) raised RuntimeError: .* — give the shape of one sample the model "
+                                             r"takes$"):
         check_model(replace(MLP, input_shape=(3, 9, 9)))
     check_model(CNN)
     check_model(ModelSpec("model_factories", "TupleOutput", (16,)))  # (logits, extras) is trained on its logits
@@ -211,15 +214,17 @@ def test_the_suites_bench_modules_and_the_models_exclude_each_other() -> None:
 def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> None:
     """The whole path once, through the build processes gpubench run starts (the factory imported from
     the folder the command runs in); the suite's own cases are not run beside it."""
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-                           "--model", "model_factories:tiny_cnn", "--input", "3x8x8", "--results-dir", str(tmp_path),
-                           "--run-id", "mine"], cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "--model", "model_factories:tiny_cnn", "--input", "3x8x8", "--results-dir",
+                           str(tmp_path), "--run-id", "mine"], cwd=ROOT / "tests", capture_output=True, text=True,
+                          timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     with open(tmp_path / "mine.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert {r["workload"] for r in rows} == {"model"} and len(rows) == 9
     assert {r["case_id"] for r in rows if r["status"] == "skipped"} == {
-        "model/model_factories.tiny_cnn-3x8x8-train-fp16-nocl-bs2", "model/model_factories.tiny_cnn-3x8x8-inference-fp16-nocl-bs2"}
+        "model/model_factories.tiny_cnn-3x8x8-train-fp16-nocl-bs2",
+        "model/model_factories.tiny_cnn-3x8x8-inference-fp16-nocl-bs2"}
     ok = [r for r in rows if r["status"] == "ok"]
     assert len(ok) == 7 and all(float(r["samples_per_s"]) > 0 and int(r["peak_mem_bytes"]) > 0 for r in ok)
     assert {(r["model"], r["input_shape"]) for r in rows} == {("model_factories:tiny_cnn", "3x8x8")}
@@ -231,8 +236,9 @@ def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> N
 @pytest.mark.process
 def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
     """A factory that raises is found by the first build process, before any case: its one line, exit 4."""
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-                           "--model", "model_factories:raises", "--input", "16", "--results-dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "--model", "model_factories:raises", "--input", "16", "--results-dir",
+                           str(tmp_path)],
                           cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
     errors = [line for line in done.stderr.splitlines() if "weights file missing" in line]
     assert done.returncode == 4 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -241,8 +247,9 @@ def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
 
 def test_a_factory_that_makes_float64_parameters_is_refused_and_torchs_default_dtype_put_back():
     """Rows labelled precision=fp32 and measured in float64 were ok before."""
-    with pytest.raises(UsageError, match=r"^--model model_factories:float64_mlp: float64_mlp\(\) made float64 parameters \(it set torch's "
-                                             r"default dtype to float64\); the suite makes fp32, bf16 and fp16 itself from float32 ones"):
+    with pytest.raises(UsageError, match=r"^--model model_factories:float64_mlp: float64_mlp\(\) made float64 "
+                                             r"parameters \(it set torch's default dtype to float64\); the suite makes "
+                                             r"fp32, bf16 and fp16 itself from float32 ones"):
         check_model(ModelSpec("model_factories", "float64_mlp", (16,)))
     assert torch.get_default_dtype() == torch.float32
 
@@ -268,7 +275,8 @@ def test_token_ids_are_read_with_their_vocabulary_and_refused_in_one_line_when_w
 
 def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them() -> None:
     with pytest.raises(UsageError, match=r"^--input 8: the model's forward of a float32 batch of shape \(2, 8\) raised "
-                                             r".* — the model takes integer ids, not float32 values: add --input-ids VOCAB"):
+                                             r".* — the model takes integer ids, not float32 values: add --input-ids "
+                                             r"VOCAB"):
         check_model(replace(LM, vocab_size=None))
     check_model(LM)
     cases = workload.cases(ctx(LM))
@@ -295,22 +303,26 @@ def test_a_factory_that_never_returns_is_cut_after_the_budget_and_its_grace(monk
     monkeypatch.setattr(run_budget, "OVERRUN_GRACE_S", 0.05)
     values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
     values.update(gpubench_model="model_factories:never_returns", gpubench_input="16")
-    with pytest.raises(UsageError, match=r"^--model model_factories:never_returns: making the model and one forward did not return "
-                                             r"within 0.1 s \(the run's budget and its grace\) — make the factory return"):
+    with pytest.raises(UsageError, match=r"^--model model_factories:never_returns: making the model and one forward "
+                                             r"did not return within 0.1 s \(the run's budget and its grace\) — make "
+                                             r"the factory return"):
         checked_model(values.get, 0.01)
 
 
 @pytest.mark.process
 def test_a_factory_that_ends_the_process_itself_is_named_not_a_silent_exit_0(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-                           "--model", "model_factories:leaves", "--input", "16", "--results-dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "--model", "model_factories:leaves", "--input", "16", "--results-dir",
+                           str(tmp_path)],
                           cwd=ROOT / "tests", capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stderr[-2000:]
-    assert "build 1 of 1 ended with exit 0 before pytest finished, without a word: its code (a --model factory, a conftest or a test) " \
+    assert "build 1 of 1 ended with exit 0 before pytest finished, without a word: its code (a --model factory, a " \
+           "conftest or a test) " \
            "called os._exit: 0 rows kept" in done.stderr
 
 
-def test_a_relative_results_folder_is_fixed_at_setup_so_a_chdir_in_user_code_sends_no_row_elsewhere(tmp_path, monkeypatch):
+def test_a_relative_results_folder_is_fixed_at_setup_so_a_chdir_in_user_code_sends_no_row_elsewhere(
+        tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
     values.update(gpubench_results_dir="res", gpubench_model="model_factories:wanders", gpubench_input="16")

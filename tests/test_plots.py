@@ -31,7 +31,8 @@ def drawn_ticklabels(axis) -> list[matplotlib.text.Text]:
     """The tick labels matplotlib draws: those whose tick lies inside the view (the others exist, undrawn)."""
     low, high = sorted(axis.get_view_interval())
     found = []
-    for labels, locs in ((axis.get_majorticklabels(), axis.get_majorticklocs()), (axis.get_minorticklabels(), axis.get_minorticklocs())):
+    for labels, locs in ((axis.get_majorticklabels(), axis.get_majorticklocs()),
+                         (axis.get_minorticklabels(), axis.get_minorticklocs())):
         found += [t for t, loc in zip(labels, locs) if low <= loc <= high and t.get_visible() and t.get_text().strip()]
     return found
 
@@ -74,7 +75,8 @@ def problems(fig: matplotlib.figure.Figure) -> list[str]:
         for label in (ax.get_xlabel(), ax.get_ylabel()):
             if RAW_NAME.fullmatch(label):
                 found.append(f"axis label is a column name: {label!r}")
-        styles = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in ax.lines if not line.get_label().startswith("_")]
+        styles = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in ax.lines
+                  if not line.get_label().startswith("_")]
         if len(styles) != len(set(styles)):
             found.append(f"two lines of one style in a panel ({ax.get_title()!r}): one can hide the other")
         for artist in [*ax.lines, *ax.containers, *ax.collections]:
@@ -94,7 +96,8 @@ def test_every_plot_of_a_report_reads_cleanly(runs, tmp_path, monkeypatch):
     save = matplotlib.figure.Figure.savefig
 
     def checked_save(fig, target, *args, **kwargs):  # the PNG's name is a temporary's: the figure's titles name it
-        titles = [t.get_text() for t in (fig._suptitle, *(ax.title for ax in fig.axes)) if t is not None and t.get_text()]
+        titles = [t.get_text() for t in (fig._suptitle, *(ax.title for ax in fig.axes)) if t is not None
+                  and t.get_text()]
         seen[f"{len(seen)}: {' / '.join(titles[:2])}"] = problems(fig)
         return save(fig, target, *args, **kwargs)
 

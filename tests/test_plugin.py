@@ -1,4 +1,5 @@
-"""The pytest plugin end to end through pytester: in this process, or in a fresh pytest process where the process is the subject."""
+"""The pytest plugin end to end through pytester: in this process, or in a fresh pytest process where the process is the
+subject."""
 
 import csv
 import json
@@ -84,7 +85,8 @@ def rows_in(folder: Path) -> list[dict]:
 
 
 def test_a_tiny_bench_produces_rows_with_every_column(tiny):
-    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out", "--benchmark-json=bench.json")
+    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out",
+                 "--benchmark-json=bench.json")
     result.assert_outcomes(passed=2, skipped=2)  # two builds each; the skipped case's second build writes no row
     rows = rows_in(tiny.path / "out")
     assert set(REQUIRED_COLUMNS) <= set(rows[0])
@@ -92,7 +94,8 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     (skipped,) = [r for r in rows if r["status"] == "skipped"]
     assert [r["build"] for r in ok] == ["0", "1"] and all(r["builds"] == "2" for r in ok)
     # builds are interleaved: both cases' build 0 before any build 1
-    assert [(r["case_id"], r["build"]) for r in rows] == [("matmul/fp32-n32", "0"), ("matmul/tf32-n32", "0"), ("matmul/fp32-n32", "1")]
+    assert [(r["case_id"], r["build"]) for r in rows] == [("matmul/fp32-n32", "0"), ("matmul/tf32-n32", "0"),
+                                                          ("matmul/fp32-n32", "1")]
     first = ok[0]
     assert float(first["median_s"]) > 0 and float(first["tflops"]) > 0
     assert len(json.loads(first["samples_s"])) == int(first["rounds"])
@@ -102,16 +105,20 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     # and its statistics are the CSV's: the same samples, the same quartiles
     data = json.loads((tiny.path / "bench.json").read_text())
     bench = data["benchmarks"][0]
-    assert bench["options"]["timer"] == "session_clock"  # gpubench.harness.measurement.timing.session_clock: the session's synced clock
+    # gpubench.harness.measurement.timing.session_clock: the session's synced clock
+    assert bench["options"]["timer"] == "session_clock"
     assert bench["extra_info"]["case_id"] == "matmul/fp32-n32"
-    assert bench["stats"]["iqr"] == pytest.approx(float(first["iqr_s"])) and bench["stats"]["median"] == pytest.approx(float(first["median_s"]))
+    assert bench["stats"]["iqr"] == pytest.approx(float(first["iqr_s"])) and bench["stats"]["median"] == pytest.approx(
+        float(first["median_s"]))
     assert list((tiny.path / "out").glob("*.env.json"))
 
 
 def test_save_and_compare_keep_working(tiny):
-    first = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-storage=store", "--benchmark-save=base")
+    first = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-storage=store",
+                "--benchmark-save=base")
     assert first.ret == 0
-    second = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-storage=store", "--benchmark-compare=0001")
+    second = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--benchmark-storage=store",
+                 "--benchmark-compare=0001")
     assert second.ret == 0
     assert len(list((tiny.path / "out").glob("*.csv"))) == 2  # one file per run
 
@@ -148,13 +155,13 @@ def test_pytest_xdists_controller_sets_no_run_up_unless_given_an_option_and_ever
     monkeypatch.setattr(plugin, "activate", lambda config, name_timer: set_up.append("run"))
 
     def config(dist: str, collect_only: bool = False, given: bool = False, **worker: dict) -> SimpleNamespace:
-        return SimpleNamespace(option=SimpleNamespace(dist=dist), getoption=lambda name: collect_only if name == "collectonly" else None,
-                               addinivalue_line=lambda *args: None, given=given, **worker)
+        return SimpleNamespace(option=SimpleNamespace(dist=dist), getoption=lambda name: collect_only if name
+                               == "collectonly" else None, addinivalue_line=lambda *args: None, given=given, **worker)
 
     plugin.pytest_configure(config("worksteal"))
     assert set_up == []
-    set_up_anyway = (config("worksteal", given=True), config("worksteal", workerinput={"workerid": "gw0"}), config("no"),
-                     config("load", collect_only=True))
+    set_up_anyway = (config("worksteal", given=True), config("worksteal", workerinput={"workerid": "gw0"}),
+                     config("no"), config("load", collect_only=True))
     for configured in set_up_anyway:
         plugin.pytest_configure(configured)
     assert set_up == ["torch", "run"] * len(set_up_anyway)
@@ -180,7 +187,8 @@ def test_benchmark_disable_runs_once_and_records_nothing(tiny):
 def test_real_micro_benches_end_to_end(tmp_path):
     """The shipped bench modules at the smoke profile: every case yields a row."""
     done = subprocess.run([sys.executable, "-m", "pytest", "benches", "--benchmark-only", "--profile=smoke", "-q",
-                           "-k", "matmul or speedup or elementwise or transfer or inference", f"--results-dir={tmp_path}"],
+                           "-k", "matmul or speedup or elementwise or transfer or inference",
+                           f"--results-dir={tmp_path}"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = rows_in(tmp_path)
@@ -239,7 +247,8 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     read a 1.25 bias inside the band once in a full `make test`."""
     tiny.makepyfile(slow_clock="import time\ndef slow():\n    return time.perf_counter() * 4\n")
     tiny.makepyfile(
-        bench_check="from gpubench.harness.workloads import selfcheck as gpubench_workload\n\n\ndef test_selfcheck(case, gpubench):\n    gpubench.run(case)\n"
+        bench_check="from gpubench.harness.workloads import selfcheck as gpubench_workload\n\n\ndef "
+                    "test_selfcheck(case, gpubench):\n    gpubench.run(case)\n"
     )
     result = tiny.runpytest_subprocess(*WITH_PLUGIN, "bench_check.py", "--benchmark-only",
                                        "--profile=smoke", "--results-dir=out", "--benchmark-timer=slow_clock.slow")
@@ -282,8 +291,10 @@ def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny, monkeypatch):
     monkeypatch.setattr(rates, "probe_rates", lambda device, process_start_s: probed)
     slow_fn = f"return Timed(fn=lambda: time.sleep({SLOW_CASE_S}) if case.size == 64 else a @ a,"
     tiny.makepyfile(bench_tiny=TINY_BENCH.replace("return Timed(fn=lambda: a @ a,", slow_fn)
-                    .replace("import sys", "import sys\nimport time").replace('TinyCase("tf32", 32)]', 'TinyCase("fp32", 64)]'))
-    budget_s = 8.0  # the slow case's 7 calls fit once, not twice; a quarter each for 2 cases x 2 builds, plus what earlier
+                    .replace("import sys", "import sys\nimport time").replace('TinyCase("tf32", 32)]',
+                                                                              'TinyCase("fp32", 64)]'))
+    # the slow case's 7 calls fit once, not twice; a quarter each for 2 cases x 2 builds, plus what earlier
+    budget_s = 8.0
     # builds leave, holds its build start, warm-up and one call on a loaded machine (6 s did not, with 2 busy cores)
     result = run(tiny, "--benchmark-only", "--results-dir=out", "--profile=quick", f"--budget={budget_s:g}s", "-v")
     assert "gpubench: plan ~" in result.stdout.str() and "of a 8.0 s budget: 2 cases x 2 builds" in result.stdout.str()
@@ -291,8 +302,10 @@ def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny, monkeypatch):
     first, *repeats = [row for row in rows if row["case_id"] == "matmul/fp32-n64"]
     # first builds come before repeats: the slow case's first build is measured (whole, or capped where the
     # machine is loaded and its start-up and warm-up ran slow), its repeat gets what is left
-    assert first["status"] == "ok" and int(first["rounds"]) >= 1, [(row["case_id"], row["status"], row["reason"]) for row in rows]
-    assert repeats and all("capped" in row["flags"] and int(row["rounds"]) < 5 or row["reason"].startswith("over budget: ")
+    assert first["status"] == "ok" and int(first["rounds"]) >= 1, [(row["case_id"], row["status"], row["reason"])
+                                                                   for row in rows]
+    assert repeats and all("capped" in row["flags"] and int(row["rounds"]) < 5
+                           or row["reason"].startswith("over budget: ")
                            for row in repeats)
     # the cheap case's first build measured too: the first builds' time is shared before any repeat's
     assert [row["status"] for row in rows if row["case_id"] == "matmul/fp32-n32"][0] == "ok"
@@ -301,7 +314,8 @@ def test_a_budget_caps_or_skips_a_slow_case_and_holds(tiny, monkeypatch):
     # not fit; warm-up and calibration are not cut)
     starts = [datetime.fromisoformat(row["timestamp_utc"]).timestamp() for row in rows]
     assert max(starts) - min(starts) <= budget_s + 1.0
-    assert sum(float(row["build_s"]) for row in rows) <= 1.5 * budget_s, [(row["case_id"], row["build_s"]) for row in rows]
+    assert sum(float(row["build_s"]) for row in rows) <= 1.5 * budget_s, [(row["case_id"], row["build_s"])
+                                                                          for row in rows]
 
 
 def test_a_later_build_process_appends_to_the_runs_file(tiny):
@@ -314,13 +328,15 @@ def test_a_later_build_process_appends_to_the_runs_file(tiny):
     rows = rows_in(tiny.path / "out")
     assert [(r["case_id"], r["build"], r["status"]) for r in rows] == [
         ("matmul/fp32-n32", "0", "ok"), ("matmul/tf32-n32", "0", "skipped"), ("matmul/fp32-n32", "1", "ok")]
-    assert run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=2").ret == 5  # no build 2: done
+    # no build 2: done
+    assert run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=2").ret == 5
 
 
 def test_a_later_build_skips_the_first_case_too_when_its_first_build_was_skipped(tiny):
     """The skipped case listed first: a later build process learns the earlier build's skipped cases
     before its first case, not after (it wrote a second skipped row for the first case)."""
-    tiny.makepyfile(bench_tiny=TINY_BENCH.replace('[TinyCase("fp32", 32), TinyCase("tf32", 32)]', '[TinyCase("tf32", 32), TinyCase("fp32", 32)]'))
+    tiny.makepyfile(bench_tiny=TINY_BENCH.replace('[TinyCase("fp32", 32), TinyCase("tf32", 32)]',
+                                                  '[TinyCase("tf32", 32), TinyCase("fp32", 32)]'))
     run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=0")
     run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=1")
     rows = rows_in(tiny.path / "out")
@@ -347,12 +363,14 @@ def test_a_later_build_over_a_file_of_another_version_is_one_line_not_a_tracebac
     result = run(tiny, "--benchmark-only", "--results-dir=out", "--run-id=r", "--gpubench-build=1")
     assert result.ret == 4 and "Traceback" not in result.stdout.str() + result.stderr.str()
     lines = [line for line in result.stderr.lines if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"gpubench: {tiny.path / 'out' / 'r.csv'}: not a gpubench results file"), lines
+    assert len(lines) == 1 and lines[0].startswith(f"gpubench: {tiny.path / 'out' / 'r.csv'}: not a gpubench results "
+                                                   "file"), lines
 
 
 def test_options_coexist_with_a_plugin_that_owns_the_short_name(tiny):
     """pytest-profiling registers --profile: gpubench keeps --gpubench-profile and leaves --profile alone."""
-    tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    parser.getgroup('profiling').addoption('--profile', action='store_true', "
+    tiny.makepyfile(other_plugin="def pytest_addoption(parser):\n    "
+                                 "parser.getgroup('profiling').addoption('--profile', action='store_true', "
                                  "help='another plugin')\n")
     result = pytest_in_process(tiny, "-p", "other_plugin", *WITH_PLUGIN, "bench_tiny.py",
                                        "--benchmark-only", "--gpubench-profile=smoke", "--results-dir=out", "--profile")
@@ -367,12 +385,14 @@ def test_benchmark_json_carries_settings_and_the_device(tiny):
     bench = data["benchmarks"][0]
     assert bench["params"]["case"] == {"workload": "matmul", "case_id": "matmul/fp32-n32", "dtype": "fp32", "size": 32}
     assert bench["extra_info"]["dtype"] == "fp32" and bench["extra_info"]["build"] == 0
-    assert data["gpubench"]["device"] == "cpu" and len(data["gpubench"]["machine_id"]) == 12 and "gpubench" not in data["machine_info"]
+    assert data["gpubench"]["device"] == "cpu" and len(data["gpubench"]["machine_id"]) == 12 and "gpubench" not in data[
+        "machine_info"]
 
 
 @pytest.mark.process
 def test_markers_select_the_fast_subset(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pytest", "benches", "--collect-only", "-q", "-m", "not slow", "--profile=quick", "--device=cpu"],
+    done = subprocess.run([sys.executable, "-m", "pytest", "benches", "--collect-only", "-q", "-m", "not slow",
+                           "--profile=quick", "--device=cpu"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:]
     ids = [line for line in done.stdout.splitlines() if "::" in line]
@@ -422,10 +442,11 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
     def reported(*args: str) -> int | None:
         """The build count the collection answers over the pipe gpubench run hands it."""
         read_fd, write_fd = os.pipe()
-        subprocess.run([sys.executable, "-m", "pytest", "-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider",
-                        "bench_tiny.py", "bench_one.py",
-                        "--collect-only", "-q", f"--gpubench-answer-fd={write_fd}", *args], cwd=tiny.path, pass_fds=(write_fd,),
-                       capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "gpubench.harness.pytest_plugin.plugin", "-p",
+                        "no:cacheprovider", "bench_tiny.py", "bench_one.py",
+                        "--collect-only", "-q", f"--gpubench-answer-fd={write_fd}", *args], cwd=tiny.path,
+                       pass_fds=(write_fd,), capture_output=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
         os.close(write_fd)
         with os.fdopen(read_fd, "rb") as pipe:
             answer = last_answer(pipe.read())
@@ -453,17 +474,21 @@ def test_a_bad_run_is_refused_before_any_case_with_one_line(one_case, args, mess
 
 def test_a_later_build_may_append_to_its_runs_existing_file(one_case):
     (one_case.path / "out" / "taken.csv").write_text(",".join(COLUMNS) + "\r\n")
-    assert run_bench(one_case, "--run-id=taken", "--gpubench-build=0").ret == 4  # the first build process starts the file: refused
-    assert run_bench(one_case, "--run-id=taken", "--gpubench-build=1").ret == 5  # accepted; the tiny case has no build 1
+    # the first build process starts the file: refused
+    assert run_bench(one_case, "--run-id=taken", "--gpubench-build=0").ret == 4
+    # accepted; the tiny case has no build 1
+    assert run_bench(one_case, "--run-id=taken", "--gpubench-build=1").ret == 5
 
 
-@pytest.mark.parametrize("path, message", [("nodir/out.json", "the folder nodir does not exist"), ("out", "is a folder")])
+@pytest.mark.parametrize("path, message", [("nodir/out.json", "the folder nodir does not exist"),
+                                           ("out", "is a folder")])
 def test_an_unwritable_benchmark_json_is_refused_before_any_case(one_case, path, message):
     """pytest-benchmark writes it only after the whole run: a traceback then, after all the measuring."""
     result = run_bench(one_case, f"--benchmark-json={path}")
     if parses_to_path():
         line = one_error_line(result)
-        assert f"--benchmark-json {path}" in line and message in line and "pass --benchmark-json with a file in a writable folder" in line
+        assert f"--benchmark-json {path}" in line and message in line and ("pass --benchmark-json with a file in a "
+                                                                           "writable folder") in line
     else:  # pytest-benchmark before 5.3 opens the file while pytest parses: its own usage line names it
         assert result.ret == 4 and f"argument --benchmark-json: can't open '{path}'" in result.stderr.str()
     assert [p.name for p in (one_case.path / "out").iterdir()] == ["taken.csv"]  # nothing written
@@ -475,7 +500,8 @@ def test_a_bad_results_folder_is_one_line_before_pytests_header(one_case, result
     result = run_bench(one_case, f"--results-dir={results_dir}")
     assert "is not writable" in one_error_line(result) and "--results-dir DIR" in one_error_line(result)
     assert "test session starts" not in result.stdout.str()  # before anything else, like the other pre-checks
-    assert (one_case.path / "blocker").read_text() == "" and sorted(p.name for p in one_case.path.iterdir() if p.name.startswith(".gpubench")) == []
+    assert (one_case.path / "blocker").read_text() == "" and sorted(p.name for p in one_case.path.iterdir()
+                                                                    if p.name.startswith(".gpubench")) == []
 
 
 TAKE_RUN_ID_AFTER_CHECK = '''
@@ -493,7 +519,8 @@ def test_a_run_id_taken_by_another_run_meanwhile_is_one_line_without_a_banner(on
     result = run_bench(one_case, "-p", "takerace", "--run-id=race")
     assert result.ret == 4
     lines = [line for line in result.stderr.str().splitlines() if line.strip()]
-    assert len(lines) == 1 and "race.csv was created by another run meanwhile — pass another --run-id" in lines[0], result.stderr.str()
+    assert len(lines) == 1 and "race.csv was created by another run meanwhile — pass another --run-id" in lines[
+        0], result.stderr.str()
     assert not [line for line in result.stdout.str().splitlines() if line.startswith("!")], result.stdout.str()[-2000:]
     assert (one_case.path / "out" / "race.csv").read_text() == "another run\n"  # the other run's file is untouched
 
@@ -633,7 +660,8 @@ def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeyp
     monkeypatch.setenv("ENV_FULL_AT", str(at))
     result = run_bench(one_case, "-p", "envfull")
     assert result.ret == 75, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
-    assert "env.json not written" in result.stderr.str() and f"results folder full: {rows} rows kept" in result.stderr.str()
+    assert ("env.json not written" in result.stderr.str()
+            and f"results folder full: {rows} rows kept" in result.stderr.str())
     (csv_path,) = [p for p in (one_case.path / "out").glob("*.csv") if p.name != "taken.csv"]
     assert len(read_rows(csv_path)) == rows
 
@@ -677,8 +705,8 @@ def test_a_cases_file_gives_a_case_its_own_build_seconds(tmp_path):
 
 def test_pytest_benchmarks_min_rounds_is_honoured(tiny):
     """--benchmark-min-rounds=300 was ignored (62 rounds measured, the JSON saying 300): the user's floor holds."""
-    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out", "--benchmark-min-rounds=37",
-                 "--benchmark-json=bench.json")
+    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out",
+                 "--benchmark-min-rounds=37", "--benchmark-json=bench.json")
     assert result.ret == 0
     ok = [r for r in rows_in(tiny.path / "out") if r["status"] == "ok"]
     assert ok and {int(r["rounds"]) for r in ok} == {37}  # the smoke profile's own plan is 3 to 5 rounds

@@ -22,7 +22,8 @@ from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE
 CASES = [f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)]
 
 
-def run_frame(run_id: str, rng: np.random.Generator, builds: int, level: float, drift: np.ndarray | None = None) -> pd.DataFrame:
+def run_frame(run_id: str, rng: np.random.Generator, builds: int, level: float,
+              drift: np.ndarray | None = None) -> pd.DataFrame:
     """One run: every case's builds, lognormal build noise (4%), the run's machine level, and a
     drift per build (shared with the other side of a pair when given)."""
     rows = []
@@ -30,9 +31,10 @@ def run_frame(run_id: str, rng: np.random.Generator, builds: int, level: float, 
         true_s = 1e-3 * (1 + index)
         for build in range(builds):
             shift = level + (drift[build] if drift is not None else 0.0)
-            rows.append({"run_id": run_id, "case_id": case_id, "workload": case_id.split("/")[0], "build": build, "status": "ok",
-                         "reason": "", "median_s": true_s * float(np.exp(shift + rng.normal(0, 0.04))), "samples_s": "",
-                         "machine_id": "m", "device": "cpu", "profile": "quick", "torch_version": "2", "dataset": None})
+            rows.append({"run_id": run_id, "case_id": case_id, "workload": case_id.split("/")[0], "build": build,
+                         "status": "ok", "reason": "", "median_s": true_s * float(np.exp(shift + rng.normal(0, 0.04))),
+                         "samples_s": "", "machine_id": "m", "device": "cpu", "profile": "quick", "torch_version": "2",
+                         "dataset": None})
     return pd.DataFrame(rows)
 
 
@@ -83,7 +85,8 @@ def test_paired_sessions_catch_a_change_of_every_case_and_of_one_case(paired_tab
 def test_unpaired_replicates_see_a_machine_wide_shift() -> None:
     pool = runs(12)
     comparisons = [(pd.concat(pool[i:i + 3]), pd.concat(pool[i + 3:i + 6])) for i in (0, 6)]
-    table = audit(comparisons, unpaired_judge, scenarios=(Scenario("A/A", 1.0, "none"), Scenario("every case x1.15", 1.15, "all")))
+    table = audit(comparisons, unpaired_judge, scenarios=(Scenario("A/A", 1.0, "none"),
+                                                          Scenario("every case x1.15", 1.15, "all")))
     assert by_name(table, "every case x1.15")["exit 1"] == "2/2"
     assert by_name(table, "A/A")["exit 1"] == "0/2"
 
@@ -98,7 +101,8 @@ def test_injection_scales_only_the_chosen_cases() -> None:
     frame = runs(1)[0]
     scaled = inject(frame, ["matmul/c0"], 2.0)
     changed = scaled["median_s"] / frame["median_s"]
-    assert set(changed[frame["case_id"] == "matmul/c0"]) == {2.0} and set(changed[frame["case_id"] != "matmul/c0"]) == {1.0}
+    assert set(changed[frame["case_id"] == "matmul/c0"]) == {2.0} and set(changed[frame["case_id"] != "matmul/c0"]) == {
+        1.0}
     assert [s.name for s in SCENARIOS][0] == "A/A"
 
 

@@ -40,7 +40,8 @@ def guarded(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_unmarked_process_starts_fail_and_name_the_mark(guarded: pytest.Pytester) -> None:
     result = guarded.runpytest("--no-processes", "-m", "not process", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2, deselected=1)
-    result.stdout.fnmatch_lines(["*StartsProcess: this test starts a process (subprocess *python*mark it @pytest.mark.process*",
+    result.stdout.fnmatch_lines(["*StartsProcess: this test starts a process (subprocess *python*mark it "
+                                 "@pytest.mark.process*",
                                  "*StartsProcess: this test starts a process (multiprocessing)*"])
 
 

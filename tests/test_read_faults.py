@@ -33,9 +33,9 @@ def run(folder: Path, run_id: str, medians_s: tuple[float, ...] = MEDIANS_S, **f
         writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "machine_id": "m1", "hostname": "node1",
                        "device": "cpu", "device_name": "cpu", "timestamp_utc": "2026-11-29T12:00:00+00:00",
                        "torch_version": "2.14", "cuda_version": "", "workload": "matmul", "case_id": CASE,
-                       "dtype": "fp32", "size": 64, "build": build, "builds": len(medians_s), "status": "ok", "rounds": 2,
-                       "median_s": median_s, "min_s": median_s, "mean_s": median_s, "iqr_s": 0.0, "stddev_s": 0.0,
-                       "tflops": 0.5, "samples_s": [median_s, median_s], **fields})
+                       "dtype": "fp32", "size": 64, "build": build, "builds": len(medians_s), "status": "ok",
+                       "rounds": 2, "median_s": median_s, "min_s": median_s, "mean_s": median_s, "iqr_s": 0.0,
+                       "stddev_s": 0.0, "tflops": 0.5, "samples_s": [median_s, median_s], **fields})
     writer.close()
     return folder / f"{run_id}.csv"
 

@@ -79,9 +79,11 @@ def test_a_10000_character_host_name_is_cut_in_labels_and_stays_unique(tmp_path)
 
 
 def test_plot_labels_escape_only_the_cells_that_need_it():
-    frame = pd.DataFrame({"hostname": ["a$b$", "plain", None, "a$b$"], "model": ["m" * 5000, "m", "x", "y"], "size": [1, 2, 3, 4]})
+    frame = pd.DataFrame({"hostname": ["a$b$", "plain", None, "a$b$"], "model": ["m" * 5000, "m", "x", "y"],
+                          "size": [1, 2, 3, 4]})
     plotted = _literal_dollars(frame)
-    assert plotted["hostname"].tolist()[:2] == ["a\\$b\\$", "plain"] and plotted["hostname"].isna().tolist() == [False, False, True, False]
+    assert (plotted["hostname"].tolist()[:2] == ["a\\$b\\$", "plain"]
+            and plotted["hostname"].isna().tolist() == [False, False, True, False])
     assert plotted["model"].tolist()[1:] == ["m", "x", "y"] and len(plotted["model"][0]) <= MAX_PLOT_LABEL
     assert plotted["size"].tolist() == [1, 2, 3, 4]
 

@@ -106,9 +106,12 @@ def write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 
 def test_a_run_whose_every_row_was_skipped_gets_a_report_with_its_rows_not_ok(tmp_path):
     header, rows = rows_of(CPU)
-    transfers = [row for row in rows if row[header.index("workload")] == "transfer"]  # `-k transfer` on a CPU: all skipped
-    text = build_report([write(tmp_path / "t.csv", header, transfers)], tmp_path / "out", None).read_text(encoding="utf-8")
-    assert f"{len(transfers)} rows were skipped, failed or ran out of memory" in text and "| transfer | skipped |" in text
+    # `-k transfer` on a CPU: all skipped
+    transfers = [row for row in rows if row[header.index("workload")] == "transfer"]
+    text = build_report([write(tmp_path / "t.csv", header, transfers)], tmp_path / "out",
+                        None).read_text(encoding="utf-8")
+    assert (f"{len(transfers)} rows were skipped, failed or ran out of memory" in text
+            and "| transfer | skipped |" in text)
 
 
 def test_a_machine_whose_every_row_failed_among_others_gets_its_column_and_its_rows_not_ok(tmp_path):
@@ -116,18 +119,23 @@ def test_a_machine_whose_every_row_failed_among_others_gets_its_column_and_its_r
     dead = [list(row) for row in rows[:30]]
     for row in dead:
         row[header.index("status")], row[header.index("reason")] = "failed", "RuntimeError: the machine died"
-        row[header.index("machine_id")], row[header.index("hostname")], row[header.index("run_id")] = "dead", "deadbox", "deadrun"
-    text = build_report([CPU, H200, write(tmp_path / "dead.csv", header, dead)], tmp_path / "out", None).read_text(encoding="utf-8")
+        row[header.index("machine_id")], row[header.index("hostname")], row[header.index(
+            "run_id")] = "dead", "deadbox", "deadrun"
+    text = build_report([CPU, H200, write(tmp_path / "dead.csv", header, dead)], tmp_path / "out",
+                        None).read_text(encoding="utf-8")
     summary = text.split("## Summary", 1)[1].split("\n\n")[1]
     assert "deadbox" in summary.splitlines()[0] and "| 0 · 30 |" in summary  # flagged · not ok rows
     assert "RuntimeError: the machine died" in text.split("## Rows not ok", 1)[1]
 
 
 @pytest.mark.parametrize("sidecar", ["", "null", "[1, 2]", '"text"', '{"mnist_epoch/guide-template": "text"}',
-                                     '{"mnist_epoch/guide-template": [1, {"calls": 3}, {"op": "aten::mm", "device_time_us": "x"}]}'])
+                                     '{"mnist_epoch/guide-template": [1, {"calls": 3}, {"op": "aten::mm", '
+                                     '"device_time_us": "x"}]}'])
 def test_an_odd_profiler_sidecar_is_left_out_with_a_note(tmp_path, sidecar):
-    header, rows = rows_of(CPU)  # the epochs a profiler table describes: the sidecar's note is the subject, not the sections
-    csv_path = write(tmp_path / CPU.name, header, [row for row in rows if row[header.index("workload")] == "mnist_epoch"])
+    # the epochs a profiler table describes: the sidecar's note is the subject, not the sections
+    header, rows = rows_of(CPU)
+    csv_path = write(tmp_path / CPU.name, header, [row for row in rows if row[header.index("workload")]
+                                                   == "mnist_epoch"])
     (tmp_path / f"{CPU.stem}.ops.json").write_text(sidecar, encoding="utf-8")
     text = build_report([csv_path], tmp_path / "out", None).read_text(encoding="utf-8")
     assert f"Note: {CPU.stem}.ops.json is not (wholly) a profiler table" in text.replace("\\_", "_")
@@ -153,7 +161,8 @@ def test_a_repeated_column_refuses_its_file_and_files_with_other_headers_load(tm
     with pytest.raises(ReportError, match=r"first.csv: the header names column hostname twice \(columns \d+ and \d+\)"):
         load_results([first])
     first = write(tmp_path / "a" / "first.csv", header, rows[:5])
-    later = write(tmp_path / "b" / "later.csv", [*header, "newer_column"], [[*row[:1], "run2", *row[2:], "kept"] for row in rows[5:10]])
+    later = write(tmp_path / "b" / "later.csv", [*header, "newer_column"], [[*row[:1], "run2", *row[2:], "kept"]
+                                                                            for row in rows[5:10]])
     frame = load_results([first, later])
     assert set(frame["hostname"]) == {"vm"} and frame["newer_column"].tolist() == [None] * 5 + ["kept"] * 5
     assert build_report([first, later], tmp_path / "out", None).is_file()
@@ -161,16 +170,19 @@ def test_a_repeated_column_refuses_its_file_and_files_with_other_headers_load(tm
 
 # ---- impossible figures: refused with file, line and column ------------------------------------------
 
-IMPOSSIBLE = [("matmul", "tflops", "-5", "negative"), ("matmul", "gbps", "-1.5", "negative"), ("inference", "samples_per_s", "-3", "negative"),
+IMPOSSIBLE = [("matmul", "tflops", "-5", "negative"), ("matmul", "gbps", "-1.5", "negative"),
+              ("inference", "samples_per_s", "-3", "negative"),
               ("mnist_epoch", "test_accuracy", "7.5", "outside [0, 1]"), ("matmul", "median_s", "-0.5", "negative"),
               ("matmul", "median_s", "nan", "not a finite number"), ("matmul", "tflops", "inf", "not a finite number"),
-              ("matmul", "tflops", "1e400", "not a finite number"), ("elementwise", "pct_of_peak_gbps", "-2", "negative")]
+              ("matmul", "tflops", "1e400", "not a finite number"), ("elementwise", "pct_of_peak_gbps", "-2",
+                                                                     "negative")]
 
 
 def impossible_file(folder: Path, workload: str, column: str, value: str) -> tuple[Path, int, int]:
     """The CPU run with `column` of its first ok `workload` row set to `value`: (file, that row's index, rows)."""
     header, rows = rows_of(CPU)
-    at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == workload and row[header.index("status")] == "ok")
+    at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == workload
+              and row[header.index("status")] == "ok")
     rows[at][header.index(column)] = value
     return write(folder / "impossible.csv", header, rows), at, len(rows)
 
@@ -184,7 +196,8 @@ def test_an_impossible_figure_refuses_its_row_naming_file_line_and_column(tmp_pa
 
 
 def test_a_refused_row_is_named_in_the_report_and_left_out_of_its_merged_csv(tmp_path):
-    """Which figure was impossible is load_results' (the test above, for each kind); the report's part is the same for all."""
+    """Which figure was impossible is load_results' (the test above, for each kind); the report's part is the same for
+    all."""
     path, at, count = impossible_file(tmp_path, "matmul", "tflops", "-5")
     out = tmp_path / "out"
     text = build_report([path], out, None).read_text(encoding="utf-8")
@@ -194,20 +207,24 @@ def test_a_refused_row_is_named_in_the_report_and_left_out_of_its_merged_csv(tmp
 
 def test_tflops_above_the_datasheet_peak_is_refused(tmp_path):
     header, rows = rows_of(H200)  # schema 1: upgraded, then screened
-    at = next(i for i, row in enumerate(rows) if row[header.index("case_id")].startswith("matmul/") and row[header.index("dtype")] == "bf16")
+    at = next(i for i, row in enumerate(rows) if row[header.index("case_id")].startswith("matmul/")
+              and row[header.index("dtype")] == "bf16")
     rows[at][header.index("tflops")] = "2000.0"
     path = write(tmp_path / "h200.csv", header, rows)
     refused: list[str] = []
     load_results([path], refused)
-    assert refused == [f"{path}:{at + 2}: column tflops = 2000 is impossible (above the bf16 datasheet peak 989.4 TFLOP/s of NVIDIA H200)"]
+    assert refused == [f"{path}:{at + 2}: column tflops = 2000 is impossible (above the bf16 datasheet peak 989.4 "
+                       "TFLOP/s of NVIDIA H200)"]
 
 
 def test_a_store_read_twice_names_each_refused_row_once(tmp_path, monkeypatch):
     """A store over CHUNK_FILES files: a chunk refuses an impossible row, a later file is no results,
     and the store is read again without it; the refused row is still named once, not once per read."""
-    monkeypatch.setattr("gpubench.harness.records.results_reader.CHUNK_FILES", 1)  # every file its own chunk, as past 100 files
+    # every file its own chunk, as past 100 files
+    monkeypatch.setattr("gpubench.harness.records.results_reader.CHUNK_FILES", 1)
     header, rows = rows_of(CPU)
-    at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == "matmul" and row[header.index("status")] == "ok")
+    at = next(i for i, row in enumerate(rows) if row[header.index("workload")] == "matmul"
+              and row[header.index("status")] == "ok")
     bad = [list(row) for row in rows]
     bad[at][header.index("tflops")] = "-5"
     store = tmp_path / "store"
@@ -223,7 +240,8 @@ def test_a_store_read_twice_names_each_refused_row_once(tmp_path, monkeypatch):
 
 def test_the_committed_examples_hold_nothing_impossible():
     refused: list[str] = []
-    assert len(load_results([EXAMPLES], refused)) == 295 + 229 and refused == []  # the example report's runs, and the H200 GPU check's
+    # the example report's runs, and the H200 GPU check's
+    assert len(load_results([EXAMPLES], refused)) == 295 + 229 and refused == []
 
 
 @pytest.mark.parametrize("tail", ["\n", "  \n", "\n  ", "\r\n\t\r\n", " "])
@@ -241,26 +259,33 @@ def test_compare_across_devices_is_refused_in_one_line(capsys):
     assert len(err.splitlines()) == 1 and "BASE ran on cpu · AMD EPYC, NEW on cuda · NVIDIA H200: across devices" in err
 
 
-def on_device(rows: list[list[str]], header: list[str], run_id: str, device: str = "cpu", name: str = "AMD EPYC") -> list[list[str]]:
+def on_device(rows: list[list[str]], header: list[str], run_id: str, device: str = "cpu",
+              name: str = "AMD EPYC") -> list[list[str]]:
     """The CPU example's rows as if run on another device of the same machine (another run)."""
     out = [list(row) for row in rows]
     for row in out:
-        row[header.index("run_id")], row[header.index("device")], row[header.index("device_name")] = run_id, device, name
+        row[header.index("run_id")], row[header.index("device")], row[header.index(
+            "device_name")] = run_id, device, name
     return out
 
 
 def test_compare_with_several_devices_per_side_judges_each_device_alone(tmp_path, capsys):
     header, rows = rows_of(CPU)
-    base = write(tmp_path / "base.csv", header, on_device(rows, header, "b1") + on_device(rows, header, "b2", "cuda:0", "NVIDIA H200"))
-    new = write(tmp_path / "new.csv", header, on_device(rows, header, "n1") + on_device(rows, header, "n2", "cuda:1", "NVIDIA A100"))
+    base = write(tmp_path / "base.csv", header, on_device(rows, header, "b1")
+                 + on_device(rows, header, "b2", "cuda:0", "NVIDIA H200"))
+    new = write(tmp_path / "new.csv", header, on_device(rows, header, "n1")
+                + on_device(rows, header, "n2", "cuda:1", "NVIDIA A100"))
     main(["compare", str(base), str(new)])
     out = capsys.readouterr().out
-    assert "rows on cuda · NVIDIA H200 (only in BASE) not judged" in out and "rows on cuda · NVIDIA A100 (only in NEW) not judged" in out
+    assert "rows on cuda · NVIDIA H200 (only in BASE) not judged" in out and ("rows on cuda · NVIDIA A100 (only in "
+                                                                              "NEW) not judged") in out
     assert "H200 |" not in out and "A100 |" not in out  # no verdict line across devices
-    both = write(tmp_path / "both.csv", header, on_device(rows, header, "c1") + on_device(rows, header, "c2", "cuda:0", "NVIDIA H200"))
+    both = write(tmp_path / "both.csv", header, on_device(rows, header, "c1")
+                 + on_device(rows, header, "c2", "cuda:0", "NVIDIA H200"))
     main(["compare", str(base), str(both)])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul/")]
-    assert {line.split(" | ")[0].split(" @ ")[1] for line in lines} == {"cpu · AMD EPYC", "cuda · NVIDIA H200"}  # judged per device
+    # judged per device
+    assert {line.split(" | ")[0].split(" @ ")[1] for line in lines} == {"cpu · AMD EPYC", "cuda · NVIDIA H200"}
 
 
 @pytest.mark.drawn  # a label typeset as a formula can also stop the drawing
@@ -316,14 +341,18 @@ def test_smoke_rows_never_meet_a_reference_nor_the_summary(tmp_path):
     against the full epoch's reference ('ratio 9.47, ok'). Its rows stay in the workload tables only."""
     smoke = as_profile(H200, tmp_path / "h200-smoke.csv", "smoke")
     text = build_report([CPU, smoke], tmp_path / "mixed", baseline=None).read_text(encoding="utf-8")
-    assert "row(s) of the smoke profile test the suite at tiny sizes — their figures are not for comparison" in text.split("## Summary")[0]
+    assert ("row(s) of the smoke profile test the suite at tiny sizes — their figures are not for comparison"
+            in text.split("## Summary")[0])
     assert "H200" not in section_text(text, "Summary") and "H200" not in section_text(text, "Recommendations")
-    assert "## History" not in text or "H200" not in section_text(text, "History")  # a smoke run is no point in a machine's history
+    # a smoke run is no point in a machine's history
+    assert "## History" not in text or "H200" not in section_text(text, "History")
     assert "## Health against references" not in text  # the CPU has no reference; the H200's smoke rows meet none
     assert "H200" in section_text(text, "Matmul")  # still shown where its workload is
-    both = build_report([H200, as_profile(H200, tmp_path / "h200-smoke.csv", "smoke")], tmp_path / "both", baseline=None)
+    both = build_report([H200, as_profile(H200, tmp_path / "h200-smoke.csv", "smoke")], tmp_path / "both",
+                        baseline=None)
     assert section_text(both.read_text(encoding="utf-8"), "Matmul") == section_text(
-        build_report([H200], tmp_path / "quick-only", baseline=None).read_text(encoding="utf-8"), "Matmul")  # no smoke row folded into a median
+        # no smoke row folded into a median
+        build_report([H200], tmp_path / "quick-only", baseline=None).read_text(encoding="utf-8"), "Matmul")
     alone = build_report([smoke], tmp_path / "alone", baseline=None).read_text(encoding="utf-8")
     assert "Smoke-profile rows only: nothing here is a figure to compare" in section_text(alone, "Summary")
     assert "## Health against references" not in alone
@@ -337,7 +366,8 @@ def test_the_report_answers_first_which_machine_and_setting_is_fastest_and_how_s
     assert answer.startswith("**Answer:** **vm · NVIDIA H200 (cuda:0)** is the fastest, ") and "x (95% " in answer
     assert "against vm · AMD EPYC (cpu); its fastest training epoch at the template's accuracy is `" in answer
     alone = build_report([CPU], tmp_path / "alone", baseline=None).read_text(encoding="utf-8").split("\n\n")[1]
-    assert alone.startswith("**Answer:** on **vm · AMD EPYC (cpu)**, the fastest training epoch at the template's accuracy is `")
+    assert alone.startswith("**Answer:** on **vm · AMD EPYC (cpu)**, the fastest training epoch at the template's "
+                            "accuracy is `")
 
 
 def test_busy_rows_get_a_banner_above_every_figure(tmp_path):
@@ -345,15 +375,18 @@ def test_busy_rows_get_a_banner_above_every_figure(tmp_path):
         header, *rows = list(csv.reader(handle))
     for row in [r for r in rows if r[header.index("status")] == "ok"][:3]:
         row[header.index("flags")] = "busy"
-    text = build_report([write(tmp_path / "busy.csv", header, rows)], tmp_path / "report", baseline=None).read_text(encoding="utf-8")
+    text = build_report([write(tmp_path / "busy.csv", header, rows)], tmp_path / "report",
+                        baseline=None).read_text(encoding="utf-8")
     assert "> **3 row(s) were measured while another process used the CPU (`busy`)" in text.split("## Summary")[0]
 
 
 def test_a_long_table_of_several_machines_reads_a_column_per_machine():
     report = (EXAMPLES / "report" / "report.md").read_text(encoding="utf-8")
     inference = section_text(report, "Inference")
-    assert "| model | batch_size | grad_mode | vm · AMD EPYC (cpu) | synthetic-degraded-h200 · NVIDIA H200 (cuda:0) | vm · NVIDIA H200 (cuda:0) |" in inference
+    assert ("| model | batch_size | grad_mode | vm · AMD EPYC (cpu) | synthetic-degraded-h200 · NVIDIA H200 (cuda:0) | "
+            "vm · NVIDIA H200 (cuda:0) |") in inference
     assert "| mlp | 1 | grad | 17.2 k samples/s ±48% (noisy) | 11.1 k samples/s | 11.1 k samples/s |" in inference
     epoch = section_text(report, "MNIST training epoch")
-    assert "| guide-template | 3.46 s, accuracy 86.2%, data wait 67.4% | 29.9 s ±11%, accuracy 86.0%, data wait 3.1% (noisy) |" in epoch
+    assert ("| guide-template | 3.46 s, accuracy 86.2%, data wait 67.4% | 29.9 s ±11%, accuracy 86.0%, data wait 3.1% "
+            "(noisy) |") in epoch
     assert "| machine |" not in section_text(report, "Out-of-memory strategies: peak memory against step time")

@@ -26,7 +26,8 @@ def test_samples_judged_in_bulk_are_refused_exactly_where_parse_cell_refuses():
 def test_the_bulk_samples_check_is_sure_only_of_cells_in_bounds():
     sure = within(SAMPLES, MIN_DURATION_S, MAX_DURATION_S)
     assert not any(ok and _refused("samples_s", text) for ok, text in zip(sure, SAMPLES))
-    assert within(["[]", " [ ]", "[x]"], MIN_DURATION_S, MAX_DURATION_S) == [True, True, False]  # lists, none with a number
+    # lists, none with a number
+    assert within(["[]", " [ ]", "[x]"], MIN_DURATION_S, MAX_DURATION_S) == [True, True, False]
     # in bounds: every list of the writer's form, an empty one and one split over lines among them
     assert [text for ok, text in zip(sure, SAMPLES) if ok] == [
         "[]", "[1e-3, 2e-3]", "[0.001,\n 0.002]", " [1e-3]\t", "[2, 3]", "[1e-9]", "[1e-9, 1000000.0]",

@@ -52,7 +52,8 @@ def test_report_has_machines_side_by_side_and_every_workload(report):
     text = report.read_text()
     machines_row = next(line for line in text.splitlines() if line.startswith("| field |"))
     assert "laptop · Intel Core i7 (cpu)" in machines_row and "h100box · NVIDIA H100 80GB HBM3 (cuda:0)" in machines_row
-    for heading in ("## Matmul", "## Elementwise", "## MNIST training epoch", "## Out-of-memory strategies", "## Recommendations", "## Rows not ok"):
+    for heading in ("## Matmul", "## Elementwise", "## MNIST training epoch", "## Out-of-memory strategies",
+                    "## Recommendations", "## Rows not ok"):
         assert heading in text
 
 
@@ -74,8 +75,9 @@ def test_report_gives_template_over_fastest_per_machine(report):
 
 
 def epoch_rows(rows):
-    return pd.DataFrame([dict({"workload": "mnist_epoch", "status": "ok", "machine": "m", "dataset": "fashion-mnist", "flags": "",
-                               "rel_iqr": 0.01, "data_wait_frac": 0.0, "peak_mem_bytes": 1.0, "compile_s": None}, **r) for r in rows])
+    return pd.DataFrame([dict({"workload": "mnist_epoch", "status": "ok", "machine": "m", "dataset": "fashion-mnist",
+                               "flags": "", "rel_iqr": 0.01, "data_wait_frac": 0.0, "peak_mem_bytes": 1.0,
+                               "compile_s": None}, **r) for r in rows])
 
 
 def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_listed_apart():
@@ -90,7 +92,8 @@ def test_fastest_is_at_equal_accuracy_and_a_faster_less_accurate_setting_is_list
 
 
 def test_a_diverged_run_is_never_fastest(tmp_path):
-    """A diverged epoch is a failed row (gpubench.harness.measurement.runner.Diverged): the report skips it and lists it."""
+    """A diverged epoch is a failed row (gpubench.harness.measurement.runner.Diverged): the report skips it and lists
+    it."""
     frame = epoch_rows([
         {"setting": "guide-template", "epoch_s": 17.0, "samples_per_s": 1.0, "test_accuracy": 0.86},
         {"setting": "preloaded", "epoch_s": 12.0, "samples_per_s": 1.0, "test_accuracy": 0.857},
@@ -133,7 +136,8 @@ def test_bad_inputs_are_one_line_errors_with_exit_code_2(tmp_path, capsys):
     newer = tmp_path / "newer.csv"
     newer.write_text(text.replace("\n1,", "\n99,", 1))
     empty = write_csv(tmp_path / "empty.csv", list(COLUMNS), [])
-    for path, message in ((not_ours, "not a gpubench results file"), (truncated, "truncated"), (newer, "newer gpubench"), (empty, "no result rows")):
+    for path, message in ((not_ours, "not a gpubench results file"), (truncated, "truncated"),
+                          (newer, "newer gpubench"), (empty, "no result rows")):
         assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err and str(path) in err
@@ -158,7 +162,8 @@ def test_unchanged_code_is_not_flagged_even_with_between_run_drift():
     """A/A: two runs of the same code whose builds agree within each run, but whose runs differ by
     8% (a shared machine's run-to-run noise): not a regression."""
     for seed in range(20):
-        verdict = judge("case", builds(1.0, spread=0.01, seed=seed), builds(1.08, spread=0.01, seed=seed + 100), threshold=0.05)
+        verdict = judge("case", builds(1.0, spread=0.01, seed=seed), builds(1.08, spread=0.01, seed=seed + 100),
+                        threshold=0.05)
         assert verdict.verdict != "slower", seed
 
 
@@ -169,14 +174,18 @@ def test_run_to_run_noise_is_measured_across_cases_and_robust_to_the_changed_one
     false_flags = caught = 0
     for seed in range(20):
         drift = np.random.default_rng(seed).normal(0, 0.10, 30)
-        pairs = [(builds(1.0, seed=i), SideUnits([u * np.exp(d) for u in builds(1.0, seed=100 + i).units], 1, "builds")) for i, d in enumerate(drift)]
+        pairs = [(builds(1.0, seed=i), SideUnits([u * np.exp(d) for u in builds(1.0, seed=100 + i).units], 1, "builds"))
+                 for i, d in enumerate(drift)]
         noise = run_noise(pairs)
         assert 0.05 < noise.scatter < 0.16 and noise.between2 == pytest.approx(max(noise.scatter**2, 2 * 0.04**2))
-        false_flags += sum(judge(str(i), b, n, 0.05, noise.between2, noise.dof).verdict in ("slower", "faster") for i, (b, n) in enumerate(pairs))
-        changed = [(b, SideUnits([u * 1.8 for u in n.units], 1, "builds")) if i < 3 else (b, n) for i, (b, n) in enumerate(pairs)]
+        false_flags += sum(judge(str(i), b, n, 0.05, noise.between2, noise.dof).verdict in ("slower", "faster") for i,
+                           (b, n) in enumerate(pairs))
+        changed = [(b, SideUnits([u * 1.8 for u in n.units], 1, "builds")) if i < 3 else (b, n) for i,
+                   (b, n) in enumerate(pairs)]
         robust = run_noise(changed)
         assert robust.scatter < 1.3 * noise.scatter  # three changed cases do not inflate the noise
-        caught += sum(judge(str(i), b, n, 0.05, robust.between2, robust.dof).verdict == "slower" for i, (b, n) in enumerate(changed[:3]))
+        caught += sum(judge(str(i), b, n, 0.05, robust.between2, robust.dof).verdict == "slower" for i,
+                      (b, n) in enumerate(changed[:3]))
     assert false_flags <= 12  # 600 unchanged comparisons at alpha 0.01: about 6 expected
     assert caught >= 55  # of 60 real +80% changes
     quiet = run_noise(pairs[:5])
@@ -205,10 +214,12 @@ def test_faster_and_too_few_samples():
 
 
 def test_one_build_per_run_uses_the_windows_of_that_epoch():
-    epoch = pd.DataFrame([{"median_s": 0.07, "run_id": "r", "samples_s": "[0.07, 0.071, 0.069, 0.072, 0.07, 0.068, 0.07, 0.071, 0.07, 0.069]"}])
+    epoch = pd.DataFrame([{"median_s": 0.07, "run_id": "r",
+                           "samples_s": "[0.07, 0.071, 0.069, 0.072, 0.07, 0.068, 0.07, 0.071, 0.07, 0.069]"}])
     side = side_of(epoch)
     assert side is not None and side.kind == "windows" and len(side.units) == 10
-    slower = pd.DataFrame([dict(epoch.iloc[0], samples_s=str([s * 1.25 for s in json.loads(epoch["samples_s"].iloc[0])]), run_id="q")])
+    slower = pd.DataFrame([dict(epoch.iloc[0],
+                                samples_s=str([s * 1.25 for s in json.loads(epoch["samples_s"].iloc[0])]), run_id="q")])
     assert judge("mnist_epoch/guide-template", side, side_of(slower), 0.05).verdict == "slower"
 
 
@@ -219,35 +230,41 @@ def test_compare_lists_one_sided_cases(tmp_path):
     cases = [v for v in verdicts if not v.case_id.startswith("(every case")]
     assert len(cases) == 7 and only_base == [] and only_new == []
     assert all(v.verdict in ("faster", "inconclusive") for v in cases)
-    assert [v.verdict for v in verdicts if v not in cases] == ["not judged"]  # one run per side: the machine-wide line is not judged
+    # one run per side: the machine-wide line is not judged
+    assert [v.verdict for v in verdicts if v not in cases] == ["not judged"]
 
 
 def write_rows(path, rows):
     writer = ResultsWriter(path.parent, path.stem)
     for row in rows:
-        writer.append(dict({"schema_version": SCHEMA_VERSION, "run_id": path.stem, "machine_id": "m", "hostname": "h", "device": "cpu",
-                            "device_name": "cpu", "workload": "matmul", "build": 0}, **row))
+        writer.append(dict({"schema_version": SCHEMA_VERSION, "run_id": path.stem, "machine_id": "m", "hostname": "h",
+                            "device": "cpu", "device_name": "cpu", "workload": "matmul", "build": 0}, **row))
     writer.close()
     return path
 
 
 def test_a_case_that_broke_in_new_is_a_regression(tmp_path, capsys):
-    ok = [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": m, "build": b, "samples_s": [m]} for b, m in enumerate((1.0, 1.01, 0.99))]
+    ok = [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": m, "build": b, "samples_s": [m]} for b,
+          m in enumerate((1.0, 1.01, 0.99))]
     base = write_rows(tmp_path / "base.csv", ok)
-    new = write_rows(tmp_path / "new.csv", [{"case_id": "matmul/fp32-n64", "status": "failed", "reason": "RuntimeError: boom"}])
+    new = write_rows(tmp_path / "new.csv", [{"case_id": "matmul/fp32-n64", "status": "failed",
+                                             "reason": "RuntimeError: boom"}])
     assert main(["compare", str(base), str(new)]) == 1
     assert "broken (ok in BASE, RuntimeError: boom)" in capsys.readouterr().out
 
 
 def test_no_case_in_common_is_an_error_not_a_pass(tmp_path, capsys):
-    base = write_rows(tmp_path / "base.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 1.0, "samples_s": [1.0]}])
-    new = write_rows(tmp_path / "new.csv", [{"case_id": "matmul/fp32-n128", "status": "ok", "median_s": 1.0, "samples_s": [1.0]}])
+    base = write_rows(tmp_path / "base.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 1.0,
+                                               "samples_s": [1.0]}])
+    new = write_rows(tmp_path / "new.csv", [{"case_id": "matmul/fp32-n128", "status": "ok", "median_s": 1.0,
+                                             "samples_s": [1.0]}])
     assert main(["compare", str(base), str(new)]) == 2
     assert "no case in common" in capsys.readouterr().err
 
 
 def test_the_same_run_given_twice_counts_once(tmp_path, capsys):
-    rows = [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": m, "build": b, "samples_s": [m]} for b, m in enumerate((1.0, 1.01, 0.99))]
+    rows = [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": m, "build": b, "samples_s": [m]} for b,
+            m in enumerate((1.0, 1.01, 0.99))]
     base = write_rows(tmp_path / "a" / "base.csv", rows) if (tmp_path / "a").mkdir() is None else None
     (tmp_path / "a" / "copy.csv").write_text(base.read_text())
     new = write_rows(tmp_path / "new.csv", rows)
@@ -278,10 +295,10 @@ def test_an_ambiguous_or_empty_threshold_is_refused(text):
 
 def test_compile_table_derives_the_compiled_step_from_break_even():
     frame = pd.DataFrame([
-        {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default", "compile_mode": "default",
-         "compile_s": 10.0, "eager_step_s": 0.004, "break_even_steps": 10.0 / 0.001},
-        {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=max-autotune", "compile_mode": "max-autotune",
-         "compile_s": 60.0, "eager_step_s": 0.004, "break_even_steps": float("nan")},
+        {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default",
+         "compile_mode": "default", "compile_s": 10.0, "eager_step_s": 0.004, "break_even_steps": 10.0 / 0.001},
+        {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=max-autotune",
+         "compile_mode": "max-autotune", "compile_s": 60.0, "eager_step_s": 0.004, "break_even_steps": float("nan")},
     ])
     table = compile_table(frame)
     assert table["compiled_step_s"][0] == pytest.approx(0.003) and table["gain_pct"][0] == pytest.approx(25.0)
@@ -290,20 +307,23 @@ def test_compile_table_derives_the_compiled_step_from_break_even():
 
 def test_compile_table_holds_one_row_per_machine_and_setting_over_runs():
     def row(run_id: str, compile_s: float, break_even: float) -> dict:
-        return {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default", "run_id": run_id,
-                "compile_mode": "default", "compile_s": compile_s, "eager_step_s": 0.004, "break_even_steps": break_even}
+        return {"workload": "mnist_epoch", "status": "ok", "machine": "m", "setting": "compile_mode=default",
+                "run_id": run_id, "compile_mode": "default", "compile_s": compile_s, "eager_step_s": 0.004,
+                "break_even_steps": break_even}
 
     frame = pd.DataFrame([row("r1", 10.0, 10_000.0), row("r2", 12.0, 12_000.0), row("r3", 11.0, 11_000.0)])
     table = compile_table(frame)
     assert len(table) == 1 and table["compile_s"][0] == pytest.approx(11.0) and table["break_even_steps"][0] == "11000"
-    never = compile_table(pd.DataFrame([row("r1", 10.0, float("nan")), row("r2", 10.0, float("nan")), row("r3", 10.0, 9.0)]))
+    never = compile_table(pd.DataFrame([row("r1", 10.0, float("nan")), row("r2", 10.0, float("nan")),
+                                        row("r3", 10.0, 9.0)]))
     assert never["break_even_steps"].tolist() == ["never"]  # two of three runs never broke even
 
 
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
     csv_path = shutil.copy(GOLDEN[1], tmp_path / "run.csv")
-    ops = [{"op": "aten::convolution_backward", "device_time_us": 2120.0, "self_cpu_time_us": 1450.0, "cpu_time_us": 4000.0, "calls": 20}]
+    ops = [{"op": "aten::convolution_backward", "device_time_us": 2120.0, "self_cpu_time_us": 1450.0,
+            "cpu_time_us": 4000.0, "calls": 20}]
     (tmp_path / "run.ops.json").write_text(json.dumps({"mnist_epoch/guide-template": ops}))
     text = build_report([Path(csv_path)], tmp_path / "out", baseline=None).read_text()
     section = text.split("## Profiler: top operators")[1]
@@ -314,8 +334,10 @@ def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
 @pytest.mark.process
 def test_reports_read_csv_only_without_torch_or_pytest():
     """Layering: the report builder must run where torch is not installed."""
-    code = "import sys, gpubench.reports.build, gpubench.reports.compare; bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    code = ("import sys, gpubench.reports.build, gpubench.reports.compare; bad = {'torch', 'pytest'} & "
+            "set(sys.modules); sys.exit(str(bad) if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr + done.stdout
 
 
@@ -326,10 +348,14 @@ def test_compare_refuses_a_side_that_mixes_machines(capsys):
 
 def test_labels_never_merge_two_machines_nor_two_torch_versions():
     frame = pd.DataFrame([
-        {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "aaaaaaaaaaaa", "torch_version": "2.14.1"},
-        {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "bbbbbbbbbbbb", "torch_version": "2.14.1"},
-        {"hostname": "box", "device_name": "H200", "device": "cuda:0", "machine_id": "cccccccccccc", "torch_version": "2.11.0"},
-        {"hostname": "box", "device_name": "H200", "device": "cuda:0", "machine_id": "cccccccccccc", "torch_version": "2.14.1"},
+        {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "aaaaaaaaaaaa",
+         "torch_version": "2.14.1"},
+        {"hostname": "vm", "device_name": "AMD EPYC", "device": "cpu", "machine_id": "bbbbbbbbbbbb",
+         "torch_version": "2.14.1"},
+        {"hostname": "box", "device_name": "H200", "device": "cuda:0", "machine_id": "cccccccccccc",
+         "torch_version": "2.11.0"},
+        {"hostname": "box", "device_name": "H200", "device": "cuda:0", "machine_id": "cccccccccccc",
+         "torch_version": "2.14.1"},
     ])
     labels = machine_labels(frame).tolist()
     assert labels[0] != labels[1] and labels[0].endswith("#aaaaaa") and labels[1].endswith("#bbbbbb")
@@ -353,7 +379,8 @@ def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
     shutil.copy(GOLDEN[0], one / "r0.csv")
     text = GOLDEN[0].read_text().splitlines()
     for run in range(30):  # thirty runs of the laptop: the same cases, other run ids
-        (many / f"r{run}.csv").write_text("\n".join([text[0]] + [line.replace(",run-laptop,", f",run{run},") for line in text[1:]]) + "\n")
+        (many / f"r{run}.csv").write_text("\n".join([text[0]] + [line.replace(",run-laptop,", f",run{run},")
+                                                                 for line in text[1:]]) + "\n")
     short = build_report([one], tmp_path / "o1", baseline=None).read_text().count("\n")
     long = build_report([many], tmp_path / "o30", baseline=None).read_text().count("\n")
     assert long <= 1.1 * short
@@ -376,18 +403,22 @@ def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
             if status == "ok"
             else {"reason": "did not converge: best test accuracy 0.80"}
         )
-        return dict({"schema_version": SCHEMA_VERSION, "workload": "time_to_accuracy", "case_id": f"time_to_accuracy/{design}-to0.85", "design": design,
-                     "target_accuracy": 0.85, "seed": seed, "build": seed, "builds": 5, "status": status, "dataset": "fashion-mnist"}, **figures)
+        return dict({"schema_version": SCHEMA_VERSION, "workload": "time_to_accuracy",
+                     "case_id": f"time_to_accuracy/{design}-to0.85", "design": design, "target_accuracy": 0.85,
+                     "seed": seed, "build": seed, "builds": 5, "status": status, "dataset": "fashion-mnist"}, **figures)
 
     rows = [target_row("template", s, t) for s, t in enumerate((30.0, 31.0, 29.0, 33.0, 28.0))]
-    rows += [target_row("speedrun", s, t) for s, t in enumerate((6.0, 5.0, 7.0, 5.5))] + [target_row("speedrun", 4, None, "failed")]
-    rows.append({"workload": "mnist_epoch", "case_id": "mnist_epoch/guide-template", "status": "ok", "epoch_s": 20.0, "median_s": 0.08,
-                 "test_accuracy": 0.86, "dataset": "fashion-mnist", "energy_j": 900.0, "avg_power_w": 45.0, "samples_s": [0.08]})
-    rows.append({"workload": "matmul", "case_id": "matmul/bf16-n4096", "dtype": "bf16", "size": 4096, "status": "ok", "median_s": 0.01,
-                 "tflops": 2.0, "tflop_per_j": 0.05, "avg_power_w": 40.0, "samples_s": [0.01]})
+    rows += [target_row("speedrun", s, t) for s,
+             t in enumerate((6.0, 5.0, 7.0, 5.5))] + [target_row("speedrun", 4, None, "failed")]
+    rows.append({"workload": "mnist_epoch", "case_id": "mnist_epoch/guide-template", "status": "ok", "epoch_s": 20.0,
+                 "median_s": 0.08, "test_accuracy": 0.86, "dataset": "fashion-mnist", "energy_j": 900.0,
+                 "avg_power_w": 45.0, "samples_s": [0.08]})
+    rows.append({"workload": "matmul", "case_id": "matmul/bf16-n4096", "dtype": "bf16", "size": 4096, "status": "ok",
+                 "median_s": 0.01, "tflops": 2.0, "tflop_per_j": 0.05, "avg_power_w": 40.0, "samples_s": [0.01]})
     text = build_report([write_rows(tmp_path / "run.csv", rows)], tmp_path / "out", None).read_text()
     section = text.split("## Time to accuracy")[1].split("\n## ")[0]
-    assert "speedrun" in section and "| invalid" not in section and "| 6.17 |" in section  # olympic mean of 5, 5.5, 6, 7, inf
+    # olympic mean of 5, 5.5, 6, 7, inf
+    assert "speedrun" in section and "| invalid" not in section and "| 6.17 |" in section
     summary = text.split("## Summary")[1].split("\n## ")[0]
     assert "time to 0.85 accuracy" in summary and "`speedrun`" in summary and "(4.86x)" in summary  # 30 / 6.17
     assert summary.index("time to 0.85") < summary.index("energy per template epoch")
@@ -395,20 +426,24 @@ def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
 
 
 def test_a_run_without_an_energy_counter_says_why_once_in_the_summary(tmp_path):
-    path = write_rows(tmp_path / "novm.csv", [{"case_id": "matmul/fp32-n64", "dtype": "fp32", "size": 64, "status": "ok", "median_s": 1.0, "tflops": 1.0,
-                                               "samples_s": [1.0]}])
+    path = write_rows(tmp_path / "novm.csv", [{"case_id": "matmul/fp32-n64", "dtype": "fp32", "size": 64,
+                                               "status": "ok", "median_s": 1.0, "tflops": 1.0, "samples_s": [1.0]}])
     (tmp_path / "novm.env.json").write_text(json.dumps({"energy": {"source": None, "idle_power_w": None,
-                                                                   "note": "no RAPL energy counters: /sys/class/powercap is absent — "
-                                                                           "CPU energy columns stay empty"}}))
+                                                                   "note": "no RAPL energy counters: "
+                                                                           "/sys/class/powercap is absent — CPU energy "
+                                                                           "columns stay empty"}}))
     text = build_report([path], tmp_path / "out", None).read_text()
-    assert text.count("no RAPL energy counters") == 1 and "| energy | not measured: no RAPL energy counters: /sys/class/powercap is absent |" in text
+    assert text.count("no RAPL energy counters") == 1 and ("| energy | not measured: no RAPL energy counters: "
+                                                           "/sys/class/powercap is absent |") in text
 
 
 def _frame(run_id: str, medians: dict[str, list[float]], windows: dict[str, list[float]] | None = None):
     """A run's rows: case -> build medians (several builds), and case -> one build's windows."""
-    rows = [{"case_id": case, "status": "ok", "median_s": m, "run_id": run_id, "build": b, "samples_s": json.dumps([m]), "reason": ""}
+    rows = [{"case_id": case, "status": "ok", "median_s": m, "run_id": run_id, "build": b, "samples_s": json.dumps([m]),
+             "reason": ""}
             for case, ms in medians.items() for b, m in enumerate(ms)]
-    rows += [{"case_id": case, "status": "ok", "median_s": float(np.median(w)), "run_id": run_id, "build": 0, "samples_s": json.dumps(w), "reason": ""}
+    rows += [{"case_id": case, "status": "ok", "median_s": float(np.median(w)), "run_id": run_id, "build": 0,
+              "samples_s": json.dumps(w), "reason": ""}
              for case, w in (windows or {}).items()]
     return pd.DataFrame(rows)
 
@@ -424,7 +459,8 @@ def test_a_workload_that_swings_case_by_case_between_runs_is_judged_against_its_
     regression; and a quiet workload's one really slower case is still caught."""
     swings = [0.66, 1.56, 1.35, 0.83, 1.08, 0.95]
     base = _frame("a", {**_quiet_cases(1), **{f"memory_strategies/s{i}": [0.1, 0.101] for i in range(6)}})
-    new = _frame("b", {**_quiet_cases(2, 1.03), **{f"memory_strategies/s{i}": [0.1 * s, 0.101 * s] for i, s in enumerate(swings)}})
+    new = _frame("b", {**_quiet_cases(2, 1.03), **{f"memory_strategies/s{i}": [0.1 * s, 0.101 * s] for i,
+                                                   s in enumerate(swings)}})
     verdicts = {v.case_id: v.verdict for v in compare_frames(base, new, 0.05)[0]}
     assert not [c for c, v in verdicts.items() if v in ("slower", "faster")], verdicts
     changed = _quiet_cases(2, 1.03)
@@ -452,7 +488,8 @@ def test_a_case_built_once_per_run_also_carries_the_noise_between_processes():
 # ---- damaged or odd inputs --------------------------------------------------------------------
 
 def test_a_file_cut_inside_its_last_quoted_field_is_refused(tmp_path):
-    path = write_rows(tmp_path / "damaged.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 0.001, "samples_s": [0.001, 0.002, 0.003]}])
+    path = write_rows(tmp_path / "damaged.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 0.001,
+                                                  "samples_s": [0.001, 0.002, 0.003]}])
     text = path.read_text()
     path.write_text(text[: text.rindex("0.002")])  # inside the quotes, no newline at the end
     with pytest.raises(ReportError, match="line 2 is truncated"):
@@ -460,7 +497,8 @@ def test_a_file_cut_inside_its_last_quoted_field_is_refused(tmp_path):
 
 
 def test_things_named_csv_that_are_not_files_are_skipped(tmp_path):
-    good = write_rows(tmp_path / "good.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 0.001, "samples_s": [0.001, 0.001]}])
+    good = write_rows(tmp_path / "good.csv", [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": 0.001,
+                                               "samples_s": [0.001, 0.001]}])
     (tmp_path / "folder.csv").mkdir()
     (tmp_path / "dangling.csv").symlink_to(tmp_path / "nowhere")
     os.mkfifo(tmp_path / "pipe.csv")  # reading it would hang the report
@@ -476,7 +514,8 @@ def test_a_run_given_twice_counts_once_everywhere_and_the_report_says_so(tmp_pat
     report = build_report([folder, folder / "h100.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
     with open(tmp_path / "out" / "merged.csv", newline="", encoding="utf-8") as handle:
         assert len(list(csv.DictReader(handle))) == rows
-    assert f"{rows} rows from 1 run(s)" in report and f"{rows} duplicate row(s) of run(s)" in report and "counted once" in report
+    assert (f"{rows} rows from 1 run(s)" in report and f"{rows} duplicate row(s) of run(s)" in report
+            and "counted once" in report)
 
 
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
@@ -506,7 +545,8 @@ def test_one_run_holding_a_case_twice_with_different_figures_is_refused_naming_b
     other = pd.read_csv(GOLDEN[1])
     other.loc[0, "median_s"] *= 2
     other.to_csv(tmp_path / "b.csv", index=False)
-    with pytest.raises(ReportError, match=r"run run-h100box holds matmul/fp32-n1024 build 0 twice with different figures \(in a, b\)"):
+    with pytest.raises(ReportError, match=r"run run-h100box holds matmul/fp32-n1024 build 0 twice with different "
+                                          r"figures \(in a, b\)"):
         build_report([tmp_path], tmp_path / "out", None)
 
 
@@ -515,10 +555,11 @@ def test_a_case_a_run_budget_skipped_is_not_broken():
     (named as a case only BASE measured); skipped for another reason it is still broken."""
     base = _frame("a", {"matmul/x": [1.0, 1.01, 0.99], "matmul/y": [1.0, 1.01, 0.99]})
     new = pd.concat([_frame("b", {}), pd.DataFrame([
-        {"case_id": "matmul/x", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0, "samples_s": "",
-         "reason": "over budget: one call takes 2.0 s; its share of the 3m budget is 0.3 s — raise --budget or deselect it"},
-        {"case_id": "matmul/y", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0, "samples_s": "",
-         "reason": "tf32 is a CUDA tensor-core mode"}])])
+        {"case_id": "matmul/x", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0,
+         "samples_s": "", "reason": "over budget: one call takes 2.0 s; its share of the 3m budget is 0.3 s — raise "
+                                    "--budget or deselect it"},
+        {"case_id": "matmul/y", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0,
+         "samples_s": "", "reason": "tf32 is a CUDA tensor-core mode"}])])
     verdicts, only_base, _, _ = compare_frames(base, new, 0.05)
     assert [v.case_id for v in verdicts if v.verdict == "broken"] == ["matmul/y"] and only_base == ["matmul/x"]
 
@@ -528,7 +569,8 @@ def test_compare_sets_aside_a_slowdown_on_rows_flagged_busy(tmp_path, capsys, fl
     """Two smoke runs of unchanged code read x9.5 'slower' exactly on the three rows of the second run flagged
     busy: a row that says another process shared the machine carries no verdict, and fails no gate."""
     def rows(factor, flag):
-        return [{"case_id": case, "status": "ok", "median_s": m * factor, "build": b, "samples_s": [m * factor], "flags": flag}
+        return [{"case_id": case, "status": "ok", "median_s": m * factor, "build": b, "samples_s": [m * factor],
+                 "flags": flag}
                 for case in ("matmul/fp32-n64", "matmul/fp32-n128") for b, m in enumerate((1.0, 1.01, 0.99))]
     base = write_rows(tmp_path / "base.csv", rows(1.0, ""))
     new = write_rows(tmp_path / "new.csv", rows(1.0, "")[:3] + rows(5.0, flags)[3:])  # n128 five times slower in NEW

@@ -53,7 +53,8 @@ def test_round_trip(tmp_path):
 
 def test_schema_types_every_column_when_read(tmp_path):
     writer = ResultsWriter(tmp_path, "typed")
-    writer.append(row("a", pinned=True, non_blocking=False, size=2**20, batch_size=None, gbps=12.5, input_bound=False, rounds=7))
+    writer.append(row("a", pinned=True, non_blocking=False, size=2**20, batch_size=None, gbps=12.5, input_bound=False,
+                      rounds=7))
     writer.close()
     (got,) = read_rows(tmp_path / "typed.csv")
     assert got["pinned"] is True and got["non_blocking"] is False and got["input_bound"] is False
@@ -62,8 +63,10 @@ def test_schema_types_every_column_when_read(tmp_path):
 
 
 def test_units_and_groups_are_declared_once():
-    assert BY_NAME["median_s"].unit == "s" and BY_NAME["peak_mem_bytes"].unit == "bytes" and BY_NAME["tflops"].unit == "TFLOP/s"
-    assert BY_NAME["pinned"].kind == "bool" and BY_NAME["case_id"].group == "case" and BY_NAME["hostname"].group == "run"
+    assert BY_NAME["median_s"].unit == "s" and BY_NAME["peak_mem_bytes"].unit == "bytes" and BY_NAME[
+        "tflops"].unit == "TFLOP/s"
+    assert BY_NAME["pinned"].kind == "bool" and BY_NAME["case_id"].group == "case" and BY_NAME[
+        "hostname"].group == "run"
     assert human_column("median_s", 3.69e-05) == "36.9 µs"
     assert human_column("peak_mem_bytes", 1614901248) == "1.5 GiB"
     assert human_column("samples_per_s", 1.12e4) == "11.2 k samples/s"
@@ -75,7 +78,8 @@ def test_a_damaged_cell_is_refused_naming_file_and_line(tmp_path):
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
         writer.writeheader()
-        writer.writerow({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "a", "rounds": "seven", "status": "ok"})
+        writer.writerow({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "a",
+                         "rounds": "seven", "status": "ok"})
     with pytest.raises(SchemaError, match=r"bad.csv: line 2: column rounds holds 'seven'"):
         read_rows(path)
 
@@ -187,8 +191,10 @@ def test_unwritable_results_dir_names_the_fix(tmp_path):
 
 CELLS = {
     "pinned": ["True", "False", "TRUE", " yes ", "No", "0", "1", "tRuE", "maybe", "2", ""],
-    "rounds": ["7", "7.0", "1e3", " 7 ", "+3", "-1", "1.5", "inf", "nan", "1_000", "0x10", "1e400", "\u0661\u0662", "", "seven"],
-    "median_s": ["0.1", "5.", ".5", "1E5", "-0", "-0.5", "inf", "-inf", "nan", "infinity", "1e400", "1e-400", "abc", ""],
+    "rounds": ["7", "7.0", "1e3", " 7 ", "+3", "-1", "1.5", "inf", "nan", "1_000", "0x10", "1e400", "\u0661\u0662", "",
+               "seven"],
+    "median_s": ["0.1", "5.", ".5", "1E5", "-0", "-0.5", "inf", "-inf", "nan", "infinity", "1e400", "1e-400", "abc",
+                 ""],
     "lr": ["-0.5", "0.001", "Infinity"],
     "samples_s": ["[1, 2]", "[]", "[-1]", "[1,", "hello", "[NaN]", '["inf"]', "{}", ""],
     "status": ["ok", "oom", "weird", ""],
@@ -201,8 +207,8 @@ CELLS = {
 
 @pytest.mark.parametrize("column", CELLS)
 def test_the_column_rules_are_the_cell_rules(column):
-    """gpubench.harness.records.column_rules.parse_column (the reader's, vectorised) refuses exactly the cells parse_cell
-    refuses, and reads the others to the same value."""
+    """gpubench.harness.records.column_rules.parse_column (the reader's, vectorised) refuses exactly the cells
+    parse_cell refuses, and reads the others to the same value."""
     import pandas as pd
 
     from gpubench.harness.records.column_rules import parse_column
@@ -259,14 +265,15 @@ def test_numbers_are_read_exactly():
 
 def _tricky(tmp_path, name):
     """One of the tricky files both readers must agree on; returns its path."""
-    base = {"schema_version": str(SCHEMA_VERSION), "run_id": "r", "timestamp_utc": "2026-11-29T00:00:00+00:00", "machine_id": "m",
-            "hostname": "h", "device": "cpu", "device_name": "cpu", "torch_version": "2.5", "workload": "matmul",
-            "case_id": "matmul/fp32-n64", "build": "0", "dtype": "fp32", "size": "64", "rounds": "3", "median_s": "0.001", "status": "ok",
-            "samples_s": "[0.001, 0.002]"}
-    cells = {"bools": {"pinned": "TRUE", "non_blocking": "yes", "tf32_matmul": "0", "input_bound": " No "}, "bad-bool": {"pinned": "maybe"},
-             "inf": {"median_s": "inf"}, "nan": {"min_s": "nan"}, "huge": {"mean_s": "1e400"}, "int-inf": {"rounds": "inf"},
-             "negative-seconds": {"median_s": "-0.5"}, "negative-zero": {"min_s": "-0"}, "exponent-int": {"rounds": "1e3"},
-             "underscore": {"rounds": "1_000"}, "spaces": {"rounds": " 7 "}, "v2-bools": {"schema_version": "2", "pinned": "TRUE"},
+    base = {"schema_version": str(SCHEMA_VERSION), "run_id": "r", "timestamp_utc": "2026-11-29T00:00:00+00:00",
+            "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "cpu", "torch_version": "2.5",
+            "workload": "matmul", "case_id": "matmul/fp32-n64", "build": "0", "dtype": "fp32", "size": "64",
+            "rounds": "3", "median_s": "0.001", "status": "ok", "samples_s": "[0.001, 0.002]"}
+    cells = {"bools": {"pinned": "TRUE", "non_blocking": "yes", "tf32_matmul": "0", "input_bound": " No "},
+             "bad-bool": {"pinned": "maybe"}, "inf": {"median_s": "inf"}, "nan": {"min_s": "nan"},
+             "huge": {"mean_s": "1e400"}, "int-inf": {"rounds": "inf"}, "negative-seconds": {"median_s": "-0.5"},
+             "negative-zero": {"min_s": "-0"}, "exponent-int": {"rounds": "1e3"}, "underscore": {"rounds": "1_000"},
+             "spaces": {"rounds": " 7 "}, "v2-bools": {"schema_version": "2", "pinned": "TRUE"},
              "newer": {"schema_version": str(SCHEMA_VERSION + 1)}, "no-version": {"schema_version": "x"}}.get(name, {})
     path = tmp_path / f"{name}.csv"
     with open(path, "w", newline="", encoding="utf-8") as handle:
@@ -275,15 +282,15 @@ def _tricky(tmp_path, name):
         writer.writerows([base, dict(base, **cells)])
     text = path.read_text(encoding="utf-8")
     edits = {"bom": lambda t: "\ufeff" + t, "blank-line": lambda t: t + "\r\n", "blank-lines": lambda t: t + "\n\n",
-             "cut-last-line": lambda t: t[: t.rindex("0.002")], "cut-mid-row": lambda t: t[: t.rindex(",matmul,") + 2] + "\n",
-             "extra-field": lambda t: t.rstrip("\r\n") + ",surplus\r\n", "not-results": lambda t: "a,b\n1,2\n"}
+             "cut-last-line": lambda t: t[: t.rindex("0.002")], "cut-mid-row": lambda t: t[: t.rindex(",matmul,") + 2]
+             + "\n", "extra-field": lambda t: t.rstrip("\r\n") + ",surplus\r\n", "not-results": lambda t: "a,b\n1,2\n"}
     path.write_text(edits.get(name, lambda t: t)(text), encoding="utf-8", newline="")
     return path
 
 
-TRICKY = ["plain", "bools", "bad-bool", "bom", "blank-line", "blank-lines", "cut-last-line", "cut-mid-row", "extra-field", "inf", "nan",
-          "huge", "int-inf", "negative-seconds", "negative-zero", "exponent-int", "underscore", "spaces", "v2-bools", "newer", "no-version",
-          "not-results"]
+TRICKY = ["plain", "bools", "bad-bool", "bom", "blank-line", "blank-lines", "cut-last-line", "cut-mid-row",
+          "extra-field", "inf", "nan", "huge", "int-inf", "negative-seconds", "negative-zero", "exponent-int",
+          "underscore", "spaces", "v2-bools", "newer", "no-version", "not-results"]
 
 
 def _plain(value):
@@ -323,8 +330,11 @@ def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, n
 
 def test_the_tricky_files_read_as_written(tmp_path):
     (plain, bools) = read_rows(_tricky(tmp_path, "bools"))
-    assert (bools["pinned"], bools["non_blocking"], bools["tf32_matmul"], bools["input_bound"]) == (True, True, False, False)
-    assert plain["pinned"] is None and plain["samples_s"] == [0.001, 0.002] and plain["size"] == 64 and isinstance(plain["size"], int)
+    assert (bools["pinned"], bools["non_blocking"], bools["tf32_matmul"],
+            bools["input_bound"]) == (True, True, False, False)
+    assert plain["pinned"] is None and plain["samples_s"] == [0.001,
+                                                              0.002] and plain["size"] == 64 and isinstance(plain[
+                                                                  "size"], int)
     assert read_rows(_tricky(tmp_path, "exponent-int"))[1]["rounds"] == 1000
     assert [r["case_id"] for r in read_rows(_tricky(tmp_path, "blank-lines"))] == ["matmul/fp32-n64"] * 2
     for name, message in (
@@ -358,7 +368,8 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     with open(tmp_path / "b.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*COLUMNS, "from_a_newer_writer"], restval="")
         writer.writeheader()
-        writer.writerow(dict(zip(header, rows[0]), pinned="True", energy_j="5.5", from_a_newer_writer="kept", case_id="matmul/b"))
+        writer.writerow(dict(zip(header, rows[0]), pinned="True", energy_j="5.5", from_a_newer_writer="kept",
+                             case_id="matmul/b"))
     frame = load_results([tmp_path / "a.csv", tmp_path / "b.csv"])
     write_merged(frame, tmp_path / "merged.csv")
     with open(tmp_path / "merged.csv", newline="") as handle:
@@ -366,9 +377,12 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     assert list(merged[0]) == [*COLUMNS, "from_a_newer_writer"]
     assert [(r["case_id"], r["pinned"], r["energy_j"], r["from_a_newer_writer"]) for r in merged] == [
         ("matmul/fp32-n64", "", "", ""), ("matmul/b", "True", "5.5", "kept")]
-    for loaded, out in ((frame, tmp_path / "merged.csv"), (load_results([Path(__file__).parent / "data"]), tmp_path / "golden.csv")):
+    for loaded, out in ((frame, tmp_path / "merged.csv"), (load_results([Path(__file__).parent / "data"]),
+                                                           tmp_path / "golden.csv")):
         write_merged(loaded, out)
-        assert frame_rows(load_results([out]).drop(columns=["source_file", "source_line"])) == frame_rows(loaded.drop(columns=["source_file", "source_line"]))
+        assert frame_rows(load_results([out]).drop(columns=["source_file",
+                                                            "source_line"])) == frame_rows(loaded.drop(columns=[
+                                                                "source_file", "source_line"]))
 
 
 # ---- a full results disk --------------------------------------------------------------------
@@ -397,7 +411,8 @@ def test_a_full_disk_leaves_only_whole_rows_and_says_how_many(tmp_path, monkeypa
     if failing == "write":
         full_disk_after_half(monkeypatch)
     else:  # the data reached the page cache; the disk refuses it at fsync (delayed allocation, NFS)
-        monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+        monkeypatch.setattr(os, "fsync",
+                            lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
     with pytest.raises(ResultsFull) as caught:
         writer.append(quoted_row("c", reason="x" * 5000))
     monkeypatch.undo()
@@ -437,23 +452,28 @@ def test_a_sidecar_is_never_half_written(tmp_path, monkeypatch):
     writer.append(quoted_row("a"))
     write_sidecar(tmp_path, "run", "ops", {"case": [1, 2, 3]})
     full_disk_after_half(monkeypatch)
-    with pytest.raises(ResultsFull, match=r"results folder full: 1 rows kept in .*run\.csv; run\.ops\.json not written"):
+    with pytest.raises(ResultsFull,
+                       match=r"results folder full: 1 rows kept in .*run\.csv; run\.ops\.json not written"):
         write_sidecar(tmp_path, "run", "ops", {"case": list(range(10_000))})
     monkeypatch.undo()
     writer.close()
-    assert (tmp_path / "run.ops.json").read_text() == '{\n  "case": [\n    1,\n    2,\n    3\n  ]\n}\n'  # the previous version, whole
+    # the previous version, whole
+    assert (tmp_path / "run.ops.json").read_text() == '{\n  "case": [\n    1,\n    2,\n    3\n  ]\n}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.csv", "run.ops.json"]  # no temporary file left
 
 
 # ---- run ids and damaged values -------------------------------------------------------------
 
-@pytest.mark.parametrize("run_id, said", [("x" * 10_000, "10000 characters"), ("\U0001f600" * 60, "240 bytes in UTF-8")])
-def test_a_run_id_no_file_system_takes_is_refused_in_one_line_by_gpubench_run_before_any_build(tmp_path, capsys, run_id, said):
+@pytest.mark.parametrize("run_id, said", [("x" * 10_000, "10000 characters"),
+                                          ("\U0001f600" * 60, "240 bytes in UTF-8")])
+def test_a_run_id_no_file_system_takes_is_refused_in_one_line_by_gpubench_run_before_any_build(
+        tmp_path, capsys, run_id, said):
     """A 10,000-character run id ended in an ENAMETOOLONG traceback after the builds; 60 emoji (under the character
     limit, 240 bytes) left a header-only CSV that then blocked the id."""
     from gpubench.harness.commands.cli import main
 
-    assert main(["run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), "--run-id", run_id]) == 4
+    assert main(["run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), "--run-id",
+                 run_id]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--run-id is {said}" in err and "pass another --run-id" in err
     assert not (tmp_path / "res").exists()
@@ -467,8 +487,8 @@ def test_an_empty_or_control_character_run_id_is_refused(tmp_path, run_id):
 
 def write_one_row(tmp_path: Path, **cells) -> Path:
     """A results file of one row written cell by cell (csv, not ResultsWriter, which refuses bad values)."""
-    cells = dict({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": "ok",
-                  "median_s": "0.001", "samples_s": "[0.001, 0.001]"}, **cells)
+    cells = dict({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64",
+                  "status": "ok", "median_s": "0.001", "samples_s": "[0.001, 0.001]"}, **cells)
     path = tmp_path / "damaged.csv"
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
@@ -477,9 +497,10 @@ def write_one_row(tmp_path: Path, **cells) -> Path:
     return path
 
 
-@pytest.mark.parametrize("cells", [{"median_s": "inf"}, {"median_s": "-1"}, {"samples_s": "[1,2,"}, {"samples_s": "hello"},
-                                   {"samples_s": "[-1e-5]"}, {"status": "weird"}, {"case_id": ""}, {"size": "64.5"}, {"build": "-3"},
-                                   {"timestamp_utc": "yesterday"}, {"timestamp_utc": "2026-13-45T99:00:00"}, {"run_id": ""}])
+@pytest.mark.parametrize("cells", [{"median_s": "inf"}, {"median_s": "-1"}, {"samples_s": "[1,2,"},
+                                   {"samples_s": "hello"}, {"samples_s": "[-1e-5]"}, {"status": "weird"},
+                                   {"case_id": ""}, {"size": "64.5"}, {"build": "-3"}, {"timestamp_utc": "yesterday"},
+                                   {"timestamp_utc": "2026-13-45T99:00:00"}, {"run_id": ""}])
 def test_damaged_values_are_refused_by_both_readers(tmp_path, cells):
     path = write_one_row(tmp_path, **cells)
     with pytest.raises(SchemaError, match="line 2: column"):

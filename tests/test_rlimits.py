@@ -36,14 +36,16 @@ def test_a_tiny_limit_stops_gpubench_run_with_one_line(tmp_path, kind, limit, sa
     proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(kind, limit, limit))
     out, err = proc.communicate(timeout=300)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert proc.returncode == 4 and len(lines) == 1 and says in lines[0] and "— raise" in lines[0], (proc.returncode, err[-3000:])
+    assert proc.returncode == 4 and len(lines) == 1 and says in lines[0] and "— raise" in lines[0], (
+        proc.returncode, err[-3000:])
     assert "INTERNALERROR" not in out + err and "Traceback" not in out + err
     assert not (tmp_path / "res").exists()  # refused before any build process
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("kind, soft", [(resource.RLIMIT_NOFILE, 32), (resource.RLIMIT_AS, 3 * 10**9), (resource.RLIMIT_FSIZE, 3072),
-                                        (resource.RLIMIT_CPU, 6)], ids=["nofile-32", "as-3GB", "fsize-3KiB", "cpu-6s"])
+@pytest.mark.parametrize("kind, soft", [(resource.RLIMIT_NOFILE, 32), (resource.RLIMIT_AS, 3 * 10**9),
+                                        (resource.RLIMIT_FSIZE, 3072), (resource.RLIMIT_CPU, 6)],
+                         ids=["nofile-32", "as-3GB", "fsize-3KiB", "cpu-6s"])
 def test_a_low_soft_limit_is_raised_and_the_run_goes_on(tmp_path, kind, soft):
     proc = gpubench_run(tmp_path, *SELECTION, preexec_fn=limited(kind, soft))  # ulimit -S: the hard limit allows more
     _, err = proc.communicate(timeout=300)

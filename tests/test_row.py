@@ -6,7 +6,8 @@ import pytest
 
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.records.results import ResultsWriter
-from gpubench.harness.records.row import CaseColumns, CaseResult, Load, MeasuredColumns, Memory, Row, Status, fingerprint_columns
+from gpubench.harness.records.row import (CaseColumns, CaseResult, Load, MeasuredColumns, Memory, Row, Status,
+                                          fingerprint_columns)
 from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
 
 ENV = {"machine_id": "m1", "hostname": "box", "device": "cpu", "device_name": "cpu", "torch_version": "2.0",
@@ -37,7 +38,8 @@ def written_cells(tmp_path, row: Row) -> dict[str, str]:
 
 
 def test_a_measured_row_serialises_to_exactly_its_columns(tmp_path):
-    row = Row(fingerprint_columns(ENV, "run", "smoke"), CASE, measured_result(), Load(0.5, None, ("busy",)), build_s=4.0)
+    row = Row(fingerprint_columns(ENV, "run", "smoke"), CASE, measured_result(), Load(0.5, None, ("busy",)),
+              build_s=4.0)
     assert written_cells(tmp_path, row) == {
         "schema_version": str(SCHEMA_VERSION), "run_id": "run", "timestamp_utc": "2026-01-02T03:04:05+00:00",
         "profile": "smoke", "machine_id": "m1", "hostname": "box", "device": "cpu", "device_name": "cpu",

@@ -12,7 +12,8 @@ from fakes import FakeBenchmark, RunContext, run_with
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.plan import Budget
 from gpubench.harness.core.run_budget import (
-    COST_MARGIN, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration, parse_duration, cut_after, share_of, water_level,
+    COST_MARGIN, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration, parse_duration,
+    cut_after, share_of, water_level,
 )
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.measurement import timing
@@ -105,8 +106,8 @@ def test_a_case_whose_rounds_do_not_fit_is_capped_and_stays_within_its_share(slo
 
 def test_a_case_whose_one_call_does_not_fit_is_skipped_after_that_call(slow):
     share = CaseShare(1.5, 180.0, now=slow.clock)
-    reason = (r"one call takes 1\.0 s and 1\.0 s of its 1\.5 s share of the 3m budget went to building and warming it up: "
-              r"no timed call fits — raise --budget or deselect it")
+    reason = (r"one call takes 1\.0 s and 1\.0 s of its 1\.5 s share of the 3m budget went to building and warming it "
+              r"up: no timed call fits — raise --budget or deselect it")
     with pytest.raises(OverBudget, match=reason) as over:
         measure(Timed(fn=slow.call), BUDGET, slow.synced, share=share)
     assert slow.calls == 1 and over.value.columns == {"first_call_s": 1.0}
@@ -146,8 +147,9 @@ def test_history_skips_a_case_before_it_is_built(tmp_path):
 
 
 def plan_of(costs, here, later=(), now_s=0.0, deadline_s=100.0, headline=()):
-    return BudgetPlan(180.0, deadline_s, costs, [(c, 0) for c in here], [(c, 1) for c in later], later_processes=1 if later else 0,
-                      startup_s=10.0, now=lambda: now_s, cases=len(set(here)), builds=2 if later else 1, headline=frozenset(headline))
+    return BudgetPlan(180.0, deadline_s, costs, [(c, 0) for c in here], [(c, 1) for c in later], later_processes=1
+                      if later else 0, startup_s=10.0, now=lambda: now_s, cases=len(set(here)), builds=2 if later
+                      else 1, headline=frozenset(headline))
 
 
 def test_first_builds_share_the_time_before_any_repeat_and_later_builds_start_up_is_kept_out():
@@ -199,7 +201,8 @@ def test_a_headline_case_is_funded_whole_beside_the_other_headline_cases_and_the
     plan = plan_of(costs, ["epoch", "dram", *micro], deadline_s=60.0, headline={"epoch", "dram"})
     # all that the other headline case's reserve leaves, not a 60/52 s water-filled share
     assert plan.share_for("epoch").share_s == pytest.approx(60.0 - 8.0 * COST_MARGIN)
-    assert plan.share_for("epoch").known_call_s is None  # a predicted call is the model's guess: the case's own first call decides
+    # a predicted call is the model's guess: the case's own first call decides
+    assert plan.share_for("epoch").known_call_s is None
     assert plan.share_for("epoch").predicted_build_s == 20.0
     # a settings case shares what both headline cases leave
     assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 28.0 * COST_MARGIN) / 50)
@@ -208,13 +211,16 @@ def test_a_headline_case_is_funded_whole_beside_the_other_headline_cases_and_the
 
 
 def test_the_plan_line_names_the_headline_cases_left_out_and_the_budget_that_includes_them():
-    costs = {"epoch": CaseCost(40.0, 39.0, predicted=True), "dram": CaseCost(8.0, 0.1), "tta": CaseCost(30.0, 29.0, predicted=True)}
-    line = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=60.0, headline={"epoch", "dram", "tta"}).plan_line()
+    costs = {"epoch": CaseCost(40.0, 39.0, predicted=True), "dram": CaseCost(8.0, 0.1),
+             "tta": CaseCost(30.0, 29.0, predicted=True)}
+    line = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=60.0,
+                   headline={"epoch", "dram", "tta"}).plan_line()
     assert "costs: this machine's history 1, the cost model 2, none 1 (their first call decides)" in line
     assert "headline first: 2 of 3 funded whole (~1m)" in line  # dram 10 s, epoch 50 s with their margins
     # the budget that holds all three: what has passed of it (2 of 3 minutes), dram, epoch and tta with their margins
     assert "headline left out: tta — --budget 4m includes them" in line
-    roomy = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=300.0, headline={"epoch", "dram", "tta"}).plan_line()
+    roomy = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=300.0,
+                    headline={"epoch", "dram", "tta"}).plan_line()
     assert "left out" not in roomy and "headline first: 3 of 3 funded whole" in roomy
 
 
@@ -244,9 +250,9 @@ def test_history_is_the_newest_row_of_this_machine_device_and_profile(tmp_path):
     for run_id, day, machine, status, reason, build_s, first_call_s in runs:
         writer = ResultsWriter(tmp_path, run_id)
         writer.append({"schema_version": SCHEMA_VERSION, "run_id": run_id, "timestamp_utc": f"{day}T10:00:00+00:00",
-                       "machine_id": machine, "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
-                       "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": status,
-                       "reason": reason, "build_s": build_s, "first_call_s": first_call_s,
+                       "machine_id": machine, "hostname": "h", "device": "cpu", "device_name": "x",
+                       "torch_version": "2", "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64",
+                       "status": status, "reason": reason, "build_s": build_s, "first_call_s": first_call_s,
                        "profile": "smoke" if run_id == "smoke" else "quick"})
         writer.close()
     (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
@@ -285,7 +291,8 @@ def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch
     with pytest.raises(OverBudget, match=stopped) as over:
         torchrun_launch.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, CaseShare(5.0, 180.0))
     assert limits and limits[0] <= 5.0 and over.value.columns["first_call_s"] >= 0
-    with pytest.raises(torchrun_launch.LaunchTimedOut):  # no budget: a launch past its own timeout is a failure, as before
+    # no budget: a launch past its own timeout is a failure, as before
+    with pytest.raises(torchrun_launch.LaunchTimedOut):
         torchrun_launch.budgeted_launch(["torchrun"], tmp_path / "rank0.json", 600.0, 60.0, None)
 
 
@@ -379,9 +386,11 @@ def test_a_case_cut_mid_build_keeps_a_failed_row_and_the_cut_goes_on(tmp_path):
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "quick", SyncedClock(CPU))
     with pytest.raises(DeadlinePassed):
-        run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run"}, writer))
+        run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(),
+                 RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run"}, writer))
     writer.close()
-    assert [(row["status"], row["reason"]) for row in read_rows(writer.path)] == [("failed", "did not end within the run's 8.0 s budget")]
+    assert [(row["status"], row["reason"])
+            for row in read_rows(writer.path)] == [("failed", "did not end within the run's 8.0 s budget")]
 
 
 @pytest.mark.timeout(60, method="thread")  # pytest-timeout's own SIGALRM would hold the cut off (cut_after)

@@ -53,7 +53,8 @@ def test_a_build_process_killed_with_sigkill_is_named_with_the_rows_kept(tmp_pat
     lines = [line for line in err.splitlines() if line.startswith("gpubench:")]
     assert len(lines) == 1 and re.fullmatch(
         rf"gpubench: build [123] of 3 was killed by SIGKILL \(kill -9, or the kernel's out-of-memory killer .*\): "
-        rf"{count_rows(csv_path)} rows kept in {re.escape(str(csv_path))} \(each whole\); the case in progress was not recorded .*", lines[0]), lines
+        rf"{count_rows(csv_path)} rows kept in {re.escape(str(csv_path))} \(each whole\); the case in progress was not "
+        r"recorded .*", lines[0]), lines
     assert all(row["status"] for row in read_rows(csv_path))  # each row whole
     assert "report ->" not in out  # no report of a run that died
 
@@ -84,7 +85,8 @@ def test_sighup_to_gpubench_run_during_a_ddp_case_leaves_no_folder_and_writes_th
     assert proc.returncode == 128 + signal.SIGHUP, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("gpubench: interrupted: 0 rows kept in"), err[-2000:]
     assert "Traceback" not in out + err
-    assert not list((tmp_path / "tmp").glob("gpubench-*"))  # no scratch (gpubench-run-*) or DDP (gpubench-ddp-*) folder left
+    # no scratch (gpubench-run-*) or DDP (gpubench-ddp-*) folder left
+    assert not list((tmp_path / "tmp").glob("gpubench-*"))
     sidecar = json.loads((tmp_path / "res" / "hup.env.json").read_text())
     assert sidecar["fingerprint"]
 
@@ -92,15 +94,18 @@ def test_sighup_to_gpubench_run_during_a_ddp_case_leaves_no_folder_and_writes_th
 # ProcessLauncher against tiny python children: a build that stops itself (SIGSTOP, as a stray
 # kill -STOP or a debugger would), one that ignores Ctrl-C, one that waits for it.
 # (SIGINT unblocked first, as gpubench.harness.processes.build_main does: run_builds starts its builds with it blocked)
-STOPS_ITSELF = "import os, signal, time\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(30)"
-IGNORES_CTRL_C = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(30)"
+STOPS_ITSELF = ("import os, signal, time\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, "
+                "{signal.SIGINT})\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(30)")
+IGNORES_CTRL_C = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', "
+                  "flush=True)\ntime.sleep(30)")
 WAITS_FOR_CTRL_C = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    sys.exit(2)"
 
 
 def signal_me(after_s: float, *signums: int, every_s: float = 1.3) -> list[threading.Timer]:
     """SIGINT (etc.) to this test's process alone, `after_s` from now, one each `every_s` (more than
     launch.REPEAT_S: a second Ctrl-C, not the first one twice): as `kill -INT <pid>`."""
-    timers = [threading.Timer(after_s + every_s * index, os.kill, (os.getpid(), signum)) for index, signum in enumerate(signums)]
+    timers = [threading.Timer(after_s + every_s * index, os.kill, (os.getpid(), signum)) for index,
+              signum in enumerate(signums)]
     for timer in timers:
         timer.start()
     return timers
@@ -131,7 +136,8 @@ def test_ctrl_c_ends_a_stopped_build_at_once_and_names_it():
     signal_me(1.0, signal.SIGINT)
     took_s, done = launched(STOPS_ITSELF)
     assert took_s < 5, took_s
-    assert done.signal == signal.SIGINT and done.stalled == "had been stopped (state T): continued so it could act on SIGINT"
+    assert done.signal == signal.SIGINT and done.stalled == ("had been stopped (state T): continued so it could act on "
+                                                             "SIGINT")
 
 
 @pytest.mark.process
@@ -167,8 +173,9 @@ def test_a_build_may_write_to_a_terminal_that_stops_background_writers(tmp_path)
 
     master, slave = os.openpty()
     outcome = tmp_path / "outcome.json"
-    proc = subprocess.Popen([sys.executable, "-c", TERMINAL_SCRIPT, str(outcome)], stdin=slave, stdout=slave, stderr=slave,
-                            preexec_fn=terminal_of_its_own, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    proc = subprocess.Popen([sys.executable, "-c", TERMINAL_SCRIPT, str(outcome)], stdin=slave, stdout=slave,
+                            stderr=slave, preexec_fn=terminal_of_its_own, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
     os.close(slave)
     seen = b""
     while proc.poll() is None or select.select([master], [], [], 0)[0]:
@@ -192,7 +199,8 @@ def test_a_build_that_ignores_ctrl_c_is_killed_at_the_second(monkeypatch):
     assert took_s < 5 and done.code == -signal.SIGKILL and done.stalled == "was killed at a second SIGINT"
 
 
-UNWINDS_SLOWLY = "import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    time.sleep(1.5)\n    sys.exit(2)"
+UNWINDS_SLOWLY = ("import sys, time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    time.sleep(1.5)\n    "
+                  "sys.exit(2)")
 
 
 @pytest.mark.process
@@ -227,7 +235,8 @@ def guarded_builds(launcher: ProcessLauncher) -> BuildsOutcome:
     guard = threading.Timer(20, end_children)
     guard.start()
     try:
-        return run_builds(launcher, lambda build, builds: Job([sys.executable, "-c", STOPS_ITSELF], hold_sigint=True), (2, 3, 4))
+        return run_builds(launcher, lambda build, builds: Job([sys.executable, "-c", STOPS_ITSELF], hold_sigint=True),
+                          (2, 3, 4))
     finally:
         guard.cancel()
 
@@ -243,7 +252,8 @@ def test_a_run_of_builds_stops_after_the_build_a_signal_came_in_and_names_a_stop
 @pytest.mark.process
 def test_a_run_of_builds_names_the_build_killed_for_being_stopped():
     outcome = guarded_builds(ProcessLauncher(stopped_limit_s=1.0))
-    assert outcome.code == 128 + signal.SIGKILL and outcome.died == "build 1 of 1 made no progress: it was stopped (state T, SIGSTOP) for 1 s: killed"
+    assert outcome.code == 128 + signal.SIGKILL and outcome.died == ("build 1 of 1 made no progress: it was stopped "
+                                                                     "(state T, SIGSTOP) for 1 s: killed")
 
 
 def test_the_stopped_limit_is_sized_from_the_profile():
@@ -253,10 +263,13 @@ def test_the_stopped_limit_is_sized_from_the_profile():
 def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> subprocess.Popen[str]:
     """`gpubench run` with Ctrl-C at its default in a process group of its own (as from a terminal),
     returned once its `builds`-th build process has started."""
-    proc = subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "--results-dir",
-                             str(tmp_path / "res"), "-k", "matmul and fp32-n64", "--no-report", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu",
+                             "--profile", "smoke", "--results-dir", str(tmp_path / "res"), "-k", "matmul and fp32-n64",
+                             "--no-report", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setsid()))  # noqa: PLW1509 - no threads yet
+                            # PLW1509: no threads yet
+                            preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+                                                os.setsid()))
     seen: set[int] = set()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and len(seen) < builds:
@@ -268,7 +281,8 @@ def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> su
 @pytest.mark.process
 def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
     proc = run_until_a_build_started(tmp_path, "--builds", "3", "--run-id", "int")
-    time.sleep(0.1)  # build 2 in progress: a forked build of this one case lasts ~0.5 s on a quiet machine, ~2 s on a busy one
+    # build 2 in progress: a forked build of this one case lasts ~0.5 s on a quiet machine, ~2 s on a busy one
+    time.sleep(0.1)
     proc.send_signal(signal.SIGINT)  # the run's process alone, not its group
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
@@ -276,7 +290,8 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
     kept = count_rows(tmp_path / "res" / "int.csv")
     assert (
         err.strip().splitlines()[-1]
-        == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with another --run-id for the rest"
+        == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with "
+           "another --run-id for the rest"
     )
 
 
@@ -284,9 +299,10 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
 def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tmp_path):
     existing = tmp_path / "existing.json"
     existing.write_text("{}")  # pytest took "/" as the common folder of the command line's paths: no config, 0 cases
-    proc = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-                           "--results-dir", str(tmp_path / "res"),
-                           "-k", "matmul and fp32-n64", "--no-report", "--run-id", "j", "--benchmark-json", str(existing)],
+    proc = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "--results-dir", str(tmp_path / "res"),
+                           "-k", "matmul and fp32-n64", "--no-report", "--run-id", "j", "--benchmark-json",
+                           str(existing)],
                           check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert count_rows(tmp_path / "res" / "j.csv") == 1 and json.loads(existing.read_text())["benchmarks"]
@@ -305,11 +321,13 @@ class ExitsWith:
 
 
 @pytest.mark.parametrize(("codes", "code", "note"), [
-    ([0, 5, 0], 0, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for more builds): no later build started"),
+    ([0, 5, 0], 0, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for "
+                   "more builds): no later build started"),
     ([0, 4, 0], 4, "build 2 of 3 ended with exit 4 (a usage error, above): no later build started"),
     ([0, 3, 0], 3, "build 2 of 3 ended with exit 3 (an internal error, above): no later build started"),
     # an earlier build's failed case is not forgotten when a later one cuts the run short: exit 1, not 0
-    ([1, 5, 0], 1, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for more builds): no later build started"),
+    ([1, 5, 0], 1, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for "
+                   "more builds): no later build started"),
 ])
 def test_a_later_build_that_stops_the_run_is_named(codes, code, note):
     launcher = ExitsWith(codes)
@@ -335,13 +353,13 @@ def pytest_sessionstart(session):
 @pytest.mark.process
 def test_gpubench_run_names_a_later_build_that_stopped_it_with_the_rows_kept(tmp_path):
     (tmp_path / "stopsat2.py").write_text(STOPS_AT_BUILD_2)
-    proc = gpubench_run(tmp_path, "--builds", "3", "-k", "matmul and fp32-n64", "--no-report", "--run-id", "s", "-p", "stopsat2",
-                        env=dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}"))
+    proc = gpubench_run(tmp_path, "--builds", "3", "-k", "matmul and fp32-n64", "--no-report", "--run-id", "s", "-p",
+                        "stopsat2", env=dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}"))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 4, err[-2000:]
     csv_path = tmp_path / "res" / "s.csv"
-    assert err.strip().splitlines()[-1] == (f"gpubench: build 2 of 3 ended with exit 4 (a usage error, above): no later build started: "
-                                            f"1 rows kept in {csv_path} (each whole)")
+    assert err.strip().splitlines()[-1] == ("gpubench: build 2 of 3 ended with exit 4 (a usage error, above): no "
+                                            f"later build started: 1 rows kept in {csv_path} (each whole)")
 
 
 def test_a_build_that_ends_itself_with_exit_0_before_its_session_ended_fails_the_run_with_its_line():
@@ -357,8 +375,8 @@ def test_a_build_that_ends_itself_with_exit_0_before_its_session_ended_fails_the
 def test_pytests_internal_error_in_a_build_gets_a_line_saying_what_ends_pytest_so():
     outcome = run_builds(ExitsWith([3]), lambda build, builds: Job(["build"]), (2, 3, 4))
     assert outcome.code == 3 and outcome.notes == [
-        "build 1 of 3 ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit as it is imported "
-        "ends pytest so)"]
+        "build 1 of 3 ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit "
+        "as it is imported ends pytest so)"]
 
 
 @pytest.mark.process  # a process that stops itself, standing in for a stopped torchrun

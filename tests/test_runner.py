@@ -36,7 +36,8 @@ class Workload:
 def ctx(tmp_path):
     writer = ResultsWriter(tmp_path, "run")
     yield RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)),
-                     {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "NVIDIA H100 80GB HBM3"}, writer)
+                     {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "NVIDIA H100 80GB HBM3"},
+                     writer)
     writer.close()
 
 
@@ -83,8 +84,8 @@ def test_out_of_memory_becomes_an_oom_row_and_the_run_goes_on(ctx):
 
 
 def test_cpu_out_of_memory_is_an_oom_row(tmp_path):
-    message = ("[enforce fail at alloc_cpu.cpp:119] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes. "
-               "Error code 12 (Cannot allocate memory)")
+    message = ("[enforce fail at alloc_cpu.cpp:119] data. DefaultCPUAllocator: can't allocate memory: you tried to "
+               "allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
     assert is_out_of_memory(RuntimeError(message))
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
@@ -96,7 +97,8 @@ def test_cpu_out_of_memory_is_an_oom_row(tmp_path):
 
     writer = ResultsWriter(tmp_path, "run")
     row_out = run_with(MatmulCase("fp32", 64), Huge, FakeBenchmark(),
-                       RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)), {"schema_version": SCHEMA_VERSION}, writer))
+                       RunContext(BuildContext(CPU, "smoke", SyncedClock(CPU)), {"schema_version": SCHEMA_VERSION},
+                                  writer))
     writer.close()
     assert row_out["status"] == "oom" and "can't allocate memory" in row_out["reason"]
 
@@ -142,7 +144,8 @@ def test_impossible_figures_are_said():
     impossible = impossible_figures({"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
     assert len(impossible) == 1 and "above the bf16 datasheet peak" in impossible[0]
     assert impossible_figures({"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
-    assert impossible_figures({"gbps": 9000.0, "memory_tier": "cache"}, "NVIDIA H100 80GB HBM3", "fp32") == []  # a cache figure may be
+    # a cache figure may be
+    assert impossible_figures({"gbps": 9000.0, "memory_tier": "cache"}, "NVIDIA H100 80GB HBM3", "fp32") == []
 
 
 def test_a_diverged_run_is_a_failed_row_that_is_not_raised(ctx, tmp_path):
@@ -169,14 +172,17 @@ def test_the_peak_window_starts_after_the_build(ctx, monkeypatch):
 
 def test_cpu_memory_is_the_allocators_peak_of_the_case(ctx):
     big = lambda: torch.ones(2**22).sum()  # noqa: E731 - 16 MiB allocated, then freed
-    row = run(MatmulCase("fp32", 64), lambda c, x: Timed(fn=big, plan=RoundPlan(0, 1, 3, 0.0), cpu_memory=big), FakeBenchmark(), ctx)
+    row = run(MatmulCase("fp32", 64), lambda c, x: Timed(fn=big, plan=RoundPlan(0, 1, 3, 0.0), cpu_memory=big),
+              FakeBenchmark(), ctx)
     assert row["mem_source"] == "cpu-profiler" and 2**24 <= row["peak_mem_bytes"] < 2**25
 
 
 def test_summary_line_names_the_headline_figures():
-    line = summary_line({"workload": "mnist_epoch", "case_id": "mnist_epoch/guide-template", "status": "ok", "median_s": 17.8, "rounds": 1,
-                         "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86, "input_bound": False, "flags": "one-sample"})
-    assert line == "mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 samples/s, accuracy 0.860"
+    line = summary_line({"workload": "mnist_epoch", "case_id": "mnist_epoch/guide-template", "status": "ok",
+                         "median_s": 17.8, "rounds": 1, "epoch_s": 17.8, "samples_per_s": 3722.0, "test_accuracy": 0.86,
+                         "input_bound": False, "flags": "one-sample"})
+    assert line == ("mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 "
+                    "samples/s, accuracy 0.860")
     assert summary_line({"case_id": "c", "status": "skipped", "reason": "why"}) == "c: skipped — why"
 
 
@@ -194,7 +200,8 @@ def test_a_selfcheck_that_disagrees_on_a_busy_machine_is_inconclusive_not_failed
         assert len(attempts) == 1  # a quiet machine, a clear disagreement: no second measurement
         return
     row = run_with(case, selfcheck.WORKLOAD, FakeBenchmark(), ctx)
-    assert row["status"] == "ok" and row["reason"].startswith("selfcheck inconclusive: machine busy") and "busy" in row["flags"].split(";")
+    assert row["status"] == "ok" and row["reason"].startswith("selfcheck inconclusive: machine busy") and "busy" in row[
+        "flags"].split(";")
     assert len(attempts) == selfcheck.ATTEMPTS  # measured again while busy
 
 
@@ -218,7 +225,8 @@ def test_a_selfcheck_that_stays_unclear_on_a_quiet_machine_is_inconclusive_noisy
     monkeypatch.setattr(selfcheck.LoadMeter, "busy_frac", lambda self: 0.0)
     row = run_with(selfcheck.SelfcheckCase("fp32", 64), selfcheck.WORKLOAD, FakeBenchmark(), ctx)
     assert row["status"] == "ok" and len(attempts) == selfcheck.ATTEMPTS and "noisy" in row["flags"].split(";")
-    assert row["reason"].startswith("selfcheck inconclusive: too noisy to tell — harness/torch.utils.benchmark median ratio 0.965 (99% CI")
+    assert row["reason"].startswith("selfcheck inconclusive: too noisy to tell — harness/torch.utils.benchmark median "
+                                    "ratio 0.965 (99% CI")
     assert "21 interleaved pairs" in row["reason"]
 
 

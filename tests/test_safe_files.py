@@ -54,7 +54,8 @@ def test_links_at_every_report_output_are_replaced_not_followed(tmp_path):
         plant(out / name, victim(tmp_path, name))
     build_report([EXAMPLE], out, None)
     assert untouched(tmp_path)
-    assert all(not (out / name).is_symlink() and (out / name).stat().st_size > 0 for name in names)  # written beside the links' targets
+    # written beside the links' targets
+    assert all(not (out / name).is_symlink() and (out / name).stat().st_size > 0 for name in names)
     assert (out / "report.md").read_text().startswith("# gpubench report")
     assert sorted(p.name for p in out.iterdir()) == names  # no temporary left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out", "scratch"]  # nor beside it
@@ -63,7 +64,8 @@ def test_links_at_every_report_output_are_replaced_not_followed(tmp_path):
 def test_a_linked_report_folder_is_one_line(tmp_path):
     (tmp_path / "real").mkdir()
     plant(tmp_path / "out", tmp_path / "real")
-    with pytest.raises(ReportError, match=r"out is a symbolic link \(to .*real\).* — pass --out with the folder itself") as caught:
+    with pytest.raises(ReportError,
+                       match=r"out is a symbolic link \(to .*real\).* — pass --out with the folder itself") as caught:
         build_report([EXAMPLE], tmp_path / "out", None)
     assert "\n" not in str(caught.value) and list((tmp_path / "real").iterdir()) == []
 
@@ -73,7 +75,8 @@ def test_a_link_at_the_runs_file_is_refused_dangling_or_not(tmp_path):
     plant(tmp_path / "linked.csv", victim(tmp_path))
     for run_id in ("dangling", "linked"):
         for appending in (False, True):
-            with pytest.raises(UsageError, match=rf"{run_id}\.csv is a symbolic link .*not a results file — remove it or pass another --run-id"):
+            with pytest.raises(UsageError, match=rf"{run_id}\.csv is a symbolic link .*not a results file — remove it "
+                                                 r"or pass another --run-id"):
                 check_run_id(run_id, tmp_path, appending=appending)
         for resume in (False, True):  # the writer itself, should a link appear after the check
             with pytest.raises(UnsafePath, match="results file .* is a symbolic link"):
@@ -91,15 +94,18 @@ def test_a_dangling_link_at_the_runs_file_is_named_as_one(one_case):
 
 
 def test_sidecars_replace_links_at_their_names_and_the_ab_marker_refuses_them(tmp_path):
-    names = ["run.env.json", "run.ops.json", "s.ab.json", f".run.env.json.partial-{os.getpid()}", f".run.ops.json.partial-{os.getpid()}"]
+    names = ["run.env.json", "run.ops.json", "s.ab.json", f".run.env.json.partial-{os.getpid()}",
+             f".run.ops.json.partial-{os.getpid()}"]
     for name in names:  # the final names, and the temporaries' old pid-predictable names
         plant(tmp_path / name, victim(tmp_path, name))
     write_sidecar(tmp_path, "run", "env", {"a": 1})
     write_sidecar(tmp_path, "run", "ops", {"b": 2})
-    with pytest.raises(UnsafePath, match="is a symbolic link"):  # the marker is made new (the session's name is its own)
+    # the marker is made new (the session's name is its own)
+    with pytest.raises(UnsafePath, match="is a symbolic link"):
         write_marker(tmp_path, "s", (), 3)
     assert untouched(tmp_path)
-    assert json.loads((tmp_path / "run.env.json").read_text()) == {"a": 1} and not (tmp_path / "run.env.json").is_symlink()
+    assert json.loads((tmp_path / "run.env.json").read_text()) == {"a": 1} and not (
+        tmp_path / "run.env.json").is_symlink()
     (tmp_path / "s.ab.json").unlink()
     write_marker(tmp_path, "s", (), 3)
     assert json.loads((tmp_path / "s.ab.json").read_text())["pairs_planned"] == 3
@@ -108,7 +114,8 @@ def test_sidecars_replace_links_at_their_names_and_the_ab_marker_refuses_them(tm
 def test_the_write_probes_never_follow_a_link_and_create_nothing_outside(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    plant(results / f".gpubench-write-test-{os.getpid()}", victim(tmp_path, "probe"))  # the old probe's pid-predictable name
+    # the old probe's pid-predictable name
+    plant(results / f".gpubench-write-test-{os.getpid()}", victim(tmp_path, "probe"))
     check_writable(results)
     shared = tmp_path / "shared"  # the only writable ancestor of a results folder that does not exist yet (like /tmp)
     shared.mkdir()
@@ -123,9 +130,11 @@ def test_a_linked_results_folder_is_refused(tmp_path):
     (tmp_path / "real").mkdir()
     plant(tmp_path / "results", tmp_path / "real")
     for check in (check_writable, check_results_dir_early):
-        with pytest.raises(UnsafePath, match=r"results directory .*results.* is a symbolic link .* — pass --results-dir with the folder itself"):
+        with pytest.raises(UnsafePath, match=r"results directory .*results.* is a symbolic link .* — pass "
+                                             r"--results-dir with the folder itself"):
             check(tmp_path / "results")
-    for write in (lambda: write_sidecar(tmp_path / "results", "run", "env", {}), lambda: probe(tmp_path / "results", "results directory", "fix")):
+    for write in (lambda: write_sidecar(tmp_path / "results", "run", "env", {}),
+                  lambda: probe(tmp_path / "results", "results directory", "fix")):
         with pytest.raises(UnsafePath, match="is a symbolic link"):  # a folder swapped for a link after the checks
             write()
     assert list((tmp_path / "real").iterdir()) == []

@@ -301,7 +301,8 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tm
     from gpubench.harness.devices.env import machine_identity
     from gpubench.harness.records.store import machine_folder_name
 
-    monkeypatch.setattr(gpubench.harness.records.job_files, "own_group", lambda path, info: False)  # a group of other members
+    # a group of other members
+    monkeypatch.setattr(gpubench.harness.records.job_files, "own_group", lambda path, info: False)
     folder = tmp_path / "S" / machine_folder_name(machine_identity())
     folder.mkdir(parents=True)
     said = "lets users other than its owner remove or replace this run's files — have its owner chmod"

@@ -80,5 +80,6 @@ def test_median_ci_is_the_sign_tests_order_statistics():
 def test_median_ci_covers_the_median_as_often_as_it_says():
     rng = random.Random(7)
     trials, n = 2000, 41
-    covered = sum(low <= 0.0 <= high for low, high in (median_ci([rng.gauss(0, 1) for _ in range(n)], 0.95) for _ in range(trials)))
+    covered = sum(low <= 0.0 <= high for low, high in (median_ci([rng.gauss(0, 1) for _ in range(n)], 0.95)
+                                                       for _ in range(trials)))
     assert 0.94 <= covered / trials <= 0.99  # exact coverage for 41 values at k=14: 0.972

@@ -17,13 +17,15 @@ from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.store import find_run, machine_folder_name, results_dir_for, runs_in
 from gpubench.harness.core.exits import UsageError
 
-IDENTITY = {"hostname": "gpu-node07.cluster", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536, "gpus": "NVIDIA H200,NVIDIA H200"}
+IDENTITY = {"hostname": "gpu-node07.cluster", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536,
+            "gpus": "NVIDIA H200,NVIDIA H200"}
 
 
 def test_machine_folder_is_the_host_and_a_hash_of_the_hardware_only():
     name = machine_folder_name(IDENTITY)
     assert name.startswith("gpu-node07.cluster-") and len(name.rsplit("-", 1)[1]) == 8
-    assert machine_folder_name(dict(IDENTITY, kernel="6.1", torch="2.14")) == name  # what changes without the machine changing
+    # what changes without the machine changing
+    assert machine_folder_name(dict(IDENTITY, kernel="6.1", torch="2.14")) == name
     assert machine_folder_name(dict(IDENTITY, gpus="NVIDIA H200")) != name  # a GPU fewer is another machine
     assert machine_folder_name(dict(IDENTITY, ram_gib=768)) != name
 
@@ -67,7 +69,8 @@ def test_runs_in_and_find_run_look_one_level_down(tmp_path):
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600, check=False)
 
 
 @pytest.mark.process
@@ -78,12 +81,13 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path, capsys, monk
     store = tmp_path / "store"
     for run_id in ("first", "second"):
         done = cli(
-            "run", "--profile", "smoke", "--device", "cpu", "--store", str(store), "--run-id", run_id, "--no-report", "-k", "matmul and fp32", cwd=tmp_path
+            "run", "--profile", "smoke", "--device", "cpu", "--store", str(store), "--run-id", run_id, "--no-report",
+            "-k", "matmul and fp32", cwd=tmp_path
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     machine = store / machine_folder_name(machine_identity())
-    assert sorted(p.name for p in machine.iterdir()) == ["first.csv", "first.env.json", "first.exit.json", "second.csv", "second.env.json",
-                                                         "second.exit.json"]
+    assert sorted(p.name for p in machine.iterdir()) == ["first.csv", "first.env.json", "first.exit.json", "second.csv",
+                                                         "second.env.json", "second.exit.json"]
     assert {row["run_id"] for row in read_rows(machine / "first.csv")} == {"first"}
     monkeypatch.chdir(tmp_path)
     assert main(["report", str(store), "--out", str(tmp_path / "report")]) == 0, capsys.readouterr().err
@@ -91,7 +95,8 @@ def test_run_into_a_store_then_report_and_compare_read_it(tmp_path, capsys, monk
     assert {row["run_id"] for row in merged} == {"first", "second"}
     capsys.readouterr()
     compared = main(["compare", str(machine / "first.csv"), str(machine / "second.csv"), "--threshold", "900%"])
-    # 0 or 1 (slower): on a shared CPU one smoke run can be 1000x slower than the other; this checks compare reads the store
+    # 0 or 1 (slower): on a shared CPU one smoke run can be 1000x slower than the other; this checks compare reads the
+    # store
     out = capsys.readouterr().out
     assert compared in (0, 1) and "matmul/fp32-n64" in out, out
     both = main(["run", "--store", str(store), "--results-dir", str(tmp_path / "r")])

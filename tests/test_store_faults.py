@@ -55,8 +55,10 @@ def test_identical_nodes_each_get_their_own_history_plot(h200, tmp_path):
             put(store, copy_of(h200, host, "8f9f0ab5b928", matmul_bf16=scale), f"{host}-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
     links = re.findall(r"- \*\*(node0\d) · [^*]+\*\*: !\[[^\]]*\]\(([^)]+)\)", text)
-    assert [host for host, _ in links] == ["node00", "node01"] and len({name for _, name in links}) == 2  # never one PNG for both
-    assert all(f"| {host} · NVIDIA H200 (cuda:0) | 2 |" in text for host in ("node00", "node01"))  # two runs each, not one
+    # never one PNG for both
+    assert [host for host, _ in links] == ["node00", "node01"] and len({name for _, name in links}) == 2
+    # two runs each, not one
+    assert all(f"| {host} · NVIDIA H200 (cuda:0) | 2 |" in text for host in ("node00", "node01"))
 
 
 def test_hosts_whose_names_collide_in_a_file_name_keep_their_own_plots(h200, tmp_path):
@@ -73,7 +75,8 @@ def test_hosts_whose_names_collide_in_a_file_name_keep_their_own_plots(h200, tmp
 
 
 def test_health_judges_a_machines_latest_run_not_the_median_of_its_history(h200, tmp_path):
-    runs = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00") for day in range(1, 5)]
+    runs = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
+            for day in range(1, 5)]
     runs.append(copy_of(h200, run_id="r9", matmul_bf16=0.7).assign(timestamp_utc="2026-11-09T12:00:00+00:00"))
     frame = pd.concat(runs[::-1], ignore_index=True)  # newest first: the order must not decide
     frame["machine"] = machine_labels(frame)
@@ -193,7 +196,8 @@ def test_a_linked_machine_folder_is_refused_naming_store(tmp_path):
 
 
 def test_a_store_that_takes_no_files_is_refused_naming_store(tmp_path, monkeypatch):
-    monkeypatch.setattr("gpubench.harness.records.store.os.access", lambda path, mode: False)  # root writes anywhere: stand in for EACCES/EROFS
+    # root writes anywhere: stand in for EACCES/EROFS
+    monkeypatch.setattr("gpubench.harness.records.store.os.access", lambda path, mode: False)
     with pytest.raises(UsageError, match=r"--store .*: cannot write into .* — pass a --store you can write to"):
         results_dir_for(tmp_path / "store", "results", "results", lambda: IDENTITY)
 
@@ -203,11 +207,14 @@ def test_a_full_store_names_store_as_a_way_out(tmp_path):
 
 
 def test_the_causes_of_a_drop_are_read_in_the_latest_run(h200):
-    healthy = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00") for day in range(1, 5)]
-    slow = copy_of(h200, run_id="r9", matmul=0.7).assign(timestamp_utc="2026-11-09T12:00:00+00:00", gpu_sm_clock_mhz=1500.0)
+    healthy = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
+               for day in range(1, 5)]
+    slow = copy_of(h200, run_id="r9", matmul=0.7).assign(timestamp_utc="2026-11-09T12:00:00+00:00",
+                                                         gpu_sm_clock_mhz=1500.0)
     frame = pd.concat([slow, *healthy], ignore_index=True)
     frame["machine"] = machine_labels(frame)
-    clock = next(line for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {}) if line.startswith("clocks"))
+    clock = next(line for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {})
+                 if line.startswith("clocks"))
     assert "median 1500 MHz" in clock and "likely cause" in clock  # four healthy runs would have outvoted it
 
 
@@ -219,13 +226,15 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
         yield from ()
 
     monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
-    with pytest.raises(ReportError, match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
+    with pytest.raises(ReportError,
+                       match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
         build_report([tmp_path / "store"], tmp_path / "out", None)
 
 
 def test_a_gpu_that_fell_off_its_node_in_the_latest_run_is_the_outlier(h200):
     micro = h200[h200["workload"].isin(["matmul", "transfer", "elementwise"])]
-    runs = [copy_of(micro, "node1", "abcabcabcabc", f"cuda:{gpu}", f"d{day}-cuda{gpu}", **({"matmul": 0.8} if (day, gpu) == (9, 2) else {}))
+    runs = [copy_of(micro, "node1", "abcabcabcabc", f"cuda:{gpu}", f"d{day}-cuda{gpu}",
+                    **({"matmul": 0.8} if (day, gpu) == (9, 2) else {}))
             .assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00") for day in (1, 2, 3, 9) for gpu in range(4)]
     frame = pd.concat(runs, ignore_index=True)  # four `--device cuda:all` runs of one node; GPU 2 slowed in the last
     frame["machine"] = machine_labels(frame)
@@ -254,16 +263,20 @@ def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_p
     put(store, copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44"), "vm-1234abcd", "r1", "2026-11-01")
     put(store, copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"), "vm-1234abcd", "r2", "2026-12-01")
     text = report(store, tmp_path / "out")
-    assert "None yet" not in text and re.search(r"\| vm · NVIDIA H200 \(cuda:0\) \| 2 \| 2026-11-01 → 2026-12-01 \|", text)
+    assert "None yet" not in text and re.search(r"\| vm · NVIDIA H200 \(cuda:0\) \| 2 \| 2026-11-01 → 2026-12-01 \|",
+                                                text)
 
 
 def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200):
-    slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1", matmul_bf16=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00")
-    fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(timestamp_utc="2026-12-01T12:00:00+00:00")  # a new kernel: a new machine_id
+    slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1",
+                   matmul_bf16=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00")
+    # a new kernel: a new machine_id
+    fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(timestamp_utc="2026-12-01T12:00:00+00:00")
     frame = pd.concat([fixed, slow], ignore_index=True)
     frame["machine"] = machine_labels(frame)  # two labels (#8f9f0a, #0a1b2c): one host, one hardware, one GPU
     table = health.health_table(frame, per_case(frame), health.load_references())
-    assert set(table["machine"]) == set(frame.loc[frame["run_id"] == "r2", "machine"])  # one machine, named as its latest run
+    # one machine, named as its latest run
+    assert set(table["machine"]) == set(frame.loc[frame["run_id"] == "r2", "machine"])
     assert (table["health"] == "ok").all() and "Causes to check" not in health.render(frame, per_case(frame))
 
 
@@ -274,19 +287,24 @@ def only_transfers(frame: pd.DataFrame) -> pd.DataFrame:
 def matmul_failed(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     matmul = out["workload"] == "matmul"
-    out.loc[matmul, "status"], out.loc[matmul, "reason"], out.loc[matmul, ["tflops", "median_s"]] = "failed", "RuntimeError: CUDA error", None
+    out.loc[matmul, "status"], out.loc[matmul, "reason"], out.loc[matmul, ["tflops", "median_s"]] = (
+        "failed", "RuntimeError: CUDA error", None)
     return out
 
 
 @pytest.mark.parametrize("newest", [only_transfers, matmul_failed])
-@pytest.mark.parametrize("machine_id", ["8f9f0ab5b928", "0a1b2c3d4e5f"])  # the second: a kernel update between the runs, another label
+# the second: a kernel update between the runs, another label
+@pytest.mark.parametrize("machine_id", ["8f9f0ab5b928", "0a1b2c3d4e5f"])
 def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that_run(h200, newest, machine_id):
-    slow = copy_of(h200, run_id="r1", matmul=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00", gpu_sm_clock_mhz=1500.0)
-    later = newest(copy_of(h200, machine_id=machine_id, run_id="r2").assign(timestamp_utc="2026-11-02T12:00:00+00:00", gpu_sm_clock_mhz=1980.0))
+    slow = copy_of(h200, run_id="r1", matmul=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00",
+                                                         gpu_sm_clock_mhz=1500.0)
+    later = newest(copy_of(h200, machine_id=machine_id, run_id="r2").assign(timestamp_utc="2026-11-02T12:00:00+00:00",
+                                                                            gpu_sm_clock_mhz=1980.0))
     frame = pd.concat([later, slow], ignore_index=True)
     frame["machine"] = machine_labels(frame)
     table = health.health_table(frame, per_case(frame), health.load_references()).set_index("key")
-    assert table.loc["matmul_bf16_tflops", "health"] == "≥10% below" and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
+    assert table.loc["matmul_bf16_tflops",
+                     "health"] == "≥10% below" and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
     assert table.loc["h2d_pinned_gbps", "run"] == ""  # measured in the machine's latest run: nothing to say
     flagged = health.render(frame, per_case(frame)).split("Causes to check", 1)[1]
     clock = next(line for line in flagged.splitlines() if "clocks:" in line)

@@ -54,12 +54,14 @@ def easy_data(monkeypatch, tmp_path):
 @pytest.fixture
 def hard_data(monkeypatch, tmp_path):
     monkeypatch.setattr("gpubench.harness.devices.data_source.load_split",
-                        lambda dataset, root, train: banded_split(256 if train else TEST_IMAGES, int(train), learnable=False))
+                        lambda dataset, root, train: banded_split(256 if train else TEST_IMAGES, int(train),
+                                                                  learnable=False))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
 
 def case(**changes) -> tta.TargetCase:
-    base = tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["fastest-epoch"]), design="fastest-epoch", target_accuracy=0.9)
+    base = tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["fastest-epoch"]), design="fastest-epoch",
+                          target_accuracy=0.9)
     return replace(base, precision="fp32", batch_size=64, **{"raced": False, "model": "mlp", **changes})
 
 
@@ -68,7 +70,9 @@ def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
     writer = ResultsWriter(tmp_path / "results", "run")
     bctx = BuildContext(CPU, profile, SyncedClock(CPU), data_source=lambda: data)
     try:
-        return run_with(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION, "run_id": "run", "device_name": "cpu"}, writer),
+        return run_with(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION,
+                                                                             "run_id": "run", "device_name": "cpu"},
+                                                                      writer),
                         build_index)
     finally:
         writer.close()
@@ -77,9 +81,11 @@ def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
 def test_the_one_cycle_schedule_warms_up_peaks_and_decays():
     horizon = 100
     factors = [tta.lr_factor(step, horizon) for step in range(150)]
-    assert factors[0] == pytest.approx(0.04) and max(factors) == pytest.approx(1.0) and factors.index(max(factors)) == 25
+    assert factors[0] == pytest.approx(0.04) and max(factors) == pytest.approx(1.0) and factors.index(max(
+        factors)) == 25
     assert factors[99] < 0.06 and all(f == pytest.approx(0.04) for f in factors[100:])
-    assert all(a <= b for a, b in zip(factors[:25], factors[1:26])) and all(a >= b for a, b in zip(factors[25:99], factors[26:100]))
+    assert all(a <= b for a, b in zip(factors[:25], factors[1:26])) and all(a >= b for a,
+                                                                            b in zip(factors[25:99], factors[26:100]))
 
 
 def test_a_reachable_target_gives_time_epochs_accuracy_and_seed(tmp_path, easy_data):
@@ -96,8 +102,10 @@ def test_a_reachable_target_gives_time_epochs_accuracy_and_seed(tmp_path, easy_d
 
 def test_an_unreachable_target_is_a_failed_row_that_says_did_not_converge(tmp_path, hard_data):
     row = run_row(tmp_path, hard_data, case(target_accuracy=0.99), profile="smoke")
-    assert row["status"] == "failed" and row["target_accuracy"] == 0.99 and row["seed"] == 0  # the report counts it as that seed's
-    assert row["reason"].startswith("did not converge: best test accuracy") and f"after {tta.EPOCH_CAP['smoke']} epochs" in row["reason"]
+    # the report counts it as that seed's
+    assert row["status"] == "failed" and row["target_accuracy"] == 0.99 and row["seed"] == 0
+    assert row["reason"].startswith(
+        "did not converge: best test accuracy") and f"after {tta.EPOCH_CAP['smoke']} epochs" in row["reason"]
 
 
 def test_warm_up_leaves_the_timed_model_at_its_seeds_initial_weights(easy_data):
@@ -123,12 +131,15 @@ def test_cases_follow_the_dataset_default_and_the_users_target(tmp_path, easy_da
     quick = tta.cases(BuildContext(CPU, "quick", SyncedClock(CPU), data_source=never))
     assert [c.case_id for c in quick] == ["time_to_accuracy/template", "time_to_accuracy/speedrun"]
     assert quick[0].loader == "dataloader" and quick[1].schedule == "onecycle" and quick[1].loader == "preloaded"
-    assert tta.target_for(quick[0], "fashion-mnist", "quick") == 0.85 and tta.target_for(quick[0], "mnist", "full") == 0.98
+    assert tta.target_for(quick[0], "fashion-mnist",
+                          "quick") == 0.85 and tta.target_for(quick[0], "mnist", "full") == 0.98
     assert tta.target_for(quick[0], "fashion-mnist", "smoke") == tta.SMOKE_TARGET
     full = tta.cases(BuildContext(CPU, "full", SyncedClock(CPU), data_source=never, target_accuracy=0.9))
-    assert [c.case_id for c in full] == ["time_to_accuracy/template-to0.9", "time_to_accuracy/fastest-epoch-to0.9", "time_to_accuracy/speedrun-to0.9"]
+    assert [c.case_id for c in full] == ["time_to_accuracy/template-to0.9", "time_to_accuracy/fastest-epoch-to0.9",
+                                         "time_to_accuracy/speedrun-to0.9"]
     assert tta.WORKLOAD.builds("full") >= 5  # five seeds per design in the full profile
-    speedrun = replace(quick[1], precision="fp32", batch_size=64, schedule="constant", lr=1e-3, model="mlp", raced=False)
+    speedrun = replace(quick[1], precision="fp32", batch_size=64, schedule="constant", lr=1e-3, model="mlp",
+                       raced=False)
     row = run_row(tmp_path, easy_data, speedrun, profile="smoke")
     assert row["status"] == "ok" and row["target_accuracy"] == tta.SMOKE_TARGET  # the row holds the default it used
 
@@ -141,10 +152,12 @@ def test_olympic_mean_drops_the_fastest_and_slowest_and_counts_non_convergence_a
 
 
 def _rows(machine, design, times, failed=0):
-    ok = [{"machine": machine, "workload": "time_to_accuracy", "design": design, "target_accuracy": 0.85, "status": "ok",
-           "time_to_target_s": t, "epochs_to_target": 1.0, "test_accuracy": 0.86, "energy_to_target_j": 10 * t, "compile_s": None} for t in times]
-    bad = [{"machine": machine, "workload": "time_to_accuracy", "design": design, "target_accuracy": 0.85, "status": "failed",
-            "time_to_target_s": None, "epochs_to_target": None, "test_accuracy": None, "energy_to_target_j": None, "compile_s": None}] * failed
+    ok = [{"machine": machine, "workload": "time_to_accuracy", "design": design, "target_accuracy": 0.85,
+           "status": "ok", "time_to_target_s": t, "epochs_to_target": 1.0, "test_accuracy": 0.86,
+           "energy_to_target_j": 10 * t, "compile_s": None} for t in times]
+    bad = [{"machine": machine, "workload": "time_to_accuracy", "design": design, "target_accuracy": 0.85,
+            "status": "failed", "time_to_target_s": None, "epochs_to_target": None, "test_accuracy": None,
+            "energy_to_target_j": None, "compile_s": None}] * failed
     return ok + bad
 
 
@@ -153,8 +166,11 @@ def test_the_report_names_the_first_design_to_target_and_invalidates_two_non_con
                          + _rows("m", "fastest-epoch", [1, 1, 1], failed=2))
     table = time_to_accuracy_table(frame)
     by = table.set_index("design")
-    assert by.loc["template", "olympic_mean_s"] == pytest.approx(30.0) and by.loc["speedrun", "olympic_mean_s"] == pytest.approx(5.0)
-    assert math.isnan(by.loc["fastest-epoch", "olympic_mean_s"]) and by.loc["fastest-epoch", "verdict"].startswith("invalid: 2 of 5")
+    assert by.loc["template",
+                  "olympic_mean_s"] == pytest.approx(30.0) and by.loc["speedrun",
+                                                                      "olympic_mean_s"] == pytest.approx(5.0)
+    assert math.isnan(by.loc["fastest-epoch", "olympic_mean_s"]) and by.loc["fastest-epoch",
+                                                                            "verdict"].startswith("invalid: 2 of 5")
     first = first_to_target(frame).iloc[0]
     assert first["first_design"] == "speedrun" and first["template_over_first"] == pytest.approx(6.0)
 
@@ -162,8 +178,9 @@ def test_the_report_names_the_first_design_to_target_and_invalidates_two_non_con
 @pytest.mark.process
 def test_a_target_outside_zero_one_is_one_line_before_any_case(tmp_path):
     for bad in ("1.5", "0", "nan"):
-        proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benches" / "bench_time_to_accuracy.py"), "--benchmark-only",
-                               "-p", "no:cacheprovider", f"--target-accuracy={bad}", f"--results-dir={tmp_path / 'r'}", "--dataset=synthetic"],
+        proc = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benches" / "bench_time_to_accuracy.py"),
+                               "--benchmark-only", "-p", "no:cacheprovider", f"--target-accuracy={bad}",
+                               f"--results-dir={tmp_path / 'r'}", "--dataset=synthetic"],
                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
         assert proc.returncode == 4, proc.stdout + proc.stderr
         errors = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -172,13 +189,15 @@ def test_a_target_outside_zero_one_is_one_line_before_any_case(tmp_path):
 
 
 def test_the_template_design_trains_through_a_dataloader_started_inside_the_clock(tmp_path, easy_data):
-    template = replace(tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["template"]), target_accuracy=0.9), num_workers=0, batch_size=64, model="mlp")
+    template = replace(tta.TargetCase(**tta.epoch_fields(tta.designs(gpu=False)["template"]), target_accuracy=0.9),
+                       num_workers=0, batch_size=64, model="mlp")
     row = run_row(tmp_path, easy_data, template)
     assert row["status"] == "ok" and row["loader"] == "dataloader" and row["test_accuracy"] >= 0.9
 
 
 def test_a_seed_that_crashed_before_its_target_was_known_still_counts_against_its_design():
-    frame = pd.DataFrame(_rows("m", "template", [30, 31, 29]) + [dict(_rows("m", "template", [], failed=1)[0], target_accuracy=None)] * 2)
+    frame = pd.DataFrame(_rows("m", "template", [30, 31, 29]) + [dict(_rows("m", "template", [], failed=1)[0],
+                                                                      target_accuracy=None)] * 2)
     row = time_to_accuracy_table(frame).iloc[0]
     assert row["seeds"] == 5 and row["not_converged"] == 2 and row["verdict"].startswith("invalid")
 
@@ -189,11 +208,12 @@ def test_training_stops_at_the_end_of_its_budget_share():
     from gpubench.harness.core.run_budget import CaseShare, OverBudget
 
     spent = CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 10.0, started_s=7.0)  # 3 s ran of a 2 s share
-    with pytest.raises(OverBudget, match=r"training ran 4\.0 s without reaching 90% and was stopped at its 2\.0 s share "
-                                         r"of the 3m budget") as over:
+    with pytest.raises(OverBudget, match=r"training ran 4\.0 s without reaching 90% and was stopped at its 2\.0 s "
+                                         r"share of the 3m budget") as over:
         tta.over_share(spent, 4.0, 0.9)
     assert over.value.columns == {"first_call_s": 4.0}
-    tta.over_share(CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 8.0, started_s=7.0), 1.0, 0.9)  # time left: goes on
+    # time left: goes on
+    tta.over_share(CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 8.0, started_s=7.0), 1.0, 0.9)
     tta.over_share(None, 1e9, 0.9)  # no budget: goes on
 
 
@@ -201,9 +221,11 @@ def test_time_to_accuracy_candidates_follow_the_winner(tmp_path, easy_data, monk
     full = tta.cases(BuildContext(CPU, "full", SyncedClock(CPU)))
     by = {c.design: c for c in full}
     assert not by["template"].raced and by["fastest-epoch"].raced and by["speedrun"].raced
-    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
+    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0),
+                                         epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
     speedrun = epoch_race.apply_winner(by["speedrun"], winner)
-    assert (speedrun.precision, speedrun.channels_last, speedrun.batch_size, speedrun.schedule) == ("fp32", True, 512, "onecycle")
+    assert (speedrun.precision, speedrun.channels_last, speedrun.batch_size,
+            speedrun.schedule) == ("fp32", True, 512, "onecycle")
     monkeypatch.setattr(tta, "race_here", lambda ctx: winner)
     row = run_row(tmp_path, easy_data, case(raced=True))  # its placeholder: fp32 without channels_last
     assert row["status"] == "ok", row["reason"]

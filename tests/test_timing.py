@@ -48,7 +48,8 @@ def test_sample_returns_seconds_per_call_and_syncs_only_at_round_edges(fake_cloc
 
 
 def test_warm_up_and_calibration_calls_never_enter_samples(fake_clock):
-    m = measure(Timed(fn=fake_clock.work), Budget(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50, warmup_calls=3), fake_clock.synced)
+    m = measure(Timed(fn=fake_clock.work), Budget(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50,
+                                                  warmup_calls=3), fake_clock.synced)
     calibration = m.plan.iterations if m.plan.iterations > 1 else 0  # one whole round, still warm-up
     assert fake_clock.calls == 3 + calibration + m.plan.rounds * m.plan.iterations
     assert len(m.samples_s) == m.plan.rounds and m.calls == m.plan.rounds * m.plan.iterations

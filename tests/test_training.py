@@ -53,7 +53,8 @@ def test_accumulation_equals_one_large_batch():
 
 
 def test_trainer_accumulation_steps_only_after_n_micro_batches():
-    trainer = Trainer(make_model("mlp"), torch.device("cpu"), accumulation_steps=3, clock=SyncedClock(torch.device("cpu")))
+    trainer = Trainer(make_model("mlp"), torch.device("cpu"), accumulation_steps=3,
+                      clock=SyncedClock(torch.device("cpu")))
     before = [p.detach().clone() for p in trainer.model.parameters()]
     x, y = batch(8)
     trainer.micro_step(x, y)
@@ -114,7 +115,8 @@ def test_channels_last_trains_to_the_same_loss():
     is the default layout's (the same seed and dropout masks)."""
     x, y = batch(16)
     plain = Trainer(make_model("cnn", seed=1), torch.device("cpu"), clock=SyncedClock(torch.device("cpu")))
-    nhwc = Trainer(make_model("cnn", seed=1), torch.device("cpu"), channels_last=True, clock=SyncedClock(torch.device("cpu")))
+    nhwc = Trainer(make_model("cnn", seed=1), torch.device("cpu"), channels_last=True,
+                   clock=SyncedClock(torch.device("cpu")))
     conv_outputs = []
     for layer in nhwc.model.modules():
         if isinstance(layer, torch.nn.Conv2d):
@@ -150,7 +152,8 @@ def small_idx(tmp_path):
     system.mkdir()
     gen = torch.Generator().manual_seed(0)
     for prefix, n in (("train", 96), ("t10k", 40)):
-        write_idx(system, f"{prefix}-images-idx3-ubyte", torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=gen))
+        write_idx(system, f"{prefix}-images-idx3-ubyte", torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8,
+                                                                       generator=gen))
         write_idx(system, f"{prefix}-labels-idx1-ubyte", torch.randint(0, 10, (n,), dtype=torch.uint8, generator=gen))
     return system
 
@@ -190,11 +193,14 @@ class TinySource(DataSource):
 @pytest.mark.parametrize("loader", ["dataloader", "preloaded"])
 def test_an_epoch_sees_every_image_once(loader):
     gen = torch.Generator().manual_seed(0)
-    data = TinySource(Split(torch.randint(0, 256, (300, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (300,), generator=gen)),
-                      Split(torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (50,), generator=gen)))
+    data = TinySource(Split(torch.randint(0, 256, (300, 28, 28), dtype=torch.uint8, generator=gen),
+                            torch.randint(0, 10, (300,), generator=gen)),
+                      Split(torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=gen),
+                            torch.randint(0, 10, (50,), generator=gen)))
     case = EpochCase(batch_size=64, loader=loader, num_workers=0, pin_memory=False)
     train, test = make_loaders(case, data, torch.device("cpu"))
-    result = run_epoch(Trainer(make_model("mlp"), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))), train, test, non_blocking=False)
+    result = run_epoch(Trainer(make_model("mlp"), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))), train,
+                       test, non_blocking=False)
     assert result.samples == 300 and result.steps == 5  # 4 full batches and a remainder of 44
     assert 0.0 <= result.test_accuracy <= 1.0 and result.train_loss > 0
     assert 0.0 <= result.data_wait_frac <= 1.0 and result.epoch_s > 0
@@ -208,8 +214,10 @@ def test_preloaded_loader_shuffles_a_permutation():
 
 def tiny_data(train: int = 200, test: int = 30) -> "TinySource":
     gen = torch.Generator().manual_seed(1)
-    return TinySource(Split(torch.randint(0, 256, (train, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (train,), generator=gen)),
-                      Split(torch.randint(0, 256, (test, 28, 28), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (test,), generator=gen)))
+    return TinySource(Split(torch.randint(0, 256, (train, 28, 28), dtype=torch.uint8, generator=gen),
+                            torch.randint(0, 10, (train,), generator=gen)),
+                      Split(torch.randint(0, 256, (test, 28, 28), dtype=torch.uint8, generator=gen),
+                            torch.randint(0, 10, (test,), generator=gen)))
 
 
 def epoch_context(data, profile: str = "smoke"):
@@ -220,7 +228,8 @@ def epoch_context(data, profile: str = "smoke"):
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # on purpose: the case's own note says so
 def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
     timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
-    assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)  # one real epoch, warmed in build
+    # one real epoch, warmed in build
+    assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)
     assert any("exceeds" in note for note in timed.notes) or (os.cpu_count() or 1) >= 8
     result = timed.fn()
     windows = timed.windows(result)
@@ -233,11 +242,13 @@ def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures
 
 def test_a_long_epoch_is_timed_in_about_ten_windows():
     data = tiny_data(train=64 * 23, test=16)
-    case = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
+    case = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
+                     persistent_workers=None)
     train, test = make_loaders(case, data, torch.device("cpu"))
     seen = []
     result = run_epoch(
-        Trainer(make_model("mlp"), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))),  # the windows, not the model
+        # the windows, not the model
+        Trainer(make_model("mlp"), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))),
         train,
         test,
         non_blocking=False,
@@ -248,13 +259,14 @@ def test_a_long_epoch_is_timed_in_about_ten_windows():
 
 
 def test_a_diverged_epoch_is_a_failed_row_never_a_result():
-    timed = mnist_epoch.build(EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
-                                        persistent_workers=None), epoch_context(tiny_data()))
+    timed = mnist_epoch.build(EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None,
+                                        non_blocking=None, persistent_workers=None), epoch_context(tiny_data()))
     nan_loss = EpochResult(1.0, 0.1, 4, 200, 0.0, float("nan"), 0.1, [0.25] * 4)
     with pytest.raises(Diverged, match="train_loss is nan"):
         timed.figures(summarize([0.25] * 4), nan_loss)
     assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "fashion-mnist") is not None
-    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "synthetic") is None  # accuracy means nothing there
+    # accuracy means nothing there
+    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "synthetic") is None
     assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25]), "fashion-mnist") is None
 
 
@@ -304,7 +316,8 @@ def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_a
 def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(monkeypatch):
     from gpubench.harness.workloads.common import epoch_race
 
-    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
+    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0),
+                                         epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
     monkeypatch.setattr(mnist_epoch, "race_here", lambda ctx: winner)
     raced = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
                       persistent_workers=None, raced=True)  # its placeholder: fp32 without channels_last
@@ -334,5 +347,7 @@ def test_a_compiled_case_is_skipped_naming_an_inductor_cache_it_cannot_write(mon
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "new" / "cache"))
     assert train_loop.compile_skip_reason("default") is None  # made on first use
-    monkeypatch.setattr(train_loop.os, "access", lambda path, mode: False)  # as a user without the right (root passes any check)
-    assert train_loop.compile_skip_reason("default").startswith(f"TORCHINDUCTOR_CACHE_DIR={tmp_path / 'new' / 'cache'} cannot be written")
+    # as a user without the right (root passes any check)
+    monkeypatch.setattr(train_loop.os, "access", lambda path, mode: False)
+    assert train_loop.compile_skip_reason("default").startswith(f"TORCHINDUCTOR_CACHE_DIR={tmp_path / 'new' / 'cache'} "
+                                                                "cannot be written")

@@ -133,7 +133,8 @@ def test_a_backend_the_cpu_cannot_run_is_skipped_with_the_reason() -> None:
 def test_torchs_warnings_say_why_a_backend_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """As on CUDA, where torch warns with each check a backend failed before it raises."""
     def refusing(*args, **kwargs):
-        warnings.warn("Flash attention requires q, k, v to have the same last dimension\nand more", UserWarning, stacklevel=2)
+        warnings.warn("Flash attention requires q, k, v to have the same last dimension\nand more", UserWarning,
+                      stacklevel=2)
         warnings.warn("Flash attention does not support fp32 inputs", UserWarning, stacklevel=2)
         raise RuntimeError("No available kernel. Aborting execution.")
 
@@ -143,7 +144,8 @@ def test_torchs_warnings_say_why_a_backend_refused(monkeypatch: pytest.MonkeyPat
         "last dimension; Flash attention does not support fp32 inputs")
 
 
-def test_the_backend_probe_passes_what_the_model_passes_and_waits_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_backend_probe_passes_what_the_model_passes_and_waits_for_the_device(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The model hands sdpa strided views of one qkv projection; a kernel that takes contiguous tensors may
     refuse those, and a kernel that fails on the device raises only at a synchronize."""
     seen, synced = [], []
@@ -271,8 +273,9 @@ def test_a_compiled_case_compiles_the_model_only() -> None:
 def test_a_run_writes_its_rows_summary_and_section(tmp_path: Path) -> None:
     """The whole path once, in the processes gpubench runs (the compiled case left out: a cold
     compile takes 20 s to 2 minutes on a 2-core CPU)."""
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke", "-k",
-                           "transformer and not compile", "--results-dir", str(tmp_path), "--run-id", "gpt"],
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "-k", "transformer and not compile", "--results-dir", str(tmp_path), "--run-id",
+                           "gpt"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     with open(tmp_path / "gpt.csv", newline="", encoding="utf-8") as handle:

@@ -23,7 +23,8 @@ def test_a_case_id_names_the_case_and_its_params_in_one_order():
     case, workload = workload_of(params={"batch": 64, "amp": True})
     same, _ = workload_of(params={"amp": True, "batch": 64})
     assert case.case_id == same.case_id == "mymodel/train-amp=True-batch=64"
-    assert (case.workload, case.settings(), workload.builds("quick")) == ("mymodel", {"params": {"amp": True, "batch": 64}}, 1)
+    assert (case.workload, case.settings(), workload.builds("quick")) == ("mymodel",
+                                                                          {"params": {"amp": True, "batch": 64}}, 1)
     assert workload_of(name="mymodel")[0].case_id == "mymodel/defaults"
 
 
@@ -57,8 +58,9 @@ def test_the_users_figures_join_the_row_and_a_bad_one_names_itself():
 
 def test_params_and_user_figures_round_trip_through_the_csv(tmp_path):
     writer = ResultsWriter(tmp_path, "r")
-    writer.append({"schema_version": 4, "run_id": "r", "workload": "mymodel", "case_id": "mymodel/train-batch=64", "status": "ok",
-                   "params": {"batch": 64, "amp": True, "opt": "sgd", "note": None}, "user_figures": {"loss": 2.5, "tokens_per_s": 1e6}})
+    writer.append({"schema_version": 4, "run_id": "r", "workload": "mymodel", "case_id": "mymodel/train-batch=64",
+                   "status": "ok", "params": {"batch": 64, "amp": True, "opt": "sgd", "note": None},
+                   "user_figures": {"loss": 2.5, "tokens_per_s": 1e6}})
     writer.close()
     with open(tmp_path / "r.csv", newline="") as handle:
         cells = next(csv.DictReader(handle))
@@ -79,7 +81,8 @@ def test_a_damaged_object_cell_is_refused_naming_its_file_line_and_column(tmp_pa
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
         writer.writeheader()
-        writer.writerow({"schema_version": 4, "run_id": "r", "workload": "mymodel", "case_id": "mymodel/x", "status": "ok", column: cell})
+        writer.writerow({"schema_version": 4, "run_id": "r", "workload": "mymodel", "case_id": "mymodel/x",
+                         "status": "ok", column: cell})
     with pytest.raises(SchemaError) as error:
         read_rows(path)
     assert f"line 2: column {column} holds" in str(error.value) and why in str(error.value)
@@ -91,6 +94,7 @@ def test_a_version_3_file_reads_with_empty_params(tmp_path):
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=header, restval="")
         writer.writeheader()
-        writer.writerow({"schema_version": 3, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": "ok"})
+        writer.writerow({"schema_version": 3, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64",
+                         "status": "ok"})
     [row] = read_rows(path)
     assert (row["schema_version"], row["params"], row["user_figures"]) == (4, None, None)

@@ -105,7 +105,8 @@ def install_entry_point(site: Path) -> None:
     info = site / "gpubench_under_test-0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpubench-under-test\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items()))
+    (info / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{name} = {target}\n" for name,
+                                                                    target in entry_points.items()))
 
 
 @pytest.fixture
@@ -138,7 +139,8 @@ class Observer:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.plugin_loaded = config.pluginmanager.has_plugin("gpubench.harness.pytest_plugin.plugin")
         # the plugin's own --gpubench-* options are the only ones it adds; -p is how the other run turned it off
-        self.options = {k: v for k, v in vars(config.option).items() if not k.startswith("gpubench_") and k != "plugins"}
+        self.options = {k: v for k, v in vars(config.option).items() if not k.startswith("gpubench_")
+                        and k != "plugins"}
         self.markers = config.getini("markers")
 
 
@@ -159,35 +161,42 @@ def gpubench():
 """
 
 
-@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark", "without-pytest-benchmark"])
+@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark",
+                                                                      "without-pytest-benchmark"])
 @pytest.mark.parametrize("own_fixture", [False, True], ids=["plain", "own-gpubench-fixture"])
 def test_the_installed_plugin_leaves_an_unrelated_suite_as_it_was(installed, others, own_fixture):
     installed.makeconftest(PLAIN_CONFTEST + (OWN_GPUBENCH_FIXTURE if own_fixture else ""))
-    installed.makepyfile(test_plain=PLAIN_TESTS + ("\n\ndef test_own(gpubench):\n    assert gpubench == \"the user's\"\n" if own_fixture else ""))
+    installed.makepyfile(test_plain=PLAIN_TESTS + ("\n\ndef test_own(gpubench):\n    assert gpubench == \"the "
+                                                   "user's\"\n" if own_fixture else ""))
     without, plain = observed_run(installed, "-p", "no:gpubench", *others)
-    before = sorted(p.relative_to(installed.path) for p in installed.path.rglob("*"))  # pytest-benchmark's .benchmarks/ too
+    # pytest-benchmark's .benchmarks/ too
+    before = sorted(p.relative_to(installed.path) for p in installed.path.rglob("*"))
     used, loaded = observed_run(installed, *others)
     assert loaded.plugin_loaded and not plain.plugin_loaded  # the comparison is between the two
     assert used.parseoutcomes() == without.parseoutcomes() == {"passed": 3 + own_fixture, "failed": 1, "skipped": 1}
     assert loaded.options == plain.options  # no option changed (--benchmark-timer included)
     assert (loaded.order, loaded.markers, loaded.handlers) == (plain.order, plain.markers, plain.handlers)
     assert not [line for line in used.outlines if "gpubench" in line and not line.startswith("plugins:")]
-    assert sorted(p.relative_to(installed.path) for p in installed.path.rglob("*")) == before  # no results folder, no file
+    # no results folder, no file
+    assert sorted(p.relative_to(installed.path) for p in installed.path.rglob("*")) == before
 
 
 @pytest.mark.process  # pytest-xdist's workers are processes of their own
-@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark", "without-pytest-benchmark"])
+@pytest.mark.parametrize("others", [(), ("-p", "no:benchmark")], ids=["with-pytest-benchmark",
+                                                                      "without-pytest-benchmark"])
 def test_the_installed_plugin_leaves_an_unrelated_suite_under_xdist_as_it_was(installed, others):
     installed.makeconftest(PLAIN_CONFTEST)
     installed.makepyfile(test_plain=PLAIN_TESTS)
     without = installed.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "-p", "no:gpubench", *others)
     def files() -> list[Path]:  # pytester's own (its subprocess's output and temporary folders) left out
         found = (p.relative_to(installed.path) for p in installed.path.rglob("*"))
-        return sorted(p for p in found if not p.parts[0].startswith("runpytest") and p.suffix not in (".stdout", ".stderr"))
+        return sorted(p for p in found if not p.parts[0].startswith("runpytest")
+                      and p.suffix not in (".stdout", ".stderr"))
 
     before = files()
     used = installed.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", *others)
-    assert used.ret == without.ret == 1 and used.parseoutcomes() == without.parseoutcomes() == {"passed": 3, "failed": 1, "skipped": 1}
+    assert used.ret == without.ret == 1 and used.parseoutcomes() == without.parseoutcomes() == {
+        "passed": 3, "failed": 1, "skipped": 1}
     assert not [line for line in used.outlines if "gpubench" in line and not line.startswith("plugins:")]
     assert files() == before
 
@@ -213,8 +222,10 @@ def slowed_copy(csv: Path, folder: Path, factor: float) -> Path:
 
 @pytest.mark.process  # pytest-benchmark's JSON asks py-cpuinfo for the machine, which runs dmesg and lscpu
 def test_a_users_own_model_is_recorded_reported_and_compared(installed):
-    installed.makepyfile(test_users_model=USER_MODEL_TEST)  # not test_model: tests/test_model.py is imported by that name
-    result = installed.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json")  # no gpubench option: set up by the fixture
+    # not test_model: tests/test_model.py is imported by that name
+    installed.makepyfile(test_users_model=USER_MODEL_TEST)
+    # no gpubench option: set up by the fixture
+    result = installed.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json")
     assert result.parseoutcomes() == {"passed": 3}, result.stdout.str()[-3000:]
     [csv] = (installed.path / "results").glob("*.csv")
     rows = {(row["case_id"], row["build"]): row for row in read_rows(csv)}
@@ -226,7 +237,8 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
     assert 0 < train["user_figures"]["loss"] < 10 and len(train["samples_s"]) == train["rounds"]
     assert train["hostname"] and train["torch_version"] and train["device"] == "cpu"
     assert rows[("tinymlp/fresh", 1)]["builds"] == 2
-    bench = json.loads((installed.path / "bench.json").read_text())  # pytest-benchmark's JSON: the same rounds, the synced clock
+    # pytest-benchmark's JSON: the same rounds, the synced clock
+    bench = json.loads((installed.path / "bench.json").read_text())
     [timed] = [b for b in bench["benchmarks"] if b["name"] == "test_train_step"]
     assert timed["extra_info"]["case_id"] == "tinymlp/train-batch=64" and "session_clock" in timed["options"]["timer"]
     assert timed["stats"]["median"] == pytest.approx(train["median_s"]) and bench["gpubench"]["hostname"]
@@ -238,7 +250,8 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
     # judged like the suite's cases: matched by case id, the ratio of medians, a verdict (which one depends
     # on this machine's noise: another engineer's tests on the same cores make it inconclusive)
     text, code = compare_paths(csv, slowed_copy(csv, installed.path / "slowed", 3.0), threshold=0.05)
-    verdicts = {cells[1].strip(): cells for cells in (line.split("|") for line in text.splitlines() if line.startswith("| tinymlp/"))}
+    verdicts = {cells[1].strip(): cells for cells in (line.split("|") for line in text.splitlines()
+                                                      if line.startswith("| tinymlp/"))}
     assert set(verdicts) == {"tinymlp/train-batch=64", "tinymlp/fresh"}, text
     for cells in verdicts.values():
         assert cells[4].strip() == "3.000" and cells[8].split()[0] in ("slower", "inconclusive"), text
@@ -246,7 +259,8 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
 
 
 def test_a_gpubench_option_sets_the_run_up_at_configure_with_one_line_for_a_bad_value(installed):
-    installed.makepyfile(test_users_model=USER_MODEL_TEST)  # not test_model: tests/test_model.py is imported by that name
+    # not test_model: tests/test_model.py is imported by that name
+    installed.makepyfile(test_users_model=USER_MODEL_TEST)
     result = installed.runpytest("-p", "no:cacheprovider", "--gpubench-profile=fastest", "-k", "plain")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # no test uses the fixture: the option alone sets it up
     assert [line for line in result.errlines if line.startswith("ERROR:")] == [
@@ -257,10 +271,11 @@ def test_a_gpubench_option_sets_the_run_up_at_configure_with_one_line_for_a_bad_
 def test_the_checkouts_conftest_keeps_the_suites_options_where_the_plugin_is_installed(installed):
     installed.makeconftest('pytest_plugins = ["gpubench.harness.pytest_plugin.suite"]\n')
     installed.makepyfile(bench_tiny=ONE_CASE_BENCH)
-    result = installed.runpytest_subprocess("-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only", "--profile=smoke",
-                                            "--device=cpu", "--results-dir=out")
+    result = installed.runpytest_subprocess("-p", "no:cacheprovider", "bench_tiny.py", "--benchmark-only",
+                                            "--profile=smoke", "--device=cpu", "--results-dir=out")
     assert result.ret == 0, result.stderr.str()[-2000:]
-    assert any(line.startswith("gpubench: device cpu, profile smoke") for line in result.outlines)  # set up at configure
+    # set up at configure
+    assert any(line.startswith("gpubench: device cpu, profile smoke") for line in result.outlines)
     assert [row["case_id"] for row in read_rows(next((installed.path / "out").glob("*.csv")))] == ["matmul/n8"]
 
 
@@ -284,15 +299,19 @@ def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
     user.mkdir()
     (user / "test_mine.py").write_text(USER_AB_TEST)
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu", "--profile", "smoke",
-                             "--pairs", "3", "--tests", str(user), "--results-dir", str(out), "--run-id", "s"],
+    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--device", "cpu",
+                             "--profile", "smoke", "--pairs", "3", "--tests", str(user), "--results-dir", str(out),
+                             "--run-id", "s"],
                             capture_output=True, text=True, timeout=600, cwd=user)
     assert result.returncode in (0, 1), result.stdout[-3000:] + result.stderr[-3000:]
     for side in "AB":
         rows = read_rows(out / f"s-{side}.csv")
-        assert sorted((row["case_id"], row["build"]) for row in rows) == [("mine/matmul-n=64", 0), ("mine/matmul-n=64", 1), ("mine/matmul-n=64", 2)]
+        assert sorted((row["case_id"], row["build"]) for row in rows) == [("mine/matmul-n=64", 0),
+                                                                          ("mine/matmul-n=64", 1),
+                                                                          ("mine/matmul-n=64", 2)]
     assert "| mine/matmul-n=64 |" in result.stdout  # judged in the session's table
-    missing = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--tests", str(user / "nothere.py")],
+    missing = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "ab", "--tests",
+                              str(user / "nothere.py")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 4 and "--tests" in missing.stderr and "no such file or folder" in missing.stderr
 
@@ -324,11 +343,13 @@ def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own
     (user / "conftest.py").write_text(OWN_OPTIONS_CONFTEST)
     (user / "test_mine.py").write_text(OWN_OPTIONS_TEST)
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-                             "--tests", str(user), "--results-dir", str(out), "--run-id", "own", "--no-report"],
+    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu",
+                             "--profile", "smoke", "--tests", str(user), "--results-dir", str(out), "--run-id", "own",
+                             "--no-report"],
                             capture_output=True, text=True, timeout=300, cwd=user)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert [(row["case_id"], row["status"], row["profile"]) for row in read_rows(out / "own.csv")] == [("mine/sum", "ok", "smoke")]
+    assert [(row["case_id"], row["status"], row["profile"])
+            for row in read_rows(out / "own.csv")] == [("mine/sum", "ok", "smoke")]
 
 
 COMPARED_TEST = '''
@@ -343,7 +364,8 @@ def test_pytest_benchmarks_compare_workflow_sees_the_same_machine_info_in_every_
     compare, an INTERNALERROR under filterwarnings = error."""
     installed.makepyfile(test_compared=COMPARED_TEST)
     installed.makeini("[pytest]\nfilterwarnings =\n    error\n    ignore:.*pin_memory.*:UserWarning\n")
-    common = ("-p", "no:cacheprovider")  # no gpubench option: the fixture switches the plugin on after collection, as in a user's project
+    # no gpubench option: the fixture switches the plugin on after collection, as in a user's project
+    common = ("-p", "no:cacheprovider")
     assert installed.runpytest(*common, "--benchmark-autosave").ret == 0
     compared = installed.runpytest(*common, "--benchmark-autosave", "--benchmark-compare")
     assert compared.ret == 0, compared.stdout.str()[-3000:]
@@ -360,8 +382,9 @@ def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctr
     import sys
 
     def gpubench_run(folder):
-        return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-                               "--tests", str(folder), "--results-dir", str(tmp_path / "out"), "--no-report"],
+        return subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu",
+                               "--profile", "smoke", "--tests", str(folder), "--results-dir", str(tmp_path / "out"),
+                               "--no-report"],
                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
     broken = tmp_path / "broken"
@@ -369,10 +392,12 @@ def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctr
     (broken / "test_bad.py").write_text("def test_a(gpubench:\n    pass\n")
     done = gpubench_run(broken)
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
-    assert done.stderr.strip().splitlines()[-1] == "gpubench: 1 test file(s) could not be collected (pytest's error above): fix them, then run again"
+    assert done.stderr.strip().splitlines()[-1] == ("gpubench: 1 test file(s) could not be collected (pytest's error "
+                                                    "above): fix them, then run again")
     assert "interrupted" not in done.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "helpers.py").write_text("X = 1\n")
     done = gpubench_run(empty)
-    assert done.returncode == 5 and f"--tests {empty}: pytest collected no test there: nothing was run — name files that hold test_" in done.stderr
+    assert done.returncode == 5 and (f"--tests {empty}: pytest collected no test there: nothing was run — name files "
+                                     "that hold test_") in done.stderr

@@ -11,7 +11,8 @@ import pytest
 from scipy import stats as sps
 
 from gpubench.reports.intervals import speedup_interval, steady_best
-from gpubench.reports.paired import benjamini_hochberg, judge_logs
+from gpubench.reports.paired import judge_logs
+from gpubench.reports.sequential import bh_adjust
 from gpubench.reports.replicates import machine_wide, welch
 
 
@@ -30,12 +31,13 @@ def test_yuen_trims_one_pair_each_side_and_winsorizes_the_variance():
     kept = np.sort(logs)[1:-1]
     winsorized = np.clip(logs, np.sort(logs)[1], np.sort(logs)[-2])
     se = math.sqrt(7 * np.var(winsorized, ddof=1) / (6 * 5))
-    assert v.ratio == pytest.approx(math.exp(kept.mean())) and v.p_value == pytest.approx(2 * sps.t.sf(abs(kept.mean()) / se, 5))
+    assert v.ratio == pytest.approx(math.exp(kept.mean())) and v.p_value == pytest.approx(2 * sps.t.sf(abs(
+        kept.mean()) / se, 5))
     assert v.verdict == "no change" and "2 trimmed" in v.note  # the jumped pair neither fakes nor hides a change
 
 
 def test_benjamini_hochberg_step_up():
-    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert bh_adjust([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
 
 
 def test_welch_over_runs():
@@ -89,8 +91,8 @@ def test_a_noisy_size_cannot_win_the_headline():
 
 
 def test_one_rule_decides_every_estimate():
-    """gpubench.reports.verdicts.decide: beyond the band and significant is slower/faster; an interval inside the band is no
-    change; an interval that leaves the band without significance is inconclusive."""
+    """gpubench.reports.verdicts.decide: beyond the band and significant is slower/faster; an interval inside the band
+    is no change; an interval that leaves the band without significance is inconclusive."""
     from gpubench.reports.verdicts import Estimate, decide
 
     assert decide(Estimate(1.20, 1.10, 1.30, 0.001, 0.08, 8), 0.05) == "slower"

@@ -34,7 +34,8 @@ def bare_names(source: str, name: str = "<source>") -> list[str]:
 
 
 def test_no_source_uses_a_bare_package_name() -> None:
-    found = [hit for path in SOURCES for hit in bare_names(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
+    found = [hit for path in SOURCES for hit in bare_names(path.read_text(encoding="utf-8"),
+                                                           str(path.relative_to(ROOT)))]
     assert found == [], "use the installed names (gpubench.harness, gpubench.reports, gpubench.benches)"
 
 
@@ -51,5 +52,6 @@ def test_pyproject_installs_every_package_under_its_gpubench_name() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     on_disk = {"gpubench", "gpubench.benches", "gpubench.reports", "gpubench.harness"}
     for folder in ("harness", "reports"):  # nested packages too (harness/workloads/common)
-        on_disk |= {"gpubench." + ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / folder).glob("*/**/__init__.py")}
+        on_disk |= {"gpubench." + ".".join(p.parent.relative_to(ROOT).parts)
+                    for p in (ROOT / folder).glob("*/**/__init__.py")}
     assert listed == on_disk

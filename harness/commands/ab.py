@@ -1,30 +1,43 @@
 """`gpubench ab`: the same cases under two environments (an interpreter, variables, arguments), build by build in
 alternation (A B, B A, ...), so the machine's drift hits both sides alike and cancels in the paired differences.
-Each side is a normal run (`<session>-A.csv`, `-B.csv`); `<session>.ab.json` marks them as a pair for `compare`."""
+Each side is a normal run (`<session>-A.csv`, `-B.csv`); `<session>.ab.json` marks them as a pair for `compare`.
+Imported only when a session runs (ab_command): its statistics (pandas, scipy) take a second to import."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
-import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpubench.harness.commands.ab_builds import AbSide, StartUps, close_launchers, side_job, side_launchers
-from gpubench.harness.commands.side_python import START_DEADLINE_S, interpreter, starts_python
-from gpubench.harness.processes.launch import (
-    NO_TESTS, Completed, Job, ProcessLauncher, StopRequest, run_together, signal_name, stop_requests,
+from gpubench.harness.commands.ab_builds import (
+    START_DEADLINE_S, AbSide, SessionStop, SideFiles, StartUps, close_launchers, interpreter, side_job, side_launchers,
+    starts_python,
 )
+from gpubench.harness.commands.ab_sequential import Looks
+from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args
+from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, ExitCode, UsageError
+from gpubench.harness.processes.cpu_readings import CpuWatch
+from gpubench.harness.processes.launch import (
+    NO_TESTS, Completed, Job, ProcessLauncher, StopRequest, run_together, signal_name, stop_requests, stopped_limit_s,
+)
+from gpubench.harness.processes.lifetime import adopt_orphans
+from gpubench.harness.processes.rlimits import limits_problem
 from gpubench.harness.processes.turns import PairPipes
-from gpubench.harness.core.exits import BUILD_STOPS, NO_CASES_LINE
-from gpubench.harness.records.safe_files import open_new, write_all
+from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
+from gpubench.harness.records.safe_files import UnsafePath, make_folders, open_new, write_all
+from gpubench.reports.compare import parse_threshold
+from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.paired import format_session, judge_session
 
 # A build's timed seconds per case. On a 2-core VM builds of 0.03 s disagreed ~35% a pair, 0.1 s ~20%, 0.3 s ~14%;
 # with ~4 s of a pair outside its timed rounds, ~0.25 s a case buys the most resolution per second
@@ -74,105 +87,6 @@ def order(pair: int, a: AbSide, b: AbSide) -> tuple[AbSide, AbSide]:
     return (a, b) if pair % 2 == 0 else (b, a)
 
 
-@dataclass
-class Progress:
-    pairs: int
-    started_s: float = field(default_factory=time.monotonic)
-
-    def line(self, done: int) -> str:
-        spent_s = time.monotonic() - self.started_s
-        eta = f", ETA {spent_s / done * (self.pairs - done):.0f} s" if done else ""
-        return f"gpubench ab: pair {done}/{self.pairs} done ({spent_s:.0f} s{eta})"
-
-
-@dataclass
-class SessionStop:
-    """Why a session ended before its last pair: the exit code and a line naming what happened."""
-    code: int
-    line: str
-
-
-def launcher_stop(done: Completed, signum: int, side: AbSide, pair: int) -> SessionStop | None:
-    """The SessionStop a signal to this session, or a build the launcher killed (stopped too long), means."""
-    where = f"side {side.name}, build {pair + 1}"
-    if signum:  # the build was told too (ProcessLauncher passes it on): the session stops after it, however it exited
-        how = f" ({where} {done.stalled})" if done.stalled else ""
-        return SessionStop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
-    if done.stalled:
-        return SessionStop(128 + signal.SIGKILL, f"{where} {done.stalled}")
-    return None
-
-
-def build_stop(code: int, side: AbSide, pair: int, ran_first: bool) -> SessionStop | None:
-    """The SessionStop a build's exit code means, or None when the session goes on."""
-    where = f"side {side.name}, build {pair + 1}"
-    if code == NO_TESTS and pair == 0:
-        if ran_first:
-            return SessionStop(NO_TESTS, NO_CASES_LINE)
-        return SessionStop(4, f"{where} selected no case while the other side ran: give both sides the same selection "
-                       f"(check --{side.name.lower()}-arg); the other side's rows are kept")
-    if code < 0:
-        return SessionStop(128 - code, f"{where}: the build process was killed by {signal_name(-code)}")
-    if code in BUILD_STOPS:
-        return SessionStop(code, f"{where} stopped with exit {code}")
-    return None
-
-
-def first_build_stop(code: int, side: AbSide, csv_path: Path) -> SessionStop | None:
-    """A side whose first build recorded nothing would record nothing in every later one: stop now."""
-    if csv_path.exists():
-        return None
-    flag = side.name.lower()
-    return SessionStop(4, f"side {side.name}, build 1 recorded no row (exit {code}): it cannot run the suite — "
-                          f"check --{flag}-python and --{flag}-arg (its output is above)")
-
-
-@dataclass
-class SideFiles:
-    """Each side's results file as only this session's builds make it: absent until the side's first build, then
-    the very file that build created (device and inode), holding the side's run id alone; another is never judged."""
-
-    results_dir: Path
-    session_id: str
-    made: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def path(self, side: str) -> Path:
-        return self.results_dir / f"{self.session_id}-{side}.csv"
-
-    def taken(self, side: str) -> SessionStop | None:
-        """Before the side's first build: its file must not exist yet."""
-        path = self.path(side)
-        if path.exists() or path.is_symlink():
-            return SessionStop(4, f"{path} appeared before side {side}'s first build: another run took its name, "
-                                  f"and it is not judged as side {side} — run the session again with another --run-id")
-        return None
-
-    def note(self, side: str, code: int) -> None:
-        """After the side's first build: the file it made; none when refused (exit 4: the name was taken)."""
-        try:
-            info = os.lstat(self.path(side))
-        except OSError:
-            return
-        if code != 4 and stat.S_ISREG(info.st_mode):
-            self.made[side] = (info.st_dev, info.st_ino)
-
-    def problem(self, side: str, run_ids: set[str]) -> str | None:
-        """Why the side's file is not this session's to judge, or None."""
-        path, own = self.path(side), f"{self.session_id}-{side}"
-        try:
-            info = os.lstat(path)
-            same = self.made.get(side) == (info.st_dev, info.st_ino)
-        except OSError:
-            same = False
-        if not same:
-            return (f"{path} is not the file side {side}'s builds made (replaced, or made by another run that took "
-                    "its name): not judged")
-        foreign = sorted(run_ids - {own})
-        if foreign:
-            return f"{path} holds rows of run {foreign[0]!r}, not only side {side}'s ({own}): not judged"
-        return None
-
-
 # After each complete pair (given their count): the pytest arguments of the next pair's builds, or None when the
 # session has what it came for (ab_sequential.Looks).
 AfterPair = Callable[[int], "list[str] | None"]
@@ -189,23 +103,14 @@ def run_pairs(sides: tuple[AbSide, AbSide], session_id: str, pairs: int, pytest_
     pair_run = PairRun(sides, session_id, pairs, pytest_args, suite_root, files or SideFiles(results_dir, session_id),
                        launchers, startups)
     try:
-        with turn_folder(turns) as folder:
+        folder_of_turns = tempfile.TemporaryDirectory(prefix="gpubench-ab-turns-") if turns else nullcontext()
+        with folder_of_turns as folder:  # the turn pipes' private folder, removed with the session
             done, stop = pair_loop(pair_run, after_pair, folder)
     finally:
         close_launchers(launchers)
     if line := startups.line():
         print(f"gpubench ab: {line}", flush=True)
     return done, stop
-
-
-@contextmanager
-def turn_folder(turns: bool) -> Iterator[str | None]:
-    """A private folder for the pairs' turn pipes, removed with the session; None without turns."""
-    if not turns:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="gpubench-ab-turns-") as folder:
-        yield folder
 
 
 @dataclass
@@ -228,20 +133,36 @@ class PairRun:
 
     def judge(self, side: AbSide, pair: int, done: Completed, request: StopRequest,
               ran_first: bool) -> SessionStop | None:
-        """What one finished build means for the session: None when it goes on."""
+        """What one finished build means for the session: None when it goes on. A signal to this session stops it
+        after the build (told too: ProcessLauncher passes it on), however the build exited."""
         self.startups.note(side.name, done, self.launchers[side.name])
         if pair == 0:
             self.files.note(side.name, done.code)
-        request.signum = request.signum or done.signal
-        stop = launcher_stop(done, request.signum, side, pair) or build_stop(done.code, side, pair, ran_first)
-        if stop is None and pair == 0:
-            stop = first_build_stop(done.code, side, self.files.path(side.name))
-        return stop
+        request.signum = signum = request.signum or done.signal
+        where, flag, code = f"side {side.name}, build {pair + 1}", side.name.lower(), done.code
+        if signum:
+            how = f" ({where} {done.stalled})" if done.stalled else ""
+            return SessionStop(128 + signum, f"{signal_name(signum)} received: stopped after {where}{how}")
+        if done.stalled:  # the launcher killed it: stopped too long
+            return SessionStop(128 + signal.SIGKILL, f"{where} {done.stalled}")
+        if code == NO_TESTS and pair == 0:
+            if ran_first:
+                return SessionStop(NO_TESTS, NO_CASES_LINE)
+            return SessionStop(4, f"{where} selected no case while the other side ran: give both sides the same "
+                                  f"selection (check --{flag}-arg); the other side's rows are kept")
+        if code < 0:
+            return SessionStop(128 - code, f"{where}: the build process was killed by {signal_name(-code)}")
+        if code in BUILD_STOPS:
+            return SessionStop(code, f"{where} stopped with exit {code}")
+        if pair == 0 and not self.files.path(side.name).exists():  # nothing now: nothing in every later build either
+            return SessionStop(4, f"{where} recorded no row (exit {code}): it cannot run the suite — "
+                                  f"check --{flag}-python and --{flag}-arg (its output is above)")
+        return None
 
 
 def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | None) -> tuple[int, SessionStop | None]:
     """The pairs themselves: one build after the other, or (with a turn folder, after the first pair) both at once."""
-    progress = Progress(run.pairs)
+    started_s = time.monotonic()
     with stop_requests() as request:
         for pair in range(run.pairs):
             if request.signum:  # arrived between two pairs: start no other
@@ -255,7 +176,9 @@ def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | Non
             if stop is not None:
                 return pair, stop
             if after_pair is None:
-                print(progress.line(pair + 1), flush=True)
+                done, spent_s = pair + 1, time.monotonic() - started_s
+                print(f"gpubench ab: pair {done}/{run.pairs} done ({spent_s:.0f} s, "
+                      f"ETA {spent_s / done * (run.pairs - done):.0f} s)", flush=True)
             elif (more := after_pair(pair + 1)) is None:
                 return pair + 1, None
             else:
@@ -314,3 +237,116 @@ def write_marker(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSide
     finally:
         os.close(fd)
     return path
+
+
+Design = tuple[int, "float | None"]  # (pairs at most, budget in seconds or None: a fixed design)
+
+
+def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, tuple[AbSide, AbSide], str]:
+    """Everything else that can be refused before a build runs: (threshold, sides, session id)."""
+    threshold = parse_threshold(args.threshold)
+    sides = sides_of(args)
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder "
+                         "(it is created if missing)")
+    session_id = args.run_id or f"{new_run_id()}-ab"
+    for side in sides:
+        check_run_id(f"{session_id}-{side.name}", results_dir)
+    try:
+        make_folders(results_dir)
+    except OSError as error:
+        raise ValueError(f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — "
+                         "pass a folder you can write to") from None
+    check_writable(results_dir)  # never a link: the marker and both sides' files go inside
+    if problem := limits_problem():  # a tiny ulimit fails inside pytest or torch with no line of ours
+        raise ValueError(problem)
+    return threshold, sides, session_id
+
+
+def marker_problem(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSide], pairs: int,
+                   budget_s: float | None = None) -> int:
+    """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
+    try:
+        write_marker(results_dir, session_id, sides, pairs, budget_s)
+    except UnsafePath as error:  # a link planted at the marker's name
+        return fail(str(error), code=4)
+    except OSError as error:
+        full, exists = error.errno in (errno.ENOSPC, errno.EDQUOT), isinstance(error, FileExistsError)
+        why, fix = (("the results folder is full", "free space there or pass another --results-dir") if full
+                    else ("a session of this id is there already", "pass another --run-id") if exists
+                    else (error.strerror or str(error), "pass a --results-dir you can write to"))
+        return fail(f"cannot write {results_dir / (session_id + '.ab.json')} ({why}): nothing was run — {fix}",
+                    code=ExitCode.RESULTS_FULL if full else ExitCode.REFUSED)
+    return ExitCode.OK
+
+
+def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
+    """The session of `design` (ab_command.design_of)."""
+    if not BENCHES.is_dir():
+        return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, "
+                    "or pip install -e . in a checkout)")
+    results_dir = Path(args.results_dir)
+    watch = CpuWatch()  # the machine over the whole session: steal and load for the noise line
+    adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
+    try:
+        threshold, sides, session_id = check_session(args, results_dir)
+    except (ValueError, ReportError, UsageError, OSError) as error:
+        return fail(str(error), code=4)
+    pairs, budget_s = design
+    args.run_id = None  # each side's run id is the session's
+    args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
+    args.build_calls = args.build_calls or DEFAULT_BUILD_CALLS
+    args.budget = "none"  # both sides measured whole: a cap on one side would be a difference
+    if problem := marker_problem(results_dir, session_id, sides, pairs, budget_s):
+        return problem
+    plan = (f"{pairs} pairs" if budget_s is None
+            else f"until every case is decided, {budget_s:.0f} s and {pairs} pairs at most")
+    print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
+          flush=True)
+    files = SideFiles(results_dir, session_id)
+    looks = (Looks(results_dir, session_id, threshold, budget_s, pairs, least_build_s=args.build_seconds)
+             if budget_s is not None else None)
+    try:
+        done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
+                               stopped_limit_s(args.profile), files, looks, fork=not args.no_fork,
+                               turns=not args.no_turns)
+    finally:
+        if looks is not None:
+            looks.close()
+    if stop is not None and stop.code == NO_TESTS:
+        print(f"gpubench ab: {stop.line}", file=sys.stderr)
+        if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):
+            (results_dir / f"{session_id}.ab.json").unlink(missing_ok=True)  # a marker of no session would only mislead
+        return NO_TESTS
+    if stop is not None:
+        print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
+    elif looks is not None:
+        print(f"gpubench ab: ended: {looks.ended or f'--max-pairs {pairs} reached'}", flush=True)
+    code = stop.code if stop else 0
+    return judge_and_print(results_dir, session_id, threshold, code, files, sequential=looks is not None, watch=watch)
+
+
+def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: int,
+                    files: SideFiles | None = None, sequential: bool = False, watch: CpuWatch | None = None) -> int:
+    """The paired verdict of the session's two files; with `files`, only when each is the one its side made."""
+    paths = [results_dir / f"{session_id}-{name}.csv" for name in ("A", "B")]
+    missing = [path for path in paths if not path.exists()]
+    if missing:
+        side = missing[0].stem[-1]
+        return code or fail(f"side {side} recorded no row ({missing[0]} is missing): its build processes ran but "
+                            f"measured nothing — check --{side.lower()}-python and --{side.lower()}-arg")
+    try:
+        frames = load_results([paths[0]]), load_results([paths[1]])
+        problems = [files.problem(name, set(frame["run_id"])) for name, frame in zip("AB", frames)] if files else []
+        if any(problems):
+            return fail(next(p for p in problems if p), code=code or 4)
+        session = judge_session(*frames, threshold, ("A", "B"), sequential)
+    except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
+        return code or fail(str(error))
+    print(format_session(session, threshold))
+    if watch is not None:
+        print_noise_line(sides_frame(*frames), watch, session.median_detectable, ("side", "case_id"))
+    print(f"gpubench ab: A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
+    if code:
+        return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code
+    return session.exit_code

@@ -1,18 +1,28 @@
-"""How `gpubench ab` starts a side's builds: each build's `BuildPlan`, and a launcher per side: a fork server started
-with the side's interpreter and environment (its builds skip seconds of imports; what the side changes reaches only
-them), or fresh interpreters under `--no-fork` or where the server rules forking out. Torch-free."""
+"""A side of `gpubench ab`: its interpreter (--a-python, --b-python), seen to start Python 3 with what a build imports
+before any build (a wrapper that never starts or a venv without torch would fail every build of its side); each
+build's `BuildPlan`; and a launcher per side: a fork server started with the side's interpreter and environment (its
+builds skip seconds of imports; what the side changes reaches only them), or fresh interpreters under `--no-fork` or
+where the server rules forking out; each side's results file as only its builds make it. Torch-free."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import statistics
+import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from gpubench import IMPORT_ROOT
 from gpubench.harness.processes.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
+from gpubench.harness.processes.lifetime import (
+    adopting, child_pids, child_preexec, ended_unreaped, kill_adopted, kill_group,
+)
 from gpubench.harness.processes.protocol import BuildPlan
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 
@@ -95,3 +105,114 @@ class StartUps:
         parts = [f"{side} {statistics.median(values):.2f} s {self.how[side]} ({len(values)} builds)"
                  for side, values in sorted(self.seconds.items())]
         return f"build start-up, process start to first case (median): {', '.join(parts)}" if parts else None
+
+
+PYTHON_FIX = "pass the python of a venv that has torch and gpubench's dependencies"
+
+
+def interpreter(python: str, flag: str) -> str:
+    """An interpreter's path; a bare name (python3) is looked up on PATH, as a shell would."""
+    found = python if os.sep in python else shutil.which(python) or python
+    if not (Path(found).is_file() and os.access(found, os.X_OK)):
+        raise ValueError(f"{flag} {python}: not an executable interpreter — {PYTHON_FIX}")
+    return found
+
+
+START_DEADLINE_S = 30.0  # a venv's python on a slow network file system starts in seconds
+# the Python major version and what a build imports but does not have (found, not imported: seconds saved)
+PROBE = ("import sys, importlib.util as u; print('gpubench-probe', sys.version_info[0], "
+         "','.join(m for m in ('torch', 'pytest', 'pytest_benchmark') if u.find_spec(m) is None) or '-')")
+
+
+def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) -> None:
+    """`python -c PROBE` must print Python 3's answer within `deadline_s`: a wrapper that never starts Python (stuck
+    on a lock, waiting for input) hung every build of its side. Run in its own session, its group killed after."""
+    command = f"{python} -c {PROBE!r}"
+    known = child_pids() if adopting() else None  # under adopt_orphans: what the probe leaves is killed
+    probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
+    kept = bytearray()
+    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)  # a long banner never blocks it
+    reader.start()
+    started = ended_unreaped(probe.pid, deadline_s)
+    kill_group(probe.pid)  # at the deadline, or what it left behind
+    probe.wait()
+    if known is not None:
+        kill_adopted(known, f"`{command}`")
+    reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
+    if not reader.is_alive():
+        probe.stdout.close()
+    said = bytes(kept).decode(errors="replace")
+    if not started and "gpubench-probe 3" in said:  # a wrapper that waits after its python: so would every build
+        raise ValueError(f"{flag} {python}: `{command}` answered as Python 3 but did not exit within "
+                         f"{deadline_s:.0f} s (what does it run after python?) — {PYTHON_FIX}")
+    if not started:
+        raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — {PYTHON_FIX}")
+    if probe.returncode != 0 or "gpubench-probe 3" not in said:
+        first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
+        raise ValueError(f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
+                         f"{first}) — {PYTHON_FIX}")
+    missing = said.split("gpubench-probe 3", 1)[1].split()[:1]
+    if missing and missing[0] != "-":
+        raise ValueError(f"{flag} {python}: it has no {missing[0].replace(',', ', ')} — {PYTHON_FIX} "
+                         "(pip install gpubench there)")
+
+
+def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
+    """Read `pipe` to its end, keeping its last `limit` bytes (the probe's answer comes last)."""
+    for chunk in iter(lambda: pipe.read1(65536), b""):
+        kept += chunk
+        del kept[:-limit]
+
+
+@dataclass
+class SessionStop:
+    """Why a session ended before its last pair: the exit code and a line naming what happened."""
+    code: int
+    line: str
+
+
+@dataclass
+class SideFiles:
+    """Each side's results file as only this session's builds make it: absent until the side's first build, then
+    the very file that build created (device and inode), holding the side's run id alone; another is never judged."""
+
+    results_dir: Path
+    session_id: str
+    made: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def path(self, side: str) -> Path:
+        return self.results_dir / f"{self.session_id}-{side}.csv"
+
+    def taken(self, side: str) -> SessionStop | None:
+        """Before the side's first build: its file must not exist yet."""
+        path = self.path(side)
+        if path.exists() or path.is_symlink():
+            return SessionStop(4, f"{path} appeared before side {side}'s first build: another run took its name, "
+                                  f"and it is not judged as side {side} — run the session again with another --run-id")
+        return None
+
+    def note(self, side: str, code: int) -> None:
+        """After the side's first build: the file it made; none when refused (exit 4: the name was taken)."""
+        try:
+            info = os.lstat(self.path(side))
+        except OSError:
+            return
+        if code != 4 and stat.S_ISREG(info.st_mode):
+            self.made[side] = (info.st_dev, info.st_ino)
+
+    def problem(self, side: str, run_ids: set[str]) -> str | None:
+        """Why the side's file is not this session's to judge, or None."""
+        path, own = self.path(side), f"{self.session_id}-{side}"
+        try:
+            info = os.lstat(path)
+            same = self.made.get(side) == (info.st_dev, info.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            return (f"{path} is not the file side {side}'s builds made (replaced, or made by another run that took "
+                    "its name): not judged")
+        foreign = sorted(run_ids - {own})
+        if foreign:
+            return f"{path} holds rows of run {foreign[0]!r}, not only side {side}'s ({own}): not judged"
+        return None

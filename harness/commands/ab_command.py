@@ -1,5 +1,5 @@
 """`gpubench ab` from the command line: its arguments and its design (fixed pairs or a budget). The
-session itself (gpubench.harness.commands.ab_session) is imported only when one runs: its statistics
+session itself (gpubench.harness.commands.ab) is imported only when one runs: its statistics
 (pandas, scipy) take about a second to import, which every other gpubench command would pay."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         design = design_of(args)
     except ValueError as error:
         return fail(str(error), code=ExitCode.REFUSED)
-    from gpubench.harness.commands.ab_session import cmd_ab
+    from gpubench.harness.commands.ab import cmd_ab
 
     return cmd_ab(args, extra, design)
 

@@ -1,9 +1,12 @@
 """A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges both sides'
 files by the sequential rule (valid however often it looks), and the next pair's builds run only the undecided
-cases (`--gpubench-cases`), until every case is decided, the budget cannot fit another pair, or `--max-pairs`."""
+cases (`--gpubench-cases`), until every case is decided, the budget cannot fit another pair, or `--max-pairs`.
+Each undecided case's build length comes from the part of its noise its builds' own samples explain and what a build
+costs outside its timed rounds: chosen once, at its first look with MIN_PAIRS pairs, and kept (one spread after it)."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -11,13 +14,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from gpubench.harness.commands.ab_lengths import choose_lengths, lengths_line
+from gpubench.harness.core.plan import MEDIAN_VAR_FACTOR, BuildNoise, best_build_s
 from gpubench.harness.processes.cases_file import cases_text
 from gpubench.reports.load import ReportError, load_results
-from gpubench.reports.paired import judge_sequential, undecided_cases
+from gpubench.reports.paired import judge_sequential, pair_logs, undecided_cases
+from gpubench.reports.sequential import MIN_PAIRS
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
+
+IQR_PER_SD = 1.349  # interquartile range of a normal spread, in standard deviations
+MOST_BUILD_S = 2.0  # a case's build never times more than this: a pair stays short enough to look often
+BUDGET_SHARE = 0.01  # ... nor more than this share of the session's budget
+
 
 @dataclass
 class Looks:
@@ -80,11 +90,16 @@ class Looks:
         return path
 
     def choose_lengths(self) -> None:
-        """Each undecided case's build length, chosen once it has enough pairs (ab_lengths)."""
-        new = choose_lengths(*self._frames, self.undecided, self.lengths, self.least_build_s, self.budget_s)
+        """Each undecided case's build length, chosen once it has enough pairs; the longer ones are named."""
+        least_s = self.least_build_s
+        new = choose_lengths(*self._frames, self.undecided, self.lengths, least_s, self.budget_s)
         self.lengths.update(new)
-        if line := lengths_line(new, self.least_build_s):
-            print(f"gpubench ab: {line}", flush=True)
+        longer = {case: s for case, s in new.items() if s > least_s and not math.isclose(s, least_s)}
+        if longer:
+            shown = ", ".join(f"{case} {s:.2g} s" for case, s in sorted(longer.items())[:4])
+            more = f" and {len(longer) - 4} more" if len(longer) > 4 else ""
+            print(f"gpubench ab: longer builds where a build's own samples are most of the noise: {shown}{more}",
+                  flush=True)
 
     def end(self, why: str) -> None:
         self.ended = why
@@ -93,3 +108,35 @@ class Looks:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
+
+
+def case_noise(a: pd.DataFrame, b: pd.DataFrame, case_id: str, logs: pd.Series) -> BuildNoise | None:
+    """What the case's ok builds on both sides showed; None with too few pairs or rows without a spread."""
+    if len(logs) < MIN_PAIRS:
+        return None
+    rows = pd.concat([a[a["case_id"] == case_id], b[b["case_id"] == case_id]])
+    rows = rows[(rows["status"] == "ok") & (rows["rounds"] >= 2) & (rows["round_s"] > 0)]
+    if rows.empty or rows[["rel_iqr", "round_s", "build_s"]].isna().any().any():
+        return None
+    round_var = (rows["rel_iqr"].to_numpy(float) / IQR_PER_SD) ** 2
+    own_var = float(np.median(MEDIAN_VAR_FACTOR * round_var / rows["rounds"].to_numpy(float)))
+    timed_s = rows["rounds"].to_numpy(float) * rows["round_s"].to_numpy(float)
+    between_var = max(float(np.var(logs.to_numpy(float), ddof=1)) / 2 - own_var, 0.0)  # a pair: two builds
+    overhead_s = float(np.median(np.maximum(rows["build_s"].to_numpy(float) - timed_s, 0.0)))
+    return BuildNoise(between_var, float(np.median(round_var)), float(rows["round_s"].median()), overhead_s)
+
+
+def choose_lengths(a: pd.DataFrame, b: pd.DataFrame, cases: list[str], chosen: dict[str, float],
+                   least_s: float, budget_s: float) -> dict[str, float]:
+    """Timed seconds per build for each of `cases` that has none in `chosen` yet and can be told."""
+    most_s = max(least_s, min(MOST_BUILD_S, BUDGET_SHARE * budget_s))
+    logs = pair_logs(a, b)
+    new = {}
+    for case_id in cases:
+        if case_id in chosen or case_id not in logs:
+            continue
+        noise = case_noise(a, b, case_id, logs[case_id])
+        if noise is not None:
+            new[case_id] = round(best_build_s(noise, least_s, most_s), 3)
+    return new
+
