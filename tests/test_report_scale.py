@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpubench.harness.records.flat_samples import within
-from gpubench.harness.records.column_rules import parse_column
+from gpubench.harness.records.results_reader import within
+from gpubench.harness.records.results_reader import parse_column
 from gpubench.harness.records.schema import MAX_DURATION_S, MIN_DURATION_S, _refused
 from gpubench.reports.intervals import pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.load import _unclean

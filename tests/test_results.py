@@ -207,11 +207,11 @@ CELLS = {
 
 @pytest.mark.parametrize("column", CELLS)
 def test_the_column_rules_are_the_cell_rules(column):
-    """gpubench.harness.records.column_rules.parse_column (the reader's, vectorised) refuses exactly the cells
+    """gpubench.harness.records.results_reader.parse_column (the reader's, vectorised) refuses exactly the cells
     parse_cell refuses, and reads the others to the same value."""
     import pandas as pd
 
-    from gpubench.harness.records.column_rules import parse_column
+    from gpubench.harness.records.results_reader import parse_column
     from gpubench.harness.records.schema import parse_cell
 
     texts = CELLS[column]
@@ -232,7 +232,7 @@ def test_the_number_block_keeps_each_columns_own_rule():
     column's rule there (an int, a fraction, a duration), as parse_cell judges it alone."""
     import pandas as pd
 
-    from gpubench.harness.records.column_rules import parse_numbers
+    from gpubench.harness.records.results_reader import parse_numbers
     from gpubench.harness.records.schema import parse_cell
 
     cells = {"rounds": ["7", "1.5", "-1", "0.5", "2e-10", ""], "test_accuracy": ["0.5", "1.5", "-1", "7", "2e-10", ""],
@@ -256,7 +256,7 @@ def test_numbers_are_read_exactly():
 
     import pandas as pd
 
-    from gpubench.harness.records.column_rules import parse_column
+    from gpubench.harness.records.results_reader import parse_column
 
     xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
     values, refused = parse_column("lr", pd.Series([repr(x) for x in xs], dtype=object))

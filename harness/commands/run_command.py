@@ -51,7 +51,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
 def run_csv(args: argparse.Namespace) -> Path | None:
     """The run's CSV, where its run id is a valid file name (a refused one has no file of its own)."""
-    from gpubench.harness.records.run_ids import check_run_id_text
+    from gpubench.harness.records.results import check_run_id_text
     from gpubench.harness.core.exits import UsageError
 
     try:
@@ -228,8 +228,7 @@ def say_predictions(frame: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
-    from gpubench.harness.records.results import new_run_id
-    from gpubench.harness.records.run_ids import check_run_id_text
+    from gpubench.harness.records.results import check_run_id_text, new_run_id
     from gpubench.harness.core.exits import UsageError
 
     if args.device.strip().lower() == ALL_GPUS:

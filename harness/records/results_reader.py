@@ -1,23 +1,28 @@
 """Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema and upgraded from
-older versions; read_rows serves the harness, reports.load the report commands."""
+older versions; read_rows serves the harness, reports.load the report commands. The schema's cell rules are applied
+here over many cells at once; they must agree cell for cell with schema.parse_cell (tests/test_results.py holds them
+to it). Number columns go as one numpy block: pandas' fixed cost per column made a small file's hundred number
+columns cost more than their cells."""
 
 from __future__ import annotations
 
 import csv
 import io
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench.harness.records.column_rules import is_number_column, parse_column, parse_numbers, shared_texts
 from gpubench.harness.records.safe_files import read_regular, replacing
-from gpubench.harness.records.schema import (BY_NAME, COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, TEXT_RULES,
-                                             ImpossibleValue, SchemaError, kind_of, parse_cell, to_cell)
-from gpubench.harness.records.upgrade import upgrade_row
+from gpubench.harness.records.schema import (BOOL_WORDS, BY_NAME, COLUMNS, FRACTIONS, MAX_DURATION_S, MIN_DURATION_S,
+                                             NUMBER, REQUIRED_COLUMNS, SCHEMA_VERSION, TEXT_RULES, TIMED,
+                                             ImpossibleValue, SchemaError, _refused, kind_of, non_negative, parse_cell,
+                                             to_cell, upgrade_row)
 
-if TYPE_CHECKING:
-    import pandas as pd  # imported where a file is read: the harness writes far more often than it reads
+if TYPE_CHECKING:  # imported where a file is read: the harness writes far more often than it reads
+    import numpy as np
+    import pandas as pd
 
 
 def ends_whole(data: bytes) -> bool:
@@ -86,6 +91,122 @@ def _upgraded(path: Path, header: list[str], records: list[list[str]],
     return header, [[row.get(c, "") for c in header] for row in rows]
 
 
+# ---- the cell rules in bulk ----------------------------------------------------------------------
+
+def is_number_column(column: str) -> bool:
+    return kind_of(column) in ("int", "float")
+
+
+def parse_numbers(text: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The number columns of `text` ("" when empty) at once: (floats, NaN when empty; a mask of refused cells)."""
+    import numpy as np
+    import pandas as pd
+
+    cells = text.to_numpy(dtype=object)
+    filled = cells != ""  # most columns of most rows are empty: only the others are looked at
+    texts = cells[filled]
+    number = (pd.Series(texts, dtype=object).str.fullmatch(NUMBER).to_numpy(dtype=bool) if texts.size
+              else np.zeros(0, bool))
+    read = np.full(texts.shape, np.nan)
+    read[number] = texts[number].astype(float)
+    values = np.full(cells.shape, np.nan)
+    values[filled] = read
+    refused = np.zeros(cells.shape, dtype=bool)
+    refused[filled] = ~number
+    refused |= filled & _broken_rules(list(text.columns), values)
+    return pd.DataFrame(values, index=text.index, columns=text.columns), refused
+
+
+def _broken_rules(columns: list[str], values: np.ndarray) -> np.ndarray:
+    """Where a number breaks its column's rule (fractional int, infinity, negative count, fraction outside [0, 1],
+    impossible duration). NaN breaks only the int rule, which the caller masks."""
+    import numpy as np
+
+    specs = [BY_NAME.get(column) for column in columns]
+    is_int = np.array([kind_of(column) == "int" for column in columns])
+    unsigned = np.array([spec is not None and non_negative(spec) for spec in specs])
+    fraction = np.array([column in FRACTIONS for column in columns])
+    seconds = np.array([spec is not None and spec.unit == "s" for spec in specs])
+    timed = np.array([column in TIMED for column in columns])
+    with np.errstate(invalid="ignore"):
+        broken = np.where(is_int, np.mod(values, 1) != 0, np.abs(values) == np.inf)
+        broken |= unsigned & (values < 0)
+        broken |= fraction & ((values < 0) | (values > 1))
+        broken |= seconds & ((values > MAX_DURATION_S) | (timed & (values < MIN_DURATION_S)))
+    return broken
+
+
+def shared_texts(text: pd.DataFrame) -> pd.DataFrame:
+    """Text columns, None when empty and equal texts one object: a thousand runs' repeated strings take the memory
+    of their distinct values."""
+    import numpy as np
+    import pandas as pd
+
+    cells = text.to_numpy(dtype=object)
+    codes, distinct = pd.factorize(cells.ravel())
+    shared = np.asarray(distinct, dtype=object)[codes].reshape(cells.shape)
+    shared[cells == ""] = None
+    # object: pandas would infer its string dtype, NaN for None
+    return pd.DataFrame(shared, index=text.index, columns=text.columns, dtype=object)
+
+
+def parse_column(column: str, text: Any) -> tuple[Any, Any]:
+    """parse_cell over a Series at once: (values, refused mask). Numbers as floats (NaN when empty), booleans as
+    True/False/None, text and JSON as text (None when empty); ruled text and JSON via parse_cell per distinct text."""
+    import pandas as pd
+
+    if is_number_column(column):
+        values, refused = parse_numbers(text.to_frame(column))
+        return values[column], pd.Series(refused[:, 0], index=text.index)
+    empty = text == ""
+    if empty.all() and column not in TEXT_RULES:  # nothing to read, no rule an empty cell breaks
+        return text.where(~empty, None), ~empty
+    kind = kind_of(column)
+    if kind == "bool":
+        values = text[~empty].str.strip().str.lower().map(BOOL_WORDS).reindex(text.index)
+        return values.astype(object).where(values.notna(), None), values.isna() & ~empty
+    if kind in ("json", "object") or column in TEXT_RULES:
+        distinct = text.unique().tolist()
+        # raw samples: those surely in bounds judged at once (within), the rest cell by cell
+        sure = within(distinct, MIN_DURATION_S, MAX_DURATION_S) if kind == "json" else [False] * len(distinct)
+        verdicts = {t: not ok and _refused(column, t) for t, ok in zip(distinct, sure)}
+        refused = text.map(verdicts).astype(bool)
+    else:
+        refused = empty & False
+    return text.where(~empty, None), refused
+
+
+# Raw-samples cells judged at once: a thousand runs hold 200,000 distinct ones; parse_cell reads each in Python.
+JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # json's grammar: no 01, .5, 1., +1, NaN
+JSON_SPACE = r"[ \t\n\r]*"  # the only white space json.loads skips
+FLAT_LIST = re.compile(rf"{JSON_SPACE}\[{JSON_SPACE}(?:{JSON_NUMBER}(?:{JSON_SPACE},{JSON_SPACE}{JSON_NUMBER})*)?"
+                       rf"{JSON_SPACE}\]{JSON_SPACE}")
+
+
+def within(texts: list[str], low: float, high: float) -> list[bool]:
+    """Per text: True where surely a flat JSON list of numbers in [low, high] (empty too); one numpy parse for all.
+    Answers only "surely accepted"; any other cell (damage, NaN, nesting, an odd space) is left to parse_cell."""
+    import numpy as np
+
+    flat = [i for i, text in enumerate(texts) if FLAT_LIST.fullmatch(text)]
+    inner = [texts[i].strip(" \t\n\r")[1:-1].strip(" \t\n\r") for i in flat]
+    counts = np.array([text.count(",") + 1 if text else 0 for text in inner], dtype=np.int64)
+    joined = ",".join(text for text in inner if text)
+    values = np.fromstring(joined, dtype=float, sep=",") if counts.any() else np.zeros(0)
+    verdict = [False] * len(texts)
+    if len(values) != counts.sum():  # the grammar above and numpy disagree on a cell: parse_cell decides all
+        return verdict
+    good = (values >= low) & (values <= high)
+    filled = counts > 0
+    all_good = np.ones(len(flat), dtype=bool)  # an empty list is in bounds
+    if filled.any():
+        starts = np.concatenate(([0], np.cumsum(counts[filled])[:-1]))
+        all_good[filled] = np.logical_and.reduceat(good, starts)
+    for i, ok in zip(flat, all_good.tolist()):
+        verdict[i] = ok
+    return verdict
+
+
 class _Text:
     """Text records of several files under one header (the schema's columns, then others), typed together, numbers
     and texts each as one block; `refused` as read_frame's."""
@@ -107,7 +228,7 @@ class _Text:
         self.files += 1
 
     def typed(self) -> pd.DataFrame:
-        """Every column typed by column_rules; the first refused cell names its file, line and column."""
+        """Every column typed by the bulk rules above; the first refused cell names its file, line and column."""
         import pandas as pd
 
         width = len(self.header)

@@ -5,7 +5,7 @@ setting it derived, e.g. its effective batch), memory, energy, first call, statu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpubench.harness.core.stats import SampleStats
@@ -66,8 +66,7 @@ class Memory:
     mem_reserved_bytes: int | None
 
     def columns(self) -> dict[str, Any]:
-        return {"peak_mem_bytes": self.peak_mem_bytes, "mem_source": self.mem_source,
-                "mem_allocated_bytes": self.mem_allocated_bytes, "mem_reserved_bytes": self.mem_reserved_bytes}
+        return asdict(self)  # each field is its column
 
 
 @dataclass(frozen=True)
