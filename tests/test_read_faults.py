@@ -255,3 +255,10 @@ def test_a_later_build_already_in_the_file_is_refused_before_appending(tmp_path)
     with pytest.raises(UsageError, match=r"r1.csv already holds build 1 \(1 rows\): each build of a run is measured"):
         check_run_id("r1", tmp_path, appending=True, build=1)
     assert len(read_rows(tmp_path / "r1.csv")) == 2
+
+
+@pytest.mark.parametrize("cell", ["inf", "-inf", "nan", "1e400", "x"])
+def test_a_build_cell_that_is_no_whole_number_counts_as_no_build_not_a_traceback(tmp_path, cell):
+    (tmp_path / "r1.csv").write_text(f"case_id,build\nm,{cell}\nm,1\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"r1.csv already holds build 1 \(1 rows\)"):
+        check_run_id("r1", tmp_path, appending=True, build=1)

@@ -93,7 +93,7 @@ def rows_of_build(path: Path, build: int) -> int:
 def _int(cell: str) -> int | None:
     try:
         return int(float(cell))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, or inf: no build of ours
         return None
 
 
