@@ -1,6 +1,7 @@
 """How often `gpubench ab` catches a real slowdown and how often it raises a false alarm, from real sessions.
 
-    scripts/ab-campaign run OUT [--sessions 10] [--budget 5m] [--busy] [--threads N] [--scenarios aa,one-x1.10,all-x1.05]
+    scripts/ab-campaign run OUT [--sessions 10] [--budget 5m] [--busy] [--threads N]
+                                [--scenarios aa,one-x1.10,all-x1.05]
     scripts/ab-campaign table OUT        # one markdown table of every finished session under OUT
     scripts/ab-campaign verify OUT       # the factor each injection really adds, case by case (long fixed sessions)
 

@@ -148,7 +148,8 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
         from gpubench.harness.records.results import ResultsWriter
         writer = ResultsWriter(Path({str(tmp_path)!r}), "killed")
         for i in range(3):
-            writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed", "case_id": f"case{{i}}", "status": "ok"}})
+            writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed", "case_id": f"case{{i}}",
+                           "status": "ok"}})
         os.kill(os.getpid(), signal.SIGKILL)  # no close, no flush at exit
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True)

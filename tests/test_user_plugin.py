@@ -85,7 +85,8 @@ def test_train_step(gpubench):
     rows = gpubench.measure(make_step(gpubench.device), name="tinymlp/train", params={"batch": 64},
                             work={"samples": 64, "tokens": 64 * 32}, figures=lambda stats, loss: {"loss": float(loss)})
     assert [row["status"] for row in rows] == ["ok"]
-    with pytest.raises(ValueError, match="builds=2 needs setup= .* one callable timed again is not an independent build"):
+    with pytest.raises(ValueError,
+                       match="builds=2 needs setup= .* one callable timed again is not an independent build"):
         gpubench.measure(lambda: None, name="tinymlp/again", builds=2)
 
 
@@ -325,7 +326,8 @@ def pytest_addoption(parser):
 
 OWN_OPTIONS_TEST = '''
 def test_mine(gpubench, request):
-    assert (request.config.getoption("--device"), request.config.getoption("--profile")) == ("their-device", "their-profile")
+    options = (request.config.getoption("--device"), request.config.getoption("--profile"))
+    assert options == ("their-device", "their-profile")
     assert gpubench.device.type == "cpu"  # gpubench's own --device reached the run under its own name
     gpubench.measure(lambda: sum(range(1000)), name="mine/sum")
 '''
