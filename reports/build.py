@@ -1,4 +1,6 @@
-"""`gpubench report`: merged CSV + plots + report.md for every workload present."""
+"""`gpubench report`: merged CSV + plots + report.md for every workload present. The report opens with the answer
+to the question it was run for (which machine, which setting is fastest, by how much, how sure), and the banners
+that say which figures are not for comparison."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import UnsafePath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import answer, health, history, sections, summary, tables
+from gpubench.reports import health, history, sections, summary, tables
 from gpubench.reports.aggregate import per_case
+from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.load import (OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops,
                                    spreadsheet_safe, write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
+from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
 
 __all__ = ["ReportError", "build_report", "render_report"]
@@ -111,9 +115,79 @@ def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base:
                 if name in present and spec.report is not None]
     undeclared = [(1000, name, ReportSection(name)) for name in sorted(present - set(specs()))]
     parts: list[tuple[int, str]] = [(SPEEDUPS_ORDER, speedup_section(frame, base))]
-    parts += [(order, sections.render(frame, cases, out, report, name))
-              for order, name, report in declared + undeclared]
+    parts += [(order, (sections.RENDERERS[report.renderer] if report.renderer else sections.generic)(
+        frame, cases, out, report, name)) for order, name, report in declared + undeclared]
     return [text for _, text in sorted(parts, key=lambda part: part[0])]
+
+
+def fastest_machine(frame: pd.DataFrame, baseline: str) -> tuple[str, RatioInterval | None]:
+    """The machine whose geomean speedup's lower bound is highest (one with fewer shared cases cannot win on a lucky
+    interval), with that interval; the baseline itself, and None, when none is faster."""
+    timings = timings_by_machine(frame)
+    best: tuple[str, RatioInterval | None] = (baseline, None)
+    for machine in (m for m in frame["machine"].unique() if m != baseline):
+        interval = speedup_interval(pair_timings(timings, baseline, machine), baseline, machine)
+        if interval is not None and interval.low > (best[1].low if best[1] else 1.0):
+            best = (machine, interval)
+    return best
+
+
+def setting_line(frame: pd.DataFrame, cases: pd.DataFrame, machine: str) -> str:
+    """The fastest epoch at the template's accuracy against the template; else the best matmul."""
+    epochs = tables.epoch_table(frame[frame["machine"] == machine])
+    best, _ = tables.fastest_at_equal_accuracy(epochs) if not epochs.empty else (None, None)
+    if best is not None:
+        template = epochs[epochs["setting"] == tables.TEMPLATE_SETTING]
+        versus = ""
+        if not template.empty and best["setting"] != tables.TEMPLATE_SETTING:
+            t = template.iloc[0]
+            versus = (f", {t['epoch_s'] / best['epoch_s']:.2g}x the guide template's "
+                      f"{human(t['epoch_s'], 's')}{summary.pm(t['spread'])}")
+        return (f"its fastest training epoch at the template's accuracy is {code(best['setting'])}: "
+                f"{human(best['epoch_s'], 's')}{summary.pm(best['spread'])}, accuracy {best['test_accuracy']:.3f}"
+                f"{versus}")
+    declared = [f"{label}: {cell}" for label, cell in summary.declared_summary(cases, machine).items()
+                if "fastest" in label]
+    if declared:  # a --model run, a transformer run: the workload's own fastest figure
+        return declared[0]
+    matmul = summary.best_of(cases, machine, cases["workload"] == "matmul", "tflops")
+    if matmul is not None:
+        return (f"its fastest matmul is {matmul['dtype']} at n={matmul['size']:.0f}: "
+                f"{matmul['tflops']:.3g} TFLOP/s{summary.pm(matmul['spread'])}")
+    return ""
+
+
+def answer(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str) -> str:
+    """One line: the fastest machine (with its interval) and its fastest setting (with its spread)."""
+    if frame.empty:
+        return ""
+    several = frame["machine"].nunique() > 1
+    winner, interval = fastest_machine(frame, baseline) if several else (str(frame["machine"].iloc[0]), None)
+    parts = ["", setting_line(frame, cases, winner)]
+    if interval is not None:
+        parts[0] = f"**{escape(winner)}** is the fastest, {escape(interval.text())} against {escape(baseline)}"
+    elif several:
+        parts[0] = (f"no configuration is surely faster than the baseline {escape(baseline)} "
+                    "(every speedup's 95% interval reaches 1x or below)")
+    elif parts[1]:
+        parts[1] = f"on **{escape(winner)}**, " + (f"the {parts[1][4:]}" if parts[1].startswith("its ") else parts[1])
+    text = "; ".join(p for p in parts if p)
+    return f"**Answer:** {text}." if text else ""
+
+
+def banners(frame: pd.DataFrame, smoke: pd.Series) -> list[str]:
+    """Warnings a reader must see before any figure: smoke rows, and rows measured on a busy machine."""
+    out = []
+    if smoke.any():
+        out.append(f"> **Smoke run: {int(smoke.sum())} row(s) of the smoke profile test the suite at tiny sizes — "
+                   "their figures are not for comparison** (they appear in the workload tables only, never in the "
+                   "summary or against a reference).")
+    flags = frame.loc[frame["status"] == "ok", "flags"].astype(str).str.split(";")
+    busy = int(flags.map(lambda f: "busy" in f or "busy-gpu" in f).sum())
+    if busy:
+        out.append(f"> **{busy} row(s) were measured while another process used the CPU (`busy`) or the GPU "
+                   "(`busy-gpu`)**: they may read slow, and `gpubench compare` sets them aside.")
+    return out
 
 
 def is_smoke(frame: pd.DataFrame) -> pd.Series:
@@ -138,7 +212,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     smoke = is_smoke(frame)
     measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
     measured_cases = per_case(measured)
-    head = [answer.answer(measured, measured_cases, base), *answer.banners(frame, smoke),
+    head = [answer(measured, measured_cases, base), *banners(frame, smoke),
             f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
             f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
             "spread between builds: IQR/median); every timed region ended in a device synchronize."

@@ -4,6 +4,7 @@ performance ratios: above 1 is better whichever way the figure runs (an epoch ti
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -24,19 +25,20 @@ POWER_DROP = 0.05  # a power cap this far below the reference run's is named as 
 RUN_KEY = KEY_SEP  # joins a machine's identity and a run id
 
 
+def _column(cases: pd.DataFrame, name: str) -> pd.Series:
+    """A column, empty where an older schema lacks it."""
+    return cases[name] if name in cases else pd.Series(None, index=cases.index, dtype=object)
+
+
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
-    elementwise = cases["workload"] == "elementwise"
-    tier = cases["memory_tier"] if "memory_tier" in cases else pd.Series(None, index=cases.index, dtype=object)
-    untiered = tier.isna() | (tier == "unknown")
+    tier = _column(cases, "memory_tier")
     big = pd.to_numeric(cases.get("size"), errors="coerce") >= DRAM_MIN_ELEMENTS
-    return elementwise & ((tier == "dram") | (untiered & big))
+    return (cases["workload"] == "elementwise") & ((tier == "dram") | ((tier.isna() | (tier == "unknown")) & big))
 
 
 def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
     """Which aggregated cases each headline figure is the best of, and in which column."""
-    def col(name: str) -> pd.Series:
-        return cases[name] if name in cases else pd.Series(None, index=cases.index, dtype=object)
-
+    col = functools.partial(_column, cases)
     matmul = cases["workload"] == "matmul"
     pinned = (cases["workload"] == "transfer") & (col("pinned").eq(True))
     masks = {f"matmul_{d}_tflops": (matmul & (col("dtype") == d), "tflops") for d in ("fp32", "tf32", "fp16", "bf16")}
@@ -269,11 +271,11 @@ def by_figure(table: pd.DataFrame) -> pd.DataFrame:
                              sort=False).fillna("").reset_index()
 
 
-def _no_reference(frame: pd.DataFrame, table: pd.DataFrame) -> str:
-    judged = frame[frame["machine"].isin(set(table.get("machine", [])))]
-    missing = sorted(set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str)))
-    return (f"No reference for {', '.join(escape(str(m)) for m in missing)}: add its figures, with their source, to "
+def _no_reference(missing: list[str]) -> str:
+    """What to do about the devices without a reference."""
+    return (f"No reference for {', '.join(map(escape, missing))}: add its figures, with their source, to "
             "`reports/references.json`." if missing else "")
+
 
 
 def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
@@ -312,12 +314,12 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
                  "shape search): context, never flagged. A machine with several runs is judged on its latest run of "
                  "each figure (History shows the earlier ones). With several machines a cell reads `measured vs "
                  "reference: ratio (health)`.")
+        judged = frame[frame["machine"].isin(set(table["machine"]))]
+        unjudged = sorted(set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str)))
         parts.append(section("Health against references", intro, md_table(_display(table)),
-                             _flag_lines(frame, table, refs, telemetry or {}), _no_reference(frame, table)))
+                             _flag_lines(frame, table, refs, telemetry or {}), _no_reference(unjudged)))
     elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
-        parts.append(section("Health against references", f"Not judged. No reference for "
-                             f"{', '.join(map(escape, unknown))}: add its figures, with their source, to "
-                             "`reports/references.json`."))
+        parts.append(section("Health against references", "Not judged. " + _no_reference(unknown)))
     outliers = outlier_table(frame, cases, heads)
     if not outliers.empty:
         parts.append(section("GPUs within a node", "Each GPU of a node against the median of the node's GPUs "

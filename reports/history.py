@@ -11,14 +11,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
-from gpubench.harness.records.safe_files import replacing
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.health import HEALTH_DROP, headlines
 from gpubench.reports.load import IDENTITY, base_labels, identities, run_key
 from gpubench.reports.markdown import escape, image, md_table, section, short_label
+from gpubench.reports.plots import _save, literal
 from gpubench.reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
@@ -48,7 +47,6 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     ordered = [f for f in FIGURES if f in runs.columns]
     out = runs.reset_index(drop=True)
     out["machine"] = base_labels(out)
-    out["started"] = pd.to_datetime(out["started"], utc=True, format="ISO8601", errors="coerce")
     columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch",
                *ordered]
     return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
@@ -82,14 +80,12 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
         if not figures:
             continue
         fig, axes = _panels(len(figures))
-        for ax in list(axes.flat)[len(figures):]:
-            ax.set_visible(False)
-        for ax, figure in zip(axes.flat, figures):
+        for ax, figure in zip(axes, figures):
             points = group.dropna(subset=[figure])
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
             for torch, started, value in _torch_changes(points, figure):
-                ax.annotate(_literal(short_label(str(torch))), (started, value), fontsize=7, xytext=(3, 3),
+                ax.annotate(literal(short_label(str(torch))), (started, value), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
             span = points["started"].max() - points["started"].min()
@@ -99,17 +95,12 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             ax.xaxis.set_major_locator(locator)
             ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))
             ax.tick_params(axis="x", labelsize=7)
-        fig.suptitle(f"{_literal(str(machine))} — headline figures per run", fontsize=10)
-        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.suptitle(f"{literal(str(machine))} — headline figures per run", fontsize=10)
+        handles, labels = axes[0].get_legend_handles_labels()
         if labels:
             fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
         name = _png_name(names, str(host), str(hardware), str(device))
-        try:  # through a temporary: a link planted at the PNG's name is replaced, not followed
-            with replacing(out, name, "report folder", "pass --out with the folder itself") as handle:
-                fig.savefig(handle, dpi=100, format="png")
-        finally:
-            plt.close(fig)
-        written.append((str(machine), name))
+        written.append((str(machine), _save(fig, out / name, dpi=100, tight=False).name))
     return written
 
 
@@ -127,7 +118,7 @@ PANEL_IN = (4.2, 3.2)  # width, height of one panel with its labels
 LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN, GAP_W_IN, GAP_H_IN = 0.75, 0.2, 0.75, 0.75, 0.75, 1.0
 
 
-def _panels(count: int) -> tuple[plt.Figure, np.ndarray]:
+def _panels(count: int) -> tuple[plt.Figure, list[plt.Axes]]:
     """A figure of `count` panels, at most MAX_PANEL_COLUMNS a row, laid out once (fixed margins)."""
     cols = min(MAX_PANEL_COLUMNS, count)
     rows = -(-count // cols)
@@ -137,7 +128,9 @@ def _panels(count: int) -> tuple[plt.Figure, np.ndarray]:
     axis_h = (height - BOTTOM_IN - TOP_IN - (rows - 1) * GAP_H_IN) / rows
     fig.subplots_adjust(left=LEFT_IN / width, right=1 - RIGHT_IN / width, bottom=BOTTOM_IN / height,
                         top=1 - TOP_IN / height, wspace=GAP_W_IN / axis_w, hspace=GAP_H_IN / axis_h)
-    return fig, axes
+    for extra in axes.flat[count:]:
+        extra.set_visible(False)
+    return fig, list(axes.flat[:count])
 
 
 def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:
@@ -183,7 +176,3 @@ def render(frame: pd.DataFrame, out: Path) -> str:
                          for machine, name in plots)
     return section("History", intro, md_table(history_table(runs)), pictures)
 
-
-def _literal(label: str) -> str:
-    """A label from the files, drawn as text: matplotlib would typeset '$...$' as a formula."""
-    return label.replace("$", r"\$")

@@ -8,6 +8,7 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -104,14 +105,10 @@ def _empty(value: object) -> bool:
 
 
 def cell(value: object, floatfmt: str) -> str:
-    if value is None:
+    if _empty(value):
         return ""
     if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        return format(value, floatfmt)
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else format(value, floatfmt)
     return str(value)
 
 
@@ -119,5 +116,6 @@ def section(title: str, *parts: str) -> str:
     return "\n\n".join([f"## {escape(title)}", *[p for p in parts if p]])
 
 
-def image(path_name: str | None, alt: str) -> str:
-    return f"![{escape(alt)}]({path_name})" if path_name else ""
+def image(path: Path | str | None, alt: str) -> str:
+    """A link to a PNG of the report's folder (by its name), or "" where none was drawn."""
+    return f"![{escape(alt)}]({Path(path).name})" if path else ""

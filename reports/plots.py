@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -28,12 +29,17 @@ DPI = 110  # laid out at the resolution it is saved at: tight_layout's text size
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (gpubench.reports.load.base_labels)
 
 
+def literal(text: str, max_chars: int = MAX_PLOT_LABEL) -> str:
+    """A label from the files drawn as text: '$' escaped (a pair would be typeset as a formula, or stop the plot), at
+    most `max_chars` characters (a 10,000-character model name would fill the legend)."""
+    return short_label(text, max_chars).replace("$", "\\$")
+
+
 def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells with each '$' escaped (a pair would be typeset as a formula, or stop the plot), at most
-    MAX_PLOT_LABEL characters (a 10,000-character model name would fill the legend). Each distinct text once."""
+    """Text cells made `literal`, each distinct text once."""
     escaped = {}
     for column in [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)]:  # object or str
-        dirty = {v: short_label(v, MAX_PLOT_LABEL).replace("$", "\\$") for v in frame[column].dropna().unique()
+        dirty = {v: literal(v) for v in frame[column].dropna().unique()
                  if isinstance(v, str) and ("$" in v or len(v) > MAX_PLOT_LABEL)}
         if dirty:  # a lookup per cell: DataFrame.replace with a dict compares every cell with every key
             values = frame[column]
@@ -49,16 +55,18 @@ def literal_labels(plot):
     return draw
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        fig.tight_layout(rect=(0, getattr(fig, "legend_space", 0.0), 1, 1))  # room for a figure legend below
+def _save(fig: plt.Figure, path: Path, dpi: int = DPI, tight: bool = True) -> Path:
+    """`tight`: laid out to fit its text; a figure laid out once by hand (fixed margins) is saved as it is."""
+    if tight:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout(rect=(0, getattr(fig, "legend_space", 0.0), 1, 1))  # room for a figure legend below
     try:  # through a temporary in the report's folder: a link planted at the PNG's name is replaced, not followed
         with replacing(path.parent, path.name, "report folder", "pass --out with the folder itself") as handle, \
                 warnings.catch_warnings():
             # A host name in a script or emoji the font lacks is drawn as a box: two stderr lines per glyph say no more.
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
-            fig.savefig(handle, dpi=DPI, format="png")
+            fig.savefig(handle, dpi=dpi, format="png")
     finally:
         plt.close(fig)
     return path
@@ -112,7 +120,7 @@ def compact(value: float) -> str:
 def _plain_numbers(ax: plt.Axes, axis: str = "y") -> None:
     """Log axes with compact tick labels (0.19, 4.2, 780, 5k), not 1.9×10⁻¹, and labels even when the
     data span less than a decade (ticks at 1, 2 and 5 of each decade)."""
-    target = ax.yaxis if axis == "y" else ax.xaxis
+    target = getattr(ax, f"{axis}axis")
     target.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: compact(value)))
     target.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -120,7 +128,7 @@ def _plain_numbers(ax: plt.Axes, axis: str = "y") -> None:
 
 def linear_numbers(ax: plt.Axes, axis: str = "x") -> None:
     """A linear axis with at most five compact tick labels (10k, 20k, 30k: never run together)."""
-    target = ax.yaxis if axis == "y" else ax.xaxis
+    target = getattr(ax, f"{axis}axis")
     target.set_major_locator(matplotlib.ticker.MaxNLocator(5))
     target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: compact(value)))
 
@@ -171,36 +179,47 @@ def _drawable(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return rows[(rows[x] > 0) & (rows[y] > 0)] if {x, y} <= set(rows.columns) else rows.iloc[0:0]
 
 
+def _log2_x(ax: plt.Axes) -> None:
+    ax.set_xscale("log", base=2)
+
+
+def _ladders(rows: pd.DataFrame, y: str, panels: list[str], styles: dict[str, dict[str, object]],
+             peak: Callable[[str, str], float | None], labels: tuple[str, str, str], path: Path,
+             x_scale: Callable[[plt.Axes], None] = _log2_x) -> Path:
+    """A log panel per value of `panel`, `y` over size, a line per value of `line` with its builds' IQR band and,
+    where `peak(device name, panel)` knows it, the peak dashed. `labels`: the dashed note, x label, y label."""
+    fig, axes = _panels(len(panels))
+    for ax, panel in zip(axes, panels):
+        dashed = False
+        for label, line in rows[rows["panel"] == panel].groupby("line"):
+            line = line.sort_values("size")
+            ax.plot(line["size"], line[y], label=label, **styles[label])
+            _band(ax, line, "size", y, str(styles[label]["color"]))
+            value = peak(str(line["device_name"].iloc[0]), panel)
+            if value:
+                ax.axhline(value, color=str(styles[label]["color"]), linestyle="--", linewidth=0.8)
+                dashed = True
+        x_scale(ax)
+        ax.set_yscale("log")
+        _plain_numbers(ax)
+        ax.set_title(str(panel) + (f" (dashed: {labels[0]})" if dashed else ""), fontsize=9)
+        ax.set_xlabel(labels[1])
+        ax.set_ylabel(labels[2])
+        ax.grid(True, which="both", alpha=0.3)
+    _legend(fig, axes)
+    return _save(fig, path)
+
+
 @literal_labels
 def matmul_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     """One panel per dtype: TFLOP/s over n per machine, the datasheet peak dashed."""
     rows = _drawable(cases[cases["workload"] == "matmul"], "size", "tflops")
-    if rows.empty:
-        return None
-    dtypes = [d for d in ("fp32", "tf32", "fp16", "bf16") if d in set(rows["dtype"])]
+    dtypes = [d for d in ("fp32", "tf32", "fp16", "bf16") if d in set(rows["dtype"])] if not rows.empty else []
     if not dtypes:  # rows of a dtype this plot does not know (a hand-made or foreign file): no panel to draw
         return None
-    fig, axes = _panels(len(dtypes))
-    styles = line_styles(sorted(rows["machine"].unique()))
-    for ax, dtype in zip(axes, dtypes):
-        for machine, group in rows[rows["dtype"] == dtype].groupby("machine"):
-            series = group.sort_values("size")
-            style = dict(styles[machine], linestyle="-")
-            ax.plot(series["size"], series["tflops"], label=machine, **style)
-            _band(ax, series, "size", "tflops", str(style["color"]))
-            peak = peak_tflops(str(series["device_name"].iloc[0]), dtype)
-            if peak:
-                ax.axhline(peak, color=str(style["color"]), linestyle="--", linewidth=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        _plain_numbers(ax)
-        dashed = any(line.get_linestyle() == "--" for line in ax.lines)
-        ax.set_title(f"{dtype}" + (" (dashed: datasheet peak)" if dashed else ""), fontsize=9)
-        ax.set_xlabel("n (square matmul)")
-        ax.set_ylabel("TFLOP/s")
-        ax.grid(True, which="both", alpha=0.3)
-    _legend(fig, axes)
-    return _save(fig, out / "matmul_tflops.png")
+    styles = {m: dict(style, linestyle="-") for m, style in line_styles(sorted(rows["machine"].unique())).items()}
+    return _ladders(rows.assign(panel=rows["dtype"], line=rows["machine"]), "tflops", dtypes, styles, peak_tflops,
+                    ("datasheet peak", "n (square matmul)", "TFLOP/s"), out / "matmul_tflops.png")
 
 
 def _transfer_label(row: pd.Series) -> str:
@@ -214,36 +233,16 @@ def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None
     rows = _drawable(cases[cases["workload"] == workload], "size", "gbps")
     if rows.empty:
         return None
-    if workload == "transfer":
+    transfer = workload == "transfer"
+    if transfer:
         rows = rows.assign(panel=rows["direction"].astype(str),
                            line=rows["machine"] + " · " + rows.apply(_transfer_label, axis=1))
     else:
         rows = rows.assign(panel=rows["op"].astype(str) + " · " + rows["dtype"].astype(str), line=rows["machine"])
-    panels = sorted(rows["panel"].unique())
-    styles = line_styles(sorted(rows["line"].unique()))
-    fig, axes = _panels(len(panels))
-    for ax, panel in zip(axes, panels):
-        dashed = False
-        for label, line in rows[rows["panel"] == panel].groupby("line"):
-            line = line.sort_values("size")
-            ax.plot(line["size"], line["gbps"], label=label, **styles[label])
-            _band(ax, line, "size", "gbps", str(styles[label]["color"]))
-            peak = peak_gbps(str(line["device_name"].iloc[0])) if workload != "transfer" else None
-            if peak:
-                ax.axhline(peak, linestyle="--", linewidth=0.8, color=str(styles[label]["color"]))
-                dashed = True
-        if workload == "transfer":
-            byte_sizes(ax)
-        else:
-            ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        _plain_numbers(ax)
-        ax.set_title(str(panel) + (" (dashed: memory peak)" if dashed else ""), fontsize=9)
-        ax.set_xlabel("bytes per transfer" if workload == "transfer" else "elements per tensor (log2)")
-        ax.set_ylabel("GB/s")
-        ax.grid(True, which="both", alpha=0.3)
-    _legend(fig, axes)
-    return _save(fig, out / f"{workload}_gbps.png")
+    return _ladders(rows, "gbps", sorted(rows["panel"].unique()), line_styles(sorted(rows["line"].unique())),
+                    lambda device, _: None if transfer else peak_gbps(device),
+                    ("memory peak", "bytes per transfer" if transfer else "elements per tensor (log2)", "GB/s"),
+                    out / f"{workload}_gbps.png", byte_sizes if transfer else _log2_x)
 
 
 def _hue_labels(rows: pd.DataFrame, hues: tuple[str, ...]) -> pd.Series:

@@ -21,10 +21,6 @@ from gpubench.reports.units import human_column
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
 
 
-def _name(path: Path | None) -> str | None:
-    return path.name if path else None
-
-
 PIVOT_ROWS = 12  # a longer table of several machines gets a row per setting and a column per machine
 
 
@@ -65,7 +61,7 @@ def _cases_table(cases: pd.DataFrame, workload: str, columns: tuple[str, ...] | 
 
 def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     peak = tables.matmul_peak_table(cases)
-    return section(spec.title, image(_name(plots.matmul_plot(cases, out)), "matmul TFLOP/s"),
+    return section(spec.title, image(plots.matmul_plot(cases, out), "matmul TFLOP/s"),
                    "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
                    f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the "
                    "builds' IQR (the datasheet peaks gpubench knows: `gpubench env --peaks`):",
@@ -93,7 +89,7 @@ def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
         by_tier = rows.groupby(["machine", "memory_tier"])["gbps"].max().unstack("memory_tier")
         headline = ["Best GB/s by memory tier: `dram` = working set >= 8x the last-level cache (the memory headline), "
                     "`cache` = fits in it.", md_table(by_tier, index=True)]
-    return section(spec.title, image(png.name, f"{workload} GB/s"), *headline)
+    return section(spec.title, image(png, f"{workload} GB/s"), *headline)
 
 
 def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
@@ -123,7 +119,7 @@ def epoch_settings(epochs: pd.DataFrame) -> str:
 
 def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
-    parts = [section(spec.title, image(_name(bar_plots.epoch_plot(cases, out)), "epoch throughput"),
+    parts = [section(spec.title, image(bar_plots.epoch_plot(cases, out), "epoch throughput"),
                      "Guide template against the fastest setting whose test accuracy is within "
                      f"{tables.EQUAL_ACCURACY} of the template's (faster but less accurate settings are listed apart). "
                      "Diverged runs are failed rows and never count:",
@@ -132,7 +128,7 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
                      epoch_settings(tables.epoch_table(frame)), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:
-        parts.append(section("torch.compile", image(_name(bar_plots.compile_plot(compiled, out)), "compile cost"),
+        parts.append(section("torch.compile", image(bar_plots.compile_plot(compiled, out), "compile cost"),
                              "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the "
                              "steady-state step, eager and compiled on the same batch; break-even = compile time / "
                              "step gain. Medians over runs.", md_table(compiled, human=True)))
@@ -150,7 +146,7 @@ def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: 
 
 
 def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    return section(spec.title, image(_name(bar_plots.memory_plot(cases, out)), "memory vs speed"),
+    return section(spec.title, image(bar_plots.memory_plot(cases, out), "memory vs speed"),
                    "`mem_source`: cuda-allocator = the caching allocator's peak; cpu-profiler = the CPU allocator's "
                    "peak over one step above what was alive before it (never compare the two).",
                    strategies_table(cases[cases["workload"] == workload]))
@@ -186,14 +182,10 @@ def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSec
     draw = bar_plots.spec_bars if spec.plot is not None and spec.plot.bars else plots.spec_plot
     png = draw(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
     columns = spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
-    return section(spec.title, image(_name(png), workload) if png else "", spec.intro,
+    return section(spec.title, image(png, workload), spec.intro,
                    _cases_table(cases, workload, columns))
 
 
 RENDERERS: dict[str, Renderer] = {"matmul": matmul, "matmul_speedup": matmul_speedup, "bandwidth": bandwidth,
                                   "selfcheck": selfcheck, "mnist_epoch": mnist_epoch,
                                   "time_to_accuracy": time_to_accuracy, "memory_strategies": memory_strategies}
-
-
-def render(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    return (RENDERERS[spec.renderer] if spec.renderer else generic)(frame, cases, out, spec, workload)

@@ -274,8 +274,7 @@ def nvml_probe() -> int:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from gpubench.harness.devices.energy import nvml_index
-    from gpubench.harness.devices.nvml_probe import load_nvml
+    from gpubench.harness.devices.nvml_probe import load_nvml, nvml_index
 
     torch.ones(1, device="cuda")  # a context: this process is now a compute process
     nvml = load_nvml()

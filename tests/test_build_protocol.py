@@ -72,7 +72,7 @@ print("torch._dynamo" in sys.modules)
 print(fork_server.preload_compiler() or "fork ok")
 before = set(sys.modules)
 import torch
-from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
+from gpubench.harness.devices.device import cpu_peak_bytes
 cpu_peak_bytes(lambda: torch.randn(1000))
 print(sorted(name for name in set(sys.modules) - before if name.startswith("torch._dynamo")))
 """

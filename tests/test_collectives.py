@@ -352,7 +352,7 @@ def test_nccl_ranks_time_and_check_every_collective(tmp_path) -> None:
 def test_a_ranks_check_holds_no_more_than_the_memory_the_skip_counts(name):
     """memory_skip refuses a size whose MEMORY_PER_SIZE multiple does not fit the GPU: the check's own
     buffers (inputs, result, expected result, their temporaries, the comparison) must fit that multiple."""
-    from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
+    from gpubench.harness.devices.device import cpu_peak_bytes
 
     size = 2**20  # small: what this process's allocator keeps after the test stays small for the tests after it
     collective, ranks = COLLECTIVES[name], Ranks(1, 2)

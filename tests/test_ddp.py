@@ -15,13 +15,13 @@ import torch.multiprocessing as mp
 from fakes import FakeBenchmark, RunContext, run_with
 from runs import REPO, processes_of
 
-from gpubench.harness.devices import nproc
+from gpubench.harness.devices import device as nproc
 from gpubench.harness.measurement.cases import CaseSkipped
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.processes.lifetime import kill_tree as kill_launch
-from gpubench.harness.devices.nproc import check_nproc, default_nproc
+from gpubench.harness.devices.device import check_nproc, default_nproc
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION

@@ -68,26 +68,25 @@ class DataSource:
         self._on_device.clear()
 
 
-def preloaded_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, shuffle: bool) -> Iterator[Batch]:
-    """Batches indexed from device-resident tensors: no per-image Python, no workers, no per-step host copies."""
-    count = labels.shape[0]
-    order = torch.randperm(count, device=labels.device) if shuffle else None
-    for begin in range(0, count, batch_size):
-        if order is None:
-            yield images[begin:begin + batch_size], labels[begin:begin + batch_size]
-        else:
-            index = order[begin:begin + batch_size]
-            yield images[index], labels[index]
-
-
+@dataclass(eq=False)  # hashable by identity, as a DataLoader
 class PreloadedLoader:
-    """Re-iterable, like a DataLoader, over preloaded_batches."""
+    """Re-iterable, like a DataLoader: batches indexed from device-resident tensors (no per-image Python, no
+    workers, no per-step host copies)."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, shuffle: bool) -> None:
-        self.images, self.labels, self.batch_size, self.shuffle = images, labels, batch_size, shuffle
+    images: torch.Tensor
+    labels: torch.Tensor
+    batch_size: int
+    shuffle: bool
 
     def __iter__(self) -> Iterator[Batch]:
-        return preloaded_batches(self.images, self.labels, self.batch_size, self.shuffle)
+        count = self.labels.shape[0]
+        order = torch.randperm(count, device=self.labels.device) if self.shuffle else None
+        for begin in range(0, count, self.batch_size):
+            if order is None:
+                yield self.images[begin:begin + self.batch_size], self.labels[begin:begin + self.batch_size]
+            else:
+                index = order[begin:begin + self.batch_size]
+                yield self.images[index], self.labels[index]
 
     def __len__(self) -> int:
         return -(-self.labels.shape[0] // self.batch_size)

@@ -132,23 +132,17 @@ def how_to_restore(name: str) -> str:
     return "delete it and re-download MNIST (leave GPUBENCH_DOWNLOAD unset), or copy the IDX file again"
 
 
-def check_idx_files(name: str, root: Path) -> None:
-    """Before any case: present IDX files must be whole (a copy cut by a full disk or a killed extraction would fail
-    every training case); missing ones are fetched or extracted later."""
-    for file_name in IDX_FILES:
-        path = raw_dir(root, name) / file_name
-        if path.exists():
-            problem = idx_problem(path)
-            if problem:
-                raise UsageError(f"{path} {problem} — {how_to_restore(name)}")
-
-
 def check_dataset_files(name: str, root: Path) -> None:
-    """check_idx_files for the data a run will read; for auto, the folder auto picks first."""
+    """Before any case, for the data a run will read (for auto, the folder auto picks first): present IDX files must
+    be whole (a copy cut by a full disk or a killed extraction would fail every training case); missing ones are
+    fetched or extracted later."""
     if name == "auto":
         name = "mnist" if has_idx_files(raw_dir(root, "mnist")) else "fashion-mnist"
-    if name in ("mnist", "fashion-mnist"):
-        check_idx_files(name, root)
+    if name not in ("mnist", "fashion-mnist"):
+        return
+    for path in (raw_dir(root, name) / file_name for file_name in IDX_FILES):
+        if path.exists() and (problem := idx_problem(path)):
+            raise UsageError(f"{path} {problem} — {how_to_restore(name)}")
 
 
 def _can_write(folder: Path) -> bool:

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 import torch
 
-from gpubench.harness.devices.nvml_probe import AVERAGED_POWER_WINDOW_S, load_nvml, probe_nvml, running_pids
+from gpubench.harness.devices.nvml_probe import (AVERAGED_POWER_WINDOW_S, load_nvml, nvml_handle, nvml_index,
+                                                 probe_nvml, running_pids, why)
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 NVML_MIN_WINDOW_S = 1.0  # the counter moves every 20-100 ms: shorter regions are mostly quantization
@@ -109,24 +110,11 @@ def rapl_counter(root: Path = POWERCAP_ROOT) -> tuple[RaplCounter | None, str]:
         return None, f"RAPL energy counters cannot be read ({error}) — CPU energy columns stay empty"
 
 
-def nvml_index(torch_index: int) -> int:
-    """NVML's number for torch's GPU: NVML numbers physically, torch after CUDA_VISIBLE_DEVICES (=3: cuda:0 is
-    NVML's 3); torch's own mapping where it has one."""
-    mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
-    if mapping is None:
-        return torch_index
-    try:
-        return int(mapping(torch_index))
-    except Exception:  # an unparsable CUDA_VISIBLE_DEVICES: torch's numbering is the best guess
-        return torch_index
-
-
 def nvml_counter(index: int, nvml_loader: Callable[[], Any] = load_nvml) -> tuple[NvmlCounter | None, str]:
     try:
         return NvmlCounter(index, nvml_loader()), ""
     except Exception as error:  # no nvidia-ml-py, no driver, a GPU older than Volta, no permission
-        text = " ".join(str(error).split()) or type(error).__name__
-        return None, (f"no NVML energy counter ({text}; needs nvidia-ml-py and a Volta or newer GPU) — "
+        return None, (f"no NVML energy counter ({why(error)}; needs nvidia-ml-py and a Volta or newer GPU) — "
                       "energy columns stay empty")
 
 
@@ -282,8 +270,7 @@ def gpu_sampler(device: torch.device, nvml_loader: Callable[[], Any] = load_nvml
     if device.type != "cuda":
         return None
     try:
-        nvml = nvml_loader()
-        handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(device.index or 0))
+        nvml, handle = nvml_handle(device.index or 0, nvml_loader)
     except Exception:  # no NVML: the rows simply carry no telemetry (the energy note says why)
         return None
     probe = probe_nvml(nvml, handle)

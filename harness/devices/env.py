@@ -17,8 +17,8 @@ import torch
 
 import gpubench.harness
 from gpubench import CHECKOUT
-from gpubench.harness.devices.energy import nvml_index
-from gpubench.harness.devices.nvml_probe import instant_power_w, load_nvml, running_pids
+from gpubench.harness.devices.nvml_probe import (as_text, instant_power_w, load_nvml, nvml_handle, read_each,
+                                                 running_pids)
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.reports.units import human
 
@@ -63,25 +63,14 @@ def git_commit() -> str:
         return "unknown"
 
 
-def _cuda_fields(index: int) -> dict[str, Any]:
-    props = torch.cuda.get_device_properties(index)
-    return {
-        "device_name": props.name,
-        "gpu_mem_bytes": int(props.total_memory),
-        "sm_count": int(props.multi_processor_count),
-        "compute_capability": f"{props.major}.{props.minor}",
-    }
-
-
 def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> dict[str, Any]:
     """NVML clocks, power and temperature, each field on its own (an unreported one is left out; {} without NVML).
     Read at a run's start and end: throttling explains many odd results."""
     try:
-        nvml = nvml_loader()
-        handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index(index))
+        nvml, handle = nvml_handle(index, nvml_loader)
     except Exception:  # NVML missing or no driver
         return {}
-    fields: dict[str, Callable[[], Any]] = {
+    return read_each({
         "gpu_sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
         "gpu_mem_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
         "gpu_temp_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
@@ -89,22 +78,14 @@ def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) ->
         "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
         "gpu_power_instant_w": lambda: instant_power_w(nvml, handle),
         "gpu_power_limit_w": lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
-    }
-    reading: dict[str, Any] = {}
-    for name, read in fields.items():
-        try:
-            reading[name] = read()
-        except Exception:  # noqa: BLE001 - NotSupported (VMs) or NoPermission: this field only
-            continue
-    return reading
+    })
 
 
 def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> int | None:
     """Other processes (not ours) holding a GPU context: another job changes results. None where NVML cannot tell
     (running_pids says why; the run says it once)."""
     try:
-        nvml = nvml_loader()
-        pids, _ = running_pids(nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(index)))
+        pids, _ = running_pids(*nvml_handle(index, nvml_loader))
         return None if pids is None else len(pids - our_pids())
     except Exception:  # NVML missing, no permission, or inside a container that hides pids
         return None
@@ -154,11 +135,7 @@ def llc_bytes(device: torch.device) -> int | None:
 
 def driver_version() -> str:
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
+        return as_text(load_nvml().nvmlSystemGetDriverVersion())
     except Exception:
         return ""
 
@@ -172,12 +149,9 @@ def machine_id(fields: dict[str, Any]) -> str:
 def nvml_gpu_names() -> list[str]:
     """Every GPU of the node by NVML name (no CUDA context; CUDA_VISIBLE_DEVICES hides none); [] without NVML."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                 for i in range(pynvml.nvmlDeviceGetCount())]
-        return [name.decode() if isinstance(name, bytes) else str(name) for name in names]
+        nvml = load_nvml()
+        return [as_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
+                for i in range(nvml.nvmlDeviceGetCount())]
     except Exception:  # NVML missing, no driver
         return []
 
@@ -225,7 +199,9 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "git_commit": git_commit(),
     }
     if device.type == "cuda":
-        fields.update(_cuda_fields(device.index or 0))
+        props = torch.cuda.get_device_properties(device.index or 0)
+        fields.update(device_name=props.name, gpu_mem_bytes=int(props.total_memory),
+                      sm_count=int(props.multi_processor_count), compute_capability=f"{props.major}.{props.minor}")
     elif device.type == "mps":
         fields["device_name"] = f"Apple MPS ({cpu})"
     names = [torch.cuda.get_device_name(i) for i in range(fields["device_count"])]

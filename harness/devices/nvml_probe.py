@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 POWER_INSTANT_FIELD = 186  # NVML_FI_DEV_POWER_INSTANT in nvml.h (milliwatts), for a pynvml without the name
 NVML_SUCCESS = 0
 AVERAGED_POWER_WINDOW_S = 1.0  # nvmlDeviceGetPowerUsage's averaging window on Ampere and newer
@@ -25,6 +27,40 @@ def load_nvml() -> Any:
 
     pynvml.nvmlInit()
     return pynvml
+
+
+def nvml_index(torch_index: int) -> int:
+    """NVML's number for torch's GPU: NVML numbers physically, torch after CUDA_VISIBLE_DEVICES (=3: cuda:0 is
+    NVML's 3); torch's own mapping where it has one."""
+    mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
+    if mapping is None:
+        return torch_index
+    try:
+        return int(mapping(torch_index))
+    except Exception:  # an unparsable CUDA_VISIBLE_DEVICES: torch's numbering is the best guess
+        return torch_index
+
+
+def nvml_handle(torch_index: int, nvml_loader: Callable[[], Any] = load_nvml) -> tuple[Any, Any]:
+    """NVML and its handle of torch's GPU `torch_index`; raises without NVML or a driver."""
+    nvml = nvml_loader()
+    return nvml, nvml.nvmlDeviceGetHandleByIndex(nvml_index(torch_index))
+
+
+def as_text(value: bytes | str) -> str:
+    """NVML's strings: bytes from older pynvml, str from newer."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_each(readers: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """One reading of every field; one that fails now is left out of this reading only."""
+    reading = {}
+    for name, read in readers.items():
+        try:
+            reading[name] = read()
+        except Exception:  # noqa: BLE001 - NotSupported (VMs), NoPermission, a transient error: this field only
+            continue
+    return reading
 
 
 def instant_power_w(nvml: Any, handle: Any) -> float:
@@ -61,14 +97,8 @@ class NvmlProbe:
     power: str = ""  # "instant" | "average" (a 1 s average) | "" (no power)
 
     def sample(self) -> dict[str, float]:
-        """One reading of every probed field; one that fails now is left out of this reading only."""
-        reading = {}
-        for name, read in self.readers.items():
-            try:
-                reading[name] = read()
-            except Exception:  # noqa: BLE001 - a transient NVML error costs one reading of one field
-                continue
-        return reading
+        """One reading of every probed field (read_each)."""
+        return read_each(self.readers)
 
     @property
     def note(self) -> str:

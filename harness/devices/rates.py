@@ -40,7 +40,7 @@ def best_s(fn: Callable[[], object], device: torch.device, repeats: int = REPEAT
 
 
 def matmul_rate(device: torch.device, dtype: str) -> float | None:
-    if dtype == "tf32" and device.type != "cuda" or dtype_skip_reason(device, dtype):
+    if dtype_skip_reason(device, dtype):  # tf32 off cuda among them
         return None
     n = PROBE_N.get(device.type, 256)
     a = torch.ones((n, n), device=device, dtype=TORCH_DTYPES[dtype])
@@ -52,12 +52,6 @@ def matmul_rate(device: torch.device, dtype: str) -> float | None:
         torch.set_float32_matmul_precision(previous)
 
 
-def copy_seconds(values: int, device: torch.device) -> float:
-    src = torch.ones(values, device=device)
-    dst = torch.empty_like(src)
-    return best_s(lambda: dst.copy_(src), device)
-
-
 def probe_rates(device: torch.device, process_start_s: float) -> Rates:
     """This device's rates (about a second; no gradients, nothing left allocated)."""
     with torch.no_grad():
@@ -65,7 +59,9 @@ def probe_rates(device: torch.device, process_start_s: float) -> Rates:
         # first, before an allocator caches
         touch_s = best_s(lambda: torch.empty(size, device=device).fill_(1.0), device, repeats=0)
         flops = {dtype: rate for dtype in TORCH_DTYPES if (rate := matmul_rate(device, dtype)) is not None}
-        copy_s = copy_seconds(size, device)
+        src = torch.ones(size, device=device)
+        dst = torch.empty_like(src)
+        copy_s = best_s(lambda: dst.copy_(src), device)
         one = torch.ones(1, device=device)
         launch_s = best_s(lambda: [one.add_(1) for _ in range(100)], device) / 100
         values = RANDN_VALUES.get(device.type, RANDN_VALUES["cpu"])

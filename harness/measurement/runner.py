@@ -10,7 +10,7 @@ from collections.abc import Callable
 from gpubench.harness.devices import device as devices
 from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.devices.cpu_memory import cpu_peak_bytes
+from gpubench.harness.devices.device import cpu_peak_bytes
 from gpubench.harness.measurement.energy_columns import energy_columns
 from gpubench.harness.devices.machine_load import LoadMeter, load_of
 from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
