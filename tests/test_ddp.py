@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from fakes import FakeBenchmark, RunContext, run_with
 from runs import REPO, processes_of
 
-from gpubench.harness.devices import device as nproc
+from gpubench.harness.devices import device as devices
 from gpubench.harness.measurement.cases import CaseSkipped
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
@@ -216,7 +216,7 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
 
 def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 4_000_000_000)
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda: 4_000_000_000)
     with pytest.raises(UsageError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use "
                                          r"--nproc 8 or fewer"):
         check_nproc(9, CPU)
@@ -226,7 +226,7 @@ def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
     with pytest.raises(UsageError, match="positive"):
         check_nproc(0, CPU)
     assert check_nproc(2, CPU) == 2
-    monkeypatch.setattr(nproc, "available_memory_bytes", lambda: 2_000_000_000)
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda: 2_000_000_000)
     assert default_nproc(CPU) == 1 and check_nproc(default_nproc(CPU), CPU) == 1  # the default is never refused
 
 
