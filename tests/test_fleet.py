@@ -17,7 +17,7 @@ import pytest
 
 from gpubench.harness.commands.cli import build_parser, main as cli_main
 from gpubench.harness.commands.fleet import DONE, FAILED, RUNNING, FleetJob, reason_from_log, settle, update
-from gpubench.harness.commands.fleet_targets import Target, parse_minutes, parse_targets
+from gpubench.harness.commands.fleet import Target, parse_minutes, parse_targets
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.commands.fleet_command import drive, run_argv, submit
 from gpubench.harness.records.job_files import private_folder

@@ -16,7 +16,7 @@ import pytest
 
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.fleet import exited, reason_from_log
-from gpubench.harness.commands.fleet_targets import parse_target
+from gpubench.harness.commands.fleet import parse_target
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.commands.fleet_command import check_args
 from gpubench.harness.processes.launch import Job, ProcessLauncher

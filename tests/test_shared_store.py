@@ -20,7 +20,7 @@ import pytest
 
 from gpubench.harness.commands.cli import main
 from gpubench.harness.commands.fleet import DONE, FAILED, FleetJob, settle
-from gpubench.harness.commands.fleet_targets import Target
+from gpubench.harness.commands.fleet import Target
 from gpubench.harness.records.safe_files import make_folder, open_new, replace_bytes
 
 SECOND_UID, STORE_GID = 65534, 65533  # nobody, and a group number no account is in

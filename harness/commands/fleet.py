@@ -1,4 +1,6 @@
-"""The watch over a `gpubench fleet` job (queued, running, done, failed and why). Slurm states come from
+"""`gpubench fleet`'s targets (`--target KEY=VALUE,...`: Slurm's partition, generic resources, constraint, node list,
+CPUs, time limit, the run's device), parsed and checked before any job is submitted, and the watch over each target's
+job (queued, running, done, failed and why). Slurm states come from
 `squeue -t all`, not submitit's `sacct`, which needs an accounting database many small clusters do not run. How a
 run ended is the exit code it recorded in the store, never submitit's result pickle (loading one can run code);
 without a record, squeue's last word or the job's log says why. Torch-free."""
@@ -13,9 +15,112 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.commands.fleet_targets import Target
-from gpubench.harness.core.exits import meaning_of
-from gpubench.harness.records.store import recorded_exit
+from gpubench.harness.core.exits import UsageError, meaning_of
+from gpubench.harness.records.store import recorded_exit, safe_name
+
+DEFAULT_TIME_MIN = 60
+TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
+SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
+MAX_TARGET_CHARS = 1024  # partitions, node lists and constraints run to tens of characters
+MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one job runs (Slurm's sbatch options); `device` is the run's --device there."""
+
+    name: str
+    partition: str | None = None
+    gres: str | None = None
+    time_min: int = DEFAULT_TIME_MIN
+    constraint: str | None = None
+    nodelist: str | None = None
+    cpus: int | None = None
+    device: str | None = None
+
+    def slurm_parameters(self) -> dict[str, Any]:
+        """submitit.SlurmExecutor's parameters (sbatch's --partition, --gres, --time, ...)."""
+        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition,
+                  "gres": self.gres, "constraint": self.constraint, "nodelist": self.nodelist,
+                  "cpus_per_task": self.cpus}
+        return {key: value for key, value in wanted.items() if value is not None}
+
+    def slurm_only(self) -> list[str]:
+        return [key for key in SLURM_ONLY_KEYS if getattr(self, key) is not None]
+
+
+def ascii_digits(text: str) -> bool:
+    """0-9 only: str.isdigit takes '²' and '٣', which int() then refuses or reads as another number."""
+    return text.isascii() and text.isdigit()
+
+
+def parse_minutes(text: str) -> int:
+    """`30` (minutes), `2:00:00` or `90:00` (Slurm's H:MM:SS and MM:SS) -> whole minutes."""
+    parts = text.split(":")
+    if not all(ascii_digits(part) for part in parts) or not 1 <= len(parts) <= 3:
+        raise UsageError(f"time={text}: give minutes (time=30) or H:MM:SS (time=2:00:00)")
+    seconds = sum(int(part) * scale for part, scale in zip(reversed(parts), (1, 60, 3600) if len(parts) > 1 else (60,)))
+    if seconds < 60:
+        raise UsageError(f"time={text}: a time limit under a minute cannot run the suite — give time=30 or more")
+    if seconds > MAX_TIME_MIN * 60:
+        raise UsageError(f"time={text}: over a year — give minutes (time=30) or H:MM:SS (time=2:00:00)")
+    return -(-seconds // 60)
+
+
+def parse_target(text: str, index: int) -> Target:
+    """`partition=gpu,gres=gpu:1,time=30`; named by name=, else the partition, node list, constraint or device."""
+    fields = target_fields(text)
+    cpus = fields.get("cpus")
+    if cpus is not None and not ascii_digits(cpus):
+        raise UsageError(f"--target {text!r}: cpus={cpus} is not a whole number")
+    label = next((fields[key] for key in ("name", "partition", "nodelist", "constraint", "device") if key in fields),
+                 f"target{index}")  # target_fields refuses an empty value
+    return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
+                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN,
+                  constraint=fields.get("constraint"), nodelist=fields.get("nodelist"),
+                  cpus=int(cpus) if cpus else None, device=fields.get("device"))
+
+
+def target_fields(text: str) -> dict[str, str]:
+    """key -> value of one --target; an empty one, an unknown key or a key given twice is refused
+    (the last of two silently won, and an empty --target ran a job nobody asked for)."""
+    fields: dict[str, str] = {}
+    if len(text) > MAX_TARGET_CHARS:  # named by its start: the whole of it filled the terminal, twice
+        raise UsageError(f"--target {text[:40]!r}... is {len(text)} characters long: no target needs more than "
+                         f"{MAX_TARGET_CHARS} — check how it was made")
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise UsageError(f"--target {text!r} is empty — give key=value pairs (--target partition=gpu,time=30), "
+                         "or no --target for one job here")
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value or key not in TARGET_KEYS:
+            raise UsageError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} "
+                             "— e.g. --target partition=gpu,gres=gpu:1,time=30")
+        if key in fields:
+            raise UsageError(f"--target {text!r}: {key}= is given twice — give it once")
+        unprintable = [char for char in value if not char.isprintable()]
+        if unprintable:  # a control character went on into the sbatch script, where sbatch refused it without naming it
+            raise UsageError(f"--target {text!r}: {key}={value!r} holds the control character {unprintable[0]!r} — "
+                             "give plain text")
+        foreign = [char for char in value if not char.isascii()]
+        # 'gрu' (Cyrillic р) went to sbatch, refused as if gpu; name= is made file-safe, cpus= and time= are numbers
+        if foreign and key not in ("name", "cpus", "time"):
+            raise UsageError(f"--target {text!r}: {key}={value} holds {foreign[0]!r} (U+{ord(foreign[0]):04X}), which "
+                             "is not ASCII: Slurm and torch name nothing so — type the value in ASCII")
+        fields[key] = value
+    return fields
+
+
+def parse_targets(texts: list[str] | None) -> list[Target]:
+    """The targets in order; none given: one on this machine. Names must differ (they name the runs)."""
+    targets = [parse_target(text, index + 1) for index, text in enumerate(texts or ["name=local"])]
+    names = [target.name for target in targets]
+    if twice := next((name for index, name in enumerate(names) if name in names[:index]), None):
+        raise UsageError(f"two targets are named {twice!r} — give each its own name=, "
+                         "e.g. --target partition=gpu,name=gpu-b")
+    return targets
+
 
 ENGINES = ("local", "slurm")
 SIGNAL_DELAY_S = 20  # submitit's USR2 before the limit ends a job it may not requeue: 90 s by default, all of time=1
@@ -25,10 +130,10 @@ LOG_TAIL_LINES = 12
 WAITING, QUEUED, RUNNING, DONE, FAILED = "waiting", "queued", "running", "done", "failed"
 
 # squeue's job states (man squeue, JOB STATE CODES): still in the queue, or ended and why.
-ACTIVE_STATES = {"PENDING": QUEUED, "CONFIGURING": QUEUED, "REQUEUED": QUEUED, "REQUEUE_FED": QUEUED,
-                 "REQUEUE_HOLD": QUEUED, "RESV_DEL_HOLD": QUEUED, "SPECIAL_EXIT": QUEUED, "RUNNING": RUNNING,
-                 "COMPLETING": RUNNING, "SUSPENDED": RUNNING, "STOPPED": RUNNING, "SIGNALING": RUNNING,
-                 "STAGE_OUT": RUNNING, "RESIZING": RUNNING}
+ACTIVE_STATES = {
+    **dict.fromkeys(("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
+                     "SPECIAL_EXIT"), QUEUED),
+    **dict.fromkeys(("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "RESIZING"), RUNNING)}
 ENDED_REASONS = {"CANCELLED": "cancelled (scancel, or an administrator)",
                  "TIMEOUT": "timed out (the target's time limit)", "NODE_FAIL": "its node failed",
                  "OUT_OF_MEMORY": "out of memory", "PREEMPTED": "preempted by the scheduler",
@@ -52,7 +157,7 @@ STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", 
                  "JobHeldAdmin", "JobHeldUser"}
 SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
 EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")  # submitit's trace of a failed command, in the job's log
-# gpubench run's exit 2 is argparse's usage error or a line of its own: the job's log says which (run_exit).
+# gpubench run's exit 2 is argparse's usage error or a line of its own: the job's log says which (exited).
 RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
 
 
@@ -73,6 +178,11 @@ class FleetJob:
     @property
     def finished(self) -> bool:
         return self.state in (DONE, FAILED)
+
+    @property
+    def live(self) -> bool:
+        """Submitted and not yet finished: what an update polls and a cancel stops."""
+        return self.job is not None and not self.finished
 
     @property
     def progress(self) -> str:
@@ -109,17 +219,13 @@ def read_log(job: Any) -> dict[str, str]:
     return streams
 
 
-def without_submitit_trace(text: str) -> str:
-    """What the run wrote, without submitit's traceback: its dozen lines of frames before `FailedJobError: <the
-    command's stderr>` filled the whole tail and hid the run's one-line error."""
-    return SUBMITIT_ERROR.split(text)[-1]
-
-
 def log_tail(job: Any, lines: int = LOG_TAIL_LINES) -> str:
-    """The last lines of the job's error stream, then of its output stream (where pytest reports)."""
+    """The last lines of the job's error stream, then of its output stream (where pytest reports), without
+    submitit's traceback: its dozen lines of frames before `FailedJobError: <the command's stderr>` hid the run's
+    one-line error."""
     parts = []
     for name, text in read_log(job).items():
-        kept = [line for line in without_submitit_trace(text).splitlines() if line.strip()][-lines:]
+        kept = [line for line in SUBMITIT_ERROR.split(text)[-1].splitlines() if line.strip()][-lines:]
         if kept:
             parts.append(f"--- {name} (last {len(kept)} lines)\n" + "\n".join(kept))
     return "\n".join(parts) or "(the job wrote no log)"
@@ -129,36 +235,23 @@ def whole_log(job: Any) -> str:
     return "\n".join(read_log(job).values())
 
 
-def log_marker(text: str) -> str | None:
-    """The reason Slurm wrote into a job's log when it ended it (`CANCELLED AT ... DUE TO ...`): the marker found
-    last (an earlier ENOSPC warning about a cache folder does not make a later scancel a full store)."""
-    found = [(text.rfind(marker), reason) for marker, reason in LOG_REASONS if marker in text]
-    return max(found)[1] if found else None
-
-
 def reason_from_log(text: str) -> str:
-    """Why a job that recorded no exit code ended: what Slurm wrote into its log, else the exit status submitit's
-    trace of the command names (a run refused before it had a folder to record it in)."""
-    if marker := log_marker(text):
-        return marker
+    """Why a job that recorded no exit code ended: the reason Slurm wrote into its log (`CANCELLED AT ... DUE TO
+    ...`), the marker found last (an earlier ENOSPC warning about a cache folder does not make a later scancel a full
+    store); else the exit status submitit's trace of the command names (a run refused before it had a folder)."""
+    if found := [(text.rfind(marker), reason) for marker, reason in LOG_REASONS if marker in text]:
+        return max(found)[1]
     statuses = EXIT_STATUS.findall(text)
     return exited(int(statuses[-1]), text) if statuses else "ended without a result (killed, or its node lost)"
 
 
 def exited(code: int, log: str) -> str:
-    meaning = run_exit(code, log)
+    """`gpubench run exited N (what N means)`; for 2, the run's own last error line in its log."""
+    meaning = meaning_of(code)
+    if code == 2:
+        usage, line = (RUN_ERROR.findall(log) or [("", "")])[-1]
+        meaning = ("usage error: " if usage else "") + line.strip()[:200]
     return f"gpubench run exited {code}" + (f" ({meaning})" if meaning else "")
-
-
-def run_exit(code: int, log: str) -> str:
-    """What an exit code of gpubench run means; for 2, the run's own last error line in its log."""
-    if code != 2:
-        return meaning_of(code)
-    errors = RUN_ERROR.findall(log)
-    if not errors:
-        return ""
-    usage, line = errors[-1]
-    return ("usage error: " if usage else "") + line.strip()[:200]
 
 
 def settle(fleet_job: FleetJob, queue_state: str | None, store: Path, now: float,
@@ -182,27 +275,23 @@ def settle(fleet_job: FleetJob, queue_state: str | None, store: Path, now: float
 
 def update(jobs: list[FleetJob], engine: str, store: Path) -> None:
     """Each submitted, unfinished job's state, from squeue (Slurm) or the process (local)."""
-    live = [j for j in jobs if j.job is not None and not j.finished]
+    live = [j for j in jobs if j.live]
     if not live:
         return
     now = time.monotonic()
-    if engine == "slurm":
-        states = squeue_states([str(j.job.job_id) for j in live])
-        if states is None:
-            return
-        for fleet_job in live:
-            state, _, why = states.get(str(fleet_job.job.job_id), "").partition("|")
-            if state in ACTIVE_STATES:
-                fleet_job.state = ACTIVE_STATES[state]
-                fleet_job.stuck = why if fleet_job.state == QUEUED and why in STUCK_REASONS else ""
-            else:
-                settle(fleet_job, state or None, store, now)
+    states = squeue_states([str(j.job.job_id) for j in live]) if engine == "slurm" else {}
+    if states is None:
         return
     for fleet_job in live:
-        if fleet_job.job.state == "RUNNING":
-            fleet_job.state = RUNNING
+        if engine == "slurm":
+            state, _, why = states.get(str(fleet_job.job.job_id), "").partition("|")
+        else:  # a local run that ended has recorded its exit if it could: no grace
+            state, why = ("RUNNING" if fleet_job.job.state == "RUNNING" else ""), ""
+        if state in ACTIVE_STATES:
+            fleet_job.state = ACTIVE_STATES[state]
+            fleet_job.stuck = why if fleet_job.state == QUEUED and why in STUCK_REASONS else ""
         else:
-            settle(fleet_job, None, store, now, grace_s=0.0)  # a local run that ended has recorded its exit if it could
+            settle(fleet_job, state or None, store, now, grace_s=RESULT_GRACE_S if engine == "slurm" else 0.0)
 
 
 def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
@@ -248,7 +337,7 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cance
     """Cancel every submitted, unfinished job (scancel on Slurm, SIGINT locally); on Slurm, wait until squeue no
     longer lists them as active."""
     outcome = Cancelled()
-    live = [j for j in jobs if j.job is not None and not j.finished]
+    live = [j for j in jobs if j.live]
     for fleet_job in live:
         try:
             if engine == "slurm":

@@ -13,14 +13,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from gpubench.harness.commands.fleet import (
-    DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, cancel_all, update,
+    DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, Target, cancel_all, parse_targets, update,
 )
-from gpubench.harness.commands.fleet_targets import Target, parse_targets
 from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import fail
@@ -113,16 +112,13 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
     try:
         check_folder(folder)  # changed since the fleet began (a chmod)? The job loads its command from there
         executor = make_executor(engine, folder, fleet_job.target)
-        if engine == "local":
-            # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its task:
-            # the run gets this machine's environment as the user gave it, or a GPU node measures its CPU
-            env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())})  # it stops if the fleet is killed
-            # cwd: the folder holding gpubench, where `python -m gpubench...` finds it when it is not installed
-            command = CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT), env=env)
-            with stderr_into(folder / "controller.log"):
-                fleet_job.job = executor.submit(command)
-        else:
-            fleet_job.job = executor.submit(CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT)))
+        # submitit's local controller sets CUDA_VISIBLE_DEVICES from gpus_per_node (none: "") for its task: a local
+        # run gets this machine's environment as the user gave it (or a GPU node measures its CPU), and stops with us
+        env = dict(os.environ, **{STOP_WITH_ENV: process_token(os.getpid())}) if engine == "local" else None
+        # cwd: the folder holding gpubench, where `python -m gpubench...` finds it when it is not installed
+        command = CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT), env=env)
+        with stderr_into(folder / "controller.log") if engine == "local" else nullcontext():
+            fleet_job.job = executor.submit(command)
     except Exception as error:  # noqa: BLE001 - sbatch refused it or could not run: submitit raises several types
         fleet_job.state, fleet_job.reason = FAILED, f"not submitted: {' '.join(str(error).split())[:400]}"
         say(f"[{fleet_job.target.name}]: FAILED — {fleet_job.reason}")
@@ -158,7 +154,7 @@ def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[
     seen: dict[str, str] = {}
     while not all(j.finished for j in jobs):
         for fleet_job in jobs:
-            busy = any(j.job is not None and not j.finished for j in jobs)
+            busy = any(j.live for j in jobs)
             if fleet_job.state == WAITING and (engine == "slurm" or not busy):
                 with signals_deferred():
                     submit_job(fleet_job)
@@ -265,7 +261,7 @@ def signals_deferred() -> Iterator[None]:
     with stop_signals_handled(lambda signum, frame: caught.append(signum)):
         yield
     if caught:
-        raise_interrupt(caught[0], None)
+        raise Stopped(caught[0])
 
 
 @contextmanager
@@ -280,25 +276,22 @@ def stop_signals_handled(handler: Any) -> Iterator[None]:
 
 
 def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = ExitCode.INTERRUPTED) -> int:
-    live = [j for j in jobs if j.job is not None and not j.finished]
-    if live:
+    """Every live job cancelled, then the rows measured named; a second Ctrl-C meanwhile is ignored (it ended the
+    fleet with a traceback)."""
+    if live := [j for j in jobs if j.live]:
         say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
-    with stop_signals_handled(signal.SIG_IGN):  # a second Ctrl-C would end the fleet with a traceback
-        return cancelled_and_kept(jobs, engine, store, code)
-
-
-def cancelled_and_kept(jobs: list[FleetJob], engine: str, store: Path, code: int) -> int:
-    cancelled = cancel_all(jobs, engine)
-    for label in cancelled.labels:
-        say(f"{label}: cancelled (interrupted)")
-    if cancelled.still_queued:
-        say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and "
-            "scancel them")
-    for fleet_job in jobs:
-        find_csv(fleet_job, store)
-    kept = [str(j.csv) for j in jobs if j.csv is not None]
-    say("interrupted" + (f": the rows measured are kept in {', '.join(kept)}" if kept else ": nothing was measured"))
-    return code
+    with stop_signals_handled(signal.SIG_IGN):
+        cancelled = cancel_all(jobs, engine)
+        for label in cancelled.labels:
+            say(f"{label}: cancelled (interrupted)")
+        if cancelled.still_queued:
+            say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and "
+                "scancel them")
+        for fleet_job in jobs:
+            find_csv(fleet_job, store)
+        kept = ", ".join(str(j.csv) for j in jobs if j.csv is not None)
+        say(f"interrupted: the rows measured are kept in {kept}" if kept else "interrupted: nothing was measured")
+        return code
 
 
 def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:

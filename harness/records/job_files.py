@@ -47,11 +47,11 @@ def trusted_owner(info: os.stat_result) -> bool:
     return info.st_uid in (os.geteuid(), 0)
 
 
-def others_can_replace(path: Path, info: os.stat_result) -> bool:
-    """Someone else could add, rename or remove what a folder holds: another user's, or group- or world-writable
-    without the sticky bit (a user private group counts as the owner)."""
+def others_can_write(path: Path, info: os.stat_result) -> bool:
+    """Users other than the owner could add, rename or remove what a folder holds: group- or world-writable without
+    the sticky bit (a user private group counts as the owner)."""
     writable = info.st_mode & (0o002 if own_group(path, info) else OTHERS_WRITE)
-    return not trusted_owner(info) or (bool(writable) and not info.st_mode & stat.S_ISVTX)
+    return bool(writable) and not info.st_mode & stat.S_ISVTX
 
 
 def own_group(path: Path, info: os.stat_result) -> bool:
@@ -66,16 +66,11 @@ def own_group(path: Path, info: os.stat_result) -> bool:
         return False
     if any(account.pw_gid == info.st_gid and account.pw_uid != info.st_uid for account in pwd.getpwall()):
         return False
-    return not has_acl(path)
-
-
-def has_acl(path: Path) -> bool:
-    """Whether `path` carries a POSIX access ACL (Linux; elsewhere, or on a file system without them: no)."""
     try:
         os.getxattr(path, "system.posix_acl_access")
     except (OSError, AttributeError):  # ENODATA: none; ENOTSUP: none on this file system; no getxattr: not Linux
-        return False
-    return True
+        return True  # no ACL
+    return False
 
 
 def chain(folder: Path) -> list[Path]:
@@ -93,14 +88,9 @@ def check_folder(folder: Path, what: str = "the jobs folder") -> None:
     if not trusted_owner(info) or info.st_mode & OTHERS:
         raise UntrustedFile(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
                             f"files kept there as code — chmod 700 it, or {TRUST_FIX}")
-    check_above(folder, what)
-
-
-def check_above(folder: Path, what: str = "the jobs folder") -> None:
-    """No folder above `folder` lets another user swap it (check_folder's second rule)."""
     for above in chain(folder)[1:]:
         info = os.stat(above)
-        if others_can_replace(above, info):
+        if not trusted_owner(info) or others_can_write(above, info):
             raise UntrustedFile(f"{described(above, info)}, above {what} {folder}, lets another user replace what "
                                 f"it holds, and gpubench loads the job files kept below it as code — {TRUST_FIX}")
 

@@ -4,10 +4,10 @@ under an old name starts a new history; kernel, driver, torch and the chosen dev
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,15 +23,11 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text).strip(".") or "host"
 
 
-def machine_hash(identity: dict[str, Any]) -> str:
-    text = "|".join(f"{key}={identity.get(key, '')}" for key in HARDWARE_KEYS)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
 def machine_folder_name(identity: dict[str, Any]) -> str:
     """`<hostname>-<8 hex digits of the hardware hash>`, e.g. `gpu-node07-3fa9c2d1`."""
     host = safe_name(str(identity.get("hostname", "")))[:MAX_HOST_CHARS]
-    return f"{host}-{machine_hash(identity)}"
+    hardware = "|".join(f"{key}={identity.get(key, '')}" for key in HARDWARE_KEYS)
+    return f"{host}-{hashlib.sha256(hardware.encode()).hexdigest()[:8]}"
 
 
 def results_dir_for(store: str | Path | None, results_dir: str | Path, default_results_dir: str,
@@ -70,13 +66,13 @@ def check_writable(folder: Path, store: str) -> None:
 def others_can_remove(folder: Path) -> tuple[str, bool] | None:
     """A line when others can remove or replace a run's files in `folder` (group- or world-writable, not sticky), and
     whether every user can (refused: gpubench makes nothing world-writable; a group gets a warning)."""
-    from gpubench.harness.records.job_files import described, own_group
+    from gpubench.harness.records.job_files import described, others_can_write
 
     try:
         info = os.stat(folder)
     except OSError:
         return None
-    if not info.st_mode & (0o002 if own_group(folder, info) else 0o022) or info.st_mode & stat.S_ISVTX:
+    if not others_can_write(folder, info):
         return None
     anyone = bool(info.st_mode & 0o002)
     fix = "have its owner chmod o-w,+t it, or pass another --store" if anyone else "have its owner chmod +t it"
@@ -93,8 +89,12 @@ def _read_only(path: Path) -> bool:
 
 def find_run(store: Path, run_id: str) -> Path | None:
     """The CSV of run `run_id` in whichever machine folder holds it."""
-    found = sorted(store.glob(f"*/{glob_escape(run_id)}.csv"))
-    return found[0] if found else None
+    return next(iter(run_files(store, run_id, ".csv")), None)
+
+
+def run_files(store: Path, run_id: str, suffix: str) -> list[Path]:
+    """`<store>/*/<run_id><suffix>`, sorted: a run id may hold glob's `*?[`."""
+    return sorted(store.glob(f"*/{glob.escape(run_id)}{suffix}"))
 
 
 MAX_EXIT_BYTES = 4096
@@ -117,7 +117,7 @@ def recorded_exit(store: Path, run_id: str) -> int | None:
     """The exit code `run_id` recorded; None if none (valid) yet, or not this user's own (a team could plant one)."""
     from gpubench.harness.records.safe_files import read_json
 
-    for path in sorted(store.glob(f"*/{glob_escape(run_id)}.exit.json")):
+    for path in run_files(store, run_id, ".exit.json"):
         try:
             record = read_json(path, MAX_EXIT_BYTES, "exit record", own=True)
         except (OSError, ValueError):
@@ -126,10 +126,6 @@ def recorded_exit(store: Path, run_id: str) -> int | None:
         if type(code) is int and 0 <= code <= 255:
             return code
     return None
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def runs_in(store: Path) -> dict[str, list[Path]]:
