@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +37,7 @@ from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.measurement.loop import time_call, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.common.collective_ops import COLLECTIVES, Collective, Ranks, gather_single, mismatch
-from gpubench.harness.workloads.common.torchrun_launch import Heartbeat
+from gpubench.harness.workloads.common.torchrun_launch import Heartbeat, exit_rank
 
 
 def _int_list(text: str) -> list[int]:
@@ -209,11 +208,7 @@ def main(argv: list[str] | None = None, collectives: Mapping[str, Collective] = 
 
 
 def run_as_script(collectives: Mapping[str, Collective] = COLLECTIVES) -> None:
-    code = main(collectives=collectives)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # As ddp_worker: gloo's threads can abort finalization after the work succeeded (torchrun: a failed rank).
-    os._exit(code)
+    exit_rank(partial(main, collectives=collectives))
 
 
 if __name__ == "__main__":

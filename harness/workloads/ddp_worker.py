@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.common.models import make_model
-from gpubench.harness.workloads.common.torchrun_launch import Heartbeat
+from gpubench.harness.workloads.common.torchrun_launch import Heartbeat, exit_rank
 
 
 @dataclass(frozen=True)
@@ -182,9 +181,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Gloo's threads can abort the interpreter's finalization (SIGABRT, "terminate called without an active
-    # exception"), which torchrun reports as a failed rank: every result is flushed by now, so skip finalization.
-    os._exit(code)
+    exit_rank(main)

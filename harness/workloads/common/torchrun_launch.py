@@ -9,12 +9,14 @@ import re
 import shutil
 import signal
 import stat
+import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gpubench import IMPORT_ROOT
 from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
@@ -194,3 +196,17 @@ class Heartbeat:
             except OSError:  # the workdir removed under a rank being torn down
                 return
             time.sleep(HEARTBEAT_PERIOD_S)
+
+
+def exit_rank(main: Callable[[], int]) -> NoReturn:
+    """Run a rank's main and leave without the interpreter's finalization, where gloo's threads can abort
+    (SIGABRT, "terminate called without an active exception") and torchrun would report a failed rank,
+    or a rank that failed with an exception as killed by a signal."""
+    try:
+        code = main()
+    except Exception:  # a failed collective: printed as Python would, then the same early exit
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
