@@ -15,14 +15,14 @@ from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import health, history, sections, summary, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
-from gpubench.reports.load import (OUT_FIX, ReportError, dedupe, load_energy_notes, load_results, load_top_ops,
-                                   spreadsheet_safe, write_merged)
+from gpubench.reports.load import (OUT_FIX, dedupe, load_energy_notes, load_results, load_top_ops, spreadsheet_safe,
+                                   write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
 from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
 
-__all__ = ["ReportError", "build_report", "render_report"]
+__all__ = ["build_report", "render_report"]
 
 OP_CHARS = 60  # a CUDA kernel's name is a C++ template signature of 200 characters and more: its head names it
 
@@ -260,8 +260,8 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
             text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, telemetry)
             replace_bytes(folder, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)
         return out / "report.md"
-    except (UnsafePath, UsageError) as error:
-        raise ReportError(str(error)) from None
+    except UnsafePath as error:
+        raise UsageError(str(error)) from None
     except OSError as error:
-        raise ReportError(f"cannot write the report in {out} ({error.strerror or error}) "
-                          "— pass --out with a writable folder") from None
+        raise UsageError(f"cannot write the report in {out} ({error.strerror or error}) "
+                         "— pass --out with a writable folder") from None

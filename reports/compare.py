@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from gpubench.reports import replicates
-from gpubench.reports.load import ReportError, dedupe, load_results, run_keys, samples
+from gpubench.reports.load import dedupe, load_results, run_keys, samples
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.paired import (factor, format_session, judge_session, judged_sequentially, paired_sides,
                                      pairing_problem, percent, reach)
@@ -51,12 +52,12 @@ def parse_threshold(text: str) -> float:
     try:
         value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
-        raise ReportError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
+        raise UsageError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
     if not text.endswith("%") and value >= 1:
-        raise ReportError(f"bad --threshold {text!r}: write {text}% for a percentage "
-                          "(or a fraction below 1, such as 0.05)")
+        raise UsageError(f"bad --threshold {text!r}: write {text}% for a percentage "
+                         "(or a fraction below 1, such as 0.05)")
     if not 0 < value < 10:
-        raise ReportError(f"bad --threshold {text!r}: use a percentage above 0 such as 5%")
+        raise UsageError(f"bad --threshold {text!r}: use a percentage above 0 such as 5%")
     return value
 
 
@@ -306,8 +307,8 @@ def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     """Builds pool per case within a side, so a side must hold a single machine's runs."""
     machines = sorted(set(frame["machine_id"]))
     if len(machines) > 1:
-        raise ReportError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) "
-                          "— compare one machine's runs per side")
+        raise UsageError(f"{path}: holds runs from {len(machines)} machines ({', '.join(machines)}) "
+                         "— compare one machine's runs per side")
     return frame
 
 
@@ -323,9 +324,9 @@ def same_devices(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, p
     base_device, new_device = device_of(base), device_of(new)
     common = set(base_device) & set(new_device)
     if not common:
-        raise ReportError(f"BASE ran on {', '.join(sorted(set(base_device)))}, NEW on "
-                          f"{', '.join(sorted(set(new_device)))}: across devices a verdict would judge the hardware, "
-                          "not the code — compare runs of one device (gpubench report compares machines)")
+        raise UsageError(f"BASE ran on {', '.join(sorted(set(base_device)))}, NEW on "
+                         f"{', '.join(sorted(set(new_device)))}: across devices a verdict would judge the hardware, "
+                         "not the code — compare runs of one device (gpubench report compares machines)")
     notes = [f"note: {len(devices)} rows on {', '.join(sorted(set(devices)))} (only in {side}) not judged: against "
              "another device a ratio is the hardware's"
              for side, devices in (("BASE", base_device[~base_device.isin(common)]),
@@ -373,7 +374,7 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     verdicts, only_base, only_new, notes = compare_frames(base_frame, new_frame, threshold)
     notes = paired_notes + differences + device_notes + notes
     if not verdicts:
-        raise ReportError(f"no case in common between {base} and {new} "
-                          "— compare runs of the same cases (same profile and device)")
+        raise UsageError(f"no case in common between {base} and {new} "
+                         "— compare runs of the same cases (same profile and device)")
     code = exit_code_of(verdicts)
     return format_comparison(verdicts, only_base, only_new, threshold, base_notes + new_notes + notes), code

@@ -1,5 +1,6 @@
 """Load and merge result CSVs for the report commands: results_reader.read_frame reads and checks them (the one
-reader); this finds the files, adds the report's labels, reads the sidecars and names errors as ReportError."""
+reader); this finds the files, adds the report's labels, reads the sidecars and names bad input as one UsageError
+line naming the file and the fix."""
 
 from __future__ import annotations
 
@@ -12,16 +13,13 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.catalog import short_id, spec_for
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.safe_files import RefusedRead, kind_problem, read_json
 from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
 from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
 from gpubench.reports.merged import write_cells
 from gpubench.reports.screen import screen
-
-
-class ReportError(ValueError):
-    """Bad input for report/compare: one line naming the file and the fix."""
 
 
 def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[Path]:
@@ -39,14 +37,14 @@ def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[P
         elif path.is_file():
             files.append(Path(os.path.realpath(path)) if path.is_symlink() else path)
         elif path.exists():
-            raise ReportError(f"{path}: not a regular file — name a results CSV or a folder of them")
+            raise UsageError(f"{path}: not a regular file — name a results CSV or a folder of them")
         else:
-            raise ReportError(f"{path}: no such file or folder")
+            raise UsageError(f"{path}: no such file or folder")
     if not files and left_out:  # nothing found because nothing could be listed: say that, not "run first"
-        raise ReportError(f"no results read in {', '.join(map(str, paths))}: {left_out[0]}")
+        raise UsageError(f"no results read in {', '.join(map(str, paths))}: {left_out[0]}")
     if not files:
-        raise ReportError(f"no CSV files found in {', '.join(map(str, paths))} "
-                          "— run `gpubench run` first or name a results folder")
+        raise UsageError(f"no CSV files found in {', '.join(map(str, paths))} "
+                         "— run `gpubench run` first or name a results folder")
     return files
 
 
@@ -55,7 +53,7 @@ def _walk(folder: Path, left_out: list[str] | None) -> list[Path]:
 
     def leave_out(line: str) -> None:
         if left_out is None:
-            raise ReportError(line)
+            raise UsageError(line)
         left_out.append(line)
 
     def unreadable(error: OSError) -> None:
@@ -99,7 +97,7 @@ def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[
             kept.append(path)
         except (SchemaError, OSError) as error:
             if path in named:
-                raise ReportError(_read_problem(error)) from None
+                raise UsageError(_read_problem(error)) from None
             left_out.append(_read_problem(error))
     return kept
 
@@ -129,11 +127,11 @@ def load_results(paths: list[Path], refused: list[str] | None = None,
         frame = read_frame(files, found)
     except (SchemaError, OSError) as error:  # a SchemaError already names the file and the fix
         if left_out is None:
-            raise ReportError(_read_problem(error)) from None
+            raise UsageError(_read_problem(error)) from None
         named = {Path(os.path.realpath(p)) if p.is_symlink() else p for p in paths}
         files = _readable(files, named, left_out)  # only on this path: each file read once more
         if not files:
-            raise ReportError(f"no readable results in {', '.join(map(str, paths))}: {left_out[0]}") from None
+            raise UsageError(f"no readable results in {', '.join(map(str, paths))}: {left_out[0]}") from None
         found = None if refused is None else []  # the chunks read before the failure named their rows already
         frame = read_frame(files, found)
     if refused is not None:
@@ -142,7 +140,7 @@ def load_results(paths: list[Path], refused: list[str] | None = None,
     if frame.empty:
         why = (f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused
                else "the files hold only headers; run some cases first")
-        raise ReportError(f"no result rows in {', '.join(map(str, paths))} — {why}")
+        raise UsageError(f"no result rows in {', '.join(map(str, paths))} — {why}")
     clean_text(frame)
     frame["flags"] = frame["flags"].fillna("")
     frame["reason"] = frame["reason"].fillna("")
@@ -348,7 +346,7 @@ def machine_labels(frame: pd.DataFrame) -> pd.Series:
     return label.where(torches <= 1, label + " torch " + torch)
 
 
-__all__ = ["KEY_SEP", "RUN", "ReportError", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys",
+__all__ = ["KEY_SEP", "RUN", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys",
            "write_merged"]
 
 
@@ -379,9 +377,9 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         key = conflicting[conflicting > 1].index[0]
         same = by_key.get_group(key)
         files = sorted(set(same["source_file"]))
-        raise ReportError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build "
-                          f"{int(same['build'].iloc[0])} twice with different figures (in {', '.join(files)}) "
-                          "— remove one of the files")
+        raise UsageError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build "
+                         f"{int(same['build'].iloc[0])} twice with different figures (in {', '.join(files)}) "
+                         "— remove one of the files")
     duplicated = frame.duplicated(subset=keys)
     runs = ", ".join(sorted(set(frame.loc[duplicated, "run_id"])))
     notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {runs} counted once"] if duplicated.any() else []

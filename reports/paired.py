@@ -17,7 +17,8 @@ import pandas as pd
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.records.safe_files import read_json
 from gpubench.reports import sequential as sq
-from gpubench.reports.load import ReportError
+
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of,
                                        exp_capped, t_estimate)
@@ -269,8 +270,8 @@ def judged_sequentially(base: Path) -> bool:
         payload = read_json(marker, MARKER_MAX_BYTES, "session marker")
     except (OSError, ValueError) as error:
         why = getattr(error, "strerror", None) or error
-        raise ReportError(f"cannot read {marker} ({why}): it says how the session chose its pairs — read it as the "
-                          "session's owner, or pass copies of the CSVs under other names") from None
+        raise UsageError(f"cannot read {marker} ({why}): it says how the session chose its pairs — read it as the "
+                         "session's owner, or pass copies of the CSVs under other names") from None
     return isinstance(payload, dict) and payload.get("design") == "sequential"
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpubench.harness.records.safe_files import RefusedRead, read_json
-from gpubench.reports.load import ReportError
+
+from gpubench.harness.core.exits import UsageError
 
 DEFAULT_PATH = Path(__file__).with_name("references.json")
 KINDS = ("gpubench", "published")
@@ -57,47 +58,47 @@ class References:
 
 def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ReportError(f"{where}: value {value!r} is not a positive number — fix the entry")
+        raise UsageError(f"{where}: value {value!r} is not a positive number — fix the entry")
     return float(value)
 
 
 def _figure(device: str, entry: object, where: str) -> Reference:
     if not isinstance(entry, dict):
-        raise ReportError(f"{where}: expected an object with figure, value, kind, source — fix the entry")
+        raise UsageError(f"{where}: expected an object with figure, value, kind, source — fix the entry")
     figure, kind, source = entry.get("figure"), entry.get("kind"), entry.get("source")
     if figure not in FIGURES:
-        raise ReportError(f"{where}: unknown figure {figure!r} — use one of {', '.join(FIGURES)}")
+        raise UsageError(f"{where}: unknown figure {figure!r} — use one of {', '.join(FIGURES)}")
     if kind not in KINDS:
-        raise ReportError(f"{where}: kind {kind!r} — use one of {', '.join(KINDS)}")
+        raise UsageError(f"{where}: kind {kind!r} — use one of {', '.join(KINDS)}")
     if not isinstance(source, str) or not source.strip():
-        raise ReportError(f"{where}: no source — every reference names where its number comes from")
+        raise UsageError(f"{where}: no source — every reference names where its number comes from")
     return Reference(device, figure, _number(entry.get("value"), where), kind, source)
 
 
 def _fingerprint(fields: object, where: str) -> dict[str, float]:
     if not isinstance(fields, dict):
-        raise ReportError(f"{where}: fingerprint must be an object of field -> {{value, source}} — fix the entry")
+        raise UsageError(f"{where}: fingerprint must be an object of field -> {{value, source}} — fix the entry")
     out = {}
     for name, entry in fields.items():
         if name not in FINGERPRINT_FIELDS:
-            raise ReportError(f"{where}.{name}: unknown fingerprint field — use one of "
-                              f"{', '.join(FINGERPRINT_FIELDS)}")
+            raise UsageError(f"{where}.{name}: unknown fingerprint field — use one of "
+                             f"{', '.join(FINGERPRINT_FIELDS)}")
         if not isinstance(entry, dict) or not str(entry.get("source", "")).strip():
-            raise ReportError(f"{where}.{name}: expected {{value, source}} with a source — fix the entry")
+            raise UsageError(f"{where}.{name}: expected {{value, source}} with a source — fix the entry")
         out[name] = _number(entry.get("value"), f"{where}.{name}")
     return out
 
 
 def parse_references(data: object, origin: str) -> References:
-    """Validated references from the decoded JSON; a bad entry is one ReportError naming it."""
+    """Validated references from the decoded JSON; a bad entry is one UsageError naming it."""
     if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("devices"), dict):
-        raise ReportError(f"{origin}: expected {{\"version\": 1, \"devices\": {{...}}}} — see docs/health.md")
+        raise UsageError(f"{origin}: expected {{\"version\": 1, \"devices\": {{...}}}} — see docs/health.md")
     figures: list[Reference] = []
     fingerprint: dict[str, dict[str, float]] = {}
     for device, body in data["devices"].items():
         where = f"{origin}: devices[{device!r}]"
         if not isinstance(body, dict) or not isinstance(body.get("figures", []), list):
-            raise ReportError(f"{where}: expected {{\"figures\": [...]}} — see docs/health.md")
+            raise UsageError(f"{where}: expected {{\"figures\": [...]}} — see docs/health.md")
         figures += [_figure(device, entry, f"{where}.figures[{i}]") for i, entry in enumerate(body.get("figures", []))]
         if "fingerprint" in body:
             fingerprint[device] = _fingerprint(body["fingerprint"], f"{where}.fingerprint")
@@ -111,10 +112,10 @@ def load_references(path: Path = DEFAULT_PATH) -> References:
     try:
         data = read_json(path, MAX_REFERENCES_BYTES, "references file")
     except RefusedRead as error:
-        raise ReportError(f"{error}; restore reports/references.json") from None
+        raise UsageError(f"{error}; restore reports/references.json") from None
     except OSError as error:
-        raise ReportError(f"{path}: cannot read the references ({error.strerror}) "
-                          "— restore reports/references.json") from None
+        raise UsageError(f"{path}: cannot read the references ({error.strerror}) "
+                         "— restore reports/references.json") from None
     except ValueError as error:
-        raise ReportError(f"{path}: not JSON ({error}) — fix the file") from None
+        raise UsageError(f"{path}: not JSON ({error}) — fix the file") from None
     return parse_references(data, str(path))

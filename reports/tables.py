@@ -55,10 +55,11 @@ def baseline_machine(frame: pd.DataFrame, baseline: str | None) -> str:
         return str(frame["machine"].iloc[0])
     match = frame[(frame["machine_id"] == baseline) | (frame["hostname"] == baseline)]
     if match.empty:
-        from gpubench.reports.load import ReportError
+
+        from gpubench.harness.core.exits import UsageError
 
         known = ", ".join(sorted(set(frame["machine_id"]) | set(frame["hostname"])))
-        raise ReportError(f"--baseline {baseline!r} matches no machine_id or hostname in the results (known: {known})")
+        raise UsageError(f"--baseline {baseline!r} matches no machine_id or hostname in the results (known: {known})")
     return str(match["machine"].iloc[0])
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpubench.reports.load import ReportError, load_results  # noqa: E402
+from gpubench.reports.load import load_results  # noqa: E402
+from gpubench.harness.core.exits import UsageError  # noqa: E402
 from gpubench.reports.paired import PairedSession, judge_session  # noqa: E402
 from gpubench.reports.verdicts import MACHINE_WIDE  # noqa: E402
 
@@ -160,7 +161,7 @@ def judged(folder: Path) -> PairedSession | None:
     marker = json.loads((folder / "ab.ab.json").read_text(encoding="utf-8"))
     try:
         a, b = (load_results([folder / f"ab-{side}.csv"]) for side in "AB")
-    except (ReportError, OSError):
+    except (UsageError, OSError):
         return None
     return judge_session(a, b, 0.05, ("A", "B"), sequential=marker.get("design") == "sequential")
 

@@ -281,10 +281,11 @@ def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(t
 def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_says_how_to_make_it_later(
         tmp_path, monkeypatch, capsys):
     from gpubench.reports import build
-    from gpubench.reports.load import ReportError
+
+    from gpubench.harness.core.exits import UsageError
 
     def refuse(*args, **kwargs):
-        raise ReportError("another gpubench report is writing out/ — wait for it")
+        raise UsageError("another gpubench report is writing out/ — wait for it")
 
     monkeypatch.setattr(build, "build_report", refuse)
     assert report_after_run([tmp_path / "r.csv"], tmp_path / "out", 0) == 0  # was 2: every case had run

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.commands import cli, run_command
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports import health
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import build_report
 from gpubench.reports.intervals import steady_best
-from gpubench.reports.load import ReportError, load_results, machine_labels, write_merged
+from gpubench.reports.load import load_results, machine_labels, write_merged
 from gpubench.reports.references import DEFAULT_PATH, FIGURES, load_references, parse_references
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ def test_committed_references_load_and_every_entry_names_its_source():
     ({"figure": "matmul_bf16_tflops", "value": True, "kind": "published", "source": "x"}, "not a positive number"),
 ])
 def test_a_bad_reference_is_one_line_naming_the_entry(entry, words):
-    with pytest.raises(ReportError) as error:
+    with pytest.raises(UsageError) as error:
         parse_references({"version": 1, "devices": {"GPU X": {"figures": [entry]}}}, "refs.json")
     assert words in str(error.value) and "devices['GPU X'].figures[0]" in str(error.value) and "\n" not in str(
         error.value)
@@ -88,9 +89,9 @@ def test_a_bad_reference_is_one_line_naming_the_entry(entry, words):
 def test_a_damaged_references_file_is_one_line(tmp_path):
     bad = tmp_path / "references.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ReportError, match="not JSON"):
+    with pytest.raises(UsageError, match="not JSON"):
         load_references(bad)
-    with pytest.raises(ReportError, match="version"):
+    with pytest.raises(UsageError, match="version"):
         parse_references({"devices": {}}, "refs.json")
 
 

@@ -18,7 +18,7 @@ from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.safe_files import RefusedRead, json_depth, read_json, read_regular
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.reports.build import build_report
-from gpubench.reports.load import ReportError, load_results, result_files
+from gpubench.reports.load import load_results, result_files
 
 CASE = "matmul/fp32-n64"
 MEDIANS_S = (1.0e-3, 1.1e-3, 0.9e-3)
@@ -125,7 +125,7 @@ def test_a_fifo_or_device_named_directly_is_refused_at_once(tmp_path):
     for path in (tmp_path / "pipe.csv", Path("/dev/zero")):
         with pytest.raises(RefusedRead, match="not a regular file"):
             read_regular(path, 1024)
-    with pytest.raises(ReportError, match="pipe.csv: not a regular file"):
+    with pytest.raises(UsageError, match="pipe.csv: not a regular file"):
         load_results([tmp_path / "pipe.csv"])
 
 
@@ -157,7 +157,7 @@ def test_a_link_out_of_a_folder_refuses_compare_naming_it(tmp_path):
     run(tmp_path / "a", "r1")
     run(tmp_path / "b", "r2")
     (tmp_path / "a" / "more").symlink_to(tmp_path / "b")
-    with pytest.raises(ReportError, match=r"a/more: a link to .*/b, outside .*/a — not followed"):
+    with pytest.raises(UsageError, match=r"a/more: a link to .*/b, outside .*/a — not followed"):
         load_results([tmp_path / "a"])
     (tmp_path / "a" / "loop").symlink_to(tmp_path / "a")  # inside: its target is walked as itself, once
     assert result_files([tmp_path / "a"], []) == [tmp_path / "a" / "r1.csv"]
@@ -185,7 +185,7 @@ def test_an_impossible_median_is_a_refused_row_in_a_report(tmp_path):
 
 def test_a_raw_sample_out_of_range_is_refused(tmp_path):
     edited(run(tmp_path, "r1"), "samples_s", "[0.001, 1e300]")
-    with pytest.raises(ReportError, match=r"column samples_s holds"):
+    with pytest.raises(UsageError, match=r"column samples_s holds"):
         load_results([tmp_path / "r1.csv"])
 
 
@@ -212,7 +212,7 @@ def test_a_column_named_twice_refuses_the_file(tmp_path):
     text = path.read_text(encoding="utf-8").splitlines()
     text = [line + ("," + ("median_s" if n == 0 else "5.0")) for n, line in enumerate(text)]
     path.write_text("\n".join(text) + "\n", encoding="utf-8")
-    with pytest.raises(ReportError, match=r"r1.csv: the header names column median_s twice .* — the file is damaged"):
+    with pytest.raises(UsageError, match=r"r1.csv: the header names column median_s twice .* — the file is damaged"):
         load_results([path])
 
 
@@ -220,7 +220,7 @@ def test_a_column_named_twice_refuses_the_file(tmp_path):
                                    "1969-12-31T23:59:59+00:00"])
 def test_a_timestamp_out_of_range_is_refused(tmp_path, stamp):
     edited(run(tmp_path, "r1"), "timestamp_utc", stamp, at=None)
-    with pytest.raises(ReportError, match=r"column timestamp_utc holds .*outside 1970 to 2100"):
+    with pytest.raises(UsageError, match=r"column timestamp_utc holds .*outside 1970 to 2100"):
         load_results([tmp_path / "r1.csv"])
 
 

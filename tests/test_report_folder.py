@@ -14,7 +14,8 @@ from test_read_faults import run
 
 from gpubench.reports import build
 from gpubench.reports.build import build_report
-from gpubench.reports.load import ReportError, load_results, machine_labels
+from gpubench.reports.load import load_results, machine_labels
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports.markdown import INVISIBLE, MAX_LABEL_CHARS
 from gpubench.reports.plots import MAX_PLOT_LABEL, _literal_dollars
 
@@ -105,7 +106,7 @@ def snapshot(out: Path) -> dict[str, bytes]:
 
 def test_a_baseline_typo_leaves_the_previous_report_whole(previous, tmp_path):
     before = snapshot(previous)
-    with pytest.raises(ReportError, match="--baseline 'nosuch' matches no machine_id or hostname"):
+    with pytest.raises(UsageError, match="--baseline 'nosuch' matches no machine_id or hostname"):
         build_report([tmp_path / "second"], previous, "nosuch")
     assert snapshot(previous) == before and sorted(p.name for p in tmp_path.iterdir()) == ["first", "out", "second"]
 
@@ -116,7 +117,7 @@ def test_a_second_report_into_one_out_is_refused_while_the_first_writes(previous
     def render_while_another_starts(frame, out, *args, **kwargs):  # another `gpubench report --out` starts now
         try:
             build_report([tmp_path / "first"], previous, None)
-        except ReportError as error:
+        except UsageError as error:
             refusals.append(str(error))
         return render(frame, out, *args, **kwargs)
 
@@ -138,7 +139,7 @@ def test_a_report_replaces_the_previous_one_whole(previous, tmp_path):
 def test_an_out_holding_other_files_is_refused_before_anything_is_written(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(ReportError, match=r"out holds notes.txt, which a report does not write: .* — pass a new"):
+    with pytest.raises(UsageError, match=r"out holds notes.txt, which a report does not write: .* — pass a new"):
         build_report([run(tmp_path / "runs", "r1")], tmp_path / "out", None)
     assert snapshot(tmp_path / "out") == {"notes.txt": b"mine"}
 

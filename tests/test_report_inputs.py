@@ -12,7 +12,8 @@ import pytest
 
 from gpubench.harness.commands.cli import main
 from gpubench.reports.build import build_report
-from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.load import load_results
+from gpubench.harness.core.exits import UsageError
 
 # These tests read the report's tables, notes and files, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
@@ -158,7 +159,7 @@ def test_a_repeated_column_refuses_its_file_and_files_with_other_headers_load(tm
     extra column loads (the union of the headers: its values kept)."""
     header, rows = rows_of(CPU)
     first = write(tmp_path / "a" / "first.csv", [*header, "hostname"], [[*row, "again"] for row in rows[:5]])
-    with pytest.raises(ReportError, match=r"first.csv: the header names column hostname twice \(columns \d+ and \d+\)"):
+    with pytest.raises(UsageError, match=r"first.csv: the header names column hostname twice \(columns \d+ and \d+\)"):
         load_results([first])
     first = write(tmp_path / "a" / "first.csv", header, rows[:5])
     later = write(tmp_path / "b" / "later.csv", [*header, "newer_column"], [[*row[:1], "run2", *row[2:], "kept"]

@@ -26,7 +26,8 @@ from gpubench.reports.compare import (
     run_noise,
     side_of,
 )
-from gpubench.reports.load import ReportError, load_results, machine_labels, result_files
+from gpubench.reports.load import load_results, machine_labels, result_files
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports.tables import compile_table, not_ok_grouped, template_vs_fastest
 
 DATA = Path(__file__).parent / "data"
@@ -116,7 +117,7 @@ def test_merged_csv_holds_every_row(report):
 
 
 def test_unknown_baseline_is_an_error(tmp_path):
-    with pytest.raises(ReportError, match="--baseline 'nope'"):
+    with pytest.raises(UsageError, match="--baseline 'nope'"):
         build_report(GOLDEN, tmp_path, baseline="nope")
 
 
@@ -289,7 +290,7 @@ def test_threshold_parsing():
 
 @pytest.mark.parametrize("text", ["5", "1", "0", "-5%"])
 def test_an_ambiguous_or_empty_threshold_is_refused(text):
-    with pytest.raises(ReportError, match="bad --threshold"):
+    with pytest.raises(UsageError, match="bad --threshold"):
         parse_threshold(text)
 
 
@@ -492,7 +493,7 @@ def test_a_file_cut_inside_its_last_quoted_field_is_refused(tmp_path):
                                                   "samples_s": [0.001, 0.002, 0.003]}])
     text = path.read_text()
     path.write_text(text[: text.rindex("0.002")])  # inside the quotes, no newline at the end
-    with pytest.raises(ReportError, match="line 2 is truncated"):
+    with pytest.raises(UsageError, match="line 2 is truncated"):
         load_results([path])
 
 
@@ -545,7 +546,7 @@ def test_one_run_holding_a_case_twice_with_different_figures_is_refused_naming_b
     other = pd.read_csv(GOLDEN[1])
     other.loc[0, "median_s"] *= 2
     other.to_csv(tmp_path / "b.csv", index=False)
-    with pytest.raises(ReportError, match=r"run run-h100box holds matmul/fp32-n1024 build 0 twice with different "
+    with pytest.raises(UsageError, match=r"run run-h100box holds matmul/fp32-n1024 build 0 twice with different "
                                           r"figures \(in a, b\)"):
         build_report([tmp_path], tmp_path / "out", None)
 

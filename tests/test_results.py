@@ -24,7 +24,7 @@ from gpubench.harness.records.schema import (
     SCHEMA_VERSION,
     SchemaError,
 )
-from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.load import load_results
 from gpubench.reports.units import human_column
 
 REPO = Path(__file__).resolve().parent.parent
@@ -307,7 +307,7 @@ def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, n
     both refuse it naming the file, or both read the same values."""
     import json
 
-    from gpubench.reports.load import ReportError, load_results
+    from gpubench.reports.load import load_results
 
     path = _tricky(tmp_path, name)
     try:
@@ -316,7 +316,7 @@ def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, n
         rows, harness_error = None, str(error)
     try:
         frame, report_error = load_results([path]), None
-    except ReportError as error:
+    except UsageError as error:
         frame, report_error = None, str(error)
     assert harness_error == report_error, name
     if harness_error:
@@ -506,5 +506,5 @@ def test_damaged_values_are_refused_by_both_readers(tmp_path, cells):
     path = write_one_row(tmp_path, **cells)
     with pytest.raises(SchemaError, match="line 2: column"):
         read_rows(path)
-    with pytest.raises(ReportError, match="line 2: column"):
+    with pytest.raises(UsageError, match="line 2: column"):
         load_results([path])

@@ -18,7 +18,7 @@ from gpubench.harness.records.results import (
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import UnsafePath, probe, replace_bytes
 from gpubench.reports.build import build_report
-from gpubench.reports.load import ReportError
+
 
 pytest_plugins = ["pytester"]
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core-quick.csv"
@@ -64,7 +64,7 @@ def test_links_at_every_report_output_are_replaced_not_followed(tmp_path):
 def test_a_linked_report_folder_is_one_line(tmp_path):
     (tmp_path / "real").mkdir()
     plant(tmp_path / "out", tmp_path / "real")
-    with pytest.raises(ReportError,
+    with pytest.raises(UsageError,
                        match=r"out is a symbolic link \(to .*real\).* — pass --out with the folder itself") as caught:
         build_report([EXAMPLE], tmp_path / "out", None)
     assert "\n" not in str(caught.value) and list((tmp_path / "real").iterdir()) == []

@@ -20,7 +20,7 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.reports import health
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import build_report
-from gpubench.reports.load import ReportError, load_results, machine_labels, write_merged
+from gpubench.reports.load import load_results, machine_labels, write_merged
 
 # These tests read the report's notes, history sections and files, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
@@ -128,7 +128,7 @@ def test_a_stray_file_in_a_store_is_left_out_and_named(h200, tmp_path, monkeypat
     text = report(store, tmp_path / "out")
     assert "81 rows from 1 run(s)" in text and f"left out of this report: {bad}" in text
     assert f"left out of this report: {bad}" in capsys.readouterr().err
-    with pytest.raises(ReportError, match=re.escape(str(bad))):  # named by the user: still refused
+    with pytest.raises(UsageError, match=re.escape(str(bad))):  # named by the user: still refused
         load_results([bad])
 
 
@@ -148,7 +148,7 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
     monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
     text = report(store, tmp_path / "out")
     assert "other-0123abcd: cannot list the folder (Permission denied)" in text
-    with pytest.raises(ReportError, match="cannot list the folder"):  # compare has no notes: refused, not silent
+    with pytest.raises(UsageError, match="cannot list the folder"):  # compare has no notes: refused, not silent
         load_results([store])
 
 
@@ -226,7 +226,7 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
         yield from ()
 
     monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
-    with pytest.raises(ReportError,
+    with pytest.raises(UsageError,
                        match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
         build_report([tmp_path / "store"], tmp_path / "out", None)
 

@@ -36,7 +36,7 @@ from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
 from gpubench.harness.records.safe_files import UnsafePath, make_folders, open_new, write_all
 from gpubench.reports.compare import parse_threshold
-from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.load import load_results
 from gpubench.reports.paired import format_session, judge_session
 
 # A build's timed seconds per case. On a 2-core VM builds of 0.03 s disagreed ~35% a pair, 0.1 s ~20%, 0.3 s ~14%;
@@ -290,7 +290,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
     try:
         threshold, sides, session_id = check_session(args, results_dir)
-    except (ValueError, ReportError, UsageError, OSError) as error:
+    except (ValueError, OSError) as error:
         return fail(str(error), code=4)
     pairs, budget_s = design
     args.run_id = None  # each side's run id is the session's
@@ -341,7 +341,7 @@ def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: 
         if any(problems):
             return fail(next(p for p in problems if p), code=code or 4)
         session = judge_session(*frames, threshold, ("A", "B"), sequential)
-    except ReportError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
+    except UsageError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
         return code or fail(str(error))
     print(format_session(session, threshold))
     if watch is not None:

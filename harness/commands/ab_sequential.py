@@ -19,7 +19,8 @@ import pandas as pd
 
 from gpubench.harness.core.plan import MEDIAN_VAR_FACTOR, BuildNoise, best_build_s
 from gpubench.harness.processes.cases_file import cases_text
-from gpubench.reports.load import ReportError, load_results
+from gpubench.reports.load import load_results
+from gpubench.harness.core.exits import UsageError
 from gpubench.reports.paired import judge_sequential, pair_logs, undecided_cases
 from gpubench.reports.sequential import MIN_PAIRS
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
@@ -74,7 +75,7 @@ class Looks:
         paths = [self.results_dir / f"{self.session_id}-{name}.csv" for name in ("A", "B")]
         try:
             self._frames = load_results([paths[0]]), load_results([paths[1]])
-        except ReportError:  # a side without a row yet: every case stays selected
+        except UsageError:  # a side without a row yet: every case stays selected
             return None
         session = judge_sequential(*self._frames, self.threshold)
         self.undecided = undecided_cases(session)

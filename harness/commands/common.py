@@ -84,11 +84,11 @@ def count_rows_safely(csv_path: Path) -> int:
 
 
 def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
-    from gpubench.reports.build import ReportError, build_report
+    from gpubench.reports.build import build_report
 
     try:
         report = build_report(csvs, out, baseline=None)
-    except ReportError as error:  # the run's rows are whole and its exit stays its own: the report can be made later
+    except UsageError as error:  # the run's rows are whole and its exit stays its own: the report can be made later
         print(f"gpubench: report not written: {error}; the rows are whole in {', '.join(map(str, csvs))} — "
               "run gpubench report on them later", file=sys.stderr)
         return code

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from gpubench.harness.commands.common import fail
+from gpubench.harness.core.exits import UsageError
 
 PASSES_PYTEST_ARGS = False
 
@@ -18,13 +19,12 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from gpubench.reports.build import ReportError
     from gpubench.reports.compare import compare_paths, parse_threshold
 
     try:
         threshold = parse_threshold(args.threshold)
         text, code = compare_paths(args.base, args.new, threshold)
-    except ReportError as error:
+    except UsageError as error:
         return fail(str(error))
     print(text)
     return code

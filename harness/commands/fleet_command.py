@@ -295,7 +295,7 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = Exit
 
 
 def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
-    from gpubench.reports.build import ReportError, build_report
+    from gpubench.reports.build import build_report
 
     done = [j for j in jobs if j.state == DONE]
     say(f"{len(done)} of {len(jobs)} targets done"
@@ -311,7 +311,7 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
         return ExitCode.FAILED
     try:
         report = build_report(csvs, out, baseline=None)
-    except ReportError as error:
+    except UsageError as error:
         say(f"report not built: {error}; {rebuild}")
         return ExitCode.FAILED
     except Stopped as stop:

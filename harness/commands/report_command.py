@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gpubench.harness.commands.common import fail
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import ExitCode, UsageError
 
 PASSES_PYTEST_ARGS = False
 
@@ -19,13 +19,13 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from gpubench.reports.build import ReportError, build_report
+    from gpubench.reports.build import build_report
 
     if not args.out:
         return fail("--out is empty — pass the report's folder (it is created if missing)")
     try:
         out = build_report(args.results, Path(args.out), args.baseline)
-    except ReportError as error:
+    except UsageError as error:
         return fail(str(error))
     except KeyboardInterrupt:
         return fail(f"interrupted: no report written ({args.out} is as it was) — run gpubench report again",

@@ -13,7 +13,7 @@ from gpubench.harness.commands.common import (
     BENCHES, add_tests_argument, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store, suite_options,
     tests_problem,
 )
-from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.protocol import BuildPlan
 
@@ -52,7 +52,6 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 def run_csv(args: argparse.Namespace) -> Path | None:
     """The run's CSV, where its run id is a valid file name (a refused one has no file of its own)."""
     from gpubench.harness.records.results import check_run_id_text
-    from gpubench.harness.core.exits import UsageError
 
     try:
         return Path(args.results_dir) / f"{check_run_id_text(args.run_id or '')}.csv"
@@ -88,7 +87,6 @@ def selection_problem(extra: list[str]) -> str | None:
 def model_problem(args: argparse.Namespace) -> str | None:
     """--model and --input as text, at once (torch-free); the build processes import and try the model."""
     from gpubench.harness.core.model_spec import parse_model_options
-    from gpubench.harness.core.exits import UsageError
 
     try:
         parse_model_options(args.model, args.input, args.input_ids)
@@ -204,11 +202,11 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
 def say_noise(csv_path: Path, watch: CpuWatch) -> None:
     """The noise line of the run's rows (gpubench.reports.noise), when its builds disagree."""
     from gpubench.harness.commands.noise_report import print_noise_line
-    from gpubench.reports.load import ReportError, load_results
+    from gpubench.reports.load import load_results
 
     try:
         frame = load_results([csv_path]) if csv_path.exists() else None
-    except ReportError:  # a damaged file is the report's to name
+    except UsageError:  # a damaged file is the report's to name
         return
     if frame is not None:
         print_noise_line(frame, watch)
@@ -229,7 +227,6 @@ def say_predictions(frame: Any) -> None:
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.records.results import check_run_id_text, new_run_id
-    from gpubench.harness.core.exits import UsageError
 
     if args.device.strip().lower() == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
