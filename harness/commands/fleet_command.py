@@ -20,7 +20,7 @@ from typing import Any
 from gpubench.harness.commands.fleet import (
     DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, Target, cancel_all, parse_targets, update,
 )
-from gpubench.harness.core.exits import ExitCode, UsageError
+from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import fail
 from gpubench.harness.records.job_files import UntrustedFile, check_folder, default_jobs_dir, private_folder
@@ -261,7 +261,7 @@ def signals_deferred() -> Iterator[None]:
     with stop_signals_handled(lambda signum, frame: caught.append(signum)):
         yield
     if caught:
-        raise Stopped(caught[0])
+        raise StopSignal(caught[0])
 
 
 @contextmanager
@@ -314,27 +314,19 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
     except UsageError as error:
         say(f"report not built: {error}; {rebuild}")
         return ExitCode.FAILED
-    except Stopped as stop:
+    except StopSignal as stop:
         say(f"interrupted while building the report; {rebuild}")
         return stop.code
     say(f"report of {len(csvs)} runs -> {report}")
     return ExitCode.OK if len(done) == len(jobs) else ExitCode.FAILED
 
 
-class Stopped(KeyboardInterrupt):
-    """Ctrl-C, SIGTERM or SIGHUP: the jobs are cancelled and the fleet exits 128 + the signal's number."""
-
-    def __init__(self, signum: int = signal.SIGINT) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.code = 128 + signum
-
-
 def raise_interrupt(signum: int, frame: Any) -> None:
-    raise Stopped(signum)
+    raise StopSignal(signum)
 
 
 def stop_signals() -> AbstractContextManager[None]:
-    """Each stop signal raises Stopped until the fleet's report is written."""
+    """Each stop signal raises StopSignal until the fleet's report is written."""
     return stop_signals_handled(raise_interrupt)
 
 

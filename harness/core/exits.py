@@ -4,6 +4,7 @@ as 130."""
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
@@ -32,6 +33,17 @@ class ExitCode(IntEnum):
 class UsageError(ValueError):
     """Input the run cannot use (an option, a device, a file name, a model): its message is the one line that names
     the fix, shown before any case runs or beside the rows already kept."""
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM, SIGHUP or SIGINT raised like Ctrl-C: the work in progress unwinds through its finally blocks (a DDP
+    launch killed, its workdir removed) where the default action would end the process mid-case; `code` is the exit
+    it asks for, 128 + the signal."""
+
+    def __init__(self, signum: int, why: str = "") -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"{name}: {why}" if why else name)
+        self.code = SIGNAL_BASE + signum
 
 
 BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C

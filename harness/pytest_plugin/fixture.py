@@ -14,11 +14,11 @@ from pytest_benchmark.stats import Stats
 from gpubench.harness.measurement.loop import inline_rounds
 from gpubench.harness.measurement.measure import Rounds
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.core.exits import ExitCode, UsageError
+from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
-from gpubench.harness.pytest_plugin.run_state import RunState, Terminated
+from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.runner import run_case
 from gpubench.harness.records.safe_files import UnsafePath
 from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
@@ -142,9 +142,9 @@ class Recorder:
                            untimed=untimed)
         except ResultsFull as full:  # the disk is full: every row so far is whole; stop cleanly
             self._stop(RunStop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
-        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (Terminated): the case unwound
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM/SIGHUP (StopSignal): the case unwound
             self.benchmark.has_error = True  # rounds cut short: pytest-benchmark's JSON would fail on them
-            if not isinstance(stopped, Terminated):
+            if not isinstance(stopped, StopSignal):
                 raise
             # The rest do not run. Not re-raised: pytest's report of an interrupt can crash on a frame inside torch
             pytest.skip(f"not recorded: {str(stopped).split(':')[0]}")  # the signal's name

@@ -85,15 +85,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
     """From the run's set-up on (the session's start, or after collection), until unconfigure."""
-    from gpubench.harness.pytest_plugin.run_state import Terminated
+    from gpubench.harness.core.exits import StopSignal
 
     def terminate(signum: int, frame: Any) -> None:
         if state.session.terminated:  # a second one (the group's, then gpubench run's) must not cut the cleanup short
             return
         state.session.terminated = True
         session.config.stash[ENDED_BY] = signum
-        raise Terminated(f"{signal.Signals(signum).name}: the case in progress was not recorded; "
-                         "the finished rows are whole")
+        raise StopSignal(signum, "the case in progress was not recorded; the finished rows are whole")
 
     try:
         session.config.stash[PREVIOUS_HANDLERS] = {signum: signal.signal(signum, terminate) for signum in STOP_SIGNALS}

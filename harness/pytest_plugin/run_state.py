@@ -13,11 +13,6 @@ from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.measurement.session import Session
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM raised like Ctrl-C: the case in progress unwinds through its finally blocks (a DDP launch killed, its
-    workdir removed) and writes no row, where the default action would kill the process mid-case."""
-
-
 @dataclass
 class RunState:
     ctx: BuildContext
