@@ -21,6 +21,7 @@ import pytest
 from gpubench.harness.commands.cli import main
 from gpubench.harness.commands.fleet import DONE, FAILED, FleetJob, settle
 from gpubench.harness.commands.fleet import Target
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import make_folder, open_new, replace_bytes
 
 SECOND_UID, STORE_GID = 65534, 65533  # nobody, and a group number no account is in
@@ -97,31 +98,31 @@ def test_an_exit_record_that_holds_no_exit_code_is_no_outcome(tmp_path, text):
 
 
 def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
-    from gpubench.harness.records.job_files import UntrustedFile, check_folder, owner_name, private_folder
+    from gpubench.harness.records.job_files import check_folder, owner_name, private_folder
 
     folder = private_folder(tmp_path / "jobs" / "f")
     os.chmod(folder, 0o770)
     me = owner_name(os.geteuid())
-    with pytest.raises(UntrustedFile, match=rf"\(owner {me}, mode 0770\) is open to other users"):
+    with pytest.raises(UsageError, match=rf"\(owner {me}, mode 0770\) is open to other users"):
         check_folder(folder)
     open_folder = tmp_path / "open"
     open_folder.mkdir(mode=0o777)
     open_folder.chmod(0o777)  # the umask narrowed mkdir's mode
-    with pytest.raises(UntrustedFile, match=rf"{open_folder} \(owner {me}, mode 0777\), above the jobs folder .* lets"):
+    with pytest.raises(UsageError, match=rf"{open_folder} \(owner {me}, mode 0777\), above the jobs folder .* lets"):
         private_folder(open_folder / "jobs" / "f")
 
 
 @AS_ROOT
 def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
     # a user private group (named as the user, no other member), as Debian gives each account: root's here
-    from gpubench.harness.records.job_files import UntrustedFile, private_folder
+    from gpubench.harness.records.job_files import private_folder
 
     above = tmp_path / "home"
     above.mkdir()
     above.chmod(0o775)
     private_folder(above / "jobs" / "f")
     os.chown(above, 0, STORE_GID)  # a group no account is in, by name or by number: not the owner's own
-    with pytest.raises(UntrustedFile, match="lets another user replace"):
+    with pytest.raises(UsageError, match="lets another user replace"):
         private_folder(above / "jobs" / "g")
 
 
@@ -221,7 +222,7 @@ def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(
     # /etc/group lists no such member: only /etc/passwd says the account's group is the owner's
     import pwd
 
-    from gpubench.harness.records.job_files import UntrustedFile, own_group, private_folder
+    from gpubench.harness.records.job_files import own_group, private_folder
 
     above = tmp_path / "home"
     above.mkdir()
@@ -232,7 +233,7 @@ def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(
     bob = pwd.struct_passwd(("bob", "x", 4242, above.stat().st_gid, "", "/", "/bin/sh"))
     accounts = pwd.getpwall()
     monkeypatch.setattr(pwd, "getpwall", lambda: [*accounts, bob])
-    with pytest.raises(UntrustedFile, match=rf"{above} \(owner .*, mode 0775\), above the jobs folder .* lets another"):
+    with pytest.raises(UsageError, match=rf"{above} \(owner .*, mode 0775\), above the jobs folder .* lets another"):
         private_folder(above / "jobs" / "g")
 
 
@@ -248,7 +249,7 @@ def access_acl(user_id: int) -> bytes:
 
 def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
     # with an ACL the group bits are its mask: 0775 of the owner's own group let user 4242 rename the jobs folder
-    from gpubench.harness.records.job_files import UntrustedFile, own_group, private_folder
+    from gpubench.harness.records.job_files import own_group, private_folder
 
     above = tmp_path / "home"
     above.mkdir()
@@ -259,7 +260,7 @@ def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
         pytest.skip(f"no POSIX ACLs here: {error}")
     if not own_group(tmp_path, tmp_path.stat()):
         pytest.skip("this account's group is not a private one: the group bits refuse it anyway")
-    with pytest.raises(UntrustedFile, match="lets another user replace"):
+    with pytest.raises(UsageError, match="lets another user replace"):
         private_folder(above / "jobs" / "f")
 
 

@@ -23,7 +23,7 @@ from gpubench.harness.commands.fleet import (
 from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import fail
-from gpubench.harness.records.job_files import UntrustedFile, check_folder, default_jobs_dir, private_folder
+from gpubench.harness.records.job_files import check_folder, default_jobs_dir, private_folder
 from gpubench.harness.processes.lifetime import STOP_WITH_ENV, process_token
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
 from gpubench.harness.records.safe_files import link_line, make_folders
@@ -342,7 +342,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         if args.out is None and reports_link(store):
             raise UsageError(f"{reports_link(store)}: nothing was submitted")
         logs = private_folder(jobs_dir.absolute() / fleet_id)
-    except (UsageError, UntrustedFile) as error:
+    except UsageError as error:
         return fail(str(error), ExitCode.RESULTS_FULL if isinstance(error, StoreFull) else ExitCode.ERROR)
     except OSError as error:
         return fail(f"--jobs-dir {jobs_dir} cannot be made ({error.strerror or error}) — "

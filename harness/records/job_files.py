@@ -9,14 +9,12 @@ import pwd
 import stat
 from pathlib import Path
 
+from gpubench.harness.core.exits import UsageError
+
 PRIVATE_MODE = 0o700
 OTHERS = 0o077  # group and others: any permission at all
 OTHERS_WRITE = 0o022
 TRUST_FIX = "pass --jobs-dir with a folder only you can write (under your home, say)"
-
-
-class UntrustedFile(ValueError):
-    """A job file or folder someone other than this user (or root) could have written."""
 
 
 def default_jobs_dir() -> Path:
@@ -86,12 +84,12 @@ def check_folder(folder: Path, what: str = "the jobs folder") -> None:
     job, since a chmod may come meanwhile."""
     info = os.stat(folder)
     if not trusted_owner(info) or info.st_mode & OTHERS:
-        raise UntrustedFile(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
+        raise UsageError(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
                             f"files kept there as code — chmod 700 it, or {TRUST_FIX}")
     for above in chain(folder)[1:]:
         info = os.stat(above)
         if not trusted_owner(info) or others_can_write(above, info):
-            raise UntrustedFile(f"{described(above, info)}, above {what} {folder}, lets another user replace what "
+            raise UsageError(f"{described(above, info)}, above {what} {folder}, lets another user replace what "
                                 f"it holds, and gpubench loads the job files kept below it as code — {TRUST_FIX}")
 
 
