@@ -341,6 +341,17 @@ def beat(folder: Path, rank: int, step: int, time_s: float) -> None:
     (folder / f"heartbeat-{rank}.json").write_text(json.dumps({"rank": rank, "step": step, "time_s": time_s}))
 
 
+@pytest.mark.parametrize(("body", "code"), [("return 3", 3), ("raise RuntimeError('collective timed out')", 1)])
+def test_a_rank_leaves_with_its_code_or_1_after_an_exception_and_prints_it(body, code):
+    """A rank that raised exits 1 with its traceback, like Python, but without the finalization gloo's threads can
+    abort (an atexit handler stands for it)."""
+    script = (f"import atexit\nfrom gpubench.harness.workloads.common.torchrun_launch import exit_rank\n"
+              f"atexit.register(print, 'finalized')\ndef main():\n    {body}\nexit_rank(main)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == code and "finalized" not in done.stdout
+    assert ("RuntimeError: collective timed out" in done.stderr) == (code == 1)
+
+
 def test_the_silent_rank_is_the_one_whose_heartbeat_is_oldest(tmp_path):
     beats = tmp_path / "r-heartbeats"
     assert silent_rank(beats, 30, now_s=1000.0) == ""  # no heartbeat yet: nothing to judge
