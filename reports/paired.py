@@ -14,11 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench.harness.records.safe_files import read_json
 from gpubench.reports import sequential as sq
-
-from gpubench.harness.core.exits import UsageError
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of,
                                        exp_capped, t_estimate)

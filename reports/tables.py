@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
@@ -55,9 +56,6 @@ def baseline_machine(frame: pd.DataFrame, baseline: str | None) -> str:
         return str(frame["machine"].iloc[0])
     match = frame[(frame["machine_id"] == baseline) | (frame["hostname"] == baseline)]
     if match.empty:
-
-        from gpubench.harness.core.exits import UsageError
-
         known = ", ".join(sorted(set(frame["machine_id"]) | set(frame["hostname"])))
         raise UsageError(f"--baseline {baseline!r} matches no machine_id or hostname in the results (known: {known})")
     return str(match["machine"].iloc[0])

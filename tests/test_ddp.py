@@ -341,6 +341,7 @@ def beat(folder: Path, rank: int, step: int, time_s: float) -> None:
     (folder / f"heartbeat-{rank}.json").write_text(json.dumps({"rank": rank, "step": step, "time_s": time_s}))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("body", "code"), [("return 3", 3), ("raise RuntimeError('collective timed out')", 1)])
 def test_a_rank_leaves_with_its_code_or_1_after_an_exception_and_prints_it(body, code):
     """A rank that raised exits 1 with its traceback, like Python, but without the finalization gloo's threads can
