@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.catalog import specs
-from gpubench.harness.records.safe_files import UnsafePath, replace_bytes
+from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import health, history, sections, summary, tables
 from gpubench.reports.aggregate import per_case
@@ -260,7 +260,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
             text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, telemetry)
             replace_bytes(folder, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)
         return out / "report.md"
-    except UnsafePath as error:
+    except RefusedPath as error:
         raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot write the report in {out} ({error.strerror or error}) "

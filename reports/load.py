@@ -15,7 +15,7 @@ import pandas as pd
 from gpubench.harness.catalog import short_id, spec_for
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame
-from gpubench.harness.records.safe_files import RefusedRead, kind_problem, read_json
+from gpubench.harness.records.safe_files import RefusedPath, kind_problem, read_json
 from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
 from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
 from gpubench.reports.merged import write_cells
@@ -103,7 +103,7 @@ def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[
 
 
 def _read_problem(error: Exception) -> str:
-    if isinstance(error, RefusedRead):
+    if isinstance(error, RefusedPath):
         return str(error)
     if isinstance(error, OSError):
         return (f"{error.filename}: cannot read ({error.strerror or error}) "
@@ -258,7 +258,7 @@ def read_sidecar(csv_path: Path, suffix: str, notes: list[str] | None = None) ->
         return read_json(sidecar, MAX_SIDECAR_BYTES, "sidecar")
     except FileNotFoundError:
         return None
-    except RefusedRead as error:
+    except RefusedPath as error:
         why = str(error)
     except OSError as error:
         why = f"{sidecar}: cannot read ({error.strerror or error})"

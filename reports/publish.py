@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpubench.harness.records.safe_files import (NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, UnsafePath,
+from gpubench.harness.records.safe_files import (NEW_FILE_MODE, NEW_FOLDER_MODE, NOFOLLOW, NONBLOCK, RefusedPath,
                                                  kind_problem, link_line, make_folders)
 from gpubench.reports.load import OUT_FIX
 from gpubench.harness.core.exits import UsageError
@@ -30,7 +30,7 @@ def check_out(out: Path) -> None:
     if not out.name:
         raise UsageError(f"--out {out} names no folder of its own — pass a new folder for the report")
     if out.is_symlink():
-        raise UnsafePath(link_line(out, "report folder", OUT_FIX))
+        raise RefusedPath(link_line(out, "report folder", OUT_FIX))
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder — pass a new folder for the report")
     foreign = sorted(name for name in (os.listdir(out) if out.is_dir() else []) if not _report_entry(out / name))
@@ -101,7 +101,7 @@ def _open_lock(path: Path) -> int:
         fd = os.open(path, flags, NEW_FILE_MODE)
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise UnsafePath(link_line(path, "report lock", "remove the link")) from None
+            raise RefusedPath(link_line(path, "report lock", "remove the link")) from None
         if error.errno == errno.EISDIR:
             raise UsageError(f"report lock {path} is a folder, not a lock file — remove it") from None
         raise

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpubench.harness.records.safe_files import RefusedRead, read_json
+from gpubench.harness.records.safe_files import RefusedPath, read_json
 
 from gpubench.harness.core.exits import UsageError
 
@@ -111,7 +111,7 @@ MAX_REFERENCES_BYTES = 16 * 2**20
 def load_references(path: Path = DEFAULT_PATH) -> References:
     try:
         data = read_json(path, MAX_REFERENCES_BYTES, "references file")
-    except RefusedRead as error:
+    except RefusedPath as error:
         raise UsageError(f"{error}; restore reports/references.json") from None
     except OSError as error:
         raise UsageError(f"{path}: cannot read the references ({error.strerror}) "

@@ -230,10 +230,10 @@ def test_a_python_that_answers_then_hangs_is_named_so(tmp_path):
 def test_a_link_at_the_sessions_marker_is_named_as_the_marker(tmp_path):
     # it was called "results directory", with the fix "pass --results-dir with the folder itself"
     from gpubench.harness.commands.ab import write_marker
-    from gpubench.harness.records.safe_files import UnsafePath
+    from gpubench.harness.records.safe_files import RefusedPath
 
     (tmp_path / "s.ab.json").symlink_to(tmp_path / "elsewhere")
     marker = r"^the session's marker .*s\.ab\.json is a symbolic link .* pass another --run-id$"
-    with pytest.raises(UnsafePath, match=marker):
+    with pytest.raises(RefusedPath, match=marker):
         write_marker(tmp_path, "s", (), 3)
     assert not (tmp_path / "elsewhere").exists()

@@ -15,7 +15,7 @@ from gpubench.harness.commands.cli import main
 from gpubench.harness.records.results import ResultsWriter, check_run_id
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.records.safe_files import RefusedRead, json_depth, read_json, read_regular
+from gpubench.harness.records.safe_files import RefusedPath, json_depth, read_json, read_regular
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.reports.build import build_report
 from gpubench.reports.load import load_results, result_files
@@ -123,7 +123,7 @@ def test_deeply_nested_json_in_a_sidecar_or_a_cell_is_one_line(hostile):
 def test_a_fifo_or_device_named_directly_is_refused_at_once(tmp_path):
     os.mkfifo(tmp_path / "pipe.csv")
     for path in (tmp_path / "pipe.csv", Path("/dev/zero")):
-        with pytest.raises(RefusedRead, match="not a regular file"):
+        with pytest.raises(RefusedPath, match="not a regular file"):
             read_regular(path, 1024)
     with pytest.raises(UsageError, match="pipe.csv: not a regular file"):
         load_results([tmp_path / "pipe.csv"])
@@ -137,14 +137,14 @@ def test_a_sparse_file_over_the_limit_is_refused_before_a_byte_is_read(tmp_path,
         raise AssertionError("read before its size was checked")
 
     monkeypatch.setattr("gpubench.harness.records.safe_files.os.fdopen", read)  # the only way read_regular reads
-    with pytest.raises(RefusedRead, match=r"stray.csv: 2,147,483,648 bytes, above the 256 MiB a results file may be"):
+    with pytest.raises(RefusedPath, match=r"stray.csv: 2,147,483,648 bytes, above the 256 MiB a results file may be"):
         read_regular(tmp_path / "stray.csv", 256 * 2**20, "results file")
 
 
 def test_json_depth_skips_brackets_inside_strings(tmp_path):
     assert json_depth('{"a": [1, {"b": "[[[\\" [["}]}') == 3 and json_depth("3") == 0
     (tmp_path / "x.json").write_text('{"a": ' + DEEP + "}", encoding="utf-8")
-    with pytest.raises(RefusedRead, match="nested 5001 levels"):
+    with pytest.raises(RefusedPath, match="nested 5001 levels"):
         read_json(tmp_path / "x.json", 2**20)
 
 

@@ -16,7 +16,7 @@ from gpubench.harness.records.results import (
     ResultsWriter, check_results_dir_early, check_run_id, check_writable, write_sidecar,
 )
 from gpubench.harness.core.exits import UsageError
-from gpubench.harness.records.safe_files import UnsafePath, probe, replace_bytes
+from gpubench.harness.records.safe_files import RefusedPath, probe, replace_bytes
 from gpubench.reports.build import build_report
 
 
@@ -79,7 +79,7 @@ def test_a_link_at_the_runs_file_is_refused_dangling_or_not(tmp_path):
                                                  r"or pass another --run-id"):
                 check_run_id(run_id, tmp_path, appending=appending)
         for resume in (False, True):  # the writer itself, should a link appear after the check
-            with pytest.raises(UnsafePath, match="results file .* is a symbolic link"):
+            with pytest.raises(RefusedPath, match="results file .* is a symbolic link"):
                 ResultsWriter(tmp_path, run_id, resume=resume)
     assert untouched(tmp_path) and not (tmp_path / "nowhere.csv").exists()
 
@@ -101,7 +101,7 @@ def test_sidecars_replace_links_at_their_names_and_the_ab_marker_refuses_them(tm
     write_sidecar(tmp_path, "run", "env", {"a": 1})
     write_sidecar(tmp_path, "run", "ops", {"b": 2})
     # the marker is made new (the session's name is its own)
-    with pytest.raises(UnsafePath, match="is a symbolic link"):
+    with pytest.raises(RefusedPath, match="is a symbolic link"):
         write_marker(tmp_path, "s", (), 3)
     assert untouched(tmp_path)
     assert json.loads((tmp_path / "run.env.json").read_text()) == {"a": 1} and not (
@@ -130,12 +130,12 @@ def test_a_linked_results_folder_is_refused(tmp_path):
     (tmp_path / "real").mkdir()
     plant(tmp_path / "results", tmp_path / "real")
     for check in (check_writable, check_results_dir_early):
-        with pytest.raises(UnsafePath, match=r"results directory .*results.* is a symbolic link .* — pass "
+        with pytest.raises(RefusedPath, match=r"results directory .*results.* is a symbolic link .* — pass "
                                              r"--results-dir with the folder itself"):
             check(tmp_path / "results")
     for write in (lambda: write_sidecar(tmp_path / "results", "run", "env", {}),
                   lambda: probe(tmp_path / "results", "results directory", "fix")):
-        with pytest.raises(UnsafePath, match="is a symbolic link"):  # a folder swapped for a link after the checks
+        with pytest.raises(RefusedPath, match="is a symbolic link"):  # a folder swapped for a link after the checks
             write()
     assert list((tmp_path / "real").iterdir()) == []
 

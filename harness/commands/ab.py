@@ -34,7 +34,7 @@ from gpubench.harness.processes.lifetime import adopt_orphans
 from gpubench.harness.processes.rlimits import limits_problem
 from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
-from gpubench.harness.records.safe_files import UnsafePath, make_folders, open_new, write_all
+from gpubench.harness.records.safe_files import RefusedPath, make_folders, open_new, write_all
 from gpubench.reports.compare import parse_threshold
 from gpubench.reports.load import load_results
 from gpubench.reports.paired import format_session, judge_session
@@ -268,7 +268,7 @@ def marker_problem(results_dir: Path, session_id: str, sides: tuple[AbSide, AbSi
     """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
     try:
         write_marker(results_dir, session_id, sides, pairs, budget_s)
-    except UnsafePath as error:  # a link planted at the marker's name
+    except RefusedPath as error:  # a link planted at the marker's name
         return fail(str(error), code=4)
     except OSError as error:
         full, exists = error.errno in (errno.ENOSPC, errno.EDQUOT), isinstance(error, FileExistsError)

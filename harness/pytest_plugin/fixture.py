@@ -20,7 +20,7 @@ from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.runner import run_case
-from gpubench.harness.records.safe_files import UnsafePath
+from gpubench.harness.records.safe_files import RefusedPath
 from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
 from gpubench.harness.measurement.session import RunStop
 from gpubench.harness.measurement.terminal import summary_line
@@ -88,8 +88,8 @@ class Recorder:
                                int(pytest.ExitCode.USAGE_ERROR)), "another run took this run id")
         except SchemaError as damaged:  # a later build appending to a file another version wrote, or a damaged one
             self._stop(RunStop(str(damaged), int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be appended to")
-        except OSError as error:  # a link planted at the run's file (UnsafePath: its own line), no descriptor left
-            line = str(error) if isinstance(error, UnsafePath) else (
+        except OSError as error:  # a link planted at the run's file (RefusedPath: its own line), no descriptor left
+            line = str(error) if isinstance(error, RefusedPath) else (
                 f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) — fix that, then re-run")
             self._stop(RunStop(line, int(pytest.ExitCode.USAGE_ERROR)), "the run's file cannot be written")
 

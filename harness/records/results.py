@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.harness.records.safe_files import (UnsafePath, link_line, make_folder, open_append, open_new, open_read,
+from gpubench.harness.records.safe_files import (RefusedPath, link_line, make_folder, open_append, open_new, open_read,
                                                  probe, replace_bytes, write_all)
 from gpubench.harness.records.schema import COLUMNS, STATUSES, SchemaError, to_cell
 
@@ -86,7 +86,7 @@ def rows_of_build(path: Path, build: int) -> int:
                 return 0
             at = header.index("build")
             return sum(1 for record in reader if len(record) > at and _int(record[at]) == build)
-    except (OSError, UnsafePath, UnicodeDecodeError, csv.Error):
+    except (OSError, UnicodeDecodeError, csv.Error):
         return 0
 
 
@@ -106,7 +106,7 @@ def check_writable(results_dir: Path) -> None:
     try:
         make_folder(results_dir, RESULTS_DIR, RESULTS_FIX)
         probe(results_dir, RESULTS_DIR, RESULTS_FIX)
-    except UnsafePath:
+    except RefusedPath:
         raise
     except OSError as error:
         raise _not_writable(results_dir, error) from None
@@ -129,7 +129,7 @@ def check_results_dir_early(results_dir: Path) -> None:
     """The results folder can be made and written, checked as pytest starts, without creating anything: most runs
     in the checkout record nothing, and the nearest existing folder may be shared (/tmp). The kernel is asked."""
     if results_dir.is_symlink():
-        raise UnsafePath(link_line(results_dir, RESULTS_DIR, RESULTS_FIX))
+        raise RefusedPath(link_line(results_dir, RESULTS_DIR, RESULTS_FIX))
     existing = _nearest_existing(results_dir.absolute())
     try:
         if not existing.is_dir():

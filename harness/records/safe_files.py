@@ -1,7 +1,7 @@
 """Every file gpubench writes, or a report reads, in folders others can write to (a shared store, /tmp).
 Writing: files are made relative to a folder descriptor opened without following links; temporaries get random O_EXCL
 names inside it and are renamed over (never through) a planted link. Reading: O_NOFOLLOW|O_NONBLOCK, fstat-checked
-kind and size before any byte, JSON depth bounded; a refusal is one line (RefusedRead), never a hang."""
+kind and size before any byte, JSON depth bounded; a refusal is one line (RefusedPath), never a hang."""
 
 from __future__ import annotations
 
@@ -27,12 +27,14 @@ NEW_FILE_MODE = 0o644
 NEW_FOLDER_MODE = 0o775
 
 
-class UnsafePath(OSError):
-    """An output folder or file that is a symbolic link (or not a folder): str() is the one line."""
+class RefusedPath(OSError):
+    """A path gpubench will not go through: a link where it writes or reads, a file that is not regular, too large or
+    nested too deep. Made from a whole line, or from the path and why; str() is the one line naming it and the fix."""
 
-    def __init__(self, line: str) -> None:
-        super().__init__(line)
-        self.line = line
+    def __init__(self, path_or_line: Path | str, why: str = "") -> None:
+        self.line = f"{path_or_line}: {why}" if why else str(path_or_line)
+        super().__init__(self.line)
+        self.filename = str(path_or_line) if why else None
 
     def __str__(self) -> str:
         return self.line
@@ -50,7 +52,7 @@ def link_line(path: Path, what: str, fix: str) -> str:
 def make_folder(path: Path, what: str, fix: str) -> None:
     """Create `path` (and its parents); a link at `path` itself is refused, not followed."""
     if path.is_symlink():
-        raise UnsafePath(link_line(path, what, fix))
+        raise RefusedPath(link_line(path, what, fix))
     make_folders(path)
 
 
@@ -80,7 +82,7 @@ def folder_fd(path: Path, what: str, fix: str) -> Iterator[int]:
         fd = os.open(path, os.O_RDONLY | DIRECTORY | NOFOLLOW)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
-            raise UnsafePath(link_line(path, what, fix)) from None
+            raise RefusedPath(link_line(path, what, fix)) from None
         raise
     try:
         yield fd
@@ -150,7 +152,7 @@ def open_new(path: Path, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
     except FileExistsError:
         if path.is_symlink():
-            raise UnsafePath(link_line(path, what, fix)) from None
+            raise RefusedPath(link_line(path, what, fix)) from None
         raise
 
 
@@ -160,7 +162,7 @@ def open_append(path: Path, what: str, fix: str) -> int:
         return os.open(path, os.O_WRONLY | os.O_APPEND | NOFOLLOW)
     except OSError as error:
         if error.errno == errno.ELOOP or path.is_symlink():
-            raise UnsafePath(link_line(path, what, fix)) from None
+            raise RefusedPath(link_line(path, what, fix)) from None
         raise
 
 
@@ -170,7 +172,7 @@ def open_read(path: Path, what: str, fix: str) -> IO[bytes]:
         return os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb")
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise UnsafePath(link_line(path, what, fix)) from None
+            raise RefusedPath(link_line(path, what, fix)) from None
         raise
 
 
@@ -181,23 +183,11 @@ KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBL
          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
 
 
-class RefusedRead(OSError):
-    """A file left unread for what it is (link, not regular, too large, too deep); str() is the one line."""
-
-    def __init__(self, path: Path | str, why: str) -> None:
-        super().__init__(f"{path}: {why}")
-        self.line = f"{path}: {why}"
-        self.filename = str(path)
-
-    def __str__(self) -> str:
-        return self.line
-
-
 def mib(size_bytes: int) -> str:
     return f"{size_bytes / 2**20:.3g} MiB"
 
 
-def kind_problem(path: Path | str, mode: int) -> RefusedRead | None:
+def kind_problem(path: Path | str, mode: int) -> RefusedPath | None:
     """Why a file of this mode is not read (None for a regular file)."""
     if stat.S_ISREG(mode):
         return None
@@ -206,19 +196,19 @@ def kind_problem(path: Path | str, mode: int) -> RefusedRead | None:
             target = os.readlink(path)
         except OSError:
             target = "?"
-        return RefusedRead(path, f"a symbolic link (to {target}), not followed when reading — "
+        return RefusedPath(path, f"a symbolic link (to {target}), not followed when reading — "
                                  "replace the link with the file itself")
     kind = KINDS.get(stat.S_IFMT(mode), "not a regular file")
-    return RefusedRead(path, f"{kind}, not a regular file (gpubench reads regular files only) — "
+    return RefusedPath(path, f"{kind}, not a regular file (gpubench reads regular files only) — "
                              "move it out of the folder")
 
 
-def not_own(path: Path | str, status: os.stat_result) -> RefusedRead | None:
+def not_own(path: Path | str, status: os.stat_result) -> RefusedPath | None:
     """Why a file is not the user's own to trust (another owner, or writable by others), or None."""
     if status.st_uid != os.geteuid():
-        return RefusedRead(path, f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})")
+        return RefusedPath(path, f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})")
     if status.st_mode & 0o022:
-        return RefusedRead(path, f"writable by others (mode {stat.filemode(status.st_mode)})")
+        return RefusedPath(path, f"writable by others (mode {stat.filemode(status.st_mode)})")
     return None
 
 
@@ -236,7 +226,7 @@ def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool
             raise kind_problem(path, stat.S_IFLNK) from None
         raise
     status = os.fstat(fd)
-    too_large = RefusedRead(path, f"{status.st_size:,} bytes, above the {mib(max_bytes)} a {what} may be — "
+    too_large = RefusedPath(path, f"{status.st_size:,} bytes, above the {mib(max_bytes)} a {what} may be — "
                                   "move it out of the folder")
     problem = (kind_problem(path, status.st_mode) or (too_large if status.st_size > max_bytes else None)
                or (not_own(path, status) if own else None))
@@ -261,10 +251,10 @@ def json_depth(text: str) -> int:
 
 
 def read_json(path: Path | str, max_bytes: int, what: str = "JSON file", own: bool = False) -> object:
-    """The JSON value of `path` (read_regular); RefusedRead past MAX_JSON_DEPTH, ValueError for non-UTF-8 JSON."""
+    """The JSON value of `path` (read_regular); RefusedPath past MAX_JSON_DEPTH, ValueError for non-UTF-8 JSON."""
     text = read_regular(path, max_bytes, what, own).decode("utf-8")
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
-        raise RefusedRead(path, f"JSON nested {depth} levels deep (gpubench reads at most {MAX_JSON_DEPTH}) — "
+        raise RefusedPath(path, f"JSON nested {depth} levels deep (gpubench reads at most {MAX_JSON_DEPTH}) — "
                                 "move it out of the folder")
     return json.loads(text)
