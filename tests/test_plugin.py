@@ -255,9 +255,13 @@ def test_a_biased_clock_fails_the_selfcheck(tiny):
     (row,) = rows_in(tiny.path / "out")
     assert "harness/torch.utils.benchmark median ratio" in row["reason"], row["reason"]
     if row["status"] == "ok":
-        # other processes used > 25% of the CPU twice: the documented verdict is "inconclusive: machine
-        # busy" (test_runner checks that rule) — still naming the disagreement, never a pass
-        assert row["reason"].startswith("selfcheck inconclusive: machine busy") and "busy" in row["flags"].split(";")
+        # other processes used > 25% of the CPU, or the pairs' interval still reached into the band after every
+        # attempt (seen once in CI: 33 pairs, median 4.03, 99% CI 0.97-4.38): the documented verdicts are
+        # "inconclusive" with a busy or noisy flag (test_runner checks those rules), naming the disagreement, never
+        # a pass
+        flag = {"selfcheck inconclusive: machine busy": "busy", "selfcheck inconclusive: too noisy": "noisy"}
+        assert any(row["reason"].startswith(words) and name in row["flags"].split(";")
+                   for words, name in flag.items()), row["reason"]
         result.assert_outcomes(passed=1)
     else:
         assert row["status"] == "failed"
