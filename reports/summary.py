@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from gpubench.harness.catalog import specs
+from gpubench.reports.aggregate import geomean
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 from gpubench.reports.tables import TEMPLATE_SETTING, epoch_table, fastest_at_equal_accuracy, first_to_target
@@ -110,8 +111,6 @@ SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "mat
 def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str,
             energy_notes: dict[str, str] | None = None) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
-    from gpubench.reports.aggregate import geomean
-
     both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
 
     def speed(machine: str) -> float:

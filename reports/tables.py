@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.peaks import peak_tflops
-from gpubench.reports.aggregate import per_case
+from gpubench.reports.aggregate import geomean, per_case
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 from gpubench.reports.units import human
@@ -74,7 +74,7 @@ def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
         for workload, values in ratios.groupby(level="workload"):
             interval = speedup_interval(pair, baseline, machine, str(workload))
             records.append({"workload": workload, "machine": machine, "cases": len(values),
-                            "geomean_speedup": float(np.exp(np.log(values).mean())),
+                            "geomean_speedup": geomean(values),
                             "ci95_low": interval.low if interval else math.nan,
                             "ci95_high": interval.high if interval else math.nan,
                             "min": float(values.min()), "max": float(values.max())})

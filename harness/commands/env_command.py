@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpubench.harness.commands.common import fail
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import ExitCode, UsageError
 
 PASSES_PYTEST_ARGS = False
 
@@ -29,7 +29,6 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         return ExitCode.OK
 
     from gpubench.harness.devices.device import resolve_device
-    from gpubench.harness.core.exits import UsageError
     from gpubench.harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
 
     try:

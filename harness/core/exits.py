@@ -30,6 +30,9 @@ class ExitCode(IntEnum):
     TERMINATED = 143, "terminated; SIGTERM"
 
 
+SIGNAL_BASE = 128  # 128 + N: killed by signal N
+
+
 class UsageError(ValueError):
     """Input the run cannot use (an option, a device, a file name, a model): its message is the one line that names
     the fix, shown before any case runs or beside the rows already kept."""
@@ -50,7 +53,6 @@ BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
 # A build process ending with one of these stops the run or session: no further build starts.
 BUILD_STOPS = frozenset({BUILD_INTERRUPTED, ExitCode.INTERNAL, ExitCode.REFUSED, ExitCode.RESULTS_FULL,
                          ExitCode.HANGUP, ExitCode.TERMINATED})
-SIGNAL_BASE = 128  # 128 + N: killed by signal N
 NO_CASES_LINE = ("no case matched the selection: nothing was run (pytest collected none: "
                  "a -k or -m that matches nothing, or --tests files without test_ functions)")
 

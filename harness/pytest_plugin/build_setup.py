@@ -18,11 +18,10 @@ from gpubench.harness.devices.datasets import (
     check_dataset_files, check_dataset_request, default_data_root, usable_data_root,
 )
 from gpubench.harness.core.exits import UsageError
-from gpubench.harness.devices.device import resolve_device
+from gpubench.harness.devices.device import check_nproc, default_nproc, resolve_device
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.processes.launch import MAX_BUILDS
-from gpubench.harness.devices.device import check_nproc, default_nproc
 from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
 from gpubench.harness.pytest_plugin.benchmark_json import json_path

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.options import RUN_OPTIONS
 from gpubench.harness.pytest_plugin.budget_plan import note_run_began
 from gpubench.harness.pytest_plugin.build_answer import add_build_options
@@ -113,7 +114,6 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
     """Validate the options and set the run up (a bad value: one line, exit 4). `name_timer`: pytest-benchmark has
     not configured yet, so the synced clock becomes its --benchmark-timer for every test."""
     from gpubench.harness.pytest_plugin.build_setup import make_state
-    from gpubench.harness.core.exits import UsageError
 
     try:
         state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),

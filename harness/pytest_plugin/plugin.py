@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import SIGNAL_BASE, ExitCode, StopSignal
 from gpubench.harness.processes.cases_file import read_cases_file
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
@@ -85,7 +85,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
     """From the run's set-up on (the session's start, or after collection), until unconfigure."""
-    from gpubench.harness.core.exits import StopSignal
 
     def terminate(signum: int, frame: Any) -> None:
         if state.session.terminated:  # a second one (the group's, then gpubench run's) must not cut the cleanup short
@@ -137,7 +136,7 @@ def close_session(session: pytest.Session) -> None:
         except ResultsFull as full:
             state.session.stop = state.session.stop or RunStop(str(full), ExitCode.RESULTS_FULL)
     if state.session.terminated:
-        session.exitstatus = 128 + session.config.stash.get(ENDED_BY, signal.SIGTERM)
+        session.exitstatus = SIGNAL_BASE + session.config.stash.get(ENDED_BY, signal.SIGTERM)
     elif state.session.stop:
         session.exitstatus = state.session.stop.code  # results full (75), run id taken (4): no further build starts
 
