@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import torch
 from runs import (
     FULL_AFTER_ONE_ROW,
     REPO,
@@ -715,3 +716,35 @@ def test_pytest_benchmarks_min_rounds_is_honoured(tiny):
     ok = [r for r in rows_in(tiny.path / "out") if r["status"] == "ok"]
     assert ok and {int(r["rounds"]) for r in ok} == {37}  # the smoke profile's own plan is 3 to 5 rounds
     assert {b["stats"]["rounds"] for b in json.loads((tiny.path / "bench.json").read_text())["benchmarks"]} == {37}
+
+
+def test_a_busy_machine_is_said_before_the_first_case_and_torch_threads_follow_the_free_cores(tiny, monkeypatch):
+    """Plain pytest, other processes on three of four cores: the line says so before any case, the cases run with
+    the one free core's thread (the row's torch_threads), and the embedding process gets its threads back."""
+    from gpubench.harness.devices import machine_load
+
+    monkeypatch.setattr(machine_load.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(machine_load.LoadMeter, "busy_frac", lambda self: 0.75)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out")
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(threads)
+    out = result.stdout.str()
+    assert ("gpubench: machine busy before the first case: other processes used 75% of the 4 cores — torch threads "
+            "3 -> 1 (the free cores); figures may read slow") in out
+    assert out.index("machine busy") < out.index("bench_tiny.py ")  # before the first case's progress
+    rows = rows_in(tiny.path / "out")
+    assert {row["torch_threads"] for row in rows} == {"1"} and all("busy" in row["flags"] for row in rows
+                                                                  if row["status"] == "ok")
+
+
+def test_a_quiet_machine_keeps_torch_threads_and_says_so_in_one_line(tiny, monkeypatch):
+    from gpubench.harness.devices import machine_load
+
+    monkeypatch.setattr(machine_load.LoadMeter, "busy_frac", lambda self: 0.02)
+    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out")
+    assert result.stdout.str().count("gpubench: machine quiet before the first case (other processes used 2% of") == 1
+    assert {row["torch_threads"] for row in rows_in(tiny.path / "out")} == {str(torch.get_num_threads())}

@@ -21,7 +21,7 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+from gpubench.harness.pytest_plugin.budget_plan import PRIOR_WEIGHT_S, BudgetPlan, budget_plan
 from gpubench.harness.records.durations import case_costs
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
@@ -419,3 +419,52 @@ def test_a_headline_case_the_plan_leaves_out_reserves_nothing_from_those_it_fund
     plan.done("epoch", skipped=False)
     plan.done("micro", skipped=False)
     assert plan.share_for("tta").share_s == pytest.approx(100.0)  # at its turn, all that is left
+
+
+def test_the_rest_of_the_plan_is_repriced_at_the_pace_this_run_has_seen():
+    costs = {"a": CaseCost(10.0, 9.0, predicted=True), "b": CaseCost(10.0, 9.5, predicted=True)}
+    plan = plan_of(costs, ["a", "b"], deadline_s=1000.0)
+    # before any case, a predicted call is the model's guess: the case's own first call decides
+    assert plan.share_for("b").known_call_s is None
+    plan.share_for("a")
+    plan.done("a", skipped=False, build_s=20.0)  # twice its price, priced with a whole share
+    pace = (20.0 + PRIOR_WEIGHT_S) / (10.0 + PRIOR_WEIGHT_S)
+    assert plan.pace() == pytest.approx(pace)
+    share = plan.share_for("b")
+    assert share.expected_build_s == pytest.approx(10.0 * pace)
+    assert share.known_call_s == pytest.approx(9.5 * pace)  # now checked before b is built
+    assert "the cost model's price x1.8, this run's pace" in share.over(share.known_call_s + 1e3)
+
+
+def test_a_capped_build_teaches_the_pace_nothing_and_a_refused_first_call_does():
+    costs = {"a": CaseCost(100.0, 1.0), "b": CaseCost(10.0, 4.0)}
+    plan = plan_of(costs, ["a", "b"], deadline_s=50.0)
+    plan.share_for("a")  # 50 s of its 125: capped by design, so its short build says nothing of the prices
+    plan.done("a", skipped=False, build_s=50.0)
+    assert plan.pace() == pytest.approx(1.0) and plan.seen == []
+    plan.share_for("b")
+    plan.done("b", skipped=True, first_call_s=12.0)  # refused after a call three times its price
+    assert plan.seen == [(12.0, 4.0)]
+
+
+def test_the_prior_pace_prices_the_plan_before_its_first_case():
+    costs = {"a": CaseCost(10.0)}
+    quiet, busy = plan_of(costs, ["a"]), plan_of(costs, ["a"])
+    busy.prior_pace = 1.5
+    assert busy.share_for("a").expected_build_s == pytest.approx(1.5 * quiet.share_for("a").expected_build_s)
+
+
+def test_a_broken_headline_promise_is_corrected_out_loud_once():
+    costs = {"dram": CaseCost(8.0, 0.1, predicted=True), "epoch": CaseCost(40.0, 39.0, predicted=True),
+             "tta": CaseCost(30.0, 29.0, predicted=True)}
+    clock = {"now": 0.0}
+    plan = BudgetPlan(180.0, 100.0, costs, [("dram", 0), ("epoch", 0), ("tta", 0)], now=lambda: clock["now"],
+                      cases=3, builds=1, headline=frozenset(costs))
+    assert "headline first: 3 of 3 funded whole" in plan.plan_line()
+    plan.share_for("dram")
+    clock["now"] = 16.0
+    plan.done("dram", skipped=False, build_s=16.0)  # twice its price: epoch no longer fits what is left
+    line = plan.correction()
+    assert line is not None and line.startswith("gpubench: plan corrected: this run's cases take 1.8x their prices")
+    assert "headline no longer funded: epoch — --budget" in line and "tta" not in line.split("funded:")[1]
+    assert plan.correction() is None  # said once

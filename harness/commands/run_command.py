@@ -41,12 +41,31 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     if problem := tests_problem(args) or resolve_store(args) or model_problem(args) or selection_problem(extra):
         return fail(problem, code=ExitCode.REFUSED)
+    try:
+        wait_for_quiet(args)
+    except UsageError as error:
+        return fail(str(error), code=ExitCode.REFUSED)
     before = run_csv(args)
     theirs = before is not None and before.exists()  # an id another run holds: refused, and its record is not ours
     code = cmd_run(args, extra)
     if not theirs:
         record_exit(args, code)
     return code
+
+
+def wait_for_quiet(args: argparse.Namespace) -> None:
+    """--wait-quiet: the wait happens here, before the run's budget starts, and the builds then measure at once."""
+    from gpubench.harness.core.run_budget import parse_duration
+
+    wait_s = parse_duration(getattr(args, "wait_quiet", None), "--wait-quiet")
+    args.wait_quiet = None
+    if wait_s is None:
+        return
+    from gpubench.harness.devices.device import resolve_device  # torch, only when asked to wait
+    from gpubench.harness.devices.machine_load import wait_quiet
+
+    device = resolve_device("cuda" if args.device == "cuda:all" else args.device)
+    wait_quiet(device, wait_s, lambda line: print(line, flush=True))
 
 
 def run_csv(args: argparse.Namespace) -> Path | None:

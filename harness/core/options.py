@@ -67,6 +67,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
            "(default: the profile's: smoke 0.05, quick 0.1, full 0.3)", float),
     Option("--threads", None, "torch threads of each build process (default: torch's, one per core); fewer than the "
            "free cores keeps builds from waiting on a busy core", int),
+    Option("--wait-quiet", None, "before the first case, wait up to this long (90s, 10m) for other processes to "
+           "leave the CPU and GPU; then measure anyway, flagged busy (default: measure at once)"),
     Option("--build-calls", None, "timed calls per build of a micro-benchmark case, at least "
            "(default: the profile's rounds decide)", int),
     Option("--budget", None, "time for the whole run, all builds (90s, 4m, 1h, or none): each case gets a share of "

@@ -65,7 +65,7 @@ def cut_reason(budget_s: float) -> str:
             "never returned) — raise --budget if it is only slow")
 
 
-def parse_duration(text: str | float | None) -> float | None:
+def parse_duration(text: str | float | None, flag: str = "--budget") -> float | None:
     """Seconds from '90s', '4m', '1.5h', '1h30m'; None for 'none'. A bare number is refused: seconds or minutes?"""
     if text is None or isinstance(text, (int, float)):
         return None if text is None else float(text)
@@ -76,10 +76,10 @@ def parse_duration(text: str | float | None) -> float | None:
     whole = bool(parts) and "".join(number + unit for number, unit in parts) == cleaned
     seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts) if whole else 0.0
     if not 0 < seconds < math.inf:
-        raise UsageError(f"--budget {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m "
-                            "(or none for no limit)")
+        raise UsageError(f"{flag} {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m "
+                         "(or none for no limit)")
     if seconds > MAX_BUDGET_S:  # timers and deadlines overflow long before a float does
-        raise UsageError(f"--budget {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
+        raise UsageError(f"{flag} {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
     return seconds
 
 
@@ -136,6 +136,7 @@ class CaseShare:
     known_call_s: float | None = None  # its first call as this machine's history says, checked before the build
     predicted_build_s: float | None = None  # the cost model's, where no history of the case exists
     expected_build_s: float | None = None  # what the plan expects the build to cost (history, else the model)
+    priced_as: str = ""  # how a known first call was priced, said when it refuses the case
     now: Callable[[], float] = time.monotonic
     started_s: float = field(default=0.0)
 
@@ -161,8 +162,9 @@ class CaseShare:
             return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the "
                     f"{budget} budget went to building and warming it up: no timed call fits — "
                     "raise --budget or deselect it")
-        return (f"over budget: one call takes {format_duration(call_s)}; its share of the {budget} budget is {share} "
-                "— raise --budget or deselect it")
+        priced = f" ({self.priced_as})" if self.priced_as else ""
+        return (f"over budget: one call takes {format_duration(call_s)}{priced}; its share of the {budget} budget is "
+                f"{share} — raise --budget or deselect it")
 
 
 class OverBudget(Exception):

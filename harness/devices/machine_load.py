@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import psutil
 import torch
@@ -51,3 +53,79 @@ def load_of(busy_frac: float, device: torch.device) -> Load:
     gpu_other_procs = gpu_other_processes(device.index or 0) if device.type == "cuda" else None
     flags = (["busy-gpu"] if gpu_other_procs else []) + (["busy"] if busy_frac > BUSY_FRAC else [])
     return Load(round(busy_frac, 4), gpu_other_procs, tuple(flags))
+
+
+# The look before the first case spans at least this long: enough clock ticks on every core to say who used them.
+LOOK_WINDOW_S = 0.3
+WAIT_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Look:
+    """What else used the machine just before the first case: others' share of the CPU, others on the GPU."""
+
+    cores: int
+    busy_frac: float
+    gpu_other_procs: int | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.busy_frac > BUSY_FRAC or bool(self.gpu_other_procs)
+
+    @property
+    def cpu_busy(self) -> bool:
+        return self.busy_frac > BUSY_FRAC
+
+    def free_cores(self) -> int:
+        return max(1, round(self.cores * (1 - self.busy_frac)))
+
+    def pace(self, threads: int) -> float:
+        """How much slower than its probe a CPU case will run beside the others: the probe keeps its best call (a
+        moment the cores were free), the cases share the cores with every runnable thread (1: a quiet machine)."""
+        if not self.cpu_busy:
+            return 1.0
+        return max(1.0, (threads + self.busy_frac * self.cores) / self.cores)
+
+
+def look(meter: LoadMeter, device: torch.device, window_s: float = LOOK_WINDOW_S) -> Look:
+    """The machine as `meter` (started earlier, at the run's set-up) saw it, over at least `window_s`."""
+    time.sleep(max(0.0, window_s - (time.monotonic() - meter.start_wall)))
+    gpu_other_procs = gpu_other_processes(device.index or 0) if device.type == "cuda" else None
+    return Look(os.cpu_count() or 1, round(meter.busy_frac(), 4), gpu_other_procs)
+
+
+def threads_for(seen: Look, threads_now: int) -> int | None:
+    """Torch threads that follow the free cores of a busy CPU (None: keep torch's): a parallel op waits for its
+    slowest thread, and a thread on a busy core is slow (a small step ran ~1.8x slower with one thread too many)."""
+    if not seen.cpu_busy or seen.free_cores() >= threads_now:
+        return None
+    return seen.free_cores()
+
+
+def seen_text(seen: Look, device: torch.device) -> str:
+    cores = f"{seen.cores} core{'s' if seen.cores != 1 else ''}"
+    gpu = f"; {seen.gpu_other_procs} other process(es) hold {device}" if seen.gpu_other_procs else ""
+    return f"other processes used {seen.busy_frac:.0%} of the {cores}{gpu}"
+
+
+def look_line(seen: Look, threads: tuple[int, int] | None, device: torch.device) -> str:
+    """One line before the first case: what else used the machine and what that does to the figures."""
+    if not seen.busy:
+        return f"gpubench: machine quiet before the first case ({seen_text(seen, device)})"
+    moved = f"torch threads {threads[0]} -> {threads[1]} (the free cores); " if threads is not None else ""
+    return (f"gpubench: machine busy before the first case: {seen_text(seen, device)} — {moved}figures may read "
+            "slow and their rows are flagged busy; --wait-quiet 10m waits for a quieter machine first")
+
+
+def wait_quiet(device: torch.device, wait_s: float, say: Callable[[str], None],
+               now: Callable[[], float] = time.monotonic) -> Look:
+    """Waits up to `wait_s` for the machine to turn quiet, looking once a second; the last look either way."""
+    give_up_s = now() + wait_s
+    seen = look(LoadMeter(), device, WAIT_POLL_S)
+    if seen.busy:
+        say(f"gpubench: waiting up to {wait_s:.0f} s for a quiet machine ({seen_text(seen, device)})")
+    while seen.busy and now() < give_up_s:
+        seen = look(LoadMeter(), device, WAIT_POLL_S)
+    if seen.busy:
+        say(f"gpubench: still busy after {wait_s:.0f} s: measuring anyway")
+    return seen

@@ -28,8 +28,16 @@ def summary_line(row: dict[str, Any]) -> str:
     figures = [fmt.format(row[key]) for key, fmt in headlines(str(row.get("workload"))) if _number(row.get(key))]
     median_s = row["median_s"]
     median = f"{median_s:.3g} s" if median_s >= 1 else f"{median_s * 1e3:.3g} ms"
-    flags = f" [{row['flags']}]" if row.get("flags") else ""
-    return f"{row['case_id']}{build}: median {median} over {row['rounds']} sample(s){flags}; " + ", ".join(figures)
+    flags = f" [{shown_flags(row)}]" if row.get("flags") else ""
+    line = f"{row['case_id']}{build}: median {median} over {row['rounds']} sample(s){flags}"
+    return line + (f"; {', '.join(figures)}" if figures else "")
+
+
+def shown_flags(row: dict[str, Any]) -> str:
+    """The row's flags, `busy` with the share of the machine others took (the flag alone does not say how much)."""
+    busy_frac = row.get("cpu_busy_frac")
+    return ", ".join(f"busy {busy_frac:.0%}" if flag == "busy" and _number(busy_frac) else flag
+                     for flag in str(row["flags"]).split(";") if flag)
 
 
 # torch's C++ warnings end with the source line that raised them (torch's build tree): noise in a row's reason.

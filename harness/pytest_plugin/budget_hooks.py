@@ -23,6 +23,7 @@ def plan_budget(state: RunState, items: list[pytest.Item],
                 build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
     """The plan over every selected (case, build): this machine's history, else the cost model's prediction."""
     from gpubench.harness.measurement.session import skipped_in
+    from gpubench.harness.pytest_plugin.machine_look import pace
     from gpubench.harness.records.durations import case_costs
 
     entries = planned_entries(state.case_builds, items, build_of)
@@ -38,7 +39,7 @@ def plan_budget(state: RunState, items: list[pytest.Item],
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
     return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build,
-                       frozenset(state.headline))
+                       frozenset(state.headline), pace(state))
 
 
 def workload_case(item: pytest.Item) -> tuple[Any, Any]:
@@ -99,9 +100,21 @@ def extra_build_order(state: RunState) -> list[str]:
 def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
     """The first build process shows the plan; a later one, the time left for its builds."""
     first = config.getoption("gpubench_build") in (None, 0)
-    line = plan.plan_line() if first else f"gpubench: {plan.progress()}"
+    say(config, plan.plan_line() if first else f"gpubench: {plan.progress()}")
+
+
+def say_correction(config: pytest.Config, plan: BudgetPlan) -> None:
+    """The plan's promise corrected out loud, the moment the re-priced plan breaks it."""
+    line = plan.correction()
+    if line is not None:
+        say(config, line)
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line of the run's own, on pytest's terminal (its own line, not inside a test's progress dots)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        reporter.ensure_newline()
         reporter.write_line(line)
     else:
         sys.stderr.write(line + "\n")

@@ -14,6 +14,9 @@ from gpubench.harness.core.run_budget import (
 )
 
 NAMED_IN_PLAN = 4  # cases named per list in the plan line; the rest are counted
+# The prior pace counts as this many seconds of priced builds: one short case cannot swing the plan on its own.
+PRIOR_WEIGHT_S = 2.0
+PACE_RANGE = (0.5, 20.0)  # a run's pace is clamped here: beyond it the prices, not the machine, are wrong
 Item = tuple[str, int]  # (case id, build)
 
 
@@ -36,13 +39,32 @@ class BudgetPlan:
     builds: int = 0
     extra: bool = False  # an extra build (pytest_plugin.extra_build): a case runs whole or not at all
     headline: frozenset[str] = frozenset()
+    prior_pace: float = 1.0  # how much slower than priced the cases should run (the look before the first case)
+    seen: list[tuple[float, float]] = field(default_factory=list)  # (build s, its price) of this process's cases
+    issued: dict[str, tuple[CaseCost, bool]] = field(default_factory=dict)  # case -> (its prices, share held it)
+    promised: set[Item] | None = None  # the headline items the last plan line (or correction) said it funds
 
     def left_s(self) -> float:
         return self.deadline_s - self.now() - self.later_processes * self.startup_s
 
+    def pace(self) -> float:
+        """How much longer than their prices this run's cases take here now: the builds seen so far (priced and not
+        capped), cost-weighted, starting from the prior. Every remaining price is multiplied by it."""
+        actual_s = sum(build_s for build_s, _ in self.seen) + self.prior_pace * PRIOR_WEIGHT_S
+        priced_s = sum(price_s for _, price_s in self.seen) + PRIOR_WEIGHT_S
+        return min(max(actual_s / priced_s, PACE_RANGE[0]), PACE_RANGE[1])
+
     def cost(self, case_id: str) -> float | None:
         known = self.costs.get(case_id)
-        return known.build_s if known is not None else None
+        return known.build_s * self.pace() if known is not None else None
+
+    def first_call_s(self, case_id: str) -> float | None:
+        """A case's first call at this run's pace, checked before it is built: this machine's history, or the cost
+        model's once this process has seen how far its prices are off (before that, the case's own call decides)."""
+        known = self.costs.get(case_id)
+        if known is None or known.first_call_s is None or (known.predicted and not self.seen):
+            return None
+        return known.first_call_s * self.pace()
 
     def is_headline(self, item: Item) -> bool:
         return item[0] in self.headline and item[1] == 0 and not self.extra
@@ -59,8 +81,7 @@ class BudgetPlan:
     def share_for(self, case_id: str) -> CaseShare:
         """This case's share of what is left (an extra build: all of it; `fits` checked its build needs that)."""
         known = self.costs.get(case_id)
-        # a predicted first call is the model's guess: the case's own first call decides, not it
-        known_call_s = known.first_call_s if known and not known.predicted else None
+        known_call_s = self.first_call_s(case_id)
         predicted_s = known.build_s if known and known.predicted else None
         if self.extra:
             return CaseShare(max(self.left_s(), 0.0), self.budget_s, known_call_s)
@@ -75,7 +96,18 @@ class BudgetPlan:
             reserve_s = headline_s + sum(map(self._reserve_s, first_builds))
             share_s = share_of(self.cost(case_id), [self.cost(other[0]) for other in same_tier],
                                self.left_s() - reserve_s)
-        return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, self.cost(case_id))
+        cost_s = self.cost(case_id)
+        if known is not None and cost_s is not None:
+            self.issued[case_id] = (known, share_s >= cost_s * COST_MARGIN)
+        return CaseShare(share_s, self.budget_s, known_call_s, predicted_s, cost_s, self._priced_as(known))
+
+    def _priced_as(self, known: CaseCost | None) -> str:
+        """How a refused case was priced, for its reason: the source and this run's pace."""
+        if known is None:
+            return ""
+        source = "the cost model" if known.predicted else "this machine's history"
+        pace = self.pace()
+        return f"{source}'s price x{pace:.2g}, this run's pace" if abs(pace - 1) >= 0.05 else ""
 
     def _funded_reserve_s(self, besides: Item) -> tuple[float, int]:
         """What the funded headline items other than `besides` keep out, and how many have no cost yet. One left out
@@ -97,8 +129,18 @@ class BudgetPlan:
             rest.remove(item)
         return rest + self.later
 
-    def done(self, case_id: str, skipped: bool) -> None:
-        """One item ran (or was passed over); a skipped case's later builds will not run, here or later."""
+    def done(self, case_id: str, skipped: bool, build_s: float | None = None,
+             first_call_s: float | None = None) -> None:
+        """One item ran (or was passed over); a skipped case's later builds will not run, here or later. What it
+        took against its price sets the pace of the rest: a whole (not capped) build's seconds, else its first call's
+        (a case refused after its first call is the clearest sign the prices are off)."""
+        issued = self.issued.pop(case_id, None)
+        if issued is not None:
+            known, whole = issued
+            if build_s is not None and whole and not skipped:
+                self.seen.append((build_s, known.build_s))
+            elif first_call_s is not None and known.first_call_s:
+                self.seen.append((first_call_s, known.first_call_s))
         item = self._item(case_id)
         if item in self.here:
             self.here.remove(item)
@@ -138,12 +180,30 @@ class BudgetPlan:
         if headline_cases:
             parts.append(f"headline first: {len(funded)} of {headline_cases} funded whole "
                          f"(~{format_duration(headline_s)})")
+        self.promised = set(funded)
         if left_out:
-            need_s = self.budget_s - left_s + sum(self._reserve_s(item) for item in funded + left_out)
             parts.append(f"headline left out: {named([c for c, _ in left_out])} — "
-                         f"--budget {format_duration(rounded_up(need_s))} includes them")
+                         f"--budget {format_duration(self._budget_including(funded + left_out))} includes them")
         parts += [f"{label}: {named(found)}" for label, found in (("skipped", skipped), ("capped", capped)) if found]
         return "gpubench: " + "; ".join(parts)
+
+    def _budget_including(self, items: list[Item]) -> float:
+        return rounded_up(self.budget_s - self.left_s() + sum(self._reserve_s(item) for item in items))
+
+    def correction(self) -> str | None:
+        """After a case: the headline items promised that the re-priced plan can no longer fund, said out loud once
+        (None when the promise holds). The first call only records what is promised."""
+        funded, left_out, _ = self._headline_verdicts(self.left_s())
+        if self.promised is None:
+            self.promised = set(funded)
+            return None
+        dropped = [item for item in left_out if item in self.promised]
+        if not dropped:
+            return None
+        self.promised -= set(dropped)
+        return (f"gpubench: plan corrected: this run's cases take {self.pace():.2g}x their prices here now; headline "
+                f"no longer funded: {named([c for c, _ in dropped])} — --budget "
+                f"{format_duration(self._budget_including(funded + left_out))} includes them")
 
     def _headline_verdicts(self, left_s: float) -> tuple[list[Item], list[Item], list[Item]]:
         """The headline items in run order: funded (their cost fits what earlier ones left), left out, unknown cost."""
@@ -166,12 +226,13 @@ class BudgetPlan:
             known = self.costs.get(case_id)
             if known is None:
                 continue
-            share_s = min(known.build_s * COST_MARGIN, level)
-            if known.first_call_s is not None and known.first_call_s > share_s:
-                call = ("~" if known.predicted else "") + format_duration(known.first_call_s)
+            cost_s, pace = known.build_s * self.pace(), self.pace()
+            share_s = min(cost_s * COST_MARGIN, level)
+            if known.first_call_s is not None and known.first_call_s * pace > share_s:
+                call = ("~" if known.predicted else "") + format_duration(known.first_call_s * pace)
                 skipped.append(f"{case_id} (one call {call} > its {format_duration(share_s)} share)")
-            elif known.build_s * COST_MARGIN > level:
-                capped.append(f"{case_id} ({format_duration(share_s)} of its {format_duration(known.build_s)})")
+            elif cost_s * COST_MARGIN > level:
+                capped.append(f"{case_id} ({format_duration(share_s)} of its {format_duration(cost_s)})")
         return skipped, capped
 
 
@@ -201,13 +262,13 @@ def run_startup_s() -> float:
 
 def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[Item],
                 only_build: int | None, skipped: set[str], extra: bool = False,
-                headline: frozenset[str] = frozenset()) -> BudgetPlan:
+                headline: frozenset[str] = frozenset(), prior_pace: float = 1.0) -> BudgetPlan:
     """One process's plan from every selected (case id, build) in run order; `deadline_s` None: this process is the
     whole run. Cases an earlier build already skipped are not planned for."""
     startup_s = run_startup_s()
     deadline_s = deadline_s if deadline_s is not None else time.time() - startup_s + budget_s
     size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1,
-            "headline": headline}
+            "headline": headline, "prior_pace": prior_pace}
     if only_build is None:
         return BudgetPlan(budget_s, deadline_s, costs, [e for e in entries if e[0] not in skipped], **size)
     here = [e for e in entries if e[1] == only_build and e[0] not in skipped]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -21,12 +22,13 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.harness.devices.device import check_nproc, default_nproc, resolve_device
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
 from gpubench.harness.devices.env import machine_identity
+from gpubench.harness.devices.machine_load import LoadMeter, wait_quiet
 from gpubench.harness.processes.launch import MAX_BUILDS
 from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
-from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
+from gpubench.harness.pytest_plugin.budget_plan import note_run_began, run_startup_s
 from gpubench.harness.core.run_budget import DeadlinePassed, cut_after, format_duration, grace_s, parse_duration
 from gpubench.harness.catalog.profiles import check_profile
 from gpubench.harness.records.results import check_output_file, check_results_dir_early, check_run_id, new_run_id
@@ -127,6 +129,7 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
                 build_calls=build_calls, threads=check_threads(option("gpubench_threads")), device=device,
                 profile=profile, results_dir=results_dir, build=build, budget_s=budget_s, data_root=data_root,
                 dataset=dataset, warning=warning,
+                wait_quiet_s=parse_duration(option("gpubench_wait_quiet"), "--wait-quiet"),
                 nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
                 target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
 
@@ -145,6 +148,9 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
     device: torch.device = checked["device"]
     if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with
         torch.set_num_threads(checked["threads"])
+    if checked["wait_quiet_s"] is not None and not collect_only:
+        wait_quiet(device, checked["wait_quiet_s"], lambda line: sys.stderr.write(line + "\n"))
+        note_run_began()  # the wait is no part of the run: its budget starts now
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
     previous_clock = install_session_clock(clock)
     if device.type == "cuda":
@@ -166,6 +172,8 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
                      previous_clock=previous_clock,
                      budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"),
                      end_s=run_end_s(option, checked["budget_s"]))
+    state.threads_given = checked["threads"] is not None
+    state.load_meter = None if collect_only else LoadMeter()
     return state, checked["warning"]
 
 

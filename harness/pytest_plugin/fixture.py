@@ -17,6 +17,7 @@ from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.records.results import ResultsFull
+from gpubench.harness.pytest_plugin.budget_hooks import say_correction
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.runner import run_case
@@ -151,7 +152,8 @@ class Recorder:
         finally:
             self.state.release_device_data()
             if plan is not None:  # a case that raised is done too: no time is kept for it
-                plan.done(case.case_id, skipped=row is not None and row["status"] == "skipped")
+                plan.done(case.case_id, row is not None and row["status"] == "skipped", *build_taken(row))
+                say_correction(self.request.config, plan)
         assert row is not None  # every other way out of the try skipped or raised
         first, self._driven = not self._driven, True
         return self._report(case, row, untimed, first)
@@ -178,6 +180,16 @@ class Recorder:
         if row["status"] == "failed":  # e.g. diverged: recorded, and the test says so
             pytest.fail(row["reason"], pytrace=False)
         return row
+
+
+def build_taken(row: dict[str, Any] | None) -> tuple[float | None, float | None]:
+    """(a whole build's seconds, its first call's seconds) for the plan's pace: a capped build ran short of its
+    price by design and tells nothing of it."""
+    if row is None:
+        return None, None
+    whole = row["status"] == "ok" and not str(row.get("reason") or "").startswith("capped")
+    first_call_s = row.get("first_call_s")
+    return (row.get("build_s") if whole else None), (first_call_s if isinstance(first_call_s, float) else None)
 
 
 def show_row_samples(benchmark: Any, samples_s: list[float]) -> None:

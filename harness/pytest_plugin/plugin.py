@@ -159,6 +159,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from gpubench.harness.measurement.timing import install_session_clock
 
     install_session_clock(state.previous_clock)  # an embedding run's own (pytester in a gpubench session)
+    if state.threads_moved is not None:  # torch's threads back as the embedding process had them
+        import torch
+
+        torch.set_num_threads(state.threads_moved[0])
     for signum, handler in config.stash.get(PREVIOUS_HANDLERS, {}).items():
         signal.signal(signum, handler)
     if state.session.stop:
@@ -267,6 +271,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep_in_order(config, items, extra_build_order(state), case_id_of)
     elif state is not None:  # value first: within a build, the report summary's cases run before the settings tables
         items.sort(key=lambda item: (_build_of(item), case_id_of(item) not in state.headline))
+    if state is not None and any(map(uses_gpubench, items)):
+        from gpubench.harness.pytest_plugin.machine_look import take_look
+
+        take_look(state)  # before the plan's probe: it prices the cases with the threads they will have
     if state is not None and state.budget_s is not None:
         state.budget_plan = plan_budget(state, items, _build_of)
     if state is not None and state.only_build is not None:
@@ -290,6 +298,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             check_writable(state.session.results_dir)
         except OSError as error:
             raise pytest.UsageError(str(error)) from None
+        from gpubench.harness.pytest_plugin.machine_look import show_look
+
+        show_look(session.config, state)
         if state.budget_plan is not None:
             show_plan(session.config, state.budget_plan)
 

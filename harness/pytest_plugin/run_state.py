@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.measurement.session import Session
+
+if TYPE_CHECKING:
+    from gpubench.harness.devices.machine_load import LoadMeter, Look
 
 
 @dataclass
@@ -31,6 +34,10 @@ class RunState:
     # start plus a --budget the user gave; None (a plain pytest run under the profile's default budget): never cut
     end_s: float | None = None
     untimed_cases: int = 0
+    load_meter: LoadMeter | None = None  # started at set-up: the look before the first case spans the collection
+    look: Look | None = None  # what it saw, once the selection is known
+    threads_given: bool = False  # --threads: the user's count stays, busy or not
+    threads_moved: tuple[int, int] | None = None  # torch threads before and after following the free cores
     previous_clock: Any = None  # the session clock before this run's, restored at unconfigure (pytester)
     _data: DataSource | None = field(default=None, repr=False)
 

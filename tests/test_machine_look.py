@@ -1,0 +1,65 @@
+"""The look at the machine before the first case: what it says, the threads it picks, the prior pace it gives the
+plan, and the wait for a quiet machine."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import torch
+
+from gpubench.harness.commands import run_command
+from gpubench.harness.core.exits import UsageError
+from gpubench.harness.devices import machine_load
+from gpubench.harness.devices.machine_load import Look, look_line, threads_for, wait_quiet
+
+CPU = torch.device("cpu")
+
+
+def test_two_spinning_processes_on_two_cores_leave_one_thread_and_price_the_cases_half_again():
+    spun = Look(cores=2, busy_frac=0.97)
+    assert spun.busy and spun.free_cores() == 1
+    assert threads_for(spun, threads_now=2) == 1
+    # one thread beside two spinning ones on two cores: two thirds of a core where the probe saw a whole one
+    assert spun.pace(threads=1) == pytest.approx((1 + 1.94) / 2)
+
+
+def test_a_quiet_machine_keeps_its_threads_and_its_prices():
+    quiet = Look(cores=8, busy_frac=0.1)
+    assert not quiet.busy and threads_for(quiet, threads_now=8) is None and quiet.pace(threads=8) == 1.0
+    # busy, but no fewer free cores than threads: nothing to move
+    assert threads_for(Look(cores=8, busy_frac=0.4), threads_now=4) is None
+
+
+def test_the_line_says_what_was_seen_and_what_it_does_to_the_figures():
+    busy = look_line(Look(2, 0.97), (2, 1), CPU)
+    assert busy == ("gpubench: machine busy before the first case: other processes used 97% of the 2 cores — torch "
+                    "threads 2 -> 1 (the free cores); figures may read slow and their rows are flagged busy; "
+                    "--wait-quiet 10m waits for a quieter machine first")
+    assert look_line(Look(2, 0.01), None, CPU) == ("gpubench: machine quiet before the first case (other processes "
+                                                   "used 1% of the 2 cores)")
+    gpu = look_line(Look(16, 0.0, gpu_other_procs=2), None, torch.device("cuda:0"))
+    assert "busy" in gpu and "2 other process(es) hold cuda:0" in gpu
+
+
+def test_the_wait_ends_when_the_machine_turns_quiet_or_its_time_is_up(monkeypatch):
+    looks = iter([Look(2, 0.9), Look(2, 0.8), Look(2, 0.05)])
+    monkeypatch.setattr(machine_load, "look", lambda meter, device, window_s: next(looks))
+    said: list[str] = []
+    assert not wait_quiet(CPU, 600.0, said.append).busy
+    assert said == ["gpubench: waiting up to 600 s for a quiet machine (other processes used 90% of the 2 cores)"]
+    clock = iter([0.0, 0.5, 2.0])
+    monkeypatch.setattr(machine_load, "look", lambda meter, device, window_s: Look(2, 0.9))
+    said.clear()
+    assert wait_quiet(CPU, 1.0, said.append, now=lambda: next(clock)).busy
+    assert said[-1] == "gpubench: still busy after 1 s: measuring anyway"
+
+
+def test_gpubench_run_waits_before_its_budget_starts_and_its_builds_do_not_wait_again(monkeypatch):
+    waited: list[float] = []
+    monkeypatch.setattr(machine_load, "wait_quiet", lambda device, wait_s, say: waited.append(wait_s))
+    args = argparse.Namespace(wait_quiet="2m", device="cpu")
+    run_command.wait_for_quiet(args)
+    assert waited == [120.0] and args.wait_quiet is None
+    with pytest.raises(UsageError, match=r"^--wait-quiet '10': use a duration such as 90s"):
+        run_command.wait_for_quiet(argparse.Namespace(wait_quiet="10", device="cpu"))
