@@ -748,3 +748,17 @@ def test_a_quiet_machine_keeps_torch_threads_and_says_so_in_one_line(tiny, monke
     result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out")
     assert result.stdout.str().count("gpubench: machine quiet before the first case (other processes used 2% of") == 1
     assert {row["torch_threads"] for row in rows_in(tiny.path / "out")} == {str(torch.get_num_threads())}
+
+
+def test_a_build_process_is_warmed_once_before_its_cases(tiny, monkeypatch):
+    from gpubench.harness.workloads.common import process_warm_up
+
+    warmed: list[str] = []
+    monkeypatch.setattr(process_warm_up, "_warmed", set())
+    monkeypatch.setattr(process_warm_up, "warm_process", lambda device: warmed.append(str(device)))
+    run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out").assert_outcomes(passed=2,
+                                                                                                          skipped=2)
+    assert warmed == ["cpu"]
+    process_warm_up._warmed.clear()
+    run(tiny, "--benchmark-disable", "--device=cpu", "--profile=smoke", "--results-dir=out2")
+    assert warmed == ["cpu"]  # an untimed run times nothing and warms nothing

@@ -21,6 +21,7 @@ from gpubench.harness.pytest_plugin.budget_hooks import say_correction
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.runner import run_case
+from gpubench.harness.workloads.common.process_warm_up import warm_once
 from gpubench.harness.records.safe_files import RefusedPath
 from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
 from gpubench.harness.measurement.session import RunStop
@@ -137,6 +138,8 @@ class Recorder:
                                               **{k: v for k, v in case.settings().items() if v is not None}})
         row: dict[str, Any] | None = None
         try:
+            if not untimed:  # what a later case finds done by the ones before it, done before the first
+                warm_once(ctx.device)
             rounds = inline_rounds(ctx.clock) if self._driven else benchmark_rounds(self.benchmark)
             base = session.base_row() if not untimed else {"run_id": session.run_id}
             row = run_case(case, workload, ctx, base, session.record if not untimed else None, rounds=rounds,
