@@ -3,26 +3,28 @@ between rounds of one (docs/method.md, "How compare decides"). The unit is a bui
 a case built once per run); se² = s_p²·(1/n_base + 1/n_new) + between², s_p pooled over both sides, between² the
 run-to-run noise of a ratio measured from the scatter of all common cases' log-ratios (most cases of two runs are
 unchanged), never below NOISE_FLOOR per run. t with Satterthwaite's degrees of freedom; verdicts by verdicts.decide;
-rows flagged busy are set aside (a run on a busy machine never fails a gate on its own say-so)."""
+rows flagged busy widen a case's noise, and a difference they alone could have made is "cannot judge: busy"
+(reports/busy.py)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from gpubench.reports import replicates
-from gpubench.reports.load import dedupe, load_results, run_keys, samples
+from gpubench.reports.busy import Busy, busy_by_case, judge_busy
+from gpubench.reports.load import broken_rows, dedupe, load_results, run_keys, samples
 from gpubench.harness.core.exits import UsageError
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.paired import (factor, format_session, judge_session, judged_sequentially, paired_sides,
                                      pairing_problem, percent, reach)
 from gpubench.reports.units import human
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, Judgement, Verdict, decide,
-                                       exit_code_of, t_estimate)
+                                       exit_code_of, t_estimate, tally)
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,14 @@ def runs_needed(detectable: float, threshold: float, runs: int) -> int:
 
 
 def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, between2: float | None = None,
-          between_dof: float = math.inf) -> Verdict:
+          between_dof: float = math.inf, busy2: float = 0.0) -> Verdict:
+    """busy2: the variance busy rows add (reports/busy.py), a fixed term like the floor."""
     ratio = new.median_s / base.median_s
     n_base, n_new = len(base.units), len(new.units)
     estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
     if between2 is None:
         between2 = NOISE_FLOOR**2 * (1 / base.runs + 1 / new.runs)
-    se = math.sqrt(estimated + between2)
+    se = math.sqrt(estimated + between2 + busy2)
     # Satterthwaite: each estimated part of se² carries its own degrees of freedom
     denominator = (estimated**2 / max(1, n_base + n_new - 2)
                    + (between2**2 / between_dof if math.isfinite(between_dof) else 0.0))
@@ -194,12 +197,10 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     notes: list[str] = []
     verdicts: list[Verdict] = []
     base_ok, new_ok = base[base["status"] == "ok"], new[new["status"] == "ok"]
-    base_bad = base[base["status"].isin(["failed", "oom"])]
+    base_bad = base[base["status"].isin(["failed", "oom", "unreached"])]
     for case_id, reason in zip(base_bad["case_id"], base_bad["reason"]):
         notes.append(f"BASE {case_id} excluded: {reason}")
-    # ok before, not measured now: a regression; but a case a run budget skipped was not tried, which is no regression
-    over_budget = (new["status"] == "skipped") & new["reason"].fillna("").astype(str).str.startswith("over budget")
-    new_broken = new[new["status"].isin(["failed", "oom", "skipped"]) & ~over_budget]
+    new_broken = broken_rows(new)  # ok before, not measured now: a regression, unless a run budget cut it short
     for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
         reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
         verdicts.append(unjudged(case_id, base_ok, new_ok, Judgement.BROKEN, f"ok in BASE, {reason}"))
@@ -212,30 +213,18 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
                                      "one sample on a side: run it again (2+ runs per side) to decide"))
             continue
         sides[case_id] = (b, n)
+    busy = busy_by_case(base_ok, new_ok)
     noise = run_noise(list(sides.values()))
-    own = workload_noise(sides)
-    # at least ONE_PROCESS_FLOOR per run: two quick runs of unchanged code moved the template epoch 15% and the
-    # DDP steps 24% here, far beyond what the micro cases' build-to-build spread says
-    process2 = max(process_variance(list(sides.values())), ONE_PROCESS_FLOOR**2)
-    for case_id, (b, n) in sides.items():
-        between2, dof = max((noise.between2, noise.dof), own.get(case_id, (0.0, math.inf)))  # the wider of the two
-        # one build per run: its own samples cannot see process-to-process noise (already inside a
-        # workload scatter that won, when its cases are built once per run too)
-        if "windows" in (b.kind, n.kind) and between2 == noise.between2:
-            between2 += process2 * (1 / b.runs + 1 / n.runs)
-        verdicts.append(judge(case_id, b, n, threshold, between2, dof))
-    verdicts.sort(key=lambda v: v.case_id)
+    verdicts = sorted(verdicts + judge_sides(sides, noise, threshold, busy), key=lambda v: v.case_id)
+    widen = {case_id: b.variance for case_id, b in busy.items()}
     if replicates.runs_per_side(base, new) >= 2:  # runs as units: the between-run noise is each side's own
-        measured = {v.case_id: v for v in replicates.case_verdicts(base, new, threshold, sorted(sides))}
+        measured = {v.case_id: v for v in replicates.case_verdicts(base, new, threshold, sorted(sides), widen)}
         verdicts = [measured.get(v.case_id, v) for v in verdicts]
-    shift = replicates.machine_wide(base, new, threshold)
+    shift = replicates.machine_wide(base, new, threshold, widen.get(MACHINE_WIDE, 0.0))
     if shift is not None:
         verdicts.append(shift)
-    verdicts, unreliable = set_aside(verdicts, base_ok, new_ok)
-    if unreliable:
-        notes.insert(0, f"{unreliable} case(s) set aside as inconclusive: their rows are flagged busy (another "
-                        "process shared the machine while they were timed) — compare runs from a quiet machine to "
-                        "judge them")
+    verdicts, busy_notes = judge_busy(verdicts, busy)
+    notes[:0] = busy_notes
     if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter "
                         f"{math.expm1(noise.scatter):.1%} per ratio; all cases moved by x{noise.shift:.3f} (median)")
@@ -243,35 +232,24 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     return verdicts, sorted(base_cases - new_cases - broken), sorted(new_cases - base_cases), notes
 
 
-# Rows flagged busy carry no verdict: it would be the other process's, not the change's (two smoke runs of unchanged
-# code read x9.5 "slower" on the three rows of the second run flagged busy).
-SET_ASIDE_FLAGS = {"busy": "another process used the CPU", "busy-gpu": "another process used the GPU"}
-
-
-def unreliable_because(base_rows: pd.DataFrame, new_rows: pd.DataFrame) -> str:
-    """Why a case's rows cannot carry a verdict ('' when they can): the set-aside flags on either side."""
-    found = []
-    for side, rows in (("BASE", base_rows), ("NEW", new_rows)):
-        cells = rows.get("flags", pd.Series(dtype=str)).fillna("")
-        flags = {flag for cell in cells for flag in str(cell).split(";")}
-        found += [f"{side} rows flagged {flag} ({why})" for flag, why in SET_ASIDE_FLAGS.items() if flag in flags]
-    return "; ".join(found)
-
-
-def set_aside(verdicts: list[Verdict], base: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Verdict], int]:
-    """Slower/faster verdicts on busy rows made inconclusive, and the machine-wide one too once any case was
-    (a busy machine moves every case). Returns them and how many cases were set aside."""
-    kept, count = [], 0
-    for v in verdicts:
-        why = unreliable_because(base[base["case_id"] == v.case_id], new[new["case_id"] == v.case_id])
-        if v.verdict in (Judgement.SLOWER, Judgement.FASTER) and why:
-            v, count = replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {why}"), count + 1
-        kept.append(v)
-    if count:
-        kept = [replace(v, verdict=Judgement.INCONCLUSIVE, note=f"set aside: {count} case(s) flagged busy")
-                if v.case_id == MACHINE_WIDE and v.verdict in (Judgement.SLOWER, Judgement.FASTER) else v
-                for v in kept]
-    return kept, count
+def judge_sides(sides: dict[str, tuple[SideUnits, SideUnits]], noise: RunNoise, threshold: float,
+                busy: dict[str, Busy]) -> list[Verdict]:
+    """Each case against the wider of the machine's and its workload's between-run noise, plus what its busy rows
+    add."""
+    own = workload_noise(sides)
+    # at least ONE_PROCESS_FLOOR per run: two quick runs of unchanged code moved the template epoch 15% and the
+    # DDP steps 24% here, far beyond what the micro cases' build-to-build spread says
+    process2 = max(process_variance(list(sides.values())), ONE_PROCESS_FLOOR**2)
+    verdicts = []
+    for case_id, (b, n) in sides.items():
+        between2, dof = max((noise.between2, noise.dof), own.get(case_id, (0.0, math.inf)))  # the wider of the two
+        # one build per run: its own samples cannot see process-to-process noise (already inside a
+        # workload scatter that won, when its cases are built once per run too)
+        if "windows" in (b.kind, n.kind) and between2 == noise.between2:
+            between2 += process2 * (1 / b.runs + 1 / n.runs)
+        busy2 = busy[case_id].variance if case_id in busy else 0.0
+        verdicts.append(judge(case_id, b, n, threshold, between2, dof, busy2))
+    return verdicts
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -291,10 +269,8 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p,
                                 detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
-    counts = {k: sum(v.verdict == k for v in cases) for k in Judgement if k != Judgement.NOT_JUDGED}
     lines += ["", f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the "
-              f"cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
-              + ", ".join(f"{n} {k}" for k, n in counts.items())]
+              f"cases' scatter, at least {NOISE_FLOOR:.0%} per run): " + tally(cases)]
     if only_base:
         lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
     if only_new:
@@ -354,9 +330,9 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
 
 
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
-    """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke),
-    or every case is (the machine-wide line). The two sides of a paired session are judged paired
-    (in either order), unless their rows show they are not one session's pairs."""
+    """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke), or every case
+    is (the machine-wide line); else 6 when busy rows alone could have made a difference seen. The two sides of a
+    paired session are judged paired (in either order), unless their rows show they are not one session's pairs."""
     paired_notes = []
     sides = paired_sides(base, new)
     base_rows, new_rows = load_results([base]), load_results([new])

@@ -384,3 +384,14 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     runs = ", ".join(sorted(set(frame.loc[duplicated, "run_id"])))
     notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {runs} counted once"] if duplicated.any() else []
     return frame[~duplicated], notes
+
+
+def broken_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows that say a case no longer works: failed, out of memory, skipped for a reason of its own, or stopped by its
+    epoch cap short of its target. A case a run budget skipped or stopped was not given its time: no regression."""
+    status, reason = frame["status"], frame["reason"].fillna("").astype(str)
+    over_budget = (status == "skipped") & reason.str.startswith("over budget")
+    stopped_by = frame["stopped_by"] if "stopped_by" in frame else pd.Series("", index=frame.index)
+    capped = (status == "unreached") & stopped_by.eq("cap")
+    return frame[(status.isin(["failed", "oom", "skipped"]) & ~over_budget) | capped]
+

@@ -17,9 +17,10 @@ import pandas as pd
 from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench.harness.records.safe_files import read_json
 from gpubench.reports import sequential as sq
+from gpubench.reports.load import broken_rows
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of,
-                                       exp_capped, t_estimate)
+                                       exp_capped, t_estimate, tally)
 
 TRIM = 0.2  # Yuen's usual trimming: one pair of 5–9 on each side
 MIN_PAIRS_TO_TRIM = 5
@@ -126,9 +127,10 @@ def machine_wide(logs: dict[str, pd.Series], threshold: float) -> Verdict | None
 
 
 def broken_cases(a: pd.DataFrame, b: pd.DataFrame) -> list[Verdict]:
-    """ok in A, never ok in B (failed, out of memory or skipped): a regression, whatever the timing."""
+    """ok in A, never ok in B (failed, out of memory, skipped, stopped by its epoch cap): a regression, whatever the
+    timing."""
     ok_a, ok_b = set(a.loc[a["status"] == "ok", "case_id"]), set(b.loc[b["status"] == "ok", "case_id"])
-    bad_b = b[b["status"].isin(["failed", "oom", "skipped"])]
+    bad_b = broken_rows(b)
     verdicts = []
     for case_id in sorted((ok_a & set(bad_b["case_id"])) - ok_b):
         reason = str(bad_b.loc[bad_b["case_id"] == case_id, "reason"].iloc[0])
@@ -232,12 +234,11 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
         a_s = f"{v.base_median_s * 1e3:.4g} ms" if not math.isnan(v.base_median_s) else "—"
         b_s = f"{v.new_median_s * 1e3:.4g} ms" if not math.isnan(v.new_median_s) else "—"
         lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
-    counts = {k: sum(v.verdict == k for v in session.verdicts) for k in Judgement if k != Judgement.NOT_JUDGED}
     detectable = session.median_detectable
     kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
             if session.sequential else f"paired session: {session.pairs} pairs")
     lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: "
-              + ", ".join(f"{n} {k}" for k, n in counts.items())
+              + tally(session.verdicts)
               + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
 

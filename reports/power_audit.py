@@ -64,6 +64,7 @@ def _scaled(cell: object, factor: float) -> object:
 class Tally:
     comparisons: int = 0
     exits: int = 0  # comparisons that exited 1
+    cannot: int = 0  # comparisons that exited 6: cannot judge, busy (never on rows not flagged busy)
     target_calls: int = 0  # injected case-comparisons
     caught: int = 0  # ... called slower
     other_calls: int = 0  # untouched case-comparisons
@@ -72,7 +73,9 @@ class Tally:
 
     def add(self, verdicts: list[Verdict], slowed: set[str]) -> None:
         self.comparisons += 1
-        self.exits += exit_code_of(verdicts) != ExitCode.OK
+        code = exit_code_of(verdicts)
+        self.exits += code == ExitCode.FAILED
+        self.cannot += code == ExitCode.CANNOT_JUDGE
         for v in (v for v in verdicts if v.case_id != MACHINE_WIDE):
             if v.case_id in slowed:
                 self.target_calls += 1
@@ -85,6 +88,7 @@ class Tally:
 
     def row(self, name: str) -> dict[str, object]:
         return {"scenario": name, "comparisons": self.comparisons, "exit 1": f"{self.exits}/{self.comparisons}",
+                "exit 6 (cannot judge: busy)": f"{self.cannot}/{self.comparisons}",
                 "injected cases caught": f"{self.caught}/{self.target_calls}" if self.target_calls else "—",
                 "untouched cases flagged": f"{self.false_flags}/{self.other_calls}",
                 "median detectable": f"{np.median(self.detectable):.1%}" if self.detectable else "—"}

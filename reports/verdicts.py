@@ -29,6 +29,8 @@ class Judgement(str, Enum):
     INCONCLUSIVE = "inconclusive"
     BROKEN = "broken"  # ok in the base, failed or skipped in the new side
     NOT_JUDGED = "not judged"  # the machine-wide line when cases are judged one by one
+    # significant in the direction a busy side alone could make it (reports/busy.py): the load's, or the code's?
+    CANNOT_JUDGE = "cannot judge: busy"
 
     def __str__(self) -> str:
         return self.value
@@ -95,8 +97,20 @@ def decide(estimate: Estimate, threshold: float) -> Judgement:
 
 
 def exit_code_of(verdicts: Iterable[Verdict]) -> ExitCode:
-    """FAILED when a case is slower or broken, else OK (unreliable rows were judged inconclusive before here)."""
-    return ExitCode.FAILED if any(v.verdict in FAILS for v in verdicts) else ExitCode.OK
+    """FAILED when a case is slower or broken; else CANNOT_JUDGE when busy rows alone could have made a difference
+    seen (never the exit of a clean pass); else OK."""
+    judged = {v.verdict for v in verdicts}
+    if judged & set(FAILS):
+        return ExitCode.FAILED
+    return ExitCode.CANNOT_JUDGE if Judgement.CANNOT_JUDGE in judged else ExitCode.OK
+
+
+def tally(verdicts: Iterable[Verdict]) -> str:
+    """'1 slower, 0 faster, ...' over every judgement a line can have; 'cannot judge: busy' only where one is."""
+    judged = [v.verdict for v in verdicts]
+    shown = [k for k in Judgement if k != Judgement.NOT_JUDGED
+             and (k != Judgement.CANNOT_JUDGE or k in judged)]
+    return ", ".join(f"{judged.count(k)} {k}" for k in shown)
 
 
 MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown as inf

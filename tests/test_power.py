@@ -17,7 +17,7 @@ from gpubench.reports.power_audit import (
     paired_judge,
     unpaired_judge,
 )
-from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE
+from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, exit_code_of
 
 CASES = [f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)]
 
@@ -89,6 +89,57 @@ def test_unpaired_replicates_see_a_machine_wide_shift() -> None:
                                                           Scenario("every case x1.15", 1.15, "all")))
     assert by_name(table, "every case x1.15")["exit 1"] == "2/2"
     assert by_name(table, "A/A")["exit 1"] == "0/2"
+
+
+# What the audit below read on the quiet simulated runs before busy rows widened the noise instead of erasing the
+# verdict: without a busy row, the rule must not cost a quiet machine any power (nor change a detectable figure).
+QUIET_POWER = {
+    "one run per side": {"A/A": ("0/2", "0/44", "19.9%"), "one case x1.25": ("27/44", "0/924", "20.2%"),
+                         "every case x1.15": ("0/2", "0/0", "40.0%")},
+    "three runs per side": {"A/A": ("0/1", "0/22", "12.0%"), "one case x1.25": ("20/22", "0/462", "12.0%"),
+                            "every case x1.15": ("1/1", "0/0", "12.0%")},
+}
+
+
+def test_a_quiet_machine_keeps_its_power() -> None:
+    # flags as a quiet run's rows carry them: some noisy, none busy
+    pool = [run.assign(flags=["noisy" if i % 3 else "" for i in range(len(run))]) for run in runs(6, seed=3)]
+    comparisons = {"one run per side": [(pool[0], pool[1]), (pool[2], pool[3])],
+                   "three runs per side": [(pd.concat(pool[0:3]), pd.concat(pool[3:6]))]}
+    scenarios = tuple(s for s in SCENARIOS if s.name in QUIET_POWER["one run per side"])
+    for kind, pairs in comparisons.items():
+        table = audit(pairs, unpaired_judge, scenarios=scenarios).set_index("scenario")
+        read = {name: (row["exit 1"], row["untouched cases flagged"], row["median detectable"])
+                for name, row in table.iterrows()}
+        caught = {name: row["injected cases caught"] for name, row in table.iterrows()}
+        assert read == QUIET_POWER[kind], kind
+        assert caught["one case x1.25"] == QUIET_POWER[kind]["one case x1.25"][0]
+
+
+@pytest.mark.parametrize("busy_side, verdict, code", [("base", "slower", 1), ("new", "cannot judge: busy", 6)])
+def test_the_machine_wide_line_follows_the_busy_rule_too(busy_side, verdict, code) -> None:
+    """Every case twice as slow, three runs per side, one side's rows all flagged busy: against a busy BASE the
+    line that judges every case at once still fails the gate; with NEW busy the load alone could have done it."""
+    pool = runs(6, seed=4)
+    sides = {"base": pd.concat(pool[:3]), "new": inject(pd.concat(pool[3:]), CASES, 2.0)}
+    sides[busy_side] = sides[busy_side].assign(flags="busy")
+    verdicts = unpaired_judge(sides["base"], sides["new"], 0.05)
+    assert next(v.verdict for v in verdicts if v.case_id == MACHINE_WIDE) == verdict
+    assert exit_code_of(verdicts) == code
+
+
+def test_an_audit_of_a_busy_new_side_counts_cannot_judge_apart_from_exit_1() -> None:
+    """Unchanged code, three of NEW's cases 3x slower with their rows flagged busy (the load's doing, as two smoke
+    runs once read x9.5, x6.5 and x3.8 'slower'): no case flagged, no exit 1, and each comparison cannot judge."""
+    pool = runs(4, seed=5)
+
+    def busy_run(run: pd.DataFrame) -> pd.DataFrame:
+        slowed = inject(run, CASES[:3], 3.0)
+        return slowed.assign(flags=slowed["case_id"].isin(CASES[:3]).map({True: "busy", False: ""}))
+
+    loaded = [(pool[i], busy_run(pool[i + 1])) for i in (0, 2)]
+    row = by_name(audit(loaded, unpaired_judge, scenarios=(Scenario("A/A", 1.0, "none"),)), "A/A")
+    assert (row["exit 1"], row["exit 6 (cannot judge: busy)"], row["untouched cases flagged"]) == ("0/2", "2/2", "0/44")
 
 
 def test_one_run_per_side_says_the_shift_is_not_judged() -> None:

@@ -565,21 +565,96 @@ def test_a_case_a_run_budget_skipped_is_not_broken():
     assert [v.case_id for v in verdicts if v.verdict == "broken"] == ["matmul/y"] and only_base == ["matmul/x"]
 
 
-@pytest.mark.parametrize("flags, code", [("", 1), ("busy", 0), ("noisy;busy-gpu", 0), ("noisy", 1)])
-def test_compare_sets_aside_a_slowdown_on_rows_flagged_busy(tmp_path, capsys, flags, code):
-    """Two smoke runs of unchanged code read x9.5 'slower' exactly on the three rows of the second run flagged
-    busy: a row that says another process shared the machine carries no verdict, and fails no gate."""
-    def rows(factor, flag):
-        return [{"case_id": case, "status": "ok", "median_s": m * factor, "build": b, "samples_s": [m * factor],
-                 "flags": flag}
-                for case in ("matmul/fp32-n64", "matmul/fp32-n128") for b, m in enumerate((1.0, 1.01, 0.99))]
-    base = write_rows(tmp_path / "base.csv", rows(1.0, ""))
-    new = write_rows(tmp_path / "new.csv", rows(1.0, "")[:3] + rows(5.0, flags)[3:])  # n128 five times slower in NEW
+def test_a_run_to_target_its_epoch_cap_stopped_is_broken_and_one_its_budget_stopped_is_not():
+    """Ok in BASE; in NEW time to accuracy stopped short of its target: by the profile's epoch cap it no longer
+    converges (broken), by its share of a run budget it was not given its time (named as only BASE measured)."""
+    base = _frame("a", {"time_to_accuracy/x": [1.0, 1.01, 0.99], "time_to_accuracy/y": [1.0, 1.01, 0.99]})
+    unreached = {"status": "unreached", "median_s": float("nan"), "run_id": "b", "build": 0, "samples_s": ""}
+    new = pd.concat([_frame("b", {}), pd.DataFrame([
+        {**unreached, "case_id": "time_to_accuracy/x", "stopped_by": "budget",
+         "reason": "stopped by its budget share after 30 s at 80.1% (target 85%) — raise --budget to reach it"},
+        {**unreached, "case_id": "time_to_accuracy/y", "stopped_by": "cap",
+         "reason": "stopped by its 3-epoch cap at 84.0% (target 85%)"}])])
+    verdicts, only_base, _, notes = compare_frames(base, new, 0.05)
+    assert [(v.case_id, v.verdict) for v in verdicts if v.verdict == "broken"] == [("time_to_accuracy/y", "broken")]
+    assert only_base == ["time_to_accuracy/x"]
+    _, _, _, notes = compare_frames(new, base, 0.05)  # an unreached BASE row is no figure to compare against
+    assert "BASE time_to_accuracy/x excluded: stopped by its budget share after 30 s" in " ".join(notes)
+
+
+def busy_rows(factor: float, flags: str, cases: tuple[str, ...] = ("matmul/fp32-n64", "matmul/fp32-n128"),
+              changed: str = "matmul/fp32-n128") -> list[dict]:
+    """Three builds of each case, the changed case's times scaled by factor; every row carries the flags."""
+    return [{"case_id": case, "status": "ok", "median_s": m * (factor if case == changed else 1.0), "build": b,
+             "samples_s": [m * (factor if case == changed else 1.0)], "flags": flags}
+            for case in cases for b, m in enumerate((1.0, 1.01, 0.99))]
+
+
+# base flags, new flags, new/base of one case, exit, that case's verdict
+BUSY_DIRECTIONS = [
+    ("", "", 2.0, 1, "slower"),  # quiet: the gate as it always was
+    ("busy", "", 2.0, 1, "slower (judged: BASE rows flagged busy, so the slowdown is if anything understated"),
+    ("", "busy", 2.0, 6, "cannot judge: busy (NEW rows flagged busy: the load alone reads slower"),
+    ("", "noisy;busy-gpu", 2.0, 6, "cannot judge: busy (NEW rows flagged busy-gpu"),
+    ("", "noisy", 2.0, 1, "slower"),  # noisy is no busy
+    ("busy", "busy", 2.0, 6, "cannot judge: busy (NEW rows flagged busy"),
+    ("", "busy", 0.5, 0, "faster (judged: NEW rows flagged busy, so the speedup is if anything understated"),
+    ("busy", "", 0.5, 6, "cannot judge: busy (BASE rows flagged busy: the load alone makes NEW read faster"),
+    ("busy", "busy", 0.5, 6, "cannot judge: busy (BASE rows flagged busy"),
+]
+
+
+@pytest.mark.parametrize("base_flags, new_flags, factor, code, verdict", BUSY_DIRECTIONS)
+def test_busy_rows_widen_the_noise_and_the_direction_decides(tmp_path, capsys, base_flags, new_flags, factor, code,
+                                                             verdict):
+    """Another process makes a case read slower, never faster: a slowdown against a busy BASE (which read
+    'inconclusive (set aside …)', exit 0, while busy rows were set aside) or a speedup against a busy NEW is
+    understated, so judged; the directions the load alone could make are 'cannot judge: busy', exit 6: never a clean
+    pass."""
+    base = write_rows(tmp_path / "base.csv", busy_rows(1.0, base_flags))
+    new = write_rows(tmp_path / "new.csv", busy_rows(factor, new_flags))
     assert main(["compare", str(base), str(new)]) == code
     out = capsys.readouterr().out
     n128 = next(line for line in out.splitlines() if line.startswith("| matmul/fp32-n128 "))
-    if code:
-        assert "| slower" in n128 and "set aside" not in out
-    else:
-        assert "inconclusive (set aside: NEW rows flagged busy" in n128
-        assert "1 case(s) set aside as inconclusive: their rows are flagged busy" in out
+    assert f"| {verdict}" in n128, n128
+    assert ("cannot be judged" in out) == (code == 6) and "set aside" not in out
+
+
+@pytest.mark.parametrize("base_flags, new_flags, base_factor, code", [
+    ("", "", 1.0, 0), ("busy", "", 1.0, 0), ("", "busy", 1.0, 0), ("busy", "busy", 1.0, 0),
+    ("busy", "", 1.6, 6),  # the load slowed BASE: NEW reads faster, which the load alone explains
+    ("busy", "busy", 1.6, 0),  # both sides busy: each side's noise widened, 1.6x is within it
+    ("busy", "busy", 3.0, 6),  # beyond it, but either side's load alone could have made it
+])
+def test_unchanged_code_with_busy_rows_is_never_called_slower_or_faster(tmp_path, capsys, base_flags, new_flags,
+                                                                         base_factor, code):
+    base = write_rows(tmp_path / "base.csv", busy_rows(base_factor, base_flags))
+    new = write_rows(tmp_path / "new.csv", busy_rows(1.0, new_flags))
+    assert main(["compare", str(base), str(new)]) == code
+    verdicts = [line.split("|")[-2] for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul/")]
+    assert len(verdicts) == 2 and not [v for v in verdicts if v.strip().startswith(("slower", "faster"))], verdicts
+
+
+def test_a_slower_case_fails_the_gate_even_beside_one_busy_rows_cannot_judge(tmp_path, capsys):
+    base = write_rows(tmp_path / "base.csv", busy_rows(1.0, ""))
+    quiet_slower = [r for r in busy_rows(2.0, "", changed="matmul/fp32-n64") if r["case_id"] == "matmul/fp32-n64"]
+    busy_slower = [r for r in busy_rows(2.0, "busy") if r["case_id"] == "matmul/fp32-n128"]
+    assert main(["compare", str(base), str(write_rows(tmp_path / "new.csv", quiet_slower + busy_slower))]) == 1
+    out = capsys.readouterr().out
+    assert "1 slower" in out and "1 cannot judge: busy" in out
+
+
+def test_a_users_own_case_twice_as_slow_against_a_busy_base_fails_the_gate(tmp_path, capsys):
+    """A user's case measured in one build per run (its rounds are its units) carries the most noise of all; twice as
+    slow against a base whose rows are flagged busy is still a regression."""
+    rng = np.random.default_rng(3)
+
+    def one_build(factor: float, flags: str) -> list[dict]:
+        rounds = list(factor * 1e-3 * (1 + rng.normal(0, 0.02, 10)))
+        return [{"case_id": "mine/step", "workload": "mine", "status": "ok", "median_s": float(np.median(rounds)),
+                 "samples_s": rounds, "flags": flags}]
+
+    base, new = write_rows(tmp_path / "base.csv", one_build(1.0, "busy")), write_rows(tmp_path / "new.csv",
+                                                                                     one_build(2.0, ""))
+    assert main(["compare", str(base), str(new)]) == 1
+    assert "| slower (" in capsys.readouterr().out

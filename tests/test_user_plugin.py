@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from runs import ONE_CASE_BENCH, REPO
+from runs import ONE_CASE_BENCH, REPO, run_bench, run_bench_process
 
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
@@ -403,3 +403,42 @@ def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctr
     done = gpubench_run(empty)
     assert done.returncode == 5 and (f"--tests {empty}: pytest collected no test there: nothing was run — name files "
                                      "that hold test_") in done.stderr
+
+
+def saved_then_made_faster(pytester: pytest.Pytester) -> Path:
+    """A --benchmark-save of the one-case bench whose times are then divided by 100: the next run regressed."""
+    assert run_bench(pytester, "--benchmark-storage=store", "--benchmark-save=base").ret == 0
+    for path in (pytester.path / "store").rglob("*.json"):
+        data = json.loads(path.read_text())
+        for bench in data["benchmarks"]:
+            bench["stats"].update({k: bench["stats"][k] / 100 for k in ("min", "max", "mean", "median")})
+        path.write_text(json.dumps(data))
+    return pytester.path / "store"
+
+
+COMPARE_FAIL = ("--benchmark-compare=0001", "--benchmark-compare-fail=min:5%")
+
+
+@pytest.mark.process  # the exit status is the process's: the suite's plugin leaves through exit_process
+def test_benchmark_compare_fail_ends_the_suites_session_as_without_gpubench(one_case):
+    """pytest-benchmark raises its PerformanceRegression from the terminal summary: plain pytest exits 1 on it, the
+    suite's plugin exited with the session's status, 0."""
+    saved_then_made_faster(one_case)
+    result = run_bench_process(one_case, "--benchmark-storage=store", *COMPARE_FAIL)
+    assert result.ret == 1, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    assert "Performance has regressed" in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.process  # gpubench run starts the builds as processes
+def test_benchmark_compare_fail_under_gpubench_run_is_a_failed_comparison(one_case):
+    """It read 'build 1 of 1 ended with exit 3, pytest's internal error above', exit 3."""
+    import subprocess
+    import sys
+
+    store = saved_then_made_faster(one_case)
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile",
+                           "smoke", "--tests", str(one_case.path / "bench_tiny.py"), "--results-dir",
+                           str(one_case.path / "res"), "--no-report", f"--benchmark-storage={store}", *COMPARE_FAIL],
+                          capture_output=True, text=True, timeout=300, cwd=one_case.path)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Performance has regressed" in done.stdout + done.stderr and "internal error" not in done.stderr

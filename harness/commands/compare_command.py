@@ -1,4 +1,5 @@
-"""`gpubench compare`: two runs case by case; exit 1 on a significant slowdown."""
+"""`gpubench compare`: two runs case by case; exit 1 on a significant slowdown, 6 when rows flagged busy alone could
+have made a difference (reports/busy.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ PASSES_PYTEST_ARGS = False
 
 
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
-    compare = sub.add_parser("compare", help="compare two runs case by case; exit 1 on a significant slowdown")
+    compare = sub.add_parser("compare", help="compare two runs case by case; exit 1 on a significant slowdown, 6 when "
+                             "rows flagged busy alone could have made a difference")
     compare.add_argument("base", type=Path)
     compare.add_argument("new", type=Path)
     compare.add_argument("--threshold", default="5%", help="slowdown that fails the comparison (default 5%%)")

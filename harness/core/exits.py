@@ -24,6 +24,8 @@ class ExitCode(IntEnum):
     REFUSED = 4, ("a problem found before the first case: an option, the device, the run id, the results folder, "
                   "a limit")
     NO_CASES = 5, "no case matched -k/-m"
+    CANNOT_JUDGE = 6, ("compare: cannot judge: busy; a case reads slower with NEW's rows flagged busy, or faster "
+                       "with BASE's, and none is slower or broken: rerun that side on a quiet machine")
     RESULTS_FULL = 75, "results folder full; EX_TEMPFAIL: no further build starts"
     HANGUP = 129, "hung up; SIGHUP: the terminal closed"
     INTERRUPTED = 130, "interrupted; Ctrl-C or SIGINT"

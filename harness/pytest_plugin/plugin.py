@@ -17,6 +17,7 @@ from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
+from gpubench.harness.pytest_plugin.compare_fail import compare_fail_status
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
     STATE, activate, activate_for, add_options, is_suite, options_given, runs_no_test, timed_by_session_clock,
@@ -114,7 +115,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     if is_suite(session.config):
         HELD_INTERRUPT.hold()
     close_session(session)
-    return (yield)
+    return (yield from compare_fail_status(session))  # pytest-benchmark's --benchmark-compare-fail
 
 
 def close_session(session: pytest.Session) -> None:
