@@ -12,7 +12,7 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import health, history, sections, summary, tables
+from gpubench.reports import health, history, screen, sections, summary, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.load import (OUT_FIX, dedupe, load_energy_notes, load_results, load_top_ops, spreadsheet_safe,
@@ -79,10 +79,11 @@ def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[
         parts.append(section("Flagged figures", "Ok rows whose figure needs care: `noisy` (IQR/median above 5%), "
                              "`one-sample`, `short-rounds`, `cache` (cache-resident working set), `busy` (other "
                              "processes used > 25% of the CPU), `busy-gpu` (another process on the GPU), `throttled` "
-                             "(the GPU throttled during the timed region). Counted per build.", md_table(flags)))
+                             "(the GPU throttled during the timed region), `impossible` (a figure past its bound: "
+                             "left out of the summary). Counted per build.", md_table(flags)))
     count = int((frame["status"] != "ok").sum())
-    parts.append(section("Rows not ok", f"{count} rows were skipped, failed or ran out of memory, grouped by reason.",
-                         md_table(tables.not_ok_grouped(frame))))
+    parts.append(section("Rows not ok", f"{count} rows were skipped, stopped before their target (unreached), "
+                         "failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
     if refused:
         parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: "
                              "left out of every table above.", "\n".join(f"- {escape(line)}" for line in refused)))
@@ -186,7 +187,8 @@ def banners(frame: pd.DataFrame, smoke: pd.Series) -> list[str]:
     busy = int(flags.map(lambda f: "busy" in f or "busy-gpu" in f).sum())
     if busy:
         out.append(f"> **{busy} row(s) were measured while another process used the CPU (`busy`) or the GPU "
-                   "(`busy-gpu`)**: they may read slow, and `gpubench compare` sets them aside.")
+                   "(`busy-gpu`)**: they may read slow; `gpubench compare` widens their noise and calls a difference "
+                   "the load alone could explain \"cannot judge: busy\".")
     return out
 
 
@@ -203,6 +205,16 @@ def shadowed_smoke(frame: pd.DataFrame, smoke: pd.Series) -> pd.Series:
     return smoke & pd.Series([key in measured for key in zip(frame["machine"], frame["case_id"])], index=frame.index)
 
 
+def trusted(measured: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """The rows and cases the summary, the answer and the health verdicts read: none with a figure past its bound;
+    third, per row of `measured`, why it is left out (screen.left_out)."""
+    reasons = screen.left_out(measured)
+    if reasons.isna().all():
+        return measured, cases, reasons
+    kept = measured[reasons.isna()]
+    return kept, per_case(kept), reasons
+
+
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
                   energy_notes: dict[str, str] | None = None, notes: list[str] | None = None,
                   refused: list[str] | None = None, telemetry: dict[str, dict[str, float]] | None = None) -> str:
@@ -211,8 +223,8 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     base = tables.baseline_machine(frame, baseline)
     smoke = is_smoke(frame)
     measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
-    measured_cases = per_case(measured)
-    head = [answer(measured, measured_cases, base), *banners(frame, smoke),
+    kept, kept_cases, left_out = trusted(measured, per_case(measured))
+    head = [answer(kept, kept_cases, base), *banners(frame, smoke),
             f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
             f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
             "spread between builds: IQR/median); every timed region ended in a device synchronize."
@@ -221,10 +233,12 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     if measured.empty:
         parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick "
                              "or full profile for one."))
+    elif kept.empty:  # every measured row has a figure past its bound
+        parts.append(section("Summary", summary.left_out_lines(measured, left_out)))
     else:
-        headline = summary.summary(measured, measured_cases, base, energy_notes or {})
-        parts.append(section("Summary", md_table(headline, index=True)))
-        parts += [health.render(measured, measured_cases, telemetry), history.render(measured, out)]
+        headline = summary.summary(kept, kept_cases, base, energy_notes or {}, measured[left_out.notna()])
+        parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
+        parts += [health.render(kept, kept_cases, telemetry), history.render(kept, out)]
     shown = frame[~shadowed_smoke(frame, smoke)]
     parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))

@@ -91,10 +91,11 @@ def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", hu
 
 def _formatter(column: str, floatfmt: str, human: bool):
     from gpubench.harness.records.schema import BY_NAME
+    from gpubench.harness.core.percent import percent
     from gpubench.reports.units import human_column
 
     if human and column in ("spread", "rel_iqr"):
-        return lambda v: "" if _empty(v) else f"{v:.1%}"
+        return lambda v: "" if _empty(v) else percent(v, 1)  # a spread of 0.3% is not 0.0%
     if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
         return lambda v: "" if _empty(v) else human_column(column, v)
     return lambda v: cell(v, floatfmt)

@@ -1,6 +1,8 @@
 """Rows the report refuses to show: what takes the whole row to see (a TFLOP/s above its device's datasheet peak,
 an ok row whose headline figure is empty); the reader already refuses cells impossible on their own. Each refused
-row is one line `file:line: column X = value is impossible (why)`; the report goes on without it and lists them."""
+row is one line `file:line: column X = value is impossible (why)`; the report goes on without it and lists them.
+Rows with a derived figure past its bound (gpubench.harness.core.bounds: a scaling efficiency, an MFU, a bandwidth)
+stay in the tables, flagged, but the summary, the answer and the health verdicts leave them out: `left_out`."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import math
 import pandas as pd
 
 from gpubench.harness.catalog import spec_for
+from gpubench.harness.core.bounds import IMPOSSIBLE, bounds_for
 from gpubench.harness.core.peaks import peak_tflops
 
 
@@ -57,3 +60,35 @@ def screen(frame: pd.DataFrame, paths: dict[str, str], refused: list[str]) -> pd
 def _where(frame: pd.DataFrame, index: object, paths: dict[str, str]) -> str:
     stem = str(frame.at[index, "source_file"])
     return f"{paths.get(stem, stem)}:{int(frame.at[index, 'source_line'])}"
+
+
+def _text(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A text column, "" where an older schema lacks it or a cell is empty."""
+    return frame[column].fillna("").astype(str) if column in frame else pd.Series("", index=frame.index)
+
+
+def past_bounds(frame: pd.DataFrame) -> pd.Series:
+    """Per ok row: why a figure of it is past its bound, or None; the bounds are looked up once per (device, number
+    format, memory tier), as the row writer applies them (fp32 with TF32 matmuls allowed: TF32's peak)."""
+    reasons = pd.Series(None, index=frame.index, dtype=object)
+    tf32 = frame["tf32_matmul"].eq(True) if "tf32_matmul" in frame else pd.Series(False, index=frame.index)
+    dtype = _text(frame, "dtype").mask(_text(frame, "dtype").eq("fp32") & tf32, "tf32")
+    tier = _text(frame, "memory_tier")  # an older elementwise row says none: it may be cache-resident, so no claim
+    tier = tier.mask(tier.eq("") & _text(frame, "workload").eq("elementwise"), "cache")
+    keys = pd.DataFrame({"device": _text(frame, "device_name"), "dtype": dtype, "tier": tier})
+    for (device, number_format, tier), rows in keys[frame["status"] == "ok"].groupby(list(keys), sort=False):
+        for bound in bounds_for(str(device), str(number_format), str(tier) or None):
+            if bound.column not in frame:
+                continue
+            values = pd.to_numeric(frame.loc[rows.index, bound.column], errors="coerce")
+            past = values[(values > bound.limit) & reasons[rows.index].isna()]
+            reasons[past.index] = [bound.reason(float(value)) for value in past]
+    return reasons
+
+
+def left_out(frame: pd.DataFrame) -> pd.Series:
+    """Per row: why the summary, the answer and the health verdicts leave it out, or None: an ok row past a bound
+    now (a row written before the flag too), else one its writer flagged impossible (in its reason's own words)."""
+    flagged = (frame["status"] == "ok") & _text(frame, "flags").str.contains(rf"(?:^|;){IMPOSSIBLE}(?:;|$)")
+    said = _text(frame, "reason").str.extract(rf"({IMPOSSIBLE}: [^;]*)")[0].fillna(f"flagged {IMPOSSIBLE}")
+    return past_bounds(frame).fillna(said.where(flagged))

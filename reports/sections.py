@@ -87,22 +87,43 @@ def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
         headline = [md_table(rows.groupby("machine")["gbps"].max().rename("best_gbps"), index=True)]
     else:
         by_tier = rows.groupby(["machine", "memory_tier"])["gbps"].max().unstack("memory_tier")
-        headline = ["Best GB/s by memory tier: `dram` = working set >= 8x the last-level cache (the memory headline), "
-                    "`cache` = fits in it.", md_table(by_tier, index=True)]
+        headline = ["Best GB/s by memory tier: `dram` = each array >= 4x the last-level cache, every instance "
+                    "summed (STREAM's rule; the memory headline), `cache` = the working set fits in it.",
+                    md_table(by_tier, index=True)]
     return section(spec.title, image(png, f"{workload} GB/s"), *headline)
 
 
+SELFCHECK_WORST_FIRST = ("failed", "inconclusive", "ok")  # of the builds that ran
+
+
+def check_result(outcomes: pd.Series) -> str:
+    """A size's self-check in one word: the worst outcome of the builds that ran; where none ran, what stopped them
+    (`skipped`, `oom`): such a size says nothing of the clocks, and must not read as a pass."""
+    for outcome in SELFCHECK_WORST_FIRST:
+        if (outcomes == outcome).any():
+            return outcome
+    return str(outcomes.iloc[0])
+
+
+def selfcheck_outcomes(checks: pd.DataFrame) -> pd.Series:
+    """Per row: its status, an ok row the check could not decide (its reason says so) as `inconclusive`."""
+    unclear = (checks["status"] == "ok") & checks["reason"].astype(str).str.contains("selfcheck inconclusive")
+    return checks["status"].mask(unclear, "inconclusive")
+
+
 def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    checks = frame[frame["workload"] == workload].assign(failed=lambda f: f["status"] == "failed")
-    rows = (checks.groupby(["machine", "size"], sort=False)
-            .agg(builds=("status", "size"), failed=("failed", "sum"), median_s=("median_s", "median"),
-                 selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"),
+    checks = frame[frame["workload"] == workload].assign(ran=lambda f: f["status"].isin(["ok", "failed"]),
+                                                         failed=lambda f: f["status"] == "failed")
+    rows = (checks.assign(outcome=selfcheck_outcomes(checks)).groupby(["machine", "size"], sort=False)
+            .agg(result=("outcome", check_result), builds=("ran", "sum"), failed=("failed", "sum"),
+                 median_s=("median_s", "median"), selfcheck_tub_ratio=("selfcheck_tub_ratio", "median"),
                  selfcheck_events_ratio=("selfcheck_events_ratio", "median"))
             .reset_index())
     return section(spec.title, "Median over interleaved pairs of windows of harness / torch.utils.benchmark (and / "
                    "CUDA events): a build fails when the median's 99% confidence interval lies wholly outside "
                    "0.97–1.03 — one of the clocks is wrong (the failures are listed under Rows not ok); a median "
-                   "outside the band that noise or load leaves unclear is measured again, then marked inconclusive.",
+                   "outside the band that noise or load leaves unclear is measured again, then marked inconclusive. "
+                   "`builds` counts the builds that ran; a size none ran reads `skipped` (why: Rows not ok).",
                    md_table(rows, human=True))
 
 
@@ -138,9 +159,11 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
 def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     return section(spec.title, "MLPerf's clock: from the first touch of the data to the evaluation that reaches the "
                    "target (every evaluation inside it; model construction, warm-up and compile outside). Scored over "
-                   "seeds with the olympic mean (fastest and slowest dropped); a seed that did not converge counts as "
-                   "the slowest, two make the result invalid. `fastest_seed_s`/`slowest_seed_s` span the converged "
-                   "seeds.",
+                   "seeds with the olympic mean (fastest and slowest dropped); a seed without a time to target counts "
+                   "as the slowest, two make the result invalid. A seed stopped before its target by its epoch cap "
+                   "(`not_converged`) or by its share of a run budget (`stopped_by_budget`) is an `unreached` row: "
+                   "`unreached` shows the accuracy it reached and the time it trained, never a time to target. "
+                   "`fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
                    md_table(tables.first_to_target(frame), human=True),
                    md_table(tables.time_to_accuracy_table(frame), human=True))
 

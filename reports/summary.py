@@ -4,18 +4,62 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from gpubench.harness.catalog import specs
+from gpubench.harness.core.percent import percent
 from gpubench.reports.aggregate import geomean
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
+from gpubench.harness.core.stats import IQR_PER_SD, MEDIAN_SE_FACTOR
+from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal
 from gpubench.reports.tables import TEMPLATE_SETTING, epoch_table, fastest_at_equal_accuracy, first_to_target
 from gpubench.reports.units import human
 
 
 def pm(spread: float) -> str:
-    return f" ±{spread:.0%}" if isinstance(spread, float) and not math.isnan(spread) else ""
+    return f" ±{percent(spread)}" if isinstance(spread, float) and not math.isnan(spread) else ""
+
+
+def of_peak(pct: object) -> str:
+    """' (57% of peak)' from a percentage column; '' where the peak is unknown."""
+    return f" ({percent(float(pct) / 100)} of peak)" if isinstance(pct, (int, float)) and not pd.isna(pct) else ""
+
+
+def split_groups(frame: pd.DataFrame, best: pd.Series, figure: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The builds of the best case in two groups, lower then higher (reports.noise.bimodal: the gap most of the range
+    and far beyond the builds' own samples), or None."""
+    rows = frame[(frame["machine"] == best["machine"]) & (frame["case_id"] == best["case_id"])
+                 & (frame["status"] == "ok")]
+    rows = rows[pd.to_numeric(rows[figure], errors="coerce") > 0]
+    if len(rows) < MIN_BIMODAL_BUILDS:
+        return None
+    own = (MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD / np.sqrt(rows["rounds"].to_numpy(float))
+           if {"rel_iqr", "rounds"} <= set(rows) else np.array([0.0]))
+    expected = float(np.median(own)) if np.isfinite(own).all() else 0.0
+    values = np.sort(rows[figure].to_numpy(float))
+    if not bimodal(np.log(values), expected):
+        return None
+    cut = int(np.argmax(np.diff(np.log(values))[1:-1])) + 2  # bimodal's cut, as the first index of the upper group
+    return values[:cut], values[cut:]
+
+
+def gbps_text(gbps: float) -> str:
+    """3 significant digits, whole GB/s from 1000 up (4373, not 4.37e+03)."""
+    return f"{gbps:.0f}" if abs(gbps) >= 1000 else f"{gbps:.3g}"
+
+
+def bandwidth_cell(frame: pd.DataFrame, best: pd.Series, pct: str) -> str:
+    """GB/s of the best case (the median of its builds) with their spread; builds in two groups are said as two ranges
+    instead of a spread no single group has. Which group measures what the figure claims needs a reference (a
+    STREAM-rule figure) the report does not hold: the median of all builds stands, the split beside it."""
+    figure = f"{gbps_text(best['gbps'])} GB/s{pct}"
+    groups = split_groups(frame, best, "gbps")
+    if groups is None:
+        return figure + pm(best["spread"])
+    (low, high) = (f"{gbps_text(group[0])}–{gbps_text(group[-1])}" for group in groups)
+    return f"{figure}; builds in two groups: {low} and {high} GB/s"
 
 
 def best_of(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> pd.Series | None:
@@ -42,24 +86,24 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
 
 
 def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str,
-                 energy_notes: dict[str, str] | None = None,
-                 timings: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
-    """The headline figures of one configuration with their spread, as display strings (Md where a setting is code)."""
+                 energy_notes: dict[str, str] | None = None, timings: dict[str, pd.DataFrame] | None = None,
+                 left_out: pd.DataFrame | None = None) -> dict[str, str]:
+    """The headline figures of one configuration with their spread, as display strings (Md where a setting is code).
+    `left_out`: the rows with a figure past its bound, kept out of `frame` and `cases` but counted as flagged."""
     mine = frame[frame["machine"] == machine]
     out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}
     for dtype in ("fp32", "tf32", "fp16", "bf16"):
         best = best_of(cases, machine, (cases["workload"] == "matmul") & (cases["dtype"] == dtype), "tflops")
         if best is not None:
-            pct = f" ({best['pct_of_peak']:.0f}% of peak)" if not pd.isna(best.get("pct_of_peak")) else ""
-            out[f"matmul {dtype}, best"] = f"{best['tflops']:.3g} TFLOP/s{pct}{pm(best['spread'])}"
+            out[f"matmul {dtype}, best"] = (f"{best['tflops']:.3g} TFLOP/s{of_peak(best.get('pct_of_peak'))}"
+                                            f"{pm(best['spread'])}")
     dram = best_of(cases, machine, (cases["workload"] == "elementwise") & (cases["memory_tier"] == "dram"), "gbps")
     if dram is not None:
-        pct = f" ({dram['pct_of_peak_gbps']:.0f}% of peak)" if not pd.isna(dram.get("pct_of_peak_gbps")) else ""
-        out["memory bandwidth (DRAM)"] = f"{dram['gbps']:.3g} GB/s{pct}{pm(dram['spread'])}"
+        out["memory bandwidth (DRAM)"] = bandwidth_cell(frame, dram, of_peak(dram.get("pct_of_peak_gbps")))
     h2d = (cases["workload"] == "transfer") & (cases["direction"] == "h2d") & (cases["pinned"] == True)  # noqa: E712
     pinned = best_of(cases, machine, h2d, "gbps")
     if pinned is not None:
-        out["host→device, pinned"] = f"{pinned['gbps']:.3g} GB/s{pm(pinned['spread'])}"
+        out["host→device, pinned"] = bandwidth_cell(frame, pinned, "")
     epochs = epoch_table(mine)
     if not epochs.empty:
         template = epochs[epochs["setting"] == TEMPLATE_SETTING]
@@ -97,6 +141,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     else:
         out["speed vs baseline"] = "baseline"
     flagged = int((mine[mine["status"] == "ok"]["flags"] != "").sum())
+    flagged += int((left_out["machine"] == machine).sum()) if left_out is not None else 0
     out["flagged · not ok rows"] = f"{flagged} · {int((mine['status'] != 'ok').sum())}"
     return out
 
@@ -108,9 +153,10 @@ SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "mat
                  "flagged · not ok rows")
 
 
-def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str,
-            energy_notes: dict[str, str] | None = None) -> pd.DataFrame:
-    """Machines as columns (ranked by speed against the baseline), headline figures as rows."""
+def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str] | None = None,
+            left_out: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Machines as columns (ranked by speed against the baseline), headline figures as rows; `left_out` as in
+    summary_rows."""
     both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
 
     def speed(machine: str) -> float:
@@ -120,7 +166,7 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str,
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
     timings = timings_by_machine(frame)
-    columns = {m: summary_rows(frame, cases, m, baseline, energy_notes, timings) for m in machines}
+    columns = {m: summary_rows(frame, cases, m, baseline, energy_notes, timings, left_out) for m in machines}
     seen = list(dict.fromkeys(key for rows in columns.values() for key in rows))
     targets = [key for key in seen if key.startswith("time to ")]  # one per target accuracy, after the epoch figures
     known = [key for key in SUMMARY_ORDER if key in seen]
@@ -130,3 +176,17 @@ def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str,
     order = order[:micro] + [key for key in seen if key not in order] + order[micro:]  # workloads' rows after micro
     return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines},
                         index=pd.Index(order, name="figure"))
+
+
+def left_out_lines(frame: pd.DataFrame, reasons: pd.Series) -> str:
+    """One line per case whose rows the summary, the answer and the health verdicts leave out (`reasons`, per row:
+    screen.left_out), with why; '' when none is."""
+    rows = frame.loc[reasons.notna(), ["machine", "case_id"]].assign(why=reasons[reasons.notna()])
+    if rows.empty:
+        return ""
+    lines = [Md("Left out of this summary, the answer and the health verdicts (kept in the tables below, flagged "
+                "`impossible`):")]
+    for (machine, case_id), group in rows.groupby(["machine", "case_id"], sort=False):
+        builds = f" ({len(group)} builds)" if len(group) > 1 else ""
+        lines.append(Md("- {}, {}{}: left out — {}").format(machine, code(case_id), builds, group["why"].iloc[0]))
+    return "\n".join(lines)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.peaks import peak_tflops
+from gpubench.harness.core.run_budget import format_duration
 from gpubench.reports.aggregate import geomean, per_case
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
@@ -141,10 +142,38 @@ def _summary_of(rows: pd.DataFrame, column: str, how: str = "median") -> float:
     return float(getattr(rows[column], how)()) if len(rows) and column in rows else math.nan
 
 
+def stopped_by_budget(rows: pd.DataFrame) -> pd.Series:
+    """Unreached rows a run budget stopped (not their epoch cap): no evidence the seed would not converge."""
+    stopped = rows["stopped_by"] if "stopped_by" in rows else pd.Series("", index=rows.index, dtype=object)
+    return (rows["status"] == "unreached") & (stopped == "budget")
+
+
+def unreached_seeds(rows: pd.DataFrame) -> str:
+    """What each unreached seed measured, as a reader says it: '83.2% in 2m36s (budget)'; never a time to target."""
+    unreached = rows[rows["status"] == "unreached"]
+    empty = pd.Series(None, index=unreached.index, dtype=object)
+    accuracy, seconds, by = (unreached[c] if c in unreached else empty
+                             for c in ("test_accuracy", "training_s", "stopped_by"))
+    return ", ".join(f"{100 * float(a):.3g}% in {format_duration(float(s))} ({b if isinstance(b, str) else 'stopped'})"
+                     for a, s, b in zip(accuracy, seconds, by) if pd.notna(a) and pd.notna(s))
+
+
+def target_verdict(valid: bool, missed: int, budget_stopped: int, seeds: int) -> str:
+    if valid:
+        return "valid"
+    if budget_stopped:
+        return (f"invalid: {missed} of {seeds} seeds without a time to target, {budget_stopped} stopped by the run "
+                "budget — raise --budget")
+    return f"invalid: {missed} of {seeds} seeds did not converge"
+
+
 def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per machine, design and target: seeds, how many did not converge, the olympic mean time to target, the
-    converged seeds' spread, epochs and energy. Valid with at most one non-converging (or diverged) seed (MLPerf)."""
-    rows = frame[(frame["workload"] == "time_to_accuracy") & frame["status"].isin(["ok", "failed", "oom"])].copy()
+    converged seeds' spread, epochs and energy. Valid with at most one seed without a time to target (MLPerf): one
+    that did not converge, diverged, or was stopped before it (`unreached`, by its epoch cap or its budget share;
+    what it reached is shown apart, never as a time)."""
+    statuses = ["ok", "unreached", "failed", "oom"]
+    rows = frame[(frame["workload"] == "time_to_accuracy") & frame["status"].isin(statuses)].copy()
     if rows.empty:
         return pd.DataFrame()
     # a seed that crashed before its target was resolved still counts, as not converged, for its design's target
@@ -156,18 +185,19 @@ def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
     for (machine, design, target), group in rows.groupby(["machine", "design", "target_accuracy"], sort=False,
                                                          dropna=False):
         ok = group[group["status"] == "ok"]
-        missed = len(group) - len(ok)
+        missed, budget_stopped = len(group) - len(ok), int(stopped_by_budget(group).sum())
         score_s = olympic_mean(list(ok["time_to_target_s"]) + [math.inf] * missed)
         valid = math.isfinite(score_s) and missed <= 1
         records.append({"machine": machine, "design": design, "target_accuracy": target, "seeds": len(group),
-                        "not_converged": missed, "olympic_mean_s": score_s if valid else math.nan,
+                        "not_converged": missed - budget_stopped, "stopped_by_budget": budget_stopped,
+                        "olympic_mean_s": score_s if valid else math.nan,
                         "fastest_seed_s": _summary_of(ok, "time_to_target_s", "min"),
                         "slowest_seed_s": _summary_of(ok, "time_to_target_s", "max"),
                         "epochs_to_target": _summary_of(ok, "epochs_to_target"),
                         "test_accuracy": _summary_of(ok, "test_accuracy"),
                         "energy_to_target_j": _summary_of(ok, "energy_to_target_j"),
-                        "compile_s": _summary_of(ok, "compile_s"),
-                        "verdict": "valid" if valid else f"invalid: {missed} of {len(group)} seeds did not converge"})
+                        "compile_s": _summary_of(ok, "compile_s"), "unreached": unreached_seeds(group),
+                        "verdict": target_verdict(valid, missed, budget_stopped, len(group))})
     return pd.DataFrame(records).sort_values(["machine", "target_accuracy", "olympic_mean_s"]).reset_index(drop=True)
 
 

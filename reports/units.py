@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpubench.harness.core.percent import percent
 from gpubench.harness.records.schema import BY_NAME
 
 _SCALES: dict[str, tuple[tuple[float, str], ...]] = {
@@ -21,14 +22,14 @@ def human(value: Any, unit: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if unit == "frac":
-        return f"{value:.1%}" if abs(value) < 10 else f"{value:.3g}"
+        return percent(value, 1) if abs(value) < 10 else f"{value:.3g}"  # an MFU of 0.04% keeps its digits
     for scale, name in _SCALES.get(unit, ()):
         if abs(value) >= scale or scale == _SCALES[unit][-1][0]:
             return f"{value / scale:.3g} {name}"
     if unit == "x":
         return f"{value:.3g}x"
     if unit == "%":
-        return f"{value:.1f}%"
+        return percent(value / 100, 1)
     text = f"{value:.3g}" if isinstance(value, float) else str(value)
     return f"{text} {unit}".strip()
 

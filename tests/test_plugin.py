@@ -750,15 +750,30 @@ def test_a_quiet_machine_keeps_torch_threads_and_says_so_in_one_line(tiny, monke
     assert {row["torch_threads"] for row in rows_in(tiny.path / "out")} == {str(torch.get_num_threads())}
 
 
-def test_a_build_process_is_warmed_once_before_its_cases(tiny, monkeypatch):
+def test_a_build_process_warms_its_device_once_before_its_cases(tiny, monkeypatch):
     from gpubench.harness.workloads.common import process_warm_up
 
     warmed: list[str] = []
     monkeypatch.setattr(process_warm_up, "_warmed", set())
-    monkeypatch.setattr(process_warm_up, "warm_process", lambda device: warmed.append(str(device)))
+    monkeypatch.setattr(process_warm_up, "warm_device", lambda device: warmed.append(str(device)))
     run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out").assert_outcomes(passed=2,
                                                                                                           skipped=2)
     assert warmed == ["cpu"]
     process_warm_up._warmed.clear()
     run(tiny, "--benchmark-disable", "--device=cpu", "--profile=smoke", "--results-dir=out2")
     assert warmed == ["cpu"]  # an untimed run times nothing and warms nothing
+
+
+def test_an_unreached_run_is_kept_as_its_row_and_shown_skipped_with_its_reason_outside_the_table(tiny):
+    unreached = ('    if case.dtype == "tf32":\n        raise CaseSkipped("tf32 needs CUDA")\n'
+                 '    from gpubench.harness.measurement.cases import Unreached\n'
+                 '    raise Unreached("stopped by its budget share after 3 s at 41% (target 85%)", {})\n')
+    tiny.makepyfile(bench_tiny=TINY_BENCH.replace(
+        '    if case.dtype == "tf32":\n        raise CaseSkipped("tf32 needs CUDA")\n', unreached))
+    result = run(tiny, "--benchmark-only", "--device=cpu", "--profile=smoke", "--results-dir=out",
+                 "--benchmark-json=bench.json", "-rs")
+    assert "stopped by its budget share after 3 s at 41% (target 85%)" in result.stdout.str()
+    statuses = [row["status"] for row in rows_in(tiny.path / "out") if row["case_id"] == "matmul/fp32-n32"]
+    assert statuses == ["unreached", "unreached"]
+    table = tiny.path / "bench.json"  # pytest-benchmark writes none when no test was timed
+    assert not table.exists() or json.loads(table.read_text())["benchmarks"] == []

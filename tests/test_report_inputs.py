@@ -111,7 +111,8 @@ def test_a_run_whose_every_row_was_skipped_gets_a_report_with_its_rows_not_ok(tm
     transfers = [row for row in rows if row[header.index("workload")] == "transfer"]
     text = build_report([write(tmp_path / "t.csv", header, transfers)], tmp_path / "out",
                         None).read_text(encoding="utf-8")
-    assert (f"{len(transfers)} rows were skipped, failed or ran out of memory" in text
+    assert (f"{len(transfers)} rows were skipped, stopped before their target (unreached), failed or ran out of memory"
+            in text
             and "| transfer | skipped |" in text)
 
 

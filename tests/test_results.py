@@ -100,7 +100,7 @@ def test_a_version_3_file_reads_as_the_current_version_with_no_build_costs():
     path = REPO / "reports/examples/cpu-2core-quick.csv"
     assert path.read_text().splitlines()[1].startswith("3,")  # really a version-3 file
     rows = read_rows(path)
-    assert rows and all(r["schema_version"] == SCHEMA_VERSION == 4 for r in rows)
+    assert rows and all(r["schema_version"] == SCHEMA_VERSION == 5 for r in rows)
     assert all(r["build_s"] is None and r["first_call_s"] is None for r in rows)
 
 
@@ -172,6 +172,23 @@ def test_newer_schema_is_refused_with_an_instruction(tmp_path):
         writer.writerow({"schema_version": SCHEMA_VERSION + 1, "case_id": "a"})
     with pytest.raises(SchemaError, match="upgrade gpubench"):
         read_rows(path)
+
+
+def test_a_version_4_file_reads_as_the_current_version_with_the_unreached_columns_empty(tmp_path):
+    """Version 5 only added the `unreached` status and its columns: a version-4 row reads with them empty, and its
+    settings as written (a version-4 epoch row was raced or not as it says: nothing is filled in)."""
+    path = tmp_path / "v4.csv"
+    added = ("training_s", "epochs_trained", "stopped_by", "llc_total_bytes")
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[c for c in COLUMNS if c not in added], restval="")
+        writer.writeheader()
+        writer.writerow({"schema_version": 4, "run_id": "r", "timestamp_utc": "2026-11-29T00:00:00+00:00",
+                         "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "cpu",
+                         "torch_version": "2.0", "workload": "time_to_accuracy", "case_id": "time_to_accuracy/template",
+                         "status": "failed", "reason": "did not converge"})
+    (got,) = read_rows(path)
+    assert got["schema_version"] == SCHEMA_VERSION == 5 and got["raced"] is None
+    assert all(got[column] is None for column in added)
 
 
 def test_not_a_results_file(tmp_path):

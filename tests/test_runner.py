@@ -139,6 +139,16 @@ def test_noise_flags_use_the_iqr_not_one_outlier():
     assert quality_flags(short, plan, budget, planned_here=True) == ["short-rounds"]
 
 
+def test_noisy_means_the_figure_may_be_off_by_more_than_5_percent_not_that_its_rounds_spread():
+    budget, plan = Budget(min_round_s=1e-3), RoundPlan(0, 10, 9, 0.0)
+    spread = [1.0, 1.04, 0.96, 1.06, 0.94, 1.02, 0.98, 1.08]  # rounds spread ~9% (IQR / median)
+    few, many = summarize(spread), summarize(spread * 8)
+    assert few.rel_iqr == pytest.approx(many.rel_iqr, rel=0.2) and few.rel_iqr > 0.05
+    # 8 rounds: the median is known to about ±6%; 64 rounds of the same spread: to about ±2%
+    assert few.rel_ci95 > 0.05 > many.rel_ci95
+    assert quality_flags(few, plan, budget, True) == ["noisy"] and quality_flags(many, plan, budget, True) == []
+
+
 def test_impossible_figures_are_said():
     assert impossible_figures({"tflops": 500.0}, "NVIDIA H100 80GB HBM3", "bf16") == []
     impossible = impossible_figures({"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
@@ -146,6 +156,21 @@ def test_impossible_figures_are_said():
     assert impossible_figures({"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
     # a cache figure may be
     assert impossible_figures({"gbps": 9000.0, "memory_tier": "cache"}, "NVIDIA H100 80GB HBM3", "fp32") == []
+
+
+@pytest.mark.parametrize("figures, says", [
+    ({"scaling_efficiency": 3.03}, "impossible: scaling efficiency 3.03 > 1.05 — another job shared the machine"),
+    ({"mfu": 1.4, "measured_peak_tflops": 0.1}, "impossible: MFU 140% is above the whole peak"),  # a busy reference
+    ({"gbps": 9000.0, "memory_tier": "dram"}, "impossible: 9000 GB/s is above the memory datasheet peak 3350 GB/s"),
+])
+def test_a_figure_past_its_bound_flags_its_row_which_keeps_its_samples(ctx, tmp_path, figures, says):
+    build = lambda case, bctx: fixed(lambda: None, lambda s, r: dict(figures))  # noqa: E731
+    row = run(MatmulCase("fp32", 64), build, FakeBenchmark([0.001, 0.002, 0.003]), ctx)
+    assert row["status"] == "ok" and "impossible" in row["flags"].split(";") and says in row["reason"]
+    assert read_rows(tmp_path / "run.csv")[0]["samples_s"] == [0.001, 0.002, 0.003]
+    fine = run(MatmulCase("fp32", 64), lambda c, x: fixed(lambda: None, lambda s, r: {"scaling_efficiency": 0.9}),
+               FakeBenchmark(), ctx)
+    assert "impossible" not in fine["flags"] and "impossible" not in fine["reason"]
 
 
 def test_a_diverged_run_is_a_failed_row_that_is_not_raised(ctx, tmp_path):
@@ -184,6 +209,12 @@ def test_summary_line_names_the_headline_figures():
     assert line == ("mnist_epoch/guide-template: median 17.8 s over 1 sample(s) [one-sample]; epoch 17.8 s, 3722 "
                     "samples/s, accuracy 0.860")
     assert summary_line({"case_id": "c", "status": "skipped", "reason": "why"}) == "c: skipped — why"
+
+
+def test_summary_line_says_how_busy_the_machine_was_and_ends_without_an_empty_part():
+    line = summary_line({"workload": "mine", "case_id": "mine/step", "status": "ok", "median_s": 0.00208, "rounds": 10,
+                         "flags": "noisy;busy", "cpu_busy_frac": 0.62})
+    assert line == "mine/step: median 2.08 ms over 10 sample(s) [noisy, busy 62%]"
 
 
 @pytest.mark.parametrize("busy, status", [(0.5, "ok"), (0.0, "failed")])

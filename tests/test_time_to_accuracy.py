@@ -1,5 +1,6 @@
-"""Time to accuracy: the MLPerf-style clock, seeds, the schedule, did-not-converge rows, scoring."""
+"""Time to accuracy: the MLPerf-style clock, seeds, the schedule, unreached rows, scoring."""
 
+import itertools
 import math
 import subprocess
 import sys
@@ -14,7 +15,9 @@ from fakes import FakeBenchmark, RunContext, run_with
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.datasets import CLASSES, Split
+from gpubench.harness.core.run_budget import CaseShare
 from gpubench.harness.records.results import ResultsWriter
+from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.common import epoch_race
@@ -65,10 +68,26 @@ def case(**changes) -> tta.TargetCase:
     return replace(base, precision="fp32", batch_size=64, **{"raced": False, "model": "mlp", **changes})
 
 
-def run_row(tmp_path, data, target_case, profile="quick", build_index=0):
+@pytest.fixture
+def slow_data(monkeypatch, tmp_path):
+    """Unlearnable, and 16 steps an epoch at batch 64: evaluations every 4th step, so a stop can fall between them."""
+    monkeypatch.setattr("gpubench.harness.devices.data_source.load_split",
+                        lambda dataset, root, train: banded_split(1024 if train else TEST_IMAGES, int(train),
+                                                                  learnable=False))
+    return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
+
+
+def share_of_steps(steps: int) -> CaseShare:
+    """A budget share that runs out at the given training step: its clock ticks a second each time it is read, and
+    training reads it once a step."""
+    ticks = itertools.count()
+    return CaseShare(share_s=float(steps), budget_s=300.0, now=lambda: float(next(ticks)))
+
+
+def run_row(tmp_path, data, target_case, profile="quick", build_index=0, share=None):
     (tmp_path / "results").mkdir(exist_ok=True)
     writer = ResultsWriter(tmp_path / "results", "run")
-    bctx = BuildContext(CPU, profile, SyncedClock(CPU), data_source=lambda: data)
+    bctx = BuildContext(CPU, profile, SyncedClock(CPU), data_source=lambda: data, share=share)
     try:
         return run_with(target_case, tta, FakeBenchmark(), RunContext(bctx, {"schema_version": SCHEMA_VERSION,
                                                                              "run_id": "run", "device_name": "cpu"},
@@ -100,12 +119,37 @@ def test_a_reachable_target_gives_time_epochs_accuracy_and_seed(tmp_path, easy_d
     assert row["case_id"] == "time_to_accuracy/fastest-epoch-to0.9"  # a target the user chose is in the id
 
 
-def test_an_unreachable_target_is_a_failed_row_that_says_did_not_converge(tmp_path, hard_data):
+def test_a_target_not_reached_within_the_cap_is_an_unreached_row_with_what_it_measured(tmp_path, hard_data):
     row = run_row(tmp_path, hard_data, case(target_accuracy=0.99), profile="smoke")
     # the report counts it as that seed's
-    assert row["status"] == "failed" and row["target_accuracy"] == 0.99 and row["seed"] == 0
-    assert row["reason"].startswith(
-        "did not converge: best test accuracy") and f"after {tta.EPOCH_CAP['smoke']} epochs" in row["reason"]
+    assert row["status"] == "unreached" and row["target_accuracy"] == 0.99 and row["seed"] == 0
+    cap = tta.EPOCH_CAP["smoke"]
+    assert row["stopped_by"] == "cap" and row["epochs_trained"] == pytest.approx(cap)
+    assert 0 <= row["test_accuracy"] < 0.99 and row["training_s"] > 0
+    assert row.get("time_to_target_s") is None and row.get("epochs_to_target") is None  # never a time to target
+    assert row["reason"].startswith(f"stopped by its {cap}-epoch cap after ") and "(target 99%)" in row["reason"]
+
+
+def test_a_run_its_budget_share_stops_is_an_unreached_row_never_a_skip(tmp_path, slow_data):
+    """Training that runs out of its share of --budget before the target keeps what it measured: the accuracy where it
+    stopped and the time it spent, in a row of its own that the results file reads back."""
+    row = run_row(tmp_path, slow_data, case(target_accuracy=0.99), share=share_of_steps(6))
+    assert row["status"] == "unreached", row["reason"]
+    assert row["stopped_by"] == "budget" and row["epochs_trained"] == pytest.approx(6 / 16)  # between evaluations
+    assert 0 <= row["test_accuracy"] < 0.99 and row["training_s"] > 0 and row["first_call_s"] == row["training_s"]
+    assert row.get("time_to_target_s") is None and row.get("epochs_to_target") is None and not row.get("median_s")
+    accuracy = f"{100 * row['test_accuracy']:.3g}%"
+    assert row["reason"].startswith("stopped by its budget share after ") and f" at {accuracy} (target 99%)" in row[
+        "reason"]
+    (written,) = read_rows(tmp_path / "results" / "run.csv")
+    assert written["status"] == "unreached" and written["training_s"] == row["training_s"]
+
+
+def test_a_run_that_reaches_its_target_within_its_share_is_unchanged(tmp_path, easy_data):
+    row = run_row(tmp_path, easy_data, case(), share=CaseShare(share_s=1e6, budget_s=1e6))
+    assert row["status"] == "ok" and row["time_to_target_s"] > 0 and row["test_accuracy"] >= 0.9
+    assert row["samples_s"] == [row["time_to_target_s"]] and row["epochs_to_target"] > 0
+    assert row.get("training_s") is None and row.get("epochs_trained") is None and row.get("stopped_by") is None
 
 
 def test_warm_up_leaves_the_timed_model_at_its_seeds_initial_weights(easy_data):
@@ -202,19 +246,39 @@ def test_a_seed_that_crashed_before_its_target_was_known_still_counts_against_it
     assert row["seeds"] == 5 and row["not_converged"] == 2 and row["verdict"].startswith("invalid")
 
 
-def test_training_stops_at_the_end_of_its_budget_share():
-    """Under --budget, training that has not reached its target when its case's share runs out stops there: an
-    over-budget skip naming the seconds it ran, not minutes past the run's budget."""
-    from gpubench.harness.core.run_budget import CaseShare, OverBudget
+def test_unreached_seeds_count_without_a_time_and_show_what_they_reached():
+    """A seed the budget stopped has no time to target: it counts as the slowest, the verdict names the budget, and
+    its accuracy and time spent are shown apart. A seed its epoch cap stopped did not converge, as before."""
+    stopped = [dict(_rows("m", "template", [], failed=1)[0], status="unreached", test_accuracy=0.832, training_s=156.0,
+                    stopped_by="budget")]
+    row = time_to_accuracy_table(pd.DataFrame(_rows("m", "template", [30.0]) + stopped)).iloc[0]
+    assert row["seeds"] == 2 and row["stopped_by_budget"] == 1 and row["not_converged"] == 0
+    assert row["unreached"] == "83.2% in 2m36s (budget)" and row["fastest_seed_s"] == 30.0
+    alone = time_to_accuracy_table(pd.DataFrame(stopped * 2)).iloc[0]
+    assert math.isnan(alone["olympic_mean_s"]) and "stopped by the run budget" in alone["verdict"]
+    capped = [dict(stopped[0], stopped_by="cap")] * 2
+    table = time_to_accuracy_table(pd.DataFrame(_rows("m", "template", [30.0, 31.0, 29.0]) + capped)).iloc[0]
+    assert table["not_converged"] == 2 and table["verdict"] == "invalid: 2 of 5 seeds did not converge"
 
-    spent = CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 10.0, started_s=7.0)  # 3 s ran of a 2 s share
-    with pytest.raises(OverBudget, match=r"training ran 4\.0 s without reaching 90% and was stopped at its 2\.0 s "
-                                         r"share of the 3m budget") as over:
-        tta.over_share(spent, 4.0, 0.9)
-    assert over.value.columns == {"first_call_s": 4.0}
-    # time left: goes on
-    tta.over_share(CaseShare(share_s=2.0, budget_s=180.0, now=lambda: 8.0, started_s=7.0), 1.0, 0.9)
-    tta.over_share(None, 1e9, 0.9)  # no budget: goes on
+
+def test_the_report_shows_an_unreached_seed_with_what_it_reached_and_no_time(tmp_path):
+    from gpubench.reports.build import build_report
+
+    writer = ResultsWriter(tmp_path, "run")
+    base = {"schema_version": SCHEMA_VERSION, "run_id": "run", "machine_id": "m", "hostname": "h", "device": "cpu",
+            "device_name": "cpu", "build": 0, "builds": 1}
+    writer.append(dict(base, workload="time_to_accuracy", case_id="time_to_accuracy/template", design="template",
+                       target_accuracy=0.85, seed=0, dataset="fashion-mnist", status="unreached", test_accuracy=0.832,
+                       training_s=156.0, epochs_trained=1.4, stopped_by="budget", first_call_s=156.0,
+                       reason="stopped by its budget share after 2m36s at 83.2% (target 85%) — raise --budget"))
+    writer.append(dict(base, workload="matmul", case_id="matmul/fp32-n64", dtype="fp32", size=64, status="ok",
+                       median_s=1.0, tflops=1.0, samples_s=[1.0]))
+    writer.close()
+    text = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text()
+    section = text.split("## Time to accuracy")[1].split("\n## ")[0]
+    assert "83.2% in 2m36s (budget)" in section and "1 stopped by the run budget" in section
+    assert "156" not in section.split("83.2%")[0]  # the time spent is no time to target
+    assert "stopped by its budget share after 2m36s" in text.split("## Rows not ok")[1]
 
 
 def test_time_to_accuracy_candidates_follow_the_winner(tmp_path, easy_data, monkeypatch):

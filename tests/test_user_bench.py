@@ -12,7 +12,7 @@ from gpubench.harness.measurement.user_bench import rate_figures, user_workload
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.records.schema import COLUMNS, SchemaError
+from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION, SchemaError
 
 
 def workload_of(name="mymodel/train", params=None, work=None, figures=None, builds=1):
@@ -97,4 +97,4 @@ def test_a_version_3_file_reads_with_empty_params(tmp_path):
         writer.writerow({"schema_version": 3, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64",
                          "status": "ok"})
     [row] = read_rows(path)
-    assert (row["schema_version"], row["params"], row["user_figures"]) == (4, None, None)
+    assert (row["schema_version"], row["params"], row["user_figures"]) == (SCHEMA_VERSION, None, None)

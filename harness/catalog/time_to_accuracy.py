@@ -1,3 +1,4 @@
+from gpubench.harness.core.columns import Column
 from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadSpec
 
 SPEC = WorkloadSpec(
@@ -8,5 +9,11 @@ SPEC = WorkloadSpec(
     markers=("slow", "training"),
     headlines=(("time_to_target_s", "{:.3g} s to target"), ("epochs_to_target", "{:.2g} epochs"),
                ("test_accuracy", "accuracy {:.3f}")),
+    # An `unreached` row's time spent, apart from time_to_target_s so it is never read as a time to target.
+    columns=(
+        Column("training_s", "float", "figure", "s"),  # from the data's first touch to the stop, evaluations included
+        Column("epochs_trained", "float", "figure", "epochs"),
+        Column("stopped_by", "str", "figure"),  # budget (its share of --budget) or cap (the profile's epoch cap)
+    ),
     report=ReportSection("Time to accuracy", renderer="time_to_accuracy", order=70),
 )

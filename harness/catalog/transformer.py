@@ -3,6 +3,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpubench.harness.core.columns import Column
+from gpubench.harness.core.percent import percent
 from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection, SummaryFigure, WorkloadSpec
 
 
@@ -10,7 +11,7 @@ def _training(best: Mapping[str, Any]) -> str:
     """Tokens/s of the fastest setting and its MFU, against the datasheet peak or else the measured matmul."""
     mfu, datasheet = best.get("mfu"), best.get("peak_tflops")
     of = "" if isinstance(datasheet, float) and math.isfinite(datasheet) else " of measured matmul"
-    share = f", MFU {mfu:.0%}{of}" if isinstance(mfu, float) and math.isfinite(mfu) else ""
+    share = f", MFU {percent(mfu)}{of}" if isinstance(mfu, float) and math.isfinite(mfu) else ""  # 0.04%, not 0%
     return f"{best['tokens_per_s']:.3g} tokens/s ({best['setting']}){share}"
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench.harness.core.plan import MEDIAN_VAR_FACTOR, BuildNoise, best_build_s
+from gpubench.harness.core.stats import IQR_PER_SD
 from gpubench.harness.processes.cases_file import cases_text
 from gpubench.reports.load import load_results
 from gpubench.harness.core.exits import UsageError
@@ -25,7 +26,6 @@ from gpubench.reports.paired import judge_sequential, pair_logs, undecided_cases
 from gpubench.reports.sequential import MIN_PAIRS
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
 
-IQR_PER_SD = 1.349  # interquartile range of a normal spread, in standard deviations
 MOST_BUILD_S = 2.0  # a case's build never times more than this: a pair stays short enough to look often
 BUDGET_SHARE = 0.01  # ... nor more than this share of the session's budget
 

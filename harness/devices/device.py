@@ -283,3 +283,62 @@ def check_nproc(nproc: int, device: torch.device) -> int:
     if device.type == "mps" and nproc > 1:
         raise UsageError("DDP on mps is not supported by PyTorch — use --device cpu for gloo processes")
     return nproc
+
+
+# ---- the last-level cache: what a DRAM-resident working set must exceed -------------------------------------------
+
+SYSFS_CPU = Path("/sys/devices/system/cpu")
+CACHE_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def cache_size_bytes(text: str) -> int:
+    """A sysfs cache size ('32768K', '1M', '512') in bytes; ValueError for anything else."""
+    text = text.strip().upper()
+    return int(text.rstrip("KMG")) * CACHE_UNITS.get(text[-1:], 1)
+
+
+def total_llc_bytes(cpu_root: Path = SYSFS_CPU) -> int | None:
+    """The machine's last-level cache: every instance of the highest data cache level, each counted once (the CPUs in
+    its shared_cpu_list share one) and summed — STREAM counts every cache a run can use, so two sockets or eight core
+    complexes each bring their own. None where sysfs does not say (not Linux, a container that hides it)."""
+    top_level, instances = 0, dict[str, int]()
+    for index in sorted(cpu_root.glob("cpu[0-9]*/cache/index[0-9]*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level, size = int((index / "level").read_text()), cache_size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except OSError:  # counted as this CPU's own: a cache counted twice only makes the arrays larger
+            shared = index.parent.parent.name
+        if level > top_level:
+            top_level, instances = level, {}
+        if level == top_level:
+            instances[shared] = size
+    return sum(instances.values()) or None
+
+
+@functools.cache
+def last_level_cache_bytes(device: torch.device) -> int | None:
+    """The cache in front of the device's memory, all of it: CUDA's L2, the CPU's last level summed over its instances
+    (sysfs). None on MPS (Metal does not say) and where it cannot be read."""
+    if device.type == "cuda":
+        try:
+            size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
+        except (RuntimeError, AssertionError):  # no driver: cases listed for a GPU elsewhere
+            return None
+        return int(size) or None
+    return total_llc_bytes() if device.type == "cpu" else None
+
+
+def device_memory_bytes(device: torch.device) -> int | None:
+    """The memory a case's arrays live in: the GPU's on cuda, else the host's RAM (which MPS shares). Its total, not
+    what is free now: a size derived from it must be the same in every build process of a run (it names the case)."""
+    if device.type == "cuda":
+        try:
+            return int(torch.cuda.get_device_properties(device.index or 0).total_memory)
+        except (RuntimeError, AssertionError):
+            return None
+    return int(psutil.virtual_memory().total)

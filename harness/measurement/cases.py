@@ -42,7 +42,10 @@ class Diverged(Exception):
         self.columns = columns or {}
 
 
-class DidNotConverge(Diverged):
-    """A run that never reached its target accuracy within its cap: `failed`, counted as slowest."""
+class Unreached(Exception):
+    """A run stopped (by its budget share or its epoch cap) before its target: an `unreached` row that keeps what it
+    measured (`columns`: the accuracy reached, the seconds and epochs trained) and never holds a time to target."""
 
-    prefix = "did not converge"
+    def __init__(self, message: str, columns: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.columns = columns

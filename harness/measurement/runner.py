@@ -1,5 +1,5 @@
 """Runs one build of a case end to end (build, measure, figures, memory, energy, flags) into a row for the session.
-Every outcome (ok, skipped, oom, failed) becomes a row."""
+Every outcome (ok, skipped, unreached, oom, failed) becomes a row."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from typing import Any
 from collections.abc import Callable
 
 from gpubench.harness.devices import device as devices
-from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
+from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged, Unreached
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import cpu_peak_bytes
 from gpubench.harness.measurement.energy_columns import energy_columns
 from gpubench.harness.devices.machine_load import LoadMeter, load_of
 from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
-from gpubench.harness.core.peaks import peak_gbps, peak_tflops
+from gpubench.harness.core.bounds import IMPOSSIBLE, past_bounds
 from gpubench.harness.core.plan import Budget, RoundPlan
 from gpubench.harness.core.run_budget import CaseShare, DeadlinePassed, OverBudget
 from gpubench.harness.records.results import utc_timestamp
 from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, Load, MeasuredColumns, Memory, Row, Status
-from gpubench.harness.core.stats import NOISY_REL_IQR, SampleStats
+from gpubench.harness.core.stats import NOISY_REL_CI95, SampleStats
 from gpubench.harness.measurement.terminal import one_line
 from gpubench.harness.measurement.workload import Workload
 
@@ -29,7 +29,7 @@ def quality_flags(stats: SampleStats, plan: RoundPlan, budget: Budget, planned_h
     flags = []
     if stats.rounds == 1:
         flags.append("one-sample")
-    elif stats.rel_iqr > NOISY_REL_IQR:
+    elif stats.rel_ci95 > NOISY_REL_CI95:
         flags.append("noisy")
     if planned_here and stats.median_s * plan.iterations < budget.min_round_s:
         flags.append("short-rounds")
@@ -37,19 +37,9 @@ def quality_flags(stats: SampleStats, plan: RoundPlan, budget: Budget, planned_h
 
 
 def impossible_figures(figures: dict[str, Any], device_name: str, dtype: str) -> list[str]:
-    """The suite says so when a figure cannot be right."""
-    warnings = []
-    peak = peak_tflops(device_name, dtype)
-    tflops = figures.get("tflops")
-    if peak and tflops and tflops > peak:
-        warnings.append(f"impossible: {tflops:.1f} TFLOP/s is above the {dtype} datasheet peak {peak:.1f} — "
-                        "the timing missed device work")
-    mem_peak = peak_gbps(device_name)
-    gbps = figures.get("gbps")
-    if mem_peak and gbps and gbps > mem_peak and figures.get("memory_tier") != "cache":
-        warnings.append(f"above the memory datasheet peak {mem_peak:.0f} GB/s: "
-                        "cache-resident working set or broken timing")
-    return warnings
+    """Each figure past its bound (gpubench.harness.core.bounds), said: the row is flagged and kept, its raw samples
+    with it, and the report leaves it out of its summary."""
+    return past_bounds(figures, device_name, dtype)
 
 
 def standalone_row(base_row: Columns, case: Case, result: CaseResult) -> dict[str, Any]:
@@ -83,6 +73,8 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     if measured.capped:
         flags.append("capped")
     impossible = impossible_figures(figures, device_name, str(getattr(case, "dtype", "") or ""))
+    if impossible:
+        flags.append(IMPOSSIBLE)
     warnings = [measured.capped] + timed.notes + impossible + energy_notes
     status = Status("ok", "; ".join(filter(None, [workload_reason] + warnings)), tuple(flags))
     measurement = MeasuredColumns(stats, measured.plan.iterations, measured.samples_s)
@@ -114,6 +106,8 @@ def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | No
         return CaseResult(Status("skipped", str(error))), None
     if isinstance(error, OverBudget):
         return CaseResult(Status("skipped", str(error)), figures=dict(error.columns)), None
+    if isinstance(error, Unreached):  # what it measured is kept: a row of its own, neither a figure nor a failure
+        return CaseResult(Status("unreached", str(error)), figures=dict(error.columns)), None
     if isinstance(error, DeadlinePassed):  # recorded, then the test is cut too: the run is past its end
         return CaseResult(Status("failed", str(error))), error
     if isinstance(error, Diverged):

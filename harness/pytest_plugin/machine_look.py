@@ -23,14 +23,6 @@ def take_look(state: RunState) -> None:
         torch.set_num_threads(threads)
 
 
-def pace(state: RunState) -> float:
-    """How much slower than the cost model's probe the cases will run here now (1 off the CPU: its probe of a GPU
-    is not the CPU's share)."""
-    if state.look is None or state.ctx.device.type != "cpu":
-        return 1.0
-    return state.look.pace(torch.get_num_threads())
-
-
 def show_look(config: pytest.Config, state: RunState) -> None:
     """The first build says the look, quiet or busy; a later build only a busy one."""
     if state.look is None:

@@ -71,7 +71,7 @@ class Memory:
 
 @dataclass(frozen=True)
 class Status:
-    """ok / skipped / failed / oom, the reasons a reader must see, and the row's flags."""
+    """ok / skipped / unreached / failed / oom, the reasons a reader must see, and the row's flags."""
 
     status: str
     reason: str

@@ -5,6 +5,8 @@ from `SCHEMA`. Bump SCHEMA_VERSION when a column changes meaning or goes, and te
      cold/warm compile; an epoch's median_s is its median step time (v1: the whole epoch as one sample).
   3  energy on every timed region; GPU telemetry read during it (v2: after) with throttle reasons; time_to_accuracy.
   4  user benchmarks' `params` and `user_figures` (flat JSON objects, sorted keys); `build_s`, `first_call_s`, `capped`.
+  5  status `unreached` (a run to target stopped before it: what it measured kept); `training_s`, `epochs_trained`,
+     `stopped_by`; `llc_total_bytes`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gpubench.harness.catalog import case_id_for, declared_columns
 from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
 from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are this module's API
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA: tuple[Column, ...] = (
     # run and machine: the fingerprint every row carries
@@ -131,7 +133,8 @@ NUMERIC_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind in ("i
 SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS
                                          if c not in ("workload", "case_id", "build", "builds", "seed"))
 
-STATUSES = ("ok", "skipped", "failed", "oom")
+# unreached: a run to target stopped (budget share, epoch cap) before it, with what it measured; neither ok nor failed
+STATUSES = ("ok", "skipped", "unreached", "failed", "oom")
 
 
 class SchemaError(ValueError):
@@ -384,8 +387,8 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
     if version == 1:
         row = _upgrade_v1(row)
-    if version <= 3:  # 2 -> 3 and 3 -> 4 only added columns (read as empty)
+    if version <= 4:  # 2 -> 3, 3 -> 4 and 4 -> 5 only added columns (read as empty) and a status
         row = dict(row, schema_version=str(SCHEMA_VERSION))
-        if row.get("workload") in RACED_WORKLOADS and not row.get("raced"):
+        if version <= 3 and row.get("workload") in RACED_WORKLOADS and not row.get("raced"):
             row["raced"] = to_cell(False)  # an epoch before the race: its template is still the template
     return row

@@ -29,7 +29,6 @@ from gpubench.harness.workloads.common.torchrun_launch import (COLLECTIVE_TIMEOU
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
 MAX_STEPS = {"smoke": 5, "quick": 40, "full": 0}
 PER_RANK_BATCH = 128
-MAX_EFFICIENCY = 1.05  # above this, N processes beat N x one process: the measurement is wrong
 WORKER_MODULE = "gpubench.harness.workloads.ddp_worker"  # what torchrun starts on every rank
 
 
@@ -98,10 +97,8 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
         samples_per_s = report["samples"] / report["train_s"]
         single, source = (samples_per_s, "") if case.world_size == 1 else baseline()
         efficiency = samples_per_s / (case.world_size * single) if single else None
+        # past MAX_SCALING_EFFICIENCY (gpubench.harness.core.bounds) the runner flags the row impossible
         notes = ["samples are rank 0's step times; peak memory is rank 0's", source]
-        if efficiency is not None and efficiency > MAX_EFFICIENCY:
-            notes.append(f"impossible: scaling efficiency {efficiency:.2f} > {MAX_EFFICIENCY} — another job shared "
-                         "the machine during one of the runs")
         return {"dataset": report["dataset"], "samples_per_s": samples_per_s,
                 "samples_per_s_per_rank": samples_per_s / case.world_size, "step_s": stats.median_s,
                 "scaling_efficiency": efficiency, "effective_batch": case.batch_size * case.world_size,

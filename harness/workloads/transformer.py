@@ -197,10 +197,7 @@ def step_figures(case: TransformerCase, step: TransformerStep, device_name: str,
         columns["train_loss"] = timed[-1] if timed else None
         if why := loss_check(timed, capped=stats.rounds < planned_steps):
             raise Diverged(why, {"train_loss": columns["train_loss"], "n_params": columns["n_params"]})
-        if columns["mfu"] is not None and columns["mfu"] > 1:
-            columns["reason"] = (f"impossible: MFU {columns['mfu']:.0%} is above the datasheet peak"
-                                 " — the timing missed device work")
-        return columns
+        return columns  # an MFU above 1 (datasheet or measured reference) the runner flags impossible
 
     return figures
 
