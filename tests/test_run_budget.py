@@ -447,13 +447,6 @@ def test_a_capped_build_teaches_the_pace_nothing_and_a_refused_first_call_does()
     assert plan.seen == [(12.0, 4.0)]
 
 
-def test_the_prior_pace_prices_the_plan_before_its_first_case():
-    costs = {"a": CaseCost(10.0)}
-    quiet, busy = plan_of(costs, ["a"]), plan_of(costs, ["a"])
-    busy.prior_pace = 1.5
-    assert busy.share_for("a").expected_build_s == pytest.approx(1.5 * quiet.share_for("a").expected_build_s)
-
-
 def test_a_broken_headline_promise_is_corrected_out_loud_once():
     costs = {"dram": CaseCost(8.0, 0.1, predicted=True), "epoch": CaseCost(40.0, 39.0, predicted=True),
              "tta": CaseCost(30.0, 29.0, predicted=True)}

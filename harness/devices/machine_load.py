@@ -79,13 +79,6 @@ class Look:
     def free_cores(self) -> int:
         return max(1, round(self.cores * (1 - self.busy_frac)))
 
-    def pace(self, threads: int) -> float:
-        """How much slower than its probe a CPU case will run beside the others: the probe keeps its best call (a
-        moment the cores were free), the cases share the cores with every runnable thread (1: a quiet machine)."""
-        if not self.cpu_busy:
-            return 1.0
-        return max(1.0, (threads + self.busy_frac * self.cores) / self.cores)
-
 
 def look(meter: LoadMeter, device: torch.device, window_s: float = LOOK_WINDOW_S) -> Look:
     """The machine as `meter` (started earlier, at the run's set-up) saw it, over at least `window_s`."""

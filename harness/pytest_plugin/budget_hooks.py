@@ -38,17 +38,7 @@ def plan_budget(state: RunState, items: list[pytest.Item],
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
     return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build,
-                       frozenset(state.headline), prior_pace(state))
-
-
-def prior_pace(state: RunState) -> float:
-    """How much slower than the cost model's probe the cases will run here now (1 off the CPU: its probe of a GPU
-    is not the CPU's share)."""
-    if state.look is None or state.ctx.device.type != "cpu":
-        return 1.0
-    import torch
-
-    return state.look.pace(torch.get_num_threads())
+                       frozenset(state.headline))
 
 
 def workload_case(item: pytest.Item) -> tuple[Any, Any]:

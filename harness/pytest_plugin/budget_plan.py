@@ -14,7 +14,7 @@ from gpubench.harness.core.run_budget import (
 )
 
 NAMED_IN_PLAN = 4  # cases named per list in the plan line; the rest are counted
-# The prior pace counts as this many seconds of priced builds: one short case cannot swing the plan on its own.
+# The prices count as this many seconds of builds run at them: one short case cannot swing the plan on its own.
 PRIOR_WEIGHT_S = 2.0
 PACE_RANGE = (0.5, 20.0)  # a run's pace is clamped here: beyond it the prices, not the machine, are wrong
 Item = tuple[str, int]  # (case id, build)
@@ -39,7 +39,6 @@ class BudgetPlan:
     builds: int = 0
     extra: bool = False  # an extra build (pytest_plugin.extra_build): a case runs whole or not at all
     headline: frozenset[str] = frozenset()
-    prior_pace: float = 1.0  # how much slower than priced the cases should run (the look before the first case)
     seen: list[tuple[float, float]] = field(default_factory=list)  # (build s, its price) of this process's cases
     issued: dict[str, tuple[CaseCost, bool]] = field(default_factory=dict)  # case -> (its prices, share held it)
     promised: set[Item] | None = None  # the headline items the last plan line (or correction) said it funds
@@ -49,8 +48,9 @@ class BudgetPlan:
 
     def pace(self) -> float:
         """How much longer than their prices this run's cases take here now: the builds seen so far (priced and not
-        capped), cost-weighted, starting from the prior. Every remaining price is multiplied by it."""
-        actual_s = sum(build_s for build_s, _ in self.seen) + self.prior_pace * PRIOR_WEIGHT_S
+        capped), cost-weighted, starting at 1: the probe the cost model prices with ran under the same load as the
+        cases (two spinning processes beside a run: 0.74x its prices). Every remaining price is multiplied by it."""
+        actual_s = sum(build_s for build_s, _ in self.seen) + PRIOR_WEIGHT_S
         priced_s = sum(price_s for _, price_s in self.seen) + PRIOR_WEIGHT_S
         return min(max(actual_s / priced_s, PACE_RANGE[0]), PACE_RANGE[1])
 
@@ -262,13 +262,13 @@ def run_startup_s() -> float:
 
 def budget_plan(budget_s: float, deadline_s: float | None, costs: dict[str, CaseCost], entries: list[Item],
                 only_build: int | None, skipped: set[str], extra: bool = False,
-                headline: frozenset[str] = frozenset(), prior_pace: float = 1.0) -> BudgetPlan:
+                headline: frozenset[str] = frozenset()) -> BudgetPlan:
     """One process's plan from every selected (case id, build) in run order; `deadline_s` None: this process is the
     whole run. Cases an earlier build already skipped are not planned for."""
     startup_s = run_startup_s()
     deadline_s = deadline_s if deadline_s is not None else time.time() - startup_s + budget_s
     size = {"cases": len({c for c, _ in entries}), "builds": max(build for _, build in entries) + 1,
-            "headline": headline, "prior_pace": prior_pace}
+            "headline": headline}
     if only_build is None:
         return BudgetPlan(budget_s, deadline_s, costs, [e for e in entries if e[0] not in skipped], **size)
     here = [e for e in entries if e[1] == only_build and e[0] not in skipped]
