@@ -4,6 +4,7 @@ plan, and the wait for a quiet machine."""
 from __future__ import annotations
 
 import argparse
+import types
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ import torch
 from gpubench.harness.commands import run_command
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.devices import machine_load
+from gpubench.harness.devices.env import gpu_utilization
 from gpubench.harness.devices.machine_load import Look, look_line, threads_for, wait_quiet
 
 CPU = torch.device("cpu")
@@ -36,8 +38,28 @@ def test_the_line_says_what_was_seen_and_what_it_does_to_the_figures():
                     "--wait-quiet 10m waits for a quieter machine first")
     assert look_line(Look(2, 0.01), None, CPU) == ("gpubench: machine quiet before the first case (other processes "
                                                    "used 1% of the 2 cores)")
-    gpu = look_line(Look(16, 0.0, gpu_other_procs=2), None, torch.device("cuda:0"))
-    assert "busy" in gpu and "2 other process(es) hold cuda:0" in gpu
+    gpu = look_line(Look(16, 0.0, gpu_other_procs=2, gpu_util_frac=0.0), None, torch.device("cuda:0"))
+    assert "busy" in gpu and "2 other process(es) hold cuda:0; cuda:0 0% utilized" in gpu
+    # a process NVML does not list (another container) still shows as the GPU's utilization
+    hidden = look_line(Look(16, 0.0, gpu_other_procs=0, gpu_util_frac=0.97), None, torch.device("cuda:0"))
+    assert hidden.startswith("gpubench: machine busy") and "cuda:0 97% utilized" in hidden
+
+
+def test_the_gpu_utilization_is_read_from_nvml_or_none_where_it_cannot_tell():
+    class Nvml:
+        @staticmethod
+        def nvmlDeviceGetHandleByIndex(index):
+            return index
+
+        @staticmethod
+        def nvmlDeviceGetUtilizationRates(handle):
+            return types.SimpleNamespace(gpu=42, memory=3)
+
+    def no_nvml():
+        raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+    assert gpu_utilization(0, lambda: Nvml) == 0.42
+    assert gpu_utilization(0, no_nvml) is None
 
 
 def test_the_wait_ends_when_the_machine_turns_quiet_or_its_time_is_up(monkeypatch):

@@ -91,6 +91,16 @@ def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nv
         return None
 
 
+def gpu_utilization(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> float | None:
+    """The share of the last NVML sample period (1/6 s to 1 s) in which a kernel ran on the GPU, or None where NVML
+    cannot tell. Read before this process runs one, it is what others run there."""
+    try:
+        nvml, handle = nvml_handle(index, nvml_loader)
+        return float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu) / 100.0
+    except Exception:  # NVML missing, NotSupported on a VM, no permission
+        return None
+
+
 def our_pids() -> set[int]:
     """This process and its children; in a `gpubench ab` pair, every process its session started (the idle partner
     holds its own context). The session counts only while an ancestor: an unrelated process may inherit the variable."""

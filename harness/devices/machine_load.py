@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import psutil
 import torch
 
-from gpubench.harness.devices.env import gpu_other_processes
+from gpubench.harness.devices.env import gpu_other_processes, gpu_utilization
 from gpubench.harness.records.row import Load
 
 BUSY_FRAC = 0.25  # other processes took more than this share of the machine's CPU during the case
+GPU_BUSY_FRAC = 0.1  # before the first case, kernels ran on the GPU more than this share of NVML's last period
 
 
 class LoadMeter:
@@ -67,10 +68,11 @@ class Look:
     cores: int
     busy_frac: float
     gpu_other_procs: int | None = None
+    gpu_util_frac: float | None = None  # NVML's utilization before this process ran a kernel: others' work
 
     @property
     def busy(self) -> bool:
-        return self.busy_frac > BUSY_FRAC or bool(self.gpu_other_procs)
+        return self.busy_frac > BUSY_FRAC or bool(self.gpu_other_procs) or (self.gpu_util_frac or 0) > GPU_BUSY_FRAC
 
     @property
     def cpu_busy(self) -> bool:
@@ -83,8 +85,10 @@ class Look:
 def look(meter: LoadMeter, device: torch.device, window_s: float = LOOK_WINDOW_S) -> Look:
     """The machine as `meter` (started earlier, at the run's set-up) saw it, over at least `window_s`."""
     time.sleep(max(0.0, window_s - (time.monotonic() - meter.start_wall)))
-    gpu_other_procs = gpu_other_processes(device.index or 0) if device.type == "cuda" else None
-    return Look(os.cpu_count() or 1, round(meter.busy_frac(), 4), gpu_other_procs)
+    on_gpu = device.type == "cuda"
+    return Look(os.cpu_count() or 1, round(meter.busy_frac(), 4),
+                gpu_other_processes(device.index or 0) if on_gpu else None,
+                gpu_utilization(device.index or 0) if on_gpu else None)
 
 
 def threads_for(seen: Look, threads_now: int) -> int | None:
@@ -98,6 +102,8 @@ def threads_for(seen: Look, threads_now: int) -> int | None:
 def seen_text(seen: Look, device: torch.device) -> str:
     cores = f"{seen.cores} core{'s' if seen.cores != 1 else ''}"
     gpu = f"; {seen.gpu_other_procs} other process(es) hold {device}" if seen.gpu_other_procs else ""
+    if seen.gpu_util_frac is not None:
+        gpu += f"; {device} {seen.gpu_util_frac:.0%} utilized"
     return f"other processes used {seen.busy_frac:.0%} of the {cores}{gpu}"
 
 
