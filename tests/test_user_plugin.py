@@ -249,14 +249,16 @@ def test_a_users_own_model_is_recorded_reported_and_compared(installed):
     assert "| train-batch=64 |" in table and "| fresh |" in table and "user.tokens_per_s" in table
 
     # judged like the suite's cases: matched by case id, the ratio of medians, a verdict (which one depends
-    # on this machine's noise: another engineer's tests on the same cores make it inconclusive)
+    # on this machine's noise: another engineer's tests on the same cores make it inconclusive, or flag the rows
+    # busy on both sides, the copy's too: then the load alone could have made it, "cannot judge: busy", exit 6)
     text, code = compare_paths(csv, slowed_copy(csv, installed.path / "slowed", 3.0), threshold=0.05)
-    verdicts = {cells[1].strip(): cells for cells in (line.split("|") for line in text.splitlines()
-                                                      if line.startswith("| tinymlp/"))}
+    verdicts = {cells[1].strip(): cells[8].split()[0] for cells in (line.split("|") for line in text.splitlines()
+                                                                    if line.startswith("| tinymlp/"))}
     assert set(verdicts) == {"tinymlp/train-batch=64", "tinymlp/fresh"}, text
-    for cells in verdicts.values():
-        assert cells[4].strip() == "3.000" and cells[8].split()[0] in ("slower", "inconclusive"), text
-    assert code == (1 if any(cells[8].split()[0] == "slower" for cells in verdicts.values()) else 0)
+    busy = any("busy" in str(row["flags"]).split(";") for row in read_rows(csv))
+    assert set(verdicts.values()) <= {"slower", "inconclusive", *(["cannot"] if busy else [])}, text
+    assert "| 3.000 |" in text
+    assert code == (1 if "slower" in verdicts.values() else 6 if "cannot" in verdicts.values() else 0)
 
 
 def test_a_gpubench_option_sets_the_run_up_at_configure_with_one_line_for_a_bad_value(installed):
