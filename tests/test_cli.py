@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,18 @@ def test_a_full_results_folder_is_one_line_under_gpubench_run(tmp_path):
     assert proc.returncode == 75, err[-2000:]
     assert_one_full_line(out, err)
     assert len(read_rows(tmp_path / "res" / "full.csv")) == 1 and not (tmp_path / "res" / "full-report").exists()
+
+
+def test_a_report_without_out_goes_beside_its_results_and_is_never_read_back_as_a_run(tmp_path, capsys):
+    golden = Path(__file__).parent / "data" / "golden_laptop.csv"
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copy(golden, results / "laptop.csv")
+    assert main(["report", str(results)]) == 0
+    assert (results / "report" / "report.md").exists() and "report -> " in capsys.readouterr().out
+    assert main(["report", str(results)]) == 0  # again: its own merged.csv is no second run of the machine
+    assert main(["report", str(results / "laptop.csv")]) == 0
+    assert (results / "laptop-report" / "report.md").exists()
 
 
 def test_ctrl_c_during_report_is_one_line_and_leaves_the_older_report_whole(tmp_path, capsys, monkeypatch):
