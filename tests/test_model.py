@@ -279,6 +279,10 @@ def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them(
                                              r"VOCAB"):
         check_model(replace(LM, vocab_size=None))
     check_model(LM)
+    # ids past the model's vocabulary (a GPT-2 size for a 64-token model): the number to use, not the IndexError
+    with pytest.raises(UsageError, match=r"raised IndexError: .* — token ids reach 50303 but the model's embedding "
+                                         r"has 64 rows: use --input-ids 64$"):
+        check_model(replace(LM, vocab_size=50304))
     cases = workload.cases(ctx(LM))
     assert all(c.channels_last is None for c in cases)  # ids are not an image
     assert cases[0].test_id == "model_factories.tiny_lm-8-ids64-train-bs2" and cases[0].input_shape == "8 ids<64"

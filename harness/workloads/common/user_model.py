@@ -94,11 +94,15 @@ def sample_batch(spec: ModelSpec, batch_size: int, device: torch.device | str = 
 WANTS_IDS = ("Long", "Int", "integer", "indices", "index")
 
 
-def input_hint(spec: ModelSpec, error: Exception) -> str:
+def input_hint(spec: ModelSpec, error: Exception, model: nn.Module) -> str:
     """The fix a failed forward of the sample batch points at."""
     if spec.vocab_size is None and any(word in str(error) for word in WANTS_IDS):
         return ("the model takes integer ids, not float32 values: add --input-ids VOCAB (int64 token ids below the "
                 "vocabulary size), such as --input-ids 50304")
+    rows = min((module.num_embeddings for module in model.modules() if isinstance(module, nn.Embedding)), default=None)
+    if spec.vocab_size is not None and rows is not None and spec.vocab_size > rows:
+        return (f"token ids reach {spec.vocab_size - 1} but the model's embedding has {rows} rows: use "
+                f"--input-ids {rows}")
     return "give the shape of one sample the model takes"
 
 
@@ -111,7 +115,8 @@ def check_model(spec: ModelSpec) -> None:
     except Exception as error:  # noqa: BLE001 - the user's model: its error, in one line
         dtype = "int64" if spec.vocab_size is not None else "float32"
         raise UsageError(f"--input {spec.input_text}: the model's forward of a {dtype} batch of shape "
-                             f"{(2, *spec.input_shape)} raised {one_line(error)} — {input_hint(spec, error)}") from None
+                         f"{(2, *spec.input_shape)} raised {one_line(error)} — "
+                         f"{input_hint(spec, error, model)}") from None
     tensor = first_tensor(output)
     if tensor is None or not tensor.is_floating_point():
         raise UsageError(f"--model {spec.target}: the forward returned {type(output).__name__}, with no floating "
