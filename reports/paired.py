@@ -237,8 +237,8 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
     detectable = session.median_detectable
     kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
             if session.sequential else f"paired session: {session.pairs} pairs")
-    lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: "
-              + tally(session.verdicts)
+    cases = [v for v in session.verdicts if v.case_id != MACHINE_WIDE]  # the machine-wide line is no case
+    lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: {len(cases)} cases: " + tally(cases)
               + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
 

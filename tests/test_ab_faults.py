@@ -212,6 +212,15 @@ def test_cases_only_one_side_ran_are_named(tmp_path):
     assert "only in B" not in text
 
 
+def test_the_sessions_counts_add_up_to_its_cases_without_the_machine_wide_line():
+    text = format_session(judge_session(side_frame("s-A", 3), side_frame("s-B", 3), 0.05), 0.05)
+    cases = len({line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")} - {"case"})
+    judged = len([line for line in text.splitlines() if line.startswith("| ") and "machine-wide" not in line]) - 1
+    summary = next(line for line in text.splitlines() if line.startswith("paired session: "))
+    counts = [int(part.split()[0]) for part in summary.split(" cases: ")[1].split(";")[0].split(", ")]
+    assert f": {judged} cases: " in summary and sum(counts) == judged < cases
+
+
 def test_absurd_intervals_are_printed_short():
     from gpubench.reports.paired import factor, percent
 
