@@ -775,5 +775,6 @@ def test_an_unreached_run_is_kept_as_its_row_and_shown_skipped_with_its_reason_o
     assert "stopped by its budget share after 3 s at 41% (target 85%)" in result.stdout.str()
     statuses = [row["status"] for row in rows_in(tiny.path / "out") if row["case_id"] == "matmul/fp32-n32"]
     assert statuses == ["unreached", "unreached"]
-    table = tiny.path / "bench.json"  # pytest-benchmark writes none when no test was timed
-    assert not table.exists() or json.loads(table.read_text())["benchmarks"] == []
+    # no test was timed: pytest-benchmark writes no file (5.x) or an empty one (4.0), never the training's call
+    table = tiny.path / "bench.json"
+    assert not table.exists() or not table.read_text().strip() or json.loads(table.read_text())["benchmarks"] == []
