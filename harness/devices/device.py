@@ -325,12 +325,17 @@ def last_level_cache_bytes(device: torch.device) -> int | None:
     """The cache in front of the device's memory, all of it: CUDA's L2, the CPU's last level summed over its instances
     (sysfs). None on MPS (Metal does not say) and where it cannot be read."""
     if device.type == "cuda":
-        try:
-            size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
-        except (RuntimeError, AssertionError):  # no driver: cases listed for a GPU elsewhere
-            return None
-        return int(size) or None
+        return cuda_l2_bytes(device)
     return total_llc_bytes() if device.type == "cpu" else None
+
+
+def cuda_l2_bytes(device: torch.device) -> int | None:
+    """A CUDA device's L2 cache, or None where torch cannot read it (no driver: cases listed for a GPU elsewhere)."""
+    try:
+        size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
+    except (RuntimeError, AssertionError):
+        return None
+    return int(size) or None
 
 
 def device_memory_bytes(device: torch.device) -> int | None:

@@ -17,6 +17,7 @@ import torch
 
 import gpubench.harness
 from gpubench import CHECKOUT
+from gpubench.harness.devices.device import cuda_l2_bytes
 from gpubench.harness.devices.nvml_probe import (as_text, instant_power_w, load_nvml, nvml_handle, read_each,
                                                  running_pids)
 from gpubench.harness.processes.turns import SESSION_PID_ENV
@@ -134,13 +135,7 @@ def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> i
 def llc_bytes(device: torch.device) -> int | None:
     """The last-level cache before the device's memory (L2 on cuda, else the CPU's): smaller bandwidth cases
     measure the cache."""
-    if device.type == "cuda":
-        try:
-            size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
-        except (RuntimeError, AssertionError):  # no driver: cases listed for a GPU elsewhere
-            return None
-        return int(size) or None
-    return cpu_llc_bytes()
+    return cuda_l2_bytes(device) if device.type == "cuda" else cpu_llc_bytes()
 
 
 def driver_version() -> str:
