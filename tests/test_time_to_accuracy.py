@@ -54,12 +54,17 @@ def easy_data(monkeypatch, tmp_path):
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
 
 
-@pytest.fixture
-def hard_data(monkeypatch, tmp_path):
+def unlearnable(monkeypatch, tmp_path, train_images: int) -> DataSource:
+    """Data no model can learn, `train_images` of them to train on."""
     monkeypatch.setattr("gpubench.harness.devices.data_source.load_split",
-                        lambda dataset, root, train: banded_split(256 if train else TEST_IMAGES, int(train),
+                        lambda dataset, root, train: banded_split(train_images if train else TEST_IMAGES, int(train),
                                                                   learnable=False))
     return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
+
+
+@pytest.fixture
+def hard_data(monkeypatch, tmp_path):
+    return unlearnable(monkeypatch, tmp_path, 256)
 
 
 def case(**changes) -> tta.TargetCase:
@@ -71,10 +76,7 @@ def case(**changes) -> tta.TargetCase:
 @pytest.fixture
 def slow_data(monkeypatch, tmp_path):
     """Unlearnable, and 16 steps an epoch at batch 64: evaluations every 4th step, so a stop can fall between them."""
-    monkeypatch.setattr("gpubench.harness.devices.data_source.load_split",
-                        lambda dataset, root, train: banded_split(1024 if train else TEST_IMAGES, int(train),
-                                                                  learnable=False))
-    return DataSource("fashion-mnist", tmp_path, _resolved="fashion-mnist")
+    return unlearnable(monkeypatch, tmp_path, 1024)
 
 
 def share_of_steps(steps: int) -> CaseShare:
