@@ -11,8 +11,8 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from gpubench.harness.core.workload_spec import PlotSpec
-from gpubench.reports.plots import (DPI, KEY, _legend, _panels, _plain_numbers, _save, axis_label, linear_numbers,
-                                    literal_labels)
+from gpubench.reports.plots import (DPI, KEY, _legend, _panels, _save, axis_label, bytes_column, literal_labels,
+                                    scale_axis)
 
 MAX_GROUPED = 6  # machines side by side per setting; more would make bars thinner than their labels
 BAR_IN = 0.22  # inches a bar takes
@@ -43,20 +43,16 @@ def grouped(ax: plt.Axes, rows: pd.DataFrame, value: str, settings: list[str], m
     ax.tick_params(axis="y", labelsize=8)
 
 
-def value_axis(axes: list[plt.Axes], values: pd.Series, label: str) -> None:
-    """One scale for every panel: log where the positive values span a decade, compact numbers either way."""
-    positive = values[values > 0]
-    wide = len(positive) > 1 and positive.max() / positive.min() >= 10 and (values > 0).all()
+def value_axis(axes: list[plt.Axes], values: pd.Series, label: str, in_bytes: bool = False) -> None:
+    """One scale for every panel: log where the positive values span a decade, compact numbers either way; bytes in
+    binary units."""
     for ax in axes:
-        if wide:
-            ax.set_xscale("log")
-            _plain_numbers(ax, "x")
-        else:
-            linear_numbers(ax, "x")
-        ax.set_xlabel(f"{label} (log)" if wide else label)
+        scale_axis(ax, values, "x", "bytes" if in_bytes else "value")
+        ax.set_xlabel(f"{label} (log)" if ax.get_xscale() == "log" else label)
         ax.grid(True, axis="x", which="both", alpha=0.3)
+    positive = values[values > 0]
     if len(axes) > 1 and len(positive):
-        low = positive.min() / 1.5 if wide else min(0.0, float(values.min()) * 1.05)
+        low = positive.min() / 1.5 if axes[0].get_xscale() == "log" else min(0.0, float(values.min()) * 1.05)
         for ax in axes:
             ax.set_xlim(low, float(values.max()) * 1.15)
 
@@ -78,7 +74,7 @@ def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, title: 
             mine = rows[rows["machine"] == machine]
             grouped(ax, mine, value, fastest_first(mine, value), [machine], hatched)
             ax.set_title(machine, fontsize=9)
-    value_axis(axes, rows[value], label)
+    value_axis(axes, rows[value], label, bytes_column(value))
     if title:
         fig.suptitle(title, fontsize=10)
     keys: tuple[Patch, ...] = ()
@@ -116,10 +112,11 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
         mine = rows[rows["source"] == source]
         grouped(time_ax, mine, "step_ms", settings, machines)
         grouped(memory_ax, mine, "peak_mib", settings, machines)
-        value_axis([time_ax], mine["step_ms"], "optimizer step (ms)")
+        # each source's memory on its own scale, named in its label: a profiler's bytes are not an allocator's
         value_axis([memory_ax], mine["peak_mib"].dropna(), f"peak memory, {source} (MiB)")
         memory_ax.tick_params(axis="y", labelleft=False)
-    _legend(fig, list(grid.flat[:1]))
+    value_axis(list(grid[:, 0]), rows["step_ms"], "optimizer step (ms)")  # one time scale for every source
+    _legend(fig, list(grid.flat))
     return _save(fig, out / "memory_strategies.png")
 
 
@@ -138,7 +135,7 @@ def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
     value_axis([gain], rows["gain_pct"], "step gain vs eager (%)")
     gain.axvline(0, color="grey", lw=0.8)
     fig.suptitle("torch.compile: cost against gain", fontsize=10)
-    _legend(fig, [cost])
+    _legend(fig, [cost, gain])
     return _save(fig, out / "compile.png")
 
 

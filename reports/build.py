@@ -12,7 +12,7 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import health, history, screen, sections, summary, tables
+from gpubench.reports import before_after, health, history, screen, sections, summary, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.load import (OUT_FIX, dedupe, load_energy_notes, load_results, load_top_ops, spreadsheet_safe,
@@ -238,7 +238,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     else:
         headline = summary.summary(kept, kept_cases, base, energy_notes or {}, measured[left_out.notna()])
         parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
-        parts += [health.render(kept, kept_cases, telemetry), history.render(kept, out)]
+        parts += [health.render(kept, kept_cases, telemetry), history.render(kept, out), before_after.render(kept)]
     shown = frame[~shadowed_smoke(frame, smoke)]
     parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))

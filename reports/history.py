@@ -10,9 +10,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.dates
+import matplotlib.ticker
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from gpubench.reports import before_after
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.health import HEALTH_DROP, headlines
 from gpubench.reports.load import IDENTITY, base_labels, identities, run_key
@@ -22,6 +24,7 @@ from gpubench.reports.references import FIGURES, load_references
 
 HISTORY_MIN_RUNS = 2
 MAX_PANEL_COLUMNS = 4
+REL_WINDOW = 0.05  # the y axis spans at least ±5% of a figure's median
 
 
 def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
@@ -40,6 +43,7 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
                                                       aggfunc="first")
     # a run without a headline (-k epochs only) is no point
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")
+    runs["run_key"] = runs.index  # the History line's two runs are judged on their rows (before_after)
     runs[list(IDENTITY)] = identities(runs)
     runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
@@ -47,8 +51,8 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     ordered = [f for f in FIGURES if f in runs.columns]
     out = runs.reset_index(drop=True)
     out["machine"] = base_labels(out)
-    columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "started", "torch",
-               *ordered]
+    columns = ["machine", "hostname", "hardware", "machine_id", "device", "device_name", "run_id", "run_key", "started",
+               "torch", *ordered]
     return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
 
 
@@ -84,24 +88,48 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             points = group.dropna(subset=[figure])
             ax.plot(points["started"], points[figure], marker="o")
             _reference_lines(ax, references.get(figure), FIGURES[figure].higher_is_better)
-            for torch, started, value in _torch_changes(points, figure):
-                ax.annotate(literal(short_label(str(torch))), (started, value), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points")
+            halfway = group["started"].min() + (group["started"].max() - group["started"].min()) / 2
+            for torch, started, value in _torch_changes(points, figure):  # right of a point, left in the right half
+                late = started > halfway
+                ax.annotate(literal(short_label(str(torch))), (started, value), fontsize=7, textcoords="offset points",
+                            xytext=(-3, 3) if late else (3, 3), ha="right" if late else "left")
             ax.set_title(f"{FIGURES[figure].label} ({FIGURES[figure].unit})", fontsize=9)
-            span = points["started"].max() - points["started"].min()
-            pad = max(span * 0.1, pd.Timedelta(minutes=30))  # runs minutes apart: hours on the axis, not years
-            ax.set_xlim(points["started"].min() - pad, points["started"].max() + pad)
-            locator = matplotlib.dates.AutoDateLocator(maxticks=5)  # runs minutes apart get times, not six equal dates
-            ax.xaxis.set_major_locator(locator)
-            ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))
-            ax.tick_params(axis="x", labelsize=7)
+            _relative_window(ax, points[figure])
+            _time_axis(ax, group["started"])
         fig.suptitle(f"{literal(str(machine))} — headline figures per run", fontsize=10)
-        handles, labels = axes[0].get_legend_handles_labels()
-        if labels:
-            fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
+        entries = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+        if entries:
+            fig.legend(list(entries.values()), list(entries), loc="upper right", fontsize=8, frameon=False)
         name = _png_name(names, str(host), str(hardware), str(device))
         written.append((str(machine), _save(fig, out / name, dpi=100, tight=False).name))
     return written
+
+
+def _relative_window(ax: plt.Axes, values: pd.Series) -> None:
+    """A y range of at least ±REL_WINDOW around the median (runs 0.5% apart are not drawn as a cliff), and on the
+    right the same axis as % of the first run."""
+    middle, first = abs(float(values.median())), float(values.iloc[0])
+    low, high = ax.get_ylim()  # the points and reference lines with their margins
+    ax.set_ylim(min(low, middle * (1 - REL_WINDOW)), max(high, middle * (1 + REL_WINDOW)))
+    if first > 0:
+        change = ax.secondary_yaxis("right", functions=(lambda value: (value / first - 1) * 100,
+                                                        lambda pct: first * (1 + pct / 100)))
+        change.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]))
+        change.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda pct, _: f"{pct:+.3g}%"))
+        change.tick_params(labelsize=7)
+        change.set_ylabel("vs first run", fontsize=7)
+
+
+def _time_axis(ax: plt.Axes, started: pd.Series) -> None:
+    """The machine's runs from first to last, a tenth of their span either side (a minute either side of runs
+    that started together), the same in every panel: runs a minute apart are not lost in an hour."""
+    first, last = started.min(), started.max()
+    pad = (last - first) * 0.1 if last > first else pd.Timedelta(minutes=1)
+    ax.set_xlim(first - pad, last + pad)
+    locator = matplotlib.dates.AutoDateLocator(minticks=2, maxticks=5)  # minutes apart: times, not six equal dates
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(matplotlib.dates.ConciseDateFormatter(locator))
+    ax.tick_params(axis="x", labelsize=7)
 
 
 def _torch_changes(points: pd.DataFrame, figure: str) -> list[tuple[object, object, float]]:
@@ -114,8 +142,9 @@ def _torch_changes(points: pd.DataFrame, figure: str) -> list[tuple[object, obje
 
 PANEL_IN = (4.2, 3.2)  # width, height of one panel with its labels
 # Margins and gaps in inches, fixed: tight_layout measuring every tick label was the largest cost of a store's
-# report. Room for 7-character y labels, dates rotated 30° under each panel, titles and the legend at the top.
-LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN, GAP_W_IN, GAP_H_IN = 0.75, 0.2, 0.75, 0.75, 0.75, 1.0
+# report. Room for 7-character y labels, the change vs the first run on the right, dates under each panel, titles
+# and the legend at the top.
+LEFT_IN, RIGHT_IN, BOTTOM_IN, TOP_IN, GAP_W_IN, GAP_H_IN = 0.75, 0.75, 0.75, 0.75, 1.3, 1.0
 
 
 def _panels(count: int) -> tuple[plt.Figure, list[plt.Axes]]:
@@ -143,22 +172,29 @@ def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:
     return name
 
 
-def _change(values: pd.Series) -> str:
-    values = values.dropna()
-    if values.empty:
+def _change(points: pd.DataFrame, figure: str, judged: dict[tuple[str, str, str], str]) -> str:
+    """First → last value of a figure, its change, and what compare says of that change between those two runs
+    (before_after.history_judgements): a percentage compare calls inconclusive is never shown bare."""
+    points = points.dropna(subset=[figure])
+    if points.empty:
         return ""
-    first, last = float(values.iloc[0]), float(values.iloc[-1])
-    return f"{first:.4g} → {last:.4g} ({last / first - 1:+.0%})" if len(values) > 1 else f"{first:.4g}"
+    first, last = float(points[figure].iloc[0]), float(points[figure].iloc[-1])
+    if len(points) == 1:
+        return f"{first:.4g}"
+    said = judged.get((points["run_key"].iloc[0], points["run_key"].iloc[-1], figure), "; not judged")
+    return f"{first:.4g} → {last:.4g} ({last / first - 1:+.0%}{said})"
 
 
-def history_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per machine (the plot holds each run): its runs, dates, torch versions, each headline first → last."""
+def history_table(runs: pd.DataFrame, judged: dict[tuple[str, str, str], str] | None = None) -> pd.DataFrame:
+    """One row per machine (the plot holds each run): its runs, dates, torch versions, each headline first → last
+    with compare's verdict on it (`judged`: before_after.history_judgements)."""
     rows = []
     for _, group in runs.groupby(list(IDENTITY), sort=False):
         row = {"machine": group["machine"].iloc[0], "runs": len(group),
                "dates": f"{group['started'].min():%Y-%m-%d} → {group['started'].max():%Y-%m-%d}",
                "torch": ", ".join(dict.fromkeys(group["torch"].astype(str)))}
-        row.update({f"{FIGURES[f].label} ({FIGURES[f].unit})": _change(group[f]) for f in _figure_columns(runs)})
+        row.update({f"{FIGURES[f].label} ({FIGURES[f].unit})": _change(group, f, judged or {})
+                    for f in _figure_columns(runs)})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -171,8 +207,11 @@ def render(frame: pd.DataFrame, out: Path) -> str:
                        "starts with its second run (`gpubench run --store STORE` on it again).")
     plots = plot_history(runs, out)
     intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is "
-             "the guide template's) from the first run to the last; the plots show every run.")
+             "the guide template's) from the first run to the last, with what `gpubench compare FIRST LAST` says of "
+             "the case it was read from (its verdict, and the figure's change at 99% confidence); the plots show "
+             "every run.")
     pictures = "\n".join(f"- **{escape(str(machine))}**: " + image(name, "headline figures per run")
                          for machine, name in plots)
-    return section("History", intro, md_table(history_table(runs)), pictures)
+    judged = before_after.history_judgements(frame, runs, _figure_columns(runs))
+    return section("History", intro, md_table(history_table(runs, judged)), pictures)
 

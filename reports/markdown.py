@@ -22,9 +22,18 @@ INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2
                        "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
 MAX_LABEL_CHARS = 40  # a label from the files, in a plot legend or a table cell
 LINE_BREAKS = re.compile(r"[\t\n\r\v\f\x85\u2028\u2029]+")
-# ASCII punctuation that starts markdown structure; `_` only where it can open or close emphasis (not mnist_epoch)
-MARKDOWN = re.compile(r"([\\`*\[\]|#!~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
-HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# What a label needs escaped to stay text, and only that: an escape no renderer needed is what a terminal shows
+# (compare's and ab's tables are markdown too: "\~60 runs", "ids&lt;1024"). Always: code, emphasis, links, table
+# cells, headings. Only where they act: `_` that can open or close emphasis (not mnist_epoch), `~` that can close a
+# strikethrough (after a non-space: "~60 runs" cannot), a backslash before punctuation (not C:\path); the end of
+# the text counts as anything, since what follows it is not known.
+MARKDOWN = re.compile(r"([`*\[\]|#]|\\(?=[!-/:-@\[-`{-~]|$)|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<!\s)~)")
+QUOTE = re.compile(r"^(\s*)>")  # a `>` starts a block quote only at the start of a line
+# HTML: `<` opens a tag, comment or autolink only before a letter, `/`, `!` or `?`, or a `>` with no space between
+# (<1@a.io> is an e-mail link): not "ids<1024", "a < b"; `&` starts a character reference only before `#` or letters
+# and a `;`
+HTML = re.compile(r"<(?=[A-Za-z/!?]|[^\s<>]*>|$)|&(?=[#0-9A-Za-z]*(;|$))")
+ENTITIES = {"&": "&amp;", "<": "&lt;"}
 
 
 class Md(str):
@@ -57,8 +66,8 @@ def escape(text: object) -> Md:
     """Untrusted text as markdown that shows it literally, on one line."""
     if isinstance(text, Md):
         return text
-    escaped = MARKDOWN.sub(r"\\\1", plain(text))
-    return Md("".join(HTML.get(c, c) for c in escaped))
+    escaped = QUOTE.sub(r"\1\\>", MARKDOWN.sub(r"\\\1", plain(text)))
+    return Md(HTML.sub(lambda match: ENTITIES[match.group()], escaped))
 
 
 SIMPLE = re.compile(r"[\w.,:=+/ -]*")  # a setting, dtype or design as gpubench writes it

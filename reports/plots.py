@@ -1,6 +1,6 @@
 """Ladder plots (a figure over a size, a line per machine or setting) of the aggregated cases, each one PNG or None.
-Readable at twenty machines: small multiples, log axes where values span decades, every line its own colour, hollow
-marker and dash (a line under another still shows), categories as points never joined by a line."""
+Readable at twenty machines: small multiples on one shared scale, log axes only where values span decades, every line
+its own colour, hollow marker and dash (a line under another still shows), categories as points never joined."""
 
 from __future__ import annotations
 
@@ -14,17 +14,22 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.container  # noqa: E402
+import matplotlib.lines  # noqa: E402
 import matplotlib.ticker  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from gpubench.harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
 from gpubench.harness.records.safe_files import replacing  # noqa: E402
 from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
-from gpubench.harness.records.schema import SETTING_COLUMNS  # noqa: E402
+from gpubench.harness.records.schema import BY_NAME, SETTING_COLUMNS  # noqa: E402
 from gpubench.reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
 from gpubench.reports.units import human  # noqa: E402
 
 MAX_LEGEND = 24
+MAX_LEGEND_ROWS = 4  # entries in one column; more take columns
 DPI = 110  # laid out at the resolution it is saved at: tight_layout's text sizes are then savefig's
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (gpubench.reports.load.base_labels)
 
@@ -72,41 +77,63 @@ def _save(fig: plt.Figure, path: Path, dpi: int = DPI, tight: bool = True) -> Pa
     return path
 
 
-def _panels(count: int, width: float = 4.2, height: float = 3.4, columns: int = 4) -> tuple[plt.Figure, list[plt.Axes]]:
+def _panels(count: int, width: float = 4.2, height: float = 3.4, columns: int = 4,
+            share: str = "") -> tuple[plt.Figure, list[plt.Axes]]:
+    """`share` ("y", "xy"): every panel on one scale of those axes, shared y numbers on the first column only (a point
+    higher than another is a larger value, whichever panels they are in)."""
     cols = min(columns, max(1, count))
     rows = math.ceil(count / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.6), squeeze=False, dpi=DPI)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.6), squeeze=False, dpi=DPI,
+                             sharex="x" in share, sharey="y" in share)
     flat = list(axes.flat)
     for extra in flat[count:]:
         extra.set_visible(False)
+    for ax in flat[:count]:  # a panel above a hidden one is a bottom panel: every panel keeps its x numbers
+        ax.tick_params(axis="x", labelbottom=True)
+        # every panel names its quantity; with a shared y, only the first column (which has the numbers) prints it
+        ax.yaxis.label.set_visible("y" not in share or ax.get_subplotspec().is_first_col())
     return fig, flat[:count]
 
 
 KEY = "key"  # the gid of a legend entry that explains a pattern (a hatch) rather than naming a drawn series
+IQR_LABEL = "shaded: IQR over builds"
 
 
-def _legend(fig: plt.Figure, axes: list[plt.Axes], keys: tuple[matplotlib.artist.Artist, ...] = ()) -> None:
-    """One legend below the panels: each series once, in the order drawn, then the `keys` (gid KEY)."""
-    handles, labels = {key.get_label(): key for key in keys}, [key.get_label() for key in keys]
+def drawn(handle: matplotlib.artist.Artist) -> bool:
+    """A legend handle stands for something on the page: a line with a finite point, bars with a bar."""
+    if isinstance(handle, matplotlib.lines.Line2D):
+        return bool(np.isfinite(np.asarray(handle.get_xydata(), dtype=float)).all(axis=-1).any())
+    return not isinstance(handle, matplotlib.container.Container) or len(handle) > 0
+
+
+def _legend(fig: plt.Figure, axes: list[plt.Axes], keys: tuple[matplotlib.artist.Artist, ...] = (),
+            banded: bool = False) -> None:
+    """One legend below the panels: each drawn series once, in the order drawn, then the `keys` (gid KEY) and, where
+    `banded`, what the shading is (unnamed, a band reads as a second line). Beyond MAX_LEGEND_ROWS entries it takes
+    columns, the figure widened for two where one would not fit: a legend as tall as its panels is read first."""
+    keys = (*keys, Patch(facecolor="grey", alpha=0.3, linewidth=0, label=IQR_LABEL, gid=KEY)) if banded else keys
+    entries: dict[str, matplotlib.artist.Artist] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in handles:
-                handles[label] = handle
-                labels.insert(len(labels) - len(keys), label)
-    if labels:
-        longest = max(len(label) for label in labels[:MAX_LEGEND])
-        width_in, height_in = fig.get_size_inches()
-        if width_in < 0.075 * longest + 0.5:  # a legend wider than the panels: the figure widens, no entry is cut
-            fig.set_size_inches(0.075 * longest + 0.5, height_in)
-        # ~0.075 inch a character at size 8
-        ncol = max(1, min(3, len(labels), int(fig.get_size_inches()[0] / (0.075 * longest + 0.5))))
-        rows = math.ceil(min(len(labels), MAX_LEGEND) / ncol)
-        legend = fig.legend([handles[label] for label in labels[:MAX_LEGEND]], labels[:MAX_LEGEND], loc="lower center",
-                            ncol=ncol, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
-        for handle, text in zip(legend.legend_handles, legend.get_texts()):
-            if handle is not None and text.get_text() in {key.get_label() for key in keys}:
-                handle.set_gid(KEY)  # the legend draws a copy of each handle: the mark goes on the copy
-        fig.legend_space = min(0.6, 0.2 * rows / fig.get_size_inches()[1])  # 0.2 inch a legend row
+            if label not in entries and drawn(handle):
+                entries[label] = handle
+    entries.update({key.get_label(): key for key in keys})
+    labels = list(entries)[:MAX_LEGEND]
+    if not labels:
+        return
+    column_in = 0.075 * max(len(label) for label in labels) + 0.5  # ~0.075 inch a character at size 8
+    width_in, height_in = fig.get_size_inches()
+    wanted = 1 if len(labels) <= MAX_LEGEND_ROWS else 2
+    if width_in < wanted * column_in:  # the figure widens: no entry is cut, no legend is one long column
+        fig.set_size_inches(wanted * column_in, height_in)
+    fits = max(1, min(4, int(fig.get_size_inches()[0] / column_in)))
+    rows = math.ceil(len(labels) / fits)
+    legend = fig.legend([entries[label] for label in labels], labels, loc="lower center",
+                        ncol=math.ceil(len(labels) / rows), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        if handle is not None and text.get_text() in {key.get_label() for key in keys}:
+            handle.set_gid(KEY)  # the legend draws a copy of each handle: the mark goes on the copy
+    fig.legend_space = min(0.6, 0.2 * rows / fig.get_size_inches()[1])  # 0.2 inch a legend row
 
 
 def compact(value: float) -> str:
@@ -117,29 +144,54 @@ def compact(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _plain_numbers(ax: plt.Axes, axis: str = "y") -> None:
-    """Log axes with compact tick labels (0.19, 4.2, 780, 5k), not 1.9×10⁻¹, and labels even when the
-    data span less than a decade (ticks at 1, 2 and 5 of each decade)."""
-    target = getattr(ax, f"{axis}axis")
-    target.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: compact(value)))
-    target.set_minor_formatter(matplotlib.ticker.NullFormatter())
+class LogNumbers(matplotlib.ticker.LogLocator):
+    """Log ticks at 1, 2 and 5 of each decade over up to three decades (labels even under a decade), at each decade
+    beyond (eighteen labels over six decades would run together)."""
+
+    def tick_values(self, vmin: float, vmax: float):
+        decades = abs(math.log10(max(vmax, 1e-300) / max(vmin, 1e-300)))
+        self.set_params(subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,))
+        return super().tick_values(vmin, vmax)
 
 
-def linear_numbers(ax: plt.Axes, axis: str = "x") -> None:
-    """A linear axis with at most five compact tick labels (10k, 20k, 30k: never run together)."""
-    target = getattr(ax, f"{axis}axis")
-    target.set_major_locator(matplotlib.ticker.MaxNLocator(5))
-    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: compact(value)))
+class BinaryLocator(matplotlib.ticker.MaxNLocator):
+    """Linear byte ticks at round counts of one binary unit (0, 8, 16 MiB), never at 10⁶ bytes (9.54 MiB)."""
+
+    def tick_values(self, vmin: float, vmax: float):
+        scale = 1024.0 ** min(4, int(math.log(max(abs(vmin), abs(vmax), 1.0), 1024)))
+        return super().tick_values(vmin / scale, vmax / scale) * scale
 
 
-def byte_sizes(ax: plt.Axes) -> None:
-    """A log2 x axis of byte sizes labelled 1 KiB, 1 MiB, at most eight ticks."""
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2, numticks=8))
-    ax.xaxis.set_major_formatter(
-        matplotlib.ticker.FuncFormatter(lambda value, _: human(value, "bytes").replace(".0 ", " ")))
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+def log_worthy(values: pd.Series, ratio: float = 10.0) -> bool:
+    """All positive and spanning `ratio` (a decade): under it a log axis holds a tick or two, no more than linear."""
+    positive = values[values > 0]
+    return len(positive) > 1 and bool((values > 0).all()) and positive.max() / positive.min() >= ratio
+
+
+def _size_number(value: float) -> str:
+    """A size as counted: 256, 8192, then 2²⁰ (1048576 would crowd its neighbours)."""
+    if value >= 1e5 and math.log2(value).is_integer():
+        return f"$2^{{{math.log2(value):.0f}}}$"
+    return f"{value:.0f}" if float(value).is_integer() and value < 1e5 else compact(value)
+
+
+TICK_TEXT = {"value": compact, "size": _size_number, "bytes": lambda value: human(value, "bytes").replace(".0 ", " ")}
+
+
+def scale_axis(ax: plt.Axes, values: pd.Series, axis: str = "y", kind: str = "value", log: bool = True) -> None:
+    """An axis's scale and numbers (shared axes: every panel's). `kind` "value": log where `log` and the values span
+    a decade, numbers at 1, 2 and 5 of each (0.19, 4.2, 5k); "size" and "bytes" (binary units as the tables write
+    them: 32 MiB, never 33.6M): log2 where they span two octaves. Linear below: a log axis over less holds one tick."""
+    target, base = getattr(ax, f"{axis}axis"), 10 if kind == "value" else 2
+    if log and log_worthy(values, 10.0 if base == 10 else 4.0):
+        getattr(ax, f"set_{axis}scale")("log", base=base)
+        target.set_major_locator(LogNumbers(base=10) if base == 10
+                                 else matplotlib.ticker.LogLocator(base=2, numticks=8))
+        target.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    else:
+        steps = [1, 2, 4, 5, 8, 10] if kind != "value" else None  # sizes double: 8, 16, 24, 32
+        target.set_major_locator((BinaryLocator if kind == "bytes" else matplotlib.ticker.MaxNLocator)(5, steps=steps))
+    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: TICK_TEXT[kind](value)))
 
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")  # seven, coprime with ten colours: 70 lines before a style repeats
@@ -167,46 +219,44 @@ def axis_label(column: str) -> str:
     return AXIS_LABELS.get(column, column.replace("_", " "))
 
 
-def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> None:
-    """The builds' interquartile range as a band around the median line (where several builds ran)."""
-    if f"{y}_q1" in series and series[f"{y}_q1"].notna().any():
+def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> bool:
+    """The builds' IQR as a band around the median line, where it has a width (several builds ran); True if drawn."""
+    if f"{y}_q1" in series and (series[f"{y}_q3"] > series[f"{y}_q1"]).any():
         ax.fill_between(series[x], series[f"{y}_q1"], series[f"{y}_q3"], color=color, alpha=0.2, linewidth=0)
+        return True
+    return False
 
 
 def _drawable(rows: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """The rows a log-log panel can draw: x and y present and above zero (an ok row with an empty
-    setting still has its table row; a panel of nothing would stop the report)."""
+    """The rows a log-log panel can draw: x and y above zero (an ok row with an empty setting keeps its table row)."""
     return rows[(rows[x] > 0) & (rows[y] > 0)] if {x, y} <= set(rows.columns) else rows.iloc[0:0]
-
-
-def _log2_x(ax: plt.Axes) -> None:
-    ax.set_xscale("log", base=2)
 
 
 def _ladders(rows: pd.DataFrame, y: str, panels: list[str], styles: dict[str, dict[str, object]],
              peak: Callable[[str, str], float | None], labels: tuple[str, str, str], path: Path,
-             x_scale: Callable[[plt.Axes], None] = _log2_x) -> Path:
-    """A log panel per value of `panel`, `y` over size, a line per value of `line` with its builds' IQR band and,
-    where `peak(device name, panel)` knows it, the peak dashed. `labels`: the dashed note, x label, y label."""
-    fig, axes = _panels(len(panels))
+             x_kind: str = "size") -> Path:
+    """A panel per value of `panel` on one shared scale, `y` over size, a line per value of `line` with its builds'
+    IQR band and, where `peak(device name, panel)` knows it, the peak dashed. `labels`: the dashed note, x label,
+    y label."""
+    fig, axes = _panels(len(panels), share="xy")
+    banded = False
     for ax, panel in zip(axes, panels):
         dashed = False
         for label, line in rows[rows["panel"] == panel].groupby("line"):
             line = line.sort_values("size")
             ax.plot(line["size"], line[y], label=label, **styles[label])
-            _band(ax, line, "size", y, str(styles[label]["color"]))
+            banded = _band(ax, line, "size", y, str(styles[label]["color"])) or banded
             value = peak(str(line["device_name"].iloc[0]), panel)
             if value:
                 ax.axhline(value, color=str(styles[label]["color"]), linestyle="--", linewidth=0.8)
                 dashed = True
-        x_scale(ax)
-        ax.set_yscale("log")
-        _plain_numbers(ax)
         ax.set_title(str(panel) + (f" (dashed: {labels[0]})" if dashed else ""), fontsize=9)
         ax.set_xlabel(labels[1])
         ax.set_ylabel(labels[2])
         ax.grid(True, which="both", alpha=0.3)
-    _legend(fig, axes)
+    scale_axis(axes[0], rows["size"], "x", x_kind)  # shared: the scale and ticks of one panel are every panel's
+    scale_axis(axes[0], rows[y])
+    _legend(fig, axes, banded=banded)
     return _save(fig, path)
 
 
@@ -241,8 +291,8 @@ def bandwidth_plot(cases: pd.DataFrame, workload: str, out: Path) -> Path | None
         rows = rows.assign(panel=rows["op"].astype(str) + " · " + rows["dtype"].astype(str), line=rows["machine"])
     return _ladders(rows, "gbps", sorted(rows["panel"].unique()), line_styles(sorted(rows["line"].unique())),
                     lambda device, _: None if transfer else peak_gbps(device),
-                    ("memory peak", "bytes per transfer" if transfer else "elements per tensor (log2)", "GB/s"),
-                    out / f"{workload}_gbps.png", byte_sizes if transfer else _log2_x)
+                    ("memory peak", "bytes per transfer" if transfer else "elements per tensor", "GB/s"),
+                    out / f"{workload}_gbps.png", "bytes" if transfer else "size")
 
 
 def _hue_labels(rows: pd.DataFrame, hues: tuple[str, ...]) -> pd.Series:
@@ -280,50 +330,65 @@ def _categorical(group: pd.DataFrame, x: str) -> bool:
     return group[x].nunique() <= 1 or not pd.api.types.is_numeric_dtype(group[x])
 
 
+def _spec_panel(ax: plt.Axes, group: pd.DataFrame, spec: PlotSpec, styles: dict[str, dict[str, object]]) -> bool:
+    """One panel's lines (a numeric ladder) or dodged points (categories); True where a band was drawn."""
+    lines = sorted(group["_line"].unique())
+    categories = sorted(group[spec.x].unique()) if _categorical(group, spec.x) else []
+    banded = False
+    for index, (label, line) in enumerate(group.groupby("_line", sort=True)):
+        line = line.sort_values(spec.x)
+        style = styles[label]
+        if categories:  # a point per category, shifted per line: equal values stay visible side by side
+            shift = (index - (len(lines) - 1) / 2) * 0.6 / max(len(lines), 1)
+            xs = line[spec.x].map(categories.index) + shift
+            ax.plot(xs, line[spec.y], label=label or None, **dict(style, linestyle="none"))
+        else:
+            ax.plot(line[spec.x], line[spec.y], label=label or None, **style)
+            banded = _band(ax, line, spec.x, spec.y, str(style["color"])) or banded
+    if categories:
+        named = TICK_TEXT["bytes" if bytes_column(spec.x) else "size"]  # one size: 32 MiB or 16384, never 33.6M
+        ax.set_xticks(range(len(categories)), [named(float(c)) if pd.api.types.is_float(c) or pd.api.types.is_integer(c)
+                                               else str(c) for c in categories])
+        ax.set_xlim(-0.5, len(categories) - 0.5)
+    return banded
+
+
+def bytes_column(column: str) -> bool:  # "size": a declared plot's size is a message's bytes (collectives)
+    return column == "size" or getattr(BY_NAME.get(column), "unit", "") == "bytes"
+
+
+def _spec_scales(ladders: list[plt.Axes], panel: plt.Axes, rows: pd.DataFrame, spec: PlotSpec) -> None:
+    """The shared scales: x of the ladder panels (categories keep their own ticks), y of every panel."""
+    if ladders:
+        kind = "bytes" if bytes_column(spec.x) else "size"
+        scale_axis(ladders[0], rows[spec.x], "x", kind, log=spec.logx or kind == "bytes")
+    scale_axis(panel, rows[spec.y], "y", "bytes" if bytes_column(spec.y) else "value", log=spec.logy)
+
+
 @literal_labels
 def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     """A workload's declared plot: one panel per machine (and per value of `spec.panels`), `spec.y` over
-    `spec.x`, a line per value of the hue columns and of any other setting that varies (`told_apart`),
+    `spec.x` on one y scale, a line per value of the hue columns and of any other setting that varies (`told_apart`),
     one style per line name in every panel. Categories are points, dodged so none hides another."""
     rows = rows.dropna(subset=[spec.x, spec.y]) if {spec.x, spec.y} <= set(rows.columns) else rows.iloc[0:0]
     if rows.empty:
         return None
-    hues = told_apart(rows, spec)
-    rows = rows.assign(_line=_hue_labels(rows, hues))
-    labels = sorted(rows["_line"].unique())
-    styles = line_styles(labels)
+    rows = rows.assign(_line=_hue_labels(rows, told_apart(rows, spec)))
+    styles = line_styles(sorted(rows["_line"].unique()))
     panels = _spec_panels(rows, spec.panels)
-    fig, axes = _panels(len(panels), width=5.0, height=3.6, columns=2)
+    fig, axes = _panels(len(panels), width=5.0, height=3.6, columns=2, share="y")
+    ladders: list[plt.Axes] = []
+    banded = False
     for ax, (title, group) in zip(axes, panels):
-        lines = sorted(group["_line"].unique())
-        categorical = _categorical(group, spec.x)
-        categories = sorted(group[spec.x].unique()) if categorical else []
-        for index, (label, line) in enumerate(group.groupby("_line", sort=True)):
-            line = line.sort_values(spec.x)
-            style = styles[label]
-            if categorical:  # a point per category, shifted per line: equal values stay visible side by side
-                shift = (index - (len(lines) - 1) / 2) * 0.6 / max(len(lines), 1)
-                xs = line[spec.x].map(categories.index) + shift
-                ax.plot(xs, line[spec.y], label=label or None, **dict(style, linestyle="none"))
-            else:
-                ax.plot(line[spec.x], line[spec.y], label=label or None, **style)
-                _band(ax, line, spec.x, spec.y, str(style["color"]))
-        if categorical:
-            ax.set_xticks(range(len(categories)), [compact(c) if isinstance(c, float) else str(c) for c in categories])
-            ax.set_xlim(-0.5, len(categories) - 0.5)
-        elif spec.x == "size":
-            byte_sizes(ax)
-        elif spec.logx:
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(
-                matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:.0f}" if value < 1e5 else compact(value)))
-        if spec.logy:
-            ax.set_yscale("log")
-            _plain_numbers(ax)
+        if not _categorical(group, spec.x):  # ladders share one x scale before anything is drawn on them
+            if ladders:
+                ax.sharex(ladders[0])
+            ladders.append(ax)
+        banded = _spec_panel(ax, group, spec, styles) or banded
         ax.set_title(title, fontsize=9)
         ax.set_xlabel(axis_label(spec.x))
         ax.set_ylabel(axis_label(spec.y))
         ax.grid(True, which="both", alpha=0.3)
-    if hues:
-        _legend(fig, axes)
+    _spec_scales(ladders, axes[0], rows, spec)
+    _legend(fig, axes, banded=banded)
     return _save(fig, path)

@@ -228,7 +228,7 @@ def prepare_data(check: Check, given: Path | None, data_root: Path) -> list[str]
         places = ", ".join(str(p) for p in ([given] if given else []) + list(FASHION_PLACES))
         check.say(f"gpu-check: WARNING: no Fashion-MNIST in {places} — training runs on synthetic data, time to "
                   "accuracy is skipped "
-                  "(bring the four .gz files along: see README, GPU check)")
+                  "(bring the four .gz files along: see docs/gpu-check.md)")
         check.outcomes.append(Outcome("data", 0, 1, 0.0, "no Fashion-MNIST: synthetic data"))
         return ["--dataset", "synthetic"]
     raw = data_root / "FashionMNIST" / "raw"  # torchvision's layout, which gpubench.harness.devices.datasets reads

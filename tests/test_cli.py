@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -227,16 +228,60 @@ def test_a_build_interrupt_is_pytests_interrupt() -> None:
     assert BUILD_INTERRUPTED == pytest.ExitCode.INTERRUPTED
 
 
-@pytest.mark.parametrize("argv, said", [(["rnu"], "unknown command 'rnu' — did you mean 'run'?"),
-                                        (["run", "--devcie", "cpu"],
-                                         "--devcie is not an option of gpubench run — did you mean --device?"),
-                                        (["ab", "--pairz=3"], "--pairz is not an option of gpubench ab — did you mean "
-                                                              "--pairs?")])
-def test_a_misspelt_command_or_option_is_named_with_the_one_meant_before_torch_loads(capsys, argv, said):
+@pytest.mark.parametrize("argv, code, said", [(["rnu"], 2, "unknown command 'rnu' — did you mean 'run'?"),
+                                              (["run", "--devcie", "cpu"], 4,
+                                               "--devcie is not an option of gpubench run — did you mean --device?"),
+                                              (["ab", "--pairz=3"], 4, "--pairz is not an option of gpubench ab — did "
+                                                                       "you mean --pairs?")])
+def test_a_misspelt_command_or_option_is_named_with_the_one_meant_before_torch_loads(capsys, argv, code, said):
     """--devcie went to pytest: 3 s of torch's import, then pytest's usage error naming an ini inside site-packages."""
     with pytest.raises(SystemExit) as stopped:
         main(argv)
-    assert stopped.value.code == 2 and said in capsys.readouterr().err
+    assert stopped.value.code == code and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, code, said", [
+    (["run", "--buget", "1m"], 4, "--buget is not an option of gpubench run — did you mean --budget?"),
+    (["run", "--device"], 4, "argument --device: expected one argument — see gpubench run --help"),
+    (["ab", "--pairs"], 4, "argument --pairs: expected one argument — see gpubench ab --help"),
+    (["fleet", "--cluster", "slrum"], 2, "argument --cluster: invalid choice: 'slrum'"),
+    (["compare"], 2, "the following arguments are required: base, new — see gpubench compare --help"),
+    (["report", "results", "--bseline", "x"], 2, "unrecognized arguments: --bseline x — did you mean --baseline?"),
+    (["env", "--bogus"], 2, "unrecognized arguments: --bogus — see gpubench env --help"),
+    ([], 2, "the following arguments are required: command — see gpubench --help"),
+])
+def test_a_usage_error_is_one_line_and_exits_as_its_command_documents(capsys, argv, code, said):
+    """argparse printed its usage block and exited 2 for every command, where run and ab document an option problem
+    as refused before the first case (4) and the rest a bad argument as 2 (ExitCode)."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == code and err.startswith("gpubench: error: ") and said in err
+    assert err.count("\n") == 1 and "usage:" not in err
+
+
+@pytest.mark.process
+def test_an_option_typo_of_gpubench_run_is_one_line_exit_4_and_writes_nothing(tmp_path):
+    """The README's promise for a bad option, from the command a user types (no torch import: under a second)."""
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--buget", "1m"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (4, "")
+    assert done.stderr == ("gpubench: error: --buget is not an option of gpubench run — did you mean --budget? "
+                           "(options gpubench does not know go to pytest)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.process  # pytest --help in a fresh process: the options of every plugin installed here
+def test_no_option_pytest_knows_here_is_taken_for_a_typo_of_gpubenchs():
+    from gpubench.harness.commands.cli import option_typos
+
+    helped = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=REPO,
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    flags = sorted(set(re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", helped)))
+    parser = build_parser()
+    assert len(flags) > 50  # pytest's own, pytest-benchmark's, pytest-xdist's, ... were read
+    assert [(command, flag) for command in ("run", "ab", "fleet") for flag in flags
+            if option_typos(parser, command, [flag])] == []
 
 
 def test_pytests_own_options_near_gpubenchs_still_go_to_pytest():

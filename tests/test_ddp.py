@@ -138,7 +138,7 @@ def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
 
 @pytest.mark.process
 def test_standalone_torchrun_worker_writes_its_own_row(tmp_path):
-    """The README's multi-node recipe: the worker under torchrun, rank 0 appending a results row."""
+    """The multi-node recipe (docs/usage.md): the worker under torchrun, rank 0 appending a results row."""
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "gpubench.harness.workloads.ddp_worker", "--device-type=cpu", "--dataset=synthetic",
                            f"--data-root={tmp_path}", "--batch-size=16", "--max-steps=3",
@@ -169,7 +169,7 @@ MULTI_NODE_LIMIT_S = 120
 
 @pytest.mark.process
 def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
-    """The README's multi-node recipe with both nodes on this host: two torchrun agents meet through
+    """The multi-node recipe (docs/usage.md) with both nodes on this host: two torchrun agents meet through
     the c10d rendezvous, both succeed, and rank 0 writes one row for world_size 2. It skips only
     where this machine cannot host the rendezvous (no local port to bind, or another process took
     the port before the agents bound it); a hung or failed job fails it."""

@@ -68,6 +68,10 @@ def test_failure_reasons():
         "cancelled")
     assert reason_from_log("CalledProcessError: Command '[...]' returned non-zero exit status 5.") == (
         "gpubench run exited 5 (no case matched -k/-m)")
+    # a usage error is one line of gpubench's and exit 4: the reason is that line
+    assert reason_from_log("gpubench: error: unrecognized argument --buget 1m — did you mean --budget?\n"
+                           "CalledProcessError: Command '[...]' returned non-zero exit status 4.") == (
+        "gpubench run exited 4 (unrecognized argument --buget 1m — did you mean --budget?)")
 
 
 class FakeJob:

@@ -103,14 +103,15 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     assert (skipped["status"], skipped["reason"]) == ("skipped", "tf32 needs CUDA")
     assert first["machine_id"] and first["torch_version"] and first["device"] == "cpu"
     # pytest-benchmark's own JSON still works, timed with the synced clock, figures in extra_info,
-    # and its statistics are the CSV's: the same samples, the same quartiles
+    # and its statistics are the CSV's: the case's one entry holds its builds' samples, each build's median beside
     data = json.loads((tiny.path / "bench.json").read_text())
-    bench = data["benchmarks"][0]
+    (bench,) = data["benchmarks"]
     # gpubench.harness.measurement.timing.session_clock: the session's synced clock
     assert bench["options"]["timer"] == "session_clock"
     assert bench["extra_info"]["case_id"] == "matmul/fp32-n32"
-    assert bench["stats"]["iqr"] == pytest.approx(float(first["iqr_s"])) and bench["stats"]["median"] == pytest.approx(
-        float(first["median_s"]))
+    assert bench["stats"]["data"] == pytest.approx([s for r in ok for s in json.loads(r["samples_s"])])
+    assert bench["extra_info"]["build_medians_s"] == {f"b{r['build']}": pytest.approx(float(r["median_s"]))
+                                                      for r in ok}
     assert list((tiny.path / "out").glob("*.env.json"))
 
 
@@ -715,7 +716,8 @@ def test_pytest_benchmarks_min_rounds_is_honoured(tiny):
     assert result.ret == 0
     ok = [r for r in rows_in(tiny.path / "out") if r["status"] == "ok"]
     assert ok and {int(r["rounds"]) for r in ok} == {37}  # the smoke profile's own plan is 3 to 5 rounds
-    assert {b["stats"]["rounds"] for b in json.loads((tiny.path / "bench.json").read_text())["benchmarks"]} == {37}
+    # the case's one entry holds both its builds' rounds
+    assert [b["stats"]["rounds"] for b in json.loads((tiny.path / "bench.json").read_text())["benchmarks"]] == [2 * 37]
 
 
 def test_a_busy_machine_is_said_before_the_first_case_and_torch_threads_follow_the_free_cores(tiny, monkeypatch):

@@ -373,16 +373,17 @@ def test_the_summary_comes_first_and_names_every_machine(report):
 
 @pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
 def test_a_thousand_runs_make_a_report_as_long_as_one_run(tmp_path):
-    """Runs of one configuration are aggregated: the report grows with machines and cases, not runs."""
-    one, many = tmp_path / "one", tmp_path / "many"
-    one.mkdir()
+    """Runs of one configuration are aggregated: the report grows with machines and cases, not runs. Against two
+    runs: a second run adds the machine's History and its Before and after, once."""
+    two, many = tmp_path / "two", tmp_path / "many"
+    two.mkdir()
     many.mkdir()
-    shutil.copy(GOLDEN[0], one / "r0.csv")
     text = GOLDEN[0].read_text().splitlines()
     for run in range(30):  # thirty runs of the laptop: the same cases, other run ids
-        (many / f"r{run}.csv").write_text("\n".join([text[0]] + [line.replace(",run-laptop,", f",run{run},")
-                                                                 for line in text[1:]]) + "\n")
-    short = build_report([one], tmp_path / "o1", baseline=None).read_text().count("\n")
+        for folder in (two, many) if run < 2 else (many,):
+            (folder / f"r{run}.csv").write_text("\n".join([text[0]] + [line.replace(",run-laptop,", f",run{run},")
+                                                                       for line in text[1:]]) + "\n")
+    short = build_report([two], tmp_path / "o2", baseline=None).read_text().count("\n")
     long = build_report([many], tmp_path / "o30", baseline=None).read_text().count("\n")
     assert long <= 1.1 * short
 
@@ -658,3 +659,37 @@ def test_a_users_own_case_twice_as_slow_against_a_busy_base_fails_the_gate(tmp_p
                                                                                      one_build(2.0, ""))
     assert main(["compare", str(base), str(new)]) == 1
     assert "| slower (" in capsys.readouterr().out
+
+
+# ---- plain text where nothing needs escaping --------------------------------------------------
+
+
+def test_compare_prints_its_notes_as_written(tmp_path, capsys):
+    """Compare's table is markdown, escaped where a character would change it, never elsewhere: the terminal showed
+    `\\~25 runs per side`."""
+    rng = np.random.default_rng(7)
+
+    def one_build(factor: float) -> list[dict]:  # one build per side: judged on its windows
+        windows = list(factor * 1e-3 * (1 + rng.normal(0, 0.05, 10)))
+        return [{"case_id": "matmul/fp32-n64", "status": "ok", "median_s": float(np.median(windows)),
+                 "samples_s": windows}]
+
+    base, new = write_rows(tmp_path / "base.csv", one_build(1.0)), write_rows(tmp_path / "new.csv", one_build(1.05))
+    assert main(["compare", str(base), str(new)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| matmul/fp32-n64 "))
+    assert re.search(r"; ~\d+ runs per side would resolve 5%", row) and "\\" not in row, row
+
+
+@pytest.mark.parametrize("label, cell", [
+    ("64 ids<1024", "64 ids<1024"),  # an --input-ids shape: no tag starts with a digit
+    ("3.03 > 1.05 — a < b", "3.03 > 1.05 — a < b"),
+    ("over ~60 runs; C:\\runs\\a", "over ~60 runs; C:\\runs\\a"),  # a strikethrough cannot close after a space
+    ("<img src=x onerror=alert(1)>", "&lt;img src=x onerror=alert(1)>"),
+    ("<1@e.io>", "&lt;1@e.io>"),  # an e-mail autolink
+    ("> quoted", "\\> quoted"),
+    ("a~~s~~ &amp; *b*", "a\\~\\~s\\~\\~ &amp;amp; \\*b\\*"),
+])
+def test_table_cells_escape_only_what_would_change_the_markdown(label, cell):
+    from gpubench.reports.markdown import md_table
+
+    assert md_table(pd.DataFrame({"input_shape": [label]})).splitlines()[-1] == f"| {cell} |"

@@ -27,16 +27,39 @@ from gpubench.harness.records.results_reader import read_rows
 
 
 @pytest.mark.process
-def test_a_two_build_run_prints_one_benchmark_table(tmp_path):
-    proc = gpubench_run(tmp_path, "--builds", "2", "-k", "matmul and fp32", "--no-report", "--run-id", "two")
+def test_a_two_build_run_tells_its_story_in_a_few_lines(tmp_path):
+    """The console of a run: its first lines once, a line per case of the first build, one line per build's end,
+    then the answer, the headline figures, the files and what to run next; none of pytest's per-build output."""
+    proc = gpubench_run(tmp_path, "--profile", "quick", "--builds", "2", "-k", "matmul and n512 and (fp32 or tf32)",
+                        "--run-id", "two", "--budget", "none")  # quick: smoke rows hold no figure
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
-    assert len(re.findall(r"^-+ benchmark 'matmul': 2 tests -+$", out, re.MULTILINE)) == 1, out[-3000:]
+    lines = out.splitlines()
+    assert sum(line.startswith("gpubench: device cpu") for line in lines) == 1, out
+    assert sum(line.startswith("  matmul/fp32-n512: ") for line in lines) == 1, out  # the first build's, not the second
+    assert sum(line.startswith("  skipped ") and "tf32" in line for line in lines) == 1, out  # counted by reason
+    assert [line.split(":")[1] for line in lines if " case(s) measured" in line] == [" build 1 of 2", " build 2 of 2"]
+    assert "Name (time in" not in out and "PASSED" not in out and "test session starts" not in out, out
+    assert "" not in lines[:-1], out  # no empty line between builds
+    answer = next(i for i, line in enumerate(lines) if line.startswith("gpubench: Answer: "))
+    assert lines[answer + 1].lstrip().startswith("runs · torch") and "matmul fp32, best" in out, out
+    assert lines[-3].startswith("gpubench: rows -> ") and lines[-2].startswith("gpubench: report -> "), out
+    assert lines[-1].startswith("gpubench: next: "), out
+    assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["two-report", "two.csv", "two.env.json",
+                                                                    "two.exit.json"]
+    assert json.loads((tmp_path / "res" / "two.exit.json").read_text()) == {"exit_code": 0}
+
+
+@pytest.mark.process
+def test_a_verbose_run_prints_pytests_output_and_one_benchmark_table(tmp_path):
+    proc = gpubench_run(tmp_path, "--builds", "2", "-k", "matmul and fp32", "--no-report", "--run-id", "two", "-v")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    assert len(re.findall(r"^-+ benchmark 'matmul': 1 tests -+$", out, re.MULTILINE)) == 1, out[-3000:]  # a case
     assert len(re.findall(r"^Name \(time in", out, re.MULTILINE)) == 1  # one header for the run, not one per build
-    assert "test_matmul[fp32-n64-b0]" in out and "test_matmul[fp32-n64-b1]" in out
+    assert "test_matmul[fp32-n64-b0] PASSED" in out and "test_matmul[fp32-n64-b1] PASSED" in out
     # the builds' JSON stayed in the scratch folder; the run recorded how it ended (a fleet reads it)
     assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["two.csv", "two.env.json", "two.exit.json"]
-    assert json.loads((tmp_path / "res" / "two.exit.json").read_text()) == {"exit_code": 0}
 
 
 @pytest.mark.process

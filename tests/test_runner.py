@@ -217,6 +217,13 @@ def test_summary_line_says_how_busy_the_machine_was_and_ends_without_an_empty_pa
     assert line == "mine/step: median 2.08 ms over 10 sample(s) [noisy, busy 62%]"
 
 
+def test_a_users_own_line_names_the_rate_its_work_gives():
+    """gpubench.measure(..., work={"samples": 64}) declares no headlines: the rate its work gives is its figure."""
+    line = summary_line({"workload": "mine", "case_id": "mine/step", "status": "ok", "median_s": 0.00208, "rounds": 10,
+                         "samples_per_s": 30769.2, "flags": ""})
+    assert line == "mine/step: median 2.08 ms over 10 sample(s); 3.077e+04 samples/s"
+
+
 @pytest.mark.parametrize("busy, status", [(0.5, "ok"), (0.0, "failed")])
 def test_a_selfcheck_that_disagrees_on_a_busy_machine_is_inconclusive_not_failed(ctx, monkeypatch, busy, status):
     """Load makes the clocks disagree (a 1.031 ratio at cpu_busy_frac 0.5 failed an A/A run): the

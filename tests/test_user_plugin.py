@@ -118,6 +118,10 @@ def installed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.syspath_prepend(str(site))  # in-process runs find it through importlib.metadata
     monkeypatch.setenv("PYTHONPATH", f"{site}:{REPO}")  # and the processes a test starts
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
+    # pytest (9.2 on) marks an editable install's package for assertion rewriting, and an in-process run finds
+    # gpubench imported by this test process already: its warning says so of the test harness, not of the plugin
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-W 'ignore:Module already imported so cannot be rewritten:"
+                                         "pytest.PytestAssertRewriteWarning'")  # read with shlex
     return pytester
 
 
@@ -354,6 +358,38 @@ def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert [(row["case_id"], row["status"], row["profile"])
             for row in read_rows(out / "own.csv")] == [("mine/sum", "ok", "smoke")]
+
+
+FRESH_BUILDS_TEST = '''
+def test_fresh(gpubench):
+    gpubench.measure(setup=lambda: (lambda: sum(range(1000))), name="mine/fresh", builds=3)
+
+
+def test_once(gpubench):
+    gpubench.measure(lambda: sum(range(1000)), name="mine/once")
+'''
+
+
+@pytest.mark.process  # gpubench run starts the builds as processes
+def test_a_users_fresh_builds_under_gpubench_run_are_one_build_process_each(tmp_path):
+    """measure(setup=..., builds=3) under gpubench run: the first build process asks for 3 builds, and build K of the
+    test is made in process K, as a suite case's; none is made twice (the run's file refused a second copy)."""
+    import subprocess
+    import sys
+
+    from gpubench.harness.records.results_reader import read_rows
+
+    (tmp_path / "test_mine.py").write_text(FRESH_BUILDS_TEST)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu",
+                             "--profile", "smoke", "--tests", str(tmp_path / "test_mine.py"), "--results-dir", str(out),
+                             "--run-id", "fresh", "--no-report", "--budget", "1m"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [(row["case_id"], row["build"], row["builds"]) for row in read_rows(out / "fresh.csv")]
+    fresh = sorted(build for case_id, build, _ in rows if case_id == "mine/fresh")
+    assert fresh[:3] == [0, 1, 2] and len(set(fresh)) == len(fresh), rows  # an extra build may add build 3, 4...
+    assert [build for case_id, build, _ in rows if case_id == "mine/once"] == [0], rows
 
 
 COMPARED_TEST = '''

@@ -23,7 +23,7 @@ from gpubench.harness.commands.ab_builds import (
     starts_python,
 )
 from gpubench.harness.commands.ab_sequential import Looks
-from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, fail, pytest_args
+from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, asks_verbose, fail, pytest_args
 from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -306,8 +306,9 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     files = SideFiles(results_dir, session_id)
     looks = (Looks(results_dir, session_id, threshold, budget_s, pairs, least_build_s=args.build_seconds)
              if budget_s is not None else None)
+    quiet = [] if asks_verbose(extra) else ["-q"]  # each pair's line speaks for its builds (pytest_plugin.console)
     try:
-        done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra), SUITE_ROOT, results_dir,
+        done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra) + quiet, SUITE_ROOT, results_dir,
                                stopped_limit_s(args.profile), files, looks, fork=not args.no_fork,
                                turns=not args.no_turns)
     finally:

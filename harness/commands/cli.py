@@ -7,22 +7,44 @@ import argparse
 import difflib
 import sys
 from types import ModuleType
+from typing import NoReturn
 
 from gpubench.harness.commands import (
     ab_command, compare_command, env_command, fleet_command, report_command, run_command,
 )
+from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.processes.standard_streams import guard_standard_streams
 
 COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "report": report_command,
                                    "ab": ab_command, "fleet": fleet_command, "compare": compare_command}
+# run and ab document every problem with an option as refused before the first case (a misspelt one as much as a
+# bad value, which their build processes refuse with 4); report, compare, env and fleet document a bad argument as 2.
+USAGE_EXITS: dict[str, ExitCode] = {"run": ExitCode.REFUSED, "ab": ExitCode.REFUSED}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors said as gpubench's other refusals are: one line naming the fix, and the command's
+    documented exit code, where argparse prints the whole usage block and exits 2 whatever the command."""
+
+    usage_exit: int = ExitCode.ERROR
+
+    def error(self, message: str) -> NoReturn:
+        fix = "" if " — " in message else f" — see {self.prog} --help"
+        print(f"gpubench: error: {message}{fix}", file=sys.stderr)
+        raise SystemExit(int(self.usage_exit))
+
+
+def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpubench",
-                                     description="Synchronized PyTorch benchmarks and cross-machine reports.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="gpubench", description="Synchronized PyTorch benchmarks and cross-machine reports.")
+    sub = parser.add_subparsers(dest="command", required=True)  # its parsers are OneLineParsers too
     for command in COMMANDS.values():
         command.setup_arguments(sub)
+    for name, command_parser in subcommand_parsers(parser).items():
+        command_parser.usage_exit = USAGE_EXITS.get(name, ExitCode.ERROR)
     return parser
 
 
@@ -55,7 +77,7 @@ def command_typo(argv: list[str]) -> str | None:
 
 def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str | None:
     """`gpubench run --devcie cpu`: said here, not by pytest after torch's import, as a usage error."""
-    sub = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices[command]
+    sub = subcommand_parsers(parser)[command]
     own = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
     for arg in extra:
         flag = arg.split("=", 1)[0]
@@ -64,6 +86,16 @@ def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]
             return (f"{flag} is not an option of gpubench {command} — did you mean {meant}? "
                     "(options gpubench does not know go to pytest)")
     return None
+
+
+def unrecognized(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str:
+    """`gpubench report --bseline x`: argparse's complaint, with the option meant where one is close."""
+    said = f"unrecognized arguments: {' '.join(extra)}"
+    sub = subcommand_parsers(parser)[command]
+    own = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
+    flags = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--")]
+    meant = next(((flag, close) for flag in flags if (close := misspelt(flag, own, COMMAND_CUTOFF))), None)
+    return f"{said} — did you mean {meant[1]}?" if meant else said
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if "--" in extra:  # `gpubench run -- -k x`: what follows is pytest's, and pytest would read -k as a file
         extra.remove("--")
-    command = COMMANDS[args.command]
+    command, command_parser = COMMANDS[args.command], subcommand_parsers(parser)[args.command]
     if extra and not command.PASSES_PYTEST_ARGS:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command_parser.error(unrecognized(parser, args.command, extra))
     if typo := option_typos(parser, args.command, extra):
-        parser.error(typo)
+        command_parser.error(typo)
     return command.run_from_args(args, extra)
 
 

@@ -35,9 +35,17 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     # installed wheel has no conftest.py, only the plugin.
     tests = [str(Path(path).resolve()) for path in getattr(args, "tests", None) or []]
     own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []  # the user's test_*.py files are searched too
-    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", "--benchmark-quiet", "-v",
+    # no progress percentages: a build's console says its cases itself (gpubench.harness.pytest_plugin.console)
+    quiet = ["--benchmark-quiet", "-o", "console_output_style=classic"]
+    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", *quiet,
             f"--rootdir={rootdir_for(tests)}", f"--config-file={SUITE_CONFIG}", *own,
             "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
+
+
+def asks_verbose(extra: list[str]) -> bool:
+    """The user's pytest arguments ask for pytest's own verbose output (-v, -vv, --verbose): every build then prints
+    pytest's lines and the run pytest-benchmark's whole table."""
+    return any(arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}) for arg in extra)
 
 
 def rootdir_for(tests: list[str]) -> Path:
@@ -95,7 +103,9 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     except KeyboardInterrupt:
         return fail(f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; "
                     "run gpubench report on them --out DIR", code=ExitCode.INTERRUPTED)
-    print(f"gpubench: report -> {report}")
+    from gpubench.reports.console import closing_lines
+
+    print("\n".join(closing_lines(csvs, report)), flush=True)
     return code
 
 

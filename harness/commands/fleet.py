@@ -157,8 +157,9 @@ STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", 
                  "JobHeldAdmin", "JobHeldUser"}
 SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
 EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")  # submitit's trace of a failed command, in the job's log
-# gpubench run's exit 2 is argparse's usage error or a line of its own: the job's log says which (exited).
-RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # argparse's (" run"), or cli.fail's
+# gpubench run's exits 2 and 4 end with its one error line (a usage error, an input it refused): the log says which.
+RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # " run": an older gpubench's argparse
+LINE_EXITS = (2, 4)
 
 
 @dataclass
@@ -246,10 +247,10 @@ def reason_from_log(text: str) -> str:
 
 
 def exited(code: int, log: str) -> str:
-    """`gpubench run exited N (what N means)`; for 2, the run's own last error line in its log."""
+    """`gpubench run exited N (what N means)`; for 2 and 4, the run's own last error line in its log."""
     meaning = meaning_of(code)
-    if code == 2:
-        usage, line = (RUN_ERROR.findall(log) or [("", "")])[-1]
+    usage, line = (RUN_ERROR.findall(log) or [("", "")])[-1]
+    if code in LINE_EXITS and (line or code == 2):  # 2 names no cause of its own: its line, or nothing
         meaning = ("usage error: " if usage else "") + line.strip()[:200]
     return f"gpubench run exited {code}" + (f" ({meaning})" if meaning else "")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import (
-    BENCHES, add_tests_argument, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store, suite_options,
-    tests_problem,
+    BENCHES, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store,
+    suite_options, tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -158,7 +158,11 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         return Job(python_module("gpubench.harness.processes.build_main"), dict(os.environ), hold_sigint=True,
                    plan=plan)
 
+    verbose = asks_verbose(extra)  # else each build's end line says it, and the table is pytest-benchmark's -v
+
     def announce(build: int, builds: int) -> None:
+        if not verbose:
+            return
         if build >= builds and more is not None:
             print(more.announce(build), flush=True)
         elif build and (budgeted is None or budgeted.starts(build)):
@@ -171,7 +175,8 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce,
                                 more or (lambda build, answers: False))
         tables = [Path(answer.benchmark_json) for answer in outcome.answers if answer.benchmark_json]
-        print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
+        if verbose:
+            print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
     finally:
         getattr(launcher, "close", lambda: None)()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -8,11 +8,13 @@ from typing import Any
 from gpubench.harness.catalog import spec_for
 
 COMMON_HEADLINES = (("energy_j", "{:.3g} J"), ("avg_power_w", "{:.3g} W"))
+# a user's own workload (gpubench.measure(..., work=...)) declares no headlines: the rates its work gives
+USER_HEADLINES = (("samples_per_s", "{:.4g} samples/s"), ("tflops", "{:.3g} TFLOP/s"), ("gbps", "{:.3g} GB/s"))
 
 
 def headlines(workload: str) -> tuple[tuple[str, str], ...]:
     spec = spec_for(workload)
-    return (spec.headlines if spec else ()) + COMMON_HEADLINES
+    return (spec.headlines if spec else USER_HEADLINES) + COMMON_HEADLINES
 
 
 def _number(value: Any) -> bool:
@@ -25,18 +27,32 @@ def summary_line(row: dict[str, Any]) -> str:
         build = f" [extra build {row['build'] + 1}]"
     if row.get("status") != "ok":
         return f"{row['case_id']}{build}: {row['status']} — {row.get('reason', '')}"
-    figures = [fmt.format(row[key]) for key, fmt in headlines(str(row.get("workload"))) if _number(row.get(key))]
-    median_s = row["median_s"]
-    median = f"{median_s:.3g} s" if median_s >= 1 else f"{median_s * 1e3:.3g} ms"
     flags = f" [{shown_flags(row)}]" if row.get("flags") else ""
-    line = f"{row['case_id']}{build}: median {median} over {row['rounds']} sample(s){flags}"
-    return line + (f"; {', '.join(figures)}" if figures else "")
+    line = f"{row['case_id']}{build}: median {median_text(row)} over {row['rounds']} sample(s){flags}"
+    return line + figures_text(row)
+
+
+def short_line(row: dict[str, Any]) -> str:
+    """A measured case in a few words: its median, flags and headline figures (the run's console, one per case)."""
+    flags = f" [{shown_flags(row)}]" if row.get("flags") else ""
+    return f"{row['case_id']}: {median_text(row)}{flags}" + figures_text(row)
+
+
+def median_text(row: dict[str, Any]) -> str:
+    median_s = row["median_s"]
+    return f"{median_s:.3g} s" if median_s >= 1 else f"{median_s * 1e3:.3g} ms"
+
+
+def figures_text(row: dict[str, Any]) -> str:
+    """`; 0.41 TFLOP/s, 2.17e+04 samples/s`, or '' for a workload that declares no headline figure."""
+    figures = [fmt.format(row[key]) for key, fmt in headlines(str(row.get("workload"))) if _number(row.get(key))]
+    return f"; {', '.join(figures)}" if figures else ""
 
 
 def shown_flags(row: dict[str, Any]) -> str:
     """The row's flags, `busy` with the share of the machine others took (the flag alone does not say how much)."""
     busy_frac = row.get("cpu_busy_frac")
-    return ", ".join(f"busy {busy_frac:.0%}" if flag == "busy" and _number(busy_frac) else flag
+    return ", ".join(f"busy {busy_frac:.0%}" if flag == "busy" and _number(busy_frac) and busy_frac >= 0.005 else flag
                      for flag in str(row["flags"]).split(";") if flag)
 
 

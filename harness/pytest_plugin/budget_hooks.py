@@ -14,6 +14,7 @@ import pytest
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.core.run_budget import CaseCost, DeadlinePassed, cut_after, cut_reason, grace_s
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+from gpubench.harness.pytest_plugin.console import console_of
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
@@ -99,7 +100,8 @@ def extra_build_order(state: RunState) -> list[str]:
 def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
     """The first build process shows the plan; a later one, the time left for its builds."""
     first = config.getoption("gpubench_build") in (None, 0)
-    say(config, plan.plan_line() if first else f"gpubench: {plan.progress()}")
+    if first or console_of(config) is None:  # a compact later build says its time left in its end line
+        say(config, plan.plan_line() if first else f"gpubench: {plan.progress()}")
 
 
 def say_correction(config: pytest.Config, plan: BudgetPlan) -> None:
@@ -112,7 +114,9 @@ def say_correction(config: pytest.Config, plan: BudgetPlan) -> None:
 def say(config: pytest.Config, line: str) -> None:
     """A line of the run's own, on pytest's terminal (its own line, not inside a test's progress dots)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
+    if (console := console_of(config)) is not None:  # it knows whether its live line is on the screen
+        console.say(line)
+    elif reporter is not None:
         reporter.ensure_newline()
         reporter.write_line(line)
     else:

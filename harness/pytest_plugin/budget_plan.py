@@ -153,6 +153,9 @@ class BudgetPlan:
         left = format_duration(max(0.0, self.deadline_s - self.now()))
         return f"budget: {left} left of {format_duration(self.budget_s)}, {items} case builds to go"
 
+    def time_left(self) -> str:
+        return f"{format_duration(max(0.0, self.deadline_s - self.now()))} left"
+
     def plan_line(self) -> str:
         """Before the first case: the headline cases funded and left out (with the budget that includes them), then
         the cases whose one call cannot fit their share (skipped) or that get less than their full time (capped)."""

@@ -17,7 +17,10 @@ from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.records.results import ResultsFull
+from gpubench.harness.pytest_plugin.benchmark_entries import enter_build
 from gpubench.harness.pytest_plugin.budget_hooks import say_correction
+from gpubench.harness.pytest_plugin.build_answer import answer_writer
+from gpubench.harness.pytest_plugin.console import Console, console_of
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.runner import run_case
@@ -48,6 +51,11 @@ class Recorder:
         # pytest-benchmark's fixture drives one measurement per test, and only with the synced clock as its timer;
         # the harness drives every other (inline_rounds, the same clock)
         self._driven = not benchmark_times
+
+    @property
+    def console(self) -> Console | None:
+        """The run's compact console (a build of `gpubench run` or `ab` with no -v), else None."""
+        return console_of(self.request.config)
 
     @property
     def device(self) -> Any:
@@ -112,10 +120,21 @@ class Recorder:
         if builds is None:  # a fresh model per build: --gpubench-builds, else the profile's count
             builds = 1 if setup is None else self.state.ctx.builds or Profile(self.state.ctx.profile).default_builds
         case, workload = user_workload(name, params, setup or (lambda: fn), work, figures, builds)
-        # a process told its build among a known count (gpubench ab's pairs: --gpubench-build K of
-        # --gpubench-builds N) times that build alone; elsewhere this process makes every build
-        only = self.state.only_build if self.state.ctx.builds is not None else None
-        return [self._run(case, workload, build) for build in (range(builds) if only is None else [only])]
+        return [self._run(case, workload, build) for build in self._builds_here(name, builds)]
+
+    def _builds_here(self, name: str, builds: int) -> list[int]:
+        """The builds of a gpubench.measure() this process makes: every one under plain pytest; build K alone in a
+        build process K (gpubench ab's pairs, gpubench run's builds, an extra build of a case built more than once),
+        as a suite case's. Under gpubench run the first build process's answer asks for the builds this test makes."""
+        only = self.state.only_build
+        if only is None:
+            return list(range(builds))
+        answer = answer_writer(self.request.config)
+        if only == 0 and answer is not None and self.state.ctx.builds is None:
+            answer.builds = max(answer.builds or 1, builds)  # read by gpubench run at this build's end
+        if only < builds or self.state.ctx.builds is not None or (self.state.extra_build and builds > 1):
+            return [only]
+        pytest.skip(f"{name}: measured in {builds} build(s); this is build {only + 1}")
 
     def _run(self, case: Any, workload: Any, build: int) -> dict[str, Any]:
         session, untimed = self.state.session, self.benchmark.disabled
@@ -132,7 +151,8 @@ class Recorder:
             pytest.skip(EXTRA_BUILD_SKIP)  # it has the profile's builds already: no row
         ctx = self.state.context(build)
         ctx.share = plan.share_for(case.case_id) if plan is not None and not untimed else None
-        ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else None
+        ctx.progress = self._step_progress(case.case_id) if self.request.config.getoption("verbose") > 0 else (
+            self.console.step_progress(case.case_id) if self.console is not None else None)
         if not self._driven:  # pytest-benchmark's fixture drives one measurement per test: the first
             self.benchmark.extra_info.update({"case_id": case.case_id, "build": build,
                                               **{k: v for k, v in case.settings().items() if v is not None}})
@@ -172,9 +192,14 @@ class Recorder:
                                               and v is not None and isinstance(v, (int, float, str, bool))})
         if row["status"] == "ok" and first:
             show_row_samples(self.benchmark, row.get("samples_s") or [])
+        if row["status"] == "ok":  # pytest-benchmark's view of a case is one entry: its builds' samples together
+            enter_build(self.request.config, self.benchmark, int(row.get("build") or 0), row.get("samples_s") or [],
+                        getattr(case, "test_id", None), own=first)
+        plan = self.state.budget_plan
         if self.request.config.getoption("verbose") > 0 and not untimed:
-            plan = self.state.budget_plan
             self.progress(summary_line(row) + (f" [{plan.progress()}]" if plan is not None else ""))
+        elif self.console is not None and not untimed:
+            self.console.case_done(row, plan.time_left() if plan is not None else None)
         if row["status"] == "skipped":
             self.state.session.skipped[case.case_id] = row["reason"]
             pytest.skip(row["reason"])

@@ -18,6 +18,7 @@ from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
 from gpubench.harness.pytest_plugin.compare_fail import compare_fail_status
+from gpubench.harness.pytest_plugin.console import console_of
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
     STATE, activate, activate_for, add_options, is_suite, options_given, runs_no_test, timed_by_session_clock,
@@ -62,6 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{name}: {text}")
     if is_suite(config) or options_given(config):
         apply_build_options(config)  # a build of `gpubench run`: its view of the user's output files and selection
+        from gpubench.harness.pytest_plugin.console import install
+
+        install(config)  # before pytest's terminal reporter reads the verbosity
         activate(config, name_timer=True)
 
 
@@ -359,16 +363,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash.get(STATE, None)
     if state is None:
         return []
-    from gpubench.harness.devices.device import unusable_gpu
+    from gpubench.harness.pytest_plugin.console import header_lines
 
-    lines = [f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results {state.session.csv_path}"]
-    if unseen := unusable_gpu(state.ctx.device):
-        lines.insert(0, f"gpubench: WARNING: {unseen}")
-    if state.ctx.energy.note:  # said once here and in the environment sidecar, never per row
-        lines.append(f"gpubench: energy: {state.ctx.energy.note}")
-    if state.ctx.telemetry is not None and state.ctx.telemetry.note:  # fields a GPU or VM answers NotSupported
-        lines.append(f"gpubench: telemetry: {state.ctx.telemetry.note}")
-    return lines
+    return header_lines(state)
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-benchmark's hook: unknown, and fine, where it is not loaded
@@ -387,6 +384,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state.untimed_cases:
         terminalreporter.write_line(f"gpubench: --benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; "
                                     "nothing was recorded")
-    if not state.session.is_open:
+    if not state.session.is_open or console_of(config) is not None:  # the compact console ends the build itself
         return
     terminalreporter.write_line(f"gpubench: {state.session.rows_written} rows -> {state.session.csv_path}")

@@ -275,7 +275,7 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     if data.dataset == "synthetic":
         raise CaseSkipped("synthetic data has no accuracy to reach — install MNIST or Fashion-MNIST "
-                          "(README: training data)")
+                          "(docs/usage.md, Training data)")
     if ctx.profile == "smoke":
         data = data.subset(*SMOKE_IMAGES)
     race = race_here(ctx) if case.raced else None

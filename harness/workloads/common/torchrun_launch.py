@@ -114,7 +114,7 @@ def launch(command: list[str], result_json: Path, timeout_s: float = LAUNCH_TIME
         detail = f" (first error: {first})" if first else ""
         raise LaunchTimedOut(f"torchrun timed out after {timeout_s:g} s and was killed with its ranks: a rank hung or "
                              f"died unnoticed{detail} — rerun the case; if it hangs again, run ddp_worker under "
-                             "torchrun by hand (README, Multi-process training) to watch the ranks")
+                             "torchrun by hand (docs/usage.md, Multi-process training) to watch the ranks")
     if done.code != 0 or not result_json.exists():  # a silent rank (named first) makes a peer time out waiting
         cause = root_cause(output)
         silent = silent_rank(beats, SILENT_BEFORE_OTHERS_S, now_s=last_beat_s(beats))

@@ -1,0 +1,245 @@
+"""What a person sees of a build process of `gpubench run` or `gpubench ab` when they asked for no verbosity: the
+run's first lines once, one line per case of the first build (the figure, its flags, the budget left), a live line
+rewritten in place on a terminal for everything else, skipped cases counted by reason, and one line at the build's
+end. pytest's own per-test output is turned down to its failures; `-v` gives it back whole."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gpubench.harness.measurement.terminal import short_line
+from gpubench.harness.pytest_plugin.modes import STATE
+
+if TYPE_CHECKING:
+    from gpubench.harness.pytest_plugin.run_state import RunState
+
+CONSOLE = pytest.StashKey["Console"]()
+PLAIN_PROGRESS_EVERY_S = 30.0  # off a terminal, a long case says how far it is this often (a log grows slowly)
+SHOWN_CASES = 3  # case ids named beside a skip reason; the rest are counted
+SKIP_LINE_CHARS = 160  # a skip reason is cut to this on the console; its row keeps it whole
+NUMBER = re.compile(r"\d[\w.]*(?: s\b)?")  # 12, 0.5, 1m41s, 12 s, 256MiB
+BUILD_SUFFIX = re.compile(r"-b\d+$")
+
+
+def compact_build(config: pytest.Config) -> bool:
+    """A build process of a run (it answers to `gpubench run`/`ab`) whose user asked for no verbosity."""
+    return config.getoption("gpubench_answer_fd") is not None and config.option.verbose <= 0
+
+
+def install(config: pytest.Config) -> None:
+    """At configure, before pytest's terminal reporter reads its verbosity: pytest at -qq (no header, no progress
+    letters, no stats line) and this console registered to say the rest."""
+    if not compact_build(config):
+        return
+    quiet = config.option.verbose < 0  # -q (gpubench ab's builds): a later build ends without a line
+    config.option.verbose = -2
+    console = Console(config, first_build=config.getoption("gpubench_build") in (None, 0)
+                      and not config.getoption("gpubench_extra_build"), quiet=quiet)
+    config.stash[CONSOLE] = console
+    config.pluginmanager.register(console, "gpubench-console")
+
+
+def console_of(config: pytest.Config) -> Console | None:
+    return config.stash.get(CONSOLE, None)
+
+
+def header_lines(state: RunState) -> list[str]:
+    """The run's first lines: the device, and a GPU the driver shows but this torch cannot use."""
+    from gpubench.harness.devices.device import unusable_gpu
+
+    lines = [f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results {state.session.csv_path}"]
+    if unseen := unusable_gpu(state.ctx.device):
+        lines.insert(0, f"gpubench: WARNING: {unseen}")
+    if state.ctx.energy.note:  # said once here and in the environment sidecar, never per row
+        lines.append(f"gpubench: energy: {state.ctx.energy.note}")
+    if state.ctx.telemetry is not None and state.ctx.telemetry.note:  # fields a GPU or VM answers NotSupported
+        lines.append(f"gpubench: telemetry: {state.ctx.telemetry.note}")
+    return lines
+
+
+def build_label(state: RunState) -> str:
+    """`build 2 of 3`, `extra build 4`, or `build` for a run of one."""
+    build = state.only_build or 0
+    if state.extra_build:
+        return f"extra build {build + 1}"
+    builds = max(state.case_builds.values(), default=1)  # a user's gpubench.measure() says its count when it runs
+    if builds > 1:
+        return f"build {build + 1} of {builds}"
+    return f"build {build + 1}" if build else "build"
+
+
+def case_name(nodeid: str) -> str:
+    """`matmul/tf32-n2048` from `benches/bench_matmul.py::test_matmul[tf32-n2048-b0]`; a user's test by its name."""
+    path, _, test = nodeid.partition("::")
+    name, _, param = test.partition("[")
+    module = Path(path).stem
+    if not (param and module.startswith("bench_")):
+        return test or nodeid
+    return f"{module.removeprefix('bench_')}/{BUILD_SUFFIX.sub('', param.rstrip(']'))}"
+
+
+def shortened(text: str, tail: str) -> str:
+    """`text` cut so that the line with its `tail` fits SKIP_LINE_CHARS (the CSV and the report keep it whole)."""
+    room = SKIP_LINE_CHARS - len(tail)
+    return (text if len(text) <= room else text[:room - 1] + "…") + tail
+
+
+def reason_key(reason: str) -> str:
+    """Skip reasons that differ only in their numbers (one call's seconds, a size) are one reason."""
+    return NUMBER.sub("#", reason)
+
+
+@dataclass(eq=False)  # registered as a pytest plugin: pytest 8.0 hashes it
+class Console:
+    config: pytest.Config
+    first_build: bool
+    quiet: bool = False  # a later build says nothing unless something failed: the run's own line speaks for it
+    measured: int = 0
+    flags: Counter[str] = field(default_factory=Counter)  # of the cases measured
+    failed: int = 0
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # reason key -> case ids
+    reasons: dict[str, str] = field(default_factory=dict)  # reason key -> the first reason as said
+    _live: bool = False  # a live line is on the screen
+    _last_plain_s: float = 0.0
+
+    @property
+    def reporter(self) -> Any:
+        return self.config.pluginmanager.get_plugin("terminalreporter")
+
+    @property
+    def on_terminal(self) -> bool:
+        reporter = self.reporter
+        return bool(reporter is not None and getattr(reporter, "isatty", False))
+
+    def _write(self, text: str, live: bool = False) -> None:
+        """A line that stays, or the live one (a terminal only); pytest's capture is lifted while it is written."""
+        reporter = self.reporter
+        if reporter is None:
+            return
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+            width = max(20, reporter._tw.fullwidth - 1) if live else 0  # noqa: SLF001 - its width, to fit one row
+            if live:
+                reporter._tw.write("\r" + text[:width].ljust(width if self._live else len(text[:width])))  # noqa: SLF001
+                self._live = True
+                return
+            if self._live:  # the live line is wiped, then this one takes its place
+                reporter._tw.write("\r" + " " * (reporter._tw.fullwidth - 1) + "\r")  # noqa: SLF001
+                self._live = False
+            reporter.write_line(text)
+
+    def say(self, line: str) -> None:
+        self._write(line)
+
+    def case_done(self, row: dict[str, Any], budget: str | None) -> None:
+        """A measured case: a line that stays in the first build (its figure is the run's first word on it), the live
+        line in a later one (its figures fold into the report). Other outcomes are counted by their reason."""
+        if row.get("status") != "ok":
+            return
+        self.flags.update(flag for flag in str(row.get("flags") or "").split(";") if flag)
+        line = f"  {short_line(row)}" + (f"  [{budget}]" if budget else "")
+        if self.first_build:
+            self._write(line)
+        elif self.on_terminal:
+            self._write(line, live=True)
+
+    def step_progress(self, case_id: str) -> Any:
+        """A long case's steps: the live line on a terminal, else a line every PLAIN_PROGRESS_EVERY_S."""
+        start_s = time.monotonic()
+        self._last_plain_s = start_s
+
+        def report(done: int, total: int) -> None:
+            now_s = time.monotonic()
+            spent_s = now_s - start_s
+            eta_s = spent_s / done * (total - done) if total else 0.0
+            text = (f"  {case_id}: {done}/{total} steps ({done / total:.0%}), ETA {eta_s:.0f} s" if total
+                    else f"  {case_id}: {done} steps, {spent_s:.0f} s")
+            if self.on_terminal:
+                self._write(text, live=True)
+            elif now_s - self._last_plain_s >= PLAIN_PROGRESS_EVERY_S:
+                self._last_plain_s = now_s
+                self._write(text)
+
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        """No progress letter for a case that passed or was skipped (its line, or its count, says it)."""
+        if report.passed and report.when == "call":
+            return "passed", "", "PASSED"
+        if report.skipped:
+            return "skipped", "", "SKIPPED"
+        return None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and report.passed:
+            self.measured += 1
+        elif report.failed:
+            self.failed += 1
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            key = reason_key(reason)
+            self.reasons.setdefault(key, reason)
+            self.skipped.setdefault(key, []).append(case_name(report.nodeid))
+
+    @pytest.hookimpl(tryfirst=True)  # before the look and the plan: the run's first lines come first
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        state = self.config.stash.get(STATE, None)
+        if self.first_build and state is not None and session.items:
+            for line in header_lines(state):
+                self._write(line)
+
+    def pytest_terminal_summary(self) -> None:
+        """The build's end: the first build's skipped cases by reason, then one line."""
+        state = self.config.stash.get(STATE, None)
+        if state is None or not (self.measured or self.skipped or self.failed):
+            return
+        if self.first_build:
+            for line in self.skipped_lines():
+                self._write(line)
+        elif self.quiet and not self.failed:
+            return
+        plan = state.budget_plan
+        self._write(self.end_line(build_label(state), state.session.rows_written,
+                                  f"budget {plan.time_left()}" if plan is not None else None))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        """pytest's reporter opens its summary with an empty line: one per build process, in a run of dozens. The
+        next empty line its writer is asked for is left out (its writer is private: without it, nothing changes)."""
+        writer = getattr(self.reporter, "_tw", None)
+        if writer is None:
+            return
+        line = writer.line
+
+        def once(text: str = "", **markup: Any) -> None:
+            del writer.line  # the class's own method again
+            if text:
+                line(text, **markup)
+
+        writer.line = once
+
+    def skipped_lines(self) -> list[str]:
+        """One line per reason: how many, the reason, the first few cases."""
+        lines = []
+        for key, cases in sorted(self.skipped.items(), key=lambda item: -len(item[1])):
+            more = f" +{len(cases) - SHOWN_CASES}" if len(cases) > SHOWN_CASES else ""
+            named = ", ".join(cases[:SHOWN_CASES]) + more
+            lines.append(shortened(f"  skipped {len(cases)}: {self.reasons[key]}", f" ({named})"))
+        return lines
+
+    def end_line(self, build: str, rows: int, budget: str | None) -> str:
+        skipped = sum(map(len, self.skipped.values()))
+        flagged = f" ({', '.join(f'{n} {flag}' for flag, n in self.flags.most_common())})" if self.flags else ""
+        parts = [f"{self.measured} case(s) measured{flagged}"] + ([f"{skipped} skipped"] if skipped else [])
+        parts += [f"{self.failed} failed"] if self.failed else []
+        left = f"; {budget}" if budget else ""
+        return f"gpubench: {build}: {', '.join(parts)}; {rows} rows written{left}"
