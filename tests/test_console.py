@@ -89,3 +89,14 @@ def test_the_closing_lines_say_the_summary_as_plain_text():
     table = pd.DataFrame({"vm": ["baseline", "0.195 TFLOP/s ±1%", ""]},
                          index=pd.Index(["speed vs baseline", "matmul fp32, best", "empty"], name="figure"))
     assert figure_lines(table) == ["  matmul fp32, best  0.195 TFLOP/s ±1%"]
+
+
+def test_a_sessions_progress_line_is_said_when_it_changes_or_every_half_minute(monkeypatch, capsys):
+    from gpubench.harness.commands import common
+
+    clock = iter([0.0, 1.0, 2.0, 31.0, 32.0])
+    monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
+    line = common.ThrottledLine()
+    for text, changed in [("pair 1", False), ("pair 2", False), ("pair 3", True), ("pair 4", False), ("pair 5", False)]:
+        line.say(text, changed)
+    assert capsys.readouterr().out.split() == ["pair", "1", "pair", "3", "pair", "5"]  # 5: 30 s after 3

@@ -23,7 +23,7 @@ from gpubench.harness.commands.ab_builds import (
     starts_python,
 )
 from gpubench.harness.commands.ab_sequential import Looks
-from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, asks_verbose, fail, pytest_args
+from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, ThrottledLine, asks_verbose, fail, pytest_args
 from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -162,7 +162,7 @@ class PairRun:
 
 def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | None) -> tuple[int, SessionStop | None]:
     """The pairs themselves: one build after the other, or (with a turn folder, after the first pair) both at once."""
-    started_s = time.monotonic()
+    started_s, line = time.monotonic(), ThrottledLine()
     with stop_requests() as request:
         for pair in range(run.pairs):
             if request.signum:  # arrived between two pairs: start no other
@@ -177,8 +177,8 @@ def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | Non
                 return pair, stop
             if after_pair is None:
                 done, spent_s = pair + 1, time.monotonic() - started_s
-                print(f"gpubench ab: pair {done}/{run.pairs} done ({spent_s:.0f} s, "
-                      f"ETA {spent_s / done * (run.pairs - done):.0f} s)", flush=True)
+                line.say(f"gpubench ab: pair {done}/{run.pairs} done ({spent_s:.0f} s, "
+                         f"ETA {spent_s / done * (run.pairs - done):.0f} s)", changed=done == 1)
             elif (more := after_pair(pair + 1)) is None:
                 return pair + 1, None
             else:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpubench.harness.commands.common import ThrottledLine
 from gpubench.harness.core.plan import MEDIAN_VAR_FACTOR, BuildNoise, best_build_s
 from gpubench.harness.core.stats import IQR_PER_SD
 from gpubench.harness.processes.cases_file import cases_text
@@ -46,6 +47,8 @@ class Looks:
     undecided: list[str] = field(default_factory=list)
     lengths: dict[str, float] = field(default_factory=dict)  # case -> timed seconds of its builds, once chosen
     _last_look_s: float | None = None
+    line: ThrottledLine = field(default_factory=ThrottledLine)  # a line per pair only when the undecided change
+    _said: str = ""
     _folder: Path | None = None
     _frames: tuple[pd.DataFrame, pd.DataFrame] = field(default_factory=lambda: (pd.DataFrame(), pd.DataFrame()))
 
@@ -58,8 +61,9 @@ class Looks:
             return self.end(f"every case decided after {pairs} pair(s)")
         spent_s = now_s - self.started_s
         left = f"{len(self.undecided)} of {measured} case(s) undecided" if measured is not None else "no look yet"
-        print(f"gpubench ab: pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}",
-              flush=True)
+        self.line.say(f"gpubench ab: pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}",
+                      changed=left != self._said)
+        self._said = left
         if pairs >= self.max_pairs:
             return self.end(f"--max-pairs {self.max_pairs} reached")
         # the last pair's time is the next one's estimate: no pair starts that cannot end within the budget

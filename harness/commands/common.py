@@ -4,8 +4,11 @@ the store resolved on the machine that runs, the report after a run."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode, UsageError
@@ -18,6 +21,21 @@ SUITE_CONFIG = BENCHES / "suite.ini"
 SUITE_PLUGIN = "gpubench.harness.pytest_plugin.suite"
 # the suite's plugin, leaving --device and --profile to the user's conftest
 OWN_TESTS_PLUGIN = "gpubench.harness.pytest_plugin.own_tests"
+
+
+@dataclass
+class ThrottledLine:
+    """A session's progress in a log a person reads: a line when something changed, else one every `every_s` (a
+    session of a hundred pairs printed a hundred lines that said the same)."""
+
+    every_s: float = 30.0
+    _last_s: float = -math.inf
+
+    def say(self, line: str, changed: bool = False) -> None:
+        now_s = time.monotonic()
+        if changed or now_s - self._last_s >= self.every_s:
+            self._last_s = now_s
+            print(line, flush=True)
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> int:
