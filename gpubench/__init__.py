@@ -4,7 +4,11 @@ stay inside this package, so a user's own `harness` or `reports` module neither 
 
 An installed wheel holds the three as real subpackages of this folder. A source checkout keeps them as the
 repository's top-level folders beside this one: there the package's search path also covers the repository
-root, so `gpubench.harness` is the checkout's `harness/` (tests, `python -m`, PYTHONPATH=checkout)."""
+root, so `gpubench.harness` is the checkout's `harness/` (tests, `python -m`, PYTHONPATH=checkout).
+
+A build process imports gpubench before pytest starts, so pytest cannot rewrite this package's asserts and warns
+that it cannot, which `-W error` makes fatal to every build; this marker tells pytest to leave the package alone:
+PYTEST_DONT_REWRITE"""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.compare import compare_frames, fmt_seconds, side_differences
 from gpubench.reports.health import _masks, headlines, machine_keys
@@ -54,7 +55,8 @@ def machine_runs(frame: pd.DataFrame, keys: pd.Series) -> list[tuple[str, list[s
 # The columns compare reads (compare, busy, replicates, load.broken_rows, side_differences): it selects rows case by
 # case, and a report's rows carry 180 columns
 COMPARED = ("run_id", "machine_id", "device", "device_name", "profile", "torch_version", "dataset", "case_id",
-            "status", "reason", "stopped_by", "flags", "median_s", "samples_s")
+            "status", "reason", "stopped_by", "flags", "median_s", "samples_s", "torch_threads", "raced", "precision",
+            "channels_last")  # what compare reads: its notes on threads and a race's winner too
 
 
 def judge_pair(before: pd.DataFrame, after: pd.DataFrame, machine: str, threshold: float = THRESHOLD) -> RunPair:
@@ -121,7 +123,7 @@ def pair_part(pair: RunPair, threshold: float) -> str:
         head += "no case measured ok in both runs: nothing to compare."
     else:
         head += f"{len(cases)} cases compared: {tally(cases)}" + ("." if table else
-                                                                    f"; none moved beyond {threshold:.0%}.")
+                                                                    f"; none moved beyond {share_percent(threshold)}.")
     lines = [one_sided(pair.before, pair.only_before), one_sided(pair.after, pair.only_after),
              *(f"- {escape(note)}" for note in pair.notes)]
     return "\n\n".join(filter(None, [head, table, "\n".join(filter(None, lines))]))
@@ -139,10 +141,11 @@ def render(frame: pd.DataFrame, threshold: float = THRESHOLD) -> str:
     pairs = pairs_of(frame, threshold)
     if not pairs:
         return ""
+    shown = share_percent(threshold)
     intro = (f"The last two runs of each machine with several runs, judged as `gpubench compare BEFORE AFTER` judges "
-             f"them (before is its BASE, after its NEW): threshold {threshold:.0%}, {1 - ALPHA:.0%} intervals, "
+             f"them (before is its BASE, after its NEW): threshold {shown}, {1 - ALPHA:.0%} intervals, "
              f"between-run noise from the cases' scatter (at least {NOISE_FLOOR:.0%} per run). Listed: the cases "
-             f"called slower, faster, broken or cannot judge, and those whose median moved beyond {threshold:.0%} that "
+             f"called slower, faster, broken or cannot judge, and those whose median moved beyond {shown} that "
              "compare cannot call yet (inconclusive); the others are counted. A time change below 0 is faster.")
     return section("Before and after", intro, *(pair_part(pair, threshold) for pair in pairs))
 

@@ -19,6 +19,7 @@ from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
 from gpubench.reports.load import broken_rows, dedupe, load_results, run_keys, samples
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.markdown import escape, table_row
 from gpubench.reports.paired import (factor, format_session, judge_session, judged_sequentially, paired_sides,
                                      pairing_problem, percent, reach)
@@ -47,20 +48,6 @@ class SideUnits:
 def pooled_log_variance(base: SideUnits, new: SideUnits) -> float:
     squares = float(((base.logs - base.logs.mean()) ** 2).sum() + ((new.logs - new.logs.mean()) ** 2).sum())
     return squares / max(1, len(base.units) + len(new.units) - 2)
-
-
-def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' -> 0.05. A bare number of 1 or more is ambiguous (5 = 500%?) and refused."""
-    try:
-        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise UsageError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
-    if not text.endswith("%") and value >= 1:
-        raise UsageError(f"bad --threshold {text!r}: write {text}% for a percentage "
-                         "(or a fraction below 1, such as 0.05)")
-    if not 0 < value < 10:
-        raise UsageError(f"bad --threshold {text!r}: use a percentage above 0 such as 5%")
-    return value
 
 
 def side_of(rows: pd.DataFrame) -> SideUnits | None:
@@ -106,7 +93,7 @@ def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, betwe
     if verdict == Judgement.INCONCLUSIVE:
         needed = runs_needed(detectable, threshold, max(base.runs, new.runs))
         runs = f"~{needed}" if needed <= MAX_RUNS_SHOWN else f"over {MAX_RUNS_SHOWN}"
-        note = f"could detect {reach(detectable)} here; {runs} runs per side would resolve {threshold:.0%}"
+        note = f"could detect {reach(detectable)} here; {runs} runs per side would resolve {share_percent(threshold)}"
     if "windows" in (base.kind, new.kind):
         note = "; ".join(filter(None, [note, "one build per side: spread from its samples (rounds or windows), "
                                              "not between builds"]))
@@ -191,6 +178,23 @@ def unjudged(case_id: str, base_ok: pd.DataFrame, new_ok: pd.DataFrame, verdict:
     return Verdict(case_id, base_s, new_s, math.nan, None, None, None, None, verdict, note)
 
 
+def not_measured(new: pd.DataFrame) -> dict[str, str]:
+    """case_id -> why NEW has no figure of it: broken (load.broken_rows: failed, out of memory, skipped for a reason of
+    its own, stopped by its epoch cap), or held back by NEW's run budget (skipped over budget, stopped short of its
+    target by its share). A case measured in BASE is broken either way: one that grew too slow to fit its share is the
+    worst slowdown, unmeasured, and read "only in BASE" it passed the gate. A device that cannot run a case skips it
+    on both sides, so BASE has no figure of it to lose."""
+    lost: dict[str, str] = {}
+    broken = broken_rows(new)
+    for case, why in zip(broken["case_id"], broken["reason"].fillna("")):
+        lost.setdefault(case, f"ok in BASE, {why}")
+    reason = new["reason"].fillna("").astype(str)
+    held = new[((new["status"] == "skipped") & reason.str.startswith("over budget")) | (new["status"] == "unreached")]
+    for case, status, why in zip(held["case_id"], held["status"], held["reason"].fillna("")):
+        lost.setdefault(case, f"{'untried' if status == 'skipped' else 'unreached'} in NEW: {why}")
+    return lost
+
+
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
                    threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
@@ -200,10 +204,9 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     base_bad = base[base["status"].isin(["failed", "oom", "unreached"])]
     for case_id, reason in zip(base_bad["case_id"], base_bad["reason"]):
         notes.append(f"BASE {case_id} excluded: {reason}")
-    new_broken = broken_rows(new)  # ok before, not measured now: a regression, unless a run budget cut it short
-    for case_id in sorted(set(base_ok["case_id"]) & set(new_broken["case_id"]) - set(new_ok["case_id"])):
-        reason = new_broken[new_broken["case_id"] == case_id]["reason"].iloc[0]
-        verdicts.append(unjudged(case_id, base_ok, new_ok, Judgement.BROKEN, f"ok in BASE, {reason}"))
+    lost = not_measured(new)
+    for case_id in sorted(set(base_ok["case_id"]) & set(lost) - set(new_ok["case_id"])):
+        verdicts.append(unjudged(case_id, base_ok, new_ok, Judgement.BROKEN, lost[case_id]))
     base_cases, new_cases = set(base_ok["case_id"]), set(new_ok["case_id"])
     sides: dict[str, tuple[SideUnits, SideUnits]] = {}
     for case_id in sorted(base_cases & new_cases):
@@ -269,8 +272,8 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
         lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p,
                                 detectable, verdict]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
-    lines += ["", f"{len(cases)} cases compared (threshold {threshold:.0%}, alpha {ALPHA}, between-run noise from the "
-              f"cases' scatter, at least {NOISE_FLOOR:.0%} per run): " + tally(cases)]
+    lines += ["", f"{len(cases)} cases compared (threshold {share_percent(threshold)}, alpha {ALPHA}, between-run "
+              f"noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): " + tally(cases)]
     if only_base:
         lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
     if only_new:
@@ -314,8 +317,8 @@ def same_devices(base: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, p
 
 
 def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
-    """What differs between the sides besides the code: a verdict across machines, profiles or
-    devices compares those too."""
+    """What differs between the sides besides the code: a verdict across machines, profiles, devices, thread counts
+    or the epoch race's winners compares those too."""
     notes = []
     for column, what in (("machine_id", "machines"), ("device", "devices"), ("profile", "profiles"),
                          ("torch_version", "torch versions"),
@@ -324,9 +327,35 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
         if b != n:
             notes.append(f"note: the sides differ in {what} (BASE {', '.join(map(str, b))}; NEW "
                          f"{', '.join(map(str, n))}): the verdicts compare that too")
+    threads = [", ".join(map(str, sorted(set(side.get("torch_threads", pd.Series()).dropna().astype(int)))))
+               for side in (base, new)]
+    if all(threads) and threads[0] != threads[1]:  # a side that did not record it (an old file) is not said to differ
+        notes.append(f"note: the sides ran with different torch threads (BASE {threads[0]}; NEW {threads[1]}): a "
+                     "different thread count is a different configuration, and the verdicts judge it with the code — "
+                     "pass the same --threads N to both runs to judge the code alone")
     if run_keys(base) == run_keys(new):  # two nodes given one --run-id are two runs
         notes.append("note: BASE and NEW are the same run(s)")
-    return notes
+    return notes + race_differences(base, new)
+
+
+def race_winners(side: pd.DataFrame) -> dict[str, str]:
+    """A raced case (the epoch race) -> the precision and memory format its race picked on this side."""
+    if not {"raced", "precision", "channels_last"} <= set(side.columns):
+        return {}
+    raced = side[(side["status"] == "ok") & side["raced"].eq(True)]
+    picked: dict[str, set[str]] = {}
+    for case, precision, channels_last in zip(raced["case_id"], raced["precision"], raced["channels_last"].eq(True)):
+        picked.setdefault(case, set()).add(f"{precision}{' channels_last' if channels_last else ''}")
+    return {case: " or ".join(sorted(settings)) for case, settings in picked.items()}
+
+
+def race_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """A note per raced case whose race picked another setting on each side: its verdict stands (each side ran the
+    fastest setting its race found, which is what the case measures), and says it compares the winners too."""
+    picked = race_winners(base), race_winners(new)
+    return [f"note: {case}: the epoch race picked {picked[0][case]} in BASE, {picked[1][case]} in NEW: its verdict "
+            "compares the races' winners too (each side ran the setting its race chose)"
+            for case in sorted(set(picked[0]) & set(picked[1])) if picked[0][case] != picked[1][case]]
 
 
 def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -57,9 +58,17 @@ def answer_lines(paths: list[Path]) -> list[str]:
 def closing_lines(paths: list[Path], report: Path) -> list[str]:
     """After a run: the answer, the headline figures, the files written, what to run next."""
     plots = sorted(path.name for path in report.parent.glob("*.png"))
-    rows = ", ".join(map(str, paths))
+    rows = ", ".join(map(shell_word, paths))  # quoted: a space or a line break in a path stays pasteable
     return [*answer_lines(paths),
             f"gpubench: rows -> {rows}",
-            f"gpubench: report -> {report}" + (f" ({len(plots)} plot(s) beside it)" if plots else ""),
-            f"gpubench: next: gpubench compare BASE.csv {paths[-1]} judges a change against an earlier run; "
-            "-v shows pytest's own output and pytest-benchmark's table"]
+            f"gpubench: report -> {shell_word(report)}" + (f" ({len(plots)} plot(s) beside it)" if plots else ""),
+            f"gpubench: next: gpubench compare BASE.csv {shell_word(paths[-1])} judges a change against an earlier "
+            "run; -v shows pytest's own output and pytest-benchmark's table"]
+
+
+def shell_word(path: Path) -> str:
+    """A path as one shell word on one line: quoted where it needs it, a line break as the shell's $'\\n'."""
+    text = str(path)
+    if text.isprintable():
+        return shlex.quote(text)
+    return "$'" + text.encode("unicode_escape").decode("ascii").replace("'", "\\'") + "'"

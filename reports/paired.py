@@ -19,6 +19,7 @@ from gpubench.harness.records.safe_files import read_json
 from gpubench.reports import sequential as sq
 from gpubench.reports.load import broken_rows
 from gpubench.reports.markdown import escape, table_row
+from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, Estimate, Judgement, Verdict, decide, exit_code_of,
                                        exp_capped, t_estimate, tally)
 
@@ -238,7 +239,7 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
     kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
             if session.sequential else f"paired session: {session.pairs} pairs")
     cases = [v for v in session.verdicts if v.case_id != MACHINE_WIDE]  # the machine-wide line is no case
-    lines += ["", f"{kind}, threshold {threshold:.0%}, alpha {ALPHA}: {len(cases)} cases: " + tally(cases)
+    lines += ["", f"{kind}, threshold {share_percent(threshold)}, alpha {ALPHA}: {len(cases)} cases: " + tally(cases)
               + (f"; median detectable change {percent(detectable)}" if detectable is not None else "")]
     return "\n".join(lines + [escape(note) for note in session.notes])  # notes quote reasons from the files
 

@@ -13,6 +13,7 @@ from enum import Enum
 from scipy.special import stdtr, stdtrit
 
 from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import UsageError
 
 ALPHA = 0.01
 NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
@@ -27,7 +28,7 @@ class Judgement(str, Enum):
     FASTER = "faster"
     NO_CHANGE = "no change"
     INCONCLUSIVE = "inconclusive"
-    BROKEN = "broken"  # ok in the base, failed or skipped in the new side
+    BROKEN = "broken"  # ok in the base; failed, skipped or held back by its run budget in the new side
     NOT_JUDGED = "not judged"  # the machine-wide line when cases are judged one by one
     # significant in the direction a busy side alone could make it (reports/busy.py): the load's, or the code's?
     CANNOT_JUDGE = "cannot judge: busy"
@@ -119,3 +120,20 @@ MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown 
 def exp_capped(log_value: float) -> float:
     """math.exp that gives inf, not an OverflowError (whose exit 1 would read as "slower")."""
     return math.exp(log_value) if log_value < MAX_LOG else math.inf
+
+
+MIN_THRESHOLD = 0.001  # 0.1%: no run resolves a smaller change
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' -> 0.05. A bare number of 1 or more is ambiguous (5 = 500%?) and refused."""
+    try:
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise UsageError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
+    if not math.isfinite(value) or not MIN_THRESHOLD <= value < 10:
+        raise UsageError(f"bad --threshold {text!r}: use a percentage from 0.1% to below 1000%, such as 5%")
+    if not text.endswith("%") and value >= 1:
+        raise UsageError(f"bad --threshold {text!r}: write {text}% for a percentage "
+                         "(or a fraction below 1, such as 0.05)")
+    return value

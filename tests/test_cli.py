@@ -357,3 +357,32 @@ def test_a_selection_pytest_cannot_read_is_one_line_before_any_build(tmp_path, c
         "gpubench: error: -k 'matmul and (': pytest cannot read it (") and "fix the expression" in err
     assert main(["run", "--device", "cpu", "--results-dir", str(tmp_path / "r"), "-mslow or"]) == 4
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.process  # a command started in a folder removed under it
+def test_a_working_folder_removed_under_the_shell_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from runs import REPO
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (f"import os, sys; sys.path.insert(0, {str(REPO)!r}); os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+              "from gpubench.harness.commands.cli import main; sys.exit(main(['run', '-k', 'matmul']))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4 and done.stderr.strip().splitlines() == [
+        "gpubench: error: the working folder is gone (No such file or directory) — cd into a folder that exists, "
+        "then run again"], done.stderr
+
+
+@pytest.mark.process
+def test_python_dash_m_gpubench_is_the_command():
+    import subprocess
+    import sys
+
+    from runs import REPO
+
+    done = subprocess.run([sys.executable, "-m", "gpubench", "report", "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert done.returncode == 0 and "usage: gpubench report" in done.stdout, done.stderr

@@ -48,7 +48,10 @@ ROW = {"status": "ok", "case_id": "matmul/fp32-n512", "workload": "matmul", "med
        "flags": "noisy"}
 
 
-def test_the_first_build_keeps_a_line_per_case_and_a_later_one_only_a_live_line_on_a_terminal():
+def test_the_first_build_keeps_a_line_per_case_and_a_later_one_only_a_live_line_on_a_terminal(monkeypatch):
+    from gpubench.harness.pytest_plugin import console as module
+
+    monkeypatch.setattr(module, "terminal_columns", lambda: Writer.fullwidth)  # the window as it is now
     first, later, logged = console(True, True), console(True, False), console(False, False)
     for each in (first, later, logged):
         each.case_done(ROW, "26 s left")
@@ -73,6 +76,8 @@ def test_skips_are_counted_by_reason_numbers_aside():
     shown.measured = 3
     assert shown.end_line("build 1 of 3", 9, "budget 1m left") == (
         "gpubench: build 1 of 3: 3 case(s) measured, 6 skipped; 9 rows written; budget 1m left")
+    assert shown.end_line("build", 0, None, untimed=True) == (
+        "gpubench: build: 3 case(s) ran once, untimed (--benchmark-disable), 6 skipped; 0 rows written")
 
 
 def test_case_names_and_build_labels():
@@ -100,3 +105,13 @@ def test_a_sessions_progress_line_is_said_when_it_changes_or_every_half_minute(m
     for text, changed in [("pair 1", False), ("pair 2", False), ("pair 3", True), ("pair 4", False), ("pair 5", False)]:
         line.say(text, changed)
     assert capsys.readouterr().out.split() == ["pair", "1", "pair", "3", "pair", "5"]  # 5: 30 s after 3
+
+
+def test_paths_in_the_closing_lines_are_one_pasteable_shell_word():
+    from pathlib import Path
+
+    from gpubench.reports.console import shell_word
+
+    assert shell_word(Path("/tmp/a b/x.csv")) == "'/tmp/a b/x.csv'"
+    assert shell_word(Path("/tmp/a\nb/x.csv")) == "$'/tmp/a\\nb/x.csv'"  # one line, as bash reads it back
+    assert shell_word(Path("/tmp/plain.csv")) == "/tmp/plain.csv"

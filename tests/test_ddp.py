@@ -218,10 +218,10 @@ def test_two_torchrun_agents_on_one_host_form_one_job(tmp_path):
 # ---- more processes than the machine holds ---------------------------------------------------
 
 def test_cpu_nproc_beyond_cores_or_memory_is_refused_before_launch(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(devices, "usable_cores", lambda: 2)
     monkeypatch.setattr(devices, "available_memory_bytes", lambda: 4_000_000_000)
-    with pytest.raises(UsageError, match=r"--nproc 9 is more than 4 processes per core on this 2-core machine — use "
-                                         r"--nproc 8 or fewer"):
+    with pytest.raises(UsageError, match=r"--nproc 9 is more than 4 processes per core on the 2 cores this process "
+                                         r"may use — use --nproc 8 or fewer"):
         check_nproc(9, CPU)
     with pytest.raises(UsageError, match=r"--nproc 3 needs about 4\.5 GB \(1\.5 GB per process\) but 4\.0 GB is "
                                          r"available — use --nproc 2 or fewer"):

@@ -80,3 +80,13 @@ def test_a_real_cpu_allocation_failure_is_recognised():
     with pytest.raises(RuntimeError) as caught:
         torch.empty(2**62, dtype=torch.uint8)  # 4 EiB: no machine's allocator can grant it
     assert is_out_of_memory(caught.value), str(caught.value)
+
+
+def test_cpu_ranks_are_counted_against_the_cores_this_process_may_use(monkeypatch):
+    """Pinned to one core of many, 5 gloo ranks passed as a few per core of the machine's."""
+    monkeypatch.setattr(devices, "usable_cores", lambda: 1)
+    monkeypatch.setattr(devices, "available_memory_bytes", lambda: 64_000_000_000)
+    with pytest.raises(UsageError, match="^--nproc 5 is more than 4 processes per core on the 1 core this process may "
+                                         "use — use --nproc 4 or fewer$"):
+        devices.check_nproc(5, torch.device("cpu"))
+    assert devices.check_nproc(4, torch.device("cpu")) == 4

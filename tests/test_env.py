@@ -1,8 +1,9 @@
+import os
 import re
 
 import torch
 
-from gpubench.harness.devices.env import fingerprint, format_fingerprint, machine_id
+from gpubench.harness.devices.env import fingerprint, format_fingerprint, machine_id, machine_identity
 
 REQUIRED = ("cuda_available", "device_count", "current_device", "device_name", "torch_version", "cuda_version",
             "cudnn_version", "driver_version", "gpu_mem_bytes", "sm_count", "compute_capability", "cpu_model",
@@ -25,6 +26,14 @@ def test_machine_id_is_short_stable_and_hardware_based():
     hardware = {"cpu_model": "X", "cpu_cores": 8, "ram_gib": 32, "os": "Linux", "device_names": "", "gpu_mem_bytes": ""}
     assert machine_id(hardware) != machine_id(dict(hardware, cpu_cores=16))
 
+
+def test_a_run_pinned_to_fewer_cores_keeps_its_machines_identity(monkeypatch):
+    """cpu_cores is a hardware fact (machine_id, the store's machine folder): a run under taskset is one machine."""
+    whole = fingerprint(torch.device("cpu"))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    pinned = fingerprint(torch.device("cpu"))
+    assert pinned["cpu_cores"] == whole["cpu_cores"] == os.cpu_count() == machine_identity()["cpu_cores"]
+    assert pinned["machine_id"] == whole["machine_id"]
 
 def test_format_is_one_aligned_line_per_field():
     text = format_fingerprint({"a": 1, "long_name": "x"})

@@ -145,6 +145,28 @@ def test_local_targets_run_one_after_another(tmp_path):
     assert jobs[1].csv == tmp_path / "m" / "two.csv"
 
 
+def test_the_fleet_adopts_the_csv_its_job_wrote_not_one_planted_under_its_run_id(tmp_path, capsys):
+    """A folder that sorts first holds `<run id>.csv` anyone can rewrite: it was the job's result, merged into the
+    report. Now the job's own CSV is, the planted one is named; a job that left none of its own failed."""
+    jobs = [FleetJob(Target(n), f"F-{n}") for n in ("mine", "none")]
+
+    def submit(fleet_job: FleetJob) -> None:
+        fleet_job.job, fleet_job.state = FakeJob(fleet_job.target.name, tmp_path), RUNNING
+        planted = tmp_path / "0-theirs" / f"{fleet_job.run_id}.csv"
+        planted.parent.mkdir(exist_ok=True)
+        planted.write_text("x\n")
+        planted.chmod(0o666)
+        fleet_job.job.finish(fleet_job.run_id)
+        if fleet_job.target.name == "mine":
+            (tmp_path / "m" / f"{fleet_job.run_id}.csv").write_text("x\n")
+
+    drive(jobs, "local", tmp_path, submit, poll_s=0.0)
+    out = capsys.readouterr().out
+    assert jobs[0].state == DONE and jobs[0].csv == tmp_path / "m" / "F-mine.csv"
+    assert jobs[1].state == FAILED and jobs[1].csv is None and "F-none.csv" in jobs[1].reason
+    assert f"{tmp_path / '0-theirs' / 'F-mine.csv'}: writable by others" in out
+
+
 def test_a_target_refused_at_submission_is_failed_once_not_resubmitted(tmp_path, monkeypatch):
     """sbatch refused one target (an unknown partition) while another runs for a few polls."""
     import gpubench.harness.commands.fleet as fleet_module

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -13,6 +14,7 @@ import pytest
 from runs import cmdlines, gpubench_run, processes_of, run_bench_process
 
 from gpubench.harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
+from gpubench.harness.records.results import count_rows
 from gpubench.harness.records.results_reader import read_rows
 
 pytest_plugins = ["pytester"]
@@ -51,7 +53,9 @@ def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err[-2000:]
-    assert "interrupted:" in err and "rows kept in" in err
+    csv_path = tmp_path / "term.csv"  # the line names it only where the build made it
+    assert (f"gpubench: interrupted: {count_rows(csv_path)} rows kept in {csv_path}" if csv_path.exists()
+            else "gpubench: interrupted: no rows were written") in err, err[-2000:]
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
 
@@ -168,3 +172,28 @@ def test_scratch_folders_of_killed_runs_are_swept_and_live_ones_kept(tmp_path):
         os.chown(theirs, 12345, 12345)
     assert sweep_dead_run_folders(tmp_path) == [killed] + ([] if os.getuid() == 0 else [theirs])
     assert not killed.exists() and live.exists() and other.exists() and young.exists()
+
+
+# A build that checks SIGHUP is still ignored (as its run's parent set it), then lives a while: 9 when it is not.
+HUP_STAYS_IGNORED = ("import signal, sys, time\nignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN\n"
+                     "time.sleep(1.5)\nsys.exit(0 if ignored else 9)")
+
+
+@pytest.mark.process
+def test_a_run_under_nohup_outlives_the_terminal_closing():
+    # `nohup gpubench run`: the launcher put its own SIGHUP handler over nohup's SIG_IGN and passed the hang-up on,
+    # and the run stopped with 129
+    from gpubench.harness.processes.build_runs import run_builds
+    from gpubench.harness.processes.launch import Job, ProcessLauncher
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGHUP))  # the terminal closes mid-build
+    timer.start()
+    try:
+        outcome = run_builds(ProcessLauncher(), lambda build, builds: Job([sys.executable, "-c", HUP_STAYS_IGNORED],
+                                                                          hold_sigint=True), (2, 3, 4, 129))
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # and nothing put over it afterwards either
+    finally:
+        timer.join()
+        signal.signal(signal.SIGHUP, previous)
+    assert (outcome.code, outcome.stopped, outcome.notes) == (0, False, [])

@@ -4,6 +4,7 @@ plan, and the wait for a quiet machine."""
 from __future__ import annotations
 
 import argparse
+import os
 import types
 
 import pytest
@@ -83,3 +84,27 @@ def test_gpubench_run_waits_before_its_budget_starts_and_its_builds_do_not_wait_
     assert waited == [120.0] and args.wait_quiet is None
     with pytest.raises(UsageError, match=r"^--wait-quiet '10': use a duration such as 90s"):
         run_command.wait_for_quiet(argparse.Namespace(wait_quiet="10", device="cpu"))
+
+
+def test_the_load_is_read_on_the_cpus_this_process_may_run_on(tmp_path, monkeypatch):
+    """Pinned to CPU 0 (taskset -c 0) of two, a neighbour spinning on CPU 1 took half the machine: the rows read busy
+    and the threads moved for a load that never touched the run's core."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  900 0 100 5000\ncpu0 10 0 0 2500\ncpu1 890 0 100 2500\nintr 12 3\n")
+    assert machine_load.cpus_busy_s(frozenset({0}), stat) == 10 / os.sysconf("SC_CLK_TCK")
+    assert machine_load.cpus_busy_s(frozenset({1}), stat) == 990 / os.sysconf("SC_CLK_TCK")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert machine_load.own_cpus(stat) == {0}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert machine_load.own_cpus(stat) is None  # every CPU: the machine's share, as psutil sums it
+    assert machine_load.own_cpus(tmp_path / "absent") is None
+
+
+def test_torch_threads_past_the_cores_this_process_may_use_are_cut_on_a_quiet_machine_too():
+    """A container's CPU quota of 2 on a many-core machine: torch counts the affinity (every core), its threads queued
+    for the quota's time and were kept, the machine being quiet."""
+    quota = Look(cores=2, busy_frac=0.05)
+    assert threads_for(quota, threads_now=8) == 2 and threads_for(quota, threads_now=2) is None
+    assert look_line(quota, (8, 2), CPU) == ("gpubench: machine quiet before the first case (other processes used 5% "
+                                             "of the 2 cores); torch threads 8 -> 2 (the cores this process may use)")

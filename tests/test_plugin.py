@@ -725,7 +725,7 @@ def test_a_busy_machine_is_said_before_the_first_case_and_torch_threads_follow_t
     the one free core's thread (the row's torch_threads), and the embedding process gets its threads back."""
     from gpubench.harness.devices import machine_load
 
-    monkeypatch.setattr(machine_load.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(machine_load, "usable_cores", lambda: 4)
     monkeypatch.setattr(machine_load.LoadMeter, "busy_frac", lambda self: 0.75)
     threads = torch.get_num_threads()
     torch.set_num_threads(3)

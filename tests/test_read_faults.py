@@ -262,3 +262,20 @@ def test_a_build_cell_that_is_no_whole_number_counts_as_no_build_not_a_traceback
     (tmp_path / "r1.csv").write_text(f"case_id,build\nm,{cell}\nm,1\n", encoding="utf-8")
     with pytest.raises(UsageError, match=r"r1.csv already holds build 1 \(1 rows\)"):
         check_run_id("r1", tmp_path, appending=True, build=1)
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda text: b"", "empty — it holds no rows"),
+    (lambda text: __import__("gzip").compress(text), "not a CSV but a gzip file — gunzip it first"),
+    (lambda text: text.replace(b"\n", b"\r"), "its lines end in CR alone — convert them to LF"),
+], ids=["empty", "gzip", "cr-only"])
+def test_files_other_tools_hand_back_are_named_for_what_they_are(tmp_path, make, said):
+    """A results file another tool packed, emptied or saved with old Mac line ends: said for what it is, where the
+    reader called it undecodable, a file without columns, or one long line 'truncated — delete the line'."""
+    from gpubench.harness.records.schema import SchemaError
+
+    golden = Path(__file__).resolve().parent / "data" / "golden_laptop.csv"
+    path = tmp_path / "r.csv"
+    path.write_bytes(make(golden.read_bytes()))
+    with pytest.raises(SchemaError, match=said):
+        read_rows(path)

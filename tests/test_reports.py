@@ -22,11 +22,11 @@ from gpubench.reports.compare import (
     SideUnits,
     compare_frames,
     judge,
-    parse_threshold,
     run_noise,
     side_of,
 )
 from gpubench.reports.load import load_results, machine_labels, result_files
+from gpubench.reports.verdicts import parse_threshold
 from gpubench.harness.core.exits import UsageError
 from gpubench.reports.tables import compile_table, not_ok_grouped, template_vs_fastest
 
@@ -288,7 +288,7 @@ def test_threshold_parsing():
     assert parse_threshold("0.1") == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("text", ["5", "1", "0", "-5%"])
+@pytest.mark.parametrize("text", ["5", "1", "0", "-5%", "inf", "nan%", "1e3%", "0.01%"])
 def test_an_ambiguous_or_empty_threshold_is_refused(text):
     with pytest.raises(UsageError, match="bad --threshold"):
         parse_threshold(text)
@@ -552,23 +552,27 @@ def test_one_run_holding_a_case_twice_with_different_figures_is_refused_naming_b
         build_report([tmp_path], tmp_path / "out", None)
 
 
-def test_a_case_a_run_budget_skipped_is_not_broken():
-    """Ok in BASE, skipped in NEW because its share of a run budget was too small: not tried, so not a regression
-    (named as a case only BASE measured); skipped for another reason it is still broken."""
+def test_a_case_a_run_budget_skipped_is_broken():
+    """Ok in BASE, skipped in NEW because it no longer fits its share of the run budget: too slow now to be measured,
+    the worst slowdown, so broken ("untried in NEW"), not "only in BASE" with exit 0; skipped for another reason it is
+    broken too."""
     base = _frame("a", {"matmul/x": [1.0, 1.01, 0.99], "matmul/y": [1.0, 1.01, 0.99]})
+    over = ("over budget: one call takes 2.0 s; its share of the 3m budget is 0.3 s — raise --budget or deselect it")
     new = pd.concat([_frame("b", {}), pd.DataFrame([
         {"case_id": "matmul/x", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0,
-         "samples_s": "", "reason": "over budget: one call takes 2.0 s; its share of the 3m budget is 0.3 s — raise "
-                                    "--budget or deselect it"},
+         "samples_s": "", "reason": over},
         {"case_id": "matmul/y", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0,
          "samples_s": "", "reason": "tf32 is a CUDA tensor-core mode"}])])
     verdicts, only_base, _, _ = compare_frames(base, new, 0.05)
-    assert [v.case_id for v in verdicts if v.verdict == "broken"] == ["matmul/y"] and only_base == ["matmul/x"]
+    assert {v.case_id: (v.verdict, v.note) for v in verdicts} == {
+        "matmul/x": ("broken", f"untried in NEW: {over}"),
+        "matmul/y": ("broken", "ok in BASE, tf32 is a CUDA tensor-core mode")}
+    assert only_base == []
 
 
-def test_a_run_to_target_its_epoch_cap_stopped_is_broken_and_one_its_budget_stopped_is_not():
+def test_a_run_to_target_stopped_short_by_its_epoch_cap_or_its_budget_is_broken():
     """Ok in BASE; in NEW time to accuracy stopped short of its target: by the profile's epoch cap it no longer
-    converges (broken), by its share of a run budget it was not given its time (named as only BASE measured)."""
+    converges, by its share of a run budget it no longer reaches the target in the time BASE did: broken either way."""
     base = _frame("a", {"time_to_accuracy/x": [1.0, 1.01, 0.99], "time_to_accuracy/y": [1.0, 1.01, 0.99]})
     unreached = {"status": "unreached", "median_s": float("nan"), "run_id": "b", "build": 0, "samples_s": ""}
     new = pd.concat([_frame("b", {}), pd.DataFrame([
@@ -577,8 +581,9 @@ def test_a_run_to_target_its_epoch_cap_stopped_is_broken_and_one_its_budget_stop
         {**unreached, "case_id": "time_to_accuracy/y", "stopped_by": "cap",
          "reason": "stopped by its 3-epoch cap at 84.0% (target 85%)"}])])
     verdicts, only_base, _, notes = compare_frames(base, new, 0.05)
-    assert [(v.case_id, v.verdict) for v in verdicts if v.verdict == "broken"] == [("time_to_accuracy/y", "broken")]
-    assert only_base == ["time_to_accuracy/x"]
+    assert [(v.case_id, v.verdict) for v in verdicts] == [("time_to_accuracy/x", "broken"),
+                                                           ("time_to_accuracy/y", "broken")]
+    assert verdicts[0].note.startswith("unreached in NEW: stopped by its budget share") and only_base == []
     _, _, _, notes = compare_frames(new, base, 0.05)  # an unreached BASE row is no figure to compare against
     assert "BASE time_to_accuracy/x excluded: stopped by its budget share after 30 s" in " ".join(notes)
 

@@ -3,6 +3,7 @@ and fake slow cases: nothing here times real work (one case hangs for 50 ms, to 
 
 import signal
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -12,8 +13,8 @@ from fakes import FakeBenchmark, RunContext, run_with
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.plan import Budget
 from gpubench.harness.core.run_budget import (
-    COST_MARGIN, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration, parse_duration,
-    cut_after, share_of, water_level,
+    COST_MARGIN, MIN_SHARE_S, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration,
+    parse_duration, cut_after, share_of, water_level,
 )
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.measurement import timing
@@ -22,7 +23,7 @@ from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.pytest_plugin.budget_plan import PRIOR_WEIGHT_S, BudgetPlan, budget_plan
-from gpubench.harness.records.durations import case_costs
+from gpubench.harness.records.durations import history
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION
@@ -62,7 +63,8 @@ def test_durations_read_as_the_user_writes_them(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["5x", "m", "-3m", "0s", "", "45", "5 minutes", "1e307s", "9" * 400 + "s"])
+@pytest.mark.parametrize("text", ["5x", "m", "-3m", "0s", "", "45", "5 minutes", "1e307s", "9" * 400 + "s", "1h1h",
+                                  "30m1h"])
 def test_a_bad_duration_is_one_line_that_names_the_fix(text):
     with pytest.raises(UsageError, match=r"--budget .*: use a duration such as 90s, 4m, 1h or 1h30m"):
         parse_duration(text)
@@ -125,7 +127,7 @@ def test_without_a_share_nothing_is_capped(slow):
     assert m.plan.rounds == 10 and m.capped == ""
 
 
-def test_history_skips_a_case_before_it_is_built(tmp_path):
+def test_a_known_call_that_does_not_fit_skips_the_case_before_it_is_built(tmp_path):
     built = []
     writer = ResultsWriter(tmp_path, "run")
     bctx = BuildContext(CPU, "quick", SyncedClock(CPU), share=CaseShare(2.1, 180.0, known_call_s=25.0))
@@ -183,7 +185,7 @@ def test_a_repeat_gets_only_what_the_first_builds_still_to_run_leave():
     assert plan.share_for("a").share_s == pytest.approx(100 - 60.0 * COST_MARGIN)
 
 
-def test_the_plan_line_names_what_history_says_will_not_fit():
+def test_the_plan_line_names_what_a_known_call_says_will_not_fit():
     costs = {"matmul/bf16-n2048": CaseCost(80.0, 25.0), "matmul/fp32-n256": CaseCost(0.5, 0.01)}
     line = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"]).plan_line()
     assert line.startswith("gpubench: plan ~1m40s of a 3m budget: 3 cases x 1 builds; costs: this machine's history 2, "
@@ -256,9 +258,9 @@ def test_history_is_the_newest_row_of_this_machine_device_and_profile(tmp_path):
                        "profile": "smoke" if run_id == "smoke" else "quick"})
         writer.close()
     (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
-    assert case_costs(tmp_path, "m1", "cpu", "quick") == {"matmul/fp32-n64": CaseCost(3.0, 0.5)}
-    assert case_costs(tmp_path, "m1", "cpu", "smoke") == {"matmul/fp32-n64": CaseCost(0.2, 0.01)}
-    assert case_costs(tmp_path, "m1", "cuda:0", "quick") == {}
+    assert history(tmp_path, "m1", "cpu", "quick").costs == {"matmul/fp32-n64": CaseCost(3.0, 0.5, history=True)}
+    assert history(tmp_path, "m1", "cpu", "smoke").costs == {"matmul/fp32-n64": CaseCost(0.2, 0.01, history=True)}
+    assert history(tmp_path, "m1", "cuda:0", "quick").costs == {}
 
 
 def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
@@ -354,6 +356,16 @@ def test_a_later_build_process_starts_only_with_time_and_a_case_left(tmp_path):
     late = WithinBudget(Inner(), time.time() + 20, tmp_path / "r.csv", launched_s=first_row_s - 30)
     late.run(job(1))
     assert started[2:] == [] and late.notes()
+    # a build that measured nothing: the next one would find even less time for the same cases
+    three = ResultsWriter(tmp_path, "three")
+    three.append({"schema_version": SCHEMA_VERSION, "run_id": "three", "timestamp_utc": "2026-11-02T10:00:00+00:00",
+                  "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                  "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": "ok",
+                  "reason": "", "build": 0, "builds": 3})
+    three.close()
+    for last_rows, starts in [(0, False), (1, True)]:
+        WithinBudget(Inner(), time.time() + 60, tmp_path / "three.csv", last_rows=last_rows).run(job(2))
+        assert (started[-1:] == [2]) == starts
 
 
 class StateAtItsEnd:
@@ -433,7 +445,9 @@ def test_the_rest_of_the_plan_is_repriced_at_the_pace_this_run_has_seen():
     share = plan.share_for("b")
     assert share.expected_build_s == pytest.approx(10.0 * pace)
     assert share.known_call_s == pytest.approx(9.5 * pace)  # now checked before b is built
-    assert "the cost model's price x1.8, this run's pace" in share.over(share.known_call_s + 1e3)
+    # said where the price refuses the case, not beside a call measured in the build
+    assert "the cost model's price x1.8, this run's pace" in replace(share, share_s=1.0).over(share.known_call_s)
+    assert "price" not in replace(share, share_s=1.0).over(share.known_call_s + 1.0)
 
 
 def test_a_capped_build_teaches_the_pace_nothing_and_a_refused_first_call_does():
@@ -461,3 +475,36 @@ def test_a_broken_headline_promise_is_corrected_out_loud_once():
     assert line is not None and line.startswith("gpubench: plan corrected: this run's cases take 1.8x their prices")
     assert "headline no longer funded: epoch — --budget" in line and "tta" not in line.split("funded:")[1]
     assert plan.correction() is None  # said once
+
+
+def test_many_builds_in_a_short_budget_plan_the_builds_that_fit_and_say_so(monkeypatch):
+    from gpubench.harness.pytest_plugin import budget_plan as planning
+
+    monkeypatch.setattr(planning, "_run_began_s", time.time() - 1.0)  # each build process starts in ~1 s
+    entries = [(case, build) for build in range(100) for case in ("a", "b", "c")]
+    plan = budget_plan(30.0, None, {}, entries, only_build=0, skipped=set())
+    # 99 later start-ups kept out of 30 s left the first build 0 s a case: nothing was measured
+    assert all(plan.share_for(case).share_s >= 2.0 for case in ("a", "b", "c"))
+    assert 10 <= plan.later_builds_fit() < 99
+    assert (f"later builds: time kept for {plan.later_builds_fit()} of 99 (each starts in ~1.0 s; more start if time "
+            "is left) — pass fewer --builds or a longer --budget for all") in plan.plan_line()
+    # a later build's repeats share its time with those of the builds that fit, not with 98 builds' repeats
+    later = budget_plan(30.0, time.time() + 24.0, {case: CaseCost(0.025) for case in "abc"}, entries, only_build=1,
+                        skipped=set())
+    assert all(later.share_for(case).share_s >= MIN_SHARE_S for case in "abc")
+
+
+@pytest.mark.parametrize("text", ["0.001s", "4s", "4.9s"])
+def test_a_budget_too_short_to_build_one_case_is_refused_naming_the_least(text, tmp_path):
+    from gpubench.harness.core.options import RUN_OPTIONS
+    from gpubench.harness.core.run_budget import parse_budget
+    from gpubench.harness.pytest_plugin.build_setup import make_state
+
+    line = f"--budget {text}: below 5.0 s, too short for a build to start and build one case — pass --budget 5s or more"
+    with pytest.raises(UsageError, match=f"^{line}"):
+        parse_budget(text)
+    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
+    values.update(gpubench_results_dir=str(tmp_path), gpubench_budget=text)
+    with pytest.raises(UsageError, match=f"^{line}"):  # the plugin's usage error: exit 4 before any case
+        make_state(values.get, None, collect_only=True)
+    assert parse_budget("5s") == 5.0 and parse_budget("none") is None

@@ -347,7 +347,7 @@ class ExitsWith:
     ([0, 5, 0], 0, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for "
                    "more builds): no later build started"),
     ([0, 4, 0], 4, "build 2 of 3 ended with exit 4 (a usage error, above): no later build started"),
-    ([0, 3, 0], 3, "build 2 of 3 ended with exit 3 (an internal error, above): no later build started"),
+    ([0, 3, 0], 3, "build 2 of 3 ended with exit 3 (pytest's internal error, above): no later build started"),
     # an earlier build's failed case is not forgotten when a later one cuts the run short: exit 1, not 0
     ([1, 5, 0], 1, "build 2 of 3 ended with exit 5 (it selected no case, though the first build's collection asked for "
                    "more builds): no later build started"),
@@ -395,11 +395,34 @@ def test_a_build_that_ends_itself_with_exit_0_before_its_session_ended_fails_the
     assert outcome.died.startswith("build 1 of 1 ended with exit 0 before pytest finished, without a word")
 
 
-def test_pytests_internal_error_in_a_build_gets_a_line_saying_what_ends_pytest_so():
+def test_pytests_internal_error_in_a_build_is_named_as_pytest_said_it_without_a_guessed_cause():
+    # it was put down to "a test module or conftest that calls sys.exit": any plugin hook that raises ends so too
     outcome = run_builds(ExitsWith([3]), lambda build, builds: Job(["build"]), (2, 3, 4))
-    assert outcome.code == 3 and outcome.notes == [
-        "build 1 of 3 ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit "
-        "as it is imported ends pytest so)"]
+    assert outcome.code == 3 and outcome.notes == ["build 1 of 3 ended with exit 3, pytest's internal error above"]
+
+
+@dataclass
+class EndsItself:
+    """A build whose own code ended its process with `code` (a user thread's os._exit), pytest's session unfinished
+    (`session` None) or finished with `session`."""
+    code: int
+    session: int | None = None
+
+    def run(self, job: Job) -> Completed:
+        return Completed(self.code, answer=BuildAnswer(0, 3, exit_code=self.session))
+
+
+@pytest.mark.parametrize(("launcher", "why"), [
+    (EndsItself(7), "a code pytest never gives, before pytest finished: the build's own code (a --model factory, a "
+                    "conftest, a test or a thread of theirs) ended the process with it (os._exit(7))"),
+    (EndsItself(7, session=7), "which a plugin or conftest gave pytest (pytest.exit(returncode=7))"),
+    (EndsItself(7, session=0), "a code pytest never gives, after its session ended with 0: an atexit handler or a "
+                               "plugin's unconfigure ended the process with it"),
+])
+def test_a_build_that_ends_with_a_code_neither_pytest_nor_gpubench_gives_is_named(launcher, why):
+    # a user thread's os._exit(7) ended the run with 7 and no line, and the next build started
+    outcome = run_builds(launcher, lambda build, builds: Job(["build"]), (2, 3, 4))
+    assert (outcome.code, outcome.stopped, outcome.died) == (1, True, f"build 1 of 3 ended with exit 7, {why}")
 
 
 @pytest.mark.process  # a process that stops itself, standing in for a stopped torchrun

@@ -113,6 +113,22 @@ def test_failure_is_recorded_then_raised(ctx, tmp_path):
     assert row["status"] == "failed" and row["reason"] == "ValueError: bad thing"
 
 
+@pytest.mark.parametrize("outcome, status, reason", [
+    (lambda: pytest.skip("no such unit here"), "skipped", "no such unit here"),
+    (lambda: pytest.fail("Timeout (>1.0s) from pytest-timeout."), "failed", "Timeout (>1.0s) from pytest-timeout."),
+], ids=["skip", "fail"])
+def test_pytests_own_outcomes_are_recorded_then_raised(ctx, tmp_path, outcome, status, reason):
+    """pytest.skip()/pytest.fail() in a user's step, or pytest-timeout's cut, are BaseExceptions: the case still
+    leaves its row (it had none), then pytest reports the outcome itself."""
+    def build(case, bctx):
+        outcome()
+
+    with pytest.raises((pytest.skip.Exception, pytest.fail.Exception)):
+        run(MatmulCase("fp32", 64), build, FakeBenchmark(), ctx)
+    row = read_rows(tmp_path / "run.csv")[0]
+    assert row["status"] == status and reason in row["reason"]
+
+
 def test_cleanup_runs_even_on_failure(ctx):
     restored = []
     timed = Timed(fn=lambda: 1 / 0, cleanup=lambda: restored.append(True), plan=RoundPlan(0, 1, 1, 0.0))

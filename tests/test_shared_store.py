@@ -334,3 +334,24 @@ def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tm
     assert summary_and_report([done], store, store / "reports" / "f") == 1
     assert "report not built: the store's reports folder" in capsys.readouterr().out
     assert list(theirs.iterdir()) == []
+
+
+@AS_ROOT
+def test_a_csv_another_member_planted_under_the_run_id_is_not_the_fleets(tmp_path, capsys):
+    # a member made a machine folder that sorts first and wrote <the job's run id>.csv there: it was merged into the
+    # fleet's report, and the job's own CSV ignored
+    from gpubench.harness.commands.fleet_command import find_csv
+
+    store = store_with_exit(tmp_path, "F-t", 0)
+    mine = store / "host-1234abcd" / "F-t.csv"
+    mine.write_text("x\n")
+    theirs = store / "0-theirs"
+    theirs.mkdir()
+    (theirs / "F-t.csv").write_text("x\n")
+    os.chown(theirs / "F-t.csv", SECOND_UID, SECOND_UID)
+    os.chown(theirs, SECOND_UID, SECOND_UID)
+    job = FleetJob(Target("t"), "F-t", state=DONE)
+    find_csv(job, store)
+    assert job.csv == mine and job.state == DONE
+    out = capsys.readouterr().out
+    assert f"{theirs / 'F-t.csv'}: owned by uid {SECOND_UID}" in out and out.count("\n") == 1

@@ -65,7 +65,7 @@ def test_runs_in_and_find_run_look_one_level_down(tmp_path):
     (tmp_path / "reports" / "f1").mkdir(parents=True)
     (tmp_path / "reports" / "f1" / "merged.csv").write_text("x\n")  # a fleet report is not a run
     assert {m: [p.stem for p in ps] for m, ps in runs_in(tmp_path).items()} == {"a-1": ["r1", "r2"], "b-2": ["r3"]}
-    assert find_run(tmp_path, "r3") == tmp_path / "b-2" / "r3.csv" and find_run(tmp_path, "r9") is None
+    assert find_run(tmp_path, "r3").csv == tmp_path / "b-2" / "r3.csv" and find_run(tmp_path, "r9").csv is None
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -113,6 +113,7 @@ def test_a_run_refused_for_a_taken_id_leaves_the_first_runs_exit_record(tmp_path
         def fake_cmd_run(args, extra):
             if makes_csv:
                 (tmp_path / f"{args.run_id}.csv").write_text("rows\n")
+            args.rows_written = int(makes_csv)  # as run_builds sets it from its builds' answers
             return code
 
         monkeypatch.setattr(run_command, "cmd_run", fake_cmd_run)
@@ -122,3 +123,72 @@ def test_a_run_refused_for_a_taken_id_leaves_the_first_runs_exit_record(tmp_path
 
     assert run(0, makes_csv=True) == 0  # the run that made r.csv records how it ended
     assert run(4, makes_csv=False) == 0  # the refused one, whose id was taken, leaves it
+
+
+def csv_in(folder: Path, run_id: str, mode: int = 0o644) -> Path:
+    """`<folder>/<run_id>.csv` as a run leaves it (the user's own, 0644 unless `mode` says otherwise)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run_id}.csv"
+    path.write_text("x\n")
+    path.chmod(mode)
+    return path
+
+
+def test_find_run_adopts_no_csv_others_can_write_even_in_a_folder_that_sorts_first(tmp_path):
+    # a member of the team's store made "0-theirs" (first in sort order) and a <run id>.csv there anyone can rewrite
+    mine = csv_in(tmp_path / "node-b", "F-t")
+    planted = csv_in(tmp_path / "0-theirs", "F-t", mode=0o666)
+    found = find_run(tmp_path, "F-t")
+    assert found.csv == mine
+    assert len(found.ignored) == 1 and str(planted) in found.ignored[0] and "writable by others" in found.ignored[0]
+
+
+def test_two_csvs_of_one_run_are_told_apart_by_the_exit_record_beside_one_or_neither_is_adopted(tmp_path):
+    from gpubench.harness.records.store import write_exit
+
+    first, second = csv_in(tmp_path / "a-1", "r"), csv_in(tmp_path / "b-2", "r")
+    found = find_run(tmp_path, "r")  # nothing tells which one the run wrote: not the one that sorts first
+    assert found.csv is None and len(found.ignored) == 1
+    assert str(first) in found.ignored[0] and str(second) in found.ignored[0] and "move" in found.ignored[0]
+    assert write_exit(second.parent, "r", 0, made_csv=True) is None  # the run recorded its end beside its CSV
+    found = find_run(tmp_path, "r")
+    assert found.csv == second and len(found.ignored) == 1 and str(first) in found.ignored[0]
+
+
+def test_an_exit_record_is_written_only_by_the_run_that_made_the_csv_or_where_there_is_none(tmp_path):
+    """Two runs with one run id start together: both found the id free; the loser's build could not create the CSV
+    (another run meanwhile) and it ends 4. Its record must neither replace the winner's nor claim its CSV."""
+    from gpubench.harness.records.store import write_exit
+
+    csv_in(tmp_path, "r")
+    assert write_exit(tmp_path, "r", 4, made_csv=False) is None
+    assert not (tmp_path / "r.exit.json").exists()  # the CSV is another run's: its end is its own to record
+    assert write_exit(tmp_path, "r", 0, made_csv=True) is None
+    assert write_exit(tmp_path, "r", 4, made_csv=False) is None  # the loser ending after the winner
+    assert json.loads((tmp_path / "r.exit.json").read_text())["exit_code"] == 0
+    # a run refused before any case made no CSV: it records its end, but never over another run's record
+    assert write_exit(tmp_path, "q", 4, made_csv=False) is None
+    assert write_exit(tmp_path, "q", 5, made_csv=False) is None
+    assert json.loads((tmp_path / "q.exit.json").read_text())["exit_code"] == 4
+    csv_in(tmp_path, "q")  # ... and the run that then made q.csv has the last word on q
+    assert write_exit(tmp_path, "q", 0, made_csv=True) is None
+    assert json.loads((tmp_path / "q.exit.json").read_text())["exit_code"] == 0
+
+
+def test_two_runs_given_one_run_id_at_once_the_loser_leaves_the_winners_exit_record(tmp_path, monkeypatch):
+    """Both found r.csv free before their builds; the winner's build made it and the run recorded exit 0; the
+    loser's build was refused the file ("created by another run meanwhile") and the run ended 4 after: its record
+    replaced the winner's 0, and a fleet called the finished job failed."""
+    from gpubench.harness.commands import run_command
+    from gpubench.harness.records.store import write_exit
+
+    def loser(args, extra):
+        (tmp_path / "r.csv").write_text("rows\n")  # meanwhile, the winner's build made it, and the winner ended
+        assert write_exit(tmp_path, "r", 0, made_csv=True) is None
+        args.rows_written = 0  # as run_builds sets it: the loser's build wrote no row
+        return 4
+
+    monkeypatch.setattr(run_command, "cmd_run", loser)
+    args, extra = build_parser().parse_known_args(["run", "--results-dir", str(tmp_path), "--run-id", "r"])
+    assert run_command.run_from_args(args, extra) == 4
+    assert json.loads((tmp_path / "r.exit.json").read_text())["exit_code"] == 0

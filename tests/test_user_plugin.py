@@ -118,10 +118,6 @@ def installed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.syspath_prepend(str(site))  # in-process runs find it through importlib.metadata
     monkeypatch.setenv("PYTHONPATH", f"{site}:{REPO}")  # and the processes a test starts
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
-    # pytest (9.2 on) marks an editable install's package for assertion rewriting, and an in-process run finds
-    # gpubench imported by this test process already: its warning says so of the test harness, not of the plugin
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-W 'ignore:Module already imported so cannot be rewritten:"
-                                         "pytest.PytestAssertRewriteWarning'")  # read with shlex
     return pytester
 
 
@@ -446,12 +442,17 @@ def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctr
 def saved_then_made_faster(pytester: pytest.Pytester) -> Path:
     """A --benchmark-save of the one-case bench whose times are then divided by 100: the next run regressed."""
     assert run_bench(pytester, "--benchmark-storage=store", "--benchmark-save=base").ret == 0
-    for path in (pytester.path / "store").rglob("*.json"):
+    return made_faster(pytester.path / "store")
+
+
+def made_faster(store: Path) -> Path:
+    """The saved runs' times divided by 100."""
+    for path in store.rglob("*.json"):
         data = json.loads(path.read_text())
         for bench in data["benchmarks"]:
             bench["stats"].update({k: bench["stats"][k] / 100 for k in ("min", "max", "mean", "median")})
         path.write_text(json.dumps(data))
-    return pytester.path / "store"
+    return store
 
 
 COMPARE_FAIL = ("--benchmark-compare=0001", "--benchmark-compare-fail=min:5%")
@@ -463,6 +464,17 @@ def test_benchmark_compare_fail_ends_the_suites_session_as_without_gpubench(one_
     suite's plugin exited with the session's status, 0."""
     saved_then_made_faster(one_case)
     result = run_bench_process(one_case, "--benchmark-storage=store", *COMPARE_FAIL)
+    assert result.ret == 1, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    assert "Performance has regressed" in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.process  # the exit status is the process's
+def test_benchmark_compare_fail_in_a_users_project_exits_1_as_without_gpubench(installed, machine_info_in_process):
+    """Installed, the plugin leaves the process to pytest: pytest-benchmark's verdict ends a user's run with exit 1."""
+    installed.makepyfile(test_compared=COMPARED_TEST)
+    assert installed.runpytest("-p", "no:cacheprovider", "--benchmark-storage=store", "--benchmark-save=base").ret == 0
+    made_faster(installed.path / "store")
+    result = installed.runpytest_subprocess("-p", "no:cacheprovider", "--benchmark-storage=store", *COMPARE_FAIL)
     assert result.ret == 1, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
     assert "Performance has regressed" in result.stdout.str() + result.stderr.str()
 

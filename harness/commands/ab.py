@@ -35,7 +35,7 @@ from gpubench.harness.processes.rlimits import limits_problem
 from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
 from gpubench.harness.records.safe_files import RefusedPath, make_folders, open_new, write_all
-from gpubench.reports.compare import parse_threshold
+from gpubench.reports.verdicts import parse_threshold
 from gpubench.reports.load import load_results
 from gpubench.reports.paired import format_session, judge_session
 

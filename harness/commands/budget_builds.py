@@ -67,6 +67,7 @@ class WithinBudget:
     decided: dict[int, bool] = field(default_factory=dict)
     launched_s: float | None = None  # when the first build was launched (wall clock)
     build_start_s: float | None = None  # a build's start as a build measured it (BuildAnswer.startup_s)
+    last_rows: int | None = None  # rows the last build wrote (None: its answer never came)
 
     def starts(self, build: int) -> bool:
         if build not in self.decided:
@@ -78,6 +79,8 @@ class WithinBudget:
         if rows is None:
             return True
         start_s = self.build_start_s if self.build_start_s is not None else startup_s(rows, self.launched_s)
+        if self.last_rows == 0 and build > 1:  # the build before measured nothing: the time left fits no case either
+            return False
         return time.time() + start_s < self.deadline_s and cases_left_for(rows, build)
 
     def run(self, job: Job) -> Completed:
@@ -87,6 +90,7 @@ class WithinBudget:
         if not ((job.plan is not None and job.plan.extra) or self.starts(build)):  # an extra: ExtraBuilds decided it
             return Completed(0)
         done = self.inner.run(job)
+        self.last_rows = done.answer.rows_written if done.answer is not None else None
         if done.answer is not None and done.answer.startup_s is not None:
             self.build_start_s = done.answer.startup_s  # the first row's time also counts a fork server's start
         return done

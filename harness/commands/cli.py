@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from types import ModuleType
 from typing import NoReturn
@@ -113,7 +114,20 @@ def main(argv: list[str] | None = None) -> int:
         command_parser.error(unrecognized(parser, args.command, extra))
     if typo := option_typos(parser, args.command, extra):
         command_parser.error(typo)
+    if problem := working_folder_problem():
+        print(f"gpubench: error: {problem}", file=sys.stderr)
+        return int(USAGE_EXITS.get(args.command, ExitCode.ERROR))
     return command.run_from_args(args, extra)
+
+
+def working_folder_problem() -> str | None:
+    """A working folder removed under the shell: pytest, the builds and every relative path would fail on it later,
+    as a traceback."""
+    try:
+        os.getcwd()
+    except OSError as error:
+        return f"the working folder is gone ({error.strerror}) — cd into a folder that exists, then run again"
+    return None
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     own = ["-o", f"python_files={USER_TEST_FILES}"] if tests else []  # the user's test_*.py files are searched too
     # no progress percentages: a build's console says its cases itself (gpubench.harness.pytest_plugin.console)
     quiet = ["--benchmark-quiet", "-o", "console_output_style=classic"]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):  # a CI's setting: pytest-benchmark is then named, not found
+        quiet = ["-p", "pytest_benchmark.plugin", *quiet]
     return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", *quiet,
             f"--rootdir={rootdir_for(tests)}", f"--config-file={SUITE_CONFIG}", *own,
             "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
@@ -109,7 +111,18 @@ def count_rows_safely(csv_path: Path) -> int:
     return count_rows(csv_path) if csv_path.exists() else 0
 
 
+NO_ROWS = "no rows were written"
+
+
+def rows_kept(csv_path: Path) -> str:
+    """'N rows kept in <csv> (each whole)' for a stop line, or NO_ROWS: it never names a file that is not there."""
+    kept = count_rows_safely(csv_path)  # records, not lines: a quoted reason may hold a newline
+    return f"{kept} rows kept in {csv_path} (each whole)" if csv_path.exists() else NO_ROWS
+
+
 def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
+    """The report over the run's rows; stopped (Ctrl-C, or a StopSignal under lifetime.stops_raised) it is not
+    written, the rows stay whole, and the run exits as interrupted: the report can be made later."""
     from gpubench.reports.build import build_report
 
     try:
@@ -118,9 +131,11 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
         print(f"gpubench: report not written: {error}; the rows are whole in {', '.join(map(str, csvs))} — "
               "run gpubench report on them later", file=sys.stderr)
         return code
-    except KeyboardInterrupt:
-        return fail(f"interrupted while writing the report: the results are whole in {', '.join(map(str, csvs))}; "
-                    "run gpubench report on them --out DIR", code=ExitCode.INTERRUPTED)
+    except KeyboardInterrupt as stop:
+        kept = "; ".join(rows_kept(csv) for csv in csvs)
+        print(f"gpubench: interrupted while writing the report: {kept}; the report was not written — "
+              f"gpubench report {' '.join(map(str, csvs))} --out {out} makes it later", file=sys.stderr)
+        return int(getattr(stop, "code", ExitCode.INTERRUPTED))
     from gpubench.reports.console import closing_lines
 
     print("\n".join(closing_lines(csvs, report)), flush=True)

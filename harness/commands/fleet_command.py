@@ -141,11 +141,17 @@ def announce(fleet_job: FleetJob, store: Path) -> None:
 
 
 def find_csv(fleet_job: FleetJob, store: Path) -> None:
-    """The run's CSV in whichever machine folder it landed; a job that ran but left none failed."""
-    fleet_job.csv = find_run(store, fleet_job.run_id)
+    """The CSV the job's run wrote, in whichever machine folder it landed (store.find_run: the user's own only); each
+    one left out is named; a job that ran but left none failed."""
+    found = find_run(store, fleet_job.run_id)
+    fleet_job.csv = found.csv
+    for line in found.ignored:
+        say(f"{fleet_job.label}: {line}")
     if fleet_job.state == DONE and fleet_job.csv is None:
         fleet_job.state = FAILED
-        fleet_job.reason = f"the run finished but {fleet_job.run_id}.csv is in no machine folder of {store}"
+        fleet_job.reason = (f"the run finished but no {fleet_job.run_id}.csv in {store} is surely the one it wrote "
+                            "(said above)" if found.ignored else
+                            f"the run finished but {fleet_job.run_id}.csv is in no machine folder of {store}")
 
 
 def drive(jobs: list[FleetJob], engine: str, store: Path, submit_job: Callable[[FleetJob], None],
@@ -267,7 +273,8 @@ def signals_deferred() -> Iterator[None]:
 @contextmanager
 def stop_signals_handled(handler: Any) -> Iterator[None]:
     """Each of STOP_SIGNALS goes to `handler` within, and to its previous handler after."""
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN}  # nohup's SIGHUP stays ignored
     try:
         yield
     finally:
@@ -287,7 +294,7 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = Exit
         if cancelled.still_queued:
             say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and "
                 "scancel them")
-        for fleet_job in jobs:
+        for fleet_job in (j for j in jobs if j.csv is None):  # one found before is said once
             find_csv(fleet_job, store)
         kept = ", ".join(str(j.csv) for j in jobs if j.csv is not None)
         say(f"interrupted: the rows measured are kept in {kept}" if kept else "interrupted: nothing was measured")

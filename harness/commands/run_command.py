@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import (
-    BENCHES, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line, report_after_run, resolve_store,
-    suite_options, tests_problem,
+    BENCHES, NO_ROWS, add_tests_argument, asks_verbose, fail, no_cases_line, report_after_run, resolve_store,
+    rows_kept, suite_options, tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.protocol import BuildPlan
 
 if TYPE_CHECKING:
-    from gpubench.harness.processes.launch import ProcessLauncher
+    from collections.abc import Callable
+
+    from gpubench.harness.processes.build_runs import BuildsOutcome
+    from gpubench.harness.processes.launch import Job, ProcessLauncher
 
 PASSES_PYTEST_ARGS = True
 
@@ -39,17 +43,18 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    if problem := tests_problem(args) or resolve_store(args) or model_problem(args) or selection_problem(extra):
+    from gpubench.harness.commands.run_checks import (model_problem, pytest_args_problem, results_dir_problem,
+                                                      selection_problem)
+
+    if problem := (tests_problem(args) or resolve_store(args) or results_dir_problem(args) or model_problem(args)
+                   or pytest_args_problem(extra) or selection_problem(extra)):
         return fail(problem, code=ExitCode.REFUSED)
     try:
         wait_for_quiet(args)
     except UsageError as error:
         return fail(str(error), code=ExitCode.REFUSED)
-    before = run_csv(args)
-    theirs = before is not None and before.exists()  # an id another run holds: refused, and its record is not ours
     code = cmd_run(args, extra)
-    if not theirs:
-        record_exit(args, code)
+    record_exit(args, code)  # over another run's record only if this run made the CSV (store.write_exit)
     return code
 
 
@@ -83,55 +88,48 @@ def record_exit(args: argparse.Namespace, code: int) -> None:
     from gpubench.harness.records.store import write_exit
 
     csv_path = run_csv(args)
-    if csv_path is not None and (problem := write_exit(csv_path.parent, csv_path.stem, code)):
+    made_csv = bool(getattr(args, "rows_written", 0))  # its builds wrote rows: a refused run's build writes none
+    if csv_path is not None and (problem := write_exit(csv_path.parent, csv_path.stem, code, made_csv=made_csv)):
         print(f"gpubench: {problem}", file=sys.stderr, flush=True)
-
-
-def selection_problem(extra: list[str]) -> str | None:
-    """A -k or -m pytest cannot read, said before any build (not inside one, beside a warning and an empty results
-    folder). pytest's expression parser is internal: where it moved, pytest says it itself."""
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:
-        return None
-    pairs = zip(extra, [*extra[1:], ""])
-    for flag, expression in ((a[:2], a[2:] or b) for a, b in pairs if a[:2] in ("-k", "-m") and not a.startswith("--")):
-        try:
-            Expression.compile(expression)
-        except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
-            return f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — fix the expression"
-    return None
-
-
-def model_problem(args: argparse.Namespace) -> str | None:
-    """--model and --input as text, at once (torch-free); the build processes import and try the model."""
-    from gpubench.harness.core.model_spec import parse_model_options
-
-    try:
-        parse_model_options(args.model, args.input, args.input_ids)
-    except UsageError as error:
-        return str(error)
-    return None
 
 
 def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build: int, builds: int | None,
                internal: list[str] = ()) -> BuildPlan:
     """Build k's plan: the user's pytest arguments untouched (the build tags its output files: X.json -> X.b<k>.json,
     NAME -> NAME-b<k>); pytest-benchmark's JSON in the scratch folder when the user names none, for one table."""
-    return BuildPlan(build, list(extra), [*suite_options(args), *internal], builds,
+    saves = ("--benchmark-save", "--benchmark-autosave", "--benchmark-compare", "--benchmark-storage")
+    # pytest-benchmark makes its storage folder (.benchmarks) at start even when nothing is saved: the scratch's
+    storage = [] if any(arg.startswith(saves) for arg in extra) else [f"--benchmark-storage={scratch / 'benchmarks'}"]
+    return BuildPlan(build, list(extra), [*suite_options(args), *storage, *internal], builds,
                      output_tag=f"b{build}" if build else "", table_json=str(scratch / f"build-{build}.json"),
                      micro_only=bool(getattr(args, "micro_only", False)))
 
 
-def build_launcher(args: argparse.Namespace) -> ProcessLauncher:
+def build_launcher(args: argparse.Namespace, deadline_s: float | None) -> ProcessLauncher:
     """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed with -9,
-    nobody would read what it measures)."""
+    nobody would read what it measures); under a budget, a build still running past the run's end is cut from
+    outside (launch.BuildWatch), OUTSIDE_AFTER_S after the in-process cut, which names the case, had its chance."""
+    from gpubench.harness.core.run_budget import format_duration, grace_s
     from gpubench.harness.processes.forked import ForkLauncher
     from gpubench.harness.processes.launch import ProcessLauncher, stopped_limit_s
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV
 
     kind = ProcessLauncher if getattr(args, "no_fork", False) else ForkLauncher
-    return kind(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
+    launcher = kind(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
+    if deadline_s is not None:
+        budget_s = max(0.0, round(deadline_s - time.time(), 2))  # run_deadline_s set it a moment ago: now + budget
+        after_s = grace_s(budget_s) + OUTSIDE_AFTER_S
+        launcher.cut_at_s = deadline_s + after_s
+        launcher.cut_why = (f"did not end within the run's {format_duration(budget_s)} budget and "
+                            f"{format_duration(after_s)} more (its code never returned to Python, or blocked the "
+                            "in-process cut: a C call, signals blocked)")
+    return launcher
+
+
+# The in-process cut (a SIGALRM at the run's end + its grace) fails the case by name and closes the session; the
+# cut from outside, for code that cut never reaches, waits this much longer: what a build gets to unwind its case
+# after a signal (launch.STOP_GRACE_S).
+OUTSIDE_AFTER_S = 10.0
 
 
 def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
@@ -139,17 +137,14 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import shutil
     import tempfile
 
-    from gpubench.harness.commands.bench_table import print_one_table
-    from gpubench.harness.commands.budget_builds import ExtraBuilds, WithinBudget, deadline_args, run_deadline_s
-    from gpubench.harness.processes.build_runs import run_builds as launch_builds
-    from gpubench.harness.processes.launch import Job, python_module
+    from gpubench.harness.commands.budget_builds import deadline_args, run_deadline_s
+    from gpubench.harness.processes.launch import Job, python_module, stop_requests
     from gpubench.harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
     deadline_s = run_deadline_s(args)  # --budget: every build process shares the run's one end
-    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
 
     def job_for(build: int, builds: int | None) -> Job:
         plan = build_plan(args, extra, scratch, build, builds, deadline_args(deadline_s))
@@ -158,7 +153,36 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         return Job(python_module("gpubench.harness.processes.build_main"), dict(os.environ), hold_sigint=True,
                    plan=plan)
 
+    launcher = build_launcher(args, deadline_s)
+    # a signal while the fork server closes or the table prints (after the builds' own watch) stops the run as well
+    with stop_requests() as request:
+        try:
+            outcome, budget_notes = launched_builds(args, extra, launcher, job_for, deadline_s)
+        finally:
+            getattr(launcher, "close", lambda: None)()
+            shutil.rmtree(scratch, ignore_errors=True)
+    if request.signum and not outcome.stopped:
+        from gpubench.harness.processes.build_runs import signal_exit
+
+        outcome = replace(outcome, code=signal_exit(request.signum))
+    say_outcome(outcome, budget_notes, args, extra)
+    return outcome.code
+
+
+def launched_builds(
+    args: argparse.Namespace, extra: list[str], launcher: ProcessLauncher, job_for: Callable[[int, int | None], Job],
+    deadline_s: float | None,
+) -> tuple[BuildsOutcome, list[str]]:
+    """The run's builds (within the budget, then extra ones while it has time), their one table under -v; the
+    budget's notes."""
+    from gpubench.harness.commands.bench_table import print_one_table
+    from gpubench.harness.commands.budget_builds import ExtraBuilds, WithinBudget
+    from gpubench.harness.processes.build_runs import run_builds as launch_builds
+
+    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
     verbose = asks_verbose(extra)  # else each build's end line says it, and the table is pytest-benchmark's -v
+    budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
+    more = None if deadline_s is None else ExtraBuilds(deadline_s, csv_path)
 
     def announce(build: int, builds: int) -> None:
         if not verbose:
@@ -168,27 +192,28 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
         elif build and (budgeted is None or budgeted.starts(build)):
             print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
 
-    launcher = build_launcher(args)
-    budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
-    more = None if deadline_s is None else ExtraBuilds(deadline_s, csv_path)
-    try:
-        outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce,
-                                more or (lambda build, answers: False))
+    outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce,
+                            more or (lambda build, answers: False))
+    args.rows_written = sum(answer.rows_written for answer in outcome.answers)  # read by record_exit
+    if verbose:
         tables = [Path(answer.benchmark_json) for answer in outcome.answers if answer.benchmark_json]
-        if verbose:
-            print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
-    finally:
-        getattr(launcher, "close", lambda: None)()
-        shutil.rmtree(scratch, ignore_errors=True)
-    for note in outcome.notes + (budgeted.notes() if budgeted is not None else []):
+        print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
+    return outcome, budgeted.notes() if budgeted is not None else []
+
+
+def say_outcome(outcome: BuildsOutcome, budget_notes: list[str], args: argparse.Namespace, extra: list[str]) -> None:
+    """The lines that say how the builds ended, each with the rows kept."""
+    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
+    for note in outcome.notes + budget_notes:
         print(f"gpubench: {no_cases_line(args, extra) if note == NO_CASES_LINE else note}", file=sys.stderr)
     if outcome.cut_short:
-        print(f"gpubench: {outcome.cut_short}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole)",
+        print(f"gpubench: {outcome.cut_short}: {rows_kept(csv_path)}", file=sys.stderr)
+    if outcome.cut:
+        print(f"gpubench: budget: {outcome.cut}; {rows_kept(csv_path)} — raise --budget if it is only slow",
               file=sys.stderr)
     if outcome.died:
-        print(f"\ngpubench: {outcome.died}: {count_rows_safely(csv_path)} rows kept in {csv_path} (each whole); "
-              "the case in progress was not recorded — re-run with another --run-id for the rest", file=sys.stderr)
-    return outcome.code
+        print(f"\ngpubench: {outcome.died}: {rows_kept(csv_path)}; the case in progress was not recorded"
+              + (" — re-run with another --run-id for the rest" if csv_path.exists() else ""), file=sys.stderr)
 
 
 # --device cuda:all: the micro-benchmarks on each visible GPU in turn, one run per GPU, then one report that sets
@@ -272,14 +297,41 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     except UsageError as error:
         return fail(str(error), code=ExitCode.REFUSED)
     watch = CpuWatch()
-    code = run_builds(args, extra)
     csv_path = Path(args.results_dir) / f"{run_id}.csv"
+    from gpubench.harness.processes.lifetime import stops_raised
+
+    try:  # a stop outside the builds' own watch (before them, after them, in the report): a line, not a traceback
+        with stops_raised():
+            code = run_builds(args, extra)
+            return after_builds(args, code, csv_path, watch)
+    except KeyboardInterrupt as stop:  # a StopSignal (or Ctrl-C where another handler was in place)
+        return interrupted(int(getattr(stop, "code", ExitCode.INTERRUPTED)), csv_path, report_due=not args.no_report)
+
+
+def after_builds(args: argparse.Namespace, code: int, csv_path: Path, watch: CpuWatch) -> int:
+    """The noise line, then the interrupted line (builds stopped: the rest is for another run) or the report."""
     say_noise(csv_path, watch)
     if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED, ExitCode.HANGUP, ExitCode.TERMINATED):
-        kept = count_rows_safely(csv_path)  # records, not lines: a quoted reason may hold a newline
-        print(f"gpubench: interrupted: {kept} rows kept in {csv_path} (each whole); re-run with another --run-id "
-              "for the rest", file=sys.stderr)
-        return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code
+        return interrupted(code, csv_path, report_due=False)
+    if getattr(args, "rows_written", 0) and not csv_path.exists():  # removed or moved under the run
+        print(f"gpubench: error: {csv_path} is gone: its builds wrote {args.rows_written} rows there, and something "
+              "removed or moved the file (or its folder) during the run — keep the results folder while a run writes "
+              "it", file=sys.stderr)
+        return max(code, ExitCode.FAILED)
     if code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report:  # > 128: a build killed
         return code
-    return report_after_run([csv_path], Path(args.results_dir) / f"{run_id}-report", code)
+    return report_after_run([csv_path], csv_path.with_name(f"{csv_path.stem}-report"), code)
+
+
+def interrupted(code: int, csv_path: Path, report_due: bool) -> int:
+    """The stop line of an interrupted run, with the rows kept (none: it names no file) and, stopped after its builds
+    (`report_due`), how to make the report it did not write; the exit code for the signal (130 for Ctrl-C)."""
+    if not csv_path.exists():
+        print(f"gpubench: interrupted: {NO_ROWS}", file=sys.stderr)
+    elif not report_due:
+        print(f"gpubench: interrupted: {rows_kept(csv_path)}; re-run with another --run-id for the rest",
+              file=sys.stderr)
+    else:
+        print(f"gpubench: interrupted: {rows_kept(csv_path)}; the report was not written — gpubench report "
+              f"{csv_path} makes it later", file=sys.stderr)
+    return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code

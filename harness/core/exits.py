@@ -18,7 +18,8 @@ class ExitCode(IntEnum):
         return member
 
     OK = 0, "done: every case passed, no slowdown, every target done"
-    FAILED = 1, "a case failed; for compare and ab, slower beyond the threshold; for fleet, a target failed"
+    FAILED = 1, ("a case failed; for compare and ab, slower beyond the threshold or a broken case (for compare also "
+                 "one BASE measured that NEW's budget held back); for fleet, a target failed")
     ERROR = 2, "bad input (a usage error, a file that cannot be read, a refused folder): one line naming it"
     INTERNAL = 3, "pytest internal error in a build"
     REFUSED = 4, ("a problem found before the first case: an option, the device, the run id, the results folder, "

@@ -22,6 +22,10 @@ UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smh])", re.ASCII)
 NO_BUDGET = ("none", "off", "unlimited")
 MAX_BUDGET_S = 7 * 24 * 3600.0  # a week: longer is no budget at all, and a timer of 1e300 s overflows
+# The least --budget a run accepts: a `gpubench run`'s first build reaches its first case 3-4 s after the run starts on
+# a 2-core VM (an interpreter with torch, the collection, the look at the machine, the cost model's probe); at 4 s no
+# case got any of it, at 5 s three of four smoke matmuls were measured.
+MIN_BUDGET_S = 5.0
 # A share below this cannot build a case and time one call: skipped at once, so many small starts cannot overrun.
 MIN_SHARE_S = 0.2
 # A case still running this long past the budget is cut; the larger of the two, so a short budget's slow last case is
@@ -74,12 +78,23 @@ def parse_duration(text: str | float | None, flag: str = "--budget") -> float | 
         return None
     parts = DURATION_PART.findall(cleaned)
     whole = bool(parts) and "".join(number + unit for number, unit in parts) == cleaned
+    units = [UNITS_S[unit] for _, unit in parts]
+    whole = whole and units == sorted(set(units), reverse=True)  # 1h30m, not 1h1h (2 h?) nor 30m1h
     seconds = sum(float(number) * UNITS_S[unit] for number, unit in parts) if whole else 0.0
     if not 0 < seconds < math.inf:
         raise UsageError(f"{flag} {text[:40]!r}: use a duration such as 90s, 4m, 1h or 1h30m "
                          "(or none for no limit)")
     if seconds > MAX_BUDGET_S:  # timers and deadlines overflow long before a float does
         raise UsageError(f"{flag} {text[:40]!r}: at most {MAX_BUDGET_S // 3600:.0f}h — use none for no limit")
+    return seconds
+
+
+def parse_budget(text: str | float | None) -> float | None:
+    """--budget in seconds (None: no limit); below MIN_BUDGET_S it is one line naming the least accepted."""
+    seconds = parse_duration(text)
+    if seconds is not None and seconds < MIN_BUDGET_S:
+        raise UsageError(f"--budget {str(text)[:40]}: below {format_duration(MIN_BUDGET_S)}, too short for a build to "
+                         f"start and build one case — pass --budget {MIN_BUDGET_S:g}s or more (or none for no limit)")
     return seconds
 
 
@@ -97,12 +112,16 @@ def format_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class CaseCost:
-    """A case's build and first-call seconds (None: no call made), from this machine's history or, with
-    `predicted`, from the cost model."""
+    """A case's build and first-call seconds (None: no call made): from this run's first build; with `history`, from
+    this machine's earlier runs (they order and cap shares, never skip a case before a call of its own in this run);
+    with `predicted`, from the cost model. `model_call_s`: the cost model's first call of a case history prices, kept
+    where history says one call cannot fit (the model, for this run, may still skip it unbuilt)."""
 
     build_s: float
     first_call_s: float | None = None
     predicted: bool = False
+    history: bool = False
+    model_call_s: float | None = None
 
 
 def water_level(costs: list[float | None], left_s: float) -> float:
@@ -133,7 +152,7 @@ class CaseShare:
 
     share_s: float
     budget_s: float
-    known_call_s: float | None = None  # its first call as this machine's history says, checked before the build
+    known_call_s: float | None = None  # its first call as priced before the build (this run, the model), checked then
     predicted_build_s: float | None = None  # the cost model's, where no history of the case exists
     expected_build_s: float | None = None  # what the plan expects the build to cost (history, else the model)
     priced_as: str = ""  # how a known first call was priced, said when it refuses the case
@@ -162,7 +181,8 @@ class CaseShare:
             return (f"over budget: one call takes {format_duration(call_s)} and {spent} of its {share} share of the "
                     f"{budget} budget went to building and warming it up: no timed call fits — "
                     "raise --budget or deselect it")
-        priced = f" ({self.priced_as})" if self.priced_as else ""
+        # the price is named only where it decided: a call measured in this build speaks for itself
+        priced = f" ({self.priced_as})" if self.priced_as and call_s == self.known_call_s else ""
         return (f"over budget: one call takes {format_duration(call_s)}{priced}; its share of the {budget} budget is "
                 f"{share} — raise --budget or deselect it")
 

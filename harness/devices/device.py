@@ -18,6 +18,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.devices.cpu_limits import usable_cores
 
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
 _SPEC = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
@@ -242,6 +243,8 @@ def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
     return peak
 
 
+# ---- the cores this process may use: what threads, ranks and shares are planned for -------------------------------
+
 MAX_PROCS_PER_CORE = 4  # gloo ranks beyond this share the cores so thinly that the case measures the scheduler
 RANK_HOST_BYTES = 1_500_000_000  # host memory one CPU rank needs: torch, the CNN, the preloaded dataset
 
@@ -259,10 +262,11 @@ def default_nproc(device: torch.device) -> int:
 
 def check_cpu_nproc(nproc: int) -> None:
     """CPU ranks the machine cannot hold: too many per core, or more than its free memory."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if nproc > MAX_PROCS_PER_CORE * cores:
-        raise UsageError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on this "
-                         f"{cores}-core machine — use --nproc {MAX_PROCS_PER_CORE * cores} or fewer")
+        raise UsageError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on the {cores} "
+                         f"core{'s' if cores != 1 else ''} this process may use — use --nproc "
+                         f"{MAX_PROCS_PER_CORE * cores} or fewer")
     available = available_memory_bytes()
     if nproc > 1 and nproc * RANK_HOST_BYTES > available:
         fits = max(1, available // RANK_HOST_BYTES)

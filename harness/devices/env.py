@@ -192,7 +192,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "sm_count": "",
         "compute_capability": "",
         "cpu_model": cpu,
-        "cpu_cores": os.cpu_count() or 0,
+        "cpu_cores": os.cpu_count() or 0,  # the machine's every core, a hardware fact (machine_id): not the run's share
         "ram_bytes": ram_bytes(),
         "llc_bytes": llc_bytes(device),
         "os": f"{platform.system()} {platform.release()}",

@@ -7,10 +7,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import torch
 
+from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.env import gpu_other_processes, gpu_utilization
 from gpubench.harness.records.row import Load
 
@@ -19,14 +21,17 @@ GPU_BUSY_FRAC = 0.1  # before the first case, kernels ran on the GPU more than t
 
 
 class LoadMeter:
-    """Other processes' share of the machine's CPU during a case: system CPU time minus this tree's, over wall time."""
+    """Other processes' share of the CPUs this process may run on during a case: their CPU time minus this tree's,
+    over wall time. Under taskset the other CPUs' load is no one's share of ours."""
 
     def __init__(self) -> None:
+        self.cpus = own_cpus()
         self.start_wall = time.monotonic()
         self.start_system, self.start_own = self._system_s(), self._own_s()
 
-    @staticmethod
-    def _system_s() -> float:
+    def _system_s(self) -> float:
+        if self.cpus is not None:
+            return cpus_busy_s(self.cpus)
         times = psutil.cpu_times()
         return float(times.user + times.system + getattr(times, "nice", 0.0))
 
@@ -46,7 +51,32 @@ class LoadMeter:
         if wall_s <= 0:
             return 0.0
         others_s = (self._system_s() - self.start_system) - (self._own_s() - self.start_own)
-        return min(1.0, max(0.0, others_s / (wall_s * (os.cpu_count() or 1))))
+        cpus = len(self.cpus) if self.cpus is not None else os.cpu_count() or 1
+        return min(1.0, max(0.0, others_s / (wall_s * cpus)))
+
+
+PROC_STAT = Path("/proc/stat")
+
+
+def own_cpus(stat: Path = PROC_STAT) -> frozenset[int] | None:
+    """The CPUs this process's affinity allows where that is fewer than the machine's and /proc/stat counts each by
+    its number (psutil's per-CPU list skips an offline one, shifting the rest); None: the machine's share."""
+    try:
+        allowed = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return None
+    return allowed if len(allowed) < (os.cpu_count() or 0) and stat.is_file() else None
+
+
+def cpus_busy_s(cpus: frozenset[int], stat: Path = PROC_STAT) -> float:
+    """Seconds `cpus` spent in user, nice and system time since boot, from /proc/stat's `cpuN` lines (clock ticks)."""
+    ticks = 0
+    for line in stat.read_text().splitlines():
+        name, _, fields = line.partition(" ")
+        if name[3:].isdigit() and name.startswith("cpu") and int(name[3:]) in cpus:
+            user, nice, system = (int(value) for value in fields.split()[:3])
+            ticks += user + nice + system
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def load_of(busy_frac: float, device: torch.device) -> Load:
@@ -86,17 +116,17 @@ def look(meter: LoadMeter, device: torch.device, window_s: float = LOOK_WINDOW_S
     """The machine as `meter` (started earlier, at the run's set-up) saw it, over at least `window_s`."""
     time.sleep(max(0.0, window_s - (time.monotonic() - meter.start_wall)))
     on_gpu = device.type == "cuda"
-    return Look(os.cpu_count() or 1, round(meter.busy_frac(), 4),
+    return Look(usable_cores(), round(meter.busy_frac(), 4),
                 gpu_other_processes(device.index or 0) if on_gpu else None,
                 gpu_utilization(device.index or 0) if on_gpu else None)
 
 
 def threads_for(seen: Look, threads_now: int) -> int | None:
-    """Torch threads that follow the free cores of a busy CPU (None: keep torch's): a parallel op waits for its
-    slowest thread, and a thread on a busy core is slow (a small step ran ~1.8x slower with one thread too many)."""
-    if not seen.cpu_busy or seen.free_cores() >= threads_now:
-        return None
-    return seen.free_cores()
+    """Torch threads no more than the cores this process may use (torch counts its affinity, not its cgroup's quota),
+    and on a busy CPU than the free ones (None: keep torch's): a parallel op waits for its slowest thread, and a
+    thread on a busy core, or past the quota, is slow (a small step ran ~1.8x slower with one thread too many)."""
+    cores = seen.free_cores() if seen.cpu_busy else seen.cores
+    return cores if cores < threads_now else None
 
 
 def seen_text(seen: Look, device: torch.device) -> str:
@@ -110,7 +140,8 @@ def seen_text(seen: Look, device: torch.device) -> str:
 def look_line(seen: Look, threads: tuple[int, int] | None, device: torch.device) -> str:
     """One line before the first case: what else used the machine and what that does to the figures."""
     if not seen.busy:
-        return f"gpubench: machine quiet before the first case ({seen_text(seen, device)})"
+        moved = f"; torch threads {threads[0]} -> {threads[1]} (the cores this process may use)" if threads else ""
+        return f"gpubench: machine quiet before the first case ({seen_text(seen, device)}){moved}"
     moved = f"torch threads {threads[0]} -> {threads[1]} (the free cores); " if threads is not None else ""
     return (f"gpubench: machine busy before the first case: {seen_text(seen, device)} — {moved}figures may read "
             "slow and their rows are flagged busy; --wait-quiet 10m waits for a quieter machine first")

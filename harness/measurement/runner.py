@@ -3,6 +3,7 @@ Every outcome (ok, skipped, unreached, oom, failed) becomes a row."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 from collections.abc import Callable
@@ -110,11 +111,21 @@ def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | No
         return CaseResult(Status("unreached", str(error)), figures=dict(error.columns)), None
     if isinstance(error, DeadlinePassed):  # recorded, then the test is cut too: the run is past its end
         return CaseResult(Status("failed", str(error))), error
+    if isinstance(error, pytest_skip()):  # pytest.skip() in a user's step: the row says so, then pytest does
+        return CaseResult(Status("skipped", str(getattr(error, "msg", "") or error))), error
+    if not isinstance(error, Exception):  # pytest.fail(), pytest-timeout's cut (BaseExceptions): recorded, re-raised
+        return CaseResult(Status("failed", one_line(error))), error
     if isinstance(error, Diverged):
         return CaseResult(Status("failed", f"{error.prefix}: {error}"), figures=dict(error.columns)), None
     if devices.is_out_of_memory(error):
         return CaseResult(Status("oom", one_line(error))), None
     return CaseResult(Status("failed", one_line(error))), error
+
+
+def pytest_skip() -> type[BaseException] | tuple[()]:
+    """pytest.skip()'s exception (its public name), where pytest runs this case; the harness runs without it too."""
+    skip = getattr(sys.modules.get("pytest"), "skip", None)
+    return getattr(skip, "Exception", None) or ()
 
 
 def case_precision(case: Case) -> str | None:
@@ -150,7 +161,9 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
             check_known_cost(ctx.share)
             timed = workload.build(case, ctx)
             result = measured_result(case, timed, ctx, rounds, untimed, str(base_row.get("device_name", "")))
-        except (Exception, DeadlinePassed) as error:  # noqa: BLE001 - every failure becomes a row
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):  # Ctrl-C, SIGTERM (StopSignal), exit: no row
+            raise
+        except BaseException as error:  # noqa: BLE001 - every other end becomes a row: pytest's outcomes too
             result, failure = failure_result(error)
     finally:
         if timed is not None and timed.cleanup is not None:

@@ -22,6 +22,7 @@ class BuildsOutcome:
     notes: list[str] = field(default_factory=list)
     died: str = ""  # which build process a signal killed, and how: 'build 2 of 3 was killed by SIGKILL (...)'
     cut_short: str = ""  # a later build that ended the run with an exit of its own: 'build 2 of 3 ended with exit 4'
+    cut: str = ""  # the build the launcher cut from outside past the run's end: 'build 1 of 1 (in test_x) did not ...'
     answers: list[BuildAnswer] = field(default_factory=list)  # what each build answered, in order
 
 
@@ -64,12 +65,14 @@ def run_builds(
                 return replace(outcome, code=max(outcome.code, worst), answers=answers)
             worst = max(worst, done.code if done.code != NO_TESTS else 0)
             build += 1
+        if request.signum:  # came as the last build ended: every build ran, but the run was asked to stop
+            return BuildsOutcome(signal_exit(request.signum), builds, True, answers=answers)
     return BuildsOutcome(worst, builds, answers=answers)
 
 
 # A later build's stop, named (the first build's usage error is pytest's one ERROR line, enough alone).
 LATER_STOPS = {
-    3: "an internal error, above",
+    3: "pytest's internal error, above",
     4: "a usage error, above",
     NO_TESTS: "it selected no case, though the first build's collection asked for more builds",
 }
@@ -83,6 +86,8 @@ def build_outcome(
     if signum:  # this process got a signal: the run stops after this build, whatever it exited with
         notes = [f"{where} {done.stalled}"] if done.stalled else []
         return BuildsOutcome(signal_exit(signum), builds, True, notes)
+    if done.cut:  # a case cut past the budget fails the run, as the in-process cut does
+        return BuildsOutcome(ExitCode.FAILED, builds, True, cut=f"{where}{case_in_progress(done)} {done.cut}")
     if done.stalled:  # ProcessLauncher killed it: stopped for too long
         return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
     if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
@@ -92,13 +97,38 @@ def build_outcome(
         return BuildsOutcome(ExitCode.FAILED, builds, True,
                              died=f"{where} ended with exit 0 before pytest finished, without a word: "
                              "its code (a --model factory, a conftest or a test) called os._exit")
+    if code not in PYTEST_EXITS and code not in OWN_EXITS:  # neither pytest's code nor the plugin's: the build's own
+        return BuildsOutcome(ExitCode.FAILED, builds, True, died=f"{where} ended with exit {code}, "
+                             + foreign_exit(done))
     if later and code in LATER_STOPS:  # no later build either: a build with no case means the rest have none
         return BuildsOutcome(0 if code == NO_TESTS else code, builds, True,
                              cut_short=f"{where} ended with exit {code} ({LATER_STOPS[code]}): no later build started")
-    if code == ExitCode.INTERNAL:  # pytest's traceback alone does not say what ended it, nor what was kept
-        return BuildsOutcome(code, builds, True, [
-            f"{where} ended with exit 3, pytest's internal error above (a test module or conftest that calls sys.exit "
-            "as it is imported ends pytest so)"])
+    if code == ExitCode.INTERNAL:  # pytest's INTERNALERROR: its own lines above say what raised; what was kept is ours
+        return BuildsOutcome(code, builds, True, [f"{where} ended with exit 3, pytest's internal error above"])
     if code in stop_codes:
         return BuildsOutcome(code, builds, True)
     return None
+
+
+PYTEST_EXITS = range(6)  # pytest.ExitCode: 0 passed ... 5 no tests collected
+OWN_EXITS = frozenset(int(code) for code in ExitCode)  # the plugin's own: 75 results full, 129, 130, 143
+
+
+def foreign_exit(done: Completed) -> str:
+    """Who chose an exit code that is neither pytest's nor gpubench's, from the build's last answer."""
+    code, session = done.code, done.answer.exit_code if done.answer is not None else None
+    if session is None:
+        return (f"a code pytest never gives, before pytest finished: the build's own code (a --model factory, a "
+                f"conftest, a test or a thread of theirs) ended the process with it (os._exit({code}))")
+    if session == code:
+        return f"which a plugin or conftest gave pytest (pytest.exit(returncode={code}))"
+    return (f"a code pytest never gives, after its session ended with {session}: an atexit handler or a plugin's "
+            "unconfigure ended the process with it")
+
+
+def case_in_progress(done: Completed) -> str:
+    """' (in <test id>)' when the build's last answer named the case it had started, ' (before its first case)' when
+    it never answered its collection (a --model factory's check, a conftest, an import), else ''."""
+    if done.answer is None:
+        return " (before collecting its cases: a --model factory's check, a conftest or an import)"
+    return f" (in {done.answer.case})" if done.answer.case else ""

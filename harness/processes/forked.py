@@ -9,10 +9,14 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.harness.processes.launch import BuildHandle, Job, ProcessLauncher, build_preexec
+from gpubench.harness.core.exits import BUILD_INTERRUPTED
+from gpubench.harness.processes.launch import (POLL_S, BuildHandle, Job, ProcessLauncher, build_preexec, safe_path,
+                                               signal_name)
 from gpubench.harness.processes.lifetime import kill_group, process_state
 from gpubench.harness.processes.protocol import Channel
 
@@ -38,21 +42,37 @@ class ForkServer:
         """The server under `python` and `env`, which its forked builds inherit (a `gpubench ab` side's venv)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            process = subprocess.Popen([python, "-m", SERVER_MODULE, str(theirs.fileno())], env=env,
-                                       pass_fds=(theirs.fileno(),), preexec_fn=build_preexec(hold_sigint=True))
+            # SIGTERM at the run's death: the server then ends its build as the launcher would (fork_server)
+            process = subprocess.Popen([python, "-m", SERVER_MODULE, str(theirs.fileno())], env=safe_path(env),
+                                       pass_fds=(theirs.fileno(),),
+                                       preexec_fn=build_preexec(hold_sigint=True, death_signal=signal.SIGTERM))
         finally:
             theirs.close()
         return cls(process, ours)
 
-    def ready(self) -> str:
+    def ready(self, stop: Callable[[], int] = lambda: 0) -> str:
         """'' once the server can fork builds; else why builds start as plain processes."""
         try:
-            message = self.receive(READY_LIMIT_S)
+            message = self.reply(READY_LIMIT_S, stop)
         except EOFError:
             return f"the fork server ended before it was ready (exit {self.process.wait()})"
         if message is None or not message.get("ready"):
-            return f"the fork server was not ready within {READY_LIMIT_S:.0f} s"
+            return str((message or {}).get("fork_problem") or
+                       f"the fork server was not ready within {READY_LIMIT_S:.0f} s")
         return str(message.get("fork_problem", ""))
+
+    def reply(self, limit_s: float, stop: Callable[[], int]) -> dict[str, Any] | None:
+        """The server's next message within `limit_s`; a stopped server (state T) answers nobody, so once `stop()`
+        names a signal (Ctrl-C) it is given up at once ('fork_problem'), not waited out."""
+        deadline_s = time.monotonic() + limit_s
+        while (left_s := deadline_s - time.monotonic()) > 0:
+            message = self.receive(min(left_s, POLL_S))
+            if message is not None:
+                return message
+            if stop() and process_state(self.process.pid) == "T":
+                return {"fork_problem": f"the fork server was stopped (state T) when {signal_name(stop())} came: "
+                                        "ended"}
+        return None
 
     def send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
         socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
@@ -73,6 +93,8 @@ class ForkServer:
 
     def close(self) -> None:
         self.control.close()  # the server leaves at the end of its socket
+        if process_state(self.process.pid) == "T":  # a stopped one never reads that end: no wait for it
+            kill_group(self.process.pid)
         try:
             self.process.wait(CLOSE_GRACE_S)
         except subprocess.TimeoutExpired:
@@ -153,12 +175,13 @@ class ForkLauncher(ProcessLauncher):
         return {self.server.process.pid} if self.server is not None else set()
 
     def start(self, job: Job, channel: Channel | None) -> BuildHandle:
+        ruled_out = self.plain_why
         server = self._server(job.env) if channel is not None else None
         if server is None or channel is None:
-            return super().start(job, channel)
+            return self._plain(job, channel, self.plain_why if self.plain_why != ruled_out else "")
         try:
             server.send({"op": "start"}, fds=channel.child_fds)
-            message = server.receive(FORK_REPLY_S)
+            message = server.reply(FORK_REPLY_S, lambda: self.stop.signum)
             if message is None:
                 message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
                            "(stopped? hung?): ended"}
@@ -166,11 +189,18 @@ class ForkLauncher(ProcessLauncher):
             message = {"fork_problem": "the fork server ended"}
         if message.get("fork_problem"):  # found before its second build (it has ended), or a server gone silent
             self._go_plain(str(message["fork_problem"]))
-            return super().start(job, channel)
+            return self._plain(job, channel, self.plain_why)
         channel.handed_over()
         if not isinstance(message.get("started"), int):
             raise EOFError("the fork server did not start the build")
         return ForkedBuild(server, message["started"])
+
+    def _plain(self, job: Job, channel: Channel | None, given_up: str = "") -> BuildHandle:
+        """A plain build, unless a signal came while this start waited for the server it `given_up`: the run stops,
+        and a fresh interpreter would only start to be interrupted."""
+        if self.stop.signum and given_up:
+            return NotStarted(f"was not started: {given_up}")
+        return super().start(job, channel)
 
     def _server(self, env: dict[str, str] | None) -> ForkServer | None:
         if self.server is None and not self.plain_why:
@@ -178,7 +208,7 @@ class ForkLauncher(ProcessLauncher):
                 self._go_plain(f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there")
             else:
                 self.server = ForkServer.start(env, self.python)
-                if why := self.server.ready():
+                if why := self.server.ready(lambda: self.stop.signum):
                     self._go_plain(why)
         return self.server
 
@@ -191,3 +221,32 @@ class ForkLauncher(ProcessLauncher):
         if self.server is not None:
             self.server.close()
             self.server = None
+
+
+@dataclass
+class NotStarted:
+    """A build the run stopped before it started (a signal while its fork server was stopped): ended, named."""
+
+    why: str
+    pid: int = -1  # no process: named among a run's children by no one
+
+    def send_signal(self, signum: int) -> None:
+        pass
+
+    def ended(self, within_s: float) -> bool:
+        return True
+
+    def kill_group(self) -> None:
+        pass
+
+    def wait(self) -> int:
+        return BUILD_INTERRUPTED
+
+    def running(self) -> bool:
+        return False
+
+    def stopped(self) -> str:
+        return ""
+
+    def lost(self) -> str:
+        return self.why

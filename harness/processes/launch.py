@@ -1,6 +1,6 @@
 """Launchers (`Launcher.run(job)`): ProcessLauncher, a build in a process group of its own that dies with this
-process, gets SIGINT, SIGTERM and SIGHUP passed on once, then STOP_GRACE_S to stop with its rows whole; torchrun's
-is in gpubench.harness.processes.torchrun."""
+process, gets SIGINT, SIGTERM and SIGHUP passed on once, then STOP_GRACE_S to stop with its rows whole, and is cut
+from outside past the run's end (`cut_at_s`); torchrun's is in gpubench.harness.processes.torchrun."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gpubench.harness.processes.lifetime import (
-    adopting, child_pids, child_preexec, ended_unreaped, kill_adopted, kill_group, process_state, token_alive,
+    adopting, child_pids, child_preexec, ended_unreaped, ignored, kill_adopted, kill_group, process_state, token_alive,
 )
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, Channel
 
@@ -46,6 +46,7 @@ class Completed:
     signal: int = 0  # ProcessLauncher: the first signal this process got and passed on during the launch
     answer: BuildAnswer | None = None  # ProcessLauncher: what a planned build answered (None: it died first)
     vanished: bool = False  # a planned build exited 0 before its session ended: its own code called os._exit
+    cut: str = ""  # ProcessLauncher: why and how it cut the build from outside, past the run's end ('' if it did not)
 
 
 class Launcher(Protocol):
@@ -56,10 +57,15 @@ class Launcher(Protocol):
 class ProcessLauncher:
     """A build in a group of its own, so that a terminal's Ctrl-C and a `kill -INT` of this process alone each reach
     it once; one stopped (state T) for `stopped_limit_s` is killed and named. `stop_with` names a process whose end is
-    passed on as SIGTERM (a local fleet: its job's controller outlives a fleet killed with -9)."""
+    passed on as SIGTERM (a local fleet: its job's controller outlives a fleet killed with -9). A build still running at
+    `cut_at_s` (wall clock) is cut from outside: the run's in-process cut (a SIGALRM) cannot reach code stuck in one C
+    call or that blocked it, so SIGTERM, then SIGKILL of its group CUT_GRACE_S later; `cut_why` starts its line."""
 
     stopped_limit_s: float | None = None
     stop_with: str = ""
+    cut_at_s: float | None = None
+    cut_why: str = ""
+    stop: StopRequest = field(default_factory=lambda: StopRequest())  # a signal while a build starts (watch_builds)
 
     def kept_pids(self) -> set[int]:
         """Children kept between builds (none here): never a build's stray."""
@@ -71,7 +77,7 @@ class ProcessLauncher:
     def start(self, job: Job, channel: Channel | None) -> BuildHandle:
         own = channel.build_args() if channel is not None else []
         fds = channel.child_fds if channel is not None else ()
-        child = subprocess.Popen([*job.argv, *own], env=job.env, preexec_fn=build_preexec(job.hold_sigint),
+        child = subprocess.Popen([*job.argv, *own], env=safe_path(job.env), preexec_fn=build_preexec(job.hold_sigint),
                                  pass_fds=(*job.pass_fds, *fds))
         if channel is not None:
             channel.handed_over()
@@ -101,24 +107,31 @@ def watch_builds(starts: list[tuple[ProcessLauncher, Callable[[], BuildHandle]]]
     # visible, Popen not yet returned) waits in `early` and is passed on once it can be
     early: list[tuple[int, int]] = []  # (signal, how many builds had started and were told it)
     watches: list[BuildWatch] = []
+    request = StopRequest()  # a launcher's start that waits (a fork server's answer) gives up on a signal
+    for launcher, _ in starts:
+        launcher.stop = request
 
     def passed_on(signum: int, frame: object) -> None:
+        request.signum = request.signum or signum
         for watch in watches:
             watch.signalled(signum)
         if len(watches) < len(starts):
             early.append((signum, len(watches)))
 
-    previous = {signum: signal.getsignal(signum) for signum in PASSED_ON}
-    for signum in PASSED_ON:
+    previous = {signum: signal.getsignal(signum) for signum in PASSED_ON if not ignored(signum)}
+    for signum in previous:
         signal.signal(signum, passed_on)
     known = child_pids() if adopting() else None  # under adopt_orphans: what a build leaves is killed after it
     try:
         for launcher, start in starts:
-            watches.append(BuildWatch(start(), launcher.stopped_limit_s, launcher.stop_with))
+            watches.append(BuildWatch(start(), launcher.stopped_limit_s, launcher.stop_with,
+                                      cut_at_s=launcher.cut_at_s, cut_why=launcher.cut_why))
         for signum, told in early:
             for watch in watches[told:]:
                 watch.signalled(signum)
-        return _wait_all(watches, ended)
+        done = _wait_all(watches, ended)
+        # a signal that came as a build ended (its answer read, its strays killed) is the run's all the same
+        return [replace(completed, signal=completed.signal or request.signum) for completed in done]
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -145,16 +158,18 @@ def _wait_all(watches: list[BuildWatch], ended: Callable[[int], None] | None) ->
 # terminal's SIGHUP would otherwise kill this process mid-run and leave its scratch folder behind.
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
+CUT_GRACE_S = 5.0  # after the cut's SIGTERM past the run's end: how long before SIGKILL
 REPEAT_S = 1.0  # the same signal again sooner is the first one twice (see BuildWatch.signalled)
 POLL_S = 0.1  # how often the launcher looks at its build (stopped?); its end is seen within a fifth of it
 STOP_WITH_PERIOD_S = 1.0  # how often it asks whether ProcessLauncher.stop_with's process still runs
 
 
-def build_preexec(hold_sigint: bool) -> Callable[[], None]:
-    """The child dies with this process, in a group of its own (setpgid: Popen's process_group needs 3.11). SIGTTOU
-    and SIGTTIN are ignored: a background group's first print under `stty tostop` or read (pdb) stopped it for good.
-    With `hold_sigint` SIGINT starts blocked (build_main unblocks it): a Ctrl-C at start-up waits, pending."""
-    dies_with_parent = child_preexec()
+def build_preexec(hold_sigint: bool, death_signal: int = signal.SIGKILL) -> Callable[[], None]:
+    """The child dies with this process (a build by SIGKILL: its user code may block SIGTERM), in a group of its own
+    (setpgid: Popen's process_group needs 3.11). SIGTTOU and SIGTTIN are ignored: a background group's first print
+    under `stty tostop` or read (pdb) stopped it for good. With `hold_sigint` SIGINT starts blocked (build_main
+    unblocks it): a Ctrl-C at start-up waits, pending."""
+    dies_with_parent = child_preexec(death_signal)
 
     def preexec() -> None:
         if dies_with_parent is not None:
@@ -224,6 +239,9 @@ class BuildWatch:
     first_signal_s: float = 0.0
     stopped_since_s: float | None = None
     was_stopped: str = ""  # what was stopped when a signal came or the limit passed: "it", "its fork server"
+    cut_at_s: float | None = None  # ProcessLauncher.cut_at_s
+    cut_why: str = ""
+    cut_since_s: float | None = None  # when the cut's SIGTERM went
 
     def signalled(self, signum: int) -> None:
         """Pass the signal on (with SIGCONT, so a stopped build can act on it) and remember it. The same signal within
@@ -234,6 +252,9 @@ class BuildWatch:
         self.signals.append(signum)
         self.first_signal_s = self.first_signal_s or now_s
         self.was_stopped = self.was_stopped or self.child.stopped()
+        self._send(signum)
+
+    def _send(self, signum: int) -> None:
         for sent in (signum, signal.SIGCONT):
             try:
                 self.child.send_signal(sent)
@@ -251,10 +272,20 @@ class BuildWatch:
             self.child.kill_group()  # what it left behind in its group (a wrapper's background process)
             return self._completed(self.child.wait(), self.child.lost())
         why = self._why_end()
-        if why:
+        if why or self._cut_due():
             self.child.kill_group()
-            return self._completed(self.child.wait(), why)
+            return self._completed(self.child.wait(), why, killed=True)
         return None
+
+    def _cut_due(self) -> bool:
+        """Past the run's end (cut_at_s) the build gets SIGTERM, which unwinds a case still in Python; True once
+        CUT_GRACE_S more have passed: it is then killed, whatever it blocked or ignored."""
+        if self.cut_at_s is None or (self.signals and self.cut_since_s is None) or time.time() < self.cut_at_s:
+            return False
+        if self.cut_since_s is None:
+            self.cut_since_s = time.monotonic()
+            self._send(signal.SIGTERM)
+        return time.monotonic() - self.cut_since_s >= CUT_GRACE_S
 
     def _why_end(self) -> str:
         """Why the build must be killed now, or ''."""
@@ -278,14 +309,19 @@ class BuildWatch:
                     "killed" + (", the build with it" if stopped != "it" else ""))
         return ""
 
-    def _completed(self, code: int, why: str) -> Completed:
+    def _completed(self, code: int, why: str, killed: bool = False) -> Completed:
+        cut = ""
+        if self.cut_since_s is not None:
+            cut = f"{self.cut_why}: cut from outside, " + (
+                f"killed (SIGKILL) when SIGTERM had not ended it within {CUT_GRACE_S:.0f} s" if killed
+                else "ended by SIGTERM")
         if self.was_stopped and self.signals:  # which build was stopped is worth a line: someone stopped it
             name = signal.Signals(self.signals[0]).name
             continued = (f"had been stopped (state T): continued so it could act on {name}" if self.was_stopped == "it"
                          else f"waited on {self.was_stopped}, which had been stopped (state T): continued so it could "
                          f"pass {name} on")
             why = f"{continued}, but {why}" if why else continued
-        return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0)
+        return Completed(code, stalled=why, signal=self.signals[0] if self.signals else 0, cut=cut)
 
 
 # pytest's exit codes: 0 passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage error,
@@ -331,7 +367,7 @@ def stop_requests() -> Iterator[StopRequest]:
     def note(signum: int, frame: object) -> None:
         request.signum = request.signum or signum
 
-    previous = {signum: signal.signal(signum, note) for signum in PASSED_ON}
+    previous = {signum: signal.signal(signum, note) for signum in PASSED_ON if not ignored(signum)}
     try:
         yield request
     finally:
@@ -344,6 +380,13 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def safe_path(env: dict[str, str] | None) -> dict[str, str]:
+    """A build's interpreter does not put its working folder first on the import path (`python -m` does): a
+    `torch.py` or `pytest.py` there would be imported instead of the real one. PYTHONSAFEPATH is Python 3.11's; an
+    older side's interpreter ignores it. The user's own modules stay importable: --model appends the folder."""
+    return {**(os.environ if env is None else env), "PYTHONSAFEPATH": "1"}
 
 
 def python_module(module: str, *args: str) -> list[str]:

@@ -5,25 +5,28 @@ rows or holding ranks, and a daemon a build starts must not load the machine lat
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess
 
-from gpubench.harness.core.exits import BUILD_INTERRUPTED
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, StopSignal
 
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """In the child, before exec: the kernel sends SIGTERM when the parent dies (even by SIGKILL)."""
+def die_with_parent(death_signal: int = signal.SIGTERM) -> None:
+    """In the child, before exec: the kernel sends `death_signal` when the parent dies (even by SIGKILL). A process
+    that runs a user's code gets SIGKILL: that code may block or ignore SIGTERM, and would then outlive its run."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, death_signal)
     except (OSError, AttributeError):  # not Linux/glibc: the parent's own handlers still forward signals
         pass
 
@@ -90,8 +93,32 @@ def kill_adopted(known: set[int], left_by: str, grace_s: float = 5.0) -> list[st
     return killed
 
 
-def child_preexec() -> Callable[[], None] | None:
-    return die_with_parent if sys.platform.startswith("linux") else None
+def child_preexec(death_signal: int = signal.SIGTERM) -> Callable[[], None] | None:
+    return functools.partial(die_with_parent, death_signal) if sys.platform.startswith("linux") else None
+
+
+def ignored(signum: int) -> bool:
+    """Whether this process ignores `signum` (`nohup` ignores SIGHUP, a shell's background job SIGINT): a signal its
+    parent chose to ignore stays ignored, here and in the builds, which inherit it."""
+    return signal.getsignal(signum) is signal.SIG_IGN
+
+
+@contextmanager
+def stops_raised() -> Iterator[None]:
+    """Within, SIGINT, SIGTERM and SIGHUP raise StopSignal: work this process does itself (the report after the
+    builds) ends with its line and exit code, not the default action's silent death. Ctrl-C too: Python's own
+    KeyboardInterrupt, raised inside code an extension runs as it is imported, has the interpreter kill itself with
+    SIGINT at exit (-2) even once caught; a subclass does not. One this process ignores stays ignored."""
+    def stop(signum: int, frame: object) -> None:
+        raise StopSignal(signum)
+
+    taken = [signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if not ignored(signum)]
+    previous = {signum: signal.signal(signum, stop) for signum in taken}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # "<pid>:<start time>" of the process whose end stops `gpubench run` (a local fleet: its job's

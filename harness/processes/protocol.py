@@ -48,6 +48,7 @@ class BuildAnswer:
     verbose_table: bool = False  # the user asked pytest-benchmark for its verbose table
     startup_s: float | None = None  # from this process's start (its fork) to its first case's setup
     notes: list[str] = field(default_factory=list)
+    case: str = ""  # the test id of the case it has started, in an answer sent at its setup: a build cut mid-case
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

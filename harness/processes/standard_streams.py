@@ -1,6 +1,7 @@
 """Standard streams a run cannot lose to: a descriptor 0-2 closed at start is opened on /dev/null (else the next
 file opened, the run's CSV say, would take its number), and a stdout whose write fails (`| head`, a full disk) goes
-to /dev/null with one line on stderr while the run measures on. Torch-free."""
+to /dev/null with one line on stderr while the run measures on; a stderr whose write fails (`2>/dev/full`) goes there
+too, so a refusal keeps its own exit code. Torch-free."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Any, TextIO
 class DroppedOnFailure:
     """sys.stdout that stops printing at its first failed write instead of raising through pytest or a table."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, said: bool = True) -> None:
         self._stream = stream
         self.lost = ""
+        self._said = said  # stdout's loss is said on stderr; stderr's own has nowhere to be said
 
     def write(self, text: str) -> int:
         if not self.lost:
@@ -38,6 +40,8 @@ class DroppedOnFailure:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, self._stream.fileno())  # what is still buffered, and any child's output, goes nowhere
             os.close(null)
+        if not self._said:
+            return
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"gpubench: standard output cannot be written ({self.lost}): printing stops, "
                              "the run goes on\n")
@@ -51,6 +55,8 @@ def guard_standard_streams() -> None:
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
+            if fd:  # a non-blocking stdout (a reader's pipe) fails a write when full: output was cut without a word
+                os.set_blocking(fd, True)
         except OSError:
             null = os.open(os.devnull, os.O_RDWR)
             if null != fd:
@@ -63,3 +69,5 @@ def guard_standard_streams() -> None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     if not isinstance(sys.stdout, DroppedOnFailure):
         sys.stdout = DroppedOnFailure(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, DroppedOnFailure):  # stderr on a full disk: the exit code still says what happened
+        sys.stderr = DroppedOnFailure(sys.stderr, said=False)  # type: ignore[assignment]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,28 +19,54 @@ from gpubench.harness.pytest_plugin.console import console_of
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
+    from gpubench.harness.records.durations import History
 
 
 def plan_budget(state: RunState, items: list[pytest.Item],
                 build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
-    """The plan over every selected (case, build): this machine's history, else the cost model's prediction."""
+    """The plan over every selected (case, build): this run's first build or this machine's history, else the cost
+    model's prediction."""
     from gpubench.harness.measurement.session import skipped_in
-    from gpubench.harness.records.durations import case_costs
 
     entries = planned_entries(state.case_builds, items, build_of)
     if not entries or state.budget_s is None:
         return None
-    machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
-    costs = case_costs(state.session.results_dir, machine, str(state.ctx.device), str(state.ctx.profile))
-    unknown = {case.case_id: (workload, case) for workload, case in map(workload_case, items)
-               if case is not None and case.case_id not in costs}
-    costs.update(predicted_costs(state, list(unknown.values())))
+    found = known_costs(state)
+    selected = {case.case_id: (workload, case) for workload, case in map(workload_case, items) if case is not None}
+    doubted = [case_id for case_id in selected if too_slow_to_trust(found.costs.get(case_id), state.budget_s,
+                                                                     len(selected))]
+    priced = predicted_costs(state, [pair for case_id, pair in selected.items()
+                                     if case_id not in found.costs or case_id in doubted])
+    modelled = {case_id: replace(found.costs[case_id], model_call_s=price.first_call_s) if case_id in found.costs
+                else price for case_id, price in priced.items()}
     try:  # a later build's run file: the cases its first build skipped are not planned for
         skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
-    return budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build, skipped, state.extra_build,
-                       frozenset(state.headline))
+    plan = budget_plan(state.budget_s, state.deadline_s, {**found.costs, **modelled}, entries, state.only_build,
+                       skipped, state.extra_build, frozenset(state.headline))
+    plan.history_note = found.note() or ""
+    return plan
+
+
+def known_costs(state: RunState) -> History:
+    """What the cases cost here before: a later build reads its run's file, where this run's first build priced
+    each case here and now; only the first reads this machine's earlier runs (a bounded read, once per run: 200 MB
+    of them read again in every build turned a 10 s budget into 20.8 s)."""
+    from gpubench.harness.records.durations import case_costs, history
+
+    machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
+    device, profile = str(state.ctx.device), str(state.ctx.profile)
+    if state.only_build:
+        return case_costs([state.session.csv_path], machine, device, profile, from_history=False)
+    return history(state.session.results_dir, machine, device, profile)
+
+
+def too_slow_to_trust(known: CaseCost | None, budget_s: float, cases: int) -> bool:
+    """Whether history says one call of the case takes more than an even split of the budget: then the cost model
+    prices it too, and only the model may skip it before a call of its own."""
+    return (known is not None and known.history and known.first_call_s is not None
+            and known.first_call_s > budget_s / max(cases, 1))
 
 
 def workload_case(item: pytest.Item) -> tuple[Any, Any]:

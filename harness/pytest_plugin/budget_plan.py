@@ -42,9 +42,29 @@ class BudgetPlan:
     seen: list[tuple[float, float]] = field(default_factory=list)  # (build s, its price) of this process's cases
     issued: dict[str, tuple[CaseCost, bool]] = field(default_factory=dict)  # case -> (its prices, share held it)
     promised: set[Item] | None = None  # the headline items the last plan line (or correction) said it funds
+    history_note: str = ""  # what history passed over (durations.History.note), said once in the plan line
 
     def left_s(self) -> float:
-        return self.deadline_s - self.now() - self.later_processes * self.startup_s
+        return self.deadline_s - self.now() - self.later_builds_fit() * self.startup_s
+
+    def later_builds_fit(self) -> int:
+        """The later build processes whose start-up the plan keeps time for: as many as fit beside this process's
+        items at their smallest share, each with its own items at theirs. Kept for every one asked for, 99 later
+        start-ups left a 30 s budget's first build 0 s a case: nothing was measured."""
+        if not self.later_processes or self.startup_s <= 0:
+            return self.later_processes
+        room_s = self.deadline_s - self.now() - len(self.here) * MIN_SHARE_S
+        per_build_s = self.startup_s + MIN_SHARE_S * len(self.later) / self.later_processes
+        return min(self.later_processes, max(0, int(room_s // per_build_s)))
+
+    def planned_later(self) -> list[Item]:
+        """The later items the plan shares time with: those of the later builds that fit (a repeat water-filled
+        beside 98 builds' repeats got 0.03 s where 10 builds fit)."""
+        fit = self.later_builds_fit()
+        if fit >= self.later_processes:
+            return self.later
+        builds = sorted({build for _, build in self.later})[:fit]
+        return [item for item in self.later if item[1] in builds]
 
     def pace(self) -> float:
         """How much longer than their prices this run's cases take here now: the builds seen so far (priced and not
@@ -59,12 +79,17 @@ class BudgetPlan:
         return known.build_s * self.pace() if known is not None else None
 
     def first_call_s(self, case_id: str) -> float | None:
-        """A case's first call at this run's pace, checked before it is built: this machine's history, or the cost
-        model's once this process has seen how far its prices are off (before that, the case's own call decides)."""
+        """A case's first call at this run's pace, checked before it is built: this run's first build's, or the cost
+        model's once this process has seen how far its prices are off (before that, the case's own call decides).
+        History's is never checked: earlier runs order and cap, and a case they say is too slow still gets a call of
+        its own here, unless the cost model says so too."""
         known = self.costs.get(case_id)
-        if known is None or known.first_call_s is None or (known.predicted and not self.seen):
+        if known is None:
             return None
-        return known.first_call_s * self.pace()
+        call_s, modelled = (known.model_call_s, True) if known.history else (known.first_call_s, known.predicted)
+        if call_s is None or (modelled and not self.seen):
+            return None
+        return call_s * self.pace()
 
     def is_headline(self, item: Item) -> bool:
         return item[0] in self.headline and item[1] == 0 and not self.extra
@@ -105,9 +130,13 @@ class BudgetPlan:
         """How a refused case was priced, for its reason: the source and this run's pace."""
         if known is None:
             return ""
-        source = "the cost model" if known.predicted else "this machine's history"
         pace = self.pace()
-        return f"{source}'s price x{pace:.2g}, this run's pace" if abs(pace - 1) >= 0.05 else ""
+        paced = f" x{pace:.2g}, this run's pace" if abs(pace - 1) >= 0.05 else ""
+        if known.history:  # refused by the model alone: history agreeing is said, never the reason
+            said = format_duration(known.first_call_s or 0.0)
+            return f"the cost model's price{paced}; this machine's history said {said}" if known.model_call_s else ""
+        source = "the cost model" if known.predicted else "this run's first build"
+        return f"{source}'s price{paced}" if paced else ""
 
     def _funded_reserve_s(self, besides: Item) -> tuple[float, int]:
         """What the funded headline items other than `besides` keep out, and how many have no cost yet. One left out
@@ -127,7 +156,7 @@ class BudgetPlan:
         rest = list(self.here)
         if item in rest:
             rest.remove(item)
-        return rest + self.later
+        return rest + self.planned_later()
 
     def done(self, case_id: str, skipped: bool, build_s: float | None = None,
              first_call_s: float | None = None) -> None:
@@ -159,11 +188,11 @@ class BudgetPlan:
     def plan_line(self) -> str:
         """Before the first case: the headline cases funded and left out (with the budget that includes them), then
         the cases whose one call cannot fit their share (skipped) or that get less than their full time (capped)."""
-        items = self.here + self.later
+        items = self.here + self.planned_later()
         left_s = self.left_s()
         funded, left_out, open_headline = self._headline_verdicts(left_s)
         headline_s = sum(self._reserve_s(item) for item in funded)
-        planned_s, verdicts = headline_s, ([], [])
+        planned_s, verdicts = headline_s, ([], [], [])
         for tier in (1, 2):  # a repeat is not named: repeats get what the first builds leave, as many as fit
             rest = [item for item in items if self.tier(item) == tier]
             level = water_level([self.cost(c) for c, _ in rest], left_s - planned_s)
@@ -171,7 +200,7 @@ class BudgetPlan:
             planned_s += sum(min(self._reserve_s(item), level) if self.cost(item[0]) is not None else level
                              for item in rest)
         planned_s = min(left_s, planned_s)
-        skipped, capped = verdicts
+        skipped, capped, tried = verdicts
         predicted = sum(1 for case_id in set(c for c, _ in items)
                         if case_id in self.costs and self.costs[case_id].predicted)
         known = sum(1 for case_id in set(c for c, _ in items) if case_id in self.costs) - predicted
@@ -187,8 +216,19 @@ class BudgetPlan:
         if left_out:
             parts.append(f"headline left out: {named([c for c, _ in left_out])} — "
                          f"--budget {format_duration(self._budget_including(funded + left_out))} includes them")
-        parts += [f"{label}: {named(found)}" for label, found in (("skipped", skipped), ("capped", capped)) if found]
+        parts += [f"{label}: {named(found)}" for label, found in (("skipped", skipped), ("capped", capped),
+                                                                  ("one try, history says too slow", tried)) if found]
+        parts += self._fewer_builds() + ([self.history_note] if self.history_note else [])
         return "gpubench: " + "; ".join(parts)
+
+    def _fewer_builds(self) -> list[str]:
+        """The later builds the plan has no time for, said with the fix (they start anyway if time is left)."""
+        fit = self.later_builds_fit()
+        if fit >= self.later_processes:
+            return []
+        return [f"later builds: time kept for {fit} of {self.later_processes} (each starts in "
+                f"~{format_duration(self.startup_s)}; more start if time is left) — pass fewer --builds or a longer "
+                "--budget for all"]
 
     def _budget_including(self, items: list[Item]) -> float:
         return rounded_up(self.budget_s - self.left_s() + sum(self._reserve_s(item) for item in items))
@@ -211,7 +251,7 @@ class BudgetPlan:
     def _headline_verdicts(self, left_s: float) -> tuple[list[Item], list[Item], list[Item]]:
         """The headline items in run order: funded (their cost fits what earlier ones left), left out, unknown cost."""
         funded, left_out, unknown = [], [], []
-        for item in dict.fromkeys(self.here + self.later):
+        for item in dict.fromkeys(self.here + self.planned_later()):
             if not self.is_headline(item):
                 continue
             if self.cost(item[0]) is None:
@@ -223,20 +263,27 @@ class BudgetPlan:
                 left_out.append(item)
         return funded, left_out, unknown
 
-    def _verdicts(self, items: list[Item], level: float) -> tuple[list[str], list[str]]:
-        skipped, capped = [], []
+    def _verdicts(self, items: list[Item], level: float) -> tuple[list[str], list[str], list[str]]:
+        """Skipped (a call priced by this run or the model does not fit), capped, and tried once (history alone says
+        the call does not fit: it is no reason to skip)."""
+        skipped, capped, tried = [], [], []
         for case_id in dict.fromkeys(c for c, _ in items):
             known = self.costs.get(case_id)
             if known is None:
                 continue
             cost_s, pace = known.build_s * self.pace(), self.pace()
             share_s = min(cost_s * COST_MARGIN, level)
-            if known.first_call_s is not None and known.first_call_s * pace > share_s:
-                call = ("~" if known.predicted else "") + format_duration(known.first_call_s * pace)
-                skipped.append(f"{case_id} (one call {call} > its {format_duration(share_s)} share)")
+            share = format_duration(share_s)
+            checked_s = known.model_call_s if known.history else known.first_call_s
+            if checked_s is not None and checked_s * pace > share_s:
+                call = ("~" if known.predicted or known.history else "") + format_duration(checked_s * pace)
+                said = f"; history said {format_duration(known.first_call_s or 0.0)}" if known.history else ""
+                skipped.append(f"{case_id} (one call {call} > its {share} share{said})")
+            elif known.history and known.first_call_s is not None and known.first_call_s * pace > share_s:
+                tried.append(f"{case_id} (one call {format_duration(known.first_call_s * pace)} > its {share} share)")
             elif cost_s * COST_MARGIN > level:
-                capped.append(f"{case_id} ({format_duration(share_s)} of its {format_duration(cost_s)})")
-        return skipped, capped
+                capped.append(f"{case_id} ({share} of its {format_duration(cost_s)})")
+        return skipped, capped, tried
 
 
 def rounded_up(seconds: float, step_s: float = 30.0) -> float:

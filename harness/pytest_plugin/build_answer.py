@@ -43,6 +43,10 @@ def apply_build_options(config: pytest.Config) -> None:
     """One build's view of the user's options: timed cases only (unless timing is off), its own output names (else
     each build overwrites the last), pytest-benchmark's JSON kept for the run's table, micro cases under cuda:all."""
     option = config.option
+    if getattr(option, "benchmark_skip", False) and config.getoption("gpubench_timed_only"):
+        # the run's builds time cases only: skipping every timed one would run nothing and say so nowhere
+        raise pytest.UsageError("--benchmark-skip skips every case gpubench run times — drop it (select cases with "
+                                "-k or -m)")
     untimed = getattr(option, "benchmark_disable", False) and not getattr(option, "benchmark_enable", False)
     if config.getoption("gpubench_timed_only") and hasattr(option, "benchmark_only") and not untimed:
         option.benchmark_only = True  # pytest-benchmark refuses --benchmark-only with --benchmark-disable
@@ -67,14 +71,17 @@ class AnswerWriter:
     case_cost_s: dict[str, float] = field(default_factory=dict)
     startup_s: float | None = None
 
-    def case_starts(self) -> None:
-        """The first case's setup: how long this process took to get here since it started."""
+    def case_starts(self, case: str = "") -> None:
+        """A case's setup: the first says how long this process took to get here since it started; each named one
+        is sent, so a run that cuts this build from outside can say which case it was in."""
         if self.startup_s is None:
             import time
 
             from gpubench.harness.processes.started import process_started_s
 
             self.startup_s = max(0.0, time.time() - process_started_s())
+        if case:
+            self.send(BuildAnswer(self.build, self.builds, startup_s=self.startup_s, case=case))
 
     def collected(self, builds: int) -> None:
         self.builds = builds

@@ -18,6 +18,7 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.datasets import (
     check_dataset_files, check_dataset_request, default_data_root, usable_data_root,
 )
+from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.devices.device import check_nproc, default_nproc, resolve_device
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
@@ -29,7 +30,9 @@ from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
 from gpubench.harness.pytest_plugin.budget_plan import note_run_began, run_startup_s
-from gpubench.harness.core.run_budget import DeadlinePassed, cut_after, format_duration, grace_s, parse_duration
+from gpubench.harness.core.run_budget import (
+    DeadlinePassed, cut_after, format_duration, grace_s, parse_budget, parse_duration,
+)
 from gpubench.harness.catalog.profiles import check_profile
 from gpubench.harness.records.results import check_output_file, check_results_dir_early, check_run_id, new_run_id
 from gpubench.harness.pytest_plugin.run_state import RunState
@@ -93,10 +96,10 @@ MAX_THREADS_PER_CORE = 4  # beyond it torch's threads only queue for the cores
 
 def check_threads(threads: int | None) -> int | None:
     """--threads N: from 1 to a few per core (None: torch's default, one per core)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if threads is not None and not 1 <= threads <= MAX_THREADS_PER_CORE * cores:
         raise UsageError(f"--threads {threads}: use 1 to {MAX_THREADS_PER_CORE * cores} torch threads "
-                         f"(this machine has {cores} cores), such as --threads 1")
+                         f"(this process may use {cores} cores), such as --threads 1")
     return threads
 
 
@@ -124,7 +127,7 @@ def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: A
         raise UsageError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
     profile = check_profile(option("gpubench_profile"))
     budget = option("gpubench_budget")
-    budget_s = profile.run_budget_s if budget is None else parse_duration(budget)
+    budget_s = profile.run_budget_s if budget is None else parse_budget(budget)  # below its floor: one line
     return dict(model=checked_model(option, budget_s), builds=builds, build_seconds=build_seconds,
                 build_calls=build_calls, threads=check_threads(option("gpubench_threads")), device=device,
                 profile=profile, results_dir=results_dir, build=build, budget_s=budget_s, data_root=data_root,

@@ -1,53 +1,42 @@
-"""pytest-benchmark's failures at the session's end under the suite: the session ends as it does without gpubench.
-pytest-benchmark's `--benchmark-compare-fail` logs its "Performance has regressed" lines, then raises from the
-terminal summary, and plain pytest dies of it with exit 1. The suite's session (and a build of `gpubench run` or
-`ab`) leaves with its status instead (HeldInterrupt.exit_process), which read 0, and a forked build's exception read
-3, pytest's internal error: here the status says it. `--benchmark-histogram` without pygal died the same way, after
-two tracebacks of the failed import: here the table is drawn without it, one line names the extra, and exit 1."""
+"""How the suite's session ends its process: with the status pytest leaves with, which gpubench may only make graver.
+The suite's process (and a build of `gpubench run` or `ab`) leaves through HeldInterrupt.exit_process, Ctrl-C held
+to the last; the status it leaves with is the one pytest.main returns, or, where an exception leaves pytest.main (a
+plugin's terminal summary that raised, pytest-benchmark's `--benchmark-compare-fail` verdict), the traceback and
+the status Python gives a program that exception ends. `--benchmark-histogram` without pygal died of its failed
+import after two tracebacks: here the table is drawn without it, one line names the extra, and exit 1."""
 
 from __future__ import annotations
 
+import atexit
 import sys
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
+from gpubench.harness.core.exits import StopSignal
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.pytest_plugin.modes import is_suite
 
 HISTOGRAM_LINE = ("gpubench: --benchmark-histogram needs pygal, which is not installed: "
                   "pip install 'pytest-benchmark[histogram]'")
+ENDS_PROCESS = pytest.StashKey[bool]()  # set at unconfigure: the process leaves through exit_process
+UNCAUGHT = 1  # Python's status for a program an exception ended
 
 
-def compare_fail_status(session: pytest.Session) -> Generator[None, Any, Any]:
-    """The inside of the plugin's pytest_sessionfinish wrapper (`yield from`): the other hooks' result, or exit 1
-    instead of pytest-benchmark's exception. A user's run the plugin does not end is left to plain pytest."""
+def histogram_status(session: pytest.Session) -> Generator[None, Any, Any]:
+    """The inside of the plugin's pytest_sessionfinish wrapper (`yield from`): the other hooks' result, with exit 1
+    and one line where the histogram could not be drawn. A user's run the plugin does not end is left to plain
+    pytest."""
     no_histogram = ends_the_process(session.config) and drop_histogram(session.config)
     try:
         return (yield)
-    except Exception as error:
-        if not (regressed(error) and ends_the_process(session.config)):
-            raise
-        failed(session)
-        return None
     finally:
         if no_histogram:  # after pytest-benchmark's table, where it would have died
             if session.config.getoption("gpubench_build", None) in (None, 0):  # said once in a run of builds
                 sys.stderr.write(HISTOGRAM_LINE + "\n")
-            failed(session)
-
-
-def failed(session: pytest.Session) -> None:
-    if session.exitstatus == pytest.ExitCode.OK:  # a graver status (results full, a signal) stands
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def regressed(error: Exception) -> bool:
-    """pytest-benchmark's --benchmark-compare-fail verdict (its PerformanceRegression)."""
-    from pytest_benchmark.session import PerformanceRegression
-
-    return isinstance(error, PerformanceRegression)
+            if session.exitstatus == pytest.ExitCode.OK:  # a graver status (results full, a signal) stands
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def drop_histogram(config: pytest.Config) -> bool:
@@ -71,3 +60,47 @@ def drop_histogram(config: pytest.Config) -> bool:
 def ends_the_process(config: pytest.Config) -> bool:
     """The suite, or a build of gpubench run or ab: the process leaves with the session's status."""
     return is_suite(config) or HELD_INTERRUPT.owns_process
+
+
+def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> None:
+    """A Ctrl-C held while the session ended makes it interrupted (2) unless a graver status stands. pytest as this
+    process's command holds Ctrl-C until it leaves (process_status); embedded, Python's handler is given back."""
+    ended = HELD_INTERRUPT.pending
+    HELD_INTERRUPT.pending = False
+    if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
+                                        pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    own_command = list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins
+    if own_command or HELD_INTERRUPT.owns_process:
+        config.stash[ENDS_PROCESS] = True
+    else:
+        HELD_INTERRUPT.release()
+
+
+def process_status(config: pytest.Config) -> Generator[None, Any, Any]:
+    """The inside of the plugin's outermost pytest_cmdline_main wrapper (`yield from`), after every hook of the run
+    and unconfigure: the process leaves with what pytest.main returns, or with what the exception leaving it would
+    have ended the program with (its traceback printed as Python prints it). The session's status read 0 there, and a
+    build forked from the fork server read 3."""
+    try:
+        status = yield
+    except pytest.UsageError:  # pytest.main says it in one line and returns 4 (a refused option, set up at configure)
+        raise
+    except Exception as error:  # a SystemExit goes on: Python ends the program with its code, as without gpubench
+        if not leaves_process(config):
+            raise
+        sys.excepthook(type(error), error, error.__traceback__)
+        status = UNCAUGHT
+    except KeyboardInterrupt as error:  # a signal during the session's end: never a success
+        if not leaves_process(config):
+            raise
+        status = error.code if isinstance(error, StopSignal) else pytest.ExitCode.INTERRUPTED
+    if config.stash.get(ENDS_PROCESS, False):
+        atexit.register(HELD_INTERRUPT.exit_process, int(status))
+    return status
+
+
+def leaves_process(config: pytest.Config) -> bool:
+    """pytest is this process's command: the suite's (set at unconfigure), or a build of gpubench run or ab, whose
+    pytest.main returns to build_main, never to a caller that could take an exception."""
+    return config.stash.get(ENDS_PROCESS, False) or HELD_INTERRUPT.owns_process

@@ -6,6 +6,7 @@ end. pytest's own per-test output is turned down to its failures; `-v` gives it 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections import Counter
 from contextlib import nullcontext
@@ -49,6 +50,11 @@ def install(config: pytest.Config) -> None:
 
 def console_of(config: pytest.Config) -> Console | None:
     return config.stash.get(CONSOLE, None)
+
+
+def terminal_columns() -> int:
+    """The terminal's width as it is now (pytest's writer reads it once, and takes any width under 40 for 80)."""
+    return max(2, shutil.get_terminal_size().columns)
 
 
 def header_lines(state: RunState) -> list[str]:
@@ -126,13 +132,13 @@ class Console:
             return
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
-            width = max(20, reporter._tw.fullwidth - 1) if live else 0  # noqa: SLF001 - its width, to fit one row
+            width = terminal_columns() - 1 if live else 0  # one row: a longer line would wrap and never be rewritten
             if live:
                 reporter._tw.write("\r" + text[:width].ljust(width if self._live else len(text[:width])))  # noqa: SLF001
                 self._live = True
                 return
             if self._live:  # the live line is wiped, then this one takes its place
-                reporter._tw.write("\r" + " " * (reporter._tw.fullwidth - 1) + "\r")  # noqa: SLF001
+                reporter._tw.write("\r" + " " * (terminal_columns() - 1) + "\r")  # noqa: SLF001
                 self._live = False
             reporter.write_line(text)
 
@@ -209,7 +215,7 @@ class Console:
             return
         plan = state.budget_plan
         self._write(self.end_line(build_label(state), state.session.rows_written,
-                                  f"budget {plan.time_left()}" if plan is not None else None))
+                                  f"budget {plan.time_left()}" if plan is not None else None, state.untimed_cases > 0))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
@@ -236,10 +242,11 @@ class Console:
             lines.append(shortened(f"  skipped {len(cases)}: {self.reasons[key]}", f" ({named})"))
         return lines
 
-    def end_line(self, build: str, rows: int, budget: str | None) -> str:
+    def end_line(self, build: str, rows: int, budget: str | None, untimed: bool = False) -> str:
         skipped = sum(map(len, self.skipped.values()))
         flagged = f" ({', '.join(f'{n} {flag}' for flag, n in self.flags.most_common())})" if self.flags else ""
-        parts = [f"{self.measured} case(s) measured{flagged}"] + ([f"{skipped} skipped"] if skipped else [])
+        done = "ran once, untimed (--benchmark-disable)" if untimed else "measured"
+        parts = [f"{self.measured} case(s) {done}{flagged}"] + ([f"{skipped} skipped"] if skipped else [])
         parts += [f"{self.failed} failed"] if self.failed else []
         left = f"; {budget}" if budget else ""
         return f"gpubench: {build}: {', '.join(parts)}; {rows} rows written{left}"

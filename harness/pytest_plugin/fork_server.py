@@ -1,12 +1,16 @@
 """A fork server: pytest, torch and this plugin imported once (~2.5 s) with no device touched, forking one process per
 build. gpubench.harness.processes.forked talks to it over a socket (`start`, `signal`, `kill`; answers `ready`,
-`started`, `ended`, or `fork_problem` when a fork became unsafe). Only the server may wait for its children."""
+`started`, `ended`, or `fork_problem` when a fork became unsafe). Only the server may wait for its children. When the
+run is gone (SIGTERM, its parent-death signal, or the end of the socket) the server ends its build as the run's
+launcher would: SIGTERM, then SIGKILL of its group (the build's own parent-death signal is SIGKILL: its user code may
+block SIGTERM)."""
 
 from __future__ import annotations
 
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import tempfile
@@ -16,6 +20,21 @@ from contextlib import contextmanager
 from typing import Any
 
 MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
+
+
+class RunGone(BaseException):
+    """SIGTERM to the server: the run that started it has died (its parent-death signal) or is stopping it."""
+
+
+def run_gone(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the build's end short
+    raise RunGone
+
+
+def watch_for_run_gone() -> None:
+    """From here SIGTERM ends the build in progress first (unless this process was started with it ignored)."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, run_gone)
 
 
 def send(control: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
@@ -125,13 +144,11 @@ def forks_lack_cuda() -> bool:
 
 def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
     """In the child: its own process group and parent-death signal, then the build as a plain one runs it."""
-    import signal
-
     from gpubench.harness.processes.build_main import run_from_fds
     from gpubench.harness.processes.lifetime import HELD_INTERRUPT, die_with_parent
 
     os.setpgid(0, 0)
-    die_with_parent()
+    die_with_parent(signal.SIGKILL)
     if os.getppid() != server_pid:  # the server died before the parent-death signal was set
         return 128 + signal.SIGTERM
     if "numpy.random" in sys.modules:  # imported lazily, by no module the server loads: else seeded in the server
@@ -143,50 +160,95 @@ def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
 
 def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
     """Fork one build, pass the launcher's signals on, reap it and say how it ended; False when the launcher is gone
-    (the build then goes with this process)."""
-    from gpubench.harness.processes.lifetime import HELD_INTERRUPT, kill_group
-
+    (the build is then ended first: SIGTERM, then SIGKILL)."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # else the child prints this process's buffered output again
     server_pid = os.getpid()
+    own_handler = signal.getsignal(signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # none reaches the child under the server's handler
     pid = os.fork()
     if pid == 0:
-        control.close()
-        code = 3
-        try:
-            code = forked_build(plan_fd, answer_fd, server_pid)
-        except BaseException:  # noqa: BLE001 - said, then the build's exit: never an exception into the server's loop
-            import traceback
-
-            traceback.print_exc()
-        finally:
-            HELD_INTERRUPT.exit_process(code)  # never back into the server's loop
+        build_child(control, plan_fd, answer_fd, server_pid, own_handler)
     try:  # here too: its group exists before the launcher may kill it, whichever of the two calls runs first
         os.setpgid(pid, pid)
     except OSError:  # it already ended
         pass
     os.close(plan_fd)
     os.close(answer_fd)
-    send(control, {"started": pid})
     ended = os.pidfd_open(pid)
     try:
-        while True:
-            readable, _, _ = select.select([control, ended], [], [])
-            if ended in readable:
-                kill_group(pid)  # what it left in its group; its pid is not reaped yet, so the group is still its
-                send(control, {"ended": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
-                return True
-            message, fds = receive(control)
-            for fd in fds:
-                os.close(fd)
-            if message is None:
-                return False
-            if message.get("op") == "signal" and isinstance(message.get("signum"), int):
-                os.kill(pid, message["signum"])
-            elif message.get("op") == "kill":
-                kill_group(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        send(control, {"started": pid})
+        if follow_build(control, pid, ended):
+            return True
+        end_build(pid, ended)
+        return False
+    except RunGone:
+        end_build(pid, ended)
+        raise
     finally:
         os.close(ended)
+
+
+def build_child(control: socket.socket, plan_fd: int, answer_fd: int, server_pid: int, own_handler: Any) -> None:
+    """The forked child's whole life: the build, then its exit; never back into the server's loop."""
+    from gpubench.harness.processes.lifetime import HELD_INTERRUPT
+
+    control.close()
+    if own_handler is run_gone:  # the server's: the build's SIGTERM is the plugin's to take, as in a plain build
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    code = 3
+    try:
+        code = forked_build(plan_fd, answer_fd, server_pid)
+    except BaseException:  # noqa: BLE001 - said, then the build's exit: never an exception into the server's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        HELD_INTERRUPT.exit_process(code)
+
+
+def follow_build(control: socket.socket, pid: int, ended: int) -> bool:
+    """Pass the launcher's signals on until the build ends (True, its end said) or the launcher is gone (False)."""
+    from gpubench.harness.processes.lifetime import kill_group
+
+    while True:
+        readable, _, _ = select.select([control, ended], [], [])
+        if ended in readable:
+            kill_group(pid)  # what it left in its group; its pid is not reaped yet, so the group is still its
+            send(control, {"ended": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
+            return True
+        message, fds = receive(control)
+        for fd in fds:
+            os.close(fd)
+        if message is None:
+            return False
+        if message.get("op") == "signal" and isinstance(message.get("signum"), int):
+            os.kill(pid, message["signum"])
+        elif message.get("op") == "kill":
+            kill_group(pid)
+
+
+def end_build(pid: int, ended: int) -> None:
+    """The launcher is gone: SIGTERM lets the case in progress unwind (rows whole), SIGKILL of its group CUT_GRACE_S
+    later ends one that blocked or ignored it; then reaped."""
+    from gpubench.harness.processes.launch import CUT_GRACE_S
+    from gpubench.harness.processes.lifetime import kill_group
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # this process leaves after it: nothing may cut the grace short
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped as its end was being said: its pid may name another process already
+        return
+    for signum in (signal.SIGTERM, signal.SIGCONT):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            break
+    select.select([ended], [], [], CUT_GRACE_S)
+    kill_group(pid)
+    os.waitpid(pid, 0)
 
 
 def freeze_imports() -> None:
@@ -199,7 +261,11 @@ def freeze_imports() -> None:
 
 def main(control_fd: int) -> int:
     with socket.socket(fileno=control_fd) as control:  # closed on the way out (PYTHONWARNINGS=error)
-        return serve(control)
+        try:
+            watch_for_run_gone()
+            return serve(control)
+        except RunGone:
+            return 128 + signal.SIGTERM
 
 
 def serve(control: socket.socket) -> int:

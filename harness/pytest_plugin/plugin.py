@@ -17,7 +17,7 @@ from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
 from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
-from gpubench.harness.pytest_plugin.compare_fail import compare_fail_status
+from gpubench.harness.pytest_plugin.compare_fail import end_session_interrupts, histogram_status, process_status
 from gpubench.harness.pytest_plugin.console import console_of
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
 from gpubench.harness.pytest_plugin.modes import (
@@ -89,7 +89,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
-    """From the run's set-up on (the session's start, or after collection), until unconfigure."""
+    """From the run's set-up on (the session's start, or after collection), until unconfigure; a signal the parent
+    set to be ignored stays ignored."""
 
     def terminate(signum: int, frame: Any) -> None:
         if state.session.terminated:  # a second one (the group's, then gpubench run's) must not cut the cleanup short
@@ -98,8 +99,11 @@ def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
         session.config.stash[ENDED_BY] = signum
         raise StopSignal(signum, "the case in progress was not recorded; the finished rows are whole")
 
+    previous = session.config.stash[PREVIOUS_HANDLERS] = {}
     try:
-        session.config.stash[PREVIOUS_HANDLERS] = {signum: signal.signal(signum, terminate) for signum in STOP_SIGNALS}
+        for signum in STOP_SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP: the run outlives its terminal
+                previous[signum] = signal.signal(signum, terminate)
     except ValueError:  # not the main thread (pytest embedded somewhere): keep the default
         pass
 
@@ -119,7 +123,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
     if is_suite(session.config):
         HELD_INTERRUPT.hold()
     close_session(session)
-    return (yield from compare_fail_status(session))  # pytest-benchmark's --benchmark-compare-fail
+    return (yield from histogram_status(session))  # --benchmark-histogram without pygal
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: what pytest.main returns, or the exception leaving it
+def pytest_cmdline_main(config: pytest.Config) -> Any:
+    """The suite's process leaves with pytest's own status (compare_fail.process_status)."""
+    return (yield from process_status(config))
 
 
 def close_session(session: pytest.Session) -> None:
@@ -178,23 +188,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                          "(each whole); the case in progress was not recorded\n")
 
 
-def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> None:
-    """A Ctrl-C held while the session ended makes it interrupted (2) unless a graver status stands. pytest as this
-    process's command holds Ctrl-C until it leaves (exit_process); embedded, Python's handler is given back."""
-    import atexit
-
-    ended = HELD_INTERRUPT.pending
-    HELD_INTERRUPT.pending = False
-    if ended and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
-                                        pytest.ExitCode.NO_TESTS_COLLECTED):
-        session.exitstatus = pytest.ExitCode.INTERRUPTED
-    own_command = list(config.invocation_params.args) == sys.argv[1:] and not config.invocation_params.plugins
-    if own_command or HELD_INTERRUPT.owns_process:
-        atexit.register(HELD_INTERRUPT.exit_process, int(session.exitstatus))
-    else:
-        HELD_INTERRUPT.release()
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """Ctrl-C inside torch: a frame there can have no line number, and pytest's report of the interrupt crashes on it
@@ -213,7 +206,7 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
 def pytest_runtest_setup(item: pytest.Item) -> None:
     answer = answer_writer(item.config)
     if answer is not None:
-        answer.case_starts()
+        answer.case_starts(item.nodeid)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -34,11 +34,31 @@ def ends_whole(data: bytes) -> bool:
 MAX_RESULTS_BYTES = 256 * 2**20  # 100 times a long run's file: a larger one is a stray, left unread
 MAX_COLUMNS = 1000  # 7 times the schema's: room for newer writers' columns, none for a stray of thousands
 
+# Files other tools hand back in a results folder: said for what they are, not as a broken CSV
+PACKED = {b"\x1f\x8b": "a gzip file — gunzip it first", b"PK\x03\x04": "a zip file (or .xlsx) — export it as CSV",
+          b"BZh": "a bzip2 file — bunzip2 it first", b"\xfd7zXZ": "an xz file — unxz it first"}
+
+
+def not_csv_text(data: bytes) -> str | None:
+    """Why `data` is no results CSV before it is decoded: empty, packed, or lines ended by CR alone (old Mac
+    text, which the reader would take for one long line and call truncated)."""
+    if not data.strip():
+        return "empty — it holds no rows; move it out of the folder"
+    packed = next((what for magic, what in PACKED.items() if data.startswith(magic)), None)
+    if packed is not None:
+        return f"not a CSV but {packed}"
+    if b"\r" in data and b"\n" not in data:
+        return "its lines end in CR alone — convert them to LF (dos2unix -c mac FILE), then read it again"
+    return None
+
+
 def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """The header, records and line numbers of one results CSV, checked: a gpubench header, every record as wide as
     it (a cut, even inside a quoted field, is never data), a whole last line. A BOM and blank lines are skipped."""
     records, lines = [], []  # lines: csv.reader's line number at each record's end
     data = read_regular(path, MAX_RESULTS_BYTES, "results file")  # no link, FIFO or device; the size checked first
+    if problem := not_csv_text(data):
+        raise SchemaError(f"{path}: {problem}")
     try:
         reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
         header = next(reader, [])

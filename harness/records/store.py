@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from gpubench.harness.core.exits import UsageError
@@ -87,9 +89,49 @@ def _read_only(path: Path) -> bool:
         return False
 
 
-def find_run(store: Path, run_id: str) -> Path | None:
-    """The CSV of run `run_id` in whichever machine folder holds it."""
-    return next(iter(run_files(store, run_id, ".csv")), None)
+@dataclass(frozen=True)
+class FoundRun:
+    """A run's CSV in a store, or None; a line for each candidate left out (whose file, and why)."""
+
+    csv: Path | None
+    ignored: tuple[str, ...] = ()
+
+
+def find_run(store: Path, run_id: str) -> FoundRun:
+    """The CSV run `run_id` wrote: a regular file of this user's own that no one else can write (in a team's store a
+    member could plant one under a machine folder sorting first). Of two, the one beside the run's own exit record;
+    never the first in sort order: one the store cannot tell apart is named, not adopted."""
+    owned: list[Path] = []
+    ignored: list[str] = []
+    for path in run_files(store, run_id, ".csv"):
+        if problem := not_yours(path):
+            ignored.append(f"left out {problem} — the fleet takes only a CSV its own job wrote")
+        else:
+            owned.append(path)
+    recorded = [path for path in owned if own_exit_code(path.with_name(f"{run_id}.exit.json")) is not None]
+    chosen = owned if len(owned) == 1 else recorded
+    if len(chosen) == 1:
+        ignored += [f"left out {path}: another CSV of run {run_id}, beside no exit record of it (the run recorded its "
+                    f"end beside {chosen[0]}) — move it out of the store if it is no run of yours"
+                    for path in owned if path != chosen[0]]
+        return FoundRun(chosen[0], tuple(ignored))
+    if owned:
+        ignored.append(f"run {run_id} has {len(owned)} CSVs of yours ({', '.join(map(str, owned))}) and the store "
+                       "does not say which its job wrote: none is taken — keep the one it wrote, move the others out "
+                       "of the store, then build the report with gpubench report")
+    return FoundRun(None, tuple(ignored))
+
+
+def not_yours(path: Path) -> str | None:
+    """'<path>: why' when `path` is no regular file of this user's alone (a link, another owner's, others can write)."""
+    from gpubench.harness.records.safe_files import kind_problem, not_own
+
+    try:
+        status = os.lstat(path)
+    except OSError as error:
+        return f"{path}: {error.strerror or error}"
+    problem = kind_problem(path, status.st_mode) or not_own(path, status)
+    return str(problem) if problem is not None else None
 
 
 def run_files(store: Path, run_id: str, suffix: str) -> list[Path]:
@@ -100,32 +142,64 @@ def run_files(store: Path, run_id: str, suffix: str) -> list[Path]:
 MAX_EXIT_BYTES = 4096
 
 
-def write_exit(results_dir: Path, run_id: str, code: int) -> str | None:
-    """`<run_id>.exit.json`, so a fleet learns a job's outcome from the store; else the line saying why not."""
+def write_exit(results_dir: Path, run_id: str, code: int, made_csv: bool | None = None) -> str | None:
+    """`<run_id>.exit.json`, so a fleet learns a job's outcome from the store; else the line saying why not.
+    `made_csv`: whether this run's builds made `<run_id>.csv` (wrote rows into it). Two runs given one run id both
+    find it free; the one whose build lost the race to create the CSV must not record its end over the winner's.
+    So the run that made the CSV replaces any record; one that did not writes only where there is no CSV (refused
+    before its first case) and no record yet. None: the caller cannot say (the record is replaced, as before)."""
     from gpubench.harness.records.results import write_sidecar
 
     if not results_dir.is_dir():  # refused before it made its folder: the job's log holds the line
         return None
+    csv = results_dir / f"{run_id}.csv"
     try:
-        write_sidecar(results_dir, run_id, "exit", {"exit_code": int(code)})
+        if made_csv is None or (made_csv and os.path.lexists(csv)):
+            write_sidecar(results_dir, run_id, "exit", {"exit_code": int(code)})
+        elif not os.path.lexists(csv):
+            write_new_record(results_dir / f"{run_id}.exit.json", int(code))
     except (OSError, ValueError) as error:  # ResultsFull is an OSError
         return f"warning: {run_id}.exit.json not written ({' '.join(str(error).split())[:200]})"
     return None
 
 
-def recorded_exit(store: Path, run_id: str) -> int | None:
-    """The exit code `run_id` recorded; None if none (valid) yet, or not this user's own (a team could plant one)."""
+def write_new_record(path: Path, code: int) -> None:
+    """The exit record, created exclusively (O_EXCL): a record there, another run's of this id, is kept. Left whole
+    or not at all: a reader of a half-written one reads no valid record, as before any."""
+    from gpubench.harness.records.results import RESULTS_DIR, RESULTS_FIX
+    from gpubench.harness.records.safe_files import open_new, write_all
+
+    try:
+        fd = open_new(path, RESULTS_DIR, RESULTS_FIX)
+    except FileExistsError:
+        return
+    try:
+        write_all(fd, (json.dumps({"exit_code": code}, indent=2) + "\n").encode())
+        os.fsync(fd)
+    except OSError:
+        path.unlink(missing_ok=True)  # a cut record would keep the run that made the CSV from writing its own
+        raise
+    finally:
+        os.close(fd)
+
+
+def own_exit_code(path: Path) -> int | None:
+    """The exit code in the record at `path`; None if none (valid), or not this user's own (a team could plant one)."""
     from gpubench.harness.records.safe_files import read_json
 
-    for path in run_files(store, run_id, ".exit.json"):
-        try:
-            record = read_json(path, MAX_EXIT_BYTES, "exit record", own=True)
-        except (OSError, ValueError):
-            continue
-        code = record.get("exit_code") if isinstance(record, dict) else None
-        if type(code) is int and 0 <= code <= 255:
-            return code
-    return None
+    try:
+        record = read_json(path, MAX_EXIT_BYTES, "exit record", own=True)
+    except (OSError, ValueError):
+        return None
+    code = record.get("exit_code") if isinstance(record, dict) else None
+    return code if type(code) is int and 0 <= code <= 255 else None
+
+
+def recorded_exit(store: Path, run_id: str) -> int | None:
+    """The exit code `run_id` recorded; None if none (valid) yet. Records of this user's own in two machine folders
+    (one run id run twice) that disagree give the worst: a failure is never hidden behind the other's 0."""
+    codes = {code for path in run_files(store, run_id, ".exit.json") if (code := own_exit_code(path)) is not None}
+    return max(codes) if codes else None
 
 
 def runs_in(store: Path) -> dict[str, list[Path]]:

@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from gpubench.harness.catalog.collectives import OPS, elements
+from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.device import empty_cache
 from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
 from gpubench.harness.catalog.profiles import Profile
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None, collectives: Mapping[str, Collective] = 
     args = parse_args(argv)
     rank, local_rank, world_size = (int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     if args.device_type == "cpu":  # gloo's copies and sums share the cores with the other ranks
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+        torch.set_num_threads(max(1, usable_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     device = rank_device(args.device_type, local_rank)
     beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
     if beat is not None:

@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from gpubench.harness.devices.data_source import DataSource
+from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.device import memory_snapshot, reset_peak_memory
 from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.core.stats import summarize
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rank, local_rank, world_size = (int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     if args.device_type == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+        torch.set_num_threads(max(1, usable_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
     beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
     if beat is not None:
         beat.start()

@@ -4,7 +4,6 @@ so one epoch gives samples and a spread; a diverged run is a failed row, never "
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 from typing import Any
 from collections.abc import Iterable
@@ -16,6 +15,7 @@ from gpubench.harness.catalog.mnist_epoch import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.datasets import CLASSES
+from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
@@ -68,7 +68,7 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
 
 def setting_notes(case: EpochCase, device: torch.device) -> list[str]:
     notes = []
-    cores = os.cpu_count() or 1
+    cores = usable_cores()  # the run's cores (taskset, a container's quota), not the machine's
     if case.loader == "dataloader" and (case.num_workers or 0) > cores:
         notes.append(f"num_workers={case.num_workers} exceeds the {cores} CPU cores")
     if case.loader == "dataloader" and case.pin_memory and device.type != "cuda":

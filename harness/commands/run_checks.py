@@ -1,0 +1,87 @@
+"""What `gpubench run` refuses before any build, each in one line naming the fix: a results folder no file system
+can name, pytest arguments its builds cannot honour (a node id, -n, --lf, -c, -p no:benchmark, an unreadable
+PYTEST_ADDOPTS), a -k/-m pytest cannot read, --model and --input as text. Torch-free."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from gpubench.harness.core.exits import UsageError
+
+
+def results_dir_problem(args: argparse.Namespace) -> str | None:
+    """A results folder no file system can name (a component over its limit, an empty path): one line before any
+    build, not a traceback after them."""
+    folder = str(args.results_dir)
+    if not folder.strip():
+        return "--results-dir is empty — pass the folder the rows go to (it is created if missing)"
+    try:
+        Path(folder, "x.csv").exists()
+    except OSError as error:  # ENAMETOOLONG, ELOOP: exists() says False only for a missing file
+        return f"--results-dir {folder[:60]}…: {error.strerror} — pass a shorter folder" if len(folder) > 60 else (
+            f"--results-dir {folder}: {error.strerror} — pass another folder")
+    return None
+
+
+# pytest options a run's builds cannot honour, with the reason and the fix
+REFUSED_PYTEST = {
+    ("-n", "--numprocesses", "--dist"): "pytest-xdist would time cases side by side, on cores they share; gpubench "
+                                        "runs one process per build — drop it",
+    ("--lf", "--last-failed", "--ff", "--failed-first"): "a run's builds keep no pytest cache (-p no:cacheprovider) "
+                                                         "— select the cases with -k instead",
+    ("-c", "--config-file"): "the suite's configuration is gpubench's (benches/suite.ini) — drop it",
+}
+
+
+def pytest_args_problem(extra: list[str]) -> str | None:
+    """pytest arguments a run's builds cannot honour, said before any build: a test file or node id (the build would
+    collect the suite beside it and time every case), -n, --lf, -c, -p no:benchmark; PYTEST_ADDOPTS likewise."""
+    import shlex
+
+    try:
+        added = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError as error:
+        return f"PYTEST_ADDOPTS cannot be read ({error}) — fix its quotes"
+    args = [*added, *extra]
+    for flags, why in REFUSED_PYTEST.items():
+        if given := next((arg for arg in args if arg.split("=")[0] in flags or (arg[:2] in flags and len(arg) > 2
+                                                                               and arg[:2] in ("-n", "-c"))), None):
+            return f"{given}: {why}"
+    if any(a == "-p" and b in ("no:benchmark", "no:pytest_benchmark") for a, b in zip(args, [*args[1:], ""])):
+        return "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
+    named = next((arg for arg in extra if not arg.startswith("-") and ("::" in arg or arg.endswith(".py"))), None)
+    if named is None:
+        return None
+    case = named.rpartition("::")[2].partition("[")[2].rstrip("]")
+    hint = f"-k '{case}'" if case else "-k with part of the case's name"
+    return (f"{named}: gpubench run selects the suite's cases with -k/-m, not by file or node id — use {hint} (or "
+            "--tests FILE for your own tests)")
+
+
+def selection_problem(extra: list[str]) -> str | None:
+    """A -k or -m pytest cannot read, said before any build (not inside one, beside a warning and an empty results
+    folder). pytest's expression parser is internal: where it moved, pytest says it itself."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return None
+    pairs = zip(extra, [*extra[1:], ""])
+    for flag, expression in ((a[:2], a[2:] or b) for a, b in pairs if a[:2] in ("-k", "-m") and not a.startswith("--")):
+        try:
+            Expression.compile(expression)
+        except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
+            return f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — fix the expression"
+    return None
+
+
+def model_problem(args: argparse.Namespace) -> str | None:
+    """--model and --input as text, at once (torch-free); the build processes import and try the model."""
+    from gpubench.harness.core.model_spec import parse_model_options
+
+    try:
+        parse_model_options(args.model, args.input, args.input_ids)
+    except UsageError as error:
+        return str(error)
+    return None
