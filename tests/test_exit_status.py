@@ -139,6 +139,9 @@ def test_a_node_id_given_to_gpubench_run_is_one_line_naming_the_k_to_use(capsys)
 
     assert main(["run", "benches/bench_matmul.py::test_matmul[fp32-n64]"]) == 4
     assert "use -k 'fp32-n64'" in capsys.readouterr().err
+    from gpubench.harness.commands.run_checks import pytest_args_problem
+
+    assert pytest_args_problem(["-W", "error::UserWarning"]) is None  # a warning filter is no node id
 
 
 def test_a_results_file_removed_during_the_run_is_said_not_passed_over(tmp_path, capsys):
@@ -148,9 +151,21 @@ def test_a_results_file_removed_during_the_run_is_said_not_passed_over(tmp_path,
     from gpubench.harness.commands.run_command import after_builds
     from gpubench.harness.processes.cpu_readings import CpuWatch
 
-    args = argparse.Namespace(rows_written=3, no_report=False)
+    args = argparse.Namespace(rows_written=3, no_report=True)
     assert after_builds(args, 0, tmp_path / "gone.csv", CpuWatch()) == 1
-    assert "gone.csv is gone: its builds wrote 3 rows there" in capsys.readouterr().err
+    assert "the builds wrote 3 rows to " in (said := capsys.readouterr().err) and "gone.csv, which is gone" in said
+    # removed, then made anew by a later build: fewer rows than written
+    from gpubench.harness.records.results import ResultsWriter
+    from gpubench.harness.records.schema import SCHEMA_VERSION
+
+    writer = ResultsWriter(tmp_path, "again")
+    writer.append({"schema_version": SCHEMA_VERSION, "run_id": "again", "timestamp_utc": "2026-11-02T10:00:00+00:00",
+                   "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "x", "torch_version": "2",
+                   "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64", "status": "ok",
+                   "reason": "", "build": 2, "builds": 3})
+    writer.close()
+    assert after_builds(args, 0, tmp_path / "again.csv", CpuWatch()) == 1
+    assert "again.csv, which holds 1 of them" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, said", [

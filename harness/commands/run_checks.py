@@ -51,7 +51,7 @@ def pytest_args_problem(extra: list[str]) -> str | None:
             return f"{given}: {why}"
     if any(a == "-p" and b in ("no:benchmark", "no:pytest_benchmark") for a, b in zip(args, [*args[1:], ""])):
         return "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
-    named = next((arg for arg in extra if not arg.startswith("-") and ("::" in arg or arg.endswith(".py"))), None)
+    named = next((arg for arg in extra if not arg.startswith("-") and arg.partition("::")[0].endswith(".py")), None)
     if named is None:
         return None
     case = named.rpartition("::")[2].partition("[")[2].rstrip("]")

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import (
-    BENCHES, NO_ROWS, add_tests_argument, asks_verbose, fail, no_cases_line, report_after_run, resolve_store,
-    rows_kept, suite_options, tests_problem,
+    BENCHES, NO_ROWS, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line, report_after_run,
+    resolve_store, rows_kept, suite_options, tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -313,11 +313,14 @@ def after_builds(args: argparse.Namespace, code: int, csv_path: Path, watch: Cpu
     say_noise(csv_path, watch)
     if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED, ExitCode.HANGUP, ExitCode.TERMINATED):
         return interrupted(code, csv_path, report_due=False)
-    if getattr(args, "rows_written", 0) and not csv_path.exists():  # removed or moved under the run
-        print(f"gpubench: error: {csv_path} is gone: its builds wrote {args.rows_written} rows there, and something "
-              "removed or moved the file (or its folder) during the run — keep the results folder while a run writes "
-              "it", file=sys.stderr)
-        return max(code, ExitCode.FAILED)
+    written = getattr(args, "rows_written", 0)
+    kept = count_rows_safely(csv_path)
+    if written > kept:  # the file, or its folder, removed or replaced under the run: said, and the run fails
+        gone = "is gone" if not csv_path.exists() else f"holds {kept} of them"
+        print(f"gpubench: error: the builds wrote {written} rows to {csv_path}, which {gone}: something removed or "
+              "replaced the file (or its folder) during the run — keep the results folder while a run writes it",
+              file=sys.stderr)
+        code = max(code, ExitCode.FAILED)
     if code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report:  # > 128: a build killed
         return code
     return report_after_run([csv_path], csv_path.with_name(f"{csv_path.stem}-report"), code)
