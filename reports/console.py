@@ -29,7 +29,7 @@ def console_text(markdown: str) -> str:
 def figure_lines(table: pd.DataFrame) -> list[str]:
     """The summary's rows: `figure  value` for one machine; the machines as columns for several."""
     shown = table.drop(index=[name for name in UNSHOWN_FIGURES if name in table.index and len(table.columns) == 1])
-    shown = shown.map(console_text)
+    shown = shown.apply(lambda column: column.map(console_text))  # DataFrame.map is pandas 2.1's
     if len(shown.columns) == 1:
         width = max(map(len, shown.index), default=0)
         return [f"  {figure:<{width}}  {value}" for figure, value in shown.iloc[:, 0].items() if value]
@@ -59,7 +59,11 @@ def closing_lines(paths: list[Path], report: Path) -> list[str]:
     """After a run: the answer, the headline figures, the files written, what to run next."""
     plots = sorted(path.name for path in report.parent.glob("*.png"))
     rows = ", ".join(map(shell_word, paths))  # quoted: a space or a line break in a path stays pasteable
-    return [*answer_lines(paths),
+    try:
+        answer = answer_lines(paths)
+    except Exception as error:  # noqa: BLE001 - the report is written and the rows whole: the run's exit stays its own
+        answer = [f"gpubench: the answer is in the report ({type(error).__name__} while saying it here: {error})"]
+    return [*answer,
             f"gpubench: rows -> {rows}",
             f"gpubench: report -> {shell_word(report)}" + (f" ({len(plots)} plot(s) beside it)" if plots else ""),
             f"gpubench: next: gpubench compare BASE.csv {shell_word(paths[-1])} judges a change against an earlier "
