@@ -310,12 +310,11 @@ def test_sigint_to_gpubench_run_alone_stops_it_as_a_ctrl_c(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "build 3 of 3" not in out and "Traceback" not in out + err
-    kept = count_rows(tmp_path / "res" / "int.csv")
-    assert (
-        err.strip().splitlines()[-1]
-        == f"gpubench: interrupted: {kept} rows kept in {tmp_path / 'res' / 'int.csv'} (each whole); re-run with "
-           "another --run-id for the rest"
-    )
+    csv_path = tmp_path / "res" / "int.csv"
+    # the Ctrl-C may land before the first row: then no file is named
+    said = (f"{count_rows(csv_path)} rows kept in {csv_path} (each whole); re-run with another --run-id for the rest"
+            if csv_path.exists() else "no rows were written")
+    assert err.strip().splitlines()[-1] == f"gpubench: interrupted: {said}"
 
 
 @pytest.mark.process
