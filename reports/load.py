@@ -315,7 +315,7 @@ def base_labels(frame: pd.DataFrame) -> pd.Series:
 
 
 # One machine as the store names it (<host>-<hardware hash>), per device; history and health group runs by it. Not
-# machine_id: it also hashes the kernel release and the GPUs a job was given (a kernel update would split a node).
+# machine_id: an older gpubench's rows hash the kernel and the GPUs a job was given (an update would split a node).
 IDENTITY = ("hostname", "hardware", "device", "device_name")
 
 

@@ -9,7 +9,8 @@ Grunwald: "E-statistics, group invariance and anytime-valid testing"; the "safe 
 is min over k <= n of 1/BF_k; the confidence sequence is mean +- t*_n s/sqrt(n), t*_n the |t| where BF_n reaches
 1/alpha (infinite with few pairs). Across cases the p-values are adjusted together (Benjamini-Hochberg); a p-value
 only falls as pairs come, so a case once called slower or faster stays so. tests/test_power.py measures the
-false-alarm rate and power on simulated sessions. Pure numpy, vectorised over leading axes (sessions, cases)."""
+false-alarm rate and power on simulated sessions (tests/sequential_simulation.py). Numpy, vectorised over leading
+axes (sessions, cases)."""
 
 from __future__ import annotations
 
@@ -18,15 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpubench.reports.verdicts import ALPHA, Judgement
+from gpubench.reports.verdicts import ALPHA
 
 # Prior variance of mu/sigma. A larger g decides large changes a pair sooner and calls unchanged cases "no change"
 # later (tried 0.25 to 10 on tests/test_power.py's simulation); with 1 a case can be decided from 7 pairs on.
 MIXTURE_G = 1.0
 MIN_PAIRS = 3  # no look before three pairs: a t-statistic of two pairs has one degree of freedom
-
-SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = 0, 1, 2, 3
-WORDS = (Judgement.SLOWER, Judgement.FASTER, Judgement.NO_CHANGE, Judgement.INCONCLUSIVE)  # by code
 
 
 def log_bayes_factor(t: np.ndarray, n: np.ndarray | int, g: float = MIXTURE_G) -> np.ndarray:
@@ -75,27 +73,13 @@ def prefixes(logs: np.ndarray, g: float = MIXTURE_G) -> Prefixes:
 
 
 def bh_adjust(p_values: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values over the last axis (step-up, monotone), NaN left out."""
+    """Benjamini-Hochberg adjusted p-values (scipy's), NaN left out."""
+    from scipy.stats import false_discovery_control  # scipy.stats costs half a second: only a judged session pays it
+
     p = np.asarray(p_values, float)
-    m = np.sum(~np.isnan(p), axis=-1, keepdims=True)
-    order = np.argsort(np.where(np.isnan(p), np.inf, p), axis=-1)
-    ranked = np.take_along_axis(p, order, axis=-1)
-    rank = np.arange(1, p.shape[-1] + 1)
-    scaled = np.where(np.isnan(ranked), np.inf, ranked * m / rank)
-    stepped = np.minimum(1.0, np.minimum.accumulate(scaled[..., ::-1], axis=-1)[..., ::-1])
-    out = np.empty_like(stepped)
-    np.put_along_axis(out, order, stepped, axis=-1)
-    return np.where(np.isnan(p), np.nan, out)
-
-
-def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray,
-                  threshold: float) -> np.ndarray:
-    """verdicts.decide's rule per element on log scale, for the simulation (a test holds the two equal)."""
-    band = math.log1p(threshold)
-    significant = p_adjusted < ALPHA
-    codes = np.where(np.abs(mean) + half_width <= band, NO_CHANGE, np.full(np.shape(mean), INCONCLUSIVE))
-    codes = np.where(significant & (mean < -band), FASTER, codes)
-    return np.where(significant & (mean > band), SLOWER, codes)
+    adjusted, kept = np.full_like(p, np.nan), ~np.isnan(p)
+    adjusted[kept] = false_discovery_control(p[kept])
+    return adjusted
 
 
 def first_decidable_pairs(level: float = ALPHA, g: float = MIXTURE_G, limit: int = 1000) -> int:
@@ -107,48 +91,3 @@ def first_decidable_pairs(level: float = ALPHA, g: float = MIXTURE_G, limit: int
 def detectable(half_width: float) -> float:
     """The smallest relative change the confidence sequence could tell from none, as a fraction."""
     return math.expm1(half_width) if half_width < 700 else math.inf
-
-
-@dataclass(frozen=True)
-class Simulated:
-    """Sessions run by the sequential rule: each case's final verdict code and pairs (sessions x cases)."""
-
-    codes: np.ndarray
-    pairs: np.ndarray
-
-
-def masked_median(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The median of each row's values where `mask` holds, and how many there were (last axis)."""
-    count = mask.sum(axis=-1)
-    ordered = np.sort(np.where(mask, values, np.inf), axis=-1)
-    low = np.take_along_axis(ordered, np.maximum((count - 1) // 2, 0)[..., None], -1)[..., 0]
-    high = np.take_along_axis(ordered, np.maximum(count // 2, 0)[..., None], -1)[..., 0]
-    return np.where(count > 0, (low + high) / 2, np.nan), count
-
-
-def simulate(logs: np.ndarray, threshold: float, g: float = MIXTURE_G) -> Simulated:
-    """Plays sessions as `gpubench ab --budget` runs them, without the budget, on `logs` (sessions, cases, pairs);
-    the machine-wide line is per pair the median over the 2+ cases that ran in it."""
-    sessions, cases, max_pairs = logs.shape
-    case_stats = prefixes(logs, g)
-    pairs = np.zeros((sessions, cases), int)
-    codes = np.full((sessions, cases), INCONCLUSIVE)
-    machine = np.zeros((sessions, max_pairs))
-    machine_pairs = np.zeros(sessions, int)
-    for pair in range(max_pairs):
-        running = codes == INCONCLUSIVE
-        pairs = np.where(running, pair + 1, pairs)
-        shift, count = masked_median(logs[:, :, pair], running)
-        machine[:, pair] = np.where(count >= 2, shift, 0.0)
-        machine_pairs = np.where(count >= 2, pair + 1, machine_pairs)
-        at = (pairs - 1)[..., None]
-        mean, half = (np.take_along_axis(a, at, -1)[..., 0] for a in (case_stats.mean, case_stats.half_width))
-        p_case = np.take_along_axis(case_stats.p_value, at, -1)[..., 0]
-        machine_at = np.maximum(machine_pairs - 1, 0)[:, None]
-        p_machine = np.take_along_axis(prefixes(machine[:, :pair + 1], g).p_value, machine_at, -1)
-        p_machine = np.where(machine_pairs[:, None] >= MIN_PAIRS, p_machine, 1.0)
-        adjusted = bh_adjust(np.concatenate([p_case, p_machine], axis=1))[:, :cases]
-        codes = verdict_codes(mean, half, adjusted, threshold)
-        if not (codes == INCONCLUSIVE).any():
-            break
-    return Simulated(codes, pairs)

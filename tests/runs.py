@@ -77,12 +77,12 @@ def run_bench(pytester, *args):
     return pytest_in_process(pytester, *PLUGIN_OVER_TINY, *args)
 
 
-def pytest_in_process(pytester, *args):
+def pytest_in_process(pytester, *args, plugins=()):
     """pytester's run inside this process: torch and the harness are imported once, a run costs a fraction of a
     second. The plugin gives back what it took (signal handlers, the session clock, torch's flags) as it does for
     any embedding host; a handler left behind fails the test here."""
     before = stop_signal_handlers()
-    result = pytester.runpytest_inprocess(*args)
+    result = pytester.runpytest_inprocess(*args, plugins=list(plugins))
     after = stop_signal_handlers()
     # Ctrl-C: Python's own handler back (the plugin's promise to an embedding host), or what it was
     assert after.pop(signal.SIGINT) in (before.pop(signal.SIGINT),
@@ -213,3 +213,24 @@ def summary_as_quick(csv_path: Path, out: Path) -> str:
         csv_module.writer(handle).writerows([header, *rows])
     report = build_report([relabelled], out / "report", baseline=None).read_text(encoding="utf-8")
     return report.split("## Summary\n", 1)[1].split("\n## ", 1)[0]
+
+
+def run_build_process(plan, cwd: Path, timeout_s: float = 300.0):
+    """A build process as gpubench run starts one (build_main, its plan in over one pipe, its answer out over
+    another), run to its end: (the process, its last answer or None)."""
+    import os
+
+    from gpubench.harness.processes.protocol import last_answer
+
+    plan_read, plan_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    os.write(plan_write, plan.to_json().encode())  # far below a pipe's 64 KiB: no reader needed yet
+    os.close(plan_write)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), str(REPO)]))
+    done = subprocess.run([sys.executable, "-m", "gpubench.harness.processes.build_main", f"--plan-fd={plan_read}",
+                           f"--answer-fd={answer_write}"], cwd=cwd, pass_fds=(plan_read, answer_write),
+                          capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+    os.close(plan_read)
+    os.close(answer_write)
+    with os.fdopen(answer_read, "rb") as pipe:
+        return done, last_answer(pipe.read())

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.harness.commands.ab import AbSide, order, parse_env
+from gpubench.harness.commands.ab import AbSide, order, parse_env, session_run, side_options
 from gpubench.harness.commands.ab_builds import side_job
-from gpubench.harness.commands.cli import main
+from gpubench.harness.commands.cli import build_parser, main
+from gpubench.harness.commands.common import read_options
 from gpubench.harness.processes.build_main import pytest_args_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,14 +58,21 @@ def test_sides_alternate_a_b_then_b_a():
 
 
 def test_a_side_is_its_interpreter_variables_and_arguments():
-    side = AbSide("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, ["--gpubench-dataset=synthetic"])
+    session = build_parser().parse_args(["ab", "--device", "cpu", "--dataset", "mnist"])
+    session.run = read_options(session)
+    given = ["--gpubench-dataset=synthetic", "--threads", "2", "-x"]
+    run, rest = side_options(session, given, "--b-arg")
+    side = AbSide("B", "/usr/bin/python3", {"OMP_NUM_THREADS": "1"}, given, session_run(run, session.run), rest)
     job = side_job(side, "s1", 3, 8, ["benches", "-k", "matmul"])
     assert job.argv == ["/usr/bin/python3", "-m",
                         "gpubench.harness.processes.build_main"] and job.env["OMP_NUM_THREADS"] == "1"
-    argv = pytest_args_of(job.plan, 9)  # the build's pytest command line, forked or plain
-    assert "--gpubench-dataset=synthetic" in argv and argv.index("-k") < argv.index("--gpubench-dataset=synthetic")
-    assert {"--gpubench-run-id=s1-B", "--gpubench-build=3", "--gpubench-builds=8",
-            "--gpubench-output-tag=B-b3"} <= set(argv)
+    assert pytest_args_of(job.plan) == ["benches", "-k", "matmul", "-x"]  # the side's pytest arguments after the suite
+    run = job.plan.run  # the side's options over the session's, in either form, read once here
+    assert (run.device, run.dataset, run.threads, run.run_id, run.builds, run.run_budget_s) == (
+        "cpu", "synthetic", 2, "s1-B", 8, None)
+    assert (job.plan.build, job.plan.output_tag) == (3, "B-b3")
+    with pytest.raises(ValueError, match="--b-arg: argument --gpubench-threads/--threads: invalid int value"):
+        side_options(session, ["--threads=two"], "--b-arg")
     assert parse_env(["A=1", "B=x=y"], "--b-env") == {"A": "1", "B": "x=y"}
     with pytest.raises(ValueError, match="use NAME=VALUE"):
         parse_env(["OMP_NUM_THREADS"], "--b-env")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpubench.harness.records.results_reader import write_frame
+from frames import write_frame
 from gpubench.reports.load import LABELS, load_results
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from gpubench.harness.commands.ab_builds import side_env, side_plan
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.build_main import pytest_args_of
 from gpubench.harness.processes.launch import Job
-from gpubench.harness.records.results_reader import write_frame
+from frames import write_frame
 from gpubench.reports.load import LABELS, load_results
 from gpubench.reports.paired import (
     format_session,
@@ -46,7 +46,7 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, script: str, results_dir: Path 
              "'a').write('rows\\n')\n")
 
     def job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
-            suite_root: Path | None = None, turns: str = "") -> Job:
+            suite_root: Path | None = None, turns: str = "", cases: str = "") -> Job:
         started.append((side.name, build))
         argv = [sys.executable, "-c", f"SIDE, BUILD = {side.name!r}, {build}\n{makes if writes else ''}{script}"]
         return Job(argv, side_env(side), hold_sigint=True)  # no plan: started plainly, no fork server
@@ -98,9 +98,9 @@ def test_a_side_whose_first_build_records_nothing_stops_the_session_at_once(tmp_
 def test_each_side_and_build_writes_its_own_benchmark_json_under_the_suites_config(tmp_path):
     plan = side_plan(AbSide("B"), "s", 3, 8, ["benches", "--benchmark-json", str(tmp_path / "out.json"),
                                               "--benchmark-save=base"], REPO)
-    argv = pytest_args_of(plan, 9)
+    argv = pytest_args_of(plan)
     # the build tags out.json -> out.B-b3.json (tests/test_build_protocol.py)
-    assert "--gpubench-output-tag=B-b3" in argv
+    assert plan.output_tag == "B-b3"
     # else an existing out.json outside the checkout: 0 cases
     assert f"--config-file={REPO / 'benches' / 'suite.ini'}" in argv
 
@@ -109,8 +109,8 @@ NOTHING = ["--device", "cpu", "--profile", "smoke", "--pairs", "3", "-k", "no_ca
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--b-arg=--gpubench-results-dir=elsewhere"], "the session sets --gpubench-results-dir for both sides"),
-    (["--a-arg=--gpubench-run-id=x"], "the session sets --gpubench-run-id for both sides"),
+    (["--b-arg=--gpubench-results-dir=elsewhere"], "--b-arg: the session sets --results-dir for both sides"),
+    (["--a-arg=--run-id=x"], "--a-arg: the session sets --run-id for both sides"),
     (["--builds", "5"], "a session's builds are its pairs — use --pairs 5"),
 ])
 def test_options_the_session_owns_are_refused_before_any_build(tmp_path, capsys, extra, message):

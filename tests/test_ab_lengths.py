@@ -5,22 +5,21 @@ launcher writes the builds' rows in-process: no process starts."""
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import sequential_simulation as sq
 
 from gpubench.harness.commands import ab
 from gpubench.harness.commands.ab import AbSide, run_pairs
 from gpubench.harness.commands.ab_sequential import Looks, choose_lengths
 from gpubench.harness.core.plan import BuildNoise, best_build_s
 from gpubench.harness.processes.cases_file import cases_text, read_cases_file
-from gpubench.harness.processes.build_main import pytest_args_of
 from gpubench.harness.processes.launch import Completed, Job
-from gpubench.harness.records.results_reader import write_frame
-from gpubench.reports import sequential as sq
+from gpubench.harness.processes.protocol import BuildPlan
+from frames import write_frame
 from gpubench.reports.load import LABELS, load_results
 from gpubench.reports.verdicts import ALPHA
 
@@ -67,12 +66,11 @@ class FakeLauncher:
         self.files: list[str] = []
 
     def run(self, job: Job) -> Completed:
-        argv = " ".join(pytest_args_of(job.plan, 9) if job.plan is not None else job.argv)  # the build's pytest command
-        side, build = re.search(r"--gpubench-output-tag=([AB])-b(\d+)", argv).groups()
-        found = re.search(r"--gpubench-cases=(\S+)", argv)
-        wanted = read_cases_file(Path(found.group(1))) if found else dict.fromkeys(self.cases)
+        side, build = job.plan.output_tag.split("-b")
+        found = job.plan.cases
+        wanted = read_cases_file(Path(found)) if found else dict.fromkeys(self.cases)
         if found:
-            self.files.append(Path(found.group(1)).read_text(encoding="utf-8"))
+            self.files.append(Path(found).read_text(encoding="utf-8"))
         for case, seconds in wanted.items():
             self.frames[side].append(self.row(case, int(build), side, seconds or LEAST_S))
             self.builds.setdefault(case, []).append(int(build))
@@ -123,7 +121,7 @@ def test_chosen_once_per_case(tmp_path) -> None:
     fake = FakeLauncher(tmp_path, golden_cases())
     for build in range(4):
         for side in "AB":
-            fake.run(Job([f"--gpubench-output-tag={side}-b{build}"], {}))
+            fake.run(Job([], {}, plan=BuildPlan(build, [], [], output_tag=f"{side}-b{build}")))
     a, b = (load_results([tmp_path / f"s-{side}.csv"]) for side in "AB")
     first = choose_lengths(a, b, [QUIET, SAMPLING], {}, LEAST_S, 3600)
     assert set(first) == {QUIET, SAMPLING}

@@ -16,7 +16,7 @@ from gpubench.harness.commands.ab_command import session_budget_s
 from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.launch import Job
-from gpubench.harness.records.results_reader import write_frame
+from frames import write_frame
 from gpubench.reports.load import LABELS, load_results
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,8 +78,8 @@ def test_a_look_names_the_undecided_cases_for_the_next_builds(tmp_path):
     write_sides(tmp_path, 12, change={}, noise={case: 0.3 for case in noisy})
     looks = Looks(tmp_path, "s", 0.05, budget_s=3600, max_pairs=50)
     narrowed = looks(12)
-    assert narrowed is not None and narrowed[0].startswith("--gpubench-cases=") and looks.ended == ""
-    listed = Path(narrowed[0].split("=", 1)[1])
+    assert narrowed and looks.ended == ""
+    listed = Path(narrowed)
     assert listed.read_text().split() == looks.undecided and set(looks.undecided) == set(noisy)
     looks.close()
     assert not listed.parent.exists()  # the session's own folder goes with it
@@ -98,23 +98,22 @@ def test_a_session_ends_when_every_case_is_decided_or_the_next_pair_would_not_fi
 
 def test_before_any_row_every_case_stays_selected(tmp_path):
     looks = Looks(tmp_path, "s", 0.05, budget_s=3600, max_pairs=50)
-    assert looks(1) == [] and looks.ended == ""
+    assert looks(1) == "" and looks.ended == ""
 
 
 @pytest.mark.process
 def test_the_next_pair_runs_what_the_look_says_and_a_look_can_end_the_session(tmp_path, monkeypatch):
     # tiny python builds: the session's loop only
-    started: list[tuple[str, int, list[str]]] = []
+    started: list[tuple[str, int, str]] = []
 
     def job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
-            suite_root: Path | None = None, turns: str = "") -> Job:
-        started.append((side.name, build, pytest_args))
+            suite_root: Path | None = None, turns: str = "", cases: str = "") -> Job:
+        started.append((side.name, build, cases))
         return Job([sys.executable, "-c", f"open({str(tmp_path)!r} + '/s-{side.name}.csv', 'a').write('rows\\n')"])
 
     monkeypatch.setattr(ab, "side_job", job)
-    said = {1: ["--gpubench-cases=x"], 2: None}
+    said = {1: "x", 2: None}
     done, stop = run_pairs((AbSide("A"), AbSide("B")), "s", 10, ["benches"], REPO, tmp_path,
                            after_pair=said.__getitem__)
     assert (done, stop) == (2, None)
-    assert started == [("A", 0, ["benches"]), ("B", 0, ["benches"]), ("B", 1, ["benches", "--gpubench-cases=x"]),
-                       ("A", 1, ["benches", "--gpubench-cases=x"])]
+    assert started == [("A", 0, ""), ("B", 0, ""), ("B", 1, "x"), ("A", 1, "x")]

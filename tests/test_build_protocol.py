@@ -19,6 +19,8 @@ import psutil
 import pytest
 from runs import REPO
 
+from gpubench.harness.core.model_spec import ModelSpec
+from gpubench.harness.core.options import RunOptions
 from gpubench.harness.processes.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, python_module
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, ProtocolError, last_answer
@@ -26,15 +28,9 @@ from gpubench.harness.pytest_plugin import fork_server
 
 
 def test_a_plan_and_an_answer_round_trip_as_json():
-    plan = BuildPlan(
-        2,
-        ["-k", "matmul", "--benchmark-json", "x.json"],
-        ["benches", "--gpubench-device=cpu"],
-        3,
-        "b2",
-        "/s/build-2.json",
-        True,
-    )
+    run = RunOptions(device="cpu", run_budget_s=90.0, model=ModelSpec("m", "f", (3, 8), 50))
+    plan = BuildPlan(2, ["-k", "matmul", "--benchmark-json", "x.json"], ["benches"], run, 3, "b2", "/s/build-2.json",
+                     True, deadline_s=1.5e9)
     assert BuildPlan.from_json(plan.to_json()) == plan
     answer = BuildAnswer(2, 3, 4, {"test_matmul[fp32-n64-b2]": 0.5}, 0, "x.b2.json", False, 0.25, ["a note"])
     assert BuildAnswer.from_json(answer.to_json()) == answer
@@ -43,10 +39,12 @@ def test_a_plan_and_an_answer_round_trip_as_json():
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ('{"build": "2", "pytest_args": [], "options": []}', "BuildPlan.build: '2' is not int"),
-        ('{"build": true, "pytest_args": [], "options": []}', "BuildPlan.build: True is not int"),
-        ('{"build": 0, "pytest_args": [], "options": [], "argv": []}', "unknown field 'argv'"),
-        ('{"build": 0, "options": []}', "pytest_args"),
+        ('{"build": "2", "pytest_args": [], "suite_args": []}', "BuildPlan.build: '2' is not int"),
+        ('{"build": true, "pytest_args": [], "suite_args": []}', "BuildPlan.build: True is not int"),
+        ('{"build": 0, "pytest_args": [], "suite_args": [], "argv": []}', "unknown field 'argv'"),
+        ('{"build": 0, "suite_args": []}', "pytest_args"),
+        ('{"build": 0, "pytest_args": [], "suite_args": [], "run": {"builds": "2"}}', "builds='2' is not int"),
+        ('{"build": 0, "pytest_args": [], "suite_args": [], "run": {"speed": 2}}', "not a RunOptions"),
         ("[0]", "a BuildPlan is a JSON object"),
     ],
 )
@@ -207,23 +205,12 @@ def probe_plan(folder: Path, build: int, *user: str) -> BuildPlan:
         f"--rootdir={folder}",
         "-o",
         "python_files=bench_*.py",
-        "--gpubench-timed-only",
         "--benchmark-quiet",
-        "--device=cpu",
-        "--profile=smoke",
-        f"--results-dir={folder / 'res'}",
-        "--run-id=probe",
-        "--builds=2",
         "-q",
     ]
-    return BuildPlan(
-        build,
-        list(user),
-        options,
-        None if build == 0 else 2,
-        f"b{build}" if build else "",
-        str(folder / f"table-{build}.json"),
-    )
+    run = RunOptions(device="cpu", profile="smoke", results_dir=str(folder / "res"), run_id="probe", builds=2)
+    return BuildPlan(build, list(user), options, run, None if build == 0 else 2, f"b{build}" if build else "",
+                     str(folder / f"table-{build}.json"))
 
 
 def probe_job(folder: Path, build: int, *user: str) -> Job:

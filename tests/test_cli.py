@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,11 @@ from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
 from gpubench.harness.pytest_plugin import plugin
 from gpubench.harness.commands.common import SUITE_ROOT, no_cases_line, report_after_run, rootdir_for
 from gpubench.harness.commands.cli import build_parser, main
-from gpubench.harness.commands.common import pytest_args
+from gpubench.harness.commands.common import read_options
+from gpubench.harness.commands.fleet import Target
+from gpubench.harness.commands.fleet_command import run_argv
+from gpubench.harness.commands.run_command import build_plan
+from gpubench.harness.processes.protocol import BuildPlan
 from gpubench.harness.devices.device import resolve_device
 from gpubench.harness.core.options import RUN_OPTIONS
 from gpubench.harness.records.results_reader import read_rows
@@ -46,13 +51,23 @@ def test_env_with_a_missing_device_is_one_line(capsys):
     assert code == 2 and err.count("\n") == 1 and "unknown device" in err
 
 
-def test_run_passes_unknown_options_through_to_pytest():
-    args, extra = build_parser().parse_known_args(["run", "--device", "cpu", "-k", "matmul", "--benchmark-json",
-                                                   "x.json"])
-    args.run_id = "RUN"
-    argv = pytest_args(args, extra)
-    assert "--gpubench-device=cpu" in argv and "--gpubench-timed-only" in argv and "--gpubench-run-id=RUN" in argv
-    assert argv[-4:] == ["-k", "matmul", "--benchmark-json", "x.json"]
+def test_run_passes_unknown_options_through_to_pytest_and_its_own_in_the_plan_as_read_once(tmp_path):
+    args, extra = build_parser().parse_known_args(["run", "--device", "CPU", "--budget", "2m", "-k", "matmul",
+                                                   "--benchmark-json", "x.json"])
+    args.run = read_options(args)
+    plan = BuildPlan.from_json(build_plan(args, extra, tmp_path, 1, 3, deadline_s=12.5).to_json())
+    assert plan.pytest_args == ["-k", "matmul", "--benchmark-json", "x.json"]  # the user's, untouched
+    assert not [arg for arg in plan.suite_args if arg.startswith("--gpubench")]  # no option travels as pytest's
+    assert (plan.run.device, plan.run.run_budget_s, plan.deadline_s, plan.build, plan.builds) == ("cpu", 120.0, 12.5,
+                                                                                                  1, 3)
+
+
+def test_a_fleet_job_gets_the_options_the_fleet_read_as_they_are():
+    args, _ = build_parser().parse_known_args(["fleet", "--store", "S", "--budget", "90s", "--threads", "2"])
+    args.run = read_options(args)
+    job, extra = build_parser().parse_known_args(run_argv(args, Path("/abs/S"), "F-x", Target("x"), [])[3:])
+    assert read_options(job) == replace(args.run, store="/abs/S", run_id="F-x") and not extra
+    assert job.budget is None and job.threads is None  # no flag of its own: the fleet's value, never read again
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -111,11 +126,8 @@ def test_plugin_and_cli_share_one_option_table():
         assert recorded.added[option.flag]["dest"] == "gpubench_" + option.dest  # no clash with another plugin's dest
         assert recorded.added[option.flag]["help"] == option.help
         assert recorded.added[option.namespaced] is recorded.added[option.flag]  # --gpubench-profile and --profile
-    # gpubench run's own: one pytest process per build, its answer pipe, its view of the user's output files and
-    # selection, the run's deadline and its extra builds; gpubench ab's: the cases still undecided, a pair's turns
-    internal = {"--gpubench-build", "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-table-json",
-                "--gpubench-timed-only", "--gpubench-micro-only", "--gpubench-extra-build", "--gpubench-cases",
-                "--gpubench-deadline", "--gpubench-turns"}
+    # a plain pytest run of one build of each case (gpubench run's builds get theirs in their plan)
+    internal = {"--gpubench-build"}
     assert set(recorded.added) - internal == {o.flag for o in RUN_OPTIONS} | {o.namespaced for o in RUN_OPTIONS}
 
 

@@ -4,9 +4,10 @@ of the repeated cases whose builds disagree most, each only if its whole build s
 import time
 
 import pytest
-from runs import ONE_CASE_BENCH
+from runs import ONE_CASE_BENCH, run_build_process
 
 from gpubench.harness.commands.budget_builds import ExtraBuilds
+from gpubench.harness.core.options import RunOptions
 from gpubench.harness.core.run_budget import CaseCost
 from gpubench.harness.processes.build_runs import run_builds
 from gpubench.harness.processes.launch import NO_TESTS, Completed, Job
@@ -80,7 +81,8 @@ def test_a_run_starts_its_extra_builds_after_the_profiles_and_one_with_nothing_t
             return Completed(0, answer=BuildAnswer(job.plan.build, 2, rows_written=1))
 
     def job_for(build, builds):
-        return Job(["build"], plan=BuildPlan(build, [], [], builds, extra=builds is not None and build >= builds))
+        extra = builds is not None and build >= builds
+        return Job(["build"], plan=BuildPlan(build, [], [], builds=builds, extra=extra))
 
     outcome = run_builds(Launcher(), job_for, (2, 3, 4), more=lambda build, answers: build < 5)
     assert [(plan.build, plan.extra) for plan in plans] == [(0, False), (1, False), (2, True), (3, True)]
@@ -90,11 +92,12 @@ def test_a_run_starts_its_extra_builds_after_the_profiles_and_one_with_nothing_t
 TWO_CASE_BENCH = ONE_CASE_BENCH.replace("[TinyCase(8)]", "[TinyCase(8), TinyCase(16)]")  # tests/runs.py
 
 
-def build_of_tiny(pytester, *extra):
-    # each build a process of its own, as under gpubench run: in-process sessions share the test session's modules
-    return pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py",
-                                         "--benchmark-only", "--profile=smoke",
-                              "--results-dir=out", "--run-id=r", "--builds=2", "--budget=10m", *extra)
+def build_of_tiny(pytester, build: int, deadline_s: float | None = None):
+    """Extra build `build` (past the profile's) as gpubench run starts it: a process of its own, with its plan."""
+    run = RunOptions(profile="smoke", results_dir="out", run_id="r", builds=2, run_budget_s=600.0)
+    plan = BuildPlan(build, ["-rs"], ["-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py"], run,
+                     extra=True, deadline_s=deadline_s)
+    return run_build_process(plan, pytester.path)[0]
 
 
 @pytest.mark.process  # three pytest sessions, each a process (see build_of_tiny)
@@ -102,15 +105,17 @@ def test_an_extra_build_repeats_the_repeated_cases_within_the_deadline_and_recor
         pytester, monkeypatch):
     monkeypatch.setenv("GPUBENCH_DOWNLOAD", "0")
     pytester.makepyfile(bench_tiny=TWO_CASE_BENCH)
-    assert build_of_tiny(pytester).ret == 0  # both builds in one session
-    assert build_of_tiny(pytester, "--gpubench-build=2", "--gpubench-extra-build").ret == 0
+    both = pytester.runpytest_subprocess("-p", "gpubench.harness.pytest_plugin.plugin", "bench_tiny.py",
+                                         "--benchmark-only", "--profile=smoke", "--results-dir=out", "--run-id=r",
+                                         "--builds=2", "--budget=10m")
+    assert both.ret == 0  # both builds in one session
+    assert build_of_tiny(pytester, 2).returncode == 0
     rows = read_rows(pytester.path / "out" / "r.csv")
     assert sorted((r["case_id"], r["build"], r["status"]) for r in rows if r["build"] == 2) == [
         ("matmul/n16", 2, "ok"), ("matmul/n8", 2, "ok")]
-    spent = f"--gpubench-deadline={time.time() - 1.0!r}"
-    result = build_of_tiny(pytester, "--gpubench-build=3", "--gpubench-extra-build", spent, "-rs")
-    result.assert_outcomes(skipped=2)
-    assert "extra build: its build does not fit the budget's time left" in result.stdout.str()
+    result = build_of_tiny(pytester, 3, deadline_s=time.time() - 1.0)  # the run's time is spent
+    assert result.returncode == 0 and "2 skipped" in result.stdout, result.stdout[-2000:]
+    assert "extra build: its build does not fit the budget's time left" in result.stdout
     assert [r for r in read_rows(pytester.path / "out" / "r.csv") if r["build"] == 3] == []
 
 
@@ -131,7 +136,7 @@ def test_a_later_build_is_planned_with_the_start_a_build_measured_not_the_fork_s
     # its first row 30 s after its launch (a fork server importing torch first); the build itself started in 1 s
     late_s = datetime.fromtimestamp(time.time() + 30, timezone.utc).isoformat()
     write_rows(tmp_path, [dict(row("a", 0, 1.0), timestamp_utc=late_s)])
-    budgeted.run(Job(["build"], plan=BuildPlan(1, [], [], 3)))
+    budgeted.run(Job(["build"], plan=BuildPlan(1, [], [], builds=3)))
     assert started == [0, 1] and not budgeted.notes()
 
 

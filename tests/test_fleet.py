@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from gpubench.harness.commands.cli import build_parser, main as cli_main
 from gpubench.harness.commands.fleet import DONE, FAILED, RUNNING, FleetJob, reason_from_log, settle, update
 from gpubench.harness.commands.fleet import Target, parse_minutes, parse_targets
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.commands.common import read_options
 from gpubench.harness.commands.fleet_command import drive, run_argv, submit
+from gpubench.harness.core.options import RunOptions
 from gpubench.harness.records.job_files import private_folder
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.store import runs_in
@@ -35,9 +38,14 @@ def test_targets_parse_into_slurm_parameters():
     assert b.name == "big" and b.slurm_parameters()["time"] == 120 and b.slurm_parameters()[
         "nodelist"] == "node[1-2]" and b.cpus == 8
     assert [t.name for t in parse_targets(None)] == ["local"]
+    # any other sbatch option submitit takes goes through under its name; the fleet's job name and time win
+    [c] = parse_targets(["partition=gpu,mem=32G,account=lab,qos=high,time=5"])
+    assert c.slurm_parameters() == {"partition": "gpu", "mem": "32G", "account": "lab", "qos": "high",
+                                    "job_name": "gpubench-gpu", "time": 5}
 
 
-@pytest.mark.parametrize("text, message", [("partiton=gpu", "is not one of"), ("partition=a", "two targets"),
+@pytest.mark.parametrize("text, message", [("partiton=gpu", "is not one of .* as submitit names it \\(account, "),
+                                           ("setup=x", "is not one of"), ("partition=a", "two targets"),
                                            ("time=0:30", "under a minute"), ("time=soon", "give minutes"),
                                            ("cpus=many", "whole number"), ("", "is empty"), (" , ,", "is empty"),
                                            ("name=a,name=b", "name= is given twice"),
@@ -54,10 +62,13 @@ def test_minutes():
 def test_each_job_runs_gpubench_run_into_the_store_with_the_fleets_options():
     args, extra = build_parser().parse_known_args(["fleet", "--store", "S", "--profile", "smoke", "--builds", "2",
                                                    "--profile-ops", "-k", "matmul"])
+    args.run = read_options(args)
     argv = run_argv(args, Path("/abs/S"), "F-gpu", Target("gpu", device="cuda:1"), extra)
-    assert argv[1:] == ["-m", "gpubench.harness.commands.cli", "run", "--store", "/abs/S", "--run-id", "F-gpu",
-                        "--no-report", "--device", "cuda:1", "--profile", "smoke", "--builds", "2", "--profile-ops",
-                        "-k", "matmul"]
+    assert argv[1:4] == ["-m", "gpubench.harness.commands.cli", "run"] and argv[5:] == ["--no-report", "-k", "matmul"]
+    flag, _, given = argv[4].partition("=")
+    assert flag == "--run-options" and RunOptions.from_json(given) == replace(
+        args.run, store="/abs/S", run_id="F-gpu", device="cuda:1")
+    assert (args.run.profile, args.run.builds, args.run.profile_ops) == ("smoke", 2, True)
 
 
 def test_failure_reasons():
@@ -541,9 +552,10 @@ def test_slurm_jobs_are_not_requeued_and_get_submitits_signal_20_s_before_their_
 
     if shutil.which("srun") is None:
         pytest.skip("submitit's SlurmExecutor needs srun on PATH")
-    executor = make_executor("slurm", tmp_path, Target("a", partition="a", time_min=5))
+    executor = make_executor("slurm", tmp_path, Target("a", time_min=5, slurm={"partition": "a", "mem": "4G"}))
     script = _make_sbatch_string(command="true", folder=tmp_path, **executor.parameters)
     assert "#SBATCH --no-requeue" in script and "#SBATCH --signal=USR2@20" in script, script
+    assert "#SBATCH --mem=4G" in script and "#SBATCH --partition=a" in script, script
     assert make_executor("local", tmp_path, Target("l")).parameters["signal_delay_s"] == 20
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.commands import cli, run_command
+from gpubench.harness.commands.common import read_options
 from gpubench.harness.core.exits import UsageError
 from gpubench.reports import health
 from gpubench.reports.aggregate import per_case
@@ -229,8 +230,9 @@ def test_single_gpu_machines_have_no_node_table(h200):
 def test_cuda_all_expands_into_one_micro_run_per_gpu():
     args = cli.build_parser().parse_known_args(["run", "--device", "cuda:all", "--run-id", "R", "--profile",
                                                 "smoke"])[0]
+    args.run = read_options(args)
     runs = run_command.per_gpu_runs(args, ["-k", "matmul", "-m", "not gpu"], 3)
-    assert [(a.device, a.run_id, a.no_report, a.profile, a.micro_only) for a,
+    assert [(a.run.device, a.run.run_id, a.no_report, a.run.profile, a.micro_only) for a,
             _ in runs] == [(f"cuda:{i}", f"R-cuda{i}", True, "smoke", True) for i in range(3)]
     # the user's, untouched: each build ands its -m with the micro markers
     assert runs[0][1] == ["-k", "matmul", "-m", "not gpu"]
@@ -246,12 +248,12 @@ def test_cuda_all_runs_each_gpu_and_reports_the_outlier(h200, tmp_path, monkeypa
     launched = []
 
     def fake_builds(args, extra):  # what one GPU's pytest processes would write
-        index = int(args.device.split(":")[1])
-        launched.append((args.device, extra))
+        index = int(args.run.device.split(":")[1])
+        launched.append((args.run.device, extra))
         assert args.micro_only
-        write_run(copy_of(micro, "node1", "abcabcabcabc", args.device, args.run_id,
+        write_run(copy_of(micro, "node1", "abcabcabcabc", args.run.device, args.run.run_id,
                           **({"matmul": 0.9} if index == 1 else {})),
-                  Path(args.results_dir), args.run_id)
+                  Path(args.run.results_dir), args.run.run_id)
         return 0
 
     monkeypatch.setattr(gpubench.harness.devices.device, "cuda_device_count", lambda: 3)

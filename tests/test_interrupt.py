@@ -20,7 +20,7 @@ from runs import REPO, build_processes
 
 from gpubench.harness.commands import run_command
 from gpubench.harness.commands.cli import build_parser
-from gpubench.harness.commands.common import report_after_run
+from gpubench.harness.commands.common import read_options, report_after_run
 from gpubench.harness.core.exits import StopSignal
 from gpubench.harness.processes.build_runs import run_builds
 from gpubench.harness.processes.forked import ForkLauncher, ForkServer
@@ -175,6 +175,7 @@ class ExitsWith:
 def run_args(tmp_path: Path, *more: str) -> argparse.Namespace:
     args, _ = build_parser().parse_known_args(["run", "--device", "cpu", "--results-dir", str(tmp_path), "--run-id",
                                                "r", *more])
+    args.run = read_options(args)
     return args
 
 

@@ -13,7 +13,7 @@ import psutil
 import pytest
 from runs import cmdlines, gpubench_run, processes_of, run_bench_process
 
-from gpubench.harness.processes.lifetime import run_folder_prefix, sweep_dead_run_folders
+from gpubench.harness.processes.lifetime import handlers_installed, run_folder_prefix, sweep_dead_run_folders
 from gpubench.harness.records.results import count_rows
 from gpubench.harness.records.results_reader import read_rows
 
@@ -197,3 +197,17 @@ def test_a_run_under_nohup_outlives_the_terminal_closing():
         timer.join()
         signal.signal(signal.SIGHUP, previous)
     assert (outcome.code, outcome.stopped, outcome.notes) == (0, False, [])
+
+
+def test_handlers_are_put_back_and_a_signal_the_parent_ignored_stays_ignored():
+    """`nohup` starts a run with SIGHUP ignored: a handler put over it ended the run as its terminal closed."""
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    hangup, term = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    try:
+        with handlers_installed(mine):
+            assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is term and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, hangup)

@@ -11,6 +11,9 @@ import pytest
 import torch
 
 from gpubench.harness.commands import run_command
+from gpubench.harness.commands.cli import build_parser
+from gpubench.harness.commands.common import read_options
+from gpubench.harness.core.options import RunOptions
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.devices import machine_load
 from gpubench.harness.devices.env import gpu_utilization
@@ -79,11 +82,11 @@ def test_the_wait_ends_when_the_machine_turns_quiet_or_its_time_is_up(monkeypatc
 def test_gpubench_run_waits_before_its_budget_starts_and_its_builds_do_not_wait_again(monkeypatch):
     waited: list[float] = []
     monkeypatch.setattr(machine_load, "wait_quiet", lambda device, wait_s, say: waited.append(wait_s))
-    args = argparse.Namespace(wait_quiet="2m", device="cpu")
+    args = argparse.Namespace(run=RunOptions(device="cpu", wait_quiet_s=120.0))
     run_command.wait_for_quiet(args)
-    assert waited == [120.0] and args.wait_quiet is None
-    with pytest.raises(UsageError, match=r"^--wait-quiet '10': use a duration such as 90s"):
-        run_command.wait_for_quiet(argparse.Namespace(wait_quiet="10", device="cpu"))
+    assert waited == [120.0] and args.run.wait_quiet_s is None  # the builds' plans carry no wait
+    with pytest.raises(UsageError, match=r"^--wait-quiet '10': use a duration such as 90s"):  # read once, refused
+        read_options(build_parser().parse_args(["run", "--wait-quiet", "10"]))
 
 
 def test_the_load_is_read_on_the_cpus_this_process_may_run_on(tmp_path, monkeypatch):

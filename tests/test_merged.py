@@ -1,5 +1,5 @@
 """merged.csv written column by column (gpubench.reports.merged) holds the same bytes as the row writer
-(gpubench.harness.records.results_reader.write_frame: to_cell of each typed value), hostile and odd cells included."""
+(tests/frames.write_frame: to_cell of each typed value), hostile and odd cells included."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.harness.records.results_reader import write_frame
+from frames import write_frame
 from gpubench.reports.load import LABELS, load_results, spreadsheet_safe, write_merged
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"

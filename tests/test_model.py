@@ -22,7 +22,7 @@ from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core import run_budget
 from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
 from gpubench.harness.core.exits import UsageError
-from gpubench.harness.core.options import RUN_OPTIONS
+from gpubench.harness.core.options import RunOptions
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
@@ -107,10 +107,9 @@ def test_an_input_the_model_cannot_take_is_one_line() -> None:
 
 
 def test_the_run_setup_refuses_a_bad_model_before_any_case(tmp_path: Path) -> None:
-    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
-    values.update(gpubench_results_dir=str(tmp_path), gpubench_model="model_factories:raises", gpubench_input="16")
+    run = RunOptions(results_dir=str(tmp_path), model=parse_model_options("model_factories:raises", "16"))
     with pytest.raises(UsageError, match="calling raises\\(\\) raised RuntimeError: weights file missing"):
-        make_state(values.get, None, collect_only=True)
+        make_state(run, None, None, collect_only=True)
 
 
 def test_the_cases_sweep_one_setting_at_a_time_around_fp32_eager() -> None:
@@ -305,12 +304,11 @@ def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them(
 @pytest.mark.timeout(60, method="thread")  # pytest-timeout's own SIGALRM would hold the cut off (cut_after)
 def test_a_factory_that_never_returns_is_cut_after_the_budget_and_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_budget, "OVERRUN_GRACE_S", 0.05)
-    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
-    values.update(gpubench_model="model_factories:never_returns", gpubench_input="16")
+    spec = parse_model_options("model_factories:never_returns", "16")
     with pytest.raises(UsageError, match=r"^--model model_factories:never_returns: making the model and one forward "
                                              r"did not return within 0.1 s \(the run's budget and its grace\) — make "
                                              r"the factory return"):
-        checked_model(values.get, 0.01)
+        checked_model(spec, 0.01)
 
 
 @pytest.mark.process
@@ -328,8 +326,7 @@ def test_a_factory_that_ends_the_process_itself_is_named_not_a_silent_exit_0(tmp
 def test_a_relative_results_folder_is_fixed_at_setup_so_a_chdir_in_user_code_sends_no_row_elsewhere(
         tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
-    values.update(gpubench_results_dir="res", gpubench_model="model_factories:wanders", gpubench_input="16")
-    state, _ = make_state(values.get, None, collect_only=True)
+    run = RunOptions(results_dir="res", model=parse_model_options("model_factories:wanders", "16"))
+    state, _ = make_state(run, None, None, collect_only=True)
     install_session_clock(state.previous_clock)
     assert state.session.results_dir == tmp_path / "res" and Path.cwd() == tmp_path  # the factory's chdir undone too

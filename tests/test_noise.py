@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
+import sys
+from collections import namedtuple
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from gpubench.harness.processes.cpu_readings import CpuWatch, cpu_ticks, steal_between
+from gpubench.harness.processes.cpu_readings import CpuWatch, cpu_seconds, steal_between
 from gpubench.reports.noise import Readings, build_spread, noise_line
 
 ROUNDS = 100
@@ -76,16 +77,32 @@ def test_a_session_scales_its_own_detectable_change() -> None:
     assert "median of 2 cases on either side" in line
 
 
-def test_steal_share_from_proc_stat(tmp_path: Path) -> None:
-    stat = tmp_path / "stat"
-    stat.write_text("cpu  100 0 100 700 0 0 0 100 0 0\ncpu0 1 2 3\n", encoding="ascii")
-    start = cpu_ticks(stat)
-    assert start == (100, 1000)
-    stat.write_text("cpu  200 0 200 1300 0 0 0 300 0 0\n", encoding="ascii")
-    assert steal_between(start, cpu_ticks(stat)) == pytest.approx(200 / 1000)
-    assert cpu_ticks(tmp_path / "absent") is None and steal_between(None, start) is None
-    watch = CpuWatch(tmp_path / "absent")
-    assert watch.steal_frac() is None
+LINUX_TIMES = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+
+
+def test_steal_share_from_psutils_cpu_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    monkeypatch.setattr(psutil, "cpu_times", lambda: LINUX_TIMES(100, 0, 100, 700, 0, 0, 0, 100, 50, 0))
+    start = cpu_seconds()
+    assert start == (100, 1000)  # guest time is in user already: not counted twice
+    monkeypatch.setattr(psutil, "cpu_times", lambda: LINUX_TIMES(200, 0, 200, 1300, 0, 0, 0, 300, 90, 0))
+    assert steal_between(start, cpu_seconds()) == pytest.approx(200 / 1000)
+    assert steal_between(None, start) is None
+
+
+def test_steal_is_none_where_the_system_does_not_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    watch = CpuWatch()
+    monkeypatch.setattr(psutil, "cpu_times", lambda: namedtuple("scputimes", "user nice system idle")(1, 0, 1, 8))
+    assert cpu_seconds() is None and watch.steal_frac() is None  # macOS: no steal
+
+
+def test_linux_says_its_steal() -> None:
+    seconds = cpu_seconds()
+    assert (seconds is not None) == sys.platform.startswith("linux")
+    assert seconds is None or 0.0 <= seconds[0] <= seconds[1]
 
 
 def test_check_threads_refuses_zero_with_the_fix() -> None:

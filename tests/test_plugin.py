@@ -3,7 +3,6 @@ subject."""
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import time
@@ -20,10 +19,12 @@ from runs import (
     pytest_in_process,
     one_error_line,
     run_bench,
+    run_build_process,
 )
 
 from gpubench.harness.pytest_plugin.benchmark_json import parses_to_path
-from gpubench.harness.processes.protocol import last_answer
+from gpubench.harness.core.options import RunOptions
+from gpubench.harness.processes.protocol import BuildPlan
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import COLUMNS, REQUIRED_COLUMNS
 
@@ -158,7 +159,8 @@ def test_pytest_xdists_controller_sets_no_run_up_unless_given_an_option_and_ever
 
     def config(dist: str, collect_only: bool = False, given: bool = False, **worker: dict) -> SimpleNamespace:
         return SimpleNamespace(option=SimpleNamespace(dist=dist), getoption=lambda name: collect_only if name
-                               == "collectonly" else None, addinivalue_line=lambda *args: None, given=given, **worker)
+                               == "collectonly" else None, addinivalue_line=lambda *args: None, given=given, stash={},
+                               pluginmanager=SimpleNamespace(get_plugins=lambda: []), **worker)
 
     plugin.pytest_configure(config("worksteal"))
     assert set_up == []
@@ -447,15 +449,9 @@ def test_the_build_count_is_the_selections_after_k(tiny, monkeypatch):
 
     def reported(*args: str) -> int | None:
         """The build count the collection answers over the pipe gpubench run hands it."""
-        read_fd, write_fd = os.pipe()
-        subprocess.run([sys.executable, "-m", "pytest", "-p", "gpubench.harness.pytest_plugin.plugin", "-p",
-                        "no:cacheprovider", "bench_tiny.py", "bench_one.py",
-                        "--collect-only", "-q", f"--gpubench-answer-fd={write_fd}", *args], cwd=tiny.path,
-                       pass_fds=(write_fd,), capture_output=True, timeout=300,
-                       env=dict(os.environ, PYTHONPATH=str(REPO)))
-        os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as pipe:
-            answer = last_answer(pipe.read())
+        suite = ["-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider", "bench_tiny.py",
+                 "bench_one.py", "--collect-only", "-q"]
+        _, answer = run_build_process(BuildPlan(0, list(args), suite), tiny.path)
         return answer.builds if answer is not None else None
 
     assert reported() == 2
@@ -675,8 +671,9 @@ def test_a_lost_environment_sidecar_stops_the_run_with_exit_75(one_case, monkeyp
 def test_a_cases_file_keeps_only_its_cases_and_build_calls_is_the_least_calls_per_build(tiny):
     # gpubench ab --budget names the undecided cases in a file; the others get no more builds
     (tiny.path / "cases.txt").write_text("matmul/fp32-n32\n")
-    result = run(tiny, "--benchmark-only", "--profile=smoke", "--results-dir=out", "--gpubench-cases=cases.txt",
-                 "--build-calls=400")
+    run_options = RunOptions(profile="smoke", results_dir="out", build_calls=400)  # as a build's plan carries them
+    plan = BuildPlan(0, [], [], run_options, cases=str(tiny.path / "cases.txt"))
+    result = pytest_in_process(tiny, *WITH_PLUGIN, "bench_tiny.py", "--benchmark-only", plugins=[plan])
     assert result.ret == 0
     rows = rows_in(tiny.path / "out")
     assert {r["case_id"] for r in rows} == {"matmul/fp32-n32"}
@@ -696,7 +693,8 @@ def test_a_cases_file_gives_a_case_its_own_build_seconds(tmp_path):
 
     (tmp_path / "cases.txt").write_text("matmul/fp32-n32 1.5\nmatmul/fp32-n64\n")
     deselected = []
-    config = SimpleNamespace(getoption=lambda name: str(tmp_path / "cases.txt"),
+    plan = BuildPlan(0, [], [], cases=str(tmp_path / "cases.txt"))
+    config = SimpleNamespace(stash={}, pluginmanager=SimpleNamespace(get_plugins=lambda: [plan]),
                              hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
     items = [SimpleNamespace(callspec=SimpleNamespace(params={"case": SimpleNamespace(case_id=case)}))
              for case in ("matmul/fp32-n32", "matmul/fp32-n64", "matmul/fp32-n128")]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import sequential_simulation as sq
 
-from gpubench.reports import sequential as sq
 from gpubench.reports.paired import judge_logs, judge_sequential
 from gpubench.reports.power_audit import (
     SCENARIOS,

@@ -205,68 +205,105 @@ def test_unwritable_results_dir_names_the_fix(tmp_path):
         check_writable(blocker / "sub")
 
 
-# ---- one reader: the per-cell and the column rules agree, and the harness and the report read alike ----
+# ---- one reader: each column's rules, one cell or a whole column at once, and the harness and the report alike ----
 
+class No(str):
+    """A refused cell's message: the file is damaged."""
+
+
+class Impossible(No):
+    """A refused cell's message: a value no measurement gives (its row is refused, not its file)."""
+
+
+LONGEST = "above 1e+06 s: no timed region lasts 11 days"
+SHORTEST = "below 1e-09 s: no timed region is shorter than a nanosecond"
+STAMP = "not an ISO 8601 timestamp with its offset, as 2026-11-29T12:00:00+00:00"
+# column: (cell, what it reads as: a value, None when empty, or the message it is refused with)
 CELLS = {
-    "pinned": ["True", "False", "TRUE", " yes ", "No", "0", "1", "tRuE", "maybe", "2", ""],
-    "rounds": ["7", "7.0", "1e3", " 7 ", "+3", "-1", "1.5", "inf", "nan", "1_000", "0x10", "1e400", "\u0661\u0662", "",
-               "seven"],
-    "median_s": ["0.1", "5.", ".5", "1E5", "-0", "-0.5", "inf", "-inf", "nan", "infinity", "1e400", "1e-400", "abc",
-                 ""],
-    "lr": ["-0.5", "0.001", "Infinity"],
-    "samples_s": ["[1, 2]", "[]", "[-1]", "[1,", "hello", "[NaN]", '["inf"]', "{}", ""],
-    "status": ["ok", "oom", "weird", ""],
-    "case_id": ["matmul/n8", ""],
-    "timestamp_utc": ["2026-11-29T00:00:00+00:00", "yesterday", "2026-13-45T99:00:00", ""],
-    "hostname": ["box", ""],
-    "a_newer_writers_column": ["anything", ""],
+    "pinned": [("True", True), ("False", False), ("TRUE", True), (" yes ", True), ("No", False), ("0", False),
+               ("1", True), ("tRuE", True), ("maybe", No("not a boolean: 'maybe'")), ("2", No("not a boolean: '2'")),
+               ("", None)],
+    "rounds": [("7", 7), ("7.0", 7), ("1e3", 1000), (" 7 ", 7), ("+3", 3), ("-1", Impossible("negative")),
+               ("1.5", No("not an integer: '1.5'")), ("0.5", No("not an integer: '0.5'")),
+               ("inf", Impossible("not a finite number")), ("nan", Impossible("not a finite number")),
+               ("1_000", No("not a number: '1_000'")), ("0x10", No("not a number: '0x10'")),
+               ("1e400", No("not an integer: '1e400'")), ("\u0661\u0662", No("not a number: '\u0661\u0662'")),
+               ("", None), ("seven", No("not a number: 'seven'"))],
+    "median_s": [("0.1", 0.1), ("5.", 5.0), (".5", 0.5), ("1E5", 1e5), ("7", 7.0), ("1e-9", 1e-9), ("1e6", 1e6),
+                 ("-0", Impossible(SHORTEST)), ("2e-10", Impossible(SHORTEST)), ("1e-400", Impossible(SHORTEST)),
+                 ("1e7", Impossible(LONGEST)), ("-0.5", Impossible("negative")),
+                 ("inf", Impossible("not a finite number")), ("-inf", Impossible("not a finite number")),
+                 ("nan", Impossible("not a finite number")), ("infinity", Impossible("not a finite number")),
+                 ("1e400", Impossible("not a finite number")), ("abc", No("not a number: 'abc'")), ("", None)],
+    "iqr_s": [("0", 0.0), ("2e-10", 2e-10), ("-1", Impossible("negative")), ("1e7", Impossible(LONGEST))],
+    "test_accuracy": [("0.5", 0.5), ("0", 0.0), ("1", 1.0), ("1.5", Impossible("outside [0, 1]")),
+                      ("-1", Impossible("outside [0, 1]")), ("", None)],
+    "tflops": [("0", 0.0), ("-5", Impossible("negative"))],
+    "lr": [("-0.5", -0.5), ("0.001", 0.001), ("Infinity", Impossible("not a finite number")),
+           ("1e400", Impossible("not a finite number"))],
+    "energy_j": [("-2.5", -2.5)],  # net of idle power: may be negative
+    "samples_s": [("[1, 2]", [1.0, 2.0]), ("[]", []), ("[1e-9, 1e6]", [1e-9, 1e6]),
+                  ("[-1]", Impossible("a sample that is not a non-negative duration")),
+                  ("[NaN]", Impossible("a sample that is not a non-negative duration")),
+                  ('["inf"]', Impossible("a sample that is not a non-negative duration")),
+                  ("[1" + "0" * 400 + "]", Impossible("a sample that is not a non-negative duration")),
+                  ("[0]", Impossible(SHORTEST)), ("[1e-3, 2e6]", Impossible(LONGEST)),
+                  ("[0, 2e6]", Impossible(LONGEST)),
+                  ("[1,", No("Expecting value: line 1 column 4 (char 3)")),
+                  ("hello", No("Expecting value: line 1 column 1 (char 0)")), ("{}", No("not a JSON list")),
+                  ("[[1]]", No("not a flat JSON list of numbers")), ("", None)],
+    "user_figures": [('{"loss": 0.5}', {"loss": 0.5}), ('{"loss": true}', No("a figure that is not a number")),
+                     ('{"loss": NaN}', Impossible("NaN is not a finite number"))],
+    "status": [("ok", "ok"), ("oom", "oom"), ("weird", No("not one of ok, skipped, unreached, failed, oom")),
+               ("", No("empty"))],
+    "case_id": [("matmul/n8", "matmul/n8"), ("", No("empty"))],
+    "timestamp_utc": [("2026-11-29T00:00:00+00:00", "2026-11-29T00:00:00+00:00"), ("yesterday", No(STAMP)),
+                      ("2026-13-45T99:00:00", No(STAMP)), ("2026-11-29T00:00:00", No(STAMP)),
+                      ("1969-12-31T00:00:00+00:00", Impossible("year 1969, outside 1970 to 2100: a broken clock or an "
+                                                               "edited file")), ("", None)],
+    "hostname": [("box", "box"), ("", None)],
+    "a_newer_writers_column": [("anything", "anything"), ("", None)],
 }
 
 
 @pytest.mark.parametrize("column", CELLS)
-def test_the_column_rules_are_the_cell_rules(column):
-    """gpubench.harness.records.results_reader.parse_column (the reader's, vectorised) refuses exactly the cells
-    parse_cell refuses, and reads the others to the same value."""
+def test_one_cell_reads_as_its_columns_rules_say(column):
+    from gpubench.harness.records.schema import ImpossibleValue, parse_cell
+
+    for cell, expected in CELLS[column]:
+        if not isinstance(expected, No):
+            assert parse_cell(column, cell) == expected, (column, cell)
+            continue
+        with pytest.raises(ValueError) as refused:
+            parse_cell(column, cell)
+        assert str(refused.value) == expected, (column, cell)
+        assert isinstance(refused.value, ImpossibleValue) == isinstance(expected, Impossible), (column, cell)
+
+
+def test_whole_columns_read_as_their_rules_say_each_number_by_its_own_column_in_one_block():
+    """read_frame's bulk path: every number column of a file as one block (each cell judged by its own column's
+    rules there), every other column at once; refused where a cell alone is, read to the same value elsewhere."""
     import pandas as pd
 
-    from gpubench.harness.records.results_reader import parse_column
-    from gpubench.harness.records.schema import parse_cell
+    from gpubench.harness.records.results_reader import parse_column, parse_numbers
+    from gpubench.harness.records.schema import kind_of
 
-    texts = CELLS[column]
-    values, refused = parse_column(column, pd.Series(texts, dtype=object))
-    for text, value, no in zip(texts, values.tolist(), refused.tolist()):
-        try:
-            expected, expected_no = parse_cell(column, text), False
-        except ValueError:
-            expected, expected_no = None, True
-        assert no == expected_no, (column, text)
-        if not no:
-            got = None if value is None or value != value else value
-            assert got == (text or None if column == "samples_s" else expected), (column, text)
-
-
-def test_the_number_block_keeps_each_columns_own_rule():
-    """read_frame reads every number column of a file as one block: each cell is judged by its own
-    column's rule there (an int, a fraction, a duration), as parse_cell judges it alone."""
-    import pandas as pd
-
-    from gpubench.harness.records.results_reader import parse_numbers
-    from gpubench.harness.records.schema import parse_cell
-
-    cells = {"rounds": ["7", "1.5", "-1", "0.5", "2e-10", ""], "test_accuracy": ["0.5", "1.5", "-1", "7", "2e-10", ""],
-             "median_s": ["0.5", "1.5", "-1", "7", "2e-10", "1e7"], "iqr_s": ["0", "1.5", "-1", "7", "2e-10", "1e7"],
-             "lr": ["-1", "1e400", "0.5", "7", "2e-10", ""]}
-    values, refused = parse_numbers(pd.DataFrame(cells, dtype=object))
-    for at, column in enumerate(cells):
-        for row, text in enumerate(cells[column]):
-            try:
-                expected, expected_no = parse_cell(column, text), False
-            except ValueError:
-                expected, expected_no = None, True
-            assert bool(refused[row, at]) == expected_no, (column, text)
-            if not expected_no:
-                got = values[column].iloc[row]
-                assert (None if got != got else got) == expected, (column, text)
+    numbers = [c for c in CELLS if kind_of(c) in ("int", "float")]
+    depth = max(len(CELLS[c]) for c in numbers)
+    cells = {c: [cell for cell, _ in CELLS[c]] + [""] * (depth - len(CELLS[c])) for c in numbers}
+    block, refused_in_block = parse_numbers(pd.DataFrame(cells, dtype=object))
+    for column in CELLS:
+        if column in numbers:
+            at = numbers.index(column)
+            values, refused = block[column].tolist(), refused_in_block[:, at].tolist()
+        else:
+            read, mask = parse_column(column, pd.Series([cell for cell, _ in CELLS[column]], dtype=object))
+            values, refused = read.tolist(), mask.tolist()
+        for (cell, expected), value, no in zip(CELLS[column], values, refused):
+            assert no == isinstance(expected, No), (column, cell)
+            if not no:  # numbers as floats, NaN when empty; samples and objects as their text, None when empty
+                shown = cell or None if kind_of(column) in ("json", "object") else expected
+                assert (None if value is None or value != value else value) == shown, (column, cell)
 
 
 def test_numbers_are_read_exactly():
@@ -274,11 +311,11 @@ def test_numbers_are_read_exactly():
 
     import pandas as pd
 
-    from gpubench.harness.records.results_reader import parse_column
+    from gpubench.harness.records.results_reader import parse_numbers
 
     xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
-    values, refused = parse_column("lr", pd.Series([repr(x) for x in xs], dtype=object))
-    assert not refused.any() and values.tolist() == xs
+    values, refused = parse_numbers(pd.DataFrame({"lr": [repr(x) for x in xs]}, dtype=object))
+    assert not refused.any() and values["lr"].tolist() == xs
 
 
 def _tricky(tmp_path, name):

@@ -496,15 +496,13 @@ def test_many_builds_in_a_short_budget_plan_the_builds_that_fit_and_say_so(monke
 
 @pytest.mark.parametrize("text", ["0.001s", "4s", "4.9s"])
 def test_a_budget_too_short_to_build_one_case_is_refused_naming_the_least(text, tmp_path):
-    from gpubench.harness.core.options import RUN_OPTIONS
+    from gpubench.harness.core.options import RUN_OPTIONS, read_run_options
     from gpubench.harness.core.run_budget import parse_budget
-    from gpubench.harness.pytest_plugin.build_setup import make_state
 
     line = f"--budget {text}: below 5.0 s, too short for a build to start and build one case — pass --budget 5s or more"
     with pytest.raises(UsageError, match=f"^{line}"):
         parse_budget(text)
-    values = {option.pytest_dest: option.default for option in RUN_OPTIONS}
-    values.update(gpubench_results_dir=str(tmp_path), gpubench_budget=text)
-    with pytest.raises(UsageError, match=f"^{line}"):  # the plugin's usage error: exit 4 before any case
-        make_state(values.get, None, collect_only=True)
+    values = {option.dest: option.default for option in RUN_OPTIONS} | {"budget": text}
+    with pytest.raises(UsageError, match=f"^{line}"):  # the options are read once, before any build starts
+        read_run_options(values.get, lambda profile: None)
     assert parse_budget("5s") == 5.0 and parse_budget("none") is None

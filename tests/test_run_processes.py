@@ -366,8 +366,11 @@ STOPS_AT_BUILD_2 = '''
 import pytest
 
 
+from gpubench.harness.pytest_plugin.build_answer import this_build
+
+
 def pytest_sessionstart(session):
-    if session.config.getoption("gpubench_build") == 1:
+    if this_build(session.config) == 1:
         pytest.exit("stopped by the test plugin", returncode=4)
 '''
 

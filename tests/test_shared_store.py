@@ -299,6 +299,7 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tm
 
     import gpubench.harness.records.job_files
     from gpubench.harness.commands.common import resolve_store
+    from gpubench.harness.core.options import RunOptions
     from gpubench.harness.devices.env import machine_identity
     from gpubench.harness.records.store import machine_folder_name
 
@@ -310,7 +311,7 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tm
     for mode, refused, warned in ((0o777, True, False), (0o775, False, True), (0o1777, False, False),
                                   (0o755, False, False)):
         folder.chmod(mode)
-        problem = resolve_store(argparse.Namespace(store=str(tmp_path / "S"), results_dir="results"))
+        problem = resolve_store(argparse.Namespace(run=RunOptions(store=str(tmp_path / "S"))))
         err = capsys.readouterr().err
         assert (problem is not None and said in problem and "or pass another --store" in problem) == refused, mode
         assert (said in err) == warned and err.count("\n") == warned, mode

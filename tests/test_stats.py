@@ -1,5 +1,6 @@
 import math
 import random
+import statistics
 
 import pytest
 from pytest_benchmark.stats import Stats
@@ -28,21 +29,52 @@ def test_even_count_quartiles_are_the_medians_of_the_halves():
     assert (stats.q1_s, stats.q3_s) == (1.5, 6.5)
 
 
-@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 20, 101])
-def test_the_csv_and_pytest_benchmarks_table_agree_on_the_same_samples(count):
-    """One statistics implementation: quartiles, IQR, stddev and outlier counts equal what
-    pytest-benchmark shows for the same samples (the CSV and the screen never disagree)."""
-    rng = random.Random(count)
-    samples = [rng.lognormvariate(-7, 0.3) for _ in range(count)] + ([0.01] if count > 4 else [])
-    theirs = Stats()
-    for s in samples:
-        theirs.update(s)
-    ours = summarize(samples)
-    assert ours.median_s == pytest.approx(theirs.median)
-    assert ours.q1_s == pytest.approx(theirs.q1) and ours.q3_s == pytest.approx(theirs.q3)
-    assert ours.iqr_s == pytest.approx(theirs.iqr)
-    assert ours.stddev_s == pytest.approx(theirs.stddev)
-    assert f"{ours.stddev_outliers};{ours.iqr_outliers}" == theirs.outliers
+def hand_quartiles(data: list[float]) -> tuple[float, float]:
+    """Q1 and Q3 as gpubench computed them before it took pytest-benchmark's Stats: method 3 for odd counts, the
+    halves' medians for even ones (the reference the summary must keep equal)."""
+    n = len(data)
+    if n == 1:
+        return data[0], data[0]
+    if n % 2:
+        k, r = n // 4, n % 4
+        if r == 1:
+            return 0.25 * data[k - 1] + 0.75 * data[k], 0.75 * data[3 * k] + 0.25 * data[3 * k + 1]
+        return 0.75 * data[k] + 0.25 * data[k + 1], 0.25 * data[3 * k + 1] + 0.75 * data[3 * k + 2]
+    return statistics.median(data[: n // 2]), statistics.median(data[n // 2:])
+
+
+def odd_samples(kind: str, n: int) -> list[float]:
+    rng = random.Random(n)
+    return {"lognormal": lambda: [rng.lognormvariate(-7, 0.3) for _ in range(n)],
+            "outlier": lambda: [rng.lognormvariate(-7, 0.3) for _ in range(n - 1)] + [0.01],
+            "equal": lambda: [1e-3] * n,
+            "two values": lambda: [1e-3 if i % 3 else 2e-3 for i in range(n)],
+            "ties": lambda: [rng.choice([1e-9, 5e-4, 5e-4, 7.0]) for _ in range(n)],
+            "zeros and huge": lambda: [rng.choice([0.0, 1e6, 3e-9]) for _ in range(n)],
+            "descending": lambda: sorted((rng.random() for _ in range(n)), reverse=True)}[kind]()
+
+
+@pytest.mark.parametrize("kind", ["lognormal", "outlier", "equal", "two values", "ties", "zeros and huge",
+                                  "descending"])
+def test_the_summary_equals_the_hand_quartiles_and_pytest_benchmarks_table(kind):
+    """The CSV's figures are pytest-benchmark's Stats (what its table shows), and equal, to the last bit, the
+    quartiles, IQR and outlier counts gpubench computed by hand before, for every count from 1 to 59."""
+    for n in range(1, 60):
+        samples = odd_samples(kind, n)
+        ours, data = summarize(samples), sorted(samples)
+        q1, q3 = hand_quartiles(data)
+        fence, mean = 1.5 * (q3 - q1), statistics.fmean(data)
+        stddev = statistics.stdev(data) if n > 1 else 0.0
+        assert (ours.rounds, ours.median_s, ours.min_s, ours.max_s) == (n, statistics.median(data), data[0], data[-1])
+        assert (ours.q1_s, ours.q3_s, ours.iqr_s, ours.stddev_s) == (q1, q3, q3 - q1, stddev), (kind, n)
+        assert ours.mean_s == pytest.approx(mean, rel=1e-15, abs=0)  # fmean then, statistics.mean now: one ulp
+        assert ours.iqr_outliers == sum(s < q1 - fence or s > q3 + fence for s in data), (kind, n)
+        assert ours.stddev_outliers == sum(s < mean - stddev or s > mean + stddev for s in data), (kind, n)
+        theirs = Stats()
+        for s in samples:
+            theirs.update(s)
+        assert f"{ours.stddev_outliers};{ours.iqr_outliers}" == theirs.outliers
+        assert isinstance(ours.mean_s, float) and isinstance(ours.stddev_s, float)
 
 
 def test_fixed_sample_matches_the_measured_discrepancy_case():

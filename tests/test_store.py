@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.harness.commands.cli import build_parser, main
-from gpubench.harness.commands.common import resolve_store
+from gpubench.harness.commands.common import read_options, resolve_store
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.store import find_run, machine_folder_name, results_dir_for, runs_in
@@ -54,8 +54,9 @@ def test_a_store_that_is_a_file_is_refused(tmp_path):
 
 def test_run_store_option_becomes_this_machines_folder(tmp_path):
     args, _ = build_parser().parse_known_args(["run", "--store", str(tmp_path)])
+    args.run = read_options(args)
     assert resolve_store(args) is None
-    assert Path(args.results_dir) == tmp_path / machine_folder_name(machine_identity()) and args.store is None
+    assert Path(args.run.results_dir) == tmp_path / machine_folder_name(machine_identity()) and args.run.store is None
 
 
 def test_runs_in_and_find_run_look_one_level_down(tmp_path):
@@ -112,7 +113,7 @@ def test_a_run_refused_for_a_taken_id_leaves_the_first_runs_exit_record(tmp_path
     def run(code: int, makes_csv: bool):
         def fake_cmd_run(args, extra):
             if makes_csv:
-                (tmp_path / f"{args.run_id}.csv").write_text("rows\n")
+                (tmp_path / f"{args.run.run_id}.csv").write_text("rows\n")
             args.rows_written = int(makes_csv)  # as run_builds sets it from its builds' answers
             return code
 

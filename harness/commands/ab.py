@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpubench.harness.commands.ab_builds import (
@@ -23,7 +23,10 @@ from gpubench.harness.commands.ab_builds import (
     starts_python,
 )
 from gpubench.harness.commands.ab_sequential import Looks
-from gpubench.harness.commands.common import BENCHES, SUITE_ROOT, ThrottledLine, asks_verbose, fail, pytest_args
+from gpubench.harness.commands.common import (
+    BENCHES, SUITE_ROOT, ThrottledLine, asks_verbose, fail, read_options, suite_args,
+)
+from gpubench.harness.core.options import RUN_OPTIONS, RunOptions
 from gpubench.harness.commands.noise_report import print_noise_line, sides_frame
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -57,18 +60,24 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
 
 
 # The session's own options: a side that set one would write elsewhere or under another name, unjudged.
-SESSION_OPTIONS = ("--gpubench-results-dir", "--gpubench-run-id", "--gpubench-build", "--gpubench-builds",
-                   "--gpubench-answer-fd", "--gpubench-output-tag", "--gpubench-cases", "--gpubench-deadline",
-                   "--gpubench-turns")
+SESSION_OPTIONS = ("results_dir", "store", "run_id", "builds", "budget")
 
 
-def side_args(args: list[str], flag: str) -> list[str]:
-    for arg in args:
-        name = arg.split("=", 1)[0]
-        if name in SESSION_OPTIONS:
-            raise ValueError(f"{flag}={arg}: the session sets {name} for both sides — pass it to gpubench ab itself "
-                             "(--results-dir, --run-id, --pairs)")
-    return args
+def side_options(session: argparse.Namespace, args: list[str], flag: str) -> tuple[RunOptions, list[str]]:
+    """A side's run options: the session's, with those its arguments set (either form: --device or
+    --gpubench-device) read once here; and the rest of its arguments, which are pytest's."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    for option in RUN_OPTIONS:
+        parser.add_argument(option.namespaced, option.flag, **{**option.kwargs(), "default": argparse.SUPPRESS})
+    parser.add_argument("--gpubench-build", dest="build", type=int, default=argparse.SUPPRESS)
+    try:
+        given, rest = parser.parse_known_args(args)
+    except argparse.ArgumentError as error:
+        raise ValueError(f"{flag}: {error}") from None
+    if owned := next((name for name in SESSION_OPTIONS + ("build",) if name in vars(given)), None):
+        raise ValueError(f"{flag}: the session sets --{owned.replace('_', '-')} for both sides — pass it to gpubench "
+                         "ab itself (--results-dir, --store, --run-id, --pairs, --budget)")
+    return read_options(argparse.Namespace(**{**vars(session), **vars(given)})), rest
 
 
 def sides_of(args: argparse.Namespace) -> tuple[AbSide, AbSide]:
@@ -77,9 +86,19 @@ def sides_of(args: argparse.Namespace) -> tuple[AbSide, AbSide]:
         python = interpreter(getattr(args, f"{name}_python") or sys.executable, f"--{name}-python")
         if python != sys.executable:
             starts_python(python, f"--{name}-python", START_DEADLINE_S)
+        given = list(getattr(args, f"{name}_arg") or [])
+        run, rest = side_options(args, given, f"--{name}-arg")
         sides.append(AbSide(name.upper(), python, parse_env(getattr(args, f"{name}_env") or [], f"--{name}-env"),
-                          side_args(list(getattr(args, f"{name}_arg") or []), f"--{name}-arg")))
+                            given, session_run(run, args.run), rest))
     return sides[0], sides[1]
+
+
+def session_run(side: RunOptions, session: RunOptions) -> RunOptions:
+    """What the session sets on both sides: one results folder, builds whole (a cap on one side would be a
+    difference), the session's build length unless the side chose its own."""
+    return replace(side, results_dir=session.results_dir, store=None, run_budget_s=None,
+                   build_seconds=side.build_seconds or DEFAULT_BUILD_SECONDS,
+                   build_calls=side.build_calls or DEFAULT_BUILD_CALLS)
 
 
 def order(pair: int, a: AbSide, b: AbSide) -> tuple[AbSide, AbSide]:
@@ -87,9 +106,9 @@ def order(pair: int, a: AbSide, b: AbSide) -> tuple[AbSide, AbSide]:
     return (a, b) if pair % 2 == 0 else (b, a)
 
 
-# After each complete pair (given their count): the pytest arguments of the next pair's builds, or None when the
-# session has what it came for (ab_sequential.Looks).
-AfterPair = Callable[[int], "list[str] | None"]
+# After each complete pair (given their count): the file of the cases the next pair's builds run ('' for all), or
+# None when the session has what it came for (ab_sequential.Looks).
+AfterPair = Callable[[int], "str | None"]
 
 
 def run_pairs(sides: tuple[AbSide, AbSide], session_id: str, pairs: int, pytest_args: list[str], suite_root: Path,
@@ -125,11 +144,10 @@ class PairRun:
     files: SideFiles
     launchers: dict[str, ProcessLauncher]
     startups: StartUps
-    narrowed: list[str] = field(default_factory=list)
+    cases: str = ""  # the file of the cases still undecided, '' for all
 
     def job(self, side: AbSide, pair: int, turns: str = "") -> Job:
-        return side_job(side, self.session_id, pair, self.pairs, self.pytest_args + self.narrowed, self.suite_root,
-                        turns)
+        return side_job(side, self.session_id, pair, self.pairs, self.pytest_args, self.suite_root, turns, self.cases)
 
     def judge(self, side: AbSide, pair: int, done: Completed, request: StopRequest,
               ran_first: bool) -> SessionStop | None:
@@ -182,7 +200,7 @@ def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | Non
             elif (more := after_pair(pair + 1)) is None:
                 return pair + 1, None
             else:
-                run.narrowed = more
+                run.cases = more
     return run.pairs, None
 
 
@@ -249,7 +267,7 @@ def check_session(args: argparse.Namespace, results_dir: Path) -> tuple[float, t
     if results_dir.exists() and not results_dir.is_dir():
         raise ValueError(f"--results-dir {results_dir} is a file, not a folder — pass a folder "
                          "(it is created if missing)")
-    session_id = args.run_id or f"{new_run_id()}-ab"
+    session_id = args.run.run_id or f"{new_run_id()}-ab"
     for side in sides:
         check_run_id(f"{session_id}-{side.name}", results_dir)
     try:
@@ -285,7 +303,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     if not BENCHES.is_dir():
         return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, "
                     "or pip install -e . in a checkout)")
-    results_dir = Path(args.results_dir)
+    results_dir = Path(args.run.results_dir)
     watch = CpuWatch()  # the machine over the whole session: steal and load for the noise line
     adopt_orphans()  # what a side's interpreter or build leaves behind (a daemon of its own) is killed when it ends
     try:
@@ -293,10 +311,6 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     except (ValueError, OSError) as error:
         return fail(str(error), code=4)
     pairs, budget_s = design
-    args.run_id = None  # each side's run id is the session's
-    args.build_seconds = args.build_seconds or DEFAULT_BUILD_SECONDS
-    args.build_calls = args.build_calls or DEFAULT_BUILD_CALLS
-    args.budget = "none"  # both sides measured whole: a cap on one side would be a difference
     if problem := marker_problem(results_dir, session_id, sides, pairs, budget_s):
         return problem
     plan = (f"{pairs} pairs" if budget_s is None
@@ -304,12 +318,12 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
           flush=True)
     files = SideFiles(results_dir, session_id)
-    looks = (Looks(results_dir, session_id, threshold, budget_s, pairs, least_build_s=args.build_seconds)
-             if budget_s is not None else None)
+    looks = (Looks(results_dir, session_id, threshold, budget_s, pairs,
+                   least_build_s=session_run(args.run, args.run).build_seconds) if budget_s is not None else None)
     quiet = [] if asks_verbose(extra) else ["-q"]  # each pair's line speaks for its builds (pytest_plugin.console)
     try:
-        done, stop = run_pairs(sides, session_id, pairs, pytest_args(args, extra) + quiet, SUITE_ROOT, results_dir,
-                               stopped_limit_s(args.profile), files, looks, fork=not args.no_fork,
+        done, stop = run_pairs(sides, session_id, pairs, [*suite_args(args), *extra, *quiet], SUITE_ROOT, results_dir,
+                               stopped_limit_s(args.run.profile), files, looks, fork=not args.no_fork,
                                turns=not args.no_turns)
     finally:
         if looks is not None:

@@ -13,11 +13,12 @@ import statistics
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
 from gpubench import IMPORT_ROOT
+from gpubench.harness.core.options import RunOptions
 from gpubench.harness.processes.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
 from gpubench.harness.processes.lifetime import (
@@ -32,12 +33,15 @@ REDACTED = "***"  # a side variable's value, as printed and kept
 
 @dataclass
 class AbSide:
-    """One side of a session: its interpreter, its environment variables, its pytest/gpubench arguments."""
+    """One side of a session: its interpreter, its environment variables, its arguments (as given: `args`; read:
+    the run options they set over the session's in `run`, the rest pytest's in `pytest_args`)."""
 
     name: str
     python: str = sys.executable
     env: dict[str, str] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
+    run: RunOptions = RunOptions()
+    pytest_args: list[str] = field(default_factory=list)
 
     def describe(self) -> dict[str, object]:
         """What is printed and kept in the session's marker: the variables' names, not their values (a token, say)."""
@@ -45,14 +49,15 @@ class AbSide:
 
 
 def side_plan(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
-              suite_root: Path | None = None, turns: str = "") -> BuildPlan:
-    """One build of one side. The config file is named, not found (see common.suite_options); the build tags its
+              suite_root: Path | None = None, turns: str = "", cases: str = "") -> BuildPlan:
+    """One build of one side. The config file is named, not found (see common.suite_args); the build tags its
     output files (X.json -> X.A-b3.json); no table_json: the session's verdict table is the one to read. `turns`:
-    the build's part in a pair that takes turns (turns.TurnPlan), '' for a build that runs alone."""
+    the build's part in a pair that takes turns (turns.TurnPlan), '' for a build that runs alone; `cases`: the file
+    of the cases still undecided, '' for all."""
     config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
-    session = [f"--gpubench-run-id={session_id}-{side.name}", f"--gpubench-builds={pairs}"]
-    return BuildPlan(build, list(side.args), [*config, *pytest_args, *session], pairs,
-                     output_tag=f"{side.name}-b{build}", turns=turns)
+    run = replace(side.run, run_id=f"{session_id}-{side.name}", builds=pairs)
+    return BuildPlan(build, list(side.pytest_args), [*config, *pytest_args], run, pairs,
+                     output_tag=f"{side.name}-b{build}", turns=turns, cases=cases)
 
 
 def side_env(side: AbSide) -> dict[str, str]:
@@ -65,9 +70,9 @@ def side_env(side: AbSide) -> dict[str, str]:
 
 
 def side_job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
-             suite_root: Path | None = None, turns: str = "") -> Job:
+             suite_root: Path | None = None, turns: str = "", cases: str = "") -> Job:
     """One build of one side: forked from the side's server, or else `side.python -m build_main`."""
-    plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root, turns)
+    plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root, turns, cases)
     return Job([side.python, "-m", BUILD_MODULE], side_env(side), hold_sigint=True, plan=plan)
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench.harness.commands.common import add_tests_argument, fail, resolve_store, tests_problem
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.commands.common import add_tests_argument, fail, read_options, resolve_store, tests_problem
+from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench.harness.core.run_budget import parse_duration
-from gpubench.harness.processes.launch import MAX_BUILDS
+from gpubench.harness.core.options import MAX_BUILDS
 
 DEFAULT_BUDGET = "10m"
 DEFAULT_MAX_PAIRS = 100  # launch.MAX_BUILDS: a build index beyond it is refused by the plugin
@@ -54,6 +54,10 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
+    try:
+        args.run = read_options(args)
+    except UsageError as error:
+        return fail(str(error), code=ExitCode.REFUSED)
     if problem := tests_problem(args) or resolve_store(args):
         return fail(problem, code=ExitCode.REFUSED)
     try:

@@ -1,6 +1,7 @@
 """A paired session that stops when it knows (`gpubench ab --budget`): after every pair it judges both sides'
 files by the sequential rule (valid however often it looks), and the next pair's builds run only the undecided
-cases (`--gpubench-cases`), until every case is decided, the budget cannot fit another pair, or `--max-pairs`.
+cases (a cases file in each build's plan), until every case is decided, the budget cannot fit another pair, or
+`--max-pairs`.
 Each undecided case's build length comes from the part of its noise its builds' own samples explain and what a build
 costs outside its timed rounds: chosen once, at its first look with MIN_PAIRS pairs, and kept (one spread after it)."""
 
@@ -52,7 +53,7 @@ class Looks:
     _folder: Path | None = None
     _frames: tuple[pd.DataFrame, pd.DataFrame] = field(default_factory=lambda: (pd.DataFrame(), pd.DataFrame()))
 
-    def __call__(self, pairs: int) -> list[str] | None:
+    def __call__(self, pairs: int) -> str | None:
         now_s = time.monotonic()
         pair_s = now_s - (self._last_look_s if self._last_look_s is not None else self.started_s)
         self._last_look_s = now_s
@@ -70,9 +71,9 @@ class Looks:
         if spent_s + pair_s > self.budget_s:
             return self.end(f"budget ended: another pair (~{pair_s:.0f} s) would not fit in the {self.budget_s:.0f} s")
         if measured is None:
-            return []
+            return ""
         self.choose_lengths()
-        return [f"--gpubench-cases={self.write_cases()}"]
+        return str(self.write_cases())
 
     def judge(self) -> int | None:
         """Judges the files; sets `undecided`; the number of cases measured on both sides (None: no file yet)."""

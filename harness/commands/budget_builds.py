@@ -4,7 +4,6 @@ launcher that starts a later build process only when it has something to do with
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,26 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.harness.core.run_budget import COST_MARGIN, format_duration
-from gpubench.harness.processes.launch import MAX_BUILDS, Completed, Job, Launcher
+from gpubench.harness.core.options import MAX_BUILDS
+from gpubench.harness.processes.launch import Completed, Job, Launcher
 from gpubench.harness.processes.protocol import BuildAnswer
-
-def run_deadline_s(args: argparse.Namespace) -> float | None:
-    """The run's end by the wall clock under a budget (--budget, else the profile's); None without
-    one. A bad value is left to the build process, which names it in one line."""
-    from gpubench.harness.catalog.profiles import check_profile
-    from gpubench.harness.core.run_budget import parse_duration
-
-    try:
-        budget = getattr(args, "budget", None)
-        budget_s = check_profile(args.profile).run_budget_s if budget is None else parse_duration(budget)
-    except ValueError:
-        return None
-    return None if budget_s is None else time.time() + budget_s
-
-
-def deadline_args(deadline_s: float | None) -> list[str]:
-    return [] if deadline_s is None else [f"--gpubench-deadline={deadline_s!r}"]
-
 
 def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
     """The first build's rows of the run's file; None when unreadable here (the build process says why)."""

@@ -8,10 +8,14 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from gpubench.harness.core.options import RunOptions
 
 # The checkout's root, or the installed `gpubench` package's folder: either holds benches/ beside harness/.
 SUITE_ROOT = Path(__file__).resolve().parents[2]
@@ -43,11 +47,27 @@ def fail(message: str, code: int = ExitCode.ERROR) -> int:
     return int(code)
 
 
-def suite_options(args: argparse.Namespace) -> list[str]:
-    """gpubench's part of a build's pytest command line: the suite, its configuration, the run options, timed
-    cases only (unless the user's --benchmark-disable says otherwise, which the build's plugin reads)."""
-    from gpubench.harness.core.options import to_pytest_argv
+# `gpubench run --run-options JSON`: a fleet's job gets the options the fleet read, as they are (never re-read)
+RUN_OPTIONS_FLAG = "run-options"
 
+
+def read_options(args: argparse.Namespace) -> RunOptions:
+    """The run options of a command's arguments, read and checked once (UsageError: the line that names the fix):
+    from here on they travel as this value, to the build processes and to a fleet's jobs."""
+    from gpubench.harness.catalog.profiles import check_profile
+    from gpubench.harness.core.options import RunOptions, read_run_options
+
+    if given := getattr(args, RUN_OPTIONS_FLAG.replace("-", "_"), None):
+        try:
+            return RunOptions.from_json(given)
+        except ValueError as error:
+            raise UsageError(f"--{RUN_OPTIONS_FLAG}: {error} — gpubench fleet writes this option itself") from None
+    return read_run_options(lambda dest: getattr(args, dest, None), lambda name: check_profile(name).run_budget_s)
+
+
+def suite_args(args: argparse.Namespace) -> list[str]:
+    """The suite's part of a build's pytest command line: the suite (or the user's --tests), its configuration and
+    plugins; the run options are no pytest argument (they ride in the build's plan)."""
     # The config file and plugin are named, not found: pytest looks for a config from the common folder of every
     # existing path on the command line (a --benchmark-json outside the checkout made that "/": 0 cases), and an
     # installed wheel has no conftest.py, only the plugin.
@@ -57,9 +77,8 @@ def suite_options(args: argparse.Namespace) -> list[str]:
     quiet = ["--benchmark-quiet", "-o", "console_output_style=classic"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):  # a CI's setting: pytest-benchmark is then named, not found
         quiet = ["-p", "pytest_benchmark.plugin", *quiet]
-    return [*(tests or [str(BENCHES)]), "--gpubench-timed-only", *quiet,
-            f"--rootdir={rootdir_for(tests)}", f"--config-file={SUITE_CONFIG}", *own,
-            "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider", *to_pytest_argv(args)]
+    return [*(tests or [str(BENCHES)]), *quiet, f"--rootdir={rootdir_for(tests)}", f"--config-file={SUITE_CONFIG}",
+            *own, "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider"]
 
 
 def asks_verbose(extra: list[str]) -> bool:
@@ -97,11 +116,6 @@ def add_tests_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tests", action="append", metavar="PATH",
                         help="your own pytest files or folders to time instead of the bundled suite (tests that use "
                              "the gpubench fixture, e.g. gpubench.measure(step, name=...); repeatable)")
-
-
-def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """A build's whole pytest command line: gpubench's options, then the user's (`extra`) untouched."""
-    return [*suite_options(args), *extra]
 
 
 def count_rows_safely(csv_path: Path) -> int:
@@ -145,20 +159,21 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
 def resolve_store(args: argparse.Namespace) -> str | None:
     """--store STORE: this machine's folder in the store becomes the run's results folder, resolved on the
     machine that runs. The problem, as one line, or None."""
-    if getattr(args, "store", None) is None:
+    run: RunOptions = args.run
+    if run.store is None:
         return None
     from gpubench.harness.devices.env import machine_identity
     from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
     from gpubench.harness.records.store import others_can_remove, results_dir_for
 
     try:
-        args.results_dir = str(results_dir_for(args.store, args.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
+        folder = str(results_dir_for(run.store, run.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
     except UsageError as error:
         return str(error)
-    removable = others_can_remove(Path(args.results_dir))
+    args.run = replace(run, results_dir=folder, store=None)  # the build processes get the resolved folder
+    removable = others_can_remove(Path(folder))
     if removable and removable[1]:  # by every user: nothing is run
         return removable[0]
     if removable:
         print(f"gpubench: warning: {removable[0]}", file=sys.stderr, flush=True)
-    args.store = None  # the build processes get the resolved folder
     return None

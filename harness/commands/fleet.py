@@ -1,9 +1,9 @@
-"""`gpubench fleet`'s targets (`--target KEY=VALUE,...`: Slurm's partition, generic resources, constraint, node list,
-CPUs, time limit, the run's device), parsed and checked before any job is submitted, and the watch over each target's
-job (queued, running, done, failed and why). Slurm states come from
-`squeue -t all`, not submitit's `sacct`, which needs an accounting database many small clusters do not run. How a
-run ended is the exit code it recorded in the store, never submitit's result pickle (loading one can run code);
-without a record, squeue's last word or the job's log says why. Torch-free."""
+"""`gpubench fleet`'s targets (`--target KEY=VALUE,...`: the time limit, CPUs, the run's device, and any sbatch option
+as submitit names it: partition, gres, mem, ...), parsed and checked before any job is submitted, and the watch over
+each target's job (queued, running, done, failed and why). Slurm states come from `squeue -t all`, not submitit's
+`sacct`, which needs an accounting database many small clusters do not run. How a run ended is the exit code it recorded
+in the store, never submitit's result pickle (loading one can run code); without a record, squeue's last word or the
+job's log says why. Torch-free."""
 
 from __future__ import annotations
 
@@ -19,34 +19,31 @@ from gpubench.harness.core.exits import UsageError, meaning_of
 from gpubench.harness.records.store import recorded_exit, safe_name
 
 DEFAULT_TIME_MIN = 60
-TARGET_KEYS = ("name", "partition", "gres", "time", "constraint", "nodelist", "cpus", "device")
-SLURM_ONLY_KEYS = ("partition", "gres", "constraint", "nodelist", "cpus")
+OWN_KEYS = ("name", "time", "cpus", "device")  # gpubench's; any other key is an sbatch option, passed to submitit
+# submitit's parameters that are no sbatch option (lists, flags of its own) or that the fleet sets itself
+NOT_SBATCH = {"additional_parameters", "array_parallelism", "job_name", "num_gpus", "setup", "signal_delay_s",
+              "srun_args", "stderr_to_stdout", "teardown", "use_srun"}
 MAX_TARGET_CHARS = 1024  # partitions, node lists and constraints run to tens of characters
 MAX_TIME_MIN = 365 * 24 * 60  # a year: past it, a time limit is a typo (Slurm took 99999999999999999999 silently)
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where one job runs (Slurm's sbatch options); `device` is the run's --device there."""
+    """Where one job runs (its sbatch options in `slurm`, as submitit names them); `device` is the run's --device."""
 
     name: str
-    partition: str | None = None
-    gres: str | None = None
     time_min: int = DEFAULT_TIME_MIN
-    constraint: str | None = None
-    nodelist: str | None = None
     cpus: int | None = None
     device: str | None = None
+    slurm: dict[str, str] = field(default_factory=dict)
 
     def slurm_parameters(self) -> dict[str, Any]:
         """submitit.SlurmExecutor's parameters (sbatch's --partition, --gres, --time, ...)."""
-        wanted = {"job_name": f"gpubench-{self.name}", "time": self.time_min, "partition": self.partition,
-                  "gres": self.gres, "constraint": self.constraint, "nodelist": self.nodelist,
-                  "cpus_per_task": self.cpus}
-        return {key: value for key, value in wanted.items() if value is not None}
+        cpus = {} if self.cpus is None else {"cpus_per_task": self.cpus}
+        return {**self.slurm, **cpus, "job_name": f"gpubench-{self.name}", "time": self.time_min}
 
     def slurm_only(self) -> list[str]:
-        return [key for key in SLURM_ONLY_KEYS if getattr(self, key) is not None]
+        return [*self.slurm, *(["cpus"] if self.cpus is not None else [])]
 
 
 def ascii_digits(text: str) -> bool:
@@ -75,15 +72,17 @@ def parse_target(text: str, index: int) -> Target:
         raise UsageError(f"--target {text!r}: cpus={cpus} is not a whole number")
     label = next((fields[key] for key in ("name", "partition", "nodelist", "constraint", "device") if key in fields),
                  f"target{index}")  # target_fields refuses an empty value
-    return Target(name=safe_name(label)[:40], partition=fields.get("partition"), gres=fields.get("gres"),
-                  time_min=parse_minutes(fields["time"]) if "time" in fields else DEFAULT_TIME_MIN,
-                  constraint=fields.get("constraint"), nodelist=fields.get("nodelist"),
-                  cpus=int(cpus) if cpus else None, device=fields.get("device"))
+    return Target(name=safe_name(label)[:40], time_min=parse_minutes(fields["time"]) if "time" in fields else
+                  DEFAULT_TIME_MIN, cpus=int(cpus) if cpus else None, device=fields.get("device"),
+                  slurm={key: value for key, value in fields.items() if key not in OWN_KEYS})
 
 
 def target_fields(text: str) -> dict[str, str]:
-    """key -> value of one --target; an empty one, an unknown key or a key given twice is refused
-    (the last of two silently won, and an empty --target ran a job nobody asked for)."""
+    """key -> value of one --target; an empty one, an unknown key (a misspelt one failed every job) or a key given
+    twice is refused (the last of two silently won, and an empty --target ran a job nobody asked for)."""
+    from submitit import SlurmExecutor
+
+    sbatch = SlurmExecutor._valid_parameters() - NOT_SBATCH - {*OWN_KEYS}  # its update_parameters refuses others
     fields: dict[str, str] = {}
     if len(text) > MAX_TARGET_CHARS:  # named by its start: the whole of it filled the terminal, twice
         raise UsageError(f"--target {text[:40]!r}... is {len(text)} characters long: no target needs more than "
@@ -94,8 +93,9 @@ def target_fields(text: str) -> dict[str, str]:
                          "or no --target for one job here")
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not value or key not in TARGET_KEYS:
-            raise UsageError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in TARGET_KEYS)} "
+        if not sep or not value or key not in {*OWN_KEYS, *sbatch}:
+            raise UsageError(f"--target {text!r}: {item!r} is not one of {', '.join(k + '=' for k in OWN_KEYS)} nor "
+                             f"an sbatch option as submitit names it ({', '.join(sorted(sbatch))}) "
                              "— e.g. --target partition=gpu,gres=gpu:1,time=30")
         if key in fields:
             raise UsageError(f"--target {text!r}: {key}= is given twice — give it once")

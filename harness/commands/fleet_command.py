@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +23,16 @@ from gpubench.harness.commands.fleet import (
 )
 from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench import IMPORT_ROOT
-from gpubench.harness.commands.common import fail
+from gpubench.harness.commands.common import RUN_OPTIONS_FLAG, fail, read_options
 from gpubench.harness.records.job_files import check_folder, default_jobs_dir, private_folder
-from gpubench.harness.processes.lifetime import STOP_WITH_ENV, process_token
-from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RUN_OPTIONS, add_to_parser
+from gpubench.harness.processes.lifetime import STOP_WITH_ENV, handlers_installed, process_token
+from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, add_to_parser
 from gpubench.harness.records.safe_files import link_line, make_folders
 from gpubench.harness.records.store import REPORTS_FOLDER, find_run
 
 PASSES_PYTEST_ARGS = True
 POLL_S = 2.0
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SLURM_CLIENTS = ("sbatch", "squeue", "scancel")
-PASSED_BY_FLEET = ("store", "run_id", "results_dir")  # set per job, not passed through
 
 
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
@@ -62,16 +61,11 @@ def say(line: str) -> None:
 
 
 def run_argv(args: argparse.Namespace, store: Path, run_id: str, target: Target, extra: list[str]) -> list[str]:
-    """A target's job's command: `gpubench run` with the fleet's run options, the store, the run id and the
-    target's device; the report is the fleet's, at the end."""
-    flags: list[str] = []
-    for option in RUN_OPTIONS:
-        value = target.device if option.dest == "device" and target.device else getattr(args, option.dest)
-        if option.dest in PASSED_BY_FLEET or value is None or value == option.default:
-            continue
-        flags += [option.flag] if option.type is None else [option.flag, str(value)]
-    return [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--store", str(store), "--run-id", run_id,
-            "--no-report", *flags, *extra]
+    """A target's job's command: `gpubench run` given the fleet's run options as read once here, with the store, the
+    run id and the target's device; the report is the fleet's, at the end."""
+    run = replace(args.run, store=str(store), run_id=run_id, device=(target.device or args.run.device).strip().lower())
+    return [sys.executable, "-m", "gpubench.harness.commands.cli", "run", f"--{RUN_OPTIONS_FLAG}={run.to_json()}",
+            "--no-report", *extra]
 
 
 def make_executor(engine: str, folder: Path, target: Target) -> Any:
@@ -210,17 +204,10 @@ def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
 
 
 def check_run_options(args: argparse.Namespace) -> None:
-    """The run options every job would refuse in its first line, found before any job is submitted."""
-    from gpubench.harness.catalog.profiles import check_profile
-    from gpubench.harness.core.model_spec import parse_model_options
-    from gpubench.harness.core.run_budget import parse_duration
-
+    """The run options read once, before any job is submitted: each job gets them as this value."""
     try:
-        check_profile(args.profile)
-        if args.budget is not None:
-            parse_duration(args.budget)
-        parse_model_options(args.model, args.input, args.input_ids)
-    except ValueError as error:
+        args.run = read_options(args)
+    except UsageError as error:
         raise UsageError(f"{error} (nothing was submitted)") from None
 
 
@@ -264,22 +251,10 @@ def signals_deferred() -> Iterator[None]:
     """A stop signal while sbatch submits waits until submitit returns the job: taken mid-call, it killed sbatch
     after the job was queued, which then ran on uncancelled while the fleet said `nothing was measured`."""
     caught: list[int] = []
-    with stop_signals_handled(lambda signum, frame: caught.append(signum)):
+    with handlers_installed(lambda signum, frame: caught.append(signum)):
         yield
     if caught:
         raise StopSignal(caught[0])
-
-
-@contextmanager
-def stop_signals_handled(handler: Any) -> Iterator[None]:
-    """Each of STOP_SIGNALS goes to `handler` within, and to its previous handler after."""
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN}  # nohup's SIGHUP stays ignored
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = ExitCode.INTERRUPTED) -> int:
@@ -287,7 +262,7 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = Exit
     fleet with a traceback)."""
     if live := [j for j in jobs if j.live]:
         say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
-    with stop_signals_handled(signal.SIG_IGN):
+    with handlers_installed(signal.SIG_IGN):
         cancelled = cancel_all(jobs, engine)
         for label in cancelled.labels:
             say(f"{label}: cancelled (interrupted)")
@@ -334,7 +309,7 @@ def raise_interrupt(signum: int, frame: Any) -> None:
 
 def stop_signals() -> AbstractContextManager[None]:
     """Each stop signal raises StopSignal until the fleet's report is written."""
-    return stop_signals_handled(raise_interrupt)
+    return handlers_installed(raise_interrupt)
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:

@@ -1,20 +1,17 @@
 """What `gpubench run` refuses before any build, each in one line naming the fix: a results folder no file system
 can name, pytest arguments its builds cannot honour (a node id, -n, --lf, -c, -p no:benchmark, an unreadable
-PYTEST_ADDOPTS), a -k/-m pytest cannot read, --model and --input as text. Torch-free."""
+PYTEST_ADDOPTS, pytest's form of a gpubench option), a -k/-m pytest cannot read. Torch-free."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
-from gpubench.harness.core.exits import UsageError
 
 
-def results_dir_problem(args: argparse.Namespace) -> str | None:
+def results_dir_problem(folder: str) -> str | None:
     """A results folder no file system can name (a component over its limit, an empty path): one line before any
     build, not a traceback after them."""
-    folder = str(args.results_dir)
     if not folder.strip():
         return "--results-dir is empty — pass the folder the rows go to (it is created if missing)"
     try:
@@ -37,7 +34,8 @@ REFUSED_PYTEST = {
 
 def pytest_args_problem(extra: list[str]) -> str | None:
     """pytest arguments a run's builds cannot honour, said before any build: a test file or node id (the build would
-    collect the suite beside it and time every case), -n, --lf, -c, -p no:benchmark; PYTEST_ADDOPTS likewise."""
+    collect the suite beside it and time every case), -n, --lf, -c, -p no:benchmark, a --gpubench-* option;
+    PYTEST_ADDOPTS likewise."""
     import shlex
 
     try:
@@ -51,6 +49,9 @@ def pytest_args_problem(extra: list[str]) -> str | None:
             return f"{given}: {why}"
     if any(a == "-p" and b in ("no:benchmark", "no:pytest_benchmark") for a, b in zip(args, [*args[1:], ""])):
         return "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
+    if own := next((arg.partition("=")[0] for arg in args if arg.startswith("--gpubench-")), None):
+        # a build reads its options from its plan: pytest's form would be read by nobody
+        return f"{own} is pytest's form of a gpubench option — pass it as {own.replace('gpubench-', '', 1)} instead"
     named = next((arg for arg in extra if not arg.startswith("-") and arg.partition("::")[0].endswith(".py")), None)
     if named is None:
         return None
@@ -73,15 +74,4 @@ def selection_problem(extra: list[str]) -> str | None:
             Expression.compile(expression)
         except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
             return f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — fix the expression"
-    return None
-
-
-def model_problem(args: argparse.Namespace) -> str | None:
-    """--model and --input as text, at once (torch-free); the build processes import and try the model."""
-    from gpubench.harness.core.model_spec import parse_model_options
-
-    try:
-        parse_model_options(args.model, args.input, args.input_ids)
-    except UsageError as error:
-        return str(error)
     return None

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import (
-    BENCHES, NO_ROWS, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line, report_after_run,
-    resolve_store, rows_kept, suite_options, tests_problem,
+    BENCHES, NO_ROWS, RUN_OPTIONS_FLAG, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line,
+    read_options, report_after_run, resolve_store, rows_kept, suite_args, tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -35,6 +35,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
                                      "gpubench does not know are passed to pytest (e.g. -k matmul, --benchmark-json "
                                      "out.json).")
     add_to_parser(run)
+    run.add_argument(f"--{RUN_OPTIONS_FLAG}", help=argparse.SUPPRESS)  # a fleet's job: the fleet's options, read there
     add_tests_argument(run)
     run.add_argument("--no-report", action="store_true", help="skip the report after the run")
     run.add_argument("--no-fork", action="store_true",
@@ -43,15 +44,18 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from gpubench.harness.commands.run_checks import (model_problem, pytest_args_problem, results_dir_problem,
-                                                      selection_problem)
+    from gpubench.harness.commands.run_checks import pytest_args_problem, results_dir_problem, selection_problem
 
-    if problem := (tests_problem(args) or resolve_store(args) or results_dir_problem(args) or model_problem(args)
+    try:
+        args.run = read_options(args)
+    except UsageError as error:
+        return fail(str(error), code=ExitCode.REFUSED)
+    if problem := (tests_problem(args) or resolve_store(args) or results_dir_problem(args.run.results_dir)
                    or pytest_args_problem(extra) or selection_problem(extra)):
         return fail(problem, code=ExitCode.REFUSED)
     try:
         wait_for_quiet(args)
-    except UsageError as error:
+    except UsageError as error:  # a device this machine does not have
         return fail(str(error), code=ExitCode.REFUSED)
     code = cmd_run(args, extra)
     record_exit(args, code)  # over another run's record only if this run made the CSV (store.write_exit)
@@ -60,16 +64,13 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
 def wait_for_quiet(args: argparse.Namespace) -> None:
     """--wait-quiet: the wait happens here, before the run's budget starts, and the builds then measure at once."""
-    from gpubench.harness.core.run_budget import parse_duration
-
-    wait_s = parse_duration(getattr(args, "wait_quiet", None), "--wait-quiet")
-    args.wait_quiet = None
+    wait_s, args.run = args.run.wait_quiet_s, replace(args.run, wait_quiet_s=None)
     if wait_s is None:
         return
     from gpubench.harness.devices.device import resolve_device  # torch, only when asked to wait
     from gpubench.harness.devices.machine_load import wait_quiet
 
-    device = resolve_device("cuda" if args.device == "cuda:all" else args.device)
+    device = resolve_device("cuda" if args.run.device == ALL_GPUS else args.run.device)
     wait_quiet(device, wait_s, lambda line: print(line, flush=True))
 
 
@@ -78,7 +79,7 @@ def run_csv(args: argparse.Namespace) -> Path | None:
     from gpubench.harness.records.results import check_run_id_text
 
     try:
-        return Path(args.results_dir) / f"{check_run_id_text(args.run_id or '')}.csv"
+        return Path(args.run.results_dir) / f"{check_run_id_text(args.run.run_id or '')}.csv"
     except UsageError:
         return None
 
@@ -94,15 +95,15 @@ def record_exit(args: argparse.Namespace, code: int) -> None:
 
 
 def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build: int, builds: int | None,
-               internal: list[str] = ()) -> BuildPlan:
+               deadline_s: float | None = None) -> BuildPlan:
     """Build k's plan: the user's pytest arguments untouched (the build tags its output files: X.json -> X.b<k>.json,
     NAME -> NAME-b<k>); pytest-benchmark's JSON in the scratch folder when the user names none, for one table."""
     saves = ("--benchmark-save", "--benchmark-autosave", "--benchmark-compare", "--benchmark-storage")
     # pytest-benchmark makes its storage folder (.benchmarks) at start even when nothing is saved: the scratch's
     storage = [] if any(arg.startswith(saves) for arg in extra) else [f"--benchmark-storage={scratch / 'benchmarks'}"]
-    return BuildPlan(build, list(extra), [*suite_options(args), *storage, *internal], builds,
+    return BuildPlan(build, list(extra), [*suite_args(args), *storage], args.run, builds,
                      output_tag=f"b{build}" if build else "", table_json=str(scratch / f"build-{build}.json"),
-                     micro_only=bool(getattr(args, "micro_only", False)))
+                     micro_only=bool(getattr(args, "micro_only", False)), deadline_s=deadline_s)
 
 
 def build_launcher(args: argparse.Namespace, deadline_s: float | None) -> ProcessLauncher:
@@ -115,9 +116,9 @@ def build_launcher(args: argparse.Namespace, deadline_s: float | None) -> Proces
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV
 
     kind = ProcessLauncher if getattr(args, "no_fork", False) else ForkLauncher
-    launcher = kind(stopped_limit_s(args.profile), os.environ.get(STOP_WITH_ENV, ""))
-    if deadline_s is not None:
-        budget_s = max(0.0, round(deadline_s - time.time(), 2))  # run_deadline_s set it a moment ago: now + budget
+    launcher = kind(stopped_limit_s(args.run.profile), os.environ.get(STOP_WITH_ENV, ""))
+    budget_s = args.run.run_budget_s
+    if deadline_s is not None and budget_s is not None:
         after_s = grace_s(budget_s) + OUTSIDE_AFTER_S
         launcher.cut_at_s = deadline_s + after_s
         launcher.cut_why = (f"did not end within the run's {format_duration(budget_s)} budget and "
@@ -137,17 +138,17 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import shutil
     import tempfile
 
-    from gpubench.harness.commands.budget_builds import deadline_args, run_deadline_s
     from gpubench.harness.processes.launch import Job, python_module, stop_requests
     from gpubench.harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
-    deadline_s = run_deadline_s(args)  # --budget: every build process shares the run's one end
+    budget_s = args.run.run_budget_s  # every build process shares the run's one end
+    deadline_s = None if budget_s is None else time.time() + budget_s
 
     def job_for(build: int, builds: int | None) -> Job:
-        plan = build_plan(args, extra, scratch, build, builds, deadline_args(deadline_s))
+        plan = build_plan(args, extra, scratch, build, builds, deadline_s)
         if builds is not None and build >= builds:  # past the profile's builds: the budget's time left
             plan = replace(plan, extra=True)
         return Job(python_module("gpubench.harness.processes.build_main"), dict(os.environ), hold_sigint=True,
@@ -179,7 +180,7 @@ def launched_builds(
     from gpubench.harness.commands.budget_builds import ExtraBuilds, WithinBudget
     from gpubench.harness.processes.build_runs import run_builds as launch_builds
 
-    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
+    csv_path = Path(args.run.results_dir) / f"{args.run.run_id}.csv"
     verbose = asks_verbose(extra)  # else each build's end line says it, and the table is pytest-benchmark's -v
     budgeted = None if deadline_s is None else WithinBudget(launcher, deadline_s, csv_path)
     more = None if deadline_s is None else ExtraBuilds(deadline_s, csv_path)
@@ -203,7 +204,7 @@ def launched_builds(
 
 def say_outcome(outcome: BuildsOutcome, budget_notes: list[str], args: argparse.Namespace, extra: list[str]) -> None:
     """The lines that say how the builds ended, each with the rows kept."""
-    csv_path = Path(args.results_dir) / f"{args.run_id}.csv"
+    csv_path = Path(args.run.results_dir) / f"{args.run.run_id}.csv"
     for note in outcome.notes + budget_notes:
         print(f"gpubench: {no_cases_line(args, extra) if note == NO_CASES_LINE else note}", file=sys.stderr)
     if outcome.cut_short:
@@ -223,8 +224,8 @@ ALL_GPUS = "cuda:all"
 
 def per_gpu_runs(args: argparse.Namespace, extra: list[str], count: int) -> list[tuple[argparse.Namespace, list[str]]]:
     """One `gpubench run` per GPU: --device cuda:i, run id `<run_id>-cuda<i>`, micro cases only, no report."""
-    return [(argparse.Namespace(**{**vars(args), "device": f"cuda:{i}", "run_id": f"{args.run_id}-cuda{i}",
-                                   "no_report": True, "micro_only": True}), extra) for i in range(count)]
+    return [(argparse.Namespace(**{**vars(args), "no_report": True, "micro_only": True, "run": replace(
+        args.run, device=f"cuda:{i}", run_id=f"{args.run.run_id}-cuda{i}")}), extra) for i in range(count)]
 
 
 def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
@@ -235,16 +236,16 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
     if count == 0:
         return fail("--device cuda:all: torch sees no CUDA GPU — use --device cpu, or check CUDA_VISIBLE_DEVICES and "
                     "the driver", code=ExitCode.REFUSED)
-    args.run_id = args.run_id or new_run_id()
+    args.run = replace(args.run, run_id=args.run.run_id or new_run_id())
     code, csvs = 0, []
     for one, one_extra in per_gpu_runs(args, extra, count):
-        print(f"gpubench: {one.device} ({one.run_id}), micro cases only", flush=True)
+        print(f"gpubench: {one.run.device} ({one.run.run_id}), micro cases only", flush=True)
         one_code = cmd_run(one, one_extra)
-        csvs += [p for p in [Path(args.results_dir) / f"{one.run_id}.csv"] if p.exists()]
+        csvs += [p for p in [Path(args.run.results_dir) / f"{one.run.run_id}.csv"] if p.exists()]
         code = code or one_code
         if one_code in (*BUILD_STOPS, ExitCode.INTERRUPTED):
             break  # interrupted or stopped: the GPUs measured so far are kept, the rest not started
-    return (report_after_run(csvs, Path(args.results_dir) / f"{args.run_id}-report", code)
+    return (report_after_run(csvs, Path(args.run.results_dir) / f"{args.run.run_id}-report", code)
             if csvs and not args.no_report else code)
 
 
@@ -277,7 +278,7 @@ def say_predictions(frame: Any) -> None:
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.records.results import check_run_id_text, new_run_id
 
-    if args.device.strip().lower() == ALL_GPUS:
+    if args.run.device == ALL_GPUS:
         return cmd_run_all_gpus(args, extra)
     if not BENCHES.is_dir() and not getattr(args, "tests", None):
         return fail(f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install gpubench, "
@@ -290,14 +291,14 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     problem = limits_problem() or (token_problem(stop_with) if stop_with else None)
     if problem:
         return fail(problem, code=ExitCode.REFUSED)
-    if args.run_id is None:  # the report below needs to know the file's name
-        args.run_id = new_run_id()
+    if args.run.run_id is None:  # the report below needs to know the file's name
+        args.run = replace(args.run, run_id=new_run_id())
     try:  # before any build: a name no file system takes would otherwise fail here, after the builds, as a traceback
-        run_id = check_run_id_text(args.run_id)
+        run_id = check_run_id_text(args.run.run_id)
     except UsageError as error:
         return fail(str(error), code=ExitCode.REFUSED)
     watch = CpuWatch()
-    csv_path = Path(args.results_dir) / f"{run_id}.csv"
+    csv_path = Path(args.run.results_dir) / f"{run_id}.csv"
     from gpubench.harness.processes.lifetime import stops_raised
 
     try:  # a stop outside the builds' own watch (before them, after them, in the report): a line, not a traceback

@@ -1,12 +1,19 @@
-"""gpubench's run options, declared once for both the pytest plugin and `gpubench run`'s parser. Torch-free: the CLI
-imports it before deciding whether to load torch."""
+"""gpubench's run options: declared once for both the pytest plugin and the commands' parsers, read once into a
+typed `RunOptions` that every build receives as it is. Torch-free: the CLI imports it before deciding whether to
+load torch."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from typing import Any
+import json
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from gpubench.harness.core.exits import UsageError
+from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
+from gpubench.harness.core.plan import MAX_BUILD_CALLS
+from gpubench.harness.core.run_budget import parse_budget, parse_duration
 
 
 @dataclass(frozen=True)
@@ -35,12 +42,6 @@ class Option:
         if self.type is None:
             return {"action": "store_true", "default": False, "help": self.help, "dest": dest}
         return {"default": self.default, "type": self.type, "help": self.help, "dest": dest}
-
-    def to_argv(self, value: Any) -> list[str]:
-        """The pytest argument that carries `value` (namespaced), or nothing when it is the default."""
-        if value == self.default or value is None:
-            return []
-        return [self.namespaced] if self.type is None else [f"{self.namespaced}={value}"]
 
 
 RESULTS_DIR_DEFAULT = "results"
@@ -94,5 +95,101 @@ def add_to_parser(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
             parser.add_argument(option.flag, **option.kwargs())
 
 
-def to_pytest_argv(values: argparse.Namespace) -> list[str]:
-    return [arg for option in RUN_OPTIONS for arg in option.to_argv(getattr(values, option.dest))]
+MAX_BUILDS = 100  # builds of one case: a larger --builds (or build index) is a typo, not a plan
+MAX_BUILD_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The run options as typed values, made once where the user's words enter (`gpubench run`/`ab`/`fleet`'s
+    arguments, or pytest's for a plain `pytest benches`) and carried to every build as this value (JSON in its
+    plan): nothing downstream parses an option again. What only the machine that runs can check (the device exists,
+    the cores for --threads, the data files) is checked there, against these values."""
+
+    device: str = "auto"  # as typed, lower case: made a torch.device once, in the build
+    profile: str = "quick"
+    results_dir: str = RESULTS_DIR_DEFAULT
+    store: str | None = None
+    run_id: str | None = None
+    data_root: str | None = None
+    dataset: str = "auto"
+    nproc: int | None = None
+    target_accuracy: float | None = None
+    builds: int | None = None
+    build_seconds: float | None = None
+    threads: int | None = None
+    wait_quiet_s: float | None = None
+    build_calls: int | None = None
+    run_budget_s: float | None = None  # the whole run's time, the profile's when --budget is not given; None: none
+    model: ModelSpec | None = None
+    profile_ops: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> RunOptions:
+        try:
+            return cls.from_dict(json.loads(text))
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ValueError(f"run options: {error}") from None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunOptions:
+        """The value a plan carries, its fields' kinds checked (ValueError: a fault, not a user's input)."""
+        if not isinstance(data, dict) or set(data) - {f.name for f in fields(cls)}:
+            raise ValueError(f"run options: not a RunOptions object: {str(data)[:80]}")
+        model = data.get("model")
+        if model is not None:
+            if not isinstance(model, dict):
+                raise ValueError("run options: model is not an object")
+            model = ModelSpec(**{**model, "input_shape": tuple(model.get("input_shape") or ())})
+        return checked_kinds(cls(**{**data, "model": model}))
+
+
+def checked_kinds(options: RunOptions) -> RunOptions:
+    kinds: dict[str, tuple[type, ...]] = {"str": (str,), "str | None": (str, type(None)), "bool": (bool,),
+                                          "int | None": (int, type(None)), "float | None": (float, int, type(None)),
+                                          "ModelSpec | None": (ModelSpec, type(None))}
+    for spec in fields(options):
+        value = getattr(options, spec.name)
+        allowed = kinds[str(spec.type)]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"run options: {spec.name}={value!r} is not {spec.type}")
+    return options
+
+
+def read_run_options(value: Callable[[str], Any], profile_budget_s: Callable[[str], float | None]) -> RunOptions:
+    """The options from a parser's values (`value(dest)`: argparse's or pytest's), each checked once here; a bad one
+    is a UsageError naming the fix. `profile_budget_s(name)` knows the profiles (and refuses an unknown one)."""
+    profile = str(value("profile")).strip().lower()
+    budget = value("budget")
+    return RunOptions(
+        device=str(value("device")).strip().lower(), profile=profile, results_dir=str(value("results_dir")),
+        store=value("store"), run_id=value("run_id"), data_root=value("data_root"),
+        dataset=str(value("dataset")).strip().lower(), nproc=value("nproc"),
+        target_accuracy=_checked_range(value), builds=value("builds"), build_seconds=value("build_seconds"),
+        threads=value("threads"), wait_quiet_s=parse_duration(value("wait_quiet"), "--wait-quiet"),
+        build_calls=value("build_calls"),
+        run_budget_s=profile_budget_s(profile) if budget is None else parse_budget(budget),
+        model=parse_model_options(value("model"), value("input"), value("input_ids")),
+        profile_ops=bool(value("profile_ops")),
+    )
+
+
+def _checked_range(value: Callable[[str], Any]) -> float | None:
+    """The numbers that have a range, each refused in one line outside it (NaN fails every test); the accuracy."""
+    builds, build_s, calls, target = (value(name) for name in ("builds", "build_seconds", "build_calls",
+                                                                "target_accuracy"))
+    if builds is not None and not 1 <= builds <= MAX_BUILDS:
+        raise UsageError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
+    if build_s is not None and not 0 < build_s <= MAX_BUILD_SECONDS:
+        raise UsageError(f"--build-seconds {build_s}: use a time in (0, {MAX_BUILD_SECONDS:g}] seconds, such as 0.05")
+    if calls is not None and not 1 <= calls <= MAX_BUILD_CALLS:
+        raise UsageError(f"--build-calls {calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
+    if target is not None and not 0 < target < 1:
+        raise UsageError(f"--target-accuracy {target} is outside (0, 1) — pass a test accuracy such as 0.85")
+    return target

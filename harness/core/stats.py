@@ -1,5 +1,5 @@
-"""Pure statistics over raw per-round samples (seconds). Quartiles, IQR and outliers follow pytest-benchmark's `Stats`
-exactly, so the CSV and its terminal table never disagree (tests/test_stats.py pins this)."""
+"""Pure statistics over raw per-round samples (seconds). The summary is pytest-benchmark's own `Stats`, so the CSV
+and its terminal table never disagree (tests/test_stats.py pins this)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import math
 import statistics
 from dataclasses import dataclass
 from collections.abc import Sequence
+
+from pytest_benchmark.stats import Stats
 
 # A figure whose 95% interval, from its rounds, reaches past this share of it either side is "noisy". The interval is
 # the median's (its standard error from the rounds' IQR, so one outlier round does not flag it): the spread of the
@@ -50,33 +52,17 @@ class SampleStats:
         return Z95 * MEDIAN_SE_FACTOR * self.rel_iqr / IQR_PER_SD / math.sqrt(self.rounds) if self.rounds else 0.0
 
 
-def quartiles(sorted_samples: Sequence[float]) -> tuple[float, float]:
-    """Q1 and Q3 as pytest-benchmark computes them: method 3 for odd counts, the halves' medians for even ones."""
-    data, n = sorted_samples, len(sorted_samples)
-    if n == 1:
-        return data[0], data[0]
-    if n % 2:
-        k, r = n // 4, n % 4
-        if r == 1:
-            return 0.25 * data[k - 1] + 0.75 * data[k], 0.75 * data[3 * k] + 0.25 * data[3 * k + 1]
-        return 0.75 * data[k] + 0.25 * data[k + 1], 0.25 * data[3 * k + 1] + 0.75 * data[3 * k + 2]
-    return statistics.median(data[: n // 2]), statistics.median(data[n // 2:])
-
-
 def summarize(samples_s: Sequence[float]) -> SampleStats:
     """ValueError for no samples or a negative one: that means a broken clock or sync, not worth publishing."""
     if not samples_s:
         raise ValueError("no samples to summarize")
     if any(s < 0 or math.isnan(s) for s in samples_s):
         raise ValueError(f"impossible sample (negative or NaN duration): {min(samples_s)!r}")
-    data = sorted(samples_s)
-    q1, q3 = quartiles(data)
-    mean = statistics.fmean(data)
-    stddev = statistics.stdev(data) if len(data) > 1 else 0.0
-    fence = 1.5 * (q3 - q1)
-    return SampleStats(len(data), statistics.median(data), q1, q3, data[0], data[-1], mean, stddev,
-                       iqr_outliers=sum(1 for s in data if s < q1 - fence or s > q3 + fence),
-                       stddev_outliers=sum(1 for s in data if s < mean - stddev or s > mean + stddev))
+    theirs = Stats()
+    for sample_s in samples_s:
+        theirs.update(sample_s)
+    return SampleStats(theirs.rounds, theirs.median, theirs.q1, theirs.q3, theirs.min, theirs.max,
+                       float(theirs.mean), float(theirs.stddev), theirs.iqr_outliers, theirs.stddev_outliers)
 
 
 def median(values: Sequence[float]) -> float:

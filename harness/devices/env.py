@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import platform
 import socket
@@ -21,9 +20,8 @@ from gpubench.harness.devices.device import cuda_l2_bytes
 from gpubench.harness.devices.nvml_probe import (as_text, instant_power_w, load_nvml, nvml_handle, read_each,
                                                  running_pids)
 from gpubench.harness.processes.turns import SESSION_PID_ENV
+from gpubench.harness.records.store import machine_id
 from gpubench.reports.units import human
-
-HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "ram_gib", "os", "device_names", "gpu_mem_bytes")
 
 
 def cpu_model() -> str:
@@ -145,12 +143,6 @@ def driver_version() -> str:
         return ""
 
 
-def machine_id(fields: dict[str, Any]) -> str:
-    """A short stable hash of the hardware fields: the same on every run of the same machine."""
-    text = "|".join(f"{k}={fields.get(k, '')}" for k in HARDWARE_FIELDS)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def nvml_gpu_names() -> list[str]:
     """Every GPU of the node by NVML name (no CUDA context; CUDA_VISIBLE_DEVICES hides none); [] without NVML."""
     try:
@@ -168,7 +160,8 @@ def host_name() -> str:
 
 
 def machine_identity() -> dict[str, Any]:
-    """What names this machine in a results store (records.store.machine_folder_name): host and hardware."""
+    """What names this machine (records.store.machine_id: the rows' column, the store's folder): host and hardware,
+    every GPU of the node by NVML's name (a job given one GPU of eight is the same machine; no CUDA context)."""
     return {"hostname": host_name(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
             "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
 
@@ -209,9 +202,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
                       sm_count=int(props.multi_processor_count), compute_capability=f"{props.major}.{props.minor}")
     elif device.type == "mps":
         fields["device_name"] = f"Apple MPS ({cpu})"
-    names = [torch.cuda.get_device_name(i) for i in range(fields["device_count"])]
-    hardware = dict(fields, ram_gib=round(fields["ram_bytes"] / 2**30), device_names=",".join(names))
-    fields["machine_id"] = machine_id(hardware)
+    fields["machine_id"] = machine_id(machine_identity())
     return fields
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
@@ -37,15 +38,10 @@ def with_tagged_json(pytest_args: list[str], tag: str) -> list[str]:
     return rewritten
 
 
-def pytest_args_of(plan: BuildPlan, answer_fd: int) -> list[str]:
-    """gpubench's options, the user's arguments (their --benchmark-json tagged), then the build's own."""
-    tags = [f"--gpubench-output-tag={plan.output_tag}"] if plan.output_tag else []
-    table = [f"--gpubench-table-json={plan.table_json}"] if plan.table_json else []
-    micro = ["--gpubench-micro-only"] if plan.micro_only else []
-    extra = ["--gpubench-extra-build"] if plan.extra else []
-    turns = [f"--gpubench-turns={plan.turns}"] if plan.turns else []
-    return [*plan.options, *with_tagged_json(plan.pytest_args, plan.output_tag), f"--gpubench-build={plan.build}",
-            f"--gpubench-answer-fd={answer_fd}", *tags, *table, *micro, *extra, *turns]
+def pytest_args_of(plan: BuildPlan) -> list[str]:
+    """The suite's pytest arguments, then the user's (their --benchmark-json tagged); gpubench's own options are
+    no pytest argument: the plugin reads them from the plan itself."""
+    return [*plan.suite_args, *with_tagged_json(plan.pytest_args, plan.output_tag)]
 
 
 def timer_problem(pytest_args: list[str]) -> str | None:
@@ -66,16 +62,18 @@ def timer_problem(pytest_args: list[str]) -> str | None:
     return None
 
 
-def run_pytest(args: list[str]) -> int:
-    """pytest as this process's command: it leaves with the session's status (HeldInterrupt)."""
+def run_pytest(plan: BuildPlan) -> int:
+    """pytest as this process's command, the plan registered as a plugin object for the gpubench plugin to find: it
+    leaves with the session's status (HeldInterrupt)."""
     import pytest
 
+    args = pytest_args_of(plan)
     if problem := timer_problem(args):
         print(f"gpubench: error: {problem}", file=sys.stderr, flush=True)
         return int(ExitCode.REFUSED)
     HELD_INTERRUPT.owns_process = True
     guard_standard_streams()  # a closed pipe ends no build in pytest's terminal writer
-    code = int(pytest.main(args))  # no extra plugins: the plugin comes from the suite's configuration
+    code = int(pytest.main(args, plugins=[plan]))  # the gpubench plugin comes from the suite's configuration
     # a Ctrl-C held while pytest never reached its session (a usage error first) is still an interrupt
     return BUILD_INTERRUPTED if HELD_INTERRUPT.pending and code in (0, 1, 5) else code
 
@@ -87,7 +85,7 @@ def run_from_fds(plan_fd: int, answer_fd: int) -> int:
         print(f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run",
               file=sys.stderr)
         return int(ExitCode.INTERNAL)
-    return run_pytest(pytest_args_of(plan, answer_fd))
+    return run_pytest(replace(plan, answer_fd=answer_fd))
 
 
 def main() -> int:

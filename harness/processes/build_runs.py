@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gpubench.harness.processes.launch import (
-    MAX_BUILDS, NO_TESTS, Completed, Job, Launcher, signal_death, signal_name, stop_requests,
+    NO_TESTS, Completed, Job, Launcher, signal_death, signal_name, stop_requests,
 )
+from gpubench.harness.core.options import MAX_BUILDS
 from gpubench.harness.processes.protocol import BuildAnswer
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, NO_CASES_LINE, SIGNAL_BASE, ExitCode
 

@@ -1,4 +1,4 @@
-"""The file that names a build's cases (`--gpubench-cases`, written by `gpubench ab` between pairs):
+"""The file that names a build's cases (its plan's `cases`, written by `gpubench ab` between pairs):
 a case id a line, optionally followed by the timed seconds of that case's build."""
 
 from __future__ import annotations

@@ -1,29 +1,27 @@
-"""What the CPUs did while a command ran its builds: the hypervisor's share (CPU steal, /proc/stat) and the load
-average. Torch-free; None where the system does not say (no /proc/stat: macOS)."""
+"""What the CPUs did while a command ran its builds: the hypervisor's share (CPU steal) and the load average.
+Torch-free; None where the system does not say (psutil knows steal on Linux only)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
-
-PROC_STAT = Path("/proc/stat")
-STEAL_FIELD = 7  # user nice system idle iowait irq softirq steal guest guest_nice
 
 
-def cpu_ticks(path: Path = PROC_STAT) -> tuple[int, int] | None:
-    """(steal, total) ticks of all CPUs so far, or None where the file is absent or unreadable."""
+def cpu_seconds() -> tuple[float, float] | None:
+    """(steal, total) seconds of all CPUs so far, or None where the system does not say."""
+    import psutil
+
     try:
-        first = path.read_text(encoding="ascii").splitlines()[0].split()
-        ticks = [int(value) for value in first[1:9]]  # guest time is counted in user already
-    except (OSError, IndexError, ValueError, UnicodeDecodeError):
+        times = psutil.cpu_times()
+    except OSError:  # no /proc/stat
         return None
-    if first[0] != "cpu" or len(ticks) <= STEAL_FIELD:
+    if not hasattr(times, "steal"):
         return None
-    return ticks[STEAL_FIELD], sum(ticks)
+    # guest time is counted in user already
+    return times.steal, sum(seconds for name, seconds in times._asdict().items() if not name.startswith("guest"))
 
 
-def steal_between(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:
+def steal_between(start: tuple[float, float] | None, end: tuple[float, float] | None) -> float | None:
     if start is None or end is None or end[1] <= start[1]:
         return None
     return max(0.0, min(1.0, (end[0] - start[0]) / (end[1] - start[1])))
@@ -33,14 +31,10 @@ def steal_between(start: tuple[int, int] | None, end: tuple[int, int] | None) ->
 class CpuWatch:
     """Started with the command; `steal_frac()` and `load_avg()` at its end."""
 
-    path: Path = PROC_STAT
-    start: tuple[int, int] | None = field(default=None)
-
-    def __post_init__(self) -> None:
-        self.start = cpu_ticks(self.path)
+    start: tuple[float, float] | None = field(default_factory=cpu_seconds)
 
     def steal_frac(self) -> float | None:
-        return steal_between(self.start, cpu_ticks(self.path))
+        return steal_between(self.start, cpu_seconds())
 
     @staticmethod
     def load_avg() -> float | None:

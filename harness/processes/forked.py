@@ -17,7 +17,7 @@ from typing import Any
 from gpubench.harness.core.exits import BUILD_INTERRUPTED
 from gpubench.harness.processes.launch import (POLL_S, BuildHandle, Job, ProcessLauncher, build_preexec, safe_path,
                                                signal_name)
-from gpubench.harness.processes.lifetime import kill_group, process_state
+from gpubench.harness.processes.lifetime import is_stopped, kill_group
 from gpubench.harness.processes.protocol import Channel
 
 SERVER_MODULE = "gpubench.harness.pytest_plugin.fork_server"
@@ -69,7 +69,7 @@ class ForkServer:
             message = self.receive(min(left_s, POLL_S))
             if message is not None:
                 return message
-            if stop() and process_state(self.process.pid) == "T":
+            if stop() and is_stopped(self.process.pid):
                 return {"fork_problem": f"the fork server was stopped (state T) when {signal_name(stop())} came: "
                                         "ended"}
         return None
@@ -93,7 +93,7 @@ class ForkServer:
 
     def close(self) -> None:
         self.control.close()  # the server leaves at the end of its socket
-        if process_state(self.process.pid) == "T":  # a stopped one never reads that end: no wait for it
+        if is_stopped(self.process.pid):  # a stopped one never reads that end: no wait for it
             kill_group(self.process.pid)
         try:
             self.process.wait(CLOSE_GRACE_S)
@@ -139,9 +139,9 @@ class ForkedBuild:
             self._tell({"op": "kill"})
 
     def stopped(self) -> str:
-        if process_state(self.server.process.pid) == "T":
+        if is_stopped(self.server.process.pid):
             return SERVER
-        return "it" if process_state(self.pid) == "T" else ""
+        return "it" if is_stopped(self.pid) else ""
 
     def lost(self) -> str:
         return self.lost_why

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from gpubench.harness.processes.lifetime import (
-    adopting, child_pids, child_preexec, ended_unreaped, ignored, kill_adopted, kill_group, process_state, token_alive,
+    STOP_SIGNALS, adopting, child_pids, child_preexec, ended_unreaped, handlers_installed, is_stopped, kill_adopted,
+    kill_group, token_alive,
 )
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, Channel
 
@@ -118,23 +119,19 @@ def watch_builds(starts: list[tuple[ProcessLauncher, Callable[[], BuildHandle]]]
         if len(watches) < len(starts):
             early.append((signum, len(watches)))
 
-    previous = {signum: signal.getsignal(signum) for signum in PASSED_ON if not ignored(signum)}
-    for signum in previous:
-        signal.signal(signum, passed_on)
     known = child_pids() if adopting() else None  # under adopt_orphans: what a build leaves is killed after it
     try:
-        for launcher, start in starts:
-            watches.append(BuildWatch(start(), launcher.stopped_limit_s, launcher.stop_with,
-                                      cut_at_s=launcher.cut_at_s, cut_why=launcher.cut_why))
-        for signum, told in early:
-            for watch in watches[told:]:
-                watch.signalled(signum)
-        done = _wait_all(watches, ended)
+        with handlers_installed(passed_on, PASSED_ON):
+            for launcher, start in starts:
+                watches.append(BuildWatch(start(), launcher.stopped_limit_s, launcher.stop_with,
+                                          cut_at_s=launcher.cut_at_s, cut_why=launcher.cut_why))
+            for signum, told in early:
+                for watch in watches[told:]:
+                    watch.signalled(signum)
+            done = _wait_all(watches, ended)
         # a signal that came as a build ended (its answer read, its strays killed) is the run's all the same
         return [replace(completed, signal=completed.signal or request.signum) for completed in done]
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         for watch in watches:
             if watch.child.running():  # this process is leaving (an exception): its build goes with it
                 watch.child.kill_group()
@@ -156,7 +153,7 @@ def _wait_all(watches: list[BuildWatch], ended: Callable[[int], None] | None) ->
 
 # Passed on to the build process, whose plugin unwinds the case in progress on each: a closed
 # terminal's SIGHUP would otherwise kill this process mid-run and leave its scratch folder behind.
-PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PASSED_ON = STOP_SIGNALS
 STOP_GRACE_S = 10.0  # after passing a signal on: how long a build may take to unwind its case
 CUT_GRACE_S = 5.0  # after the cut's SIGTERM past the run's end: how long before SIGKILL
 REPEAT_S = 1.0  # the same signal again sooner is the first one twice (see BuildWatch.signalled)
@@ -221,7 +218,7 @@ class PlainBuild:
         return self.child.poll() is None
 
     def stopped(self) -> str:
-        return "it" if process_state(self.child.pid) == "T" else ""
+        return "it" if is_stopped(self.child.pid) else ""
 
     def lost(self) -> str:
         return ""
@@ -330,7 +327,6 @@ class BuildWatch:
 # gpubench's plugin adds 75 (results folder full), 143 (SIGTERM) and 129 (SIGHUP): the case in
 # progress unwound. A negative code is the signal that killed the build process.
 NO_TESTS = 5
-MAX_BUILDS = 100
 # How long a process may make no progress before it is killed and named, per profile: a build
 # stopped (SIGSTOP, state T) here, a DDP rank whose heartbeat went stale (gpubench.harness.workloads.ddp).
 STOPPED_LIMIT_S = {"smoke": 30.0, "quick": 60.0, "full": 120.0}
@@ -367,12 +363,8 @@ def stop_requests() -> Iterator[StopRequest]:
     def note(signum: int, frame: object) -> None:
         request.signum = request.signum or signum
 
-    previous = {signum: signal.signal(signum, note) for signum in PASSED_ON if not ignored(signum)}
-    try:
+    with handlers_installed(note, PASSED_ON):
         yield request
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def signal_name(signum: int) -> str:

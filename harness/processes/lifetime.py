@@ -12,51 +12,43 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import subprocess
 
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, StopSignal
 
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 1, 36, 37
+
+
+def prctl(option: int, *args: Any) -> int | None:
+    """libc's prctl (Linux); None where there is none (the parent's own handlers still forward signals)."""
+    try:
+        return int(ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, *args))
+    except (OSError, AttributeError):
+        return None
 
 
 def die_with_parent(death_signal: int = signal.SIGTERM) -> None:
     """In the child, before exec: the kernel sends `death_signal` when the parent dies (even by SIGKILL). A process
     that runs a user's code gets SIGKILL: that code may block or ignore SIGTERM, and would then outlive its run."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, death_signal)
-    except (OSError, AttributeError):  # not Linux/glibc: the parent's own handlers still forward signals
-        pass
-
-
-PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+    prctl(PR_SET_PDEATHSIG, death_signal)
 
 
 def adopt_orphans() -> bool:
     """Become the descendants' subreaper (Linux): a daemon a build leaves (setsid, a double fork) becomes our child,
     where kill_adopted finds it, instead of loading the machine later runs measure. False without subreapers."""
-    try:
-        return ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def stop_adopting() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def adopting() -> bool:
     flag = ctypes.c_int(0)
-    try:
-        asked = ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
-    except (OSError, AttributeError):
-        return False
-    return asked == 0 and flag.value == 1
+    return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
 
 
 def child_pids() -> set[int]:
@@ -97,10 +89,31 @@ def child_preexec(death_signal: int = signal.SIGTERM) -> Callable[[], None] | No
     return functools.partial(die_with_parent, death_signal) if sys.platform.startswith("linux") else None
 
 
-def ignored(signum: int) -> bool:
-    """Whether this process ignores `signum` (`nohup` ignores SIGHUP, a shell's background job SIGINT): a signal its
-    parent chose to ignore stays ignored, here and in the builds, which inherit it."""
-    return signal.getsignal(signum) is signal.SIG_IGN
+# A closed terminal's SIGHUP, like Ctrl-C and SIGTERM, must unwind the work in progress, not kill it mid-run.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def install_handlers(handler: Any, signums: tuple[int, ...] = STOP_SIGNALS) -> dict[int, Any]:
+    """`handler` for each of `signums`, the handlers it replaced returned. One this process ignores stays ignored
+    (`nohup` ignores SIGHUP, a shell's background job SIGINT), here and in the builds, which inherit it. Raises
+    ValueError outside the main thread."""
+    return {signum: signal.signal(signum, handler) for signum in signums
+            if signal.getsignal(signum) is not signal.SIG_IGN}
+
+
+def restore_handlers(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+@contextmanager
+def handlers_installed(handler: Any, signums: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Within, install_handlers's; after, the previous handlers back."""
+    previous = install_handlers(handler, signums)
+    try:
+        yield
+    finally:
+        restore_handlers(previous)
 
 
 @contextmanager
@@ -112,13 +125,8 @@ def stops_raised() -> Iterator[None]:
     def stop(signum: int, frame: object) -> None:
         raise StopSignal(signum)
 
-    taken = [signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if not ignored(signum)]
-    previous = {signum: signal.signal(signum, stop) for signum in taken}
-    try:
+    with handlers_installed(stop):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 # "<pid>:<start time>" of the process whose end stops `gpubench run` (a local fleet: its job's
@@ -155,14 +163,14 @@ def token_alive(token: str) -> bool:
         return True
 
 
-def process_state(pid: int) -> str:
-    """The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, ...), '' when unknown."""
+def is_stopped(pid: int) -> bool:
+    """Whether `pid` is stopped (SIGSTOP, Ctrl-Z: state T); False when it is gone or cannot be read."""
+    import psutil
+
     try:
-        with open(f"/proc/{pid}/stat") as handle:  # closed at once (PYTHONWARNINGS=error: a ResourceWarning)
-            stat = handle.read()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""  # the name in () may hold spaces
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
 
 
 def kill_group(pgid: int) -> None:
@@ -213,18 +221,11 @@ def ended_unreaped(pid: int, within_s: float) -> bool:
 
 
 def _is_zombie(pid: int) -> bool:
-    import os
+    import psutil
 
-    if not hasattr(os, "waitid"):  # macOS before Python 3.13
-        import psutil
-
-        try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
-    except ChildProcessError:  # already reaped
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # already reaped (ZombieProcess too: macOS cannot read a zombie)
         return True
 
 
@@ -233,18 +234,6 @@ RUN_FOLDER_PREFIX = "gpubench-run-"  # gpubench run's scratch folder: gpubench-r
 
 def run_folder_prefix(pid: int) -> str:
     return f"{RUN_FOLDER_PREFIX}{pid}-"
-
-
-def pid_alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 SWEEP_MIN_AGE_S = 60.0  # a run in another pid namespace sharing /tmp looks dead: leave young folders alone
@@ -266,11 +255,13 @@ def sweep_dead_run_folders(folder: Path) -> list[Path]:
     """Remove the scratch folders of killed `gpubench run`s (SIGKILL leaves no chance to clean up) whose pid is gone."""
     import shutil
 
+    import psutil
+
     removed = []
     for path in folder.glob(f"{RUN_FOLDER_PREFIX}*"):
         pid_text = path.name[len(RUN_FOLDER_PREFIX):].split("-", 1)[0]
         if (path.is_dir() and not path.is_symlink() and pid_text.isdigit() and _ours_and_old(path)
-                and not pid_alive(int(pid_text))):
+                and not psutil.pid_exists(int(pid_text))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

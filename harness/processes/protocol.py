@@ -10,6 +10,8 @@ import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
+from gpubench.harness.core.options import RunOptions
+
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # far above a plan or an answer: a longer message is a fault, not data
 
 
@@ -19,15 +21,25 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class BuildPlan:
+    """What a build process is asked to do. The launcher sends it; in the build it is registered with pytest as a
+    plugin object, where the gpubench plugin finds it (`pytest_plugin.build_answer.plan_of`)."""
+
     build: int  # which build of every case this process runs, from 0
     pytest_args: list[str]  # the user's, passed to pytest untouched
-    options: list[str]  # gpubench's own pytest arguments: the suite, its config, the run options
+    suite_args: list[str]  # pytest's command line for the suite: its folder or the user's tests, config, plugins
+    run: RunOptions = RunOptions()  # the run options as the command read them, once
     builds: int | None = None  # build processes the selection needs, once the first build told it
     output_tag: str = ""  # put in the names of the user's --benchmark-json/--benchmark-save ('b2'); '' keeps them
     table_json: str = ""  # pytest-benchmark's JSON goes here when the user names none
     micro_only: bool = False  # the micro cases only: the user's -m and-ed with their markers
     extra: bool = False  # a build past the profile's, with the budget's time left: noisiest repeated cases first
     turns: str = ""  # a `gpubench ab` build that takes turns with its partner (gpubench.harness.processes.turns)
+    deadline_s: float | None = None  # the run's end by the wall clock under a budget, the same for every build
+    cases: str = ""  # a `gpubench ab` build: the file of the cases still undecided (processes.cases_file)
+    answer_fd: int | None = None  # set in the build: where its answer goes (never sent)
+
+    def __hash__(self) -> int:  # pluggy keeps plugin objects in a set; the lists make the fields unhashable
+        return id(self)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -61,7 +73,7 @@ class BuildAnswer:
 Message = TypeVar("Message", BuildPlan, BuildAnswer)
 KINDS: dict[str, tuple[type, ...]] = {
     "int": (int,), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
-    "float | None": (float, int, type(None)), "list[str]": (list,), "dict[str, float]": (dict,),
+    "float | None": (float, int, type(None)), "list[str]": (list,), "dict[str, float]": (dict,), "RunOptions": (dict,),
 }
 
 
@@ -80,8 +92,10 @@ def _typed(cls: type[Message], text: str) -> Message:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise ProtocolError(f"{cls.__name__}.{name}: {value!r} is not {known[name].type}")
     try:
+        if "run" in data:
+            data["run"] = RunOptions.from_dict(data["run"])
         return cls(**data)
-    except TypeError as error:  # a field without a default left out
+    except (TypeError, ValueError) as error:  # a field without a default left out; run options of the wrong kind
         raise ProtocolError(f"{cls.__name__}: {error}") from None
 
 

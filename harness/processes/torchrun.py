@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from gpubench.harness.processes.launch import WATCH_PERIOD_S, Completed, Job
-from gpubench.harness.processes.lifetime import child_preexec, kill_tree, process_state
+from gpubench.harness.processes.lifetime import child_preexec, is_stopped, kill_tree
 
 KILL_GRACE_S = 30  # after SIGKILL, how long to wait for the killed launch's output
 
@@ -33,7 +33,7 @@ class TorchrunLauncher:
                 except subprocess.TimeoutExpired:
                     stalled = job.watch() if job.watch is not None else ""
                     if stalled or (deadline_s is not None and time.monotonic() >= deadline_s):
-                        if process_state(proc.pid) == "T":  # the ranks went quiet because torchrun was stopped
+                        if is_stopped(proc.pid):  # the ranks went quiet because torchrun was stopped
                             stalled = ("made no progress: torchrun itself was stopped (state T, SIGSTOP): "
                                        "killed with its ranks")
                         return self._killed(proc, stalled)

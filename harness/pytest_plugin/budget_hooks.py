@@ -15,6 +15,7 @@ import pytest
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.core.run_budget import CaseCost, DeadlinePassed, cut_after, cut_reason, grace_s
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
+from gpubench.harness.pytest_plugin.build_answer import this_build
 from gpubench.harness.pytest_plugin.console import console_of
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def extra_build_order(state: RunState) -> list[str]:
 
 def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
     """The first build process shows the plan; a later one, the time left for its builds."""
-    first = config.getoption("gpubench_build") in (None, 0)
+    first = this_build(config) in (None, 0)
     if first or console_of(config) is None:  # a compact later build says its time left in its end line
         say(config, plan.plan_line() if first else f"gpubench: {plan.progress()}")
 

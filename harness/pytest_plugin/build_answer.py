@@ -1,10 +1,9 @@
-"""A build's side of its plan: the build's own pytest options, applied to pytest's parsed options before
-pytest-benchmark and the mark plugin read them (--benchmark-json alone is tagged before parsing, in build_main),
-and the answer sent back to `gpubench run`."""
+"""A build's side of its plan: the plan found, its output names and selection applied to pytest's parsed options
+before pytest-benchmark and the mark plugin read them (--benchmark-json alone is tagged before parsing, in
+build_main), and the answer sent back to `gpubench run`."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpubench.harness.processes.protocol import BuildAnswer, write_message
+from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, write_message
 from gpubench.harness.pytest_plugin.benchmark_json import json_path, json_value
 
 # The micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck, speedup): what
@@ -21,42 +20,48 @@ MICRO_MARKEXPR = "not slow and not training and not distributed"
 
 
 def add_build_options(group: Any) -> None:
-    """Internal: the build `gpubench run` starts, its answer's pipe, and how the user's outputs and selection adapt."""
+    """A plain pytest run of one build of each case; a build `gpubench run` starts gets its plan instead."""
     group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
                     help="run only build K of each case, appending to the run's CSV "
                     "(gpubench run: one process per build)")
-    group.addoption("--gpubench-answer-fd", type=int, default=None, dest="gpubench_answer_fd", help=argparse.SUPPRESS)
-    group.addoption("--gpubench-output-tag", default="", dest="gpubench_output_tag", help=argparse.SUPPRESS)
-    group.addoption("--gpubench-table-json", default="", dest="gpubench_table_json", help=argparse.SUPPRESS)
-    group.addoption("--gpubench-timed-only", action="store_true", default=False, dest="gpubench_timed_only",
-                    help=argparse.SUPPRESS)
-    group.addoption("--gpubench-micro-only", action="store_true", default=False, dest="gpubench_micro_only",
-                    help=argparse.SUPPRESS)
-    # a build of a `gpubench ab` pair that takes turns with its partner: gpubench.harness.pytest_plugin.turns
-    group.addoption("--gpubench-turns", default="", dest="gpubench_turns", help=argparse.SUPPRESS)
-    # with --gpubench-build K past the profile's builds: gpubench.harness.pytest_plugin.extra_build
-    group.addoption("--gpubench-extra-build", action="store_true", default=False, dest="gpubench_extra_build",
-                    help=argparse.SUPPRESS)
+
+
+PLAN = pytest.StashKey["BuildPlan | None"]()
+
+
+def plan_of(config: pytest.Config) -> BuildPlan | None:
+    """The plan of a build `gpubench run` or `ab` started (build_main registers it with pytest); None in a plain
+    pytest run."""
+    if PLAN not in config.stash:
+        plans = [plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, BuildPlan)]
+        config.stash[PLAN] = plans[0] if plans else None
+    return config.stash[PLAN]
+
+
+def this_build(config: pytest.Config) -> int | None:
+    """The build of each case this process runs: its plan's, or a plain run's --gpubench-build (None: every one)."""
+    plan = plan_of(config)
+    return plan.build if plan is not None else config.getoption("gpubench_build", None)
 
 
 def apply_build_options(config: pytest.Config) -> None:
     """One build's view of the user's options: timed cases only (unless timing is off), its own output names (else
     each build overwrites the last), pytest-benchmark's JSON kept for the run's table, micro cases under cuda:all."""
-    option = config.option
-    if getattr(option, "benchmark_skip", False) and config.getoption("gpubench_timed_only"):
+    plan, option = plan_of(config), config.option
+    if plan is None:
+        return
+    if getattr(option, "benchmark_skip", False):
         # the run's builds time cases only: skipping every timed one would run nothing and say so nowhere
         raise pytest.UsageError("--benchmark-skip skips every case gpubench run times — drop it (select cases with "
                                 "-k or -m)")
     untimed = getattr(option, "benchmark_disable", False) and not getattr(option, "benchmark_enable", False)
-    if config.getoption("gpubench_timed_only") and hasattr(option, "benchmark_only") and not untimed:
+    if hasattr(option, "benchmark_only") and not untimed:
         option.benchmark_only = True  # pytest-benchmark refuses --benchmark-only with --benchmark-disable
-    tag = config.getoption("gpubench_output_tag")
-    if tag and getattr(option, "benchmark_save", None):
-        option.benchmark_save = f"{option.benchmark_save}-{tag}"
-    table_json = config.getoption("gpubench_table_json")
-    if table_json and hasattr(option, "benchmark_json") and not option.benchmark_json:
-        option.benchmark_json = json_value(Path(table_json))
-    if config.getoption("gpubench_micro_only"):
+    if plan.output_tag and getattr(option, "benchmark_save", None):
+        option.benchmark_save = f"{option.benchmark_save}-{plan.output_tag}"
+    if plan.table_json and hasattr(option, "benchmark_json") and not option.benchmark_json:
+        option.benchmark_json = json_value(Path(plan.table_json))
+    if plan.micro_only:
         user = getattr(option, "markexpr", "")
         option.markexpr = f"({user}) and ({MICRO_MARKEXPR})" if user else MICRO_MARKEXPR
 
@@ -110,8 +115,8 @@ ANSWER = pytest.StashKey[AnswerWriter]()
 
 def answer_writer(config: pytest.Config) -> AnswerWriter | None:
     if ANSWER not in config.stash:
-        fd = config.getoption("gpubench_answer_fd")
-        if fd is None:
+        plan = plan_of(config)
+        if plan is None or plan.answer_fd is None:
             return None
-        config.stash[ANSWER] = AnswerWriter(fd, int(config.getoption("gpubench_build") or 0))
+        config.stash[ANSWER] = AnswerWriter(plan.answer_fd, plan.build)
     return config.stash[ANSWER]

@@ -24,15 +24,11 @@ from gpubench.harness.devices.device import check_nproc, default_nproc, resolve_
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.devices.machine_load import LoadMeter, wait_quiet
-from gpubench.harness.processes.launch import MAX_BUILDS
-from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
-from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
+from gpubench.harness.core.model_spec import ModelSpec
+from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RunOptions
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
-from gpubench.harness.core.plan import MAX_BUILD_CALLS
 from gpubench.harness.pytest_plugin.budget_plan import note_run_began, run_startup_s
-from gpubench.harness.core.run_budget import (
-    DeadlinePassed, cut_after, format_duration, grace_s, parse_budget, parse_duration,
-)
+from gpubench.harness.core.run_budget import DeadlinePassed, cut_after, format_duration, grace_s
 from gpubench.harness.catalog.profiles import check_profile
 from gpubench.harness.records.results import check_output_file, check_results_dir_early, check_run_id, new_run_id
 from gpubench.harness.pytest_plugin.run_state import RunState
@@ -40,12 +36,6 @@ from gpubench.harness.measurement.session import Session
 from gpubench.harness.records.store import results_dir_for
 from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
 from gpubench.harness.workloads.common.user_model import check_model
-
-
-def check_target_accuracy(target: float | None) -> float | None:
-    if target is not None and not 0 < target < 1:  # NaN fails this too
-        raise UsageError(f"--target-accuracy {target} is outside (0, 1) — pass a test accuracy such as 0.85")
-    return target
 
 
 DEFAULT_TIMERS = ("", "None", "time.perf_counter", "gpubench.harness.measurement.timing.session_clock")
@@ -74,10 +64,8 @@ def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: An
         check_output_file(path, "--benchmark-json")
 
 
-def checked_model(option: Callable[[str], Any], budget_s: float | None) -> ModelSpec | None:
-    """--model and --input parsed, and the model made and fed one batch on the CPU before any case (cut after the
-    budget and its grace)."""
-    spec = parse_model_options(option("gpubench_model"), option("gpubench_input"), option("gpubench_input_ids"))
+def checked_model(spec: ModelSpec | None, budget_s: float | None) -> ModelSpec | None:
+    """The model made and fed one batch on the CPU before any case (cut after the budget and its grace)."""
     if spec is None:
         return None
     limit_s = budget_s + grace_s(budget_s) if budget_s is not None else None
@@ -103,56 +91,42 @@ def check_threads(threads: int | None) -> int | None:
     return threads
 
 
-def _checked(option: Callable[[str], Any], collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
-    device = resolve_device(option("gpubench_device"))
+def _checked(run: RunOptions, build: int | None, collect_only: bool, benchmark_json: Any) -> dict[str, Any]:
+    """What only the machine that runs can check: the device, the folders and files, the cores, the model."""
+    device = resolve_device(run.device)
     # absolute: a test or factory that changes the working folder does not send rows elsewhere
-    results_dir = Path(os.path.abspath(results_dir_for(option("gpubench_store"), option("gpubench_results_dir"),
-                                                       RESULTS_DIR_DEFAULT, machine_identity)))
-    build = option("gpubench_build")
-    if option("gpubench_run_id") is not None:  # a later build (--gpubench-build K > 0) appends to its run's file
-        check_run_id(option("gpubench_run_id"), results_dir, appending=(build or 0) > 0, build=build)
-    data_root, warning = usable_data_root(Path(option("gpubench_data_root") or default_data_root()),
-                                          option("gpubench_dataset"))
-    dataset = check_dataset_request(option("gpubench_dataset"), data_root)
+    results_dir = Path(os.path.abspath(results_dir_for(run.store, run.results_dir, RESULTS_DIR_DEFAULT,
+                                                       machine_identity)))
+    if run.run_id is not None:  # a later build (build K > 0) appends to its run's file
+        check_run_id(run.run_id, results_dir, appending=(build or 0) > 0, build=build)
+    data_root, warning = usable_data_root(Path(run.data_root or default_data_root()), run.dataset)
+    dataset = check_dataset_request(run.dataset, data_root)
     check_dataset_files(dataset, data_root)
-    nproc = option("gpubench_nproc")
     check_output_files(results_dir, collect_only, benchmark_json)
-    builds, build_seconds = option("gpubench_builds"), option("gpubench_build_seconds")
-    if builds is not None and not 1 <= builds <= MAX_BUILDS:
-        raise UsageError(f"--builds {builds}: use 1 to {MAX_BUILDS} builds per case")
-    if build_seconds is not None and not 0 < build_seconds <= 60:  # NaN fails this too
-        raise UsageError(f"--build-seconds {build_seconds}: use a time in (0, 60] seconds, such as 0.05")
-    build_calls = option("gpubench_build_calls")
-    if build_calls is not None and not 1 <= build_calls <= MAX_BUILD_CALLS:
-        raise UsageError(f"--build-calls {build_calls}: use 1 to {MAX_BUILD_CALLS} calls per build, such as 20")
-    profile = check_profile(option("gpubench_profile"))
-    budget = option("gpubench_budget")
-    budget_s = profile.run_budget_s if budget is None else parse_budget(budget)  # below its floor: one line
-    return dict(model=checked_model(option, budget_s), builds=builds, build_seconds=build_seconds,
-                build_calls=build_calls, threads=check_threads(option("gpubench_threads")), device=device,
-                profile=profile, results_dir=results_dir, build=build, budget_s=budget_s, data_root=data_root,
-                dataset=dataset, warning=warning,
-                wait_quiet_s=parse_duration(option("gpubench_wait_quiet"), "--wait-quiet"),
-                nproc=check_nproc(default_nproc(device) if nproc is None else nproc, device),
-                target_accuracy=check_target_accuracy(option("gpubench_target_accuracy")))
+    return dict(model=checked_model(run.model, run.run_budget_s), threads=check_threads(run.threads), device=device,
+                results_dir=results_dir, data_root=data_root, dataset=dataset, warning=warning,
+                nproc=check_nproc(default_nproc(device) if run.nproc is None else run.nproc, device))
 
 
 # pytest-benchmark's default --benchmark-min-rounds: another value was the user's, and gpubench's rounds honour it.
 BENCHMARK_DEFAULT_MIN_ROUNDS = 5
 
 
-def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only: bool = False,
-               benchmark_json: Any = None, benchmark_min_rounds: int | None = None) -> tuple[RunState, str | None]:
-    """The run's state from its options (`option(dest)`), or UsageError; and a data warning."""
+def make_state(run: RunOptions, build: int | None, benchmark_timer: Any, collect_only: bool = False,
+               benchmark_json: Any = None, benchmark_min_rounds: int | None = None, extra_build: bool = False,
+               deadline_s: float | None = None, budget_given: bool = False) -> tuple[RunState, str | None]:
+    """The run's state from its options (`build`: the one build of each case this process runs, None for every
+    one; `deadline_s`: the run's end from gpubench run; `budget_given`: a plain pytest run given --budget, cut at
+    its end too), or UsageError; and a data warning."""
     try:
-        checked = _checked(option, collect_only, benchmark_json)
+        checked = _checked(run, build, collect_only, benchmark_json)
     except OSError as error:
         raise UsageError(str(error)) from None
     device: torch.device = checked["device"]
     if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with
         torch.set_num_threads(checked["threads"])
-    if checked["wait_quiet_s"] is not None and not collect_only:
-        wait_quiet(device, checked["wait_quiet_s"], lambda line: sys.stderr.write(line + "\n"))
+    if run.wait_quiet_s is not None and not collect_only:
+        wait_quiet(device, run.wait_quiet_s, lambda line: sys.stderr.write(line + "\n"))
         note_run_began()  # the wait is no part of the run: its budget starts now
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
     previous_clock = install_session_clock(clock)
@@ -160,28 +134,27 @@ def make_state(option: Callable[[str], Any], benchmark_timer: Any, collect_only:
         torch.cuda.set_device(device)
     counter, energy_note = energy_counter(device)
     meter = EnergyMeter(counter, energy_note)
-    ctx = BuildContext(device, checked["profile"], clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
-                       target_accuracy=checked["target_accuracy"], builds=checked["builds"],
-                       build_seconds=checked["build_seconds"], build_calls=checked["build_calls"],
-                       model=checked["model"], min_rounds=None if benchmark_min_rounds in (
+    profile = check_profile(run.profile)
+    ctx = BuildContext(device, profile, clock, checked["nproc"], energy=meter, telemetry=gpu_sampler(device),
+                       target_accuracy=run.target_accuracy, builds=run.builds, build_seconds=run.build_seconds,
+                       build_calls=run.build_calls, model=checked["model"], min_rounds=None if benchmark_min_rounds in (
                            None, BENCHMARK_DEFAULT_MIN_ROUNDS) else int(benchmark_min_rounds))
-    session = Session(device, checked["results_dir"], option("gpubench_run_id") or new_run_id(),
-                      str(checked["profile"]), meter, build=checked["build"] or 0)
+    session = Session(device, checked["results_dir"], run.run_id or new_run_id(), str(profile), meter,
+                      build=build or 0)
     ctx.results_dir = checked["results_dir"]
     ctx.machine_id = lambda: str(session.env.get("machine_id") or session.fingerprint_of(device).get("machine_id", ""))
-    state = RunState(ctx, session, checked["data_root"], checked["dataset"], option("gpubench_profile_ops"),
-                     only_build=checked["build"],
-                     extra_build=bool(option("gpubench_extra_build")) and checked["build"] is not None,
-                     previous_clock=previous_clock,
-                     budget_s=checked["budget_s"], deadline_s=option("gpubench_deadline"),
-                     end_s=run_end_s(option, checked["budget_s"]))
-    state.threads_given = checked["threads"] is not None
+    state = RunState(ctx, session, checked["data_root"], checked["dataset"], run.profile_ops, only_build=build,
+                     extra_build=extra_build and build is not None, previous_clock=previous_clock,
+                     budget_s=run.run_budget_s, deadline_s=deadline_s,
+                     end_s=run_end_s(run.run_budget_s, deadline_s, budget_given))
+    state.threads_given = run.threads is not None
     state.load_meter = None if collect_only else LoadMeter()
     return state, checked["warning"]
 
 
-def run_end_s(option: Callable[[str], Any], budget_s: float | None) -> float | None:
-    """Where the run ends for a test that never returns (RunState.end_s)."""
-    if budget_s is None or (option("gpubench_deadline") is None and option("gpubench_budget") is None):
-        return option("gpubench_deadline")
-    return option("gpubench_deadline") or time.time() - run_startup_s() + budget_s
+def run_end_s(budget_s: float | None, deadline_s: float | None, budget_given: bool) -> float | None:
+    """Where the run ends for a test that never returns (RunState.end_s): gpubench run's deadline, else this run's
+    start plus the budget its user gave (a plain pytest run under a profile's budget is not cut)."""
+    if deadline_s is not None or budget_s is None or not budget_given:
+        return deadline_s
+    return time.time() - run_startup_s() + budget_s

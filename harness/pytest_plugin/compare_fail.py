@@ -16,6 +16,7 @@ import pytest
 
 from gpubench.harness.core.exits import StopSignal
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
+from gpubench.harness.pytest_plugin.build_answer import this_build
 from gpubench.harness.pytest_plugin.modes import is_suite
 
 HISTOGRAM_LINE = ("gpubench: --benchmark-histogram needs pygal, which is not installed: "
@@ -33,7 +34,7 @@ def histogram_status(session: pytest.Session) -> Generator[None, Any, Any]:
         return (yield)
     finally:
         if no_histogram:  # after pytest-benchmark's table, where it would have died
-            if session.config.getoption("gpubench_build", None) in (None, 0):  # said once in a run of builds
+            if this_build(session.config) in (None, 0):  # said once in a run of builds
                 sys.stderr.write(HISTOGRAM_LINE + "\n")
             if session.exitstatus == pytest.ExitCode.OK:  # a graver status (results full, a signal) stands
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED

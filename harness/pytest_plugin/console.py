@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpubench.harness.measurement.terminal import short_line
+from gpubench.harness.pytest_plugin.build_answer import plan_of
 from gpubench.harness.pytest_plugin.modes import STATE
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ BUILD_SUFFIX = re.compile(r"-b\d+$")
 
 def compact_build(config: pytest.Config) -> bool:
     """A build process of a run (it answers to `gpubench run`/`ab`) whose user asked for no verbosity."""
-    return config.getoption("gpubench_answer_fd") is not None and config.option.verbose <= 0
+    return plan_of(config) is not None and config.option.verbose <= 0
 
 
 def install(config: pytest.Config) -> None:
@@ -42,8 +43,8 @@ def install(config: pytest.Config) -> None:
         return
     quiet = config.option.verbose < 0  # -q (gpubench ab's builds): a later build ends without a line
     config.option.verbose = -2
-    console = Console(config, first_build=config.getoption("gpubench_build") in (None, 0)
-                      and not config.getoption("gpubench_extra_build"), quiet=quiet)
+    plan = plan_of(config)
+    console = Console(config, first_build=plan is not None and plan.build == 0 and not plan.extra, quiet=quiet)
     config.stash[CONSOLE] = console
     config.pluginmanager.register(console, "gpubench-console")
 

@@ -8,6 +8,7 @@ import torch
 
 from gpubench.harness.devices.machine_load import look, look_line, threads_for
 from gpubench.harness.pytest_plugin.budget_hooks import say
+from gpubench.harness.pytest_plugin.build_answer import this_build
 from gpubench.harness.pytest_plugin.console import console_of
 from gpubench.harness.pytest_plugin.run_state import RunState
 
@@ -28,7 +29,7 @@ def show_look(config: pytest.Config, state: RunState) -> None:
     """The first build says the look, quiet or busy; a later build only a busy one."""
     if state.look is None:
         return
-    first = config.getoption("gpubench_build") in (None, 0)
+    first = this_build(config) in (None, 0)
     if not first and (not state.look.busy or console_of(config) is not None):  # compact: its end line counts busy
         return
     say(config, look_line(state.look, state.threads_moved, state.ctx.device))

@@ -4,7 +4,6 @@ for the `gpubench` fixture. Torch-free until a run is set up."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 from typing import TYPE_CHECKING, Any
@@ -12,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.harness.core.options import RUN_OPTIONS
+from gpubench.harness.core.options import RUN_OPTIONS, RunOptions, read_run_options
 from gpubench.harness.pytest_plugin.budget_plan import note_run_began
-from gpubench.harness.pytest_plugin.build_answer import add_build_options
+from gpubench.harness.pytest_plugin.build_answer import add_build_options, plan_of, this_build
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
@@ -24,10 +23,6 @@ ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p
 ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE, OWN_TESTS_MODULE = (
     f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests"))
 TIMER = "gpubench.harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
-INTERNAL = (  # gpubench ab's: the cases still undecided; gpubench run's: the run's end by the wall clock (--budget)
-    ("--gpubench-cases", dict(default=None, dest="gpubench_cases", help=argparse.SUPPRESS)),
-    ("--gpubench-deadline", dict(type=float, default=None, dest="gpubench_deadline", help=argparse.SUPPRESS)),
-)
 
 
 class _OptionNames:
@@ -73,8 +68,6 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
     for option in RUN_OPTIONS:
         short = [] if namespaced_only or option.flag in taken else [option.flag]
         group.addoption(option.namespaced, *short, **option.kwargs(dest=option.pytest_dest))
-    for flag, kwargs in INTERNAL:
-        group.addoption(flag, **kwargs)
     add_build_options(group)
 
 
@@ -105,9 +98,10 @@ def runs_no_test(config: pytest.Config) -> bool:
 
 
 def options_given(config: pytest.Config) -> bool:
-    """A `--gpubench-*` option set to other than its default: the run is gpubench's from the start."""
+    """A build's plan, or a `--gpubench-*` option set to other than its default: the run is gpubench's from the
+    start."""
     changed = any(config.getoption(option.pytest_dest) not in (None, option.default) for option in RUN_OPTIONS)
-    return changed or any(config.getoption(kwargs["dest"]) is not None for _, kwargs in INTERNAL)
+    return changed or this_build(config) is not None
 
 
 def activate(config: pytest.Config, name_timer: bool) -> RunState:
@@ -116,7 +110,12 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
     from gpubench.harness.pytest_plugin.build_setup import make_state
 
     try:
-        state, warning = make_state(config.getoption, getattr(config.option, "benchmark_timer", None),
+        plan = plan_of(config)
+        state, warning = make_state(run_options(config), this_build(config),
+                                    getattr(config.option, "benchmark_timer", None),
+                                    extra_build=plan is not None and plan.extra,
+                                    deadline_s=plan.deadline_s if plan is not None else None,
+                                    budget_given=config.getoption("gpubench_budget") is not None,
                                     collect_only=config.getoption("collectonly"),
                                     benchmark_json=getattr(config.option, "benchmark_json", None),
                                     benchmark_min_rounds=getattr(config.option, "benchmark_min_rounds", None))
@@ -128,6 +127,17 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
         config.option.benchmark_timer = TIMER
     config.stash[STATE] = state
     return state
+
+
+def run_options(config: pytest.Config) -> RunOptions:
+    """A build's run options as its plan carries them; in a plain pytest run, read once from pytest's options."""
+    plan = plan_of(config)
+    if plan is not None:
+        return plan.run
+    from gpubench.harness.catalog.profiles import check_profile
+
+    return read_run_options(lambda dest: config.getoption("gpubench_" + dest),
+                            lambda name: check_profile(name).run_budget_s)
 
 
 def uses_gpubench(item: pytest.Item) -> bool:

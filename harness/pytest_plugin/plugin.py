@@ -13,10 +13,10 @@ import pytest
 
 from gpubench.harness.core.exits import SIGNAL_BASE, ExitCode, StopSignal
 from gpubench.harness.processes.cases_file import read_cases_file
-from gpubench.harness.processes.lifetime import HELD_INTERRUPT  # torch-free
+from gpubench.harness.processes.lifetime import HELD_INTERRUPT, install_handlers, restore_handlers  # torch-free
 from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
-from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options
+from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options, plan_of
 from gpubench.harness.pytest_plugin.compare_fail import end_session_interrupts, histogram_status, process_status
 from gpubench.harness.pytest_plugin.console import console_of
 from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
@@ -99,11 +99,8 @@ def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
         session.config.stash[ENDED_BY] = signum
         raise StopSignal(signum, "the case in progress was not recorded; the finished rows are whole")
 
-    previous = session.config.stash[PREVIOUS_HANDLERS] = {}
-    try:
-        for signum in STOP_SIGNALS:
-            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP: the run outlives its terminal
-                previous[signum] = signal.signal(signum, terminate)
+    try:  # nohup's SIGHUP stays ignored: the run outlives its terminal
+        session.config.stash[PREVIOUS_HANDLERS] = install_handlers(terminate, STOP_SIGNALS)
     except ValueError:  # not the main thread (pytest embedded somewhere): keep the default
         pass
 
@@ -178,8 +175,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(state.threads_moved[0])
-    for signum, handler in config.stash.get(PREVIOUS_HANDLERS, {}).items():
-        signal.signal(signum, handler)
+    restore_handlers(config.stash.get(PREVIOUS_HANDLERS, {}))
     if state.session.stop:
         sys.stderr.write(f"gpubench: {state.session.stop.line}\n")
     elif state.session.terminated and state.only_build is None:  # under gpubench run, it says so itself
@@ -230,14 +226,16 @@ def _build_of(item: pytest.Item) -> int:
 
 
 def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState | None) -> None:
-    """With --gpubench-cases FILE only its cases run here; a line `CASE SECONDS` also sets that case's build time."""
-    path = config.getoption("gpubench_cases")
-    if path is None:
+    """With a cases file in the plan (gpubench ab) only its cases run here; a line `CASE SECONDS` also sets that
+    case's build time."""
+    plan = plan_of(config)
+    path = plan.cases if plan is not None else ""
+    if not path:
         return
     try:
         seconds = read_cases_file(Path(path))
     except (OSError, ValueError) as error:
-        raise pytest.UsageError(f"--gpubench-cases {path}: {getattr(error, 'strerror', None) or error} — "
+        raise pytest.UsageError(f"the cases file {path}: {getattr(error, 'strerror', None) or error} — "
                                 "gpubench ab writes this file itself") from None
     wanted = set(seconds)
     if state is not None:

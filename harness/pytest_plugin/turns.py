@@ -1,5 +1,5 @@
 """A `gpubench ab` build that takes turns with its partner (gpubench.harness.processes.turns): the baton is taken
-before a case's setup and given after its teardown. Inert without --gpubench-turns."""
+before a case's setup and given after its teardown. Inert unless the build's plan gives its turns."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpubench.harness.processes.turns import TurnPlan, Turns
-from gpubench.harness.pytest_plugin.build_answer import answer_writer
+from gpubench.harness.pytest_plugin.build_answer import answer_writer, plan_of
 
 TURNS = pytest.StashKey[Turns]()
 CASE_INDEX = pytest.StashKey[dict[str, int]]()
@@ -19,7 +19,8 @@ CASE_INDEX = pytest.StashKey[dict[str, int]]()
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, Any, Any]:
     """Both builds collect before either times a case, and neither writes its files until both ran their cases
     (an interrupted build does not wait: its partner is told it runs alone)."""
-    text = session.config.getoption("gpubench_turns", "")
+    plan = plan_of(session.config)
+    text = plan.turns if plan is not None else ""
     if not text or session.config.option.collectonly:
         return (yield)
     answer = answer_writer(session.config)

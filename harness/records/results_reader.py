@@ -1,8 +1,8 @@
 """Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema and upgraded from
-older versions; read_rows serves the harness, reports.load the report commands. The schema's cell rules are applied
-here over many cells at once; they must agree cell for cell with schema.parse_cell (tests/test_results.py holds them
-to it). Number columns go as one numpy block: pandas' fixed cost per column made a small file's hundred number
-columns cost more than their cells."""
+older versions; read_rows serves the harness, reports.load the report commands. The schema's cell rules (its CHECKS
+on numbers, its parse_cell) are applied here over many cells at once; a refused cell's message is parse_cell's. Number
+columns go as one numpy block: pandas' fixed cost per column made a small file's hundred number columns cost more than
+their cells."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench.harness.records.safe_files import read_regular, replacing
-from gpubench.harness.records.schema import (BOOL_WORDS, BY_NAME, COLUMNS, FRACTIONS, MAX_DURATION_S, MIN_DURATION_S,
-                                             NUMBER, REQUIRED_COLUMNS, SCHEMA_VERSION, TEXT_RULES, TIMED,
-                                             ImpossibleValue, SchemaError, _refused, kind_of, non_negative, parse_cell,
-                                             to_cell, upgrade_row)
+from gpubench.harness.records.safe_files import read_regular
+from gpubench.harness.records.schema import (BOOL_WORDS, BY_NAME, CHECKS, COLUMNS, NUMBER, REQUIRED_COLUMNS,
+                                             SCHEMA_VERSION, TEXT_RULES, ImpossibleValue, SchemaError, kind_of,
+                                             parse_cell, upgrade_row)
 
 if TYPE_CHECKING:  # imported where a file is read: the harness writes far more often than it reads
     import numpy as np
@@ -113,10 +112,6 @@ def _upgraded(path: Path, header: list[str], records: list[list[str]],
 
 # ---- the cell rules in bulk ----------------------------------------------------------------------
 
-def is_number_column(column: str) -> bool:
-    return kind_of(column) in ("int", "float")
-
-
 def parse_numbers(text: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """The number columns of `text` ("" when empty) at once: (floats, NaN when empty; a mask of refused cells)."""
     import numpy as np
@@ -133,26 +128,20 @@ def parse_numbers(text: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     values[filled] = read
     refused = np.zeros(cells.shape, dtype=bool)
     refused[filled] = ~number
-    refused |= filled & _broken_rules(list(text.columns), values)
+    refused |= filled & _broken(list(text.columns), values)
     return pd.DataFrame(values, index=text.index, columns=text.columns), refused
 
 
-def _broken_rules(columns: list[str], values: np.ndarray) -> np.ndarray:
-    """Where a number breaks its column's rule (fractional int, infinity, negative count, fraction outside [0, 1],
-    impossible duration). NaN breaks only the int rule, which the caller masks."""
+def _broken(columns: list[str], values: np.ndarray) -> np.ndarray:
+    """Where a number breaks one of its column's CHECKS: each check once over the whole block, kept where it applies
+    (NaN breaks some, which the caller masks)."""
     import numpy as np
 
-    specs = [BY_NAME.get(column) for column in columns]
-    is_int = np.array([kind_of(column) == "int" for column in columns])
-    unsigned = np.array([spec is not None and non_negative(spec) for spec in specs])
-    fraction = np.array([column in FRACTIONS for column in columns])
-    seconds = np.array([spec is not None and spec.unit == "s" for spec in specs])
-    timed = np.array([column in TIMED for column in columns])
-    with np.errstate(invalid="ignore"):
-        broken = np.where(is_int, np.mod(values, 1) != 0, np.abs(values) == np.inf)
-        broken |= unsigned & (values < 0)
-        broken |= fraction & ((values < 0) | (values > 1))
-        broken |= seconds & ((values > MAX_DURATION_S) | (timed & (values < MIN_DURATION_S)))
+    checks = [CHECKS.get(column, ()) for column in columns]
+    broken = np.zeros(values.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):  # inf - inf, inf % 1: NaN, a broken rule
+        for check in dict.fromkeys(check for own in checks for check in own):
+            broken |= np.array([check in own for own in checks]) & check.broken(values)
     return broken
 
 
@@ -171,13 +160,8 @@ def shared_texts(text: pd.DataFrame) -> pd.DataFrame:
 
 
 def parse_column(column: str, text: Any) -> tuple[Any, Any]:
-    """parse_cell over a Series at once: (values, refused mask). Numbers as floats (NaN when empty), booleans as
+    """parse_cell over a Series of a column that is not a number's: (values, refused mask). Booleans as
     True/False/None, text and JSON as text (None when empty); ruled text and JSON via parse_cell per distinct text."""
-    import pandas as pd
-
-    if is_number_column(column):
-        values, refused = parse_numbers(text.to_frame(column))
-        return values[column], pd.Series(refused[:, 0], index=text.index)
     empty = text == ""
     if empty.all() and column not in TEXT_RULES:  # nothing to read, no rule an empty cell breaks
         return text.where(~empty, None), ~empty
@@ -188,12 +172,20 @@ def parse_column(column: str, text: Any) -> tuple[Any, Any]:
     if kind in ("json", "object") or column in TEXT_RULES:
         distinct = text.unique().tolist()
         # raw samples: those surely in bounds judged at once (within), the rest cell by cell
-        sure = within(distinct, MIN_DURATION_S, MAX_DURATION_S) if kind == "json" else [False] * len(distinct)
+        sure = within(column, distinct) if kind == "json" else [False] * len(distinct)
         verdicts = {t: not ok and _refused(column, t) for t, ok in zip(distinct, sure)}
         refused = text.map(verdicts).astype(bool)
     else:
         refused = empty & False
     return text.where(~empty, None), refused
+
+
+def _refused(column: str, text: str) -> bool:
+    try:
+        parse_cell(column, text)
+    except ValueError:
+        return True
+    return False
 
 
 # Raw-samples cells judged at once: a thousand runs hold 200,000 distinct ones; parse_cell reads each in Python.
@@ -203,9 +195,10 @@ FLAT_LIST = re.compile(rf"{JSON_SPACE}\[{JSON_SPACE}(?:{JSON_NUMBER}(?:{JSON_SPA
                        rf"{JSON_SPACE}\]{JSON_SPACE}")
 
 
-def within(texts: list[str], low: float, high: float) -> list[bool]:
-    """Per text: True where surely a flat JSON list of numbers in [low, high] (empty too); one numpy parse for all.
-    Answers only "surely accepted"; any other cell (damage, NaN, nesting, an odd space) is left to parse_cell."""
+def within(column: str, texts: list[str]) -> list[bool]:
+    """Per text: True where surely a flat JSON list of numbers that break none of `column`'s CHECKS (empty too); one
+    numpy parse for all. Answers only "surely accepted"; any other cell (damage, NaN, nesting, an odd space, a sample
+    out of bounds) is left to parse_cell."""
     import numpy as np
 
     flat = [i for i, text in enumerate(texts) if FLAT_LIST.fullmatch(text)]
@@ -216,7 +209,7 @@ def within(texts: list[str], low: float, high: float) -> list[bool]:
     verdict = [False] * len(texts)
     if len(values) != counts.sum():  # the grammar above and numpy disagree on a cell: parse_cell decides all
         return verdict
-    good = (values >= low) & (values <= high)
+    good = ~_broken([column], values[:, None])[:, 0]
     filled = counts > 0
     all_good = np.ones(len(flat), dtype=bool)  # an empty list is in bounds
     if filled.any():
@@ -254,7 +247,7 @@ class _Text:
         width = len(self.header)
         rows = [r if len(r) == width else r + [""] * (width - len(r)) for r in self.records]
         text = pd.DataFrame(rows, columns=self.header, dtype=object)
-        numbers, refused = parse_numbers(text[[c for c in self.header if is_number_column(c)]])
+        numbers, refused = parse_numbers(text[[c for c in self.header if kind_of(c) in ("int", "float")]])
         for row, at in zip(*refused.nonzero()):
             self.refuse(numbers.columns[at], text[numbers.columns[at]].iloc[row], int(row))
         texts = shared_texts(text[[c for c in self.header if kind_of(c) == "str"]])
@@ -333,12 +326,3 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """One results CSV as read_frame's rows, each a dict of every column (None when empty)."""
     return frame_rows(read_frame([path]).drop(columns=["source_file", "source_line"]))
 
-
-def write_frame(frame: pd.DataFrame, path: Path, columns: list[str], fix: str = "pass another output folder") -> None:
-    """`columns` of a read frame as one results CSV, cells as ResultsWriter writes them; whole, never via a link."""
-    with replacing(path.parent, path.name, "output folder", fix, text=True) as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for start in range(0, len(frame), 4096):  # bounded memory: a few thousand rows of text at a time
-            part = frame.iloc[start:start + 4096]
-            writer.writerows(zip(*([to_cell(v) for v in _python(c, part[c])] for c in columns)))

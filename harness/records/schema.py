@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from collections.abc import Callable
@@ -165,9 +166,9 @@ def canonical_json(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-# ---- reading -----------------------------------------------------------------------------------
-# One set of cell rules in two forms that must agree cell for cell: parse_cell (one cell; says why it is refused) and
-# records.results_reader (many at once, for read_frame). Both take their spellings from the tables below.
+# ---- reading: the cell rules -------------------------------------------------------------------
+# One engine: a number's rules are data (CHECKS, per column), applied by records.results_reader to every number cell of
+# a file at once and by parse_cell to one cell, which also says why a cell is refused.
 
 # stripped, lower-cased
 BOOL_WORDS: dict[str, bool] = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -190,19 +191,12 @@ def _float(text: str) -> float:
     return float(text)
 
 
-def _int(text: str) -> int:
-    value = _float(text)
-    if not value.is_integer():
-        raise ValueError(f"not an integer: {text!r}")
-    return int(value)
-
-
 def _json(text: str) -> list[float]:
     """A flat JSON list of numbers; inner brackets are refused first, as json's parser recurses per level."""
     inner = text.strip()[1:-1]
     if "[" in inner or "]" in inner or "{" in inner:
         raise ValueError("not a flat JSON list of numbers")
-    values = json.loads(text)
+    values = json.loads(text, parse_int=float)  # an integer past a float's range is infinite, as float() reads it
     if not isinstance(values, list):
         raise ValueError("not a JSON list")
     return [float(v) for v in values]
@@ -223,11 +217,12 @@ def _no_constant(name: str) -> None:
     raise ImpossibleValue(f"{name} is not a finite number")
 
 
-PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _int, "float": _float, "bool": _bool, "json": _json,
+# an int is read as a float, then held to the INTEGER check
+PARSERS: dict[str, Callable[[str], Any]] = {"str": str, "int": _float, "float": _float, "bool": _bool, "json": _json,
                                             "object": _object}
 
 NON_EMPTY = ("case_id", "status", "run_id")  # a row without them identifies nothing (rows group into runs by run_id)
-TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns check_value has rules for
+TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns parse_cell has rules for
 
 # units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
 NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
@@ -242,31 +237,65 @@ TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?
 YEARS = (1970, 2100)  # outside: a broken clock or damage, and pandas cannot date it
 
 
-def non_negative(spec: Column) -> bool:
-    """Counts, sizes, times, bytes, rates and ratios are never negative."""
-    return spec.kind not in ("json", "object") and (spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS)
+@dataclass(frozen=True)
+class Check:
+    """A rule on a column's numbers (a samples cell's: each sample): `broken` is true where a float, or each of a
+    numpy block's (operators only: no numpy import here), breaks it; `why` is the message (`{text}`: the cell);
+    `impossible`: a value no measurement gives (its row refused), else damage (its file)."""
+    broken: Callable[[Any], Any]
+    why: str
+    impossible: bool = True
 
 
-def check_value(column: str, value: Any) -> None:
-    """The rules on a typed value: ImpossibleValue for a non-finite, negative or out-of-range one; ValueError for an
-    unknown status or a timestamp that is not ISO 8601."""
-    spec = BY_NAME.get(column)
-    if spec is None or value is None:
-        return
-    if spec.kind == "float" and not math.isfinite(value):
-        raise ImpossibleValue("not a finite number")
-    if non_negative(spec) and value < 0:
-        raise ImpossibleValue("negative")
-    if column in FRACTIONS and not 0 <= value <= 1:
-        raise ImpossibleValue("outside [0, 1]")
-    if spec.kind == "json" and any(not math.isfinite(v) or v < 0 for v in value):
-        raise ImpossibleValue("a sample that is not a non-negative duration")
+def _outside(low: float, high: float) -> Callable[[Any], Any]:
+    return lambda values: (values < low) | (values > high)
+
+
+INTEGER = Check(lambda values: values % 1 != 0, "not an integer: {text!r}", impossible=False)
+FINITE = Check(lambda values: values - values != 0, "not a finite number")  # inf - inf is NaN
+NEGATIVE = Check(_outside(0, math.inf), "negative")
+FRACTION = Check(_outside(0, 1), "outside [0, 1]")
+SAMPLE = Check(lambda values: (values - values != 0) | (values < 0), "a sample that is not a non-negative duration")
+LONGEST = Check(_outside(-math.inf, MAX_DURATION_S), f"above {MAX_DURATION_S:.0e} s: no timed region lasts 11 days")
+SHORTEST = Check(_outside(MIN_DURATION_S, math.inf),
+                 f"below {MIN_DURATION_S:.0e} s: no timed region is shorter than a nanosecond")
+
+
+def _checks(spec: Column) -> tuple[Check, ...]:
+    """A column's number rules in the order a refused cell's message names the first one it breaks: an int or a
+    finite float; counts, sizes, times, bytes, rates and ratios never negative; fractions, times and samples bounded."""
+    if spec.kind == "json":
+        return (SAMPLE, LONGEST, SHORTEST)
+    applies = {INTEGER: spec.kind == "int", FINITE: spec.kind == "float",
+               NEGATIVE: spec.kind == "int" or spec.unit in NON_NEGATIVE_UNITS, FRACTION: spec.name in FRACTIONS,
+               LONGEST: spec.unit == "s", SHORTEST: spec.name in TIMED}
+    return tuple(check for check, yes in applies.items() if yes) if spec.kind in ("int", "float") else ()
+
+
+CHECKS: dict[str, tuple[Check, ...]] = {spec.name: _checks(spec) for spec in SCHEMA}
+
+
+def parse_cell(column: str, text: str | None) -> Any:
+    """A typed value from a CSV cell: None when empty; ValueError when not its type or against its rules
+    (ImpossibleValue for a value no measurement gives)."""
+    if text is None or text == "":
+        if column in NON_EMPTY:
+            raise ValueError("empty")
+        return None
+    kind = kind_of(column)
+    value = PARSERS[kind](text)
+    for check in CHECKS.get(column, ()):
+        if any(check.broken(v) for v in (value if kind == "json" else [value])):
+            raise (ImpossibleValue if check.impossible else ValueError)(check.why.format(text=text))
+    _check_text(column, value)
+    return int(value) if kind == "int" else value
+
+
+def _check_text(column: str, value: Any) -> None:
+    """The rules on a text or object value: figures are numbers, a status is known, a timestamp is ISO 8601."""
     if column == "user_figures" and any(isinstance(v, bool) or not isinstance(v, (int, float))
                                         for v in value.values()):
         raise ValueError("a figure that is not a number")
-    problem = _time_problem(column, spec, value)
-    if problem:
-        raise ImpossibleValue(problem)
     if column == "status" and value not in STATUSES:
         raise ValueError(f"not one of {', '.join(STATUSES)}")
     if column == "timestamp_utc":  # the writer's are ISO 8601 (utc_timestamp): anything else is damage, not a time
@@ -281,40 +310,10 @@ def check_value(column: str, value: Any) -> None:
                                   "a broken clock or an edited file")
 
 
-def _time_problem(column: str, spec: Column, value: Any) -> str | None:
-    """Why a time in seconds or a raw sample (finite, not negative) is impossible, or None."""
-    values = value if spec.kind == "json" else [value] if spec.unit == "s" else []
-    if any(v > MAX_DURATION_S for v in values):
-        return f"above {MAX_DURATION_S:.0e} s: no timed region lasts 11 days"
-    if (spec.kind == "json" or column in TIMED) and any(v < MIN_DURATION_S for v in values):
-        return f"below {MIN_DURATION_S:.0e} s: no timed region is shorter than a nanosecond"
-    return None
-
-
-def parse_cell(column: str, text: str | None) -> Any:
-    """A typed value from a CSV cell: None when empty; ValueError when not its type or against its rules."""
-    if text is None or text == "":
-        if column in NON_EMPTY:
-            raise ValueError("empty")
-        return None
-    spec = BY_NAME.get(column)
-    value = PARSERS[spec.kind](text) if spec else text
-    check_value(column, value)
-    return value
-
-
 def kind_of(column: str) -> Kind:
     """A column's kind; a column this version does not know (a newer writer's) is text."""
     spec = BY_NAME.get(column)
     return spec.kind if spec else "str"
-
-
-def _refused(column: str, text: str) -> bool:
-    try:
-        parse_cell(column, text)
-    except ValueError:
-        return True
-    return False
 
 
 def typed_row(raw: dict[str, str], where: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The results store, `<store>/<machine>/<run_id>.csv` plus sidecars, shareable on NFS: each run writes only its own
-files and the machine folder's mkdir is safe to race. The folder is `<hostname>-<hash of the hardware>`: new hardware
-under an old name starts a new history; kernel, driver, torch and the chosen device do not."""
+files and the machine folder's mkdir is safe to race. The folder is `<hostname>-<machine_id's first 8 hex>`: new
+hardware under an old name starts a new history; kernel, driver, torch and the chosen device do not."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from gpubench.harness.core.exits import UsageError
 
-HARDWARE_KEYS = ("cpu_model", "cpu_cores", "ram_gib", "gpus")
+MACHINE_KEYS = ("hostname", "cpu_model", "cpu_cores", "ram_gib", "gpus")  # gpus: every GPU of the node
 MAX_HOST_CHARS = 40
 REPORTS_FOLDER = "reports"  # <store>/reports/<fleet id>/: fleet reports, beside the machines
 
@@ -25,11 +25,16 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text).strip(".") or "host"
 
 
+def machine_id(identity: dict[str, Any]) -> str:
+    """What makes two runs one machine, written once: 12 hex digits over the host name and the hardware. Kernel,
+    driver, torch and Python change without the machine changing: they are columns of their own, never in here."""
+    text = "|".join(f"{key}={identity.get(key, '')}" for key in MACHINE_KEYS)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def machine_folder_name(identity: dict[str, Any]) -> str:
-    """`<hostname>-<8 hex digits of the hardware hash>`, e.g. `gpu-node07-3fa9c2d1`."""
-    host = safe_name(str(identity.get("hostname", "")))[:MAX_HOST_CHARS]
-    hardware = "|".join(f"{key}={identity.get(key, '')}" for key in HARDWARE_KEYS)
-    return f"{host}-{hashlib.sha256(hardware.encode()).hexdigest()[:8]}"
+    """`<hostname>-<machine_id's first 8 hex digits>`, e.g. `gpu-node07-3fa9c2d1`."""
+    return f"{safe_name(str(identity.get('hostname', '')))[:MAX_HOST_CHARS]}-{machine_id(identity)[:8]}"
 
 
 def results_dir_for(store: str | Path | None, results_dir: str | Path, default_results_dir: str,
