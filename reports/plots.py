@@ -144,7 +144,7 @@ def compact(value: float) -> str:
     return f"{value:.3g}"
 
 
-class LogNumbers(matplotlib.ticker.LogLocator):
+class _LogNumbers(matplotlib.ticker.LogLocator):
     """Log ticks at 1, 2 and 5 of each decade over up to three decades (labels even under a decade), at each decade
     beyond (eighteen labels over six decades would run together)."""
 
@@ -154,7 +154,7 @@ class LogNumbers(matplotlib.ticker.LogLocator):
         return super().tick_values(vmin, vmax)
 
 
-class BinaryLocator(matplotlib.ticker.MaxNLocator):
+class _BinaryLocator(matplotlib.ticker.MaxNLocator):
     """Linear byte ticks at round counts of one binary unit (0, 8, 16 MiB), never at 10⁶ bytes (9.54 MiB)."""
 
     def tick_values(self, vmin: float, vmax: float):
@@ -185,12 +185,12 @@ def scale_axis(ax: plt.Axes, values: pd.Series, axis: str = "y", kind: str = "va
     target, base = getattr(ax, f"{axis}axis"), 10 if kind == "value" else 2
     if log and log_worthy(values, 10.0 if base == 10 else 4.0):
         getattr(ax, f"set_{axis}scale")("log", base=base)
-        target.set_major_locator(LogNumbers(base=10) if base == 10
+        target.set_major_locator(_LogNumbers(base=10) if base == 10
                                  else matplotlib.ticker.LogLocator(base=2, numticks=8))
         target.set_minor_formatter(matplotlib.ticker.NullFormatter())
     else:
         steps = [1, 2, 4, 5, 8, 10] if kind != "value" else None  # sizes double: 8, 16, 24, 32
-        target.set_major_locator((BinaryLocator if kind == "bytes" else matplotlib.ticker.MaxNLocator)(5, steps=steps))
+        target.set_major_locator((_BinaryLocator if kind == "bytes" else matplotlib.ticker.MaxNLocator)(5, steps=steps))
     target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: TICK_TEXT[kind](value)))
 
 

@@ -61,7 +61,7 @@ def _scaled(cell: object, factor: float) -> object:
 
 
 @dataclass
-class Tally:
+class _Tally:
     comparisons: int = 0
     exits: int = 0  # comparisons that exited 1
     cannot: int = 0  # comparisons that exited 6: cannot judge, busy (never on rows not flagged busy)
@@ -110,7 +110,7 @@ def audit(comparisons: list[tuple[pd.DataFrame, pd.DataFrame]], judge: Judge, th
     """One row per scenario: every (base, new) comparison judged with the change injected into new."""
     rows = []
     for scenario in scenarios:
-        tally = Tally()
+        tally = _Tally()
         for base, new in comparisons:
             case_ids = sorted(set(base.loc[base["status"] == "ok", "case_id"])
                               & set(new.loc[new["status"] == "ok", "case_id"]))

@@ -121,7 +121,7 @@ def one_rank_group():
 
 
 def test_a_corrupted_reduction_is_counted_and_its_row_fails(one_rank_group) -> None:
-    budget = Profile.SMOKE.budget
+    budget = Profile.SMOKE.timing
     right = collectives_worker.measure_point(COLLECTIVES["all_reduce"], 1024, budget, one_rank_group)
     assert right["wrong"] == 0 and right["mismatches"] == []
     assert budget.min_rounds <= len(right["samples_s"]) <= budget.max_rounds
@@ -152,7 +152,7 @@ class TwoRankView:
 
 
 def test_every_rank_plans_from_and_reports_the_slowest_rank() -> None:
-    view, budget = TwoRankView(), Profile.QUICK.budget
+    view, budget = TwoRankView(), Profile.QUICK.timing
     plan, samples_s = collectives_worker.time_rounds(view.call, budget, view)
     assert plan == plan_rounds(5e-3, budget)  # planned from the peer's 5 ms, not this rank's 1 ms
     assert samples_s == [5e-3] * plan.rounds

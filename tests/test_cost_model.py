@@ -64,15 +64,15 @@ def test_a_call_costs_its_flops_at_its_dtypes_rate_its_bytes_and_its_launches():
 
 def test_a_fixed_build_is_its_calls_and_setup_and_a_micro_case_is_about_the_profiles_rounds():
     epoch = Work(flops=1.6e12, efficiency=0.4, calls=1, processes=1, random_values=4e8)
-    build_s, one_s = predicted_build_s(epoch, RATES, Profile.QUICK.budget)
+    build_s, one_s = predicted_build_s(epoch, RATES, Profile.QUICK.timing)
     assert one_s == pytest.approx(10.0, rel=0.01) and build_s == pytest.approx(10.0 + 3.0 + 1.0, abs=0.1)
-    micro_s, _ = predicted_build_s(Work(flops=2e6), RATES, Profile.QUICK.budget)
-    assert Profile.QUICK.budget.target_s <= micro_s <= 2 * Profile.QUICK.budget.target_s + 0.1
+    micro_s, _ = predicted_build_s(Work(flops=2e6), RATES, Profile.QUICK.timing)
+    assert Profile.QUICK.timing.target_s <= micro_s <= 2 * Profile.QUICK.timing.target_s + 0.1
 
 
 def test_the_cpu_epoch_and_time_to_accuracy_are_predicted_above_the_micro_cases():
     """What the budget needs to know before the first case: an epoch costs seconds, not a share of 0.7 s."""
-    ctx, budget = quick_cpu(), Profile.QUICK.budget
+    ctx, budget = quick_cpu(), Profile.QUICK.timing
 
     def cost(name: str, case_id: str) -> float:
         case = next(c for c in workload(name).case_list(ctx) if c.case_id == case_id)

@@ -10,7 +10,7 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import memory_snapshot, reset_peak_memory
 from gpubench.harness.devices.energy import EnergyMeter, energy_counter, gpu_sampler, idle_power_w
 from gpubench.harness.measurement.measure import Timed, measure
-from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.plan import BuildTiming
 from gpubench.harness.measurement.timing import SyncedClock, cuda_event_samples
 from gpubench.harness.workloads import matmul, selfcheck, transfer
 from gpubench.harness.workloads.common import matmuls
@@ -29,7 +29,7 @@ def gpu_context(profile: str = "smoke") -> BuildContext:
 def test_synced_clock_agrees_with_cuda_events():
     a = torch.randn(4096, 4096, device=GPU)
     fn = lambda: a @ a  # noqa: E731
-    host = measure(Timed(fn=fn), Budget(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK).samples_s
+    host = measure(Timed(fn=fn), BuildTiming(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK).samples_s
     events = cuda_event_samples(fn, 1, 20)
     ratio = sorted(host)[len(host) // 2] / sorted(events)[len(events) // 2]
     assert 0.8 < ratio < 1.25
@@ -81,7 +81,7 @@ def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
     """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within ±3%."""
     timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
     try:
-        measured = measure(timed, Budget(target_s=0.2, min_rounds=5, warmup_calls=3), CLOCK)
+        measured = measure(timed, BuildTiming(target_s=0.2, min_rounds=5, warmup_calls=3), CLOCK)
         # the pairs, as run_case runs them; raises SelfcheckFailed on a clear disagreement
         figures = timed.companion(measured)
     finally:

@@ -30,7 +30,7 @@ from gpubench.harness.measurement.loop import energy_by_repetition
 from gpubench.harness.devices.env import gpu_other_processes, gpu_telemetry
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.harness.measurement.measure import Timed, measure
-from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.core.plan import BuildTiming, RoundPlan
 from gpubench.harness.core.run_budget import CaseShare
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import SCHEMA_VERSION
@@ -222,7 +222,7 @@ def test_a_later_build_does_not_repeat_a_short_region_and_says_why(tmp_path):
     assert "(measured once per case, in its first build)" in row["reason"]
 
 
-BUDGET = Budget(target_s=0.05, min_round_s=0.001, min_rounds=3, max_rounds=5, warmup_calls=2)
+BUDGET = BuildTiming(target_s=0.05, min_round_s=0.001, min_rounds=3, max_rounds=5, warmup_calls=2)
 
 
 def test_measure_repeats_a_short_region_for_its_energy_before_it_returns():

@@ -703,8 +703,8 @@ def test_a_cases_file_gives_a_case_its_own_build_seconds(tmp_path):
     plugin._only_cases(config, items, state)
     assert [item.callspec.params["case"].case_id for item in items] == ["matmul/fp32-n32", "matmul/fp32-n64"]
     assert len(deselected) == 1
-    assert state.ctx.budget_for("matmul/fp32-n32").target_s == 1.5
-    assert state.ctx.budget_for("matmul/fp32-n64") == state.ctx.budget  # the profile's own
+    assert state.ctx.timing_for("matmul/fp32-n32").target_s == 1.5
+    assert state.ctx.timing_for("matmul/fp32-n64") == state.ctx.timing  # the profile's own
 
 
 def test_pytest_benchmarks_min_rounds_is_honoured(tiny):

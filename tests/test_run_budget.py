@@ -11,7 +11,7 @@ import torch
 from fakes import FakeBenchmark, RunContext, run_with
 
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.plan import BuildTiming
 from gpubench.harness.core.run_budget import (
     COST_MARGIN, MIN_SHARE_S, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration,
     parse_duration, cut_after, share_of, water_level,
@@ -54,7 +54,7 @@ def slow(monkeypatch):
     return case
 
 
-BUDGET = Budget(target_s=10.0, min_round_s=1e-3, min_rounds=5, max_rounds=50, warmup_calls=2)
+BUDGET = BuildTiming(target_s=10.0, min_round_s=1e-3, min_rounds=5, max_rounds=50, warmup_calls=2)
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("4m", 240), ("1h", 3600), ("1.5m", 90), ("1h30m", 5400),

@@ -7,7 +7,7 @@ from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import is_out_of_memory
 from gpubench.harness.measurement.measure import Timed
-from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.core.plan import BuildTiming, RoundPlan
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.measurement.runner import impossible_figures, quality_flags
@@ -145,7 +145,7 @@ def test_negative_time_is_refused_as_impossible(ctx):
 
 
 def test_noise_flags_use_the_iqr_not_one_outlier():
-    budget = Budget(min_round_s=1e-3)
+    budget = BuildTiming(min_round_s=1e-3)
     plan = RoundPlan(0, 10, 9, 0.0)
     one_outlier = summarize([1.0] * 8 + [5.0])  # cv far above 5%, IQR/median 0
     assert one_outlier.cv > 0.05 and quality_flags(one_outlier, plan, budget, True) == []
@@ -156,7 +156,7 @@ def test_noise_flags_use_the_iqr_not_one_outlier():
 
 
 def test_noisy_means_the_figure_may_be_off_by_more_than_5_percent_not_that_its_rounds_spread():
-    budget, plan = Budget(min_round_s=1e-3), RoundPlan(0, 10, 9, 0.0)
+    budget, plan = BuildTiming(min_round_s=1e-3), RoundPlan(0, 10, 9, 0.0)
     spread = [1.0, 1.04, 0.96, 1.06, 0.94, 1.02, 0.98, 1.08]  # rounds spread ~9% (IQR / median)
     few, many = summarize(spread), summarize(spread * 8)
     assert few.rel_iqr == pytest.approx(many.rel_iqr, rel=0.2) and few.rel_iqr > 0.05

@@ -3,7 +3,7 @@ import torch
 
 from gpubench.harness.measurement import timing
 from gpubench.harness.measurement.measure import Timed, measure
-from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
+from gpubench.harness.core.plan import BuildTiming, RoundPlan, plan_rounds
 from gpubench.harness.measurement.loop import run_batches, sample, warm_up
 from gpubench.harness.measurement.timing import Stopwatch, SyncedClock
 
@@ -48,7 +48,7 @@ def test_sample_returns_seconds_per_call_and_syncs_only_at_round_edges(fake_cloc
 
 
 def test_warm_up_and_calibration_calls_never_enter_samples(fake_clock):
-    m = measure(Timed(fn=fake_clock.work), Budget(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50,
+    m = measure(Timed(fn=fake_clock.work), BuildTiming(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50,
                                                   warmup_calls=3), fake_clock.synced)
     calibration = m.plan.iterations if m.plan.iterations > 1 else 0  # one whole round, still warm-up
     assert fake_clock.calls == 3 + calibration + m.plan.rounds * m.plan.iterations
@@ -63,15 +63,15 @@ def test_warm_up_stops_early_for_slow_cases(fake_clock):
 
 
 def test_plan_rounds_fills_short_rounds_and_the_budget():
-    plan = plan_rounds(1e-5, Budget(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200))
+    plan = plan_rounds(1e-5, BuildTiming(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200))
     assert plan.iterations == 150  # 100 calls of 10 us make a 1 ms round; planned with a 1.5x margin
     assert plan.rounds == 200  # 333 rounds would fit; capped
-    slow = plan_rounds(2.0, Budget(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200))
+    slow = plan_rounds(2.0, BuildTiming(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200))
     assert (slow.iterations, slow.rounds) == (1, 5)  # min_rounds even past the budget
 
 
 def test_plan_rounds_reaches_the_minimum_calls_past_max_rounds():
-    budget = Budget(target_s=0.05, min_round_s=1e-3, min_rounds=3, max_rounds=5, min_calls=20)
+    budget = BuildTiming(target_s=0.05, min_round_s=1e-3, min_rounds=3, max_rounds=5, min_calls=20)
     slow = plan_rounds(0.01, budget)  # a 10 ms call: 5 rounds would fill the 0.05 s, the calls ask for 20
     assert (slow.iterations, slow.rounds) == (1, 20)
     fast = plan_rounds(1e-5, budget)  # 150 calls a round: the rounds' cap already holds more than 20 calls

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.plan import BuildTiming
 from gpubench.harness.core.exits import UsageError
 
 
@@ -21,8 +21,8 @@ class Profile(str, Enum):
         return format(self.value, spec)
 
     @property
-    def budget(self) -> Budget:
-        return BUDGETS[self]
+    def timing(self) -> BuildTiming:
+        return BUILD_TIMINGS[self]
 
     @property
     def run_budget_s(self) -> float | None:
@@ -44,13 +44,13 @@ def check_profile(name: str | Profile) -> Profile:
 
 # Seconds of timed work per build of a micro-benchmark case. Many short builds beat few long ones: on a shared
 # machine a case's speed changes between builds, and that spread is what a comparison is judged against.
-BUDGETS: dict[Profile, Budget] = {
-    Profile.SMOKE: Budget(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
+BUILD_TIMINGS: dict[Profile, BuildTiming] = {
+    Profile.SMOKE: BuildTiming(target_s=0.05, min_rounds=3, max_rounds=5, warmup_calls=1),
     # quick: rounds of at least 15 ms, each the mean of many calls of a fast case: on a 2-core machine rounds
     # of 1-2 ms spread 7-9% (IQR/median) and flagged three rows in four noisy; rounds of 15 ms and more spread 2-4%.
     # At least 8 rounds: the IQR of 5 training steps flagged half the memory-strategy rows.
-    Profile.QUICK: Budget(target_s=0.25, min_round_s=0.015, min_rounds=8, max_rounds=100, warmup_calls=2),
-    Profile.FULL: Budget(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
+    Profile.QUICK: BuildTiming(target_s=0.25, min_round_s=0.015, min_rounds=8, max_rounds=100, warmup_calls=2),
+    Profile.FULL: BuildTiming(target_s=0.3, min_rounds=10, max_rounds=500, warmup_calls=3),
 }
 DEFAULT_BUILDS: dict[Profile, int] = {Profile.SMOKE: 1, Profile.QUICK: 3, Profile.FULL: 7}
 # The whole run's wall time by default (--budget): quick must finish `make bench` within minutes on a 2-core CPU

@@ -23,7 +23,7 @@ COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "repo
 USAGE_EXITS: dict[str, ExitCode] = {"run": ExitCode.REFUSED, "ab": ExitCode.REFUSED}
 
 
-class OneLineParser(argparse.ArgumentParser):
+class _OneLineParser(argparse.ArgumentParser):
     """argparse's usage errors said as gpubench's other refusals are: one line naming the fix, and the command's
     documented exit code, where argparse prints the whole usage block and exits 2 whatever the command."""
 
@@ -40,7 +40,7 @@ def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Ar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="gpubench", description="Synchronized PyTorch benchmarks and cross-machine reports.")
+    parser = _OneLineParser(prog="gpubench", description="Synchronized PyTorch benchmarks and cross-machine reports.")
     sub = parser.add_subparsers(dest="command", required=True)  # its parsers are OneLineParsers too
     for command in COMMANDS.values():
         command.setup_arguments(sub)

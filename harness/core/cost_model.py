@@ -8,7 +8,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from gpubench.harness.core.plan import Budget, plan_rounds
+from gpubench.harness.core.plan import BuildTiming, plan_rounds
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,13 @@ def call_s(work: Work, rates: Rates) -> float:
 BUILD_OVERHEAD_S = 0.05
 
 
-def predicted_build_s(work: Work, rates: Rates, budget: Budget) -> tuple[float, float]:
+def predicted_build_s(work: Work, rates: Rates, timing: BuildTiming) -> tuple[float, float]:
     """(the build's seconds, its first call's seconds) as the planner expects them."""
     one_s = call_s(work, rates)
     if work.calls is not None:
         calls = work.calls
     else:  # the profile's warm-up and rounds
-        plan = plan_rounds(one_s, budget)
+        plan = plan_rounds(one_s, timing)
         calls = plan.warmup_calls + plan.rounds * plan.iterations + (plan.iterations if plan.iterations > 1 else 0)
     start_s = rates.process_start_s * work.processes
     setup_s = (work.setup_s + work.random_values / rates.randn_per_s + work.fresh_bytes / rates.touch_bytes_per_s

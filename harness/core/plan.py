@@ -1,4 +1,4 @@
-"""Round planning, pure (no torch): how many calls per round and how many rounds fill a budget."""
+"""Round planning, pure (no torch): how many calls per round and how many rounds fill one build's timed seconds."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ class RoundPlan:
 
 
 @dataclass(frozen=True)
-class Budget:
-    """Time budget per build of a case; the profiles differ only in these numbers."""
+class BuildTiming:
+    """How one build of a case is timed (not the run's --budget, which is the whole run's time); the profiles differ
+    only in these numbers."""
 
     target_s: float = 1.0  # total timed seconds per build
     min_round_s: float = 1e-3  # a round shorter than this is dominated by sync/launch overhead
@@ -35,15 +36,15 @@ MAX_BUILD_CALLS = 1000  # --build-calls: beyond it a build of a slow case would 
 ROUND_MARGIN = 1.5
 
 
-def plan_rounds(estimate_s: float, budget: Budget) -> RoundPlan:
+def plan_rounds(estimate_s: float, timing: BuildTiming) -> RoundPlan:
     """Iterations per round (a round lasts >= min_round_s) and rounds (to fill target_s, and to reach min_calls even
     beyond max_rounds: five 100 ms calls are too few to be steady)."""
     per_call = max(estimate_s, 1e-9)
-    iterations = max(1, math.ceil(ROUND_MARGIN * budget.min_round_s / per_call)) if budget.min_round_s > 0 else 1
+    iterations = max(1, math.ceil(ROUND_MARGIN * timing.min_round_s / per_call)) if timing.min_round_s > 0 else 1
     round_s = per_call * iterations
-    rounds = int(min(budget.max_rounds, max(budget.min_rounds, budget.target_s // round_s)))
-    rounds = max(rounds, math.ceil(budget.min_calls / iterations))
-    return RoundPlan(budget.warmup_calls, iterations, rounds, estimate_s)
+    rounds = int(min(timing.max_rounds, max(timing.min_rounds, timing.target_s // round_s)))
+    rounds = max(rounds, math.ceil(timing.min_calls / iterations))
+    return RoundPlan(timing.warmup_calls, iterations, rounds, estimate_s)
 
 
 @dataclass(frozen=True)

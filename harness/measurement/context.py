@@ -12,7 +12,7 @@ import torch
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.energy import EnergyMeter, TelemetrySampler
 from gpubench.harness.core.model_spec import ModelSpec
-from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.plan import BuildTiming
 from gpubench.harness.core.run_budget import CaseShare
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.measurement.timing import SyncedClock
@@ -37,7 +37,7 @@ class BuildContext:
     build_seconds: float | None = None  # --build-seconds: the timed seconds of a micro-benchmark build
     build_calls: int | None = None  # --build-calls: the timed calls of a micro-benchmark build, at least
     min_rounds: int | None = None  # pytest-benchmark's --benchmark-min-rounds: a micro-benchmark build's, at least
-    share: CaseShare | None = None  # this build's share of a run budget (--budget); None: no budget
+    share: CaseShare | None = None  # this build's share of the run budget (--budget); None: no budget
     model: ModelSpec | None = None  # --model and --input: the user's model the `model` workload times
     results_dir: Path | None = None  # where the run's files go: the epoch race keeps its winner there
     machine_id: Callable[[], str] = lambda: ""  # the fingerprint's machine id, read when first needed
@@ -50,19 +50,19 @@ class BuildContext:
         return self.data_source()
 
     @property
-    def budget(self) -> Budget:
-        budget = Profile(self.profile).budget
+    def timing(self) -> BuildTiming:
+        timing = Profile(self.profile).timing
         if self.build_seconds is not None:
-            budget = replace(budget, target_s=self.build_seconds)
+            timing = replace(timing, target_s=self.build_seconds)
         if self.min_rounds is not None:
-            budget = replace(budget, min_rounds=max(budget.min_rounds, self.min_rounds),
-                             max_rounds=max(budget.max_rounds, self.min_rounds))
-        return budget if self.build_calls is None else replace(budget, min_calls=self.build_calls)
+            timing = replace(timing, min_rounds=max(timing.min_rounds, self.min_rounds),
+                             max_rounds=max(timing.max_rounds, self.min_rounds))
+        return timing if self.build_calls is None else replace(timing, min_calls=self.build_calls)
 
-    def budget_for(self, case_id: str) -> Budget:
-        """The build budget of one case: its own timed seconds where the session chose them."""
+    def timing_for(self, case_id: str) -> BuildTiming:
+        """The build timing of one case: its own timed seconds where the session chose them."""
         own_s = self.case_build_s.get(case_id)
-        return self.budget if own_s is None else replace(self.budget, target_s=own_s)
+        return self.timing if own_s is None else replace(self.timing, target_s=own_s)
 
     def builds_of(self, workload: Any) -> int:
         return self.builds if self.builds is not None else workload.builds(self.profile)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from collections.abc import Callable
 
 from gpubench.harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
-from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
+from gpubench.harness.core.plan import BuildTiming, RoundPlan, plan_rounds
 from gpubench.harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
 from gpubench.harness.core.stats import SampleStats, summarize
 from gpubench.harness.measurement.loop import (energy_by_repetition, energy_window_s, inline_rounds, sample, time_call,
@@ -97,16 +97,16 @@ class Region:
                 self.telemetry = self.sampler.stop()
 
 
-def plan_for(timed: Timed, budget: Budget, clock: SyncedClock) -> RoundPlan:
+def plan_for(timed: Timed, timing: BuildTiming, clock: SyncedClock) -> RoundPlan:
     """Warm up outside the samples and plan the rounds (a workload's fixed plan: `fixed_plan`)."""
-    estimate_s = warm_up(timed.warmup or timed.fn, budget.warmup_calls, clock, budget.target_s)
-    return calibrated(timed, plan_rounds(estimate_s, budget), budget, clock)
+    estimate_s = warm_up(timed.warmup or timed.fn, timing.warmup_calls, clock, timing.target_s)
+    return calibrated(timed, plan_rounds(estimate_s, timing), timing, clock)
 
 
-def calibrated(timed: Timed, plan: RoundPlan, budget: Budget, clock: SyncedClock) -> RoundPlan:
+def calibrated(timed: Timed, plan: RoundPlan, timing: BuildTiming, clock: SyncedClock) -> RoundPlan:
     if plan.iterations > 1:  # calibrate on one whole round (still warm-up): rounds must really last >= min_round_s
         one_round = RoundPlan(0, plan.iterations, 1, plan.estimate_s)
-        plan = plan_rounds(sample(timed.fn, one_round, clock)[0], budget)
+        plan = plan_rounds(sample(timed.fn, one_round, clock)[0], timing)
     return plan
 
 
@@ -118,9 +118,9 @@ def check_estimate(timed: Timed, share: CaseShare) -> None:
         raise OverBudget(share.over(estimate_s), estimate_s)
 
 
-def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock,
+def budgeted_plan(timed: Timed, timing: BuildTiming, clock: SyncedClock,
                   share: CaseShare) -> tuple[RoundPlan, float, str]:
-    """(plan, first call's seconds, cap reason) under a budget: the first call must fit, warm-up stops early on a
+    """(plan, first call's seconds, cap reason) under a timing: the first call must fit, warm-up stops early on a
     small share, and the rounds are cut to what is left."""
     check_estimate(timed, share)
     warm = timed.warmup or timed.fn
@@ -128,9 +128,9 @@ def budgeted_plan(timed: Timed, budget: Budget, clock: SyncedClock,
     if first_s > share.left_s():
         raise OverBudget(share.over(first_s), first_s)
     estimate_s = first_s
-    if budget.warmup_calls > 1:
-        estimate_s = warm_up(warm, budget.warmup_calls - 1, clock, min(budget.target_s, share.left_s() / 4))
-    plan = calibrated(timed, plan_rounds(estimate_s, budget), budget, clock)
+    if timing.warmup_calls > 1:
+        estimate_s = warm_up(warm, timing.warmup_calls - 1, clock, min(timing.target_s, share.left_s() / 4))
+    plan = calibrated(timed, plan_rounds(estimate_s, timing), timing, clock)
     if plan.estimate_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(plan.estimate_s * plan.iterations), first_s)
     cut = capped_plan(plan, share.left_s())
@@ -160,7 +160,7 @@ def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
     return f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} budget"
 
 
-def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | None = None,
+def measure(timed: Timed, timing: BuildTiming, clock: SyncedClock, rounds: Rounds | None = None,
             meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
             share: CaseShare | None = None, why_not_repeated: str | None = "") -> Measurement:
     """Warm-up, calibration, then the rounds in the energy region; under `share` capped or skipped (OverBudget).
@@ -171,9 +171,9 @@ def measure(timed: Timed, budget: Budget, clock: SyncedClock, rounds: Rounds | N
     if timed.plan is not None:
         plan, first_s, capped = fixed_plan(timed, clock, share)
     elif share is not None:
-        plan, first_s, capped = budgeted_plan(timed, budget, clock, share)
+        plan, first_s, capped = budgeted_plan(timed, timing, clock, share)
     else:
-        plan = plan_for(timed, budget, clock)
+        plan = plan_for(timed, timing, clock)
     meter = meter or EnergyMeter(None)
     region = Region(meter, sampler, clock)
     start = clock.unsynced()

@@ -16,7 +16,7 @@ from gpubench.harness.measurement.energy_columns import energy_columns
 from gpubench.harness.devices.machine_load import LoadMeter, load_of
 from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
 from gpubench.harness.core.bounds import IMPOSSIBLE, past_bounds
-from gpubench.harness.core.plan import Budget, RoundPlan
+from gpubench.harness.core.plan import BuildTiming, RoundPlan
 from gpubench.harness.core.run_budget import CaseShare, DeadlinePassed, OverBudget
 from gpubench.harness.records.results import utc_timestamp
 from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, Load, MeasuredColumns, Memory, Row, Status
@@ -25,14 +25,14 @@ from gpubench.harness.measurement.terminal import one_line
 from gpubench.harness.measurement.workload import Workload
 
 
-def quality_flags(stats: SampleStats, plan: RoundPlan, budget: Budget, planned_here: bool) -> list[str]:
+def quality_flags(stats: SampleStats, plan: RoundPlan, timing: BuildTiming, planned_here: bool) -> list[str]:
     """Flags a reader must see beside the figure: noisy, one sample, rounds shorter than planned."""
     flags = []
     if stats.rounds == 1:
         flags.append("one-sample")
     elif stats.rel_ci95 > NOISY_REL_CI95:
         flags.append("noisy")
-    if planned_here and stats.median_s * plan.iterations < budget.min_round_s:
+    if planned_here and stats.median_s * plan.iterations < timing.min_round_s:
         flags.append("short-rounds")
     return flags
 
@@ -66,7 +66,7 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
         figures = {**figures, **timed.companion(measured)}
     workload_flags = list(figures.pop("flags", []))
     workload_reason = str(figures.pop("reason", None) or "")
-    flags = quality_flags(stats, measured.plan, ctx.budget_for(case.case_id), timed.repeatable) + workload_flags
+    flags = quality_flags(stats, measured.plan, ctx.timing_for(case.case_id), timed.repeatable) + workload_flags
     memory = memory_part(figures, timed, ctx)
     energy, energy_notes = energy_columns(timed, measured, ctx.energy, figures)
     if any(note.startswith("throttled") for note in energy_notes):
@@ -95,7 +95,7 @@ def measured_result(case: Case, timed: Timed, ctx: BuildContext, rounds: Rounds 
     if untimed:  # --benchmark-disable: one untimed call (a smoke test), no samples
         timed.fn()
         return CaseResult(Status("ok", "untimed (--benchmark-disable)"))
-    measured = measure(timed, ctx.budget_for(case.case_id), ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
+    measured = measure(timed, ctx.timing_for(case.case_id), ctx.clock, rounds, ctx.energy, ctx.telemetry, ctx.share,
                        why_not_repeated=energy_not_repeated(ctx))
     return derive(case, timed, measured, ctx, device_name)
 

@@ -103,7 +103,7 @@ class ForkServer:
 
 
 @dataclass
-class ForkedBuild:
+class _ForkedBuild:
     """A forked build, as BuildWatch sees it: every act goes through the server (which alone reaps it, so its pid names
     no other process), except when the server is stopped: it is then continued, or killed with the build."""
 
@@ -193,13 +193,13 @@ class ForkLauncher(ProcessLauncher):
         channel.handed_over()
         if not isinstance(message.get("started"), int):
             raise EOFError("the fork server did not start the build")
-        return ForkedBuild(server, message["started"])
+        return _ForkedBuild(server, message["started"])
 
     def _plain(self, job: Job, channel: Channel | None, given_up: str = "") -> BuildHandle:
         """A plain build, unless a signal came while this start waited for the server it `given_up`: the run stops,
         and a fresh interpreter would only start to be interrupted."""
         if self.stop.signum and given_up:
-            return NotStarted(f"was not started: {given_up}")
+            return _NotStarted(f"was not started: {given_up}")
         return super().start(job, channel)
 
     def _server(self, env: dict[str, str] | None) -> ForkServer | None:
@@ -224,7 +224,7 @@ class ForkLauncher(ProcessLauncher):
 
 
 @dataclass
-class NotStarted:
+class _NotStarted:
     """A build the run stopped before it started (a signal while its fork server was stopped): ended, named."""
 
     why: str

@@ -82,7 +82,7 @@ class ProcessLauncher:
                                  pass_fds=(*job.pass_fds, *fds))
         if channel is not None:
             channel.handed_over()
-        return PlainBuild(child)
+        return _PlainBuild(child)
 
 
 def run_together(runs: list[tuple[ProcessLauncher, Job]],
@@ -195,7 +195,7 @@ class BuildHandle(Protocol):
 
 
 @dataclass
-class PlainBuild:
+class _PlainBuild:
     child: subprocess.Popen[str]
 
     @property

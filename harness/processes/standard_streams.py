@@ -11,7 +11,7 @@ import sys
 from typing import Any, TextIO
 
 
-class DroppedOnFailure:
+class _DroppedOnFailure:
     """sys.stdout that stops printing at its first failed write instead of raising through pytest or a table."""
 
     def __init__(self, stream: TextIO, said: bool = True) -> None:
@@ -67,7 +67,7 @@ def guard_standard_streams() -> None:
         sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the process's own
     if sys.stderr is None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    if not isinstance(sys.stdout, DroppedOnFailure):
-        sys.stdout = DroppedOnFailure(sys.stdout)  # type: ignore[assignment]
-    if not isinstance(sys.stderr, DroppedOnFailure):  # stderr on a full disk: the exit code still says what happened
-        sys.stderr = DroppedOnFailure(sys.stderr, said=False)  # type: ignore[assignment]
+    if not isinstance(sys.stdout, _DroppedOnFailure):
+        sys.stdout = _DroppedOnFailure(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, _DroppedOnFailure):  # stderr on a full disk: the exit code still says what happened
+        sys.stderr = _DroppedOnFailure(sys.stderr, said=False)  # type: ignore[assignment]

@@ -18,7 +18,7 @@ BUILD_PARAM = "gpubench_build"  # the plugin's parameter that makes a case's bui
 
 
 @dataclass
-class CaseEntry:
+class _CaseEntry:
     """A case's one entry in pytest-benchmark's session (its `Metadata`) and the median of each build in it."""
 
     metadata: Any
@@ -36,7 +36,7 @@ class CaseEntry:
         self.metadata.extra_info["build_medians_s"] = dict(self.medians_s)
 
 
-ENTRIES = pytest.StashKey[dict[str, CaseEntry]]()  # by the entry's fullname (no build suffix)
+ENTRIES = pytest.StashKey[dict[str, _CaseEntry]]()  # by the entry's fullname (no build suffix)
 
 
 def enter_build(config: pytest.Config, benchmark: Any, build: int, samples_s: list[float], test_id: str | None,
@@ -58,7 +58,7 @@ def enter_build(config: pytest.Config, benchmark: Any, build: int, samples_s: li
     if entry is None:
         for attribute, value in names.items():
             setattr(metadata, attribute, value)
-        entry = entries[metadata.fullname] = CaseEntry(metadata)
+        entry = entries[metadata.fullname] = _CaseEntry(metadata)
         entry.add(build, samples_s, merge=False)
     elif leave_session(config, metadata):
         entry.add(build, samples_s, merge=True)

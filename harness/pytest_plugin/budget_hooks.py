@@ -92,7 +92,7 @@ def predicted_costs(state: RunState, cases: list[tuple[Any, Any]]) -> dict[str, 
     rates = probe_rates(state.ctx.device, run_startup_s())
     costs = {}
     for workload, case in cases:
-        build_s, call_s = predicted_build_s(workload.work(case, state.ctx), rates, state.ctx.budget_for(case.case_id))
+        build_s, call_s = predicted_build_s(workload.work(case, state.ctx), rates, state.ctx.timing_for(case.case_id))
         costs[case.case_id] = CaseCost(build_s, call_s, predicted=True)
     return costs
 

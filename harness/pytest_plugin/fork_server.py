@@ -22,13 +22,13 @@ from typing import Any
 MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
 
 
-class RunGone(BaseException):
+class _RunGone(BaseException):
     """SIGTERM to the server: the run that started it has died (its parent-death signal) or is stopping it."""
 
 
 def run_gone(signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the build's end short
-    raise RunGone
+    raise _RunGone
 
 
 def watch_for_run_gone() -> None:
@@ -183,7 +183,7 @@ def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
             return True
         end_build(pid, ended)
         return False
-    except RunGone:
+    except _RunGone:
         end_build(pid, ended)
         raise
     finally:
@@ -264,7 +264,7 @@ def main(control_fd: int) -> int:
         try:
             watch_for_run_gone()
             return serve(control)
-        except RunGone:
+        except _RunGone:
             return 128 + signal.SIGTERM
 
 

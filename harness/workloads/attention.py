@@ -33,7 +33,7 @@ DTYPES = {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")}  # fp16 has 
 
 
 @dataclass(frozen=True)
-class Shape:
+class _Shape:
     heads: int
     head_dim: int
     tokens: int  # batch × sequence length per call, kept constant over the ladder (batch = tokens / length)
@@ -41,7 +41,7 @@ class Shape:
 
 # On a GPU flash-attention's benchmark shape (model width 2048 as 16 heads of 128, 16k tokens a call);
 # on a CPU a few ms to a few hundred ms a call.
-SHAPES = {"cpu": Shape(heads=4, head_dim=64, tokens=256), "gpu": Shape(heads=16, head_dim=128, tokens=16384)}
+SHAPES = {"cpu": _Shape(heads=4, head_dim=64, tokens=256), "gpu": _Shape(heads=16, head_dim=128, tokens=16384)}
 LADDERS: dict[tuple[str, str], tuple[int, ...]] = {
     ("smoke", "cpu"): (64,),
     ("quick", "cpu"): (64, 256),

@@ -32,7 +32,7 @@ import torch.distributed as dist
 from gpubench.harness.catalog.collectives import OPS, elements
 from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.device import empty_cache
-from gpubench.harness.core.plan import Budget, RoundPlan, plan_rounds
+from gpubench.harness.core.plan import BuildTiming, RoundPlan, plan_rounds
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.measurement.loop import time_call, warm_up
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device-type", choices=("cpu", "cuda"),
                         default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--profile", choices=[p.value for p in Profile], default="quick",
-                        help="time budget per size, and the default sizes")
+                        help="timed seconds per size, and the default sizes")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, of {', '.join(OPS)}")
     parser.add_argument("--sizes", type=_int_list, default=None,
                         help="comma-separated bytes (default: the profile's ladder)")
@@ -102,13 +102,13 @@ def timed_round(call: Callable[[], None], iterations: int, group: Group) -> floa
     return time_call(call, group.clock, iterations)
 
 
-def time_rounds(call: Callable[[], None], budget: Budget, group: Group) -> tuple[RoundPlan, list[float]]:
+def time_rounds(call: Callable[[], None], timing: BuildTiming, group: Group) -> tuple[RoundPlan, list[float]]:
     """Warm-up, calibration and rounds as measure plans them, every rank planning from the slowest rank's estimate so
     all make the same calls. Returns the plan and each round's time per call on the slowest rank."""
-    estimate_s = group.slowest([warm_up(call, budget.warmup_calls, group.clock)])[0]
-    plan = plan_rounds(estimate_s, budget)
+    estimate_s = group.slowest([warm_up(call, timing.warmup_calls, group.clock)])[0]
+    plan = plan_rounds(estimate_s, timing)
     if plan.iterations > 1:  # calibrate on one whole round (still warm-up): a round must really last min_round_s
-        plan = plan_rounds(group.slowest([timed_round(call, plan.iterations, group)])[0], budget)
+        plan = plan_rounds(group.slowest([timed_round(call, plan.iterations, group)])[0], timing)
     samples_s = [timed_round(call, plan.iterations, group) for _ in range(plan.rounds)]
     return plan, group.slowest(samples_s)
 
@@ -122,13 +122,13 @@ def check(collective: Collective, count: int, group: Group) -> list[list[float]]
     return group.gathered(list(mismatch(buffers.result, expected)))
 
 
-def measure_point(collective: Collective, size_bytes: int, budget: Budget, group: Group) -> dict[str, Any]:
+def measure_point(collective: Collective, size_bytes: int, timing: BuildTiming, group: Group) -> dict[str, Any]:
     """One collective at one size: the slowest rank's seconds per call per round, then the check."""
     count = elements(collective.name, size_bytes, group.ranks.world_size)
     buffers = collective.make(count, group.ranks, group.device)
     if collective.in_place_sum:
         buffers.result.zero_()
-    plan, samples_s = time_rounds(partial(collective.call, buffers, group.ranks), budget, group)
+    plan, samples_s = time_rounds(partial(collective.call, buffers, group.ranks), timing, group)
     del buffers  # freed before the check allocates its own
     per_rank = check(collective, count, group)
     empty_cache(group.device, collect=False)
@@ -140,13 +140,13 @@ def measure_point(collective: Collective, size_bytes: int, budget: Budget, group
 def run_ladder(args: argparse.Namespace, group: Group, collectives: Mapping[str, Collective],
                beat: Heartbeat | None) -> dict[str, Any]:
     """Every size of every collective; a size below one element per chunk is left out (the suite skips it)."""
-    budget = Profile(args.profile).budget
+    timing = Profile(args.profile).timing
     points = []
     for op in args.ops:
         for size in args.sizes:
             if elements(op, size, group.ranks.world_size) == 0:
                 continue
-            points.append(measure_point(collectives[op], size, budget, group))
+            points.append(measure_point(collectives[op], size, timing, group))
             if beat is not None:
                 beat.step = len(points)
     return {"world_size": group.ranks.world_size, "backend": dist.get_backend(), "points": points}

@@ -11,7 +11,7 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.matmul_speedup import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Measurement, Timed, measure
-from gpubench.harness.core.plan import Budget
+from gpubench.harness.core.plan import BuildTiming
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
@@ -31,9 +31,9 @@ def cases(ctx: BuildContext) -> list[SpeedupCase]:
     return [SpeedupCase("fp32", 512 if ctx.profile == "smoke" else GUIDE_N)]
 
 
-def cpu_budget(profile: str) -> Budget:
+def cpu_timing(profile: str) -> BuildTiming:
     # Each CPU call of n=5000 takes about a second on a few cores: a handful of rounds is enough.
-    return Budget(target_s=Profile(profile).budget.target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10,
+    return BuildTiming(target_s=Profile(profile).timing.target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10,
                   warmup_calls=1)
 
 
@@ -49,7 +49,7 @@ def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
     def cpu_side(measured: Measurement) -> dict[str, Any]:
         """The same product on the CPU after the device's rounds, on a CPU-synced clock (no device queue waits)."""
         cpu_clock = SyncedClock(torch.device("cpu"), ctx.clock.base)
-        cpu = measure(Timed(fn=lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu)), cpu_budget(profile), cpu_clock)
+        cpu = measure(Timed(fn=lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu)), cpu_timing(profile), cpu_clock)
         return {"baseline_median_s": cpu.stats.median_s, "speedup": cpu.stats.median_s / measured.stats.median_s}
 
     return Timed(fn=lambda: torch.matmul(a, b, out=out), figures=gpu_figures, companion=cpu_side, cleanup=restore)

@@ -78,7 +78,7 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y.transpose(1, 2).contiguous().view(batch, seq, width))
 
 
-class Block(nn.Module):
+class _Block(nn.Module):
     def __init__(self, config: GPTConfig, backend: SDPBackend) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.d_model, bias=False)
@@ -101,7 +101,7 @@ class GPT(nn.Module):
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.d_model)
         self.wpe = nn.Embedding(config.seq_len, config.d_model)
-        self.blocks = nn.ModuleList(Block(config, backend) for _ in range(config.n_layer))
+        self.blocks = nn.ModuleList(_Block(config, backend) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.d_model, bias=False)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.head.weight = self.wte.weight
