@@ -24,8 +24,13 @@ def user_figure_columns(rows: pd.DataFrame) -> pd.DataFrame:
 EXTRAS = ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version")  # kept as they are, per case
 
 
-def _flags(values: pd.Series) -> str:
+def union_flags(values: pd.Series) -> str:
     return ";".join(sorted({flag for text in values for flag in str(text).split(";") if flag}))
+
+
+def column_or(frame: pd.DataFrame, name: str, empty: object = None) -> pd.Series:
+    """A column, `empty` in every row where an older schema lacks it."""
+    return frame[name] if name in frame else pd.Series(empty, index=frame.index, dtype=object)
 
 
 def per_case(frame: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +57,7 @@ def per_case(frame: pd.DataFrame) -> pd.DataFrame:
             q = grouped[figure].quantile([0.25, 0.75]).unstack()
             out[f"{figure}_q1"], out[f"{figure}_q3"] = q[0.25], q[0.75]
     flagged = ok[ok["flags"] != ""]
-    out["flags"] = flagged.groupby(KEYS, sort=False)["flags"].agg(_flags).reindex(out.index).fillna("")
+    out["flags"] = flagged.groupby(KEYS, sort=False)["flags"].agg(union_flags).reindex(out.index).fillna("")
     return out.reset_index()
 
 

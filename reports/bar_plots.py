@@ -57,8 +57,8 @@ def value_axis(axes: list[plt.Axes], values: pd.Series, label: str, in_bytes: bo
             ax.set_xlim(low, float(values.max()) * 1.15)
 
 
-def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, title: str = "",
-                 hatched: pd.Series | None = None, hatch_label: str = "") -> Path:
+def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, hatched: pd.Series | None = None,
+                 hatch_label: str = "") -> Path:
     """Settings as bars: one chart with a bar per machine, or a panel per machine on one scale."""
     rows = rows.assign(_row=rows.index)
     machines = sorted(rows["machine"].unique())
@@ -75,8 +75,6 @@ def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, title: 
             grouped(ax, mine, value, fastest_first(mine, value), [machine], hatched)
             ax.set_title(machine, fontsize=9)
     value_axis(axes, rows[value], label, bytes_column(value))
-    if title:
-        fig.suptitle(title, fontsize=10)
     keys: tuple[Patch, ...] = ()
     if hatch_label and hatched is not None and hatched.any():
         keys = (Patch(facecolor="white", edgecolor="black", hatch=INPUT_BOUND_HATCH, label=hatch_label, gid=KEY),)

@@ -13,8 +13,8 @@ import pandas as pd
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.compare import compare_frames, fmt_seconds, side_differences
-from gpubench.reports.health import _masks, headlines, machine_keys
-from gpubench.reports.load import IDENTITY, base_labels, run_key
+from gpubench.reports.health import headlines
+from gpubench.reports.load import IDENTITY, base_labels, machine_keys, run_key
 from gpubench.reports.markdown import Md, code, escape, md_table, section
 from gpubench.reports.paired import MAX_SHOWN_CHANGE
 from gpubench.reports.references import FIGURES
@@ -59,10 +59,10 @@ COMPARED = ("run_id", "machine_id", "device", "device_name", "profile", "torch_v
             "channels_last")  # what compare reads: its notes on threads and a race's winner too
 
 
-def judge_pair(before: pd.DataFrame, after: pd.DataFrame, machine: str, threshold: float = THRESHOLD) -> RunPair:
+def judge_pair(before: pd.DataFrame, after: pd.DataFrame, machine: str) -> RunPair:
     """Two runs' rows judged by compare, with what differs between them besides the code (torch, profile)."""
     before, after = (rows[[c for c in COMPARED if c in rows]] for rows in (before, after))
-    verdicts, only_before, only_after, notes = compare_frames(before, after, threshold)
+    verdicts, only_before, only_after, notes = compare_frames(before, after, THRESHOLD)
     return RunPair(machine, str(before["run_id"].iloc[0]), str(after["run_id"].iloc[0]), verdicts, only_before,
                    only_after, side_differences(before, after) + notes)
 
@@ -82,19 +82,19 @@ def time_change(v: Verdict) -> str:
     return relative(v.ratio - 1) + interval
 
 
-def listed(v: Verdict, threshold: float) -> bool:
+def listed(v: Verdict) -> bool:
     """What a reader must see: a verdict other than "no change", except an inconclusive case whose medians moved
     less than the threshold (counted, not listed: nothing suggests it changed)."""
     if v.verdict not in ORDER:
         return False
     # a case compare could not estimate (one sample on a side) still has its two medians
     moved = v.new_median_s / v.base_median_s if math.isnan(v.ratio) and v.base_median_s > 0 else v.ratio
-    return v.verdict != Judgement.INCONCLUSIVE or not 1 / (1 + threshold) <= moved <= 1 + threshold
+    return v.verdict != Judgement.INCONCLUSIVE or not 1 / (1 + THRESHOLD) <= moved <= 1 + THRESHOLD
 
 
-def pair_table(pair: RunPair, threshold: float) -> str:
+def pair_table(pair: RunPair) -> str:
     """The cases worth a look, worst first, at most MAX_ROWS."""
-    shown = sorted((v for v in pair.verdicts if listed(v, threshold)),
+    shown = sorted((v for v in pair.verdicts if listed(v)),
                    key=lambda v: (ORDER.index(v.verdict), v.case_id))
     if not shown:
         return ""
@@ -115,54 +115,47 @@ def one_sided(run: str, cases: list[str]) -> str:
     return Md("- only in {} ({}): {}").format(code(run), len(cases), names)
 
 
-def pair_part(pair: RunPair, threshold: float) -> str:
+def pair_part(pair: RunPair) -> str:
     cases = [v for v in pair.verdicts if v.case_id != MACHINE_WIDE]
     head = Md("**{}**: run {} → run {}: ").format(pair.machine, code(pair.before), code(pair.after))
-    table = pair_table(pair, threshold)
+    table = pair_table(pair)
     if not cases:
         head += "no case measured ok in both runs: nothing to compare."
     else:
         head += f"{len(cases)} cases compared: {tally(cases)}" + ("." if table else
-                                                                    f"; none moved beyond {share_percent(threshold)}.")
+                                                                    f"; none moved beyond {share_percent(THRESHOLD)}.")
     lines = [one_sided(pair.before, pair.only_before), one_sided(pair.after, pair.only_after),
              *(f"- {escape(note)}" for note in pair.notes)]
     return "\n\n".join(filter(None, [head, table, "\n".join(filter(None, lines))]))
 
 
-def pairs_of(frame: pd.DataFrame, threshold: float = THRESHOLD) -> list[RunPair]:
+def pairs_of(frame: pd.DataFrame) -> list[RunPair]:
     """The last two runs of every machine with two runs or more, judged."""
     keys = run_key(frame)
-    return [judge_pair(frame[keys == runs[-2]], frame[keys == runs[-1]], machine, threshold)
+    return [judge_pair(frame[keys == runs[-2]], frame[keys == runs[-1]], machine)
             for machine, runs in machine_runs(frame, keys)]
 
 
-def render(frame: pd.DataFrame, threshold: float = THRESHOLD) -> str:
+def render(frame: pd.DataFrame) -> str:
     """The report's "Before and after" section; nothing where no machine has two runs."""
-    pairs = pairs_of(frame, threshold)
+    pairs = pairs_of(frame)
     if not pairs:
         return ""
-    shown = share_percent(threshold)
+    shown = share_percent(THRESHOLD)
     intro = (f"The last two runs of each machine with several runs, judged as `gpubench compare BEFORE AFTER` judges "
              f"them (before is its BASE, after its NEW): threshold {shown}, {1 - ALPHA:.0%} intervals, "
              f"between-run noise from the cases' scatter (at least {NOISE_FLOOR:.0%} per run). Listed: the cases "
              f"called slower, faster, broken or cannot judge, and those whose median moved beyond {shown} that "
              "compare cannot call yet (inconclusive); the others are counted. A time change below 0 is faster.")
-    return section("Before and after", intro, *(pair_part(pair, threshold) for pair in pairs))
+    return section("Before and after", intro, *map(pair_part, pairs))
 
 
 def headline_cases(rows: pd.DataFrame, keys: pd.Series) -> dict[tuple[str, str], str]:
-    """(run key, headline figure) -> the case its value was read from (health.headlines): the first of the cases the
-    figure is the best of that holds its value. All runs at once: per_case and headlines cost per call."""
-    cases = per_case(rows.assign(machine=keys[rows.index]))  # per run, as history.run_figures reads them
-    heads, found = headlines(cases), {}
-    for figure, (mask, column) in _masks(cases).items():
-        wanted = heads[heads["figure"] == figure]
-        if column not in cases or wanted.empty:
-            continue
-        candidates = cases.loc[mask, ["machine", "case_id", column]].merge(wanted, on="machine")
-        hits = candidates[candidates[column] == candidates["value"]].drop_duplicates("machine")
-        found.update({(str(run), figure): str(case) for run, case in zip(hits["machine"], hits["case_id"])})
-    return found
+    """(run key, headline figure) -> the case its value was read from (health.headlines). All runs at once:
+    per_case and headlines cost per call."""
+    heads = headlines(per_case(rows.assign(machine=keys[rows.index])))  # per run, as history.run_figures reads them
+    return {(str(run), figure): str(case) for run, figure, case in zip(heads["machine"], heads["figure"],
+                                                                        heads["case_id"])}
 
 
 def figure_judgement(figure: str, first_case: str | None, last_case: str | None, pair: RunPair) -> str:

@@ -13,24 +13,22 @@ from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import before_after, health, history, screen, sections, summary, tables
-from gpubench.reports.aggregate import per_case
+from gpubench.reports.aggregate import column_or, per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
-from gpubench.reports.load import (OUT_FIX, dedupe, load_energy_notes, load_results, load_top_ops, spreadsheet_safe,
+from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_results, load_top_ops, spreadsheet_safe,
                                    write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
 from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
 
-__all__ = ["build_report", "render_report"]
-
 OP_CHARS = 60  # a CUDA kernel's name is a C++ template signature of 200 characters and more: its head names it
 
 
-def top_ops_table(ops: list[dict], limit: int = 10) -> pd.DataFrame:
-    """A sidecar's operators, names cut at their argument list; a missing or non-numeric time is empty (the sidecar
-    keeps them whole)."""
-    frame = pd.DataFrame(ops[:limit]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
+def top_ops_table(ops: list[dict]) -> pd.DataFrame:
+    """A sidecar's first ten operators, names cut at their argument list; a missing or non-numeric time is empty (the
+    sidecar keeps them whole)."""
+    frame = pd.DataFrame(ops[:10]).reindex(columns=["op", "calls", "device_time_us", "self_cpu_time_us"])
     frame["op"] = [short_label(op[:op.rfind("(")] if op.endswith(")") else op, OP_CHARS)
                    for op in frame["op"].astype(str)]
     times_us = frame[["device_time_us", "self_cpu_time_us"]].apply(pd.to_numeric, errors="coerce")
@@ -45,9 +43,7 @@ def profiler_section(frame: pd.DataFrame, top_ops: dict[str, dict[str, list[dict
     for machine, group in epochs.groupby("machine"):
         best, _ = tables.fastest_at_equal_accuracy(tables.epoch_table(group))
         fastest = group[group["setting"] == best["setting"]].iloc[0] if best is not None else None
-        template = group[group["setting"] == tables.TEMPLATE_SETTING]
-        for label, row in (("guide template", template.iloc[0] if not template.empty else None),
-                           ("fastest setting", fastest)):
+        for label, row in (("guide template", tables.template_row(group)), ("fastest setting", fastest)):
             ops = top_ops.get(str(row["source_file"]), {}).get(str(row["case_id"])) if row is not None else None
             if ops:
                 parts.append(Md("**{}**, {} ({}), 10 training steps:\n\n").format(machine, label, code(row["setting"]))
@@ -138,10 +134,8 @@ def setting_line(frame: pd.DataFrame, cases: pd.DataFrame, machine: str) -> str:
     epochs = tables.epoch_table(frame[frame["machine"] == machine])
     best, _ = tables.fastest_at_equal_accuracy(epochs) if not epochs.empty else (None, None)
     if best is not None:
-        template = epochs[epochs["setting"] == tables.TEMPLATE_SETTING]
-        versus = ""
-        if not template.empty and best["setting"] != tables.TEMPLATE_SETTING:
-            t = template.iloc[0]
+        t, versus = tables.template_row(epochs), ""
+        if t is not None and best["setting"] != tables.TEMPLATE_SETTING:
             versus = (f", {t['epoch_s'] / best['epoch_s']:.2g}x the guide template's "
                       f"{human(t['epoch_s'], 's')}{summary.pm(t['spread'])}")
         return (f"its fastest training epoch at the template's accuracy is {code(best['setting'])}: "
@@ -194,8 +188,7 @@ def banners(frame: pd.DataFrame, smoke: pd.Series) -> list[str]:
 
 def is_smoke(frame: pd.DataFrame) -> pd.Series:
     """Rows of the smoke profile: the suite's own test, at sizes no figure of which is comparable."""
-    profile = frame["profile"] if "profile" in frame else pd.Series("", index=frame.index)
-    return profile.astype(str).eq("smoke")
+    return column_or(frame, "profile", "").astype(str).eq("smoke")
 
 
 def shadowed_smoke(frame: pd.DataFrame, smoke: pd.Series) -> pd.Series:
@@ -217,7 +210,7 @@ def trusted(measured: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
                   energy_notes: dict[str, str] | None = None, notes: list[str] | None = None,
-                  refused: list[str] | None = None, telemetry: dict[str, dict[str, float]] | None = None) -> str:
+                  refused: list[str] | None = None, power_caps_w: dict[str, float] | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. Below the summary, every table holds one row per
     configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
@@ -238,7 +231,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     else:
         headline = summary.summary(kept, kept_cases, base, energy_notes or {}, measured[left_out.notna()])
         parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
-        parts += [health.render(kept, kept_cases, telemetry), history.render(kept, out), before_after.render(kept)]
+        parts += [health.render(kept, kept_cases, power_caps_w), history.render(kept, out), before_after.render(kept)]
     shown = frame[~shadowed_smoke(frame, smoke)]
     parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))
@@ -256,7 +249,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     left_out: list[str] = []  # files in the folders that are not readable results (a store's stray or live files)
     # a run given twice (a file and its folder, a copy) counts once everywhere
     frame, notes = dedupe(load_results(paths, refused, left_out))
-    top_ops, energy_notes = load_top_ops(paths, notes), load_energy_notes(paths, left_out)
+    top_ops, (energy_notes, power_caps_w) = load_top_ops(paths, notes), load_env_sidecars(paths, left_out)
     tables.baseline_machine(frame, baseline)  # a --baseline that names no machine: refused before `out` is touched
     for line in dict.fromkeys(left_out):  # said where the person looks, and in the report
         print(f"gpubench: note: left out of this report: {line}", file=sys.stderr)
@@ -270,8 +263,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     try:  # every file below is made inside the new folder under a random name and renamed: no link is followed
         with report_folder(out) as folder:
             write_merged(spreadsheet_safe(frame), folder / "merged.csv")
-            telemetry = health.load_telemetry(paths)
-            text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, telemetry)
+            text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, power_caps_w)
             replace_bytes(folder, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)
         return out / "report.md"
     except RefusedPath as error:

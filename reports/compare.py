@@ -17,12 +17,12 @@ import pandas as pd
 
 from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
-from gpubench.reports.load import broken_rows, dedupe, load_results, run_keys, samples
+from gpubench.reports.load import broken_rows, dedupe, load_results, run_key, samples
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.markdown import escape, table_row
-from gpubench.reports.paired import (factor, format_session, judge_session, judged_sequentially, paired_sides,
-                                     pairing_problem, percent, reach)
+from gpubench.reports.paired import (estimate_cells, format_session, judge_session, judged_sequentially,
+                                     paired_sides, pairing_problem, reach)
 from gpubench.reports.units import human
 from gpubench.reports.verdicts import (ALPHA, MACHINE_WIDE, NOISE_FLOOR, ONE_PROCESS_FLOOR, Judgement, Verdict, decide,
                                        exit_code_of, t_estimate, tally)
@@ -88,7 +88,7 @@ def judge(case_id: str, base: SideUnits, new: SideUnits, threshold: float, betwe
     denominator = (estimated**2 / max(1, n_base + n_new - 2)
                    + (between2**2 / between_dof if math.isfinite(between_dof) else 0.0))
     dof = se**4 / denominator if denominator > 0 else math.inf
-    estimate = t_estimate(math.log(ratio), se, dof, n_base + n_new)
+    estimate = t_estimate(math.log(ratio), se, dof)
     verdict, detectable, note = decide(estimate, threshold), estimate.detectable, ""
     if verdict == Judgement.INCONCLUSIVE:
         needed = runs_needed(detectable, threshold, max(base.runs, new.runs))
@@ -263,14 +263,9 @@ def format_comparison(verdicts: list[Verdict], only_base: list[str], only_new: l
                       notes: list[str]) -> str:
     lines = ["| case | base median | new median | new/base | 99% CI | p | detectable | verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
-    for v in verdicts:  # factor and percent: no figure printed with more digits than it means
-        ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
-        p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
-        detectable = percent(v.detectable, 0) if v.detectable is not None else "—"
-        ratio = factor(v.ratio) if not math.isnan(v.ratio) else "—"
-        verdict = v.verdict + (f" ({v.note})" if v.note else "")
-        lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s), ratio, ci, p,
-                                detectable, verdict]))
+    for v in verdicts:
+        lines.append(table_row([v.case_id, fmt_seconds(v.base_median_s), fmt_seconds(v.new_median_s),
+                                *estimate_cells(v, 0), v.verdict + (f" ({v.note})" if v.note else "")]))
     cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
     lines += ["", f"{len(cases)} cases compared (threshold {share_percent(threshold)}, alpha {ALPHA}, between-run "
               f"noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): " + tally(cases)]
@@ -333,7 +328,7 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
         notes.append(f"note: the sides ran with different torch threads (BASE {threads[0]}; NEW {threads[1]}): a "
                      "different thread count is a different configuration, and the verdicts judge it with the code — "
                      "pass the same --threads N to both runs to judge the code alone")
-    if run_keys(base) == run_keys(new):  # two nodes given one --run-id are two runs
+    if set(run_key(base)) == set(run_key(new)):  # two nodes given one --run-id are two runs
         notes.append("note: BASE and NEW are the same run(s)")
     return notes + race_differences(base, new)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from gpubench.reports.aggregate import per_case
+from gpubench.reports.aggregate import column_or, per_case
 from gpubench.reports.intervals import steady_key
-from gpubench.reports.load import KEY_SEP, identities, read_sidecar, result_files
+from gpubench.reports.load import KEY_SEP, machine_keys
 from gpubench.reports.markdown import escape, md_table, section
 from gpubench.reports.references import FIGURES, References, load_references
 from gpubench.reports.tables import TEMPLATE_SETTING
@@ -22,23 +21,17 @@ OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is fla
 DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
 POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
-RUN_KEY = KEY_SEP  # joins a machine's identity and a run id
-
-
-def _column(cases: pd.DataFrame, name: str) -> pd.Series:
-    """A column, empty where an older schema lacks it."""
-    return cases[name] if name in cases else pd.Series(None, index=cases.index, dtype=object)
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
-    tier = _column(cases, "memory_tier")
+    tier = column_or(cases, "memory_tier")
     big = pd.to_numeric(cases.get("size"), errors="coerce") >= DRAM_MIN_ELEMENTS
     return (cases["workload"] == "elementwise") & ((tier == "dram") | ((tier.isna() | (tier == "unknown")) & big))
 
 
 def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
     """Which aggregated cases each headline figure is the best of, and in which column."""
-    col = functools.partial(_column, cases)
+    col = functools.partial(column_or, cases)
     matmul = cases["workload"] == "matmul"
     pinned = (cases["workload"] == "transfer") & (col("pinned").eq(True))
     masks = {f"matmul_{d}_tflops": (matmul & (col("dtype") == d), "tflops") for d in ("fp32", "tf32", "fp16", "bf16")}
@@ -51,11 +44,12 @@ def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
 
 
 def headlines(cases: pd.DataFrame) -> pd.DataFrame:
-    """One row per machine and headline figure: machine, figure, value. Throughputs take the steady best size (by
-    groupby: a machine here may be one run of a thousand), the epoch its template median; ties go to the first."""
-    parts = []
+    """One row per machine and headline figure: machine, figure, value, and the case it was read from. Throughputs
+    take the steady best size (by groupby: a machine here may be one run of a thousand), the epoch its template
+    median; ties go to the first."""
+    parts, empty = [], pd.DataFrame(columns=["machine", "figure", "value", "case_id"])
     if cases.empty:
-        return pd.DataFrame(columns=["machine", "figure", "value"])
+        return empty
     for figure, (mask, column) in _masks(cases).items():
         if column not in cases:
             continue
@@ -64,23 +58,17 @@ def headlines(cases: pd.DataFrame) -> pd.DataFrame:
         key = steady_key(rows, column) if higher else column  # a store's history: one group per run, picked at once
         by_machine = rows.dropna(subset=[key]).groupby("machine", sort=False)[key]
         best = by_machine.idxmax() if higher else by_machine.idxmin()
-        values = rows.loc[best.to_numpy(), column].to_numpy(float)
-        parts.append(pd.DataFrame({"machine": best.index, "figure": figure, "value": values}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["machine", "figure", "value"])
-
-
-def machine_keys(frame: pd.DataFrame) -> pd.Series:
-    """Each row's machine as one text (load.IDENTITY), as the history groups runs. Not the `machine` label: a kernel
-    or torch update splits one host into two labels."""
-    parts = identities(frame).astype(str)
-    return parts["hostname"] + RUN_KEY + parts["hardware"] + RUN_KEY + parts["device"] + RUN_KEY + parts["device_name"]
+        picked = rows.loc[best.to_numpy()]
+        parts.append(pd.DataFrame({"machine": best.index, "figure": figure, "value": picked[column].to_numpy(float),
+                                   "case_id": picked["case_id"].to_numpy()}))
+    return pd.concat(parts, ignore_index=True) if parts else empty
 
 
 def _runs(frame: pd.DataFrame, identity: pd.Series) -> tuple[pd.Series, pd.DataFrame]:
     """Each row's run key (identity and run id), and per run key: identity, run_id, machine (the run's label),
     started (its first timestamp), latest (the newest run of its machine)."""
     run_ids = frame["run_id"].astype(str)
-    keys = identity + RUN_KEY + run_ids
+    keys = identity + KEY_SEP + run_ids
     columns = pd.DataFrame({"identity": identity, "run_id": run_ids, "machine": frame["machine"],
                             "started": frame["timestamp_utc"]})
     runs = columns.groupby(keys, sort=False).agg(identity=("identity", "first"), run_id=("run_id", "first"),
@@ -146,27 +134,8 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References,
     return table.sort_values("machine", kind="stable").reset_index(drop=True) if not table.empty else table
 
 
-def load_telemetry(paths: list[Path]) -> dict[str, dict[str, float]]:
-    """The sidecar's GPU power cap per CSV stem (`<run_id>.env.json`: it lives only there); missing or unreadable
-    sidecars are simply absent (load_energy_notes names those not read)."""
-    out: dict[str, dict[str, float]] = {}
-    for csv_path in result_files(paths, []):
-        data = read_sidecar(csv_path, "env")
-        if not isinstance(data, dict):
-            continue
-        try:
-            readings = [data.get(k) or {} for k in ("gpu_telemetry_start", "gpu_telemetry_end")]
-            limits = [float(r["gpu_power_limit_w"]) for r in readings
-                      if isinstance(r, dict) and "gpu_power_limit_w" in r]
-        except (ValueError, AttributeError, TypeError):
-            continue
-        if limits:
-            out[csv_path.stem] = {"gpu_power_limit_w": min(limits)}
-    return out
-
-
-def _power_cause(mine: pd.DataFrame, telemetry: dict[str, dict[str, float]], reference: float | None) -> str:
-    limits = [telemetry[s]["gpu_power_limit_w"] for s in mine["source_file"].unique() if s in telemetry]
+def _power_cause(mine: pd.DataFrame, power_caps_w: dict[str, float], reference: float | None) -> str:
+    limits = [power_caps_w[s] for s in mine["source_file"].unique() if s in power_caps_w]
     if not limits:
         return "power cap: not recorded — to check: `nvidia-smi -q -d POWER` (Current/Max Power Limit)"
     cap, versus = min(limits), f" (reference run {reference:.0f} W)" if reference else ""
@@ -175,8 +144,7 @@ def _power_cause(mine: pd.DataFrame, telemetry: dict[str, dict[str, float]], ref
 
 
 def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
-    clocks = (pd.to_numeric(mine.get("gpu_sm_clock_mhz"), errors="coerce").dropna() if "gpu_sm_clock_mhz" in mine
-              else pd.Series(dtype=float))
+    clocks = pd.to_numeric(column_or(mine, "gpu_sm_clock_mhz"), errors="coerce").dropna()
     if clocks.empty:
         return "clocks: not recorded — to check: `nvidia-smi -q -d CLOCK` (SM clock under load vs max)"
     median, versus = float(clocks.median()), f" (reference run {reference:.0f} MHz)" if reference else ""
@@ -185,13 +153,12 @@ def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
 
 
 def _thermal_cause(mine: pd.DataFrame) -> str:
-    temps = (pd.to_numeric(mine["gpu_temp_c"], errors="coerce").dropna() if "gpu_temp_c" in mine
-             else pd.Series(dtype=float))
+    temps = pd.to_numeric(column_or(mine, "gpu_temp_c"), errors="coerce").dropna()
     hottest = f", hottest {temps.max():.0f} °C" if not temps.empty else ""
-    flagged = mine["flags"].astype(str).str.contains("throttled")
-    if ("gpu_throttle" not in mine or mine["gpu_throttle"].isna().all()) and not flagged.any():
+    flagged, throttle = mine["flags"].astype(str).str.contains("throttled"), column_or(mine, "gpu_throttle")
+    if throttle.isna().all() and not flagged.any():
         return f"thermal throttling: throttle reasons not recorded{hottest} — to check: `nvidia-smi -q -d PERFORMANCE`"
-    reasons = mine["gpu_throttle"].fillna("").astype(str) if "gpu_throttle" in mine else pd.Series("", index=mine.index)
+    reasons = throttle.fillna("").astype(str)
     slowed = reasons.str.contains("thermal|hardware") | flagged  # a software power cap alone is normal boost
     power_capped = int(reasons.str.contains("power cap").sum())
     capped = f" (software power cap in {power_capped})" if power_capped else ""
@@ -212,7 +179,7 @@ def run_rows(frame: pd.DataFrame, machine: str, run_id: str | None = None) -> pd
     return rows[machine_keys(rows) == identity]
 
 
-def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[str, dict[str, float]],
+def causes(frame: pd.DataFrame, machine: str, refs: References, power_caps_w: dict[str, float],
            run_id: str | None = None) -> list[str]:
     """The usual causes of a figure below its reference, each with what run `run_id` (the flagged one; default: the
     newest) recorded about it, or the command to check it: another run's clocks would dilute or contradict it."""
@@ -220,7 +187,7 @@ def causes(frame: pd.DataFrame, machine: str, refs: References, telemetry: dict[
     fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
     return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
              "(GPU Link Info: current vs max generation and width; a x8 or Gen3 link halves host↔device GB/s)"),
-            _power_cause(mine, telemetry, fingerprint.get("gpu_power_limit_w")),
+            _power_cause(mine, power_caps_w, fingerprint.get("gpu_power_limit_w")),
             _clock_cause(mine, fingerprint.get("gpu_sm_clock_mhz")),
             _thermal_cause(mine)]
 
@@ -247,15 +214,11 @@ def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame 
 
 def _display(table: pd.DataFrame) -> pd.DataFrame:
     """Figures at 4 significant digits (4343 GB/s, not 4.34e+03), ratios at 2 decimals."""
-    def number(value: float, fmt: str) -> str:
-        return "" if pd.isna(value) else format(value, fmt)
-
     # every figure from the newest runs: no column to say so
     out = table.drop(columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])).copy()
-    for column in ("measured", "reference", "published max"):
-        out[column] = out[column].map(lambda v: number(v, ".4g"))
-    for column in ("ratio", "of published"):
-        out[column] = out[column].map(lambda v: number(v, ".2f"))
+    formats = {"measured": ".4g", "reference": ".4g", "published max": ".4g", "ratio": ".2f", "of published": ".2f"}
+    for column, fmt in formats.items():
+        out[column] = ["" if pd.isna(value) else format(value, fmt) for value in out[column]]
     return out if out["machine"].nunique() < 2 else by_figure(out)
 
 
@@ -277,7 +240,6 @@ def _no_reference(missing: list[str]) -> str:
             "`reports/references.json`." if missing else "")
 
 
-
 def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
     """The GPUs of the rows whose name has no reference at all (CPUs never have one: not named)."""
     gpus = frame.loc[frame["device"].astype(str).str.startswith("cuda"), "device_name"].astype(str)
@@ -285,7 +247,7 @@ def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
 
 
 def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References,
-                telemetry: dict[str, dict[str, float]]) -> str:
+                power_caps_w: dict[str, float]) -> str:
     flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
     parts = []
     # the causes of each run its flags are from
@@ -293,16 +255,15 @@ def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References,
         figures = "; ".join(f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"]))
         run = group["run"].iloc[0]
         earlier = f" ({escape(run)}: its newest run did not measure it)" if run else ""
-        lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, telemetry, str(run_id)))
+        lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, power_caps_w, str(run_id)))
         parts.append(f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. "
                      f"Causes to check{', in that run' if earlier else ''}:\n{lines}")
     return "\n".join(parts)
 
 
-def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[str, float]] | None = None,
-           refs: References | None = None) -> str:
+def render(frame: pd.DataFrame, cases: pd.DataFrame, power_caps_w: dict[str, float] | None = None) -> str:
     """The report's health sections (markdown), or "" when there is nothing to say."""
-    refs = refs if refs is not None else load_references()
+    refs = load_references()
     heads = latest_headlines(frame, cases)  # once for both tables: the section's costliest step on a store
     table = health_table(frame, cases, refs, heads)
     parts = []
@@ -317,7 +278,7 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, telemetry: dict[str, dict[s
         judged = frame[frame["machine"].isin(set(table["machine"]))]
         unjudged = sorted(set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str)))
         parts.append(section("Health against references", intro, md_table(_display(table)),
-                             _flag_lines(frame, table, refs, telemetry or {}), _no_reference(unjudged)))
+                             _flag_lines(frame, table, refs, power_caps_w or {}), _no_reference(unjudged)))
     elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
         parts.append(section("Health against references", "Not judged. " + _no_reference(unknown)))
     outliers = outlier_table(frame, cases, heads)

@@ -17,7 +17,8 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.safe_files import RefusedPath, kind_problem, read_json
 from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
-from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, short_label
+from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, replace_texts, short_label
+from gpubench.reports.aggregate import column_or
 from gpubench.reports.merged import write_cells
 from gpubench.reports.screen import screen
 
@@ -141,7 +142,7 @@ def load_results(paths: list[Path], refused: list[str] | None = None,
         why = (f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused
                else "the files hold only headers; run some cases first")
         raise UsageError(f"no result rows in {', '.join(map(str, paths))} — {why}")
-    clean_text(frame)
+    frame = clean_text(frame)
     frame["flags"] = frame["flags"].fillna("")
     frame["reason"] = frame["reason"].fillna("")
     frame["build"] = frame["build"].fillna(0)
@@ -150,17 +151,10 @@ def load_results(paths: list[Path], refused: list[str] | None = None,
     return frame
 
 
-def clean_text(frame: pd.DataFrame) -> None:
+def clean_text(frame: pd.DataFrame) -> pd.DataFrame:
     """Text cells on one printable line (gpubench.reports.markdown.plain): a NUL, a line break or a bidi
-    override in a hostname or reason reaches neither merged.csv, a plot nor report.md. Looks at
-    each distinct text once."""
-    for column in frame.columns:
-        if not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
-            continue
-        dirty = {text: plain(text) for text in frame[column].dropna().unique()
-                 if isinstance(text, str) and _unclean(text)}
-        if dirty:
-            frame[column] = frame[column].replace(dirty)
+    override in a hostname or reason reaches neither merged.csv, a plot nor report.md."""
+    return replace_texts(frame, _unclean, plain)
 
 
 def _unclean(text: str) -> bool:
@@ -186,15 +180,7 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     or reason starting, after whitespace, with = + - @ tab or CR) given a leading apostrophe, as OWASP advises for
     exported CSVs; text that is a number (-1.5) and number columns stay as they are. For merged.csv
     only: the report's own tables read the frame itself."""
-    safe = {}
-    for column in frame.columns:
-        if column in LABELS or not pd.api.types.is_string_dtype(frame[column].dtype):
-            continue
-        risky = {text: "'" + text for text in frame[column].dropna().unique()
-                 if isinstance(text, str) and runs_as_formula(text)}
-        if risky:
-            safe[column] = frame[column].replace(risky)
-    return frame.assign(**safe) if safe else frame
+    return replace_texts(frame, runs_as_formula, lambda text: "'" + text, skip=LABELS)
 
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
@@ -286,18 +272,28 @@ def load_top_ops(paths: list[Path], notes: list[str] | None = None) -> dict[str,
     return tables
 
 
-def load_energy_notes(paths: list[Path], notes: list[str] | None = None) -> dict[str, str]:
-    """Why a run has no energy figures (`<run_id>.env.json`'s energy note, e.g. no RAPL in a VM):
-    CSV file stem -> the note. Runs with a counter, or without a readable sidecar, are absent; a
-    sidecar that is there and cannot be read is named in `notes`."""
+def load_env_sidecars(paths: list[Path], notes: list[str] | None = None) -> tuple[dict[str, str], dict[str, float]]:
+    """From each run's `<run_id>.env.json`, per CSV file stem: why it has no energy figures (its energy note, e.g. no
+    RAPL in a VM), and its GPU's power cap in watts (it lives only there). A run without one, or without a readable
+    sidecar, is absent; a sidecar that is there and cannot be read is named in `notes`."""
     energy_notes: dict[str, str] = {}
+    power_caps_w: dict[str, float] = {}
     for csv_path in result_files(paths, []):
         data = read_sidecar(csv_path, "env", notes)
-        energy = data.get("energy") if isinstance(data, dict) else None
-        note = energy.get("note") if isinstance(energy, dict) else None
-        if note:
-            energy_notes[csv_path.stem] = str(note)
-    return energy_notes
+        if not isinstance(data, dict):
+            continue
+        energy = data.get("energy")
+        if isinstance(energy, dict) and energy.get("note"):
+            energy_notes[csv_path.stem] = str(energy["note"])
+        readings = [data.get(k) for k in ("gpu_telemetry_start", "gpu_telemetry_end")]
+        try:
+            limits = [float(r["gpu_power_limit_w"]) for r in readings
+                      if isinstance(r, dict) and "gpu_power_limit_w" in r]
+        except (ValueError, TypeError):
+            continue
+        if limits:
+            power_caps_w[csv_path.stem] = min(limits)
+    return energy_notes, power_caps_w
 
 
 NO_HOST = "(no host name)"  # socket.gethostname() can be "": the label must still be text
@@ -346,25 +342,27 @@ def machine_labels(frame: pd.DataFrame) -> pd.Series:
     return label.where(torches <= 1, label + " torch " + torch)
 
 
-__all__ = ["KEY_SEP", "RUN", "dedupe", "load_results", "load_top_ops", "run_key", "run_keys",
-           "write_merged"]
-
-
 # What makes a run one run: its id on its machine and device. Two nodes (or two GPUs of one) given one
 # `--run-id nightly` are two runs.
 RUN = ["run_id", "machine_id", "device"]
 KEY_SEP = "\x1f"  # joins the parts of a key: clean_text keeps control characters out of every part
 
 
+def joined(parts: pd.DataFrame) -> pd.Series:
+    """Each row's parts as one text, for grouping rows by several columns at once."""
+    parts = parts.astype(str)
+    return parts.iloc[:, 0].str.cat(parts.iloc[:, 1:], sep=KEY_SEP)
+
+
 def run_key(frame: pd.DataFrame) -> pd.Series:
-    """Each row's run as one text (RUN joined), for grouping rows by run."""
-    parts = frame[RUN].astype(str)
-    return parts["run_id"] + KEY_SEP + parts["machine_id"] + KEY_SEP + parts["device"]
+    """Each row's run (RUN) as one text."""
+    return joined(frame[RUN])
 
 
-def run_keys(frame: pd.DataFrame) -> set[str]:
-    """The runs a frame holds."""
-    return set(run_key(frame))
+def machine_keys(frame: pd.DataFrame) -> pd.Series:
+    """Each row's machine (IDENTITY) as one text, as the history groups runs. Not the `machine` label: a kernel or
+    torch update splits one host into two labels."""
+    return joined(identities(frame))
 
 
 def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -391,7 +389,6 @@ def broken_rows(frame: pd.DataFrame) -> pd.DataFrame:
     epoch cap short of its target. A case a run budget skipped or stopped was not given its time: no regression."""
     status, reason = frame["status"], frame["reason"].fillna("").astype(str)
     over_budget = (status == "skipped") & reason.str.startswith("over budget")
-    stopped_by = frame["stopped_by"] if "stopped_by" in frame else pd.Series("", index=frame.index)
-    capped = (status == "unreached") & stopped_by.eq("cap")
+    capped = (status == "unreached") & column_or(frame, "stopped_by", "").eq("cap")
     return frame[(status.isin(["failed", "oom", "skipped"]) & ~over_budget) | capped]
 

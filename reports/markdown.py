@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,21 @@ def plain(text: object) -> str:
     return INVISIBLE.sub("\ufffd", CONTROL.sub("\ufffd", LINE_BREAKS.sub(" ", str(text))))
 
 
+def replace_texts(frame: pd.DataFrame, wanted: Callable[[str], bool], fixed: Callable[[str], str],
+                  skip: Iterable[str] = ()) -> pd.DataFrame:
+    """`frame` with each text cell that `wanted` picks made `fixed`: each distinct text looked at once, one lookup per
+    cell (DataFrame.replace with a dict compares every cell with every key)."""
+    changed = {}
+    for column in frame.columns:
+        if column in skip or not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
+            continue
+        values = frame[column]
+        dirty = {text: fixed(text) for text in values.dropna().unique() if isinstance(text, str) and wanted(text)}
+        if dirty:
+            changed[column] = values.mask(values.isin(dirty.keys()), values.map(dirty))
+    return frame.assign(**changed) if changed else frame
+
+
 def short_label(text: str, max_chars: int = MAX_LABEL_CHARS) -> str:
     """A label at most `max_chars` long: a longer one keeps its start, then an ellipsis and 6 hex digits of a hash
     of the whole, so two long labels that start alike stay two."""
@@ -84,7 +99,7 @@ def table_row(cells: Iterable[object]) -> str:
     return "| " + " | ".join(escape(c) for c in cells) + " |"
 
 
-def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", human: bool = False) -> str:
+def md_table(frame: pd.DataFrame, index: bool = False, human: bool = False) -> str:
     """A GitHub markdown table (pandas.to_markdown needs tabulate). With `human`, columns the schema knows are shown
     in their unit at a readable scale (12.3 ms, 1.5 GiB); `spread` as a percentage."""
     if frame.empty:
@@ -92,13 +107,13 @@ def md_table(frame: pd.DataFrame, index: bool = False, floatfmt: str = ".3g", hu
     data = frame.reset_index() if index else frame
     header = table_row(str(c) for c in data.columns)
     rule = "|" + "|".join("---" for _ in data.columns) + "|"
-    formats = [_formatter(str(c), floatfmt, human) for c in data.columns]
+    formats = [_formatter(str(c), human) for c in data.columns]
     body = [table_row(v if isinstance(v, Md) else f(v) for f, v in zip(formats, row))
             for row in data.itertuples(index=False)]
     return "\n".join([header, rule, *body])
 
 
-def _formatter(column: str, floatfmt: str, human: bool):
+def _formatter(column: str, human: bool):
     from gpubench.harness.records.schema import BY_NAME
     from gpubench.harness.core.percent import percent
     from gpubench.reports.units import human_column
@@ -107,18 +122,18 @@ def _formatter(column: str, floatfmt: str, human: bool):
         return lambda v: "" if _empty(v) else percent(v, 1)  # a spread of 0.3% is not 0.0%
     if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
         return lambda v: "" if _empty(v) else human_column(column, v)
-    return lambda v: cell(v, floatfmt)
+    return cell
 
 
 def _empty(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def cell(value: object, floatfmt: str) -> str:
+def cell(value: object) -> str:
     if _empty(value):
         return ""
     if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else format(value, floatfmt)
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.3g}"
     return str(value)
 
 

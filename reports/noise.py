@@ -48,15 +48,22 @@ class Spread:
         return self.cases > 0 and self.observed_log_sd >= MIN_SPREAD_LOG and self.factor >= DISAGREE_FACTOR
 
 
-def bimodal(log_medians: np.ndarray, expected_log_sd: float) -> bool:
-    """Builds in two groups of two or more, the gap between them most of the range and far beyond the samples'."""
+def own_log_sd(rows: pd.DataFrame) -> np.ndarray:
+    """Per build, the error of its median that its own samples explain (log scale)."""
+    return MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD / np.sqrt(rows["rounds"].to_numpy(float))
+
+
+def bimodal_cut(log_medians: np.ndarray, expected_log_sd: float) -> int | None:
+    """Where the sorted builds fall in two groups of two or more (the upper group's first index), the gap between
+    them most of the range and far beyond the samples'; None where they do not."""
     x = np.sort(log_medians)
     if x.size < MIN_BIMODAL_BUILDS:
-        return False
+        return None
     gaps = np.diff(x)
     cut = int(np.argmax(gaps[1:-1])) + 1  # a cut leaving two builds or more on each side
     gap = float(gaps[cut])
-    return gap >= 0.5 * float(x[-1] - x[0]) and gap >= 4 * DISAGREE_FACTOR * expected_log_sd and gap >= MIN_SPREAD_LOG
+    split = gap >= 0.5 * float(x[-1] - x[0]) and gap >= 4 * DISAGREE_FACTOR * expected_log_sd and gap >= MIN_SPREAD_LOG
+    return cut + 1 if split else None
 
 
 def build_spread(frame: pd.DataFrame, group: tuple[str, ...] = ("case_id",)) -> Spread:
@@ -66,13 +73,12 @@ def build_spread(frame: pd.DataFrame, group: tuple[str, ...] = ("case_id",)) -> 
     observed, expected, split = [], [], 0
     for _, rows in ok.groupby(list(group)):
         logs = np.log(rows["median_s"].to_numpy(float))
-        own = (MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD
-               / np.sqrt(rows["rounds"].to_numpy(float)))
+        own = own_log_sd(rows)
         if logs.size < 2 or not np.isfinite(own).all():
             continue
         observed.append(float(np.std(logs, ddof=1)))
         expected.append(float(np.median(own)))
-        split += bimodal(logs, expected[-1])
+        split += bimodal_cut(logs, expected[-1]) is not None
     if not observed:
         return Spread(0.0, 0.0, 0, 0)
     return Spread(float(np.median(observed)), float(np.median(expected)), len(observed), split)

@@ -83,6 +83,15 @@ def factor(value: float) -> str:
     return f"{value:.3f}" if 1e-3 <= value < 1e3 else f"{value:.2g}"
 
 
+def estimate_cells(v: Verdict, decimals: int = 1) -> list[str]:
+    """new/base, its interval, p and the detectable change as table cells ("—" where there is none): no figure
+    printed with more digits than it means."""
+    ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
+    return [factor(v.ratio) if not math.isnan(v.ratio) else "—", ci,
+            f"{v.p_value:.2g}" if v.p_value is not None else "—",
+            percent(v.detectable, decimals) if v.detectable is not None else "—"]
+
+
 def judge_logs(case_id: str, logs: np.ndarray, threshold: float,
                medians: tuple[float, float] = (math.nan, math.nan)) -> Verdict:
     """Yuen's paired test over log-ratios; the interval and `detectable` at 1 - ALPHA (unadjusted)."""
@@ -92,7 +101,7 @@ def judge_logs(case_id: str, logs: np.ndarray, threshold: float,
         return Verdict(case_id, *medians, math.exp(mean) if n else math.nan, None, None, None, None,
                        Judgement.INCONCLUSIVE, f"{n} pair(s): a paired verdict needs 3 or more")
     mean, se, dof, trimmed = yuen(np.asarray(logs, float))
-    estimate = t_estimate(mean, se, dof, n)
+    estimate = t_estimate(mean, se, dof)
     verdict = decide(estimate, threshold)
     note = f"{n} pairs" + (f", {trimmed} trimmed" if trimmed else "")
     if verdict == Judgement.INCONCLUSIVE:
@@ -112,7 +121,7 @@ def adjusted(verdicts: list[Verdict], threshold: float) -> list[Verdict]:
             out.append(v)
             continue
         p = by_case[v.case_id]
-        verdict = decide(Estimate(v.ratio, v.ci_low, v.ci_high, p, v.detectable, 0), threshold)
+        verdict = decide(Estimate(v.ratio, v.ci_low, v.ci_high, p, v.detectable), threshold)
         note = v.note if verdict == v.verdict or verdict == Judgement.INCONCLUSIVE else v.note.split(";")[0]
         out.append(replace(v, p_value=p, verdict=verdict, note=note + f"; p adjusted over {len(tested)} tests"))
     return out
@@ -174,12 +183,6 @@ def judge_session(a: pd.DataFrame, b: pd.DataFrame, threshold: float, sides: tup
     return PairedSession(broken_cases(a, b) + verdicts, pairs, notes, sequential)
 
 
-def judge_sequential(a: pd.DataFrame, b: pd.DataFrame, threshold: float,
-                     sides: tuple[str, str] = ("A", "B")) -> PairedSession:
-    """A session that looked after every pair and stopped each case once decided (`gpubench ab --budget`)."""
-    return judge_session(a, b, threshold, sides, sequential=True)
-
-
 def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
                         medians: dict[str, tuple[float, float]]) -> list[Verdict]:
     """Each case's verdict by the sequential rule after all its pairs, and the machine-wide line's (per pair, the
@@ -198,7 +201,7 @@ def sequential_verdicts(logs: dict[str, pd.Series], threshold: float,
         low, high = (exp_capped(mean - half), exp_capped(mean + half)) if math.isfinite(half) else (None, None)
         detectable = sq.detectable(half) if math.isfinite(half) else None
         verdict = decide(Estimate(exp_capped(mean), low or 0.0, math.inf if high is None else high, float(p_value),
-                                  math.inf if detectable is None else detectable, n), threshold)
+                                  math.inf if detectable is None else detectable), threshold)
         could = (f": could detect {reach(detectable)}" if detectable is not None
                  else f": no verdict is possible before {sq.first_decidable_pairs()} pairs")
         note = f"decided after {n} pairs" if verdict != Judgement.INCONCLUSIVE else f"undecided after {n} pairs{could}"
@@ -228,13 +231,8 @@ def format_session(session: PairedSession, threshold: float, sides: tuple[str, s
              "| verdict |",
              "|---|---:|---:|---:|---|---:|---:|---|"]
     for v in session.verdicts:
-        ci = f"{factor(v.ci_low)}–{factor(v.ci_high)}" if v.ci_low is not None and v.ci_high is not None else "—"
-        p = f"{v.p_value:.2g}" if v.p_value is not None else "—"
-        detectable = percent(v.detectable) if v.detectable is not None else "—"
-        ratio = factor(v.ratio) if not math.isnan(v.ratio) else "—"
-        a_s = f"{v.base_median_s * 1e3:.4g} ms" if not math.isnan(v.base_median_s) else "—"
-        b_s = f"{v.new_median_s * 1e3:.4g} ms" if not math.isnan(v.new_median_s) else "—"
-        lines.append(table_row([v.case_id, a_s, b_s, ratio, ci, p, detectable, f"{v.verdict} ({v.note})"]))
+        a_s, b_s = (f"{s * 1e3:.4g} ms" if not math.isnan(s) else "—" for s in (v.base_median_s, v.new_median_s))
+        lines.append(table_row([v.case_id, a_s, b_s, *estimate_cells(v), f"{v.verdict} ({v.note})"]))
     detectable = session.median_detectable
     kind = (f"sequential paired session: up to {session.pairs} pairs a case (looked at after every pair)"
             if session.sequential else f"paired session: {session.pairs} pairs")

@@ -25,7 +25,7 @@ from gpubench.harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
 from gpubench.harness.records.safe_files import replacing  # noqa: E402
 from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
 from gpubench.harness.records.schema import BY_NAME, SETTING_COLUMNS  # noqa: E402
-from gpubench.reports.markdown import MAX_LABEL_CHARS, short_label  # noqa: E402
+from gpubench.reports.markdown import MAX_LABEL_CHARS, replace_texts, short_label  # noqa: E402
 from gpubench.reports.units import human  # noqa: E402
 
 MAX_LEGEND = 24
@@ -34,22 +34,15 @@ DPI = 110  # laid out at the resolution it is saved at: tight_layout's text size
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6  # a machine label at its longest (gpubench.reports.load.base_labels)
 
 
-def literal(text: str, max_chars: int = MAX_PLOT_LABEL) -> str:
+def literal(text: str) -> str:
     """A label from the files drawn as text: '$' escaped (a pair would be typeset as a formula, or stop the plot), at
-    most `max_chars` characters (a 10,000-character model name would fill the legend)."""
-    return short_label(text, max_chars).replace("$", "\\$")
+    most MAX_PLOT_LABEL characters (a 10,000-character model name would fill the legend)."""
+    return short_label(text, MAX_PLOT_LABEL).replace("$", "\\$")
 
 
 def _literal_dollars(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells made `literal`, each distinct text once."""
-    escaped = {}
-    for column in [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)]:  # object or str
-        dirty = {v: literal(v) for v in frame[column].dropna().unique()
-                 if isinstance(v, str) and ("$" in v or len(v) > MAX_PLOT_LABEL)}
-        if dirty:  # a lookup per cell: DataFrame.replace with a dict compares every cell with every key
-            values = frame[column]
-            escaped[column] = values.map(dirty).where(values.isin(dirty.keys()), values)
-    return frame.assign(**escaped) if escaped else frame
+    """Text cells made `literal`."""
+    return replace_texts(frame, lambda text: "$" in text or len(text) > MAX_PLOT_LABEL, literal)
 
 
 def literal_labels(plot):

@@ -32,7 +32,7 @@ def welch(case_id: str, base: np.ndarray, new: np.ndarray, threshold: float, not
     var_b, var_n = base.var(ddof=1) / base.size, new.var(ddof=1) / new.size
     se, denominator = math.sqrt(var_b + var_n + busy2), var_b**2 / (base.size - 1) + var_n**2 / (new.size - 1)
     dof = se**4 / denominator if denominator > 0 else float(base.size + new.size - 2)
-    estimate = t_estimate(d, se, dof, base.size + new.size)
+    estimate = t_estimate(d, se, dof)
     return Verdict.of(case_id, (math.exp(base.mean()), math.exp(new.mean())), estimate, decide(estimate, threshold),
                       f"{base.size} vs {new.size} runs" + (f"; {note}" if note else ""))
 

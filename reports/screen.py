@@ -13,6 +13,7 @@ import pandas as pd
 from gpubench.harness.catalog import spec_for
 from gpubench.harness.core.bounds import IMPOSSIBLE, bounds_for
 from gpubench.harness.core.peaks import peak_tflops
+from gpubench.reports.aggregate import column_or
 
 
 def _peak(device_name: str, dtype: str, tf32: bool) -> float:
@@ -62,16 +63,16 @@ def _where(frame: pd.DataFrame, index: object, paths: dict[str, str]) -> str:
     return f"{paths.get(stem, stem)}:{int(frame.at[index, 'source_line'])}"
 
 
-def _text(frame: pd.DataFrame, column: str) -> pd.Series:
+def _text(frame: pd.DataFrame, name: str) -> pd.Series:
     """A text column, "" where an older schema lacks it or a cell is empty."""
-    return frame[column].fillna("").astype(str) if column in frame else pd.Series("", index=frame.index)
+    return column_or(frame, name, "").fillna("").astype(str)
 
 
 def past_bounds(frame: pd.DataFrame) -> pd.Series:
     """Per ok row: why a figure of it is past its bound, or None; the bounds are looked up once per (device, number
     format, memory tier), as the row writer applies them (fp32 with TF32 matmuls allowed: TF32's peak)."""
     reasons = pd.Series(None, index=frame.index, dtype=object)
-    tf32 = frame["tf32_matmul"].eq(True) if "tf32_matmul" in frame else pd.Series(False, index=frame.index)
+    tf32 = column_or(frame, "tf32_matmul").eq(True)
     dtype = _text(frame, "dtype").mask(_text(frame, "dtype").eq("fp32") & tf32, "tf32")
     tier = _text(frame, "memory_tier")  # an older elementwise row says none: it may be cache-resident, so no claim
     tier = tier.mask(tier.eq("") & _text(frame, "workload").eq("elementwise"), "cache")

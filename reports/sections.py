@@ -53,12 +53,6 @@ def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
                                          for v, s, fl in zip(table[figures[0]], spread, flags)])
 
 
-def _cases_table(cases: pd.DataFrame, workload: str, columns: tuple[str, ...] | list[str]) -> str:
-    rows = cases[cases["workload"] == workload]
-    table = rows[[c for c in columns if c in rows]]
-    return md_table(table, human=True) if (pivoted := by_machine(table)) is None else md_table(pivoted.fillna(""))
-
-
 def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     peak = tables.matmul_peak_table(cases)
     return section(spec.title, image(plots.matmul_plot(cases, out), "matmul TFLOP/s"),
@@ -204,9 +198,11 @@ def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSec
         return ""
     draw = bar_plots.spec_bars if spec.plot is not None and spec.plot.bars else plots.spec_plot
     png = draw(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
-    columns = spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
+    table = rows[[c for c in spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
+                  if c in rows]]
+    pivoted = by_machine(table)
     return section(spec.title, image(png, workload), spec.intro,
-                   _cases_table(cases, workload, columns))
+                   md_table(table, human=True) if pivoted is None else md_table(pivoted.fillna("")))
 
 
 RENDERERS: dict[str, Renderer] = {"matmul": matmul, "matmul_speedup": matmul_speedup, "bandwidth": bandwidth,

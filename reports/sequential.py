@@ -82,10 +82,10 @@ def bh_adjust(p_values: np.ndarray) -> np.ndarray:
     return adjusted
 
 
-def first_decidable_pairs(level: float = ALPHA, g: float = MIXTURE_G, limit: int = 1000) -> int:
+def first_decidable_pairs() -> int:
     """The fewest pairs after which the confidence sequence is finite: no verdict can come sooner."""
-    n = np.arange(MIN_PAIRS, limit)
-    return int(n[np.isfinite(boundary_t(n, level, g))][0])
+    n = np.arange(MIN_PAIRS, 1000)
+    return int(n[np.isfinite(boundary_t(n))][0])
 
 
 def detectable(half_width: float) -> float:

@@ -12,9 +12,8 @@ from gpubench.harness.core.percent import percent
 from gpubench.reports.aggregate import geomean
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
-from gpubench.harness.core.stats import IQR_PER_SD, MEDIAN_SE_FACTOR
-from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal
-from gpubench.reports.tables import TEMPLATE_SETTING, epoch_table, fastest_at_equal_accuracy, first_to_target
+from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal_cut, own_log_sd
+from gpubench.reports.tables import epoch_table, fastest_at_equal_accuracy, first_to_target, template_row
 from gpubench.reports.units import human
 
 
@@ -35,14 +34,11 @@ def split_groups(frame: pd.DataFrame, best: pd.Series, figure: str) -> tuple[np.
     rows = rows[pd.to_numeric(rows[figure], errors="coerce") > 0]
     if len(rows) < MIN_BIMODAL_BUILDS:
         return None
-    own = (MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD / np.sqrt(rows["rounds"].to_numpy(float))
-           if {"rel_iqr", "rounds"} <= set(rows) else np.array([0.0]))
+    own = own_log_sd(rows) if {"rel_iqr", "rounds"} <= set(rows) else np.array([0.0])
     expected = float(np.median(own)) if np.isfinite(own).all() else 0.0
     values = np.sort(rows[figure].to_numpy(float))
-    if not bimodal(np.log(values), expected):
-        return None
-    cut = int(np.argmax(np.diff(np.log(values))[1:-1])) + 2  # bimodal's cut, as the first index of the upper group
-    return values[:cut], values[cut:]
+    cut = bimodal_cut(np.log(values), expected)
+    return None if cut is None else (values[:cut], values[cut:])
 
 
 def gbps_text(gbps: float) -> str:
@@ -88,9 +84,8 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
     return out
 
 
-def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str,
-                 energy_notes: dict[str, str] | None = None, timings: dict[str, pd.DataFrame] | None = None,
-                 left_out: pd.DataFrame | None = None) -> dict[str, str]:
+def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str],
+                 timings: dict[str, pd.DataFrame], left_out: pd.DataFrame) -> dict[str, str]:
     """The headline figures of one configuration with their spread, as display strings (Md where a setting is code).
     `left_out`: the rows with a figure past its bound, kept out of `frame` and `cases` but counted as flagged."""
     mine = frame[frame["machine"] == machine]
@@ -109,9 +104,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         out["host→device, pinned"] = bandwidth_cell(frame, pinned, None)
     epochs = epoch_table(mine)
     if not epochs.empty:
-        template = epochs[epochs["setting"] == TEMPLATE_SETTING]
-        if not template.empty:
-            t = template.iloc[0]
+        if (t := template_row(epochs)) is not None:
             out["guide-template epoch"] = (f"{human(t['epoch_s'], 's')}{pm(t['spread'])}, "
                                            f"accuracy {t['test_accuracy']:.3f}")
         best, _ = fastest_at_equal_accuracy(epochs)
@@ -124,27 +117,25 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
         out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}").format(
             human(row["first_s"], "s"), code(row["first_design"]), versus)
     if not epochs.empty and "energy_j" in epochs:
-        template = epochs[epochs["setting"] == TEMPLATE_SETTING].dropna(subset=["energy_j"])
-        if not template.empty:
-            t = template.iloc[0]
+        if (t := template_row(epochs.dropna(subset=["energy_j"]))) is not None:
             out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
     per_watt = best_of(cases, machine, cases["workload"] == "matmul", "tflop_per_j") if "tflop_per_j" in cases else None
     if per_watt is not None:
         out["matmul per watt, best"] = (f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, "
                                         f"{per_watt['avg_power_w']:.3g} W)")
     notes = (sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes})
-             if energy_notes and "source_file" in mine else [])
+             if "source_file" in mine else [])
     if not ("energy_j" in mine and mine["energy_j"].notna().any()) and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
     out.update(declared_summary(cases, machine))
     if machine != baseline:
-        pair = pair_timings(timings if timings is not None else timings_by_machine(frame), baseline, machine)
+        pair = pair_timings(timings, baseline, machine)
         if (interval := speedup_interval(pair, baseline, machine)) is not None:
             out["speed vs baseline"] = interval.text()
     else:
         out["speed vs baseline"] = "baseline"
     flagged = int((mine[mine["status"] == "ok"]["flags"] != "").sum())
-    flagged += int((left_out["machine"] == machine).sum()) if left_out is not None else 0
+    flagged += int((left_out["machine"] == machine).sum())
     out["flagged · not ok rows"] = f"{flagged} · {int((mine['status'] != 'ok').sum())}"
     return out
 
@@ -156,8 +147,8 @@ SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "mat
                  "flagged · not ok rows")
 
 
-def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str] | None = None,
-            left_out: pd.DataFrame | None = None) -> pd.DataFrame:
+def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str],
+            left_out: pd.DataFrame) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows; `left_out` as in
     summary_rows."""
     both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.harness.core.peaks import peak_tflops
+from gpubench.harness.core.peaks import PEAKS, peak_tflops
 from gpubench.harness.core.run_budget import format_duration
-from gpubench.reports.aggregate import geomean, per_case
+from gpubench.reports.aggregate import column_or, geomean, per_case, union_flags
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
-from gpubench.reports.units import human
+from gpubench.reports.units import human, human_column
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
                       "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
@@ -29,8 +29,6 @@ def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Fingerprints side by side: one column per machine."""
-    from gpubench.reports.units import human_column
-
     first = frame.drop_duplicates("machine").set_index("machine")
     table = first[[c for c in FINGERPRINT_FIELDS if c in first]].T.astype(object).where(lambda t: t.notna(), "")
     for field in table.index:  # 135148564480 -> 126 GiB
@@ -92,8 +90,14 @@ def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
                "energy_j", "avg_power_w")
     spec = {{"rel_iqr": "spread"}.get(c, c): (c, "median") for c in medians if c in rows}
     out = grouped.agg(dataset=("dataset", "first"), **spec, epochs=("epoch_s", "size"),
-                      flags=("flags", lambda f: ";".join(sorted({x for v in f for x in str(v).split(";") if x}))))
+                      flags=("flags", union_flags))
     return out.reset_index().sort_values(["machine", "epoch_s"]).reset_index(drop=True)
+
+
+def template_row(epochs: pd.DataFrame) -> pd.Series | None:
+    """The guide template's (first) row, None where it did not run."""
+    template = epochs[epochs["setting"] == TEMPLATE_SETTING]
+    return template.iloc[0] if not template.empty else None
 
 
 def fastest_at_equal_accuracy(epochs: pd.DataFrame) -> tuple[pd.Series | None, pd.DataFrame]:
@@ -101,10 +105,10 @@ def fastest_at_equal_accuracy(epochs: pd.DataFrame) -> tuple[pd.Series | None, p
     without a template or on synthetic data), and the settings that were faster but less accurate."""
     if epochs.empty:
         return None, epochs
-    template = epochs[epochs["setting"] == TEMPLATE_SETTING]
-    if template.empty or (epochs["dataset"] == "synthetic").any() or pd.isna(template["test_accuracy"].iloc[0]):
+    template = template_row(epochs)
+    if template is None or (epochs["dataset"] == "synthetic").any() or pd.isna(template["test_accuracy"]):
         return epochs.loc[epochs["epoch_s"].idxmin()], epochs.iloc[0:0]
-    floor = float(template["test_accuracy"].iloc[0]) - EQUAL_ACCURACY
+    floor = float(template["test_accuracy"]) - EQUAL_ACCURACY
     equal = epochs[epochs["test_accuracy"] >= floor]
     best = equal.loc[equal["epoch_s"].idxmin()]
     return best, epochs[(epochs["test_accuracy"] < floor) & (epochs["epoch_s"] < best["epoch_s"])]
@@ -118,9 +122,9 @@ def template_vs_fastest(frame: pd.DataFrame) -> pd.DataFrame:
     records = []
     for machine, group in table.groupby("machine", sort=False):
         best, less = fastest_at_equal_accuracy(group)
-        template = group[group["setting"] == TEMPLATE_SETTING]
-        template_s, template_accuracy = ((float(template["epoch_s"].iloc[0]), float(template["test_accuracy"].iloc[0]))
-                                         if not template.empty else (math.nan, math.nan))
+        t = template_row(group)
+        template_s, template_accuracy = ((float(t["epoch_s"]), float(t["test_accuracy"])) if t is not None
+                                         else (math.nan, math.nan))
         records.append({"machine": machine, "template_epoch_s": template_s, "template_accuracy": template_accuracy,
                         "fastest_setting": best["setting"], "fastest_epoch_s": float(best["epoch_s"]),
                         "fastest_accuracy": float(best["test_accuracy"]),
@@ -144,8 +148,7 @@ def _summary_of(rows: pd.DataFrame, column: str, how: str = "median") -> float:
 
 def stopped_by_budget(rows: pd.DataFrame) -> pd.Series:
     """Unreached rows a run budget stopped (not their epoch cap): no evidence the seed would not converge."""
-    stopped = rows["stopped_by"] if "stopped_by" in rows else pd.Series("", index=rows.index, dtype=object)
-    return (rows["status"] == "unreached") & (stopped == "budget")
+    return (rows["status"] == "unreached") & (column_or(rows, "stopped_by", "") == "budget")
 
 
 def unreached_seeds(rows: pd.DataFrame) -> str:
@@ -289,8 +292,6 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def peaks_table() -> pd.DataFrame:
     """The datasheet peaks gpubench knows (dense TFLOP/s; memory GB/s)."""
-    from gpubench.harness.core.peaks import PEAKS
-
     return pd.DataFrame([{"device": name, **{f"{k}_tflops": v for k, v in peak.tflops.items()},
                           "mem_gbps": peak.mem_gbps} for name, peak in PEAKS])
 

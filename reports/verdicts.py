@@ -65,23 +65,22 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Estimate:
-    """new / base for one case: the ratio, its interval at 1 - ALPHA, the p-value of "no change", the
-    smallest relative change the comparison could detect, and the units it rests on (builds, runs, pairs)."""
+    """new / base for one case: the ratio, its interval at 1 - ALPHA, the p-value of "no change" and the
+    smallest relative change the comparison could detect."""
 
     ratio: float
     low: float
     high: float
     p_value: float
     detectable: float
-    n: int
 
 
-def t_estimate(mean_log: float, se: float, dof: float, n: int) -> Estimate:
+def t_estimate(mean_log: float, se: float, dof: float) -> Estimate:
     """A t statistic on the log scale: ratio e^mean, interval mean ± t*·se, two-sided p."""
     t_crit = float(stdtrit(dof, 1 - ALPHA / 2))
     p_value = float(2 * stdtr(dof, -abs(mean_log) / se)) if se > 0 else (0.0 if mean_log else 1.0)
     return Estimate(exp_capped(mean_log), exp_capped(mean_log - t_crit * se), exp_capped(mean_log + t_crit * se),
-                    p_value, exp_capped(t_crit * se) - 1, n)
+                    p_value, exp_capped(t_crit * se) - 1)
 
 
 def decide(estimate: Estimate, threshold: float) -> Judgement:

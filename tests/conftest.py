@@ -77,10 +77,10 @@ def not_a_subreaper_after_the_test():
     """`gpubench run` and `ab` make their process the subreaper of its builds (lifetime.adopt_orphans); a test
     that calls them in-process must not leave the whole test session adopting every later test's orphans."""
     yield
-    from gpubench.harness.processes.lifetime import adopting, stop_adopting
+    from gpubench.harness.processes.lifetime import PR_SET_CHILD_SUBREAPER, adopting, prctl
 
     if adopting():
-        stop_adopting()
+        prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.harness.workloads import ddp_worker
+from gpubench.harness.workloads.common import torchrun_launch
 
 FAULT = os.environ.get("FAULTY_DDP", "")
 THIS_RANK = os.environ.get("RANK") == os.environ.get("FAULTY_DDP_RANK")
@@ -64,7 +65,7 @@ class StoppingHeartbeat(ddp_worker.Heartbeat):
 
 join = ddp_worker.dist.init_process_group
 ddp_worker.dist.init_process_group = fail_before_joining
-ddp_worker.Heartbeat = StoppingHeartbeat
+torchrun_launch.Heartbeat = StoppingHeartbeat  # the one run_rank starts
 
 if __name__ == "__main__":
     sys.exit(ddp_worker.main())

@@ -1,6 +1,7 @@
 """Sessions played by the sequential rule of `gpubench ab --budget` (gpubench.reports.sequential) on simulated pair
 log-ratios, vectorised over sessions and cases: what tests/test_power.py and tests/test_ab_lengths.py measure the
-false-alarm rate and power with. test_power holds its verdicts equal to the session's own (paired.judge_sequential)."""
+false-alarm rate and power with. test_power holds its verdicts equal to the session's own
+(paired.judge_session, sequential=True)."""
 
 from __future__ import annotations
 

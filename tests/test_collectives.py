@@ -20,7 +20,7 @@ from fakes import SteppingClock
 
 from runs import summary_as_quick
 from gpubench.harness.catalog import spec_for
-from gpubench.harness.catalog.collectives import algbw_gbps, bus_factor, busbw_gbps, elements
+from gpubench.harness.catalog.collectives import algbw_gbps, bus_factor, elements
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.core.plan import plan_rounds
 from gpubench.harness.catalog.profiles import Profile
@@ -29,6 +29,7 @@ from gpubench.harness.measurement.runner import run_case
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads import collectives, collectives_worker
+from gpubench.harness.workloads.common import torchrun_launch
 from gpubench.harness.workloads.common.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
 from gpubench.harness.workloads.collectives import MEMORY_PER_SIZE, CollectiveCase, WrongResult
 from gpubench.reports.summary import declared_summary
@@ -53,6 +54,11 @@ def test_bus_factors_are_nccl_tests() -> None:
         bus_factor("allreduce", 2)
     with pytest.raises(ValueError, match="at least 1"):
         bus_factor("broadcast", 0)
+
+
+def busbw_gbps(op: str, size_bytes: int, seconds: float, world_size: int) -> float:
+    """busbw as point_figures derives it from algbw."""
+    return algbw_gbps(size_bytes, seconds) * bus_factor(op, world_size)
 
 
 def test_algbw_and_busbw_arithmetic() -> None:
@@ -205,7 +211,7 @@ def test_one_launch_times_the_whole_ladder_and_a_repeated_case_launches_again(mo
         launches.append(command)
         return fake_report(collectives.launch_key(collectives.cases(context)[0], context, collectives.WORKER))
 
-    monkeypatch.setattr(collectives, "launch", fake_launch)
+    monkeypatch.setattr(torchrun_launch, "launch", fake_launch)
     context = ctx()
     points = [collectives.build(case, context).fn() for case in collectives.cases(context)]
     assert len(launches) == 1 and len(points) == 12 and "--sizes=1024,65536" in launches[0]
@@ -224,7 +230,7 @@ def test_a_failed_launch_fails_every_case_with_its_reason_once(monkeypatch) -> N
         launches.append(command)
         raise RuntimeError("torchrun exited 1: rank 1 exitcode -9 (SIGKILL)")
 
-    monkeypatch.setattr(collectives, "launch", failing_launch)
+    monkeypatch.setattr(torchrun_launch, "launch", failing_launch)
     context, rows = ctx(), []
     for case in collectives.cases(context)[:3]:
         with pytest.raises(RuntimeError):  # an unexpected failure: recorded, then re-raised for pytest
@@ -253,7 +259,8 @@ def test_a_standalone_worker_writes_a_row_per_size(tmp_path) -> None:
     """The multi-node recipe's rank 0 (here without torchrun): ok rows with figures, a wrong one failed."""
     good = {"op": "broadcast", "size": 4096, "iterations": 4, "samples_s": [1e-4, 2e-4], "wrong": 0, "mismatches": []}
     bad = dict(good, op="all_reduce", wrong=1024, mismatches=[[1, 1024, 0, 4.0, 3.0]])
-    csv_path = collectives_worker.write_rows({"world_size": 2, "backend": "gloo", "points": [good, bad]}, tmp_path, CPU)
+    report = {"world_size": 2, "backend": "gloo", "points": [good, bad]}
+    csv_path = torchrun_launch.write_rows(collectives_worker.rows(report), tmp_path, CPU)
     ok, failed = read_rows(csv_path)
     assert (ok["case_id"], ok["status"], ok["iterations"]) == ("collectives/broadcast-4KiB-x2-gloo", "ok", 4)
     assert ok["busbw_gbps"] == pytest.approx(4096 / 1.5e-4 / 1e9) and not ok["flags"]  # a list would be written as "[]"

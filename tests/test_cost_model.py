@@ -31,7 +31,7 @@ def quick_cpu(nproc: int = 2) -> BuildContext:
 
 
 def headline_ids(ctx: BuildContext) -> set[str]:
-    return {case_id for name in WORKLOADS for case_id in workload(name).headline_ids(workload(name).case_list(ctx))}
+    return {case.case_id for name in WORKLOADS for case in workload(name).headline(workload(name).cases(ctx))}
 
 
 def test_the_quick_cpu_headline_is_every_summary_row_the_mission_asks_for():
@@ -52,7 +52,7 @@ def test_the_quick_cpu_headline_is_every_summary_row_the_mission_asks_for():
 def test_each_headline_case_is_one_of_its_workloads_cases():
     ctx = quick_cpu()
     for name in WORKLOADS:
-        cases = workload(name).case_list(ctx)
+        cases = list(workload(name).cases(ctx))
         assert set(workload(name).headline(cases)) <= set(cases), name
 
 
@@ -75,7 +75,7 @@ def test_the_cpu_epoch_and_time_to_accuracy_are_predicted_above_the_micro_cases(
     ctx, budget = quick_cpu(), Profile.QUICK.timing
 
     def cost(name: str, case_id: str) -> float:
-        case = next(c for c in workload(name).case_list(ctx) if c.case_id == case_id)
+        case = next(c for c in workload(name).cases(ctx) if c.case_id == case_id)
         return predicted_build_s(workload(name).work(case, ctx), RATES, budget)[0]
 
     epoch_s = cost("mnist_epoch", "mnist_epoch/guide-template")

@@ -24,7 +24,7 @@ from gpubench.harness.processes.lifetime import kill_tree as kill_launch
 from gpubench.harness.devices.device import check_nproc, default_nproc
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.measurement.runner import impossible_figures
+from gpubench.harness.core.bounds import past_bounds
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
@@ -32,7 +32,7 @@ from gpubench.harness.workloads import ddp
 from gpubench.harness.workloads.common import torchrun_launch
 from gpubench.harness.workloads.common.torchrun_launch import (STALE_WORKDIR_S, launch, rank_error, root_cause,
                                                                silent_rank, sweep_stale_workdirs)
-from gpubench.harness.workloads.ddp import DistributedCase, torchrun_command
+from gpubench.harness.workloads.ddp import DistributedCase, ddp_command
 
 CPU = torch.device("cpu")
 
@@ -82,7 +82,7 @@ def test_torchrun_launch_reports_rank0_figures_and_leaves_its_scratch_in_the_wor
     shared, workdir = tmp_path / "shared-tmp", tmp_path / "workdir"
     shared.mkdir(), workdir.mkdir()
     monkeypatch.setenv("TMPDIR", str(shared))  # the shared /tmp: torchrun's torchelastic_* folders must not land there
-    report = launch(torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=workdir / "r.json"),
+    report = launch(ddp_command(case, CPU, data(tmp_path), max_steps=2, result_json=workdir / "r.json"),
                     workdir / "r.json")
     assert report["world_size"] == 2 and report["steps"] == 2 and report["samples"] == 2 * 2 * 16
     assert report["backend"] == "gloo" and len(report["step_samples_s"]) == 2
@@ -93,7 +93,7 @@ def test_torchrun_launch_reports_rank0_figures_and_leaves_its_scratch_in_the_wor
 @pytest.mark.process
 def test_a_failing_rank_fails_the_case_with_its_error(tmp_path):
     case = DistributedCase("ddp", 2, "gloo", 16)
-    command = torchrun_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json")
+    command = ddp_command(case, CPU, data(tmp_path), max_steps=2, result_json=tmp_path / "r.json")
     command = [arg if not arg.startswith("--batch-size") else "--batch-size=not-a-number" for arg in command]
     with pytest.raises(RuntimeError, match=r"torchrun exited 1: .*error: argument --batch-size: invalid int value"):
         launch(command, tmp_path / "r.json")
@@ -132,7 +132,7 @@ def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
     figures = timed.figures(summarize([0.1, 0.1]), report)
     timed.cleanup()
     assert figures["scaling_efficiency"] == 500.0
-    assert impossible_figures(figures, "", "") == ["impossible: scaling efficiency 500.00 > 1.05 — another job shared "
+    assert past_bounds(figures, "", "") == ["impossible: scaling efficiency 500.00 > 1.05 — another job shared "
                                                    "the machine during one of the runs"]  # the runner flags the row
 
 
@@ -248,7 +248,7 @@ def faulty_rank(monkeypatch):
 def launch_marked(tmp_path: Path) -> list[str]:
     """A two-rank torchrun command whose ranks carry tmp_path in their command line (to find them)."""
     case = DistributedCase("ddp", 2, "gloo", 16)
-    return torchrun_command(case, CPU, DataSource("synthetic", tmp_path), max_steps=2, result_json=tmp_path / "r.json")
+    return ddp_command(case, CPU, DataSource("synthetic", tmp_path), max_steps=2, result_json=tmp_path / "r.json")
 
 
 @pytest.mark.process

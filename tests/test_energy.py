@@ -21,13 +21,13 @@ from gpubench.harness.devices.energy import (
     energy_counter,
     gpu_sampler,
     idle_power_w,
-    nvml_sample,
     rapl_counter,
     summarize_telemetry,
 )
 from gpubench.harness.measurement.energy_columns import energy_figures
 from gpubench.harness.measurement.loop import energy_by_repetition
 from gpubench.harness.devices.env import gpu_other_processes, gpu_telemetry
+from gpubench.harness.devices.nvml_probe import probe_nvml
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.core.plan import BuildTiming, RoundPlan
@@ -38,6 +38,11 @@ from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.matmul import MatmulCase
 
 CPU = torch.device("cpu")
+
+
+def nvml_sample(nvml, handle) -> dict[str, float]:
+    """One reading of every field NVML answers: SM clock, temperature, power, throttle bits."""
+    return probe_nvml(nvml, handle).sample()
 
 
 def powercap(root: Path, zones: dict[str, tuple[str, int, int]]) -> Path:

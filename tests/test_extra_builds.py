@@ -158,12 +158,9 @@ def test_a_build_process_plans_for_the_builds_after_its_own_though_it_collects_o
         return SimpleNamespace(fixturenames=["gpubench"], callspec=SimpleNamespace(
             params={"case": SimpleNamespace(case_id=case_id), "gpubench_build": build}))
 
-    def build_of(one):
-        return one.callspec.params["gpubench_build"]
-
     builds = {"micro": 3, "epoch": 1}
-    assert planned_entries(builds, [item("micro", 1), item("epoch", 0)], build_of) == [
+    assert planned_entries(builds, [item("micro", 1), item("epoch", 0)]) == [
         ("micro", 0), ("micro", 1), ("micro", 2), ("epoch", 0)]
-    assert planned_entries(builds, [item("micro", 4)], build_of) == [("micro", 4)]  # an extra build
-    assert planned_entries(builds, [item("micro", 0), item("micro", 1), item("micro", 2)], build_of) == [
+    assert planned_entries(builds, [item("micro", 4)]) == [("micro", 4)]  # an extra build
+    assert planned_entries(builds, [item("micro", 0), item("micro", 1), item("micro", 2)]) == [
         ("micro", 0), ("micro", 1), ("micro", 2)]  # plain pytest collects every build

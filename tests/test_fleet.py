@@ -25,7 +25,7 @@ from gpubench.harness.commands.fleet_command import drive, run_argv, submit
 from gpubench.harness.core.options import RunOptions
 from gpubench.harness.records.job_files import private_folder
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.records.store import runs_in
+from store_runs import runs_in
 
 TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # one case, seconds
 
@@ -216,8 +216,8 @@ def test_cancel_waits_until_squeue_no_longer_lists_the_jobs(tmp_path, monkeypatc
     monkeypatch.setattr(fleet_module, "squeue_states", lambda ids: seen.append(1) or next(answers))
     job = FleetJob(Target("a"), "r", job=FakeJob("5", tmp_path), state=RUNNING)
     monkeypatch.setattr(fleet_module.time, "sleep", lambda s: None)
-    outcome = fleet_module.cancel_all([job], "slurm")
-    assert job.job.cancelled and len(seen) == 3 and outcome.still_queued == []
+    _, still_queued = fleet_module.cancel_all([job], "slurm")
+    assert job.job.cancelled and len(seen) == 3 and still_queued == []
 
 
 def fleet(store: Path, *args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen[str]:
@@ -578,12 +578,11 @@ def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, c
     """A second Ctrl-C during the wait for squeue is ignored: no traceback, and the fleet's closing line
     (what was kept; here `nothing was measured`) still comes."""
     import gpubench.harness.commands.fleet_command as command
-    from gpubench.harness.commands.fleet import Cancelled
 
     def cancel(jobs, engine):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.2)
-        return Cancelled(labels=[jobs[0].label])
+        return [jobs[0].label], []
 
     monkeypatch.setattr(command, "cancel_all", cancel)
     job = FleetJob(Target("a"), "r", job=FakeJob("5", tmp_path), state=RUNNING)
@@ -594,7 +593,8 @@ def test_a_second_ctrl_c_while_the_jobs_stop_is_ignored(tmp_path, monkeypatch, c
 def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path, monkeypatch, capsys):
     """Ctrl-C during the final report is one line naming the runs kept and how to build the report, no traceback."""
     import gpubench.reports.build
-    from gpubench.harness.commands.fleet_command import stop_signals, summary_and_report
+    from gpubench.harness.commands.fleet_command import summary_and_report
+    from gpubench.harness.processes.lifetime import stops_raised
 
     def slow_report(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
@@ -603,7 +603,7 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path,
     monkeypatch.setattr(gpubench.reports.build, "build_report", slow_report)
     csv = tmp_path / "m" / "r.csv"
     job = FleetJob(Target("a"), "r", state=DONE, csv=csv)
-    with stop_signals():
+    with stops_raised():
         assert summary_and_report([job], tmp_path, tmp_path / "out") == 130
     assert f"gpubench report {csv} --out" in capsys.readouterr().out
 
@@ -612,9 +612,9 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(tmp_path,
 def test_sigterm_and_sighup_stop_the_fleet_with_their_own_exit_code(signum, code):
     """SIGTERM and SIGHUP (the terminal closed) stop the fleet as Ctrl-C does, each with its own exit
     code: 143 and 129, not Ctrl-C's 130."""
-    from gpubench.harness.commands.fleet_command import stop_signals
+    from gpubench.harness.processes.lifetime import stops_raised
 
-    with pytest.raises(KeyboardInterrupt) as stopped, stop_signals():
+    with pytest.raises(KeyboardInterrupt) as stopped, stops_raised():
         os.kill(os.getpid(), signum)
         time.sleep(1)
     assert stopped.value.code == code

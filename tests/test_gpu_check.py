@@ -153,7 +153,7 @@ def gpu_case_keywords(profile: str) -> list[set[str]]:
             continue
         workload = importlib.import_module(f"gpubench.harness.workloads.{module.group(1)}").WORKLOAD
         for case in workload.cases(ctx):
-            keywords.append({f"{test.group(1)}[{case.test_id}]", bench.name, "benches", *workload.markers})
+            keywords.append({f"{test.group(1)}[{case.test_id}]", bench.name, "benches", *workload.spec.markers})
     return [{k.lower() for k in names} for names in keywords]
 
 

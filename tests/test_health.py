@@ -17,7 +17,7 @@ from gpubench.reports import health
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import build_report
 from gpubench.reports.intervals import steady_best
-from gpubench.reports.load import load_results, machine_labels, write_merged
+from gpubench.reports.load import load_env_sidecars, load_results, machine_labels, write_merged
 from gpubench.reports.references import DEFAULT_PATH, FIGURES, load_references, parse_references
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,7 +149,8 @@ def write_run(frame: pd.DataFrame, folder: Path, name: str, power_limit_w: float
 def causes_text(tmp_path: Path, frame: pd.DataFrame, power_limit_w: float | None) -> str:
     path = write_run(frame, tmp_path, "run", power_limit_w)
     loaded = load_results([path])
-    return "\n".join(health.causes(loaded, loaded["machine"].iloc[0], load_references(), health.load_telemetry([path])))
+    _, power_caps_w = load_env_sidecars([path])
+    return "\n".join(health.causes(loaded, loaded["machine"].iloc[0], load_references(), power_caps_w))
 
 
 def test_causes_name_a_lower_power_cap_and_clock_from_the_fingerprint(h200, tmp_path):
@@ -325,5 +326,5 @@ def test_headlines_pick_each_machines_steady_best_as_one_group_at_a_time_would(h
             best = steady_best(group, column) if FIGURES[figure].higher_is_better else group.loc[group[column].idxmin()]
             expected.append((machine, figure, float(best[column])))
     heads = health.headlines(cases)
-    assert list(heads.itertuples(index=False, name=None)) == expected
+    assert list(heads[["machine", "figure", "value"]].itertuples(index=False, name=None)) == expected
     assert len({machine for machine, _, _ in expected}) == 4 and len(expected) > 4 * 4  # every run, several figures

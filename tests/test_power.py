@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import sequential_simulation as sq
 
-from gpubench.reports.paired import judge_logs, judge_sequential
+from gpubench.reports.paired import judge_logs, judge_session
 from gpubench.reports.power_audit import (
     SCENARIOS,
     Scenario,
@@ -223,8 +223,8 @@ def test_a_sequential_session_finds_the_one_changed_case_and_leaves_the_others()
 
 def test_the_simulation_judges_as_the_session_does():
     """Each simulated session, written as a real session's two sides (a case's rows only for the pairs
-    it got), gets the same verdicts from gpubench.reports.paired.judge_sequential, which gpubench ab prints
-    (through gpubench.reports.verdicts.decide, the rule compare uses too)."""
+    it got), gets the same verdicts from gpubench.reports.paired.judge_session(sequential=True), which gpubench ab
+    prints (through gpubench.reports.verdicts.decide, the rule compare uses too)."""
     logs = sequential_logs(6, effect=1.10, changed=4, seed=11)
     sim = sq.simulate(logs, 0.05)
     for s in range(len(logs)):
@@ -232,6 +232,6 @@ def test_the_simulation_judges_as_the_session_does():
                 for case in range(SEQ_CASES) for build in range(sim.pairs[s, case]) for side in "AB"]
         frame = pd.DataFrame(rows, columns=["case", "build", "side", "median_s"])
         frame["case_id"], frame["status"], frame["reason"] = [f"c/{c:02d}" for c in frame["case"]], "ok", ""
-        session = judge_sequential(frame[frame["side"] == "A"], frame[frame["side"] == "B"], 0.05)
+        session = judge_session(frame[frame["side"] == "A"], frame[frame["side"] == "B"], 0.05, sequential=True)
         words = [v.verdict for v in session.verdicts if v.case_id != MACHINE_WIDE]
         assert words == [sq.WORDS[code] for code in sim.codes[s]]

@@ -10,7 +10,8 @@ from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import BuildTiming, RoundPlan
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.measurement.runner import impossible_figures, quality_flags
+from gpubench.harness.core.bounds import past_bounds
+from gpubench.harness.measurement.runner import quality_flags
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.terminal import summary_line
@@ -166,12 +167,12 @@ def test_noisy_means_the_figure_may_be_off_by_more_than_5_percent_not_that_its_r
 
 
 def test_impossible_figures_are_said():
-    assert impossible_figures({"tflops": 500.0}, "NVIDIA H100 80GB HBM3", "bf16") == []
-    impossible = impossible_figures({"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
+    assert past_bounds({"tflops": 500.0}, "NVIDIA H100 80GB HBM3", "bf16") == []
+    impossible = past_bounds({"tflops": 2000.0}, "NVIDIA H100 80GB HBM3", "bf16")
     assert len(impossible) == 1 and "above the bf16 datasheet peak" in impossible[0]
-    assert impossible_figures({"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
+    assert past_bounds({"tflops": 2000.0}, "AMD EPYC", "bf16") == []  # unknown peak: no claim
     # a cache figure may be
-    assert impossible_figures({"gbps": 9000.0, "memory_tier": "cache"}, "NVIDIA H100 80GB HBM3", "fp32") == []
+    assert past_bounds({"gbps": 9000.0, "memory_tier": "cache"}, "NVIDIA H100 80GB HBM3", "fp32") == []
 
 
 @pytest.mark.parametrize("figures, says", [

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from store_runs import runs_in
 
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import read_options, resolve_store
 from gpubench.harness.devices.env import machine_identity
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.harness.records.store import find_run, machine_folder_name, results_dir_for, runs_in
+from gpubench.harness.records.store import find_run, machine_folder_name, results_dir_for
 from gpubench.harness.core.exits import UsageError
 
 IDENTITY = {"hostname": "gpu-node07.cluster", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536,

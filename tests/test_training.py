@@ -19,7 +19,7 @@ from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import mnist_epoch
 from gpubench.harness.workloads.common import epoch
-from gpubench.harness.workloads.common.epoch import EpochCase, FreshCompileCaches, make_loaders, skip_reason
+from gpubench.harness.workloads.common.epoch import EpochCase, fresh_compile_caches, make_loaders, skip_reason
 from gpubench.harness.workloads.common.models import make_model
 from gpubench.harness.workloads.common.train_loop import EpochResult, Trainer, run_epoch
 
@@ -288,10 +288,10 @@ def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(mo
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users"))
     monkeypatch.setattr(epoch, "_COMPILER_WARMED", {"cpu"})  # warmed already: the compiler's warm-up is tested below
-    with FreshCompileCaches(torch.device("cpu")) as caches:
+    with fresh_compile_caches(torch.device("cpu")):
         folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
         assert folder != str(tmp_path / "users") and os.path.isdir(folder) and not os.listdir(folder)
-        caches.reset_dynamo()
+        torch._dynamo.reset()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users") and not os.path.exists(folder)
     assert len(resets) == 2
 

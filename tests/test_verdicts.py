@@ -118,12 +118,12 @@ def test_one_rule_decides_every_estimate():
     is no change; an interval that leaves the band without significance is inconclusive."""
     from gpubench.reports.verdicts import Estimate, decide
 
-    assert decide(Estimate(1.20, 1.10, 1.30, 0.001, 0.08, 8), 0.05) == "slower"
-    assert decide(Estimate(0.80, 0.75, 0.86, 0.001, 0.08, 8), 0.05) == "faster"
-    assert decide(Estimate(1.01, 0.98, 1.04, 0.40, 0.03, 8), 0.05) == "no change"
+    assert decide(Estimate(1.20, 1.10, 1.30, 0.001, 0.08), 0.05) == "slower"
+    assert decide(Estimate(0.80, 0.75, 0.86, 0.001, 0.08), 0.05) == "faster"
+    assert decide(Estimate(1.01, 0.98, 1.04, 0.40, 0.03), 0.05) == "no change"
     # detectable within the threshold but the interval reaches past it: not "no change"
-    assert decide(Estimate(1.04, 1.00, 1.08, 0.02, 0.04, 8), 0.05) == "inconclusive"
-    assert decide(Estimate(1.20, 0.90, 1.60, 0.30, 0.35, 3), 0.05) == "inconclusive"
+    assert decide(Estimate(1.04, 1.00, 1.08, 0.02, 0.04), 0.05) == "inconclusive"
+    assert decide(Estimate(1.20, 0.90, 1.60, 0.30, 0.35), 0.05) == "inconclusive"
 
 
 def test_compare_judges_by_the_one_rule():

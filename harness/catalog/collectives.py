@@ -39,10 +39,6 @@ def algbw_gbps(size_bytes: int, seconds: float) -> float:
     return size_bytes / seconds / 1e9
 
 
-def busbw_gbps(op: str, size_bytes: int, seconds: float, world_size: int) -> float:
-    return algbw_gbps(size_bytes, seconds) * bus_factor(op, world_size)
-
-
 SPEC = WorkloadSpec(
     name="collectives",
     id_rule=IdRule(("op", "dtype", "size", "world_size", "backend"), defaults={"dtype": "fp32"},

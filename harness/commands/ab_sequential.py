@@ -24,7 +24,7 @@ from gpubench.harness.core.stats import IQR_PER_SD
 from gpubench.harness.processes.cases_file import cases_text
 from gpubench.reports.load import load_results
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.paired import judge_sequential, pair_logs, undecided_cases
+from gpubench.reports.paired import judge_session, pair_logs, undecided_cases
 from gpubench.reports.sequential import MIN_PAIRS
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
 
@@ -82,7 +82,7 @@ class Looks:
             self._frames = load_results([paths[0]]), load_results([paths[1]])
         except UsageError:  # a side without a row yet: every case stays selected
             return None
-        session = judge_sequential(*self._frames, self.threshold)
+        session = judge_session(*self._frames, self.threshold, sequential=True)
         self.undecided = undecided_cases(session)
         return sum(1 for v in session.verdicts if v.verdict != Judgement.BROKEN and v.case_id != MACHINE_WIDE)
 

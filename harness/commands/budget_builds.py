@@ -15,12 +15,13 @@ from gpubench.harness.core.options import MAX_BUILDS
 from gpubench.harness.processes.launch import Completed, Job, Launcher
 from gpubench.harness.processes.protocol import BuildAnswer
 
-def first_rows(csv_path: Path) -> list[dict[str, Any]] | None:
-    """The first build's rows of the run's file; None when unreadable here (the build process says why)."""
+
+def run_rows(csv_path: Path) -> list[dict[str, Any]] | None:
+    """The run's rows so far; None when unreadable here (the build process says why)."""
     from gpubench.harness.records.results_reader import read_rows
 
     try:
-        return [row for row in read_rows(csv_path) if row["build"] == 0]
+        return read_rows(csv_path)
     except (OSError, ValueError):
         return None
 
@@ -57,9 +58,10 @@ class WithinBudget:
         return self.decided[build]
 
     def _worth_starting(self, build: int) -> bool:
-        rows = first_rows(self.csv_path)
+        rows = run_rows(self.csv_path)
         if rows is None:
             return True
+        rows = [row for row in rows if row["build"] == 0]  # the first build's: what later builds may repeat
         start_s = self.build_start_s if self.build_start_s is not None else startup_s(rows, self.launched_s)
         if self.last_rows == 0 and build > 1:  # the build before measured nothing: the time left fits no case either
             return False
@@ -106,19 +108,11 @@ class ExtraBuilds:
             self.first_extra = build
         elif not answers or answers[-1].build != build - 1 or answers[-1].rows_written == 0:
             return False  # the last extra build found nothing that fit
-        costs_s = repeated_build_s(self._rows())
+        costs_s = repeated_build_s(run_rows(self.csv_path) or [])
         if not costs_s:
             return False
         start_s = max((answer.startup_s or 0.0 for answer in answers), default=0.0)  # a build's start, measured
         return time.time() + start_s + min(costs_s) * COST_MARGIN < self.deadline_s
-
-    def _rows(self) -> list[dict[str, Any]]:
-        from gpubench.harness.records.results_reader import read_rows
-
-        try:
-            return read_rows(self.csv_path)
-        except (OSError, ValueError):
-            return []
 
     def announce(self, build: int) -> str:
         left = format_duration(max(0.0, self.deadline_s - time.time()))

@@ -76,10 +76,14 @@ def command_typo(argv: list[str]) -> str | None:
     return f"unknown command {first!r} — did you mean {meant!r}?" if meant else None
 
 
+def long_flags(parser: argparse.ArgumentParser, command: str) -> list[str]:
+    return [flag for action in subcommand_parsers(parser)[command]._actions for flag in action.option_strings
+            if flag.startswith("--")]
+
+
 def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str | None:
     """`gpubench run --devcie cpu`: said here, not by pytest after torch's import, as a usage error."""
-    sub = subcommand_parsers(parser)[command]
-    own = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
+    own = long_flags(parser, command)
     for arg in extra:
         flag = arg.split("=", 1)[0]
         meant = misspelt(flag, own, OPTION_CUTOFF) if flag.startswith("--") and flag not in own else None
@@ -92,8 +96,7 @@ def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]
 def unrecognized(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str:
     """`gpubench report --bseline x`: argparse's complaint, with the option meant where one is close."""
     said = f"unrecognized arguments: {' '.join(extra)}"
-    sub = subcommand_parsers(parser)[command]
-    own = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
+    own = long_flags(parser, command)
     flags = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--")]
     meant = next(((flag, close) for flag in flags if (close := misspelt(flag, own, COMMAND_CUTOFF))), None)
     return f"{said} — did you mean {meant[1]}?" if meant else said

@@ -328,16 +328,9 @@ def is_gpubench_run(process: Any) -> bool:
     return "gpubench.harness.commands.cli" in argv and "run" in argv
 
 
-@dataclass
-class Cancelled:
-    labels: list[str] = field(default_factory=list)
-    still_queued: list[str] = field(default_factory=list)
-
-
-def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cancelled:
+def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> tuple[list[str], list[str]]:
     """Cancel every submitted, unfinished job (scancel on Slurm, SIGINT locally); on Slurm, wait until squeue no
-    longer lists them as active."""
-    outcome = Cancelled()
+    longer lists them as active. (the cancelled jobs' labels, the ids of those squeue still lists)"""
     live = [j for j in jobs if j.live]
     for fleet_job in live:
         try:
@@ -347,9 +340,9 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cance
                 stop_local_tree(str(fleet_job.job.job_id))
         except OSError:  # scancel missing: reported below as still queued
             pass
-        outcome.labels.append(fleet_job.label)
+    labels = [fleet_job.label for fleet_job in live]
     if engine != "slurm" or not live:
-        return outcome
+        return labels, []
     deadline = time.monotonic() + wait_s
     ids = [str(j.job.job_id) for j in live]
     while time.monotonic() < deadline:
@@ -357,7 +350,6 @@ def cancel_all(jobs: list[FleetJob], engine: str, wait_s: float = 90.0) -> Cance
         # COMPLETING too: squeue still lists it
         active = [i for i, state in (states or {}).items() if state.partition("|")[0] in ACTIVE_STATES]
         if states is not None and not active:
-            return outcome
+            return labels, []
         time.sleep(0.5)
-    outcome.still_queued = ids
-    return outcome
+    return labels, ids

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench import IMPORT_ROOT
 from gpubench.harness.commands.common import RUN_OPTIONS_FLAG, fail, read_options
 from gpubench.harness.records.job_files import check_folder, default_jobs_dir, private_folder
-from gpubench.harness.processes.lifetime import STOP_WITH_ENV, handlers_installed, process_token
+from gpubench.harness.processes.lifetime import STOP_WITH_ENV, handlers_installed, process_token, stops_raised
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, add_to_parser
 from gpubench.harness.records.safe_files import link_line, make_folders
 from gpubench.harness.records.store import REPORTS_FOLDER, find_run
@@ -263,11 +263,11 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = Exit
     if live := [j for j in jobs if j.live]:
         say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
     with handlers_installed(signal.SIG_IGN):
-        cancelled = cancel_all(jobs, engine)
-        for label in cancelled.labels:
+        labels, still_queued = cancel_all(jobs, engine)
+        for label in labels:
             say(f"{label}: cancelled (interrupted)")
-        if cancelled.still_queued:
-            say(f"jobs {', '.join(cancelled.still_queued)} still in squeue 90 s after scancel — check with squeue and "
+        if still_queued:
+            say(f"jobs {', '.join(still_queued)} still in squeue 90 s after scancel — check with squeue and "
                 "scancel them")
         for fleet_job in (j for j in jobs if j.csv is None):  # one found before is said once
             find_csv(fleet_job, store)
@@ -303,15 +303,6 @@ def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
     return ExitCode.OK if len(done) == len(jobs) else ExitCode.FAILED
 
 
-def raise_interrupt(signum: int, frame: Any) -> None:
-    raise StopSignal(signum)
-
-
-def stop_signals() -> AbstractContextManager[None]:
-    """Each stop signal raises StopSignal until the fleet's report is written."""
-    return handlers_installed(raise_interrupt)
-
-
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.records.results import new_run_id
 
@@ -331,7 +322,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
                     "pass a folder you can write to")
     jobs = [FleetJob(target, f"{fleet_id}-{target.name}") for target in targets]
     say(f"{fleet_id}: {len(jobs)} target(s) on {args.cluster}; store {store}; job logs in {logs}")
-    with stop_signals():
+    with stops_raised():  # each stop signal raises StopSignal until the fleet's report is written
         try:
             drive(jobs, args.cluster, store,
                   lambda j: submit(j, args.cluster, logs, run_argv(args, store, j.run_id, j.target, extra)),

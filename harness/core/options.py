@@ -124,11 +124,8 @@ class RunOptions:
     model: ModelSpec | None = None
     profile_ops: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> RunOptions:

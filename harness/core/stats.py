@@ -4,7 +4,6 @@ and its terminal table never disagree (tests/test_stats.py pins this)."""
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from collections.abc import Sequence
 
@@ -63,10 +62,6 @@ def summarize(samples_s: Sequence[float]) -> SampleStats:
         theirs.update(sample_s)
     return SampleStats(theirs.rounds, theirs.median, theirs.q1, theirs.q3, theirs.min, theirs.max,
                        float(theirs.mean), float(theirs.stddev), theirs.iqr_outliers, theirs.stddev_outliers)
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.99) -> tuple[float, float]:

@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping
 from gpubench.harness.core.columns import Column
 
 
-def _pow2(n: int) -> str:
+def pow2_size(n: int) -> str:
     return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else str(n)
 
 
-def _bytes(n: int) -> str:
+def bytes_size(n: int) -> str:
     for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
@@ -28,8 +28,6 @@ def _flag(on: str, off: str) -> Callable[[Any], str]:
 def n_size(n: int) -> str:
     return f"n{n}"
 
-
-pow2_size, bytes_size = _pow2, _bytes
 
 # How a setting reads inside an id, by column name (any workload may use them).
 TOKENS: dict[str, Callable[[Any], str]] = {

@@ -82,11 +82,9 @@ class PreloadedLoader:
         count = self.labels.shape[0]
         order = torch.randperm(count, device=self.labels.device) if self.shuffle else None
         for begin in range(0, count, self.batch_size):
-            if order is None:
-                yield self.images[begin:begin + self.batch_size], self.labels[begin:begin + self.batch_size]
-            else:
-                index = order[begin:begin + self.batch_size]
-                yield self.images[index], self.labels[index]
+            batch = slice(begin, begin + self.batch_size)
+            index = order[batch] if order is not None else batch
+            yield self.images[index], self.labels[index]
 
     def __len__(self) -> int:
         return -(-self.labels.shape[0] // self.batch_size)

@@ -301,12 +301,10 @@ def cache_size_bytes(text: str) -> int:
     return int(text.rstrip("KMG")) * CACHE_UNITS.get(text[-1:], 1)
 
 
-def total_llc_bytes(cpu_root: Path = SYSFS_CPU) -> int | None:
-    """The machine's last-level cache: every instance of the highest data cache level, each counted once (the CPUs in
-    its shared_cpu_list share one) and summed — STREAM counts every cache a run can use, so two sockets or eight core
-    complexes each bring their own. None where sysfs does not say (not Linux, a container that hides it)."""
+def llc_instances(cpu_root: Path = SYSFS_CPU, cpus: str = "cpu[0-9]*") -> dict[str, int]:
+    """Each instance of the highest data cache level of `cpus`, by the CPUs that share it (shared_cpu_list), once."""
     top_level, instances = 0, dict[str, int]()
-    for index in sorted(cpu_root.glob("cpu[0-9]*/cache/index[0-9]*")):
+    for index in sorted(cpu_root.glob(f"{cpus}/cache/index[0-9]*")):
         try:
             if (index / "type").read_text().strip() == "Instruction":
                 continue
@@ -321,7 +319,19 @@ def total_llc_bytes(cpu_root: Path = SYSFS_CPU) -> int | None:
             top_level, instances = level, {}
         if level == top_level:
             instances[shared] = size
-    return sum(instances.values()) or None
+    return instances
+
+
+def total_llc_bytes(cpu_root: Path = SYSFS_CPU) -> int | None:
+    """The machine's last-level cache: every instance summed — STREAM counts every cache a run can use, so two
+    sockets or eight core complexes each bring their own. None where sysfs does not say (not Linux, a container that
+    hides it)."""
+    return sum(llc_instances(cpu_root).values()) or None
+
+
+def cpu_llc_bytes() -> int | None:
+    """One instance of the CPU's last-level cache (cpu0's), or None where sysfs does not say."""
+    return next(iter(llc_instances(cpus="cpu0").values()), None)
 
 
 @functools.cache

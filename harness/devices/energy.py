@@ -80,17 +80,15 @@ class RaplCounter:
 
 def rapl_package_zones(root: Path = POWERCAP_ROOT) -> list[Path]:
     """Top-level RAPL zones (one per CPU package); sub-zones (core, uncore, dram) are inside them."""
-    zones = []
-    for zone in sorted(root.glob("intel-rapl:*")):
-        if zone.name.count(":") != 1:
-            continue
-        try:
-            name = (zone / "name").read_text().strip()
-        except OSError:
-            continue
-        if name.startswith("package"):
-            zones.append(zone)
-    return zones
+    return [zone for zone in sorted(root.glob("intel-rapl:*"))
+            if zone.name.count(":") == 1 and _zone_name(zone).startswith("package")]
+
+
+def _zone_name(zone: Path) -> str:
+    try:
+        return (zone / "name").read_text().strip()
+    except OSError:  # unreadable: not a zone to count
+        return ""
 
 
 def rapl_counter(root: Path = POWERCAP_ROOT) -> tuple[RaplCounter | None, str]:
@@ -187,11 +185,6 @@ def idle_power_w(meter: EnergyMeter, seconds: float = 1.0) -> float | None:
 
 
 # ---- telemetry during a region ------------------------------------------------------------------
-
-def nvml_sample(nvml: Any, handle: Any) -> dict[str, float]:
-    """One reading of every field NVML answers: SM clock, temperature, power, throttle bits."""
-    return probe_nvml(nvml, handle).sample()
-
 
 def throttle_names(bits: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if bits & bit]

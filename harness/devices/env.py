@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import socket
@@ -16,7 +15,7 @@ import torch
 
 import gpubench.harness
 from gpubench import CHECKOUT
-from gpubench.harness.devices.device import cuda_l2_bytes
+from gpubench.harness.devices.device import cpu_llc_bytes, cuda_l2_bytes
 from gpubench.harness.devices.nvml_probe import (as_text, instant_power_w, load_nvml, nvml_handle, read_each,
                                                  running_pids)
 from gpubench.harness.processes.turns import SESSION_PID_ENV
@@ -111,31 +110,6 @@ def our_pids() -> set[int]:
     return {root.pid} | {child.pid for child in root.children(recursive=True)}
 
 
-def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
-    """Size of the CPU's last-level cache (Linux sysfs), or None where it cannot be read."""
-    best: tuple[int, int] | None = None
-    for index in sorted(sysfs.glob("index*")):
-        try:
-            if (index / "type").read_text().strip() == "Instruction":
-                continue
-            level = int((index / "level").read_text())
-            text = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-        size = int(text.rstrip("KMG")) * scale
-        if best is None or level > best[0]:
-            best = (level, size)
-    return best[1] if best else None
-
-
-@functools.cache
-def llc_bytes(device: torch.device) -> int | None:
-    """The last-level cache before the device's memory (L2 on cuda, else the CPU's): smaller bandwidth cases
-    measure the cache."""
-    return cuda_l2_bytes(device) if device.type == "cuda" else cpu_llc_bytes()
-
-
 def driver_version() -> str:
     try:
         return as_text(load_nvml().nvmlSystemGetDriverVersion())
@@ -187,7 +161,7 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "cpu_model": cpu,
         "cpu_cores": os.cpu_count() or 0,  # the machine's every core, a hardware fact (machine_id): not the run's share
         "ram_bytes": ram_bytes(),
-        "llc_bytes": llc_bytes(device),
+        "llc_bytes": cuda_l2_bytes(device) if device.type == "cuda" else cpu_llc_bytes(),
         "os": f"{platform.system()} {platform.release()}",
         "python_version": platform.python_version(),
         "torch_threads": torch.get_num_threads(),

@@ -97,7 +97,6 @@ class NvmlProbe:
     power: str = ""  # "instant" | "average" (a 1 s average) | "" (no power)
 
     def sample(self) -> dict[str, float]:
-        """One reading of every probed field (read_each)."""
         return read_each(self.readers)
 
     @property

@@ -86,10 +86,13 @@ def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[floa
     return run_batches(fn, clock, rounds_of(plan)).per_call_s()
 
 
+# A round driver: the plan's rounds run, giving seconds per call per round, the last result, and the calls made
+# (pytest-benchmark's `pedantic` makes one more after the rounds when iterations > 1, for the result).
 RoundsResult = tuple[list[float], Any, int]
+Rounds = Callable[[Callable[[], Any], RoundPlan], RoundsResult]
 
 
-def inline_rounds(clock: Clock) -> Callable[[Callable[[], Any], RoundPlan], RoundsResult]:
+def inline_rounds(clock: Clock) -> Rounds:
     """The harness's own round driver: the loop over the plan, keeping fn's last result."""
     def run(fn: Callable[[], Any], plan: RoundPlan) -> RoundsResult:
         done = run_batches(fn, clock, rounds_of(plan), keep_result=True)

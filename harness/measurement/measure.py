@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 from collections.abc import Callable
 
 from gpubench.harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
 from gpubench.harness.core.plan import BuildTiming, RoundPlan, plan_rounds
 from gpubench.harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
 from gpubench.harness.core.stats import SampleStats, summarize
-from gpubench.harness.measurement.loop import (energy_by_repetition, energy_window_s, inline_rounds, sample, time_call,
-                                               warm_up)
+from gpubench.harness.measurement.loop import (
+    Rounds, RoundsResult, energy_by_repetition, energy_window_s, inline_rounds, sample, time_call, warm_up,
+)
 from gpubench.harness.measurement.timing import SyncedClock
 
 
@@ -65,36 +66,21 @@ class Measurement:
         return summarize(self.samples_s)
 
 
-class Rounds(Protocol):
-    """Runs the plan's rounds: seconds per call per round, the last result, and the calls made (pytest-benchmark
-    makes one more after the rounds when iterations > 1, for the result)."""
-
-    def __call__(self, fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]: ...
-
-
-class Region:
-    """Energy and telemetry over the timed rounds only, the device drained at both edges so queued work counts in
-    the region that queued it."""
-
-    def __init__(self, meter: EnergyMeter, sampler: TelemetrySampler | None, clock: SyncedClock) -> None:
-        self.meter, self.sampler, self.clock = meter, sampler, clock
-        self.reading = EnergyReading(None, 0.0)
-        self.telemetry: dict[str, Any] = {}
-
-    def __enter__(self) -> Region:
-        self.clock()  # work queued by warm-up is not this region's energy
-        if self.sampler is not None:
-            self.sampler.start()
-        self._mark = self.meter.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.clock()
-            self.reading = self.meter.stop(self._mark)
-        finally:  # the polling thread stops even when the counter read fails
-            if self.sampler is not None:
-                self.telemetry = self.sampler.stop()
+def in_region(run: Callable[[], RoundsResult], meter: EnergyMeter, sampler: TelemetrySampler | None,
+              clock: SyncedClock) -> tuple[RoundsResult, EnergyReading, dict[str, Any]]:
+    """`run` with energy and telemetry over it alone, the device drained at both edges so queued work counts in the
+    region that queued it (warm-up's is not this region's)."""
+    clock()
+    if sampler is not None:
+        sampler.start()
+    try:
+        mark = meter.start()
+        rounds = run()
+        clock()
+        reading = meter.stop(mark)
+    finally:  # the polling thread stops even when the counter read fails
+        telemetry = sampler.stop() if sampler is not None else {}
+    return rounds, reading, telemetry
 
 
 def plan_for(timed: Timed, timing: BuildTiming, clock: SyncedClock) -> RoundPlan:
@@ -133,8 +119,7 @@ def budgeted_plan(timed: Timed, timing: BuildTiming, clock: SyncedClock,
     plan = calibrated(timed, plan_rounds(estimate_s, timing), timing, clock)
     if plan.estimate_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(plan.estimate_s * plan.iterations), first_s)
-    cut = capped_plan(plan, share.left_s())
-    return (plan, first_s, "") if cut.rounds == plan.rounds else (cut, first_s, capped_reason(cut, plan, share))
+    return cut_to_share(plan, plan, first_s, share)
 
 
 def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tuple[RoundPlan, float | None, str]:
@@ -151,13 +136,17 @@ def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tup
     call_s = time_call(timed.fn, clock)
     if call_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(call_s), call_s)
-    cut = capped_plan(RoundPlan(plan.warmup_calls, plan.iterations, plan.rounds, call_s), share.left_s())
-    return (plan, call_s, "") if cut.rounds == plan.rounds else (cut, call_s, capped_reason(cut, plan, share))
+    return cut_to_share(plan, replace(plan, estimate_s=call_s), call_s, share)
 
 
-def capped_reason(cut: RoundPlan, plan: RoundPlan, share: CaseShare) -> str:
+def cut_to_share(plan: RoundPlan, priced: RoundPlan, first_s: float, share: CaseShare) -> tuple[RoundPlan, float, str]:
+    """(the plan, or its rounds cut to the time left as `priced` costs them, first_s, why it was cut)."""
+    cut = capped_plan(priced, share.left_s())
+    if cut.rounds == plan.rounds:
+        return plan, first_s, ""
     share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
-    return f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} budget"
+    why = f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} budget"
+    return cut, first_s, why
 
 
 def measure(timed: Timed, timing: BuildTiming, clock: SyncedClock, rounds: Rounds | None = None,
@@ -175,15 +164,14 @@ def measure(timed: Timed, timing: BuildTiming, clock: SyncedClock, rounds: Round
     else:
         plan = plan_for(timed, timing, clock)
     meter = meter or EnergyMeter(None)
-    region = Region(meter, sampler, clock)
     start = clock.unsynced()
-    with region:
-        samples_s, result, calls = (rounds or inline_rounds(clock))(timed.fn, plan)
+    (samples_s, result, calls), energy, telemetry = in_region(
+        lambda: (rounds or inline_rounds(clock))(timed.fn, plan), meter, sampler, clock)
     if first_s is None and plan.rounds * plan.iterations == 1:  # a fixed plan's one call (an epoch)
         first_s = clock.unsynced() - start
     if timed.windows is not None:
         samples_s = timed.windows(result)
-    measured = Measurement(plan, samples_s, result, calls, region.reading, region.telemetry, first_s, capped)
+    measured = Measurement(plan, samples_s, result, calls, energy, telemetry, first_s, capped)
     reading = measured.energy
     if timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
         why_not = why_not_repeated if why_not_repeated is not None else repetition_overrun(share, meter)

@@ -37,12 +37,6 @@ def quality_flags(stats: SampleStats, plan: RoundPlan, timing: BuildTiming, plan
     return flags
 
 
-def impossible_figures(figures: dict[str, Any], device_name: str, dtype: str) -> list[str]:
-    """Each figure past its bound (gpubench.harness.core.bounds), said: the row is flagged and kept, its raw samples
-    with it, and the report leaves it out of its summary."""
-    return past_bounds(figures, device_name, dtype)
-
-
 def standalone_row(base_row: Columns, case: Case, result: CaseResult) -> dict[str, Any]:
     """The row a torchrun worker run by hand writes itself: one build, no machine load or build cost measured."""
     identity = CaseColumns(utc_timestamp(), case.workload, case.case_id, 0, 1, case.settings(), None)
@@ -73,7 +67,8 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
         flags.append("throttled")
     if measured.capped:
         flags.append("capped")
-    impossible = impossible_figures(figures, device_name, str(getattr(case, "dtype", "") or ""))
+    # each figure past its bound, said: the row is flagged and kept, and the report leaves it out of its summary
+    impossible = past_bounds(figures, device_name, str(getattr(case, "dtype", "") or ""))
     if impossible:
         flags.append(IMPOSSIBLE)
     warnings = [measured.capped] + timed.notes + impossible + energy_notes
@@ -128,11 +123,6 @@ def pytest_skip() -> type[BaseException] | tuple[()]:
     return getattr(skip, "Exception", None) or ()
 
 
-def case_precision(case: Case) -> str | None:
-    """A case's number format: `dtype` (matmul-like) or `precision` (training); None for neither (DDP)."""
-    return getattr(case, "dtype", None) or getattr(case, "precision", None)
-
-
 def check_known_cost(share: CaseShare | None) -> None:
     """Refuses to build a case whose share is too small, or whose known first call does not fit it."""
     if share is None:
@@ -147,9 +137,11 @@ def run_case(case: Case, workload: Workload, ctx: BuildContext, base_row: dict[s
              record: Callable[[dict[str, Any]], None] | None, rounds: Rounds | None = None,
              untimed: bool = False) -> dict[str, Any]:
     """Runs build ctx.build_index of a case and hands its row to `record`; unexpected failures re-raise after."""
-    # cuDNN TF32 set per case (build, warm-up and rounds), recorded, and restored after it
+    # cuDNN TF32 set per case (build, warm-up and rounds), recorded, and restored after it; its number format is
+    # `dtype` (matmul-like) or `precision` (training), neither for DDP
+    precision = getattr(case, "dtype", None) or getattr(case, "precision", None)
     identity = CaseColumns(utc_timestamp(), case.workload, case.case_id, ctx.build_index, ctx.builds_of(workload),
-                           case.settings(), devices.cudnn_tf32_for(case_precision(case)))
+                           case.settings(), devices.cudnn_tf32_for(precision))
     restore_tf32 = devices.scope_cudnn_tf32(identity.cudnn_tf32)
     load = LoadMeter()
     timed: Timed | None = None

@@ -45,10 +45,8 @@ class UserCase(Case):
 
     @property
     def test_id(self) -> str:
-        tail = self.name.split("/", 1)[1] if "/" in self.name else ""
-        tokens = [tail] if tail else []
-        tokens += [f"{key}={value}" for key, value in self.params]
-        return "-".join(tokens) or "defaults"
+        params = [f"{key}={value}" for key, value in self.params]
+        return "-".join(filter(None, [self.name.partition("/")[2], *params])) or "defaults"
 
 
 def check_name(name: Any) -> str:

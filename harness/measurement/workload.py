@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from gpubench.harness.measurement.cases import Case
 from gpubench.harness.catalog import spec_for
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
@@ -27,25 +26,11 @@ class Workload:
     headline: Callable[[list[Any]], list[Any]] = lambda cases: []
     work: Callable[[Any, BuildContext], Work] = lambda case, ctx: MICRO_WORK
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def markers(self) -> tuple[str, ...]:
-        return self.spec.markers
-
     def builds(self, profile: str) -> int:
         """Independent builds per case in this profile (the workload's own count, else the profile's)."""
         if self.spec.builds is not None:
             return int(self.spec.builds[str(profile)])
         return Profile(profile).default_builds
-
-    def case_list(self, ctx: BuildContext) -> list[Case]:
-        return list(self.cases(ctx))
-
-    def headline_ids(self, cases: list[Case]) -> set[str]:
-        return {case.case_id for case in self.headline(cases)}
 
 
 def as_workload(obj: Any) -> Workload:

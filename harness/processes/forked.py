@@ -105,9 +105,10 @@ class ForkServer:
 @dataclass
 class _ForkedBuild:
     """A forked build, as BuildWatch sees it: every act goes through the server (which alone reaps it, so its pid names
-    no other process), except when the server is stopped: it is then continued, or killed with the build."""
+    no other process), except when the server is stopped: it is then continued, or killed with the build. Without a
+    server, a build the run stopped before it started (a signal while its fork server was stopped)."""
 
-    server: ForkServer
+    server: ForkServer | None
     pid: int
     code: int | None = None
     lost_why: str = ""
@@ -139,6 +140,8 @@ class _ForkedBuild:
             self._tell({"op": "kill"})
 
     def stopped(self) -> str:
+        if self.code is not None:  # ended: nothing of it waits on anyone
+            return ""
         if is_stopped(self.server.process.pid):
             return SERVER
         return "it" if is_stopped(self.pid) else ""
@@ -199,7 +202,8 @@ class ForkLauncher(ProcessLauncher):
         """A plain build, unless a signal came while this start waited for the server it `given_up`: the run stops,
         and a fresh interpreter would only start to be interrupted."""
         if self.stop.signum and given_up:
-            return _NotStarted(f"was not started: {given_up}")
+            # ended and named at once: no server, no process (pid -1 names none of the run's children)
+            return _ForkedBuild(None, -1, BUILD_INTERRUPTED, f"was not started: {given_up}")
         return super().start(job, channel)
 
     def _server(self, env: dict[str, str] | None) -> ForkServer | None:
@@ -221,32 +225,3 @@ class ForkLauncher(ProcessLauncher):
         if self.server is not None:
             self.server.close()
             self.server = None
-
-
-@dataclass
-class _NotStarted:
-    """A build the run stopped before it started (a signal while its fork server was stopped): ended, named."""
-
-    why: str
-    pid: int = -1  # no process: named among a run's children by no one
-
-    def send_signal(self, signum: int) -> None:
-        pass
-
-    def ended(self, within_s: float) -> bool:
-        return True
-
-    def kill_group(self) -> None:
-        pass
-
-    def wait(self) -> int:
-        return BUILD_INTERRUPTED
-
-    def running(self) -> bool:
-        return False
-
-    def stopped(self) -> str:
-        return ""
-
-    def lost(self) -> str:
-        return self.why

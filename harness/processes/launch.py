@@ -78,11 +78,11 @@ class ProcessLauncher:
     def start(self, job: Job, channel: Channel | None) -> BuildHandle:
         own = channel.build_args() if channel is not None else []
         fds = channel.child_fds if channel is not None else ()
-        child = subprocess.Popen([*job.argv, *own], env=safe_path(job.env), preexec_fn=build_preexec(job.hold_sigint),
-                                 pass_fds=(*job.pass_fds, *fds))
+        child = _PlainBuild([*job.argv, *own], env=safe_path(job.env), preexec_fn=build_preexec(job.hold_sigint),
+                            pass_fds=(*job.pass_fds, *fds))
         if channel is not None:
             channel.handed_over()
-        return _PlainBuild(child)
+        return child
 
 
 def run_together(runs: list[tuple[ProcessLauncher, Job]],
@@ -194,31 +194,20 @@ class BuildHandle(Protocol):
     def lost(self) -> str: ...  # why it ended other than by its exit or a signal to it (its fork server died), or ""
 
 
-@dataclass
-class _PlainBuild:
-    child: subprocess.Popen[str]
-
-    @property
-    def pid(self) -> int:
-        return self.child.pid
-
-    def send_signal(self, signum: int) -> None:
-        self.child.send_signal(signum)
+class _PlainBuild(subprocess.Popen):  # type: ignore[type-arg]
+    """A build that is this process's own child: its pid, send_signal and wait are Popen's."""
 
     def ended(self, within_s: float) -> bool:
-        return ended_unreaped(self.child.pid, within_s)
+        return ended_unreaped(self.pid, within_s)
 
     def kill_group(self) -> None:
-        kill_group(self.child.pid)
-
-    def wait(self) -> int:
-        return self.child.wait()
+        kill_group(self.pid)
 
     def running(self) -> bool:
-        return self.child.poll() is None
+        return self.poll() is None
 
     def stopped(self) -> str:
-        return "it" if is_stopped(self.child.pid) else ""
+        return "it" if is_stopped(self.pid) else ""
 
     def lost(self) -> str:
         return ""
@@ -257,11 +246,6 @@ class BuildWatch:
                 self.child.send_signal(sent)
             except ProcessLookupError:
                 pass
-
-    def wait(self) -> Completed:
-        while (done := self.poll(POLL_S)) is None:
-            pass
-        return done
 
     def poll(self, within_s: float) -> Completed | None:
         """The build's end if it came within `within_s` (or it had to be killed now), else None."""

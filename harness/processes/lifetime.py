@@ -42,10 +42,6 @@ def adopt_orphans() -> bool:
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def stop_adopting() -> None:
-    prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-
-
 def adopting() -> bool:
     flag = ctypes.c_int(0)
     return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1

@@ -19,8 +19,22 @@ class ProtocolError(ValueError):
     pass
 
 
+Message = TypeVar("Message", bound="JsonLine")
+
+
+class JsonLine:
+    """A message as one JSON line, read back field by field checked (ProtocolError)."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls: type[Message], text: str) -> Message:
+        return _typed(cls, text)
+
+
 @dataclass(frozen=True)
-class BuildPlan:
+class BuildPlan(JsonLine):
     """What a build process is asked to do. The launcher sends it; in the build it is registered with pytest as a
     plugin object, where the gpubench plugin finds it (`pytest_plugin.build_answer.plan_of`)."""
 
@@ -41,16 +55,9 @@ class BuildPlan:
     def __hash__(self) -> int:  # pluggy keeps plugin objects in a set; the lists make the fields unhashable
         return id(self)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> BuildPlan:
-        return _typed(cls, text)
-
 
 @dataclass(frozen=True)
-class BuildAnswer:
+class BuildAnswer(JsonLine):
     build: int
     builds: int | None = None  # the selection's build count, once collected
     rows_written: int = 0
@@ -62,15 +69,7 @@ class BuildAnswer:
     notes: list[str] = field(default_factory=list)
     case: str = ""  # the test id of the case it has started, in an answer sent at its setup: a build cut mid-case
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
 
-    @classmethod
-    def from_json(cls, text: str) -> BuildAnswer:
-        return _typed(cls, text)
-
-
-Message = TypeVar("Message", BuildPlan, BuildAnswer)
 KINDS: dict[str, tuple[type, ...]] = {
     "int": (int,), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
     "float | None": (float, int, type(None)), "list[str]": (list,), "dict[str, float]": (dict,), "RunOptions": (dict,),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 
 GO, READY, DONE, FREE = "go", "ready", "done", "free"
@@ -43,13 +42,12 @@ def gives_after(first: bool, case: int) -> bool:
 
 @dataclass
 class Turns:
-    """A build's side of the baton. `waited_s`: time spent waiting for the partner (not the build's cost)."""
+    """A build's side of the baton."""
 
     plan: TurnPlan
     take_fd: int = -1
     give_fd: int = -1
     partner_active: bool = True
-    waited_s: float = 0.0
     buffer: bytearray = field(default_factory=bytearray)
 
     def open(self) -> Turns:  # the session holds both pipes open read-write: neither open blocks, no write fails
@@ -86,14 +84,12 @@ class Turns:
 
     def _wait_for(self, token: str) -> None:
         """Until `token` comes, or the partner is done or gone (then this build runs alone)."""
-        started_s = time.monotonic()
         while self.partner_active:
             got = self._next()
             if got in (DONE, FREE, ""):
                 self.partner_active = False
             elif got == token:
                 break
-        self.waited_s += time.monotonic() - started_s
 
     def _next(self) -> str:
         """The next token; '' at the pipe's end (the session closed it)."""

@@ -8,7 +8,6 @@ histogram see cases. The pytest items keep their ids (`-k`, pytest's own lines).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -17,26 +16,18 @@ from pytest_benchmark.stats import Stats
 BUILD_PARAM = "gpubench_build"  # the plugin's parameter that makes a case's builds separate items
 
 
-@dataclass
-class _CaseEntry:
-    """A case's one entry in pytest-benchmark's session (its `Metadata`) and the median of each build in it."""
-
-    metadata: Any
-    medians_s: dict[str, float] = field(default_factory=dict)
-
-    def add(self, build: int, samples_s: list[float], merge: bool) -> None:
-        """Build `build`'s samples: already the entry's (its first build), or added to them (`merge`)."""
-        if merge:  # Stats caches what it computed: a fresh one over every sample
-            merged = Stats()
-            for seconds in [*self.metadata.stats.data, *samples_s]:
-                merged.update(seconds)
-            self.metadata.stats = merged
-        self.medians_s[f"b{build}"] = statistics.median(samples_s)
-        # the row's figures there are the first build's; these say which builds the samples are
-        self.metadata.extra_info["build_medians_s"] = dict(self.medians_s)
+ENTRIES = pytest.StashKey[dict[str, Any]]()  # each case's entry (its `Metadata`) by its fullname (no build suffix)
 
 
-ENTRIES = pytest.StashKey[dict[str, _CaseEntry]]()  # by the entry's fullname (no build suffix)
+def add_build(entry: Any, build: int, samples_s: list[float], merge: bool) -> None:
+    """Build `build`'s samples: already the entry's (its first build), or added to them (`merge`)."""
+    if merge:  # Stats caches what it computed: a fresh one over every sample
+        merged = Stats()
+        for seconds in [*entry.stats.data, *samples_s]:
+            merged.update(seconds)
+        entry.stats = merged
+    # the row's figures there are the first build's; these say which builds the samples are
+    entry.extra_info.setdefault("build_medians_s", {})[f"b{build}"] = statistics.median(samples_s)
 
 
 def enter_build(config: pytest.Config, benchmark: Any, build: int, samples_s: list[float], test_id: str | None,
@@ -49,19 +40,18 @@ def enter_build(config: pytest.Config, benchmark: Any, build: int, samples_s: li
         return
     entries = config.stash.setdefault(ENTRIES, {})
     if not own:
-        entry = entries.get(metadata.fullname)
-        if entry is not None and entry.metadata is metadata:
-            entry.add(build, samples_s, merge=True)
+        if entries.get(metadata.fullname) is metadata:
+            add_build(metadata, build, samples_s, merge=True)
         return
     names = case_names(metadata, test_id, build)
     entry = entries.get(names.get("fullname", metadata.fullname))
     if entry is None:
         for attribute, value in names.items():
             setattr(metadata, attribute, value)
-        entry = entries[metadata.fullname] = _CaseEntry(metadata)
-        entry.add(build, samples_s, merge=False)
+        entries[metadata.fullname] = metadata
+        add_build(metadata, build, samples_s, merge=False)
     elif leave_session(config, metadata):
-        entry.add(build, samples_s, merge=True)
+        add_build(entry, build, samples_s, merge=True)
 
 
 def case_names(metadata: Any, test_id: str | None, build: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,20 +16,20 @@ from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.core.run_budget import CaseCost, DeadlinePassed, cut_after, cut_reason, grace_s
 from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
 from gpubench.harness.pytest_plugin.build_answer import this_build
-from gpubench.harness.pytest_plugin.console import console_of
+from gpubench.harness.pytest_plugin.console import console_of, uncaptured
+from gpubench.harness.pytest_plugin.extra_build import build_of, params_of
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
     from gpubench.harness.records.durations import History
 
 
-def plan_budget(state: RunState, items: list[pytest.Item],
-                build_of: Callable[[pytest.Item], int]) -> BudgetPlan | None:
+def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
     """The plan over every selected (case, build): this run's first build or this machine's history, else the cost
     model's prediction."""
     from gpubench.harness.measurement.session import skipped_in
 
-    entries = planned_entries(state.case_builds, items, build_of)
+    entries = planned_entries(state.case_builds, items)
     if not entries or state.budget_s is None:
         return None
     found = known_costs(state)
@@ -74,7 +74,7 @@ def workload_case(item: pytest.Item) -> tuple[Any, Any]:
     """The item's workload (its module's `gpubench_workload`) and case, or (None, None)."""
     from gpubench.harness.measurement.workload import as_workload
 
-    case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+    case = params_of(item).get("case")
     declared = getattr(getattr(item, "module", None), "gpubench_workload", None)
     if case is None or declared is None or not hasattr(case, "case_id"):
         return None, None
@@ -97,13 +97,12 @@ def predicted_costs(state: RunState, cases: list[tuple[Any, Any]]) -> dict[str, 
     return costs
 
 
-def planned_entries(case_builds: dict[str, int], items: list[pytest.Item],
-                    build_of: Callable[[pytest.Item], int]) -> list[tuple[str, int]]:
+def planned_entries(case_builds: dict[str, int], items: list[pytest.Item]) -> list[tuple[str, int]]:
     """Every (case id, build) of the selection in run order: a process collects its own build of each case only but
     plans for the later ones too; an extra build's number is its own."""
     entries: list[tuple[str, int]] = []
     for item in items:
-        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        case = params_of(item).get("case")
         if "gpubench" not in getattr(item, "fixturenames", ()) or case is None:
             continue
         collected = build_of(item)
@@ -145,8 +144,8 @@ def say(config: pytest.Config, line: str) -> None:
     if (console := console_of(config)) is not None:  # it knows whether its live line is on the screen
         console.say(line)
     elif reporter is not None:
-        reporter.ensure_newline()
-        reporter.write_line(line)
+        with uncaptured(config):
+            reporter.write_line(line)
     else:
         sys.stderr.write(line + "\n")
 

@@ -179,8 +179,7 @@ class BudgetPlan:
 
     def progress(self) -> str:
         items = len(self.here) + len(self.later)
-        left = format_duration(max(0.0, self.deadline_s - self.now()))
-        return f"budget: {left} left of {format_duration(self.budget_s)}, {items} case builds to go"
+        return f"budget: {self.time_left()} of {format_duration(self.budget_s)}, {items} case builds to go"
 
     def time_left(self) -> str:
         return f"{format_duration(max(0.0, self.deadline_s - self.now()))} left"
@@ -201,11 +200,10 @@ class BudgetPlan:
                              for item in rest)
         planned_s = min(left_s, planned_s)
         skipped, capped, tried = verdicts
-        predicted = sum(1 for case_id in set(c for c, _ in items)
-                        if case_id in self.costs and self.costs[case_id].predicted)
-        known = sum(1 for case_id in set(c for c, _ in items) if case_id in self.costs) - predicted
+        priced = [self.costs[case_id] for case_id in {c for c, _ in items} if case_id in self.costs]
+        predicted = sum(known.predicted for known in priced)
+        known, unknown = len(priced) - predicted, len({c for c, _ in items}) - len(priced)
         head = f"plan ~{format_duration(max(planned_s, 0.0))} of a {format_duration(self.budget_s)} budget"
-        unknown = len(set(c for c, _ in items)) - known - predicted
         parts = [f"{head}: {self.cases} cases x {self.builds} builds; costs: this machine's history {known}, "
                  f"the cost model {predicted}" + (f", none {unknown} (their first call decides)" if unknown else "")]
         headline_cases = len(funded) + len(left_out) + len(open_headline)

@@ -5,6 +5,7 @@ build_main), and the answer sent back to `gpubench run`."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, write_message
+from gpubench.harness.processes.started import process_started_s
 from gpubench.harness.pytest_plugin.benchmark_json import json_path, json_value
 
 # The micro-benchmarks (matmul, elementwise, transfer, inference, conv2d, selfcheck, speedup): what
@@ -80,10 +82,6 @@ class AnswerWriter:
         """A case's setup: the first says how long this process took to get here since it started; each named one
         is sent, so a run that cuts this build from outside can say which case it was in."""
         if self.startup_s is None:
-            import time
-
-            from gpubench.harness.processes.started import process_started_s
-
             self.startup_s = max(0.0, time.time() - process_started_s())
         if case:
             self.send(BuildAnswer(self.build, self.builds, startup_s=self.startup_s, case=case))

@@ -54,16 +54,6 @@ def user_base_clock(chosen: Any) -> Callable[[], float]:
     return getattr(timer, "target", timer)  # pytest-benchmark wraps it in a NameWrapper
 
 
-def check_output_files(results_dir: Path, collect_only: bool, benchmark_json: Any) -> None:
-    """Where the run will write, checked before pytest's header (OSError: one line); the results folder is checked
-    again, and created, once a case will record."""
-    if not collect_only:
-        check_results_dir_early(results_dir)
-    path = json_path(benchmark_json)
-    if path is not None:
-        check_output_file(path, "--benchmark-json")
-
-
 def checked_model(spec: ModelSpec | None, budget_s: float | None) -> ModelSpec | None:
     """The model made and fed one batch on the CPU before any case (cut after the budget and its grace)."""
     if spec is None:
@@ -102,7 +92,11 @@ def _checked(run: RunOptions, build: int | None, collect_only: bool, benchmark_j
     data_root, warning = usable_data_root(Path(run.data_root or default_data_root()), run.dataset)
     dataset = check_dataset_request(run.dataset, data_root)
     check_dataset_files(dataset, data_root)
-    check_output_files(results_dir, collect_only, benchmark_json)
+    # where the run will write, checked before pytest's header; the results folder again, and made, once a case records
+    if not collect_only:
+        check_results_dir_early(results_dir)
+    if (json_file := json_path(benchmark_json)) is not None:
+        check_output_file(json_file, "--benchmark-json")
     return dict(model=checked_model(run.model, run.run_budget_s), threads=check_threads(run.threads), device=device,
                 results_dir=results_dir, data_root=data_root, dataset=dataset, warning=warning,
                 nproc=check_nproc(default_nproc(device) if run.nproc is None else run.nproc, device))

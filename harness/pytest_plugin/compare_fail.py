@@ -29,7 +29,8 @@ def histogram_status(session: pytest.Session) -> Generator[None, Any, Any]:
     """The inside of the plugin's pytest_sessionfinish wrapper (`yield from`): the other hooks' result, with exit 1
     and one line where the histogram could not be drawn. A user's run the plugin does not end is left to plain
     pytest."""
-    no_histogram = ends_the_process(session.config) and drop_histogram(session.config)
+    # the suite, or a build of gpubench run or ab: the process leaves with the session's status
+    no_histogram = (is_suite(session.config) or HELD_INTERRUPT.owns_process) and drop_histogram(session.config)
     try:
         return (yield)
     finally:
@@ -56,11 +57,6 @@ def drop_histogram(config: pytest.Config) -> bool:
         benchmarks.histogram = False
         return True
     return False
-
-
-def ends_the_process(config: pytest.Config) -> bool:
-    """The suite, or a build of gpubench run or ab: the process leaves with the session's status."""
-    return is_suite(config) or HELD_INTERRUPT.owns_process
 
 
 def end_session_interrupts(config: pytest.Config, session: pytest.Session) -> None:

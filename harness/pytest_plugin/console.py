@@ -9,7 +9,7 @@ import re
 import shutil
 import time
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,26 +31,28 @@ NUMBER = re.compile(r"\d[\w.]*(?: s\b)?")  # 12, 0.5, 1m41s, 12 s, 256MiB
 BUILD_SUFFIX = re.compile(r"-b\d+$")
 
 
-def compact_build(config: pytest.Config) -> bool:
-    """A build process of a run (it answers to `gpubench run`/`ab`) whose user asked for no verbosity."""
-    return plan_of(config) is not None and config.option.verbose <= 0
-
-
 def install(config: pytest.Config) -> None:
-    """At configure, before pytest's terminal reporter reads its verbosity: pytest at -qq (no header, no progress
-    letters, no stats line) and this console registered to say the rest."""
-    if not compact_build(config):
+    """In a build process of a run (it answers to `gpubench run`/`ab`) whose user asked for no verbosity, at
+    configure, before pytest's terminal reporter reads its verbosity: pytest at -qq (no header, no progress letters,
+    no stats line) and this console registered to say the rest."""
+    plan = plan_of(config)
+    if plan is None or config.option.verbose > 0:
         return
     quiet = config.option.verbose < 0  # -q (gpubench ab's builds): a later build ends without a line
     config.option.verbose = -2
-    plan = plan_of(config)
-    console = Console(config, first_build=plan is not None and plan.build == 0 and not plan.extra, quiet=quiet)
+    console = Console(config, first_build=plan.build == 0 and not plan.extra, quiet=quiet)
     config.stash[CONSOLE] = console
     config.pluginmanager.register(console, "gpubench-console")
 
 
 def console_of(config: pytest.Config) -> Console | None:
     return config.stash.get(CONSOLE, None)
+
+
+def uncaptured(config: pytest.Config) -> AbstractContextManager[Any]:
+    """pytest's capture lifted, so that a line written during a test reaches the terminal."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    return capture.global_and_fixture_disabled() if capture is not None else nullcontext()
 
 
 def terminal_columns() -> int:
@@ -93,6 +95,13 @@ def case_name(nodeid: str) -> str:
     return f"{module.removeprefix('bench_')}/{BUILD_SUFFIX.sub('', param.rstrip(']'))}"
 
 
+def steps_text(case_id: str, done: int, total: int, spent_s: float) -> str:
+    """How far a long case is: its steps done of the total (0: unknown) and when it should end."""
+    if not total:
+        return f"{case_id}: {done} steps, {spent_s:.0f} s"
+    return f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {spent_s / done * (total - done):.0f} s"
+
+
 def shortened(text: str, tail: str) -> str:
     """`text` cut so that the line with its `tail` fits SKIP_LINE_CHARS (the CSV and the report keep it whole)."""
     room = SKIP_LINE_CHARS - len(tail)
@@ -126,13 +135,12 @@ class Console:
         reporter = self.reporter
         return bool(reporter is not None and getattr(reporter, "isatty", False))
 
-    def _write(self, text: str, live: bool = False) -> None:
+    def say(self, text: str, live: bool = False) -> None:
         """A line that stays, or the live one (a terminal only); pytest's capture is lifted while it is written."""
         reporter = self.reporter
         if reporter is None:
             return
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+        with uncaptured(self.config):
             width = terminal_columns() - 1 if live else 0  # one row: a longer line would wrap and never be rewritten
             if live:
                 reporter._tw.write("\r" + text[:width].ljust(width if self._live else len(text[:width])))  # noqa: SLF001
@@ -143,9 +151,6 @@ class Console:
                 self._live = False
             reporter.write_line(text)
 
-    def say(self, line: str) -> None:
-        self._write(line)
-
     def case_done(self, row: dict[str, Any], budget: str | None) -> None:
         """A measured case: a line that stays in the first build (its figure is the run's first word on it), the live
         line in a later one (its figures fold into the report). Other outcomes are counted by their reason."""
@@ -154,9 +159,9 @@ class Console:
         self.flags.update(flag for flag in str(row.get("flags") or "").split(";") if flag)
         line = f"  {short_line(row)}" + (f"  [{budget}]" if budget else "")
         if self.first_build:
-            self._write(line)
+            self.say(line)
         elif self.on_terminal:
-            self._write(line, live=True)
+            self.say(line, live=True)
 
     def step_progress(self, case_id: str) -> Any:
         """A long case's steps: the live line on a terminal, else a line every PLAIN_PROGRESS_EVERY_S."""
@@ -165,15 +170,12 @@ class Console:
 
         def report(done: int, total: int) -> None:
             now_s = time.monotonic()
-            spent_s = now_s - start_s
-            eta_s = spent_s / done * (total - done) if total else 0.0
-            text = (f"  {case_id}: {done}/{total} steps ({done / total:.0%}), ETA {eta_s:.0f} s" if total
-                    else f"  {case_id}: {done} steps, {spent_s:.0f} s")
+            text = "  " + steps_text(case_id, done, total, now_s - start_s)
             if self.on_terminal:
-                self._write(text, live=True)
+                self.say(text, live=True)
             elif now_s - self._last_plain_s >= PLAIN_PROGRESS_EVERY_S:
                 self._last_plain_s = now_s
-                self._write(text)
+                self.say(text)
 
         return report
 
@@ -202,7 +204,7 @@ class Console:
         state = self.config.stash.get(STATE, None)
         if self.first_build and state is not None and session.items:
             for line in header_lines(state):
-                self._write(line)
+                self.say(line)
 
     def pytest_terminal_summary(self) -> None:
         """The build's end: the first build's skipped cases by reason, then one line."""
@@ -211,11 +213,11 @@ class Console:
             return
         if self.first_build:
             for line in self.skipped_lines():
-                self._write(line)
+                self.say(line)
         elif self.quiet and not self.failed:
             return
         plan = state.budget_plan
-        self._write(self.end_line(build_label(state), state.session.rows_written,
+        self.say(self.end_line(build_label(state), state.session.rows_written,
                                   f"budget {plan.time_left()}" if plan is not None else None, state.untimed_cases > 0))
 
     @pytest.hookimpl(trylast=True)

@@ -51,23 +51,34 @@ def noisiest_first(rows: Iterable[dict[str, Any]]) -> list[str]:
     return sorted(ranked, key=lambda case_id: -build_spread(medians_s[case_id]))
 
 
-def keep_in_order(config: pytest.Config, items: list[pytest.Item], order: list[str],
-                  case_of: Callable[[pytest.Item], str | None]) -> None:
-    rank = {case_id: index for index, case_id in enumerate(order)}
-    keep = sorted((item for item in items if case_of(item) in rank), key=lambda item: rank[case_of(item) or ""])
-    dropped = [item for item in items if case_of(item) not in rank]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-    items[:] = keep
+def params_of(item: pytest.Item) -> dict[str, Any]:
+    """The item's parameters (`case`, `gpubench_build`); none for a test nothing parametrized."""
+    return getattr(getattr(item, "callspec", None), "params", {})
 
 
 def case_id_of(item: pytest.Item) -> str | None:
-    return getattr(getattr(getattr(item, "callspec", None), "params", {}).get("case"), "case_id", None)
+    return getattr(params_of(item).get("case"), "case_id", None)
+
+
+def build_of(item: pytest.Item) -> int:
+    return int(params_of(item).get("gpubench_build", 0))
+
+
+def deselect(config: pytest.Config, items: list[pytest.Item], keep: Callable[[pytest.Item], bool]) -> None:
+    """The items not kept leave the selection, told to pytest as deselected (its summary counts them)."""
+    dropped = [item for item in items if not keep(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if keep(item)]
+
+
+def keep_in_order(config: pytest.Config, items: list[pytest.Item], order: list[str]) -> None:
+    rank = {case_id: index for index, case_id in enumerate(order)}
+    deselect(config, items, lambda item: case_id_of(item) in rank)
+    items.sort(key=lambda item: rank[case_id_of(item) or ""])
 
 
 def selected_builds(case_builds: dict[str, int], item: pytest.Item) -> int:
     """The builds a selected item's case has, though this process collected only one of them."""
     known = case_builds.get(case_id_of(item) or "")
-    if known is not None:
-        return known
-    return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0)) + 1
+    return known if known is not None else build_of(item) + 1

@@ -4,7 +4,6 @@ pytest-benchmark's table (through its public API: `pedantic`, `extra_info`)."""
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from typing import Any, NoReturn
 from collections.abc import Callable, Mapping
 
@@ -18,9 +17,9 @@ from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.pytest_plugin.benchmark_entries import enter_build
-from gpubench.harness.pytest_plugin.budget_hooks import say_correction
+from gpubench.harness.pytest_plugin.budget_hooks import say, say_correction
 from gpubench.harness.pytest_plugin.build_answer import answer_writer
-from gpubench.harness.pytest_plugin.console import Console, console_of
+from gpubench.harness.pytest_plugin.console import Console, console_of, steps_text
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
 from gpubench.harness.pytest_plugin.run_state import RunState
 from gpubench.harness.measurement.runner import run_case
@@ -64,25 +63,11 @@ class Recorder:
 
     def progress(self, message: str) -> None:
         """A line on the terminal even while pytest captures output (long cases report here)."""
-        reporter = self.request.config.pluginmanager.get_plugin("terminalreporter")
-        capture = self.request.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:
-            return
-        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
-            reporter.write_line(f"  gpubench: {message}")
+        say(self.request.config, f"  gpubench: {message}")
 
     def _step_progress(self, case_id: str) -> Callable[[int, int], None]:
-        start = time.monotonic()
-
-        def report(done: int, total: int) -> None:
-            spent_s = time.monotonic() - start
-            if total:
-                eta_s = spent_s / done * (total - done)
-                self.progress(f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {eta_s:.0f} s")
-            else:
-                self.progress(f"{case_id}: {done} steps, {spent_s:.0f} s")
-
-        return report
+        start_s = time.monotonic()
+        return lambda done, total: self.progress(steps_text(case_id, done, total, time.monotonic() - start_s))
 
     def _stop(self, stop: RunStop, why: str) -> NoReturn:
         self.state.session.stop = stop

@@ -7,6 +7,7 @@ block SIGTERM)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -19,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gpubench.harness.processes.lifetime import HELD_INTERRUPT, die_with_parent, install_handlers, kill_group
+
 MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
 
 
@@ -29,12 +32,6 @@ class _RunGone(BaseException):
 def run_gone(signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the build's end short
     raise _RunGone
-
-
-def watch_for_run_gone() -> None:
-    """From here SIGTERM ends the build in progress first (unless this process was started with it ignored)."""
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, run_gone)
 
 
 def send(control: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
@@ -145,7 +142,6 @@ def forks_lack_cuda() -> bool:
 def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
     """In the child: its own process group and parent-death signal, then the build as a plain one runs it."""
     from gpubench.harness.processes.build_main import run_from_fds
-    from gpubench.harness.processes.lifetime import HELD_INTERRUPT, die_with_parent
 
     os.setpgid(0, 0)
     die_with_parent(signal.SIGKILL)
@@ -192,8 +188,6 @@ def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
 
 def build_child(control: socket.socket, plan_fd: int, answer_fd: int, server_pid: int, own_handler: Any) -> None:
     """The forked child's whole life: the build, then its exit; never back into the server's loop."""
-    from gpubench.harness.processes.lifetime import HELD_INTERRUPT
-
     control.close()
     if own_handler is run_gone:  # the server's: the build's SIGTERM is the plugin's to take, as in a plain build
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -211,8 +205,6 @@ def build_child(control: socket.socket, plan_fd: int, answer_fd: int, server_pid
 
 def follow_build(control: socket.socket, pid: int, ended: int) -> bool:
     """Pass the launcher's signals on until the build ends (True, its end said) or the launcher is gone (False)."""
-    from gpubench.harness.processes.lifetime import kill_group
-
     while True:
         readable, _, _ = select.select([control, ended], [], [])
         if ended in readable:
@@ -234,8 +226,6 @@ def end_build(pid: int, ended: int) -> None:
     """The launcher is gone: SIGTERM lets the case in progress unwind (rows whole), SIGKILL of its group CUT_GRACE_S
     later ends one that blocked or ignored it; then reaped."""
     from gpubench.harness.processes.launch import CUT_GRACE_S
-    from gpubench.harness.processes.lifetime import kill_group
-
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # this process leaves after it: nothing may cut the grace short
     try:
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -251,18 +241,11 @@ def end_build(pid: int, ended: int) -> None:
     os.waitpid(pid, 0)
 
 
-def freeze_imports() -> None:
-    """The imports' objects out of the collector's sight: a build's collections neither walk them nor copy their
-    pages by touching reference counts."""
-    import gc
-
-    gc.freeze()
-
-
 def main(control_fd: int) -> int:
     with socket.socket(fileno=control_fd) as control:  # closed on the way out (PYTHONWARNINGS=error)
         try:
-            watch_for_run_gone()
+            # from here SIGTERM ends the build in progress first (unless this process was started with it ignored)
+            install_handlers(run_gone, (signal.SIGTERM,))
             return serve(control)
         except _RunGone:
             return 128 + signal.SIGTERM
@@ -270,7 +253,7 @@ def main(control_fd: int) -> int:
 
 def serve(control: socket.socket) -> int:
     why = preload()
-    freeze_imports()
+    gc.freeze()  # the imports out of the collector's sight: a build's collections neither walk nor copy their pages
     send(control, {"ready": True, "fork_problem": why})
     if why:
         return 0
@@ -282,7 +265,7 @@ def serve(control: socket.socket) -> int:
         if message.get("op") == "start" and len(fds) == 2:
             if served == 1:
                 why = preload_compiler()
-                freeze_imports()
+                gc.freeze()
                 if why:  # the launcher starts this build and the next ones plainly, with the same descriptors
                     for fd in fds:
                         os.close(fd)

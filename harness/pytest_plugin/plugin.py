@@ -19,7 +19,9 @@ from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_bu
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options, plan_of
 from gpubench.harness.pytest_plugin.compare_fail import end_session_interrupts, histogram_status, process_status
 from gpubench.harness.pytest_plugin.console import console_of
-from gpubench.harness.pytest_plugin.extra_build import builds_to_collect, case_id_of, keep_in_order, selected_builds
+from gpubench.harness.pytest_plugin.extra_build import (
+    build_of, builds_to_collect, case_id_of, deselect, keep_in_order, params_of, selected_builds,
+)
 from gpubench.harness.pytest_plugin.modes import (
     STATE, activate, activate_for, add_options, is_suite, options_given, runs_no_test, timed_by_session_clock,
     uses_gpubench,
@@ -221,10 +223,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _build_of(item: pytest.Item) -> int:
-    return int(getattr(getattr(item, "callspec", None), "params", {}).get("gpubench_build", 0))
-
-
 def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState | None) -> None:
     """With a cases file in the plan (gpubench ab) only its cases run here; a line `CASE SECONDS` also sets that
     case's build time."""
@@ -240,14 +238,9 @@ def _only_cases(config: pytest.Config, items: list[pytest.Item], state: RunState
     wanted = set(seconds)
     if state is not None:
         state.ctx.case_build_s = {case: s for case, s in seconds.items() if s is not None}
-    keep, dropped = [], []
-    for item in items:
-        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
-        # a test with no case parameter (a user's own, timing through gpubench.measure) cannot be narrowed: kept
-        (keep if case is None or getattr(case, "case_id", None) in wanted else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-    items[:] = keep
+    # a test with no case parameter (a user's own, timing through gpubench.measure) cannot be narrowed: kept
+    deselect(config, items, lambda item: (case := params_of(item).get("case")) is None
+             or getattr(case, "case_id", None) in wanted)
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: the build count is the selection's
@@ -264,22 +257,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if answer is not None:  # tell `gpubench run` how many build processes this selection needs
         answer.collected(max((selected_builds(state.case_builds if state else {}, item) for item in items), default=0))
     if state is not None and state.extra_build:
-        keep_in_order(config, items, extra_build_order(state), case_id_of)
+        keep_in_order(config, items, extra_build_order(state))
     elif state is not None:  # value first: within a build, the report summary's cases run before the settings tables
-        items.sort(key=lambda item: (_build_of(item), case_id_of(item) not in state.headline))
+        items.sort(key=lambda item: (build_of(item), case_id_of(item) not in state.headline))
     if state is not None and any(map(uses_gpubench, items)):
         from gpubench.harness.pytest_plugin.machine_look import take_look
 
         take_look(state)  # before the plan's probe: it prices the cases with the threads they will have
     if state is not None and state.budget_s is not None:
-        state.budget_plan = plan_budget(state, items, _build_of)
+        state.budget_plan = plan_budget(state, items)
     if state is not None and state.only_build is not None:
         # a user's own test (no case parameter: its builds are gpubench.measure's) runs in every build process
-        mine = [item for item in items if _build_of(item) == state.only_build or case_id_of(item) is None]
-        dropped = [item for item in items if item not in mine]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-        items[:] = mine
+        deselect(config, items, lambda item: build_of(item) == state.only_build or case_id_of(item) is None)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -323,10 +312,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     builds = 1 if untimed else state.ctx.builds_of(workload)  # untimed: each case once
     numbers = builds_to_collect(builds, state.only_build, state.extra_build)
     # the workload's markers ride on each parameter set, so -m "not slow" sees them before any hook
-    marks = [getattr(pytest.mark, name) for name in workload.markers]
-    cases = workload.case_list(state.ctx)
+    marks = [getattr(pytest.mark, name) for name in workload.spec.markers]
+    cases = list(workload.cases(state.ctx))
     state.case_builds.update((case.case_id, builds) for case in cases)
-    state.headline.update(workload.headline_ids(cases))
+    state.headline.update(case.case_id for case in workload.headline(cases))
     params = [pytest.param(case, build, marks=marks, id=case.test_id + (f"-b{build}" if builds > 1 else ""))
               for case in cases for build in numbers]
     metafunc.parametrize(("case", "gpubench_build"), params)

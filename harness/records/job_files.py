@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.records.safe_files import KINDS
 
 PRIVATE_MODE = 0o700
 OTHERS = 0o077  # group and others: any permission at all
@@ -30,13 +31,9 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-         stat.S_IFBLK: "a block device", stat.S_IFLNK: "a link"}
-
-
 def described(path: Path, info: os.stat_result) -> str:
     """'<path> (owner alice, mode 0777)', and what it is when neither a file nor a folder ('..., a FIFO)')."""
-    kind = KINDS.get(stat.S_IFMT(info.st_mode))
+    kind = None if stat.S_ISDIR(info.st_mode) else KINDS.get(stat.S_IFMT(info.st_mode))
     what = f"owner {owner_name(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
     return f"{path} ({what}{', ' + kind if kind else ''})"
 

@@ -40,13 +40,16 @@ class RefusedPath(OSError):
         return self.line
 
 
+def link_target(path: Path | str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # gone, or no longer a link
+        return "?"
+
+
 def link_line(path: Path, what: str, fix: str) -> str:
     """'<what> <path> is a symbolic link (to <target>) — <fix>'."""
-    try:
-        target = os.readlink(path)
-    except OSError:
-        target = "?"
-    return f"{what} {path} is a symbolic link (to {target}); gpubench does not write through links — {fix}"
+    return f"{what} {path} is a symbolic link (to {link_target(path)}); gpubench does not write through links — {fix}"
 
 
 def make_folder(path: Path, what: str, fix: str) -> None:
@@ -146,34 +149,29 @@ def probe(folder: Path, what: str, fix: str) -> None:
         os.unlink(temp, dir_fd=dir_fd)
 
 
-def open_new(path: Path, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
-    """A descriptor of the new file `path` (O_EXCL|O_NOFOLLOW: never an existing file or a link; a link is named)."""
+def _open(path: Path, flags: int, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
+    """os.open never through a link at `path`: one there (O_NOFOLLOW's ELOOP, O_EXCL's EEXIST) is named."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
-    except FileExistsError:
-        if path.is_symlink():
-            raise RefusedPath(link_line(path, what, fix)) from None
-        raise
-
-
-def open_append(path: Path, what: str, fix: str) -> int:
-    """A descriptor appending to the existing file `path`, refused when `path` is a link."""
-    try:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | NOFOLLOW)
+        return os.open(path, flags | NOFOLLOW, mode)
     except OSError as error:
         if error.errno == errno.ELOOP or path.is_symlink():
             raise RefusedPath(link_line(path, what, fix)) from None
         raise
 
 
+def open_new(path: Path, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
+    """A descriptor of the new file `path` (O_EXCL: never an existing file)."""
+    return _open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, what, fix, mode)
+
+
+def open_append(path: Path, what: str, fix: str) -> int:
+    """A descriptor appending to the existing file `path`."""
+    return _open(path, os.O_WRONLY | os.O_APPEND, what, fix)
+
+
 def open_read(path: Path, what: str, fix: str) -> IO[bytes]:
-    """`path` for reading, refused when it is a link (a file gpubench is about to append to)."""
-    try:
-        return os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb")
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise RefusedPath(link_line(path, what, fix)) from None
-        raise
+    """`path` for reading (a file gpubench is about to append to)."""
+    return os.fdopen(_open(path, os.O_RDONLY, what, fix), "rb")
 
 
 # ---- reading ------------------------------------------------------------------------------------
@@ -192,11 +190,7 @@ def kind_problem(path: Path | str, mode: int) -> RefusedPath | None:
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISLNK(mode):
-        try:
-            target = os.readlink(path)
-        except OSError:
-            target = "?"
-        return RefusedPath(path, f"a symbolic link (to {target}), not followed when reading — "
+        return RefusedPath(path, f"a symbolic link (to {link_target(path)}), not followed when reading — "
                                  "replace the link with the file itself")
     kind = KINDS.get(stat.S_IFMT(mode), "not a regular file")
     return RefusedPath(path, f"{kind}, not a regular file (gpubench reads regular files only) — "

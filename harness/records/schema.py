@@ -127,12 +127,11 @@ SCHEMA: tuple[Column, ...] = (
 BY_NAME: dict[str, Column] = {c.name: c for c in SCHEMA}
 COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA)
 RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "run")
-CASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "case")
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.required)
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.kind in ("int", "float"))
 # a build's seed varies between the builds of one case: not a setting
-SETTING_COLUMNS: tuple[str, ...] = tuple(c for c in CASE_COLUMNS
-                                         if c not in ("workload", "case_id", "build", "builds", "seed"))
+SETTING_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA if c.group == "case"
+                                         and c.name not in ("workload", "case_id", "build", "builds", "seed"))
 
 # unreached: a run to target stopped (budget share, epoch cap) before it, with what it measured; neither ok nor failed
 STATUSES = ("ok", "skipped", "unreached", "failed", "oom")
@@ -191,26 +190,24 @@ def _float(text: str) -> float:
     return float(text)
 
 
+def _flat(text: str, kind: type, what: str, **loads: Any) -> Any:
+    """A JSON value of `kind` nesting nothing (`what`: it, in a refusal); inner brackets are refused first, as json's
+    parser recurses per level."""
+    if any(mark in text.strip()[1:-1] for mark in "[]{}"):
+        raise ValueError(f"not a flat JSON {what}")
+    value = json.loads(text, **loads)
+    if not isinstance(value, kind):
+        raise ValueError(f"not a JSON {what.split()[0]}")
+    return value
+
+
 def _json(text: str) -> list[float]:
-    """A flat JSON list of numbers; inner brackets are refused first, as json's parser recurses per level."""
-    inner = text.strip()[1:-1]
-    if "[" in inner or "]" in inner or "{" in inner:
-        raise ValueError("not a flat JSON list of numbers")
-    values = json.loads(text, parse_int=float)  # an integer past a float's range is infinite, as float() reads it
-    if not isinstance(values, list):
-        raise ValueError("not a JSON list")
-    return [float(v) for v in values]
+    # an integer past a float's range is infinite, as float() reads it
+    return [float(v) for v in _flat(text, list, "list of numbers", parse_int=float)]
 
 
 def _object(text: str) -> dict[str, Any]:
-    """A flat JSON object of text keys and scalar values; inner brackets refused first, as in _json."""
-    inner = text.strip()[1:-1]
-    if any(mark in inner for mark in "[]{}"):
-        raise ValueError("not a flat JSON object")
-    values = json.loads(text, parse_constant=_no_constant)
-    if not isinstance(values, dict):
-        raise ValueError("not a JSON object")
-    return values
+    return _flat(text, dict, "object", parse_constant=_no_constant)
 
 
 def _no_constant(name: str) -> None:

@@ -13,7 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.records.job_files import described, others_can_write
+from gpubench.harness.records.safe_files import kind_problem, not_own, open_new, read_json, write_all
 
 MACHINE_KEYS = ("hostname", "cpu_model", "cpu_cores", "ram_gib", "gpus")  # gpus: every GPU of the node
 MAX_HOST_CHARS = 40
@@ -73,8 +76,6 @@ def check_writable(folder: Path, store: str) -> None:
 def others_can_remove(folder: Path) -> tuple[str, bool] | None:
     """A line when others can remove or replace a run's files in `folder` (group- or world-writable, not sticky), and
     whether every user can (refused: gpubench makes nothing world-writable; a group gets a warning)."""
-    from gpubench.harness.records.job_files import described, others_can_write
-
     try:
         info = os.stat(folder)
     except OSError:
@@ -129,8 +130,6 @@ def find_run(store: Path, run_id: str) -> FoundRun:
 
 def not_yours(path: Path) -> str | None:
     """'<path>: why' when `path` is no regular file of this user's alone (a link, another owner's, others can write)."""
-    from gpubench.harness.records.safe_files import kind_problem, not_own
-
     try:
         status = os.lstat(path)
     except OSError as error:
@@ -172,7 +171,6 @@ def write_new_record(path: Path, code: int) -> None:
     """The exit record, created exclusively (O_EXCL): a record there, another run's of this id, is kept. Left whole
     or not at all: a reader of a half-written one reads no valid record, as before any."""
     from gpubench.harness.records.results import RESULTS_DIR, RESULTS_FIX
-    from gpubench.harness.records.safe_files import open_new, write_all
 
     try:
         fd = open_new(path, RESULTS_DIR, RESULTS_FIX)
@@ -190,8 +188,6 @@ def write_new_record(path: Path, code: int) -> None:
 
 def own_exit_code(path: Path) -> int | None:
     """The exit code in the record at `path`; None if none (valid), or not this user's own (a team could plant one)."""
-    from gpubench.harness.records.safe_files import read_json
-
     try:
         record = read_json(path, MAX_EXIT_BYTES, "exit record", own=True)
     except (OSError, ValueError):
@@ -206,11 +202,3 @@ def recorded_exit(store: Path, run_id: str) -> int | None:
     codes = {code for path in run_files(store, run_id, ".exit.json") if (code := own_exit_code(path)) is not None}
     return max(codes) if codes else None
 
-
-def runs_in(store: Path) -> dict[str, list[Path]]:
-    """machine folder name -> its run CSVs, oldest first (run ids start with the UTC time)."""
-    machines: dict[str, list[Path]] = {}
-    for csv in sorted(store.glob("*/*.csv")):
-        if csv.is_file() and not csv.name.startswith("."):
-            machines.setdefault(csv.parent.name, []).append(csv)
-    return machines

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
 from gpubench.harness.devices import device as devices
 from gpubench.harness.measurement.cases import Case, CaseSkipped
@@ -22,13 +22,11 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.terminal import one_line, torch_said
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.matmuls import with_precision
+from gpubench.harness.workloads.common.gpt import SDPA_BACKENDS
+from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES, with_precision
 from gpubench.harness.workloads.common.matmul_peak import measured_peak
 
-BACKENDS: dict[str, SDPBackend] = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
-                                   "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 OPS = ("fwd", "fwd_bwd")
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPES = {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")}  # fp16 has no fast CPU kernels
 
 
@@ -80,8 +78,8 @@ def ladder(profile: str, device: torch.device, dtype: str) -> tuple[int, ...]:
 def cases(ctx: BuildContext) -> list[AttentionCase]:
     shape = SHAPES[kind(ctx.device)]
     return [AttentionCase(dtype, op, backend, causal, seq, max(1, shape.tokens // seq), shape.heads, shape.head_dim)
-            for dtype in DTYPES[kind(ctx.device)] for op in OPS for backend in BACKENDS for causal in (False, True)
-            for seq in ladder(ctx.profile, ctx.device, dtype)]
+            for dtype in DTYPES[kind(ctx.device)] for op in OPS for backend in SDPA_BACKENDS
+            for causal in (False, True) for seq in ladder(ctx.profile, ctx.device, dtype)]
 
 
 # flash-attention's count (Dao-AILab/flash-attention, benchmarks/benchmark_flash_attention.py, `flops`):
@@ -114,7 +112,7 @@ def backend_skip_reason(case: AttentionCase, device: torch.device,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with sdpa_kernel(BACKENDS[case.sdpa_backend]):
+            with sdpa_kernel(SDPA_BACKENDS[case.sdpa_backend]):
                 out = attend(q, q, q, is_causal=case.causal)
                 if case.op == "fwd_bwd":
                     torch.autograd.grad(out, q, torch.ones_like(out))
@@ -135,7 +133,7 @@ def attention_call(case: AttentionCase, device: torch.device,
     grad = case.op == "fwd_bwd"
     dtype = TORCH_DTYPES[case.dtype]
     q, k, v = (devices.randn_on(shape, device, dtype, gen).requires_grad_(grad) for _ in range(3))
-    backend = BACKENDS[case.sdpa_backend]
+    backend = SDPA_BACKENDS[case.sdpa_backend]
     if not grad:
         def forward() -> torch.Tensor:
             with sdpa_kernel(backend):

@@ -4,7 +4,6 @@ one torchrun launch per build times every case and each case takes its result on
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.core.workload_spec import bytes_size
 from gpubench.harness.workloads.common.torchrun_launch import (COLLECTIVE_TIMEOUT_S, HEARTBEAT_STALL_S,
                                                                LAUNCH_TIMEOUT_S, WORKDIR_PREFIX, budgeted_launch,
-                                                               heartbeat_dir, launch, sweep_stale_workdirs)
+                                                               sweep_stale_workdirs, torchrun_command)
 
 WORKER = "gpubench.harness.workloads.collectives_worker"
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -166,14 +165,6 @@ def launch_key(case: CollectiveCase, ctx: BuildContext, worker: str) -> LaunchKe
     return LaunchKey(ctx.device.type, str(ctx.profile), ctx.build_index, case.world_size, case.backend, sizes, worker)
 
 
-def worker_command(key: LaunchKey, result_json: Path) -> list[str]:
-    """torchrun on this node (--standalone), rank 0 reporting to `result_json`; every rank beats beside it."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={key.world_size}",
-            "-m", key.worker, f"--device-type={key.device_type}", f"--profile={key.profile}", f"--ops={','.join(OPS)}",
-            f"--sizes={','.join(map(str, key.sizes))}", f"--result-json={result_json}",
-            f"--timeout-s={COLLECTIVE_TIMEOUT_S[key.profile]:g}", f"--heartbeat-dir={heartbeat_dir(result_json)}"]
-
-
 def launch_ladder(key: LaunchKey, share: CaseShare | None = None) -> Launched:
     """One launch through the DDP workload's launcher; under a run budget it serves every point, so it may take the
     first case's share once per point."""
@@ -184,8 +175,11 @@ def launch_ladder(key: LaunchKey, share: CaseShare | None = None) -> Launched:
     points_share = None if share is None else CaseShare(share.left_s() * len(key.points()), share.budget_s)
     try:
         result_json = workdir / "rank0.json"
-        report = budgeted_launch(worker_command(key, result_json), result_json, LAUNCH_TIMEOUT_S[key.profile],
-                                 HEARTBEAT_STALL_S[key.profile], points_share, run=launch)
+        command = torchrun_command(key.worker, key.world_size, result_json, COLLECTIVE_TIMEOUT_S[key.profile],
+                                   f"--device-type={key.device_type}", f"--profile={key.profile}",
+                                   f"--ops={','.join(OPS)}", f"--sizes={','.join(map(str, key.sizes))}")
+        report = budgeted_launch(command, result_json, LAUNCH_TIMEOUT_S[key.profile],
+                                 HEARTBEAT_STALL_S[key.profile], points_share)
     except OverBudget as over:
         return Launched({}, error=f"{over} (one launch for its {len(key.points())} cases)", over_budget=True)
     except Exception as error:  # noqa: BLE001 - every case of the launch fails with its reason

@@ -17,28 +17,23 @@ with --heartbeat-dir each rank beats there (gpubench.harness.workloads.common.to
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from gpubench.harness.catalog.collectives import OPS, elements
-from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.device import empty_cache
 from gpubench.harness.core.plan import BuildTiming, RoundPlan, plan_rounds
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.measurement.loop import time_call, warm_up
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.common.collective_ops import COLLECTIVES, Collective, Ranks, gather_single, mismatch
-from gpubench.harness.workloads.common.torchrun_launch import Heartbeat, exit_rank
+from gpubench.harness.workloads.common.torchrun_launch import (Heartbeat, barrier, exit_rank, rank_arguments,
+                                                               report_rank0, run_rank)
 
 
 def _int_list(text: str) -> list[int]:
@@ -48,21 +43,13 @@ def _int_list(text: str) -> list[int]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from gpubench.harness.workloads.collectives import ladder  # so a run by hand times the suite's sizes
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device-type", choices=("cpu", "cuda"),
-                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser = rank_arguments(argparse.ArgumentParser(description=__doc__,
+                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("--profile", choices=[p.value for p in Profile], default="quick",
                         help="timed seconds per size, and the default sizes")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated, of {', '.join(OPS)}")
     parser.add_argument("--sizes", type=_int_list, default=None,
                         help="comma-separated bytes (default: the profile's ladder)")
-    parser.add_argument("--result-json", default=None, help="rank 0 writes its report here")
-    parser.add_argument("--results-dir", default=None,
-                        help="rank 0 appends a results row per collective and size here")
-    parser.add_argument("--timeout-s", type=float, default=1800.0,
-                        help="seconds a collective waits for the other ranks before this rank fails")
-    parser.add_argument("--heartbeat-dir", default=None,
-                        help="each rank rewrites heartbeat-<rank>.json here every second")
     args = parser.parse_args(argv)
     args.ops = [op for op in args.ops.split(",") if op]
     if unknown := [op for op in args.ops if op not in OPS]:
@@ -80,7 +67,7 @@ class Group:
     clock: SyncedClock
 
     def barrier(self) -> None:
-        dist.barrier(device_ids=[self.device.index]) if self.device.type == "cuda" else dist.barrier()
+        barrier(self.device)
 
     def slowest(self, values: list[float]) -> list[float]:
         """Each value's maximum over the ranks (the same list on every rank)."""
@@ -152,60 +139,25 @@ def run_ladder(args: argparse.Namespace, group: Group, collectives: Mapping[str,
     return {"world_size": group.ranks.world_size, "backend": dist.get_backend(), "points": points}
 
 
-def write_rows(report: dict[str, Any], results_dir: Path, device: torch.device) -> Path:
-    """Standalone use: rank 0 writes a row per collective and size through a Session, with the suite's case ids."""
-    from gpubench.harness.measurement.runner import standalone_row
-    from gpubench.harness.measurement.session import Session
-    from gpubench.harness.records.results import check_writable, new_run_id
+def rows(report: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """Standalone use: a row per collective and size, with the suite's case ids."""
     from gpubench.harness.workloads.collectives import CollectiveCase, point_result
 
-    check_writable(results_dir)
-    session = Session(device, results_dir, new_run_id(), "torchrun")
-    session.open()
     for point in report["points"]:
         case = CollectiveCase(point["op"], "fp32", point["size"], report["world_size"], report["backend"])
-        session.record(standalone_row(session.base_row(), case, point_result(case, point)))
-    session.close()
-    return session.csv_path
-
-
-def rank_device(device_type: str, local_rank: int) -> torch.device:
-    if device_type != "cuda":
-        return torch.device("cpu")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
-
-
-def report_results(args: argparse.Namespace, report: dict[str, Any], device: torch.device) -> None:
-    if args.result_json:
-        result = Path(args.result_json)  # whole or absent, never written through a link planted there
-        replace_bytes(result.parent, result.name, json.dumps(report).encode("utf-8"), "--result-json folder",
-                      "pass a real folder")
-    if args.results_dir:
-        print(f"rank 0: rows -> {write_rows(report, Path(args.results_dir), device)}")
+        yield case, point_result(case, point)
 
 
 def main(argv: list[str] | None = None, collectives: Mapping[str, Collective] = COLLECTIVES) -> int:
     """`collectives`: the calls to time and check (a test passes a broken one to see it caught)."""
     args = parse_args(argv)
-    rank, local_rank, world_size = (int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
-    if args.device_type == "cpu":  # gloo's copies and sums share the cores with the other ranks
-        torch.set_num_threads(max(1, usable_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
-    device = rank_device(args.device_type, local_rank)
-    beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
-    if beat is not None:
-        beat.start()
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=args.timeout_s))
-    try:
-        group = Group(Ranks(rank, world_size), device, SyncedClock(device))
-        report = run_ladder(args, group, collectives, beat)
+
+    def work(rank: int, device: torch.device, world_size: int, beat: Heartbeat | None) -> None:
+        report = run_ladder(args, Group(Ranks(rank, world_size), device, SyncedClock(device)), collectives, beat)
         if rank == 0:
-            report_results(args, report, device)
-        group.barrier()  # tear down together: a rank leaving early can abort the others' gloo context
-    finally:
-        dist.destroy_process_group()
-    return 0
+            report_rank0(args, report, device, lambda: rows(report))
+
+    return run_rank(args, work)
 
 
 def run_as_script(collectives: Mapping[str, Collective] = COLLECTIVES) -> None:

@@ -51,11 +51,7 @@ def backend_flags(case: ConvCase, device: torch.device) -> Callable[[], None]:
     previous = torch.backends.cudnn.benchmark
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = bool(case.cudnn_benchmark)
-
-    def restore() -> None:
-        torch.backends.cudnn.benchmark = previous
-
-    return restore
+    return lambda: setattr(torch.backends.cudnn, "benchmark", previous)
 
 
 def build(case: ConvCase, ctx: BuildContext) -> Timed:

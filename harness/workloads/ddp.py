@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
 from typing import Any, ClassVar
 
 import torch
@@ -17,14 +17,14 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource, PreloadedLoader
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
-from gpubench.harness.core.stats import SampleStats, median
+from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.models import CNN_EFFICIENCY, CNN_STEP_LAUNCHES, CNN_TRAIN_FLOPS, make_model
 from gpubench.harness.workloads.common.train_loop import Trainer
 from gpubench.harness.workloads.common.torchrun_launch import (COLLECTIVE_TIMEOUT_S, HEARTBEAT_STALL_S,
                                                                LAUNCH_TIMEOUT_S, WORKDIR_PREFIX, budgeted_launch,
-                                                               heartbeat_dir, sweep_stale_workdirs)
+                                                               sweep_stale_workdirs, torchrun_command)
 
 # Per-rank steps per profile (0 = the full epoch of the rank's shard).
 MAX_STEPS = {"smoke": 5, "quick": 40, "full": 0}
@@ -48,14 +48,12 @@ def cases(ctx: BuildContext) -> list[DistributedCase]:
             + [DistributedCase("dataparallel", max(nproc, 2), "single-process", PER_RANK_BATCH)])
 
 
-def torchrun_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int,
-                     result_json: Path, collective_timeout_s: float = COLLECTIVE_TIMEOUT_S["full"]) -> list[str]:
-    """Rank 0 reports to `result_json`; every rank beats in a folder beside it."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={case.world_size}",
-            "-m", WORKER_MODULE, f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
-            f"--device-type={'cuda' if device.type == 'cuda' else 'cpu'}", f"--dataset={data.dataset}",
-            f"--data-root={data.root}", f"--result-json={result_json}", f"--timeout-s={collective_timeout_s:g}",
-            f"--heartbeat-dir={heartbeat_dir(result_json)}"]
+def ddp_command(case: DistributedCase, device: torch.device, data: DataSource, max_steps: int,
+                result_json: Path, collective_timeout_s: float = COLLECTIVE_TIMEOUT_S["full"]) -> list[str]:
+    return torchrun_command(WORKER_MODULE, case.world_size, result_json, collective_timeout_s,
+                            f"--batch-size={case.batch_size}", f"--max-steps={max_steps}",
+                            f"--device-type={'cuda' if device.type == 'cuda' else 'cpu'}", f"--dataset={data.dataset}",
+                            f"--data-root={data.root}")
 
 
 def single_process_samples_per_s(case: DistributedCase, rows: list[dict[str, Any]]) -> float | None:
@@ -74,7 +72,7 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
     stall_s, max_steps = HEARTBEAT_STALL_S[ctx.profile], MAX_STEPS[ctx.profile]
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # removed by the Timed's cleanup (the runner's finally)
     try:  # resolving the dataset may fail
-        command = torchrun_command(case, device, data, max_steps, workdir / "rank0.json", collective_s)
+        command = ddp_command(case, device, data, max_steps, workdir / "rank0.json", collective_s)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)  # no Timed yet, so no cleanup would remove it
         raise
@@ -87,7 +85,7 @@ def ddp_build(case: DistributedCase, ctx: BuildContext) -> Timed:
         if found:
             return found, "scaling baseline: this run's world_size=1 row"
         single_json = workdir / "single.json"
-        single = torchrun_command(replace(case, world_size=1), device, data, max_steps, single_json, collective_s)
+        single = ddp_command(replace(case, world_size=1), device, data, max_steps, single_json, collective_s)
         # under a run budget it ends with the case's share, as the case's own launch does
         report = budgeted_launch(single, single_json, timeout_s, stall_s, ctx.share)
         return report["samples"] / report["train_s"], ("scaling baseline: one process measured for this case "

@@ -20,7 +20,7 @@ from gpubench.harness.core.peaks import peak_gbps
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES
+from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES, device_name
 
 # op -> (function writing into out, tensors touched per element: inputs read + output written)
 OPS: dict[str, tuple[Callable[..., Any], int]] = {
@@ -135,7 +135,7 @@ def build(case: ElementwiseCase, ctx: BuildContext) -> Timed:
     tier = memory_tier(case.size * element_bytes(case.dtype), moved, cache_bytes)
     dram = dram_size(device, case.dtype)
     note = dram.note if case.size == dram.elements else ""  # said on the DRAM case, not on every rung of the ladder
-    peak = peak_gbps(torch.cuda.get_device_name(device) if device.type == "cuda" else "")
+    peak = peak_gbps(device_name(device))
 
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         gbps = moved / stats.median_s / 1e9

@@ -22,8 +22,8 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, CompileCost, EpochCase,
-                                                     epoch_work, make_loaders, make_trainer, shape_batches, skip_reason,
-                                                     step_seconds, warm_and_cost)
+                                                     data_notes, epoch_work, make_loaders, make_trainer, shape_batches,
+                                                     skip_reason, step_seconds, warm_and_cost)
 from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
 from gpubench.harness.workloads.common.train_loop import (COMPILE_MODES, PRECISIONS, EpochResult, profile_top_ops,
                                                           run_epoch)
@@ -35,10 +35,6 @@ CHANCE_MARGIN = 0.05  # test accuracy below chance (1/classes) + this on real da
 def _sweep(base: EpochCase, **axes: Iterable[Any]) -> list[EpochCase]:
     """One-factor-at-a-time sweep around `base` (a full cartesian grid would take days)."""
     return [replace(base, **{name: value}) for name, values in axes.items() for value in values]
-
-
-def _unique(cases: list[EpochCase]) -> list[EpochCase]:
-    return list(dict.fromkeys(cases))
 
 
 def cases(ctx: BuildContext) -> list[EpochCase]:
@@ -54,7 +50,7 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
         if gpu:
             quick += [replace(TEMPLATE, num_workers=2), replace(PRELOADED, precision=amp),
                       replace(best, batch_size=1024), replace(best, batch_size=1024, compile_mode="default")]
-        return _unique(quick)
+        return list(dict.fromkeys(quick))
     full = [TEMPLATE, PRELOADED]
     full += _sweep(TEMPLATE, num_workers=(0, 1, 2, 8), pin_memory=(False,), non_blocking=(False,),
                    persistent_workers=(True,), prefetch_factor=(4, 8))
@@ -63,7 +59,7 @@ def cases(ctx: BuildContext) -> list[EpochCase]:
                    accumulation_steps=(4,), freeze_features=(True,))
     full += [replace(PRELOADED, batch_size=64, accumulation_steps=4), best, replace(best, batch_size=1024),
              replace(best, batch_size=1024, compile_mode="default"), replace(best, compile_mode="default")]
-    return _unique(full)
+    return list(dict.fromkeys(full))
 
 
 def setting_notes(case: EpochCase, device: torch.device) -> list[str]:
@@ -99,14 +95,10 @@ def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any
             "compile_warm_s": cost.compile_warm_s, "eager_step_s": cost.eager_step_s,
             "break_even_steps": cost.break_even_steps, "profile_ops": ops() if ops else None,
         }
-        notes = []
+        notes = data_notes(data)
         if row["input_bound"]:
-            notes.append(f"input-bound: {result.data_wait_frac:.0%} of train time waited for data — "
+            notes.insert(0, f"input-bound: {result.data_wait_frac:.0%} of train time waited for data — "
                          "try loader=preloaded or more num_workers")
-        if data.dataset == "synthetic":
-            notes.append("synthetic data: accuracy is meaningless")
-        if data.limit is not None:
-            notes.append(f"smoke profile: {data.limit[0]} training images, figures meaningless")
         if case.compile_mode != "none" and cost.break_even_steps is None:
             notes.append("compiled steps are not faster than eager: compiling never breaks even")
         row["reason"] = "; ".join(notes)

@@ -19,7 +19,7 @@ from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.train_loop import (compile_skip_reason, AMP_DTYPES, apply_step,
+from gpubench.harness.workloads.common.train_loop import (apply_step, autocast, compile_skip_reason,
                                                           precision_skip_reason)
 from gpubench.harness.workloads.common.matmuls import with_precision
 from gpubench.harness.workloads.common.user_model import first_tensor, make_model, sample_batch
@@ -91,12 +91,8 @@ class Step:
                              else torch.compile(self.model, mode=case.compile_mode))
         self.batch = sample_batch(spec, case.batch_size, device).contiguous(memory_format=self.memory_format)
         self.device = device
-        self.amp_dtype = AMP_DTYPES.get(case.precision)
+        self.autocast = functools.partial(autocast, device, case.precision)
         self.n_params = sum(p.numel() for p in self.model.parameters())
-
-    def autocast(self) -> Any:
-        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
-                              enabled=self.amp_dtype is not None)
 
 
 class ModelTrainStep(Step):
@@ -171,9 +167,5 @@ def build(case: ModelCase, ctx: BuildContext) -> Timed:
     return Timed(fn=step, figures=step.figures, cleanup=restore, cpu_memory=step)
 
 
-def headline(cases: list[ModelCase]) -> list[ModelCase]:
-    """The user's own model is what they came for: every case of it."""
-    return list(cases)
-
-
-WORKLOAD = Workload(SPEC, cases, build, headline)
+# The user's own model is what they came for: every case of it heads the summary.
+WORKLOAD = Workload(SPEC, cases, build, list)

@@ -51,11 +51,6 @@ def cases(ctx: BuildContext) -> list[SelfcheckCase]:
     return [SelfcheckCase("fp32", n) for n in SIZES["cpu" if ctx.device.type == "cpu" else "gpu"]]
 
 
-def torch_benchmark_window_s(timer: Any, calls: int) -> float:
-    """The timer runs at the harness's thread count (its default of 1 is meaningless on the CPU); it syncs CUDA."""
-    return timer.timeit(calls).median
-
-
 def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clock,
                        cuda: bool) -> tuple[list[float], list[float]]:
     """harness/torch.utils.benchmark (and harness/CUDA events) per pair of adjacent windows."""
@@ -63,16 +58,17 @@ def interleaved_ratios(fn: Callable[[], Any], calls: int, pairs: int, clock: Clo
     # server would leave every forked build unable to use CUDA.
     import torch.utils.benchmark as tub
 
+    # at the harness's thread count (the timer's default of 1 is meaningless on the CPU); it syncs CUDA itself
     timer = tub.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     tub_ratios: list[float] = []
     event_ratios: list[float] = []
     for pair in range(pairs):
         if pair % 2:  # alternate which clock goes first, so an order effect cancels in the median
-            tub_s = torch_benchmark_window_s(timer, calls)
+            tub_s = timer.timeit(calls).median
             harness_s = time_call(fn, clock, calls)
         else:
             harness_s = time_call(fn, clock, calls)
-            tub_s = torch_benchmark_window_s(timer, calls)
+            tub_s = timer.timeit(calls).median
         tub_ratios.append(harness_s / tub_s)
         if cuda:
             event_ratios.append(harness_s / cuda_event_samples(fn, calls, 1)[0])

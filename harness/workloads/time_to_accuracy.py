@@ -27,9 +27,9 @@ from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.core.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
-from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, epoch_work,
-                                                     make_loaders, make_trainer, shape_batches, skip_reason,
-                                                     warm_and_cost)
+from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, data_notes,
+                                                     epoch_work, make_loaders, make_trainer, shape_batches,
+                                                     skip_reason, warm_and_cost)
 from gpubench.harness.workloads.common.train_loop import Trainer, timed_batches
 
 EVALS_PER_EPOCH = 4
@@ -58,10 +58,6 @@ class TargetCase(EpochCase):
 def epoch_fields(case: EpochCase) -> dict[str, Any]:
     """The training settings a case shares with mnist_epoch's EpochCase."""
     return {f.name: getattr(case, f.name) for f in fields(EpochCase)}
-
-
-def epoch_settings(case: TargetCase) -> EpochCase:
-    return EpochCase(**epoch_fields(case))
 
 
 def target_for(case: TargetCase, dataset: str, profile: str) -> float:
@@ -135,18 +131,9 @@ def fresh_loaders(case: EpochCase, data: DataSource,
     return make_loaders(case, fresh, device)
 
 
-def share_spent(share: CaseShare | None) -> bool:
-    """Training past its share of a run budget stops there, keeping what it measured (never minutes past the run's
-    budget, never thrown away)."""
-    return share is not None and share.left_s() <= 0
-
-
 def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epochs: int, seed: int,
-                  clock: SyncedClock, progress: Any = None, target: float | None = None,
-                  share: CaseShare | None = None) -> TargetResult:
+                  clock: SyncedClock, progress: Any, target: float, share: CaseShare | None) -> TargetResult:
     """Train from the data's first touch until an evaluation reaches the target, the cap, or the budget share."""
-    target = case.target_accuracy if target is None else target
-    assert target is not None, "a target accuracy is needed"
     device = trainer.device
     torch.manual_seed(seed + 1)  # the data order: the seed's, not whatever warm-up left behind
     start = clock()
@@ -176,7 +163,8 @@ def run_to_target(trainer: Trainer, case: TargetCase, data: DataSource, cap_epoc
                 loss = _mean_loss(trainer)
                 if accuracy >= target or not math.isfinite(loss):
                     return _result(evaluations, loss, reached=accuracy >= target and math.isfinite(loss))
-            if share_spent(share):
+            # past its share of a run budget it stops, keeping what it measured (never minutes past the budget)
+            if share is not None and share.left_s() <= 0:
                 if not due:  # the accuracy where it stopped, not at the last scheduled evaluation
                     evaluations.append((steps / steps_per_epoch, _evaluate(trainer, test, case), clock() - start))
                 return _result(evaluations, _mean_loss(trainer), reached=False, stopped_by=BUDGET)
@@ -223,15 +211,6 @@ def unreached_columns(case: TargetCase, result: TargetResult, compile_s: float |
     return {"effective_batch": case.effective_batch, "test_accuracy": result.test_accuracy,
             "train_loss": result.train_loss, "compile_s": compile_s, "training_s": result.training_s,
             "epochs_trained": result.epochs, "stopped_by": result.stopped_by, "first_call_s": result.training_s}
-
-
-def data_notes(data: DataSource) -> list[str]:
-    notes = []
-    if data.dataset == "synthetic":
-        notes.append("synthetic data: accuracy is meaningless")
-    if data.limit is not None:
-        notes.append(f"smoke profile: {data.limit[0]} training images, figures meaningless")
-    return notes
 
 
 def restore_point(trainer: Trainer) -> Any:
@@ -283,7 +262,7 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     if reason := skip_reason(case, device):
         raise CaseSkipped(reason)
     seed = SEED_BASE + ctx.build_index
-    trainer = make_trainer(epoch_settings(case), device, ctx.clock, seed=seed, lr=case.lr)
+    trainer = make_trainer(case, device, ctx.clock, seed=seed, lr=case.lr)
     restore = restore_point(trainer)
     cost = warm_and_cost(case, trainer, shape_batches(data, device, case.batch_size), device, ctx.profile)
     data.release()  # the warm-up's device copy: the timed run makes its own
@@ -301,11 +280,6 @@ def build(case: TargetCase, ctx: BuildContext) -> Timed:
     )
 
 
-def headline(cases: list[TargetCase]) -> list[TargetCase]:
-    """Every design: the summary's row names the first to the target and the template's time."""
-    return list(cases)
-
-
 # Epochs to the default target (measured: the template about 1.5 on Fashion-MNIST, the speedrun within its first).
 EPOCHS_TO_TARGET = {"template": 1.5, "fastest-epoch": 1.5, "speedrun": 0.8}
 
@@ -314,4 +288,5 @@ def work(case: TargetCase, ctx: BuildContext) -> Work:
     return epoch_work(case, str(ctx.profile), EPOCHS_TO_TARGET.get(case.design, 1.5))
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+# Every design heads the summary: its row names the first to the target and the template's time.
+WORKLOAD = Workload(SPEC, cases, build, list, work)

@@ -4,6 +4,7 @@ batch comes round again, fails the row."""
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -28,8 +29,9 @@ from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.gpt import (CONFIGS, GPT, SDPA_BACKENDS, GPTConfig, counted_params,
                                                    flops_per_token, token_batches)
 from gpubench.harness.workloads.common.matmul_peak import measured_peak
-from gpubench.harness.workloads.common.matmuls import with_precision
-from gpubench.harness.workloads.common.train_loop import compile_skip_reason, AMP_DTYPES, precision_skip_reason
+from gpubench.harness.workloads.common.matmuls import device_name, with_precision
+from gpubench.harness.workloads.common.train_loop import (AMP_DTYPES, autocast, compile_skip_reason,
+                                                          precision_skip_reason)
 
 PRECISIONS = ("fp32", "bf16")
 BATCH_POOL = 4  # distinct batches the steps cycle through
@@ -146,7 +148,7 @@ class TransformerStep:
         self.forward: Callable[..., torch.Tensor] = (self.model if case.compile_mode == "none"
                                                      else torch.compile(self.model, mode=case.compile_mode))
         self.batches = token_batches(case.config, device, BATCH_POOL, seed)
-        self.autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=case.precision == "bf16")
+        self.autocast = functools.partial(autocast, device, case.precision)
         self.losses: list[torch.Tensor] = []
 
     def __call__(self) -> torch.Tensor:
@@ -230,9 +232,9 @@ def build(case: TransformerCase, ctx: BuildContext) -> Timed:
     except BaseException:
         restore()
         raise
-    device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else ""
-    no_datasheet = peak_tflops(device_name, case.precision) is None if device_name else True
-    return Timed(fn=step, figures=step_figures(case, step, device_name, timed_steps),
+    name = device_name(ctx.device)
+    no_datasheet = peak_tflops(name, case.precision) is None if name else True
+    return Timed(fn=step, figures=step_figures(case, step, name, timed_steps),
                  plan=RoundPlan(0, 1, timed_steps, 0.0), cleanup=restore, cpu_memory=step,
                  companion=measured_mfu(case, ctx, step) if no_datasheet else None)
 

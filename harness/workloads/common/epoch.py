@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.utils.data import DataLoader
@@ -79,6 +80,15 @@ def make_loaders(case: EpochCase, data: DataSource,
             DataLoader(data.image_dataset(False), shuffle=False, **options))
 
 
+def data_notes(data: DataSource) -> list[str]:
+    notes = []
+    if data.dataset == "synthetic":
+        notes.append("synthetic data: accuracy is meaningless")
+    if data.limit is not None:
+        notes.append(f"smoke profile: {data.limit[0]} training images, figures meaningless")
+    return notes
+
+
 def shape_batches(data: DataSource, device: torch.device, batch_size: int) -> list[Batch]:
     """Device batches of every shape an epoch sees (full, and the remainders), so warm-up compiles them all."""
     cpu = torch.device("cpu")
@@ -140,27 +150,16 @@ def warm_compiler(device: torch.device) -> bool:
     return True
 
 
-class FreshCompileCaches:
+@contextmanager
+def fresh_compile_caches(device: torch.device) -> Iterator[None]:
     """A compile from scratch (dynamo reset, inductor's caches fresh via `fresh_inductor_cache`), else compile_s
     depends on case order; the compiler is warmed first, outside them, and the user's settings return on exit."""
+    from torch._inductor.utils import fresh_inductor_cache
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def __enter__(self) -> FreshCompileCaches:
-        from torch._inductor.utils import fresh_inductor_cache
-
-        warm_compiler(self.device)
-        self._fresh = fresh_inductor_cache()
-        self._fresh.__enter__()
+    warm_compiler(device)
+    with fresh_inductor_cache():
         torch._dynamo.reset()
-        return self
-
-    def reset_dynamo(self) -> None:
-        torch._dynamo.reset()  # keeps the on-disk cache: the next compile is a warm one
-
-    def __exit__(self, *exc: object) -> None:
-        self._fresh.__exit__(*exc)
+        yield
 
 
 def eager_step_seconds(case: EpochCase, trainer: Trainer, batch: Batch) -> float:
@@ -173,11 +172,11 @@ def eager_step_seconds(case: EpochCase, trainer: Trainer, batch: Batch) -> float
 def compile_cost(case: EpochCase, trainer: Trainer, first: Batch, device: torch.device, warm: bool) -> CompileCost:
     """The cold first call of `trainer` minus an eager step; with `warm`, a fresh model against the filled cache."""
     cost = CompileCost(eager_step_s=eager_step_seconds(case, trainer, first))
-    with FreshCompileCaches(device) as caches:
+    with fresh_compile_caches(device):
         # a warm compile can be shorter than the step's noise: floored at zero, never a negative time
         cost.compile_s = max(0.0, first_call_s(trainer, first) - cost.eager_step_s)
         if warm:
-            caches.reset_dynamo()
+            torch._dynamo.reset()  # keeps the on-disk cache: the next compile is a warm one
             # the reset also dropped the timed trainer's graphs: warm-up below re-traces them
             fresh = make_trainer(case, device, trainer.clock)
             cost.compile_warm_s = max(0.0, first_call_s(fresh, first) - cost.eager_step_s)

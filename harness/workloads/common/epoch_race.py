@@ -240,10 +240,6 @@ def training_step(device: torch.device, clock: Any, images: torch.Tensor,
     return make
 
 
-def device_skip(device: torch.device) -> Callable[[Contestant], str | None]:
-    return lambda contestant: precision_skip_reason(contestant.precision, device)
-
-
 _RACED: dict[str, RaceResult] = {}  # this process's races by key: the second consumer of a build reads the first's
 
 
@@ -259,8 +255,9 @@ def race_here(ctx: BuildContext) -> RaceResult:
     if found is None:
         images, labels = ctx.data.preloaded(True, torch.device("cpu"))
         budget_s = ctx.share.left_s() * RACE_SHARE_FRAC if ctx.share is not None else None
-        found = race(CONTESTANTS, training_step(ctx.device, ctx.clock, images, labels), device_skip(ctx.device),
-                     plan, ctx.clock, key, budget_s)
+        found = race(CONTESTANTS, training_step(ctx.device, ctx.clock, images, labels),
+                     lambda contestant: precision_skip_reason(contestant.precision, ctx.device), plan, ctx.clock, key,
+                     budget_s)
         unkept = save(path, found) if path is not None and found.entries else ""  # reused later only if complete
         why = "; ".join(filter(None, [f"the kept race was not used: {refused}" if refused else "", unkept]))
         found = replace(found, origin=RACED_HERE + (f" ({why})" if why else ""))

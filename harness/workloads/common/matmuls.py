@@ -19,11 +19,6 @@ def matmul_tflops(n: int, seconds: float) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-def float32_precision_for(dtype: str) -> str:
-    """torch.set_float32_matmul_precision value: tf32 allows TF32 tensor cores, fp32 forbids them."""
-    return "high" if dtype == "tf32" else "highest"
-
-
 def operands(n: int, dtype: str, device: torch.device,
              seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random operands (never zeros: they can run faster than real data) and an output buffer."""
@@ -36,7 +31,7 @@ def operands(n: int, dtype: str, device: torch.device,
 def with_precision(dtype: str) -> Callable[[], None]:
     """Set the fp32 matmul precision for this case; returns its restore function."""
     previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(float32_precision_for(dtype))
+    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")  # high: TF32 tensor cores
     return lambda: torch.set_float32_matmul_precision(previous)
 
 

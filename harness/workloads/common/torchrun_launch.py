@@ -1,8 +1,11 @@
 """A torchrun launch of a multi-process case: its time limits, heartbeats that name a stopped rank, the failure read
-from the ranks' output, and the workdirs a killed run left behind."""
+from the ranks' output, and the workdirs a killed run left behind; and what every rank worker shares: its options, its
+life in the process group and rank 0's report."""
 
 from __future__ import annotations
 
+import argparse
+import datetime
 import json
 import os
 import re
@@ -14,13 +17,19 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
+import torch
+import torch.distributed as dist
+
 from gpubench import IMPORT_ROOT
 from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
+from gpubench.harness.devices.cpu_limits import usable_cores
+from gpubench.harness.measurement.cases import Case
 from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job
+from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.processes.torchrun import TorchrunLauncher
 
 
@@ -35,6 +44,13 @@ HEARTBEAT_STALL_S = STOPPED_LIMIT_S  # the launcher's limit for a stopped build:
 SILENT_BEFORE_OTHERS_S = 5.0
 WORKDIR_PREFIX = "gpubench-ddp-"
 STALE_WORKDIR_S = 24 * 3600  # no running case owns a workdir this old (a launch lasts at most an hour)
+
+
+def torchrun_command(worker: str, world_size: int, result_json: Path, timeout_s: float, *options: str) -> list[str]:
+    """torchrun on this node (--standalone), rank 0 reporting to `result_json`; every rank beats beside it."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}", "-m",
+            worker, *options, f"--result-json={result_json}", f"--timeout-s={timeout_s:g}",
+            f"--heartbeat-dir={heartbeat_dir(result_json)}"]
 
 
 def heartbeat_dir(result_json: Path) -> Path:
@@ -79,14 +95,13 @@ class LaunchTimedOut(RuntimeError):
 
 
 def budgeted_launch(command: list[str], result_json: Path, timeout_s: float, stall_s: float,
-                    share: CaseShare | None,
-                    run: Callable[[list[str], Path, float, float], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A launch (`run`, default `launch`) stopped at its case's budget share: a skipped row that keeps the seconds
-    it ran (so the next run under the same budget does not start it)."""
+                    share: CaseShare | None) -> dict[str, Any]:
+    """A launch stopped at its case's budget share: a skipped row that keeps the seconds it ran (so the next run
+    under the same budget does not start it)."""
     limit_s = timeout_s if share is None else min(timeout_s, max(share.left_s(), MIN_SHARE_S))
     started_s = time.monotonic()
     try:
-        return (run or launch)(command, result_json, limit_s, stall_s)
+        return launch(command, result_json, limit_s, stall_s)
     except LaunchTimedOut:
         if share is None or limit_s >= timeout_s:
             raise
@@ -210,3 +225,74 @@ def exit_rank(main: Callable[[], int]) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def rank_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of every rank worker: its device, where rank 0 reports, the peers' timeout, the heartbeats."""
+    parser.add_argument("--device-type", choices=("cpu", "cuda"),
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--result-json", default=None, help="rank 0 writes its report here")
+    parser.add_argument("--results-dir", default=None, help="rank 0 appends its results rows here")
+    parser.add_argument("--timeout-s", type=float, default=1800.0,
+                        help="seconds a collective waits for the other ranks before this rank fails "
+                        "(a dead or hung peer)")
+    parser.add_argument("--heartbeat-dir", default=None,
+                        help="each rank rewrites heartbeat-<rank>.json here every second, with its step")
+    return parser
+
+
+RankWork = Callable[[int, torch.device, int, Heartbeat | None], None]
+
+
+def run_rank(args: argparse.Namespace, work: RankWork) -> int:
+    """One rank's life: its device and threads, its heartbeat, `work(rank, device, world_size, beat)` inside the
+    process group (joined with the peers' timeout), then the group left together."""
+    rank, local_rank, world_size = (int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    device = torch.device("cpu")
+    if args.device_type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:  # the ranks share the cores
+        torch.set_num_threads(max(1, usable_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    beat = Heartbeat(Path(args.heartbeat_dir), rank) if args.heartbeat_dir else None
+    if beat is not None:
+        beat.start()
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                            timeout=datetime.timedelta(seconds=args.timeout_s))
+    try:
+        work(rank, device, world_size, beat)
+        barrier(device)  # tear down together: a rank leaving early can abort the others' gloo context
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def barrier(device: torch.device) -> None:
+    dist.barrier(device_ids=[device.index]) if device.type == "cuda" else dist.barrier()
+
+
+def report_rank0(args: argparse.Namespace, report: dict[str, Any], device: torch.device,
+                 rows: Callable[[], Iterable[tuple[Case, Any]]]) -> None:
+    """Rank 0's report: JSON to --result-json (how the suite reads it), `rows` (case, CaseResult) to --results-dir."""
+    if args.result_json:
+        result = Path(args.result_json)  # whole or absent, never written through a link planted there
+        replace_bytes(result.parent, result.name, json.dumps(report).encode("utf-8"), "--result-json folder",
+                      "pass a real folder")
+    if args.results_dir:
+        print(f"rank 0: rows -> {write_rows(rows(), Path(args.results_dir), device)}")
+
+
+def write_rows(rows: Iterable[tuple[Case, Any]], results_dir: Path, device: torch.device) -> Path:
+    """Standalone use: rank 0 writes its rows through a Session (this node's fingerprint and sidecar), with the
+    suite's case ids."""
+    from gpubench.harness.measurement.runner import standalone_row
+    from gpubench.harness.measurement.session import Session
+    from gpubench.harness.records.results import check_writable, new_run_id
+
+    check_writable(results_dir)
+    session = Session(device, results_dir, new_run_id(), "torchrun")
+    session.open()
+    for case, result in rows:
+        session.record(standalone_row(session.base_row(), case, result))
+    session.close()
+    return session.csv_path

@@ -55,6 +55,11 @@ def precision_skip_reason(precision: str, device: torch.device) -> str | None:
     return None
 
 
+def autocast(device: torch.device, precision: str) -> Any:
+    """fp16 and bf16 autocast; fp32 runs as it is."""
+    return torch.autocast(device.type, dtype=AMP_DTYPES.get(precision, torch.float32), enabled=precision in AMP_DTYPES)
+
+
 class Trainer:
     """One model, optimizer and precision: fp16 is autocast + GradScaler, bf16 autocast alone (fp32's exponent)."""
 
@@ -80,8 +85,7 @@ class Trainer:
         self._pending = 0  # micro-batches since the last optimizer step
 
     def autocast(self) -> Any:
-        return torch.autocast(self.device.type, dtype=AMP_DTYPES.get(self.precision, torch.float32),
-                              enabled=self.precision != "fp32")
+        return autocast(self.device, self.precision)
 
     def micro_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Forward and backward of one micro-batch, the loss divided so N micro-batches of B give a batch of N·B."""
@@ -166,10 +170,6 @@ def timed_batches(batches: Iterable[Batch], device: torch.device, non_blocking: 
 EPOCH_WINDOWS = 10  # an epoch is timed in this many windows of steps: its samples and its spread
 
 
-def window_steps(total_steps: int, windows: int = EPOCH_WINDOWS) -> int:
-    return max(1, total_steps // windows)
-
-
 def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], non_blocking: bool,
               progress: Callable[[int, int], None] | None = None) -> EpochResult:
     """Every training batch, then every test batch; synchronized only at the edges of windows of steps (a tenth of
@@ -179,7 +179,7 @@ def run_epoch(trainer: Trainer, train: Iterable[Batch], test: Iterable[Batch], n
     trainer.seen, clock = 0, trainer.clock
     wait = Stopwatch(clock)
     total = len(train) if hasattr(train, "__len__") else 0  # type: ignore[arg-type]
-    per_window = window_steps(total) if total else 50
+    per_window = max(1, total // EPOCH_WINDOWS) if total else 50
     windows: list[float] = []
     start = window_start = clock()
     steps = closed = 0
