@@ -112,7 +112,7 @@ def test_no_fork_starts_each_build_as_a_fresh_interpreter_of_its_side(tmp_path):
 def test_both_sides_servers_are_closed_when_a_build_raises(tmp_path, monkeypatch):
     # the session's loop raises from side A's first build: both sides' launchers (their servers) still end
     from gpubench.harness.commands import ab
-    from gpubench.harness.processes.forked import ForkLauncher
+    from gpubench.harness.pytest_plugin.forked import ForkLauncher
 
     closed: list[str] = []
 

@@ -1,6 +1,6 @@
 """A build's plan and answer (gpubench.harness.processes.protocol), and builds forked from the fork server
-(gpubench.harness.processes.forked, gpubench.harness.pytest_plugin.fork_server): each gets its plan, answers with its
-rows and costs, shares no state with the server or an earlier build, and unwinds its case on Ctrl-C."""
+(gpubench.harness.pytest_plugin.forked and .fork_server): each gets its plan, answers with its rows and costs,
+shares no state with the server or an earlier build, and unwinds its case on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from runs import REPO
 
 from gpubench.harness.core.model_spec import ModelSpec
 from gpubench.harness.core.options import RunOptions
-from gpubench.harness.processes.forked import ForkLauncher
+from gpubench.harness.pytest_plugin.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, python_module
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, ProtocolError, last_answer
 from gpubench.harness.pytest_plugin import fork_server

@@ -23,7 +23,7 @@ from gpubench.harness.commands.cli import build_parser
 from gpubench.harness.commands.common import read_options, report_after_run
 from gpubench.harness.core.exits import StopSignal
 from gpubench.harness.processes.build_runs import run_builds
-from gpubench.harness.processes.forked import ForkLauncher, ForkServer
+from gpubench.harness.pytest_plugin.forked import ForkLauncher, ForkServer
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher, run_together
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan
 

@@ -19,7 +19,7 @@ from typing import IO
 
 from gpubench import IMPORT_ROOT
 from gpubench.harness.core.options import RunOptions
-from gpubench.harness.processes.forked import ForkLauncher
+from gpubench.harness.pytest_plugin.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
 from gpubench.harness.processes.lifetime import (
     adopting, child_pids, child_preexec, ended_unreaped, kill_adopted, kill_group,

@@ -111,7 +111,7 @@ def build_launcher(args: argparse.Namespace, deadline_s: float | None) -> Proces
     nobody would read what it measures); under a budget, a build still running past the run's end is cut from
     outside (launch.BuildWatch), OUTSIDE_AFTER_S after the in-process cut, which names the case, had its chance."""
     from gpubench.harness.core.run_budget import format_duration, grace_s
-    from gpubench.harness.processes.forked import ForkLauncher
+    from gpubench.harness.pytest_plugin.forked import ForkLauncher
     from gpubench.harness.processes.launch import ProcessLauncher, stopped_limit_s
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV
 

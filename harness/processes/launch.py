@@ -181,7 +181,7 @@ def build_preexec(hold_sigint: bool, death_signal: int = signal.SIGKILL) -> Call
 
 
 class BuildHandle(Protocol):
-    """A started build as ProcessLauncher watches it: its own child, or a fork server's (processes.forked)."""
+    """A started build as ProcessLauncher watches it: its own child, or a fork server's (pytest_plugin.forked)."""
 
     pid: int
 

@@ -1,5 +1,5 @@
 """A fork server: pytest, torch and this plugin imported once (~2.5 s) with no device touched, forking one process per
-build. gpubench.harness.processes.forked talks to it over a socket (`start`, `signal`, `kill`; answers `ready`,
+build. gpubench.harness.pytest_plugin.forked talks to it over a socket (`start`, `signal`, `kill`; answers `ready`,
 `started`, `ended`, or `fork_problem` when a fork became unsafe). Only the server may wait for its children. When the
 run is gone (SIGTERM, its parent-death signal, or the end of the socket) the server ends its build as the run's
 launcher would: SIGTERM, then SIGKILL of its group (the build's own parent-death signal is SIGKILL: its user code may

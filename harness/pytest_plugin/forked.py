@@ -19,8 +19,9 @@ from gpubench.harness.processes.launch import (POLL_S, BuildHandle, Job, Process
                                                signal_name)
 from gpubench.harness.processes.lifetime import is_stopped, kill_group
 from gpubench.harness.processes.protocol import Channel
+from gpubench.harness.pytest_plugin import fork_server
 
-SERVER_MODULE = "gpubench.harness.pytest_plugin.fork_server"
+SERVER_MODULE = fork_server.__name__  # started as `python -m` with the side's own interpreter
 READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
 CLOSE_GRACE_S = 5.0
 MAX_CONTROL_BYTES = 65536
