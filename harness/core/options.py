@@ -147,15 +147,27 @@ class RunOptions:
         return checked_kinds(cls(**{**data, "model": model}))
 
 
+# The Python kinds a JSON value may take for a message field of each annotation (a bool is no int here): the one
+# table for the run options and the build's plan and answer (processes.protocol).
+JSON_KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,), "str": (str,), "bool": (bool,), "str | None": (str, type(None)), "int | None": (int, type(None)),
+    "float | None": (float, int, type(None)), "list[str]": (list,), "dict[str, float]": (dict,),
+    "RunOptions": (dict,), "ModelSpec | None": (ModelSpec, type(None)),
+}
+
+
+def kind_problem(owner: str, name: str, annotation: Any, value: Any) -> str | None:
+    """'Owner.name: value is not its kind', or None when `value` may stand in a field annotated so."""
+    allowed = JSON_KINDS[str(annotation)]
+    if isinstance(value, allowed) and (not isinstance(value, bool) or bool in allowed):
+        return None
+    return f"{owner}.{name}: {value!r} is not {annotation}"
+
+
 def checked_kinds(options: RunOptions) -> RunOptions:
-    kinds: dict[str, tuple[type, ...]] = {"str": (str,), "str | None": (str, type(None)), "bool": (bool,),
-                                          "int | None": (int, type(None)), "float | None": (float, int, type(None)),
-                                          "ModelSpec | None": (ModelSpec, type(None))}
     for spec in fields(options):
-        value = getattr(options, spec.name)
-        allowed = kinds[str(spec.type)]
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            raise ValueError(f"run options: {spec.name}={value!r} is not {spec.type}")
+        if problem := kind_problem("RunOptions", spec.name, spec.type, getattr(options, spec.name)):
+            raise ValueError(problem)
     return options
 
 

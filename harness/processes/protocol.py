@@ -10,7 +10,7 @@ import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
-from gpubench.harness.core.options import RunOptions
+from gpubench.harness.core.options import RunOptions, kind_problem
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # far above a plan or an answer: a longer message is a fault, not data
 
@@ -70,12 +70,6 @@ class BuildAnswer(JsonLine):
     case: str = ""  # the test id of the case it has started, in an answer sent at its setup: a build cut mid-case
 
 
-KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
-    "float | None": (float, int, type(None)), "list[str]": (list,), "dict[str, float]": (dict,), "RunOptions": (dict,),
-}
-
-
 def _typed(cls: type[Message], text: str) -> Message:
     try:
         data: Any = json.loads(text)
@@ -87,9 +81,8 @@ def _typed(cls: type[Message], text: str) -> Message:
     if unknown := sorted(set(data) - set(known)):
         raise ProtocolError(f"{cls.__name__}: unknown field {unknown[0]!r}")
     for name, value in data.items():
-        kinds = KINDS[str(known[name].type)]
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise ProtocolError(f"{cls.__name__}.{name}: {value!r} is not {known[name].type}")
+        if problem := kind_problem(cls.__name__, name, known[name].type, value):
+            raise ProtocolError(problem)
     try:
         if "run" in data:
             data["run"] = RunOptions.from_dict(data["run"])
