@@ -17,7 +17,7 @@ import pandas as pd
 
 from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
-from gpubench.reports.load import broken_rows, dedupe, load_results, run_key, samples
+from gpubench.reports.load import broken_rows, dedupe, load_results, over_budget, run_key, samples
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.markdown import escape, table_row
@@ -188,8 +188,7 @@ def not_measured(new: pd.DataFrame) -> dict[str, str]:
     broken = broken_rows(new)
     for case, why in zip(broken["case_id"], broken["reason"].fillna("")):
         lost.setdefault(case, f"ok in BASE, {why}")
-    reason = new["reason"].fillna("").astype(str)
-    held = new[((new["status"] == "skipped") & reason.str.startswith("over budget")) | (new["status"] == "unreached")]
+    held = new[over_budget(new) | (new["status"] == "unreached")]
     for case, status, why in zip(held["case_id"], held["status"], held["reason"].fillna("")):
         lost.setdefault(case, f"{'untried' if status == 'skipped' else 'unreached'} in NEW: {why}")
     return lost

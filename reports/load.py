@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpubench.harness.budget.shares import OVER_BUDGET_FLAG, flag_pattern
 from gpubench.harness.catalog import short_id, spec_for
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame
@@ -387,8 +388,13 @@ def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def broken_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows that say a case no longer works: failed, out of memory, skipped for a reason of its own, or stopped by its
     epoch cap short of its target. A case a run budget skipped or stopped was not given its time: no regression."""
-    status, reason = frame["status"], frame["reason"].fillna("").astype(str)
-    over_budget = (status == "skipped") & reason.str.startswith("over budget")
+    status = frame["status"]
     capped = (status == "unreached") & column_or(frame, "stopped_by", "").eq("cap")
-    return frame[(status.isin(["failed", "oom", "skipped"]) & ~over_budget) | capped]
+    return frame[(status.isin(["failed", "oom", "skipped"]) & ~over_budget(frame)) | capped]
+
+
+def over_budget(frame: pd.DataFrame) -> pd.Series:
+    """The rows a run's budget skipped: its `over-budget` flag (schema 6; older rows get it on upgrade)."""
+    flags = column_or(frame, "flags", "").fillna("").astype(str)
+    return (frame["status"] == "skipped") & flags.str.contains(flag_pattern(OVER_BUDGET_FLAG), regex=True)
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.peaks import PEAKS, peak_tflops
-from gpubench.harness.core.run_budget import format_duration
+from gpubench.harness.core.duration_text import format_duration
 from gpubench.reports.aggregate import column_or, geomean, per_case, union_flags
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code

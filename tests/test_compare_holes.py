@@ -48,7 +48,8 @@ def compare(tmp_path: Path, capsys: Any, base: list[dict[str, Any]], new: list[d
 
 def test_a_case_new_skipped_over_its_budget_share_fails_the_comparison(tmp_path, capsys):
     # measured in BASE, too slow in NEW to fit its share: it read "only in BASE" and compare exited 0
-    held_back = row("new", CASES[1], 0, status="skipped", reason=OVER_BUDGET, median_s=None, samples_s=None)
+    held_back = row("new", CASES[1], 0, status="skipped", reason=OVER_BUDGET, flags="over-budget", median_s=None,
+                    samples_s=None)
     code, out = compare(tmp_path, capsys, measured("base"), measured("new", CASES[:1]) + [held_back])
     assert code == 1, out
     assert f"broken (untried in NEW: {OVER_BUDGET})" in out and "only in BASE" not in out

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.core.cost_model import Rates, Work, call_s, predicted_build_s
+from gpubench.harness.budget.cost_model import Rates, Work, call_s, predicted_build_s
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.timing import SyncedClock
 
@@ -96,7 +96,7 @@ def test_the_probe_times_this_device_in_about_a_second():
 
 
 def test_the_run_says_how_the_cost_model_did_against_the_builds_it_priced():
-    from gpubench.harness.core.cost_model import prediction_line
+    from gpubench.harness.budget.cost_model import prediction_line
 
     line = prediction_line([(2.0, 1.0), (1.0, 1.0), (0.5, 1.0), (3.0, 2.0)])
     assert line == ("cost model: the 4 case builds it priced before their first row took 1.25x its prediction "

@@ -31,7 +31,7 @@ from gpubench.harness.devices.nvml_probe import probe_nvml
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.core.plan import BuildTiming, RoundPlan
-from gpubench.harness.core.run_budget import CaseShare
+from gpubench.harness.budget.shares import CaseShare
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import SCHEMA_VERSION
 from gpubench.harness.measurement.timing import SyncedClock

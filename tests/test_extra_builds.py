@@ -8,11 +8,11 @@ from runs import ONE_CASE_BENCH, run_build_process
 
 from gpubench.harness.commands.budget_builds import ExtraBuilds
 from gpubench.harness.core.options import RunOptions
-from gpubench.harness.core.run_budget import CaseCost
+from gpubench.harness.budget.shares import CaseCost
 from gpubench.harness.processes.build_runs import run_builds
 from gpubench.harness.processes.launch import NO_TESTS, Completed, Job
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan
-from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan
+from gpubench.harness.budget.plan import BudgetPlan
 from gpubench.harness.pytest_plugin.extra_build import build_spread, noisiest_first
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows

@@ -11,9 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # The layers, lowest first: each is a package, and a module's layer is its package's. A package may import
-# its own layer or lower ones; the first five never import torch.
+# its own layer or lower ones; the first six never import torch.
 PACKAGES: tuple[str, ...] = (
     "gpubench.harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
+    "gpubench.harness.budget",  # the run's time: its deadline, prices, shares, plan and promise; no torch, no pytest
     "gpubench.harness.catalog",  # the workload catalogue and the profiles
     "gpubench.harness.records",  # schema, results, run ids, store, safe files, fleet job files
     "gpubench.reports",  # reads results; torch-free
@@ -82,10 +83,27 @@ def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
     module.write_text("import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n    "
                       "import torch\n", encoding="utf-8")
     assert violations(module, "gpubench.harness.core.stats") == [
-        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 8 above 0)",
-        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer 8 above 0)",
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 9 above 0)",
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer 9 above 0)",
         "gpubench.harness.core.stats:6 imports torch in a torch-free layer",
     ]
+
+
+BUDGET = ROOT / "harness" / "budget"
+
+
+def framework_imports(paths: list[Path]) -> list[str]:
+    """Imports of torch or pytest (function-level ones included) in `paths`."""
+    return [f"{path.name}:{line} imports {target}" for path in paths for line, target in imports(path)
+            if target.split(".")[0] in ("torch", "pytest", "_pytest")]
+
+
+def test_the_budget_package_imports_neither_torch_nor_pytest(tmp_path: Path) -> None:
+    """The run's time is decided where neither a device nor the test runner is: the check sees one that is."""
+    assert framework_imports(sorted(BUDGET.glob("*.py"))) == []
+    planted = tmp_path / "plan.py"
+    planted.write_text("def f():\n    import pytest\n", encoding="utf-8")
+    assert framework_imports([planted]) == ["plan.py:2 imports pytest"]
 
 
 def test_every_module_lives_in_a_layer_package() -> None:

@@ -19,7 +19,7 @@ from torch import nn
 
 from runs import summary_as_quick
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.core import run_budget
+from gpubench.harness.budget import clock as run_clock
 from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.options import RunOptions
@@ -303,7 +303,7 @@ def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them(
 
 @pytest.mark.timeout(60, method="thread")  # pytest-timeout's own SIGALRM would hold the cut off (cut_after)
 def test_a_factory_that_never_returns_is_cut_after_the_budget_and_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_budget, "OVERRUN_GRACE_S", 0.05)
+    monkeypatch.setattr(run_clock, "OVERRUN_GRACE_S", 0.05)
     spec = parse_model_options("model_factories:never_returns", "16")
     with pytest.raises(UsageError, match=r"^--model model_factories:never_returns: making the model and one forward "
                                              r"did not return within 0.1 s \(the run's budget and its grace\) — make "

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from runs import build_processes, gpubench_run
 
-from gpubench.harness.core.run_budget import grace_s
+from gpubench.harness.budget.clock import grace_s
 from gpubench.harness.processes.launch import CUT_GRACE_S
 
 STUCK_IN_C = '''

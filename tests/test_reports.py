@@ -560,7 +560,7 @@ def test_a_case_a_run_budget_skipped_is_broken():
     over = ("over budget: one call takes 2.0 s; its share of the 3m budget is 0.3 s — raise --budget or deselect it")
     new = pd.concat([_frame("b", {}), pd.DataFrame([
         {"case_id": "matmul/x", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0,
-         "samples_s": "", "reason": over},
+         "samples_s": "", "reason": over, "flags": "over-budget"},
         {"case_id": "matmul/y", "status": "skipped", "median_s": float("nan"), "run_id": "b", "build": 0,
          "samples_s": "", "reason": "tf32 is a CUDA tensor-core mode"}])])
     verdicts, only_base, _, _ = compare_frames(base, new, 0.05)

@@ -100,7 +100,7 @@ def test_a_version_3_file_reads_as_the_current_version_with_no_build_costs():
     path = REPO / "reports/examples/cpu-2core-quick.csv"
     assert path.read_text().splitlines()[1].startswith("3,")  # really a version-3 file
     rows = read_rows(path)
-    assert rows and all(r["schema_version"] == SCHEMA_VERSION == 5 for r in rows)
+    assert rows and all(r["schema_version"] == SCHEMA_VERSION == 6 for r in rows)
     assert all(r["build_s"] is None and r["first_call_s"] is None for r in rows)
 
 
@@ -187,7 +187,7 @@ def test_a_version_4_file_reads_as_the_current_version_with_the_unreached_column
                          "torch_version": "2.0", "workload": "time_to_accuracy", "case_id": "time_to_accuracy/template",
                          "status": "failed", "reason": "did not converge"})
     (got,) = read_rows(path)
-    assert got["schema_version"] == SCHEMA_VERSION == 5 and got["raced"] is None
+    assert got["schema_version"] == SCHEMA_VERSION == 6 and got["raced"] is None
     assert all(got[column] is None for column in added)
 
 

@@ -12,17 +12,18 @@ from fakes import FakeBenchmark, RunContext, run_with
 
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.core.plan import BuildTiming
-from gpubench.harness.core.run_budget import (
-    COST_MARGIN, MIN_SHARE_S, CaseCost, CaseShare, OVERRUN_GRACE_S, DeadlinePassed, OverBudget, format_duration,
-    parse_duration, cut_after, share_of, water_level,
+from gpubench.harness.budget.shares import (
+    COST_MARGIN, MIN_SHARE_S, CaseCost, CaseShare, OverBudget, share_of, water_level,
 )
+from gpubench.harness.budget.clock import OVERRUN_GRACE_S, DeadlinePassed, cut_after
+from gpubench.harness.core.duration_text import format_duration, parse_duration
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.measurement import timing
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end
 from gpubench.harness.measurement.measure import Timed, measure
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.pytest_plugin.budget_plan import PRIOR_WEIGHT_S, BudgetPlan, budget_plan
+from gpubench.harness.budget.plan import PRIOR_WEIGHT_S, BudgetPlan, budget_plan
 from gpubench.harness.records.durations import history
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
@@ -185,60 +186,20 @@ def test_a_repeat_gets_only_what_the_first_builds_still_to_run_leave():
     assert plan.share_for("a").share_s == pytest.approx(100 - 60.0 * COST_MARGIN)
 
 
-def test_the_plan_line_names_what_a_known_call_says_will_not_fit():
-    costs = {"matmul/bf16-n2048": CaseCost(80.0, 25.0), "matmul/fp32-n256": CaseCost(0.5, 0.01)}
-    line = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"]).plan_line()
-    assert line.startswith("gpubench: plan ~1m40s of a 3m budget: 3 cases x 1 builds; costs: this machine's history 2, "
-                           "the cost model 0, none 1 (their first call decides)")
-    # its 25 s call fits a 50 s share: capped, not skipped
-    assert "skipped" not in line and "capped: matmul/bf16-n2048 (50 s of its 1m20s)" in line
-    tight = plan_of(costs, ["matmul/bf16-n2048", "matmul/fp32-n256", "conv2d/fp32"], deadline_s=30.0).plan_line()
-    assert "skipped: matmul/bf16-n2048 (one call 25 s > its 15 s share)" in tight
-
-
 def test_a_headline_case_is_funded_whole_beside_the_other_headline_cases_and_the_settings_share_the_rest():
     costs = {"epoch": CaseCost(20.0, 19.0, predicted=True), "dram": CaseCost(8.0, 0.1, predicted=True),
              **{f"micro{i}": CaseCost(1.0, 0.01) for i in range(50)}}
     micro = [f"micro{i}" for i in range(50)]
     plan = plan_of(costs, ["epoch", "dram", *micro], deadline_s=60.0, headline={"epoch", "dram"})
-    # all that the other headline case's reserve leaves, not a 60/52 s water-filled share
-    assert plan.share_for("epoch").share_s == pytest.approx(60.0 - 8.0 * COST_MARGIN)
+    # all that the other headline case's price leaves, not a 60/52 s water-filled share
+    assert plan.share_for("epoch").share_s == pytest.approx(60.0 - 8.0)
     # a predicted call is the model's guess: the case's own first call decides
     assert plan.share_for("epoch").known_call_s is None
     assert plan.share_for("epoch").predicted_build_s == 20.0
     # a settings case shares what both headline cases leave
-    assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 28.0 * COST_MARGIN) / 50)
+    assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 28.0) / 50)
     plan.done("epoch", skipped=False)
-    assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 8.0 * COST_MARGIN) / 50)
-
-
-def test_the_plan_line_names_the_headline_cases_left_out_and_the_budget_that_includes_them():
-    costs = {"epoch": CaseCost(40.0, 39.0, predicted=True), "dram": CaseCost(8.0, 0.1),
-             "tta": CaseCost(30.0, 29.0, predicted=True)}
-    line = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=60.0,
-                   headline={"epoch", "dram", "tta"}).plan_line()
-    assert "costs: this machine's history 1, the cost model 2, none 1 (their first call decides)" in line
-    assert "headline first: 2 of 3 funded whole (~1m)" in line  # dram 10 s, epoch 50 s with their margins
-    # the budget that holds all three: what has passed of it (2 of 3 minutes), dram, epoch and tta with their margins
-    assert "headline left out: tta — --budget 4m includes them" in line
-    roomy = plan_of(costs, ["dram", "epoch", "tta", "micro"], deadline_s=300.0,
-                    headline={"epoch", "dram", "tta"}).plan_line()
-    assert "left out" not in roomy and "headline first: 3 of 3 funded whole" in roomy
-
-
-def test_a_plan_never_refuses_a_case_that_fits_what_it_leaves_unplanned():
-    costs = {"epoch": CaseCost(19.0, 18.0), **{f"micro{i}": CaseCost(0.3, 0.01) for i in range(40)}}
-    micro = [f"micro{i}" for i in range(40)]
-    line = plan_of(costs, ["epoch", *micro], deadline_s=180.0).plan_line()
-    assert "skipped" not in line and "capped" not in line
-    planned_s = 19.0 * COST_MARGIN + 40 * 0.3 * COST_MARGIN
-    assert line.startswith(f"gpubench: plan ~{format_duration(planned_s)} of a 3m budget")
-
-
-def test_a_run_is_planned_from_its_start_when_no_deadline_is_given():
-    plan = budget_plan(60.0, None, {}, [("a", 0), ("b", 0), ("a", 1), ("b", 1)], only_build=0, skipped={"b"})
-    assert plan.here == [("a", 0)] and plan.later == [("a", 1)] and plan.later_processes == 1
-    assert plan.deadline_s <= plan.now() + 60.0
+    assert plan.share_for("micro0").share_s == pytest.approx((60.0 - 8.0) / 50)
 
 
 def test_history_is_the_newest_row_of_this_machine_device_and_profile(tmp_path):
@@ -255,6 +216,7 @@ def test_history_is_the_newest_row_of_this_machine_device_and_profile(tmp_path):
                        "machine_id": machine, "hostname": "h", "device": "cpu", "device_name": "x",
                        "torch_version": "2", "cuda_version": "", "workload": "matmul", "case_id": "matmul/fp32-n64",
                        "status": status, "reason": reason, "build_s": build_s, "first_call_s": first_call_s,
+                       "flags": "over-budget" if status == "skipped" else "",
                        "profile": "smoke" if run_id == "smoke" else "quick"})
         writer.close()
     (tmp_path / "damaged.csv").write_text("not,a\ngpubench,file\n")
@@ -417,22 +379,6 @@ def test_no_alarm_is_armed_without_a_budget_or_over_another_plugins_alarm():
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def test_a_headline_case_the_plan_leaves_out_reserves_nothing_from_those_it_funds():
-    """The plan line funds headline cases in run order while they fit and names those it leaves out; a
-    left-out case's cost must not be kept out of the funded ones' shares (a `make bench` run skipped its
-    DDP and template-epoch rows with 'share 0.0 s' at 2m54s left of 3m, while the plan said they were funded)."""
-    costs = {"ddp": CaseCost(10.0, 9.0, predicted=True), "epoch": CaseCost(40.0, 39.0, predicted=True),
-             "tta": CaseCost(200.0, 199.0, predicted=True), "micro": CaseCost(1.0, 0.01)}
-    plan = plan_of(costs, ["ddp", "epoch", "micro", "tta"], deadline_s=100.0, headline={"ddp", "epoch", "tta"})
-    assert "headline first: 2 of 3 funded whole" in plan.plan_line() and "headline left out: tta" in plan.plan_line()
-    assert plan.share_for("ddp").share_s == pytest.approx(100.0 - 40.0 * COST_MARGIN)  # epoch's reserve only, not tta's
-    assert plan.share_for("micro").share_s == pytest.approx(100.0 - 50.0 * COST_MARGIN)  # what ddp and epoch leave
-    plan.done("ddp", skipped=False)
-    plan.done("epoch", skipped=False)
-    plan.done("micro", skipped=False)
-    assert plan.share_for("tta").share_s == pytest.approx(100.0)  # at its turn, all that is left
-
-
 def test_the_rest_of_the_plan_is_repriced_at_the_pace_this_run_has_seen():
     costs = {"a": CaseCost(10.0, 9.0, predicted=True), "b": CaseCost(10.0, 9.5, predicted=True)}
     plan = plan_of(costs, ["a", "b"], deadline_s=1000.0)
@@ -461,43 +407,25 @@ def test_a_capped_build_teaches_the_pace_nothing_and_a_refused_first_call_does()
     assert plan.seen == [(12.0, 4.0)]
 
 
-def test_a_broken_headline_promise_is_corrected_out_loud_once():
-    costs = {"dram": CaseCost(8.0, 0.1, predicted=True), "epoch": CaseCost(40.0, 39.0, predicted=True),
-             "tta": CaseCost(30.0, 29.0, predicted=True)}
-    clock = {"now": 0.0}
-    plan = BudgetPlan(180.0, 100.0, costs, [("dram", 0), ("epoch", 0), ("tta", 0)], now=lambda: clock["now"],
-                      cases=3, builds=1, headline=frozenset(costs))
-    assert "headline first: 3 of 3 funded whole" in plan.plan_line()
-    plan.share_for("dram")
-    clock["now"] = 16.0
-    plan.done("dram", skipped=False, build_s=16.0)  # twice its price: epoch no longer fits what is left
-    line = plan.correction()
-    assert line is not None and line.startswith("gpubench: plan corrected: this run's cases take 1.8x their prices")
-    assert "headline no longer funded: epoch — --budget" in line and "tta" not in line.split("funded:")[1]
-    assert plan.correction() is None  # said once
-
-
 def test_many_builds_in_a_short_budget_plan_the_builds_that_fit_and_say_so(monkeypatch):
-    from gpubench.harness.pytest_plugin import budget_plan as planning
-
-    monkeypatch.setattr(planning, "_run_began_s", time.time() - 1.0)  # each build process starts in ~1 s
     entries = [(case, build) for build in range(100) for case in ("a", "b", "c")]
-    plan = budget_plan(30.0, None, {}, entries, only_build=0, skipped=set())
+    # each build process starts in ~1 s
+    plan = budget_plan(30.0, time.time() + 29.0, {}, entries, only_build=0, skipped=set(), startup_s=1.0)
     # 99 later start-ups kept out of 30 s left the first build 0 s a case: nothing was measured
     assert all(plan.share_for(case).share_s >= 2.0 for case in ("a", "b", "c"))
     assert 10 <= plan.later_builds_fit() < 99
-    assert (f"later builds: time kept for {plan.later_builds_fit()} of 99 (each starts in ~1.0 s; more start if time "
-            "is left) — pass fewer --builds or a longer --budget for all") in plan.plan_line()
+    assert (f"gpubench: later builds: time kept for {plan.later_builds_fit()} of 99 (each starts in ~1.0 s) — pass "
+            "fewer --builds or a longer --budget for all") in plan.plan_lines()
     # a later build's repeats share its time with those of the builds that fit, not with 98 builds' repeats
     later = budget_plan(30.0, time.time() + 24.0, {case: CaseCost(0.025) for case in "abc"}, entries, only_build=1,
-                        skipped=set())
+                        skipped=set(), startup_s=1.0)
     assert all(later.share_for(case).share_s >= MIN_SHARE_S for case in "abc")
 
 
 @pytest.mark.parametrize("text", ["0.001s", "4s", "4.9s"])
 def test_a_budget_too_short_to_build_one_case_is_refused_naming_the_least(text, tmp_path):
     from gpubench.harness.core.options import RUN_OPTIONS, read_run_options
-    from gpubench.harness.core.run_budget import parse_budget
+    from gpubench.harness.core.duration_text import parse_budget
 
     line = f"--budget {text}: below 5.0 s, too short for a build to start and build one case — pass --budget 5s or more"
     with pytest.raises(UsageError, match=f"^{line}"):
@@ -506,3 +434,115 @@ def test_a_budget_too_short_to_build_one_case_is_refused_naming_the_least(text, 
     with pytest.raises(UsageError, match=f"^{line}"):  # the options are read once, before any build starts
         read_run_options(values.get, lambda profile: None)
     assert parse_budget("5s") == 5.0 and parse_budget("none") is None
+
+
+def fast_micro_seen(plan: BudgetPlan, pace: float, cases: int = 20) -> None:
+    """This process has seen `cases` micro cases take `pace` times their 0.25 s prices."""
+    plan.seen += [(0.25 * pace, 0.25)] * cases
+
+
+@pytest.mark.parametrize("priced_by", ["history", "model"])
+def test_a_pace_learned_on_fast_cases_cannot_drop_a_headline_whose_own_price_fits(priced_by):
+    """A `make bench` run skipped its guide-template epoch ('one call takes 2m06s; its share 1m56s'): the pace of the
+    micro cases before it multiplied the epoch's price. A headline is priced by itself."""
+    epoch = CaseCost(30.0, 29.0, history=priced_by == "history", predicted=priced_by == "model")
+    costs = {"epoch": epoch, "tta": CaseCost(40.0, 39.0, predicted=True), "micro": CaseCost(0.25, 0.01)}
+    plan = plan_of(costs, ["epoch", "tta", "micro"], deadline_s=120.0, headline={"epoch", "tta"})
+    fast_micro_seen(plan, pace=4.0)
+    assert plan.pace() > 3.0
+    assert plan.promise() == ["epoch", "tta"] and plan.left_out == {}
+    share = plan.share_for("epoch")
+    # its own call decides, and its share holds its own price, not the paced one (4x 30 s)
+    assert share.known_call_s is None and share.left_out == ""
+    assert share.share_s == pytest.approx(120.0 - 40.0)
+    assert share.expected_build_s == pytest.approx(30.0)
+
+
+def test_a_headline_that_cannot_fit_at_its_measured_cost_is_named_first_and_never_built():
+    costs = {"dram": CaseCost(8.0, 0.1, history=True), "epoch": CaseCost(100.0, 99.0, history=True),
+             "tta": CaseCost(30.0, 29.0, predicted=True), "micro": CaseCost(1.0, 0.01)}
+    plan = BudgetPlan(180.0, 60.0, costs, [("dram", 0), ("epoch", 0), ("tta", 0), ("micro", 0)], now=lambda: 0.0,
+                      cases=4, builds=1, headline=frozenset({"dram", "epoch", "tta"}))
+    lines = plan.plan_lines()
+    assert all(len(line) <= 200 for line in lines)
+    assert lines[0] == ("gpubench: plan for the 3m budget: 2 headline cases first, each whole (~38 s: 1 priced by "
+                        "its own time here, 1 by the cost model), then 1 other case shares the time left")
+    # the cost model's 30 s is a guess: tta is promised, its own first call decides; epoch's 100 s was measured here
+    assert lines[1].startswith("gpubench: headline left out, too slow here before: epoch (1m40s) — --budget")
+    share = plan.share_for("epoch")
+    assert share.share_s == 0.0 and share.left_out.startswith("over budget: left out by the plan (its first line): "
+                                                              "it took 1m40s here before")
+    from gpubench.harness.measurement.runner import check_known_cost
+
+    with pytest.raises(OverBudget) as refused:
+        check_known_cost(share)
+    assert refused.value.flags == ("over-budget", "left-out")
+
+
+def test_the_promise_is_made_once_and_a_slow_headline_never_unpromises_the_next():
+    costs = {h: CaseCost(20.0, 19.0, history=True) for h in ("a", "b", "c")}
+    clock = {"now": 0.0}
+    plan = BudgetPlan(180.0, 70.0, costs, [("a", 0), ("b", 0), ("c", 0)], now=lambda: clock["now"], cases=3,
+                      builds=1, headline=frozenset(costs))
+    assert plan.promise() == ["a", "b", "c"]
+    plan.share_for("a")
+    clock["now"] = 50.0
+    plan.done("a", skipped=False, build_s=50.0)
+    # a took 2.5x its time: b and c are still promised; b, first, is given all that is left
+    assert plan.promise() == ["a", "b", "c"] and plan.left_out == {}
+    assert plan.share_for("b").share_s == pytest.approx(20.0)
+
+
+def test_a_plan_line_contradicted_by_the_rows_fails():
+    from gpubench.harness.budget.promise import delivery_lines
+
+    rows = [{"case_id": "a", "build": 0, "status": "ok", "flags": "", "reason": ""},
+            {"case_id": "a", "build": 1, "status": "skipped", "flags": "over-budget", "reason": "over budget: x"},
+            {"case_id": "b", "build": 0, "status": "skipped", "flags": "over-budget",
+             "reason": "over budget: one call"},
+            {"case_id": "d", "build": 0, "status": "ok", "flags": "impossible", "reason": "scaling efficiency 2.6"},
+            {"case_id": "c", "build": 0, "status": "ok", "flags": "", "reason": ""},
+            {"case_id": "tf32", "build": 0, "status": "skipped", "flags": "", "reason": "tf32 is a CUDA mode"}]
+    assert delivery_lines(["a"], [], rows) == ["gpubench: headline: 1 promised, 1 delivered"]
+    lines = delivery_lines(["a", "b", "d", "e", "tf32"], ["c"], rows)
+    # a setting the device cannot run is no promise the plan could keep or break
+    assert lines[0] == ("gpubench: headline: 4 promised, 1 delivered; 1 left out by the plan, as its first line said; "
+                        "1 this device cannot run (tf32):")
+    assert lines[1] == "  b: skipped — over budget: one call"
+    assert lines[2].startswith("  d: measured, flagged impossible and kept out of the summary — scaling")
+    assert lines[3] == "  e: no row (its build ended before it was recorded)"
+    assert lines[4] == "gpubench: error: the plan left out c and it ran anyway"
+    assert delivery_lines([], [], rows) == []
+
+
+def test_a_long_cause_is_cut_at_a_word_never_mid_word():
+    from gpubench.harness.budget.promise import shortened
+
+    cut = shortened("over budget: " + "word " * 60, 40)
+    assert len(cut) <= 40 and cut.endswith("word…")
+    assert shortened("short", 40) == "short"
+
+
+def test_the_runs_deadline_is_computed_once_by_one_formula():
+    """The run's end from its budget is written in budget.clock alone: every other module asks it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sums = []
+    for path in sorted((root / "harness").rglob("*.py")) + sorted((root / "reports").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                names = {n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in ast.walk(node)}
+                if any(name.endswith("budget_s") for name in names) and {"time", "began_s"} & names:
+                    sums.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert [place.split(":")[0] for place in sums] == ["harness/budget/clock.py"]
+
+
+def test_a_row_written_before_the_flag_reads_over_budget_from_its_words_once():
+    from gpubench.harness.records.schema import upgrade_row
+
+    old = {"status": "skipped", "reason": "over budget: one call takes 25 s; its share is 2 s", "flags": "busy"}
+    assert upgrade_row(old, 5, "old.csv")["flags"] == "busy;over-budget"
+    other = {"status": "skipped", "reason": "tf32 is a CUDA tensor-core mode", "flags": ""}
+    assert upgrade_row(other, 5, "old.csv")["flags"] == ""

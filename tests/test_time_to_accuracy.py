@@ -15,7 +15,7 @@ from fakes import FakeBenchmark, RunContext, run_with
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.datasets import CLASSES, Split
-from gpubench.harness.core.run_budget import CaseShare
+from gpubench.harness.budget.shares import CaseShare
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.schema import SCHEMA_VERSION

@@ -8,7 +8,7 @@ import argparse
 
 from gpubench.harness.commands.common import add_tests_argument, fail, read_options, resolve_store, tests_problem
 from gpubench.harness.core.exits import ExitCode, UsageError
-from gpubench.harness.core.run_budget import parse_duration
+from gpubench.harness.core.duration_text import parse_duration
 from gpubench.harness.core.options import MAX_BUILDS
 
 DEFAULT_BUDGET = "10m"

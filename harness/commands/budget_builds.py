@@ -1,16 +1,16 @@
-"""`gpubench run` under --budget: the run's one deadline, handed to every build process, and a
-launcher that starts a later build process only when it has something to do within the budget
-(its start-up alone, an interpreter with torch and a collection, would otherwise overrun it)."""
+"""`gpubench run` under --budget: a launcher that starts a later build process only when it has something to do
+within the budget (its start-up alone, an interpreter with torch and a collection, would otherwise overrun it), and
+the extra builds after the profile's. What decides is gpubench.harness.budget.builds; here are the launchers."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.core.run_budget import COST_MARGIN, format_duration
+from gpubench.harness.budget.builds import extra_build_fits, first_row_after_s, later_build_starts
+from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.core.options import MAX_BUILDS
 from gpubench.harness.processes.launch import Completed, Job, Launcher
 from gpubench.harness.processes.protocol import BuildAnswer
@@ -24,19 +24,6 @@ def run_rows(csv_path: Path) -> list[dict[str, Any]] | None:
         return read_rows(csv_path)
     except (OSError, ValueError):
         return None
-
-
-def cases_left_for(rows: list[dict[str, Any]], build: int) -> bool:
-    """Whether some case will run build `build`: one its first build did not skip, with more builds than `build`."""
-    return any(row["status"] != "skipped" and (row["builds"] or 1) > build for row in rows)
-
-
-def startup_s(rows: list[dict[str, Any]], launched_s: float | None) -> float:
-    """Seconds from launching the first build to its first row: what a later build's start-up (an interpreter,
-    torch, the collection) is expected to cost, its first case included."""
-    stamps = [datetime.fromisoformat(str(row["timestamp_utc"])).timestamp()
-              for row in rows if row.get("timestamp_utc")]
-    return max(0.0, min(stamps) - launched_s) if stamps and launched_s is not None else 0.0
 
 
 @dataclass
@@ -61,11 +48,9 @@ class WithinBudget:
         rows = run_rows(self.csv_path)
         if rows is None:
             return True
-        rows = [row for row in rows if row["build"] == 0]  # the first build's: what later builds may repeat
-        start_s = self.build_start_s if self.build_start_s is not None else startup_s(rows, self.launched_s)
-        if self.last_rows == 0 and build > 1:  # the build before measured nothing: the time left fits no case either
-            return False
-        return time.time() + start_s < self.deadline_s and cases_left_for(rows, build)
+        first = [row for row in rows if row["build"] == 0]
+        start_s = self.build_start_s if self.build_start_s is not None else first_row_after_s(first, self.launched_s)
+        return later_build_starts(rows, build, time.time(), self.deadline_s, start_s, self.last_rows)
 
     def run(self, job: Job) -> Completed:
         build = job.plan.build if job.plan is not None else 0
@@ -85,12 +70,6 @@ class WithinBudget:
                 "was skipped in its first build) — raise --budget for more builds"] if skipped else []
 
 
-def repeated_build_s(rows: list[dict[str, Any]]) -> list[float]:
-    """Build seconds of the measured rows of cases built more than once: what a case costs an extra build."""
-    return [float(row["build_s"]) for row in rows
-            if row["status"] == "ok" and (row["builds"] or 1) > 1 and isinstance(row.get("build_s"), (int, float))]
-
-
 @dataclass
 class ExtraBuilds:
     """After the profile's builds, one more build process while the budget has time for the cheapest repeated
@@ -108,11 +87,9 @@ class ExtraBuilds:
             self.first_extra = build
         elif not answers or answers[-1].build != build - 1 or answers[-1].rows_written == 0:
             return False  # the last extra build found nothing that fit
-        costs_s = repeated_build_s(run_rows(self.csv_path) or [])
-        if not costs_s:
-            return False
-        start_s = max((answer.startup_s or 0.0 for answer in answers), default=0.0)  # a build's start, measured
-        return time.time() + start_s + min(costs_s) * COST_MARGIN < self.deadline_s
+        # a build's start, as builds measured it
+        start_s = max((answer.startup_s or 0.0 for answer in answers), default=0.0)
+        return extra_build_fits(run_rows(self.csv_path) or [], time.time(), self.deadline_s, start_s)
 
     def announce(self, build: int) -> str:
         left = format_duration(max(0.0, self.deadline_s - time.time()))

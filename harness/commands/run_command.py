@@ -110,7 +110,8 @@ def build_launcher(args: argparse.Namespace, deadline_s: float | None) -> Proces
     """Builds forked from a fork server unless --no-fork; a local fleet's job stops with its fleet (killed with -9,
     nobody would read what it measures); under a budget, a build still running past the run's end is cut from
     outside (launch.BuildWatch), OUTSIDE_AFTER_S after the in-process cut, which names the case, had its chance."""
-    from gpubench.harness.core.run_budget import format_duration, grace_s
+    from gpubench.harness.core.duration_text import format_duration
+    from gpubench.harness.budget.clock import grace_s
     from gpubench.harness.pytest_plugin.forked import ForkLauncher
     from gpubench.harness.processes.launch import ProcessLauncher, stopped_limit_s
     from gpubench.harness.processes.lifetime import STOP_WITH_ENV
@@ -138,14 +139,16 @@ def run_builds(args: argparse.Namespace, extra: list[str]) -> int:
     import shutil
     import tempfile
 
+    from gpubench.harness.budget.clock import run_deadline_s
     from gpubench.harness.processes.launch import Job, python_module, stop_requests
     from gpubench.harness.processes.lifetime import adopt_orphans, run_folder_prefix, sweep_dead_run_folders
 
     sweep_dead_run_folders(Path(tempfile.gettempdir()))  # left by a run killed with SIGKILL
     adopt_orphans()  # what a build leaves behind (a daemon of its own) is killed when it ends
     scratch = Path(tempfile.mkdtemp(prefix=run_folder_prefix(os.getpid())))
-    budget_s = args.run.run_budget_s  # every build process shares the run's one end
-    deadline_s = None if budget_s is None else time.time() + budget_s
+    # every build process shares the run's one end
+    budget_s = args.run.run_budget_s
+    deadline_s = None if budget_s is None else run_deadline_s(budget_s, time.time())
 
     def job_for(build: int, builds: int | None) -> Job:
         plan = build_plan(args, extra, scratch, build, builds, deadline_s)
@@ -196,6 +199,9 @@ def launched_builds(
     outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce,
                             more or (lambda build, answers: False))
     args.rows_written = sum(answer.rows_written for answer in outcome.answers)  # read by record_exit
+    # the plan's promise, checked against the rows once the run has ended (say_delivery)
+    args.promise = next(((answer.promised, answer.left_out) for answer in outcome.answers if answer.build == 0),
+                        ([], []))
     if verbose:
         tables = [Path(answer.benchmark_json) for answer in outcome.answers if answer.benchmark_json]
         print_one_table(tables, verbose=any(answer.verbose_table for answer in outcome.answers))
@@ -264,8 +270,8 @@ def say_noise(csv_path: Path, watch: CpuWatch) -> None:
 
 
 def say_predictions(frame: Any) -> None:
-    """How the budget's cost model did on this run's rows (gpubench.harness.core.cost_model), when it priced any."""
-    from gpubench.harness.core.cost_model import prediction_line
+    """How the budget's cost model did on this run's rows (gpubench.harness.budget.cost_model), when it priced any."""
+    from gpubench.harness.budget.cost_model import prediction_line
 
     if "predicted_build_s" not in frame:
         return
@@ -322,9 +328,25 @@ def after_builds(args: argparse.Namespace, code: int, csv_path: Path, watch: Cpu
               "replaced the file (or its folder) during the run — keep the results folder while a run writes it",
               file=sys.stderr)
         code = max(code, ExitCode.FAILED)
-    if code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report:  # > 128: a build killed
-        return code
-    return report_after_run([csv_path], csv_path.with_name(f"{csv_path.stem}-report"), code)
+    # > 128: a build killed
+    if not (code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report):
+        code = report_after_run([csv_path], csv_path.with_name(f"{csv_path.stem}-report"), code)
+    say_delivery(args, csv_path)
+    return code
+
+
+def say_delivery(args: argparse.Namespace, csv_path: Path) -> None:
+    """The run's last lines: the headline cases its plan promised, against what its rows hold."""
+    from gpubench.harness.budget.promise import delivery_lines
+    from gpubench.harness.records.results_reader import read_rows
+
+    promised, left_out = getattr(args, "promise", ([], []))
+    try:
+        rows = read_rows(csv_path) if csv_path.exists() else []
+    except (OSError, ValueError):
+        rows = []
+    for line in delivery_lines(promised, left_out, rows):
+        print(line, flush=True)
 
 
 def interrupted(code: int, csv_path: Path, report_due: bool) -> int:

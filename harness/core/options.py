@@ -13,7 +13,7 @@ from typing import Any
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
 from gpubench.harness.core.plan import MAX_BUILD_CALLS
-from gpubench.harness.core.run_budget import parse_budget, parse_duration
+from gpubench.harness.core.duration_text import parse_budget, parse_duration
 
 
 @dataclass(frozen=True)

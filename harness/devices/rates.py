@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from gpubench.harness.core.cost_model import Rates
+from gpubench.harness.budget.cost_model import Rates
 from gpubench.harness.devices.device import dtype_skip_reason, synchronize
 
 PROBE_N = {"cpu": 512, "mps": 1024, "cuda": 4096}  # matmul side: a few ms per call on each kind of device

@@ -13,7 +13,7 @@ from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.devices.energy import EnergyMeter, TelemetrySampler
 from gpubench.harness.core.model_spec import ModelSpec
 from gpubench.harness.core.plan import BuildTiming
-from gpubench.harness.core.run_budget import CaseShare
+from gpubench.harness.budget.shares import CaseShare
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.measurement.timing import SyncedClock
 

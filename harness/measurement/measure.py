@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from gpubench.harness.devices.energy import EnergyMeter, EnergyReading, TelemetrySampler
 from gpubench.harness.core.plan import BuildTiming, RoundPlan, plan_rounds
-from gpubench.harness.core.run_budget import CaseShare, OverBudget, capped_plan, format_duration
+from gpubench.harness.budget.shares import CaseShare, OverBudget, capped_plan
+from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.core.stats import SampleStats, summarize
 from gpubench.harness.measurement.loop import (
     Rounds, RoundsResult, energy_by_repetition, energy_window_s, inline_rounds, sample, time_call, warm_up,

@@ -17,7 +17,8 @@ from gpubench.harness.devices.machine_load import LoadMeter, load_of
 from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
 from gpubench.harness.core.bounds import IMPOSSIBLE, past_bounds
 from gpubench.harness.core.plan import BuildTiming, RoundPlan
-from gpubench.harness.core.run_budget import CaseShare, DeadlinePassed, OverBudget
+from gpubench.harness.budget.shares import CaseShare, OverBudget
+from gpubench.harness.budget.clock import DeadlinePassed
 from gpubench.harness.records.results import utc_timestamp
 from gpubench.harness.records.row import CaseColumns, CaseResult, Columns, Load, MeasuredColumns, Memory, Row, Status
 from gpubench.harness.core.stats import NOISY_REL_CI95, SampleStats
@@ -101,7 +102,7 @@ def failure_result(error: BaseException) -> tuple[CaseResult, BaseException | No
     if isinstance(error, CaseSkipped):
         return CaseResult(Status("skipped", str(error))), None
     if isinstance(error, OverBudget):
-        return CaseResult(Status("skipped", str(error)), figures=dict(error.columns)), None
+        return CaseResult(Status("skipped", str(error), error.flags), figures=dict(error.columns)), None
     if isinstance(error, Unreached):  # what it measured is kept: a row of its own, neither a figure nor a failure
         return CaseResult(Status("unreached", str(error)), figures=dict(error.columns)), None
     if isinstance(error, DeadlinePassed):  # recorded, then the test is cut too: the run is past its end
@@ -127,6 +128,8 @@ def check_known_cost(share: CaseShare | None) -> None:
     """Refuses to build a case whose share is too small, or whose known first call does not fit it."""
     if share is None:
         return
+    if share.left_out:
+        raise OverBudget(share.left_out, None, left_out=True)
     if share.too_small():
         raise OverBudget(str(share.too_small()), None)
     if share.known_call_s is not None and share.known_call_s > share.share_s:

@@ -12,7 +12,7 @@ from gpubench.harness.catalog import spec_for
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.catalog.profiles import Profile
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.core.workload_spec import IdRule, WorkloadSpec
 
 MICRO_WORK = Work()  # undeclared work: one small call, so the build is about the profile's rounds

@@ -68,6 +68,9 @@ class BuildAnswer(JsonLine):
     startup_s: float | None = None  # from this process's start (its fork) to its first case's setup
     notes: list[str] = field(default_factory=list)
     case: str = ""  # the test id of the case it has started, in an answer sent at its setup: a build cut mid-case
+    # the budget plan's headline case ids funded whole, and those it left out (the first build's, once planned)
+    promised: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
 
 
 def _typed(cls: type[Message], text: str) -> Message:

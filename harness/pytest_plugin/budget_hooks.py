@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpubench.harness.core.exits import ExitCode
-from gpubench.harness.core.run_budget import CaseCost, DeadlinePassed, cut_after, cut_reason, grace_s
-from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan, budget_plan
-from gpubench.harness.pytest_plugin.build_answer import this_build
+from gpubench.harness.budget.shares import CaseCost
+from gpubench.harness.budget.clock import DeadlinePassed, cut_after, cut_reason, grace_s, run_startup_s
+from gpubench.harness.budget.plan import BudgetPlan, budget_plan
+from gpubench.harness.pytest_plugin.build_answer import answer_writer, this_build
 from gpubench.harness.pytest_plugin.console import console_of, uncaptured
 from gpubench.harness.pytest_plugin.extra_build import build_of, params_of
 
@@ -44,8 +45,9 @@ def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
         skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
+    assert state.deadline_s is not None  # build_setup computes it wherever there is a budget
     plan = budget_plan(state.budget_s, state.deadline_s, {**found.costs, **modelled}, entries, state.only_build,
-                       skipped, state.extra_build, frozenset(state.headline))
+                       skipped, run_startup_s(), state.extra_build, frozenset(state.headline))
     plan.history_note = found.note() or ""
     return plan
 
@@ -83,9 +85,8 @@ def workload_case(item: pytest.Item) -> tuple[Any, Any]:
 
 def predicted_costs(state: RunState, cases: list[tuple[Any, Any]]) -> dict[str, CaseCost]:
     """The cost model's builds for `cases`, from a probe of this device (about a second; none without cases)."""
-    from gpubench.harness.core.cost_model import predicted_build_s
+    from gpubench.harness.budget.cost_model import predicted_build_s
     from gpubench.harness.devices.rates import probe_rates
-    from gpubench.harness.pytest_plugin.budget_plan import run_startup_s
 
     if not cases:
         return {}
@@ -125,17 +126,16 @@ def extra_build_order(state: RunState) -> list[str]:
 
 
 def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
-    """The first build process shows the plan; a later one, the time left for its builds."""
+    """The first build process shows the plan and tells gpubench run its promise; a later one, the time left for its
+    builds (a compact later build says it in its end line)."""
     first = this_build(config) in (None, 0)
-    if first or console_of(config) is None:  # a compact later build says its time left in its end line
-        say(config, plan.plan_line() if first else f"gpubench: {plan.progress()}")
-
-
-def say_correction(config: pytest.Config, plan: BudgetPlan) -> None:
-    """The plan's promise corrected out loud, the moment the re-priced plan breaks it."""
-    line = plan.correction()
-    if line is not None:
-        say(config, line)
+    if first and (answer := answer_writer(config)) is not None:
+        answer.promise(plan.promise(), list(plan.left_out))
+    if first:
+        for line in plan.plan_lines():
+            say(config, line)
+    elif console_of(config) is None:
+        say(config, f"gpubench: {plan.progress()}")
 
 
 def say(config: pytest.Config, line: str) -> None:

@@ -77,6 +77,13 @@ class AnswerWriter:
     builds: int | None = None
     case_cost_s: dict[str, float] = field(default_factory=dict)
     startup_s: float | None = None
+    # the budget plan's headline cases funded whole, and those it left out: the run checks delivery against them
+    promised: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+    def promise(self, promised: list[str], left_out: list[str]) -> None:
+        self.promised, self.left_out = list(promised), list(left_out)
+        self.send(BuildAnswer(self.build, self.builds, promised=self.promised, left_out=self.left_out))
 
     def case_starts(self, case: str = "") -> None:
         """A case's setup: the first says how long this process took to get here since it started; each named one
@@ -84,7 +91,8 @@ class AnswerWriter:
         if self.startup_s is None:
             self.startup_s = max(0.0, time.time() - process_started_s())
         if case:
-            self.send(BuildAnswer(self.build, self.builds, startup_s=self.startup_s, case=case))
+            self.send(BuildAnswer(self.build, self.builds, startup_s=self.startup_s, case=case,
+                                  promised=self.promised, left_out=self.left_out))
 
     def collected(self, builds: int) -> None:
         self.builds = builds
@@ -98,7 +106,8 @@ class AnswerWriter:
         path = json_path(getattr(config.option, "benchmark_json", None))
         written = str(path) if path is not None and path.is_file() else ""
         self.send(BuildAnswer(self.build, self.builds, rows_written, dict(self.case_cost_s), exit_code, written,
-                              bool(getattr(config.option, "benchmark_verbose", False)), self.startup_s, notes))
+                              bool(getattr(config.option, "benchmark_verbose", False)), self.startup_s, notes,
+                              promised=self.promised, left_out=self.left_out))
         os.close(self.fd)
 
     def send(self, answer: BuildAnswer) -> None:

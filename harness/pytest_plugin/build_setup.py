@@ -27,8 +27,8 @@ from gpubench.harness.devices.machine_load import LoadMeter, wait_quiet
 from gpubench.harness.core.model_spec import ModelSpec
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, RunOptions
 from gpubench.harness.pytest_plugin.benchmark_json import json_path
-from gpubench.harness.pytest_plugin.budget_plan import note_run_began, run_startup_s
-from gpubench.harness.core.run_budget import DeadlinePassed, cut_after, format_duration, grace_s
+from gpubench.harness.budget.clock import DeadlinePassed, cut_after, grace_s, note_run_began, run_deadline_s
+from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.catalog.profiles import check_profile
 from gpubench.harness.records.results import check_output_file, check_results_dir_early, check_run_id, new_run_id
 from gpubench.harness.pytest_plugin.run_state import RunState
@@ -137,18 +137,20 @@ def make_state(run: RunOptions, build: int | None, benchmark_timer: Any, collect
                       build=build or 0)
     ctx.results_dir = checked["results_dir"]
     ctx.machine_id = lambda: str(session.env.get("machine_id") or session.fingerprint_of(device).get("machine_id", ""))
+    run_end_s = run_deadline(run.run_budget_s, deadline_s)
     state = RunState(ctx, session, checked["data_root"], checked["dataset"], run.profile_ops, only_build=build,
                      extra_build=extra_build and build is not None, previous_clock=previous_clock,
-                     budget_s=run.run_budget_s, deadline_s=deadline_s,
-                     end_s=run_end_s(run.run_budget_s, deadline_s, budget_given))
+                     budget_s=run.run_budget_s, deadline_s=run_end_s,
+                     end_s=run_end_s if deadline_s is not None or budget_given else None)
     state.threads_given = run.threads is not None
     state.load_meter = None if collect_only else LoadMeter()
     return state, checked["warning"]
 
 
-def run_end_s(budget_s: float | None, deadline_s: float | None, budget_given: bool) -> float | None:
-    """Where the run ends for a test that never returns (RunState.end_s): gpubench run's deadline, else this run's
-    start plus the budget its user gave (a plain pytest run under a profile's budget is not cut)."""
-    if deadline_s is not None or budget_s is None or not budget_given:
-        return deadline_s
-    return time.time() - run_startup_s() + budget_s
+def run_deadline(budget_s: float | None, from_run: float | None) -> float | None:
+    """The run's end: gpubench run's (`from_run`, the same for every build), else this run's start plus its budget
+    (budget.clock.run_deadline_s, the one formula); None without a budget. A plain pytest run under a profile's
+    budget shares its time by it, and is cut at it only when its user gave --budget."""
+    if from_run is not None or budget_s is None:
+        return from_run
+    return run_deadline_s(budget_s)

@@ -17,7 +17,7 @@ from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.pytest_plugin.benchmark_entries import enter_build
-from gpubench.harness.pytest_plugin.budget_hooks import say, say_correction
+from gpubench.harness.pytest_plugin.budget_hooks import say
 from gpubench.harness.pytest_plugin.build_answer import answer_writer
 from gpubench.harness.pytest_plugin.console import Console, console_of, steps_text
 from gpubench.harness.pytest_plugin.extra_build import EXTRA_BUILD_SKIP
@@ -161,7 +161,6 @@ class Recorder:
             self.state.release_device_data()
             if plan is not None:  # a case that raised is done too: no time is kept for it
                 plan.done(case.case_id, row is not None and row["status"] == "skipped", *build_taken(row))
-                say_correction(self.request.config, plan)
         assert row is not None  # every other way out of the try skipped or raised
         first, self._driven = not self._driven, True
         return self._report(case, row, untimed, first)

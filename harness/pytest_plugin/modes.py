@@ -12,7 +12,7 @@ import pytest
 
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.options import RUN_OPTIONS, RunOptions, read_run_options
-from gpubench.harness.pytest_plugin.budget_plan import note_run_began
+from gpubench.harness.budget.clock import note_run_began
 from gpubench.harness.pytest_plugin.build_answer import add_build_options, plan_of, this_build
 
 if TYPE_CHECKING:

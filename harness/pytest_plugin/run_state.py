@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.pytest_plugin.budget_plan import BudgetPlan
+from gpubench.harness.budget.plan import BudgetPlan
 from gpubench.harness.devices.data_source import DataSource
 from gpubench.harness.measurement.session import Session
 
@@ -28,7 +28,8 @@ class RunState:
     case_builds: dict[str, int] = field(default_factory=dict)  # case id -> its builds, though one build is collected
     headline: set[str] = field(default_factory=set)  # case ids whose figures are rows of the report's summary
     budget_s: float | None = None  # --budget: the whole run's seconds (None: no limit)
-    deadline_s: float | None = None  # the run's end (wall clock) from gpubench run; None: from this run's start
+    # the run's end (wall clock), computed once: gpubench run's, else this run's start plus its budget; None: no budget
+    deadline_s: float | None = None
     budget_plan: BudgetPlan | None = None  # made once the selection is known
     # the run's end (wall clock) past which, and a grace, a test still running is cut: gpubench run's deadline, or the
     # start plus a --budget the user gave; None (a plain pytest run under the profile's default budget): never cut

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.core.run_budget import CaseCost
+from gpubench.harness.budget.shares import OVER_BUDGET_FLAG, flag_pattern, CaseCost
 from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.safe_files import mib, not_own
 
-OVER_BUDGET = "over budget"  # how a budget's skipped rows begin (core.run_budget)
 MAX_FILES = 200  # the newest runs are enough to know a case's cost; a store of years is not read whole
 # Read before the first case, in the run's own time: 200 MB of old runs took 19 s on a 2-core VM, 16 MiB about 1.5 s
 # (a long quick run's file is ~1 MiB: the newest dozen runs or more).
@@ -120,7 +119,9 @@ def _evidence(frame: Any, machine_id: str, device: str, profile: str, now_s: flo
     import pandas as pd
 
     # a case skipped for the budget before its first call says nothing of what it costs
-    unmeasured = frame["reason"].fillna("").str.startswith(OVER_BUDGET) & frame["first_call_s"].isna()
+    flags = frame["flags"].fillna("").astype(str) if "flags" in frame.columns else pd.Series("", index=frame.index)
+    over_budget = flags.str.contains(flag_pattern(OVER_BUDGET_FLAG), regex=True)
+    unmeasured = over_budget & frame["first_call_s"].isna()
     same_profile = frame["profile"].astype(str) == profile if "profile" in frame.columns else False
     mine = frame[(frame["machine_id"] == machine_id) & (frame["device"] == device) & same_profile
                  & frame["build_s"].notna() & ~unmeasured]

@@ -7,6 +7,7 @@ from `SCHEMA`. Bump SCHEMA_VERSION when a column changes meaning or goes, and te
   4  user benchmarks' `params` and `user_figures` (flat JSON objects, sorted keys); `build_s`, `first_call_s`, `capped`.
   5  status `unreached` (a run to target stopped before it: what it measured kept); `training_s`, `epochs_trained`,
      `stopped_by`; `llc_total_bytes`.
+  6  the budget's outcomes as flags, `over-budget` and `left-out` (docs/columns.md).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from collections.abc import Callable
 
 from gpubench.harness.catalog import case_id_for, declared_columns
 from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
+from gpubench.harness.budget.shares import OVER_BUDGET_FLAG
 from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are this module's API
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA: tuple[Column, ...] = (
     # run and machine: the fingerprint every row carries
@@ -374,6 +376,13 @@ def _upgrade_v1(row: dict[str, str]) -> dict[str, str]:
     return row
 
 
+def _budget_flags(row: dict[str, str]) -> str:
+    """An old row's flags, with `over-budget` where its reason's words (all that said it before version 6) did."""
+    flags, skipped = row.get("flags") or "", row.get("status") == "skipped"
+    said = skipped and (row.get("reason") or "").startswith("over budget")
+    return ";".join(filter(None, [flags, OVER_BUDGET_FLAG])) if said else flags
+
+
 def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
     """Bring a row written by schema `version` up to SCHEMA_VERSION; refuse newer ones."""
     if version > SCHEMA_VERSION:
@@ -383,8 +392,8 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         raise SchemaError(f"{source}: schema_version {version} is not a gpubench schema")
     if version == 1:
         row = _upgrade_v1(row)
-    if version <= 4:  # 2 -> 3, 3 -> 4 and 4 -> 5 only added columns (read as empty) and a status
-        row = dict(row, schema_version=str(SCHEMA_VERSION))
+    if version <= 5:  # 2 -> 3, 3 -> 4 and 4 -> 5 only added columns (read as empty) and a status
+        row = dict(row, schema_version=str(SCHEMA_VERSION), flags=_budget_flags(row))
         if version <= 3 and row.get("workload") in RACED_WORKLOADS and not row.get("raced"):
             row["raced"] = to_cell(False)  # an epoch before the race: its template is still the template
     return row

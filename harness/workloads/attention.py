@@ -20,7 +20,7 @@ from gpubench.harness.devices.device import dtype_skip_reason
 from gpubench.harness.measurement.measure import Measurement, Timed
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.terminal import one_line, torch_said
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.gpt import SDPA_BACKENDS
 from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES, with_precision

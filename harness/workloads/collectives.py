@@ -18,11 +18,11 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.machine_load import BUSY_FRAC, LoadMeter
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
-from gpubench.harness.core.run_budget import CaseShare, OverBudget
+from gpubench.harness.budget.shares import CaseShare, OverBudget
 from gpubench.harness.measurement.runner import failure_result
 from gpubench.harness.records.row import CaseResult, MeasuredColumns, Status
 from gpubench.harness.core.stats import SampleStats, summarize
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.core.workload_spec import bytes_size
 from gpubench.harness.workloads.common.torchrun_launch import (COLLECTIVE_TIMEOUT_S, HEARTBEAT_STALL_S,

@@ -18,7 +18,7 @@ from gpubench.harness.devices.device import device_memory_bytes, dtype_skip_reas
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.peaks import peak_gbps
 from gpubench.harness.core.stats import SampleStats
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.matmuls import TORCH_DTYPES, device_name
 

@@ -13,7 +13,7 @@ from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.device import dtype_skip_reason
 from gpubench.harness.measurement.loop import time_call
 from gpubench.harness.measurement.measure import Timed
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.matmuls import (TORCH_DTYPES, cpu_computes_natively, device_name, operands,
                                                        tflops_figures, with_precision)

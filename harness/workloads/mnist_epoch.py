@@ -19,7 +19,7 @@ from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, CompileCost, EpochCase,
                                                      data_notes, epoch_work, make_loaders, make_trainer, shape_batches,

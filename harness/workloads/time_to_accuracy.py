@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 import torch
 
-from gpubench.harness.core.run_budget import CaseShare, format_duration
+from gpubench.harness.budget.shares import CaseShare
+from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged, Unreached
 from gpubench.harness.catalog.time_to_accuracy import SPEC
 from gpubench.harness.measurement.context import BuildContext
@@ -24,7 +25,7 @@ from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.timing import SyncedClock
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.epoch_race import apply_winner, race_here, raced_figures
 from gpubench.harness.workloads.common.epoch import (PRELOADED, SMOKE_IMAGES, TEMPLATE, EpochCase, data_notes,

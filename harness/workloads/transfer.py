@@ -12,7 +12,7 @@ from gpubench.harness.catalog.transfer import SPEC
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
 from gpubench.harness.core.stats import SampleStats
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 
 MIB = 2**20

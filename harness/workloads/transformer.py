@@ -24,7 +24,7 @@ from gpubench.harness.measurement.terminal import torch_said
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import SampleStats
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.gpt import (CONFIGS, GPT, SDPA_BACKENDS, GPTConfig, counted_params,
                                                    flops_per_token, token_batches)

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import torch
 from torch.utils.data import DataLoader
 
-from gpubench.harness.core.cost_model import Work
+from gpubench.harness.budget.cost_model import Work
 from gpubench.harness.core.plan import RoundPlan
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.devices.data_source import Batch, DataSource, PreloadedLoader

@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 
 from gpubench import IMPORT_ROOT
-from gpubench.harness.core.run_budget import MIN_SHARE_S, CaseShare, OverBudget, format_duration
+from gpubench.harness.budget.shares import MIN_SHARE_S, CaseShare, OverBudget
+from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.measurement.cases import Case
 from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job
