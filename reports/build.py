@@ -19,6 +19,7 @@ from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_resu
                                    write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
+from gpubench.reports.settled import set_aside_note, undisturbed
 from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
 
@@ -215,13 +216,14 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     smoke = is_smoke(frame)
-    measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
+    # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
+    measured = undisturbed(frame[~smoke])
     kept, kept_cases, left_out = trusted(measured, per_case(measured))
     head = [answer(kept, kept_cases, base), *banners(frame, smoke),
             f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
             f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
             "spread between builds: IQR/median); every timed region ended in a device synchronize."
-            + "".join(f" Note: {escape(note)}." for note in notes or [])]
+            + "".join(f" Note: {escape(note)}." for note in [*(notes or []), set_aside_note(frame)] if note)]
     parts = ["# gpubench report\n\n" + "\n\n".join(line for line in head if line)]
     if measured.empty:
         parts.append(section("Summary", "Smoke-profile rows only: nothing here is a figure to compare. Run the quick "
@@ -232,7 +234,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         headline = summary.summary(kept, kept_cases, base, energy_notes or {}, measured[left_out.notna()])
         parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
         parts += [health.render(kept, kept_cases, power_caps_w), history.render(kept, out), before_after.render(kept)]
-    shown = frame[~shadowed_smoke(frame, smoke)]
+    shown = undisturbed(frame[~shadowed_smoke(frame, smoke)])
     parts += workload_sections(shown, per_case(shown), out, base)
     parts.append(profiler_section(frame, top_ops or {}))
     parts += outcome_sections(frame, measured, refused or [])

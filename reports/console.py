@@ -15,6 +15,7 @@ from gpubench.reports import summary, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import answer, is_smoke, trusted
 from gpubench.reports.load import dedupe, load_results
+from gpubench.reports.settled import undisturbed
 
 UNSHOWN_FIGURES = ("speed vs baseline",)  # a run of one machine is its own baseline
 MARKUP = re.compile(r"\*\*|`")
@@ -43,7 +44,7 @@ def answer_lines(paths: list[Path]) -> list[str]:
         frame, _ = dedupe(load_results(paths, [], []))
     except UsageError:
         return []
-    measured = frame[~is_smoke(frame)]
+    measured = undisturbed(frame[~is_smoke(frame)])
     if measured.empty:
         return ["gpubench: smoke-profile rows only: they test the suite at tiny sizes and hold no figure to compare "
                 "(--profile quick measures)"]
@@ -52,7 +53,10 @@ def answer_lines(paths: list[Path]) -> list[str]:
     if kept.empty:
         return []
     lines = [f"gpubench: {console_text(text)}"] if (text := answer(kept, kept_cases, base)) else []
-    return lines + figure_lines(summary.summary(kept, kept_cases, base, {}, measured[left_out.notna()]))
+    lines += figure_lines(summary.summary(kept, kept_cases, base, {}, measured[left_out.notna()]))
+    # a figure past its bound is said where the summary leaves it out, never dropped without a word
+    left = summary.left_out_lines(measured, left_out)
+    return lines + [f"  {console_text(line)}" for line in left.splitlines()] if left else lines
 
 
 def closing_lines(paths: list[Path], report: Path) -> list[str]:

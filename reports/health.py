@@ -18,15 +18,13 @@ from gpubench.reports.tables import TEMPLATE_SETTING
 
 HEALTH_DROP = 0.10  # a figure this far below its reference is flagged
 OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is flagged
-DRAM_MIN_ELEMENTS = 2**26  # rows without a memory tier (older schema): 768 MiB moved by fp32 add, beyond any L2
 CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
 POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
-    tier = column_or(cases, "memory_tier")
-    big = pd.to_numeric(cases.get("size"), errors="coerce") >= DRAM_MIN_ELEMENTS
-    return (cases["workload"] == "elementwise") & ((tier == "dram") | ((tier.isna() | (tier == "unknown")) & big))
+    """DRAM-resident elementwise cases (a version-1 row's tier is read from its size on upgrade: records.upgrade)."""
+    return (cases["workload"] == "elementwise") & (column_or(cases, "memory_tier") == "dram")
 
 
 def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:

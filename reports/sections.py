@@ -14,8 +14,9 @@ from gpubench.reports import bar_plots, plots, tables
 from gpubench.reports.aggregate import USER_PREFIX
 from gpubench.reports.intervals import BEST_RULE
 from gpubench.harness.records.schema import SETTING_COLUMNS
-from gpubench.reports.markdown import image, md_table, section
-from gpubench.reports.summary import pm
+from gpubench.reports.markdown import Md, code, image, md_table, section
+from gpubench.reports.summary import bandwidth_cell, pm
+from gpubench.reports.intervals import steady_best
 from gpubench.reports.units import human_column
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
@@ -71,19 +72,36 @@ def matmul_speedup(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Re
     return section(spec.title, md_table(speedup[columns], human=True))
 
 
+def best_bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, workload: str, tier: str | None) -> dict[str, str]:
+    """Per machine, the GB/s the summary says for `workload` (and memory tier): the same case, the same figure."""
+    mine = cases[cases["workload"] == workload]
+    if tier is not None:
+        mine = mine[mine["memory_tier"] == tier]
+    pool = None
+    if tier == "dram":
+        pool = (frame["workload"] == workload) & (frame.get("memory_tier") == tier)
+    cells: dict[str, str] = {}
+    for machine, rows in mine.groupby("machine", sort=False):
+        best = steady_best(rows.dropna(subset=["gbps"]), "gbps")
+        if best is not None:
+            cells[str(machine)] = Md("{} {}").format(bandwidth_cell(frame, best, None, pool), code(best["case_id"]))
+    return cells
+
+
 def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    """Best GB/s per machine; for elementwise the headline is DRAM-resident sizes only, cache-resident ones apart."""
+    """Best GB/s per machine, as the summary says it (the median of the best case's builds); for elementwise the
+    headline is DRAM-resident sizes only, cache-resident ones apart."""
     png = plots.bandwidth_plot(cases, workload, out)
     if not png:
         return ""
-    rows = tables.ok_rows(frame, workload)
-    if workload != "elementwise":
-        headline = [md_table(rows.groupby("machine")["gbps"].max().rename("best_gbps"), index=True)]
-    else:
-        by_tier = rows.groupby(["machine", "memory_tier"])["gbps"].max().unstack("memory_tier")
-        headline = ["Best GB/s by memory tier: `dram` = each array >= 4x the last-level cache, every instance "
-                    "summed (STREAM's rule; the memory headline), `cache` = the working set fits in it.",
-                    md_table(by_tier, index=True)]
+    tiers = [None] if workload != "elementwise" else ["dram", "cache"]
+    table = pd.DataFrame({tier or "best GB/s": best_bandwidth(frame, cases, workload, tier) for tier in tiers})
+    table.index.name = "machine"
+    headline = [md_table(table.fillna(""), index=True)]
+    if workload == "elementwise":
+        headline.insert(0, "GB/s by memory tier, as the summary says them (the best case by its builds' lower "
+                        "quartile; the median of its builds): `dram` = each array >= 4x the last-level cache, every "
+                        "instance summed (STREAM's rule; the memory headline), `cache` = the working set fits in it.")
     return section(spec.title, image(png, f"{workload} GB/s"), *headline)
 
 
@@ -158,7 +176,8 @@ def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: 
                    "(`not_converged`) or by its share of a run budget (`stopped_by_budget`) is an `unreached` row: "
                    "`unreached` shows the accuracy it reached and the time it trained, never a time to target. "
                    "`fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
-                   md_table(tables.first_to_target(frame), human=True),
+                   md_table(tables.first_to_target(frame).drop(columns=["first_busy", "template_busy"],
+                                                               errors="ignore"), human=True),
                    md_table(tables.time_to_accuracy_table(frame), human=True))
 
 

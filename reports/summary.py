@@ -9,10 +9,11 @@ import pandas as pd
 
 from gpubench.harness.catalog import specs
 from gpubench.harness.core.percent import percent
-from gpubench.reports.aggregate import geomean
+from gpubench.reports.aggregate import column_or, geomean
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal_cut, own_log_sd
+from gpubench.reports.settled import BUSY_ONLY, busy_only, marked
 from gpubench.reports.tables import epoch_table, fastest_at_equal_accuracy, first_to_target, template_row
 from gpubench.reports.units import human
 
@@ -26,11 +27,13 @@ def of_peak(pct: object) -> str:
     return f" ({percent(float(pct) / 100)} of peak)" if isinstance(pct, (int, float)) and not pd.isna(pct) else ""
 
 
-def split_groups(frame: pd.DataFrame, best: pd.Series, figure: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The builds of the best case in two groups, lower then higher (reports.noise.bimodal: the gap most of the range
-    and far beyond the builds' own samples), or None."""
-    rows = frame[(frame["machine"] == best["machine"]) & (frame["case_id"] == best["case_id"])
-                 & (frame["status"] == "ok")]
+def split_groups(frame: pd.DataFrame, best: pd.Series, figure: str,
+                 pool: pd.Series | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The builds of the best case (of every case in `pool`, where given: the sizes that read the same memory) in two
+    groups, lower then higher (reports.noise.bimodal: the gap most of the range and far beyond the builds' own
+    samples), or None."""
+    same = frame["case_id"] == best["case_id"] if pool is None else pool
+    rows = frame[(frame["machine"] == best["machine"]) & same & (frame["status"] == "ok")]
     rows = rows[pd.to_numeric(rows[figure], errors="coerce") > 0]
     if len(rows) < MIN_BIMODAL_BUILDS:
         return None
@@ -46,17 +49,20 @@ def gbps_text(gbps: float) -> str:
     return f"{gbps:.0f}" if abs(gbps) >= 1000 else f"{gbps:.3g}"
 
 
-def bandwidth_cell(frame: pd.DataFrame, best: pd.Series, pct_column: str | None) -> str:
-    """GB/s of the best case (the median of its builds) with their spread. Builds in two groups are said as two
-    ranges, and the figure is the faster group's median: a bandwidth claims what the link or the memory delivers, and
-    the slower group shared it with someone else (STREAM keeps its best pass for the same reason)."""
-    groups = split_groups(frame, best, "gbps")
+def bandwidth_cell(frame: pd.DataFrame, best: pd.Series, pct_column: str | None,
+                   pool: pd.Series | None = None) -> str:
+    """GB/s of the best case (the median of its builds) with their spread. Builds in two groups (of the best case, or
+    of every case in `pool`: DRAM's sizes all read the same memory, so a machine whose memory has two modes is seen
+    in both by every run) are said as two ranges, and the figure is the faster group's median: a bandwidth claims
+    what the link or the memory delivers, and the slower group shared it with someone else (STREAM keeps its best
+    pass for the same reason)."""
+    groups = split_groups(frame, best, "gbps", pool)
     gbps = float(best["gbps"]) if groups is None else float(np.median(groups[1]))
     pct = best.get(pct_column) if pct_column else None
     pct = pct * gbps / float(best["gbps"]) if isinstance(pct, (int, float)) and not pd.isna(pct) else None
     figure = f"{gbps_text(gbps)} GB/s{of_peak(pct)}"
     if groups is None:
-        return figure + pm(best["spread"])
+        return marked(figure + pm(best["spread"]), best.get("flags"))
     (low, high) = (f"{gbps_text(group[0])}–{gbps_text(group[-1])}" for group in groups)
     return f"{figure}, the faster builds; builds in two groups: {low} and {high} GB/s"
 
@@ -80,7 +86,7 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
                 rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
             best = steady_best(rows, figure.figure)
             if best is not None and (cell := figure.cell(best.to_dict())):  # a cell may have nothing to say here
-                out[figure.label] = cell + pm(best["spread"])
+                out[figure.label] = marked(cell + pm(best["spread"]), best.get("flags"))
     return out
 
 
@@ -93,11 +99,12 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     for dtype in ("fp32", "tf32", "fp16", "bf16"):
         best = best_of(cases, machine, (cases["workload"] == "matmul") & (cases["dtype"] == dtype), "tflops")
         if best is not None:
-            out[f"matmul {dtype}, best"] = (f"{best['tflops']:.3g} TFLOP/s{of_peak(best.get('pct_of_peak'))}"
-                                            f"{pm(best['spread'])}")
+            out[f"matmul {dtype}, best"] = marked(f"{best['tflops']:.3g} TFLOP/s{of_peak(best.get('pct_of_peak'))}"
+                                                  f"{pm(best['spread'])}", best.get("flags"))
     dram = best_of(cases, machine, (cases["workload"] == "elementwise") & (cases["memory_tier"] == "dram"), "gbps")
     if dram is not None:
-        out["memory bandwidth (DRAM)"] = bandwidth_cell(frame, dram, "pct_of_peak_gbps")
+        dram_rows = (frame["workload"] == "elementwise") & (column_or(frame, "memory_tier", "") == "dram")
+        out["memory bandwidth (DRAM)"] = bandwidth_cell(frame, dram, "pct_of_peak_gbps", dram_rows)
     h2d = (cases["workload"] == "transfer") & (cases["direction"] == "h2d") & (cases["pinned"] == True)  # noqa: E712
     pinned = best_of(cases, machine, h2d, "gbps")
     if pinned is not None:
@@ -105,17 +112,17 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     epochs = epoch_table(mine)
     if not epochs.empty:
         if (t := template_row(epochs)) is not None:
-            out["guide-template epoch"] = (f"{human(t['epoch_s'], 's')}{pm(t['spread'])}, "
-                                           f"accuracy {t['test_accuracy']:.3f}")
+            out["guide-template epoch"] = marked(f"{human(t['epoch_s'], 's')}{pm(t['spread'])}, "
+                                                 f"accuracy {t['test_accuracy']:.3f}", t["flags"])
         best, _ = fastest_at_equal_accuracy(epochs)
         if best is not None:
-            out["fastest epoch, equal accuracy"] = Md("{} {} ({:.3f})").format(
-                human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"])
+            out["fastest epoch, equal accuracy"] = Md("{} {} ({:.3f}){}").format(
+                human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"],
+                f" ({BUSY_ONLY})" if busy_only(best["flags"]) else "")
     for _, row in first_to_target(mine).iterrows():
-        versus = (f", template {human(row['template_s'], 's')} ({row['template_over_first']:.3g}x)"
-                  if not math.isnan(row["template_s"]) else "")
-        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}").format(
-            human(row["first_s"], "s"), code(row["first_design"]), versus)
+        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}{}").format(
+            human(row["first_s"], "s"), code(row["first_design"]), f" ({BUSY_ONLY})" if row["first_busy"] else "",
+            versus_template(row))
     if not epochs.empty and "energy_j" in epochs:
         if (t := template_row(epochs.dropna(subset=["energy_j"]))) is not None:
             out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
@@ -138,6 +145,18 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     flagged += int((left_out["machine"] == machine).sum())
     out["flagged · not ok rows"] = f"{flagged} · {int((mine['status'] != 'ok').sum())}"
     return out
+
+
+def versus_template(row: pd.Series) -> str:
+    """', template 34.7 s (3.06x)' where both ran under like conditions (both undisturbed, or both busy); a ratio of
+    a quiet run and a busy one is the load's as much as the settings', so it is not printed."""
+    if math.isnan(row["template_s"]):
+        return ""
+    template = f", template {human(row['template_s'], 's')}"
+    if row["first_busy"] != row["template_busy"]:
+        busy = "the template" if row["template_busy"] else "the first"
+        return f"{template} (no ratio: {busy} ran beside other work, the other did not)"
+    return f"{template} ({row['template_over_first']:.3g}x)"
 
 
 MICRO_ROWS = 8  # SUMMARY_ORDER's rows up to the host->device one: the micro-benchmarks; declared rows follow them

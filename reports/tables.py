@@ -13,6 +13,7 @@ from gpubench.harness.core.duration_text import format_duration
 from gpubench.reports.aggregate import column_or, geomean, per_case, union_flags
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
+from gpubench.reports.settled import busy_flagged
 from gpubench.reports.units import human, human_column
 
 FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
@@ -200,6 +201,7 @@ def time_to_accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
                         "test_accuracy": _summary_of(ok, "test_accuracy"),
                         "energy_to_target_j": _summary_of(ok, "energy_to_target_j"),
                         "compile_s": _summary_of(ok, "compile_s"), "unreached": unreached_seeds(group),
+                        "busy_only": bool(len(ok)) and bool(busy_flagged(ok).all()),
                         "verdict": target_verdict(valid, missed, budget_stopped, len(group))})
     return pd.DataFrame(records).sort_values(["machine", "target_accuracy", "olympic_mean_s"]).reset_index(drop=True)
 
@@ -217,7 +219,8 @@ def first_to_target(frame: pd.DataFrame) -> pd.DataFrame:
         template = group[group["design"] == "template"]
         template_s = float(template["olympic_mean_s"].iloc[0]) if not template.empty else math.nan
         records.append({"machine": machine, "target_accuracy": target, "first_design": best["design"],
-                        "first_s": float(best["olympic_mean_s"]),
+                        "first_s": float(best["olympic_mean_s"]), "first_busy": bool(best["busy_only"]),
+                        "template_busy": bool(template["busy_only"].iloc[0]) if not template.empty else False,
                         "template_s": template_s, "template_over_first": template_s / float(best["olympic_mean_s"]),
                         "first_energy_j": best["energy_to_target_j"],
                         "template_energy_j": float(template["energy_to_target_j"].iloc[0]) if not template.empty

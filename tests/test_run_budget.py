@@ -540,7 +540,7 @@ def test_the_runs_deadline_is_computed_once_by_one_formula():
 
 
 def test_a_row_written_before_the_flag_reads_over_budget_from_its_words_once():
-    from gpubench.harness.records.schema import upgrade_row
+    from gpubench.harness.records.upgrade import upgrade_row
 
     old = {"status": "skipped", "reason": "over budget: one call takes 25 s; its share is 2 s", "flags": "busy"}
     assert upgrade_row(old, 5, "old.csv")["flags"] == "busy;over-budget"

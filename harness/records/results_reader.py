@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.records.safe_files import read_regular
+from gpubench.harness.records.upgrade import upgrade_row
 from gpubench.harness.records.schema import (BOOL_WORDS, BY_NAME, CHECKS, COLUMNS, NUMBER, REQUIRED_COLUMNS,
                                              SCHEMA_VERSION, TEXT_RULES, ImpossibleValue, SchemaError, kind_of,
-                                             parse_cell, upgrade_row)
+                                             parse_cell)
 
 if TYPE_CHECKING:  # imported where a file is read: the harness writes far more often than it reads
     import numpy as np
