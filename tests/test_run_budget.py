@@ -546,3 +546,14 @@ def test_a_row_written_before_the_flag_reads_over_budget_from_its_words_once():
     assert upgrade_row(old, 5, "old.csv")["flags"] == "busy;over-budget"
     other = {"status": "skipped", "reason": "tf32 is a CUDA tensor-core mode", "flags": ""}
     assert upgrade_row(other, 5, "old.csv")["flags"] == ""
+
+
+def test_every_plan_line_fits_two_screen_lines_and_names_what_fits():
+    costs = {f"time_to_accuracy/template-seed{i}-with-a-long-name": CaseCost(100.0, 99.0, history=True)
+             for i in range(9)}
+    plan = BudgetPlan(180.0, 30.0, costs, [(case, 0) for case in costs], now=lambda: 0.0, cases=9, builds=1,
+                      headline=frozenset(costs), history_note="history: 1 file not yours passed over")
+    lines = plan.plan_lines()
+    assert all(len(line) <= 200 for line in lines), [len(line) for line in lines]
+    assert "time_to_accuracy/template-seed0-with-a-long-name (1m40s)" in lines[1]
+    assert "more — --budget" in lines[1] and lines[1].endswith("includes them")

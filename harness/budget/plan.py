@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from gpubench.harness.budget.shares import COST_MARGIN, MIN_SHARE_S, CaseCost, CaseShare, share_of
 from gpubench.harness.core.duration_text import format_duration
 
-# Cases named per list in a plan line; the rest are counted.
+# Cases named per list in a plan line; the rest are counted. A plan line fits on one screen line or two.
 NAMED_IN_PLAN = 4
+LINE_CHARS = 200
 # The prices count as this many seconds of builds run at them: one short case cannot swing the plan on its own.
 PRIOR_WEIGHT_S = 2.0
 # A run's pace is clamped here: beyond it the prices, not the machine, are wrong.
@@ -253,8 +254,9 @@ class BudgetPlan:
         lines = [f"gpubench: plan for the {budget} budget: " + ", then ".join(filter(None, (
             self._headline_words(promised, headline_s), self._rest_words(len(rest), bool(promised)))))]
         if self.left_out:
-            lines.append(f"gpubench: headline left out, too slow here before: {named(self._left_out_words())} — "
-                         f"--budget {format_duration(self.budget_including())} includes them")
+            head, fix = ("gpubench: headline left out, too slow here before: ",
+                         f" — --budget {format_duration(self.budget_including())} includes them")
+            lines.append(head + named(self._left_out_words(), LINE_CHARS - len(head) - len(fix)) + fix)
         lines += self._fewer_builds() + ([f"gpubench: {self.history_note}"] if self.history_note else [])
         return lines
 
@@ -300,9 +302,14 @@ def rounded_up(seconds: float, step_s: float = 30.0) -> float:
     return math.ceil(seconds / step_s) * step_s
 
 
-def named(found: list[str]) -> str:
-    shown = ", ".join(found[:NAMED_IN_PLAN])
-    return shown + (f" and {len(found) - NAMED_IN_PLAN} more" if len(found) > NAMED_IN_PLAN else "")
+def named(found: list[str], room: int = LINE_CHARS) -> str:
+    """'a, b and 3 more': as many of `found` as fit in `room` characters (at most NAMED_IN_PLAN), the rest counted."""
+    for count in range(min(len(found), NAMED_IN_PLAN), 0, -1):
+        rest = f" and {len(found) - count} more" if count < len(found) else ""
+        text = ", ".join(found[:count]) + rest
+        if len(text) <= room or count == 1:
+            return text
+    return ""
 
 
 def budget_plan(budget_s: float, deadline_s: float, costs: dict[str, CaseCost], entries: list[Item],
