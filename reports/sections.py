@@ -176,7 +176,7 @@ def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: 
                    "(`not_converged`) or by its share of a run budget (`stopped_by_budget`) is an `unreached` row: "
                    "`unreached` shows the accuracy it reached and the time it trained, never a time to target. "
                    "`fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
-                   md_table(tables.first_to_target(frame).drop(columns=["first_busy", "template_busy"],
+                   md_table(tables.first_to_target(frame).drop(columns=["first_busy", "template_busy", "first_seeds_s"],
                                                                errors="ignore"), human=True),
                    md_table(tables.time_to_accuracy_table(frame), human=True))
 

@@ -120,9 +120,9 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
                 human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"],
                 f" ({BUSY_ONLY})" if busy_only(best["flags"]) else "")
     for _, row in first_to_target(mine).iterrows():
-        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{} {}{}{}").format(
-            human(row["first_s"], "s"), code(row["first_design"]), f" ({BUSY_ONLY})" if row["first_busy"] else "",
-            versus_template(row))
+        out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{}{} {}{}{}").format(
+            human(row["first_s"], "s"), seeds_range(row["first_seeds_s"]), code(row["first_design"]),
+            f" ({BUSY_ONLY})" if row["first_busy"] else "", versus_template(row))
     if not epochs.empty and "energy_j" in epochs:
         if (t := template_row(epochs.dropna(subset=["energy_j"]))) is not None:
             out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
@@ -145,6 +145,14 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     flagged += int((left_out["machine"] == machine).sum())
     out["flagged · not ok rows"] = f"{flagged} · {int((mine['status'] != 'ok').sum())}"
     return out
+
+
+def seeds_range(seconds: tuple[float, float]) -> str:
+    """' (seeds 9.5–12.6 s)': the spread a time to target has from seed to seed, beside its olympic mean."""
+    low, high = seconds
+    if not all(isinstance(value, float) and math.isfinite(value) for value in (low, high)) or low == high:
+        return ""
+    return f" (seeds {human(low, 's').removesuffix(' s')}–{human(high, 's')})"
 
 
 def versus_template(row: pd.Series) -> str:

@@ -220,6 +220,7 @@ def first_to_target(frame: pd.DataFrame) -> pd.DataFrame:
         template_s = float(template["olympic_mean_s"].iloc[0]) if not template.empty else math.nan
         records.append({"machine": machine, "target_accuracy": target, "first_design": best["design"],
                         "first_s": float(best["olympic_mean_s"]), "first_busy": bool(best["busy_only"]),
+                        "first_seeds_s": (best["fastest_seed_s"], best["slowest_seed_s"]),
                         "template_busy": bool(template["busy_only"].iloc[0]) if not template.empty else False,
                         "template_s": template_s, "template_over_first": template_s / float(best["olympic_mean_s"]),
                         "first_energy_j": best["energy_to_target_j"],

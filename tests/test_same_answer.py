@@ -65,7 +65,7 @@ def test_a_ratio_of_a_quiet_setting_and_a_busy_one_is_not_printed(tmp_path):
     quiet = [tta("speedrun", s, 11.0) for s in range(3)] + [tta("template", s, 34.0) for s in range(3)]
     line = next(row for row in section_of(report_of(tmp_path / "a", quiet), "Summary").splitlines()
                 if "time to 0.85" in row)
-    assert "template 34 s (3.09x)" in line
+    assert "template 34 s (3.09x)" in line and "(seeds" not in line  # three seeds of one time: no range
     busy = [tta("speedrun", s, 11.0) for s in range(3)] + [tta("template", s, 60.0, "busy") for s in range(3)]
     line = next(row for row in section_of(report_of(tmp_path / "b", busy), "Summary").splitlines()
                 if "time to 0.85" in row)
@@ -95,3 +95,9 @@ def test_a_version_1_dram_row_is_dram_everywhere(tmp_path):
     text = build_report([example], tmp_path / "out", None).read_text(encoding="utf-8")
     assert "| memory bandwidth (DRAM) | 4343 GB/s |" in section_of(text, "Summary")
     assert "4343 GB/s" in section_of(text, "Elementwise")
+
+
+def test_a_time_to_target_says_its_seeds_spread(tmp_path):
+    rows = [tta("speedrun", s, t) for s, t in enumerate((10.9, 11.4, 17.5))]
+    line = next(row for row in section_of(report_of(tmp_path, rows), "Summary").splitlines() if "time to 0.85" in row)
+    assert "(seeds 10.9–17.5 s)" in line
