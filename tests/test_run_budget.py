@@ -557,3 +557,24 @@ def test_every_plan_line_fits_two_screen_lines_and_names_what_fits():
     assert all(len(line) <= 200 for line in lines), [len(line) for line in lines]
     assert "time_to_accuracy/template-seed0-with-a-long-name (1m40s)" in lines[1]
     assert "more — --budget" in lines[1] and lines[1].endswith("includes them")
+
+
+def test_headline_prices_past_the_time_left_are_said_with_who_decides():
+    costs = {"epoch": CaseCost(400.0, 399.0, predicted=True), "dram": CaseCost(8.0, 0.1, predicted=True)}
+    plan = BudgetPlan(300.0, 300.0, costs, [("epoch", 0), ("dram", 0)], now=lambda: 0.0, cases=2, builds=1,
+                      headline=frozenset(costs))
+    assert plan.plan_lines()[0] == ("gpubench: plan for the 5m budget: 2 headline cases first, each whole (~6m48s by "
+                                    "the cost model's prices; more than the time left: their own first steps decide)")
+    assert plan.promise() == ["epoch", "dram"]
+
+
+def test_headline_cases_run_cheapest_first_and_the_rest_keep_their_order():
+    from gpubench.harness.budget.plan import run_order
+
+    costs = {"tta": CaseCost(400.0, 30.0, predicted=True), "epoch": CaseCost(30.0, 29.0, history=True),
+             "matmul": CaseCost(1.0, 0.1, predicted=True), "micro": CaseCost(0.2, 0.01)}
+    order = [("tta", 0), ("micro", 0), ("epoch", 0), ("matmul", 0), ("epoch", 1), ("unknown", 0)]
+    headline = frozenset({"tta", "epoch", "matmul"})
+    ran = sorted(order, key=lambda item: run_order(item[0], item[1], headline, costs))
+    # a slow headline case can take only what the cheaper ones leave, never their time
+    assert ran == [("matmul", 0), ("epoch", 0), ("tta", 0), ("micro", 0), ("unknown", 0), ("epoch", 1)]

@@ -269,7 +269,9 @@ class BudgetPlan:
                   else f": {measured} priced by {'its' if measured == 1 else 'their'} own time here, {modelled} by "
                   "the cost model")
         cases = "case" if len(promised) == 1 else "cases"
-        return f"{len(promised)} headline {cases} first, each whole (~{format_duration(headline_s)}{source})"
+        beyond = headline_s > self.deadline_s - self.now()
+        over = "; more than the time left: their own first steps decide" if beyond else ""
+        return f"{len(promised)} headline {cases} first, each whole (~{format_duration(headline_s)}{source}{over})"
 
     def _rest_words(self, cases: int, after_headline: bool) -> str:
         if not cases:
@@ -296,6 +298,16 @@ class BudgetPlan:
         spent_s = self.budget_s - (self.deadline_s - self.now())
         promised_s = sum(self.headline_price_s(case_id) or 0.0 for case_id in self.promise())
         return rounded_up(max(spent_s, 0.0) + promised_s + sum(self.left_out.values()) * COST_MARGIN)
+
+
+def run_order(case_id: str | None, build: int, headline: frozenset[str],
+              costs: dict[str, CaseCost]) -> tuple[int, int, float]:
+    """Where a (case, build) runs: build by build; in each, the headline cases first, the cheapest first by their
+    own price (else the cost model's), so a slow one can take only what the cheaper ones leave, never their time."""
+    if case_id is None or case_id not in headline:
+        return build, 1, 0.0
+    known = costs.get(case_id)
+    return build, 0, known.build_s if known is not None else math.inf
 
 
 def rounded_up(seconds: float, step_s: float = 30.0) -> float:

@@ -15,10 +15,10 @@ import pytest
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.budget.shares import CaseCost
 from gpubench.harness.budget.clock import DeadlinePassed, cut_after, cut_reason, grace_s, run_startup_s
-from gpubench.harness.budget.plan import BudgetPlan, budget_plan
+from gpubench.harness.budget.plan import BudgetPlan, budget_plan, run_order
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, this_build
 from gpubench.harness.pytest_plugin.console import console_of, uncaptured
-from gpubench.harness.pytest_plugin.extra_build import build_of, params_of
+from gpubench.harness.pytest_plugin.extra_build import build_of, case_id_of, params_of
 
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
@@ -30,8 +30,7 @@ def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
     model's prediction."""
     from gpubench.harness.measurement.session import skipped_in
 
-    entries = planned_entries(state.case_builds, items)
-    if not entries or state.budget_s is None:
+    if not planned_entries(state.case_builds, items) or state.budget_s is None:
         return None
     found = known_costs(state)
     selected = {case.case_id: (workload, case) for workload, case in map(workload_case, items) if case is not None}
@@ -45,8 +44,13 @@ def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
         skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
     except (OSError, ValueError):  # unreadable or not a results file: the first case's open says so, in one line
         skipped = set()
+    costs = {**found.costs, **modelled}
+    if not state.extra_build:
+        headline = frozenset(state.headline)
+        items.sort(key=lambda item: run_order(case_id_of(item), build_of(item), headline, costs))
+    entries = planned_entries(state.case_builds, items)
     assert state.deadline_s is not None  # build_setup computes it wherever there is a budget
-    plan = budget_plan(state.budget_s, state.deadline_s, {**found.costs, **modelled}, entries, state.only_build,
+    plan = budget_plan(state.budget_s, state.deadline_s, costs, entries, state.only_build,
                        skipped, run_startup_s(), state.extra_build, frozenset(state.headline))
     plan.history_note = found.note() or ""
     return plan
