@@ -33,7 +33,10 @@ def compare_problem(config: pytest.Config) -> str | None:
     """A --benchmark-compare that names a JSON file not there: pytest-benchmark raised ValueError for a path of more
     than two parts (an INTERNALERROR of 40 lines) and matched nothing for a shorter one ('x.json' becomes the glob
     'x.json*.json'). One line naming the fix instead."""
-    given = config.getoption("benchmark_compare", None)
+    try:
+        given = config.getoption("benchmark_compare")
+    except ValueError:  # pytest-benchmark not loaded (-p no:benchmark): nothing compares
+        return None
     if not isinstance(given, str) or Path(given).is_file():
         return None
     if Path(given).suffix != ".json" and len(Path(given).parts) <= 2:  # pytest-benchmark's own glob of saved runs
