@@ -17,7 +17,7 @@ import pandas as pd
 
 from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
-from gpubench.reports.load import broken_rows, dedupe, load_results, over_budget, run_key, samples
+from gpubench.reports.load import RUN, broken_rows, dedupe, load_results, over_budget, run_key, samples
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.markdown import escape, table_row
@@ -328,8 +328,22 @@ def side_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
                      "different thread count is a different configuration, and the verdicts judge it with the code — "
                      "pass the same --threads N to both runs to judge the code alone")
     if set(run_key(base)) == set(run_key(new)):  # two nodes given one --run-id are two runs
-        notes.append("note: BASE and NEW are the same run(s)")
+        notes.append(same_run_note(base, new))
     return notes + race_differences(base, new)
+
+
+def same_run_note(base: pd.DataFrame, new: pd.DataFrame) -> str:
+    """The sides name the same run(s): one run given twice when their common rows hold the same figures; else a file
+    that took another run's id (a copy edited, a member's run id reused), which the verdicts judge as a run apart."""
+    keys = [*RUN, "case_id", "build"]
+    common = base[[*keys, "median_s"]].merge(new[[*keys, "median_s"]], on=keys, suffixes=("_base", "_new"))
+    differ = ~(common["median_s_base"].eq(common["median_s_new"])
+               | (common["median_s_base"].isna() & common["median_s_new"].isna()))
+    if not differ.any():
+        return "note: BASE and NEW are the same run(s)"
+    ids = ", ".join(sorted(set(base["run_id"].astype(str))))
+    return (f"note: BASE and NEW both name run(s) {ids}, but {int(differ.sum())} of their {len(common)} common rows "
+            "hold other figures: not one run (a copy edited, or another run given its id) — judged as two runs")
 
 
 def race_winners(side: pd.DataFrame) -> dict[str, str]:

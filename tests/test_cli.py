@@ -348,17 +348,18 @@ def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(t
     assert [row["status"] for row in read_rows(tmp_path / "r.csv")] == ["ok"]
 
 
-def test_a_report_that_cannot_be_written_after_a_run_keeps_the_runs_exit_and_says_how_to_make_it_later(
+def test_a_report_that_cannot_be_written_after_a_run_exits_8_and_says_how_to_make_it_later(
         tmp_path, monkeypatch, capsys):
     from gpubench.reports import build
 
-    from gpubench.harness.core.exits import UsageError
+    from gpubench.harness.core.exits import ExitCode, UsageError
 
     def refuse(*args, **kwargs):
         raise UsageError("another gpubench report is writing out/ — wait for it")
 
     monkeypatch.setattr(build, "build_report", refuse)
-    assert report_after_run([tmp_path / "r.csv"], tmp_path / "out", 0) == 0  # was 2: every case had run
+    # was 2 (bad input), then 0: every case had run, but the run's answer is not there
+    assert report_after_run([tmp_path / "r.csv"], tmp_path / "out", 0) == ExitCode.REPORT_NOT_WRITTEN
     assert "gpubench: report not written: another gpubench report is writing" in capsys.readouterr().err
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 from types import ModuleType
 from typing import NoReturn
@@ -102,6 +103,27 @@ def unrecognized(parser: argparse.ArgumentParser, command: str, extra: list[str]
     return f"{said} — did you mean {meant[1]}?" if meant else said
 
 
+# A value that reads as a negative number with a unit (-5s, -5%): argparse takes it for an option and answers
+# "expected one argument"; joined to its option it reaches the option's own refusal.
+NEGATIVE_VALUE = re.compile(r"-\.?\d")
+
+
+def negative_values_joined(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--budget -5s` as `--budget=-5s`, for each option of the command that takes one value."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command not in COMMANDS:
+        return argv
+    takes_value = {flag for action in subcommand_parsers(parser)[command]._actions if action.nargs is None
+                   for flag in action.option_strings}
+    joined: list[str] = []
+    for arg in argv:
+        if joined and joined[-1] in takes_value and NEGATIVE_VALUE.match(arg):
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
     guard_standard_streams()
     tolerant_output()
@@ -109,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if typo := command_typo(argv):
         parser.error(typo)
+    argv = negative_values_joined(parser, argv)
     args, extra = parser.parse_known_args(argv)
     if "--" in extra:  # `gpubench run -- -k x`: what follows is pytest's, and pytest would read -k as a file
         extra.remove("--")

@@ -134,6 +134,23 @@ def rows_kept(csv_path: Path) -> str:
     return f"{kept} rows kept in {csv_path} (each whole)" if csv_path.exists() else NO_ROWS
 
 
+# a row with figures: a case timed, or a time-to-accuracy run that stopped short of its target
+MEASURED_STATUSES = ("ok", "unreached")
+
+
+def nothing_measured(csv_path: Path) -> str | None:
+    """The line for a run whose every row is out of memory or skipped (over budget, not for this device): rows, and
+    no figure among them. None when something was measured or no row was written."""
+    from gpubench.harness.records.results import row_statuses
+
+    statuses = row_statuses(csv_path)
+    if not statuses or any(statuses[status] for status in MEASURED_STATUSES):
+        return None
+    counts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    return (f"nothing was measured: the {statuses.total()} rows in {csv_path} are {counts} (each row's reason says "
+            "why) — raise --budget, or select cases this device can hold (-k, --profile smoke)")
+
+
 def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     """The report over the run's rows; stopped (Ctrl-C, or a StopSignal under lifetime.stops_raised) it is not
     written, the rows stay whole, and the run exits as interrupted: the report can be made later."""
@@ -144,7 +161,7 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     except UsageError as error:  # the run's rows are whole and its exit stays its own: the report can be made later
         print(f"gpubench: report not written: {error}; the rows are whole in {', '.join(map(str, csvs))} — "
               "run gpubench report on them later", file=sys.stderr)
-        return code
+        return code or ExitCode.REPORT_NOT_WRITTEN
     except KeyboardInterrupt as stop:
         kept = "; ".join(rows_kept(csv) for csv in csvs)
         print(f"gpubench: interrupted while writing the report: {kept}; the report was not written — "

@@ -7,6 +7,7 @@ job's log says why. Torch-free."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
@@ -158,7 +159,8 @@ STUCK_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", 
 SUBMITIT_ERROR = re.compile(r"submitit\.core\.utils\.\w+Error: ")
 EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")  # submitit's trace of a failed command, in the job's log
 # gpubench run's exits 2 and 4 end with its one error line (a usage error, an input it refused): the log says which.
-RUN_ERROR = re.compile(r"^gpubench( run)?: error: (.+)$", re.MULTILINE)  # " run": an older gpubench's argparse
+# " run": an older gpubench's argparse; "ERROR:": a build's refusal, pytest's UsageError line
+RUN_ERROR = re.compile(r"^(?:gpubench( run)?: error|ERROR): (.+)$", re.MULTILINE)
 LINE_EXITS = (2, 4)
 
 
@@ -272,6 +274,15 @@ def settle(fleet_job: FleetJob, queue_state: str | None, store: Path, now: float
         fleet_job.state, fleet_job.reason = FAILED, ended or reason_from_log(whole_log(job))
     if fleet_job.state == FAILED:
         fleet_job.log_tail = log_tail(job)
+    if fleet_job.finished:
+        forget_submission(job)
+
+
+def forget_submission(job: Any) -> None:
+    """An ended job needs its command no more: submitit's pickle of it, which holds the environment a local job runs
+    in (tokens, a proxy's password), is removed; its logs and result stay for the fleet's lines."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: a job that is no submitit Job
+        Path(job.paths.submitted_pickle).unlink(missing_ok=True)
 
 
 def update(jobs: list[FleetJob], engine: str, store: Path) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.harness.commands.fleet import (
-    DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, Target, cancel_all, parse_targets, update,
+    DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, Target, cancel_all, forget_submission,
+    parse_targets, update,
 )
 from gpubench.harness.core.exits import ExitCode, StopSignal, UsageError
 from gpubench import IMPORT_ROOT
@@ -27,8 +28,8 @@ from gpubench.harness.commands.common import RUN_OPTIONS_FLAG, fail, read_option
 from gpubench.harness.records.job_files import check_folder, default_jobs_dir, private_folder
 from gpubench.harness.processes.lifetime import STOP_WITH_ENV, handlers_installed, process_token, stops_raised
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, add_to_parser
-from gpubench.harness.records.safe_files import link_line, make_folders
-from gpubench.harness.records.store import REPORTS_FOLDER, find_run
+from gpubench.harness.records.safe_files import RefusedPath, link_line, make_folders, refuse_link
+from gpubench.harness.records.store import REPORTS_FOLDER, STORE_FIX, find_run
 
 PASSES_PYTEST_ARGS = True
 POLL_S = 2.0
@@ -214,10 +215,14 @@ def check_run_options(args: argparse.Namespace) -> None:
 def prepare_store(store: Path) -> None:
     """The store, writable, before any job: a store that is a file, read-only or full failed every target one by
     one as `not submitted: [Errno ...]`."""
+    try:
+        refuse_link(store, "--store", STORE_FIX)
+    except RefusedPath as error:
+        raise UsageError(str(error)) from None
     if store.exists() and not store.is_dir():
         raise UsageError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
     try:
-        make_folders(store)  # a link to a folder is followed: the store may live elsewhere
+        make_folders(store)
         handle, probe = tempfile.mkstemp(dir=store, prefix=".probe-")
         try:
             os.write(handle, b"gpubench fleet: can this store hold a job's files?\n" * 64)
@@ -264,6 +269,9 @@ def interrupted(jobs: list[FleetJob], engine: str, store: Path, code: int = Exit
         say(f"cancelling {len(live)} job(s) and waiting until they stop; another Ctrl-C is ignored meanwhile")
     with handlers_installed(signal.SIG_IGN):
         labels, still_queued = cancel_all(jobs, engine)
+        for fleet_job in jobs:  # stopped: a job squeue still lists may yet start, and needs its command
+            if fleet_job.job is not None and str(fleet_job.job.job_id) not in still_queued:
+                forget_submission(fleet_job.job)
         for label in labels:
             say(f"{label}: cancelled (interrupted)")
         if still_queued:
@@ -314,9 +322,12 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         prepare_store(store)
         if args.out is None and reports_link(store):
             raise UsageError(f"{reports_link(store)}: nothing was submitted")
+        refuse_link(jobs_dir, "--jobs-dir", "pass --jobs-dir with the folder itself")
         logs = private_folder(jobs_dir.absolute() / fleet_id)
     except UsageError as error:
         return fail(str(error), ExitCode.RESULTS_FULL if isinstance(error, StoreFull) else ExitCode.ERROR)
+    except RefusedPath as error:
+        return fail(str(error))
     except OSError as error:
         return fail(f"--jobs-dir {jobs_dir} cannot be made ({error.strerror or error}) — "
                     "pass a folder you can write to")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 
 def results_dir_problem(folder: str) -> str | None:
-    """A results folder no file system can name (a component over its limit, an empty path): one line before any
-    build, not a traceback after them."""
+    """A results folder no file system can name (a component over its limit, an empty path), or a link: one line
+    before any build, not a traceback after them."""
     if not folder.strip():
         return "--results-dir is empty — pass the folder the rows go to (it is created if missing)"
     try:
@@ -19,6 +19,11 @@ def results_dir_problem(folder: str) -> str | None:
     except OSError as error:  # ENAMETOOLONG, ELOOP: exists() says False only for a missing file
         return f"--results-dir {folder[:60]}…: {error.strerror} — pass a shorter folder" if len(folder) > 60 else (
             f"--results-dir {folder}: {error.strerror} — pass another folder")
+    if Path(folder).is_symlink():  # not even the run's exit record goes through it
+        from gpubench.harness.records.results import RESULTS_DIR, RESULTS_FIX
+        from gpubench.harness.records.safe_files import link_line
+
+        return link_line(Path(folder), RESULTS_DIR, RESULTS_FIX)
     return None
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench.harness.commands.common import (
     BENCHES, NO_ROWS, RUN_OPTIONS_FLAG, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line,
-    read_options, report_after_run, resolve_store, rows_kept, suite_args, tests_problem,
+    nothing_measured, read_options, report_after_run, resolve_store, rows_kept, suite_args, tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
@@ -328,6 +328,9 @@ def after_builds(args: argparse.Namespace, code: int, csv_path: Path, watch: Cpu
               "replaced the file (or its folder) during the run — keep the results folder while a run writes it",
               file=sys.stderr)
         code = max(code, ExitCode.FAILED)
+    if code == ExitCode.OK and (line := nothing_measured(csv_path)):
+        print(f"gpubench: error: {line}", file=sys.stderr)
+        code = ExitCode.NOTHING_MEASURED
     # > 128: a build killed
     if not (code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report):
         code = report_after_run([csv_path], csv_path.with_name(f"{csv_path.stem}-report"), code)

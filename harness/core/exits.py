@@ -27,6 +27,10 @@ class ExitCode(IntEnum):
     NO_CASES = 5, "no case matched -k/-m"
     CANNOT_JUDGE = 6, ("compare: cannot judge: busy; a case reads slower with NEW's rows flagged busy, or faster "
                        "with BASE's, and none is slower or broken: rerun that side on a quiet machine")
+    NOTHING_MEASURED = 7, ("nothing measured: every case ended out of memory or skipped (over budget, not for this "
+                           "device); rows kept, no figure")
+    REPORT_NOT_WRITTEN = 8, ("report not written: its folder full or not writable, or its rows unreadable; the rows "
+                             "are whole, gpubench report makes it later")
     RESULTS_FULL = 75, "results folder full; EX_TEMPFAIL: no further build starts"
     HANGUP = 129, "hung up; SIGHUP: the terminal closed"
     INTERRUPTED = 130, "interrupted; Ctrl-C or SIGINT"
@@ -56,6 +60,8 @@ BUILD_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: a build process's Ctrl-C
 # A build process ending with one of these stops the run or session: no further build starts.
 BUILD_STOPS = frozenset({BUILD_INTERRUPTED, ExitCode.INTERNAL, ExitCode.REFUSED, ExitCode.RESULTS_FULL,
                          ExitCode.HANGUP, ExitCode.TERMINATED})
+# What the command makes of its builds' rows, never a build's own exit: a build exiting with one is its code's doing.
+RUN_OUTCOMES = frozenset({ExitCode.NOTHING_MEASURED, ExitCode.REPORT_NOT_WRITTEN})
 NO_CASES_LINE = ("no case matched the selection: nothing was run (pytest collected none: "
                  "a -k or -m that matches nothing, or --tests files without test_ functions)")
 

@@ -1,4 +1,4 @@
-"""The device probe a run plans with (core.cost_model): matmul rates, copy bandwidth, launch cost, in about a second.
+"""The device probe a run plans with (budget.cost_model): matmul rates, copy bandwidth, launch cost, in about a second.
 Each timing is synchronized and the best of a few calls after a warm-up: a planner wants what the device can do."""
 
 from __future__ import annotations

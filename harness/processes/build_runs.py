@@ -12,7 +12,7 @@ from gpubench.harness.processes.launch import (
 )
 from gpubench.harness.core.options import MAX_BUILDS
 from gpubench.harness.processes.protocol import BuildAnswer
-from gpubench.harness.core.exits import BUILD_INTERRUPTED, NO_CASES_LINE, SIGNAL_BASE, ExitCode
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, NO_CASES_LINE, RUN_OUTCOMES, SIGNAL_BASE, ExitCode
 
 
 @dataclass
@@ -50,7 +50,8 @@ def run_builds(
                 note = f"{signal_name(request.signum)} received: no build started after it"
                 return BuildsOutcome(signal_exit(request.signum), builds, True, [note], answers=answers)
             on_build(build, builds)
-            done = launcher.run(job_for(build, known))
+            job = job_for(build, known)
+            done = launcher.run(job)
             answers += [done.answer] if done.answer is not None else []
             count = done.answer.builds if done.answer is not None and build == 0 else None
             request.signum = request.signum or done.signal
@@ -61,7 +62,8 @@ def run_builds(
             if build >= builds and done.code == NO_TESTS and not request.signum:
                 break  # an extra build with no case left to repeat: the run is whole
             where = f"build {build + 1} of {builds}" if build < builds else f"extra build {build + 1}"
-            outcome = build_outcome(done, request.signum, where, builds, stop_codes, later=build > 0)
+            outcome = build_outcome(done, request.signum, where, builds, stop_codes, later=build > 0,
+                                    model=model_of(job))
             if outcome is not None:  # an earlier build's failed case still counts: exit 1, not a later build's 0
                 return replace(outcome, code=max(outcome.code, worst), answers=answers)
             worst = max(worst, done.code if done.code != NO_TESTS else 0)
@@ -79,21 +81,30 @@ LATER_STOPS = {
 }
 
 
+def model_of(job: Job) -> str:
+    """The --model factory a build makes before its cases (`module:factory`), '' without one."""
+    spec = job.plan.run.model if job.plan is not None else None
+    return spec.target if spec is not None else ""
+
+
 def build_outcome(
-    done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False
+    done: Completed, signum: int, where: str, builds: int, stop_codes: tuple[int, ...], later: bool = False,
+    model: str = "",
 ) -> BuildsOutcome | None:
-    """How one build's end ends the run, or None when the next build starts."""
+    """How one build's end ends the run, or None when the next build starts; `model`: the --model factory it makes
+    before its cases, named when the build ends there."""
     code = done.code
     if signum:  # this process got a signal: the run stops after this build, whatever it exited with
         notes = [f"{where} {done.stalled}"] if done.stalled else []
         return BuildsOutcome(signal_exit(signum), builds, True, notes)
     if done.cut:  # a case cut past the budget fails the run, as the in-process cut does
-        return BuildsOutcome(ExitCode.FAILED, builds, True, cut=f"{where}{case_in_progress(done)} {done.cut}")
+        return BuildsOutcome(ExitCode.FAILED, builds, True,
+                             cut=f"{where}{case_in_progress(done, model)} {done.cut}")
     if done.stalled:  # ProcessLauncher killed it: stopped for too long
         return BuildsOutcome(128 + signal.SIGKILL, builds, True, died=f"{where} {done.stalled}")
     if code < 0 or (code not in stop_codes and signal_death(code)):  # killed: not an exit pytest chose
         return BuildsOutcome(code if code >= 0 else 128 - code, builds, True,
-                             died=f"{where} was killed by {signal_death(code)}")
+                             died=f"{where}{before_cases(done, model)} was killed by {signal_death(code)}")
     if done.vanished:
         return BuildsOutcome(ExitCode.FAILED, builds, True,
                              died=f"{where} ended with exit 0 before pytest finished, without a word: "
@@ -112,7 +123,8 @@ def build_outcome(
 
 
 PYTEST_EXITS = range(6)  # pytest.ExitCode: 0 passed ... 5 no tests collected
-OWN_EXITS = frozenset(int(code) for code in ExitCode)  # the plugin's own: 75 results full, 129, 130, 143
+# the plugin's own: 75 results full, 129, 130, 143
+OWN_EXITS = frozenset(int(code) for code in ExitCode if code not in RUN_OUTCOMES)
 
 
 def foreign_exit(done: Completed) -> str:
@@ -127,9 +139,17 @@ def foreign_exit(done: Completed) -> str:
             "unconfigure ended the process with it")
 
 
-def case_in_progress(done: Completed) -> str:
-    """' (in <test id>)' when the build's last answer named the case it had started, ' (before its first case)' when
-    it never answered its collection (a --model factory's check, a conftest, an import), else ''."""
+def case_in_progress(done: Completed, model: str = "") -> str:
+    """' (in <test id>)' when the build's last answer named the case it had started, ' (before collecting ...)' when
+    it never answered its collection (the --model factory `model` and its check, a conftest, an import), else ''."""
     if done.answer is None:
-        return " (before collecting its cases: a --model factory's check, a conftest or an import)"
+        return before_cases(done, model) or " (before collecting its cases: a conftest or an import)"
     return f" (in {done.answer.case})" if done.answer.case else ""
+
+
+def before_cases(done: Completed, model: str) -> str:
+    """' (in the --model factory X or its check, before its cases)' for a build that ended before answering its
+    collection while making the user's model, else ''."""
+    if done.answer is not None or not model:
+        return ""
+    return f" (in --model {model}: the factory or its check of one batch, before collecting its cases)"

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import atexit
 import sys
+import warnings
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_benchmark.logger import PytestBenchmarkWarning
 
 from gpubench.harness.core.exits import StopSignal
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
@@ -22,17 +25,36 @@ from gpubench.harness.pytest_plugin.modes import is_suite
 HISTOGRAM_LINE = ("gpubench: --benchmark-histogram needs pygal, which is not installed: "
                   "pip install 'pytest-benchmark[histogram]'")
 ENDS_PROCESS = pytest.StashKey[bool]()  # set at unconfigure: the process leaves through exit_process
+NOT_SAVING = "Not saving anything, no benchmarks have been run"  # pytest-benchmark's warning, a regex
 UNCAUGHT = 1  # Python's status for a program an exception ended
+
+
+def compare_problem(config: pytest.Config) -> str | None:
+    """A --benchmark-compare that names a JSON file not there: pytest-benchmark raised ValueError for a path of more
+    than two parts (an INTERNALERROR of 40 lines) and matched nothing for a shorter one ('x.json' becomes the glob
+    'x.json*.json'). One line naming the fix instead."""
+    try:
+        given = config.getoption("benchmark_compare")
+    except ValueError:  # pytest-benchmark not loaded (-p no:benchmark): nothing compares
+        return None
+    if not isinstance(given, str) or Path(given).is_file():
+        return None
+    if Path(given).suffix != ".json" and len(Path(given).parts) <= 2:  # pytest-benchmark's own glob of saved runs
+        return None
+    return (f"--benchmark-compare {given}: no such file — pass an existing pytest-benchmark JSON file, or a saved "
+            "run's number or id in --benchmark-storage (e.g. --benchmark-compare=0001)")
 
 
 def histogram_status(session: pytest.Session) -> Generator[None, Any, Any]:
     """The inside of the plugin's pytest_sessionfinish wrapper (`yield from`): the other hooks' result, with exit 1
-    and one line where the histogram could not be drawn. A user's run the plugin does not end is left to plain
-    pytest."""
+    and one line where the histogram could not be drawn; pytest-benchmark's "Not saving anything" left unsaid. A user's
+    run the plugin does not end is left to plain pytest."""
     # the suite, or a build of gpubench run or ab: the process leaves with the session's status
     no_histogram = (is_suite(session.config) or HELD_INTERRUPT.owns_process) and drop_histogram(session.config)
     try:
-        return (yield)
+        with warnings.catch_warnings():  # a session that measured nothing says so itself: the end line, run's exit
+            warnings.filterwarnings("ignore", message=NOT_SAVING, category=PytestBenchmarkWarning)
+            return (yield)
     finally:
         if no_histogram:  # after pytest-benchmark's table, where it would have died
             if this_build(session.config) in (None, 0):  # said once in a run of builds

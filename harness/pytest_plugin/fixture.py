@@ -37,7 +37,13 @@ def benchmark_rounds(benchmark: Any) -> Rounds:
     `pedantic` calls the function once more after the rounds when iterations > 1 (for the result): counted."""
 
     def run(fn: Callable[[], Any], plan: RoundPlan) -> tuple[list[float], Any, int]:
-        result = benchmark.pedantic(fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
+        try:
+            result = benchmark.pedantic(fn, rounds=plan.rounds, iterations=plan.iterations, warmup_rounds=0)
+        except BaseException:
+            # pedantic marks only an Exception: rounds cut by the budget (DeadlinePassed) or a signal left stats with
+            # no sample, whose min() was a 75-line traceback at the session's end
+            benchmark.has_error = True
+            raise
         return list(benchmark.stats.stats.data), result, plan.rounds * plan.iterations + (plan.iterations > 1)
 
     return run

@@ -17,7 +17,9 @@ from gpubench.harness.processes.lifetime import HELD_INTERRUPT, install_handlers
 from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
 from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options, plan_of
-from gpubench.harness.pytest_plugin.compare_fail import end_session_interrupts, histogram_status, process_status
+from gpubench.harness.pytest_plugin.compare_fail import (
+    compare_problem, end_session_interrupts, histogram_status, process_status,
+)
 from gpubench.harness.pytest_plugin.console import console_of
 from gpubench.harness.pytest_plugin.extra_build import (
     build_of, builds_to_collect, case_id_of, deselect, keep_in_order, params_of, selected_builds,
@@ -64,6 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
         for name, text in MARKERS.items():
             config.addinivalue_line("markers", f"{name}: {text}")
     if is_suite(config) or options_given(config):
+        if problem := compare_problem(config):  # before pytest-benchmark's session start reads it
+            raise pytest.UsageError(problem)
         apply_build_options(config)  # a build of `gpubench run`: its view of the user's output files and selection
         from gpubench.harness.pytest_plugin.console import install
 

@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import socket
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,17 @@ def count_rows(path: Path) -> int:
             return max(0, sum(1 for _ in csv.reader(handle)) - 1)
     except (OSError, UnicodeDecodeError, csv.Error):
         return 0
+
+
+def row_statuses(path: Path) -> Counter[str]:
+    """How many rows of a results CSV hold each status; none when it has no status column or cannot be read."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            return Counter(row.get("status") or "" for row in reader) if "status" in (reader.fieldnames or []) \
+                else Counter()
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return Counter()
 
 
 class ResultsWriter:

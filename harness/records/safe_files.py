@@ -52,10 +52,16 @@ def link_line(path: Path, what: str, fix: str) -> str:
     return f"{what} {path} is a symbolic link (to {link_target(path)}); gpubench does not write through links — {fix}"
 
 
-def make_folder(path: Path, what: str, fix: str) -> None:
-    """Create `path` (and its parents); a link at `path` itself is refused, not followed."""
+def refuse_link(path: Path, what: str, fix: str) -> None:
+    """RefusedPath, one line naming `what` and `fix`, when `path` itself is a link (dangling or not): the one rule for
+    every folder gpubench writes into (--results-dir, --store, --jobs-dir, --out), checked before anything is made."""
     if path.is_symlink():
         raise RefusedPath(link_line(path, what, fix))
+
+
+def make_folder(path: Path, what: str, fix: str) -> None:
+    """Create `path` (and its parents); a link at `path` itself is refused, not followed."""
+    refuse_link(path, what, fix)
     make_folders(path)
 
 
@@ -139,6 +145,26 @@ def replace_bytes(folder: Path, name: str, data: bytes, what: str, fix: str) -> 
     with replacing(folder, name, what, fix) as handle:
         write_all(handle.fileno(), data)
     return folder / name
+
+
+def create_whole(folder: Path, name: str, data: bytes, what: str, fix: str) -> bool:
+    """`folder/name` made anew (O_EXCL) holding `data`, inside `folder` opened without following a link; False when a
+    file is there already (kept). A write cut short (a full disk) removes the file: no reader sees half of it."""
+    with folder_fd(folder, what, fix) as dir_fd:
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE, dir_fd=dir_fd)
+        except FileExistsError:
+            return False
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dir_fd)
+            raise
+        finally:
+            os.close(fd)
+    return True
 
 
 def probe(folder: Path, what: str, fix: str) -> None:

@@ -16,11 +16,12 @@ from typing import Any
 
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.job_files import described, others_can_write
-from gpubench.harness.records.safe_files import kind_problem, not_own, open_new, read_json, write_all
+from gpubench.harness.records.safe_files import RefusedPath, create_whole, kind_problem, not_own, read_json, refuse_link
 
 MACHINE_KEYS = ("hostname", "cpu_model", "cpu_cores", "ram_gib", "gpus")  # gpus: every GPU of the node
 MAX_HOST_CHARS = 40
 REPORTS_FOLDER = "reports"  # <store>/reports/<fleet id>/: fleet reports, beside the machines
+STORE_FIX = "pass --store with the folder itself"  # the fix for a store that is a link
 
 
 def safe_name(text: str) -> str:
@@ -51,6 +52,10 @@ def results_dir_for(store: str | Path | None, results_dir: str | Path, default_r
         raise UsageError(f"--store {store} and --results-dir {results_dir} both name where results go — "
                          "pass one of them")
     root = Path(store)
+    try:
+        refuse_link(root, "--store", STORE_FIX)
+    except RefusedPath as error:
+        raise UsageError(str(error)) from None
     if root.exists() and not root.is_dir():
         raise UsageError(f"--store {store} is not a folder — pass a folder (it is created if missing)")
     folder = root / machine_folder_name(identity())
@@ -161,29 +166,19 @@ def write_exit(results_dir: Path, run_id: str, code: int, made_csv: bool | None 
         if made_csv is None or (made_csv and os.path.lexists(csv)):
             write_sidecar(results_dir, run_id, "exit", {"exit_code": int(code)})
         elif not os.path.lexists(csv):
-            write_new_record(results_dir / f"{run_id}.exit.json", int(code))
+            write_new_record(results_dir, run_id, int(code))
     except (OSError, ValueError) as error:  # ResultsFull is an OSError
         return f"warning: {run_id}.exit.json not written ({' '.join(str(error).split())[:200]})"
     return None
 
 
-def write_new_record(path: Path, code: int) -> None:
+def write_new_record(results_dir: Path, run_id: str, code: int) -> None:
     """The exit record, created exclusively (O_EXCL): a record there, another run's of this id, is kept. Left whole
     or not at all: a reader of a half-written one reads no valid record, as before any."""
     from gpubench.harness.records.results import RESULTS_DIR, RESULTS_FIX
 
-    try:
-        fd = open_new(path, RESULTS_DIR, RESULTS_FIX)
-    except FileExistsError:
-        return
-    try:
-        write_all(fd, (json.dumps({"exit_code": code}, indent=2) + "\n").encode())
-        os.fsync(fd)
-    except OSError:
-        path.unlink(missing_ok=True)  # a cut record would keep the run that made the CSV from writing its own
-        raise
-    finally:
-        os.close(fd)
+    data = (json.dumps({"exit_code": code}, indent=2) + "\n").encode()
+    create_whole(results_dir, f"{run_id}.exit.json", data, RESULTS_DIR, RESULTS_FIX)
 
 
 def own_exit_code(path: Path) -> int | None:
