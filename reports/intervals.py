@@ -55,6 +55,24 @@ def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str,
     return RatioInterval(point, point * math.exp(-half), point * math.exp(half), len(both), single)
 
 
+def run_interval(values: pd.Series, run_ids: pd.Series) -> tuple[float, float] | None:
+    """Where another run of the same case on this machine would read a figure, 95%: around the median of its builds,
+    the variance of their mean (log scale) plus the run-to-run noise of identical runs, NOISE_FLOOR for a case built
+    several times per run, ONE_PROCESS_FLOOR for one built once per run (its builds cannot show that noise). None
+    without a positive figure."""
+    keep = values.notna() & (values > 0) & np.isfinite(values.astype(float))
+    values, run_ids = values[keep].astype(float), run_ids[keep]
+    if values.empty:
+        return None
+    builds, runs = len(values), max(run_ids.nunique(), 1)
+    floor = NOISE_FLOOR if builds > runs else ONE_PROCESS_FLOOR
+    logs = np.log(values.to_numpy())
+    between = float(np.var(logs, ddof=1)) / builds if builds > 1 else 0.0
+    half = Z95 * math.sqrt(between + floor**2 / runs)
+    center = float(np.median(values))
+    return center * math.exp(-half), center * math.exp(half)
+
+
 TIMING_COLUMNS = ["machine", "workload", "status", "case_id", "median_s", "run_id"]
 
 

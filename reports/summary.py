@@ -10,12 +10,37 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.core.percent import percent
 from gpubench.reports.aggregate import column_or, geomean
-from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
+from gpubench.reports.intervals import pair_timings, run_interval, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal_cut, own_log_sd
 from gpubench.reports.settled import BUSY_ONLY, busy_only, marked
 from gpubench.reports.tables import epoch_table, fastest_at_equal_accuracy, first_to_target, template_row
 from gpubench.reports.units import human
+
+
+def interval_text(rows: pd.DataFrame, figure: str, unit: str = "") -> str:
+    """' (95% 0.148–0.175)': where another run on this machine would read `figure` of these ok builds of one case
+    (intervals.run_interval: their spread and the noise between identical runs)."""
+    ok = rows[rows["status"] == "ok"] if "status" in rows else rows
+    if figure not in ok:
+        return ""
+    found = run_interval(pd.to_numeric(ok[figure], errors="coerce"), ok["run_id"])
+    if found is None:
+        return ""
+    if unit == "s":
+        low, high = (human(value, "s") for value in found)
+        return f" (95% {low.removesuffix(' s')}–{high})"
+    text = gbps_text if unit == "GB/s" else (lambda value: f"{value:.3g}")
+    return f" (95% {text(found[0])}–{text(found[1])})"
+
+
+def setting_rows(mine: pd.DataFrame, setting: object) -> pd.DataFrame:
+    """One machine's epoch rows of one setting."""
+    return mine[(mine["workload"] == "mnist_epoch") & (mine["setting"] == setting)]
+
+
+def case_rows(frame: pd.DataFrame, machine: object, case_id: object) -> pd.DataFrame:
+    return frame[(frame["machine"] == machine) & (frame["case_id"] == case_id)]
 
 
 def pm(spread: float) -> str:
@@ -62,7 +87,8 @@ def bandwidth_cell(frame: pd.DataFrame, best: pd.Series, pct_column: str | None,
     pct = pct * gbps / float(best["gbps"]) if isinstance(pct, (int, float)) and not pd.isna(pct) else None
     figure = f"{gbps_text(gbps)} GB/s{of_peak(pct)}"
     if groups is None:
-        return marked(figure + pm(best["spread"]), best.get("flags"))
+        spread = interval_text(case_rows(frame, best["machine"], best["case_id"]), "gbps", "GB/s")
+        return marked(figure + spread, best.get("flags"))
     (low, high) = (f"{gbps_text(group[0])}–{gbps_text(group[-1])}" for group in groups)
     return f"{figure}, the faster builds; builds in two groups: {low} and {high} GB/s"
 
@@ -71,8 +97,9 @@ def best_of(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> 
     return steady_best(cases[(cases["machine"] == machine) & mask].dropna(subset=[figure]), figure)
 
 
-def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
-    """The summary rows workloads declare (SummaryFigure), for one machine."""
+def declared_summary(cases: pd.DataFrame, machine: str, frame: pd.DataFrame | None = None) -> dict[str, str]:
+    """The summary rows workloads declare (SummaryFigure), for one machine: with the run-to-run interval from `frame`
+    where given, else the builds' spread (the answer's ±)."""
     out: dict[str, str] = {}
     for name, spec in specs().items():
         for figure in spec.summary:
@@ -86,7 +113,9 @@ def declared_summary(cases: pd.DataFrame, machine: str) -> dict[str, str]:
                 rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
             best = steady_best(rows, figure.figure)
             if best is not None and (cell := figure.cell(best.to_dict())):  # a cell may have nothing to say here
-                out[figure.label] = marked(cell + pm(best["spread"]), best.get("flags"))
+                spread = (pm(best["spread"]) if frame is None
+                          else interval_text(case_rows(frame, machine, best["case_id"]), figure.figure))
+                out[figure.label] = marked(cell + spread, best.get("flags"))
     return out
 
 
@@ -99,8 +128,9 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     for dtype in ("fp32", "tf32", "fp16", "bf16"):
         best = best_of(cases, machine, (cases["workload"] == "matmul") & (cases["dtype"] == dtype), "tflops")
         if best is not None:
+            spread = interval_text(case_rows(frame, machine, best["case_id"]), "tflops")
             out[f"matmul {dtype}, best"] = marked(f"{best['tflops']:.3g} TFLOP/s{of_peak(best.get('pct_of_peak'))}"
-                                                  f"{pm(best['spread'])}", best.get("flags"))
+                                                  f"{spread}", best.get("flags"))
     dram = best_of(cases, machine, (cases["workload"] == "elementwise") & (cases["memory_tier"] == "dram"), "gbps")
     if dram is not None:
         dram_rows = (frame["workload"] == "elementwise") & (column_or(frame, "memory_tier", "") == "dram")
@@ -112,12 +142,14 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     epochs = epoch_table(mine)
     if not epochs.empty:
         if (t := template_row(epochs)) is not None:
-            out["guide-template epoch"] = marked(f"{human(t['epoch_s'], 's')}{pm(t['spread'])}, "
+            spread = interval_text(setting_rows(mine, t["setting"]), "epoch_s", "s")
+            out["guide-template epoch"] = marked(f"{human(t['epoch_s'], 's')}{spread}, "
                                                  f"accuracy {t['test_accuracy']:.3f}", t["flags"])
         best, _ = fastest_at_equal_accuracy(epochs)
         if best is not None:
-            out["fastest epoch, equal accuracy"] = Md("{} {} ({:.3f}){}").format(
-                human(best["epoch_s"], "s"), code(best["setting"]), best["test_accuracy"],
+            out["fastest epoch, equal accuracy"] = Md("{}{} {} ({:.3f}){}").format(
+                human(best["epoch_s"], "s"), interval_text(setting_rows(mine, best["setting"]), "epoch_s", "s"),
+                code(best["setting"]), best["test_accuracy"],
                 f" ({BUSY_ONLY})" if busy_only(best["flags"]) else "")
     for _, row in first_to_target(mine).iterrows():
         out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{}{} {}{}{}").format(
@@ -134,7 +166,7 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
              if "source_file" in mine else [])
     if not ("energy_j" in mine and mine["energy_j"].notna().any()) and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
-    out.update(declared_summary(cases, machine))
+    out.update(declared_summary(cases, machine, frame))
     if machine != baseline:
         pair = pair_timings(timings, baseline, machine)
         if (interval := speedup_interval(pair, baseline, machine)) is not None:

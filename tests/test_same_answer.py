@@ -24,14 +24,14 @@ def test_a_busy_build_beside_quiet_ones_is_set_aside_and_the_summary_and_table_a
     # a quiet build's 0.182 TFLOP/s and a busy one's 0.070 read "0.126 ±45%" as one median
     text = report_of(tmp_path, [matmul(0, 0.182), matmul(1, 0.180), matmul(2, 0.070, "busy")])
     summary = section_of(text, "Summary")
-    assert "| matmul fp32, best | 0.181 TFLOP/s ±0.55% |" in summary, summary
+    assert "| matmul fp32, best | 0.181 TFLOP/s (95% 0.167–0.196) |" in summary, summary
     assert "1 busy build set aside: their cases have undisturbed builds" in text.split("## Summary")[0]
     assert "0.181" in section_of(text, "Matmul")
 
 
 def test_a_figure_of_busy_builds_only_says_so(tmp_path):
     text = report_of(tmp_path, [matmul(0, 0.07, "busy"), matmul(1, 0.071, "busy"), matmul(2, 0.069, "busy")])
-    assert "| matmul fp32, best | 0.07 TFLOP/s ±1% (busy builds only) |" in section_of(text, "Summary")
+    assert "| matmul fp32, best | 0.07 TFLOP/s (95% 0.0646–0.0758) (busy builds only) |" in section_of(text, "Summary")
 
 
 def dram(case: str, size: int, build: int, gbps: float) -> dict:
@@ -93,7 +93,7 @@ def test_a_version_1_dram_row_is_dram_everywhere(tmp_path):
     from gpubench.reports.build import build_report
 
     text = build_report([example], tmp_path / "out", None).read_text(encoding="utf-8")
-    assert "| memory bandwidth (DRAM) | 4343 GB/s |" in section_of(text, "Summary")
+    assert "| memory bandwidth (DRAM) | 4343 GB/s (95% " in section_of(text, "Summary")
     assert "4343 GB/s" in section_of(text, "Elementwise")
 
 
@@ -101,3 +101,29 @@ def test_a_time_to_target_says_its_seeds_spread(tmp_path):
     rows = [tta("speedrun", s, t) for s, t in enumerate((10.9, 11.4, 17.5))]
     line = next(row for row in section_of(report_of(tmp_path, rows), "Summary").splitlines() if "time to 0.85" in row)
     assert "(seeds 10.9–17.5 s)" in line
+
+
+def test_two_quiet_runs_each_read_within_the_interval_the_other_prints(tmp_path):
+    """Two quiet runs back to back read fp32 matmul 0.161 ±3% and 0.173 ±4%: the builds' spread alone is no
+    interval for another run. The summary's interval adds the noise between identical runs."""
+    import re
+
+    cells = {}
+    for run, center in (("a", 0.161), ("b", 0.173)):
+        (tmp_path / run).mkdir()
+        text = report_of(tmp_path / run, [matmul(0, center * 0.99), matmul(1, center), matmul(2, center * 1.01)])
+        cells[run] = next(line for line in section_of(text, "Summary").splitlines() if "matmul fp32" in line)
+    bounds = {run: tuple(map(float, re.search(r"\(95% ([\d.]+)–([\d.]+)\)", cell).groups()))
+              for run, cell in cells.items()}
+    assert bounds["a"][0] <= 0.173 <= bounds["a"][1] and bounds["b"][0] <= 0.161 <= bounds["b"][1], cells
+
+
+def test_a_case_built_once_per_run_gets_the_wider_interval():
+    import pandas as pd
+
+    from gpubench.reports.intervals import run_interval
+
+    several = run_interval(pd.Series([1.0, 1.0, 1.0]), pd.Series(["r", "r", "r"]))
+    once = run_interval(pd.Series([1.0]), pd.Series(["r"]))
+    assert several is not None and once is not None
+    assert once[1] / once[0] > several[1] / several[0] > 1.15
