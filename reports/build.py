@@ -220,7 +220,8 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     head = [answer(kept, kept_cases, base), *banners(frame, smoke),
             f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
             f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
-            "spread between builds: IQR/median); every timed region ended in a device synchronize."
+            "spread between builds: IQR/median; `windows ±` is the spread of the step windows inside one epoch); every "
+            "timed region ended in a device synchronize."
             + "".join(f" Note: {escape(note)}." for note in notes or [])]
     parts = ["# gpubench report\n\n" + "\n\n".join(line for line in head if line)]
     if measured.empty:
