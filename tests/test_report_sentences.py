@@ -3,6 +3,7 @@ dtype), never a figure pooled over groups that one group's rows refute."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -83,3 +84,19 @@ def test_the_header_says_what_each_plus_minus_means(tmp_path: Path) -> None:
     assert "`±` is the spread between builds" in head and "`windows ±` is the spread of the step windows" in head
     epochs = text.split("## MNIST training epoch")[1].split("\n## ")[0]
     assert "windows ±" in epochs
+
+
+def test_the_epoch_races_settings_are_in_the_report_beside_the_run(tmp_path: Path) -> None:
+    """The race's samples/s per setting lived only in epoch-race.json: the report shows them, with the accuracy of
+    an epoch the run trained in that setting."""
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("epoch.csv", "epoch.env.json", "epoch-race.json"):
+        shutil.copy(EXAMPLES / "h200" / name, results / name)
+    text = build.build_report([results], tmp_path / "out", None).read_text(encoding="utf-8")
+    race = text.split("## Epoch race: precision and memory format")[1].split("\n## ")[0]
+    assert "| vm · NVIDIA H200 (cuda:0) | fp32 | 90.4 k samples/s | 85.4% |" in race
+    assert "| vm · NVIDIA H200 (cuda:0) | bf16 | 77.9 k samples/s | 86.0% |" in race
+    assert "| vm · NVIDIA H200 (cuda:0) | fp16-cl | 67 k samples/s |  |" in race  # no epoch trained in it
+    assert text.index("## MNIST training epoch") < text.index("## Epoch race")
+    assert "smoke" not in race and race.count("| fp32 |") == 1  # the smoke race of the same machine is not this run's
