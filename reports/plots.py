@@ -202,7 +202,7 @@ AXIS_LABELS = {
     "tflops": "TFLOP/s", "gbps": "GB/s", "busbw_gbps": "bus bandwidth (GB/s)",
     "algbw_gbps": "algorithm bandwidth (GB/s)",
     "samples_per_s": "samples/s", "tokens_per_s": "tokens/s", "median_s": "time (s)", "step_s": "step time (s)",
-    "pct_of_measured_peak": "% of this machine's measured matmul", "pct_of_peak": "% of datasheet peak",
+    "pct_of_measured_peak": "% of this machine's matmul, same dtype", "pct_of_peak": "% of datasheet peak",
     "seq_len": "sequence length (tokens)", "batch_size": "batch size (samples)", "size": "size (bytes)",
     "dtype": "dtype", "setting": "setting", "peak_mem_bytes": "peak memory (bytes)",
 }

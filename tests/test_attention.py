@@ -223,19 +223,20 @@ def test_the_report_shows_the_section_its_plot_and_summary_rows_after_the_micro_
     assert "sdpa backend cudnn cannot run this case on cpu" in text.split("## Rows not ok")[1]
 
 
-@pytest.mark.parametrize("reduced, peak_dtype", [(False, "fp32"), (True, "bf16")])
-def test_the_math_backend_in_bf16_is_set_against_the_matmul_it_computes_in(monkeypatch: pytest.MonkeyPatch, reduced,
-                                                                           peak_dtype) -> None:
-    """torch's math backend upcasts bf16 and fp16 to fp32 unless reduced-precision math is allowed: its
-    fraction is of the fp32 matmul then, and the row says so."""
+@pytest.mark.parametrize("reduced", [False, True])
+def test_every_backend_of_a_dtype_is_set_against_that_dtypes_matmul(monkeypatch: pytest.MonkeyPatch, reduced) -> None:
+    """torch's math backend upcasts bf16 and fp16 to fp32 unless reduced-precision math is allowed: its fraction is
+    still of the bf16 matmul, as flash's is (one denominator per dtype: the fractions order as the TFLOP/s do), and
+    the row says it computed in fp32."""
     asked = []
     monkeypatch.setattr(attention, "measured_peak", lambda dtype, ctx: asked.append(dtype)
                         or MatmulPeak(tflops=1.0, n=64))
     monkeypatch.setattr(torch.backends.cuda, "fp16_bf16_reduction_math_sdp_allowed", lambda: reduced)
     run = RunContext(ctx(profile=Profile.SMOKE), {}, None)
     row = run_with(tiny(dtype="bf16"), attention.WORKLOAD, FakeBenchmark([0.002]), run)
-    assert row["status"] == "ok" and asked == [peak_dtype]
-    assert ("the math backend computes bf16 in fp32 (torch upcasts it): % of the fp32 matmul" in str(row[
+    assert row["status"] == "ok" and asked == ["bf16"]
+    assert ("the math backend computes bf16 in fp32 (torch upcasts it); % is of the bf16 matmul" in str(row[
         "reason"])) == (not reduced)
+    assert plots.axis_label("pct_of_measured_peak") == "% of this machine's matmul, same dtype"  # the plot says it
     assert attention.computes_in(tiny(dtype="bf16", backend="flash")) == "bf16"  # a fused kernel computes in its dtype
 
