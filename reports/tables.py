@@ -268,7 +268,7 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
             bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
             if not bound.empty:
                 lines.append(Md("input-bound: {} setting(s) wait for their data loader — prefer {}")
-                             .format(len(bound), code(top["setting"])))
+                             .format(bound["setting"].nunique(), code(top["setting"])))
         transfer = group[group["workload"] == "transfer"]
         if not transfer.empty:
             by_pin = transfer.groupby("pinned")["gbps"].max()
@@ -288,6 +288,8 @@ INFERENCE_GROUP = ("model", "batch_size", "dtype")  # like for like: a grad mode
 def fastest_grad_modes(rows: pd.DataFrame) -> dict[str, list[str]]:
     """Per grad mode, the (model, batch) groups where its median samples/s over builds (the Inference table's
     figure) is the highest: each group is judged on its own rows, never on a median pooled over groups."""
+    if rows.empty or not {"samples_per_s", "grad_mode"} <= set(rows.columns):
+        return {}
     cases = per_case(rows).dropna(subset=["samples_per_s", "grad_mode"])
     keys = [c for c in INFERENCE_GROUP if c in cases and cases[c].notna().any()]
     winners: dict[str, list[str]] = {}

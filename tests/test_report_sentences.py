@@ -100,3 +100,11 @@ def test_the_epoch_races_settings_are_in_the_report_beside_the_run(tmp_path: Pat
     assert "| vm · NVIDIA H200 (cuda:0) | fp16-cl | 67 k samples/s |  |" in race  # no epoch trained in it
     assert text.index("## MNIST training epoch") < text.index("## Epoch race")
     assert "smoke" not in race and race.count("| fp32 |") == 1  # the smoke race of the same machine is not this run's
+
+
+def test_the_input_bound_advice_counts_settings_not_builds() -> None:
+    rows = epoch_rows(0.1, {"guide-template": [30.0, 31.0, 32.0], "preloaded": [10.0, 10.5, 11.0]})
+    rows["input_bound"] = rows["setting"].eq("guide-template")
+    advice = [line for line in tables.recommendations(rows.assign(tflops=float("nan")))["m"]
+              if line.startswith("input-bound")]
+    assert advice == ["input-bound: 1 setting(s) wait for their data loader — prefer `preloaded`"]
