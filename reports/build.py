@@ -19,6 +19,7 @@ from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_resu
                                    write_merged)
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
+from gpubench.reports.same_dtype import same_dtype_pct
 from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
 
@@ -209,7 +210,7 @@ def trusted(measured: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, 
     if reasons.isna().all():
         return measured, cases, reasons
     kept = measured[reasons.isna()]
-    return kept, per_case(kept), reasons
+    return kept, same_dtype_pct(per_case(kept)), reasons
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
@@ -221,7 +222,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     base = tables.baseline_machine(frame, baseline)
     smoke = is_smoke(frame)
     measured = frame[~smoke]  # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
-    kept, kept_cases, left_out = trusted(measured, per_case(measured))
+    kept, kept_cases, left_out = trusted(measured, same_dtype_pct(per_case(measured)))
     head = [answer(kept, kept_cases, base), *banners(frame, smoke),
             f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
             f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
@@ -239,7 +240,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
         parts += [health.render(kept, kept_cases, power_caps_w), history.render(kept, out), before_after.render(kept)]
     shown = frame[~shadowed_smoke(frame, smoke)]
-    parts += workload_sections(shown, per_case(shown), out, base, races)
+    parts += workload_sections(shown, same_dtype_pct(per_case(shown)), out, base, races)
     parts.append(profiler_section(frame, top_ops or {}))
     parts += outcome_sections(frame, measured, refused or [])
     return "\n\n".join(p for p in parts if p) + "\n"

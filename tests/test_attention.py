@@ -240,3 +240,19 @@ def test_every_backend_of_a_dtype_is_set_against_that_dtypes_matmul(monkeypatch:
     assert plots.axis_label("pct_of_measured_peak") == "% of this machine's matmul, same dtype"  # the plot says it
     assert attention.computes_in(tiny(dtype="bf16", backend="flash")) == "bf16"  # a fused kernel computes in its dtype
 
+
+
+def test_an_older_runs_upcast_math_rows_are_set_against_their_own_dtypes_matmul(tmp_path: Path) -> None:
+    """A run made before every backend was set against its dtype's matmul put bf16 math (0.0401 TFLOP/s) at 55.9%
+    of the fp32 matmul and bf16 flash (0.0524) at 26.7% of the bf16 one: the report sets both against the bf16 one,
+    so the plot and the summary order them as their TFLOP/s."""
+    writer = ResultsWriter(tmp_path, "run")
+    for backend, tflops, peak in (("flash", 0.0524, 0.196), ("math", 0.0401, 0.0717)):
+        row = attention_row("fwd", backend, tflops)
+        row.update(measured_peak_tflops=peak, pct_of_measured_peak=100 * tflops / peak)
+        writer.append(row)
+    writer.close()
+    text = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
+    section = text.split("## Attention (scaled_dot_product_attention)")[1].split("\n## ")[0]
+    math_row = next(line for line in section.splitlines() if "| math |" in line)
+    assert "20.5" in math_row and "55.9" not in math_row, math_row  # 0.0401 / 0.196
