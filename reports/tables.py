@@ -20,6 +20,7 @@ FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device
                       "torch_version", "cuda_version", "cudnn_version", "driver_version", "torch_threads",
                       "tf32_matmul", "gpubench_version", "git_commit", "profile")
 TEMPLATE_SETTING = "guide-template"
+MEASURED = r"\d+(?:\.\d+)?(?:e[+-]?\d+)? ms"  # a duration a build measured and wrote into its reason
 EQUAL_ACCURACY = 0.01  # "fastest" means fastest among settings within this of the template's accuracy
 
 
@@ -344,7 +345,9 @@ def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
     bad = frame[frame["status"] != "ok"]
     if bad.empty:
         return pd.DataFrame()
-    grouped = bad.groupby(["machine", "workload", "status", "reason"], sort=False)
-    out = grouped.agg(rows=("case_id", "size"),
+    # reasons that differ only in what each build measured (the fp16 skip's matmul times) are one reason
+    bad = bad.assign(_key=bad["reason"].astype(str).str.replace(MEASURED, "#", regex=True))
+    grouped = bad.groupby(["machine", "workload", "status", "_key"], sort=False)
+    out = grouped.agg(rows=("case_id", "size"), reason=("reason", "first"),
                       cases=("setting", lambda s: ", ".join(sorted(set(s))[:6]) + (" …" if s.nunique() > 6 else "")))
     return out.reset_index()[["machine", "workload", "status", "rows", "reason", "cases"]]

@@ -108,3 +108,12 @@ def test_the_input_bound_advice_counts_settings_not_builds() -> None:
     advice = [line for line in tables.recommendations(rows.assign(tflops=float("nan")))["m"]
               if line.startswith("input-bound")]
     assert advice == ["input-bound: 1 setting(s) wait for their data loader — prefer `preloaded`"]
+
+
+def test_skip_reasons_that_differ_only_in_their_measured_times_are_one_group() -> None:
+    reason = "fp16 on cpu has no fast kernels (an n=256 fp16 matmul took {} ms against {} ms in fp32 here)"
+    rows = pd.DataFrame([{"machine": "m", "workload": "mnist_epoch", "status": "skipped", "case_id": f"e/{i}",
+                          "setting": f"fp16-{i}", "reason": reason.format(fp16, fp32)}
+                         for i, (fp16, fp32) in enumerate(((41.5, 0.208), (1.2e+03, 0.211)))])
+    grouped = tables.not_ok_grouped(rows)
+    assert len(grouped) == 1 and grouped["rows"].iloc[0] == 2
