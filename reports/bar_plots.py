@@ -8,15 +8,21 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from gpubench.harness.core.workload_spec import PlotSpec
+from gpubench.reports.aggregate import column_or
+from gpubench.reports.plot_marks import is_busy
 from gpubench.reports.plots import (DPI, KEY, _legend, _panels, _save, axis_label, bytes_column, literal_labels,
                                     scale_axis)
 
 MAX_GROUPED = 6  # machines side by side per setting; more would make bars thinner than their labels
 BAR_IN = 0.22  # inches a bar takes
 INPUT_BOUND_HATCH = "//"
+BUSY_EDGE = "red edge: measured while another process was busy"
+EPOCH_BARS = "error bars: IQR over builds (one build: of its epoch's step windows)"
 
 
 def fastest_first(rows: pd.DataFrame, value: str) -> list[str]:
@@ -26,14 +32,19 @@ def fastest_first(rows: pd.DataFrame, value: str) -> list[str]:
 
 def grouped(ax: plt.Axes, rows: pd.DataFrame, value: str, settings: list[str], machines: list[str],
             hatched: pd.Series | None = None) -> None:
-    """A row per setting, a bar per machine within it; `hatched` marks the rows to draw hatched (input-bound)."""
+    """A row per setting, a bar per machine within it; `hatched` marks the rows to draw hatched (input-bound); a
+    row's `_low`/`_high` (where present) draw its spread as an error bar; a busy row's bar is edged in red."""
     height = 0.8 / len(machines)
     for index, machine in enumerate(machines):
         mine = rows[rows["machine"] == machine].drop_duplicates("setting").set_index("setting")
         present = [s for s in settings if s in mine.index]
         offset = (index - (len(machines) - 1) / 2) * height
-        bars = ax.barh([settings.index(s) + offset for s in present], mine.loc[present, value], height=height,
-                       color=f"C{index % 10}", label=machine)
+        values = mine.loc[present, value]
+        spread = error_bars(mine.loc[present], values)
+        busy = is_busy(mine.loc[present])
+        bars = ax.barh([settings.index(s) + offset for s in present], values, height=height, xerr=spread,
+                       error_kw={"ecolor": "black", "capsize": 2, "elinewidth": 0.8}, color=f"C{index % 10}",
+                       edgecolor=["red" if b else "none" for b in busy], linewidth=1.5, label=machine)
         if hatched is not None:
             for bar, setting in zip(bars, present):
                 if bool(hatched.get(mine.loc[setting, "_row"], False)):
@@ -41,6 +52,13 @@ def grouped(ax: plt.Axes, rows: pd.DataFrame, value: str, settings: list[str], m
     ax.set_yticks(range(len(settings)), settings)
     ax.set_ylim(len(settings) - 0.5, -0.5)  # the first setting on top
     ax.tick_params(axis="y", labelsize=8)
+
+
+def error_bars(rows: pd.DataFrame, values: pd.Series) -> list[pd.Series] | None:
+    """Each bar's distance down to `_low` and up to `_high`, None where the rows carry no spread."""
+    if "_low" not in rows:
+        return None
+    return [(values - rows["_low"]).clip(lower=0), (rows["_high"] - values).clip(lower=0)]
 
 
 def value_axis(axes: list[plt.Axes], values: pd.Series, label: str, in_bytes: bool = False) -> None:
@@ -58,7 +76,7 @@ def value_axis(axes: list[plt.Axes], values: pd.Series, label: str, in_bytes: bo
 
 
 def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, hatched: pd.Series | None = None,
-                 hatch_label: str = "") -> Path:
+                 hatch_label: str = "", spread_label: str = "") -> Path:
     """Settings as bars: one chart with a bar per machine, or a panel per machine on one scale."""
     rows = rows.assign(_row=rows.index)
     machines = sorted(rows["machine"].unique())
@@ -75,22 +93,44 @@ def setting_bars(rows: pd.DataFrame, value: str, label: str, path: Path, hatched
             grouped(ax, mine, value, fastest_first(mine, value), [machine], hatched)
             ax.set_title(machine, fontsize=9)
     value_axis(axes, rows[value], label, bytes_column(value))
-    keys: tuple[Patch, ...] = ()
-    if hatch_label and hatched is not None and hatched.any():
-        keys = (Patch(facecolor="white", edgecolor="black", hatch=INPUT_BOUND_HATCH, label=hatch_label, gid=KEY),)
-    _legend(fig, axes, keys)
+    _legend(fig, axes, bar_keys(rows, hatched, hatch_label, spread_label))
     return _save(fig, path)
+
+
+def bar_keys(rows: pd.DataFrame, hatched: pd.Series | None, hatch_label: str,
+             spread_label: str) -> tuple[Artist, ...]:
+    """The legend's keys for what the bars carry: hatching, error bars, a busy edge."""
+    keys: list[Artist] = []
+    if hatch_label and hatched is not None and hatched.any():
+        keys.append(Patch(facecolor="white", edgecolor="black", hatch=INPUT_BOUND_HATCH, label=hatch_label, gid=KEY))
+    if spread_label and "_low" in rows:
+        keys.append(Line2D([], [], color="black", marker="|", linewidth=0.8, label=spread_label, gid=KEY))
+    if is_busy(rows).any():
+        keys.append(Patch(facecolor="white", edgecolor="red", linewidth=1.5, label=BUSY_EDGE, gid=KEY))
+    return tuple(keys)
+
+
+def epoch_spread(rows: pd.DataFrame) -> pd.DataFrame:
+    """`_low`/`_high` of each setting's samples/s: the builds' IQR where several built it (the report's `±`), else
+    the IQR of its one epoch's step windows (the report's `windows ±`), as the table beside the plot prints them."""
+    rate = rows["samples_per_s"]
+    windows = column_or(rows, "rel_iqr", float("nan")).astype(float).fillna(0.0) / 2
+    several = column_or(rows, "builds", 1).fillna(1).astype(float) > 1
+    low = column_or(rows, "samples_per_s_q1", float("nan")).where(several, rate / (1 + windows))
+    high = column_or(rows, "samples_per_s_q3", float("nan")).where(several, rate / (1 - windows.clip(upper=0.9)))
+    return rows.assign(_low=low.fillna(rate), _high=high.fillna(rate))
 
 
 @literal_labels
 def epoch_plot(cases: pd.DataFrame, out: Path) -> Path | None:
-    """Training samples/s per epoch setting, machines side by side; hatched where the epoch waited for its data."""
+    """Training samples/s per epoch setting, machines side by side; hatched where the epoch waited for its data; the
+    spread the tables print as error bars."""
     rows = cases[(cases["workload"] == "mnist_epoch") & (cases["samples_per_s"] > 0)]
     if rows.empty:
         return None
     bound = rows["input_bound"].map(lambda value: value is True or value == "True")
-    return setting_bars(rows, "samples_per_s", "training samples/s", out / "mnist_epoch.png",
-                        hatched=bound, hatch_label="hatched: input-bound (waits for data)")
+    return setting_bars(epoch_spread(rows), "samples_per_s", "training samples/s", out / "mnist_epoch.png",
+                        hatched=bound, hatch_label="hatched: input-bound (waits for data)", spread_label=EPOCH_BARS)
 
 
 @literal_labels
@@ -99,8 +139,11 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
     rows = cases[(cases["workload"] == "memory_strategies") & (cases["step_s"] > 0)]
     if rows.empty:
         return None
-    rows = rows.assign(setting=rows["strategy"].astype(str), step_ms=rows["step_s"] * 1e3,
-                       peak_mib=rows["peak_mem_bytes"] / 2**20,
+    # like for like: a step of 64 samples is not set against one of 256
+    per_sample = column_or(rows, "effective_batch", float("nan")).nunique() > 1
+    time_label = "optimizer step per sample (µs)" if per_sample else "optimizer step (ms)"
+    step = rows["step_s"] * 1e6 / rows["effective_batch"] if per_sample else rows["step_s"] * 1e3
+    rows = rows.assign(setting=rows["strategy"].astype(str), step_ms=step, peak_mib=rows["peak_mem_bytes"] / 2**20,
                        source=rows["mem_source"].astype(object).fillna("unknown"))
     sources, machines = sorted(rows["source"].unique()), sorted(rows["machine"].unique())
     settings = fastest_first(rows.assign(neg=-rows["step_ms"]), "neg")  # the fastest strategy on top
@@ -113,7 +156,7 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
         # each source's memory on its own scale, named in its label: a profiler's bytes are not an allocator's
         value_axis([memory_ax], mine["peak_mib"].dropna(), f"peak memory, {source} (MiB)")
         memory_ax.tick_params(axis="y", labelleft=False)
-    value_axis(list(grid[:, 0]), rows["step_ms"], "optimizer step (ms)")  # one time scale for every source
+    value_axis(list(grid[:, 0]), rows["step_ms"], time_label)  # one time scale for every source
     _legend(fig, list(grid.flat))
     return _save(fig, out / "memory_strategies.png")
 

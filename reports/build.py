@@ -12,7 +12,7 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import before_after, health, history, screen, sections, summary, tables
+from gpubench.reports import before_after, health, history, race, screen, sections, summary, tables
 from gpubench.reports.aggregate import column_or, per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_results, load_top_ops, spreadsheet_safe,
@@ -20,6 +20,7 @@ from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_resu
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
 from gpubench.reports.settled import set_aside_note, undisturbed
+from gpubench.reports.same_dtype import same_dtype_pct
 from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
 
@@ -106,13 +107,17 @@ def advice_table(advice: dict[str, list[str]]) -> pd.DataFrame:
 SPEEDUPS_ORDER = 55  # between the micro-benchmarks and the training workloads
 
 
-def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base: str) -> list[str]:
-    """Each workload present, by its declared section, in declared order, the speedups among them."""
+def workload_sections(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, base: str,
+                      races: pd.DataFrame | None = None) -> list[str]:
+    """Each workload present, by its declared section, in declared order, the speedups and the epoch race among
+    them."""
     present = set(frame["workload"])
     declared = [(spec.report.order, name, spec.report) for name, spec in specs().items()
                 if name in present and spec.report is not None]
     undeclared = [(1000, name, ReportSection(name)) for name in sorted(present - set(specs()))]
     parts: list[tuple[int, str]] = [(SPEEDUPS_ORDER, speedup_section(frame, base))]
+    if races is not None:
+        parts.append((race.ORDER, race.render(races, frame)))
     parts += [(order, (sections.RENDERERS[report.renderer] if report.renderer else sections.generic)(
         frame, cases, out, report, name)) for order, name, report in declared + undeclared]
     return [text for _, text in sorted(parts, key=lambda part: part[0])]
@@ -206,25 +211,27 @@ def trusted(measured: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, 
     if reasons.isna().all():
         return measured, cases, reasons
     kept = measured[reasons.isna()]
-    return kept, per_case(kept), reasons
+    return kept, same_dtype_pct(per_case(kept)), reasons
 
 
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
                   energy_notes: dict[str, str] | None = None, notes: list[str] | None = None,
-                  refused: list[str] | None = None, power_caps_w: dict[str, float] | None = None) -> str:
+                  refused: list[str] | None = None, power_caps_w: dict[str, float] | None = None,
+                  races: pd.DataFrame | None = None) -> str:
     """The report's markdown; writes the plots it links into `out`. Below the summary, every table holds one row per
     configuration and case (runs and builds folded)."""
     base = tables.baseline_machine(frame, baseline)
     smoke = is_smoke(frame)
     # like with like: a smoke epoch of 2,048 images is no epoch to set against a full one
     measured = undisturbed(frame[~smoke])
-    kept, kept_cases, left_out = trusted(measured, per_case(measured))
+    kept, kept_cases, left_out = trusted(measured, same_dtype_pct(per_case(measured)))
     head = [answer(kept, kept_cases, base), *banners(frame, smoke),
             f"{len(frame)} rows from {frame['run_id'].nunique()} run(s) on {frame['machine'].nunique()} "
             f"configuration(s). Baseline: **{escape(base)}**. Figures are medians over builds and runs (`±` is the "
-            "spread between builds: IQR/median; in the summary, `95% a–b` is where another run on this machine would "
-            "read the figure: its builds' spread and the noise between identical runs, 4%, or 8% for a case built once "
-            "per run); every timed region ended in a device synchronize."
+            "spread between builds: IQR/median; `windows ±` is the spread of the step windows inside one epoch; in "
+            "the summary, `95% a–b` is where another run on this machine would read the figure: its builds' spread "
+            "and the noise between identical runs, 4%, or 8% for a case built once per run); every timed region "
+            "ended in a device synchronize."
             + "".join(f" Note: {escape(note)}." for note in [*(notes or []), set_aside_note(frame)] if note)]
     parts = ["# gpubench report\n\n" + "\n\n".join(line for line in head if line)]
     if measured.empty:
@@ -237,7 +244,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
         parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
         parts += [health.render(kept, kept_cases, power_caps_w), history.render(kept, out), before_after.render(kept)]
     shown = undisturbed(frame[~shadowed_smoke(frame, smoke)])
-    parts += workload_sections(shown, per_case(shown), out, base)
+    parts += workload_sections(shown, same_dtype_pct(per_case(shown)), out, base, races)
     parts.append(profiler_section(frame, top_ops or {}))
     parts += outcome_sections(frame, measured, refused or [])
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -254,6 +261,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     # a run given twice (a file and its folder, a copy) counts once everywhere
     frame, notes = dedupe(load_results(paths, refused, left_out))
     top_ops, (energy_notes, power_caps_w) = load_top_ops(paths, notes), load_env_sidecars(paths, left_out)
+    races = race.load_races(paths, left_out)
     tables.baseline_machine(frame, baseline)  # a --baseline that names no machine: refused before `out` is touched
     for line in dict.fromkeys(left_out):  # said where the person looks, and in the report
         print(f"gpubench: note: left out of this report: {line}", file=sys.stderr)
@@ -267,7 +275,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     try:  # every file below is made inside the new folder under a random name and renamed: no link is followed
         with report_folder(out) as folder:
             write_merged(spreadsheet_safe(frame), folder / "merged.csv")
-            text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, power_caps_w)
+            text = render_report(frame, folder, baseline, top_ops, energy_notes, notes, refused, power_caps_w, races)
             replace_bytes(folder, "report.md", text.encode("utf-8"), "report folder", OUT_FIX)
         return out / "report.md"
     except RefusedPath as error:

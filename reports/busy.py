@@ -8,6 +8,7 @@ that kind."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -98,8 +99,37 @@ def flags_of(counts: pd.Series) -> tuple[str, ...]:
     return counts["flags"] if isinstance(counts["flags"], tuple) else ()
 
 
-def judged_with_busy(verdict: Verdict, busy: Busy) -> Verdict:
+def reads(verdict: Verdict, threshold: float) -> Judgement | None:
+    """Which way an undecided case's medians read beyond the threshold (NEW/BASE), None within it."""
+    ratio = verdict.ratio if math.isfinite(verdict.ratio) else verdict.new_median_s / verdict.base_median_s
+    if not math.isfinite(ratio):
+        return None
+    if ratio > 1 + threshold:
+        return Judgement.SLOWER
+    return Judgement.FASTER if ratio < 1 / (1 + threshold) else None
+
+
+def undecided_under_load(verdict: Verdict, busy: Busy, threshold: float) -> Verdict | None:
+    """An inconclusive case whose medians read past the threshold the way one busy side's load alone could make them
+    (the other side quiet): no pass either, "cannot judge: busy". With both sides busy the noise of each is widened
+    and a reading within it stays inconclusive."""
+    direction = reads(verdict, threshold) if verdict.verdict == Judgement.INCONCLUSIVE else None
+    if direction is None:
+        return None
+    loaded, alone = LOAD_ALONE[direction]
+    other = "BASE" if loaded == "NEW" else "NEW"
+    if not busy.side(loaded) or busy.side(other):
+        return None
+    read = verdict.new_median_s / verdict.base_median_s
+    return replace(verdict, verdict=Judgement.CANNOT_JUDGE,
+                   note=f"reads x{read:.3g}, undecided; {busy.why(loaded)}: {alone} — rerun {loaded} on a quiet "
+                        "machine")
+
+
+def judged_with_busy(verdict: Verdict, busy: Busy, threshold: float) -> Verdict:
     """The verdict under the direction rule, its note saying which busy side did what."""
+    if (undecided := undecided_under_load(verdict, busy, threshold)) is not None:
+        return undecided
     loaded, alone = LOAD_ALONE.get(verdict.verdict, ("", ""))
     if loaded and busy.side(loaded):
         return replace(verdict, verdict=Judgement.CANNOT_JUDGE,
@@ -114,10 +144,11 @@ def judged_with_busy(verdict: Verdict, busy: Busy) -> Verdict:
     return replace(verdict, note="; ".join(filter(None, [verdict.note, note])))
 
 
-def judge_busy(verdicts: list[Verdict], busy: dict[str, Busy]) -> tuple[list[Verdict], list[str]]:
+def judge_busy(verdicts: list[Verdict], busy: dict[str, Busy],
+               threshold: float) -> tuple[list[Verdict], list[str]]:
     """The verdicts under the direction rule, and a line for the cases it could not judge and one for those it
     judged with wider noise."""
-    out = [judged_with_busy(v, busy[v.case_id]) if v.case_id in busy else v for v in verdicts]
+    out = [judged_with_busy(v, busy[v.case_id], threshold) if v.case_id in busy else v for v in verdicts]
     cases = [v for v in out if v.case_id != MACHINE_WIDE]
     cannot = sum(v.verdict == Judgement.CANNOT_JUDGE for v in cases)
     widened = sum(v.case_id in busy and v.verdict != Judgement.CANNOT_JUDGE for v in cases)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
+from gpubench.reports.case_ids import as_new_ids
 from gpubench.reports.load import RUN, broken_rows, dedupe, load_results, over_budget, run_key, samples
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
@@ -197,7 +198,7 @@ def not_measured(new: pd.DataFrame) -> dict[str, str]:
 def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
                    threshold: float) -> tuple[list[Verdict], list[str], list[str], list[str]]:
     """Verdicts for cases in both; the case ids only in base, only in new; notes (excluded rows)."""
-    notes: list[str] = []
+    base, notes = as_new_ids(base, new)
     verdicts: list[Verdict] = []
     base_ok, new_ok = base[base["status"] == "ok"], new[new["status"] == "ok"]
     base_bad = base[base["status"].isin(["failed", "oom", "unreached"])]
@@ -225,7 +226,7 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     shift = replicates.machine_wide(base, new, threshold, widen.get(MACHINE_WIDE, 0.0))
     if shift is not None:
         verdicts.append(shift)
-    verdicts, busy_notes = judge_busy(verdicts, busy)
+    verdicts, busy_notes = judge_busy(verdicts, busy, threshold)
     notes[:0] = busy_notes
     if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter "

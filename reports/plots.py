@@ -26,6 +26,7 @@ from gpubench.harness.records.safe_files import replacing  # noqa: E402
 from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
 from gpubench.harness.records.schema import BY_NAME, SETTING_COLUMNS  # noqa: E402
 from gpubench.reports.markdown import MAX_LABEL_CHARS, replace_texts, short_label  # noqa: E402
+from gpubench.reports.plot_marks import broken_at_gaps, busy_key, mark_busy  # noqa: E402
 from gpubench.reports.units import human  # noqa: E402
 
 MAX_LEGEND = 24
@@ -202,7 +203,7 @@ AXIS_LABELS = {
     "tflops": "TFLOP/s", "gbps": "GB/s", "busbw_gbps": "bus bandwidth (GB/s)",
     "algbw_gbps": "algorithm bandwidth (GB/s)",
     "samples_per_s": "samples/s", "tokens_per_s": "tokens/s", "median_s": "time (s)", "step_s": "step time (s)",
-    "pct_of_measured_peak": "% of this machine's measured matmul", "pct_of_peak": "% of datasheet peak",
+    "pct_of_measured_peak": "% of this machine's matmul, same dtype", "pct_of_peak": "% of datasheet peak",
     "seq_len": "sequence length (tokens)", "batch_size": "batch size (samples)", "size": "size (bytes)",
     "dtype": "dtype", "setting": "setting", "peak_mem_bytes": "peak memory (bytes)",
 }
@@ -215,7 +216,8 @@ def axis_label(column: str) -> str:
 def _band(ax: plt.Axes, series: pd.DataFrame, x: str, y: str, color: str) -> bool:
     """The builds' IQR as a band around the median line, where it has a width (several builds ran); True if drawn."""
     if f"{y}_q1" in series and (series[f"{y}_q3"] > series[f"{y}_q1"]).any():
-        ax.fill_between(series[x], series[f"{y}_q1"], series[f"{y}_q3"], color=color, alpha=0.2, linewidth=0)
+        xs, low = broken_at_gaps(series[x], series[f"{y}_q1"])
+        ax.fill_between(xs, low, broken_at_gaps(series[x], series[f"{y}_q3"])[1], color=color, alpha=0.2, linewidth=0)
         return True
     return False
 
@@ -232,13 +234,14 @@ def _ladders(rows: pd.DataFrame, y: str, panels: list[str], styles: dict[str, di
     IQR band and, where `peak(device name, panel)` knows it, the peak dashed. `labels`: the dashed note, x label,
     y label."""
     fig, axes = _panels(len(panels), share="xy")
-    banded = False
+    banded = busy = False
     for ax, panel in zip(axes, panels):
         dashed = False
         for label, line in rows[rows["panel"] == panel].groupby("line"):
             line = line.sort_values("size")
-            ax.plot(line["size"], line[y], label=label, **styles[label])
+            ax.plot(*broken_at_gaps(line["size"], line[y]), label=label, **styles[label])
             banded = _band(ax, line, "size", y, str(styles[label]["color"])) or banded
+            busy = mark_busy(ax, line, "size", y) or busy
             value = peak(str(line["device_name"].iloc[0]), panel)
             if value:
                 ax.axhline(value, color=str(styles[label]["color"]), linestyle="--", linewidth=0.8)
@@ -249,7 +252,7 @@ def _ladders(rows: pd.DataFrame, y: str, panels: list[str], styles: dict[str, di
         ax.grid(True, which="both", alpha=0.3)
     scale_axis(axes[0], rows["size"], "x", x_kind)  # shared: the scale and ticks of one panel are every panel's
     scale_axis(axes[0], rows[y])
-    _legend(fig, axes, banded=banded)
+    _legend(fig, axes, (busy_key(KEY),) if busy else (), banded=banded)
     return _save(fig, path)
 
 
@@ -323,11 +326,12 @@ def _categorical(group: pd.DataFrame, x: str) -> bool:
     return group[x].nunique() <= 1 or not pd.api.types.is_numeric_dtype(group[x])
 
 
-def _spec_panel(ax: plt.Axes, group: pd.DataFrame, spec: PlotSpec, styles: dict[str, dict[str, object]]) -> bool:
-    """One panel's lines (a numeric ladder) or dodged points (categories); True where a band was drawn."""
+def _spec_panel(ax: plt.Axes, group: pd.DataFrame, spec: PlotSpec,
+                styles: dict[str, dict[str, object]]) -> tuple[bool, bool]:
+    """One panel's lines (a numeric ladder) or dodged points (categories); whether a band, a busy cross was drawn."""
     lines = sorted(group["_line"].unique())
     categories = sorted(group[spec.x].unique()) if _categorical(group, spec.x) else []
-    banded = False
+    banded = busy = False
     for index, (label, line) in enumerate(group.groupby("_line", sort=True)):
         line = line.sort_values(spec.x)
         style = styles[label]
@@ -335,15 +339,17 @@ def _spec_panel(ax: plt.Axes, group: pd.DataFrame, spec: PlotSpec, styles: dict[
             shift = (index - (len(lines) - 1) / 2) * 0.6 / max(len(lines), 1)
             xs = line[spec.x].map(categories.index) + shift
             ax.plot(xs, line[spec.y], label=label or None, **dict(style, linestyle="none"))
+            busy = mark_busy(ax, line.assign(_x=xs), "_x", spec.y) or busy
         else:
-            ax.plot(line[spec.x], line[spec.y], label=label or None, **style)
+            ax.plot(*broken_at_gaps(line[spec.x], line[spec.y]), label=label or None, **style)
             banded = _band(ax, line, spec.x, spec.y, str(style["color"])) or banded
+            busy = mark_busy(ax, line, spec.x, spec.y) or busy
     if categories:
         named = TICK_TEXT["bytes" if bytes_column(spec.x) else "size"]  # one size: 32 MiB or 16384, never 33.6M
         ax.set_xticks(range(len(categories)), [named(float(c)) if pd.api.types.is_float(c) or pd.api.types.is_integer(c)
                                                else str(c) for c in categories])
         ax.set_xlim(-0.5, len(categories) - 0.5)
-    return banded
+    return banded, busy
 
 
 def bytes_column(column: str) -> bool:  # "size": a declared plot's size is a message's bytes (collectives)
@@ -371,17 +377,18 @@ def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     panels = _spec_panels(rows, spec.panels)
     fig, axes = _panels(len(panels), width=5.0, height=3.6, columns=2, share="y")
     ladders: list[plt.Axes] = []
-    banded = False
+    banded = busy = False
     for ax, (title, group) in zip(axes, panels):
         if not _categorical(group, spec.x):  # ladders share one x scale before anything is drawn on them
             if ladders:
                 ax.sharex(ladders[0])
             ladders.append(ax)
-        banded = _spec_panel(ax, group, spec, styles) or banded
+        drew_band, drew_busy = _spec_panel(ax, group, spec, styles)
+        banded, busy = banded or drew_band, busy or drew_busy
         ax.set_title(title, fontsize=9)
         ax.set_xlabel(axis_label(spec.x))
         ax.set_ylabel(axis_label(spec.y))
         ax.grid(True, which="both", alpha=0.3)
     _spec_scales(ladders, axes[0], rows, spec)
-    _legend(fig, axes, banded=banded)
+    _legend(fig, axes, (busy_key(KEY),) if busy else (), banded=banded)
     return _save(fig, path)

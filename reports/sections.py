@@ -139,14 +139,19 @@ def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
                    md_table(rows, human=True))
 
 
+def windows_pm(spread: float) -> str:
+    """' windows ±x%': the spread of the step windows inside one epoch, never to be read as `±` between builds."""
+    return f" windows {pm(spread).strip()}" if pm(spread) else ""
+
+
 def epoch_settings(epochs: pd.DataFrame) -> str:
     """The epoch table; of several machines and many settings, a row per setting and a cell per machine."""
     if not several_machines(epochs):
         return md_table(epochs, human=True)
-    cells = [f"{human_column('epoch_s', e)}{pm(s)}, accuracy {human_column('test_accuracy', a)}, data wait "
-             f"{human_column('data_wait_frac', w)}" + (f" ({f})" if f else "")
-             for e, s, a, w, f in zip(epochs["epoch_s"], epochs["spread"], epochs["test_accuracy"],
-                                      epochs["data_wait_frac"], epochs["flags"])]
+    cells = [f"{human_column('epoch_s', e)}{pm(s)}{windows_pm(ws)}, accuracy {human_column('test_accuracy', a)}, "
+             f"data wait {human_column('data_wait_frac', w)}" + (f" ({f})" if f else "")
+             for e, s, ws, a, w, f in zip(epochs["epoch_s"], epochs["spread"], epochs["windows_spread"],
+                                          epochs["test_accuracy"], epochs["data_wait_frac"], epochs["flags"])]
     return md_table(machine_columns(epochs, ["setting"], cells))
 
 
@@ -157,7 +162,8 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
                      f"{tables.EQUAL_ACCURACY} of the template's (faster but less accurate settings are listed apart). "
                      "Diverged runs are failed rows and never count:",
                      md_table(tables.template_vs_fastest(frame), human=True),
-                     "Medians over builds and runs; `spread` is the IQR/median of the epoch's windows of steps.",
+                     "Medians over builds and runs; `spread` (`±`) is between builds, `windows_spread` (`windows "
+                     "±`) the IQR/median of one epoch's windows of steps.",
                      epoch_settings(tables.epoch_table(frame)), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:

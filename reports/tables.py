@@ -21,6 +21,7 @@ FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device
                       "torch_version", "cuda_version", "cudnn_version", "driver_version", "torch_threads",
                       "tf32_matmul", "gpubench_version", "git_commit", "profile")
 TEMPLATE_SETTING = "guide-template"
+MEASURED = r"\d+(?:\.\d+)?(?:e[+-]?\d+)? ms"  # a duration a build measured and wrote into its reason
 EQUAL_ACCURACY = 0.01  # "fastest" means fastest among settings within this of the template's accuracy
 
 
@@ -81,17 +82,26 @@ def speedups(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+def spread_between(values: pd.Series) -> float:
+    """IQR/median of one figure over builds and runs (the report's `±`); NaN from a single one."""
+    values = values.dropna()
+    if len(values) < 2:
+        return math.nan
+    return float((values.quantile(0.75) - values.quantile(0.25)) / values.median())
+
+
 def epoch_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per machine and setting: medians over builds and runs, the within-epoch spread (of the windows), flags."""
+    """Per machine and setting: medians over builds and runs, `spread` between the builds' epochs (the report's
+    `±`), `windows_spread` of the step windows inside one epoch, flags."""
     rows = ok_rows(frame, "mnist_epoch")
     if rows.empty:
         return pd.DataFrame()
     grouped = rows.groupby(["machine", "setting"], sort=False)
     medians = ("epoch_s", "rel_iqr", "samples_per_s", "data_wait_frac", "test_accuracy", "peak_mem_bytes", "compile_s",
                "energy_j", "avg_power_w")
-    spec = {{"rel_iqr": "spread"}.get(c, c): (c, "median") for c in medians if c in rows}
-    out = grouped.agg(dataset=("dataset", "first"), **spec, epochs=("epoch_s", "size"),
-                      flags=("flags", union_flags))
+    spec = {{"rel_iqr": "windows_spread"}.get(c, c): (c, "median") for c in medians if c in rows}
+    out = grouped.agg(dataset=("dataset", "first"), **spec, spread=("epoch_s", spread_between),
+                      epochs=("epoch_s", "size"), flags=("flags", union_flags))
     return out.reset_index().sort_values(["machine", "epoch_s"]).reset_index(drop=True)
 
 
@@ -263,19 +273,53 @@ def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
             bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
             if not bound.empty:
                 lines.append(Md("input-bound: {} setting(s) wait for their data loader — prefer {}")
-                             .format(len(bound), code(top["setting"])))
+                             .format(bound["setting"].nunique(), code(top["setting"])))
         transfer = group[group["workload"] == "transfer"]
         if not transfer.empty:
             by_pin = transfer.groupby("pinned")["gbps"].max()
             if len(by_pin) == 2:
                 lines.append(f"transfers: pinned memory peaks at {by_pin.get(True, math.nan):.1f} GB/s against "
                              f"{by_pin.get(False, math.nan):.1f} pageable")
-        inference = group[group["workload"] == "inference"]
-        if not inference.empty:
-            per_mode = inference.groupby("grad_mode")["samples_per_s"].median()
-            lines.append(Md("inference: {} gives the highest median throughput").format(code(per_mode.idxmax())))
+        inference = inference_advice(group[group["workload"] == "inference"])
+        if inference:
+            lines.append(inference)
         advice[machine] = lines
     return advice
+
+
+INFERENCE_GROUP = ("model", "batch_size", "dtype")  # like for like: a grad mode is set against the others here
+
+
+def fastest_grad_modes(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """Per grad mode, the (model, batch) groups where its median samples/s over builds (the Inference table's
+    figure) is the highest: each group is judged on its own rows, never on a median pooled over groups."""
+    if rows.empty or not {"samples_per_s", "grad_mode"} <= set(rows.columns):
+        return {}
+    cases = per_case(rows).dropna(subset=["samples_per_s", "grad_mode"])
+    keys = [c for c in INFERENCE_GROUP if c in cases and cases[c].notna().any()]
+    winners: dict[str, list[str]] = {}
+    for values, group in cases.groupby(keys, sort=False, dropna=False):
+        if group["grad_mode"].nunique() < 2:
+            continue
+        named = dict(zip(keys, values if isinstance(values, tuple) else (values,)))
+        label = " ".join(f"bs{v:.0f}" if k == "batch_size" else str(v) for k, v in named.items() if pd.notna(v))
+        winners.setdefault(str(group.loc[group["samples_per_s"].idxmax(), "grad_mode"]), []).append(label)
+    return winners
+
+
+def inference_advice(rows: pd.DataFrame) -> Md | None:
+    """The grad mode with the highest throughput where one wins every model and batch size; else each mode with
+    the groups it wins. None without two modes to set apart."""
+    winners = fastest_grad_modes(rows)
+    if not winners:
+        return None
+    groups = sum(len(labels) for labels in winners.values())
+    if len(winners) == 1:
+        mode, = winners
+        return Md("inference: {} gives the highest throughput at each of the {} model and batch size(s) measured"
+                  ).format(code(mode), groups)
+    per_mode = "; ".join(Md("{} at {}").format(code(mode), ", ".join(labels)) for mode, labels in winners.items())
+    return Md("inference: the fastest grad mode differs by model and batch: " + per_mode)
 
 
 COMPILE_FIGURES = ["compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "break_even_steps"]
@@ -305,7 +349,9 @@ def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
     bad = frame[frame["status"] != "ok"]
     if bad.empty:
         return pd.DataFrame()
-    grouped = bad.groupby(["machine", "workload", "status", "reason"], sort=False)
-    out = grouped.agg(rows=("case_id", "size"),
+    # reasons that differ only in what each build measured (the fp16 skip's matmul times) are one reason
+    bad = bad.assign(_key=bad["reason"].astype(str).str.replace(MEASURED, "#", regex=True))
+    grouped = bad.groupby(["machine", "workload", "status", "_key"], sort=False)
+    out = grouped.agg(rows=("case_id", "size"), reason=("reason", "first"),
                       cases=("setting", lambda s: ", ".join(sorted(set(s))[:6]) + (" …" if s.nunique() > 6 else "")))
     return out.reset_index()[["machine", "workload", "status", "rows", "reason", "cases"]]

@@ -223,19 +223,36 @@ def test_the_report_shows_the_section_its_plot_and_summary_rows_after_the_micro_
     assert "sdpa backend cudnn cannot run this case on cpu" in text.split("## Rows not ok")[1]
 
 
-@pytest.mark.parametrize("reduced, peak_dtype", [(False, "fp32"), (True, "bf16")])
-def test_the_math_backend_in_bf16_is_set_against_the_matmul_it_computes_in(monkeypatch: pytest.MonkeyPatch, reduced,
-                                                                           peak_dtype) -> None:
-    """torch's math backend upcasts bf16 and fp16 to fp32 unless reduced-precision math is allowed: its
-    fraction is of the fp32 matmul then, and the row says so."""
+@pytest.mark.parametrize("reduced", [False, True])
+def test_every_backend_of_a_dtype_is_set_against_that_dtypes_matmul(monkeypatch: pytest.MonkeyPatch, reduced) -> None:
+    """torch's math backend upcasts bf16 and fp16 to fp32 unless reduced-precision math is allowed: its fraction is
+    still of the bf16 matmul, as flash's is (one denominator per dtype: the fractions order as the TFLOP/s do), and
+    the row says it computed in fp32."""
     asked = []
     monkeypatch.setattr(attention, "measured_peak", lambda dtype, ctx: asked.append(dtype)
                         or MatmulPeak(tflops=1.0, n=64))
     monkeypatch.setattr(torch.backends.cuda, "fp16_bf16_reduction_math_sdp_allowed", lambda: reduced)
     run = RunContext(ctx(profile=Profile.SMOKE), {}, None)
     row = run_with(tiny(dtype="bf16"), attention.WORKLOAD, FakeBenchmark([0.002]), run)
-    assert row["status"] == "ok" and asked == [peak_dtype]
-    assert ("the math backend computes bf16 in fp32 (torch upcasts it): % of the fp32 matmul" in str(row[
+    assert row["status"] == "ok" and asked == ["bf16"]
+    assert ("the math backend computes bf16 in fp32 (torch upcasts it); % is of the bf16 matmul" in str(row[
         "reason"])) == (not reduced)
+    assert plots.axis_label("pct_of_measured_peak") == "% of this machine's matmul, same dtype"  # the plot says it
     assert attention.computes_in(tiny(dtype="bf16", backend="flash")) == "bf16"  # a fused kernel computes in its dtype
 
+
+
+def test_an_older_runs_upcast_math_rows_are_set_against_their_own_dtypes_matmul(tmp_path: Path) -> None:
+    """A run made before every backend was set against its dtype's matmul put bf16 math (0.0401 TFLOP/s) at 55.9%
+    of the fp32 matmul and bf16 flash (0.0524) at 26.7% of the bf16 one: the report sets both against the bf16 one,
+    so the plot and the summary order them as their TFLOP/s."""
+    writer = ResultsWriter(tmp_path, "run")
+    for backend, tflops, peak in (("flash", 0.0524, 0.196), ("math", 0.0401, 0.0717)):
+        row = attention_row("fwd", backend, tflops)
+        row.update(measured_peak_tflops=peak, pct_of_measured_peak=100 * tflops / peak)
+        writer.append(row)
+    writer.close()
+    text = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
+    section = text.split("## Attention (scaled_dot_product_attention)")[1].split("\n## ")[0]
+    math_row = next(line for line in section.splitlines() if "| math |" in line)
+    assert "20.5" in math_row and "55.9" not in math_row, math_row  # 0.0401 / 0.196

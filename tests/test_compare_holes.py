@@ -81,3 +81,40 @@ def test_a_raced_case_whose_race_picked_another_setting_on_each_side_is_said_so(
     (tmp_path / "same").mkdir()
     code, out = compare(tmp_path / "same", capsys, base, measured("new") + measured("new", (RACED,), **raced))
     assert "epoch race picked" not in out  # the same winner: nothing to say
+
+
+def one_build(run_id: str, case_id: str, slower: float = 1.0, **cells: Any) -> dict[str, Any]:
+    """One build whose one sample cannot give a spread: compare can only call the case inconclusive."""
+    median_s = 1e-3 * slower
+    return row(run_id, case_id, 0, median_s=median_s, samples_s=[median_s], **cells)
+
+
+def test_a_case_that_reads_slower_only_with_new_rows_busy_exits_6(tmp_path, capsys):
+    base = [one_build("base", case) for case in CASES]
+    new = [one_build("new", CASES[0], 3.35, flags="busy"), one_build("new", CASES[1])]
+    code, out = compare(tmp_path, capsys, base, new)
+    assert code == 6, out
+    assert "cannot judge: busy (reads x3.35, undecided; NEW rows flagged busy" in out
+    (tmp_path / "quiet").mkdir()
+    quiet = [one_build("new", CASES[0], 3.35), one_build("new", CASES[1])]
+    code, out = compare(tmp_path / "quiet", capsys, base, quiet)
+    assert code == 0 and "cannot judge" not in out  # undecided without a load to blame: inconclusive, as before
+
+
+EPOCH = {"model": "cnn", "batch_size": 256, "dataset": "fashion-mnist", "loader": "preloaded", "precision": "bf16",
+         "channels_last": True, "compile_mode": "none"}
+
+
+def test_a_setting_renamed_across_versions_is_compared_as_one_case_and_said_so(tmp_path, capsys):
+    base = measured("base") + measured("base", ("mnist_epoch/preloaded-bf16-cl",), raced=False, **EPOCH)
+    new = measured("new") + measured("new", ("mnist_epoch/preloaded-raced",), raced=True, **EPOCH)
+    code, out = compare(tmp_path, capsys, base, new)
+    assert code == 0, out
+    assert ("note: BASE's mnist_epoch/preloaded-bf16-cl is NEW's mnist_epoch/preloaded-raced (the same settings "
+            "under another case id): compared as one case") in out
+    assert "only in" not in out and "| mnist_epoch/preloaded-raced |" in out
+    (tmp_path / "fp32").mkdir()
+    code, out = compare(tmp_path / "fp32", capsys, base,
+                        measured("new") + measured("new", ("mnist_epoch/preloaded-raced",), raced=True,
+                                                   **{**EPOCH, "precision": "fp32"}))
+    assert "only in BASE (1): mnist_epoch/preloaded-bf16-cl" in out  # another setting: never mapped

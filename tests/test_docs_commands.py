@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from gpubench.harness.core.exits import ExitCode
@@ -269,3 +270,15 @@ def test_a_documented_command_runs_as_written(command: Command, tmp_path_factory
     assert outcome.code in expected_exits(command), (
         f"{command} exited {outcome.code} (documented: {sorted(expected_exits(command))}); before it in its block: "
         f"{before or 'nothing'}\n{outcome.output[-4000:]}")
+
+
+@pytest.mark.process
+def test_the_documented_builds_option_gives_that_many_fresh_builds(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """docs/usage.md's `--gpubench-builds=5` makes five builds of its test that builds a fresh model each time."""
+    command, = [c for c in RUN if "--gpubench-builds=5" in c.text]
+    outcome, _ = outcome_of(command, tmp_path_factory)
+    assert outcome.code == ExitCode.OK, outcome.output[-2000:]
+    after = place_for(command, tmp_path_factory).folder / "after"
+    rows = pd.concat(pd.read_csv(path) for path in after.glob("*.csv"))
+    fresh = rows[rows["case_id"].str.startswith("mymodel/fresh") & (rows["status"] == "ok")]
+    assert sorted(fresh["build"]) == [0, 1, 2, 3, 4]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import matplotlib.collections
 import matplotlib.colors
+import matplotlib.container
 import matplotlib.figure
 import matplotlib.lines
 import matplotlib.text
@@ -25,6 +26,7 @@ from matplotlib.transforms import Bbox
 from gpubench.harness.core.workload_spec import PlotSpec
 from gpubench.reports import bar_plots, history, plots
 from gpubench.reports.build import build_report
+from gpubench.reports.plot_marks import BUSY_LABEL
 from gpubench.reports.plots import IQR_LABEL, KEY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +109,19 @@ def axis_problems(ax) -> list[str]:
     if categorical(ax.xaxis) and any(line.get_linestyle() not in NO_LINE and len(line.get_xdata()) > 1
                                      for line in ax.lines):
         found.append(f"categories joined by a line ({ax.get_title()!r})")
+    if ax.get_xscale() == "log" and any(joins_a_gap(line) for line in ax.lines):  # a ladder over sizes
+        found.append(f"a line across more than a decade never measured ({ax.get_title()!r})")
     return found
+
+
+def joins_a_gap(line: matplotlib.lines.Line2D) -> bool:
+    """Two neighbouring points of a drawn line more than 10x apart in x, with nothing between them."""
+    if line.get_linestyle() in NO_LINE:
+        return False
+    x = np.asarray(line.get_xdata(), dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.abs(x[1:] / x[:-1])
+    return bool((np.isfinite(ratios) & (ratios > 10)).any())
 
 
 def scale_problems(panels: list) -> list[str]:
@@ -368,3 +382,61 @@ def test_history_shows_a_relative_change_over_the_runs_own_span(tmp_path, figure
     (change,) = ax.child_axes  # the same axis as % of the first run, on the right
     changes = {t.get_text().replace("−", "-") for t in drawn_ticklabels(change.yaxis)}
     assert {"-4%", "+0%", "+4%"} <= changes
+
+
+def test_a_line_stops_where_sizes_were_never_measured(tmp_path, figures):
+    """Elementwise measured at 2^20 and 2^25 elements: two points each, no line across the 32x between them (two
+    machines' lines crossing there would be a crossover nobody measured)."""
+    rows = cases("elementwise", [{"machine": m, "size": size, "gbps": g, "memory_tier": "dram"}
+                                 for m, sizes in (("a", (180.0, 30.0)), ("b", (90.0, 45.0)))
+                                 for size, g in zip((2**20, 2**25), sizes)], op="add", dtype="fp32")
+    plots.bandwidth_plot(rows, "elementwise", tmp_path)
+    ((fig, found),) = figures
+    assert found == []
+    lines = [line for ax in fig.axes for line in ax.lines if line.get_label() in ("a", "b")]
+    assert len(lines) == 2 and all(np.isnan(np.asarray(line.get_xdata(), dtype=float)).any() for line in lines)
+    joined = plots.plt.figure()
+    joined.add_subplot(xscale="log").plot([2**20, 2**25], [1.0, 2.0], label="joined")
+    assert any("never measured" in f for f in axis_problems(joined.axes[0]))  # the check sees such a line
+    plots.plt.close(joined)
+
+
+def test_busy_points_are_crossed_and_the_legend_says_so(tmp_path, figures):
+    rows = cases("matmul", [{"size": 512, "tflops": 0.1, "flags": ""}, {"size": 1024, "tflops": 0.05, "flags": "busy"}],
+                 dtype="fp32")
+    plots.matmul_plot(rows, tmp_path)
+    ((fig, found),) = figures
+    assert found == []
+    crosses = [line for ax in fig.axes for line in ax.lines if line.get_marker() == "x"]
+    assert [list(line.get_xydata()[0]) for line in crosses] == [[1024.0, 0.05]]
+    assert BUSY_LABEL in [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_memory_strategies_are_set_per_sample_where_batch_sizes_differ(tmp_path, figures):
+    """smaller_batch's 28.4 ms step is of 64 samples, the baseline's 90.6 ms of 256: per sample it is the slower."""
+    rows = cases("memory_strategies", [
+        {"strategy": "baseline", "effective_batch": 256, "step_s": 0.0906, "peak_mem_bytes": 82.8 * 2**20},
+        {"strategy": "smaller_batch", "effective_batch": 64, "step_s": 0.0284, "peak_mem_bytes": 23.1 * 2**20}],
+        mem_source="cpu-profiler")
+    bar_plots.memory_plot(rows, tmp_path)
+    ((fig, found),) = figures
+    assert found == []
+    time_ax = fig.axes[0]
+    assert time_ax.get_xlabel().startswith("optimizer step per sample (µs)")
+    widths = {label.get_text(): patch.get_width() for label, patch in zip(time_ax.get_yticklabels(), time_ax.patches)}
+    assert widths == pytest.approx({"baseline": 90.6e3 / 256, "smaller_batch": 28.4e3 / 64})
+
+
+def test_the_epoch_plot_draws_the_spread_the_tables_print(tmp_path, figures):
+    rows = cases("mnist_epoch", [
+        {"setting": "guide-template", "samples_per_s": 2000.0, "builds": 3, "samples_per_s_q1": 1800.0,
+         "samples_per_s_q3": 2100.0, "rel_iqr": 0.5},
+        {"setting": "preloaded", "samples_per_s": 6000.0, "builds": 1, "rel_iqr": 0.2}], input_bound=False)
+    bar_plots.epoch_plot(rows, tmp_path)
+    ((fig, found),) = figures
+    assert found == []
+    (bars,) = [c for c in fig.axes[0].containers if isinstance(c, matplotlib.container.BarContainer)]
+    segments = [seg for collection in bars.errorbar.lines[2] for seg in collection.get_segments()]
+    spans = sorted((round(seg[0][0]), round(seg[1][0])) for seg in segments)
+    assert spans == [(1800, 2100), (round(6000 / 1.1), round(6000 / 0.9))]
+    assert bar_plots.EPOCH_BARS in [t.get_text() for legend in fig.legends for t in legend.get_texts()]

@@ -389,6 +389,6 @@ def test_a_long_table_of_several_machines_reads_a_column_per_machine():
             "vm · NVIDIA H200 (cuda:0) |") in inference
     assert "| mlp | 1 | grad | 17.2 k samples/s ±48% (noisy) | 11.1 k samples/s | 11.1 k samples/s |" in inference
     epoch = section_text(report, "MNIST training epoch")
-    assert ("| guide-template | 3.46 s, accuracy 86.2%, data wait 67.4% | 29.9 s ±11%, accuracy 86.0%, data wait 3.1% "
-            "(noisy) |") in epoch
+    assert ("| guide-template | 3.46 s, accuracy 86.2%, data wait 67.4% | 29.9 s windows ±11%, accuracy 86.0%, "
+            "data wait 3.1% (noisy) |") in epoch
     assert "| machine |" not in section_text(report, "Out-of-memory strategies: peak memory against step time")

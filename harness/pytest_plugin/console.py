@@ -102,10 +102,21 @@ def steps_text(case_id: str, done: int, total: int, spent_s: float) -> str:
     return f"{case_id}: {done}/{total} steps ({done / total:.0%}), ETA {spent_s / done * (total - done):.0f} s"
 
 
+def word_cut(text: str, chars: int) -> str:
+    """`text` in at most `chars` characters, cut after a whole word; a word that would leave less than half the
+    room (a path, a long name) is cut inside."""
+    if len(text) <= chars:
+        return text
+    head = text[:chars - 1]
+    space = head.rfind(" ")
+    return (head[:space].rstrip(" ,:;(") if space >= len(head) // 2 else head) + "…"
+
+
 def shortened(text: str, tail: str) -> str:
-    """`text` cut so that the line with its `tail` fits SKIP_LINE_CHARS (the CSV and the report keep it whole)."""
-    room = SKIP_LINE_CHARS - len(tail)
-    return (text if len(text) <= room else text[:room - 1] + "…") + tail
+    """`text` cut after a word so that the line with its `tail` fits SKIP_LINE_CHARS; a tail that would leave the
+    text less than half the line is cut first (the CSV and the report keep both whole)."""
+    tail = word_cut(tail, SKIP_LINE_CHARS // 2) + (")" if len(tail) > SKIP_LINE_CHARS // 2 else "")
+    return word_cut(text, SKIP_LINE_CHARS - len(tail)) + tail
 
 
 def reason_key(reason: str) -> str:

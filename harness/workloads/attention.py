@@ -154,16 +154,19 @@ def computes_in(case: AttentionCase) -> str:
 
 
 def roofline(case: AttentionCase, ctx: BuildContext) -> Callable[[Measurement], dict[str, Any]]:
-    """The companion: this build's matmul in the dtype the case computes in, and the case's fraction of it."""
+    """The companion: this build's matmul in the case's dtype, and the case's fraction of it. Every backend of a
+    dtype is set against the one matmul, so their fractions compare as their TFLOP/s do (the math backend's upcast
+    to fp32 is said, not hidden in another denominator)."""
     def companion(measured: Measurement) -> dict[str, Any]:
-        dtype = computes_in(case)
+        dtype = case.dtype
         peak = measured_peak(dtype, ctx)
         pct = 100 * case_tflops(case, measured.stats.median_s) / peak.tflops
         out: dict[str, Any] = {"measured_peak_tflops": peak.tflops, "measured_peak_n": peak.n,
                                "pct_of_measured_peak": pct}
         notes = []
-        if dtype != case.dtype:
-            notes.append(f"the math backend computes {case.dtype} in fp32 (torch upcasts it): % of the fp32 matmul")
+        if computes_in(case) != dtype:
+            notes.append(f"the math backend computes {dtype} in fp32 (torch upcasts it); % is of the {dtype} matmul, "
+                         "as every backend's")
         if pct > 100:
             notes.append(f"{pct:.0f}% of this build's {dtype} matmul (n={peak.n}): the kernel computes faster "
                          f"than torch.matmul in {dtype} here")
