@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -140,6 +141,18 @@ def show_plan(config: pytest.Config, plan: BudgetPlan) -> None:
             say(config, line)
     elif console_of(config) is None:
         say(config, f"gpubench: {plan.progress()}")
+
+
+def plan_delivery(plan: BudgetPlan, csv_path: Path) -> list[str]:
+    """A plain pytest run's last lines: its plan's promise against the rows it wrote (budget.promise)."""
+    from gpubench.harness.budget.promise import delivery_lines
+    from gpubench.harness.records.results_reader import read_rows
+
+    try:
+        rows = read_rows(csv_path) if csv_path.exists() else []
+    except (OSError, ValueError):
+        rows = []
+    return delivery_lines(plan.promise(), list(plan.left_out), rows)
 
 
 def say(config: pytest.Config, line: str) -> None:

@@ -15,7 +15,9 @@ from gpubench.harness.core.exits import SIGNAL_BASE, ExitCode, StopSignal
 from gpubench.harness.processes.cases_file import read_cases_file
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT, install_handlers, restore_handlers  # torch-free
 from gpubench.harness.pytest_plugin.benchmark_json import add_gpubench_json
-from gpubench.harness.pytest_plugin.budget_hooks import cut_at_run_end, extra_build_order, plan_budget, show_plan
+from gpubench.harness.pytest_plugin.budget_hooks import (
+    cut_at_run_end, extra_build_order, plan_budget, plan_delivery, show_plan,
+)
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options, plan_of
 from gpubench.harness.pytest_plugin.compare_fail import (
     compare_problem, end_session_interrupts, histogram_status, process_status,
@@ -371,3 +373,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not state.session.is_open or console_of(config) is not None:  # the compact console ends the build itself
         return
     terminalreporter.write_line(f"gpubench: {state.session.rows_written} rows -> {state.session.csv_path}")
+    if state.budget_plan is not None and state.only_build is None:  # gpubench run says it once, for all its builds
+        for line in plan_delivery(state.budget_plan, state.session.csv_path):
+            terminalreporter.write_line(line)
