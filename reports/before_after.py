@@ -24,7 +24,8 @@ THRESHOLD = 0.05  # gpubench compare's default --threshold: the report says what
 MAX_ROWS = 30  # cases listed per machine; `gpubench compare` on the two runs' files lists every one
 NAMED = 5  # case ids named of those only one run measured
 # listed first: what fails a gate, then what a reader must look at, then what more runs would tell
-ORDER = (Judgement.SLOWER, Judgement.BROKEN, Judgement.CANNOT_JUDGE, Judgement.FASTER, Judgement.INCONCLUSIVE)
+ORDER = (Judgement.SLOWER, Judgement.BROKEN, Judgement.CANNOT_JUDGE, Judgement.TWO_MODES, Judgement.FASTER,
+         Judgement.INCONCLUSIVE)
 
 
 @dataclass(frozen=True)

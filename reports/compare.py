@@ -17,6 +17,7 @@ import pandas as pd
 
 from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
+from gpubench.reports.modes import mode_changes
 from gpubench.reports.case_ids import as_new_ids
 from gpubench.reports.load import RUN, broken_rows, dedupe, load_results, over_budget, run_key, samples
 from gpubench.harness.core.exits import UsageError
@@ -227,7 +228,8 @@ def compare_frames(base: pd.DataFrame, new: pd.DataFrame,
     if shift is not None:
         verdicts.append(shift)
     verdicts, busy_notes = judge_busy(verdicts, busy, threshold)
-    notes[:0] = busy_notes
+    verdicts, mode_notes = mode_changes(verdicts, base_ok, new_ok)
+    notes[:0] = busy_notes + mode_notes
     if noise.scatter is not None and replicates.runs_per_side(base, new) < 2:
         notes.insert(0, f"run-to-run noise measured across {len(sides)} cases: scatter "
                         f"{math.expm1(noise.scatter):.1%} per ratio; all cases moved by x{noise.shift:.3f} (median)")

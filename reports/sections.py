@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from gpubench.harness.core.bounds import IMPOSSIBLE
 from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import bar_plots, plots, tables
 from gpubench.reports.aggregate import USER_PREFIX
@@ -223,8 +224,11 @@ def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSec
         return ""
     draw = bar_plots.spec_bars if spec.plot is not None and spec.plot.bars else plots.spec_plot
     png = draw(rows, spec.plot, out / f"{workload}.png") if spec.plot is not None else None
-    table = rows[[c for c in spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
-                  if c in rows]]
+    columns = list(spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags"))
+    if "flags" not in columns and rows["flags"].map(lambda flags: IMPOSSIBLE in str(flags).split(";")).any():
+        # a figure past its bound is never shown bare: the summary leaves it out, the table says why
+        columns.append("flags")
+    table = rows[[c for c in columns if c in rows]]
     pivoted = by_machine(table)
     return section(spec.title, image(png, workload), spec.intro,
                    md_table(table, human=True) if pivoted is None else md_table(pivoted.fillna("")))

@@ -32,6 +32,8 @@ class Judgement(str, Enum):
     NOT_JUDGED = "not judged"  # the machine-wide line when cases are judged one by one
     # significant in the direction a busy side alone could make it (reports/busy.py): the load's, or the code's?
     CANNOT_JUDGE = "cannot judge: busy"
+    # a DRAM case whose sides read the memory's two modes (reports/modes.py): the mode's, not the code's
+    TWO_MODES = "cannot judge: two modes"
 
     def __str__(self) -> str:
         return self.value
@@ -102,14 +104,15 @@ def exit_code_of(verdicts: Iterable[Verdict]) -> ExitCode:
     judged = {v.verdict for v in verdicts}
     if judged & set(FAILS):
         return ExitCode.FAILED
-    return ExitCode.CANNOT_JUDGE if Judgement.CANNOT_JUDGE in judged else ExitCode.OK
+    cannot = {Judgement.CANNOT_JUDGE, Judgement.TWO_MODES}
+    return ExitCode.CANNOT_JUDGE if cannot & judged else ExitCode.OK
 
 
 def tally(verdicts: Iterable[Verdict]) -> str:
     """'1 slower, 0 faster, ...' over every judgement a line can have; 'cannot judge: busy' only where one is."""
     judged = [v.verdict for v in verdicts]
     shown = [k for k in Judgement if k != Judgement.NOT_JUDGED
-             and (k != Judgement.CANNOT_JUDGE or k in judged)]
+             and (k not in (Judgement.CANNOT_JUDGE, Judgement.TWO_MODES) or k in judged)]
     return ", ".join(f"{judged.count(k)} {k}" for k in shown)
 
 

@@ -191,8 +191,9 @@ def test_a_headline_case_is_funded_whole_beside_the_other_headline_cases_and_the
              **{f"micro{i}": CaseCost(1.0, 0.01) for i in range(50)}}
     micro = [f"micro{i}" for i in range(50)]
     plan = plan_of(costs, ["epoch", "dram", *micro], deadline_s=60.0, headline={"epoch", "dram"})
-    # all that the other headline case's price leaves, not a 60/52 s water-filled share
-    assert plan.share_for("epoch").share_s == pytest.approx(60.0 - 8.0)
+    # all that is left, not a 60/52 s water-filled share: the other headline case's cost-model price keeps nothing
+    # back (a guess must not starve a case that came first)
+    assert plan.share_for("epoch").share_s == pytest.approx(60.0)
     # a predicted call is the model's guess: the case's own first call decides
     assert plan.share_for("epoch").known_call_s is None
     assert plan.share_for("epoch").predicted_build_s == 20.0
@@ -238,7 +239,7 @@ def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
     bctx = BuildContext(CPU, "quick", SyncedClock(CPU), share=CaseShare(0.05, 180.0))
     row = run_with(MatmulCase("fp32", 64), Workload(), FakeBenchmark(), RunContext(bctx, {"run_id": "run"}, None))
     assert built == [] and row["status"] == "skipped"
-    assert row["reason"].startswith("over budget: its share of the 3m budget is 0.1 s, too little to build it and time")
+    assert row["reason"].startswith("over budget: its share of the 3m budget is 50 ms, too little to build it and time")
 
 
 def test_a_launch_is_stopped_at_its_share_and_becomes_a_skipped_case(monkeypatch, tmp_path):
@@ -452,9 +453,9 @@ def test_a_pace_learned_on_fast_cases_cannot_drop_a_headline_whose_own_price_fit
     assert plan.pace() > 3.0
     assert plan.promise() == ["epoch", "tta"] and plan.left_out == {}
     share = plan.share_for("epoch")
-    # its own call decides, and its share holds its own price, not the paced one (4x 30 s)
+    # its own call decides, and its share holds its own price, not the paced one (4x 30 s); tta's guess keeps nothing
     assert share.known_call_s is None and share.left_out == ""
-    assert share.share_s == pytest.approx(120.0 - 40.0)
+    assert share.share_s == pytest.approx(120.0)
     assert share.expected_build_s == pytest.approx(30.0)
 
 
@@ -491,6 +492,9 @@ def test_the_promise_is_made_once_and_a_slow_headline_never_unpromises_the_next(
     # a took 2.5x its time: b and c are still promised; b, first, is given all that is left
     assert plan.promise() == ["a", "b", "c"] and plan.left_out == {}
     assert plan.share_for("b").share_s == pytest.approx(20.0)
+    clock["now"] = 0.0
+    # with time enough, b keeps back what c was measured to cost here
+    assert plan.share_for("b").share_s == pytest.approx(70.0 - 20.0)
 
 
 def test_a_plan_line_contradicted_by_the_rows_fails():
@@ -578,3 +582,23 @@ def test_headline_cases_run_cheapest_first_and_the_rest_keep_their_order():
     ran = sorted(order, key=lambda item: run_order(item[0], item[1], headline, costs))
     # a slow headline case can take only what the cheaper ones leave, never their time
     assert ran == [("matmul", 0), ("epoch", 0), ("tta", 0), ("micro", 0), ("unknown", 0), ("epoch", 1)]
+
+
+def test_a_cheap_headline_first_in_its_build_is_never_starved_by_the_guesses_after_it():
+    """Beside a spinning process a 0.45 s transformer step got a 0.9 s share (twice its price, all the cost model's
+    guesses for the 16 headline cases after it kept back) and its build's first touches took 2.5 s: skipped."""
+    costs = {"tiny": CaseCost(0.45, 0.01, predicted=True), "epoch": CaseCost(300.0, 299.0, predicted=True)}
+    plan = BudgetPlan(300.0, 300.0, costs, [("tiny", 0), ("epoch", 0)], now=lambda: 0.0, cases=2, builds=1,
+                      headline=frozenset(costs))
+    assert plan.share_for("tiny").share_s == pytest.approx(300.0)
+    measured = BudgetPlan(300.0, 300.0, {"tiny": CaseCost(0.45, 0.01, history=True),
+                                         "epoch": CaseCost(295.0, 294.0, history=True)},
+                          [("tiny", 0), ("epoch", 0)], now=lambda: 0.0, cases=2, builds=1, headline=frozenset(costs))
+    # a measured price after it is kept back, but never below the floor a build's first case needs
+    assert measured.share_for("tiny").share_s == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("seconds, text", [(0.012, "12 ms"), (0.0004, "0.4 ms"), (0.25, "0.2 s"), (2.1, "2.1 s"),
+                                           (151, "2m31s")])
+def test_a_duration_reads_as_measured_never_zero(seconds, text):
+    assert format_duration(seconds) == text

@@ -127,3 +127,37 @@ def test_a_case_built_once_per_run_gets_the_wider_interval():
     once = run_interval(pd.Series([1.0]), pd.Series(["r"]))
     assert several is not None and once is not None
     assert once[1] / once[0] > several[1] / several[0] > 1.15
+
+
+def test_a_table_never_shows_a_figure_past_its_bound_bare(tmp_path):
+    """The multi-process table read `scaling_efficiency 239.4%` with no flag while the summary called it impossible."""
+    text = report_of(tmp_path, ddp_rows(2.394, "noisy;impossible", "impossible: scaling efficiency 2.39 > 1.05"))
+    table = section_of(text, "Multi-process training")
+    row = next(line for line in table.splitlines() if "| 2 |" in line)
+    assert "impossible" in row
+
+
+def dram_run(tmp_path: Path, run_id: str, builds_gbps: dict[str, list[float]]) -> Path:
+    writer = ResultsWriter(tmp_path, run_id)
+    for case, values in builds_gbps.items():
+        size = 2**25 if case.endswith("2^25") else 2**26
+        for build, gbps in enumerate(values):
+            row = dram(case, size, build, gbps)
+            median_s = row["median_s"]
+            row.update(run_id=run_id, samples_s=[median_s * 0.99, median_s, median_s * 1.01] * 4)
+            writer.append(dict(CPU, **row))
+    writer.close()
+    return tmp_path / f"{run_id}.csv"
+
+
+def test_compare_calls_a_change_of_memory_mode_no_regression(tmp_path, capsys):
+    """Of three quiet runs of unchanged code one pair exited 1: add-fp32-2^25 'slower' x1.38 at p = 0.002, this VM's
+    DRAM reading 26-31 GB/s in one run and 49-51 in the other."""
+    from gpubench.harness.commands.cli import main
+
+    base = dram_run(tmp_path, "base", {"add-fp32-2^25": [50.1, 49.6, 50.4], "add-fp32-2^26": [29.0, 28.1, 49.8]})
+    new = dram_run(tmp_path, "new", {"add-fp32-2^25": [29.3, 28.6, 30.1], "add-fp32-2^26": [28.8, 29.4, 49.9]})
+    code = main(["compare", str(base), str(new)])
+    out = capsys.readouterr().out
+    assert code == 6, out
+    assert "cannot judge: two modes" in out and "memory reads in two modes" in out

@@ -26,6 +26,9 @@ PRIOR_WEIGHT_S = 2.0
 PACE_RANGE = (0.5, 20.0)
 # The cost model is good to about a factor of two: a headline priced by it alone gets at least twice its price.
 MODEL_ERROR = 2.0
+# A headline's share is never below this while the budget has it: the first case of a build pays its process's
+# first touches (2.5 s for a 0.45 s transformer step beside a spinning process on a 2-core VM).
+HEADLINE_FLOOR_S = 10.0
 Item = tuple[str, int]
 
 
@@ -165,25 +168,29 @@ class BudgetPlan:
                          self._priced_as(known))
 
     def _headline_share(self, case_id: str, predicted_s: float | None) -> CaseShare:
-        """All the time left but what the promised headline cases after it keep, and never less than its own price
-        (with its margin; twice a cost model's price) while the budget has it: the first come first, whole."""
+        """All the time left but what the promised headline cases after it were measured to cost here (a cost-model
+        price keeps nothing back: a guess must not starve a case that came first), and at least its own price with
+        its margin (twice a cost model's) and HEADLINE_FLOOR_S while the budget has them: the first come first, whole.
+        A share is a bound, not a spending: a case takes what its own timing asks."""
         if case_id in self.left_out or case_id not in self.promise():
             return CaseShare(0.0, self.budget_s, left_out=self.left_out_reason(case_id))
         left_s = max(self.deadline_s - self.now(), 0.0)
         price_s = self.headline_price_s(case_id)
         own = self.own_price_s(case_id) is not None
-        floor_s = min(left_s, (price_s or 0.0) * (COST_MARGIN if own else MODEL_ERROR))
-        share_s = max(left_s - self._headline_reserve_s(besides=(case_id, 0)), floor_s)
+        floor_s = min(left_s, max((price_s or 0.0) * (COST_MARGIN if own else MODEL_ERROR), HEADLINE_FLOOR_S))
+        share_s = max(left_s - self._headline_reserve_s(besides=(case_id, 0), measured_only=True), floor_s)
         known = self.costs.get(case_id)
         if known is not None and price_s is not None:
             self.issued[case_id] = (known, True)
         return CaseShare(share_s, self.budget_s, None, predicted_s, price_s)
 
-    def _headline_reserve_s(self, besides: Item) -> float:
-        """What the promised headline cases still to run, other than `besides`, keep for themselves."""
+    def _headline_reserve_s(self, besides: Item, measured_only: bool = False) -> float:
+        """What the promised headline cases still to run, other than `besides`, keep for themselves: their own
+        measured prices, and (for the cases after them) the cost model's too."""
         pending = [case_id for case_id, _ in self.headline_items() if (case_id, 0) != besides]
         promised = set(self.promise())
-        return sum(self.headline_price_s(case_id) or 0.0 for case_id in pending if case_id in promised)
+        price = self.own_price_s if measured_only else self.headline_price_s
+        return sum(price(case_id) or 0.0 for case_id in pending if case_id in promised)
 
     def left_out_reason(self, case_id: str) -> str:
         """Why the plan left a headline case out, naming its measured cost and the budget that includes it."""

@@ -49,7 +49,10 @@ def parse_budget(text: str | float | None) -> float | None:
 
 
 def format_duration(seconds: float) -> str:
-    """'25 s', '2.1 s', '3m', '2m31s', '1h05m': short, and whole where it can be."""
+    """'12 ms', '25 s', '2.1 s', '3m', '2m31s', '1h05m': short, and whole where it can be (never '0.0 s' for a
+    time that was measured)."""
+    if 0 < seconds < 0.1:
+        return f"{seconds * 1000:.2g} ms"
     if seconds < 10:
         return f"{seconds:.1f} s"
     if seconds < 60:

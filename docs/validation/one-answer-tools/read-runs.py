@@ -8,8 +8,8 @@ import re
 import sys
 from pathlib import Path
 
-NUMBER = re.compile(r"^([\d.]+) ?(ms|s|TFLOP/s|GB/s)?")
-INTERVAL = re.compile(r"\(95% ([\d.]+)(?: ?(ms|s))?–([\d.]+) ?(ms|s)?")
+NUMBER = re.compile(r"^([\d.]+(?:e[+-]?\d+)?) ?(ms|s|TFLOP/s|GB/s)?")
+INTERVAL = re.compile(r"\(95% ([\d.]+(?:e[+-]?\d+)?)(?: ?(ms|s))?–([\d.]+(?:e[+-]?\d+)?) ?(ms|s)?")
 
 
 def seconds(value: float, unit: str | None) -> float:
