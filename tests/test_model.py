@@ -306,7 +306,7 @@ def test_a_factory_that_never_returns_is_cut_after_the_budget_and_its_grace(monk
     monkeypatch.setattr(run_clock, "OVERRUN_GRACE_S", 0.05)
     spec = parse_model_options("model_factories:never_returns", "16")
     with pytest.raises(UsageError, match=r"^--model model_factories:never_returns: making the model and one forward "
-                                             r"did not return within 0.1 s \(the run's budget and its grace\) — make "
+                                             r"did not return within 60 ms \(the run's budget and its grace\) — make "
                                              r"the factory return"):
         checked_model(spec, 0.01)
 

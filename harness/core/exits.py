@@ -26,7 +26,8 @@ class ExitCode(IntEnum):
                   "a limit")
     NO_CASES = 5, "no case matched -k/-m"
     CANNOT_JUDGE = 6, ("compare: cannot judge: busy; a case reads slower with NEW's rows flagged busy, or faster "
-                       "with BASE's, and none is slower or broken: rerun that side on a quiet machine")
+                       "with BASE's, and none is slower or broken: rerun that side on a quiet machine. Also cannot "
+                       "judge: two modes, a DRAM case whose sides read the memory's two modes (docs/method.md)")
     NOTHING_MEASURED = 7, ("nothing measured: every case ended out of memory or skipped (over budget, not for this "
                            "device); rows kept, no figure")
     REPORT_NOT_WRITTEN = 8, ("report not written: its folder full or not writable, or its rows unreadable; the rows "
