@@ -4,7 +4,6 @@ that say which figures are not for comparison."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +22,7 @@ from gpubench.reports.settled import set_aside_note, undisturbed
 from gpubench.reports.same_dtype import same_dtype_pct
 from gpubench.reports.units import human
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.core.console import CONSOLE
 
 OP_CHARS = 60  # a CUDA kernel's name is a C++ template signature of 200 characters and more: its head names it
 
@@ -264,13 +264,12 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     races = race.load_races(paths, left_out)
     tables.baseline_machine(frame, baseline)  # a --baseline that names no machine: refused before `out` is touched
     for line in dict.fromkeys(left_out):  # said where the person looks, and in the report
-        print(f"gpubench: note: left out of this report: {line}", file=sys.stderr)
+        CONSOLE.note(f"note: left out of this report: {line}")
     notes = [f"left out of this report: {line}" for line in dict.fromkeys(left_out)] + notes
     for line in refused[:SHOWN_REFUSALS]:  # the rest are in report.md: a damaged store could hold thousands
-        print(f"gpubench: note: row refused: {line}", file=sys.stderr)
+        CONSOLE.note(f"note: row refused: {line}")
     if len(refused) > SHOWN_REFUSALS:
-        print(f"gpubench: note: {len(refused) - SHOWN_REFUSALS} more row(s) refused, listed under Rows refused",
-              file=sys.stderr)
+        CONSOLE.note(f"note: {len(refused) - SHOWN_REFUSALS} more row(s) refused, listed under Rows refused")
     notes += [f"{len(refused)} row(s) refused as impossible, listed under Rows refused"] if refused else []
     try:  # every file below is made inside the new folder under a random name and renamed: no link is followed
         with report_folder(out) as folder:

@@ -73,6 +73,20 @@ def builds_are_not_xdist_workers(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def one_console_on_standard_streams():
+    """A test reads the console's lines where a person would, on the standard streams (capsys), not on this test
+    session's own terminal, which the plugin gave the one console; a test that configures the plugin with a fake
+    config, or calls a command in this process, leaves no screen or voice of its own to the next."""
+    from gpubench.harness.core.console import CONSOLE
+
+    screen, voice = CONSOLE.screen, CONSOLE.voice
+    CONSOLE.detach()
+    yield
+    CONSOLE.attach(screen)
+    CONSOLE.speak_as(voice)
+
+
+@pytest.fixture(autouse=True)
 def not_a_subreaper_after_the_test():
     """`gpubench run` and `ab` make their process the subreaper of its builds (lifetime.adopt_orphans); a test
     that calls them in-process must not leave the whole test session adopting every later test's orphans."""

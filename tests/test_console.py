@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.pytest_plugin.console import SKIP_LINE_CHARS, Console, build_label, case_name, reason_key
 from gpubench.reports.console import console_text, figure_lines
 
@@ -53,12 +54,15 @@ def test_the_first_build_keeps_a_line_per_case_and_a_later_one_only_a_live_line_
 
     monkeypatch.setattr(module, "terminal_columns", lambda: Writer.fullwidth)  # the window as it is now
     first, later, logged = console(True, True), console(True, False), console(False, False)
+    screens = {id(each): module.ReporterScreen(each.config) for each in (first, later, logged)}
     for each in (first, later, logged):
+        CONSOLE.attach(screens[id(each)])
         each.case_done(ROW, "26 s left")
     assert first.reporter._tw.out == "  matmul/fp32-n512: 2.74 ms [noisy]; 0.0978 TFLOP/s  [26 s left]\n"
     assert later.reporter._tw.out.startswith("\r  matmul/fp32-n512") and "\n" not in later.reporter._tw.out
     assert len(later.reporter._tw.out) <= Writer.fullwidth  # one row of the terminal, rewritten in place
     assert logged.reporter._tw.out == ""  # a log gets no line per case of a later build
+    CONSOLE.attach(screens[id(later)])
     later.say("gpubench: plan corrected")  # a line that stays wipes the live one first
     assert later.reporter._tw.out.endswith("\r" + " " * (Writer.fullwidth - 1) + "\rgpubench: plan corrected\n")
     assert first.flags == {"noisy": 1}
@@ -102,9 +106,11 @@ def test_a_sessions_progress_line_is_said_when_it_changes_or_every_half_minute(m
     clock = iter([0.0, 1.0, 2.0, 31.0, 32.0])
     monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
     line = common.ThrottledLine()
-    for text, changed in [("pair 1", False), ("pair 2", False), ("pair 3", True), ("pair 4", False), ("pair 5", False)]:
+    said = [("pair 1", False), ("pair 2", False), ("pair 3", True), ("pair 4", False), ("pair 5", False)]
+    for text, changed in said:
         line.say(text, changed)
-    assert capsys.readouterr().out.split() == ["pair", "1", "pair", "3", "pair", "5"]  # 5: 30 s after 3
+    # 5: 30 s after 3
+    assert capsys.readouterr().out.splitlines() == ["gpubench: pair 1", "gpubench: pair 3", "gpubench: pair 5"]
 
 
 def test_paths_in_the_closing_lines_are_one_pasteable_shell_word():

@@ -41,6 +41,7 @@ from gpubench.harness.records.safe_files import RefusedPath, make_folders, open_
 from gpubench.reports.verdicts import parse_threshold
 from gpubench.reports.load import load_results
 from gpubench.reports.paired import format_session, judge_session
+from gpubench.harness.core.console import CONSOLE
 
 # A build's timed seconds per case. On a 2-core VM builds of 0.03 s disagreed ~35% a pair, 0.1 s ~20%, 0.3 s ~14%;
 # with ~4 s of a pair outside its timed rounds, ~0.25 s a case buys the most resolution per second
@@ -128,7 +129,7 @@ def run_pairs(sides: tuple[AbSide, AbSide], session_id: str, pairs: int, pytest_
     finally:
         close_launchers(launchers)
     if line := startups.line():
-        print(f"gpubench ab: {line}", flush=True)
+        CONSOLE.say(line)
     return done, stop
 
 
@@ -195,7 +196,7 @@ def pair_loop(run: PairRun, after_pair: AfterPair | None, turn_folder: str | Non
                 return pair, stop
             if after_pair is None:
                 done, spent_s = pair + 1, time.monotonic() - started_s
-                line.say(f"gpubench ab: pair {done}/{run.pairs} done ({spent_s:.0f} s, "
+                line.say(f"pair {done}/{run.pairs} done ({spent_s:.0f} s, "
                          f"ETA {spent_s / done * (run.pairs - done):.0f} s)", changed=done == 1)
             elif (more := after_pair(pair + 1)) is None:
                 return pair + 1, None
@@ -315,8 +316,7 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
         return problem
     plan = (f"{pairs} pairs" if budget_s is None
             else f"until every case is decided, {budget_s:.0f} s and {pairs} pairs at most")
-    print(f"gpubench ab: session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}",
-          flush=True)
+    CONSOLE.say(f"session {session_id}: {plan}, A = {sides[0].describe()}, B = {sides[1].describe()}")
     files = SideFiles(results_dir, session_id)
     looks = (Looks(results_dir, session_id, threshold, budget_s, pairs,
                    least_build_s=session_run(args.run, args.run).build_seconds) if budget_s is not None else None)
@@ -329,14 +329,14 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
         if looks is not None:
             looks.close()
     if stop is not None and stop.code == NO_TESTS:
-        print(f"gpubench ab: {stop.line}", file=sys.stderr)
+        CONSOLE.note(stop.line)
         if not any((results_dir / f"{session_id}-{side.name}.csv").exists() for side in sides):
             (results_dir / f"{session_id}.ab.json").unlink(missing_ok=True)  # a marker of no session would only mislead
         return NO_TESTS
     if stop is not None:
-        print(f"gpubench ab: stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}", file=sys.stderr)
+        CONSOLE.note(f"stopped: {stop.line}; {done} complete pair(s), kept in {results_dir}")
     elif looks is not None:
-        print(f"gpubench ab: ended: {looks.ended or f'--max-pairs {pairs} reached'}", flush=True)
+        CONSOLE.say(f"ended: {looks.ended or f'--max-pairs {pairs} reached'}")
     code = stop.code if stop else 0
     return judge_and_print(results_dir, session_id, threshold, code, files, sequential=looks is not None, watch=watch)
 
@@ -358,10 +358,10 @@ def judge_and_print(results_dir: Path, session_id: str, threshold: float, code: 
         session = judge_session(*frames, threshold, ("A", "B"), sequential)
     except UsageError as error:  # stopped before a side recorded a row: the stop's code stands, not the report's 2
         return code or fail(str(error))
-    print(format_session(session, threshold))
+    CONSOLE.show(format_session(session, threshold))
     if watch is not None:
         print_noise_line(sides_frame(*frames), watch, session.median_detectable, ("side", "case_id"))
-    print(f"gpubench ab: A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
+    CONSOLE.say(f"A = {paths[0]}, B = {paths[1]} (each a normal run: gpubench report works on either)")
     if code:
         return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code
     return session.exit_code

@@ -27,6 +27,7 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.reports.paired import judge_session, pair_logs, undecided_cases
 from gpubench.reports.sequential import MIN_PAIRS
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
+from gpubench.harness.core.console import CONSOLE
 
 MOST_BUILD_S = 2.0  # a case's build never times more than this: a pair stays short enough to look often
 BUDGET_SHARE = 0.01  # ... nor more than this share of the session's budget
@@ -62,7 +63,7 @@ class Looks:
             return self.end(f"every case decided after {pairs} pair(s)")
         spent_s = now_s - self.started_s
         left = f"{len(self.undecided)} of {measured} case(s) undecided" if measured is not None else "no look yet"
-        self.line.say(f"gpubench ab: pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}",
+        self.line.say(f"pair {pairs} done ({spent_s:.0f} s of the {self.budget_s:.0f} s budget): {left}",
                       changed=left != self._said)
         self._said = left
         if pairs >= self.max_pairs:
@@ -104,8 +105,7 @@ class Looks:
         if longer:
             shown = ", ".join(f"{case} {s:.2g} s" for case, s in sorted(longer.items())[:4])
             more = f" and {len(longer) - 4} more" if len(longer) > 4 else ""
-            print(f"gpubench ab: longer builds where a build's own samples are most of the noise: {shown}{more}",
-                  flush=True)
+            CONSOLE.say(f"longer builds where a build's own samples are most of the noise: {shown}{more}")
 
     def end(self, why: str) -> None:
         self.ended = why

@@ -9,6 +9,7 @@ import json
 from functools import partial
 from pathlib import Path
 from typing import Any
+from gpubench.harness.core.console import CONSOLE
 
 # pytest-benchmark's default columns (its utils.DEFAULT_COLUMNS from 5.3 on; earlier versions have no such name)
 COLUMNS = ("min", "max", "mean", "stddev", "median", "iqr", "outliers", "ops", "rounds", "iterations")
@@ -60,7 +61,7 @@ def print_one_table(paths: list[Path], verbose: bool = False) -> int:
             return 0
         draw_table(benchmarks)
     except Exception as error:  # noqa: BLE001 - pytest-benchmark's internals differ by version
-        print(f"gpubench: no combined pytest-benchmark table ({type(error).__name__}: {error}); "
+        CONSOLE.say(f"no combined pytest-benchmark table ({type(error).__name__}: {error}); "
               "the run's rows are in its CSV")
         return 0
     return len(benchmarks)

@@ -16,12 +16,15 @@ from gpubench.harness.commands import (
 )
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.processes.standard_streams import guard_standard_streams
+from gpubench.harness.core.console import CONSOLE, VOICE
 
 COMMANDS: dict[str, ModuleType] = {"run": run_command, "env": env_command, "report": report_command,
                                    "ab": ab_command, "fleet": fleet_command, "compare": compare_command}
 # run and ab document every problem with an option as refused before the first case (a misspelt one as much as a
 # bad value, which their build processes refuse with 4); report, compare, env and fleet document a bad argument as 2.
 USAGE_EXITS: dict[str, ExitCode] = {"run": ExitCode.REFUSED, "ab": ExitCode.REFUSED}
+# The commands that speak in a voice of their own; the others' lines begin `gpubench:`.
+OWN_VOICES: dict[str, str] = {"ab": "gpubench ab", "fleet": "gpubench fleet"}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -32,7 +35,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fix = "" if " — " in message else f" — see {self.prog} --help"
-        print(f"gpubench: error: {message}{fix}", file=sys.stderr)
+        CONSOLE.error(f"{message}{fix}")
         raise SystemExit(int(self.usage_exit))
 
 
@@ -136,12 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in extra:  # `gpubench run -- -k x`: what follows is pytest's, and pytest would read -k as a file
         extra.remove("--")
     command, command_parser = COMMANDS[args.command], subcommand_parsers(parser)[args.command]
+    CONSOLE.speak_as(OWN_VOICES.get(args.command, VOICE))
     if extra and not command.PASSES_PYTEST_ARGS:
         command_parser.error(unrecognized(parser, args.command, extra))
     if typo := option_typos(parser, args.command, extra):
         command_parser.error(typo)
     if problem := working_folder_problem():
-        print(f"gpubench: error: {problem}", file=sys.stderr)
+        CONSOLE.error(problem)
         return int(USAGE_EXITS.get(args.command, ExitCode.ERROR))
     return command.run_from_args(args, extra)
 

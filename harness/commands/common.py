@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode, UsageError
+from gpubench.harness.core.console import CONSOLE
 
 if TYPE_CHECKING:
     from gpubench.harness.core.options import RunOptions
@@ -39,11 +39,11 @@ class ThrottledLine:
         now_s = time.monotonic()
         if changed or now_s - self._last_s >= self.every_s:
             self._last_s = now_s
-            print(line, flush=True)
+            CONSOLE.say(line)
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> int:
-    print(f"gpubench: error: {message}", file=sys.stderr)
+    CONSOLE.error(message)
     return int(code)
 
 
@@ -159,17 +159,17 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     try:
         report = build_report(csvs, out, baseline=None)
     except UsageError as error:  # the run's rows are whole and its exit stays its own: the report can be made later
-        print(f"gpubench: report not written: {error}; the rows are whole in {', '.join(map(str, csvs))} — "
-              "run gpubench report on them later", file=sys.stderr)
+        CONSOLE.note(f"report not written: {error}; the rows are whole in {', '.join(map(str, csvs))} — "
+              "run gpubench report on them later")
         return code or ExitCode.REPORT_NOT_WRITTEN
     except KeyboardInterrupt as stop:
         kept = "; ".join(rows_kept(csv) for csv in csvs)
-        print(f"gpubench: interrupted while writing the report: {kept}; the report was not written — "
-              f"gpubench report {' '.join(map(str, csvs))} --out {out} makes it later", file=sys.stderr)
+        CONSOLE.note(f"interrupted while writing the report: {kept}; the report was not written — "
+              f"gpubench report {' '.join(map(str, csvs))} --out {out} makes it later")
         return int(getattr(stop, "code", ExitCode.INTERRUPTED))
     from gpubench.reports.console import closing_lines
 
-    print("\n".join(closing_lines(csvs, report)), flush=True)
+    CONSOLE.show("\n".join(closing_lines(csvs, report)))
     return code
 
 
@@ -192,5 +192,5 @@ def resolve_store(args: argparse.Namespace) -> str | None:
     if removable and removable[1]:  # by every user: nothing is run
         return removable[0]
     if removable:
-        print(f"gpubench: warning: {removable[0]}", file=sys.stderr, flush=True)
+        CONSOLE.warn(removable[0])
     return None

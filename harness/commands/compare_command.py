@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpubench.harness.commands.common import fail
 from gpubench.harness.core.exits import UsageError
+from gpubench.harness.core.console import CONSOLE
 
 PASSES_PYTEST_ARGS = False
 
@@ -31,5 +32,5 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         text, code = compare_paths(args.base, args.new, threshold)
     except UsageError as error:
         return fail(str(error))
-    print(text)
+    CONSOLE.show(text)
     return code

@@ -6,6 +6,7 @@ import argparse
 
 from gpubench.harness.commands.common import fail
 from gpubench.harness.core.exits import ExitCode, UsageError
+from gpubench.harness.core.console import CONSOLE
 
 PASSES_PYTEST_ARGS = False
 
@@ -25,7 +26,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         from gpubench.reports.markdown import md_table
         from gpubench.reports.tables import peaks_table
 
-        print(md_table(peaks_table()))
+        CONSOLE.show(md_table(peaks_table()))
         return ExitCode.OK
 
     from gpubench.harness.devices.device import resolve_device
@@ -42,5 +43,5 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
         fields.update(gpu_telemetry(device.index or 0))
     counter, note = energy_counter(device)  # what the run's energy columns will come from
     fields["energy_source"] = counter.source if counter is not None else note
-    print(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
+    CONSOLE.show(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
     return ExitCode.OK

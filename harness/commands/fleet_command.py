@@ -30,6 +30,7 @@ from gpubench.harness.processes.lifetime import STOP_WITH_ENV, handlers_installe
 from gpubench.harness.core.options import RESULTS_DIR_DEFAULT, add_to_parser
 from gpubench.harness.records.safe_files import RefusedPath, link_line, make_folders, refuse_link
 from gpubench.harness.records.store import REPORTS_FOLDER, STORE_FIX, find_run
+from gpubench.harness.core.console import CONSOLE
 
 PASSES_PYTEST_ARGS = True
 POLL_S = 2.0
@@ -58,7 +59,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def say(line: str) -> None:
-    print(f"gpubench fleet: {line}", flush=True)
+    CONSOLE.say(line)
 
 
 def run_argv(args: argparse.Namespace, store: Path, run_id: str, target: Target, extra: list[str]) -> list[str]:

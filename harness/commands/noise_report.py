@@ -7,6 +7,7 @@ import pandas as pd
 
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.reports.noise import Readings, noise_line
+from gpubench.harness.core.console import CONSOLE
 
 
 def print_noise_line(frame: pd.DataFrame, watch: CpuWatch, detectable: float | None = None,
@@ -16,7 +17,7 @@ def print_noise_line(frame: pd.DataFrame, watch: CpuWatch, detectable: float | N
         return None
     line = noise_line(frame, Readings(watch.steal_frac(), watch.load_avg()), detectable, group)
     if line is not None:
-        print(f"gpubench: {line}", flush=True)
+        CONSOLE.say(line)
     return line
 
 

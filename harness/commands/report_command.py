@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpubench.harness.commands.common import fail
 from gpubench.harness.core.exits import ExitCode, UsageError
+from gpubench.harness.core.console import CONSOLE
 
 PASSES_PYTEST_ARGS = False
 
@@ -33,7 +34,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     except KeyboardInterrupt:
         return fail(f"interrupted: no report written ({folder} is as it was) — run gpubench report again",
                     code=ExitCode.INTERRUPTED)
-    print(f"gpubench: report -> {out}")
+    CONSOLE.say(f"report -> {out}")
     return ExitCode.OK
 
 

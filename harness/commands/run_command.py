@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from gpubench.harness.commands.common import (
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
 from gpubench.harness.processes.cpu_readings import CpuWatch
 from gpubench.harness.processes.protocol import BuildPlan
+from gpubench.harness.core.console import CONSOLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,7 +71,7 @@ def wait_for_quiet(args: argparse.Namespace) -> None:
     from gpubench.harness.devices.machine_load import wait_quiet
 
     device = resolve_device("cuda" if args.run.device == ALL_GPUS else args.run.device)
-    wait_quiet(device, wait_s, lambda line: print(line, flush=True))
+    wait_quiet(device, wait_s, lambda line: CONSOLE.show(line))
 
 
 def run_csv(args: argparse.Namespace) -> Path | None:
@@ -91,7 +91,7 @@ def record_exit(args: argparse.Namespace, code: int) -> None:
     csv_path = run_csv(args)
     made_csv = bool(getattr(args, "rows_written", 0))  # its builds wrote rows: a refused run's build writes none
     if csv_path is not None and (problem := write_exit(csv_path.parent, csv_path.stem, code, made_csv=made_csv)):
-        print(f"gpubench: {problem}", file=sys.stderr, flush=True)
+        CONSOLE.note(problem)
 
 
 def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build: int, builds: int | None,
@@ -192,9 +192,9 @@ def launched_builds(
         if not verbose:
             return
         if build >= builds and more is not None:
-            print(more.announce(build), flush=True)
+            CONSOLE.show(more.announce(build))
         elif build and (budgeted is None or budgeted.starts(build)):
-            print(f"gpubench: build {build + 1} of {builds} of each case, in a fresh process", flush=True)
+            CONSOLE.say(f"build {build + 1} of {builds} of each case, in a fresh process")
 
     outcome = launch_builds(budgeted or launcher, job_for, BUILD_STOPS, announce,
                             more or (lambda build, answers: False))
@@ -212,15 +212,14 @@ def say_outcome(outcome: BuildsOutcome, budget_notes: list[str], args: argparse.
     """The lines that say how the builds ended, each with the rows kept."""
     csv_path = Path(args.run.results_dir) / f"{args.run.run_id}.csv"
     for note in outcome.notes + budget_notes:
-        print(f"gpubench: {no_cases_line(args, extra) if note == NO_CASES_LINE else note}", file=sys.stderr)
+        CONSOLE.note(no_cases_line(args, extra) if note == NO_CASES_LINE else note)
     if outcome.cut_short:
-        print(f"gpubench: {outcome.cut_short}: {rows_kept(csv_path)}", file=sys.stderr)
+        CONSOLE.note(f"{outcome.cut_short}: {rows_kept(csv_path)}")
     if outcome.cut:
-        print(f"gpubench: budget: {outcome.cut}; {rows_kept(csv_path)} — raise --budget if it is only slow",
-              file=sys.stderr)
+        CONSOLE.note(f"budget: {outcome.cut}; {rows_kept(csv_path)} — raise --budget if it is only slow")
     if outcome.died:
-        print(f"\ngpubench: {outcome.died}: {rows_kept(csv_path)}; the case in progress was not recorded"
-              + (" — re-run with another --run-id for the rest" if csv_path.exists() else ""), file=sys.stderr)
+        CONSOLE.show_error(f"\ngpubench: {outcome.died}: {rows_kept(csv_path)}; the case in progress was not recorded"
+              + (" — re-run with another --run-id for the rest" if csv_path.exists() else ""))
 
 
 # --device cuda:all: the micro-benchmarks on each visible GPU in turn, one run per GPU, then one report that sets
@@ -245,7 +244,7 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
     args.run = replace(args.run, run_id=args.run.run_id or new_run_id())
     code, csvs = 0, []
     for one, one_extra in per_gpu_runs(args, extra, count):
-        print(f"gpubench: {one.run.device} ({one.run.run_id}), micro cases only", flush=True)
+        CONSOLE.say(f"{one.run.device} ({one.run.run_id}), micro cases only")
         one_code = cmd_run(one, one_extra)
         csvs += [p for p in [Path(args.run.results_dir) / f"{one.run.run_id}.csv"] if p.exists()]
         code = code or one_code
@@ -278,7 +277,7 @@ def say_predictions(frame: Any) -> None:
     priced = frame[(frame["status"] == "ok") & frame["predicted_build_s"].notna() & frame["build_s"].notna()]
     line = prediction_line(list(zip(priced["build_s"].astype(float), priced["predicted_build_s"].astype(float))))
     if line is not None:
-        print(f"gpubench: {line}", flush=True)
+        CONSOLE.say(line)
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -324,12 +323,11 @@ def after_builds(args: argparse.Namespace, code: int, csv_path: Path, watch: Cpu
     kept = count_rows_safely(csv_path)
     if written > kept:  # the file, or its folder, removed or replaced under the run: said, and the run fails
         gone = "is gone" if not csv_path.exists() else f"holds {kept} of them"
-        print(f"gpubench: error: the builds wrote {written} rows to {csv_path}, which {gone}: something removed or "
-              "replaced the file (or its folder) during the run — keep the results folder while a run writes it",
-              file=sys.stderr)
+        CONSOLE.error(f"the builds wrote {written} rows to {csv_path}, which {gone}: something removed or "
+              "replaced the file (or its folder) during the run — keep the results folder while a run writes it")
         code = max(code, ExitCode.FAILED)
     if code == ExitCode.OK and (line := nothing_measured(csv_path)):
-        print(f"gpubench: error: {line}", file=sys.stderr)
+        CONSOLE.error(line)
         code = ExitCode.NOTHING_MEASURED
     # > 128: a build killed
     if not (code in BUILD_STOPS or code > SIGNAL_BASE or not csv_path.exists() or args.no_report):
@@ -349,18 +347,17 @@ def say_delivery(args: argparse.Namespace, csv_path: Path) -> None:
     except (OSError, ValueError):
         rows = []
     for line in delivery_lines(promised, left_out, rows):
-        print(line, flush=True)
+        CONSOLE.show(line)
 
 
 def interrupted(code: int, csv_path: Path, report_due: bool) -> int:
     """The stop line of an interrupted run, with the rows kept (none: it names no file) and, stopped after its builds
     (`report_due`), how to make the report it did not write; the exit code for the signal (130 for Ctrl-C)."""
     if not csv_path.exists():
-        print(f"gpubench: interrupted: {NO_ROWS}", file=sys.stderr)
+        CONSOLE.note(f"interrupted: {NO_ROWS}")
     elif not report_due:
-        print(f"gpubench: interrupted: {rows_kept(csv_path)}; re-run with another --run-id for the rest",
-              file=sys.stderr)
+        CONSOLE.note(f"interrupted: {rows_kept(csv_path)}; re-run with another --run-id for the rest")
     else:
-        print(f"gpubench: interrupted: {rows_kept(csv_path)}; the report was not written — gpubench report "
-              f"{csv_path} makes it later", file=sys.stderr)
+        CONSOLE.note(f"interrupted: {rows_kept(csv_path)}; the report was not written — gpubench report "
+              f"{csv_path} makes it later")
     return ExitCode.INTERRUPTED if code in (BUILD_INTERRUPTED, ExitCode.INTERRUPTED) else code

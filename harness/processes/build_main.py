@@ -14,6 +14,7 @@ from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.processes.protocol import BuildPlan, ProtocolError, read_plan
 from gpubench.harness.processes.standard_streams import guard_standard_streams
+from gpubench.harness.core.console import CONSOLE
 
 
 JSON_OPTION = "--benchmark-json"
@@ -69,7 +70,7 @@ def run_pytest(plan: BuildPlan) -> int:
 
     args = pytest_args_of(plan)
     if problem := timer_problem(args):
-        print(f"gpubench: error: {problem}", file=sys.stderr, flush=True)
+        CONSOLE.error(problem)
         return int(ExitCode.REFUSED)
     HELD_INTERRUPT.owns_process = True
     guard_standard_streams()  # a closed pipe ends no build in pytest's terminal writer
@@ -82,8 +83,7 @@ def run_from_fds(plan_fd: int, answer_fd: int) -> int:
     try:
         plan = read_plan(plan_fd)
     except (OSError, ProtocolError) as error:
-        print(f"gpubench: error: this build's plan cannot be read ({error}): start builds through gpubench run",
-              file=sys.stderr)
+        CONSOLE.error(f"this build's plan cannot be read ({error}): start builds through gpubench run")
         return int(ExitCode.INTERNAL)
     return run_pytest(replace(plan, answer_fd=answer_fd))
 
@@ -96,8 +96,8 @@ def main() -> int:
     own.add_argument("--answer-fd", type=int)
     fds, rest = own.parse_known_args(sys.argv[1:])
     if fds.plan_fd is None or fds.answer_fd is None or rest:
-        print("gpubench: error: a build process takes only --plan-fd and --answer-fd: start builds through "
-              "gpubench run or gpubench ab", file=sys.stderr)
+        CONSOLE.error("a build process takes only --plan-fd and --answer-fd: start builds through "
+              "gpubench run or gpubench ab")
         return int(ExitCode.REFUSED)
     return run_from_fds(fds.plan_fd, fds.answer_fd)
 

@@ -20,6 +20,7 @@ from gpubench.harness.processes.lifetime import (
     kill_group, token_alive,
 )
 from gpubench.harness.processes.protocol import BuildAnswer, BuildPlan, Channel
+from gpubench.harness.core.console import CONSOLE
 
 WATCH_PERIOD_S = 1.0  # how often a launch's watch (Job.watch) is asked
 
@@ -274,8 +275,8 @@ class BuildWatch:
         if self.stop_with and not self.signals and now_s - self.stop_with_checked_s >= STOP_WITH_PERIOD_S:
             self.stop_with_checked_s = now_s
             if not token_alive(self.stop_with):
-                print(f"gpubench: the fleet that started this run (pid {self.stop_with.split(':')[0]}) has ended: "
-                      "stopping as on SIGTERM", file=sys.stderr, flush=True)
+                CONSOLE.note(f"the fleet that started this run (pid {self.stop_with.split(':')[0]}) has ended: "
+                      "stopping as on SIGTERM")
                 self.signalled(signal.SIGTERM)
         name = signal.Signals(self.signals[0]).name if self.signals else ""
         if len(self.signals) > 1:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import subprocess
 
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, StopSignal
+from gpubench.harness.core.console import CONSOLE
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 1, 36, 37
 
@@ -77,7 +78,7 @@ def kill_adopted(known: set[int], left_by: str, grace_s: float = 5.0) -> list[st
                     continue
         psutil.wait_procs(strays, timeout=grace_s)  # reaps them: our children
     if killed:
-        print(f"gpubench: killed what {left_by} left running: {', '.join(killed)}", file=sys.stderr, flush=True)
+        CONSOLE.note(f"killed what {left_by} left running: {', '.join(killed)}")
     return killed
 
 

@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Any, TextIO
 
+from gpubench.harness.core.console import CONSOLE
+
 
 class _DroppedOnFailure:
     """sys.stdout that stops printing at its first failed write instead of raising through pytest or a table."""
@@ -43,9 +45,7 @@ class _DroppedOnFailure:
         if not self._said:
             return
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"gpubench: standard output cannot be written ({self.lost}): printing stops, "
-                             "the run goes on\n")
-            sys.stderr.flush()
+            CONSOLE.note(f"standard output cannot be written ({self.lost}): printing stops, the run goes on")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -3,7 +3,6 @@ before the first case, and the cut of a test still running past the run's end an
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import replace
 from collections.abc import Iterator
@@ -13,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.budget.shares import CaseCost
 from gpubench.harness.budget.clock import DeadlinePassed, cut_after, cut_reason, grace_s, run_startup_s
 from gpubench.harness.budget.plan import BudgetPlan, budget_plan, run_order
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, this_build
-from gpubench.harness.pytest_plugin.console import console_of, uncaptured
+from gpubench.harness.pytest_plugin.console import console_of
 from gpubench.harness.pytest_plugin.extra_build import build_of, case_id_of, params_of
 
 if TYPE_CHECKING:
@@ -157,14 +157,7 @@ def plan_delivery(plan: BudgetPlan, csv_path: Path) -> list[str]:
 
 def say(config: pytest.Config, line: str) -> None:
     """A line of the run's own, on pytest's terminal (its own line, not inside a test's progress dots)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if (console := console_of(config)) is not None:  # it knows whether its live line is on the screen
-        console.say(line)
-    elif reporter is not None:
-        with uncaptured(config):
-            reporter.write_line(line)
-    else:
-        sys.stderr.write(line + "\n")
+    CONSOLE.show(line)
 
 
 @contextmanager

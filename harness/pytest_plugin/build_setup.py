@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -14,6 +13,7 @@ from collections.abc import Callable
 import torch
 from pytest_benchmark.utils import load_timer
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.datasets import (
     check_dataset_files, check_dataset_request, default_data_root, usable_data_root,
@@ -120,7 +120,7 @@ def make_state(run: RunOptions, build: int | None, benchmark_timer: Any, collect
     if checked["threads"] is not None:  # before the fingerprint: its torch_threads is what the cases ran with
         torch.set_num_threads(checked["threads"])
     if run.wait_quiet_s is not None and not collect_only:
-        wait_quiet(device, run.wait_quiet_s, lambda line: sys.stderr.write(line + "\n"))
+        wait_quiet(device, run.wait_quiet_s, CONSOLE.show_error)
         note_run_began()  # the wait is no part of the run: its budget starts now
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
     previous_clock = install_session_clock(clock)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from pytest_benchmark.logger import PytestBenchmarkWarning
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.core.exits import StopSignal
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.pytest_plugin.build_answer import this_build
@@ -58,7 +59,7 @@ def histogram_status(session: pytest.Session) -> Generator[None, Any, Any]:
     finally:
         if no_histogram:  # after pytest-benchmark's table, where it would have died
             if this_build(session.config) in (None, 0):  # said once in a run of builds
-                sys.stderr.write(HISTOGRAM_LINE + "\n")
+                CONSOLE.show_error(HISTOGRAM_LINE)
             if session.exitstatus == pytest.ExitCode.OK:  # a graver status (results full, a signal) stands
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpubench.harness.core.console import CONSOLE, Screen, StandardStreams
 from gpubench.harness.measurement.terminal import short_line
 from gpubench.harness.pytest_plugin.build_answer import plan_of
 from gpubench.harness.pytest_plugin.modes import STATE
@@ -23,7 +24,8 @@ from gpubench.harness.pytest_plugin.modes import STATE
 if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
 
-CONSOLE = pytest.StashKey["Console"]()
+BUILD_CONSOLE = pytest.StashKey["Console"]()
+PREVIOUS_SCREEN = pytest.StashKey[Screen]()
 PLAIN_PROGRESS_EVERY_S = 30.0  # off a terminal, a long case says how far it is this often (a log grows slowly)
 SHOWN_CASES = 3  # case ids named beside a skip reason; the rest are counted
 SKIP_LINE_CHARS = 160  # a skip reason is cut to this on the console; its row keeps it whole
@@ -41,12 +43,57 @@ def install(config: pytest.Config) -> None:
     quiet = config.option.verbose < 0  # -q (gpubench ab's builds): a later build ends without a line
     config.option.verbose = -2
     console = Console(config, first_build=plan.build == 0 and not plan.extra, quiet=quiet)
-    config.stash[CONSOLE] = console
+    config.stash[BUILD_CONSOLE] = console
     config.pluginmanager.register(console, "gpubench-console")
 
 
+class ReporterScreen:
+    """pytest's terminal reporter as the one console's screen, pytest's capture lifted while a line is written (so
+    a line written during a test reaches the terminal); without a reporter, standard output."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.live_shown = False
+
+    def line(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            StandardStreams().line(text)
+            return
+        with uncaptured(self.config):
+            if self.live_shown:
+                # The live line is wiped, then this one takes its place.
+                reporter._tw.write("\r" + " " * (terminal_columns() - 1) + "\r")  # noqa: SLF001
+                self.live_shown = False
+            reporter.write_line(text)
+
+    def live(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or not getattr(reporter, "isatty", False):
+            self.line(text)
+            return
+        # One row: a longer line would wrap and never be rewritten.
+        width = terminal_columns() - 1
+        shown = text[:width]
+        with uncaptured(self.config):
+            reporter._tw.write("\r" + shown.ljust(width if self.live_shown else len(shown)))  # noqa: SLF001
+        self.live_shown = True
+
+
+def attach_screen(config: pytest.Config) -> None:
+    """From configure to unconfigure, the console's lines land on pytest's terminal."""
+    config.stash[PREVIOUS_SCREEN] = CONSOLE.screen
+    CONSOLE.attach(ReporterScreen(config))
+
+
+def detach_screen(config: pytest.Config) -> None:
+    """The screen the console had before this session (an embedding session's own, under pytester)."""
+    if PREVIOUS_SCREEN in config.stash:
+        CONSOLE.attach(config.stash[PREVIOUS_SCREEN])
+
+
 def console_of(config: pytest.Config) -> Console | None:
-    return config.stash.get(CONSOLE, None)
+    return config.stash.get(BUILD_CONSOLE, None)
 
 
 def uncaptured(config: pytest.Config) -> AbstractContextManager[Any]:
@@ -134,7 +181,6 @@ class Console:
     failed: int = 0
     skipped: dict[str, list[str]] = field(default_factory=dict)  # reason key -> case ids
     reasons: dict[str, str] = field(default_factory=dict)  # reason key -> the first reason as said
-    _live: bool = False  # a live line is on the screen
     _last_plain_s: float = 0.0
 
     @property
@@ -147,20 +193,13 @@ class Console:
         return bool(reporter is not None and getattr(reporter, "isatty", False))
 
     def say(self, text: str, live: bool = False) -> None:
-        """A line that stays, or the live one (a terminal only); pytest's capture is lifted while it is written."""
-        reporter = self.reporter
-        if reporter is None:
+        """A line that stays, or the live one (a terminal only)."""
+        if self.reporter is None:
             return
-        with uncaptured(self.config):
-            width = terminal_columns() - 1 if live else 0  # one row: a longer line would wrap and never be rewritten
-            if live:
-                reporter._tw.write("\r" + text[:width].ljust(width if self._live else len(text[:width])))  # noqa: SLF001
-                self._live = True
-                return
-            if self._live:  # the live line is wiped, then this one takes its place
-                reporter._tw.write("\r" + " " * (terminal_columns() - 1) + "\r")  # noqa: SLF001
-                self._live = False
-            reporter.write_line(text)
+        if live:
+            CONSOLE.live(text)
+        else:
+            CONSOLE.show(text)
 
     def case_done(self, row: dict[str, Any], budget: str | None) -> None:
         """A measured case: a line that stays in the first build (its figure is the run's first word on it), the live

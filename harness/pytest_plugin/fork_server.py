@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT, die_with_parent, install_handlers, kill_group
 
 MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
@@ -70,7 +71,7 @@ def output_held() -> Iterator[None]:
                 os.close(copy)
             if failed:
                 held.seek(0)
-                sys.stderr.write(held.read().decode(errors="replace"))
+                CONSOLE.show_error(held.read().decode(errors="replace"))
 
 
 def preload() -> str:

@@ -20,6 +20,7 @@ from gpubench.harness.processes.launch import (POLL_S, BuildHandle, Job, Process
 from gpubench.harness.processes.lifetime import is_stopped, kill_group
 from gpubench.harness.processes.protocol import Channel
 from gpubench.harness.pytest_plugin import fork_server
+from gpubench.harness.core.console import CONSOLE
 
 SERVER_MODULE = fork_server.__name__  # started as `python -m` with the side's own interpreter
 READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
@@ -220,7 +221,7 @@ class ForkLauncher(ProcessLauncher):
     def _go_plain(self, why: str) -> None:
         self.close()
         self.plain_why = why
-        print(f"gpubench: {self.who} start as plain processes: {why}", file=sys.stderr, flush=True)
+        CONSOLE.note(f"{self.who} start as plain processes: {why}")
 
     def close(self) -> None:
         if self.server is not None:

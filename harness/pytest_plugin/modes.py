@@ -5,11 +5,11 @@ for the `gpubench` fixture. Torch-free until a run is set up."""
 from __future__ import annotations
 
 import inspect
-import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.options import RUN_OPTIONS, RunOptions, read_run_options
 from gpubench.harness.budget.clock import note_run_began
@@ -122,7 +122,7 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     if warning:
-        sys.stderr.write(f"gpubench: WARNING: {warning}\n")
+        CONSOLE.note(f"WARNING: {warning}")
     if name_timer and hasattr(config.option, "benchmark_timer"):
         config.option.benchmark_timer = TIMER
     config.stash[STATE] = state

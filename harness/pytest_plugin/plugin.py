@@ -5,12 +5,12 @@ collected test asks for the `gpubench` fixture (gpubench.harness.pytest_plugin.m
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpubench.harness.core.console import CONSOLE
 from gpubench.harness.core.exits import SIGNAL_BASE, ExitCode, StopSignal
 from gpubench.harness.processes.cases_file import read_cases_file
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT, install_handlers, restore_handlers  # torch-free
@@ -22,7 +22,7 @@ from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_bui
 from gpubench.harness.pytest_plugin.compare_fail import (
     compare_problem, end_session_interrupts, histogram_status, process_status,
 )
-from gpubench.harness.pytest_plugin.console import console_of
+from gpubench.harness.pytest_plugin.console import console_of, detach_screen
 from gpubench.harness.pytest_plugin.extra_build import (
     build_of, builds_to_collect, case_id_of, deselect, keep_in_order, params_of, selected_builds,
 )
@@ -71,8 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if problem := compare_problem(config):  # before pytest-benchmark's session start reads it
             raise pytest.UsageError(problem)
         apply_build_options(config)  # a build of `gpubench run`: its view of the user's output files and selection
-        from gpubench.harness.pytest_plugin.console import install
+        from gpubench.harness.pytest_plugin.console import attach_screen, install
 
+        attach_screen(config)
         install(config)  # before pytest's terminal reporter reads the verbosity
         activate(config, name_timer=True)
 
@@ -163,6 +164,7 @@ def close_session(session: pytest.Session) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The stop line comes last, after pytest's summary, where it is seen."""
+    detach_screen(config)
     session = config.stash.get(SESSION, None)
     if is_suite(config) and session is not None:
         end_session_interrupts(config, session)
@@ -185,11 +187,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         torch.set_num_threads(state.threads_moved[0])
     restore_handlers(config.stash.get(PREVIOUS_HANDLERS, {}))
     if state.session.stop:
-        sys.stderr.write(f"gpubench: {state.session.stop.line}\n")
+        CONSOLE.note(state.session.stop.line)
     elif state.session.terminated and state.only_build is None:  # under gpubench run, it says so itself
         ended_by = signal.Signals(config.stash.get(ENDED_BY, signal.SIGTERM)).name
-        sys.stderr.write(f"gpubench: {ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} "
-                         "(each whole); the case in progress was not recorded\n")
+        CONSOLE.note(f"{ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} "
+                     "(each whole); the case in progress was not recorded")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -368,11 +370,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None:
         return
     if state.untimed_cases:
-        terminalreporter.write_line(f"gpubench: --benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; "
-                                    "nothing was recorded")
+        CONSOLE.say(f"--benchmark-disable: {state.untimed_cases} case(s) ran once, untimed; "
+                    "nothing was recorded")
     if not state.session.is_open or console_of(config) is not None:  # the compact console ends the build itself
         return
-    terminalreporter.write_line(f"gpubench: {state.session.rows_written} rows -> {state.session.csv_path}")
+    CONSOLE.say(f"{state.session.rows_written} rows -> {state.session.csv_path}")
     if state.budget_plan is not None and state.only_build is None:  # gpubench run says it once, for all its builds
         for line in plan_delivery(state.budget_plan, state.session.csv_path):
-            terminalreporter.write_line(line)
+            CONSOLE.show(line)

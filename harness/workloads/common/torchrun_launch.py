@@ -32,6 +32,7 @@ from gpubench.harness.measurement.cases import Case
 from gpubench.harness.processes.launch import STOPPED_LIMIT_S, Job
 from gpubench.harness.records.safe_files import replace_bytes
 from gpubench.harness.processes.torchrun import TorchrunLauncher
+from gpubench.harness.core.console import CONSOLE
 
 
 # A whole torchrun launch per profile: past it a rank hung or died unnoticed, and the launch is killed.
@@ -280,7 +281,7 @@ def report_rank0(args: argparse.Namespace, report: dict[str, Any], device: torch
         replace_bytes(result.parent, result.name, json.dumps(report).encode("utf-8"), "--result-json folder",
                       "pass a real folder")
     if args.results_dir:
-        print(f"rank 0: rows -> {write_rows(rows(), Path(args.results_dir), device)}")
+        CONSOLE.show(f"rank 0: rows -> {write_rows(rows(), Path(args.results_dir), device)}")
 
 
 def write_rows(rows: Iterable[tuple[Case, Any]], results_dir: Path, device: torch.device) -> Path:
