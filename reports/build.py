@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpubench.harness.core.flags import BUSY_FLAGS
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
@@ -184,7 +185,7 @@ def banners(frame: pd.DataFrame, smoke: pd.Series) -> list[str]:
                    "their figures are not for comparison** (they appear in the workload tables only, never in the "
                    "summary or against a reference).")
     flags = frame.loc[frame["status"] == "ok", "flags"].astype(str).str.split(";")
-    busy = int(flags.map(lambda f: "busy" in f or "busy-gpu" in f).sum())
+    busy = int(flags.map(lambda found: bool(BUSY_FLAGS & set(found))).sum())
     if busy:
         out.append(f"> **{busy} row(s) were measured while another process used the CPU (`busy`) or the GPU "
                    "(`busy-gpu`)**: they may read slow; `gpubench compare` widens their noise and calls a difference "

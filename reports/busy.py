@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from gpubench.harness.core.flags import BUSY_FLAGS
 from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict
 
-BUSY_FLAGS = frozenset({"busy", "busy-gpu"})  # another process used the CPU, the GPU, while the row was timed
 # Added per busy run to the relative noise of a case's ratio. A build on a core another process shares runs ~1.7x
 # slower now and then, and neither the case's own spread nor the quiet cases' scatter (robust: a case that jumped is
 # left out of it) sees that. Not a measured figure: chosen so a 2x change stays decidable from one run per side, even

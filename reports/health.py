@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from gpubench.harness.core.flags import THROTTLED, flag_pattern
 from gpubench.reports.aggregate import column_or, per_case
 from gpubench.reports.intervals import steady_key
 from gpubench.reports.load import KEY_SEP, machine_keys
@@ -153,7 +154,7 @@ def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
 def _thermal_cause(mine: pd.DataFrame) -> str:
     temps = pd.to_numeric(column_or(mine, "gpu_temp_c"), errors="coerce").dropna()
     hottest = f", hottest {temps.max():.0f} °C" if not temps.empty else ""
-    flagged, throttle = mine["flags"].astype(str).str.contains("throttled"), column_or(mine, "gpu_throttle")
+    flagged, throttle = mine["flags"].astype(str).str.contains(flag_pattern(THROTTLED)), column_or(mine, "gpu_throttle")
     if throttle.isna().all() and not flagged.any():
         return f"thermal throttling: throttle reasons not recorded{hottest} — to check: `nvidia-smi -q -d PERFORMANCE`"
     reasons = throttle.fillna("").astype(str)

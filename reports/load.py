@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.harness.budget.shares import OVER_BUDGET_FLAG, flag_pattern
+from gpubench.harness.core.flags import OVER_BUDGET_FLAG, flag_pattern
 from gpubench.harness.catalog import short_id, spec_for
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame

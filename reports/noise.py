@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import stdtrit  # scipy.stats.t.ppf without its import and per-call cost
 
+from gpubench.harness.core.flags import BUSY_FRAC
 from gpubench.harness.core.stats import IQR_PER_SD, MEDIAN_SE_FACTOR
 from gpubench.reports.verdicts import ALPHA
 
 DISAGREE_FACTOR = 2.0  # builds disagreeing this many times more than their samples explain are said
 MIN_SPREAD_LOG = 0.02  # ... and by 2% at least: below it there is nothing a user needs to change
-BUSY_FRAC = 0.25  # gpubench.harness.devices.machine_load.BUSY_FRAC: other processes' share that flags a row
 STEAL_FRAC = 0.05  # the hypervisor took this share of the CPU or more
 MIN_BIMODAL_BUILDS = 4  # two groups of two builds at least
 

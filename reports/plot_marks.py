@@ -8,8 +8,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from gpubench.harness.core.flags import BUSY_FLAGS
+
 GAP_RATIO = 10.0  # neighbouring sizes further apart than this are two points, not one line
-BUSY_FLAGS = ("busy", "busy-gpu")
 BUSY_LABEL = "x: measured while another process was busy"
 BUSY_STYLE = {"linestyle": "none", "marker": "x", "color": "red", "markersize": 8, "zorder": 5}
 

@@ -11,7 +11,8 @@ import math
 import pandas as pd
 
 from gpubench.harness.catalog import spec_for
-from gpubench.harness.core.bounds import IMPOSSIBLE, bounds_for
+from gpubench.harness.core.bounds import bounds_for
+from gpubench.harness.core.flags import IMPOSSIBLE
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.reports.aggregate import column_or
 

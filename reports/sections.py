@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from gpubench.harness.core.bounds import IMPOSSIBLE
+from gpubench.harness.core.flags import IMPOSSIBLE
 from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports import bar_plots, plots, tables
 from gpubench.reports.aggregate import USER_PREFIX

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpubench.reports.aggregate import column_or
-from gpubench.reports.busy import BUSY_FLAGS
+from gpubench.harness.core.flags import BUSY_FLAGS
 
 KEYS = ["machine", "case_id"]
 BUSY_ONLY = "busy builds only"

@@ -4,6 +4,7 @@ functions fit on a screen (at most 60 lines), in harness/ and reports/."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,3 +79,92 @@ def test_the_console_rule_sees_each_kind_of_write() -> None:
     source = ("import sys\nprint('x')\nsys.stderr.write('x')\nsys.stdout.write('x')\n"
               "class C:\n    def f(self, r):\n        r.write_line('x')\n        r._tw.write('x')\n")
     assert [line for line, _ in console_writes(ast.parse(source))] == [2, 3, 4, 7, 8]
+
+
+# The reader of the user's pytest arguments, and the functions of the command line that read gpubench's own.
+ARGUMENT_READERS = {("harness/core/pytest_args.py", None), ("harness/commands/cli.py", "command_typo"),
+                    ("harness/commands/cli.py", "negative_values_joined"), ("harness/commands/cli.py", "long_flags")}
+
+
+# `--`, `-k`, `--verbose`; not a lone `-` or `-_`.
+FLAG = re.compile(r"--|-[A-Za-z]")
+
+
+def is_flag_text(node: ast.AST) -> bool:
+    if isinstance(node, ast.Tuple):
+        return any(map(is_flag_text, node.elts))
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(FLAG.match(node.value))
+
+
+def reads_a_flag(node: ast.AST) -> bool:
+    """`arg.startswith("-")`, `arg == "--verbose"`, `arg[:2] in ("-k", "-m")`: a command-line token read."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith":
+        return any(map(is_flag_text, node.args))
+    if isinstance(node, ast.Compare):
+        return any(map(is_flag_text, [node.left, *node.comparators]))
+    return False
+
+
+def argument_reads(tree: ast.AST) -> list[tuple[int, str | None]]:
+    found: list[tuple[int, str | None]] = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if reads_a_flag(child):
+                found.append((child.lineno, function))
+            visit(child, inner)
+
+    visit(tree, None)
+    return found
+
+
+def test_the_users_pytest_arguments_are_read_by_one_reader() -> None:
+    stray = [f"{path.relative_to(ROOT)}:{line}" for path in SOURCES
+             for line, function in argument_reads(ast.parse(path.read_text()))
+             if (str(path.relative_to(ROOT)), None) not in ARGUMENT_READERS
+             and (str(path.relative_to(ROOT)), function) not in ARGUMENT_READERS]
+    assert not stray, f"command-line tokens read outside harness/core/pytest_args.py: {stray}"
+
+
+def test_the_argument_rule_sees_each_way_of_reading_a_token() -> None:
+    source = ("def f(args):\n    a = [x for x in args if x.startswith('--')]\n    b = 'x' == '--verbose'\n"
+              "    c = [x for x in args if x[:2] in ('-k', '-m')]\n    d = x.startswith(('a', '-p'))\n")
+    assert [line for line, _ in argument_reads(ast.parse(source))] == [2, 3, 4, 5]
+
+
+# Each rule's constant: the flags a row carries, the bounds of a figure and of a duration.
+RULE_CONSTANTS = ("ONE_SAMPLE", "NOISY", "SHORT_ROUNDS", "THROTTLED", "CAPPED", "CACHE", "BUSY", "BUSY_GPU",
+                  "BUSY_FLAGS", "IMPOSSIBLE", "OVER_BUDGET_FLAG", "LEFT_OUT_FLAG", "MAX_SCALING_EFFICIENCY",
+                  "MAX_MFU", "SHORTEST_TIMED_S", "LONGEST_TIMED_S", "NOISY_REL_CI95", "BUSY_FRAC")
+
+
+def module_definitions(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        for target in targets:
+            elements = target.elts if isinstance(target, ast.Tuple) else [target]
+            names.update(element.id for element in elements if isinstance(element, ast.Name))
+    return names
+
+
+def test_each_rule_is_defined_in_one_module() -> None:
+    defined: dict[str, list[str]] = {name: [] for name in RULE_CONSTANTS}
+    for path in SOURCES:
+        for name in module_definitions(ast.parse(path.read_text())) & set(RULE_CONSTANTS):
+            defined[name].append(str(path.relative_to(ROOT)))
+    assert {name: where for name, where in defined.items() if len(where) != 1} == {}
+
+
+def test_a_flag_is_named_by_its_constant_never_by_its_text() -> None:
+    from gpubench.harness.core import flags
+
+    texts = {value for name, value in vars(flags).items() if name.isupper() and isinstance(value, str)}
+    # The memory tier `cache` is a value of its own column, not the flag.
+    texts.discard(flags.CACHE)
+    literal = [f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}" for path in SOURCES
+               if path.name != "flags.py" for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Constant) and node.value in texts]
+    assert not literal, f"flags written as text outside harness/core/flags.py: {literal}"

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpubench.harness.budget.shares import OVER_BUDGET_FLAG, has_flag
-from gpubench.harness.core.bounds import IMPOSSIBLE
+from gpubench.harness.core.flags import IMPOSSIBLE, OVER_BUDGET_FLAG, has_flag
 
 # A console line a person reads whole: a longer cause is cut at a word, and says so.
 LINE_CHARS = 200

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gpubench.harness.core.flags import LEFT_OUT_FLAG, OVER_BUDGET_FLAG
 from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.core.plan import RoundPlan
 
@@ -16,20 +17,6 @@ from gpubench.harness.core.plan import RoundPlan
 COST_MARGIN = 1.25
 # A share below this cannot build a case and time one call: skipped at once, so many small starts cannot overrun.
 MIN_SHARE_S = 0.2
-# The row flags of the budget's own outcomes (typed: a reader asks the flag, never the reason's words).
-# over-budget: skipped, one call did not fit the case's share; left-out: the plan left it out before it was built,
-# for a cost measured on this machine, and said so in its first line (a left-out row is over-budget too).
-OVER_BUDGET_FLAG, LEFT_OUT_FLAG = "over-budget", "left-out"
-
-
-def has_flag(flags: object, flag: str) -> bool:
-    """Whether a row's `;`-separated flags cell holds `flag`."""
-    return isinstance(flags, str) and flag in flags.split(";")
-
-
-def flag_pattern(flag: str) -> str:
-    """A regular expression that finds `flag` in a flags cell (for a column of them at once)."""
-    return rf"(?:^|;){flag}(?:;|$)"
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpubench.harness.core.pytest_args import asks_verbose
 from gpubench.harness.commands.ab_builds import (
     START_DEADLINE_S, AbSide, SessionStop, SideFiles, StartUps, close_launchers, interpreter, side_job, side_launchers,
     starts_python,
 )
 from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.commands.common import (
-    BENCHES, SUITE_ROOT, ThrottledLine, asks_verbose, fail, read_options, suite_args,
+    BENCHES, SUITE_ROOT, ThrottledLine, fail, read_options, suite_args,
 )
 from gpubench.harness.core.options import RUN_OPTIONS, RunOptions
 from gpubench.harness.commands.noise_report import print_noise_line, sides_frame

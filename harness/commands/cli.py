@@ -11,6 +11,7 @@ import sys
 from types import ModuleType
 from typing import NoReturn
 
+from gpubench.harness.core.pytest_args import option_names, without_separator
 from gpubench.harness.commands import (
     ab_command, compare_command, env_command, fleet_command, report_command, run_command,
 )
@@ -88,9 +89,8 @@ def long_flags(parser: argparse.ArgumentParser, command: str) -> list[str]:
 def option_typos(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> str | None:
     """`gpubench run --devcie cpu`: said here, not by pytest after torch's import, as a usage error."""
     own = long_flags(parser, command)
-    for arg in extra:
-        flag = arg.split("=", 1)[0]
-        meant = misspelt(flag, own, OPTION_CUTOFF) if flag.startswith("--") and flag not in own else None
+    for flag in option_names(extra):
+        meant = misspelt(flag, own, OPTION_CUTOFF) if flag not in own else None
         if meant:
             return (f"{flag} is not an option of gpubench {command} — did you mean {meant}? "
                     "(options gpubench does not know go to pytest)")
@@ -101,9 +101,10 @@ def unrecognized(parser: argparse.ArgumentParser, command: str, extra: list[str]
     """`gpubench report --bseline x`: argparse's complaint, with the option meant where one is close."""
     said = f"unrecognized arguments: {' '.join(extra)}"
     own = long_flags(parser, command)
-    flags = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--")]
-    meant = next(((flag, close) for flag in flags if (close := misspelt(flag, own, COMMAND_CUTOFF))), None)
-    return f"{said} — did you mean {meant[1]}?" if meant else said
+    for flag in option_names(extra):
+        if close := misspelt(flag, own, COMMAND_CUTOFF):
+            return f"{said} — did you mean {close}?"
+    return said
 
 
 # A value that reads as a negative number with a unit (-5s, -5%): argparse takes it for an option and answers
@@ -136,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(typo)
     argv = negative_values_joined(parser, argv)
     args, extra = parser.parse_known_args(argv)
-    if "--" in extra:  # `gpubench run -- -k x`: what follows is pytest's, and pytest would read -k as a file
-        extra.remove("--")
+    extra = without_separator(extra)
     command, command_parser = COMMANDS[args.command], subcommand_parsers(parser)[args.command]
     CONSOLE.speak_as(OWN_VOICES.get(args.command, VOICE))
     if extra and not command.PASSES_PYTEST_ARGS:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpubench.harness.core.pytest_args import selections
 from gpubench.harness.core.exits import NO_CASES_LINE, ExitCode, UsageError
 from gpubench.harness.core.console import CONSOLE
 
@@ -81,12 +82,6 @@ def suite_args(args: argparse.Namespace) -> list[str]:
             *own, "-p", OWN_TESTS_PLUGIN if tests else SUITE_PLUGIN, "-p", "no:cacheprovider"]
 
 
-def asks_verbose(extra: list[str]) -> bool:
-    """The user's pytest arguments ask for pytest's own verbose output (-v, -vv, --verbose): every build then prints
-    pytest's lines and the run pytest-benchmark's whole table."""
-    return any(arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}) for arg in extra)
-
-
 def rootdir_for(tests: list[str]) -> Path:
     """pytest's rootdir, which test ids are relative to: the user's tests' common folder (ids outside it read
     as ../../ paths that name no file), else the suite's."""
@@ -103,7 +98,7 @@ def tests_problem(args: argparse.Namespace) -> str | None:
 
 def no_cases_line(args: argparse.Namespace, extra: list[str]) -> str:
     """Why a run collected no case, from what the user gave: a -k/-m, or --tests files without tests."""
-    selects = any(arg[:2] in ("-k", "-m") for arg in extra)
+    selects = bool(selections(extra))
     tests = getattr(args, "tests", None) or []
     if tests and not selects:
         return (f"--tests {' '.join(tests)}: pytest collected no test there: nothing was run — name files that "

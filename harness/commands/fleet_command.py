@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpubench.harness.core.pytest_args import own_options
 from gpubench.harness.commands.fleet import (
     DONE, ENGINES, FAILED, QUEUED, SIGNAL_DELAY_S, WAITING, FleetJob, Target, cancel_all, forget_submission,
     parse_targets, update,
@@ -186,7 +187,7 @@ def check_args(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     if args.run_id is not None:
         raise UsageError("--run-id does not apply to a fleet: each job's run id is <fleet id>-<target name> "
                          "— drop --run-id")
-    owned = [arg.split("=", 1)[0] for arg in extra if arg.startswith("--gpubench-")]
+    owned = own_options(extra)
     if owned:  # passed to pytest they overrode the job's store or run id: its rows went where the fleet never looks
         raise UsageError(f"{owned[0]} is pytest's form of a gpubench option: the fleet sets the store, run id and "
                          "build of each job — drop it, and pass run options as gpubench fleet's own "

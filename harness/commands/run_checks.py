@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gpubench.harness.core.pytest_args import first_of, named_test_file, own_options, plugins_disabled, selections
 
 
 def results_dir_problem(folder: str) -> str | None:
@@ -49,15 +50,14 @@ def pytest_args_problem(extra: list[str]) -> str | None:
         return f"PYTEST_ADDOPTS cannot be read ({error}) — fix its quotes"
     args = [*added, *extra]
     for flags, why in REFUSED_PYTEST.items():
-        if given := next((arg for arg in args if arg.split("=")[0] in flags or (arg[:2] in flags and len(arg) > 2
-                                                                               and arg[:2] in ("-n", "-c"))), None):
+        if given := first_of(args, flags):
             return f"{given}: {why}"
-    if any(a == "-p" and b in ("no:benchmark", "no:pytest_benchmark") for a, b in zip(args, [*args[1:], ""])):
+    if {"benchmark", "pytest_benchmark"} & set(plugins_disabled(args)):
         return "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
-    if own := next((arg.partition("=")[0] for arg in args if arg.startswith("--gpubench-")), None):
+    if own := next(iter(own_options(args)), None):
         # a build reads its options from its plan: pytest's form would be read by nobody
         return f"{own} is pytest's form of a gpubench option — pass it as {own.replace('gpubench-', '', 1)} instead"
-    named = next((arg for arg in extra if not arg.startswith("-") and arg.partition("::")[0].endswith(".py")), None)
+    named = named_test_file(extra)
     if named is None:
         return None
     case = named.rpartition("::")[2].partition("[")[2].rstrip("]")
@@ -73,8 +73,7 @@ def selection_problem(extra: list[str]) -> str | None:
         from _pytest.mark.expression import Expression
     except ImportError:
         return None
-    pairs = zip(extra, [*extra[1:], ""])
-    for flag, expression in ((a[:2], a[2:] or b) for a, b in pairs if a[:2] in ("-k", "-m") and not a.startswith("--")):
+    for flag, expression in selections(extra):
         try:
             Expression.compile(expression)
         except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before

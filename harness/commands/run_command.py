@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpubench.harness.core.pytest_args import asks_verbose, saves_benchmarks
 from gpubench.harness.commands.common import (
-    BENCHES, NO_ROWS, RUN_OPTIONS_FLAG, add_tests_argument, asks_verbose, count_rows_safely, fail, no_cases_line,
+    BENCHES, NO_ROWS, RUN_OPTIONS_FLAG, add_tests_argument, count_rows_safely, fail, no_cases_line,
     nothing_measured, read_options, report_after_run, resolve_store, rows_kept, suite_args, tests_problem,
 )
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, BUILD_STOPS, NO_CASES_LINE, SIGNAL_BASE, ExitCode, UsageError
@@ -98,9 +99,8 @@ def build_plan(args: argparse.Namespace, extra: list[str], scratch: Path, build:
                deadline_s: float | None = None) -> BuildPlan:
     """Build k's plan: the user's pytest arguments untouched (the build tags its output files: X.json -> X.b<k>.json,
     NAME -> NAME-b<k>); pytest-benchmark's JSON in the scratch folder when the user names none, for one table."""
-    saves = ("--benchmark-save", "--benchmark-autosave", "--benchmark-compare", "--benchmark-storage")
     # pytest-benchmark makes its storage folder (.benchmarks) at start even when nothing is saved: the scratch's
-    storage = [] if any(arg.startswith(saves) for arg in extra) else [f"--benchmark-storage={scratch / 'benchmarks'}"]
+    storage = [] if saves_benchmarks(extra) else [f"--benchmark-storage={scratch / 'benchmarks'}"]
     return BuildPlan(build, list(extra), [*suite_args(args), *storage], args.run, builds,
                      output_tag=f"b{build}" if build else "", table_json=str(scratch / f"build-{build}.json"),
                      micro_only=bool(getattr(args, "micro_only", False)), deadline_s=deadline_s)

@@ -9,12 +9,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.harness.core.flags import IMPOSSIBLE
 from gpubench.harness.core.peaks import peak_gbps, peak_tflops
 
-IMPOSSIBLE = "impossible"  # the flag of a row with a figure past its bound
 MAX_SCALING_EFFICIENCY = 1.05  # above this, N processes beat N x one process: one of the two runs was slowed
 MAX_MFU = 1.0  # a step cannot use more than all of the peak it is measured against
 MAX_PCT_OF_PEAK = 100.0
+# A timed region lasts at least a nanosecond (no clock resolves less, no device op is shorter) and under 10^6 s
+# (11.6 days): the bound of every duration a row or a machine's history holds.
+SHORTEST_TIMED_S, LONGEST_TIMED_S = 1e-9, 1e6
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import torch
 
+from gpubench.harness.core.flags import BUSY, BUSY_FRAC, BUSY_GPU
 from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.env import gpu_other_processes, gpu_utilization
 from gpubench.harness.records.row import Load
 
-BUSY_FRAC = 0.25  # other processes took more than this share of the machine's CPU during the case
 GPU_BUSY_FRAC = 0.1  # before the first case, kernels ran on the GPU more than this share of NVML's last period
 
 
@@ -82,7 +82,7 @@ def cpus_busy_s(cpus: frozenset[int], stat: Path = PROC_STAT) -> float:
 def load_of(busy_frac: float, device: torch.device) -> Load:
     """The load part of a finished row: cpu_busy_frac, gpu_other_procs and the busy flags."""
     gpu_other_procs = gpu_other_processes(device.index or 0) if device.type == "cuda" else None
-    flags = (["busy-gpu"] if gpu_other_procs else []) + (["busy"] if busy_frac > BUSY_FRAC else [])
+    flags = ([BUSY_GPU] if gpu_other_procs else []) + ([BUSY] if busy_frac > BUSY_FRAC else [])
     return Load(round(busy_frac, 4), gpu_other_procs, tuple(flags))
 
 

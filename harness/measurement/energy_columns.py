@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpubench.harness.core.flags import THROTTLED
 from gpubench.harness.devices.energy import EnergyMeter, EnergyReading
 from gpubench.harness.measurement.measure import Measurement, Timed
 
@@ -34,7 +35,7 @@ def energy_columns(timed: Timed, measured: Measurement, meter: EnergyMeter,
     telemetry = dict(measured.telemetry)
     slowdown = telemetry.pop("gpu_slowdown", "")
     power_note = telemetry.pop("gpu_power_note", "")
-    notes = [f"throttled during the timed region: {slowdown.replace(';', ', ')}"] if slowdown else []
+    notes = [f"{THROTTLED} during the timed region: {slowdown.replace(';', ', ')}"] if slowdown else []
     notes += [power_note] if power_note else []
     if not timed.energy:
         note = [timed.energy_note] if timed.energy_note and meter.available else []

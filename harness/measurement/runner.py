@@ -15,7 +15,8 @@ from gpubench.harness.devices.device import cpu_peak_bytes
 from gpubench.harness.measurement.energy_columns import energy_columns
 from gpubench.harness.devices.machine_load import LoadMeter, load_of
 from gpubench.harness.measurement.measure import Measurement, Rounds, Timed, measure
-from gpubench.harness.core.bounds import IMPOSSIBLE, past_bounds
+from gpubench.harness.core.bounds import past_bounds
+from gpubench.harness.core.flags import CAPPED, IMPOSSIBLE, NOISY, ONE_SAMPLE, SHORT_ROUNDS, THROTTLED
 from gpubench.harness.core.plan import BuildTiming, RoundPlan
 from gpubench.harness.budget.shares import CaseShare, OverBudget
 from gpubench.harness.budget.clock import DeadlinePassed
@@ -30,11 +31,11 @@ def quality_flags(stats: SampleStats, plan: RoundPlan, timing: BuildTiming, plan
     """Flags a reader must see beside the figure: noisy, one sample, rounds shorter than planned."""
     flags = []
     if stats.rounds == 1:
-        flags.append("one-sample")
+        flags.append(ONE_SAMPLE)
     elif stats.rel_ci95 > NOISY_REL_CI95:
-        flags.append("noisy")
+        flags.append(NOISY)
     if planned_here and stats.median_s * plan.iterations < timing.min_round_s:
-        flags.append("short-rounds")
+        flags.append(SHORT_ROUNDS)
     return flags
 
 
@@ -64,10 +65,10 @@ def derive(case: Case, timed: Timed, measured: Measurement, ctx: BuildContext, d
     flags = quality_flags(stats, measured.plan, ctx.timing_for(case.case_id), timed.repeatable) + workload_flags
     memory = memory_part(figures, timed, ctx)
     energy, energy_notes = energy_columns(timed, measured, ctx.energy, figures)
-    if any(note.startswith("throttled") for note in energy_notes):
-        flags.append("throttled")
+    if any(note.startswith(THROTTLED) for note in energy_notes):
+        flags.append(THROTTLED)
     if measured.capped:
-        flags.append("capped")
+        flags.append(CAPPED)
     # each figure past its bound, said: the row is flagged and kept, and the report leaves it out of its summary
     impossible = past_bounds(figures, device_name, str(getattr(case, "dtype", "") or ""))
     if impossible:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpubench.harness.core.flags import BUSY
 from gpubench.harness.catalog import spec_for
 
 COMMON_HEADLINES = (("energy_j", "{:.3g} J"), ("avg_power_w", "{:.3g} W"))
@@ -52,7 +53,7 @@ def figures_text(row: dict[str, Any]) -> str:
 def shown_flags(row: dict[str, Any]) -> str:
     """The row's flags, `busy` with the share of the machine others took (the flag alone does not say how much)."""
     busy_frac = row.get("cpu_busy_frac")
-    return ", ".join(f"busy {busy_frac:.0%}" if flag == "busy" and _number(busy_frac) and busy_frac >= 0.005 else flag
+    return ", ".join(f"busy {busy_frac:.0%}" if flag == BUSY and _number(busy_frac) and busy_frac >= 0.005 else flag
                      for flag in str(row["flags"]).split(";") if flag)
 
 

@@ -8,35 +8,13 @@ import argparse
 import signal
 import sys
 from dataclasses import replace
-from pathlib import Path
 
+from gpubench.harness.core.pytest_args import option_value, with_tagged_json
 from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.processes.protocol import BuildPlan, ProtocolError, read_plan
 from gpubench.harness.processes.standard_streams import guard_standard_streams
 from gpubench.harness.core.console import CONSOLE
-
-
-JSON_OPTION = "--benchmark-json"
-
-
-def tagged_json(path: Path, tag: str) -> Path:
-    return path.with_name(f"{path.with_suffix('').name}.{tag}.json")
-
-
-def with_tagged_json(pytest_args: list[str], tag: str) -> list[str]:
-    """--benchmark-json X.json as X.<tag>.json, before pytest parses it: pytest-benchmark before 5.3 opens the
-    file while parsing, so a later build given the same name would empty the first build's file."""
-    if not tag:
-        return list(pytest_args)
-    rewritten: list[str] = []
-    for arg in pytest_args:
-        if rewritten and rewritten[-1] == JSON_OPTION:
-            arg = str(tagged_json(Path(arg), tag))
-        elif arg.startswith(f"{JSON_OPTION}="):
-            arg = f"{JSON_OPTION}={tagged_json(Path(arg.partition('=')[2]), tag)}"
-        rewritten.append(arg)
-    return rewritten
 
 
 def pytest_args_of(plan: BuildPlan) -> list[str]:
@@ -49,9 +27,7 @@ def timer_problem(pytest_args: list[str]) -> str | None:
     """One line instead of pytest-benchmark's traceback when --benchmark-timer cannot be loaded."""
     import importlib
 
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--benchmark-timer")
-    name = parser.parse_known_args(pytest_args)[0].benchmark_timer
+    name = option_value(pytest_args, "--benchmark-timer")
     if name is None:
         return None
     module, _, attr = name.rpartition(".")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 import pytest
 from pytest_benchmark.stats import Stats
 
+from gpubench.harness.core.flags import CAPPED, has_flag
 from gpubench.harness.measurement.loop import inline_rounds
 from gpubench.harness.measurement.measure import Rounds
 from gpubench.harness.catalog.profiles import Profile
@@ -208,7 +209,7 @@ def build_taken(row: dict[str, Any] | None) -> tuple[float | None, float | None]
     price by design and tells nothing of it."""
     if row is None:
         return None, None
-    whole = row["status"] == "ok" and not str(row.get("reason") or "").startswith("capped")
+    whole = row["status"] == "ok" and not has_flag(row.get("flags"), CAPPED)
     first_call_s = row.get("first_call_s")
     # a refused call ran whole; an unreached one was stopped at its share: its seconds are a floor, not a cost
     refused = row["status"] == "skipped" and isinstance(first_call_s, float)

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench.harness.budget.shares import OVER_BUDGET_FLAG, flag_pattern, CaseCost
+from gpubench.harness.core.bounds import LONGEST_TIMED_S
+from gpubench.harness.budget.shares import CaseCost
+from gpubench.harness.core.flags import OVER_BUDGET_FLAG, flag_pattern
 from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.safe_files import mib, not_own
 
@@ -23,9 +25,9 @@ MAX_FILES = 200  # the newest runs are enough to know a case's cost; a store of 
 # (a long quick run's file is ~1 MiB: the newest dozen runs or more).
 MAX_HISTORY_BYTES = 16 * 2**20
 FUTURE_SKEW_S = 600.0  # a row this far ahead of this machine's clock was not written by a run that has happened
-# No case's build or call takes a day (time to accuracy on a CPU included); a row that says so is damage or a plant.
-MAX_HISTORY_S = 24 * 3600.0
-AHEAD, IMPOSSIBLE, UNDATED = "dated ahead of this clock", "with 0 s, non-finite or day-long seconds", "undated"
+# A build or call past the longest timed region is damage or a plant, not what a case costs.
+AHEAD, NOT_A_DURATION, UNDATED = ("dated ahead of this clock", "with 0 s, non-finite or 11-day-long seconds",
+                                  "undated")
 
 
 @dataclass
@@ -128,10 +130,10 @@ def _evidence(frame: Any, machine_id: str, device: str, profile: str, now_s: flo
     stamps = pd.to_datetime(mine["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
     stamps_s = (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds()  # NaT: NaN
     build_s, call_s = mine["build_s"].astype(float), mine["first_call_s"].astype(float)
-    possible_build = (build_s > 0) & (build_s < MAX_HISTORY_S)  # NaN and inf fail both
-    possible_call = call_s.isna() | ((call_s > 0) & (call_s < MAX_HISTORY_S))
+    possible_build = (build_s > 0) & (build_s < LONGEST_TIMED_S)  # NaN and inf fail both
+    possible_call = call_s.isna() | ((call_s > 0) & (call_s < LONGEST_TIMED_S))
     verdicts = {UNDATED: stamps_s.isna(), AHEAD: stamps_s > now_s + FUTURE_SKEW_S,
-                IMPOSSIBLE: ~(possible_build & possible_call)}
+                NOT_A_DURATION: ~(possible_build & possible_call)}
     refused = pd.Series(False, index=mine.index)
     for reason, broken in verdicts.items():  # each row counted once, under its first reason
         if count := int((broken & ~refused).sum()):

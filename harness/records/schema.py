@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 from collections.abc import Callable
 
+from gpubench.harness.core.bounds import LONGEST_TIMED_S, SHORTEST_TIMED_S
 from gpubench.harness.catalog import declared_columns
 from gpubench.harness.core.columns import Column, Group, Kind, _cols  # noqa: F401 - Kind/Group are this module's API
 
@@ -224,9 +225,8 @@ TEXT_RULES = (*NON_EMPTY, "status", "timestamp_utc")  # text columns parse_cell 
 # units no measurement can take below zero (J and W are left out: an energy net of idle power may be)
 NON_NEGATIVE_UNITS = ("s", "bytes", "TFLOP/s", "GB/s", "samples/s", "samples/J", "TFLOP/J", "%", "x", "epochs")
 FRACTIONS = ("test_accuracy", "target_accuracy", "data_wait_frac", "cpu_busy_frac")  # within [0, 1]
-# A timed region lasts at least a nanosecond (no clock resolves less, no device op is shorter) and under 10^6 s
-# (11.6 days); other times in seconds (spreads, compile time net of a step) may be 0, never longer.
-MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e6
+# Other times in seconds (spreads, compile time net of a step) may be 0, never longer than a timed region.
+MIN_DURATION_S, MAX_DURATION_S = SHORTEST_TIMED_S, LONGEST_TIMED_S
 TIMED = ("median_s", "min_s", "mean_s")  # what compare divides and takes logarithms of
 # The writer's form (utc_timestamp), offset included: week dates, basic form, no offset read as NaT or unordered.
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})",

@@ -3,7 +3,7 @@ typed: what each version changed is listed in records.schema's docstring and doc
 
 from __future__ import annotations
 
-from gpubench.harness.budget.shares import OVER_BUDGET_FLAG
+from gpubench.harness.core.flags import OVER_BUDGET_FLAG
 from gpubench.harness.catalog import case_id_for
 from gpubench.harness.catalog.mnist_epoch import GUIDE_TEMPLATE
 from gpubench.harness.records.schema import SCHEMA_VERSION, SETTING_COLUMNS, SchemaError, to_cell, typed_row

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
+from gpubench.harness.core.flags import BUSY
 from gpubench.harness.measurement.cases import Case, CaseSkipped, Diverged
 from gpubench.harness.catalog.collectives import ELEMENT_BYTES, OPS, SPEC, algbw_gbps, bus_factor, elements
 from gpubench.harness.measurement.context import BuildContext
@@ -116,7 +117,7 @@ def point_figures(case: CollectiveCase, point: dict[str, Any], stats: SampleStat
     return {"algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(case.op, case.world_size), "wrong_elements": 0,
             "iterations": point["iterations"], "round_s": stats.median_s * point["iterations"],
             "peak_mem_bytes": None, "mem_source": None,  # this process's memory is not the ranks'
-            "flags": ["busy"] if busy else [], "reason": "; ".join([SAMPLES_NOTE, *busy])}
+            "flags": [BUSY] if busy else [], "reason": "; ".join([SAMPLES_NOTE, *busy])}
 
 
 def point_result(case: CollectiveCase, point: dict[str, Any]) -> CaseResult:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from gpubench.harness.core.flags import CACHE
 from gpubench.harness.measurement.cases import Case, CaseSkipped
 from gpubench.harness.catalog.elementwise import SPEC
 from gpubench.harness.measurement.context import BuildContext
@@ -141,7 +142,7 @@ def build(case: ElementwiseCase, ctx: BuildContext) -> Timed:
         gbps = moved / stats.median_s / 1e9
         return {"gbps": gbps, "working_set_bytes": moved, "memory_tier": tier, "llc_total_bytes": cache_bytes,
                 "peak_gbps": peak, "pct_of_peak_gbps": 100 * gbps / peak if peak and tier == "dram" else None,
-                "flags": ["cache"] if tier == "cache" else [], "reason": note}
+                "flags": [CACHE] if tier == "cache" else [], "reason": note}
 
     return Timed(fn=lambda: op(a, b, out), figures=figures)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from gpubench.harness.core.flags import BUSY, NOISY
 from gpubench.harness.measurement.cases import Case
 from gpubench.harness.catalog.selfcheck import SPEC
 from gpubench.harness.measurement.context import BuildContext
@@ -121,11 +122,11 @@ def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
         if not problems:
             return figures
         if busy > BUSY_FRAC:
-            return dict(figures, flags=["busy"], reason="selfcheck inconclusive: machine busy (other processes used "
+            return dict(figures, flags=[BUSY], reason="selfcheck inconclusive: machine busy (other processes used "
                         f"{busy:.0%} of the CPU) — {'; '.join(problems)} ({done}); rerun on a quiet machine")
         if "disagree" in verdicts:
             raise SelfcheckFailed(f"selfcheck: {'; '.join(problems)} — one of the clocks is wrong ({done})")
-        return dict(figures, flags=["noisy"], reason="selfcheck inconclusive: too noisy to tell — "
+        return dict(figures, flags=[NOISY], reason="selfcheck inconclusive: too noisy to tell — "
                     f"{'; '.join(problems)} ({done}): the interval reaches into the band; rerun on a quieter machine")
 
     return Timed(fn=fn, figures=base, companion=pairs, cleanup=restore)
