@@ -79,7 +79,8 @@ def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[
                              "`one-sample`, `short-rounds`, `cache` (cache-resident working set), `busy` (other "
                              "processes used > 25% of the CPU), `busy-gpu` (another process on the GPU), `throttled` "
                              "(the GPU throttled during the timed region), `impossible` (a figure past its bound: "
-                             "left out of the summary). Counted per build.", md_table(flags)))
+                             "left out of the summary). Counted per build; a build with several flags counts under "
+                             "each.", md_table(flags)))
     count = int((frame["status"] != "ok").sum())
     parts.append(section("Rows not ok", f"{count} rows were skipped, stopped before their target (unreached), "
                          "failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
@@ -139,7 +140,7 @@ def setting_line(frame: pd.DataFrame, cases: pd.DataFrame, machine: str) -> str:
     if best is not None:
         t, versus = tables.template_row(epochs), ""
         if t is not None and best["setting"] != tables.TEMPLATE_SETTING:
-            versus = (f", {t['epoch_s'] / best['epoch_s']:.2g}x the guide template's "
+            versus = (f", {t['epoch_s'] / best['epoch_s']:.3g}x the guide template's "
                       f"{human(t['epoch_s'], 's')}{summary.pm(t['spread'])}")
         return (f"its fastest training epoch at the template's accuracy is {code(best['setting'])}: "
                 f"{human(best['epoch_s'], 's')}{summary.pm(best['spread'])}, accuracy {best['test_accuracy']:.3f}"

@@ -199,8 +199,9 @@ def history_table(runs: pd.DataFrame, judged: dict[tuple[str, str, str], str] | 
     return pd.DataFrame(rows)
 
 
-NONE_YET = ("None yet: no machine here has two runs with a headline figure. A machine's history starts with its "
-            "second run (`gpubench run --store STORE` on it again).")
+NONE_YET = ("None yet: no machine here has two runs that each measured a figure History follows ("
+            + "; ".join(figure.label for figure in FIGURES.values())
+            + "). A machine's history starts with its second such run (`gpubench run --store STORE` on it again).")
 
 
 def render(frame: pd.DataFrame, out: Path) -> str:

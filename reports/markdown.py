@@ -159,7 +159,7 @@ def _formatter(column: str, human: bool):
     from gpubench.harness.core.percent import percent
     from gpubench.reports.units import human_column
 
-    if human and column in ("spread", "rel_iqr"):
+    if human and column in ("spread", "rel_iqr", "windows_spread"):
         return lambda v: "" if _empty(v) else percent(v, 1)  # a spread of 0.3% is not 0.0%
     if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
         return lambda v: "" if _empty(v) else human_column(column, v)

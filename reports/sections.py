@@ -187,6 +187,8 @@ def epoch_settings(epochs: pd.DataFrame) -> str:
 def template_versus(row: pd.Series) -> Md:
     """One machine's line of tables.template_vs_fastest: 'on M, `preloaded` is 3.95x faster than the guide template
     (faster but less accurate: …)'."""
+    if row["fastest_setting"] == tables.TEMPLATE_SETTING:
+        return Md("on {}, the guide template is the fastest setting measured").format(row["machine"])
     ratio = (Md(" is {:.3g}x faster than the guide template").format(row["template_over_fastest"])
              if pd.notna(row["template_over_fastest"]) else Md(" is fastest (no guide template ran)"))
     less = (Md(" (faster but less accurate: {})").format(row["faster_but_less_accurate"])
@@ -217,15 +219,15 @@ def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Repor
 
 def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     table, said = constant_columns(tables.time_to_accuracy_table(frame), human=True)
-    return section(spec.title, "MLPerf's clock: from the first touch of the data to the evaluation that reaches the "
-                   "target (every evaluation inside it; model construction, warm-up and compile outside). Scored over "
-                   "seeds with the olympic mean (fastest and slowest dropped); a seed without a time to target counts "
-                   "as the slowest, two make the result invalid. A seed stopped before its target by its epoch cap "
-                   "(`not_converged`) or by its share of a run budget (`stopped_by_budget`) is an `unreached` row: "
-                   "`unreached` shows the accuracy it reached and the time it trained, never a time to target. "
-                   "`fastest_seed_s`/`slowest_seed_s` span the converged seeds. "
-                   + "".join(f"{first_line(row)} " for _, row in tables.first_to_target(frame).iterrows()) + said,
-                   md_table(table, human=True))
+    intro = ("MLPerf's clock: from the first touch of the data to the evaluation that reaches the target (every "
+             "evaluation inside it; model construction, warm-up and compile outside). Scored over seeds with the "
+             "olympic mean (fastest and slowest dropped); a seed without a time to target counts as the slowest, two "
+             "make the result invalid. A seed stopped before its target by its epoch cap (`not_converged`) or by its "
+             "share of a run budget (`stopped_by_budget`) is an `unreached` row: `unreached` shows the accuracy it "
+             "reached and the time it trained, never a time to target. `fastest_seed_s`/`slowest_seed_s` span the "
+             "converged seeds.")
+    firsts = [first_line(row) for _, row in tables.first_to_target(frame).iterrows()]
+    return section(spec.title, " ".join(filter(None, [intro, *firsts, said])), md_table(table, human=True))
 
 
 def first_line(row: pd.Series) -> Md:
