@@ -157,7 +157,8 @@ def memory_plot(cases: pd.DataFrame, out: Path) -> Path | None:
         value_axis([memory_ax], mine["peak_mib"].dropna(), f"peak memory, {source} (MiB)")
         memory_ax.tick_params(axis="y", labelleft=False)
     value_axis(list(grid[:, 0]), rows["step_ms"], time_label)  # one time scale for every source
-    _legend(fig, list(grid.flat))
+    # a busy row's bar is edged in red (grouped): the legend says so, as the epoch plot's does
+    _legend(fig, list(grid.flat), bar_keys(rows, None, "", ""))
     return _save(fig, out / "memory_strategies.png")
 
 

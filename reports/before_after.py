@@ -15,7 +15,7 @@ from gpubench.reports.aggregate import per_case
 from gpubench.reports.compare import compare_frames, fmt_seconds, side_differences
 from gpubench.reports.health import headlines
 from gpubench.reports.load import IDENTITY, base_labels, machine_keys, run_key
-from gpubench.reports.markdown import Md, code, escape, md_table, section
+from gpubench.reports.markdown import Md, code, escape, md_rows, paragraph, section
 from gpubench.reports.paired import MAX_SHOWN_CHANGE
 from gpubench.reports.references import FIGURES
 from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, NOISE_FLOOR, Judgement, Verdict, tally
@@ -106,7 +106,7 @@ def pair_table(pair: RunPair) -> str:
                           for v in shown[:MAX_ROWS]])
     more = (f"\n\n{len(shown) - MAX_ROWS} more, the least decided: `gpubench compare` on the two runs' files lists "
             "them all." if len(shown) > MAX_ROWS else "")
-    return md_table(table) + more
+    return md_rows(table) + more
 
 
 def one_sided(run: str, cases: list[str]) -> str:
@@ -127,7 +127,7 @@ def pair_part(pair: RunPair) -> str:
                                                                     f"; none moved beyond {share_percent(THRESHOLD)}.")
     lines = [one_sided(pair.before, pair.only_before), one_sided(pair.after, pair.only_after),
              *(f"- {escape(note)}" for note in pair.notes)]
-    return "\n\n".join(filter(None, [head, table, "\n".join(filter(None, lines))]))
+    return "\n\n".join(filter(None, [paragraph(head, table), "\n".join(filter(None, lines))]))
 
 
 def pairs_of(frame: pd.DataFrame) -> list[RunPair]:

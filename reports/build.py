@@ -12,7 +12,8 @@ from gpubench.harness.core.flags import BUSY_FLAGS
 from gpubench.harness.catalog import specs
 from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import before_after, health, history, race, screen, sections, summary, tables
+from gpubench.reports import (before_after, health, history, machines, race, screen, sections, summary,
+                             tables)
 from gpubench.reports.aggregate import column_or, per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
 from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_results, load_top_ops, spreadsheet_safe,
@@ -79,18 +80,15 @@ def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[
                              "`one-sample`, `short-rounds`, `cache` (cache-resident working set), `busy` (other "
                              "processes used > 25% of the CPU), `busy-gpu` (another process on the GPU), `throttled` "
                              "(the GPU throttled during the timed region), `impossible` (a figure past its bound: "
-                             "left out of the summary). Counted per build.", md_table(flags)))
+                             "left out of the summary). Counted per build; a build with several flags counts under "
+                             "each.", md_table(flags)))
     count = int((frame["status"] != "ok").sum())
     parts.append(section("Rows not ok", f"{count} rows were skipped, stopped before their target (unreached), "
                          "failed or ran out of memory, grouped by reason.", md_table(tables.not_ok_grouped(frame))))
     if refused:
         parts.append(section("Rows refused", f"{len(refused)} rows hold a figure no measurement can give, or none: "
                              "left out of every table above.", "\n".join(f"- {escape(line)}" for line in refused)))
-    machines = tables.machines_table(frame)
-    same = machines[machines.nunique(axis=1) == 1] if machines.shape[1] > 1 else machines.iloc[0:0]
-    common = (escape("Alike on every machine: " + ", ".join(f"{f} {v}" for f, v in same.iloc[:, 0].items()) + ".")
-              if len(same) else "")
-    parts.append(section("Machines", md_table(machines.drop(same.index), index=True), common))
+    parts.append(machines.render(frame))
     return parts
 
 
@@ -143,7 +141,7 @@ def setting_line(frame: pd.DataFrame, cases: pd.DataFrame, machine: str) -> str:
     if best is not None:
         t, versus = tables.template_row(epochs), ""
         if t is not None and best["setting"] != tables.TEMPLATE_SETTING:
-            versus = (f", {t['epoch_s'] / best['epoch_s']:.2g}x the guide template's "
+            versus = (f", {t['epoch_s'] / best['epoch_s']:.3g}x the guide template's "
                       f"{human(t['epoch_s'], 's')}{summary.pm(t['spread'])}")
         return (f"its fastest training epoch at the template's accuracy is {code(best['setting'])}: "
                 f"{human(best['epoch_s'], 's')}{summary.pm(best['spread'])}, accuracy {best['test_accuracy']:.3f}"
@@ -215,6 +213,15 @@ def trusted(measured: pd.DataFrame, cases: pd.DataFrame) -> tuple[pd.DataFrame, 
     return kept, same_dtype_pct(per_case(kept)), reasons
 
 
+def runs_sections(kept: pd.DataFrame, out: Path) -> list[str]:
+    """History and Before and after; a history with nothing in it yet is a line of Before and after where that has
+    a section."""
+    past, pair = history.render(kept, out), before_after.render(kept)
+    if pair and history.NONE_YET in past:
+        return [f"{pair}\n\n**History:** {history.NONE_YET}"]
+    return [past, pair]
+
+
 def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops: dict | None = None,
                   energy_notes: dict[str, str] | None = None, notes: list[str] | None = None,
                   refused: list[str] | None = None, power_caps_w: dict[str, float] | None = None,
@@ -243,7 +250,7 @@ def render_report(frame: pd.DataFrame, out: Path, baseline: str | None, top_ops:
     else:
         headline = summary.summary(kept, kept_cases, base, energy_notes or {}, measured[left_out.notna()])
         parts.append(section("Summary", md_table(headline, index=True), summary.left_out_lines(measured, left_out)))
-        parts += [health.render(kept, kept_cases, power_caps_w), history.render(kept, out), before_after.render(kept)]
+        parts += [health.render(kept, kept_cases, power_caps_w), *runs_sections(kept, out)]
     shown = undisturbed(frame[~shadowed_smoke(frame, smoke)])
     parts += workload_sections(shown, same_dtype_pct(per_case(shown)), out, base, races)
     parts.append(profiler_section(frame, top_ops or {}))

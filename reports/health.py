@@ -276,8 +276,8 @@ def render(frame: pd.DataFrame, cases: pd.DataFrame, power_caps_w: dict[str, flo
                  "reference: ratio (health)`.")
         judged = frame[frame["machine"].isin(set(table["machine"]))]
         unjudged = sorted(set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str)))
-        parts.append(section("Health against references", intro, md_table(_display(table)),
-                             _flag_lines(frame, table, refs, power_caps_w or {}), _no_reference(unjudged)))
+        parts.append(section("Health against references", " ".join(filter(None, [intro, _no_reference(unjudged)])),
+                             md_table(_display(table)), _flag_lines(frame, table, refs, power_caps_w or {})))
     elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
         parts.append(section("Health against references", "Not judged. " + _no_reference(unknown)))
     outliers = outlier_table(frame, cases, heads)

@@ -199,12 +199,16 @@ def history_table(runs: pd.DataFrame, judged: dict[tuple[str, str, str], str] | 
     return pd.DataFrame(rows)
 
 
+NONE_YET = ("None yet: no machine here has two runs that each measured a figure History follows ("
+            + "; ".join(figure.label for figure in FIGURES.values())
+            + "). A machine's history starts with its second such run (`gpubench run --store STORE` on it again).")
+
+
 def render(frame: pd.DataFrame, out: Path) -> str:
     """The report's history section; when no machine has two runs, one line saying so."""
     runs = run_figures(frame)
     if runs.empty:
-        return section("History", "None yet: no machine here has two runs with a headline figure. A machine's history "
-                       "starts with its second run (`gpubench run --store STORE` on it again).")
+        return section("History", NONE_YET)
     plots = plot_history(runs, out)
     intro = ("Machines with several runs (dates, torch versions): each headline figure (best size per run; an epoch is "
              "the guide template's) from the first run to the last, with what `gpubench compare FIRST LAST` says of "

@@ -113,12 +113,53 @@ def md_table(frame: pd.DataFrame, index: bool = False, human: bool = False) -> s
     return "\n".join([header, rule, *body])
 
 
+def same_rows_folded(frame: pd.DataFrame, column: str = "machine") -> pd.DataFrame:
+    """Rows alike in every column but `column` as one row, their `column` values joined ('a · H200, b · H200'): two
+    machines that read the same share a line."""
+    if column not in frame or len(frame) < 2:
+        return frame
+    rest = frame.drop(columns=[column])
+    keys = pd.Series(["\x1f".join(map(str, row)) for row in rest.itertuples(index=False)], index=frame.index)
+    joined = frame[column].astype(str).groupby(keys, sort=False).agg(", ".join)
+    first = ~keys.duplicated()
+    return frame[first].assign(**{column: list(joined[keys[first]])})
+
+
+def constant_columns(frame: pd.DataFrame, human: bool = False, min_rows: int = 2) -> tuple[pd.DataFrame, str]:
+    """`frame` less the columns that read the same in every row, and the sentence that says them once ('Every row:
+    target_accuracy 85.0%, not_converged 0; none: compile_s.'); a table of fewer than `min_rows` rows as it is."""
+    if len(frame) < min_rows:
+        return frame, ""
+    texts = {str(c): [_formatter(str(c), human)(v) for v in frame[c]] for c in frame.columns}
+    same = [c for c in texts if len(set(texts[c])) == 1][:len(texts) - 1]
+    if not same:
+        return frame, ""
+    said = ", ".join(f"{c} {texts[c][0]}" for c in same if texts[c][0])
+    none = ", ".join(c for c in same if not texts[c][0])
+    return frame.drop(columns=same), escape("Every row: " + "; ".join(p for p in (said, none and f"none: {none}")
+                                                                      if p) + ".")
+
+
+def md_rows(frame: pd.DataFrame, human: bool = False) -> str:
+    """A table of one row as one line, each cell after its column's name ('compile_s 12.5 s; gain_pct 10.7'); a
+    longer one as md_table."""
+    if len(frame) != 1:
+        return md_table(frame, human=human)
+    cells = [(str(c), v if isinstance(v, Md) else _formatter(str(c), human)(v)) for c, v in frame.iloc[0].items()]
+    return "; ".join(escape(c) + " " + escape(v) for c, v in cells if v != "") + "."
+
+
+def paragraph(intro: str, rows: str) -> str:
+    """`intro` and md_rows' text: one paragraph where that is a line, the intro above the table otherwise."""
+    return "\n\n".join(filter(None, [intro, rows])) if rows.startswith("|") else " ".join(filter(None, [intro, rows]))
+
+
 def _formatter(column: str, human: bool):
     from gpubench.harness.records.schema import BY_NAME
     from gpubench.harness.core.percent import percent
     from gpubench.reports.units import human_column
 
-    if human and column in ("spread", "rel_iqr"):
+    if human and column in ("spread", "rel_iqr", "windows_spread"):
         return lambda v: "" if _empty(v) else percent(v, 1)  # a spread of 0.3% is not 0.0%
     if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
         return lambda v: "" if _empty(v) else human_column(column, v)

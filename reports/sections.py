@@ -15,10 +15,12 @@ from gpubench.reports import bar_plots, plots, tables
 from gpubench.reports.aggregate import USER_PREFIX
 from gpubench.reports.intervals import BEST_RULE
 from gpubench.harness.records.schema import SETTING_COLUMNS
-from gpubench.reports.markdown import Md, code, image, md_table, section
+from gpubench.reports.markdown import (Md, code, constant_columns, image, md_rows, md_table, paragraph,
+                                       same_rows_folded, section)
 from gpubench.reports.summary import bandwidth_cell, pm
 from gpubench.reports.intervals import steady_best
-from gpubench.reports.units import human_column
+from gpubench.reports.units import human, human_column
+from gpubench.harness.core.percent import percent
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
 
@@ -38,9 +40,20 @@ def machine_columns(table: pd.DataFrame, keys: list[str], cells: list[str]) -> p
     return grouped.unstack("machine").fillna("").reset_index().rename_axis(columns=None)
 
 
-def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
-    """A long table of several machines pivoted, each cell the first figure with its spread and flags; None where
-    the table is short, of one machine, or its first figure is not a number."""
+def folded(table: pd.DataFrame, keys: list[str], cells: list[str], fold: str) -> tuple[pd.DataFrame, list[str]]:
+    """Rows that differ only in `fold` as one row per machine, their cells joined after the value they differ in
+    ('no_grad 217 k samples/s · inference_mode 368 k samples/s'); the keys left."""
+    rest = [key for key in keys if key != fold]
+    labelled = table.assign(_cell=[f"{value} {text}" if text else "" for value, text in zip(table[fold], cells)])
+    joined = (labelled.groupby([*rest, "machine"], sort=False, dropna=False)["_cell"]
+              .agg(lambda texts: " · ".join(text for text in texts if text)).reset_index())
+    return joined, rest
+
+
+def by_machine(table: pd.DataFrame, fold: str | None = None) -> pd.DataFrame | None:
+    """A long table of several machines pivoted, each cell the first figure with its spread and flags (the cells of
+    a `fold` setting's values joined in one); None where the table is short, of one machine, or its first figure is
+    not a number."""
     if not several_machines(table):
         return None
     keys = [c for c in table.columns if c in SETTING_COLUMNS and c != "machine"]
@@ -50,18 +63,32 @@ def by_machine(table: pd.DataFrame) -> pd.DataFrame | None:
         return None
     spread = table["spread"] if "spread" in table else pd.Series(float("nan"), index=table.index)
     flags = table["flags"] if "flags" in table else pd.Series("", index=table.index)
-    return machine_columns(table, keys, [human_column(figures[0], v) + pm(s) + (f" ({fl})" if fl else "")
-                                         if not pd.isna(v) else ""
-                                         for v, s, fl in zip(table[figures[0]], spread, flags)])
+    cells = [human_column(figures[0], v) + pm(s) + (f" ({fl})" if fl else "") if not pd.isna(v) else ""
+             for v, s, fl in zip(table[figures[0]], spread, flags)]
+    if fold in keys:
+        table, keys = folded(table, keys, cells, fold)
+        cells = list(table["_cell"])
+    return machine_columns(table, keys, cells)
+
+
+def peak_cell(best: pd.Series) -> str:
+    """One machine's best matmul of a dtype: '583 TFLOP/s at n=4096, 59% of 989 TFLOP/s peak (1 build)'."""
+    spread = f", spread {percent(best['spread'], 1)}" if pd.notna(best["spread"]) else ""
+    of_peak = (f", {best['pct_of_peak']:.3g}% of {human_column('tflops', best['peak_tflops'])} peak"
+               if pd.notna(best["peak_tflops"]) else "")
+    builds = f"{best['builds']:.0f} build" + ("s" if best["builds"] != 1 else "")
+    return f"{human_column('tflops', best['tflops'])} at n={best['size']:.0f}{of_peak} ({builds}{spread})"
 
 
 def matmul(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     peak = tables.matmul_peak_table(cases)
+    several = not peak.empty and peak["machine"].nunique() > 1
+    table = (md_table(machine_columns(peak, ["dtype"], [peak_cell(row) for _, row in peak.iterrows()]))
+             if several else md_table(peak, human=True))
     return section(spec.title, image(plots.matmul_plot(cases, out), "matmul TFLOP/s"),
                    "Best TFLOP/s per dtype (median over builds), against the datasheet peak where the device is known; "
                    f"{BEST_RULE}; `spread` is the IQR/median of the builds' TFLOP/s; bands in the plot span the "
-                   "builds' IQR (the datasheet peaks gpubench knows: `gpubench env --peaks`):",
-                   md_table(peak, human=True))
+                   "builds' IQR (the datasheet peaks gpubench knows: `gpubench env --peaks`):", table)
 
 
 def matmul_speedup(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
@@ -70,7 +97,8 @@ def matmul_speedup(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: Re
     if speedup.empty:
         return ""
     columns = ["machine", "size", "cpu_median_s", "device_median_s", "speedup"]
-    return section(spec.title, md_table(speedup[columns], human=True))
+    # a line or two below the Matmul section's table: too short for a section of its own
+    return Md("**{}**: ").format(spec.title) + md_rows(same_rows_folded(speedup[columns]), human=True)
 
 
 def best_bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, workload: str, tier: str | None) -> dict[str, str]:
@@ -98,7 +126,7 @@ def bandwidth(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
     tiers = [None] if workload != "elementwise" else ["dram", "cache"]
     table = pd.DataFrame({tier or "best GB/s": best_bandwidth(frame, cases, workload, tier) for tier in tiers})
     table.index.name = "machine"
-    headline = [md_table(table.fillna(""), index=True)]
+    headline = [md_table(table.astype(object).fillna(""), index=True)]
     if workload == "elementwise":
         headline.insert(0, "GB/s by memory tier, as the summary says them (the best case by its builds' lower "
                         "quartile; the median of its builds): `dram` = each array >= 4x the last-level cache, every "
@@ -137,7 +165,7 @@ def selfcheck(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportS
                    "0.97–1.03 — one of the clocks is wrong (the failures are listed under Rows not ok); a median "
                    "outside the band that noise or load leaves unclear is measured again, then marked inconclusive. "
                    "`builds` counts the builds that ran; a size none ran reads `skipped` (why: Rows not ok).",
-                   md_table(rows, human=True))
+                   md_table(same_rows_folded(rows), human=True))
 
 
 def windows_pm(spread: float) -> str:
@@ -156,36 +184,60 @@ def epoch_settings(epochs: pd.DataFrame) -> str:
     return md_table(machine_columns(epochs, ["setting"], cells))
 
 
+def template_versus(row: pd.Series) -> Md:
+    """One machine's line of tables.template_vs_fastest: 'on M, `preloaded` is 3.95x faster than the guide template
+    (faster but less accurate: …)'."""
+    if row["fastest_setting"] == tables.TEMPLATE_SETTING:
+        return Md("on {}, the guide template is the fastest setting measured").format(row["machine"])
+    ratio = (Md(" is {:.3g}x faster than the guide template").format(row["template_over_fastest"])
+             if pd.notna(row["template_over_fastest"]) else Md(" is fastest (no guide template ran)"))
+    less = (Md(" (faster but less accurate: {})").format(row["faster_but_less_accurate"])
+            if row["faster_but_less_accurate"] else "")
+    return Md("on {}, {}{}{}").format(row["machine"], code(row["fastest_setting"]), ratio, less)
+
+
 def mnist_epoch(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
     notes = "**Accuracy is meaningless on `synthetic` data.**" if (frame["dataset"] == "synthetic").any() else ""
     parts = [section(spec.title, image(bar_plots.epoch_plot(cases, out), "epoch throughput"),
                      "Guide template against the fastest setting whose test accuracy is within "
-                     f"{tables.EQUAL_ACCURACY} of the template's (faster but less accurate settings are listed apart). "
-                     "Diverged runs are failed rows and never count:",
-                     md_table(tables.template_vs_fastest(frame), human=True),
-                     "Medians over builds and runs; `spread` (`±`) is between builds, `windows_spread` (`windows "
+                     f"{tables.EQUAL_ACCURACY} of the template's (both in the table below; faster but less accurate "
+                     "settings named apart; diverged runs are failed rows and never count): "
+                     + "; ".join(template_versus(row) for _, row in tables.template_vs_fastest(frame).iterrows())
+                     + ". Medians over builds and runs; `spread` (`±`) is between builds, `windows_spread` (`windows "
                      "±`) the IQR/median of one epoch's windows of steps.",
                      epoch_settings(tables.epoch_table(frame)), notes)]
     compiled = tables.compile_table(frame)
     if not compiled.empty:
-        parts.append(section("torch.compile", image(bar_plots.compile_plot(compiled, out), "compile cost"),
-                             "Cold first-call compile time (fresh dynamo state, empty inductor cache) against the "
-                             "steady-state step, eager and compiled on the same batch; break-even = compile time / "
-                             "step gain. Medians over runs.", md_table(compiled, human=True)))
+        # a part of the epoch's section: its compiled settings' cold compile against their step
+        parts += [image(bar_plots.compile_plot(compiled, out), "compile cost"),
+                  paragraph("**torch.compile**: cold first-call compile time (fresh dynamo state, empty inductor "
+                            "cache) against the steady-state step, eager and compiled on the same batch; break-even = "
+                            "compile time / step gain. Medians over runs.",
+                            md_rows(same_rows_folded(compiled), human=True))]
     return "\n\n".join(parts)
 
 
 def time_to_accuracy(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
-    return section(spec.title, "MLPerf's clock: from the first touch of the data to the evaluation that reaches the "
-                   "target (every evaluation inside it; model construction, warm-up and compile outside). Scored over "
-                   "seeds with the olympic mean (fastest and slowest dropped); a seed without a time to target counts "
-                   "as the slowest, two make the result invalid. A seed stopped before its target by its epoch cap "
-                   "(`not_converged`) or by its share of a run budget (`stopped_by_budget`) is an `unreached` row: "
-                   "`unreached` shows the accuracy it reached and the time it trained, never a time to target. "
-                   "`fastest_seed_s`/`slowest_seed_s` span the converged seeds.",
-                   md_table(tables.first_to_target(frame).drop(columns=["first_busy", "template_busy", "first_seeds_s"],
-                                                               errors="ignore"), human=True),
-                   md_table(tables.time_to_accuracy_table(frame), human=True))
+    table, said = constant_columns(tables.time_to_accuracy_table(frame), human=True)
+    intro = ("MLPerf's clock: from the first touch of the data to the evaluation that reaches the target (every "
+             "evaluation inside it; model construction, warm-up and compile outside). Scored over seeds with the "
+             "olympic mean (fastest and slowest dropped); a seed without a time to target counts as the slowest, two "
+             "make the result invalid. A seed stopped before its target by its epoch cap (`not_converged`) or by its "
+             "share of a run budget (`stopped_by_budget`) is an `unreached` row: `unreached` shows the accuracy it "
+             "reached and the time it trained, never a time to target. `fastest_seed_s`/`slowest_seed_s` span the "
+             "converged seeds.")
+    firsts = [first_line(row) for _, row in tables.first_to_target(frame).iterrows()]
+    return section(spec.title, " ".join(filter(None, [intro, *firsts, said])), md_table(table, human=True))
+
+
+def first_line(row: pd.Series) -> Md:
+    """A machine's first design to target against the template, as in the table below and the summary."""
+    energy = (Md(", {} against {}").format(human(row["first_energy_j"], "J"), human(row["template_energy_j"], "J"))
+              if pd.notna(row["first_energy_j"]) and pd.notna(row["template_energy_j"]) else "")
+    return Md("First to {} on {}: {}, {} against the template's {} ({:.3g}x){}.").format(
+        human_column("target_accuracy", row["target_accuracy"]), row["machine"], code(row["first_design"]),
+        human(row["first_s"], "s"), human(row["template_s"], "s"),
+        row["template_over_first"], energy)
 
 
 def memory_strategies(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSection, workload: str) -> str:
@@ -229,9 +281,10 @@ def generic(frame: pd.DataFrame, cases: pd.DataFrame, out: Path, spec: ReportSec
         # a figure past its bound is never shown bare: the summary leaves it out, the table says why
         columns.append("flags")
     table = rows[[c for c in columns if c in rows]]
-    pivoted = by_machine(table)
+    pivoted = by_machine(table, spec.fold)
     return section(spec.title, image(png, workload), spec.intro,
-                   md_table(table, human=True) if pivoted is None else md_table(pivoted.fillna("")))
+                   md_table(same_rows_folded(table), human=True) if pivoted is None
+                   else md_table(pivoted.fillna("")))
 
 
 RENDERERS: dict[str, Renderer] = {"matmul": matmul, "matmul_speedup": matmul_speedup, "bandwidth": bandwidth,

@@ -14,12 +14,8 @@ from gpubench.reports.aggregate import column_or, geomean, per_case, union_flags
 from gpubench.reports.intervals import pair_timings, speedup_interval, steady_best, timings_by_machine
 from gpubench.reports.markdown import Md, code
 from gpubench.reports.settled import busy_flagged
-from gpubench.reports.units import human, human_column
+from gpubench.reports.units import human
 
-FINGERPRINT_FIELDS = ("machine_id", "hostname", "device", "device_name", "device_count", "gpu_mem_bytes", "sm_count",
-                      "compute_capability", "cpu_model", "cpu_cores", "ram_bytes", "llc_bytes", "os", "python_version",
-                      "torch_version", "cuda_version", "cudnn_version", "driver_version", "torch_threads",
-                      "tf32_matmul", "gpubench_version", "git_commit", "profile")
 TEMPLATE_SETTING = "guide-template"
 MEASURED = r"\d+(?:\.\d+)?(?:e[+-]?\d+)? ms"  # a duration a build measured and wrote into its reason
 EQUAL_ACCURACY = 0.01  # "fastest" means fastest among settings within this of the template's accuracy
@@ -27,16 +23,6 @@ EQUAL_ACCURACY = 0.01  # "fastest" means fastest among settings within this of t
 
 def ok_rows(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
     return frame[(frame["workload"] == workload) & (frame["status"] == "ok")]
-
-
-def machines_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Fingerprints side by side: one column per machine."""
-    first = frame.drop_duplicates("machine").set_index("machine")
-    table = first[[c for c in FINGERPRINT_FIELDS if c in first]].T.astype(object).where(lambda t: t.notna(), "")
-    for field in table.index:  # 135148564480 -> 126 GiB
-        table.loc[field] = [human_column(field, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-                            for v in table.loc[field]]
-    return table.rename_axis("field")
 
 
 def matmul_peak_table(cases: pd.DataFrame) -> pd.DataFrame:
@@ -240,17 +226,22 @@ def first_to_target(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def flagged(frame: pd.DataFrame) -> pd.DataFrame:
-    """Ok rows whose figure carries a flag: per machine, workload and flag, how many builds and which cases."""
+    """Ok rows whose figure carries a flag: per machine and workload, each flag with how many builds and which
+    cases."""
     ok = frame[(frame["status"] == "ok") & (frame["flags"] != "")]
     records = [{"machine": m, "workload": w, "flag": flag, "case_id": c}
                for m, w, c, flags in zip(ok["machine"], ok["workload"], ok["case_id"], ok["flags"])
                for flag in str(flags).split(";") if flag]
     if not records:
         return pd.DataFrame()
-    return (pd.DataFrame(records).groupby(["machine", "workload", "flag"], sort=False)
-            .agg(builds=("case_id", "size"),
-                 cases=("case_id", lambda c: ", ".join(sorted({x.split("/", 1)[-1] for x in c}))))
-            .reset_index())
+    per_flag = (pd.DataFrame(records).groupby(["machine", "workload", "flag"], sort=False)
+                .agg(builds=("case_id", "size"),
+                     cases=("case_id", lambda c: ", ".join(sorted({x.split("/", 1)[-1] for x in c}))))
+                .reset_index())
+    # a row per machine and workload: 'noisy: 4 builds (add-fp32-2^20, …); cache: 6 builds (…)'
+    per_flag["flags"] = [f"{flag}: {builds} build{'s' if builds != 1 else ''} ({cases})"
+                         for flag, builds, cases in zip(per_flag["flag"], per_flag["builds"], per_flag["cases"])]
+    return per_flag.groupby(["machine", "workload"], sort=False)["flags"].agg("; ".join).reset_index()
 
 
 def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:

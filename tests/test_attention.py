@@ -214,7 +214,8 @@ def test_the_report_shows_the_section_its_plot_and_summary_rows_after_the_micro_
     writer.close()
     text = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
     summary = text.split("## Summary")[1].split("\n## ")[0]
-    assert "| attention forward, best | 1.5 TFLOP/s, 75% of matmul (bf16 flash s512) (95% " in summary
+    assert ("| attention forward, best | 1.5 TFLOP/s, 75% of its build's bf16 matmul (2 TFLOP/s) "
+            "(bf16 flash s512) (95% ") in summary
     assert summary.index("matmul bf16, best") < summary.index("attention forward, best")
     assert summary.index("attention forward, best") < summary.index("attention fwd+bwd")
     assert summary.index("attention fwd+bwd") < summary.index("flagged · not ok rows")

@@ -80,7 +80,7 @@ def test_an_mfu_above_one_reaches_neither_the_answer_nor_the_summary_and_a_small
     answer, summary = text.split("\n")[2], section_of(text, "Summary")
     assert answer.startswith("**Answer:**") and "tiny-bf16-math" in answer and "tiny-fp32-math" not in answer
     cell = next(line for line in summary.splitlines() if line.startswith("| tiny transformer step, fastest |"))
-    assert "(tiny-bf16-math), MFU 0.042% of measured matmul (95%" in cell
+    assert "(tiny-bf16-math), MFU 0.042% of its build's bf16 matmul (0.2 TFLOP/s) (95%" in cell
     assert "`transformer/tiny-fp32-math`: left out — impossible: MFU 140% is above the whole peak" in summary
 
 

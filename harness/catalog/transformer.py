@@ -10,7 +10,10 @@ from gpubench.harness.core.workload_spec import IdRule, PlotSpec, ReportSection,
 def _training(best: Mapping[str, Any]) -> str:
     """Tokens/s of the fastest setting and its MFU, against the datasheet peak or else the measured matmul."""
     mfu, datasheet = best.get("mfu"), best.get("peak_tflops")
-    of = "" if isinstance(datasheet, float) and math.isfinite(datasheet) else " of measured matmul"
+    own = best.get("measured_peak_tflops")
+    of = ("" if isinstance(datasheet, float) and math.isfinite(datasheet)
+          else f" of its build's {best['precision']} matmul ({own:.3g} TFLOP/s)"
+          if isinstance(own, float) and math.isfinite(own) else " of measured matmul")
     share = f", MFU {percent(mfu)}{of}" if isinstance(mfu, float) and math.isfinite(mfu) else ""  # 0.04%, not 0%
     return f"{best['tokens_per_s']:.3g} tokens/s ({best['setting']}){share}"
 
@@ -42,7 +45,7 @@ SPEC = WorkloadSpec(
               "precision or, where gpubench knows no peak (CPUs), by this machine's own n×n matmul in that precision, "
               "measured in the same build (`measured_peak_tflops`). Medians over builds; `spread` between builds.",
         table=("machine", "model", "precision", "compile_mode", "sdpa_backend", "optimizer", "batch_size", "seq_len",
-               "tokens_per_s", "step_s", "spread", "tflops", "mfu", "peak_mem_bytes", "flags"),
+               "tokens_per_s", "step_s", "spread", "tflops", "mfu", "measured_peak_tflops", "peak_mem_bytes", "flags"),
         plot=PlotSpec(x="setting", y="tokens_per_s", hue="model", logy=True, bars=True),
         order=65,
     ),
