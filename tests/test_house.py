@@ -1,37 +1,58 @@
-"""House rules that keep the library readable: modules hold one idea (at most 400 lines) and
-functions fit on a screen (at most 60 lines), in harness/ and reports/."""
+"""House rules that keep the library readable: modules hold one idea and functions fit on a screen, in
+harness/ and reports/.
+
+Size is counted in logical lines (Python's statements: a call wrapped over five lines is one, a docstring is one,
+blank and comment lines none), so the formatter's wrapping at 100 columns never decides where a module splits. The
+limits are the old ones of 400 and 60 physical lines in the 120-column style, translated: no module then held
+more than 279 logical lines, no function more than 47.
+"""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(p for folder in ("harness", "reports") for p in (ROOT / folder).rglob("*.py"))
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
+MAX_MODULE_STATEMENTS, MAX_FUNCTION_STATEMENTS = 280, 48
+
+
+def statement_rows(source: str) -> list[int]:
+    """The row each logical line ends on."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return [token.start[0] for token in tokens if token.type == tokenize.NEWLINE]
 
 
 def long_functions(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [f"{path.name}:{node.lineno} {node.name} has {node.end_lineno - node.lineno + 1} lines"
-            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    source = path.read_text(encoding="utf-8")
+    rows = statement_rows(source)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            statements = sum(node.lineno <= row <= node.end_lineno for row in rows)
+            if statements > MAX_FUNCTION_STATEMENTS:
+                found.append(f"{path.name}:{node.lineno} {node.name} has {statements} statements")
+    return found
 
 
-def test_no_function_over_60_lines() -> None:
+def test_no_function_over_48_statements() -> None:
     assert [line for path in SOURCES for line in long_functions(path)] == []
 
 
-def test_no_module_over_400_lines() -> None:
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in SOURCES}
-    assert {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
+def test_no_module_over_280_statements() -> None:
+    sizes = {str(p.relative_to(ROOT)): len(statement_rows(p.read_text(encoding="utf-8"))) for p in SOURCES}
+    assert {name: size for name, size in sizes.items() if size > MAX_MODULE_STATEMENTS} == {}
 
 
 def test_the_rules_see_a_long_function(tmp_path: Path) -> None:
     module = tmp_path / "long.py"
-    module.write_text("def f():\n" + "    x = 1\n" * 60, encoding="utf-8")
-    assert long_functions(module) == ["long.py:1 f has 61 lines"]
+    wrapped = "    x = f(\n        1,\n    )\n"
+    module.write_text("def f():\n" + "    x = 1\n" * 47 + wrapped * 2, encoding="utf-8")
+    # the def line is a statement too: 1 + 47 + 2 wrapped calls
+    assert long_functions(module) == ["long.py:1 f has 50 statements"]
 
 
 # The console object and the one screen it writes through inside pytest; every other module asks them.
