@@ -19,7 +19,8 @@ from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
 from gpubench.reports.modes import mode_changes
 from gpubench.reports.case_ids import as_new_ids
-from gpubench.reports.load import RUN, broken_rows, dedupe, load_results, over_budget, run_key, samples
+from gpubench.reports.load import RUN, broken_rows, load_results, over_budget, run_key, samples
+from gpubench.reports.ownership import dedupe
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.markdown import escape, table_row

@@ -260,7 +260,7 @@ class _Text:
                 self.refuse(column, text[column].iloc[at], int(at))
             typed.setdefault(column, values)
         frame = pd.DataFrame({c: typed[c] for c in self.header})
-        return frame.assign(source_file=[p.stem for p in self.paths],
+        return frame.assign(source_file=[p.stem for p in self.paths], source_path=[str(p) for p in self.paths],
                             source_line=self.lines).drop(index=sorted(self.left_out))
 
     def refuse(self, column: str, cell: str, at: int) -> None:
@@ -286,9 +286,9 @@ CHUNK_FILES = 100  # files typed together
 
 
 def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
-    """Every row of the CSVs `paths` as one frame, with `source_file` (stem) and `source_line`. Damage is a SchemaError
-    naming file, line and fix; so is an impossible value unless `refused` is given (the row is left out, named there).
-    Typed a hundred files at a time: a thousand runs load in seconds."""
+    """Every row of the CSVs `paths` as one frame, with `source_file` (stem), `source_path` and `source_line`. Damage
+    is a SchemaError naming file, line and fix; so is an impossible value unless `refused` is given (the row is left
+    out, named there). Typed a hundred files at a time: a thousand runs load in seconds."""
     import pandas as pd
 
     pending, frames = _Text(refused), []
@@ -301,7 +301,7 @@ def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -
     if pending.records or not frames:
         frames.append(pending.typed())
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    sources = ("source_file", "source_line")
+    sources = ("source_file", "source_path", "source_line")
     ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c not in sources), *sources]
     return frame.reindex(columns=ordered)
 
@@ -325,5 +325,5 @@ def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """One results CSV as read_frame's rows, each a dict of every column (None when empty)."""
-    return frame_rows(read_frame([path]).drop(columns=["source_file", "source_line"]))
+    return frame_rows(read_frame([path]).drop(columns=["source_file", "source_path", "source_line"]))
 

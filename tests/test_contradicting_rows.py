@@ -1,0 +1,49 @@
+"""A row whose median contradicts a throughput figure of its own (its tflops, GB/s, samples/s imply another work per
+call than its settings, or its case's other rows, state) is no measurement: left out of the figures and named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from gpubench.reports.build import build_report
+from gpubench.reports.load import load_results
+from gpubench.reports.screen import contradicting
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
+HEADLINE = EXAMPLES / "h200" / "headline.csv"
+
+
+def test_a_median_a_hundred_times_off_its_own_tflops_is_refused_by_its_settings(tmp_path, capsys):
+    rows = pd.read_csv(HEADLINE)
+    at = rows.index[rows["case_id"].eq("matmul/bf16-n8192")][0]
+    rows.loc[at, "median_s"] *= 0.01
+    rows.to_csv(tmp_path / "run.csv", index=False)
+    refused: list[str] = []
+    frame = load_results([tmp_path / "run.csv"], refused, [])
+    assert "matmul/bf16-n8192" not in set(frame["case_id"]) and len(frame) == len(rows) - 1
+    [line] = refused
+    assert line.startswith(f"{tmp_path / 'run.csv'}:{at + 2}: column median_s = ")
+    assert "contradicts its own tflops" in line and "what its settings state" in line
+    report = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
+    assert "contradicts its own tflops" in report and "contradicts" in capsys.readouterr().err
+
+
+def test_a_build_whose_figure_and_median_disagree_with_its_cases_other_builds_is_refused(tmp_path):
+    rows = pd.read_csv(HEADLINE)
+    case = rows[rows["case_id"].eq("elementwise/add-fp32-2^24")]
+    builds = pd.concat([case.assign(build=b, builds=3) for b in range(3)], ignore_index=True)
+    builds.loc[2, "median_s"] *= 100
+    builds.to_csv(tmp_path / "run.csv", index=False)
+    refused: list[str] = []
+    frame = load_results([tmp_path / "run.csv"], refused, [])
+    assert sorted(frame["build"]) == [0, 1]
+    [line] = refused
+    assert "contradicts its own gbps" in line and "the other rows of its case in its file" in line
+
+
+def test_rows_of_real_runs_never_contradict_themselves():
+    files = [*EXAMPLES.glob("*.csv"), *(EXAMPLES / "h200").glob("*.csv")]
+    frame = load_results(files, [], [])
+    assert len(frame) > 500 and contradicting(frame).isna().all()
