@@ -112,6 +112,8 @@ def dedupe(frame: pd.DataFrame, left_out: list[str] | None = None) -> tuple[pd.D
             raise UsageError(line)
         left_out.append(f"{line}; the run is left out")
         frame = frame[~run_key(frame).eq(run_key(same).iloc[0])]
+        if frame.empty:
+            raise UsageError(line)
     duplicated = frame.duplicated(subset=keys)
     runs = ", ".join(sorted(set(frame.loc[duplicated, "run_id"])))
     notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {runs} counted once"] if duplicated.any() else []

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpubench.harness.catalog import spec_for
 from gpubench.harness.core.bounds import IMPOSSIBLE, bounds_for
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.reports.aggregate import column_or
 
@@ -59,7 +60,7 @@ STATED_WORK: dict[str, tuple[str, Work]] = {
     "transformer": ("samples_per_s", lambda rows: rows["batch_size"]),
 }
 # A row's figure and median may disagree by rounding; past this factor either way they contradict each other.
-AGREE_FACTOR = 2.0
+AGREE_FACTOR = 1.1
 
 
 def _expected_work(frame: pd.DataFrame, figure: str, stated: pd.Series, ok: pd.Series) -> tuple[pd.Series, str]:
@@ -109,6 +110,16 @@ def screen(frame: pd.DataFrame, paths: dict[str, str], refused: list[str]) -> pd
         refused.append(f"{_where(frame, index, paths)}: column {empty[index]} is empty in an ok row "
                        "(no figure to show)")
     return frame[peak.isna() & empty.isna() & contradiction.isna()]
+
+
+def refuse_contradicting(frame: pd.DataFrame) -> None:
+    """A UsageError naming the first row whose median contradicts its own throughput (`contradicting`): where rows
+    are not left out (compare, ab), such a file is refused, never judged."""
+    reasons = contradicting(frame)
+    if reasons.notna().any():
+        index = reasons.first_valid_index()
+        raise UsageError(f"{_where(frame, index, {})}: {reasons[index]} — the file is damaged; re-run the case or "
+                         "delete the line")
 
 
 def _where(frame: pd.DataFrame, index: object, paths: dict[str, str]) -> str:

@@ -47,3 +47,27 @@ def test_rows_of_real_runs_never_contradict_themselves():
     files = [*EXAMPLES.glob("*.csv"), *(EXAMPLES / "h200").glob("*.csv")]
     frame = load_results(files, [], [])
     assert len(frame) > 500 and contradicting(frame).isna().all()
+
+
+def test_compare_refuses_a_side_whose_median_contradicts_its_own_tflops(tmp_path, capsys):
+    rows = pd.read_csv(HEADLINE)
+    rows.to_csv(tmp_path / "base.csv", index=False)
+    at = rows.index[rows["case_id"].eq("matmul/bf16-n8192")][0]
+    rows.loc[at, "median_s"] *= 0.01
+    rows.assign(run_id="new").to_csv(tmp_path / "new.csv", index=False)
+    from gpubench.harness.commands.cli import main
+
+    assert main(["compare", str(tmp_path / "base.csv"), str(tmp_path / "new.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'new.csv'}:{at + 2}: column median_s = " in err and "contradicts its own tflops" in err
+
+
+def test_a_median_a_fifth_off_its_own_figure_is_past_rounding_and_refused(tmp_path):
+    rows = pd.read_csv(HEADLINE)
+    at = rows.index[rows["case_id"].eq("transfer/h2d-256MiB-pinned-nb")][0]
+    rows.loc[at, "median_s"] *= 1.2
+    rows.to_csv(tmp_path / "run.csv", index=False)
+    refused: list[str] = []
+    load_results([tmp_path / "run.csv"], refused, [])
+    [line] = refused
+    assert "contradicts its own gbps" in line

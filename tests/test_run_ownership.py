@@ -102,6 +102,9 @@ def test_a_case_held_twice_in_one_file_leaves_that_run_out_of_a_store_and_refuse
     assert any("holds matmul/fp32-n8192 build 0 twice" in line and "left out" in line for line in left_out)
     with pytest.raises(UsageError, match="twice with different figures"):
         dedupe(load_results([store / "twice.csv"]))
+    with pytest.raises(UsageError, match="twice with different figures"):
+        build_report([store / "twice.csv"], tmp_path / "out", None)
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_writer_is_the_file_named_after_the_run_else_none(tmp_path):
