@@ -50,7 +50,9 @@ def writer(run_id: str, paths: list[str]) -> str | None:
 
 
 def _fingerprints(rows: pd.DataFrame) -> set[str]:
-    return set(joined(rows[ROW]))
+    """Each row's ROW as one text; an empty cell is "" (a NaN part would make the whole text NaN: every row alike)."""
+    parts = rows[ROW].astype(object)
+    return set(joined(parts.where(parts.notna(), "")))
 
 
 def _split(frame: pd.DataFrame, rows: pd.Series, run_id: str, paths: list[str], notes: list[str]) -> None:

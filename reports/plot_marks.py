@@ -4,9 +4,10 @@ measured while another process was busy, and the legend's key for it."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+
+from gpubench.reports.drawing import plt
 
 GAP_RATIO = 10.0  # neighbouring sizes further apart than this are two points, not one line
 BUSY_FLAGS = ("busy", "busy-gpu")

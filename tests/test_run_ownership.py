@@ -117,3 +117,14 @@ def test_the_writer_is_the_file_named_after_the_run_else_none(tmp_path):
     assert writer("r1", [str(first), str(second)]) is None
     (second.parent / "r1.exit.json").write_text("{}")
     assert writer("r1", [str(first), str(second)]) == str(second)
+
+
+def test_another_files_rows_of_a_run_without_a_median_are_not_taken_for_a_copy(tmp_path):
+    """A skipped or failed build has no median: its rows still differ from the run's own."""
+    store, alice, bob = team_store(tmp_path)
+    skipped = run_rows("alice-run").assign(build=1, builds=2, status="failed", median_s=None, reason="crashed")
+    pd.concat([run_rows("bob-run"), skipped]).to_csv(bob, index=False)
+    left_out: list[str] = []
+    frame, _ = dedupe(load_results([store], [], left_out), left_out)
+    assert set(frame.loc[frame["run_id"].eq("alice-run"), "build"]) == {0}
+    assert any(str(bob) in line and "naming run alice-run" in line for line in left_out)

@@ -65,6 +65,8 @@ class _Records:
         if problem := not_csv_text(self.data):
             raise SchemaError(f"{path}: {problem}")
         self.text = io.TextIOWrapper(io.BytesIO(self.data), encoding="utf-8-sig", newline="")
+        # a raw-samples cell may be as long as the file may be (csv's own limit is 128 KiB: 16,000 samples)
+        csv.field_size_limit(max(csv.field_size_limit(), MAX_RESULTS_BYTES))
         self.reader = csv.reader(self.text)
         self.header = self._header()
 
