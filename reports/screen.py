@@ -65,10 +65,12 @@ AGREE_FACTOR = 1.1
 
 def _expected_work(frame: pd.DataFrame, figure: str, stated: pd.Series, ok: pd.Series) -> tuple[pd.Series, str]:
     """Per row, the work one call of its case does: as its settings state it where its workload says (STATED_WORK),
-    else the median its case's ok rows in its file state; and where it came from, per row."""
+    else the median its case's ok rows of its run in its file state; and where it came from, per row."""
     per_file = column_or(frame, "source_path", "").fillna("").astype(str)
-    expected = stated.where(ok).groupby([per_file, frame["case_id"]]).transform("median")
-    basis = pd.Series("the other rows of its case in its file", index=frame.index, dtype=object)
+    # a case's rows of one run in one file: another run's rows there (planted or not) are no peers of its own
+    peers = [per_file, frame["run_id"], frame["case_id"]]
+    expected = stated.where(ok).groupby(peers).transform("median")
+    basis = pd.Series("the other rows of its case in its run", index=frame.index, dtype=object)
     for workload, (column, work) in STATED_WORK.items():
         rows = frame["workload"].eq(workload)
         if column == figure and rows.any():
@@ -79,7 +81,7 @@ def _expected_work(frame: pd.DataFrame, figure: str, stated: pd.Series, ok: pd.S
 
 def contradicting(frame: pd.DataFrame) -> pd.Series:
     """Per ok row: why its median_s contradicts a throughput figure of its own (the work per call the two imply is
-    more than AGREE_FACTOR from what its settings, else its case's other rows in its file, state), or None."""
+    more than AGREE_FACTOR from what its settings, else its case's other rows of its run, state), or None."""
     reasons = pd.Series(None, index=frame.index, dtype=object)
     median_s = pd.to_numeric(frame["median_s"], errors="coerce")
     for figure in (f for f in THROUGHPUT if f in frame):

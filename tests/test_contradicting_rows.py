@@ -40,7 +40,7 @@ def test_a_build_whose_figure_and_median_disagree_with_its_cases_other_builds_is
     frame = load_results([tmp_path / "run.csv"], refused, [])
     assert sorted(frame["build"]) == [0, 1]
     [line] = refused
-    assert "contradicts its own gbps" in line and "the other rows of its case in its file" in line
+    assert "contradicts its own gbps" in line and "the other rows of its case in its run" in line
 
 
 def test_rows_of_real_runs_never_contradict_themselves():
