@@ -71,3 +71,15 @@ def test_a_median_a_fifth_off_its_own_figure_is_past_rounding_and_refused(tmp_pa
     load_results([tmp_path / "run.csv"], refused, [])
     [line] = refused
     assert "contradicts its own gbps" in line
+
+
+def test_another_runs_rows_planted_in_a_file_do_not_take_its_own_rows_down(tmp_path):
+    """A row's peers are its case's rows of its own run: a run's one elementwise row beside another run's row of the
+    same case, 100 times off, stays."""
+    rows = pd.read_csv(HEADLINE)
+    case = rows[rows["case_id"].eq("elementwise/add-fp32-2^24")]
+    planted = case.assign(run_id="someone-else", median_s=case["median_s"] * 100)
+    pd.concat([case, planted]).to_csv(tmp_path / "run.csv", index=False)
+    refused: list[str] = []
+    frame = load_results([tmp_path / "run.csv"], refused, [])
+    assert list(frame["run_id"]) == ["headline", "someone-else"] and refused == []
