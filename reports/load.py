@@ -21,7 +21,7 @@ from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError
 from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS, plain, replace_texts, short_label
 from gpubench.reports.aggregate import column_or
 from gpubench.reports.merged import write_cells
-from gpubench.reports.screen import refuse_contradicting, screen
+from gpubench.reports.screen import screen
 
 
 def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[Path]:
@@ -140,8 +140,6 @@ def load_results(paths: list[Path], refused: list[str] | None = None,
     if refused is not None:
         refused.extend(found or [])
         frame = screen(frame, {f.stem: str(f) for f in files}, refused)
-    else:
-        refuse_contradicting(frame)
     if frame.empty:
         why = (f"every row was refused ({refused[0]}{' …' if len(refused) > 1 else ''})" if refused
                else "the files hold only headers; run some cases first")

@@ -114,14 +114,15 @@ def screen(frame: pd.DataFrame, paths: dict[str, str], refused: list[str]) -> pd
     return frame[peak.isna() & empty.isna() & contradiction.isna()]
 
 
-def refuse_contradicting(frame: pd.DataFrame) -> None:
+def refuse_contradicting(*frames: pd.DataFrame) -> None:
     """A UsageError naming the first row whose median contradicts its own throughput (`contradicting`): where rows
-    are not left out (compare, ab), such a file is refused, never judged."""
-    reasons = contradicting(frame)
-    if reasons.notna().any():
-        index = reasons.first_valid_index()
-        raise UsageError(f"{_where(frame, index, {})}: {reasons[index]} — the file is damaged; re-run the case or "
-                         "delete the line")
+    are not left out (compare), such a file is refused, never judged."""
+    for frame in frames:
+        reasons = contradicting(frame)
+        if reasons.notna().any():
+            index = reasons.first_valid_index()
+            raise UsageError(f"{_where(frame, index, {})}: {reasons[index]} — the file is damaged; re-run the case "
+                             "or delete the line")
 
 
 def _where(frame: pd.DataFrame, index: object, paths: dict[str, str]) -> str:

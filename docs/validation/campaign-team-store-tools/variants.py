@@ -98,7 +98,7 @@ VARIANTS = [
       "$G compare $C/x/base.csv $C/x/x8.csv", (2,), ("contradicts its own tflops",), "", "one line, exit 2"),
     V("X9", "rows", "a matmul row of size 10^30", "$G report $C/x/x9.csv --out $O", (0, 2), (), "",
       "refused in one line (row or file)"),
-    V("X10", "rows", "ab's own judging of a contradicting side is compare's (same loader)",
+    V("X10", "rows", "compare with the contradicting file as BASE",
       "$G compare $C/x/x8.csv $C/x/base.csv", (2,), ("contradicts",), "", "one line, exit 2"),
 ]
 VARIANTS += [
