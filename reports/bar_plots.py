@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+# before matplotlib's modules: Agg, whatever MPLBACKEND says
+from gpubench.reports.drawing import plt
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.lines import Line2D

@@ -16,8 +16,9 @@ from gpubench.reports import (before_after, health, history, machines, race, scr
                              tables)
 from gpubench.reports.aggregate import column_or, per_case
 from gpubench.reports.intervals import RatioInterval, pair_timings, speedup_interval, timings_by_machine
-from gpubench.reports.load import (OUT_FIX, dedupe, load_env_sidecars, load_results, load_top_ops, spreadsheet_safe,
+from gpubench.reports.load import (OUT_FIX, load_env_sidecars, load_results, load_top_ops, spreadsheet_safe,
                                    write_merged)
+from gpubench.reports.ownership import dedupe
 from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
 from gpubench.reports.publish import report_folder
 from gpubench.reports.settled import set_aside_note, undisturbed
@@ -267,7 +268,7 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     refused: list[str] = []  # rows with impossible figures: named under "Rows refused", never shown
     left_out: list[str] = []  # files in the folders that are not readable results (a store's stray or live files)
     # a run given twice (a file and its folder, a copy) counts once everywhere
-    frame, notes = dedupe(load_results(paths, refused, left_out))
+    frame, notes = dedupe(load_results(paths, refused, left_out), left_out)
     top_ops, (energy_notes, power_caps_w) = load_top_ops(paths, notes), load_env_sidecars(paths, left_out)
     races = race.load_races(paths, left_out)
     tables.baseline_machine(frame, baseline)  # a --baseline that names no machine: refused before `out` is touched

@@ -19,7 +19,9 @@ from gpubench.reports import replicates
 from gpubench.reports.busy import Busy, busy_by_case, judge_busy
 from gpubench.reports.modes import mode_changes
 from gpubench.reports.case_ids import as_new_ids
-from gpubench.reports.load import RUN, broken_rows, dedupe, load_results, over_budget, run_key, samples
+from gpubench.reports.load import RUN, broken_rows, load_results, over_budget, run_key, samples
+from gpubench.reports.ownership import dedupe
+from gpubench.reports.screen import refuse_contradicting
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.percent import percent as share_percent  # 0.1%, not 0%
 from gpubench.reports.markdown import escape, table_row
@@ -376,6 +378,8 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
     paired_notes = []
     sides = paired_sides(base, new)
     base_rows, new_rows = load_results([base]), load_results([new])
+    # files from anywhere: a row whose median contradicts its own rate is refused, never judged
+    refuse_contradicting(base_rows, new_rows)
     if sides:
         problem = pairing_problem(base_rows, new_rows)
         if problem is None:

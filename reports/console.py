@@ -14,7 +14,8 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.reports import summary, tables
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import answer, is_smoke, trusted
-from gpubench.reports.load import dedupe, load_results
+from gpubench.reports.load import load_results
+from gpubench.reports.ownership import dedupe
 from gpubench.reports.settled import undisturbed
 
 UNSHOWN_FIGURES = ("speed vs baseline",)  # a run of one machine is its own baseline
@@ -41,7 +42,7 @@ def answer_lines(paths: list[Path]) -> list[str]:
     """The answer and the headline figures of the rows in `paths`, as the report says them; none for rows that hold
     no comparable figure (smoke runs) or cannot be read (the report said why)."""
     try:
-        frame, _ = dedupe(load_results(paths, [], []))
+        frame, _ = dedupe(load_results(paths, [], []), [])
     except UsageError:
         return []
     measured = undisturbed(frame[~is_smoke(frame)])

@@ -6,13 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import matplotlib
+from gpubench.reports.drawing import matplotlib, plt
 
-matplotlib.use("Agg")
-import matplotlib.dates
-import matplotlib.ticker
-import matplotlib.pyplot as plt
-import pandas as pd
+import matplotlib.dates  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from gpubench.reports import before_after
 from gpubench.reports.aggregate import per_case

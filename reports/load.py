@@ -114,7 +114,8 @@ def _read_problem(error: Exception) -> str:
 
 
 OUT_FIX = "pass --out with the folder itself"  # a report folder (or a file in it) that is a link
-LABELS = ("source_file", "source_line", "machine", "setting")  # what the report adds to the rows it reads
+# what the report adds to the rows it reads
+LABELS = ("source_file", "source_path", "source_line", "machine", "setting")
 
 
 def load_results(paths: list[Path], refused: list[str] | None = None,
@@ -364,25 +365,6 @@ def machine_keys(frame: pd.DataFrame) -> pd.Series:
     """Each row's machine (IDENTITY) as one text, as the history groups runs. Not the `machine` label: a kernel or
     torch update splits one host into two labels."""
     return joined(identities(frame))
-
-
-def dedupe(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The same run given twice (a file and its folder, a copy) counts once."""
-    keys = [*RUN, "case_id", "build"]
-    repeated = frame[frame.duplicated(subset=keys, keep=False)]
-    by_key = repeated.groupby(keys)
-    conflicting = by_key["median_s"].nunique(dropna=False)
-    if (conflicting > 1).any():
-        key = conflicting[conflicting > 1].index[0]
-        same = by_key.get_group(key)
-        files = sorted(set(same["source_file"]))
-        raise UsageError(f"run {same['run_id'].iloc[0]} holds {same['case_id'].iloc[0]} build "
-                         f"{int(same['build'].iloc[0])} twice with different figures (in {', '.join(files)}) "
-                         "— remove one of the files")
-    duplicated = frame.duplicated(subset=keys)
-    runs = ", ".join(sorted(set(frame.loc[duplicated, "run_id"])))
-    notes = [f"{int(duplicated.sum())} duplicate row(s) of run(s) {runs} counted once"] if duplicated.any() else []
-    return frame[~duplicated], notes
 
 
 def broken_rows(frame: pd.DataFrame) -> pd.DataFrame:

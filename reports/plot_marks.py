@@ -4,11 +4,11 @@ measured while another process was busy, and the legend's key for it."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from gpubench.harness.core.flags import BUSY_FLAGS
+from gpubench.reports.drawing import plt
 
 GAP_RATIO = 10.0  # neighbouring sizes further apart than this are two points, not one line
 BUSY_LABEL = "x: measured while another process was busy"

@@ -10,10 +10,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
+from gpubench.reports.drawing import matplotlib, plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.container  # noqa: E402
 import matplotlib.lines  # noqa: E402
 import matplotlib.ticker  # noqa: E402

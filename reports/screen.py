@@ -7,11 +7,13 @@ stay in the tables, flagged, but the summary, the answer and the health verdicts
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 
 from gpubench.harness.catalog import spec_for
 from gpubench.harness.core.bounds import bounds_for
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.flags import IMPOSSIBLE
 from gpubench.harness.core.peaks import peak_tflops
 from gpubench.reports.aggregate import column_or
@@ -45,23 +47,89 @@ def without_headline(frame: pd.DataFrame) -> pd.Series:
     return missing
 
 
+# Throughput figures a row derives from its median: the figure times median_s is the work one call does.
+THROUGHPUT = ("tflops", "gbps", "samples_per_s", "tokens_per_s")
+Work = Callable[[pd.DataFrame], pd.Series]
+# The work one call does as a row's own settings state it, per workload: (figure, its work per call).
+STATED_WORK: dict[str, tuple[str, Work]] = {
+    "matmul": ("tflops", lambda rows: 2 * rows["size"] ** 3 / 1e12),
+    "matmul_speedup": ("tflops", lambda rows: 2 * rows["size"] ** 3 / 1e12),
+    "selfcheck": ("tflops", lambda rows: 2 * rows["size"] ** 3 / 1e12),
+    "transfer": ("gbps", lambda rows: rows["size"] / 1e9),
+    "conv2d": ("samples_per_s", lambda rows: rows["batch_size"]),
+    "inference": ("samples_per_s", lambda rows: rows["batch_size"]),
+    "transformer": ("samples_per_s", lambda rows: rows["batch_size"]),
+}
+# A row's figure and median may disagree by rounding; past this factor either way they contradict each other.
+AGREE_FACTOR = 1.1
+
+
+def _expected_work(frame: pd.DataFrame, figure: str, stated: pd.Series, ok: pd.Series) -> tuple[pd.Series, str]:
+    """Per row, the work one call of its case does: as its settings state it where its workload says (STATED_WORK),
+    else the median its case's ok rows of its run in its file state; and where it came from, per row."""
+    per_file = column_or(frame, "source_path", "").fillna("").astype(str)
+    # a case's rows of one run in one file: another run's rows there (planted or not) are no peers of its own
+    peers = [per_file, frame["run_id"], frame["case_id"]]
+    expected = stated.where(ok).groupby(peers).transform("median")
+    basis = pd.Series("the other rows of its case in its run", index=frame.index, dtype=object)
+    for workload, (column, work) in STATED_WORK.items():
+        rows = frame["workload"].eq(workload)
+        if column == figure and rows.any():
+            expected[rows] = pd.to_numeric(work(frame[rows]), errors="coerce")
+            basis[rows] = "its settings"
+    return expected, basis
+
+
+def contradicting(frame: pd.DataFrame) -> pd.Series:
+    """Per ok row: why its median_s contradicts a throughput figure of its own (the work per call the two imply is
+    more than AGREE_FACTOR from what its settings, else its case's other rows of its run, state), or None."""
+    reasons = pd.Series(None, index=frame.index, dtype=object)
+    median_s = pd.to_numeric(frame["median_s"], errors="coerce")
+    for figure in (f for f in THROUGHPUT if f in frame):
+        values = pd.to_numeric(frame[figure], errors="coerce")
+        ok = frame["status"].eq("ok") & (values > 0) & (median_s > 0)
+        stated = values * median_s
+        expected, basis = _expected_work(frame, figure, stated, ok)
+        ratio = stated / expected
+        off = ok & ((ratio > AGREE_FACTOR) | (ratio < 1 / AGREE_FACTOR)) & reasons.isna()
+        reasons[off] = [f"column median_s = {m:g} contradicts its own {figure} = {v:g}: one call's work would be "
+                        f"{r:.3g}x what {b} state — not a measurement"
+                        for m, v, r, b in zip(median_s[off], values[off], ratio[off], basis[off])]
+    return reasons
+
+
 def screen(frame: pd.DataFrame, paths: dict[str, str], refused: list[str]) -> pd.DataFrame:
-    """`frame` less the rows above their peak or without their figure, each named in `refused` (`paths`: source_file
-    stem -> the file's path)."""
+    """`frame` less the rows above their peak, contradicting themselves or without their figure, each named in
+    `refused` (`paths`: source_file stem -> the file's path, where a row holds no `source_path`)."""
     peak = above_peak(frame)
     empty = without_headline(frame)
+    contradiction = contradicting(frame).where(peak.isna())
     for index in frame.index[peak.notna()]:
         refused.append(f"{_where(frame, index, paths)}: column tflops = {frame.at[index, 'tflops']:g} "
                        f"is impossible ({peak[index]})")
-    for index in frame.index[empty.notna() & peak.isna()]:
+    for index in frame.index[contradiction.notna()]:
+        refused.append(f"{_where(frame, index, paths)}: {contradiction[index]}")
+    for index in frame.index[empty.notna() & peak.isna() & contradiction.isna()]:
         refused.append(f"{_where(frame, index, paths)}: column {empty[index]} is empty in an ok row "
                        "(no figure to show)")
-    return frame[peak.isna() & empty.isna()]
+    return frame[peak.isna() & empty.isna() & contradiction.isna()]
+
+
+def refuse_contradicting(*frames: pd.DataFrame) -> None:
+    """A UsageError naming the first row whose median contradicts its own throughput (`contradicting`): where rows
+    are not left out (compare), such a file is refused, never judged."""
+    for frame in frames:
+        reasons = contradicting(frame)
+        if reasons.notna().any():
+            index = reasons.first_valid_index()
+            raise UsageError(f"{_where(frame, index, {})}: {reasons[index]} — the file is damaged; re-run the case "
+                             "or delete the line")
 
 
 def _where(frame: pd.DataFrame, index: object, paths: dict[str, str]) -> str:
     stem = str(frame.at[index, "source_file"])
-    return f"{paths.get(stem, stem)}:{int(frame.at[index, 'source_line'])}"
+    path = frame.at[index, "source_path"] if "source_path" in frame else paths.get(stem, stem)
+    return f"{path}:{int(frame.at[index, 'source_line'])}"
 
 
 def _text(frame: pd.DataFrame, name: str) -> pd.Series:

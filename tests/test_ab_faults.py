@@ -176,7 +176,11 @@ def side_frame(run_id: str, builds: int, factor: float = 1.0, start: str = "2026
     for build in range(builds):
         frame = golden.copy()
         frame["run_id"], frame["build"] = run_id, build
-        frame["median_s"] = frame["median_s"] * factor * (1 + 0.01 * ((build * 7) % 3))
+        scale = factor * (1 + 0.01 * ((build * 7) % 3))
+        frame["median_s"] = frame["median_s"] * scale
+        # each rate agrees with its median, as the writer derives it
+        for rate in ("tflops", "gbps", "samples_per_s"):
+            frame[rate] = frame[rate] / scale
         stamp = pd.Timestamp(start, tz="UTC") + pd.Timedelta(seconds=20 * build + (10 if run_id.endswith("-B") else 0))
         frame["timestamp_utc"] = stamp.isoformat()
         frames.append(frame)

@@ -207,7 +207,8 @@ def test_the_report_shows_the_section_its_plot_and_summary_rows_after_the_micro_
     writer = ResultsWriter(tmp_path, "run")
     matmul = {"schema_version": SCHEMA_VERSION, "run_id": "run", "machine_id": "m", "hostname": "h", "device": "cpu",
               "device_name": "cpu", "workload": "matmul", "case_id": "matmul/bf16-n64", "dtype": "bf16", "size": 64,
-              "build": 0, "status": "ok", "median_s": 0.01, "samples_s": [0.01], "tflops": 2.0}
+              "build": 0, "status": "ok", "median_s": 2 * 64**3 / 2e12, "samples_s": [2 * 64**3 / 2e12],
+              "tflops": 2.0}
     for row in (matmul, attention_row("fwd", "flash", 1.5), attention_row("fwd", "math", 0.5),
                 attention_row("fwd_bwd", "flash", 1.0), attention_row("fwd", "cudnn", 0.0, "skipped")):
         writer.append(row)

@@ -35,7 +35,8 @@ def run(folder: Path, run_id: str, medians_s: tuple[float, ...] = MEDIANS_S, **f
                        "torch_version": "2.14", "cuda_version": "", "workload": "matmul", "case_id": CASE,
                        "dtype": "fp32", "size": 64, "build": build, "builds": len(medians_s), "status": "ok",
                        "rounds": 2, "median_s": median_s, "min_s": median_s, "mean_s": median_s, "iqr_s": 0.0,
-                       "stddev_s": 0.0, "tflops": 0.5, "samples_s": [median_s, median_s], **fields})
+                       "stddev_s": 0.0, "tflops": 2 * 64**3 / median_s / 1e12, "samples_s": [median_s, median_s],
+                       **fields})
     writer.close()
     return folder / f"{run_id}.csv"
 

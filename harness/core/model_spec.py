@@ -8,8 +8,10 @@ import re
 from dataclasses import dataclass
 from gpubench.harness.core.exits import UsageError
 
-DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-TARGET = re.compile(rf"(?P<module>{DOTTED}):(?P<factory>{DOTTED})", re.ASCII)
+# any dotted run of characters but the separators; each part is then checked as Python names it (str.isidentifier:
+# a module named `módulo` is one), so no pattern of ASCII letters decides what a name may be
+DOTTED = r"[^.:\s]+(\.[^.:\s]+)*"
+TARGET = re.compile(rf"(?P<module>{DOTTED}):(?P<factory>{DOTTED})")
 SHAPE = re.compile(r"[1-9][0-9]{0,6}(x[1-9][0-9]{0,6}){0,5}", re.ASCII)  # 1 to 6 sizes, each up to 10^7
 MAX_SAMPLE_ELEMENTS = 2**28  # one sample of 1 GiB in fp32: a larger --input is a typo, not a model
 
@@ -57,6 +59,11 @@ def parse_vocab(text: str) -> int:
     return int(cleaned)
 
 
+def _python_names(*dotted: str) -> bool:
+    """Whether each dotted text is names Python could import and look up (`str.isidentifier`, any script)."""
+    return all(part.isidentifier() for text in dotted for part in text.split("."))
+
+
 def parse_model_options(model: str | None, input_shape: str | None,
                         input_ids: str | None = None) -> ModelSpec | None:
     """The run's model, None without --model; --model and --input go together, --input-ids with them."""
@@ -69,7 +76,7 @@ def parse_model_options(model: str | None, input_shape: str | None,
                                  "--model torchvision.models:resnet18")
         return None
     found = TARGET.fullmatch(model.strip())
-    if found is None:
+    if found is None or not _python_names(found["module"], found["factory"]):
         raise UsageError(f"--model {model!r}: name a factory as module:function, such as "
                              "--model torchvision.models:resnet18")
     if input_shape is None:

@@ -10,7 +10,7 @@ import csv
 import io
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,8 @@ PACKED = {b"\x1f\x8b": "a gzip file — gunzip it first", b"PK\x03\x04": "a zip 
 def not_csv_text(data: bytes) -> str | None:
     """Why `data` is no results CSV before it is decoded: empty, packed, or lines ended by CR alone (old Mac
     text, which the reader would take for one long line and call truncated)."""
-    if not data.strip():
+    # no stripped copy: a 200 MB file would be held twice
+    if not data or data.isspace():
         return "empty — it holds no rows; move it out of the folder"
     packed = next((what for magic, what in PACKED.items() if data.startswith(magic)), None)
     if packed is not None:
@@ -52,42 +53,68 @@ def not_csv_text(data: bytes) -> str | None:
     return None
 
 
-def _records(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
-    """The header, records and line numbers of one results CSV, checked: a gpubench header, every record as wide as
-    it (a cut, even inside a quoted field, is never data), a whole last line. A BOM and blank lines are skipped."""
-    records, lines = [], []  # lines: csv.reader's line number at each record's end
-    data = read_regular(path, MAX_RESULTS_BYTES, "results file")  # no link, FIFO or device; the size checked first
-    if problem := not_csv_text(data):
-        raise SchemaError(f"{path}: {problem}")
-    try:
-        reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
-        header = next(reader, [])
+class _Records:
+    """The header and records of one results CSV, checked as they stream: a gpubench header, every record as wide as
+    it (a cut, even inside a quoted field, is never data), a whole last line. A BOM and blank lines are skipped. The
+    file is decoded as it is read: its records are typed a chunk at a time, never all held as text at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # no link, FIFO or device; the size checked first
+        self.data = read_regular(path, MAX_RESULTS_BYTES, "results file")
+        if problem := not_csv_text(self.data):
+            raise SchemaError(f"{path}: {problem}")
+        self.text = io.TextIOWrapper(io.BytesIO(self.data), encoding="utf-8-sig", newline="")
+        # a raw-samples cell may be as long as the file may be (csv's own limit is 128 KiB: 16,000 samples)
+        csv.field_size_limit(max(csv.field_size_limit(), MAX_RESULTS_BYTES))
+        self.reader = csv.reader(self.text)
+        self.header = self._header()
+
+    def _header(self) -> list[str]:
+        header = self._next() or []
         if len(header) > MAX_COLUMNS:  # typed column by column: 20,000 columns of a few rows took a minute
-            raise SchemaError(f"{path}: the header names {len(header):,} columns, above the {MAX_COLUMNS:,} a results "
-                              "file may have — not a gpubench results file; move it out of the folder")
-        for record in reader:
-            if any(field.strip() for field in record):  # a blank line, or one of spaces, is no record
-                records.append(record)
-                lines.append(reader.line_num)
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise SchemaError(f"{path}: not a readable CSV ({error})") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise SchemaError(f"{path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
-    twice = next((c for i, c in enumerate(header) if c and c in header[:i]), None)
-    if twice is not None:  # which of the two holds the figure? neither is trusted
-        first = header.index(twice)
-        raise SchemaError(f"{path}: the header names column {twice} twice (columns {first + 1} and "
-                          f"{header.index(twice, first + 1) + 1}) — the file is damaged; keep one of them")
-    odd = next((i for i, record in enumerate(records) if len(record) != len(header)), None)
-    if odd is not None:
-        fields = len(records[odd])
-        what = "is truncated" if fields < len(header) else f"has {fields} fields, the header {len(header)}"
-        raise SchemaError(f"{path}: line {lines[odd]} {what} — re-run the case or delete the line")
-    if records and not ends_whole(data):
-        raise SchemaError(f"{path}: line {lines[-1]} is truncated (the file ends inside it) — "
-                          "re-run the case or delete the line")
-    return header, records, lines
+            raise SchemaError(f"{self.path}: the header names {len(header):,} columns, above the {MAX_COLUMNS:,} a "
+                              "results file may have — not a gpubench results file; move it out of the folder")
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise SchemaError(f"{self.path}: not a gpubench results file (missing columns: {', '.join(missing[:5])})")
+        twice = next((c for i, c in enumerate(header) if c and c in header[:i]), None)
+        if twice is not None:  # which of the two holds the figure? neither is trusted
+            first = header.index(twice)
+            raise SchemaError(f"{self.path}: the header names column {twice} twice (columns {first + 1} and "
+                              f"{header.index(twice, first + 1) + 1}) — the file is damaged; keep one of them")
+        return header
+
+    def _next(self) -> list[str] | None:
+        try:
+            return next(self.reader, None)
+        except (UnicodeDecodeError, csv.Error) as error:
+            raise SchemaError(f"{self.path}: not a readable CSV ({error})") from None
+
+    def chunks(self, size: int) -> Iterator[tuple[list[list[str]], list[int]]]:
+        """The records, `size` at a time, with csv.reader's line number at each one's end."""
+        records: list[list[str]] = []
+        lines: list[int] = []
+        last = 0
+        while (record := self._next()) is not None:
+            if not any(field.strip() for field in record):  # a blank line, or one of spaces, is no record
+                continue
+            last = self.reader.line_num
+            if len(record) != len(self.header):
+                fields = len(record)
+                what = "is truncated" if fields < len(self.header) else f"has {fields} fields, the header " \
+                                                                        f"{len(self.header)}"
+                raise SchemaError(f"{self.path}: line {last} {what} — re-run the case or delete the line")
+            records.append(record)
+            lines.append(last)
+            if len(records) == size:
+                yield records, lines
+                records, lines = [], []
+        if last and not ends_whole(self.data):
+            raise SchemaError(f"{self.path}: line {last} is truncated (the file ends inside it) — "
+                              "re-run the case or delete the line")
+        if records:
+            yield records, lines
 
 
 def _upgraded(path: Path, header: list[str], records: list[list[str]],
@@ -239,7 +266,6 @@ class _Text:
         self.records.extend(records)
         self.paths.extend([path] * len(records))
         self.lines.extend(lines)
-        self.files += 1
 
     def typed(self) -> pd.DataFrame:
         """Every column typed by the bulk rules above; the first refused cell names its file, line and column."""
@@ -260,7 +286,7 @@ class _Text:
                 self.refuse(column, text[column].iloc[at], int(at))
             typed.setdefault(column, values)
         frame = pd.DataFrame({c: typed[c] for c in self.header})
-        return frame.assign(source_file=[p.stem for p in self.paths],
+        return frame.assign(source_file=[p.stem for p in self.paths], source_path=[str(p) for p in self.paths],
                             source_line=self.lines).drop(index=sorted(self.left_out))
 
     def refuse(self, column: str, cell: str, at: int) -> None:
@@ -283,25 +309,36 @@ def _quoted(cell: str, max_chars: int = 40) -> str:
 
 
 CHUNK_FILES = 100  # files typed together
+# records typed together: a file's records are never all held as text (a 200 MB file's took 2 GB)
+CHUNK_ROWS = 1000
 
 
 def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
-    """Every row of the CSVs `paths` as one frame, with `source_file` (stem) and `source_line`. Damage is a SchemaError
-    naming file, line and fix; so is an impossible value unless `refused` is given (the row is left out, named there).
-    Typed a hundred files at a time: a thousand runs load in seconds."""
+    """Every row of the CSVs `paths` as one frame, with `source_file` (stem), `source_path` and `source_line`. Damage
+    is a SchemaError naming file, line and fix; so is an impossible value unless `refused` is given (the row is left
+    out, named there). Typed a hundred files or CHUNK_ROWS records at a time: a thousand runs load in seconds, and a
+    large file's text is never held whole."""
     import pandas as pd
 
     pending, frames = _Text(refused), []
     for path in map(Path, [paths] if isinstance(paths, (str, os.PathLike)) else paths):
-        header, records, lines = _records(path)
-        pending.add(path, *_upgraded(path, header, records, lines), lines)
-        if pending.files == CHUNK_FILES:
+        source, added = _Records(path), False
+        for records, lines in source.chunks(CHUNK_ROWS):
+            pending.add(path, *_upgraded(path, source.header, records, lines), lines)
+            added = True
+            if len(pending.records) >= CHUNK_ROWS:
+                frames.append(pending.typed())
+                pending = _Text(refused)
+        if not added:  # a file of a header alone still names its columns
+            pending.add(path, source.header, [], [])
+        pending.files += 1
+        if pending.files >= CHUNK_FILES:
             frames.append(pending.typed())
             pending = _Text(refused)
     if pending.records or not frames:
         frames.append(pending.typed())
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    sources = ("source_file", "source_line")
+    sources = ("source_file", "source_path", "source_line")
     ordered = [*COLUMNS, *(c for c in frame.columns if c not in BY_NAME and c not in sources), *sources]
     return frame.reindex(columns=ordered)
 
@@ -325,5 +362,5 @@ def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """One results CSV as read_frame's rows, each a dict of every column (None when empty)."""
-    return frame_rows(read_frame([path]).drop(columns=["source_file", "source_line"]))
+    return frame_rows(read_frame([path]).drop(columns=["source_file", "source_path", "source_line"]))
 

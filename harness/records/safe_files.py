@@ -254,7 +254,10 @@ def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool
         os.close(fd)
         raise problem
     with os.fdopen(fd, "rb", buffering=0) as handle:  # only now is anything read
-        data = handle.read(max_bytes + 1)  # a file that grows while read stops at the limit too
+        # a buffer of the file's size, not of the limit; a file that grows while read stops at the limit too
+        data = handle.read(min(status.st_size, max_bytes) + 1)
+        if len(data) > status.st_size:
+            data += handle.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:
         raise too_large
     return data
