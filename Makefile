@@ -55,9 +55,10 @@ test-floor: $(FLOOR_VENV)/.installed
 check: $(VENV)/.installed
 	$(TEST_PY) -m pytest tests -q -m "not process and not slurm" --no-processes --timeout 120 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 
-# ruff, configured in pyproject.toml; CI runs it before the tests.
+# ruff, configured in pyproject.toml (100 columns, its formatter's layout); CI runs it before the tests.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) .benchmarks

@@ -1,5 +1,5 @@
-"""A GPT-style decoder's training step: tokens/s, MFU and peak memory per precision, compile, attention backend and
-optimizer."""
+"""A GPT-style decoder's training step: tokens/s, MFU and peak memory per precision, compile,
+attention backend and optimizer."""
 
 from gpubench.harness.workloads.transformer import WORKLOAD as gpubench_workload  # noqa: F401 - the plugin reads it
 

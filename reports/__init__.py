@@ -1,1 +1,2 @@
-"""Report builder: reads gpubench CSVs only (no torch, no pytest); functions compute, plots/markdown render."""
+"""Report builder: reads gpubench CSVs only (no torch, no pytest); functions compute, plots/markdown
+render."""

@@ -1,5 +1,6 @@
-"""Runs and builds of one configuration folded into one figure per case, with its spread: the report grows with
-machines and cases, never with runs (every table below the raw merged CSV reads `per_case`)."""
+"""Runs and builds of one configuration folded into one figure per case, with its spread: the report
+grows with machines and cases, never with runs (every table below the raw merged CSV reads
+`per_case`)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,26 @@ import pandas as pd
 from gpubench.harness.records.schema import NUMERIC_COLUMNS, SETTING_COLUMNS, parse_cell
 
 KEYS = ["machine", "workload", "case_id", "setting"]
-USER_PREFIX = "user."  # a user's own figure (the `user_figures` column) as a column of the cases: user.loss
+# a user's own figure (the `user_figures` column) as a column of the cases: user.loss
+USER_PREFIX = "user."
 
 
 def user_figure_columns(rows: pd.DataFrame) -> pd.DataFrame:
-    """The `user_figures` JSON of each row as numeric columns `user.<name>` (NaN where a row has none)."""
+    """The `user_figures` JSON of each row as numeric columns `user.<name>` (NaN where a row has
+    none)."""
     if "user_figures" not in rows or rows["user_figures"].isna().all():
         return pd.DataFrame(index=rows.index)
-    parsed = {text: parse_cell("user_figures", text) for text in rows["user_figures"].dropna().unique()}
-    values = [parsed.get(text) or {} if isinstance(text, str) else {} for text in rows["user_figures"]]
+    parsed = {
+        text: parse_cell("user_figures", text) for text in rows["user_figures"].dropna().unique()
+    }
+    values = [
+        parsed.get(text) or {} if isinstance(text, str) else {} for text in rows["user_figures"]
+    ]
     return pd.DataFrame(values, index=rows.index, dtype=float).add_prefix(USER_PREFIX)
 
 
-EXTRAS = ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version")  # kept as they are, per case
+# kept as they are, per case
+EXTRAS = ("device_name", "memory_tier", "mem_source", "input_bound", "torch_version")
 
 
 def union_flags(values: pd.Series) -> str:
@@ -34,30 +42,46 @@ def column_or(frame: pd.DataFrame, name: str, empty: object = None) -> pd.Series
 
 
 def per_case(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (machine, case) over the ok rows: numeric columns as medians over builds and runs, settings as
-    they are, `builds`, `runs`, `spread` (IQR/median of median_s between builds) and the union of flags."""
+    """One row per (machine, case) over the ok rows: numeric columns as medians over builds and
+    runs, settings as they are, `builds`, `runs`, `spread` (IQR/median of median_s between builds)
+    and the union of flags."""
     read = {*KEYS, *NUMERIC_COLUMNS, *SETTING_COLUMNS, *EXTRAS, "run_id", "flags", "user_figures"}
-    # only the columns read below are copied: a store's frame has a hundred more (raw samples among them)
-    ok = frame.loc[frame["status"] == "ok", [c for c in frame.columns if c in read or c.startswith(USER_PREFIX)]]
+    # only the columns read below are copied: a store's frame has a hundred more (raw samples among
+    # them)
+    ok = frame.loc[
+        frame["status"] == "ok",
+        [c for c in frame.columns if c in read or c.startswith(USER_PREFIX)],
+    ]
     ok = ok.join(user_figure_columns(ok))
-    numeric = [c for c in NUMERIC_COLUMNS if c in ok and c not in ("build", "builds", "schema_version")]
+    numeric = [
+        c for c in NUMERIC_COLUMNS if c in ok and c not in ("build", "builds", "schema_version")
+    ]
     numeric += [c for c in ok.columns if c.startswith(USER_PREFIX)]
     settings = [c for c in SETTING_COLUMNS if c in ok and c not in numeric]
     extras = [c for c in EXTRAS if c in ok and c not in settings]
-    if ok.empty:  # every row skipped or failed: no case, but every column a table may ask for
-        return pd.DataFrame(columns=[*KEYS, *numeric, *settings, *extras, "builds", "runs", "spread", "flags"])
+    # every row skipped or failed: no case, but every column a table may ask for
+    if ok.empty:
+        return pd.DataFrame(
+            columns=[*KEYS, *numeric, *settings, *extras, "builds", "runs", "spread", "flags"]
+        )
     grouped = ok.groupby(KEYS, sort=False)
     out = grouped[numeric].median().join(grouped[settings + extras].first())
     out["builds"] = grouped.size()
     out["runs"] = grouped["run_id"].nunique()
-    quartiles = grouped["median_s"].quantile([0.25, 0.75]).unstack()  # vectorized: 1000s of groups
-    out["spread"] = ((quartiles[0.75] - quartiles[0.25]) / out["median_s"]).where(grouped["median_s"].count() > 1)
-    for figure in ("tflops", "gbps", "samples_per_s"):  # the builds' quartiles: headline rules and plot bands
+    # vectorized: 1000s of groups
+    quartiles = grouped["median_s"].quantile([0.25, 0.75]).unstack()
+    out["spread"] = ((quartiles[0.75] - quartiles[0.25]) / out["median_s"]).where(
+        grouped["median_s"].count() > 1
+    )
+    # the builds' quartiles: headline rules and plot bands
+    for figure in ("tflops", "gbps", "samples_per_s"):
         if figure in ok and ok[figure].notna().any():
             q = grouped[figure].quantile([0.25, 0.75]).unstack()
             out[f"{figure}_q1"], out[f"{figure}_q3"] = q[0.25], q[0.75]
     flagged = ok[ok["flags"] != ""]
-    out["flags"] = flagged.groupby(KEYS, sort=False)["flags"].agg(union_flags).reindex(out.index).fillna("")
+    out["flags"] = (
+        flagged.groupby(KEYS, sort=False)["flags"].agg(union_flags).reindex(out.index).fillna("")
+    )
     return out.reset_index()
 
 

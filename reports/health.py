@@ -1,6 +1,7 @@
-"""Is this box healthy? Each machine's headline figures against its device's reference, with the usual causes to
-check for a figure >= 10% below, and on a node measured GPU by GPU, the GPU >= 5% off its siblings. Ratios are
-performance ratios: above 1 is better whichever way the figure runs (an epoch time is reference/measured)."""
+"""Is this box healthy? Each machine's headline figures against its device's reference, with the
+usual causes to check for a figure >= 10% below, and on a node measured GPU by GPU, the GPU >= 5%
+off its siblings. Ratios are performance ratios: above 1 is better whichever way the figure runs (an
+epoch time is reference/measured)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,19 @@ from gpubench.reports.markdown import escape, md_table, section
 from gpubench.reports.references import FIGURES, References, load_references
 from gpubench.reports.tables import TEMPLATE_SETTING
 
-HEALTH_DROP = 0.10  # a figure this far below its reference is flagged
-OUTLIER_OFF = 0.05  # a GPU this far from its node's median on a headline is flagged
-CLOCK_DROP = 0.10  # an SM clock this far below the reference run's is named as a likely cause
-POWER_DROP = 0.05  # a power cap this far below the reference run's is named as a likely cause
+# a figure this far below its reference is flagged
+HEALTH_DROP = 0.10
+# a GPU this far from its node's median on a headline is flagged
+OUTLIER_OFF = 0.05
+# an SM clock this far below the reference run's is named as a likely cause
+CLOCK_DROP = 0.10
+# a power cap this far below the reference run's is named as a likely cause
+POWER_DROP = 0.05
 
 
 def _dram_mask(cases: pd.DataFrame) -> pd.Series:
-    """DRAM-resident elementwise cases (a version-1 row's tier is read from its size on upgrade: records.upgrade)."""
+    """DRAM-resident elementwise cases (a version-1 row's tier is read from its size on upgrade:
+    records.upgrade)."""
     return (cases["workload"] == "elementwise") & (column_or(cases, "memory_tier") == "dram")
 
 
@@ -33,19 +39,24 @@ def _masks(cases: pd.DataFrame) -> dict[str, tuple[pd.Series, str]]:
     col = functools.partial(column_or, cases)
     matmul = cases["workload"] == "matmul"
     pinned = (cases["workload"] == "transfer") & (col("pinned").eq(True))
-    masks = {f"matmul_{d}_tflops": (matmul & (col("dtype") == d), "tflops") for d in ("fp32", "tf32", "fp16", "bf16")}
+    masks = {
+        f"matmul_{d}_tflops": (matmul & (col("dtype") == d), "tflops")
+        for d in ("fp32", "tf32", "fp16", "bf16")
+    }
     masks["h2d_pinned_gbps"] = (pinned & (col("direction") == "h2d"), "gbps")
     masks["d2h_pinned_gbps"] = (pinned & (col("direction") == "d2h"), "gbps")
     masks["dram_gbps"] = (_dram_mask(cases), "gbps")
-    masks["template_epoch_s"] = ((cases["workload"] == "mnist_epoch") & (cases["setting"] == TEMPLATE_SETTING),
-                                 "epoch_s")
+    masks["template_epoch_s"] = (
+        (cases["workload"] == "mnist_epoch") & (cases["setting"] == TEMPLATE_SETTING),
+        "epoch_s",
+    )
     return masks
 
 
 def headlines(cases: pd.DataFrame) -> pd.DataFrame:
-    """One row per machine and headline figure: machine, figure, value, and the case it was read from. Throughputs
-    take the steady best size (by groupby: a machine here may be one run of a thousand), the epoch its template
-    median; ties go to the first."""
+    """One row per machine and headline figure: machine, figure, value, and the case it was read
+    from. Throughputs take the steady best size (by groupby: a machine here may be one run of a
+    thousand), the epoch its template median; ties go to the first."""
     parts, empty = [], pd.DataFrame(columns=["machine", "figure", "value", "case_id"])
     if cases.empty:
         return empty
@@ -54,42 +65,74 @@ def headlines(cases: pd.DataFrame) -> pd.DataFrame:
             continue
         rows = cases[mask].dropna(subset=[column])
         higher = FIGURES[figure].higher_is_better
-        key = steady_key(rows, column) if higher else column  # a store's history: one group per run, picked at once
+        # a store's history: one group per run, picked at once
+        key = steady_key(rows, column) if higher else column
         by_machine = rows.dropna(subset=[key]).groupby("machine", sort=False)[key]
         best = by_machine.idxmax() if higher else by_machine.idxmin()
         picked = rows.loc[best.to_numpy()]
-        parts.append(pd.DataFrame({"machine": best.index, "figure": figure, "value": picked[column].to_numpy(float),
-                                   "case_id": picked["case_id"].to_numpy()}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "machine": best.index,
+                    "figure": figure,
+                    "value": picked[column].to_numpy(float),
+                    "case_id": picked["case_id"].to_numpy(),
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True) if parts else empty
 
 
 def _runs(frame: pd.DataFrame, identity: pd.Series) -> tuple[pd.Series, pd.DataFrame]:
-    """Each row's run key (identity and run id), and per run key: identity, run_id, machine (the run's label),
-    started (its first timestamp), latest (the newest run of its machine)."""
+    """Each row's run key (identity and run id), and per run key: identity, run_id, machine (the
+    run's label), started (its first timestamp), latest (the newest run of its machine)."""
     run_ids = frame["run_id"].astype(str)
     keys = identity + KEY_SEP + run_ids
-    columns = pd.DataFrame({"identity": identity, "run_id": run_ids, "machine": frame["machine"],
-                            "started": frame["timestamp_utc"]})
-    runs = columns.groupby(keys, sort=False).agg(identity=("identity", "first"), run_id=("run_id", "first"),
-                                                 machine=("machine", "first"), started=("started", "min"))
+    columns = pd.DataFrame(
+        {
+            "identity": identity,
+            "run_id": run_ids,
+            "machine": frame["machine"],
+            "started": frame["timestamp_utc"],
+        }
+    )
+    runs = columns.groupby(keys, sort=False).agg(
+        identity=("identity", "first"),
+        run_id=("run_id", "first"),
+        machine=("machine", "first"),
+        started=("started", "min"),
+    )
     newest = runs.sort_values("started", kind="stable").groupby("identity", sort=False).tail(1)
     runs["latest"] = runs.index.isin(newest.index)
     return keys, runs
 
 
 def latest_headlines(frame: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
-    """headlines(), but a machine with several runs is judged on the latest run that measured each figure (folding
-    its runs would let old healthy runs outvote today's drop). Adds run_id, started and latest (the figure's run is
-    the machine's newest, so its causes are read in the same run)."""
+    """headlines(), but a machine with several runs is judged on the latest run that measured each
+    figure (folding its runs would let old healthy runs outvote today's drop). Adds run_id, started
+    and latest (the figure's run is the machine's newest, so its causes are read in the same
+    run)."""
     keys, runs = _runs(frame, machine_keys(frame))
     if runs["machine"].is_unique and runs["identity"].is_unique:
-        heads = headlines(cases)  # one run per machine: the same figures, already aggregated
-        return heads.merge(runs[["machine", "run_id", "started", "latest"]], on="machine", how="left")
-    per_run = headlines(per_case(frame.assign(machine=keys))).join(runs.drop(columns="machine"), on="machine")
-    latest = per_run.sort_values("started", kind="stable").groupby(["identity", "figure"], sort=False).tail(1)
-    labels = runs[runs["latest"]].set_index("identity")["machine"]  # a machine's rows keep one name
+        # one run per machine: the same figures, already aggregated
+        heads = headlines(cases)
+        return heads.merge(
+            runs[["machine", "run_id", "started", "latest"]], on="machine", how="left"
+        )
+    per_run = headlines(per_case(frame.assign(machine=keys))).join(
+        runs.drop(columns="machine"), on="machine"
+    )
+    latest = (
+        per_run.sort_values("started", kind="stable")
+        .groupby(["identity", "figure"], sort=False)
+        .tail(1)
+    )
+    # a machine's rows keep one name
+    labels = runs[runs["latest"]].set_index("identity")["machine"]
     latest = latest.assign(machine=latest["identity"].map(labels))
-    return latest[["machine", "figure", "value", "run_id", "started", "latest"]].reset_index(drop=True)
+    return latest[["machine", "figure", "value", "run_id", "started", "latest"]].reset_index(
+        drop=True
+    )
 
 
 def _earlier_run(run_id: str, started: object, latest: bool) -> str:
@@ -106,15 +149,21 @@ def performance_ratio(value: float, reference: float, higher_is_better: bool) ->
 
 def _devices(frame: pd.DataFrame) -> pd.DataFrame:
     """machine label -> machine_id, hostname, device, device_name."""
-    return frame.groupby("machine", sort=False)[["machine_id", "hostname", "device", "device_name"]].first()
+    return frame.groupby("machine", sort=False)[
+        ["machine_id", "hostname", "device", "device_name"]
+    ].first()
 
 
-def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References,
-                 heads: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per machine and headline with a reference: measured, reference, ratio, the published maximum and its ratio,
-    `health`, and the run the figure is from (`run` says so where it is not the newest). `heads`: latest_headlines'."""
+def health_table(
+    frame: pd.DataFrame, cases: pd.DataFrame, refs: References, heads: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per machine and headline with a reference: measured, reference, ratio, the published maximum
+    and its ratio, `health`, and the run the figure is from (`run` says so where it is not the
+    newest). `heads`: latest_headlines'."""
     devices, rows = _devices(frame), []
-    for head in (latest_headlines(frame, cases) if heads is None else heads).itertuples(index=False):
+    for head in (latest_headlines(frame, cases) if heads is None else heads).itertuples(
+        index=False
+    ):
         name = str(devices.loc[head.machine, "device_name"])
         spec = FIGURES[head.figure]
         ours = [r.value for r in refs.for_device(name, "gpubench") if r.figure == head.figure]
@@ -122,79 +171,149 @@ def health_table(frame: pd.DataFrame, cases: pd.DataFrame, refs: References,
         if not ours and not published:
             continue
         ratio = performance_ratio(head.value, ours[0], spec.higher_is_better) if ours else math.nan
-        health = "" if not ours else ("ok" if ratio > 1 - HEALTH_DROP else f"≥{HEALTH_DROP:.0%} below")
-        of_published = performance_ratio(head.value, published[0], spec.higher_is_better) if published else math.nan
-        rows.append({"machine": head.machine, "figure": f"{spec.label} ({spec.unit})", "key": head.figure,
-                     "measured": head.value, "reference": ours[0] if ours else math.nan, "ratio": ratio,
-                     "published max": published[0] if published else math.nan, "of published": of_published,
-                     "health": health, "run": _earlier_run(head.run_id, head.started, head.latest),
-                     "run_id": head.run_id})
-    table = pd.DataFrame(rows)  # a machine's figures together
-    return table.sort_values("machine", kind="stable").reset_index(drop=True) if not table.empty else table
+        health = (
+            "" if not ours else ("ok" if ratio > 1 - HEALTH_DROP else f"≥{HEALTH_DROP:.0%} below")
+        )
+        of_published = (
+            performance_ratio(head.value, published[0], spec.higher_is_better)
+            if published
+            else math.nan
+        )
+        rows.append(
+            {
+                "machine": head.machine,
+                "figure": f"{spec.label} ({spec.unit})",
+                "key": head.figure,
+                "measured": head.value,
+                "reference": ours[0] if ours else math.nan,
+                "ratio": ratio,
+                "published max": published[0] if published else math.nan,
+                "of published": of_published,
+                "health": health,
+                "run": _earlier_run(head.run_id, head.started, head.latest),
+                "run_id": head.run_id,
+            }
+        )
+    # a machine's figures together
+    table = pd.DataFrame(rows)
+    return (
+        table.sort_values("machine", kind="stable").reset_index(drop=True)
+        if not table.empty
+        else table
+    )
 
 
-def _power_cause(mine: pd.DataFrame, power_caps_w: dict[str, float], reference: float | None) -> str:
+def _power_cause(
+    mine: pd.DataFrame, power_caps_w: dict[str, float], reference: float | None
+) -> str:
     limits = [power_caps_w[s] for s in mine["source_file"].unique() if s in power_caps_w]
     if not limits:
-        return "power cap: not recorded — to check: `nvidia-smi -q -d POWER` (Current/Max Power Limit)"
+        return (
+            "power cap: not recorded — to check: `nvidia-smi -q -d POWER` (Current/Max Power Limit)"
+        )
     cap, versus = min(limits), f" (reference run {reference:.0f} W)" if reference else ""
-    likely = " ← below the reference: likely cause" if reference and cap < (1 - POWER_DROP) * reference else ""
+    likely = (
+        " ← below the reference: likely cause"
+        if reference and cap < (1 - POWER_DROP) * reference
+        else ""
+    )
     return f"power cap: {cap:.0f} W{versus}{likely}"
 
 
 def _clock_cause(mine: pd.DataFrame, reference: float | None) -> str:
     clocks = pd.to_numeric(column_or(mine, "gpu_sm_clock_mhz"), errors="coerce").dropna()
     if clocks.empty:
-        return "clocks: not recorded — to check: `nvidia-smi -q -d CLOCK` (SM clock under load vs max)"
-    median, versus = float(clocks.median()), f" (reference run {reference:.0f} MHz)" if reference else ""
-    likely = " ← below the reference: likely cause" if reference and median < (1 - CLOCK_DROP) * reference else ""
-    return f"clocks: SM clock median {median:.0f} MHz over {len(clocks)} rows, min {clocks.min():.0f}{versus}{likely}"
+        return (
+            "clocks: not recorded — to check: `nvidia-smi -q -d CLOCK` (SM clock under load vs max)"
+        )
+    median, versus = (
+        float(clocks.median()),
+        f" (reference run {reference:.0f} MHz)" if reference else "",
+    )
+    likely = (
+        " ← below the reference: likely cause"
+        if reference and median < (1 - CLOCK_DROP) * reference
+        else ""
+    )
+    return (
+        f"clocks: SM clock median {median:.0f} MHz over {len(clocks)} rows, min "
+        f"{clocks.min():.0f}{versus}{likely}"
+    )
 
 
 def _thermal_cause(mine: pd.DataFrame) -> str:
     temps = pd.to_numeric(column_or(mine, "gpu_temp_c"), errors="coerce").dropna()
     hottest = f", hottest {temps.max():.0f} °C" if not temps.empty else ""
-    flagged, throttle = mine["flags"].astype(str).str.contains(flag_pattern(THROTTLED)), column_or(mine, "gpu_throttle")
+    flagged, throttle = (
+        mine["flags"].astype(str).str.contains(flag_pattern(THROTTLED)),
+        column_or(mine, "gpu_throttle"),
+    )
     if throttle.isna().all() and not flagged.any():
-        return f"thermal throttling: throttle reasons not recorded{hottest} — to check: `nvidia-smi -q -d PERFORMANCE`"
+        return (
+            f"thermal throttling: throttle reasons not recorded{hottest} — to check: `nvidia-smi "
+            "-q -d PERFORMANCE`"
+        )
     reasons = throttle.fillna("").astype(str)
-    slowed = reasons.str.contains("thermal|hardware") | flagged  # a software power cap alone is normal boost
+    # a software power cap alone is normal boost
+    slowed = reasons.str.contains("thermal|hardware") | flagged
     power_capped = int(reasons.str.contains("power cap").sum())
     capped = f" (software power cap in {power_capped})" if power_capped else ""
     if not slowed.any():
-        return f"thermal throttling: no thermal or hardware slowdown in {len(mine)} rows{hottest}{capped}"
-    return (f"thermal throttling: thermal/hardware slowdown in {int(slowed.sum())} of {len(mine)} rows{hottest}{capped}"
-            " ← likely cause")
+        return (
+            f"thermal throttling: no thermal or hardware slowdown in {len(mine)} "
+            f"rows{hottest}{capped}"
+        )
+    return (
+        f"thermal throttling: thermal/hardware slowdown in {int(slowed.sum())} of {len(mine)} "
+        f"rows{hottest}{capped} ← likely cause"
+    )
 
 
 def run_rows(frame: pd.DataFrame, machine: str, run_id: str | None = None) -> pd.DataFrame:
-    """The rows of run `run_id` (default: the newest) of a machine, found by its identity (an earlier run may carry
-    another label)."""
+    """The rows of run `run_id` (default: the newest) of a machine, found by its identity (an
+    earlier run may carry another label)."""
     identity = machine_keys(frame[frame["machine"] == machine].head(1)).iloc[0]
     if run_id is None:
         mine = frame[machine_keys(frame) == identity]
-        run_id = str(mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1])
+        run_id = str(
+            mine.groupby("run_id")["timestamp_utc"].min().sort_values(kind="stable").index[-1]
+        )
     rows = frame[frame["run_id"].astype(str) == run_id]
     return rows[machine_keys(rows) == identity]
 
 
-def causes(frame: pd.DataFrame, machine: str, refs: References, power_caps_w: dict[str, float],
-           run_id: str | None = None) -> list[str]:
-    """The usual causes of a figure below its reference, each with what run `run_id` (the flagged one; default: the
-    newest) recorded about it, or the command to check it: another run's clocks would dilute or contradict it."""
+def causes(
+    frame: pd.DataFrame,
+    machine: str,
+    refs: References,
+    power_caps_w: dict[str, float],
+    run_id: str | None = None,
+) -> list[str]:
+    """The usual causes of a figure below its reference, each with what run `run_id` (the flagged
+    one; default: the newest) recorded about it, or the command to check it: another run's clocks
+    would dilute or contradict it."""
     mine = run_rows(frame, machine, run_id)
     fingerprint = refs.fingerprint.get(str(mine["device_name"].iloc[0]), {})
-    return [("PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q -d PCI` "
-             "(GPU Link Info: current vs max generation and width; a x8 or Gen3 link halves host↔device GB/s)"),
-            _power_cause(mine, power_caps_w, fingerprint.get("gpu_power_limit_w")),
-            _clock_cause(mine, fingerprint.get("gpu_sm_clock_mhz")),
-            _thermal_cause(mine)]
+    return [
+        (
+            "PCIe link width and generation: not recorded by gpubench — to check: `nvidia-smi -q "
+            "-d PCI` (GPU Link Info: current vs max generation and width; a x8 or Gen3 link "
+            "halves host↔device GB/s)"
+        ),
+        _power_cause(mine, power_caps_w, fingerprint.get("gpu_power_limit_w")),
+        _clock_cause(mine, fingerprint.get("gpu_sm_clock_mhz")),
+        _thermal_cause(mine),
+    ]
 
 
-def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame | None = None) -> pd.DataFrame:
-    """GPUs of one node (same machine_id and hostname): per headline, each GPU in its latest run against the node's
-    median; `outlier` where one is >= 5% off."""
-    heads = (latest_headlines(frame, cases) if heads is None else heads).join(_devices(frame), on="machine")
+def outlier_table(
+    frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """GPUs of one node (same machine_id and hostname): per headline, each GPU in its latest run
+    against the node's median; `outlier` where one is >= 5% off."""
+    heads = (latest_headlines(frame, cases) if heads is None else heads).join(
+        _devices(frame), on="machine"
+    )
     rows = []
     for (_, host), node in heads.groupby(["machine_id", "hostname"], sort=False):
         if node["device"].nunique() < 2:
@@ -205,17 +324,35 @@ def outlier_table(frame: pd.DataFrame, cases: pd.DataFrame, heads: pd.DataFrame 
             median = float(group["value"].median())
             for row in group.itertuples(index=False):
                 off = row.value / median - 1
-                rows.append({"node": host, "device": row.device, "figure": FIGURES[figure].label, "value": row.value,
-                             "node median": median, "off": f"{off:+.1%}",
-                             "gpu": f"outlier (≥{OUTLIER_OFF:.0%} off)" if abs(off) >= OUTLIER_OFF else "ok"})
+                rows.append(
+                    {
+                        "node": host,
+                        "device": row.device,
+                        "figure": FIGURES[figure].label,
+                        "value": row.value,
+                        "node median": median,
+                        "off": f"{off:+.1%}",
+                        "gpu": f"outlier (≥{OUTLIER_OFF:.0%} off)"
+                        if abs(off) >= OUTLIER_OFF
+                        else "ok",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def _display(table: pd.DataFrame) -> pd.DataFrame:
     """Figures at 4 significant digits (4343 GB/s, not 4.34e+03), ratios at 2 decimals."""
     # every figure from the newest runs: no column to say so
-    out = table.drop(columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])).copy()
-    formats = {"measured": ".4g", "reference": ".4g", "published max": ".4g", "ratio": ".2f", "of published": ".2f"}
+    out = table.drop(
+        columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])
+    ).copy()
+    formats = {
+        "measured": ".4g",
+        "reference": ".4g",
+        "published max": ".4g",
+        "ratio": ".2f",
+        "of published": ".2f",
+    }
     for column, fmt in formats.items():
         out[column] = ["" if pd.isna(value) else format(value, fmt) for value in out[column]]
     return out if out["machine"].nunique() < 2 else by_figure(out)
@@ -223,20 +360,34 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
 
 def by_figure(table: pd.DataFrame) -> pd.DataFrame:
     """Several machines: a row per figure, a column per machine."""
+
     def cell(row: pd.Series) -> str:
         text = f"{row['measured']} vs {row['reference']}: {row['ratio']} ({row['health']})"
-        text += f"; {row['of published']} of published {row['published max']}" if row["of published"] else ""
+        text += (
+            f"; {row['of published']} of published {row['published max']}"
+            if row["of published"]
+            else ""
+        )
         return text + (f"; {row['run']}" if row.get("run") else "")
 
     cells = table.assign(cell=table.apply(cell, axis=1))
-    return cells.pivot_table(index="figure", columns="machine", values="cell", aggfunc="first",
-                             sort=False).fillna("").reset_index()
+    return (
+        cells.pivot_table(
+            index="figure", columns="machine", values="cell", aggfunc="first", sort=False
+        )
+        .fillna("")
+        .reset_index()
+    )
 
 
 def _no_reference(missing: list[str]) -> str:
     """What to do about the devices without a reference."""
-    return (f"No reference for {', '.join(map(escape, missing))}: add its figures, with their source, to "
-            "`reports/references.json`." if missing else "")
+    return (
+        f"No reference for {', '.join(map(escape, missing))}: add its figures, with their source, "
+        "to `reports/references.json`."
+        if missing
+        else ""
+    )
 
 
 def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
@@ -245,44 +396,73 @@ def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
     return sorted(name for name in set(gpus) if not refs.for_device(name))
 
 
-def _flag_lines(frame: pd.DataFrame, table: pd.DataFrame, refs: References,
-                power_caps_w: dict[str, float]) -> str:
-    flagged = table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
+def _flag_lines(
+    frame: pd.DataFrame, table: pd.DataFrame, refs: References, power_caps_w: dict[str, float]
+) -> str:
+    flagged = (
+        table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
+    )
     parts = []
     # the causes of each run its flags are from
     for (machine, run_id), group in flagged.groupby(["machine", "run_id"], sort=False):
-        figures = "; ".join(f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"]))
+        figures = "; ".join(
+            f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"])
+        )
         run = group["run"].iloc[0]
         earlier = f" ({escape(run)}: its newest run did not measure it)" if run else ""
-        lines = "\n".join(f"  - {line}" for line in causes(frame, str(machine), refs, power_caps_w, str(run_id)))
-        parts.append(f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. "
-                     f"Causes to check{', in that run' if earlier else ''}:\n{lines}")
+        lines = "\n".join(
+            f"  - {line}" for line in causes(frame, str(machine), refs, power_caps_w, str(run_id))
+        )
+        parts.append(
+            f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. "
+            f"Causes to check{', in that run' if earlier else ''}:\n{lines}"
+        )
     return "\n".join(parts)
 
 
-def render(frame: pd.DataFrame, cases: pd.DataFrame, power_caps_w: dict[str, float] | None = None) -> str:
+def render(
+    frame: pd.DataFrame, cases: pd.DataFrame, power_caps_w: dict[str, float] | None = None
+) -> str:
     """The report's health sections (markdown), or "" when there is nothing to say."""
     refs = load_references()
-    heads = latest_headlines(frame, cases)  # once for both tables: the section's costliest step on a store
+    # once for both tables: the section's costliest step on a store
+    heads = latest_headlines(frame, cases)
     table = health_table(frame, cases, refs, heads)
     parts = []
     if not table.empty:
-        intro = ("Each machine's headline figures against its device's reference (`reports/references.json`, sources "
-                 "there and in docs/health.md). `ratio` is performance against the gpubench reference (above 1: "
-                 f"better; for a time, reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. "
-                 "`of published` sets the figure against a published maximum measured another way (mamf-finder's "
-                 "shape search): context, never flagged. A machine with several runs is judged on its latest run of "
-                 "each figure (History shows the earlier ones). With several machines a cell reads `measured vs "
-                 "reference: ratio (health)`.")
+        intro = (
+            "Each machine's headline figures against its device's reference "
+            "(`reports/references.json`, sources there and in docs/health.md). `ratio` is "
+            "performance against the gpubench reference (above 1: better; for a time, "
+            f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of "
+            "published` sets the figure against a published maximum measured another way "
+            "(mamf-finder's shape search): context, never flagged. A machine with several runs "
+            "is judged on its latest run of each figure (History shows the earlier ones). With "
+            "several machines a cell reads `measured vs reference: ratio (health)`."
+        )
         judged = frame[frame["machine"].isin(set(table["machine"]))]
-        unjudged = sorted(set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str)))
-        parts.append(section("Health against references", " ".join(filter(None, [intro, _no_reference(unjudged)])),
-                             md_table(_display(table)), _flag_lines(frame, table, refs, power_caps_w or {})))
-    elif unknown := _unknown_gpus(frame, refs):  # say why nothing is judged
+        unjudged = sorted(
+            set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str))
+        )
+        parts.append(
+            section(
+                "Health against references",
+                " ".join(filter(None, [intro, _no_reference(unjudged)])),
+                md_table(_display(table)),
+                _flag_lines(frame, table, refs, power_caps_w or {}),
+            )
+        )
+    # say why nothing is judged
+    elif unknown := _unknown_gpus(frame, refs):
         parts.append(section("Health against references", "Not judged. " + _no_reference(unknown)))
     outliers = outlier_table(frame, cases, heads)
     if not outliers.empty:
-        parts.append(section("GPUs within a node", "Each GPU of a node against the median of the node's GPUs "
-                             f"(`--device cuda:all`); one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.",
-                             md_table(outliers)))
+        parts.append(
+            section(
+                "GPUs within a node",
+                "Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "
+                f"one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.",
+                md_table(outliers),
+            )
+        )
     return "\n\n".join(parts)

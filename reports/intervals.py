@@ -1,7 +1,8 @@
-"""Intervals on cross-machine speedups (geomeans over cases of baseline/machine medians), and headline figures
-noise cannot win. Per case: the variance of each machine's mean log build median plus the run-to-run noise `compare`
-assumes (ONE_PROCESS_FLOOR for a case built once per run, whose builds cannot show it); over n cases
-se = sqrt(sum se²)/n, and the interval is the point estimate times exp(± z·se)."""
+"""Intervals on cross-machine speedups (geomeans over cases of baseline/machine medians), and
+headline figures noise cannot win. Per case: the variance of each machine's mean log build median
+plus the run-to-run noise `compare` assumes (ONE_PROCESS_FLOOR for a case built once per run, whose
+builds cannot show it); over n cases se = sqrt(sum se²)/n, and the interval is the point estimate
+times exp(± z·se)."""
 
 from __future__ import annotations
 
@@ -26,23 +27,33 @@ class RatioInterval:
 
     def text(self) -> str:
         single = f", {self.single_build_cases} built once" if self.single_build_cases else ""
-        return f"{self.geomean:.3g}x (95% {self.low:.3g}–{self.high:.3g}, geomean of {self.cases} cases{single})"
+        return (
+            f"{self.geomean:.3g}x (95% {self.low:.3g}–{self.high:.3g}, geomean of {self.cases} "
+            f"cases{single})"
+        )
 
 
 def _log_stats(frame: pd.DataFrame, machine: str, workload: str | None) -> pd.DataFrame:
     mask = (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["median_s"] > 0)
     if workload is not None:
         mask &= frame["workload"] == workload
-    ok = frame.loc[mask, ["case_id", "median_s", "run_id"]]  # three columns: a store's frame has a hundred and more
+    # three columns: a store's frame has a hundred and more
+    ok = frame.loc[mask, ["case_id", "median_s", "run_id"]]
     logs = np.log(ok["median_s"]).groupby(ok["case_id"])
     builds, runs = logs.count(), ok.groupby("case_id")["run_id"].nunique()
     floor = np.where(builds > runs, NOISE_FLOOR, ONE_PROCESS_FLOOR) ** 2 / runs
-    return pd.DataFrame({"median": ok.groupby("case_id")["median_s"].median(),
-                         "var_of_mean": (logs.var(ddof=1) / builds).fillna(0) + floor, "n": builds})
+    return pd.DataFrame(
+        {
+            "median": ok.groupby("case_id")["median_s"].median(),
+            "var_of_mean": (logs.var(ddof=1) / builds).fillna(0) + floor,
+            "n": builds,
+        }
+    )
 
 
-def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str,
-                     workload: str | None = None) -> RatioInterval | None:
+def speedup_interval(
+    frame: pd.DataFrame, baseline: str, machine: str, workload: str | None = None
+) -> RatioInterval | None:
     """Geomean of baseline/machine over the cases both ran (of `workload` when given)."""
     base, mine = _log_stats(frame, baseline, workload), _log_stats(frame, machine, workload)
     both = base.add_suffix("_base").join(mine.add_suffix("_mine"), how="inner")
@@ -56,10 +67,10 @@ def speedup_interval(frame: pd.DataFrame, baseline: str, machine: str,
 
 
 def run_interval(values: pd.Series, run_ids: pd.Series) -> tuple[float, float] | None:
-    """Where another run of the same case on this machine would read a figure, 95%: around the median of its builds,
-    the variance of their mean (log scale) plus the run-to-run noise of identical runs, NOISE_FLOOR for a case built
-    several times per run, ONE_PROCESS_FLOOR for one built once per run (its builds cannot show that noise). None
-    without a positive figure."""
+    """Where another run of the same case on this machine would read a figure, 95%: around the
+    median of its builds, the variance of their mean (log scale) plus the run-to-run noise of
+    identical runs, NOISE_FLOOR for a case built several times per run, ONE_PROCESS_FLOOR for one
+    built once per run (its builds cannot show that noise). None without a positive figure."""
     keep = values.notna() & (values > 0) & np.isfinite(values.astype(float))
     values, run_ids = values[keep].astype(float), run_ids[keep]
     if values.empty:
@@ -77,8 +88,8 @@ TIMING_COLUMNS = ["machine", "workload", "status", "case_id", "median_s", "run_i
 
 
 def timings_by_machine(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The rows speedup_interval reads, per machine: a store's frame (200,000 rows for a thousand runs) is compared
-    once, not once per machine and workload."""
+    """The rows speedup_interval reads, per machine: a store's frame (200,000 rows for a thousand
+    runs) is compared once, not once per machine and workload."""
     rows = frame.loc[(frame["status"] == "ok") & (frame["median_s"] > 0), TIMING_COLUMNS]
     return {str(machine): group for machine, group in rows.groupby("machine", sort=False)}
 
@@ -90,16 +101,20 @@ def pair_timings(timings: dict[str, pd.DataFrame], baseline: str, machine: str) 
 
 
 def steady_key(cases: pd.DataFrame, figure: str) -> str:
-    """The column steady_best ranks by: the lower quartile of `figure` over builds where aggregated."""
+    """The column steady_best ranks by: the lower quartile of `figure` over builds where
+    aggregated."""
     return f"{figure}_q1" if f"{figure}_q1" in cases else figure
 
 
 def steady_best(cases: pd.DataFrame, figure: str) -> pd.Series | None:
-    """The case with the highest lower quartile of `figure` over its builds: one lucky build of a noisy size cannot
-    win the headline."""
+    """The case with the highest lower quartile of `figure` over its builds: one lucky build of a
+    noisy size cannot win the headline."""
     column = steady_key(cases, figure)
     rows = cases.dropna(subset=[column])
     return rows.loc[rows[column].idxmax()] if not rows.empty else None
 
 
-BEST_RULE = "best = the size whose lower quartile over builds is highest (a noisy size cannot win on one lucky build)"
+BEST_RULE = (
+    "best = the size whose lower quartile over builds is highest (a noisy size cannot win on one "
+    "lucky build)"
+)

@@ -1,6 +1,7 @@
-"""Markdown rendering: returns text, writes nothing. Every label comes from a CSV or sidecar and is untrusted:
-`escape`, applied to every table cell, header and section title, makes it plain text that cannot change the
-document's structure. The report's own markdown is an `Md`; labels enter it only via `Md.format` or `code`."""
+"""Markdown rendering: returns text, writes nothing. Every label comes from a CSV or sidecar and is
+untrusted: `escape`, applied to every table cell, header and section title, makes it plain text that
+cannot change the document's structure. The report's own markdown is an `Md`; labels enter it only
+via `Md.format` or `code`."""
 
 from __future__ import annotations
 
@@ -15,23 +16,30 @@ import pandas as pd
 
 # C0 and C1 control characters (NUL included); tabs and line breaks become spaces first
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# Unicode's format characters (category Cf): bidi overrides make a label read backwards; zero-width spaces and
-# joiners, the soft hyphen and the BOM make two different host names look alike.
-INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
-                       "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
-                       "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
-MAX_LABEL_CHARS = 40  # a label from the files, in a plot legend or a table cell
+# Unicode's format characters (category Cf): bidi overrides make a label read backwards; zero-width
+# spaces and joiners, the soft hyphen and the BOM make two different host names look alike.
+INVISIBLE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+# a label from the files, in a plot legend or a table cell
+MAX_LABEL_CHARS = 40
 LINE_BREAKS = re.compile(r"[\t\n\r\v\f\x85\u2028\u2029]+")
-# What a label needs escaped to stay text, and only that: an escape no renderer needed is what a terminal shows
-# (compare's and ab's tables are markdown too: "\~60 runs", "ids&lt;1024"). Always: code, emphasis, links, table
-# cells, headings. Only where they act: `_` that can open or close emphasis (not mnist_epoch), `~` that can close a
-# strikethrough (after a non-space: "~60 runs" cannot), a backslash before punctuation (not C:\path); the end of
-# the text counts as anything, since what follows it is not known.
-MARKDOWN = re.compile(r"([`*\[\]|#]|\\(?=[!-/:-@\[-`{-~]|$)|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<!\s)~)")
-QUOTE = re.compile(r"^(\s*)>")  # a `>` starts a block quote only at the start of a line
-# HTML: `<` opens a tag, comment or autolink only before a letter, `/`, `!` or `?`, or a `>` with no space between
-# (<1@a.io> is an e-mail link): not "ids<1024", "a < b"; `&` starts a character reference only before `#` or letters
-# and a `;`
+# What a label needs escaped to stay text, and only that: an escape no renderer needed is what a
+# terminal shows (compare's and ab's tables are markdown too: "\~60 runs", "ids&lt;1024"). Always:
+# code, emphasis, links, table cells, headings. Only where they act: `_` that can open or close
+# emphasis (not mnist_epoch), `~` that can close a strikethrough (after a non-space: "~60 runs"
+# cannot), a backslash before punctuation (not C:\path); the end of the text counts as anything,
+# since what follows it is not known.
+MARKDOWN = re.compile(
+    r"([`*\[\]|#]|\\(?=[!-/:-@\[-`{-~]|$)|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<!\s)~)"
+)
+# a `>` starts a block quote only at the start of a line
+QUOTE = re.compile(r"^(\s*)>")
+# HTML: `<` opens a tag, comment or autolink only before a letter, `/`, `!` or `?`, or a `>` with no
+# space between (<1@a.io> is an e-mail link): not "ids<1024", "a < b"; `&` starts a character
+# reference only before `#` or letters and a `;`
 HTML = re.compile(r"<(?=[A-Za-z/!?]|[^\s<>]*>|$)|&(?=[#0-9A-Za-z]*(;|$))")
 ENTITIES = {"&": "&amp;", "<": "&lt;"}
 
@@ -49,32 +57,42 @@ def _safe(value: Any) -> Any:
 
 
 def plain(text: object) -> str:
-    """One line of printable text: line breaks as a space, control and format characters as U+FFFD."""
+    """One line of printable text: line breaks as a space, control and format characters as
+    U+FFFD."""
     return INVISIBLE.sub("\ufffd", CONTROL.sub("\ufffd", LINE_BREAKS.sub(" ", str(text))))
 
 
-def replace_texts(frame: pd.DataFrame, wanted: Callable[[str], bool], fixed: Callable[[str], str],
-                  skip: Iterable[str] = ()) -> pd.DataFrame:
-    """`frame` with each text cell that `wanted` picks made `fixed`: each distinct text looked at once, one lookup per
-    cell (DataFrame.replace with a dict compares every cell with every key)."""
+def replace_texts(
+    frame: pd.DataFrame,
+    wanted: Callable[[str], bool],
+    fixed: Callable[[str], str],
+    skip: Iterable[str] = (),
+) -> pd.DataFrame:
+    """`frame` with each text cell that `wanted` picks made `fixed`: each distinct text looked at
+    once, one lookup per cell (DataFrame.replace with a dict compares every cell with every key)."""
     changed = {}
     for column in frame.columns:
-        if column in skip or not pd.api.types.is_string_dtype(frame[column].dtype):  # object or str
+        # object or str
+        if column in skip or not pd.api.types.is_string_dtype(frame[column].dtype):
             continue
         values = frame[column]
-        dirty = {text: fixed(text) for text in values.dropna().unique() if isinstance(text, str) and wanted(text)}
+        dirty = {
+            text: fixed(text)
+            for text in values.dropna().unique()
+            if isinstance(text, str) and wanted(text)
+        }
         if dirty:
             changed[column] = values.mask(values.isin(dirty.keys()), values.map(dirty))
     return frame.assign(**changed) if changed else frame
 
 
 def short_label(text: str, max_chars: int = MAX_LABEL_CHARS) -> str:
-    """A label at most `max_chars` long: a longer one keeps its start, then an ellipsis and 6 hex digits of a hash
-    of the whole, so two long labels that start alike stay two."""
+    """A label at most `max_chars` long: a longer one keeps its start, then an ellipsis and 6 hex
+    digits of a hash of the whole, so two long labels that start alike stay two."""
     if len(text) <= max_chars:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:6]
-    return f"{text[:max_chars - 7]}…{digest}"
+    return f"{text[: max_chars - 7]}…{digest}"
 
 
 def escape(text: object) -> Md:
@@ -85,11 +103,13 @@ def escape(text: object) -> Md:
     return Md(HTML.sub(lambda match: ENTITIES[match.group()], escaped))
 
 
-SIMPLE = re.compile(r"[\w.,:=+/ -]*")  # a setting, dtype or design as gpubench writes it
+# a setting, dtype or design as gpubench writes it
+SIMPLE = re.compile(r"[\w.,:=+/ -]*")
 
 
 def code(text: object) -> Md:
-    """A setting as a code span when gpubench wrote it; other text escaped (backslashes do not work in code spans)."""
+    """A setting as a code span when gpubench wrote it; other text escaped (backslashes do not work
+    in code spans)."""
     text = plain(text)
     return Md(f"`{text}`") if SIMPLE.fullmatch(text) else escape(text)
 
@@ -100,58 +120,75 @@ def table_row(cells: Iterable[object]) -> str:
 
 
 def md_table(frame: pd.DataFrame, index: bool = False, human: bool = False) -> str:
-    """A GitHub markdown table (pandas.to_markdown needs tabulate). With `human`, columns the schema knows are shown
-    in their unit at a readable scale (12.3 ms, 1.5 GiB); `spread` as a percentage."""
+    """A GitHub markdown table (pandas.to_markdown needs tabulate). With `human`, columns the schema
+    knows are shown in their unit at a readable scale (12.3 ms, 1.5 GiB); `spread` as a
+    percentage."""
     if frame.empty:
         return "_no rows_"
     data = frame.reset_index() if index else frame
     header = table_row(str(c) for c in data.columns)
     rule = "|" + "|".join("---" for _ in data.columns) + "|"
     formats = [_formatter(str(c), human) for c in data.columns]
-    body = [table_row(v if isinstance(v, Md) else f(v) for f, v in zip(formats, row))
-            for row in data.itertuples(index=False)]
+    body = [
+        table_row(v if isinstance(v, Md) else f(v) for f, v in zip(formats, row))
+        for row in data.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *body])
 
 
 def same_rows_folded(frame: pd.DataFrame, column: str = "machine") -> pd.DataFrame:
-    """Rows alike in every column but `column` as one row, their `column` values joined ('a · H200, b · H200'): two
-    machines that read the same share a line."""
+    """Rows alike in every column but `column` as one row, their `column` values joined ('a · H200,
+    b · H200'): two machines that read the same share a line."""
     if column not in frame or len(frame) < 2:
         return frame
     rest = frame.drop(columns=[column])
-    keys = pd.Series(["\x1f".join(map(str, row)) for row in rest.itertuples(index=False)], index=frame.index)
+    keys = pd.Series(
+        ["\x1f".join(map(str, row)) for row in rest.itertuples(index=False)], index=frame.index
+    )
     joined = frame[column].astype(str).groupby(keys, sort=False).agg(", ".join)
     first = ~keys.duplicated()
     return frame[first].assign(**{column: list(joined[keys[first]])})
 
 
-def constant_columns(frame: pd.DataFrame, human: bool = False, min_rows: int = 2) -> tuple[pd.DataFrame, str]:
-    """`frame` less the columns that read the same in every row, and the sentence that says them once ('Every row:
-    target_accuracy 85.0%, not_converged 0; none: compile_s.'); a table of fewer than `min_rows` rows as it is."""
+def constant_columns(
+    frame: pd.DataFrame, human: bool = False, min_rows: int = 2
+) -> tuple[pd.DataFrame, str]:
+    """`frame` less the columns that read the same in every row, and the sentence that says them
+    once ('Every row: target_accuracy 85.0%, not_converged 0; none: compile_s.'); a table of fewer
+    than `min_rows` rows as it is."""
     if len(frame) < min_rows:
         return frame, ""
     texts = {str(c): [_formatter(str(c), human)(v) for v in frame[c]] for c in frame.columns}
-    same = [c for c in texts if len(set(texts[c])) == 1][:len(texts) - 1]
+    same = [c for c in texts if len(set(texts[c])) == 1][: len(texts) - 1]
     if not same:
         return frame, ""
     said = ", ".join(f"{c} {texts[c][0]}" for c in same if texts[c][0])
     none = ", ".join(c for c in same if not texts[c][0])
-    return frame.drop(columns=same), escape("Every row: " + "; ".join(p for p in (said, none and f"none: {none}")
-                                                                      if p) + ".")
+    return frame.drop(columns=same), escape(
+        "Every row: " + "; ".join(p for p in (said, none and f"none: {none}") if p) + "."
+    )
 
 
 def md_rows(frame: pd.DataFrame, human: bool = False) -> str:
-    """A table of one row as one line, each cell after its column's name ('compile_s 12.5 s; gain_pct 10.7'); a
-    longer one as md_table."""
+    """A table of one row as one line, each cell after its column's name ('compile_s 12.5 s;
+    gain_pct 10.7'); a longer one as md_table."""
     if len(frame) != 1:
         return md_table(frame, human=human)
-    cells = [(str(c), v if isinstance(v, Md) else _formatter(str(c), human)(v)) for c, v in frame.iloc[0].items()]
+    cells = [
+        (str(c), v if isinstance(v, Md) else _formatter(str(c), human)(v))
+        for c, v in frame.iloc[0].items()
+    ]
     return "; ".join(escape(c) + " " + escape(v) for c, v in cells if v != "") + "."
 
 
 def paragraph(intro: str, rows: str) -> str:
-    """`intro` and md_rows' text: one paragraph where that is a line, the intro above the table otherwise."""
-    return "\n\n".join(filter(None, [intro, rows])) if rows.startswith("|") else " ".join(filter(None, [intro, rows]))
+    """`intro` and md_rows' text: one paragraph where that is a line, the intro above the table
+    otherwise."""
+    return (
+        "\n\n".join(filter(None, [intro, rows]))
+        if rows.startswith("|")
+        else " ".join(filter(None, [intro, rows]))
+    )
 
 
 def _formatter(column: str, human: bool):
@@ -160,7 +197,8 @@ def _formatter(column: str, human: bool):
     from gpubench.reports.units import human_column
 
     if human and column in ("spread", "rel_iqr", "windows_spread"):
-        return lambda v: "" if _empty(v) else percent(v, 1)  # a spread of 0.3% is not 0.0%
+        # a spread of 0.3% is not 0.0%
+        return lambda v: "" if _empty(v) else percent(v, 1)
     if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
         return lambda v: "" if _empty(v) else human_column(column, v)
     return cell

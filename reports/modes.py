@@ -1,6 +1,7 @@
-"""A memory that reads in two modes: this project's 2-core VM's DRAM reads 26-31 or 49-51 GB/s from build to build,
-in one run as in another. Set side by side, the DRAM builds of both sides show the two groups; a DRAM case whose
-sides sit in different groups changed mode, not code, and compare cannot judge it (exit 6, never a false alarm)."""
+"""A memory that reads in two modes: this project's 2-core VM's DRAM reads 26-31 or 49-51 GB/s from
+build to build, in one run as in another. Set side by side, the DRAM builds of both sides show the
+two groups; a DRAM case whose sides sit in different groups changed mode, not code, and compare
+cannot judge it (exit 6, never a false alarm)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def dram_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def dram_modes(base_ok: pd.DataFrame, new_ok: pd.DataFrame) -> tuple[float, float] | None:
-    """(the slower group's top, the faster group's bottom) of both sides' DRAM builds in GB/s, where they fall in two
-    groups far beyond their own samples (reports.noise.bimodal_cut), else None."""
+    """(the slower group's top, the faster group's bottom) of both sides' DRAM builds in GB/s, where
+    they fall in two groups far beyond their own samples (reports.noise.bimodal_cut), else None."""
     rows = pd.concat([dram_rows(base_ok), dram_rows(new_ok)])
     if rows.empty:
         return None
@@ -35,9 +36,11 @@ def dram_modes(base_ok: pd.DataFrame, new_ok: pd.DataFrame) -> tuple[float, floa
     return None if cut is None else (float(values[cut - 1]), float(values[cut]))
 
 
-def mode_changes(verdicts: list[Verdict], base_ok: pd.DataFrame,
-                 new_ok: pd.DataFrame) -> tuple[list[Verdict], list[str]]:
-    """The verdicts with each DRAM case whose sides read in different modes 'cannot judge: two modes', and a note."""
+def mode_changes(
+    verdicts: list[Verdict], base_ok: pd.DataFrame, new_ok: pd.DataFrame
+) -> tuple[list[Verdict], list[str]]:
+    """The verdicts with each DRAM case whose sides read in different modes 'cannot judge: two
+    modes', and a note."""
     bounds = dram_modes(base_ok, new_ok)
     if bounds is None:
         return verdicts, []
@@ -53,11 +56,17 @@ def mode_changes(verdicts: list[Verdict], base_ok: pd.DataFrame,
     for verdict in verdicts:
         sides = (mode(base, verdict.case_id), mode(new, verdict.case_id))
         if verdict.verdict in MOVED and None not in sides and sides[0] != sides[1]:
-            verdict = replace(verdict, verdict=Judgement.TWO_MODES,
-                              note=f"BASE read the memory's {sides[0]} mode, NEW its {sides[1]} one")
+            verdict = replace(
+                verdict,
+                verdict=Judgement.TWO_MODES,
+                note=f"BASE read the memory's {sides[0]} mode, NEW its {sides[1]} one",
+            )
             changed += 1
         out.append(verdict)
-    note = (f"{changed} DRAM case(s) cannot be judged: this machine's memory reads in two modes (up to "
-            f"{low_top:.3g} and from {high_bottom:.3g} GB/s, in the builds of both sides) and the sides sit in "
-            "different ones — rerun both sides, or compare the modes' shares over several runs")
+    note = (
+        f"{changed} DRAM case(s) cannot be judged: this machine's memory reads in two modes (up "
+        f"to {low_top:.3g} and from {high_bottom:.3g} GB/s, in the builds of both sides) and the "
+        "sides sit in different ones — rerun both sides, or compare the modes' shares over "
+        "several runs"
+    )
     return out, [note] if changed else []

@@ -1,6 +1,7 @@
-"""Noise a user can act on: when a run's builds disagree more than their own samples explain (a median's error is
-about 1.25 sigma / sqrt(rounds), sigma = IQR / 1.349), one line says what was seen on the machine (busy cores, CPU
-steal, too many threads, bimodal builds), what it costs in resolution and the knob to try."""
+"""Noise a user can act on: when a run's builds disagree more than their own samples explain (a
+median's error is about 1.25 sigma / sqrt(rounds), sigma = IQR / 1.349), one line says what was seen
+on the machine (busy cores, CPU steal, too many threads, bimodal builds), what it costs in
+resolution and the knob to try."""
 
 from __future__ import annotations
 
@@ -9,30 +10,38 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import stdtrit  # scipy.stats.t.ppf without its import and per-call cost
+
+# scipy.stats.t.ppf without its import and per-call cost
+from scipy.special import stdtrit
 
 from gpubench.harness.core.flags import BUSY_FRAC
 from gpubench.harness.core.stats import IQR_PER_SD, MEDIAN_SE_FACTOR
 from gpubench.reports.verdicts import ALPHA
 
-DISAGREE_FACTOR = 2.0  # builds disagreeing this many times more than their samples explain are said
-MIN_SPREAD_LOG = 0.02  # ... and by 2% at least: below it there is nothing a user needs to change
-STEAL_FRAC = 0.05  # the hypervisor took this share of the CPU or more
-MIN_BIMODAL_BUILDS = 4  # two groups of two builds at least
+# builds disagreeing this many times more than their samples explain are said
+DISAGREE_FACTOR = 2.0
+# ... and by 2% at least: below it there is nothing a user needs to change
+MIN_SPREAD_LOG = 0.02
+# the hypervisor took this share of the CPU or more
+STEAL_FRAC = 0.05
+# two groups of two builds at least
+MIN_BIMODAL_BUILDS = 4
 
 
 @dataclass(frozen=True)
 class Readings:
     """What the command saw of the machine over the run; None where this system does not say."""
 
-    steal_frac: float | None = None  # share of the CPU the hypervisor took (/proc/stat)
-    load_avg: float | None = None  # 1-minute load average at the end
+    # share of the CPU the hypervisor took (/proc/stat)
+    steal_frac: float | None = None
+    # 1-minute load average at the end
+    load_avg: float | None = None
 
 
 @dataclass(frozen=True)
 class Spread:
-    """How much the builds of a case disagree (log scale, median over cases), against what their own samples
-    explain, and how many cases' builds fall in two groups."""
+    """How much the builds of a case disagree (log scale, median over cases), against what their own
+    samples explain, and how many cases' builds fall in two groups."""
 
     observed_log_sd: float
     expected_log_sd: float
@@ -45,30 +54,44 @@ class Spread:
 
     @property
     def disagrees(self) -> bool:
-        return self.cases > 0 and self.observed_log_sd >= MIN_SPREAD_LOG and self.factor >= DISAGREE_FACTOR
+        return (
+            self.cases > 0
+            and self.observed_log_sd >= MIN_SPREAD_LOG
+            and self.factor >= DISAGREE_FACTOR
+        )
 
 
 def own_log_sd(rows: pd.DataFrame) -> np.ndarray:
     """Per build, the error of its median that its own samples explain (log scale)."""
-    return MEDIAN_SE_FACTOR * rows["rel_iqr"].to_numpy(float) / IQR_PER_SD / np.sqrt(rows["rounds"].to_numpy(float))
+    return (
+        MEDIAN_SE_FACTOR
+        * rows["rel_iqr"].to_numpy(float)
+        / IQR_PER_SD
+        / np.sqrt(rows["rounds"].to_numpy(float))
+    )
 
 
 def bimodal_cut(log_medians: np.ndarray, expected_log_sd: float) -> int | None:
-    """Where the sorted builds fall in two groups of two or more (the upper group's first index), the gap between
-    them most of the range and far beyond the samples'; None where they do not."""
+    """Where the sorted builds fall in two groups of two or more (the upper group's first index),
+    the gap between them most of the range and far beyond the samples'; None where they do not."""
     x = np.sort(log_medians)
     if x.size < MIN_BIMODAL_BUILDS:
         return None
     gaps = np.diff(x)
-    cut = int(np.argmax(gaps[1:-1])) + 1  # a cut leaving two builds or more on each side
+    # a cut leaving two builds or more on each side
+    cut = int(np.argmax(gaps[1:-1])) + 1
     gap = float(gaps[cut])
-    split = gap >= 0.5 * float(x[-1] - x[0]) and gap >= 4 * DISAGREE_FACTOR * expected_log_sd and gap >= MIN_SPREAD_LOG
+    split = (
+        gap >= 0.5 * float(x[-1] - x[0])
+        and gap >= 4 * DISAGREE_FACTOR * expected_log_sd
+        and gap >= MIN_SPREAD_LOG
+    )
     return cut + 1 if split else None
 
 
 def build_spread(frame: pd.DataFrame, group: tuple[str, ...] = ("case_id",)) -> Spread:
-    """The disagreement of the ok builds of each case (of each `group`: a session adds the side), for cases with two
-    builds or more and a spread of their own samples."""
+    """The disagreement of the ok builds of each case (of each `group`: a session adds the side),
+    for cases with two builds or more and a spread of their own samples."""
     ok = frame[(frame["status"] == "ok") & (frame["median_s"] > 0) & (frame["rounds"] >= 2)]
     observed, expected, split = [], [], 0
     for _, rows in ok.groupby(list(group)):
@@ -88,13 +111,19 @@ def run_detectable(log_sd: float, builds: int) -> float:
     """The smallest change two runs of `builds` builds each could tell from none, at 1 - ALPHA."""
     if builds < 2:
         return math.inf
-    return math.expm1(float(stdtrit(2 * builds - 2, 1 - ALPHA / 2)) * log_sd * math.sqrt(2 / builds))
+    return math.expm1(
+        float(stdtrit(2 * builds - 2, 1 - ALPHA / 2)) * log_sd * math.sqrt(2 / builds)
+    )
 
 
 def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[list[str], list[str]]:
     """(what was seen, the knobs to try), most specific first."""
     seen, knobs = [], []
-    known = {c for c in ("cpu_cores", "cpu_busy_frac", "torch_threads") if c in frame and frame[c].notna().any()}
+    known = {
+        c
+        for c in ("cpu_cores", "cpu_busy_frac", "torch_threads")
+        if c in frame and frame[c].notna().any()
+    }
     cores = int(frame["cpu_cores"].max()) if "cpu_cores" in known else 0
     busy = float(frame["cpu_busy_frac"].median()) if "cpu_busy_frac" in known else 0.0
     threads = int(frame["torch_threads"].max()) if "torch_threads" in known else 0
@@ -118,17 +147,24 @@ def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[lis
     return seen, knobs
 
 
-def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None = None,
-               group: tuple[str, ...] = ("case_id",)) -> str | None:
-    """The one line, or None when the builds agree as well as their samples allow. `detectable`: an A/B session's
-    median detectable change; else a comparison of two such runs'."""
+def noise_line(
+    frame: pd.DataFrame,
+    readings: Readings,
+    detectable: float | None = None,
+    group: tuple[str, ...] = ("case_id",),
+) -> str | None:
+    """The one line, or None when the builds agree as well as their samples allow. `detectable`: an
+    A/B session's median detectable change; else a comparison of two such runs'."""
     spread = build_spread(frame, group)
     seen, knobs = causes(frame, readings, spread)
-    # builds as steady as their samples, or a spread with no knob besides more builds: nothing a user can change
+    # builds as steady as their samples, or a spread with no knob besides more builds: nothing a
+    # user can change
     if not (spread.disagrees or (spread.observed_log_sd >= MIN_SPREAD_LOG and len(knobs) > 1)):
         return None
     if detectable is None:
-        builds = int(frame.loc[frame["status"] == "ok"].groupby(list(group))["build"].nunique().median())
+        builds = int(
+            frame.loc[frame["status"] == "ok"].groupby(list(group))["build"].nunique().median()
+        )
         detectable = run_detectable(spread.observed_log_sd, builds)
         quiet = run_detectable(spread.expected_log_sd, builds)
     else:
@@ -137,10 +173,14 @@ def noise_line(frame: pd.DataFrame, readings: Readings, detectable: float | None
         cost = "no change detectable"
     elif quiet < detectable:
         cost = f"detectable change {detectable:.0%} instead of ~{quiet:.0%}"
-    else:  # each build's own rounds spread as wide: more builds alone will not narrow it
+    # each build's own rounds spread as wide: more builds alone will not narrow it
+    else:
         cost = f"detectable change {detectable:.0%}, each build's own samples as wide"
     what = "; ".join(seen) if seen else "no busy process, steal or thread excess seen"
-    unit = "cases" if "side" not in group else "cases on either side"  # a session's sides are judged apart
-    return (f"noise: builds of a case disagree {spread.factor:.1f}x what their own samples explain "
-            f"({math.expm1(spread.observed_log_sd):.1%} vs ~{math.expm1(spread.expected_log_sd):.1%}, median of "
-            f"{spread.cases} {unit}); seen: {what}; {cost}; try {' or '.join(knobs)}")
+    # a session's sides are judged apart
+    unit = "cases" if "side" not in group else "cases on either side"
+    return (
+        f"noise: builds of a case disagree {spread.factor:.1f}x what their own samples explain "
+        f"({math.expm1(spread.observed_log_sd):.1%} vs ~{math.expm1(spread.expected_log_sd):.1%}, "
+        f"median of {spread.cases} {unit}); seen: {what}; {cost}; try {' or '.join(knobs)}"
+    )

@@ -1,6 +1,7 @@
-"""The power audit: how often the gate speaks when it should, and stays quiet when it should. Known changes are
-injected into A/A data (the NEW side's times of chosen cases scaled) and judged as `compare` or `gpubench ab` would,
-counted per case-comparison and per comparison (exit 1). `scripts/power-audit` runs it on folders of runs."""
+"""The power audit: how often the gate speaks when it should, and stays quiet when it should. Known
+changes are injected into A/A data (the NEW side's times of chosen cases scaled) and judged as
+`compare` or `gpubench ab` would, counted per case-comparison and per comparison (exit 1).
+`scripts/power-audit` runs it on folders of runs."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ TIME_COLUMNS = ("median_s", "min_s", "mean_s", "iqr_s", "stddev_s")
 class Scenario:
     name: str
     factor: float
-    scope: str  # "none" | "case" | "workload" | "all"
+    # "none" | "case" | "workload" | "all"
+    scope: str
 
     def variants(self, case_ids: list[str]) -> list[list[str]]:
         """The sets of cases this scenario slows, one comparison each."""
@@ -38,10 +40,16 @@ class Scenario:
         return [[c for c in case_ids if c.startswith(w + "/")] for w in workloads]
 
 
-SCENARIOS = (Scenario("A/A", 1.0, "none"), Scenario("one case x1.10", 1.10, "case"),
-             Scenario("one case x1.25", 1.25, "case"), Scenario("one case x2", 2.0, "case"),
-             Scenario("one workload x1.3", 1.3, "workload"), Scenario("every case x1.05", 1.05, "all"),
-             Scenario("every case x1.15", 1.15, "all"), Scenario("every case x1.10", 1.10, "all"))
+SCENARIOS = (
+    Scenario("A/A", 1.0, "none"),
+    Scenario("one case x1.10", 1.10, "case"),
+    Scenario("one case x1.25", 1.25, "case"),
+    Scenario("one case x2", 2.0, "case"),
+    Scenario("one workload x1.3", 1.3, "workload"),
+    Scenario("every case x1.05", 1.05, "all"),
+    Scenario("every case x1.15", 1.15, "all"),
+    Scenario("every case x1.10", 1.10, "all"),
+)
 
 
 def inject(frame: pd.DataFrame, cases: Iterable[str], factor: float) -> pd.DataFrame:
@@ -52,23 +60,35 @@ def inject(frame: pd.DataFrame, cases: Iterable[str], factor: float) -> pd.DataF
         if column in out:
             out.loc[mask, column] = out.loc[mask, column] * factor
     if "samples_s" in out:
-        out.loc[mask, "samples_s"] = out.loc[mask, "samples_s"].map(lambda cell: _scaled(cell, factor))
+        out.loc[mask, "samples_s"] = out.loc[mask, "samples_s"].map(
+            lambda cell: _scaled(cell, factor)
+        )
     return out
 
 
 def _scaled(cell: object, factor: float) -> object:
-    return json.dumps([float(x) * factor for x in json.loads(cell)]) if isinstance(cell, str) and cell.strip() else cell
+    return (
+        json.dumps([float(x) * factor for x in json.loads(cell)])
+        if isinstance(cell, str) and cell.strip()
+        else cell
+    )
 
 
 @dataclass
 class _Tally:
     comparisons: int = 0
-    exits: int = 0  # comparisons that exited 1
-    cannot: int = 0  # comparisons that exited 6: cannot judge, busy (never on rows not flagged busy)
-    target_calls: int = 0  # injected case-comparisons
-    caught: int = 0  # ... called slower
-    other_calls: int = 0  # untouched case-comparisons
-    false_flags: int = 0  # ... called slower or faster
+    # comparisons that exited 1
+    exits: int = 0
+    # comparisons that exited 6: cannot judge, busy (never on rows not flagged busy)
+    cannot: int = 0
+    # injected case-comparisons
+    target_calls: int = 0
+    # ... called slower
+    caught: int = 0
+    # untouched case-comparisons
+    other_calls: int = 0
+    # ... called slower or faster
+    false_flags: int = 0
     detectable: list[float] = field(default_factory=list)
 
     def add(self, verdicts: list[Verdict], slowed: set[str]) -> None:
@@ -87,11 +107,17 @@ class _Tally:
                 self.detectable.append(v.detectable)
 
     def row(self, name: str) -> dict[str, object]:
-        return {"scenario": name, "comparisons": self.comparisons, "exit 1": f"{self.exits}/{self.comparisons}",
-                "exit 6 (cannot judge: busy)": f"{self.cannot}/{self.comparisons}",
-                "injected cases caught": f"{self.caught}/{self.target_calls}" if self.target_calls else "—",
-                "untouched cases flagged": f"{self.false_flags}/{self.other_calls}",
-                "median detectable": f"{np.median(self.detectable):.1%}" if self.detectable else "—"}
+        return {
+            "scenario": name,
+            "comparisons": self.comparisons,
+            "exit 1": f"{self.exits}/{self.comparisons}",
+            "exit 6 (cannot judge: busy)": f"{self.cannot}/{self.comparisons}",
+            "injected cases caught": f"{self.caught}/{self.target_calls}"
+            if self.target_calls
+            else "—",
+            "untouched cases flagged": f"{self.false_flags}/{self.other_calls}",
+            "median detectable": f"{np.median(self.detectable):.1%}" if self.detectable else "—",
+        }
 
 
 Judge = Callable[[pd.DataFrame, pd.DataFrame, float], list[Verdict]]
@@ -105,15 +131,22 @@ def paired_judge(a: pd.DataFrame, b: pd.DataFrame, threshold: float) -> list[Ver
     return judge_session(a, b, threshold).verdicts
 
 
-def audit(comparisons: list[tuple[pd.DataFrame, pd.DataFrame]], judge: Judge, threshold: float = 0.05,
-          scenarios: tuple[Scenario, ...] = SCENARIOS) -> pd.DataFrame:
-    """One row per scenario: every (base, new) comparison judged with the change injected into new."""
+def audit(
+    comparisons: list[tuple[pd.DataFrame, pd.DataFrame]],
+    judge: Judge,
+    threshold: float = 0.05,
+    scenarios: tuple[Scenario, ...] = SCENARIOS,
+) -> pd.DataFrame:
+    """One row per scenario: every (base, new) comparison judged with the change injected into
+    new."""
     rows = []
     for scenario in scenarios:
         tally = _Tally()
         for base, new in comparisons:
-            case_ids = sorted(set(base.loc[base["status"] == "ok", "case_id"])
-                              & set(new.loc[new["status"] == "ok", "case_id"]))
+            case_ids = sorted(
+                set(base.loc[base["status"] == "ok", "case_id"])
+                & set(new.loc[new["status"] == "ok", "case_id"])
+            )
             for slowed in scenario.variants(case_ids):
                 tally.add(judge(base, inject(new, slowed, scenario.factor), threshold), set(slowed))
         rows.append(tally.row(scenario.name))

@@ -1,6 +1,7 @@
-"""Reference figures per known device (reports/references.json), loaded and validated. `gpubench` entries come
-from a gpubench run and are what the health check compares against; `published` entries are maxima measured another
-way (mamf-finder's best bf16 matmul over a shape search), shown as ratios and never flagged."""
+"""Reference figures per known device (reports/references.json), loaded and validated. `gpubench`
+entries come from a gpubench run and are what the health check compares against; `published` entries
+are maxima measured another way (mamf-finder's best bf16 matmul over a shape search), shown as
+ratios and never flagged."""
 
 from __future__ import annotations
 
@@ -50,21 +51,33 @@ class Reference:
 @dataclass(frozen=True)
 class References:
     figures: tuple[Reference, ...]
-    fingerprint: dict[str, dict[str, float]]  # device name -> field -> the reference run's value
+    # device name -> field -> the reference run's value
+    fingerprint: dict[str, dict[str, float]]
 
     def for_device(self, device_name: str, kind: str | None = None) -> list[Reference]:
-        return [r for r in self.figures if r.device_name == device_name and (kind is None or r.kind == kind)]
+        return [
+            r
+            for r in self.figures
+            if r.device_name == device_name and (kind is None or r.kind == kind)
+        ]
 
 
 def _number(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise UsageError(f"{where}: value {value!r} is not a positive number — fix the entry")
     return float(value)
 
 
 def _figure(device: str, entry: object, where: str) -> Reference:
     if not isinstance(entry, dict):
-        raise UsageError(f"{where}: expected an object with figure, value, kind, source — fix the entry")
+        raise UsageError(
+            f"{where}: expected an object with figure, value, kind, source — fix the entry"
+        )
     figure, kind, source = entry.get("figure"), entry.get("kind"), entry.get("source")
     if figure not in FIGURES:
         raise UsageError(f"{where}: unknown figure {figure!r} — use one of {', '.join(FIGURES)}")
@@ -77,29 +90,44 @@ def _figure(device: str, entry: object, where: str) -> Reference:
 
 def _fingerprint(fields: object, where: str) -> dict[str, float]:
     if not isinstance(fields, dict):
-        raise UsageError(f"{where}: fingerprint must be an object of field -> {{value, source}} — fix the entry")
+        raise UsageError(
+            f"{where}: fingerprint must be an object of field -> {{value, source}} — fix the entry"
+        )
     out = {}
     for name, entry in fields.items():
         if name not in FINGERPRINT_FIELDS:
-            raise UsageError(f"{where}.{name}: unknown fingerprint field — use one of "
-                             f"{', '.join(FINGERPRINT_FIELDS)}")
+            raise UsageError(
+                f"{where}.{name}: unknown fingerprint field — use one of "
+                f"{', '.join(FINGERPRINT_FIELDS)}"
+            )
         if not isinstance(entry, dict) or not str(entry.get("source", "")).strip():
-            raise UsageError(f"{where}.{name}: expected {{value, source}} with a source — fix the entry")
+            raise UsageError(
+                f"{where}.{name}: expected {{value, source}} with a source — fix the entry"
+            )
         out[name] = _number(entry.get("value"), f"{where}.{name}")
     return out
 
 
 def parse_references(data: object, origin: str) -> References:
     """Validated references from the decoded JSON; a bad entry is one UsageError naming it."""
-    if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("devices"), dict):
-        raise UsageError(f"{origin}: expected {{\"version\": 1, \"devices\": {{...}}}} — see docs/health.md")
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != 1
+        or not isinstance(data.get("devices"), dict)
+    ):
+        raise UsageError(
+            f'{origin}: expected {{"version": 1, "devices": {{...}}}} — see docs/health.md'
+        )
     figures: list[Reference] = []
     fingerprint: dict[str, dict[str, float]] = {}
     for device, body in data["devices"].items():
         where = f"{origin}: devices[{device!r}]"
         if not isinstance(body, dict) or not isinstance(body.get("figures", []), list):
-            raise UsageError(f"{where}: expected {{\"figures\": [...]}} — see docs/health.md")
-        figures += [_figure(device, entry, f"{where}.figures[{i}]") for i, entry in enumerate(body.get("figures", []))]
+            raise UsageError(f'{where}: expected {{"figures": [...]}} — see docs/health.md')
+        figures += [
+            _figure(device, entry, f"{where}.figures[{i}]")
+            for i, entry in enumerate(body.get("figures", []))
+        ]
         if "fingerprint" in body:
             fingerprint[device] = _fingerprint(body["fingerprint"], f"{where}.fingerprint")
     return References(tuple(figures), fingerprint)
@@ -114,8 +142,10 @@ def load_references(path: Path = DEFAULT_PATH) -> References:
     except RefusedPath as error:
         raise UsageError(f"{error}; restore reports/references.json") from None
     except OSError as error:
-        raise UsageError(f"{path}: cannot read the references ({error.strerror}) "
-                         "— restore reports/references.json") from None
+        raise UsageError(
+            f"{path}: cannot read the references ({error.strerror}) "
+            "— restore reports/references.json"
+        ) from None
     except ValueError as error:
         raise UsageError(f"{path}: not JSON ({error}) — fix the file") from None
     return parse_references(data, str(path))

@@ -1,7 +1,8 @@
-"""Which builds speak for a case in a report: those the machine let run undisturbed, where the case has any. A busy
-build reads slow, never fast, so mixed with quiet ones it moves the median with the load (a quiet build's 0.182
-TFLOP/s and a busy one's 0.070 read "0.126 ±45%"). A case with busy builds only keeps them, and its figures say so.
-One rule for the summary, the answer, the tables and the plots."""
+"""Which builds speak for a case in a report: those the machine let run undisturbed, where the case
+has any. A busy build reads slow, never fast, so mixed with quiet ones it moves the median with the
+load (a quiet build's 0.182 TFLOP/s and a busy one's 0.070 read "0.126 ±45%"). A case with busy
+builds only keeps them, and its figures say so. One rule for the summary, the answer, the tables and
+the plots."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def busy_flagged(frame: pd.DataFrame) -> pd.Series:
 
 
 def set_aside(frame: pd.DataFrame) -> pd.Series:
-    """Per row: a busy ok build of a case that also has an undisturbed ok build on the same machine."""
+    """Per row: a busy ok build of a case that also has an undisturbed ok build on the same
+    machine."""
     if frame.empty or not set(KEYS) <= set(frame.columns):
         return pd.Series(False, index=frame.index)
     ok = frame["status"] == "ok"
@@ -41,7 +43,10 @@ def set_aside_note(frame: pd.DataFrame) -> str:
     if not count:
         return ""
     builds = "build" if count == 1 else "builds"
-    return f"{count} busy {builds} set aside: their cases have undisturbed builds, which alone give the figures"
+    return (
+        f"{count} busy {builds} set aside: their cases have undisturbed builds, which alone give "
+        "the figures"
+    )
 
 
 def busy_only(flags: object) -> bool:

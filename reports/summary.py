@@ -1,4 +1,5 @@
-"""The report's one-screen summary: machines as columns, each headline figure with its spread as a row."""
+"""The report's one-screen summary: machines as columns, each headline figure with its spread as a
+row."""
 
 from __future__ import annotations
 
@@ -10,17 +11,29 @@ import pandas as pd
 from gpubench.harness.catalog import specs
 from gpubench.harness.core.percent import percent
 from gpubench.reports.aggregate import column_or, geomean
-from gpubench.reports.intervals import pair_timings, run_interval, speedup_interval, steady_best, timings_by_machine
+from gpubench.reports.intervals import (
+    pair_timings,
+    run_interval,
+    speedup_interval,
+    steady_best,
+    timings_by_machine,
+)
 from gpubench.reports.markdown import Md, code
 from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal_cut, own_log_sd
 from gpubench.reports.settled import BUSY_ONLY, busy_only, marked
-from gpubench.reports.tables import epoch_table, fastest_at_equal_accuracy, first_to_target, template_row
+from gpubench.reports.tables import (
+    epoch_table,
+    fastest_at_equal_accuracy,
+    first_to_target,
+    template_row,
+)
 from gpubench.reports.units import human
 
 
 def interval_text(rows: pd.DataFrame, figure: str, unit: str = "") -> str:
-    """' (95% 0.148–0.175)': where another run on this machine would read `figure` of these ok builds of one case
-    (intervals.run_interval: their spread and the noise between identical runs)."""
+    """' (95% 0.148–0.175)': where another run on this machine would read `figure` of these ok
+    builds of one case (intervals.run_interval: their spread and the noise between identical
+    runs)."""
     ok = rows[rows["status"] == "ok"] if "status" in rows else rows
     if figure not in ok:
         return ""
@@ -49,14 +62,19 @@ def pm(spread: float) -> str:
 
 def of_peak(pct: object) -> str:
     """' (57% of peak)' from a percentage column; '' where the peak is unknown."""
-    return f" ({percent(float(pct) / 100)} of peak)" if isinstance(pct, (int, float)) and not pd.isna(pct) else ""
+    return (
+        f" ({percent(float(pct) / 100)} of peak)"
+        if isinstance(pct, (int, float)) and not pd.isna(pct)
+        else ""
+    )
 
 
-def split_groups(frame: pd.DataFrame, best: pd.Series, figure: str,
-                 pool: pd.Series | None = None) -> tuple[np.ndarray, np.ndarray] | None:
-    """The builds of the best case (of every case in `pool`, where given: the sizes that read the same memory) in two
-    groups, lower then higher (reports.noise.bimodal: the gap most of the range and far beyond the builds' own
-    samples), or None."""
+def split_groups(
+    frame: pd.DataFrame, best: pd.Series, figure: str, pool: pd.Series | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The builds of the best case (of every case in `pool`, where given: the sizes that read the
+    same memory) in two groups, lower then higher (reports.noise.bimodal: the gap most of the range
+    and far beyond the builds' own samples), or None."""
     same = frame["case_id"] == best["case_id"] if pool is None else pool
     rows = frame[(frame["machine"] == best["machine"]) & same & (frame["status"] == "ok")]
     rows = rows[pd.to_numeric(rows[figure], errors="coerce") > 0]
@@ -74,17 +92,22 @@ def gbps_text(gbps: float) -> str:
     return f"{gbps:.0f}" if abs(gbps) >= 1000 else f"{gbps:.3g}"
 
 
-def bandwidth_cell(frame: pd.DataFrame, best: pd.Series, pct_column: str | None,
-                   pool: pd.Series | None = None) -> str:
-    """GB/s of the best case (the median of its builds) with their spread. Builds in two groups (of the best case, or
-    of every case in `pool`: DRAM's sizes all read the same memory, so a machine whose memory has two modes is seen
-    in both by every run) are said as two ranges, and the figure is the faster group's median: a bandwidth claims
-    what the link or the memory delivers, and the slower group shared it with someone else (STREAM keeps its best
-    pass for the same reason)."""
+def bandwidth_cell(
+    frame: pd.DataFrame, best: pd.Series, pct_column: str | None, pool: pd.Series | None = None
+) -> str:
+    """GB/s of the best case (the median of its builds) with their spread. Builds in two groups (of
+    the best case, or of every case in `pool`: DRAM's sizes all read the same memory, so a machine
+    whose memory has two modes is seen in both by every run) are said as two ranges, and the figure
+    is the faster group's median: a bandwidth claims what the link or the memory delivers, and the
+    slower group shared it with someone else (STREAM keeps its best pass for the same reason)."""
     groups = split_groups(frame, best, "gbps", pool)
     gbps = float(best["gbps"]) if groups is None else float(np.median(groups[1]))
     pct = best.get(pct_column) if pct_column else None
-    pct = pct * gbps / float(best["gbps"]) if isinstance(pct, (int, float)) and not pd.isna(pct) else None
+    pct = (
+        pct * gbps / float(best["gbps"])
+        if isinstance(pct, (int, float)) and not pd.isna(pct)
+        else None
+    )
     figure = f"{gbps_text(gbps)} GB/s{of_peak(pct)}"
     if groups is None:
         spread = interval_text(case_rows(frame, best["machine"], best["case_id"]), "gbps", "GB/s")
@@ -97,9 +120,11 @@ def best_of(cases: pd.DataFrame, machine: str, mask: pd.Series, figure: str) -> 
     return steady_best(cases[(cases["machine"] == machine) & mask].dropna(subset=[figure]), figure)
 
 
-def declared_summary(cases: pd.DataFrame, machine: str, frame: pd.DataFrame | None = None) -> dict[str, str]:
-    """The summary rows workloads declare (SummaryFigure), for one machine: with the run-to-run interval from `frame`
-    where given, else the builds' spread (the answer's ±)."""
+def declared_summary(
+    cases: pd.DataFrame, machine: str, frame: pd.DataFrame | None = None
+) -> dict[str, str]:
+    """The summary rows workloads declare (SummaryFigure), for one machine: with the run-to-run
+    interval from `frame` where given, else the builds' spread (the answer's ±)."""
     out: dict[str, str] = {}
     for name, spec in specs().items():
         for figure in spec.summary:
@@ -112,30 +137,59 @@ def declared_summary(cases: pd.DataFrame, machine: str, frame: pd.DataFrame | No
             if figure.at_largest and not rows.empty:
                 rows = rows[rows[figure.at_largest] == rows[figure.at_largest].max()]
             best = steady_best(rows, figure.figure)
-            if best is not None and (cell := figure.cell(best.to_dict())):  # a cell may have nothing to say here
-                spread = (pm(best["spread"]) if frame is None
-                          else interval_text(case_rows(frame, machine, best["case_id"]), figure.figure))
+            # a cell may have nothing to say here
+            if best is not None and (cell := figure.cell(best.to_dict())):
+                spread = (
+                    pm(best["spread"])
+                    if frame is None
+                    else interval_text(case_rows(frame, machine, best["case_id"]), figure.figure)
+                )
                 out[figure.label] = marked(cell + spread, best.get("flags"))
     return out
 
 
-def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baseline: str, energy_notes: dict[str, str],
-                 timings: dict[str, pd.DataFrame], left_out: pd.DataFrame) -> dict[str, str]:
-    """The headline figures of one configuration with their spread, as display strings (Md where a setting is code).
-    `left_out`: the rows with a figure past its bound, kept out of `frame` and `cases` but counted as flagged."""
+def summary_rows(
+    frame: pd.DataFrame,
+    cases: pd.DataFrame,
+    machine: str,
+    baseline: str,
+    energy_notes: dict[str, str],
+    timings: dict[str, pd.DataFrame],
+    left_out: pd.DataFrame,
+) -> dict[str, str]:
+    """The headline figures of one configuration with their spread, as display strings (Md where a
+    setting is code). `left_out`: the rows with a figure past its bound, kept out of `frame` and
+    `cases` but counted as flagged."""
     mine = frame[frame["machine"] == machine]
-    out: dict[str, str] = {"runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"}
+    out: dict[str, str] = {
+        "runs · torch": f"{mine['run_id'].nunique()} · {mine['torch_version'].iloc[0]}"
+    }
     for dtype in ("fp32", "tf32", "fp16", "bf16"):
-        best = best_of(cases, machine, (cases["workload"] == "matmul") & (cases["dtype"] == dtype), "tflops")
+        best = best_of(
+            cases, machine, (cases["workload"] == "matmul") & (cases["dtype"] == dtype), "tflops"
+        )
         if best is not None:
             spread = interval_text(case_rows(frame, machine, best["case_id"]), "tflops")
-            out[f"matmul {dtype}, best"] = marked(f"{best['tflops']:.3g} TFLOP/s{of_peak(best.get('pct_of_peak'))}"
-                                                  f"{spread}", best.get("flags"))
-    dram = best_of(cases, machine, (cases["workload"] == "elementwise") & (cases["memory_tier"] == "dram"), "gbps")
+            out[f"matmul {dtype}, best"] = marked(
+                f"{best['tflops']:.3g} TFLOP/s{of_peak(best.get('pct_of_peak'))}{spread}",
+                best.get("flags"),
+            )
+    dram = best_of(
+        cases,
+        machine,
+        (cases["workload"] == "elementwise") & (cases["memory_tier"] == "dram"),
+        "gbps",
+    )
     if dram is not None:
-        dram_rows = (frame["workload"] == "elementwise") & (column_or(frame, "memory_tier", "") == "dram")
+        dram_rows = (frame["workload"] == "elementwise") & (
+            column_or(frame, "memory_tier", "") == "dram"
+        )
         out["memory bandwidth (DRAM)"] = bandwidth_cell(frame, dram, "pct_of_peak_gbps", dram_rows)
-    h2d = (cases["workload"] == "transfer") & (cases["direction"] == "h2d") & (cases["pinned"] == True)  # noqa: E712
+    h2d = (
+        (cases["workload"] == "transfer")
+        & (cases["direction"] == "h2d")
+        & (cases["pinned"] == True)  # noqa: E712
+    )
     pinned = best_of(cases, machine, h2d, "gbps")
     if pinned is not None:
         out["host→device, pinned"] = bandwidth_cell(frame, pinned, None)
@@ -143,27 +197,44 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
     if not epochs.empty:
         if (t := template_row(epochs)) is not None:
             spread = interval_text(setting_rows(mine, t["setting"]), "epoch_s", "s")
-            out["guide-template epoch"] = marked(f"{human(t['epoch_s'], 's')}{spread}, "
-                                                 f"accuracy {t['test_accuracy']:.3f}", t["flags"])
+            out["guide-template epoch"] = marked(
+                f"{human(t['epoch_s'], 's')}{spread}, accuracy {t['test_accuracy']:.3f}", t["flags"]
+            )
         best, _ = fastest_at_equal_accuracy(epochs)
         if best is not None:
             out["fastest epoch, equal accuracy"] = Md("{}{} {} ({:.3f}){}").format(
-                human(best["epoch_s"], "s"), interval_text(setting_rows(mine, best["setting"]), "epoch_s", "s"),
-                code(best["setting"]), best["test_accuracy"],
-                f" ({BUSY_ONLY})" if busy_only(best["flags"]) else "")
+                human(best["epoch_s"], "s"),
+                interval_text(setting_rows(mine, best["setting"]), "epoch_s", "s"),
+                code(best["setting"]),
+                best["test_accuracy"],
+                f" ({BUSY_ONLY})" if busy_only(best["flags"]) else "",
+            )
     for _, row in first_to_target(mine).iterrows():
         out[f"time to {row['target_accuracy']:g} accuracy"] = Md("{}{} {}{}{}").format(
-            human(row["first_s"], "s"), seeds_range(row["first_seeds_s"]), code(row["first_design"]),
-            f" ({BUSY_ONLY})" if row["first_busy"] else "", versus_template(row))
+            human(row["first_s"], "s"),
+            seeds_range(row["first_seeds_s"]),
+            code(row["first_design"]),
+            f" ({BUSY_ONLY})" if row["first_busy"] else "",
+            versus_template(row),
+        )
     if not epochs.empty and "energy_j" in epochs:
         if (t := template_row(epochs.dropna(subset=["energy_j"]))) is not None:
             out["energy per template epoch"] = f"{t['energy_j']:.3g} J at {t['avg_power_w']:.3g} W"
-    per_watt = best_of(cases, machine, cases["workload"] == "matmul", "tflop_per_j") if "tflop_per_j" in cases else None
+    per_watt = (
+        best_of(cases, machine, cases["workload"] == "matmul", "tflop_per_j")
+        if "tflop_per_j" in cases
+        else None
+    )
     if per_watt is not None:
-        out["matmul per watt, best"] = (f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, "
-                                        f"{per_watt['avg_power_w']:.3g} W)")
-    notes = (sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes})
-             if "source_file" in mine else [])
+        out["matmul per watt, best"] = (
+            f"{per_watt['tflop_per_j']:.3g} TFLOP/J ({per_watt['dtype']}, "
+            f"{per_watt['avg_power_w']:.3g} W)"
+        )
+    notes = (
+        sorted({energy_notes[f] for f in mine["source_file"].unique() if f in energy_notes})
+        if "source_file" in mine
+        else []
+    )
     if not ("energy_j" in mine and mine["energy_j"].notna().any()) and notes:
         out["energy"] = "not measured: " + notes[0].split(" — ")[0]
     out.update(declared_summary(cases, machine, frame))
@@ -180,16 +251,21 @@ def summary_rows(frame: pd.DataFrame, cases: pd.DataFrame, machine: str, baselin
 
 
 def seeds_range(seconds: tuple[float, float]) -> str:
-    """' (seeds 9.5–12.6 s)': the spread a time to target has from seed to seed, beside its olympic mean."""
+    """' (seeds 9.5–12.6 s)': the spread a time to target has from seed to seed, beside its olympic
+    mean."""
     low, high = seconds
-    if not all(isinstance(value, float) and math.isfinite(value) for value in (low, high)) or low == high:
+    if (
+        not all(isinstance(value, float) and math.isfinite(value) for value in (low, high))
+        or low == high
+    ):
         return ""
     return f" (seeds {human(low, 's').removesuffix(' s')}–{human(high, 's')})"
 
 
 def versus_template(row: pd.Series) -> str:
-    """', template 34.7 s (3.06x)' where both ran under like conditions (both undisturbed, or both busy); a ratio of
-    a quiet run and a busy one is the load's as much as the settings', so it is not printed."""
+    """', template 34.7 s (3.06x)' where both ran under like conditions (both undisturbed, or both
+    busy); a ratio of a quiet run and a busy one is the load's as much as the settings', so it is
+    not printed."""
     if math.isnan(row["template_s"]):
         return ""
     template = f", template {human(row['template_s'], 's')}"
@@ -199,47 +275,87 @@ def versus_template(row: pd.Series) -> str:
     return f"{template} ({row['template_over_first']:.3g}x)"
 
 
-MICRO_ROWS = 8  # SUMMARY_ORDER's rows up to the host->device one: the micro-benchmarks; declared rows follow them
-SUMMARY_ORDER = ("runs · torch", "speed vs baseline", "matmul fp32, best", "matmul tf32, best", "matmul fp16, best",
-                 "matmul bf16, best", "memory bandwidth (DRAM)", "host→device, pinned", "guide-template epoch",
-                 "fastest epoch, equal accuracy", "energy per template epoch", "matmul per watt, best", "energy",
-                 "flagged · not ok rows")
+# SUMMARY_ORDER's rows up to the host->device one: the micro-benchmarks; declared rows follow them
+MICRO_ROWS = 8
+SUMMARY_ORDER = (
+    "runs · torch",
+    "speed vs baseline",
+    "matmul fp32, best",
+    "matmul tf32, best",
+    "matmul fp16, best",
+    "matmul bf16, best",
+    "memory bandwidth (DRAM)",
+    "host→device, pinned",
+    "guide-template epoch",
+    "fastest epoch, equal accuracy",
+    "energy per template epoch",
+    "matmul per watt, best",
+    "energy",
+    "flagged · not ok rows",
+)
 
 
-def summary(frame: pd.DataFrame, cases: pd.DataFrame, baseline: str, energy_notes: dict[str, str],
-            left_out: pd.DataFrame) -> pd.DataFrame:
-    """Machines as columns (ranked by speed against the baseline), headline figures as rows; `left_out` as in
-    summary_rows."""
-    both = cases.pivot_table(index="case_id", columns="machine", values="median_s", aggfunc="median")
+def summary(
+    frame: pd.DataFrame,
+    cases: pd.DataFrame,
+    baseline: str,
+    energy_notes: dict[str, str],
+    left_out: pd.DataFrame,
+) -> pd.DataFrame:
+    """Machines as columns (ranked by speed against the baseline), headline figures as rows;
+    `left_out` as in summary_rows."""
+    both = cases.pivot_table(
+        index="case_id", columns="machine", values="median_s", aggfunc="median"
+    )
 
     def speed(machine: str) -> float:
         if machine == baseline or baseline not in both:
             return math.inf
-        return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0  # no ok case: last
+        # no ok case: last
+        return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0
 
     machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
     timings = timings_by_machine(frame)
-    columns = {m: summary_rows(frame, cases, m, baseline, energy_notes, timings, left_out) for m in machines}
+    columns = {
+        m: summary_rows(frame, cases, m, baseline, energy_notes, timings, left_out)
+        for m in machines
+    }
     seen = list(dict.fromkeys(key for rows in columns.values() for key in rows))
-    targets = [key for key in seen if key.startswith("time to ")]  # one per target accuracy, after the epoch figures
+    # one per target accuracy, after the epoch figures
+    targets = [key for key in seen if key.startswith("time to ")]
     known = [key for key in SUMMARY_ORDER if key in seen]
-    at = known.index("fastest epoch, equal accuracy") + 1 if "fastest epoch, equal accuracy" in known else len(known)
+    at = (
+        known.index("fastest epoch, equal accuracy") + 1
+        if "fastest epoch, equal accuracy" in known
+        else len(known)
+    )
     order = known[:at] + targets + known[at:]
     micro = sum(key in SUMMARY_ORDER[:MICRO_ROWS] for key in order)
-    order = order[:micro] + [key for key in seen if key not in order] + order[micro:]  # workloads' rows after micro
-    return pd.DataFrame({m: [columns[m].get(k, "") for k in order] for m in machines},
-                        index=pd.Index(order, name="figure"))
+    # workloads' rows after micro
+    order = order[:micro] + [key for key in seen if key not in order] + order[micro:]
+    return pd.DataFrame(
+        {m: [columns[m].get(k, "") for k in order] for m in machines},
+        index=pd.Index(order, name="figure"),
+    )
 
 
 def left_out_lines(frame: pd.DataFrame, reasons: pd.Series) -> str:
-    """One line per case whose rows the summary, the answer and the health verdicts leave out (`reasons`, per row:
-    screen.left_out), with why; '' when none is."""
+    """One line per case whose rows the summary, the answer and the health verdicts leave out
+    (`reasons`, per row: screen.left_out), with why; '' when none is."""
     rows = frame.loc[reasons.notna(), ["machine", "case_id"]].assign(why=reasons[reasons.notna()])
     if rows.empty:
         return ""
-    lines = [Md("Left out of this summary, the answer and the health verdicts (kept in the tables below, flagged "
-                "`impossible`):")]
+    lines = [
+        Md(
+            "Left out of this summary, the answer and the health verdicts (kept in the tables "
+            "below, flagged `impossible`):"
+        )
+    ]
     for (machine, case_id), group in rows.groupby(["machine", "case_id"], sort=False):
         builds = f" ({len(group)} builds)" if len(group) > 1 else ""
-        lines.append(Md("- {}, {}{}: left out — {}").format(machine, code(case_id), builds, group["why"].iloc[0]))
+        lines.append(
+            Md("- {}, {}{}: left out — {}").format(
+                machine, code(case_id), builds, group["why"].iloc[0]
+            )
+        )
     return "\n".join(lines)

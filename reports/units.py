@@ -1,4 +1,5 @@
-"""Values in their unit (from the schema's columns) at a readable scale, for report tables and compare lines."""
+"""Values in their unit (from the schema's columns) at a readable scale, for report tables and
+compare lines."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ _SCALES: dict[str, tuple[tuple[float, str], ...]] = {
 
 
 def human(value: Any, unit: str) -> str:
-    """A value in its unit at a readable scale: 0.0123 s -> '12.3 ms', 1614901248 bytes -> '1.5 GiB'."""
+    """A value in its unit at a readable scale: 0.0123 s -> '12.3 ms', 1614901248 bytes -> '1.5
+    GiB'."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if unit == "frac":
-        return percent(value, 1) if abs(value) < 10 else f"{value:.3g}"  # an MFU of 0.04% keeps its digits
+        # an MFU of 0.04% keeps its digits
+        return percent(value, 1) if abs(value) < 10 else f"{value:.3g}"
     for scale, name in _SCALES.get(unit, ()):
         if abs(value) >= scale or scale == _SCALES[unit][-1][0]:
             return f"{value / scale:.3g} {name}"

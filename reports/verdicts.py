@@ -1,6 +1,7 @@
-"""What a comparison says about one case (or every case at once). Every estimator (compare, replicates, paired,
-sequential) returns an `Estimate`; `decide` is the one rule that turns it into a `Judgement`, `exit_code_of` the
-one that turns judgements into the exit code; a `Verdict` is what is shown."""
+"""What a comparison says about one case (or every case at once). Every estimator (compare,
+replicates, paired, sequential) returns an `Estimate`; `decide` is the one rule that turns it into a
+`Judgement`, `exit_code_of` the one that turns judgements into the exit code; a `Verdict` is what is
+shown."""
 
 from __future__ import annotations
 
@@ -16,33 +17,43 @@ from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.core.exits import UsageError
 
 ALPHA = 0.01
-NOISE_FLOOR = 0.04  # relative between-run noise of identical runs on shared machines (measured 2–10%)
-ONE_PROCESS_FLOOR = 0.08  # the same for a case measured in one process per run (an epoch, a DDP launch)
-MACHINE_WIDE = "(every case: machine-wide shift)"  # the line that judges every case at once
+# relative between-run noise of identical runs on shared machines (measured 2–10%)
+NOISE_FLOOR = 0.04
+# the same for a case measured in one process per run (an epoch, a DDP launch)
+ONE_PROCESS_FLOOR = 0.08
+# the line that judges every case at once
+MACHINE_WIDE = "(every case: machine-wide shift)"
 
 
 class Judgement(str, Enum):
-    """What a comparison calls a case; its value is the word shown (a str, so tables and JSON print it)."""
+    """What a comparison calls a case; its value is the word shown (a str, so tables and JSON print
+    it)."""
 
     SLOWER = "slower"
     FASTER = "faster"
     NO_CHANGE = "no change"
     INCONCLUSIVE = "inconclusive"
-    BROKEN = "broken"  # ok in the base; failed, skipped or held back by its run budget in the new side
-    NOT_JUDGED = "not judged"  # the machine-wide line when cases are judged one by one
-    # significant in the direction a busy side alone could make it (reports/busy.py): the load's, or the code's?
+    # ok in the base; failed, skipped or held back by its run budget in the new side
+    BROKEN = "broken"
+    # the machine-wide line when cases are judged one by one
+    NOT_JUDGED = "not judged"
+    # significant in the direction a busy side alone could make it (reports/busy.py): the load's, or
+    # the code's?
     CANNOT_JUDGE = "cannot judge: busy"
-    # a DRAM case whose sides read the memory's two modes (reports/modes.py): the mode's, not the code's
+    # a DRAM case whose sides read the memory's two modes (reports/modes.py): the mode's, not the
+    # code's
     TWO_MODES = "cannot judge: two modes"
 
     def __str__(self) -> str:
         return self.value
 
-    def __format__(self, spec: str) -> str:  # Python 3.12 formats a str mixin as 'Judgement.SLOWER'
+    # Python 3.12 formats a str mixin as 'Judgement.SLOWER'
+    def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
 
-FAILS = (Judgement.SLOWER, Judgement.BROKEN)  # what fails a gate
+# what fails a gate
+FAILS = (Judgement.SLOWER, Judgement.BROKEN)
 
 
 @dataclass(frozen=True)
@@ -50,25 +61,42 @@ class Verdict:
     case_id: str
     base_median_s: float
     new_median_s: float
-    ratio: float  # new / base: above 1 is slower
+    # new / base: above 1 is slower
+    ratio: float
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    detectable: float | None  # smallest relative change this comparison could detect
+    # smallest relative change this comparison could detect
+    detectable: float | None
     verdict: Judgement
     note: str = ""
 
     @classmethod
-    def of(cls, case_id: str, medians: tuple[float, float], estimate: Estimate, verdict: Judgement,
-           note: str) -> Verdict:
-        return cls(case_id, *medians, estimate.ratio, estimate.low, estimate.high, estimate.p_value,
-                   estimate.detectable, verdict, note)
+    def of(
+        cls,
+        case_id: str,
+        medians: tuple[float, float],
+        estimate: Estimate,
+        verdict: Judgement,
+        note: str,
+    ) -> Verdict:
+        return cls(
+            case_id,
+            *medians,
+            estimate.ratio,
+            estimate.low,
+            estimate.high,
+            estimate.p_value,
+            estimate.detectable,
+            verdict,
+            note,
+        )
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """new / base for one case: the ratio, its interval at 1 - ALPHA, the p-value of "no change" and the
-    smallest relative change the comparison could detect."""
+    """new / base for one case: the ratio, its interval at 1 - ALPHA, the p-value of "no change" and
+    the smallest relative change the comparison could detect."""
 
     ratio: float
     low: float
@@ -81,13 +109,18 @@ def t_estimate(mean_log: float, se: float, dof: float) -> Estimate:
     """A t statistic on the log scale: ratio e^mean, interval mean ± t*·se, two-sided p."""
     t_crit = float(stdtrit(dof, 1 - ALPHA / 2))
     p_value = float(2 * stdtr(dof, -abs(mean_log) / se)) if se > 0 else (0.0 if mean_log else 1.0)
-    return Estimate(exp_capped(mean_log), exp_capped(mean_log - t_crit * se), exp_capped(mean_log + t_crit * se),
-                    p_value, exp_capped(t_crit * se) - 1)
+    return Estimate(
+        exp_capped(mean_log),
+        exp_capped(mean_log - t_crit * se),
+        exp_capped(mean_log + t_crit * se),
+        p_value,
+        exp_capped(t_crit * se) - 1,
+    )
 
 
 def decide(estimate: Estimate, threshold: float) -> Judgement:
-    """The one rule. slower / faster: significant and beyond the threshold; no change: the whole interval
-    lies within ± threshold; inconclusive otherwise (more runs or pairs would tell)."""
+    """The one rule. slower / faster: significant and beyond the threshold; no change: the whole
+    interval lies within ± threshold; inconclusive otherwise (more runs or pairs would tell)."""
     band = (1 / (1 + threshold), 1 + threshold)
     if estimate.p_value < ALPHA and estimate.ratio > band[1]:
         return Judgement.SLOWER
@@ -99,8 +132,8 @@ def decide(estimate: Estimate, threshold: float) -> Judgement:
 
 
 def exit_code_of(verdicts: Iterable[Verdict]) -> ExitCode:
-    """FAILED when a case is slower or broken; else CANNOT_JUDGE when busy rows alone could have made a difference
-    seen (never the exit of a clean pass); else OK."""
+    """FAILED when a case is slower or broken; else CANNOT_JUDGE when busy rows alone could have
+    made a difference seen (never the exit of a clean pass); else OK."""
     judged = {v.verdict for v in verdicts}
     if judged & set(FAILS):
         return ExitCode.FAILED
@@ -109,14 +142,20 @@ def exit_code_of(verdicts: Iterable[Verdict]) -> ExitCode:
 
 
 def tally(verdicts: Iterable[Verdict]) -> str:
-    """'1 slower, 0 faster, ...' over every judgement a line can have; 'cannot judge: busy' only where one is."""
+    """'1 slower, 0 faster, ...' over every judgement a line can have; 'cannot judge: busy' only
+    where one is."""
     judged = [v.verdict for v in verdicts]
-    shown = [k for k in Judgement if k != Judgement.NOT_JUDGED
-             and (k not in (Judgement.CANNOT_JUDGE, Judgement.TWO_MODES) or k in judged)]
+    shown = [
+        k
+        for k in Judgement
+        if k != Judgement.NOT_JUDGED
+        and (k not in (Judgement.CANNOT_JUDGE, Judgement.TWO_MODES) or k in judged)
+    ]
     return ", ".join(f"{judged.count(k)} {k}" for k in shown)
 
 
-MAX_LOG = 700.0  # e^700 is 1e304: a ratio or interval bound beyond it is shown as inf
+# e^700 is 1e304: a ratio or interval bound beyond it is shown as inf
+MAX_LOG = 700.0
 
 
 def exp_capped(log_value: float) -> float:
@@ -124,7 +163,8 @@ def exp_capped(log_value: float) -> float:
     return math.exp(log_value) if log_value < MAX_LOG else math.inf
 
 
-MIN_THRESHOLD = 0.001  # 0.1%: no run resolves a smaller change
+# 0.1%: no run resolves a smaller change
+MIN_THRESHOLD = 0.001
 
 
 def parse_threshold(text: str) -> float:
@@ -134,8 +174,12 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         raise UsageError(f"bad --threshold {text!r}: use a percentage such as 5%") from None
     if not math.isfinite(value) or not MIN_THRESHOLD <= value < 10:
-        raise UsageError(f"bad --threshold {text!r}: use a percentage from 0.1% to below 1000%, such as 5%")
+        raise UsageError(
+            f"bad --threshold {text!r}: use a percentage from 0.1% to below 1000%, such as 5%"
+        )
     if not text.endswith("%") and value >= 1:
-        raise UsageError(f"bad --threshold {text!r}: write {text}% for a percentage "
-                         "(or a fraction below 1, such as 0.05)")
+        raise UsageError(
+            f"bad --threshold {text!r}: write {text}% for a percentage "
+            "(or a fraction below 1, such as 0.05)"
+        )
     return value

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/fakes.py, tests/runs.py
+# tests/fakes.py, tests/runs.py
+sys.path.insert(0, str(Path(__file__).parent))
 # The processes the tests start (gpubench run, pytester's pytest, torchrun's ranks) import the
 # harness beside these tests, not whichever checkout the environment's editable install points at.
 REPO = str(Path(__file__).resolve().parent.parent)
@@ -21,18 +22,18 @@ def pytest_configure(config):
     guard_configure(config)
     ctrl_c_as_a_terminal_gives_it()
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # One of `make check`'s workers, each on a core: torch's own pool (a thread per core in every worker)
-        # would have the workers' threads queue for the same cores.
+        # One of `make check`'s workers, each on a core: torch's own pool (a thread per core in
+        # every worker) would have the workers' threads queue for the same cores.
         import torch
 
         torch.set_num_threads(1)
 
 
 def ctrl_c_as_a_terminal_gives_it() -> None:
-    """A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and every process a
-    test starts would inherit that: Python installs no Ctrl-C handler then, so a run sent SIGINT by a
-    test measures on and exits 0. The Ctrl-C tests ask what a terminal's Ctrl-C does: Python's handler here,
-    SIG_DFL in each child after exec."""
+    """A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and every process
+    a test starts would inherit that: Python installs no Ctrl-C handler then, so a run sent SIGINT
+    by a test measures on and exits 0. The Ctrl-C tests ask what a terminal's Ctrl-C does: Python's
+    handler here, SIG_DFL in each child after exec."""
     import signal
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
@@ -41,14 +42,18 @@ def ctrl_c_as_a_terminal_gives_it() -> None:
 
 @pytest.fixture
 def machine_info_in_process(monkeypatch):
-    """For pytest runs inside this process: pytest-benchmark's machine info comes from py-cpuinfo, which starts
-    dmesg and lscpu each time it is asked; these tests read gpubench's rows and JSON fields, not its CPU name."""
+    """For pytest runs inside this process: pytest-benchmark's machine info comes from py-cpuinfo,
+    which starts dmesg and lscpu each time it is asked; these tests read gpubench's rows and JSON
+    fields, not its CPU name."""
     import platform
 
     import pytest_benchmark.plugin
 
-    monkeypatch.setattr(pytest_benchmark.plugin, "get_cpu_info", lambda: {"brand_raw": platform.processor(),
-                                                                          "arch_string_raw": platform.machine()})
+    monkeypatch.setattr(
+        pytest_benchmark.plugin,
+        "get_cpu_info",
+        lambda: {"brand_raw": platform.processor(), "arch_string_raw": platform.machine()},
+    )
 
 
 @pytest.fixture
@@ -60,23 +65,26 @@ def one_case(pytester, monkeypatch, machine_info_in_process):
     pytester.makepyfile(bench_tiny=ONE_CASE_BENCH)
     (pytester.path / "out").mkdir()
     (pytester.path / "out" / "taken.csv").write_text("an earlier run\n")
-    pytester.syspathinsert()  # a plugin module the test writes there (-p NAME) imports in an in-process run too
+    # a plugin module the test writes there (-p NAME) imports in an in-process run too
+    pytester.syspathinsert()
     return pytester
 
 
 @pytest.fixture(autouse=True)
 def builds_are_not_xdist_workers(monkeypatch):
-    """Under pytest-xdist a worker's PYTEST_XDIST_* variables would pass to the processes a test starts, and
-    pytest-benchmark turns itself off in a process that sees them: a build would then refuse --benchmark-only."""
+    """Under pytest-xdist a worker's PYTEST_XDIST_* variables would pass to the processes a test
+    starts, and pytest-benchmark turns itself off in a process that sees them: a build would then
+    refuse --benchmark-only."""
     for name in [name for name in os.environ if name.startswith("PYTEST_XDIST_")]:
         monkeypatch.delenv(name)
 
 
 @pytest.fixture(autouse=True)
 def one_console_on_standard_streams():
-    """A test reads the console's lines where a person would, on the standard streams (capsys), not on this test
-    session's own terminal, which the plugin gave the one console; a test that configures the plugin with a fake
-    config, or calls a command in this process, leaves no screen or voice of its own to the next."""
+    """A test reads the console's lines where a person would, on the standard streams (capsys), not
+    on this test session's own terminal, which the plugin gave the one console; a test that
+    configures the plugin with a fake config, or calls a command in this process, leaves no screen
+    or voice of its own to the next."""
     from gpubench.harness.core.console import CONSOLE
 
     screen, voice = CONSOLE.screen, CONSOLE.voice
@@ -88,8 +96,9 @@ def one_console_on_standard_streams():
 
 @pytest.fixture(autouse=True)
 def not_a_subreaper_after_the_test():
-    """`gpubench run` and `ab` make their process the subreaper of its builds (lifetime.adopt_orphans); a test
-    that calls them in-process must not leave the whole test session adopting every later test's orphans."""
+    """`gpubench run` and `ab` make their process the subreaper of its builds
+    (lifetime.adopt_orphans); a test that calls them in-process must not leave the whole test
+    session adopting every later test's orphans."""
     yield
     from gpubench.harness.processes.lifetime import PR_SET_CHILD_SUBREAPER, adopting, prctl
 
@@ -102,16 +111,20 @@ def _png_chunk(kind: bytes, data: bytes) -> bytes:
 
 
 # A valid 1x1 grey PNG: what a report test that reads tables gets in place of each drawn plot.
-ONE_PIXEL_PNG = (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
-                 + _png_chunk(b"IDAT", zlib.compress(b"\x00\x80")) + _png_chunk(b"IEND", b""))
+ONE_PIXEL_PNG = (
+    b"\x89PNG\r\n\x1a\n"
+    + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+    + _png_chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+    + _png_chunk(b"IEND", b"")
+)
 
 
 @pytest.fixture
 def unrendered_plots(request, monkeypatch):
-    """For report tests that check tables, notes, links and files, not pixels: a matplotlib figure is
-    saved as a 1x1 PNG without being laid out or drawn (drawing is about three quarters of a report's
-    cost). The PNG is still written where and how the report writes it (through its safe temporary), so
-    link and folder checks hold. A test marked `drawn` keeps real drawing."""
+    """For report tests that check tables, notes, links and files, not pixels: a matplotlib figure
+    is saved as a 1x1 PNG without being laid out or drawn (drawing is about three quarters of a
+    report's cost). The PNG is still written where and how the report writes it (through its safe
+    temporary), so link and folder checks hold. A test marked `drawn` keeps real drawing."""
     if request.node.get_closest_marker("drawn"):
         return
     import matplotlib.figure
@@ -122,5 +135,7 @@ def unrendered_plots(request, monkeypatch):
         else:
             Path(target).write_bytes(ONE_PIXEL_PNG)
 
-    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(
+        matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None
+    )
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", save_one_pixel)

@@ -41,15 +41,19 @@ def free_port() -> int:
 
 def rank_main(rank: int, world_size: int, port: int, out_file: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
     try:
         model = DistributedDataParallel(make_model("mlp", seed=0))
         x, y = fixed_batch()
         shard = slice(rank * len(y) // world_size, (rank + 1) * len(y) // world_size)
-        train(model, x[shard], y[shard])  # DDP averages the ranks' gradients = the combined batch's mean
+        # DDP averages the ranks' gradients = the combined batch's mean
+        train(model, x[shard], y[shard])
         if rank == 0:
             torch.save([p.detach() for p in model.module.parameters()], out_file)
-        dist.barrier()  # no rank tears the group down while another still uses it
+        # no rank tears the group down while another still uses it
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     # Gloo's worker threads can abort the interpreter's finalization (SIGABRT, "terminate called

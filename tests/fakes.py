@@ -36,7 +36,9 @@ class FakeBenchmark:
         self.stats: FakeMetadata | None = None
         self.calls: list[tuple[int, int]] = []
 
-    def pedantic(self, target: Callable[[], Any], rounds: int, iterations: int, warmup_rounds: int = 0) -> Any:
+    def pedantic(
+        self, target: Callable[[], Any], rounds: int, iterations: int, warmup_rounds: int = 0
+    ) -> Any:
         self.calls.append((rounds, iterations))
         self.stats = FakeMetadata()
         result = None
@@ -44,12 +46,14 @@ class FakeBenchmark:
             for _ in range(iterations):
                 result = target()
             self.stats.stats.data.append(self.samples_s[i % len(self.samples_s)])
-        if iterations > 1:  # as pytest-benchmark does: one more call after the rounds, for the result
+        # as pytest-benchmark does: one more call after the rounds, for the result
+        if iterations > 1:
             result = target()
         return result
 
 
-class NVMLError_NotSupported(Exception):  # pynvml's own name
+# pynvml's own name
+class NVMLError_NotSupported(Exception):
     """What pynvml raises for a field or query this GPU (or VM) does not support."""
 
     def __str__(self) -> str:
@@ -67,11 +71,18 @@ class FakeNvml:
     NVML_TEMPERATURE_GPU = 0
     NVML_FI_DEV_POWER_INSTANT = 186
 
-    def __init__(self, energy_mj: int = 1_000_000, supports_energy: bool = True, not_supported: tuple[str, ...] = (),
-                 instant_power_mw: int | None = None, pids: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        energy_mj: int = 1_000_000,
+        supports_energy: bool = True,
+        not_supported: tuple[str, ...] = (),
+        instant_power_mw: int | None = None,
+        pids: tuple[int, ...] = (),
+    ) -> None:
         self.energy_mj = energy_mj
-        self.not_supported = set(not_supported) | (set() if supports_energy
-                                                   else {"nvmlDeviceGetTotalEnergyConsumption"})
+        self.not_supported = set(not_supported) | (
+            set() if supports_energy else {"nvmlDeviceGetTotalEnergyConsumption"}
+        )
         self.sm_clock_mhz, self.temp_c, self.power_mw, self.throttle_bits = 1980, 45, 300_000, 0
         self.instant_power_mw = instant_power_mw
         self.pids = pids
@@ -81,7 +92,8 @@ class FakeNvml:
             raise NVMLError_NotSupported()
         return value
 
-    def nvmlInit(self) -> None:  # as a stand-in for the pynvml module itself
+    # as a stand-in for the pynvml module itself
+    def nvmlInit(self) -> None:
         return None
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
@@ -106,15 +118,25 @@ class FakeNvml:
         return self._answer("nvmlDeviceGetCurrentClocksThrottleReasons", self.throttle_bits)
 
     def nvmlDeviceGetFieldValues(self, handle: str, field_ids: list[int]) -> list[Any]:
-        """pynvml's c_nvmlFieldValue_t: a per-field status, a value type (1 = unsigned int) and a union."""
+        """pynvml's c_nvmlFieldValue_t: a per-field status, a value type (1 = unsigned int) and a
+        union."""
         self._answer("nvmlDeviceGetFieldValues", None)
-        status = 3 if self.instant_power_mw is None else 0  # NVML_ERROR_NOT_SUPPORTED for this field only
-        return [SimpleNamespace(fieldId=f, nvmlReturn=status, valueType=1,
-                                value=SimpleNamespace(uiVal=self.instant_power_mw or 0))
-                for f in field_ids]
+        # NVML_ERROR_NOT_SUPPORTED for this field only
+        status = 3 if self.instant_power_mw is None else 0
+        return [
+            SimpleNamespace(
+                fieldId=f,
+                nvmlReturn=status,
+                valueType=1,
+                value=SimpleNamespace(uiVal=self.instant_power_mw or 0),
+            )
+            for f in field_ids
+        ]
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Any]:
-        return self._answer("nvmlDeviceGetComputeRunningProcesses", [SimpleNamespace(pid=pid) for pid in self.pids])
+        return self._answer(
+            "nvmlDeviceGetComputeRunningProcesses", [SimpleNamespace(pid=pid) for pid in self.pids]
+        )
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: str) -> list[Any]:
         return self._answer("nvmlDeviceGetGraphicsRunningProcesses", [])
@@ -140,8 +162,17 @@ class RunContext:
     writer: ResultsWriter | None
 
 
-def run_with(case: Any, workload: Any, benchmark: Any, ctx: RunContext, build_index: int = 0) -> dict[str, Any]:
+def run_with(
+    case: Any, workload: Any, benchmark: Any, ctx: RunContext, build_index: int = 0
+) -> dict[str, Any]:
     """run_case as the gpubench fixture calls it: pytest-benchmark (a fake) drives the rounds."""
     record = ctx.writer.append if ctx.writer is not None else None
-    return run_case(case, as_workload(workload), replace(ctx.build, build_index=build_index), ctx.base_row, record,
-                    rounds=benchmark_rounds(benchmark), untimed=benchmark.disabled)
+    return run_case(
+        case,
+        as_workload(workload),
+        replace(ctx.build, build_index=build_index),
+        ctx.base_row,
+        record,
+        rounds=benchmark_rounds(benchmark),
+        untimed=benchmark.disabled,
+    )

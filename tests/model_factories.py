@@ -1,5 +1,5 @@
-"""Factories for `--model` tests: a tiny CNN (an image input), a tiny MLP (a flat input), and factories
-that break the way a user's can."""
+"""Factories for `--model` tests: a tiny CNN (an image input), a tiny MLP (a flat input), and
+factories that break the way a user's can."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from torch import nn
 
 def tiny_cnn() -> nn.Module:
     """3x8x8 images -> 4 classes; batch norm, so train and eval differ as in a real model."""
-    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                         nn.Flatten(), nn.Linear(4, 4))
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 4),
+    )
 
 
 def tiny_mlp() -> nn.Module:
@@ -82,7 +88,9 @@ class TinyLM(nn.Module):
         self.embed = nn.Embedding(vocab, width)
         self.head = nn.Linear(width, vocab)
 
-    def forward(self, ids: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:
+    def forward(
+        self, ids: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, None]:
         return self.head(self.embed(ids)), None
 
 
@@ -95,7 +103,8 @@ def exits() -> nn.Module:
 
 
 def leaves() -> nn.Module:
-    os._exit(0)  # a run that ends from inside: no exception, no word
+    # a run that ends from inside: no exception, no word
+    os._exit(0)
 
 
 def never_returns() -> nn.Module:

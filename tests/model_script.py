@@ -6,7 +6,8 @@ import torch
 
 PARSER = argparse.ArgumentParser()
 PARSER.add_argument("--lr", type=float, required=True)
-ARGS = PARSER.parse_args()  # without its --lr: exit 2, as the script would
+# without its --lr: exit 2, as the script would
+ARGS = PARSER.parse_args()
 
 
 def make() -> torch.nn.Module:

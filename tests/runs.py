@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # One workload with one case that does nothing: the run's checks before the first case, and how a
 # run ends, without the cost of a real workload.
-ONE_CASE_BENCH = '''
+ONE_CASE_BENCH = """
 import sys
 from dataclasses import dataclass
 from typing import ClassVar
@@ -43,7 +43,7 @@ def build(case, ctx):
 
 def test_tiny(case, gpubench):
     gpubench.run(case)
-'''
+"""
 
 # A test plugin (loaded with -p fullafter1): the results folder is full once one row is written.
 FULL_AFTER_ONE_ROW = '''
@@ -64,40 +64,53 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    results.ResultsWriter.append = _append  # the run may be inside the test's own process: leave the module as it was
+    # the run may be inside the test's own process: leave the module as it was
+    results.ResultsWriter.append = _append
 '''
 
 
 WITH_PLUGIN = ("-p", "gpubench.harness.pytest_plugin.plugin", "-p", "no:cacheprovider")
-PLUGIN_OVER_TINY = (*WITH_PLUGIN, "bench_tiny.py", "--benchmark-only", "--profile=smoke", "--results-dir=out")
+PLUGIN_OVER_TINY = (
+    *WITH_PLUGIN,
+    "bench_tiny.py",
+    "--benchmark-only",
+    "--profile=smoke",
+    "--results-dir=out",
+)
 
 
 def run_bench(pytester, *args):
-    """pytest with the plugin over the folder's bench_tiny.py (smoke profile, results in out/), in this process."""
+    """pytest with the plugin over the folder's bench_tiny.py (smoke profile, results in out/), in
+    this process."""
     return pytest_in_process(pytester, *PLUGIN_OVER_TINY, *args)
 
 
 def pytest_in_process(pytester, *args, plugins=()):
-    """pytester's run inside this process: torch and the harness are imported once, a run costs a fraction of a
-    second. The plugin gives back what it took (signal handlers, the session clock, torch's flags) as it does for
-    any embedding host; a handler left behind fails the test here."""
+    """pytester's run inside this process: torch and the harness are imported once, a run costs a
+    fraction of a second. The plugin gives back what it took (signal handlers, the session clock,
+    torch's flags) as it does for any embedding host; a handler left behind fails the test here."""
     before = stop_signal_handlers()
     result = pytester.runpytest_inprocess(*args, plugins=list(plugins))
     after = stop_signal_handlers()
     # Ctrl-C: Python's own handler back (the plugin's promise to an embedding host), or what it was
-    assert after.pop(signal.SIGINT) in (before.pop(signal.SIGINT),
-                                        signal.default_int_handler), "a run inside this process kept Ctrl-C"
+    assert after.pop(signal.SIGINT) in (before.pop(signal.SIGINT), signal.default_int_handler), (
+        "a run inside this process kept Ctrl-C"
+    )
     assert after == before, "a run inside this process left its SIGTERM/SIGHUP handlers behind"
     return result
 
 
 def run_bench_process(pytester, *args):
-    """The same in a fresh pytest process: for a test whose subject is the process (a signal to it, its exit)."""
+    """The same in a fresh pytest process: for a test whose subject is the process (a signal to it,
+    its exit)."""
     return pytester.runpytest_subprocess(*PLUGIN_OVER_TINY, *args)
 
 
 def stop_signal_handlers() -> dict[int, object]:
-    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    return {
+        signum: signal.getsignal(signum)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
 
 
 def one_error_line(result) -> str:
@@ -111,16 +124,31 @@ def one_error_line(result) -> str:
 def assert_one_full_line(out: str, err: str) -> None:
     """The one results-full line (on stderr, last), and no pytest.exit banner."""
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gpubench: results folder full: 1 rows kept in"), err
-    assert "results folder full" not in out and not [line for line in out.splitlines()
-                                                     if line.startswith("!")], out[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(
+        "gpubench: results folder full: 1 rows kept in"
+    ), err
+    assert "results folder full" not in out and not [
+        line for line in out.splitlines() if line.startswith("!")
+    ], out[-3000:]
 
 
 def gpubench_run(tmp_path: Path, *args: str, **popen) -> subprocess.Popen[str]:
-    """`gpubench run` on the cpu at the smoke profile, results in tmp_path/res, started from the repository."""
+    """`gpubench run` on the cpu at the smoke profile, results in tmp_path/res, started from the
+    repository."""
     return subprocess.Popen(
-        [sys.executable, "-m", "gpubench.harness.commands.cli", "run", "--device", "cpu", "--profile", "smoke",
-         "--results-dir", str(tmp_path / "res"), *args],
+        [
+            sys.executable,
+            "-m",
+            "gpubench.harness.commands.cli",
+            "run",
+            "--device",
+            "cpu",
+            "--profile",
+            "smoke",
+            "--results-dir",
+            str(tmp_path / "res"),
+            *args,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -135,7 +163,8 @@ def cmdlines(procs: list[psutil.Process]) -> list[str]:
         try:
             lines.append(" ".join(proc.cmdline()))
         except psutil.Error:
-            continue  # gone or a zombie meanwhile
+            # gone or a zombie meanwhile
+            continue
     return lines
 
 
@@ -144,8 +173,8 @@ FORK_SERVER = "gpubench.harness.pytest_plugin.fork_server"
 
 
 def build_processes(pid: int) -> list[psutil.Process]:
-    """The build processes under `pid`: plain ones (gpubench.harness.processes.build_main) and the fork server's
-    children."""
+    """The build processes under `pid`: plain ones (gpubench.harness.processes.build_main) and the
+    fork server's children."""
     try:
         descendants = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
@@ -154,11 +183,15 @@ def build_processes(pid: int) -> list[psutil.Process]:
     for proc in descendants:
         try:
             line, parent = " ".join(proc.cmdline()), proc.parent()
-            if BUILD_ENTRY in line or (FORK_SERVER in line and parent is not None
-                                       and FORK_SERVER in " ".join(parent.cmdline())):
+            if BUILD_ENTRY in line or (
+                FORK_SERVER in line
+                and parent is not None
+                and FORK_SERVER in " ".join(parent.cmdline())
+            ):
                 found.append(proc)
         except psutil.Error:
-            continue  # gone meanwhile
+            # gone meanwhile
+            continue
     return found
 
 
@@ -167,8 +200,9 @@ def processes_of(tmp_path: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(str(tmp_path) in arg for arg in proc.info["cmdline"]
-                                                                   or ()):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(
+                str(tmp_path) in arg for arg in proc.info["cmdline"] or ()
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -180,25 +214,32 @@ def idx_bytes(dims: tuple[int, ...]) -> bytes:
     return header + bytes(math.prod(dims))
 
 
-def write_idx_folder(folder: Path, cut: str | None = None, bad_magic: str | None = None,
-                     bad_label: str | None = None) -> None:
+def write_idx_folder(
+    folder: Path, cut: str | None = None, bad_magic: str | None = None, bad_label: str | None = None
+) -> None:
     """Four small, valid IDX files (2 train + 1 test image), one of them damaged on request."""
     folder.mkdir(parents=True)
-    for name, dims in (("train-images-idx3-ubyte", (2, 28, 28)), ("train-labels-idx1-ubyte", (2,)),
-                       ("t10k-images-idx3-ubyte", (1, 28, 28)), ("t10k-labels-idx1-ubyte", (1,))):
+    for name, dims in (
+        ("train-images-idx3-ubyte", (2, 28, 28)),
+        ("train-labels-idx1-ubyte", (2,)),
+        ("t10k-images-idx3-ubyte", (1, 28, 28)),
+        ("t10k-labels-idx1-ubyte", (1,)),
+    ):
         data = idx_bytes(dims)
         if name == cut:
             data = data[: len(data) - 100]
         if name == bad_magic:
             data = b"<html>" + data[6:]
-        if name == bad_label:  # the last label byte: 200 in a 10-class dataset
+        # the last label byte: 200 in a 10-class dataset
+        if name == bad_label:
             data = data[:-1] + bytes([200])
         (folder / name).write_bytes(data)
 
 
 def summary_as_quick(csv_path: Path, out: Path) -> str:
-    """The Summary section a smoke run's rows would get as a quick run's: a smoke run's own report shows none
-    (its sizes are the suite's test, not figures to compare), so an end-to-end test of a summary line relabels them."""
+    """The Summary section a smoke run's rows would get as a quick run's: a smoke run's own report
+    shows none (its sizes are the suite's test, not figures to compare), so an end-to-end test of a
+    summary line relabels them."""
     import csv as csv_module
 
     from gpubench.reports.build import build_report
@@ -216,20 +257,34 @@ def summary_as_quick(csv_path: Path, out: Path) -> str:
 
 
 def run_build_process(plan, cwd: Path, timeout_s: float = 300.0):
-    """A build process as gpubench run starts one (build_main, its plan in over one pipe, its answer out over
-    another), run to its end: (the process, its last answer or None)."""
+    """A build process as gpubench run starts one (build_main, its plan in over one pipe, its answer
+    out over another), run to its end: (the process, its last answer or None)."""
     import os
 
     from gpubench.harness.processes.protocol import last_answer
 
     plan_read, plan_write = os.pipe()
     answer_read, answer_write = os.pipe()
-    os.write(plan_write, plan.to_json().encode())  # far below a pipe's 64 KiB: no reader needed yet
+    # far below a pipe's 64 KiB: no reader needed yet
+    os.write(plan_write, plan.to_json().encode())
     os.close(plan_write)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), str(REPO)]))
-    done = subprocess.run([sys.executable, "-m", "gpubench.harness.processes.build_main", f"--plan-fd={plan_read}",
-                           f"--answer-fd={answer_write}"], cwd=cwd, pass_fds=(plan_read, answer_write),
-                          capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpubench.harness.processes.build_main",
+            f"--plan-fd={plan_read}",
+            f"--answer-fd={answer_write}",
+        ],
+        cwd=cwd,
+        pass_fds=(plan_read, answer_write),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+    )
     os.close(plan_read)
     os.close(answer_write)
     with os.fdopen(answer_read, "rb") as pipe:

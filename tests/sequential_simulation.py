@@ -1,7 +1,7 @@
-"""Sessions played by the sequential rule of `gpubench ab --budget` (gpubench.reports.sequential) on simulated pair
-log-ratios, vectorised over sessions and cases: what tests/test_power.py and tests/test_ab_lengths.py measure the
-false-alarm rate and power with. test_power holds its verdicts equal to the session's own
-(paired.judge_session, sequential=True)."""
+"""Sessions played by the sequential rule of `gpubench ab --budget` (gpubench.reports.sequential) on
+simulated pair log-ratios, vectorised over sessions and cases: what tests/test_power.py and
+tests/test_ab_lengths.py measure the false-alarm rate and power with. test_power holds its verdicts
+equal to the session's own (paired.judge_session, sequential=True)."""
 
 from __future__ import annotations
 
@@ -15,22 +15,27 @@ from gpubench.reports.sequential import MIN_PAIRS, MIXTURE_G, prefixes
 from gpubench.reports.verdicts import ALPHA, Judgement
 
 SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = 0, 1, 2, 3
-WORDS = (Judgement.SLOWER, Judgement.FASTER, Judgement.NO_CHANGE, Judgement.INCONCLUSIVE)  # by code
+# by code
+WORDS = (Judgement.SLOWER, Judgement.FASTER, Judgement.NO_CHANGE, Judgement.INCONCLUSIVE)
 
 
-def verdict_codes(mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray,
-                  threshold: float) -> np.ndarray:
+def verdict_codes(
+    mean: np.ndarray, half_width: np.ndarray, p_adjusted: np.ndarray, threshold: float
+) -> np.ndarray:
     """verdicts.decide's rule per element on log scale (test_power holds the two equal)."""
     band = math.log1p(threshold)
     significant = p_adjusted < ALPHA
-    codes = np.where(np.abs(mean) + half_width <= band, NO_CHANGE, np.full(np.shape(mean), INCONCLUSIVE))
+    codes = np.where(
+        np.abs(mean) + half_width <= band, NO_CHANGE, np.full(np.shape(mean), INCONCLUSIVE)
+    )
     codes = np.where(significant & (mean < -band), FASTER, codes)
     return np.where(significant & (mean > band), SLOWER, codes)
 
 
 @dataclass(frozen=True)
 class Simulated:
-    """Sessions run by the sequential rule: each case's final verdict code and pairs (sessions x cases)."""
+    """Sessions run by the sequential rule: each case's final verdict code and pairs (sessions x
+    cases)."""
 
     codes: np.ndarray
     pairs: np.ndarray
@@ -46,8 +51,8 @@ def masked_median(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def simulate(logs: np.ndarray, threshold: float, g: float = MIXTURE_G) -> Simulated:
-    """Plays sessions as `gpubench ab --budget` runs them, without the budget, on `logs` (sessions, cases, pairs);
-    the machine-wide line is per pair the median over the 2+ cases that ran in it."""
+    """Plays sessions as `gpubench ab --budget` runs them, without the budget, on `logs` (sessions,
+    cases, pairs); the machine-wide line is per pair the median over the 2+ cases that ran in it."""
     sessions, cases, max_pairs = logs.shape
     case_stats = prefixes(logs, g)
     pairs = np.zeros((sessions, cases), int)
@@ -61,12 +66,16 @@ def simulate(logs: np.ndarray, threshold: float, g: float = MIXTURE_G) -> Simula
         machine[:, pair] = np.where(count >= 2, shift, 0.0)
         machine_pairs = np.where(count >= 2, pair + 1, machine_pairs)
         at = (pairs - 1)[..., None]
-        mean, half = (np.take_along_axis(a, at, -1)[..., 0] for a in (case_stats.mean, case_stats.half_width))
+        mean, half = (
+            np.take_along_axis(a, at, -1)[..., 0] for a in (case_stats.mean, case_stats.half_width)
+        )
         p_case = np.take_along_axis(case_stats.p_value, at, -1)[..., 0]
         machine_at = np.maximum(machine_pairs - 1, 0)[:, None]
-        p_machine = np.take_along_axis(prefixes(machine[:, :pair + 1], g).p_value, machine_at, -1)
+        p_machine = np.take_along_axis(prefixes(machine[:, : pair + 1], g).p_value, machine_at, -1)
         p_machine = np.where(machine_pairs[:, None] >= MIN_PAIRS, p_machine, 1.0)
-        adjusted = false_discovery_control(np.concatenate([p_case, p_machine], axis=1), axis=-1)[:, :cases]
+        adjusted = false_discovery_control(np.concatenate([p_case, p_machine], axis=1), axis=-1)[
+            :, :cases
+        ]
         codes = verdict_codes(mean, half, adjusted, threshold)
         if not (codes == INCONCLUSIVE).any():
             break

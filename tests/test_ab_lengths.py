@@ -28,15 +28,18 @@ LEAST_S = 0.1
 
 
 def test_builds_are_longer_only_where_their_own_samples_are_the_noise() -> None:
-    disagreeing = BuildNoise(between_var=0.05 ** 2, round_var=0.01 ** 2, round_s=0.002, overhead_s=0.5)
-    sampling = BuildNoise(between_var=0.0, round_var=0.3 ** 2, round_s=0.002, overhead_s=0.5)
-    assert best_build_s(disagreeing, LEAST_S, 2.0) == LEAST_S  # more pairs, not longer builds
+    disagreeing = BuildNoise(between_var=0.05**2, round_var=0.01**2, round_s=0.002, overhead_s=0.5)
+    sampling = BuildNoise(between_var=0.0, round_var=0.3**2, round_s=0.002, overhead_s=0.5)
+    # more pairs, not longer builds
+    assert best_build_s(disagreeing, LEAST_S, 2.0) == LEAST_S
     assert LEAST_S < best_build_s(sampling, LEAST_S, 10.0) < 10.0
     assert best_build_s(sampling, LEAST_S, 0.5) == 0.5
     # one spread per round: a 100 ms call's rounds cost 50x a 2 ms call's, so its builds are longer
-    slow_call = BuildNoise(between_var=0.01 ** 2, round_var=0.1 ** 2, round_s=0.1, overhead_s=0.5)
-    fast_call = BuildNoise(between_var=0.01 ** 2, round_var=0.1 ** 2, round_s=0.002, overhead_s=0.5)
-    assert best_build_s(slow_call, 0.01, 60.0) == pytest.approx(best_build_s(fast_call, 0.01, 60.0) * math.sqrt(50))
+    slow_call = BuildNoise(between_var=0.01**2, round_var=0.1**2, round_s=0.1, overhead_s=0.5)
+    fast_call = BuildNoise(between_var=0.01**2, round_var=0.1**2, round_s=0.002, overhead_s=0.5)
+    assert best_build_s(slow_call, 0.01, 60.0) == pytest.approx(
+        best_build_s(fast_call, 0.01, 60.0) * math.sqrt(50)
+    )
 
 
 def test_the_cases_file_carries_each_case_s_seconds(tmp_path: Path) -> None:
@@ -52,8 +55,10 @@ def test_the_cases_file_carries_each_case_s_seconds(tmp_path: Path) -> None:
 # Three kinds of case: decided soon (1% noise), builds that disagree beyond their samples (30%,
 # tight rounds), builds whose own few wide rounds are the noise (shrinking as builds get longer).
 QUIET, DISAGREE, SAMPLING = "quiet", "disagree", "sampling"
-SAMPLING_REL_IQR = 0.1  # a build of 0.1 s: 5 rounds, its median off by ~4%; of 2 s: 100 rounds, ~1%
-MAX_PAIRS = 12  # each look reads both sides' files: a few seconds on a busy machine
+# a build of 0.1 s: 5 rounds, its median off by ~4%; of 2 s: 100 rounds, ~1%
+SAMPLING_REL_IQR = 0.1
+# each look reads both sides' files: a few seconds on a busy machine
+MAX_PAIRS = 12
 
 
 class FakeLauncher:
@@ -87,34 +92,55 @@ class FakeLauncher:
         row["rel_iqr"] = SAMPLING_REL_IQR if case == SAMPLING else 0.01
         row["rounds"], row["round_s"], row["build_s"] = rounds, seconds / rounds, seconds + 0.5
         row["run_id"], row["build"] = f"s-{side}", build
-        row["timestamp_utc"] = (pd.Timestamp("2026-12-01", tz="UTC") + pd.Timedelta(seconds=20 * build)).isoformat()
+        row["timestamp_utc"] = (
+            pd.Timestamp("2026-12-01", tz="UTC") + pd.Timedelta(seconds=20 * build)
+        ).isoformat()
         return row
 
 
 def golden_cases() -> dict[str, pd.Series]:
     golden = load_results([GOLDEN]).drop(columns=list(LABELS))
     ok = golden[golden["status"] == "ok"].drop_duplicates("case_id").iloc[:3]
-    return {name: row.copy().set_axis(row.index).pipe(lambda r, n=name: r.replace(r["case_id"], n))
-            for name, (_, row) in zip((QUIET, DISAGREE, SAMPLING), ok.iterrows())}
+    return {
+        name: row.copy().set_axis(row.index).pipe(lambda r, n=name: r.replace(r["case_id"], n))
+        for name, (_, row) in zip((QUIET, DISAGREE, SAMPLING), ok.iterrows())
+    }
 
 
-def test_decided_cases_get_no_more_builds_and_sampling_noise_gets_longer_ones(tmp_path, monkeypatch) -> None:
+def test_decided_cases_get_no_more_builds_and_sampling_noise_gets_longer_ones(
+    tmp_path, monkeypatch
+) -> None:
     fake = FakeLauncher(tmp_path, golden_cases())
-    monkeypatch.setattr(ab, "side_launchers", lambda sides, limit_s, fork: {side.name: fake for side in sides})
+    monkeypatch.setattr(
+        ab, "side_launchers", lambda sides, limit_s, fork: {side.name: fake for side in sides}
+    )
     looks = Looks(tmp_path, "s", 0.05, budget_s=3600, max_pairs=MAX_PAIRS, least_build_s=LEAST_S)
     try:
-        done, stop = run_pairs((AbSide("A"), AbSide("B")), "s", MAX_PAIRS, ["benches"], tmp_path, tmp_path,
-                               after_pair=looks, turns=False)  # the fake launcher runs one build at a time
+        done, stop = run_pairs(
+            (AbSide("A"), AbSide("B")),
+            "s",
+            MAX_PAIRS,
+            ["benches"],
+            tmp_path,
+            tmp_path,
+            # the fake launcher runs one build at a time
+            after_pair=looks,
+            turns=False,
+        )
     finally:
         looks.close()
     assert stop is None and done == MAX_PAIRS
     quiet_builds = sorted(set(fake.builds[QUIET]))
-    assert quiet_builds == list(range(len(quiet_builds))) and len(quiet_builds) < done  # decided: no more builds
-    assert fake.builds[QUIET].count(quiet_builds[-1]) == 2  # ... and both sides had its last pair
-    assert sorted(set(fake.builds[DISAGREE])) == list(range(done))  # undecided to the end
+    # decided: no more builds
+    assert quiet_builds == list(range(len(quiet_builds))) and len(quiet_builds) < done
+    # ... and both sides had its last pair
+    assert fake.builds[QUIET].count(quiet_builds[-1]) == 2
+    # undecided to the end
+    assert sorted(set(fake.builds[DISAGREE])) == list(range(done))
     assert looks.lengths[DISAGREE] == LEAST_S and looks.lengths[SAMPLING] > 5 * LEAST_S
     assert any(f"{SAMPLING} {looks.lengths[SAMPLING]}" in text for text in fake.files)
-    assert len(set(fake.builds[SAMPLING])) < done  # longer builds decided it before the budget's pairs ran out
+    # longer builds decided it before the budget's pairs ran out
+    assert len(set(fake.builds[SAMPLING])) < done
 
 
 def test_chosen_once_per_case(tmp_path) -> None:

@@ -1,5 +1,6 @@
-"""The console of a run's build process (gpubench.harness.pytest_plugin.console) and a run's closing lines
-(gpubench.reports.console), without starting a process: tests/test_run_processes.py runs the whole story."""
+"""The console of a run's build process (gpubench.harness.pytest_plugin.console) and a run's closing
+lines (gpubench.reports.console), without starting a process: tests/test_run_processes.py runs the
+whole story."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from types import SimpleNamespace
 import pandas as pd
 
 from gpubench.harness.core.console import CONSOLE
-from gpubench.harness.pytest_plugin.console import SKIP_LINE_CHARS, Console, build_label, case_name, reason_key
+from gpubench.harness.pytest_plugin.console import (
+    SKIP_LINE_CHARS,
+    Console,
+    build_label,
+    case_name,
+    reason_key,
+)
 from gpubench.reports.console import console_text, figure_lines
 
 
@@ -42,29 +49,51 @@ class Plugins:
 
 
 def console(isatty: bool, first_build: bool) -> Console:
-    return Console(SimpleNamespace(pluginmanager=Plugins(Reporter(isatty))), first_build=first_build)
+    return Console(
+        SimpleNamespace(pluginmanager=Plugins(Reporter(isatty))), first_build=first_build
+    )
 
 
-ROW = {"status": "ok", "case_id": "matmul/fp32-n512", "workload": "matmul", "median_s": 0.00274, "tflops": 0.0978,
-       "flags": "noisy"}
+ROW = {
+    "status": "ok",
+    "case_id": "matmul/fp32-n512",
+    "workload": "matmul",
+    "median_s": 0.00274,
+    "tflops": 0.0978,
+    "flags": "noisy",
+}
 
 
-def test_the_first_build_keeps_a_line_per_case_and_a_later_one_only_a_live_line_on_a_terminal(monkeypatch):
+def test_the_first_build_keeps_a_line_per_case_and_a_later_one_only_a_live_line_on_a_terminal(
+    monkeypatch,
+):
     from gpubench.harness.pytest_plugin import console as module
 
-    monkeypatch.setattr(module, "terminal_columns", lambda: Writer.fullwidth)  # the window as it is now
+    # the window as it is now
+    monkeypatch.setattr(module, "terminal_columns", lambda: Writer.fullwidth)
     first, later, logged = console(True, True), console(True, False), console(False, False)
     screens = {id(each): module.ReporterScreen(each.config) for each in (first, later, logged)}
     for each in (first, later, logged):
         CONSOLE.attach(screens[id(each)])
         each.case_done(ROW, "26 s left")
-    assert first.reporter._tw.out == "  matmul/fp32-n512: 2.74 ms [noisy]; 0.0978 TFLOP/s  [26 s left]\n"
-    assert later.reporter._tw.out.startswith("\r  matmul/fp32-n512") and "\n" not in later.reporter._tw.out
-    assert len(later.reporter._tw.out) <= Writer.fullwidth  # one row of the terminal, rewritten in place
-    assert logged.reporter._tw.out == ""  # a log gets no line per case of a later build
+    assert (
+        first.reporter._tw.out
+        == "  matmul/fp32-n512: 2.74 ms [noisy]; 0.0978 TFLOP/s  [26 s left]\n"
+    )
+    assert (
+        later.reporter._tw.out.startswith("\r  matmul/fp32-n512")
+        and "\n" not in later.reporter._tw.out
+    )
+    # one row of the terminal, rewritten in place
+    assert len(later.reporter._tw.out) <= Writer.fullwidth
+    # a log gets no line per case of a later build
+    assert logged.reporter._tw.out == ""
     CONSOLE.attach(screens[id(later)])
-    later.say("gpubench: plan corrected")  # a line that stays wipes the live one first
-    assert later.reporter._tw.out.endswith("\r" + " " * (Writer.fullwidth - 1) + "\rgpubench: plan corrected\n")
+    # a line that stays wipes the live one first
+    later.say("gpubench: plan corrected")
+    assert later.reporter._tw.out.endswith(
+        "\r" + " " * (Writer.fullwidth - 1) + "\rgpubench: plan corrected\n"
+    )
     assert first.flags == {"noisy": 1}
 
 
@@ -73,15 +102,24 @@ def test_skips_are_counted_by_reason_numbers_aside():
     shown = console(False, True)
     shown.skipped = {"a": ["m/1", "m/2", "m/3", "m/4", "m/5"], "b": ["t/1"]}
     shown.reasons = {"a": "needs a GPU", "b": "tf32 on cpu"}
-    assert shown.skipped_lines() == ["  skipped 5: needs a GPU (m/1, m/2, m/3 +2)", "  skipped 1: tf32 on cpu (t/1)"]
+    assert shown.skipped_lines() == [
+        "  skipped 5: needs a GPU (m/1, m/2, m/3 +2)",
+        "  skipped 1: tf32 on cpu (t/1)",
+    ]
     shown.skipped["c"], shown.reasons["c"] = ["a/1"], "x" * 300
-    assert shown.skipped_lines()[-1].endswith("x… (a/1)") and len(shown.skipped_lines()[-1]) == SKIP_LINE_CHARS
+    assert (
+        shown.skipped_lines()[-1].endswith("x… (a/1)")
+        and len(shown.skipped_lines()[-1]) == SKIP_LINE_CHARS
+    )
     del shown.skipped["c"]
     shown.measured = 3
     assert shown.end_line("build 1 of 3", 9, "budget 1m left") == (
-        "gpubench: build 1 of 3: 3 case(s) measured, 6 skipped; 9 rows written; budget 1m left")
+        "gpubench: build 1 of 3: 3 case(s) measured, 6 skipped; 9 rows written; budget 1m left"
+    )
     assert shown.end_line("build", 0, None, untimed=True) == (
-        "gpubench: build: 3 case(s) ran once, untimed (--benchmark-disable), 6 skipped; 0 rows written")
+        "gpubench: build: 3 case(s) ran once, untimed (--benchmark-disable), 6 skipped; 0 rows "
+        "written"
+    )
 
 
 def test_case_names_and_build_labels():
@@ -89,14 +127,20 @@ def test_case_names_and_build_labels():
     assert case_name("tests/test_mine.py::test_step") == "test_step"
     state = SimpleNamespace(only_build=1, extra_build=False, case_builds={"a": 3, "b": 1})
     assert build_label(state) == "build 2 of 3"
-    assert build_label(SimpleNamespace(only_build=4, extra_build=True, case_builds={})) == "extra build 5"
+    assert (
+        build_label(SimpleNamespace(only_build=4, extra_build=True, case_builds={}))
+        == "extra build 5"
+    )
 
 
 def test_the_closing_lines_say_the_summary_as_plain_text():
     assert console_text(r"**Answer:** on **vm**, `preloaded\-raced`: 64 ids&lt;1024") == (
-        "Answer: on vm, preloaded-raced: 64 ids<1024")
-    table = pd.DataFrame({"vm": ["baseline", "0.195 TFLOP/s ±1%", ""]},
-                         index=pd.Index(["speed vs baseline", "matmul fp32, best", "empty"], name="figure"))
+        "Answer: on vm, preloaded-raced: 64 ids<1024"
+    )
+    table = pd.DataFrame(
+        {"vm": ["baseline", "0.195 TFLOP/s ±1%", ""]},
+        index=pd.Index(["speed vs baseline", "matmul fp32, best", "empty"], name="figure"),
+    )
     assert figure_lines(table) == ["  matmul fp32, best  0.195 TFLOP/s ±1%"]
 
 
@@ -106,11 +150,21 @@ def test_a_sessions_progress_line_is_said_when_it_changes_or_every_half_minute(m
     clock = iter([0.0, 1.0, 2.0, 31.0, 32.0])
     monkeypatch.setattr(common.time, "monotonic", lambda: next(clock))
     line = common.ThrottledLine()
-    said = [("pair 1", False), ("pair 2", False), ("pair 3", True), ("pair 4", False), ("pair 5", False)]
+    said = [
+        ("pair 1", False),
+        ("pair 2", False),
+        ("pair 3", True),
+        ("pair 4", False),
+        ("pair 5", False),
+    ]
     for text, changed in said:
         line.say(text, changed)
     # 5: 30 s after 3
-    assert capsys.readouterr().out.splitlines() == ["gpubench: pair 1", "gpubench: pair 3", "gpubench: pair 5"]
+    assert capsys.readouterr().out.splitlines() == [
+        "gpubench: pair 1",
+        "gpubench: pair 3",
+        "gpubench: pair 5",
+    ]
 
 
 def test_paths_in_the_closing_lines_are_one_pasteable_shell_word():
@@ -119,5 +173,6 @@ def test_paths_in_the_closing_lines_are_one_pasteable_shell_word():
     from gpubench.reports.console import shell_word
 
     assert shell_word(Path("/tmp/a b/x.csv")) == "'/tmp/a b/x.csv'"
-    assert shell_word(Path("/tmp/a\nb/x.csv")) == "$'/tmp/a\\nb/x.csv'"  # one line, as bash reads it back
+    # one line, as bash reads it back
+    assert shell_word(Path("/tmp/a\nb/x.csv")) == "$'/tmp/a\\nb/x.csv'"
     assert shell_word(Path("/tmp/plain.csv")) == "/tmp/plain.csv"

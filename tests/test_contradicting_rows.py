@@ -1,5 +1,6 @@
-"""A row whose median contradicts a throughput figure of its own (its tflops, GB/s, samples/s imply another work per
-call than its settings, or its case's other rows, state) is no measurement: left out of the figures and named."""
+"""A row whose median contradicts a throughput figure of its own (its tflops, GB/s, samples/s imply
+another work per call than its settings, or its case's other rows, state) is no measurement: left
+out of the figures and named."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def test_a_median_a_hundred_times_off_its_own_tflops_is_refused_by_its_settings(
     [line] = refused
     assert line.startswith(f"{tmp_path / 'run.csv'}:{at + 2}: column median_s = ")
     assert "contradicts its own tflops" in line and "what its settings state" in line
-    report = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(encoding="utf-8")
+    report = build_report([tmp_path / "run.csv"], tmp_path / "out", None).read_text(
+        encoding="utf-8"
+    )
     assert "contradicts its own tflops" in report and "contradicts" in capsys.readouterr().err
 
 
@@ -59,7 +62,10 @@ def test_compare_refuses_a_side_whose_median_contradicts_its_own_tflops(tmp_path
 
     assert main(["compare", str(tmp_path / "base.csv"), str(tmp_path / "new.csv")]) == 2
     err = capsys.readouterr().err
-    assert f"{tmp_path / 'new.csv'}:{at + 2}: column median_s = " in err and "contradicts its own tflops" in err
+    assert (
+        f"{tmp_path / 'new.csv'}:{at + 2}: column median_s = " in err
+        and "contradicts its own tflops" in err
+    )
 
 
 def test_a_median_a_fifth_off_its_own_figure_is_past_rounding_and_refused(tmp_path):
@@ -74,8 +80,8 @@ def test_a_median_a_fifth_off_its_own_figure_is_past_rounding_and_refused(tmp_pa
 
 
 def test_another_runs_rows_planted_in_a_file_do_not_take_its_own_rows_down(tmp_path):
-    """A row's peers are its case's rows of its own run: a run's one elementwise row beside another run's row of the
-    same case, 100 times off, stays."""
+    """A row's peers are its case's rows of its own run: a run's one elementwise row beside another
+    run's row of the same case, 100 times off, stays."""
     rows = pd.read_csv(HEADLINE)
     case = rows[rows["case_id"].eq("elementwise/add-fp32-2^24")]
     planted = case.assign(run_id="someone-else", median_s=case["median_s"] * 100)

@@ -15,7 +15,9 @@ from gpubench.harness.measurement.timing import SyncedClock, cuda_event_samples
 from gpubench.harness.workloads import matmul, selfcheck, transfer
 from gpubench.harness.workloads.common import matmuls
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False")
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is False"
+)
 GPU = torch.device("cuda", 0)
 
 
@@ -29,7 +31,9 @@ def gpu_context(profile: str = "smoke") -> BuildContext:
 def test_synced_clock_agrees_with_cuda_events():
     a = torch.randn(4096, 4096, device=GPU)
     fn = lambda: a @ a  # noqa: E731
-    host = measure(Timed(fn=fn), BuildTiming(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK).samples_s
+    host = measure(
+        Timed(fn=fn), BuildTiming(target_s=0.2, min_rounds=10, warmup_calls=3), CLOCK
+    ).samples_s
     events = cuda_event_samples(fn, 1, 20)
     ratio = sorted(host)[len(host) // 2] / sorted(events)[len(events) // 2]
     assert 0.8 < ratio < 1.25
@@ -67,18 +71,23 @@ def test_pinned_transfer_copies_the_host_bytes_to_the_gpu():
     into its GPU tensor, host to device (checked after a sync: the copy is asynchronous)."""
     timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), gpu_context())
     # what the timed call copies
-    buffers = dict(zip(timed.fn.__code__.co_freevars, (cell.cell_contents for cell in timed.fn.__closure__)))
+    buffers = dict(
+        zip(timed.fn.__code__.co_freevars, (cell.cell_contents for cell in timed.fn.__closure__))
+    )
     host, on_device = buffers["host"], buffers["on_device"]
     sent = host.clone()
     returned = timed.fn()
     torch.cuda.synchronize()
     assert host.is_pinned() and on_device.device == GPU and returned is on_device
-    assert sent.any() and torch.equal(on_device.cpu(), sent)  # random bytes arrived on the GPU, not an all-zero buffer
-    assert torch.equal(host, sent)  # and the host buffer was the source, not the destination
+    # random bytes arrived on the GPU, not an all-zero buffer
+    assert sent.any() and torch.equal(on_device.cpu(), sent)
+    # and the host buffer was the source, not the destination
+    assert torch.equal(host, sent)
 
 
 def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
-    """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within ±3%."""
+    """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within
+    ±3%."""
     timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
     try:
         measured = measure(timed, BuildTiming(target_s=0.2, min_rounds=5, warmup_calls=3), CLOCK)
@@ -87,7 +96,10 @@ def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
     finally:
         timed.cleanup()
     assert "inconclusive" not in figures["reason"], figures["reason"]
-    assert 0.97 <= figures["selfcheck_tub_ratio"] <= 1.03 and 0.97 <= figures["selfcheck_events_ratio"] <= 1.03
+    assert (
+        0.97 <= figures["selfcheck_tub_ratio"] <= 1.03
+        and 0.97 <= figures["selfcheck_events_ratio"] <= 1.03
+    )
 
 
 def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
@@ -109,18 +121,30 @@ def test_nvml_energy_of_a_busy_gpu_is_above_idle_and_below_the_power_limit():
             a @ a
         torch.cuda.synchronize()
     reading, telemetry = meter.stop(mark), sampler.stop()
-    board_max_w = 1200.0  # above any single GPU's board power today (H200 SXM: 700 W, B200: 1000 W)
-    assert reading.energy_j is not None and idle_w is not None and idle_w < reading.avg_power_w < board_max_w
-    missing = [column for column in ("gpu_sm_clock_mhz", "gpu_temp_c", "gpu_power_w") if telemetry.get(column) is None]
+    # above any single GPU's board power today (H200 SXM: 700 W, B200: 1000 W)
+    board_max_w = 1200.0
+    assert (
+        reading.energy_j is not None
+        and idle_w is not None
+        and idle_w < reading.avg_power_w < board_max_w
+    )
+    missing = [
+        column
+        for column in ("gpu_sm_clock_mhz", "gpu_temp_c", "gpu_power_w")
+        if telemetry.get(column) is None
+    ]
     for column in ("gpu_sm_clock_mhz", "gpu_temp_c"):
         assert column in missing or telemetry[column] > 0
     assert "gpu_power_w" in missing or 0 < telemetry["gpu_power_w"] < board_max_w
-    if missing:  # a field this GPU (or VM) answers NotSupported: a skip with NVML's reason, not a failure on None
+    # a field this GPU (or VM) answers NotSupported: a skip with NVML's reason, not a failure on
+    # None
+    if missing:
         pytest.skip(f"telemetry without {', '.join(missing)}: {sampler.note}")
 
 
 def test_operands_are_drawn_on_the_gpu():
-    """An n=8192 operand drawn on the host took about a second, which a run's budget counted as the case's build."""
+    """An n=8192 operand drawn on the host took about a second, which a run's budget counted as the
+    case's build."""
     a, b, _ = matmuls.operands(8192, "bf16", GPU)
     start_s = time.perf_counter()
     matmuls.operands(8192, "bf16", GPU, seed=1)

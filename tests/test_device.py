@@ -2,7 +2,12 @@ import pytest
 import torch
 
 from gpubench.harness.devices import device as devices
-from gpubench.harness.devices.device import dtype_skip_reason, is_out_of_memory, memory_snapshot, resolve_device
+from gpubench.harness.devices.device import (
+    dtype_skip_reason,
+    is_out_of_memory,
+    memory_snapshot,
+    resolve_device,
+)
 from gpubench.harness.core.exits import UsageError
 
 
@@ -28,7 +33,8 @@ def test_bad_strings_name_the_choices(spec):
         resolve_device(spec)
     message = str(error.value)
     assert "\n" not in message
-    assert "cpu" in message  # always says what exists
+    # always says what exists
+    assert "cpu" in message
 
 
 def test_unavailable_cuda_says_to_use_cpu(monkeypatch):
@@ -63,7 +69,8 @@ def test_cpu_memory_peak_tracks_a_large_allocation():
     cpu = torch.device("cpu")
     devices.reset_peak_memory(cpu)
     before = memory_snapshot(cpu)
-    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    # 64 MiB, touched
+    block = torch.ones(64 * 2**20 // 4)
     after = memory_snapshot(cpu)
     del block
     assert before.allocated_bytes > 0
@@ -78,7 +85,8 @@ def test_out_of_memory_is_recognised():
 
 def test_a_real_cpu_allocation_failure_is_recognised():
     with pytest.raises(RuntimeError) as caught:
-        torch.empty(2**62, dtype=torch.uint8)  # 4 EiB: no machine's allocator can grant it
+        # 4 EiB: no machine's allocator can grant it
+        torch.empty(2**62, dtype=torch.uint8)
     assert is_out_of_memory(caught.value), str(caught.value)
 
 
@@ -86,7 +94,10 @@ def test_cpu_ranks_are_counted_against_the_cores_this_process_may_use(monkeypatc
     """Pinned to one core of many, 5 gloo ranks passed as a few per core of the machine's."""
     monkeypatch.setattr(devices, "usable_cores", lambda: 1)
     monkeypatch.setattr(devices, "available_memory_bytes", lambda: 64_000_000_000)
-    with pytest.raises(UsageError, match="^--nproc 5 is more than 4 processes per core on the 1 core this process may "
-                                         "use — use --nproc 4 or fewer$"):
+    with pytest.raises(
+        UsageError,
+        match="^--nproc 5 is more than 4 processes per core on the 1 core this process may "
+        "use — use --nproc 4 or fewer$",
+    ):
         devices.check_nproc(5, torch.device("cpu"))
     assert devices.check_nproc(4, torch.device("cpu")) == 4

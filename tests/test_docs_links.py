@@ -1,5 +1,6 @@
-"""The documentation's links lead somewhere: every relative link in README.md and docs/ names a file of the
-checkout (and a heading of it, when it names one), and every docs/ path the code and tests cite exists."""
+"""The documentation's links lead somewhere: every relative link in README.md and docs/ names a file
+of the checkout (and a heading of it, when it names one), and every docs/ path the code and tests
+cite exists."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def broken_links(page: Path) -> list[str]:
     text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
     broken = []
     for target in LINK.findall(text):
-        if re.match(r"[a-z]+:", target):  # https:, mailto:
+        # https:, mailto:
+        if re.match(r"[a-z]+:", target):
             continue
         path, _, fragment = target.partition("#")
         linked = (page.parent / path).resolve() if path else page
@@ -47,15 +49,24 @@ def test_every_relative_link_of_a_page_resolves(page: Path) -> None:
 
 
 def test_every_docs_path_the_code_cites_exists() -> None:
-    cited = {(source.relative_to(ROOT), path) for folder in CODE_DIRS for source in (ROOT / folder).rglob("*")
-             if source.is_file() and source.suffix in ("", ".py") and "__pycache__" not in source.parts
-             for path in CITED.findall(source.read_text(encoding="utf-8", errors="replace"))}
-    assert [(str(source), path) for source, path in sorted(cited) if not (ROOT / path).exists()] == []
+    cited = {
+        (source.relative_to(ROOT), path)
+        for folder in CODE_DIRS
+        for source in (ROOT / folder).rglob("*")
+        if source.is_file() and source.suffix in ("", ".py") and "__pycache__" not in source.parts
+        for path in CITED.findall(source.read_text(encoding="utf-8", errors="replace"))
+    }
+    assert [
+        (str(source), path) for source, path in sorted(cited) if not (ROOT / path).exists()
+    ] == []
 
 
 def test_a_moved_page_and_a_missing_heading_are_caught(tmp_path: Path) -> None:
     (tmp_path / "here.md").write_text("# Here\n\n## A `code` heading's title\n", encoding="utf-8")
     page = tmp_path / "page.md"
-    page.write_text("[ok](here.md#a-code-headings-title) [gone](moved.md) [bad](here.md#nowhere)\n"
-                    "```\n[in code](ignored.md)\n```\n", encoding="utf-8")
+    page.write_text(
+        "[ok](here.md#a-code-headings-title) [gone](moved.md) [bad](here.md#nowhere)\n"
+        "```\n[in code](ignored.md)\n```\n",
+        encoding="utf-8",
+    )
     assert broken_links(page) == ["moved.md (no such file)", "here.md#nowhere (no such heading)"]

@@ -21,8 +21,14 @@ def h200() -> pd.DataFrame:
     return load_results([H200])
 
 
-def run_at(frame: pd.DataFrame, run_id: str, day: str, torch: str = "2.11.0+cu130", device: str = "cuda:0",
-           **scales: float) -> pd.DataFrame:
+def run_at(
+    frame: pd.DataFrame,
+    run_id: str,
+    day: str,
+    torch: str = "2.11.0+cu130",
+    device: str = "cuda:0",
+    **scales: float,
+) -> pd.DataFrame:
     out = copy_of(frame, "vm", "8f9f0ab5b928", device, run_id, **scales)
     out["timestamp_utc"] = f"{day}T12:00:00+00:00"
     out["torch_version"] = torch
@@ -39,61 +45,94 @@ def test_one_run_per_machine_has_no_history(h200, tmp_path):
     # two GPUs of a node: two machines, one run each
     frame = labelled(h200, run_at(h200, "gpu1", "2026-11-29", device="cuda:1"))
     assert history.run_figures(frame).empty
-    text = history.render(frame, tmp_path)  # said in one line, not left to the reader to infer from a missing section
-    assert text.startswith("## History") and "None yet: no machine here has two runs" in text and not list(
-        tmp_path.glob("*.png"))
+    # said in one line, not left to the reader to infer from a missing section
+    text = history.render(frame, tmp_path)
+    assert (
+        text.startswith("## History")
+        and "None yet: no machine here has two runs" in text
+        and not list(tmp_path.glob("*.png"))
+    )
 
 
-@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
+# reads text and files, not pixels
+@pytest.mark.usefixtures("unrendered_plots")
 def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
     later = run_at(h200, "later", "2026-12-20", torch="2.12.0+cu130", matmul_bf16=0.8)
-    frame = labelled(later, run_at(h200, "earlier", "2026-11-29"))  # given newest first
+    # given newest first
+    frame = labelled(later, run_at(h200, "earlier", "2026-11-29"))
     runs = history.run_figures(frame)
-    assert list(runs["run_id"]) == ["earlier", "later"] and list(runs["torch"]) == ["2.11.0+cu130", "2.12.0+cu130"]
-    assert runs["matmul_bf16_tflops"].iloc[1] / runs["matmul_bf16_tflops"].iloc[0] == pytest.approx(0.8, rel=0.01)
+    assert list(runs["run_id"]) == ["earlier", "later"] and list(runs["torch"]) == [
+        "2.11.0+cu130",
+        "2.12.0+cu130",
+    ]
+    assert runs["matmul_bf16_tflops"].iloc[1] / runs["matmul_bf16_tflops"].iloc[0] == pytest.approx(
+        0.8, rel=0.01
+    )
     assert runs["h2d_pinned_gbps"].iloc[1] == pytest.approx(runs["h2d_pinned_gbps"].iloc[0])
     text = history.render(frame, tmp_path)
     assert text.startswith("## History")
     rows = [line for line in text.splitlines() if line.startswith("| vm · NVIDIA H200 (cuda:0) |")]
-    assert len(rows) == 1  # one row per machine: the report grows with machines, not runs
+    # one row per machine: the report grows with machines, not runs
+    assert len(rows) == 1
     assert "| 2 | 2026-11-29 → 2026-12-20 | 2.11.0+cu130, 2.12.0+cu130 |" in rows[0]
     # each change with compare's word on it (test_report_two_runs.py: the verdicts themselves)
-    assert "778 → 622.4 (-20%; " in rows[0] and "55.14 → 55.14 (+0%; inconclusive, 99% CI " in rows[0]
+    assert (
+        "778 → 622.4 (-20%; " in rows[0] and "55.14 → 55.14 (+0%; inconclusive, 99% CI " in rows[0]
+    )
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert links == ["history_vm_fd2346ce_cuda_0.png"]
     assert (tmp_path / links[0]).read_bytes()[:8] == PNG_MAGIC
 
 
-@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
+# reads text and files, not pixels
+@pytest.mark.usefixtures("unrendered_plots")
 def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
-    frame = labelled(*[run_at(h200, f"{day}-{gpu}", day, device=gpu) for day in ("2026-11-29", "2026-11-30")
-                       for gpu in ("cuda:0", "cuda:1")])
+    frame = labelled(
+        *[
+            run_at(h200, f"{day}-{gpu}", day, device=gpu)
+            for day in ("2026-11-29", "2026-11-30")
+            for gpu in ("cuda:0", "cuda:1")
+        ]
+    )
     runs = history.run_figures(frame)
-    assert runs.groupby("device")["run_id"].apply(list).to_dict() == {"cuda:0": ["2026-11-29-cuda:0",
-                                                                                 "2026-11-30-cuda:0"],
-                                                                      "cuda:1": ["2026-11-29-cuda:1",
-                                                                                 "2026-11-30-cuda:1"]}
+    assert runs.groupby("device")["run_id"].apply(list).to_dict() == {
+        "cuda:0": ["2026-11-29-cuda:0", "2026-11-30-cuda:0"],
+        "cuda:1": ["2026-11-29-cuda:1", "2026-11-30-cuda:1"],
+    }
     history.render(frame, tmp_path)
-    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == ["history_vm_fd2346ce_cuda_0.png",
-                                                                      "history_vm_fd2346ce_cuda_1.png"]
+    assert sorted(p.name for p in tmp_path.glob("history_*.png")) == [
+        "history_vm_fd2346ce_cuda_0.png",
+        "history_vm_fd2346ce_cuda_1.png",
+    ]
 
 
 def test_two_nodes_given_the_same_run_ids_each_have_their_own_history(h200, tmp_path):
-    """`--run-id nightly-<day>` on two nodes of one store: four runs, two per node, never two merged runs."""
+    """`--run-id nightly-<day>` on two nodes of one store: four runs, two per node, never two merged
+    runs."""
+
     def node(host: str, machine_id: str, run_id: str, day: str, **scales: float) -> pd.DataFrame:
         out = copy_of(h200, host, machine_id, "cuda:0", run_id, **scales)
         out["timestamp_utc"] = f"{day}T12:00:00+00:00"
         return out
-    frame = labelled(*[node(host, machine_id, f"nightly-{day}", day, matmul_bf16=scale)
-                       for day in ("2026-11-29", "2026-11-30")
-                       for host, machine_id, scale in (("node1", "aaaaaaaaaaaa", 1.0), ("node2", "cccccccccccc", 0.5))])
+
+    frame = labelled(
+        *[
+            node(host, machine_id, f"nightly-{day}", day, matmul_bf16=scale)
+            for day in ("2026-11-29", "2026-11-30")
+            for host, machine_id, scale in (
+                ("node1", "aaaaaaaaaaaa", 1.0),
+                ("node2", "cccccccccccc", 0.5),
+            )
+        ]
+    )
     runs = history.run_figures(frame)
-    assert runs.groupby("hostname")["run_id"].apply(list).to_dict() == {"node1": ["nightly-2026-11-29",
-                                                                                  "nightly-2026-11-30"],
-                                                                        "node2": ["nightly-2026-11-29",
-                                                                                  "nightly-2026-11-30"]}
+    assert runs.groupby("hostname")["run_id"].apply(list).to_dict() == {
+        "node1": ["nightly-2026-11-29", "nightly-2026-11-30"],
+        "node2": ["nightly-2026-11-29", "nightly-2026-11-30"],
+    }
     bf16 = runs.groupby("hostname")["matmul_bf16_tflops"].median()
-    assert bf16["node2"] / bf16["node1"] == pytest.approx(0.5, rel=0.01)  # each node's own figures, not a fold of both
+    # each node's own figures, not a fold of both
+    assert bf16["node2"] / bf16["node1"] == pytest.approx(0.5, rel=0.01)
 
 
 def test_a_run_without_headline_figures_is_no_point(h200, tmp_path):
@@ -102,9 +141,11 @@ def test_a_run_without_headline_figures_is_no_point(h200, tmp_path):
     assert history.run_figures(labelled(h200, inference_only)).empty
 
 
-@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
+# reads text and files, not pixels
+@pytest.mark.usefixtures("unrendered_plots")
 def test_report_of_a_store_shows_the_history(h200, tmp_path):
-    store = tmp_path / "store" / "8f9f0ab5b928"  # the results store's layout: <store>/<machine_id>/<run_id>.csv
+    # the results store's layout: <store>/<machine_id>/<run_id>.csv
+    store = tmp_path / "store" / "8f9f0ab5b928"
     store.mkdir(parents=True)
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-12-05")):
         write_merged(run_at(h200, run_id, day), store / f"{run_id}.csv")
@@ -119,14 +160,26 @@ def test_history_panels_draw_the_reference_and_the_flag_edge(higher_is_better, e
 
     fig, ax = plt.subplots()
     history._reference_lines(ax, 100.0, higher_is_better)
-    history._reference_lines(ax, None, higher_is_better)  # a device without a reference: nothing drawn
+    # a device without a reference: nothing drawn
+    history._reference_lines(ax, None, higher_is_better)
     assert [line.get_ydata()[0] for line in ax.get_lines()] == [100.0, pytest.approx(edge)]
     plt.close(fig)
 
 
 def test_a_torch_version_is_labelled_where_it_starts_not_at_every_run():
-    days = pd.to_datetime(["2026-06-01", "2026-07-01", "2026-08-01", "2026-09-01", "2026-10-01"], utc=True)
-    points = pd.DataFrame({"torch": ["2.13.0", "2.13.0", "2.14.1", "2.14.1", "2.13.0"], "started": days,
-                           "tflops": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    days = pd.to_datetime(
+        ["2026-06-01", "2026-07-01", "2026-08-01", "2026-09-01", "2026-10-01"], utc=True
+    )
+    points = pd.DataFrame(
+        {
+            "torch": ["2.13.0", "2.13.0", "2.14.1", "2.14.1", "2.13.0"],
+            "started": days,
+            "tflops": [1.0, 2.0, 3.0, 4.0, 5.0],
+        }
+    )
     labels = history._torch_changes(points, "tflops")
-    assert [(torch, value) for torch, _, value in labels] == [("2.13.0", 1.0), ("2.14.1", 3.0), ("2.13.0", 5.0)]
+    assert [(torch, value) for torch, _, value in labels] == [
+        ("2.13.0", 1.0),
+        ("2.14.1", 3.0),
+        ("2.13.0", 5.0),
+    ]

@@ -10,22 +10,33 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# The layers, lowest first: each is a package, and a module's layer is its package's. A package may import
-# its own layer or lower ones; the first six never import torch.
+# The layers, lowest first: each is a package, and a module's layer is its package's. A package may
+# import its own layer or lower ones; the first six never import torch.
 PACKAGES: tuple[str, ...] = (
-    "gpubench.harness.core",  # pure and torch-free: statistics, round plans, declarations, peaks, the option table
-    "gpubench.harness.budget",  # the run's time: its deadline, prices, shares, plan and promise; no torch, no pytest
-    "gpubench.harness.catalog",  # the workload catalogue and the profiles
-    "gpubench.harness.records",  # schema, results, run ids, store, safe files, fleet job files
-    "gpubench.reports",  # reads results; torch-free
-    "gpubench.harness.processes",  # launchers, lifetime, limits, the build entry; torch-free
-    "gpubench.harness.devices",  # torch from here: devices, fingerprint, energy, data
-    "gpubench.harness.measurement",  # the clock, the round loop, cases, the session, the runner
+    # pure and torch-free: statistics, round plans, declarations, peaks, the option table
+    "gpubench.harness.core",
+    # the run's time: its deadline, prices, shares, plan and promise; no torch, no pytest
+    "gpubench.harness.budget",
+    # the workload catalogue and the profiles
+    "gpubench.harness.catalog",
+    # schema, results, run ids, store, safe files, fleet job files
+    "gpubench.harness.records",
+    # reads results; torch-free
+    "gpubench.reports",
+    # launchers, lifetime, limits, the build entry; torch-free
+    "gpubench.harness.processes",
+    # torch from here: devices, fingerprint, energy, data
+    "gpubench.harness.devices",
+    # the clock, the round loop, cases, the session, the runner
+    "gpubench.harness.measurement",
     "gpubench.harness.workloads",
     "gpubench.harness.pytest_plugin",
     "gpubench.harness.commands",
 )
-LAYERS: dict[str, int] = {"gpubench.harness": 0, **{package: layer for layer, package in enumerate(PACKAGES)}}
+LAYERS: dict[str, int] = {
+    "gpubench.harness": 0,
+    **{package: layer for layer, package in enumerate(PACKAGES)},
+}
 TORCH_FREE_BELOW = PACKAGES.index("gpubench.harness.devices")
 
 
@@ -41,7 +52,8 @@ def layer_of(module: str) -> int | None:
 def module_name(path: Path) -> str:
     relative = path.relative_to(ROOT).with_suffix("")
     parts = list(relative.parts)
-    return "gpubench." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)  # its installed name
+    # its installed name
+    return "gpubench." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -50,8 +62,9 @@ def imports(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{alias.name}")
-                                                     for alias in node.names]
+            found += [(node.lineno, node.module)] + [
+                (node.lineno, f"{node.module}.{alias.name}") for alias in node.names
+            ]
     return found
 
 
@@ -78,13 +91,19 @@ def test_imports_go_downward_only(path: Path) -> None:
 
 
 def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
-    """The guard itself: a pure module importing the plugin (inside a function) and torch is caught."""
+    """The guard itself: a pure module importing the plugin (inside a function) and torch is
+    caught."""
     module = tmp_path / "stats.py"
-    module.write_text("import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n    "
-                      "import torch\n", encoding="utf-8")
+    module.write_text(
+        "import math\n\n\ndef f():\n    from gpubench.harness.pytest_plugin.plugin import STATE\n "
+        "   import torch\n",
+        encoding="utf-8",
+    )
     assert violations(module, "gpubench.harness.core.stats") == [
-        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 9 above 0)",
-        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer 9 above 0)",
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 9 "
+        "above 0)",
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer "
+        "9 above 0)",
         "gpubench.harness.core.stats:6 imports torch in a torch-free layer",
     ]
 
@@ -94,12 +113,17 @@ BUDGET = ROOT / "harness" / "budget"
 
 def framework_imports(paths: list[Path]) -> list[str]:
     """Imports of torch or pytest (function-level ones included) in `paths`."""
-    return [f"{path.name}:{line} imports {target}" for path in paths for line, target in imports(path)
-            if target.split(".")[0] in ("torch", "pytest", "_pytest")]
+    return [
+        f"{path.name}:{line} imports {target}"
+        for path in paths
+        for line, target in imports(path)
+        if target.split(".")[0] in ("torch", "pytest", "_pytest")
+    ]
 
 
 def test_the_budget_package_imports_neither_torch_nor_pytest(tmp_path: Path) -> None:
-    """The run's time is decided where neither a device nor the test runner is: the check sees one that is."""
+    """The run's time is decided where neither a device nor the test runner is: the check sees one
+    that is."""
     assert framework_imports(sorted(BUDGET.glob("*.py"))) == []
     planted = tmp_path / "plan.py"
     planted.write_text("def f():\n    import pytest\n", encoding="utf-8")
@@ -107,17 +131,27 @@ def test_the_budget_package_imports_neither_torch_nor_pytest(tmp_path: Path) -> 
 
 
 def test_every_module_lives_in_a_layer_package() -> None:
-    """The tree shows the layers: no flat module beside the packages, no package the map leaves out."""
+    """The tree shows the layers: no flat module beside the packages, no package the map leaves
+    out."""
     flat = sorted(p.name for p in (ROOT / "harness").glob("*.py") if p.name != "__init__.py")
     assert flat == [], f"modules outside a layer package: {flat}"
-    on_disk = {f"gpubench.harness.{p.name}" for p in (ROOT / "harness").iterdir() if (p / "__init__.py").exists()}
+    on_disk = {
+        f"gpubench.harness.{p.name}"
+        for p in (ROOT / "harness").iterdir()
+        if (p / "__init__.py").exists()
+    }
     assert on_disk | {"gpubench.reports"} == set(PACKAGES)
 
 
 def test_the_architecture_page_draws_the_same_map() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    rows = [line for line in page.splitlines() if line.startswith("| ") and "`" in line.split("|")[2]]
-    drawn = ["gpubench." + line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".") for line in rows]
+    rows = [
+        line for line in page.splitlines() if line.startswith("| ") and "`" in line.split("|")[2]
+    ]
+    drawn = [
+        "gpubench." + line.split("|")[2].strip().strip("`").rstrip("/").replace("/", ".")
+        for line in rows
+    ]
     assert drawn == list(PACKAGES)
 
 
@@ -175,28 +209,42 @@ WORKLOAD_PREFIX = "gpubench.harness.workloads."
 
 
 def sibling_imports(path: Path, me: str | None = None) -> list[str]:
-    """A workload module's imports of another workload: what they share lives in workloads/common/, and
-    a torchrun worker (`<workload>_worker`) may import its own workload only; common imports none."""
+    """A workload module's imports of another workload: what they share lives in workloads/common/,
+    and a torchrun worker (`<workload>_worker`) may import its own workload only; common imports
+    none."""
     me = me or module_name(path)
     mine = me.removeprefix(WORKLOAD_PREFIX).split(".")[0]
     allowed = {"common"} | ({mine.removesuffix("_worker"), mine} if mine != "common" else set())
-    return [f"{me}:{line} imports {target}" for line, target in imports(path)
-            if target.startswith(WORKLOAD_PREFIX) and target.removeprefix(WORKLOAD_PREFIX).split(".")[0] not in allowed]
+    return [
+        f"{me}:{line} imports {target}"
+        for line, target in imports(path)
+        if target.startswith(WORKLOAD_PREFIX)
+        and target.removeprefix(WORKLOAD_PREFIX).split(".")[0] not in allowed
+    ]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "harness" / "workloads").rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "harness" / "workloads").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
 def test_a_workload_imports_no_siblings_internals(path: Path) -> None:
     assert sibling_imports(path) == []
 
 
 def test_the_check_sees_a_sibling_import(tmp_path: Path) -> None:
     module = tmp_path / "time_to_accuracy.py"
-    module.write_text("from gpubench.harness.workloads.mnist_epoch import EpochCase\n"
-                      "from gpubench.harness.workloads.common.epoch import TEMPLATE\n", encoding="utf-8")
+    module.write_text(
+        "from gpubench.harness.workloads.mnist_epoch import EpochCase\n"
+        "from gpubench.harness.workloads.common.epoch import TEMPLATE\n",
+        encoding="utf-8",
+    )
     assert sibling_imports(module, "gpubench.harness.workloads.time_to_accuracy") == [
-        "gpubench.harness.workloads.time_to_accuracy:1 imports gpubench.harness.workloads.mnist_epoch",
-        "gpubench.harness.workloads.time_to_accuracy:1 imports gpubench.harness.workloads.mnist_epoch.EpochCase",
+        "gpubench.harness.workloads.time_to_accuracy:1 imports "
+        "gpubench.harness.workloads.mnist_epoch",
+        "gpubench.harness.workloads.time_to_accuracy:1 imports "
+        "gpubench.harness.workloads.mnist_epoch.EpochCase",
     ]
     assert sibling_imports(module, "gpubench.harness.workloads.common.epoch")[0].endswith(
-        "imports gpubench.harness.workloads.mnist_epoch")
+        "imports gpubench.harness.workloads.mnist_epoch"
+    )

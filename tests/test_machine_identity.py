@@ -1,6 +1,7 @@
-"""One machine, one identity: the rows' machine_id, the store's folder, the budget's history and compare's one-machine
-check agree. A kernel or driver update is the same machine; another GPU or another host is another one. Real
-fingerprints (the kernel, the NVML GPU list and the host name faked) through real CSVs, as a run writes them."""
+"""One machine, one identity: the rows' machine_id, the store's folder, the budget's history and
+compare's one-machine check agree. A kernel or driver update is the same machine; another GPU or
+another host is another one. Real fingerprints (the kernel, the NVML GPU list and the host name
+faked) through real CSVs, as a run writes them."""
 
 from __future__ import annotations
 
@@ -24,9 +25,14 @@ COLUMNS = {column.name for column in SCHEMA}
 H200S = ["NVIDIA H200"] * 8
 
 
-def fingerprint(monkeypatch: pytest.MonkeyPatch, kernel: str = "6.8.0-45-generic", gpus: list[str] = H200S,
-                host: str = "gpu-node07") -> dict[str, Any]:
-    """This machine's fingerprint under another kernel, GPU list (NVML's, every GPU of the node) or host name."""
+def fingerprint(
+    monkeypatch: pytest.MonkeyPatch,
+    kernel: str = "6.8.0-45-generic",
+    gpus: list[str] = H200S,
+    host: str = "gpu-node07",
+) -> dict[str, Any]:
+    """This machine's fingerprint under another kernel, GPU list (NVML's, every GPU of the node) or
+    host name."""
     monkeypatch.setattr(env.platform, "release", lambda: kernel)
     monkeypatch.setattr(env, "nvml_gpu_names", lambda: list(gpus))
     monkeypatch.setattr(env.socket, "gethostname", lambda: host)
@@ -39,10 +45,24 @@ def write_run(folder: Path, run_id: str, fields: dict[str, Any], day: str, **cel
     writer = ResultsWriter(folder, run_id)
     for build in range(3):
         median_s = 1e-3 * (1 + build / 100)
-        writer.append({**{k: v for k, v in fields.items() if k in COLUMNS}, "schema_version": SCHEMA_VERSION,
-                       "run_id": run_id, "timestamp_utc": f"{day}T12:00:00+00:00", "profile": "quick",
-                       "workload": "matmul", "case_id": CASE, "build": build, "median_s": median_s,
-                       "samples_s": [median_s] * 5, "status": "ok", "build_s": 2.0, "first_call_s": 0.1, **cells})
+        writer.append(
+            {
+                **{k: v for k, v in fields.items() if k in COLUMNS},
+                "schema_version": SCHEMA_VERSION,
+                "run_id": run_id,
+                "timestamp_utc": f"{day}T12:00:00+00:00",
+                "profile": "quick",
+                "workload": "matmul",
+                "case_id": CASE,
+                "build": build,
+                "median_s": median_s,
+                "samples_s": [median_s] * 5,
+                "status": "ok",
+                "build_s": 2.0,
+                "first_call_s": 0.1,
+                **cells,
+            }
+        )
     writer.close()
 
 
@@ -65,20 +85,25 @@ def test_a_kernel_and_driver_update_is_the_same_machine(monkeypatch, tmp_path, c
     assert found.costs[CASE].build_s == 2.0 and not found.set_aside
     write_run(folder, "r2", after, "2026-11-20", driver_version="570.86")
     write_run(tmp_path / "new", "r3", after, "2026-11-30")
-    code, out = compare(folder, tmp_path / "new", capsys)  # the folder's two runs pool as one machine's
+    # the folder's two runs pool as one machine's
+    code, out = compare(folder, tmp_path / "new", capsys)
     assert code == 0, out
     assert "machines" not in out
 
 
-@pytest.mark.parametrize("other", [dict(gpus=["NVIDIA H100 80GB HBM3"] * 8), dict(gpus=H200S[:4]),
-                                   dict(host="gpu-node08")], ids=["another GPU", "fewer GPUs", "another host"])
+@pytest.mark.parametrize(
+    "other",
+    [dict(gpus=["NVIDIA H100 80GB HBM3"] * 8), dict(gpus=H200S[:4]), dict(host="gpu-node08")],
+    ids=["another GPU", "fewer GPUs", "another host"],
+)
 def test_another_gpu_or_host_is_another_machine(monkeypatch, tmp_path, capsys, other):
     mine = fingerprint(monkeypatch)
     folder = tmp_path / machine_folder_name(env.machine_identity())
     theirs = fingerprint(monkeypatch, **other)
     assert theirs["machine_id"] != mine["machine_id"]
     assert machine_folder_name(env.machine_identity()) != folder.name
-    write_run(folder, "r1", theirs, "2026-11-01")  # one results folder, another machine's run in it
+    # one results folder, another machine's run in it
+    write_run(folder, "r1", theirs, "2026-11-01")
     assert history(folder, mine["machine_id"], "cpu", "quick", now_s=NOW_S).costs == {}
     write_run(folder, "r2", mine, "2026-11-20")
     write_run(tmp_path / "new", "r3", mine, "2026-11-30")
@@ -87,11 +112,23 @@ def test_another_gpu_or_host_is_another_machine(monkeypatch, tmp_path, capsys, o
 
 
 def test_machine_id_is_the_host_and_hardware_only():
-    identity = {"hostname": "n1", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536,
-                "gpus": "NVIDIA H200,NVIDIA H200"}
+    identity = {
+        "hostname": "n1",
+        "cpu_model": "AMD EPYC 9654",
+        "cpu_cores": 192,
+        "ram_gib": 1536,
+        "gpus": "NVIDIA H200,NVIDIA H200",
+    }
     assert len(machine_id(identity)) == 12 and int(machine_id(identity), 16) >= 0
     # a fingerprint's other fields (kernel, driver, versions) are not read
-    assert machine_id(dict(identity, os="Linux 6.1", driver_version="570", torch_version="2.9")) == machine_id(identity)
-    for key, value in (("hostname", "n2"), ("cpu_model", "Intel"), ("cpu_cores", 96), ("ram_gib", 768)):
+    assert machine_id(
+        dict(identity, os="Linux 6.1", driver_version="570", torch_version="2.9")
+    ) == machine_id(identity)
+    for key, value in (
+        ("hostname", "n2"),
+        ("cpu_model", "Intel"),
+        ("cpu_cores", 96),
+        ("ram_gib", 768),
+    ):
         assert machine_id(dict(identity, **{key: value})) != machine_id(identity), key
     assert machine_folder_name(identity) == f"{safe_name('n1')}-{machine_id(identity)[:8]}"

@@ -1,4 +1,5 @@
-"""The noise line (gpubench.reports.noise) from synthetic build medians and load readings: no process runs."""
+"""The noise line (gpubench.reports.noise) from synthetic build medians and load readings: no
+process runs."""
 
 from __future__ import annotations
 
@@ -16,12 +17,29 @@ from gpubench.reports.noise import Readings, build_spread, noise_line
 ROUNDS = 100
 
 
-def rows(medians_s: dict[str, list[float]], rel_iqr: float = 0.02, busy: float = 0.0, threads: int = 2,
-         cores: int = 2) -> pd.DataFrame:
+def rows(
+    medians_s: dict[str, list[float]],
+    rel_iqr: float = 0.02,
+    busy: float = 0.0,
+    threads: int = 2,
+    cores: int = 2,
+) -> pd.DataFrame:
     """A run's ok rows: each case's build medians as given, each build's own spread `rel_iqr`."""
-    out = [dict(case_id=case, build=build, status="ok", median_s=median, rel_iqr=rel_iqr, rounds=ROUNDS,
-                cpu_busy_frac=busy, torch_threads=threads, cpu_cores=cores)
-           for case, medians in medians_s.items() for build, median in enumerate(medians)]
+    out = [
+        dict(
+            case_id=case,
+            build=build,
+            status="ok",
+            median_s=median,
+            rel_iqr=rel_iqr,
+            rounds=ROUNDS,
+            cpu_busy_frac=busy,
+            torch_threads=threads,
+            cpu_cores=cores,
+        )
+        for case, medians in medians_s.items()
+        for build, median in enumerate(medians)
+    ]
     return pd.DataFrame(out)
 
 
@@ -48,21 +66,30 @@ def test_a_busy_machine_whose_rounds_spread_as_wide_as_its_builds_is_still_said(
     # rounds within each build as wild as the builds (rel_iqr 5: a core shared with other processes)
     frame = rows({"a": [1.0, 1.4, 0.7], "b": [2.0, 2.6, 1.5]}, rel_iqr=5.0, busy=0.9, threads=2)
     line = noise_line(frame, Readings(load_avg=12.0))
-    assert line is not None and "each build's own samples as wide" in line and "instead of" not in line
-    assert "other processes used 90% of the CPU" in line and "try --threads 1 or a quieter machine" in line
+    assert (
+        line is not None and "each build's own samples as wide" in line and "instead of" not in line
+    )
+    assert (
+        "other processes used 90% of the CPU" in line
+        and "try --threads 1 or a quieter machine" in line
+    )
     quiet = rows({"a": [1.0, 1.4, 0.7], "b": [2.0, 2.6, 1.5]}, rel_iqr=5.0, busy=0.0, threads=1)
-    assert noise_line(quiet, Readings(load_avg=0.5)) is None  # nothing seen a user could change
+    # nothing seen a user could change
+    assert noise_line(quiet, Readings(load_avg=0.5)) is None
 
 
 def test_steal_is_named_when_the_hypervisor_took_a_share() -> None:
     frame = rows({"a": [1.0, 1.15, 0.9]}, threads=1)
     line = noise_line(frame, Readings(steal_frac=0.12))
     assert line is not None and "the hypervisor took 12% (CPU steal)" in line
-    assert "--threads" not in line  # one thread on two free cores: not the knob
+    # one thread on two free cores: not the knob
+    assert "--threads" not in line
 
 
 def test_bimodal_builds_are_counted() -> None:
-    spread = build_spread(rows({"a": [1.0, 1.01, 1.3, 1.31], "b": [1.0, 1.1, 1.2, 1.3]}, rel_iqr=0.01))
+    spread = build_spread(
+        rows({"a": [1.0, 1.01, 1.3, 1.31], "b": [1.0, 1.1, 1.2, 1.3]}, rel_iqr=0.01)
+    )
     assert spread.bimodal == 1 and spread.cases == 2 and spread.disagrees
 
 
@@ -77,16 +104,23 @@ def test_a_session_scales_its_own_detectable_change() -> None:
     assert "median of 2 cases on either side" in line
 
 
-LINUX_TIMES = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+LINUX_TIMES = namedtuple(
+    "scputimes", "user nice system idle iowait irq softirq steal guest guest_nice"
+)
 
 
 def test_steal_share_from_psutils_cpu_times(monkeypatch: pytest.MonkeyPatch) -> None:
     import psutil
 
-    monkeypatch.setattr(psutil, "cpu_times", lambda: LINUX_TIMES(100, 0, 100, 700, 0, 0, 0, 100, 50, 0))
+    monkeypatch.setattr(
+        psutil, "cpu_times", lambda: LINUX_TIMES(100, 0, 100, 700, 0, 0, 0, 100, 50, 0)
+    )
     start = cpu_seconds()
-    assert start == (100, 1000)  # guest time is in user already: not counted twice
-    monkeypatch.setattr(psutil, "cpu_times", lambda: LINUX_TIMES(200, 0, 200, 1300, 0, 0, 0, 300, 90, 0))
+    # guest time is in user already: not counted twice
+    assert start == (100, 1000)
+    monkeypatch.setattr(
+        psutil, "cpu_times", lambda: LINUX_TIMES(200, 0, 200, 1300, 0, 0, 0, 300, 90, 0)
+    )
     assert steal_between(start, cpu_seconds()) == pytest.approx(200 / 1000)
     assert steal_between(None, start) is None
 
@@ -95,8 +129,11 @@ def test_steal_is_none_where_the_system_does_not_say(monkeypatch: pytest.MonkeyP
     import psutil
 
     watch = CpuWatch()
-    monkeypatch.setattr(psutil, "cpu_times", lambda: namedtuple("scputimes", "user nice system idle")(1, 0, 1, 8))
-    assert cpu_seconds() is None and watch.steal_frac() is None  # macOS: no steal
+    monkeypatch.setattr(
+        psutil, "cpu_times", lambda: namedtuple("scputimes", "user nice system idle")(1, 0, 1, 8)
+    )
+    # macOS: no steal
+    assert cpu_seconds() is None and watch.steal_frac() is None
 
 
 def test_linux_says_its_steal() -> None:
@@ -110,7 +147,9 @@ def test_check_threads_refuses_zero_with_the_fix() -> None:
     from gpubench.harness.core.exits import UsageError
 
     assert check_threads(None) is None and check_threads(1) == 1
-    with pytest.raises(UsageError, match=r"--threads 0: use 1 to \d+ torch threads .* such as --threads 1"):
+    with pytest.raises(
+        UsageError, match=r"--threads 0: use 1 to \d+ torch threads .* such as --threads 1"
+    ):
         check_threads(0)
 
 

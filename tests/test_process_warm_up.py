@@ -1,5 +1,5 @@
-"""A build process's warm-up before its cases: the device once, DataLoader workers once before the first case that
-has them, outside every timed region."""
+"""A build process's warm-up before its cases: the device once, DataLoader workers once before the
+first case that has them, outside every timed region."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from gpubench.harness.workloads.common import process_warm_up
 CPU = torch.device("cpu")
 
 
-def test_a_process_warms_its_device_once_and_its_workers_once_before_the_first_case_with_workers(monkeypatch):
+def test_a_process_warms_its_device_once_and_its_workers_once_before_the_first_case_with_workers(
+    monkeypatch,
+):
     warmed: list[str] = []
     monkeypatch.setattr(process_warm_up, "_warmed", set())
     monkeypatch.setattr(process_warm_up, "warm_device", lambda device: warmed.append(f"{device}"))
-    monkeypatch.setattr(process_warm_up, "warm_workers", lambda device: warmed.append(f"{device} workers"))
+    monkeypatch.setattr(
+        process_warm_up, "warm_workers", lambda device: warmed.append(f"{device} workers")
+    )
     for workers in (False, False, True, False, True):
         process_warm_up.warm_once(CPU, workers)
     assert warmed == ["cpu", "cpu workers"]

@@ -5,13 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpubench.harness.core.pytest_args import (
-    asks_verbose, first_of, named_test_file, option_names, option_value, own_options, plugins_disabled,
-    saves_benchmarks, selections, with_tagged_json, without_separator,
+    asks_verbose,
+    first_of,
+    named_test_file,
+    option_names,
+    option_value,
+    own_options,
+    plugins_disabled,
+    saves_benchmarks,
+    selections,
+    with_tagged_json,
+    without_separator,
 )
 
 
 def test_an_options_last_value_is_read_in_either_form() -> None:
-    assert option_value(["--benchmark-timer", "a.b", "--benchmark-timer=c.d"], "--benchmark-timer") == "c.d"
+    assert (
+        option_value(["--benchmark-timer", "a.b", "--benchmark-timer=c.d"], "--benchmark-timer")
+        == "c.d"
+    )
     assert option_value(["--benchmark-timer-x=1"], "--benchmark-timer") is None
 
 
@@ -24,8 +36,11 @@ def test_verbosity_saving_and_own_options() -> None:
 
 def test_a_json_output_is_tagged_per_build_in_both_forms() -> None:
     given = ["--benchmark-json", "out/x.json", "--benchmark-json=y.json"]
-    assert with_tagged_json(given, "b1") == ["--benchmark-json", str(Path("out/x.b1.json")),
-                                             "--benchmark-json=y.b1.json"]
+    assert with_tagged_json(given, "b1") == [
+        "--benchmark-json",
+        str(Path("out/x.b1.json")),
+        "--benchmark-json=y.b1.json",
+    ]
     assert with_tagged_json(given, "") == given
 
 

@@ -19,44 +19,79 @@ from gpubench.reports.load import spreadsheet_safe
 from tests.test_read_faults import edited, run
 
 
-@pytest.mark.parametrize("stamp", ["2026-11-29T12:00:00", "2026-W48-2", "20261129T120000", "2026-11-29",
-                                   "2026-11-29T12:00:00.123456789+00:00"])
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "2026-11-29T12:00:00",
+        "2026-W48-2",
+        "20261129T120000",
+        "2026-11-29",
+        "2026-11-29T12:00:00.123456789+00:00",
+    ],
+)
 def test_a_timestamp_python_reads_but_no_writer_writes_is_damage(stamp):
     with pytest.raises(ValueError, match="with its offset"):
         parse_cell("timestamp_utc", stamp)
 
 
-@pytest.mark.parametrize("stamp", ["2026-11-29T12:00:00+14:00", "2026-11-29T12:00:00Z", "2026-11-29T12:00:00.5-03:30"])
+@pytest.mark.parametrize(
+    "stamp", ["2026-11-29T12:00:00+14:00", "2026-11-29T12:00:00Z", "2026-11-29T12:00:00.5-03:30"]
+)
 def test_an_iso_timestamp_with_its_offset_is_read(stamp):
     assert parse_cell("timestamp_utc", stamp) == stamp
 
 
-def test_a_naive_timestamp_beside_aware_ones_leaves_its_file_out_of_the_history_plot(tmp_path, capsys):
+def test_a_naive_timestamp_beside_aware_ones_leaves_its_file_out_of_the_history_plot(
+    tmp_path, capsys
+):
     store = tmp_path / "store"
     run(store, "good")
     run(store, "later", timestamp_utc="2026-11-30T12:00:00+00:00")
     edited(run(store, "naive"), "timestamp_utc", "2026-11-29T13:00:00", at=None)
-    build_report([store], tmp_path / "out", None)  # the plot raised ConversionError on a NaT
+    # the plot raised ConversionError on a NaT
+    build_report([store], tmp_path / "out", None)
     assert "naive.csv: line 2: column timestamp_utc" in capsys.readouterr().err
 
 
 def test_a_run_starts_at_its_earliest_time_not_its_smallest_timestamp_text(tmp_path):
     from gpubench.reports.history import run_figures
     from gpubench.reports.load import load_results
+
     store = tmp_path / "store"
     run(store, "before")
-    edited(run(store, "mixed"), "timestamp_utc", "2026-11-29T21:00:00+14:00", at=0)  # 07:00 UTC, its text sorts last
+    # 07:00 UTC, its text sorts last
+    edited(run(store, "mixed"), "timestamp_utc", "2026-11-29T21:00:00+14:00", at=0)
     started = run_figures(load_results([store])).set_index("run_id")["started"]
     assert started["mixed"] == pd.Timestamp("2026-11-29T07:00:00", tz="UTC")
 
 
 def test_a_formula_behind_leading_whitespace_is_inert_and_numbers_stay_numbers():
-    frame = pd.DataFrame({"hostname": [" =1+1", " \t@SUM(A1)", "\u00a0=1+1", "\uff1d1+1", "-1.5e3", " +2E-7", "node"]})
-    assert list(spreadsheet_safe(frame)["hostname"]) == ["' =1+1", "' \t@SUM(A1)", "'\u00a0=1+1", "'\uff1d1+1",
-                                                           "-1.5e3", " +2E-7", "node"]
+    frame = pd.DataFrame(
+        {
+            "hostname": [
+                " =1+1",
+                " \t@SUM(A1)",
+                "\u00a0=1+1",
+                "\uff1d1+1",
+                "-1.5e3",
+                " +2E-7",
+                "node",
+            ]
+        }
+    )
+    assert list(spreadsheet_safe(frame)["hostname"]) == [
+        "' =1+1",
+        "' \t@SUM(A1)",
+        "'\u00a0=1+1",
+        "'\uff1d1+1",
+        "-1.5e3",
+        " +2E-7",
+        "node",
+    ]
 
 
-@pytest.mark.timeout(30)  # the report waited forever on the FIFO: a timeout turns that into a failure
+# the report waited forever on the FIFO: a timeout turns that into a failure
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("plant", [os.mkfifo, os.mkdir])
 def test_a_fifo_or_folder_at_the_lock_name_is_refused_in_one_line(tmp_path, plant):
     plant(tmp_path / ".out.lock")
@@ -68,20 +103,27 @@ def test_a_fifo_or_folder_at_the_lock_name_is_refused_in_one_line(tmp_path, plan
 def test_a_file_of_thousands_of_columns_is_refused_before_it_is_typed(tmp_path):
     path = run(tmp_path, "wide")
     lines = path.read_text(encoding="utf-8").splitlines()
-    lines = [lines[0] + "".join(f",c{i}" for i in range(5000)), *(line + "," * 5000 for line in lines[1:])]
+    lines = [
+        lines[0] + "".join(f",c{i}" for i in range(5000)),
+        *(line + "," * 5000 for line in lines[1:]),
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     started = time.monotonic()
     with pytest.raises(SchemaError, match="5,1[0-9][0-9] columns"):
         read_frame([path])
-    assert time.monotonic() - started < 2  # typing them took about 10 s
+    # typing them took about 10 s
+    assert time.monotonic() - started < 2
 
 
-def test_a_report_killed_between_its_renames_leaves_the_previous_one_to_the_next(tmp_path, monkeypatch):
+def test_a_report_killed_between_its_renames_leaves_the_previous_one_to_the_next(
+    tmp_path, monkeypatch
+):
     out = tmp_path / "out"
     out.mkdir()
     (out / "report.md").write_text("previous", encoding="utf-8")
     aside = tmp_path / ".out.0123456789abcdef.old"
-    os.rename(out, aside)  # what a report killed right after moving the previous one aside leaves
+    # what a report killed right after moving the previous one aside leaves
+    os.rename(out, aside)
     publish._sweep(out)
     assert (out / "report.md").read_text(encoding="utf-8") == "previous" and not aside.exists()
 

@@ -1,6 +1,7 @@
-"""Reading results takes memory in proportion to the file: its records are typed a chunk at a time, never all held
-as text, and a read buffer is the file's size, not the 256 MiB a results file may reach. Checked as the peak of
-Python's allocations (tracemalloc) per byte of a few-MB file, not as a time."""
+"""Reading results takes memory in proportion to the file: its records are typed a chunk at a time,
+never all held as text, and a read buffer is the file's size, not the 256 MiB a results file may
+reach. Checked as the peak of Python's allocations (tracemalloc) per byte of a few-MB file, not as a
+time."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from gpubench.harness.records.results_reader import read_frame
 from gpubench.reports.load import load_results
 
 SMOKE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "h200" / "smoke.csv"
-# peak allocation per byte of CSV while reading it: the typed frame and one chunk of text (a whole file's records
-# as Python text took 10 bytes per byte, a read buffer of the limit 256 MiB whatever the file's size)
+# peak allocation per byte of CSV while reading it: the typed frame and one chunk of text (a whole
+# file's records as Python text took 10 bytes per byte, a read buffer of the limit 256 MiB whatever
+# the file's size)
 MAX_PEAK_PER_BYTE = 5.5
 
 

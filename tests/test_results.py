@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from gpubench.harness.records.results import (
-    ResultsFull, ResultsWriter, check_run_id, check_writable, new_run_id, write_sidecar,
+    ResultsFull,
+    ResultsWriter,
+    check_run_id,
+    check_writable,
+    new_run_id,
+    write_sidecar,
 )
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_rows
@@ -31,8 +36,18 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def row(case_id: str, **extra):
-    return dict({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": case_id,
-                 "median_s": 0.125, "status": "ok", "samples_s": [0.125, 0.25]}, **extra)
+    return dict(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": "r",
+            "workload": "matmul",
+            "case_id": case_id,
+            "median_s": 0.125,
+            "status": "ok",
+            "samples_s": [0.125, 0.25],
+        },
+        **extra,
+    )
 
 
 def test_required_columns_are_in_the_schema():
@@ -53,8 +68,18 @@ def test_round_trip(tmp_path):
 
 def test_schema_types_every_column_when_read(tmp_path):
     writer = ResultsWriter(tmp_path, "typed")
-    writer.append(row("a", pinned=True, non_blocking=False, size=2**20, batch_size=None, gbps=12.5, input_bound=False,
-                      rounds=7))
+    writer.append(
+        row(
+            "a",
+            pinned=True,
+            non_blocking=False,
+            size=2**20,
+            batch_size=None,
+            gbps=12.5,
+            input_bound=False,
+            rounds=7,
+        )
+    )
     writer.close()
     (got,) = read_rows(tmp_path / "typed.csv")
     assert got["pinned"] is True and got["non_blocking"] is False and got["input_bound"] is False
@@ -63,10 +88,16 @@ def test_schema_types_every_column_when_read(tmp_path):
 
 
 def test_units_and_groups_are_declared_once():
-    assert BY_NAME["median_s"].unit == "s" and BY_NAME["peak_mem_bytes"].unit == "bytes" and BY_NAME[
-        "tflops"].unit == "TFLOP/s"
-    assert BY_NAME["pinned"].kind == "bool" and BY_NAME["case_id"].group == "case" and BY_NAME[
-        "hostname"].group == "run"
+    assert (
+        BY_NAME["median_s"].unit == "s"
+        and BY_NAME["peak_mem_bytes"].unit == "bytes"
+        and BY_NAME["tflops"].unit == "TFLOP/s"
+    )
+    assert (
+        BY_NAME["pinned"].kind == "bool"
+        and BY_NAME["case_id"].group == "case"
+        and BY_NAME["hostname"].group == "run"
+    )
     assert human_column("median_s", 3.69e-05) == "36.9 µs"
     assert human_column("peak_mem_bytes", 1614901248) == "1.5 GiB"
     assert human_column("samples_per_s", 1.12e4) == "11.2 k samples/s"
@@ -78,8 +109,16 @@ def test_a_damaged_cell_is_refused_naming_file_and_line(tmp_path):
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
         writer.writeheader()
-        writer.writerow({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "a",
-                         "rounds": "seven", "status": "ok"})
+        writer.writerow(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "run_id": "r",
+                "workload": "matmul",
+                "case_id": "a",
+                "rounds": "seven",
+                "status": "ok",
+            }
+        )
     with pytest.raises(SchemaError, match=r"bad.csv: line 2: column rounds holds 'seven'"):
         read_rows(path)
 
@@ -89,7 +128,8 @@ def test_a_row_cut_inside_a_quoted_field_is_never_data(tmp_path):
     writer.append(row("a", reason="one; two, three"))
     writer.close()
     text = (tmp_path / "cut.csv").read_text()
-    (tmp_path / "cut.csv").write_text(text[: text.index("one; two") + 4])  # the reason's quotes never close
+    # the reason's quotes never close
+    (tmp_path / "cut.csv").write_text(text[: text.index("one; two") + 4])
     with pytest.raises(SchemaError, match="line 2 is truncated"):
         read_rows(tmp_path / "cut.csv")
 
@@ -98,38 +138,54 @@ def test_a_version_3_file_reads_as_the_current_version_with_no_build_costs():
     """Version 4 only added what each build cost (build_s, first_call_s): a version-3 file reads
     with them empty, so a budget finds no history in it rather than a wrong one."""
     path = REPO / "reports/examples/cpu-2core-quick.csv"
-    assert path.read_text().splitlines()[1].startswith("3,")  # really a version-3 file
+    # really a version-3 file
+    assert path.read_text().splitlines()[1].startswith("3,")
     rows = read_rows(path)
     assert rows and all(r["schema_version"] == SCHEMA_VERSION == 6 for r in rows)
     assert all(r["build_s"] is None and r["first_call_s"] is None for r in rows)
 
 
 def test_an_epoch_from_before_the_epoch_race_reads_as_not_raced_and_keeps_its_label():
-    """An epoch row of version 3 has no `raced`: it was not raced (the race came later), so the guide's template
-    epoch is still labelled the template in a report, not by its loader, and its template figures stay."""
+    """An epoch row of version 3 has no `raced`: it was not raced (the race came later), so the
+    guide's template epoch is still labelled the template in a report, not by its loader, and its
+    template figures stay."""
     from gpubench.reports.load import load_results
 
     rows = read_rows(REPO / "reports/examples/cpu-2core-quick.csv")
     epochs = [r for r in rows if r["workload"] == "mnist_epoch"]
     assert epochs and all(r["raced"] is False for r in epochs)
-    assert all(r["raced"] is None for r in rows if r["workload"] == "matmul")  # a setting the case does not have
+    # a setting the case does not have
+    assert all(r["raced"] is None for r in rows if r["workload"] == "matmul")
     frame = load_results([REPO / "reports/examples/cpu-2core-quick.csv"])
     assert "guide-template" in set(frame.loc[frame["workload"] == "mnist_epoch", "setting"])
 
 
-@pytest.mark.parametrize("name", ["tests/v1/cpu-2core-quick.csv", "reports/examples/h200-quick.csv"])
+@pytest.mark.parametrize(
+    "name", ["tests/v1/cpu-2core-quick.csv", "reports/examples/h200-quick.csv"]
+)
 def test_version_1_example_files_are_upgraded_on_read(name):
     """Version-1 files as the first release wrote them (the CPU example of that release, the
     committed H200 example): read as the current version, case ids rebuilt by the one id scheme,
     settings a case does not use emptied (a preloaded epoch has no DataLoader knobs)."""
     path = REPO / name
-    assert path.read_text().splitlines()[1].startswith("1,")  # really a version-1 file
+    # really a version-1 file
+    assert path.read_text().splitlines()[1].startswith("1,")
     rows = read_rows(path)
-    assert rows and all(r["schema_version"] == SCHEMA_VERSION and r["build"] == 0 and r["builds"] == 1 for r in rows)
+    assert rows and all(
+        r["schema_version"] == SCHEMA_VERSION and r["build"] == 0 and r["builds"] == 1 for r in rows
+    )
     ids = {r["case_id"] for r in rows}
-    assert "mnist_epoch/guide-template" in ids and "mnist_epoch/preloaded" in ids and "matmul/fp32-n1024" in ids
+    assert (
+        "mnist_epoch/guide-template" in ids
+        and "mnist_epoch/preloaded" in ids
+        and "matmul/fp32-n1024" in ids
+    )
     preloaded = next(r for r in rows if r["case_id"] == "mnist_epoch/preloaded")
-    assert preloaded["num_workers"] is None and preloaded["pin_memory"] is None and preloaded["loader"] == "preloaded"
+    assert (
+        preloaded["num_workers"] is None
+        and preloaded["pin_memory"] is None
+        and preloaded["loader"] == "preloaded"
+    )
     assert max(len(i) for i in ids) <= 60
 
 
@@ -148,8 +204,8 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
         from gpubench.harness.records.results import ResultsWriter
         writer = ResultsWriter(Path({str(tmp_path)!r}), "killed")
         for i in range(3):
-            writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed", "case_id": f"case{{i}}",
-                           "status": "ok"}})
+            writer.append({{"schema_version": {SCHEMA_VERSION}, "run_id": "killed",
+                           "case_id": f"case{{i}}", "status": "ok"}})
         os.kill(os.getpid(), signal.SIGKILL)  # no close, no flush at exit
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True)
@@ -175,17 +231,32 @@ def test_newer_schema_is_refused_with_an_instruction(tmp_path):
 
 
 def test_a_version_4_file_reads_as_the_current_version_with_the_unreached_columns_empty(tmp_path):
-    """Version 5 only added the `unreached` status and its columns: a version-4 row reads with them empty, and its
-    settings as written (a version-4 epoch row was raced or not as it says: nothing is filled in)."""
+    """Version 5 only added the `unreached` status and its columns: a version-4 row reads with them
+    empty, and its settings as written (a version-4 epoch row was raced or not as it says: nothing
+    is filled in)."""
     path = tmp_path / "v4.csv"
     added = ("training_s", "epochs_trained", "stopped_by", "llc_total_bytes")
     with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[c for c in COLUMNS if c not in added], restval="")
+        writer = csv.DictWriter(
+            handle, fieldnames=[c for c in COLUMNS if c not in added], restval=""
+        )
         writer.writeheader()
-        writer.writerow({"schema_version": 4, "run_id": "r", "timestamp_utc": "2026-11-29T00:00:00+00:00",
-                         "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "cpu",
-                         "torch_version": "2.0", "workload": "time_to_accuracy", "case_id": "time_to_accuracy/template",
-                         "status": "failed", "reason": "did not converge"})
+        writer.writerow(
+            {
+                "schema_version": 4,
+                "run_id": "r",
+                "timestamp_utc": "2026-11-29T00:00:00+00:00",
+                "machine_id": "m",
+                "hostname": "h",
+                "device": "cpu",
+                "device_name": "cpu",
+                "torch_version": "2.0",
+                "workload": "time_to_accuracy",
+                "case_id": "time_to_accuracy/template",
+                "status": "failed",
+                "reason": "did not converge",
+            }
+        )
     (got,) = read_rows(path)
     assert got["schema_version"] == SCHEMA_VERSION == 6 and got["raced"] is None
     assert all(got[column] is None for column in added)
@@ -205,7 +276,9 @@ def test_unwritable_results_dir_names_the_fix(tmp_path):
         check_writable(blocker / "sub")
 
 
-# ---- one reader: each column's rules, one cell or a whole column at once, and the harness and the report alike ----
+# ---- one reader: each column's rules, one cell or a whole column at once, and the harness and the
+# report alike ----
+
 
 class No(str):
     """A refused cell's message: the file is damaged."""
@@ -220,47 +293,121 @@ SHORTEST = "below 1e-09 s: no timed region is shorter than a nanosecond"
 STAMP = "not an ISO 8601 timestamp with its offset, as 2026-11-29T12:00:00+00:00"
 # column: (cell, what it reads as: a value, None when empty, or the message it is refused with)
 CELLS = {
-    "pinned": [("True", True), ("False", False), ("TRUE", True), (" yes ", True), ("No", False), ("0", False),
-               ("1", True), ("tRuE", True), ("maybe", No("not a boolean: 'maybe'")), ("2", No("not a boolean: '2'")),
-               ("", None)],
-    "rounds": [("7", 7), ("7.0", 7), ("1e3", 1000), (" 7 ", 7), ("+3", 3), ("-1", Impossible("negative")),
-               ("1.5", No("not an integer: '1.5'")), ("0.5", No("not an integer: '0.5'")),
-               ("inf", Impossible("not a finite number")), ("nan", Impossible("not a finite number")),
-               ("1_000", No("not a number: '1_000'")), ("0x10", No("not a number: '0x10'")),
-               ("1e400", No("not an integer: '1e400'")), ("\u0661\u0662", No("not a number: '\u0661\u0662'")),
-               ("", None), ("seven", No("not a number: 'seven'"))],
-    "median_s": [("0.1", 0.1), ("5.", 5.0), (".5", 0.5), ("1E5", 1e5), ("7", 7.0), ("1e-9", 1e-9), ("1e6", 1e6),
-                 ("-0", Impossible(SHORTEST)), ("2e-10", Impossible(SHORTEST)), ("1e-400", Impossible(SHORTEST)),
-                 ("1e7", Impossible(LONGEST)), ("-0.5", Impossible("negative")),
-                 ("inf", Impossible("not a finite number")), ("-inf", Impossible("not a finite number")),
-                 ("nan", Impossible("not a finite number")), ("infinity", Impossible("not a finite number")),
-                 ("1e400", Impossible("not a finite number")), ("abc", No("not a number: 'abc'")), ("", None)],
-    "iqr_s": [("0", 0.0), ("2e-10", 2e-10), ("-1", Impossible("negative")), ("1e7", Impossible(LONGEST))],
-    "test_accuracy": [("0.5", 0.5), ("0", 0.0), ("1", 1.0), ("1.5", Impossible("outside [0, 1]")),
-                      ("-1", Impossible("outside [0, 1]")), ("", None)],
+    "pinned": [
+        ("True", True),
+        ("False", False),
+        ("TRUE", True),
+        (" yes ", True),
+        ("No", False),
+        ("0", False),
+        ("1", True),
+        ("tRuE", True),
+        ("maybe", No("not a boolean: 'maybe'")),
+        ("2", No("not a boolean: '2'")),
+        ("", None),
+    ],
+    "rounds": [
+        ("7", 7),
+        ("7.0", 7),
+        ("1e3", 1000),
+        (" 7 ", 7),
+        ("+3", 3),
+        ("-1", Impossible("negative")),
+        ("1.5", No("not an integer: '1.5'")),
+        ("0.5", No("not an integer: '0.5'")),
+        ("inf", Impossible("not a finite number")),
+        ("nan", Impossible("not a finite number")),
+        ("1_000", No("not a number: '1_000'")),
+        ("0x10", No("not a number: '0x10'")),
+        ("1e400", No("not an integer: '1e400'")),
+        ("\u0661\u0662", No("not a number: '\u0661\u0662'")),
+        ("", None),
+        ("seven", No("not a number: 'seven'")),
+    ],
+    "median_s": [
+        ("0.1", 0.1),
+        ("5.", 5.0),
+        (".5", 0.5),
+        ("1E5", 1e5),
+        ("7", 7.0),
+        ("1e-9", 1e-9),
+        ("1e6", 1e6),
+        ("-0", Impossible(SHORTEST)),
+        ("2e-10", Impossible(SHORTEST)),
+        ("1e-400", Impossible(SHORTEST)),
+        ("1e7", Impossible(LONGEST)),
+        ("-0.5", Impossible("negative")),
+        ("inf", Impossible("not a finite number")),
+        ("-inf", Impossible("not a finite number")),
+        ("nan", Impossible("not a finite number")),
+        ("infinity", Impossible("not a finite number")),
+        ("1e400", Impossible("not a finite number")),
+        ("abc", No("not a number: 'abc'")),
+        ("", None),
+    ],
+    "iqr_s": [
+        ("0", 0.0),
+        ("2e-10", 2e-10),
+        ("-1", Impossible("negative")),
+        ("1e7", Impossible(LONGEST)),
+    ],
+    "test_accuracy": [
+        ("0.5", 0.5),
+        ("0", 0.0),
+        ("1", 1.0),
+        ("1.5", Impossible("outside [0, 1]")),
+        ("-1", Impossible("outside [0, 1]")),
+        ("", None),
+    ],
     "tflops": [("0", 0.0), ("-5", Impossible("negative"))],
-    "lr": [("-0.5", -0.5), ("0.001", 0.001), ("Infinity", Impossible("not a finite number")),
-           ("1e400", Impossible("not a finite number"))],
-    "energy_j": [("-2.5", -2.5)],  # net of idle power: may be negative
-    "samples_s": [("[1, 2]", [1.0, 2.0]), ("[]", []), ("[1e-9, 1e6]", [1e-9, 1e6]),
-                  ("[-1]", Impossible("a sample that is not a non-negative duration")),
-                  ("[NaN]", Impossible("a sample that is not a non-negative duration")),
-                  ('["inf"]', Impossible("a sample that is not a non-negative duration")),
-                  ("[1" + "0" * 400 + "]", Impossible("a sample that is not a non-negative duration")),
-                  ("[0]", Impossible(SHORTEST)), ("[1e-3, 2e6]", Impossible(LONGEST)),
-                  ("[0, 2e6]", Impossible(LONGEST)),
-                  ("[1,", No("Expecting value: line 1 column 4 (char 3)")),
-                  ("hello", No("Expecting value: line 1 column 1 (char 0)")), ("{}", No("not a JSON list")),
-                  ("[[1]]", No("not a flat JSON list of numbers")), ("", None)],
-    "user_figures": [('{"loss": 0.5}', {"loss": 0.5}), ('{"loss": true}', No("a figure that is not a number")),
-                     ('{"loss": NaN}', Impossible("NaN is not a finite number"))],
-    "status": [("ok", "ok"), ("oom", "oom"), ("weird", No("not one of ok, skipped, unreached, failed, oom")),
-               ("", No("empty"))],
+    "lr": [
+        ("-0.5", -0.5),
+        ("0.001", 0.001),
+        ("Infinity", Impossible("not a finite number")),
+        ("1e400", Impossible("not a finite number")),
+    ],
+    # net of idle power: may be negative
+    "energy_j": [("-2.5", -2.5)],
+    "samples_s": [
+        ("[1, 2]", [1.0, 2.0]),
+        ("[]", []),
+        ("[1e-9, 1e6]", [1e-9, 1e6]),
+        ("[-1]", Impossible("a sample that is not a non-negative duration")),
+        ("[NaN]", Impossible("a sample that is not a non-negative duration")),
+        ('["inf"]', Impossible("a sample that is not a non-negative duration")),
+        ("[1" + "0" * 400 + "]", Impossible("a sample that is not a non-negative duration")),
+        ("[0]", Impossible(SHORTEST)),
+        ("[1e-3, 2e6]", Impossible(LONGEST)),
+        ("[0, 2e6]", Impossible(LONGEST)),
+        ("[1,", No("Expecting value: line 1 column 4 (char 3)")),
+        ("hello", No("Expecting value: line 1 column 1 (char 0)")),
+        ("{}", No("not a JSON list")),
+        ("[[1]]", No("not a flat JSON list of numbers")),
+        ("", None),
+    ],
+    "user_figures": [
+        ('{"loss": 0.5}', {"loss": 0.5}),
+        ('{"loss": true}', No("a figure that is not a number")),
+        ('{"loss": NaN}', Impossible("NaN is not a finite number")),
+    ],
+    "status": [
+        ("ok", "ok"),
+        ("oom", "oom"),
+        ("weird", No("not one of ok, skipped, unreached, failed, oom")),
+        ("", No("empty")),
+    ],
     "case_id": [("matmul/n8", "matmul/n8"), ("", No("empty"))],
-    "timestamp_utc": [("2026-11-29T00:00:00+00:00", "2026-11-29T00:00:00+00:00"), ("yesterday", No(STAMP)),
-                      ("2026-13-45T99:00:00", No(STAMP)), ("2026-11-29T00:00:00", No(STAMP)),
-                      ("1969-12-31T00:00:00+00:00", Impossible("year 1969, outside 1970 to 2100: a broken clock or an "
-                                                               "edited file")), ("", None)],
+    "timestamp_utc": [
+        ("2026-11-29T00:00:00+00:00", "2026-11-29T00:00:00+00:00"),
+        ("yesterday", No(STAMP)),
+        ("2026-13-45T99:00:00", No(STAMP)),
+        ("2026-11-29T00:00:00", No(STAMP)),
+        (
+            "1969-12-31T00:00:00+00:00",
+            Impossible("year 1969, outside 1970 to 2100: a broken clock or an edited file"),
+        ),
+        ("", None),
+    ],
     "hostname": [("box", "box"), ("", None)],
     "a_newer_writers_column": [("anything", "anything"), ("", None)],
 }
@@ -277,12 +424,16 @@ def test_one_cell_reads_as_its_columns_rules_say(column):
         with pytest.raises(ValueError) as refused:
             parse_cell(column, cell)
         assert str(refused.value) == expected, (column, cell)
-        assert isinstance(refused.value, ImpossibleValue) == isinstance(expected, Impossible), (column, cell)
+        assert isinstance(refused.value, ImpossibleValue) == isinstance(expected, Impossible), (
+            column,
+            cell,
+        )
 
 
 def test_whole_columns_read_as_their_rules_say_each_number_by_its_own_column_in_one_block():
-    """read_frame's bulk path: every number column of a file as one block (each cell judged by its own column's
-    rules there), every other column at once; refused where a cell alone is, read to the same value elsewhere."""
+    """read_frame's bulk path: every number column of a file as one block (each cell judged by its
+    own column's rules there), every other column at once; refused where a cell alone is, read to
+    the same value elsewhere."""
     import pandas as pd
 
     from gpubench.harness.records.results_reader import parse_column, parse_numbers
@@ -297,11 +448,14 @@ def test_whole_columns_read_as_their_rules_say_each_number_by_its_own_column_in_
             at = numbers.index(column)
             values, refused = block[column].tolist(), refused_in_block[:, at].tolist()
         else:
-            read, mask = parse_column(column, pd.Series([cell for cell, _ in CELLS[column]], dtype=object))
+            read, mask = parse_column(
+                column, pd.Series([cell for cell, _ in CELLS[column]], dtype=object)
+            )
             values, refused = read.tolist(), mask.tolist()
         for (cell, expected), value, no in zip(CELLS[column], values, refused):
             assert no == isinstance(expected, No), (column, cell)
-            if not no:  # numbers as floats, NaN when empty; samples and objects as their text, None when empty
+            # numbers as floats, NaN when empty; samples and objects as their text, None when empty
+            if not no:
                 shown = cell or None if kind_of(column) in ("json", "object") else expected
                 assert (None if value is None or value != value else value) == shown, (column, cell)
 
@@ -313,52 +467,115 @@ def test_numbers_are_read_exactly():
 
     from gpubench.harness.records.results_reader import parse_numbers
 
-    xs = [random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300) for seed in range(2000)]
+    xs = [
+        random.Random(seed).uniform(-1, 1) * 10 ** random.Random(seed).randint(-300, 300)
+        for seed in range(2000)
+    ]
     values, refused = parse_numbers(pd.DataFrame({"lr": [repr(x) for x in xs]}, dtype=object))
     assert not refused.any() and values["lr"].tolist() == xs
 
 
 def _tricky(tmp_path, name):
     """One of the tricky files both readers must agree on; returns its path."""
-    base = {"schema_version": str(SCHEMA_VERSION), "run_id": "r", "timestamp_utc": "2026-11-29T00:00:00+00:00",
-            "machine_id": "m", "hostname": "h", "device": "cpu", "device_name": "cpu", "torch_version": "2.5",
-            "workload": "matmul", "case_id": "matmul/fp32-n64", "build": "0", "dtype": "fp32", "size": "64",
-            "rounds": "3", "median_s": "0.001", "status": "ok", "samples_s": "[0.001, 0.002]"}
-    cells = {"bools": {"pinned": "TRUE", "non_blocking": "yes", "tf32_matmul": "0", "input_bound": " No "},
-             "bad-bool": {"pinned": "maybe"}, "inf": {"median_s": "inf"}, "nan": {"min_s": "nan"},
-             "huge": {"mean_s": "1e400"}, "int-inf": {"rounds": "inf"}, "negative-seconds": {"median_s": "-0.5"},
-             "negative-zero": {"min_s": "-0"}, "exponent-int": {"rounds": "1e3"}, "underscore": {"rounds": "1_000"},
-             "spaces": {"rounds": " 7 "}, "v2-bools": {"schema_version": "2", "pinned": "TRUE"},
-             "newer": {"schema_version": str(SCHEMA_VERSION + 1)}, "no-version": {"schema_version": "x"}}.get(name, {})
+    base = {
+        "schema_version": str(SCHEMA_VERSION),
+        "run_id": "r",
+        "timestamp_utc": "2026-11-29T00:00:00+00:00",
+        "machine_id": "m",
+        "hostname": "h",
+        "device": "cpu",
+        "device_name": "cpu",
+        "torch_version": "2.5",
+        "workload": "matmul",
+        "case_id": "matmul/fp32-n64",
+        "build": "0",
+        "dtype": "fp32",
+        "size": "64",
+        "rounds": "3",
+        "median_s": "0.001",
+        "status": "ok",
+        "samples_s": "[0.001, 0.002]",
+    }
+    cells = {
+        "bools": {
+            "pinned": "TRUE",
+            "non_blocking": "yes",
+            "tf32_matmul": "0",
+            "input_bound": " No ",
+        },
+        "bad-bool": {"pinned": "maybe"},
+        "inf": {"median_s": "inf"},
+        "nan": {"min_s": "nan"},
+        "huge": {"mean_s": "1e400"},
+        "int-inf": {"rounds": "inf"},
+        "negative-seconds": {"median_s": "-0.5"},
+        "negative-zero": {"min_s": "-0"},
+        "exponent-int": {"rounds": "1e3"},
+        "underscore": {"rounds": "1_000"},
+        "spaces": {"rounds": " 7 "},
+        "v2-bools": {"schema_version": "2", "pinned": "TRUE"},
+        "newer": {"schema_version": str(SCHEMA_VERSION + 1)},
+        "no-version": {"schema_version": "x"},
+    }.get(name, {})
     path = tmp_path / f"{name}.csv"
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
         writer.writeheader()
         writer.writerows([base, dict(base, **cells)])
     text = path.read_text(encoding="utf-8")
-    edits = {"bom": lambda t: "\ufeff" + t, "blank-line": lambda t: t + "\r\n", "blank-lines": lambda t: t + "\n\n",
-             "cut-last-line": lambda t: t[: t.rindex("0.002")], "cut-mid-row": lambda t: t[: t.rindex(",matmul,") + 2]
-             + "\n", "extra-field": lambda t: t.rstrip("\r\n") + ",surplus\r\n", "not-results": lambda t: "a,b\n1,2\n"}
+    edits = {
+        "bom": lambda t: "\ufeff" + t,
+        "blank-line": lambda t: t + "\r\n",
+        "blank-lines": lambda t: t + "\n\n",
+        "cut-last-line": lambda t: t[: t.rindex("0.002")],
+        "cut-mid-row": lambda t: t[: t.rindex(",matmul,") + 2] + "\n",
+        "extra-field": lambda t: t.rstrip("\r\n") + ",surplus\r\n",
+        "not-results": lambda t: "a,b\n1,2\n",
+    }
     path.write_text(edits.get(name, lambda t: t)(text), encoding="utf-8", newline="")
     return path
 
 
-TRICKY = ["plain", "bools", "bad-bool", "bom", "blank-line", "blank-lines", "cut-last-line", "cut-mid-row",
-          "extra-field", "inf", "nan", "huge", "int-inf", "negative-seconds", "negative-zero", "exponent-int",
-          "underscore", "spaces", "v2-bools", "newer", "no-version", "not-results"]
+TRICKY = [
+    "plain",
+    "bools",
+    "bad-bool",
+    "bom",
+    "blank-line",
+    "blank-lines",
+    "cut-last-line",
+    "cut-mid-row",
+    "extra-field",
+    "inf",
+    "nan",
+    "huge",
+    "int-inf",
+    "negative-seconds",
+    "negative-zero",
+    "exponent-int",
+    "underscore",
+    "spaces",
+    "v2-bools",
+    "newer",
+    "no-version",
+    "not-results",
+]
 
 
 def _plain(value):
-    """A value as both readers' callers see it, empty as None (the report reads empty flags as "")."""
+    """A value as both readers' callers see it, empty as None (the report reads empty flags as
+    "")."""
     if value is None or value == "" or (isinstance(value, float) and value != value):
         return None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return (
+        float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    )
 
 
 @pytest.mark.parametrize("name", TRICKY)
 def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, name):
-    """read_rows (the harness) and gpubench.reports.load.load_results (gpubench report) read one file alike:
-    both refuse it naming the file, or both read the same values."""
+    """read_rows (the harness) and gpubench.reports.load.load_results (gpubench report) read one
+    file alike: both refuse it naming the file, or both read the same values."""
     import json
 
     from gpubench.reports.load import load_results
@@ -379,19 +596,32 @@ def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, n
     assert len(rows) == len(frame) == 2
     for row, (_, loaded) in zip(rows, frame.iterrows()):
         for column in COLUMNS:
-            value = json.loads(loaded[column]) if column == "samples_s" and loaded[column] else loaded[column]
+            value = (
+                json.loads(loaded[column])
+                if column == "samples_s" and loaded[column]
+                else loaded[column]
+            )
             assert _plain(row[column]) == _plain(value), (name, column)
 
 
 def test_the_tricky_files_read_as_written(tmp_path):
     (plain, bools) = read_rows(_tricky(tmp_path, "bools"))
-    assert (bools["pinned"], bools["non_blocking"], bools["tf32_matmul"],
-            bools["input_bound"]) == (True, True, False, False)
-    assert plain["pinned"] is None and plain["samples_s"] == [0.001,
-                                                              0.002] and plain["size"] == 64 and isinstance(plain[
-                                                                  "size"], int)
+    assert (bools["pinned"], bools["non_blocking"], bools["tf32_matmul"], bools["input_bound"]) == (
+        True,
+        True,
+        False,
+        False,
+    )
+    assert (
+        plain["pinned"] is None
+        and plain["samples_s"] == [0.001, 0.002]
+        and plain["size"] == 64
+        and isinstance(plain["size"], int)
+    )
     assert read_rows(_tricky(tmp_path, "exponent-int"))[1]["rounds"] == 1000
-    assert [r["case_id"] for r in read_rows(_tricky(tmp_path, "blank-lines"))] == ["matmul/fp32-n64"] * 2
+    assert [r["case_id"] for r in read_rows(_tricky(tmp_path, "blank-lines"))] == [
+        "matmul/fp32-n64"
+    ] * 2
     for name, message in (
         ("cut-last-line", "line 3 is truncated"),
         ("cut-mid-row", "line 3 is truncated"),
@@ -417,29 +647,43 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     full = _tricky(tmp_path, "bools")
     with open(full, newline="", encoding="utf-8") as handle:
         header, *rows = list(csv.reader(handle))[:2]
-    keep = [c for c in reversed(header) if c not in ("pinned", "energy_j")]  # reordered, two columns fewer
+    # reordered, two columns fewer
+    keep = [c for c in reversed(header) if c not in ("pinned", "energy_j")]
     with open(tmp_path / "a.csv", "w", newline="") as handle:
         csv.writer(handle).writerows([keep, *([r[header.index(c)] for c in keep] for r in rows)])
     with open(tmp_path / "b.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*COLUMNS, "from_a_newer_writer"], restval="")
         writer.writeheader()
-        writer.writerow(dict(zip(header, rows[0]), pinned="True", energy_j="5.5", from_a_newer_writer="kept",
-                             case_id="matmul/b"))
+        writer.writerow(
+            dict(
+                zip(header, rows[0]),
+                pinned="True",
+                energy_j="5.5",
+                from_a_newer_writer="kept",
+                case_id="matmul/b",
+            )
+        )
     frame = load_results([tmp_path / "a.csv", tmp_path / "b.csv"])
     write_merged(frame, tmp_path / "merged.csv")
     with open(tmp_path / "merged.csv", newline="") as handle:
         merged = list(csv.DictReader(handle))
     assert list(merged[0]) == [*COLUMNS, "from_a_newer_writer"]
-    assert [(r["case_id"], r["pinned"], r["energy_j"], r["from_a_newer_writer"]) for r in merged] == [
-        ("matmul/fp32-n64", "", "", ""), ("matmul/b", "True", "5.5", "kept")]
-    for loaded, out in ((frame, tmp_path / "merged.csv"), (load_results([Path(__file__).parent / "data"]),
-                                                           tmp_path / "golden.csv")):
+    assert [
+        (r["case_id"], r["pinned"], r["energy_j"], r["from_a_newer_writer"]) for r in merged
+    ] == [("matmul/fp32-n64", "", "", ""), ("matmul/b", "True", "5.5", "kept")]
+    for loaded, out in (
+        (frame, tmp_path / "merged.csv"),
+        (load_results([Path(__file__).parent / "data"]), tmp_path / "golden.csv"),
+    ):
         write_merged(loaded, out)
         sources = ["source_file", "source_path", "source_line"]
-        assert frame_rows(load_results([out]).drop(columns=sources)) == frame_rows(loaded.drop(columns=sources))
+        assert frame_rows(load_results([out]).drop(columns=sources)) == frame_rows(
+            loaded.drop(columns=sources)
+        )
 
 
 # ---- a full results disk --------------------------------------------------------------------
+
 
 def quoted_row(case_id: str, **extra):
     """A row whose reason needs CSV quoting."""
@@ -464,17 +708,30 @@ def test_a_full_disk_leaves_only_whole_rows_and_says_how_many(tmp_path, monkeypa
     writer.append(quoted_row("b"))
     if failing == "write":
         full_disk_after_half(monkeypatch)
-    else:  # the data reached the page cache; the disk refuses it at fsync (delayed allocation, NFS)
-        monkeypatch.setattr(os, "fsync",
-                            lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    # the data reached the page cache; the disk refuses it at fsync (delayed allocation, NFS)
+    else:
+        monkeypatch.setattr(
+            os,
+            "fsync",
+            lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")),
+        )
     with pytest.raises(ResultsFull) as caught:
         writer.append(quoted_row("c", reason="x" * 5000))
     monkeypatch.undo()
     message = str(caught.value)
-    assert message.startswith(f"results folder full: 2 rows kept in {tmp_path / 'full.csv'}") and "\n" not in message
-    assert "--results-dir" in message and caught.value.errno == errno.ENOSPC and isinstance(caught.value, OSError)
-    assert [r["case_id"] for r in read_rows(tmp_path / "full.csv")] == ["a", "b"]  # no cut third row
-    writer.append(quoted_row("d"))  # space freed: the run's file goes on whole
+    assert (
+        message.startswith(f"results folder full: 2 rows kept in {tmp_path / 'full.csv'}")
+        and "\n" not in message
+    )
+    assert (
+        "--results-dir" in message
+        and caught.value.errno == errno.ENOSPC
+        and isinstance(caught.value, OSError)
+    )
+    # no cut third row
+    assert [r["case_id"] for r in read_rows(tmp_path / "full.csv")] == ["a", "b"]
+    # space freed: the run's file goes on whole
+    writer.append(quoted_row("d"))
     writer.close()
     assert [r["case_id"] for r in read_rows(tmp_path / "full.csv")] == ["a", "b", "d"]
 
@@ -506,28 +763,50 @@ def test_a_sidecar_is_never_half_written(tmp_path, monkeypatch):
     writer.append(quoted_row("a"))
     write_sidecar(tmp_path, "run", "ops", {"case": [1, 2, 3]})
     full_disk_after_half(monkeypatch)
-    with pytest.raises(ResultsFull,
-                       match=r"results folder full: 1 rows kept in .*run\.csv; run\.ops\.json not written"):
+    with pytest.raises(
+        ResultsFull,
+        match=r"results folder full: 1 rows kept in .*run\.csv; run\.ops\.json not written",
+    ):
         write_sidecar(tmp_path, "run", "ops", {"case": list(range(10_000))})
     monkeypatch.undo()
     writer.close()
     # the previous version, whole
-    assert (tmp_path / "run.ops.json").read_text() == '{\n  "case": [\n    1,\n    2,\n    3\n  ]\n}\n'
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.csv", "run.ops.json"]  # no temporary file left
+    assert (
+        tmp_path / "run.ops.json"
+    ).read_text() == '{\n  "case": [\n    1,\n    2,\n    3\n  ]\n}\n'
+    # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.csv", "run.ops.json"]
 
 
 # ---- run ids and damaged values -------------------------------------------------------------
 
-@pytest.mark.parametrize("run_id, said", [("x" * 10_000, "10000 characters"),
-                                          ("\U0001f600" * 60, "240 bytes in UTF-8")])
+
+@pytest.mark.parametrize(
+    "run_id, said", [("x" * 10_000, "10000 characters"), ("\U0001f600" * 60, "240 bytes in UTF-8")]
+)
 def test_a_run_id_no_file_system_takes_is_refused_in_one_line_by_gpubench_run_before_any_build(
-        tmp_path, capsys, run_id, said):
-    """A 10,000-character run id ended in an ENAMETOOLONG traceback after the builds; 60 emoji (under the character
-    limit, 240 bytes) left a header-only CSV that then blocked the id."""
+    tmp_path, capsys, run_id, said
+):
+    """A 10,000-character run id ended in an ENAMETOOLONG traceback after the builds; 60 emoji
+    (under the character limit, 240 bytes) left a header-only CSV that then blocked the id."""
     from gpubench.harness.commands.cli import main
 
-    assert main(["run", "--device", "cpu", "--profile", "smoke", "--results-dir", str(tmp_path / "res"), "--run-id",
-                 run_id]) == 4
+    assert (
+        main(
+            [
+                "run",
+                "--device",
+                "cpu",
+                "--profile",
+                "smoke",
+                "--results-dir",
+                str(tmp_path / "res"),
+                "--run-id",
+                run_id,
+            ]
+        )
+        == 4
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--run-id is {said}" in err and "pass another --run-id" in err
     assert not (tmp_path / "res").exists()
@@ -540,9 +819,20 @@ def test_an_empty_or_control_character_run_id_is_refused(tmp_path, run_id):
 
 
 def write_one_row(tmp_path: Path, **cells) -> Path:
-    """A results file of one row written cell by cell (csv, not ResultsWriter, which refuses bad values)."""
-    cells = dict({"schema_version": SCHEMA_VERSION, "run_id": "r", "workload": "matmul", "case_id": "matmul/fp32-n64",
-                  "status": "ok", "median_s": "0.001", "samples_s": "[0.001, 0.001]"}, **cells)
+    """A results file of one row written cell by cell (csv, not ResultsWriter, which refuses bad
+    values)."""
+    cells = dict(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": "r",
+            "workload": "matmul",
+            "case_id": "matmul/fp32-n64",
+            "status": "ok",
+            "median_s": "0.001",
+            "samples_s": "[0.001, 0.001]",
+        },
+        **cells,
+    )
     path = tmp_path / "damaged.csv"
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, restval="")
@@ -551,10 +841,23 @@ def write_one_row(tmp_path: Path, **cells) -> Path:
     return path
 
 
-@pytest.mark.parametrize("cells", [{"median_s": "inf"}, {"median_s": "-1"}, {"samples_s": "[1,2,"},
-                                   {"samples_s": "hello"}, {"samples_s": "[-1e-5]"}, {"status": "weird"},
-                                   {"case_id": ""}, {"size": "64.5"}, {"build": "-3"}, {"timestamp_utc": "yesterday"},
-                                   {"timestamp_utc": "2026-13-45T99:00:00"}, {"run_id": ""}])
+@pytest.mark.parametrize(
+    "cells",
+    [
+        {"median_s": "inf"},
+        {"median_s": "-1"},
+        {"samples_s": "[1,2,"},
+        {"samples_s": "hello"},
+        {"samples_s": "[-1e-5]"},
+        {"status": "weird"},
+        {"case_id": ""},
+        {"size": "64.5"},
+        {"build": "-3"},
+        {"timestamp_utc": "yesterday"},
+        {"timestamp_utc": "2026-13-45T99:00:00"},
+        {"run_id": ""},
+    ],
+)
 def test_damaged_values_are_refused_by_both_readers(tmp_path, cells):
     path = write_one_row(tmp_path, **cells)
     with pytest.raises(SchemaError, match="line 2: column"):

@@ -1,5 +1,5 @@
-"""A run is its rows, not the run id a column names: two sides that name one run id but hold other figures are not
-called the same run."""
+"""A run is its rows, not the run id a column names: two sides that name one run id but hold other
+figures are not called the same run."""
 
 from __future__ import annotations
 
@@ -18,4 +18,5 @@ def test_a_file_reusing_bases_run_id_with_other_figures_is_not_the_same_run():
     assert "note: BASE and NEW are the same run(s)" not in notes
     [note] = [note for note in notes if "both name run(s)" in note]
     assert "hold other figures: not one run" in note
-    assert "note: BASE and NEW are the same run(s)" in side_differences(base, base.copy())  # one run given twice
+    # one run given twice
+    assert "note: BASE and NEW are the same run(s)" in side_differences(base, base.copy())

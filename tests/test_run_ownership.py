@@ -1,6 +1,6 @@
-"""A run's rows are those of the file that wrote it, not every row whose run_id column names it: in a team's store
-another member's file holding rows of a run (an extra build, other figures) is not merged into it, and is named; a
-conflicting copy of a run leaves the rest of the store reported."""
+"""A run's rows are those of the file that wrote it, not every row whose run_id column names it: in
+a team's store another member's file holding rows of a run (an extra build, other figures) is not
+merged into it, and is named; a conflicting copy of a run leaves the rest of the store reported."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def run_rows(run_id: str) -> pd.DataFrame:
 
 
 def faster(rows: pd.DataFrame, factor: float) -> pd.DataFrame:
-    """The rows `factor` times faster, every time and rate along: figures that agree with themselves."""
+    """The rows `factor` times faster, every time and rate along: figures that agree with
+    themselves."""
     out = rows.copy()
     out[TIMES] = out[TIMES] / factor
     out[RATES] = out[RATES] * factor
@@ -33,8 +34,8 @@ def faster(rows: pd.DataFrame, factor: float) -> pd.DataFrame:
 
 
 def team_store(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """alice's run in her machine's folder; bob's file in his holds his run and an extra build of alice's,
-    every figure 2% faster (figures that pass every bound)."""
+    """alice's run in her machine's folder; bob's file in his holds his run and an extra build of
+    alice's, every figure 2% faster (figures that pass every bound)."""
     alice = tmp_path / "store" / "vm-36ac6243" / "alice-run.csv"
     bob = tmp_path / "store" / "bobbox-0badc0de" / "bob-run.csv"
     alice.parent.mkdir(parents=True)
@@ -55,7 +56,11 @@ def test_another_members_rows_naming_a_run_are_not_merged_into_it(tmp_path, caps
     assert set(merged["run_id"]) == {"alice-run", "bob-run"}
     err = capsys.readouterr().err
     [line] = [line for line in err.splitlines() if str(bob) in line]
-    assert "row(s) naming run alice-run" in line and f"which {alice} wrote" in line and "(owner " in line
+    assert (
+        "row(s) naming run alice-run" in line
+        and f"which {alice} wrote" in line
+        and "(owner " in line
+    )
     assert "not merged into that run" in report
 
 
@@ -84,12 +89,16 @@ def test_a_conflicting_copy_no_file_wrote_leaves_the_store_reported_as_two_runs(
     other.to_csv(store / "b.csv", index=False)
     build_report([store], tmp_path / "out", None)
     merged = pd.read_csv(tmp_path / "out" / "merged.csv")
-    assert sorted(set(merged["run_id"])) == ["nightly@1", "nightly@2"] and len(merged) == 2 * len(rows)
+    assert sorted(set(merged["run_id"])) == ["nightly@1", "nightly@2"] and len(merged) == 2 * len(
+        rows
+    )
     err = capsys.readouterr().err
     assert "run nightly is in 2 files with other rows" in err and str(store / "a.csv") in err
 
 
-def test_a_case_held_twice_in_one_file_leaves_that_run_out_of_a_store_and_refuses_a_named_file(tmp_path):
+def test_a_case_held_twice_in_one_file_leaves_that_run_out_of_a_store_and_refuses_a_named_file(
+    tmp_path,
+):
     store = tmp_path / "store"
     store.mkdir()
     rows = run_rows("twice")
@@ -99,7 +108,9 @@ def test_a_case_held_twice_in_one_file_leaves_that_run_out_of_a_store_and_refuse
     left_out: list[str] = []
     frame, _ = dedupe(load_results([store], [], left_out), left_out)
     assert set(frame["run_id"]) == {"fine"}
-    assert any("holds matmul/fp32-n8192 build 0 twice" in line and "left out" in line for line in left_out)
+    assert any(
+        "holds matmul/fp32-n8192 build 0 twice" in line and "left out" in line for line in left_out
+    )
     with pytest.raises(UsageError, match="twice with different figures"):
         dedupe(load_results([store / "twice.csv"]))
     with pytest.raises(UsageError, match="twice with different figures"):
@@ -122,7 +133,9 @@ def test_the_writer_is_the_file_named_after_the_run_else_none(tmp_path):
 def test_another_files_rows_of_a_run_without_a_median_are_not_taken_for_a_copy(tmp_path):
     """A skipped or failed build has no median: its rows still differ from the run's own."""
     store, alice, bob = team_store(tmp_path)
-    skipped = run_rows("alice-run").assign(build=1, builds=2, status="failed", median_s=None, reason="crashed")
+    skipped = run_rows("alice-run").assign(
+        build=1, builds=2, status="failed", median_s=None, reason="crashed"
+    )
     pd.concat([run_rows("bob-run"), skipped]).to_csv(bob, index=False)
     left_out: list[str] = []
     frame, _ = dedupe(load_results([store], [], left_out), left_out)

@@ -13,7 +13,11 @@ from runs import run_bench
 
 from gpubench.harness.commands.ab import write_marker
 from gpubench.harness.records.results import (
-    ResultsWriter, check_results_dir_early, check_run_id, check_writable, write_sidecar,
+    ResultsWriter,
+    check_results_dir_early,
+    check_run_id,
+    check_writable,
+    write_sidecar,
 )
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import RefusedPath, probe, replace_bytes
@@ -43,29 +47,35 @@ def untouched(tmp_path: Path) -> bool:
     return all(p.read_bytes() == PRECIOUS.encode() for p in (tmp_path / "elsewhere").iterdir())
 
 
-@pytest.mark.usefixtures("unrendered_plots")  # reads text and files, not pixels
+# reads text and files, not pixels
+@pytest.mark.usefixtures("unrendered_plots")
 def test_links_at_every_report_output_are_replaced_not_followed(tmp_path):
     scratch = tmp_path / "scratch"
     build_report([EXAMPLE], scratch, None)
     names = sorted(p.name for p in scratch.iterdir())
     assert {"merged.csv", "report.md", "matmul_tflops.png"} <= set(names)
     out = tmp_path / "out"
-    for name in names:  # every output
+    # every output
+    for name in names:
         plant(out / name, victim(tmp_path, name))
     build_report([EXAMPLE], out, None)
     assert untouched(tmp_path)
     # written beside the links' targets
     assert all(not (out / name).is_symlink() and (out / name).stat().st_size > 0 for name in names)
     assert (out / "report.md").read_text().startswith("# gpubench report")
-    assert sorted(p.name for p in out.iterdir()) == names  # no temporary left
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out", "scratch"]  # nor beside it
+    # no temporary left
+    assert sorted(p.name for p in out.iterdir()) == names
+    # nor beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "out", "scratch"]
 
 
 def test_a_linked_report_folder_is_one_line(tmp_path):
     (tmp_path / "real").mkdir()
     plant(tmp_path / "out", tmp_path / "real")
-    with pytest.raises(UsageError,
-                       match=r"out is a symbolic link \(to .*real\).* — pass --out with the folder itself") as caught:
+    with pytest.raises(
+        UsageError,
+        match=r"out is a symbolic link \(to .*real\).* — pass --out with the folder itself",
+    ) as caught:
         build_report([EXAMPLE], tmp_path / "out", None)
     assert "\n" not in str(caught.value) and list((tmp_path / "real").iterdir()) == []
 
@@ -75,10 +85,14 @@ def test_a_link_at_the_runs_file_is_refused_dangling_or_not(tmp_path):
     plant(tmp_path / "linked.csv", victim(tmp_path))
     for run_id in ("dangling", "linked"):
         for appending in (False, True):
-            with pytest.raises(UsageError, match=rf"{run_id}\.csv is a symbolic link .*not a results file — remove it "
-                                                 r"or pass another --run-id"):
+            with pytest.raises(
+                UsageError,
+                match=rf"{run_id}\.csv is a symbolic link .*not a results file — remove it "
+                r"or pass another --run-id",
+            ):
                 check_run_id(run_id, tmp_path, appending=appending)
-        for resume in (False, True):  # the writer itself, should a link appear after the check
+        # the writer itself, should a link appear after the check
+        for resume in (False, True):
             with pytest.raises(RefusedPath, match="results file .* is a symbolic link"):
                 ResultsWriter(tmp_path, run_id, resume=resume)
     assert untouched(tmp_path) and not (tmp_path / "nowhere.csv").exists()
@@ -89,14 +103,24 @@ def test_a_dangling_link_at_the_runs_file_is_named_as_one(one_case):
     result = run_bench(one_case, "--run-id=mine", "--gpubench-build=0")
     assert result.ret == 4
     error = result.stderr.str()
-    assert "mine.csv is a symbolic link" in error and "another run" not in error and "Traceback" not in error
+    assert (
+        "mine.csv is a symbolic link" in error
+        and "another run" not in error
+        and "Traceback" not in error
+    )
     assert not (one_case.path / "nowhere.csv").exists()
 
 
 def test_sidecars_replace_links_at_their_names_and_the_ab_marker_refuses_them(tmp_path):
-    names = ["run.env.json", "run.ops.json", "s.ab.json", f".run.env.json.partial-{os.getpid()}",
-             f".run.ops.json.partial-{os.getpid()}"]
-    for name in names:  # the final names, and the temporaries' old pid-predictable names
+    names = [
+        "run.env.json",
+        "run.ops.json",
+        "s.ab.json",
+        f".run.env.json.partial-{os.getpid()}",
+        f".run.ops.json.partial-{os.getpid()}",
+    ]
+    # the final names, and the temporaries' old pid-predictable names
+    for name in names:
         plant(tmp_path / name, victim(tmp_path, name))
     write_sidecar(tmp_path, "run", "env", {"a": 1})
     write_sidecar(tmp_path, "run", "ops", {"b": 2})
@@ -104,8 +128,10 @@ def test_sidecars_replace_links_at_their_names_and_the_ab_marker_refuses_them(tm
     with pytest.raises(RefusedPath, match="is a symbolic link"):
         write_marker(tmp_path, "s", (), 3)
     assert untouched(tmp_path)
-    assert json.loads((tmp_path / "run.env.json").read_text()) == {"a": 1} and not (
-        tmp_path / "run.env.json").is_symlink()
+    assert (
+        json.loads((tmp_path / "run.env.json").read_text()) == {"a": 1}
+        and not (tmp_path / "run.env.json").is_symlink()
+    )
     (tmp_path / "s.ab.json").unlink()
     write_marker(tmp_path, "s", (), 3)
     assert json.loads((tmp_path / "s.ab.json").read_text())["pairs_planned"] == 3
@@ -117,25 +143,34 @@ def test_the_write_probes_never_follow_a_link_and_create_nothing_outside(tmp_pat
     # the old probe's pid-predictable name
     plant(results / f".gpubench-write-test-{os.getpid()}", victim(tmp_path, "probe"))
     check_writable(results)
-    shared = tmp_path / "shared"  # the only writable ancestor of a results folder that does not exist yet (like /tmp)
+    # the only writable ancestor of a results folder that does not exist yet (like /tmp)
+    shared = tmp_path / "shared"
     shared.mkdir()
     plant(shared / f".gpubench-write-test-{os.getpid()}", victim(tmp_path, "shared-probe"))
     before = sorted(os.listdir(shared))
     check_results_dir_early(shared / "a" / "b")
-    assert untouched(tmp_path) and sorted(os.listdir(shared)) == before  # nothing made there, not even for a moment
-    assert sorted(os.listdir(results)) == [f".gpubench-write-test-{os.getpid()}"]  # the probe's own file is gone
+    # nothing made there, not even for a moment
+    assert untouched(tmp_path) and sorted(os.listdir(shared)) == before
+    # the probe's own file is gone
+    assert sorted(os.listdir(results)) == [f".gpubench-write-test-{os.getpid()}"]
 
 
 def test_a_linked_results_folder_is_refused(tmp_path):
     (tmp_path / "real").mkdir()
     plant(tmp_path / "results", tmp_path / "real")
     for check in (check_writable, check_results_dir_early):
-        with pytest.raises(RefusedPath, match=r"results directory .*results.* is a symbolic link .* — pass "
-                                             r"--results-dir with the folder itself"):
+        with pytest.raises(
+            RefusedPath,
+            match=r"results directory .*results.* is a symbolic link .* — pass "
+            r"--results-dir with the folder itself",
+        ):
             check(tmp_path / "results")
-    for write in (lambda: write_sidecar(tmp_path / "results", "run", "env", {}),
-                  lambda: probe(tmp_path / "results", "results directory", "fix")):
-        with pytest.raises(RefusedPath, match="is a symbolic link"):  # a folder swapped for a link after the checks
+    for write in (
+        lambda: write_sidecar(tmp_path / "results", "run", "env", {}),
+        lambda: probe(tmp_path / "results", "results directory", "fix"),
+    ):
+        # a folder swapped for a link after the checks
+        with pytest.raises(RefusedPath, match="is a symbolic link"):
             write()
     assert list((tmp_path / "real").iterdir()) == []
 

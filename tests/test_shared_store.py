@@ -1,8 +1,8 @@
 """A results store a team shares: what gpubench writes into it (modes), what it trusts (a job's
-outcome is the exit code its run recorded there, the user's own file only; submitit's pickles stay in
-the user's own jobs folder and the fleet loads none), and what another member of the store's group
-can and cannot do to it. The second member is a
-child process given another uid and gid (root only); no account is created."""
+outcome is the exit code its run recorded there, the user's own file only; submitit's pickles stay
+in the user's own jobs folder and the fleet loads none), and what another member of the store's
+group can and cannot do to it. The second member is a child process given another uid and gid (root
+only); no account is created."""
 
 from __future__ import annotations
 
@@ -24,8 +24,11 @@ from gpubench.harness.commands.fleet import Target
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import make_folder, open_new, replace_bytes
 
-SECOND_UID, STORE_GID = 65534, 65533  # nobody, and a group number no account is in
-AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files of another owner are made with os.chown")
+# nobody, and a group number no account is in
+SECOND_UID, STORE_GID = 65534, 65533
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: files of another owner are made with os.chown"
+)
 
 
 class Payload:
@@ -85,10 +88,13 @@ def test_an_exit_record_of_another_owner_is_not_trusted(tmp_path):
     os.chown(record, 0, 0)
     job.state = "running"
     settle(job, None, store, now=0.0, grace_s=0.0)
-    assert job.state == DONE  # the same record, the user's own: trusted
+    # the same record, the user's own: trusted
+    assert job.state == DONE
 
 
-@pytest.mark.parametrize("text", ['{"exit_code": true}', '{"exit_code": "0"}', '{"exit_code": 300}', "[0]", "not json"])
+@pytest.mark.parametrize(
+    "text", ['{"exit_code": true}', '{"exit_code": "0"}', '{"exit_code": 300}', "[0]", "not json"]
+)
 def test_an_exit_record_that_holds_no_exit_code_is_no_outcome(tmp_path, text):
     store = store_with_exit(tmp_path, "r", 0)
     next(store.glob("*/r.exit.json")).write_text(text)
@@ -107,21 +113,26 @@ def test_a_jobs_folder_others_can_write_is_refused_naming_it(tmp_path):
         check_folder(folder)
     open_folder = tmp_path / "open"
     open_folder.mkdir(mode=0o777)
-    open_folder.chmod(0o777)  # the umask narrowed mkdir's mode
-    with pytest.raises(UsageError, match=rf"{open_folder} \(owner {me}, mode 0777\), above the jobs folder .* lets"):
+    # the umask narrowed mkdir's mode
+    open_folder.chmod(0o777)
+    with pytest.raises(
+        UsageError, match=rf"{open_folder} \(owner {me}, mode 0777\), above the jobs folder .* lets"
+    ):
         private_folder(open_folder / "jobs" / "f")
 
 
 @AS_ROOT
 def test_a_folder_writable_by_its_owners_own_group_alone_is_trusted(tmp_path):
-    # a user private group (named as the user, no other member), as Debian gives each account: root's here
+    # a user private group (named as the user, no other member), as Debian gives each account:
+    # root's here
     from gpubench.harness.records.job_files import private_folder
 
     above = tmp_path / "home"
     above.mkdir()
     above.chmod(0o775)
     private_folder(above / "jobs" / "f")
-    os.chown(above, 0, STORE_GID)  # a group no account is in, by name or by number: not the owner's own
+    # a group no account is in, by name or by number: not the owner's own
+    os.chown(above, 0, STORE_GID)
     with pytest.raises(UsageError, match="lets another user replace"):
         private_folder(above / "jobs" / "g")
 
@@ -131,10 +142,25 @@ def test_the_fleet_refuses_a_jobs_dir_others_can_write_before_any_job(tmp_path, 
 
     shared = tmp_path / "shared"
     shared.mkdir()
-    shared.chmod(0o777)  # a team folder without the sticky bit: a member could swap jobs/ for their own
-    tiny = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]  # what a job would run, were it started
-    assert main(["fleet", "--store", str(tmp_path / "S"), "--jobs-dir", str(shared / "jobs"), "--target", "name=x",
-                 *tiny]) == 2
+    # a team folder without the sticky bit: a member could swap jobs/ for their own
+    shared.chmod(0o777)
+    # what a job would run, were it started
+    tiny = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]
+    assert (
+        main(
+            [
+                "fleet",
+                "--store",
+                str(tmp_path / "S"),
+                "--jobs-dir",
+                str(shared / "jobs"),
+                "--target",
+                "name=x",
+                *tiny,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--jobs-dir" in err
     assert f"{shared} (owner {owner_name(os.geteuid())}, mode 0777), above the jobs folder" in err
@@ -144,8 +170,10 @@ def test_the_fleet_refuses_a_jobs_dir_others_can_write_before_any_job(tmp_path, 
 def test_what_gpubench_writes_into_a_team_store_is_never_world_writable_nor_executable(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
-    store.chmod(0o3775)  # a team's store: setgid (the group goes down) and sticky (no one removes another's files)
-    old = os.umask(0)  # the loosest umask: what stays out is gpubench's doing
+    # a team's store: setgid (the group goes down) and sticky (no one removes another's files)
+    store.chmod(0o3775)
+    # the loosest umask: what stays out is gpubench's doing
+    old = os.umask(0)
     try:
         make_folder(store / "m" / "deeper", "results directory", "fix")
         os.close(open_new(store / "m" / "deeper" / "r.csv", "results directory", "fix"))
@@ -154,23 +182,34 @@ def test_what_gpubench_writes_into_a_team_store_is_never_world_writable_nor_exec
         os.umask(old)
     for folder in (store / "m", store / "m" / "deeper"):
         mode = folder.stat().st_mode
-        assert mode & stat.S_ISGID and mode & stat.S_ISVTX and not mode & stat.S_IWOTH, f"{folder}: {mode:o}"
+        assert mode & stat.S_ISGID and mode & stat.S_ISVTX and not mode & stat.S_IWOTH, (
+            f"{folder}: {mode:o}"
+        )
     for file in (store / "m" / "deeper" / "r.csv", store / "m" / "r.env.json"):
         assert stat.S_IMODE(file.stat().st_mode) == 0o644, file
 
 
 def second_member(script: str, env: dict[str, str]) -> dict[str, str]:
     """`script` run by another user (uid nobody) in the store's group; what it printed (JSON)."""
+
     def become() -> None:
         os.setgroups([STORE_GID])
         os.setgid(STORE_GID)
         os.setuid(SECOND_UID)
 
-    for python in ("/usr/bin/python3", sys.executable):  # this venv's may sit under a home only root can enter
+    # this venv's may sit under a home only root can enter
+    for python in ("/usr/bin/python3", sys.executable):
         if not Path(python).exists():
             continue
-        done = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60, env=env,
-                              preexec_fn=become, check=False)
+        done = subprocess.run(
+            [python, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            preexec_fn=become,
+            check=False,
+        )
         if done.returncode == 0:
             return json.loads(done.stdout)
     pytest.skip(f"no python the second user can start: {done.stderr.strip()[-200:]}")
@@ -195,7 +234,8 @@ print(json.dumps(said))
 @pytest.mark.process
 @AS_ROOT
 def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_the_job_files():
-    # a child process as uid nobody in the store's group (no account made); a folder in /tmp it can reach
+    # a child process as uid nobody in the store's group (no account made); a folder in /tmp it can
+    # reach
     base = Path(tempfile.mkdtemp(prefix="gpubench-team-"))
     try:
         base.chmod(0o755)
@@ -203,7 +243,8 @@ def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_t
         store.mkdir()
         os.chown(store, 0, STORE_GID)
         store.chmod(0o3775)
-        old = os.umask(0o002)  # the team's umask (docs/usage.md)
+        # the team's umask (docs/usage.md)
+        old = os.umask(0o002)
         try:
             make_folder(store / "m", "results directory", "fix")
             os.close(open_new(store / "m" / "mine.csv", "results directory", "fix"))
@@ -213,12 +254,19 @@ def test_a_member_of_the_group_adds_runs_but_replaces_no_one_elses_nor_reaches_t
 
         jobs = private_folder(base / "jobs" / "f")
         said = second_member(MEMBER, dict(os.environ, STORE=str(store), JOBS=str(jobs)))
-        assert said == {"add": "done", "replace": "denied", "append": "denied", "plant": "denied"}, said
+        assert said == {
+            "add": "done",
+            "replace": "denied",
+            "append": "denied",
+            "plant": "denied",
+        }, said
     finally:
         shutil.rmtree(base)
 
 
-def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(tmp_path, monkeypatch):
+def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(
+    tmp_path, monkeypatch
+):
     # /etc/group lists no such member: only /etc/passwd says the account's group is the owner's
     import pwd
 
@@ -233,7 +281,9 @@ def test_a_group_another_account_has_as_its_primary_group_is_not_the_owners_own(
     bob = pwd.struct_passwd(("bob", "x", 4242, above.stat().st_gid, "", "/", "/bin/sh"))
     accounts = pwd.getpwall()
     monkeypatch.setattr(pwd, "getpwall", lambda: [*accounts, bob])
-    with pytest.raises(UsageError, match=rf"{above} \(owner .*, mode 0775\), above the jobs folder .* lets another"):
+    with pytest.raises(
+        UsageError, match=rf"{above} \(owner .*, mode 0775\), above the jobs folder .* lets another"
+    ):
         private_folder(above / "jobs" / "g")
 
 
@@ -243,12 +293,19 @@ def access_acl(user_id: int) -> bytes:
     import struct
 
     anyone = 0xFFFFFFFF
-    entries = [(0x01, 7, anyone), (0x02, 7, user_id), (0x04, 5, anyone), (0x10, 7, anyone), (0x20, 5, anyone)]
+    entries = [
+        (0x01, 7, anyone),
+        (0x02, 7, user_id),
+        (0x04, 5, anyone),
+        (0x10, 7, anyone),
+        (0x20, 5, anyone),
+    ]
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
 
 
 def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
-    # with an ACL the group bits are its mask: 0775 of the owner's own group let user 4242 rename the jobs folder
+    # with an ACL the group bits are its mask: 0775 of the owner's own group let user 4242 rename
+    # the jobs folder
     from gpubench.harness.records.job_files import own_group, private_folder
 
     above = tmp_path / "home"
@@ -265,21 +322,24 @@ def test_a_folder_an_acl_opens_to_another_user_is_not_trusted(tmp_path):
 
 
 def test_the_jobs_folder_is_checked_again_before_each_job(tmp_path, capsys):
-    # a folder above it made world-writable after the fleet began: a later job's command went there all the same
+    # a folder above it made world-writable after the fleet began: a later job's command went there
+    # all the same
     from gpubench.harness.commands.fleet_command import submit
     from gpubench.harness.records.job_files import private_folder
 
     folder = private_folder(tmp_path / "home" / "jobs" / "f")
     (tmp_path / "home").chmod(0o777)
     job = FleetJob(Target("b"), "r")
-    submit(job, "local", folder, [sys.executable, "-c", "pass"])  # refused before any process starts
+    # refused before any process starts
+    submit(job, "local", folder, [sys.executable, "-c", "pass"])
     assert job.state == FAILED and job.reason.startswith("not submitted: ")
     assert "lets another user replace" in job.reason
     assert not list(folder.glob("*submitted.pkl"))
 
 
 def test_a_team_store_folder_made_under_umask_077_still_takes_the_groups_runs(tmp_path):
-    # the first member to run on a machine had umask 077: its folder, 0700, refused every other member
+    # the first member to run on a machine had umask 077: its folder, 0700, refused every other
+    # member
     store = tmp_path / "store"
     store.mkdir()
     store.chmod(0o3770)
@@ -290,10 +350,13 @@ def test_a_team_store_folder_made_under_umask_077_still_takes_the_groups_runs(tm
     finally:
         os.umask(old)
     assert stat.S_IMODE((store / "m").stat().st_mode) == 0o3770
-    assert stat.S_IMODE((store / "m" / "r.csv").stat().st_mode) == 0o600  # the member's own file: the umask's
+    # the member's own file: the umask's
+    assert stat.S_IMODE((store / "m" / "r.csv").stat().st_mode) == 0o600
 
 
-def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tmp_path, capsys, monkeypatch):
+def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(
+    tmp_path, capsys, monkeypatch
+):
     # made by hand, 0777 and not sticky: any user could remove or replace the run's files, unsaid
     import argparse
 
@@ -307,29 +370,56 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(tm
     monkeypatch.setattr(gpubench.harness.records.job_files, "own_group", lambda path, info: False)
     folder = tmp_path / "S" / machine_folder_name(machine_identity())
     folder.mkdir(parents=True)
-    said = "lets users other than its owner remove or replace this run's files — have its owner chmod"
-    for mode, refused, warned in ((0o777, True, False), (0o775, False, True), (0o1777, False, False),
-                                  (0o755, False, False)):
+    said = (
+        "lets users other than its owner remove or replace this run's files — have its owner chmod"
+    )
+    for mode, refused, warned in (
+        (0o777, True, False),
+        (0o775, False, True),
+        (0o1777, False, False),
+        (0o755, False, False),
+    ):
         folder.chmod(mode)
         problem = resolve_store(argparse.Namespace(run=RunOptions(store=str(tmp_path / "S"))))
         err = capsys.readouterr().err
-        assert (problem is not None and said in problem and "or pass another --store" in problem) == refused, mode
+        assert (
+            problem is not None and said in problem and "or pass another --store" in problem
+        ) == refused, mode
         assert (said in err) == warned and err.count("\n") == warned, mode
 
 
 def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tmp_path, capsys):
-    # a member of the store pointed STORE/reports at a folder of theirs: the fleet's report went there
+    # a member of the store pointed STORE/reports at a folder of theirs: the fleet's report went
+    # there
     from gpubench.harness.commands.fleet_command import summary_and_report
 
     store, theirs = tmp_path / "S", tmp_path / "theirs"
     store.mkdir()
     theirs.mkdir()
     (store / "reports").symlink_to(theirs)
-    nothing = ["--profile", "smoke", "--device", "cpu", "-k", "no_such_case"]  # what a job would run, were one started
+    # what a job would run, were one started
+    nothing = ["--profile", "smoke", "--device", "cpu", "-k", "no_such_case"]
     jobs = tmp_path / "jobs"
-    assert main(["fleet", "--store", str(store), "--jobs-dir", str(jobs), "--target", "name=x", *nothing]) == 2
+    assert (
+        main(
+            [
+                "fleet",
+                "--store",
+                str(store),
+                "--jobs-dir",
+                str(jobs),
+                "--target",
+                "name=x",
+                *nothing,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"the store's reports folder {store / 'reports'} is a symbolic link" in err
+    assert (
+        err.count("\n") == 1
+        and f"the store's reports folder {store / 'reports'} is a symbolic link" in err
+    )
     assert not (tmp_path / "jobs").exists()
     done = FleetJob(Target("x"), "r", state=DONE, csv=tmp_path / "r.csv")
     assert summary_and_report([done], store, store / "reports" / "f") == 1
@@ -339,8 +429,8 @@ def test_a_reports_folder_that_is_a_link_is_refused_before_and_after_the_jobs(tm
 
 @AS_ROOT
 def test_a_csv_another_member_planted_under_the_run_id_is_not_the_fleets(tmp_path, capsys):
-    # a member made a machine folder that sorts first and wrote <the job's run id>.csv there: it was merged into the
-    # fleet's report, and the job's own CSV ignored
+    # a member made a machine folder that sorts first and wrote <the job's run id>.csv there: it was
+    # merged into the fleet's report, and the job's own CSV ignored
     from gpubench.harness.commands.fleet_command import find_csv
 
     store = store_with_exit(tmp_path, "F-t", 0)

@@ -1,4 +1,5 @@
-"""A process's start on the wall clock, to the hundredth of a second (not psutil's whole-second boot time)."""
+"""A process's start on the wall clock, to the hundredth of a second (not psutil's whole-second boot
+time)."""
 
 import time
 
@@ -7,8 +8,12 @@ import pytest
 
 from gpubench.harness.processes.started import process_started_s, started_s
 
-# /proc/<pid>/stat of a process whose name holds a space and a parenthesis; field 22 (start) = 12345 ticks
-STAT = "4242 (py (build) 3) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 1 0 0 20 0 1 0 12345 1000 100 " + "0 " * 30
+# /proc/<pid>/stat of a process whose name holds a space and a parenthesis; field 22 (start) = 12345
+# ticks
+STAT = (
+    "4242 (py (build) 3) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 1 0 0 20 0 1 0 12345 1000 100 "
+    + "0 " * 30
+)
 
 
 def test_the_start_is_the_boot_time_from_uptime_plus_the_start_ticks():

@@ -1,6 +1,7 @@
-"""The store campaign's fixes (docs/validation/fault-campaign-store.md): one test per fix, each seen to fail
-with the line it guards broken. Stores are built from the committed H200 run (tests/test_health.py's
-copy_of), no measuring; `--store` checks call gpubench.harness.records.store directly."""
+"""The store campaign's fixes (docs/validation/fault-campaign-store.md): one test per fix, each seen
+to fail with the line it guards broken. Stores are built from the committed H200 run
+(tests/test_health.py's copy_of), no measuring; `--store` checks call gpubench.harness.records.store
+directly."""
 
 from __future__ import annotations
 
@@ -22,10 +23,17 @@ from gpubench.reports.aggregate import per_case
 from gpubench.reports.build import build_report
 from gpubench.reports.load import load_results, machine_labels, write_merged
 
-# These tests read the report's notes, history sections and files, not its pixels (conftest.unrendered_plots).
+# These tests read the report's notes, history sections and files, not its pixels
+# (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
 
-IDENTITY = {"hostname": "node07", "cpu_model": "Xeon", "cpu_cores": 64, "ram_gib": 512, "gpus": "NVIDIA H200"}
+IDENTITY = {
+    "hostname": "node07",
+    "cpu_model": "Xeon",
+    "cpu_cores": 64,
+    "ram_gib": 512,
+    "gpus": "NVIDIA H200",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +41,9 @@ def h200() -> pd.DataFrame:
     return load_results([H200])
 
 
-def put(store: Path, frame: pd.DataFrame, folder: str, run_id: str, day: str = "2026-11-29") -> Path:
+def put(
+    store: Path, frame: pd.DataFrame, folder: str, run_id: str, day: str = "2026-11-29"
+) -> Path:
     """One run into <store>/<folder>/<run_id>.csv, as `gpubench run --store` lays it out."""
     (store / folder).mkdir(parents=True, exist_ok=True)
     path = store / folder / f"{run_id}.csv"
@@ -49,36 +59,57 @@ def report(store: Path, out: Path) -> str:
 
 
 def test_identical_nodes_each_get_their_own_history_plot(h200, tmp_path):
-    store = tmp_path / "store"  # a homogeneous fleet: the same hardware hash on every node
+    # a homogeneous fleet: the same hardware hash on every node
+    store = tmp_path / "store"
     for host, scale in (("node00", 1.0), ("node01", 0.5)):
         for run_id, day in ((f"{host}-r1", "2026-11-29"), (f"{host}-r2", "2026-11-30")):
-            put(store, copy_of(h200, host, "8f9f0ab5b928", matmul_bf16=scale), f"{host}-1234abcd", run_id, day)
+            put(
+                store,
+                copy_of(h200, host, "8f9f0ab5b928", matmul_bf16=scale),
+                f"{host}-1234abcd",
+                run_id,
+                day,
+            )
     text = report(store, tmp_path / "out")
     links = re.findall(r"- \*\*(node0\d) · [^*]+\*\*: !\[[^\]]*\]\(([^)]+)\)", text)
     # never one PNG for both
-    assert [host for host, _ in links] == ["node00", "node01"] and len({name for _, name in links}) == 2
+    assert [host for host, _ in links] == ["node00", "node01"] and len(
+        {name for _, name in links}
+    ) == 2
     # two runs each, not one
     assert all(f"| {host} · NVIDIA H200 (cuda:0) | 2 |" in text for host in ("node00", "node01"))
 
 
 def test_hosts_whose_names_collide_in_a_file_name_keep_their_own_plots(h200, tmp_path):
     store = tmp_path / "store"
-    for number, host in enumerate(("a b", "a_b")):  # one store folder after safe_name; two hosts in the rows
+    # one store folder after safe_name; two hosts in the rows
+    for number, host in enumerate(("a b", "a_b")):
         for run_id, day in ((f"h{number}-r1", "2026-11-29"), (f"h{number}-r2", "2026-11-30")):
             put(store, copy_of(h200, host, "8f9f0ab5b928"), "a_b-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
     names = re.findall(r"\]\((history_[^)]+\.png)\)", text)
-    assert len(names) == 2 and len(set(names)) == 2 and all((tmp_path / "out" / n).is_file() for n in names)
+    assert (
+        len(names) == 2
+        and len(set(names)) == 2
+        and all((tmp_path / "out" / n).is_file() for n in names)
+    )
 
 
 # Health: a machine with several runs is judged on its latest
 
 
 def test_health_judges_a_machines_latest_run_not_the_median_of_its_history(h200, tmp_path):
-    runs = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
-            for day in range(1, 5)]
-    runs.append(copy_of(h200, run_id="r9", matmul_bf16=0.7).assign(timestamp_utc="2026-11-09T12:00:00+00:00"))
-    frame = pd.concat(runs[::-1], ignore_index=True)  # newest first: the order must not decide
+    runs = [
+        copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
+        for day in range(1, 5)
+    ]
+    runs.append(
+        copy_of(h200, run_id="r9", matmul_bf16=0.7).assign(
+            timestamp_utc="2026-11-09T12:00:00+00:00"
+        )
+    )
+    # newest first: the order must not decide
+    frame = pd.concat(runs[::-1], ignore_index=True)
     frame["machine"] = machine_labels(frame)
     table = health.health_table(frame, per_case(frame), health.load_references())
     bf16 = table[table["key"] == "matmul_bf16_tflops"].iloc[0]
@@ -93,7 +124,8 @@ def test_an_unknown_gpu_alone_is_said_to_have_no_reference(h200):
     assert "Not judged. No reference for NVIDIA GB300" in text
     cpu = frame.assign(device="cpu", device_name="AMD EPYC")
     cpu["machine"] = machine_labels(cpu)
-    assert health.render(cpu, per_case(cpu)) == ""  # a CPU never has a reference: nothing to say
+    # a CPU never has a reference: nothing to say
+    assert health.render(cpu, per_case(cpu)) == ""
 
 
 def test_a_machine_whose_every_row_failed_gets_a_report(h200, tmp_path):
@@ -113,11 +145,13 @@ def test_a_stray_file_in_a_store_is_left_out_and_named(h200, tmp_path, monkeypat
     bad = store / "vm-1234abcd" / "r2.csv"
     if stray == "foreign":
         bad.write_text("a,b\n1,2\n", encoding="utf-8")
-    elif stray == "cut":  # a run still being written: its last line ends mid-row
+    # a run still being written: its last line ends mid-row
+    elif stray == "cut":
         bad.write_bytes(put(store, copy_of(h200), "vm-1234abcd", "r2").read_bytes()[:3000])
     else:
         bad.write_bytes(b"")
-        real_open = builtins.open  # root reads a chmod-000 file: refuse it the way another uid would be refused
+        # root reads a chmod-000 file: refuse it the way another uid would be refused
+        real_open = builtins.open
 
         def denying(path, *args, **kwargs):
             if Path(path) == bad:
@@ -128,7 +162,8 @@ def test_a_stray_file_in_a_store_is_left_out_and_named(h200, tmp_path, monkeypat
     text = report(store, tmp_path / "out")
     assert "81 rows from 1 run(s)" in text and f"left out of this report: {bad}" in text
     assert f"left out of this report: {bad}" in capsys.readouterr().err
-    with pytest.raises(UsageError, match=re.escape(str(bad))):  # named by the user: still refused
+    # named by the user: still refused
+    with pytest.raises(UsageError, match=re.escape(str(bad))):
         load_results([bad])
 
 
@@ -138,7 +173,8 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
     put(store, copy_of(h200, "other", "0123456789ab"), "other-0123abcd", "r2")
     real_walk = os.walk
 
-    def walk(top, onerror=None, followlinks=False):  # root lists a chmod-700 folder of another uid: refuse it here
+    # root lists a chmod-700 folder of another uid: refuse it here
+    def walk(top, onerror=None, followlinks=False):
         for root, dirs, names in real_walk(top, followlinks=followlinks):
             if Path(root).name == "other-0123abcd":
                 onerror(PermissionError(errno.EACCES, "Permission denied", root))
@@ -148,7 +184,8 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
     monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
     text = report(store, tmp_path / "out")
     assert "other-0123abcd: cannot list the folder (Permission denied)" in text
-    with pytest.raises(UsageError, match="cannot list the folder"):  # compare has no notes: refused, not silent
+    # compare has no notes: refused, not silent
+    with pytest.raises(UsageError, match="cannot list the folder"):
         load_results([store])
 
 
@@ -156,15 +193,18 @@ def test_a_folder_linked_in_from_outside_is_named_not_read_and_fleet_logs_are_no
     store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
     put(elsewhere, copy_of(h200), "vm-1234abcd", "r1")
     put(store, copy_of(h200, "other", "0123456789ab"), "other-0123abcd", "r2")
-    (store / "vm-1234abcd").symlink_to(elsewhere / "vm-1234abcd")  # a report reads only what it is named
-    (store / "loop").symlink_to(store)  # a link back up: read once, as itself, no endless walk
+    # a report reads only what it is named
+    (store / "vm-1234abcd").symlink_to(elsewhere / "vm-1234abcd")
+    # a link back up: read once, as itself, no endless walk
+    (store / "loop").symlink_to(store)
     (store / ".fleet" / "f1").mkdir(parents=True)
     (store / ".fleet" / "f1" / "log.csv").write_text("x,y\n1,2\n", encoding="utf-8")
     text = report(store, tmp_path / "out").replace("\\_", "_")
     assert "81 rows from 1 run(s)" in text and text.count("left out") == 1
     link = f"{store}/vm-1234abcd: a link to {elsewhere}/vm-1234abcd, outside {store} — not followed"
     assert f"left out of this report: {link}" in text
-    assert "162 rows from 2 run(s)" in report_of([store, elsewhere], tmp_path / "out2")  # named too: read
+    # named too: read
+    assert "162 rows from 2 run(s)" in report_of([store, elsewhere], tmp_path / "out2")
 
 
 def report_of(paths: list[Path], out: Path) -> str:
@@ -188,7 +228,8 @@ def test_a_store_under_a_file_is_refused_naming_the_file(tmp_path):
 def test_a_linked_machine_folder_is_refused_naming_store(tmp_path):
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "node07-0b3f5b1d").symlink_to(tmp_path)
-    folder = results_dir_for(tmp_path / "other", "results", "results", lambda: IDENTITY)  # where the name comes from
+    # where the name comes from
+    folder = results_dir_for(tmp_path / "other", "results", "results", lambda: IDENTITY)
     (tmp_path / "store" / "node07-0b3f5b1d").unlink()
     (tmp_path / "store" / folder.name).symlink_to(tmp_path)
     with pytest.raises(UsageError, match=r"--store .*is a link .*replace the link"):
@@ -198,7 +239,9 @@ def test_a_linked_machine_folder_is_refused_naming_store(tmp_path):
 def test_a_store_that_takes_no_files_is_refused_naming_store(tmp_path, monkeypatch):
     # root writes anywhere: stand in for EACCES/EROFS
     monkeypatch.setattr("gpubench.harness.records.store.os.access", lambda path, mode: False)
-    with pytest.raises(UsageError, match=r"--store .*: cannot write into .* — pass a --store you can write to"):
+    with pytest.raises(
+        UsageError, match=r"--store .*: cannot write into .* — pass a --store you can write to"
+    ):
         results_dir_for(tmp_path / "store", "results", "results", lambda: IDENTITY)
 
 
@@ -207,15 +250,22 @@ def test_a_full_store_names_store_as_a_way_out(tmp_path):
 
 
 def test_the_causes_of_a_drop_are_read_in_the_latest_run(h200):
-    healthy = [copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
-               for day in range(1, 5)]
-    slow = copy_of(h200, run_id="r9", matmul=0.7).assign(timestamp_utc="2026-11-09T12:00:00+00:00",
-                                                         gpu_sm_clock_mhz=1500.0)
+    healthy = [
+        copy_of(h200, run_id=f"r{day}").assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
+        for day in range(1, 5)
+    ]
+    slow = copy_of(h200, run_id="r9", matmul=0.7).assign(
+        timestamp_utc="2026-11-09T12:00:00+00:00", gpu_sm_clock_mhz=1500.0
+    )
     frame = pd.concat([slow, *healthy], ignore_index=True)
     frame["machine"] = machine_labels(frame)
-    clock = next(line for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {})
-                 if line.startswith("clocks"))
-    assert "median 1500 MHz" in clock and "likely cause" in clock  # four healthy runs would have outvoted it
+    clock = next(
+        line
+        for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {})
+        if line.startswith("clocks")
+    )
+    # four healthy runs would have outvoted it
+    assert "median 1500 MHz" in clock and "likely cause" in clock
 
 
 def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypatch):
@@ -226,24 +276,37 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
         yield from ()
 
     monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
-    with pytest.raises(UsageError,
-                       match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)",
+    ):
         build_report([tmp_path / "store"], tmp_path / "out", None)
 
 
 def test_a_gpu_that_fell_off_its_node_in_the_latest_run_is_the_outlier(h200):
     micro = h200[h200["workload"].isin(["matmul", "transfer", "elementwise"])]
-    runs = [copy_of(micro, "node1", "abcabcabcabc", f"cuda:{gpu}", f"d{day}-cuda{gpu}",
-                    **({"matmul": 0.8} if (day, gpu) == (9, 2) else {}))
-            .assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00") for day in (1, 2, 3, 9) for gpu in range(4)]
-    frame = pd.concat(runs, ignore_index=True)  # four `--device cuda:all` runs of one node; GPU 2 slowed in the last
+    runs = [
+        copy_of(
+            micro,
+            "node1",
+            "abcabcabcabc",
+            f"cuda:{gpu}",
+            f"d{day}-cuda{gpu}",
+            **({"matmul": 0.8} if (day, gpu) == (9, 2) else {}),
+        ).assign(timestamp_utc=f"2026-11-{day:02d}T12:00:00+00:00")
+        for day in (1, 2, 3, 9)
+        for gpu in range(4)
+    ]
+    # four `--device cuda:all` runs of one node; GPU 2 slowed in the last
+    frame = pd.concat(runs, ignore_index=True)
     frame["machine"] = machine_labels(frame)
     table = health.outlier_table(frame, per_case(frame))
     assert set(table[table["gpu"] != "ok"]["device"]) == {"cuda:2"}
 
 
 def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
-    store = tmp_path / "store"  # socket.gethostname() == "": the store folder is host-<hash>, the rows' hostname empty
+    # socket.gethostname() == "": the store folder is host-<hash>, the rows' hostname empty
+    store = tmp_path / "store"
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-11-30")):
         put(store, copy_of(h200, ""), "host-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
@@ -253,59 +316,95 @@ def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
 def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
     from gpubench.harness.devices import env
 
-    monkeypatch.setattr(env.socket, "gethostname", lambda: os.fsdecode(b"n\xffd"))  # what Python gives for those bytes
+    # what Python gives for those bytes
+    monkeypatch.setattr(env.socket, "gethostname", lambda: os.fsdecode(b"n\xffd"))
     assert env.machine_identity()["hostname"] == "n\\xffd"
-    assert env.host_name().encode("utf-8") == b"n\\xffd"  # the CSV writer's encoding: every row would have failed
+    # the CSV writer's encoding: every row would have failed
+    assert env.host_name().encode("utf-8") == b"n\\xffd"
 
 
 def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_path):
-    store = tmp_path / "store"  # one store folder; machine_id hashes the kernel release and the GPUs the job saw
-    put(store, copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44"), "vm-1234abcd", "r1", "2026-11-01")
-    put(store, copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"), "vm-1234abcd", "r2", "2026-12-01")
+    # one store folder; machine_id hashes the kernel release and the GPUs the job saw
+    store = tmp_path / "store"
+    put(
+        store,
+        copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44"),
+        "vm-1234abcd",
+        "r1",
+        "2026-11-01",
+    )
+    put(
+        store,
+        copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"),
+        "vm-1234abcd",
+        "r2",
+        "2026-12-01",
+    )
     text = report(store, tmp_path / "out")
-    assert "None yet" not in text and re.search(r"\| vm · NVIDIA H200 \(cuda:0\) \| 2 \| 2026-11-01 → 2026-12-01 \|",
-                                                text)
+    assert "None yet" not in text and re.search(
+        r"\| vm · NVIDIA H200 \(cuda:0\) \| 2 \| 2026-11-01 → 2026-12-01 \|", text
+    )
 
 
 def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200):
-    slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1",
-                   matmul_bf16=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00")
+    slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1", matmul_bf16=0.7).assign(
+        timestamp_utc="2026-11-01T12:00:00+00:00"
+    )
     # a new kernel: a new machine_id
-    fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(timestamp_utc="2026-12-01T12:00:00+00:00")
+    fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(
+        timestamp_utc="2026-12-01T12:00:00+00:00"
+    )
     frame = pd.concat([fixed, slow], ignore_index=True)
-    frame["machine"] = machine_labels(frame)  # two labels (#8f9f0a, #0a1b2c): one host, one hardware, one GPU
+    # two labels (#8f9f0a, #0a1b2c): one host, one hardware, one GPU
+    frame["machine"] = machine_labels(frame)
     table = health.health_table(frame, per_case(frame), health.load_references())
     # one machine, named as its latest run
     assert set(table["machine"]) == set(frame.loc[frame["run_id"] == "r2", "machine"])
-    assert (table["health"] == "ok").all() and "Causes to check" not in health.render(frame, per_case(frame))
+    assert (table["health"] == "ok").all() and "Causes to check" not in health.render(
+        frame, per_case(frame)
+    )
 
 
 def only_transfers(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame["workload"] == "transfer"]  # `gpubench run -k transfer`
+    # `gpubench run -k transfer`
+    return frame[frame["workload"] == "transfer"]
 
 
 def matmul_failed(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     matmul = out["workload"] == "matmul"
-    out.loc[matmul, "status"], out.loc[matmul, "reason"], out.loc[matmul, ["tflops", "median_s"]] = (
-        "failed", "RuntimeError: CUDA error", None)
+    (
+        out.loc[matmul, "status"],
+        out.loc[matmul, "reason"],
+        out.loc[matmul, ["tflops", "median_s"]],
+    ) = ("failed", "RuntimeError: CUDA error", None)
     return out
 
 
 @pytest.mark.parametrize("newest", [only_transfers, matmul_failed])
 # the second: a kernel update between the runs, another label
 @pytest.mark.parametrize("machine_id", ["8f9f0ab5b928", "0a1b2c3d4e5f"])
-def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that_run(h200, newest, machine_id):
-    slow = copy_of(h200, run_id="r1", matmul=0.7).assign(timestamp_utc="2026-11-01T12:00:00+00:00",
-                                                         gpu_sm_clock_mhz=1500.0)
-    later = newest(copy_of(h200, machine_id=machine_id, run_id="r2").assign(timestamp_utc="2026-11-02T12:00:00+00:00",
-                                                                            gpu_sm_clock_mhz=1980.0))
+def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that_run(
+    h200, newest, machine_id
+):
+    slow = copy_of(h200, run_id="r1", matmul=0.7).assign(
+        timestamp_utc="2026-11-01T12:00:00+00:00", gpu_sm_clock_mhz=1500.0
+    )
+    later = newest(
+        copy_of(h200, machine_id=machine_id, run_id="r2").assign(
+            timestamp_utc="2026-11-02T12:00:00+00:00", gpu_sm_clock_mhz=1980.0
+        )
+    )
     frame = pd.concat([later, slow], ignore_index=True)
     frame["machine"] = machine_labels(frame)
     table = health.health_table(frame, per_case(frame), health.load_references()).set_index("key")
-    assert table.loc["matmul_bf16_tflops",
-                     "health"] == "≥10% below" and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
-    assert table.loc["h2d_pinned_gbps", "run"] == ""  # measured in the machine's latest run: nothing to say
+    assert (
+        table.loc["matmul_bf16_tflops", "health"] == "≥10% below"
+        and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
+    )
+    # measured in the machine's latest run: nothing to say
+    assert table.loc["h2d_pinned_gbps", "run"] == ""
     flagged = health.render(frame, per_case(frame)).split("Causes to check", 1)[1]
     clock = next(line for line in flagged.splitlines() if "clocks:" in line)
-    assert "median 1500 MHz" in clock and "likely cause" in clock  # r1's clocks, the run whose matmul is flagged
+    # r1's clocks, the run whose matmul is flagged
+    assert "median 1500 MHz" in clock and "likely cause" in clock

@@ -37,20 +37,28 @@ def fake_clock(monkeypatch):
 def test_synced_clock_synchronizes_before_reading(fake_clock):
     assert fake_clock.synced() == 100.0
     assert fake_clock.syncs == [torch.device("cpu")]
-    assert fake_clock.synced.__name__ == "synced_clock"  # how pytest-benchmark names the timer
+    # how pytest-benchmark names the timer
+    assert fake_clock.synced.__name__ == "synced_clock"
 
 
 def test_sample_returns_seconds_per_call_and_syncs_only_at_round_edges(fake_clock):
-    samples = sample(fake_clock.work, RoundPlan(0, iterations=5, rounds=3, estimate_s=0.002), fake_clock.synced)
+    samples = sample(
+        fake_clock.work, RoundPlan(0, iterations=5, rounds=3, estimate_s=0.002), fake_clock.synced
+    )
     assert samples == pytest.approx([0.002] * 3)
     assert fake_clock.calls == 15
-    assert len(fake_clock.syncs) == 6  # start and end of each round, none per call
+    # start and end of each round, none per call
+    assert len(fake_clock.syncs) == 6
 
 
 def test_warm_up_and_calibration_calls_never_enter_samples(fake_clock):
-    m = measure(Timed(fn=fake_clock.work), BuildTiming(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50,
-                                                  warmup_calls=3), fake_clock.synced)
-    calibration = m.plan.iterations if m.plan.iterations > 1 else 0  # one whole round, still warm-up
+    m = measure(
+        Timed(fn=fake_clock.work),
+        BuildTiming(target_s=0.02, min_round_s=0.001, min_rounds=2, max_rounds=50, warmup_calls=3),
+        fake_clock.synced,
+    )
+    # one whole round, still warm-up
+    calibration = m.plan.iterations if m.plan.iterations > 1 else 0
     assert fake_clock.calls == 3 + calibration + m.plan.rounds * m.plan.iterations
     assert len(m.samples_s) == m.plan.rounds and m.calls == m.plan.rounds * m.plan.iterations
     assert m.stats.median_s == pytest.approx(0.002)
@@ -63,18 +71,27 @@ def test_warm_up_stops_early_for_slow_cases(fake_clock):
 
 
 def test_plan_rounds_fills_short_rounds_and_the_budget():
-    plan = plan_rounds(1e-5, BuildTiming(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200))
-    assert plan.iterations == 150  # 100 calls of 10 us make a 1 ms round; planned with a 1.5x margin
-    assert plan.rounds == 200  # 333 rounds would fit; capped
-    slow = plan_rounds(2.0, BuildTiming(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200))
-    assert (slow.iterations, slow.rounds) == (1, 5)  # min_rounds even past the budget
+    plan = plan_rounds(
+        1e-5, BuildTiming(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200)
+    )
+    # 100 calls of 10 us make a 1 ms round; planned with a 1.5x margin
+    assert plan.iterations == 150
+    # 333 rounds would fit; capped
+    assert plan.rounds == 200
+    slow = plan_rounds(
+        2.0, BuildTiming(target_s=0.5, min_round_s=1e-3, min_rounds=5, max_rounds=200)
+    )
+    # min_rounds even past the budget
+    assert (slow.iterations, slow.rounds) == (1, 5)
 
 
 def test_plan_rounds_reaches_the_minimum_calls_past_max_rounds():
     budget = BuildTiming(target_s=0.05, min_round_s=1e-3, min_rounds=3, max_rounds=5, min_calls=20)
-    slow = plan_rounds(0.01, budget)  # a 10 ms call: 5 rounds would fill the 0.05 s, the calls ask for 20
+    # a 10 ms call: 5 rounds would fill the 0.05 s, the calls ask for 20
+    slow = plan_rounds(0.01, budget)
     assert (slow.iterations, slow.rounds) == (1, 20)
-    fast = plan_rounds(1e-5, budget)  # 150 calls a round: the rounds' cap already holds more than 20 calls
+    # 150 calls a round: the rounds' cap already holds more than 20 calls
+    fast = plan_rounds(1e-5, budget)
     assert (fast.iterations, fast.rounds) == (150, 5)
 
 
@@ -85,7 +102,8 @@ def test_stopwatch_accumulates_spans(fake_clock):
         fake_clock.work()
         watch.stop(sync=False)
     assert watch.total_s == pytest.approx(0.006)
-    assert fake_clock.syncs == []  # unsynced spans read the host clock only
+    # unsynced spans read the host clock only
+    assert fake_clock.syncs == []
 
 
 def test_the_loop_runs_the_batches_its_hook_asks_for_and_keeps_results_only_when_told(fake_clock):
@@ -101,6 +119,8 @@ def test_the_loop_runs_the_batches_its_hook_asks_for_and_keeps_results_only_when
 
     dropped = run_batches(work, fake_clock.synced, next_batch)
     assert asked == [[], [3], [3, 1]] and dropped.calls == [3, 1] and dropped.total_calls == 4
-    assert dropped.per_call_s() == pytest.approx([0.002, 0.002]) and dropped.result is None  # no output kept alive
+    # no output kept alive
+    assert dropped.per_call_s() == pytest.approx([0.002, 0.002]) and dropped.result is None
     asked.clear()
-    assert run_batches(work, fake_clock.synced, next_batch, keep_result=True).result == 8  # the rounds' last result
+    # the rounds' last result
+    assert run_batches(work, fake_clock.synced, next_batch, keep_result=True).result == 8

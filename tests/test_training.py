@@ -12,14 +12,25 @@ from gpubench.harness.measurement.cases import Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.devices.data_source import DataSource, PreloadedLoader
 from gpubench.harness.devices.datasets import (
-    ImageDataset, Split, check_dataset_request, install_fashion_mnist, load_split, normalize_all, resolve_dataset,
+    ImageDataset,
+    Split,
+    check_dataset_request,
+    install_fashion_mnist,
+    load_split,
+    normalize_all,
+    resolve_dataset,
 )
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import mnist_epoch
 from gpubench.harness.workloads.common import epoch
-from gpubench.harness.workloads.common.epoch import EpochCase, fresh_compile_caches, make_loaders, skip_reason
+from gpubench.harness.workloads.common.epoch import (
+    EpochCase,
+    fresh_compile_caches,
+    make_loaders,
+    skip_reason,
+)
 from gpubench.harness.workloads.common.models import make_model
 from gpubench.harness.workloads.common.train_loop import EpochResult, Trainer, run_epoch
 
@@ -44,17 +55,24 @@ def accumulate_grads(model: torch.nn.Module, micro_batches, steps: int) -> list[
 
 def test_accumulation_equals_one_large_batch():
     x, y = batch(64)
-    model = make_model("cnn").eval()  # eval: no dropout, so both paths see the same function
+    # eval: no dropout, so both paths see the same function
+    model = make_model("cnn").eval()
     reference = accumulate_grads(model, [(x, y)], 1)
     model.zero_grad()
-    accumulated = accumulate_grads(model, [(x[i:i + 16], y[i:i + 16]) for i in range(0, 64, 16)], 4)
+    accumulated = accumulate_grads(
+        model, [(x[i : i + 16], y[i : i + 16]) for i in range(0, 64, 16)], 4
+    )
     for a, b in zip(reference, accumulated):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_trainer_accumulation_steps_only_after_n_micro_batches():
-    trainer = Trainer(make_model("mlp"), torch.device("cpu"), accumulation_steps=3,
-                      clock=SyncedClock(torch.device("cpu")))
+    trainer = Trainer(
+        make_model("mlp"),
+        torch.device("cpu"),
+        accumulation_steps=3,
+        clock=SyncedClock(torch.device("cpu")),
+    )
     before = [p.detach().clone() for p in trainer.model.parameters()]
     x, y = batch(8)
     trainer.micro_step(x, y)
@@ -70,7 +88,8 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
     torch.manual_seed(7)
     loss_plain = torch.nn.functional.cross_entropy(plain(x), y)
     loss_plain.backward()
-    torch.manual_seed(7)  # same dropout mask
+    # same dropout mask
+    torch.manual_seed(7)
     loss_ckpt = torch.nn.functional.cross_entropy(checkpointed(x), y)
     loss_ckpt.backward()
     torch.testing.assert_close(loss_plain, loss_ckpt)
@@ -101,7 +120,10 @@ def test_mixed_precision_trains(precision, uses_scaler):
 def test_fp16_on_cpu_is_a_skipped_row_not_a_crash():
     reason = skip_reason(EpochCase(precision="fp16"), torch.device("cpu"))
     assert reason and "bf16" in reason
-    assert skip_reason(EpochCase(num_workers=0, persistent_workers=True), torch.device("cpu")) is not None
+    assert (
+        skip_reason(EpochCase(num_workers=0, persistent_workers=True), torch.device("cpu"))
+        is not None
+    )
 
 
 def nhwc_strided(tensor: torch.Tensor) -> bool:
@@ -114,9 +136,15 @@ def test_channels_last_trains_to_the_same_loss():
     and every convolution's output are NHWC in memory, the parameters move, and each step's loss
     is the default layout's (the same seed and dropout masks)."""
     x, y = batch(16)
-    plain = Trainer(make_model("cnn", seed=1), torch.device("cpu"), clock=SyncedClock(torch.device("cpu")))
-    nhwc = Trainer(make_model("cnn", seed=1), torch.device("cpu"), channels_last=True,
-                   clock=SyncedClock(torch.device("cpu")))
+    plain = Trainer(
+        make_model("cnn", seed=1), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))
+    )
+    nhwc = Trainer(
+        make_model("cnn", seed=1),
+        torch.device("cpu"),
+        channels_last=True,
+        clock=SyncedClock(torch.device("cpu")),
+    )
     conv_outputs = []
     for layer in nhwc.model.modules():
         if isinstance(layer, torch.nn.Conv2d):
@@ -124,23 +152,31 @@ def test_channels_last_trains_to_the_same_loss():
     before = [p.detach().clone() for p in nhwc.model.parameters()]
     losses = {}
     for name, trainer in (("plain", plain), ("nhwc", nhwc)):
-        torch.manual_seed(7)  # the same dropout masks in both
+        # the same dropout masks in both
+        torch.manual_seed(7)
         losses[name] = []
         for _ in range(2):
             trainer.loss_sum.zero_()
             trainer.seen = 0
             trainer.step([(x, y)])
             losses[name].append(trainer.loss_sum.item() / trainer.seen)
-    assert nhwc_strided(nhwc.model.features[3].weight) and not nhwc_strided(plain.model.features[3].weight)
-    assert len(conv_outputs) == 4 and all(nhwc_strided(out) for out in conv_outputs)  # 2 convolutions x 2 steps
-    assert not any(torch.equal(a, b) for a, b in zip(before, nhwc.model.parameters()))  # every parameter trained
-    assert losses["nhwc"][1] != losses["nhwc"][0]  # the second step saw the first step's update
+    assert nhwc_strided(nhwc.model.features[3].weight) and not nhwc_strided(
+        plain.model.features[3].weight
+    )
+    # 2 convolutions x 2 steps
+    assert len(conv_outputs) == 4 and all(nhwc_strided(out) for out in conv_outputs)
+    # every parameter trained
+    assert not any(torch.equal(a, b) for a, b in zip(before, nhwc.model.parameters()))
+    # the second step saw the first step's update
+    assert losses["nhwc"][1] != losses["nhwc"][0]
     torch.testing.assert_close(losses["nhwc"], losses["plain"], rtol=1e-4, atol=1e-5)
 
 
 def write_idx(folder, name, array: torch.Tensor) -> None:
     """IDX format: magic (0, 0, dtype 0x08 = uint8, ndim), big-endian sizes, raw bytes."""
-    header = struct.pack(">BBBB", 0, 0, 8, array.dim()) + struct.pack(f">{array.dim()}I", *array.shape)
+    header = struct.pack(">BBBB", 0, 0, 8, array.dim()) + struct.pack(
+        f">{array.dim()}I", *array.shape
+    )
     with gzip.open(folder / f"{name}.gz", "wb") as handle:
         handle.write(header + array.numpy().tobytes())
 
@@ -152,13 +188,22 @@ def small_idx(tmp_path):
     system.mkdir()
     gen = torch.Generator().manual_seed(0)
     for prefix, n in (("train", 96), ("t10k", 40)):
-        write_idx(system, f"{prefix}-images-idx3-ubyte", torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8,
-                                                                       generator=gen))
-        write_idx(system, f"{prefix}-labels-idx1-ubyte", torch.randint(0, 10, (n,), dtype=torch.uint8, generator=gen))
+        write_idx(
+            system,
+            f"{prefix}-images-idx3-ubyte",
+            torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=gen),
+        )
+        write_idx(
+            system,
+            f"{prefix}-labels-idx1-ubyte",
+            torch.randint(0, 10, (n,), dtype=torch.uint8, generator=gen),
+        )
     return system
 
 
-def test_fashion_mnist_is_installed_from_the_system_copy_and_read_by_torchvision(tmp_path, small_idx):
+def test_fashion_mnist_is_installed_from_the_system_copy_and_read_by_torchvision(
+    tmp_path, small_idx
+):
     root = tmp_path / "root"
     assert install_fashion_mnist(root, small_idx)
     split = load_split("fashion-mnist", root, train=True)
@@ -193,15 +238,26 @@ class TinySource(DataSource):
 @pytest.mark.parametrize("loader", ["dataloader", "preloaded"])
 def test_an_epoch_sees_every_image_once(loader):
     gen = torch.Generator().manual_seed(0)
-    data = TinySource(Split(torch.randint(0, 256, (300, 28, 28), dtype=torch.uint8, generator=gen),
-                            torch.randint(0, 10, (300,), generator=gen)),
-                      Split(torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=gen),
-                            torch.randint(0, 10, (50,), generator=gen)))
+    data = TinySource(
+        Split(
+            torch.randint(0, 256, (300, 28, 28), dtype=torch.uint8, generator=gen),
+            torch.randint(0, 10, (300,), generator=gen),
+        ),
+        Split(
+            torch.randint(0, 256, (50, 28, 28), dtype=torch.uint8, generator=gen),
+            torch.randint(0, 10, (50,), generator=gen),
+        ),
+    )
     case = EpochCase(batch_size=64, loader=loader, num_workers=0, pin_memory=False)
     train, test = make_loaders(case, data, torch.device("cpu"))
-    result = run_epoch(Trainer(make_model("mlp"), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))), train,
-                       test, non_blocking=False)
-    assert result.samples == 300 and result.steps == 5  # 4 full batches and a remainder of 44
+    result = run_epoch(
+        Trainer(make_model("mlp"), torch.device("cpu"), clock=SyncedClock(torch.device("cpu"))),
+        train,
+        test,
+        non_blocking=False,
+    )
+    # 4 full batches and a remainder of 44
+    assert result.samples == 300 and result.steps == 5
     assert 0.0 <= result.test_accuracy <= 1.0 and result.train_loss > 0
     assert 0.0 <= result.data_wait_frac <= 1.0 and result.epoch_s > 0
 
@@ -214,18 +270,27 @@ def test_preloaded_loader_shuffles_a_permutation():
 
 def tiny_data(train: int = 200, test: int = 30) -> "TinySource":
     gen = torch.Generator().manual_seed(1)
-    return TinySource(Split(torch.randint(0, 256, (train, 28, 28), dtype=torch.uint8, generator=gen),
-                            torch.randint(0, 10, (train,), generator=gen)),
-                      Split(torch.randint(0, 256, (test, 28, 28), dtype=torch.uint8, generator=gen),
-                            torch.randint(0, 10, (test,), generator=gen)))
+    return TinySource(
+        Split(
+            torch.randint(0, 256, (train, 28, 28), dtype=torch.uint8, generator=gen),
+            torch.randint(0, 10, (train,), generator=gen),
+        ),
+        Split(
+            torch.randint(0, 256, (test, 28, 28), dtype=torch.uint8, generator=gen),
+            torch.randint(0, 10, (test,), generator=gen),
+        ),
+    )
 
 
 def epoch_context(data, profile: str = "smoke"):
-    return BuildContext(torch.device("cpu"), profile, SyncedClock(torch.device("cpu")), data_source=lambda: data)
+    return BuildContext(
+        torch.device("cpu"), profile, SyncedClock(torch.device("cpu")), data_source=lambda: data
+    )
 
 
 @pytest.mark.process
-@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # on purpose: the case's own note says so
+# on purpose: the case's own note says so
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
     timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
     # one real epoch, warmed in build
@@ -233,17 +298,29 @@ def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures
     assert any("exceeds" in note for note in timed.notes) or (os.cpu_count() or 1) >= 8
     result = timed.fn()
     windows = timed.windows(result)
-    assert len(windows) == result.steps == 4  # 200 images / 64: a window per step on a 4-step epoch
-    assert 0 < sum(windows) <= result.train_s  # train_s also holds the DataLoader's start and shutdown
+    # 200 images / 64: a window per step on a 4-step epoch
+    assert len(windows) == result.steps == 4
+    # train_s also holds the DataLoader's start and shutdown
+    assert 0 < sum(windows) <= result.train_s
     figures = timed.figures(summarize(windows), result)
     assert figures["dataset"] == "synthetic" and "accuracy is meaningless" in figures["reason"]
-    assert figures["effective_batch"] == 64 and figures["samples_per_s"] > 0 and figures["compile_s"] is None
+    assert (
+        figures["effective_batch"] == 64
+        and figures["samples_per_s"] > 0
+        and figures["compile_s"] is None
+    )
 
 
 def test_a_long_epoch_is_timed_in_about_ten_windows():
     data = tiny_data(train=64 * 23, test=16)
-    case = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
-                     persistent_workers=None)
+    case = EpochCase(
+        batch_size=64,
+        loader="preloaded",
+        num_workers=None,
+        pin_memory=None,
+        non_blocking=None,
+        persistent_workers=None,
+    )
     train, test = make_loaders(case, data, torch.device("cpu"))
     seen = []
     result = run_epoch(
@@ -254,20 +331,43 @@ def test_a_long_epoch_is_timed_in_about_ten_windows():
         non_blocking=False,
         progress=lambda done, total: seen.append((done, total)),
     )
-    assert result.steps == 23 and len(result.window_step_s) == 10  # 9 windows of 2 steps, the last holds 5
+    # 9 windows of 2 steps, the last holds 5
+    assert result.steps == 23 and len(result.window_step_s) == 10
     assert seen[0] == (2, 23) and len(seen) == 9
 
 
 def test_a_diverged_epoch_is_a_failed_row_never_a_result():
-    timed = mnist_epoch.build(EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None,
-                                        non_blocking=None, persistent_workers=None), epoch_context(tiny_data()))
+    timed = mnist_epoch.build(
+        EpochCase(
+            batch_size=64,
+            loader="preloaded",
+            num_workers=None,
+            pin_memory=None,
+            non_blocking=None,
+            persistent_workers=None,
+        ),
+        epoch_context(tiny_data()),
+    )
     nan_loss = EpochResult(1.0, 0.1, 4, 200, 0.0, float("nan"), 0.1, [0.25] * 4)
     with pytest.raises(Diverged, match="train_loss is nan"):
         timed.figures(summarize([0.25] * 4), nan_loss)
-    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "fashion-mnist") is not None
+    assert (
+        mnist_epoch.divergence(
+            EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "fashion-mnist"
+        )
+        is not None
+    )
     # accuracy means nothing there
-    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "synthetic") is None
-    assert mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25]), "fashion-mnist") is None
+    assert (
+        mnist_epoch.divergence(EpochResult(1.0, 0.1, 4, 200, 0.0, 2.3, 0.10, [0.25]), "synthetic")
+        is None
+    )
+    assert (
+        mnist_epoch.divergence(
+            EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25]), "fashion-mnist"
+        )
+        is None
+    )
 
 
 def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp_path, monkeypatch):
@@ -277,38 +377,62 @@ def test_an_insisted_dataset_that_is_missing_is_one_line_naming_root_and_fix(tmp
     assert str(tmp_path / "MNIST" / "raw") in str(mnist.value) and "--dataset" in str(mnist.value)
     with pytest.raises(UsageError) as fashion:
         check_dataset_request("fashion-mnist", tmp_path, system_dir=tmp_path / "none")
-    assert "apt-get install dataset-fashion-mnist" in str(fashion.value) and "\n" not in str(fashion.value)
+    assert "apt-get install dataset-fashion-mnist" in str(fashion.value) and "\n" not in str(
+        fashion.value
+    )
     assert check_dataset_request("synthetic", tmp_path) == "synthetic"
 
 
-def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(monkeypatch, tmp_path):
+def test_a_cold_compile_gets_an_empty_inductor_cache_and_restores_the_old_one(
+    monkeypatch, tmp_path
+):
     """compile_s must not depend on the cases before it: each cold compile gets an empty cache
     folder and fresh dynamo state; the user's own cache setting comes back afterwards."""
     resets = []
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users"))
-    monkeypatch.setattr(epoch, "_COMPILER_WARMED", {"cpu"})  # warmed already: the compiler's warm-up is tested below
+    # warmed already: the compiler's warm-up is tested below
+    monkeypatch.setattr(epoch, "_COMPILER_WARMED", {"cpu"})
     with fresh_compile_caches(torch.device("cpu")):
         folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-        assert folder != str(tmp_path / "users") and os.path.isdir(folder) and not os.listdir(folder)
+        assert (
+            folder != str(tmp_path / "users") and os.path.isdir(folder) and not os.listdir(folder)
+        )
         torch._dynamo.reset()
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users") and not os.path.exists(folder)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "users") and not os.path.exists(
+        folder
+    )
     assert len(resets) == 2
 
 
-def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_and_outside_it(monkeypatch):
+def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_and_outside_it(
+    monkeypatch,
+):
     """The first compiled case of a process must not pay inductor's imports and compile-pool start
     in its cold compile_s: a trivial compile runs first, once, before the timed first call."""
     events = []
     monkeypatch.setattr(epoch, "_COMPILER_WARMED", set())
-    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: events.append("warm-up compile") or fn)
+    monkeypatch.setattr(
+        torch, "compile", lambda fn, **kwargs: events.append("warm-up compile") or fn
+    )
     monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
-    monkeypatch.setattr(epoch, "first_call_s", lambda trainer, batch: events.append("timed cold compile") or 1.0)
+    monkeypatch.setattr(
+        epoch, "first_call_s", lambda trainer, batch: events.append("timed cold compile") or 1.0
+    )
     cpu, clock = torch.device("cpu"), SyncedClock(torch.device("cpu"))
-    case = EpochCase(loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None, persistent_workers=None)
+    case = EpochCase(
+        loader="preloaded",
+        num_workers=None,
+        pin_memory=None,
+        non_blocking=None,
+        persistent_workers=None,
+    )
     batch = (torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,)))
-    for _ in range(2):  # two compiled cases in one process
-        cost = epoch.compile_cost(case, epoch.make_trainer(case, cpu, clock), batch, cpu, warm=False)
+    # two compiled cases in one process
+    for _ in range(2):
+        cost = epoch.compile_cost(
+            case, epoch.make_trainer(case, cpu, clock), batch, cpu, warm=False
+        )
         assert cost.compile_s is not None
     assert events == ["warm-up compile", "timed cold compile", "timed cold compile"]
 
@@ -316,29 +440,52 @@ def test_the_compiler_is_warmed_once_per_process_before_the_first_cold_compile_a
 def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(monkeypatch):
     from gpubench.harness.workloads.common import epoch_race
 
-    winner = epoch_race.RaceResult("k", (epoch_race.Entry("fp32", "ok", 10, 1.0),
-                                         epoch_race.Entry("fp32-cl", "ok", 20, 1.0)))
+    winner = epoch_race.RaceResult(
+        "k", (epoch_race.Entry("fp32", "ok", 10, 1.0), epoch_race.Entry("fp32-cl", "ok", 20, 1.0))
+    )
     monkeypatch.setattr(mnist_epoch, "race_here", lambda ctx: winner)
-    raced = EpochCase(batch_size=64, loader="preloaded", num_workers=None, pin_memory=None, non_blocking=None,
-                      persistent_workers=None, raced=True)  # its placeholder: fp32 without channels_last
+    raced = EpochCase(
+        batch_size=64,
+        loader="preloaded",
+        num_workers=None,
+        pin_memory=None,
+        non_blocking=None,
+        # its placeholder: fp32 without channels_last
+        persistent_workers=None,
+        raced=True,
+    )
     timed = mnist_epoch.build(raced, epoch_context(tiny_data()))
-    trainer = next(cell.cell_contents for cell in timed.fn.__closure__ if isinstance(cell.cell_contents, Trainer))
+    trainer = next(
+        cell.cell_contents
+        for cell in timed.fn.__closure__
+        if isinstance(cell.cell_contents, Trainer)
+    )
     assert trainer.memory_format == torch.channels_last and trainer.precision == "fp32"
-    figures = timed.figures(summarize([0.1, 0.1]), EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25] * 4))
-    assert figures["channels_last"] is True and "raced on this machine: fp32-cl won" in figures["reason"]
+    figures = timed.figures(
+        summarize([0.1, 0.1]), EpochResult(1.0, 0.1, 4, 200, 0.0, 0.4, 0.86, [0.25] * 4)
+    )
+    assert (
+        figures["channels_last"] is True
+        and "raced on this machine: fp32-cl won" in figures["reason"]
+    )
 
 
-def test_a_compiled_case_is_skipped_where_compiling_is_switched_off_not_timed_eager_under_its_label(monkeypatch):
+def test_a_compiled_case_is_skipped_where_compiling_is_switched_off_not_timed_eager_under_its_label(
+    monkeypatch,
+):
     import torch._dynamo.config as dynamo_config
 
     from gpubench.harness.workloads.common.train_loop import compile_skip_reason
 
     assert compile_skip_reason("default") is None and compile_skip_reason("none") is None
     monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
-    assert compile_skip_reason("default").startswith("torch.compile is switched off here (TORCH_COMPILE_DISABLE")
+    assert compile_skip_reason("default").startswith(
+        "torch.compile is switched off here (TORCH_COMPILE_DISABLE"
+    )
     assert compile_skip_reason("none") is None
     monkeypatch.delenv("TORCH_COMPILE_DISABLE")
-    monkeypatch.setattr(dynamo_config, "disable", True)  # what TORCHDYNAMO_DISABLE=1 sets
+    # what TORCHDYNAMO_DISABLE=1 sets
+    monkeypatch.setattr(dynamo_config, "disable", True)
     assert "switched off" in compile_skip_reason("max-autotune")
 
 
@@ -346,8 +493,10 @@ def test_a_compiled_case_is_skipped_naming_an_inductor_cache_it_cannot_write(mon
     from gpubench.harness.workloads.common import train_loop
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "new" / "cache"))
-    assert train_loop.compile_skip_reason("default") is None  # made on first use
+    # made on first use
+    assert train_loop.compile_skip_reason("default") is None
     # as a user without the right (root passes any check)
     monkeypatch.setattr(train_loop.os, "access", lambda path, mode: False)
-    assert train_loop.compile_skip_reason("default").startswith(f"TORCHINDUCTOR_CACHE_DIR={tmp_path / 'new' / 'cache'} "
-                                                                "cannot be written")
+    assert train_loop.compile_skip_reason("default").startswith(
+        f"TORCHINDUCTOR_CACHE_DIR={tmp_path / 'new' / 'cache'} cannot be written"
+    )

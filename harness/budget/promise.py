@@ -1,5 +1,5 @@
-"""The run's last word on its plan: the headline cases the plan promised against what the run's rows hold, each
-difference with its measured cause."""
+"""The run's last word on its plan: the headline cases the plan promised against what the run's rows
+hold, each difference with its measured cause."""
 
 from __future__ import annotations
 
@@ -36,33 +36,50 @@ def shortfall(case_id: str, row: Mapping[str, Any] | None) -> str | None:
     if row.get("status") != "ok":
         return f"{case_id}: {row.get('status')} — {row.get('reason') or 'no reason recorded'}"
     if has_flag(row.get("flags"), IMPOSSIBLE):
-        return f"{case_id}: measured, flagged impossible and kept out of the summary — {row.get('reason')}"
+        return (
+            f"{case_id}: measured, flagged impossible and kept out of the summary — "
+            f"{row.get('reason')}"
+        )
     return None
 
 
 def cannot_run_here(row: Mapping[str, Any] | None) -> bool:
-    """A case skipped for a reason of its own (the device cannot run its setting), not for the budget: no promise of
-    the plan's, which cannot know it before the case is built."""
-    return row is not None and row.get("status") == "skipped" and not has_flag(row.get("flags"), OVER_BUDGET_FLAG)
+    """A case skipped for a reason of its own (the device cannot run its setting), not for the
+    budget: no promise of the plan's, which cannot know it before the case is built."""
+    return (
+        row is not None
+        and row.get("status") == "skipped"
+        and not has_flag(row.get("flags"), OVER_BUDGET_FLAG)
+    )
 
 
-def delivery_lines(promised: list[str], left_out: list[str], rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """'headline: 17 promised, 17 delivered' — or the count and one line per case that was not, with its cause; a
-    case the plan left out that has a measured row anyway is named as the plan's broken word."""
+def delivery_lines(
+    promised: list[str], left_out: list[str], rows: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """'headline: 17 promised, 17 delivered' — or the count and one line per case that was not, with
+    its cause; a case the plan left out that has a measured row anyway is named as the plan's broken
+    word."""
     if not promised and not left_out:
         return []
     built = first_builds(rows)
     unable = [case_id for case_id in promised if cannot_run_here(built.get(case_id))]
     promised = [case_id for case_id in promised if case_id not in unable]
-    missing = [line for case_id in promised if (line := shortfall(case_id, built.get(case_id))) is not None]
+    missing = [
+        line for case_id in promised if (line := shortfall(case_id, built.get(case_id))) is not None
+    ]
     ran_anyway = [case_id for case_id in left_out if built.get(case_id, {}).get("status") == "ok"]
     head = f"gpubench: headline: {len(promised)} promised, {len(promised) - len(missing)} delivered"
     if left_out:
         head += f"; {len(left_out)} left out by the plan, as its first line said"
     if unable:
-        head += f"; {len(unable)} this device cannot run ({', '.join(unable[:3])}{' …' if len(unable) > 3 else ''})"
+        head += (
+            f"; {len(unable)} this device cannot run "
+            f"({', '.join(unable[:3])}{' …' if len(unable) > 3 else ''})"
+        )
     lines = [shortened(head, LINE_CHARS) + (":" if missing else "")]
     lines += [shortened(f"  {line}", LINE_CHARS) for line in missing]
     if ran_anyway:
-        lines.append(f"gpubench: error: the plan left out {', '.join(ran_anyway)} and it ran anyway")
+        lines.append(
+            f"gpubench: error: the plan left out {', '.join(ran_anyway)} and it ran anyway"
+        )
     return lines

@@ -1,5 +1,5 @@
-"""The workload catalogue: one torch-free `SPEC` (a WorkloadSpec) per module. Whatever must know a workload
-without running it (case ids, schema columns, headlines, report sections) asks here."""
+"""The workload catalogue: one torch-free `SPEC` (a WorkloadSpec) per module. Whatever must know a
+workload without running it (case ids, schema columns, headlines, report sections) asks here."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def declared_columns() -> tuple[Column, ...]:
 
 
 def short_id(workload: str, settings: Mapping[str, Any]) -> str:
-    """The case id after `workload/`; an undeclared workload names every used setting as name=value."""
+    """The case id after `workload/`; an undeclared workload names every used setting as
+    name=value."""
     spec = spec_for(workload)
     if spec is None:
         return "-".join(f"{k}={v}" for k, v in settings.items() if v is not None) or "defaults"

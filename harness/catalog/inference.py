@@ -4,7 +4,19 @@ SPEC = WorkloadSpec(
     name="inference",
     id_rule=IdRule(("model", "batch_size", "grad_mode")),
     headlines=(("samples_per_s", "{:.4g} samples/s"),),
-    report=ReportSection("Inference", table=("machine", "model", "batch_size", "grad_mode", "samples_per_s",
-                                              "latency_s", "spread", "flags"), order=90,
-                         fold="grad_mode"),
+    report=ReportSection(
+        "Inference",
+        table=(
+            "machine",
+            "model",
+            "batch_size",
+            "grad_mode",
+            "samples_per_s",
+            "latency_s",
+            "spread",
+            "flags",
+        ),
+        order=90,
+        fold="grad_mode",
+    ),
 )

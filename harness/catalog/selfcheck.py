@@ -3,8 +3,12 @@ from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadS
 SPEC = WorkloadSpec(
     name="selfcheck",
     id_rule=IdRule(("dtype", "size"), size_token=n_size),
-    builds={"smoke": 1, "quick": 1, "full": 3},  # the interleaved pairs already repeat the measurement
-    headlines=(("tflops", "{:.3g} TFLOP/s"), ("selfcheck_tub_ratio", "harness/torch.utils.benchmark {:.3f}"),
-               ("selfcheck_events_ratio", "harness/CUDA events {:.3f}")),
+    # the interleaved pairs already repeat the measurement
+    builds={"smoke": 1, "quick": 1, "full": 3},
+    headlines=(
+        ("tflops", "{:.3g} TFLOP/s"),
+        ("selfcheck_tub_ratio", "harness/torch.utils.benchmark {:.3f}"),
+        ("selfcheck_events_ratio", "harness/CUDA events {:.3f}"),
+    ),
     report=ReportSection("Timer self-check", renderer="selfcheck", order=50),
 )

@@ -3,7 +3,8 @@ from gpubench.harness.core.workload_spec import IdRule, ReportSection, WorkloadS
 SPEC = WorkloadSpec(
     name="transfer",
     id_rule=IdRule(("direction", "size", "pinned", "non_blocking"), size_token=bytes_size),
-    markers=("gpu",),  # host<->device copies need an accelerator
+    # host<->device copies need an accelerator
+    markers=("gpu",),
     headlines=(("gbps", "{:.3g} GB/s"),),
     report=ReportSection("Transfer", renderer="bandwidth", order=30),
 )

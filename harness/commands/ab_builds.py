@@ -1,8 +1,9 @@
-"""A side of `gpubench ab`: its interpreter (--a-python, --b-python), seen to start Python 3 with what a build imports
-before any build (a wrapper that never starts or a venv without torch would fail every build of its side); each
-build's `BuildPlan`; and a launcher per side: a fork server started with the side's interpreter and environment (its
-builds skip seconds of imports; what the side changes reaches only them), or fresh interpreters under `--no-fork` or
-where the server rules forking out; each side's results file as only its builds make it. Torch-free."""
+"""A side of `gpubench ab`: its interpreter (--a-python, --b-python), seen to start Python 3 with
+what a build imports before any build (a wrapper that never starts or a venv without torch would
+fail every build of its side); each build's `BuildPlan`; and a launcher per side: a fork server
+started with the side's interpreter and environment (its builds skip seconds of imports; what the
+side changes reaches only them), or fresh interpreters under `--no-fork` or where the server rules
+forking out; each side's results file as only its builds make it. Torch-free."""
 
 from __future__ import annotations
 
@@ -22,19 +23,26 @@ from gpubench.harness.core.options import RunOptions
 from gpubench.harness.pytest_plugin.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
 from gpubench.harness.processes.lifetime import (
-    adopting, child_pids, child_preexec, ended_unreaped, kill_adopted, kill_group,
+    adopting,
+    child_pids,
+    child_preexec,
+    ended_unreaped,
+    kill_adopted,
+    kill_group,
 )
 from gpubench.harness.processes.protocol import BuildPlan
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 
 BUILD_MODULE = "gpubench.harness.processes.build_main"
-REDACTED = "***"  # a side variable's value, as printed and kept
+# a side variable's value, as printed and kept
+REDACTED = "***"
 
 
 @dataclass
 class AbSide:
-    """One side of a session: its interpreter, its environment variables, its arguments (as given: `args`; read:
-    the run options they set over the session's in `run`, the rest pytest's in `pytest_args`)."""
+    """One side of a session: its interpreter, its environment variables, its arguments (as given:
+    `args`; read: the run options they set over the session's in `run`, the rest pytest's in
+    `pytest_args`)."""
 
     name: str
     python: str = sys.executable
@@ -44,45 +52,83 @@ class AbSide:
     pytest_args: list[str] = field(default_factory=list)
 
     def describe(self) -> dict[str, object]:
-        """What is printed and kept in the session's marker: the variables' names, not their values (a token, say)."""
-        return {"python": self.python, "env": {name: REDACTED for name in self.env}, "args": self.args}
+        """What is printed and kept in the session's marker: the variables' names, not their values
+        (a token, say)."""
+        return {
+            "python": self.python,
+            "env": {name: REDACTED for name in self.env},
+            "args": self.args,
+        }
 
 
-def side_plan(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
-              suite_root: Path | None = None, turns: str = "", cases: str = "") -> BuildPlan:
-    """One build of one side. The config file is named, not found (see common.suite_args); the build tags its
-    output files (X.json -> X.A-b3.json); no table_json: the session's verdict table is the one to read. `turns`:
-    the build's part in a pair that takes turns (turns.TurnPlan), '' for a build that runs alone; `cases`: the file
-    of the cases still undecided, '' for all."""
-    config = [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
+def side_plan(
+    side: AbSide,
+    session_id: str,
+    build: int,
+    pairs: int,
+    pytest_args: list[str],
+    suite_root: Path | None = None,
+    turns: str = "",
+    cases: str = "",
+) -> BuildPlan:
+    """One build of one side. The config file is named, not found (see common.suite_args); the build
+    tags its output files (X.json -> X.A-b3.json); no table_json: the session's verdict table is the
+    one to read. `turns`: the build's part in a pair that takes turns (turns.TurnPlan), '' for a
+    build that runs alone; `cases`: the file of the cases still undecided, '' for all."""
+    config = (
+        [f"--config-file={suite_root / 'benches' / 'suite.ini'}"] if suite_root is not None else []
+    )
     run = replace(side.run, run_id=f"{session_id}-{side.name}", builds=pairs)
-    return BuildPlan(build, list(side.pytest_args), [*config, *pytest_args], run, pairs,
-                     output_tag=f"{side.name}-b{build}", turns=turns, cases=cases)
+    return BuildPlan(
+        build,
+        list(side.pytest_args),
+        [*config, *pytest_args],
+        run,
+        pairs,
+        output_tag=f"{side.name}-b{build}",
+        turns=turns,
+        cases=cases,
+    )
 
 
 def side_env(side: AbSide) -> dict[str, str]:
-    """The side's variables over this environment; gpubench's folder on PYTHONPATH, so a venv without gpubench
-    finds the harness; this session's pid, so neither build counts its partner as a busy GPU."""
+    """The side's variables over this environment; gpubench's folder on PYTHONPATH, so a venv
+    without gpubench finds the harness; this session's pid, so neither build counts its partner as a
+    busy GPU."""
     env = dict(os.environ, **side.env)
     env[SESSION_PID_ENV] = str(os.getpid())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
     return env
 
 
-def side_job(side: AbSide, session_id: str, build: int, pairs: int, pytest_args: list[str],
-             suite_root: Path | None = None, turns: str = "", cases: str = "") -> Job:
+def side_job(
+    side: AbSide,
+    session_id: str,
+    build: int,
+    pairs: int,
+    pytest_args: list[str],
+    suite_root: Path | None = None,
+    turns: str = "",
+    cases: str = "",
+) -> Job:
     """One build of one side: forked from the side's server, or else `side.python -m build_main`."""
     plan = side_plan(side, session_id, build, pairs, pytest_args, suite_root, turns, cases)
     return Job([side.python, "-m", BUILD_MODULE], side_env(side), hold_sigint=True, plan=plan)
 
 
-def side_launchers(sides: tuple[AbSide, AbSide], stopped_limit_s: float | None,
-                   fork: bool) -> dict[str, ProcessLauncher]:
-    """One launcher per side: a fork server each (started at the side's first build), or plain processes."""
+def side_launchers(
+    sides: tuple[AbSide, AbSide], stopped_limit_s: float | None, fork: bool
+) -> dict[str, ProcessLauncher]:
+    """One launcher per side: a fork server each (started at the side's first build), or plain
+    processes."""
     if not fork:
         return {side.name: ProcessLauncher(stopped_limit_s) for side in sides}
-    return {side.name: ForkLauncher(stopped_limit_s, python=side.python, who=f"side {side.name}'s builds")
-            for side in sides}
+    return {
+        side.name: ForkLauncher(
+            stopped_limit_s, python=side.python, who=f"side {side.name}'s builds"
+        )
+        for side in sides
+    }
 
 
 def close_launchers(launchers: dict[str, ProcessLauncher]) -> None:
@@ -94,7 +140,8 @@ def close_launchers(launchers: dict[str, ProcessLauncher]) -> None:
 
 @dataclass
 class StartUps:
-    """Each side's build start-up as its builds measured it (fork or exec to first case), and how they started."""
+    """Each side's build start-up as its builds measured it (fork or exec to first case), and how
+    they started."""
 
     seconds: dict[str, list[float]] = field(default_factory=dict)
     how: dict[str, str] = field(default_factory=dict)
@@ -106,10 +153,17 @@ class StartUps:
             self.seconds.setdefault(side, []).append(done.answer.startup_s)
 
     def line(self) -> str | None:
-        """'build start-up (...): A 0.38 s forked, B 0.41 s forked', None before any build answered."""
-        parts = [f"{side} {statistics.median(values):.2f} s {self.how[side]} ({len(values)} builds)"
-                 for side, values in sorted(self.seconds.items())]
-        return f"build start-up, process start to first case (median): {', '.join(parts)}" if parts else None
+        """'build start-up (...): A 0.38 s forked, B 0.41 s forked', None before any build
+        answered."""
+        parts = [
+            f"{side} {statistics.median(values):.2f} s {self.how[side]} ({len(values)} builds)"
+            for side, values in sorted(self.seconds.items())
+        ]
+        return (
+            f"build start-up, process start to first case (median): {', '.join(parts)}"
+            if parts
+            else None
+        )
 
 
 PYTHON_FIX = "pass the python of a venv that has torch and gpubench's dependencies"
@@ -123,44 +177,69 @@ def interpreter(python: str, flag: str) -> str:
     return found
 
 
-START_DEADLINE_S = 30.0  # a venv's python on a slow network file system starts in seconds
-# the Python major version and what a build imports but does not have (found, not imported: seconds saved)
-PROBE = ("import sys, importlib.util as u; print('gpubench-probe', sys.version_info[0], "
-         "','.join(m for m in ('torch', 'pytest', 'pytest_benchmark') if u.find_spec(m) is None) or '-')")
+# a venv's python on a slow network file system starts in seconds
+START_DEADLINE_S = 30.0
+# the Python major version and what a build imports but does not have (found, not imported: seconds
+# saved)
+PROBE = (
+    "import sys, importlib.util as u; print('gpubench-probe', sys.version_info[0], "
+    "','.join(m for m in ('torch', 'pytest', 'pytest_benchmark') if u.find_spec(m) is None) or '-')"
+)
 
 
 def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) -> None:
-    """`python -c PROBE` must print Python 3's answer within `deadline_s`: a wrapper that never starts Python (stuck
-    on a lock, waiting for input) hung every build of its side. Run in its own session, its group killed after."""
+    """`python -c PROBE` must print Python 3's answer within `deadline_s`: a wrapper that never
+    starts Python (stuck on a lock, waiting for input) hung every build of its side. Run in its own
+    session, its group killed after."""
     command = f"{python} -c {PROBE!r}"
-    known = child_pids() if adopting() else None  # under adopt_orphans: what the probe leaves is killed
-    probe = subprocess.Popen([python, "-c", PROBE], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
+    # under adopt_orphans: what the probe leaves is killed
+    known = child_pids() if adopting() else None
+    probe = subprocess.Popen(
+        [python, "-c", PROBE],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=child_preexec(),
+    )
     kept = bytearray()
-    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)  # a long banner never blocks it
+    # a long banner never blocks it
+    reader = threading.Thread(target=drain, args=(probe.stdout, kept), daemon=True)
     reader.start()
     started = ended_unreaped(probe.pid, deadline_s)
-    kill_group(probe.pid)  # at the deadline, or what it left behind
+    # at the deadline, or what it left behind
+    kill_group(probe.pid)
     probe.wait()
     if known is not None:
         kill_adopted(known, f"`{command}`")
-    reader.join(1.0)  # one outside its group may hold the pipe: what came so far is enough
+    # one outside its group may hold the pipe: what came so far is enough
+    reader.join(1.0)
     if not reader.is_alive():
         probe.stdout.close()
     said = bytes(kept).decode(errors="replace")
-    if not started and "gpubench-probe 3" in said:  # a wrapper that waits after its python: so would every build
-        raise ValueError(f"{flag} {python}: `{command}` answered as Python 3 but did not exit within "
-                         f"{deadline_s:.0f} s (what does it run after python?) — {PYTHON_FIX}")
+    # a wrapper that waits after its python: so would every build
+    if not started and "gpubench-probe 3" in said:
+        raise ValueError(
+            f"{flag} {python}: `{command}` answered as Python 3 but did not exit within "
+            f"{deadline_s:.0f} s (what does it run after python?) — {PYTHON_FIX}"
+        )
     if not started:
-        raise ValueError(f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — {PYTHON_FIX}")
+        raise ValueError(
+            f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
+            f"{PYTHON_FIX}"
+        )
     if probe.returncode != 0 or "gpubench-probe 3" not in said:
         first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
-        raise ValueError(f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
-                         f"{first}) — {PYTHON_FIX}")
+        raise ValueError(
+            f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
+            f"{first}) — {PYTHON_FIX}"
+        )
     missing = said.split("gpubench-probe 3", 1)[1].split()[:1]
     if missing and missing[0] != "-":
-        raise ValueError(f"{flag} {python}: it has no {missing[0].replace(',', ', ')} — {PYTHON_FIX} "
-                         "(pip install gpubench there)")
+        raise ValueError(
+            f"{flag} {python}: it has no {missing[0].replace(',', ', ')} — {PYTHON_FIX} "
+            "(pip install gpubench there)"
+        )
 
 
 def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
@@ -173,14 +252,16 @@ def drain(pipe: IO[bytes], kept: bytearray, limit: int = 4096) -> None:
 @dataclass
 class SessionStop:
     """Why a session ended before its last pair: the exit code and a line naming what happened."""
+
     code: int
     line: str
 
 
 @dataclass
 class SideFiles:
-    """Each side's results file as only this session's builds make it: absent until the side's first build, then
-    the very file that build created (device and inode), holding the side's run id alone; another is never judged."""
+    """Each side's results file as only this session's builds make it: absent until the side's first
+    build, then the very file that build created (device and inode), holding the side's run id
+    alone; another is never judged."""
 
     results_dir: Path
     session_id: str
@@ -193,12 +274,17 @@ class SideFiles:
         """Before the side's first build: its file must not exist yet."""
         path = self.path(side)
         if path.exists() or path.is_symlink():
-            return SessionStop(4, f"{path} appeared before side {side}'s first build: another run took its name, "
-                                  f"and it is not judged as side {side} — run the session again with another --run-id")
+            return SessionStop(
+                4,
+                f"{path} appeared before side {side}'s first build: another run took its name, "
+                f"and it is not judged as side {side} — run the session again with another "
+                "--run-id",
+            )
         return None
 
     def note(self, side: str, code: int) -> None:
-        """After the side's first build: the file it made; none when refused (exit 4: the name was taken)."""
+        """After the side's first build: the file it made; none when refused (exit 4: the name was
+        taken)."""
         try:
             info = os.lstat(self.path(side))
         except OSError:
@@ -215,9 +301,14 @@ class SideFiles:
         except OSError:
             same = False
         if not same:
-            return (f"{path} is not the file side {side}'s builds made (replaced, or made by another run that took "
-                    "its name): not judged")
+            return (
+                f"{path} is not the file side {side}'s builds made (replaced, or made by another "
+                "run that took its name): not judged"
+            )
         foreign = sorted(run_ids - {own})
         if foreign:
-            return f"{path} holds rows of run {foreign[0]!r}, not only side {side}'s ({own}): not judged"
+            return (
+                f"{path} holds rows of run {foreign[0]!r}, not only side {side}'s ({own}): not "
+                "judged"
+            )
         return None

@@ -1,6 +1,7 @@
-"""`gpubench run` under --budget: a launcher that starts a later build process only when it has something to do
-within the budget (its start-up alone, an interpreter with torch and a collection, would otherwise overrun it), and
-the extra builds after the profile's. What decides is gpubench.harness.budget.builds; here are the launchers."""
+"""`gpubench run` under --budget: a launcher that starts a later build process only when it has
+something to do within the budget (its start-up alone, an interpreter with torch and a collection,
+would otherwise overrun it), and the extra builds after the profile's. What decides is
+gpubench.harness.budget.builds; here are the launchers."""
 
 from __future__ import annotations
 
@@ -28,16 +29,19 @@ def run_rows(csv_path: Path) -> list[dict[str, Any]] | None:
 
 @dataclass
 class WithinBudget:
-    """A Launcher that starts build 0 always, and a later build only before the deadline and when a case is left
-    for it (decided once per build, when it is announced or launched)."""
+    """A Launcher that starts build 0 always, and a later build only before the deadline and when a
+    case is left for it (decided once per build, when it is announced or launched)."""
 
     inner: Launcher
     deadline_s: float
     csv_path: Path
     decided: dict[int, bool] = field(default_factory=dict)
-    launched_s: float | None = None  # when the first build was launched (wall clock)
-    build_start_s: float | None = None  # a build's start as a build measured it (BuildAnswer.startup_s)
-    last_rows: int | None = None  # rows the last build wrote (None: its answer never came)
+    # when the first build was launched (wall clock)
+    launched_s: float | None = None
+    # a build's start as a build measured it (BuildAnswer.startup_s)
+    build_start_s: float | None = None
+    # rows the last build wrote (None: its answer never came)
+    last_rows: int | None = None
 
     def starts(self, build: int) -> bool:
         if build not in self.decided:
@@ -49,32 +53,48 @@ class WithinBudget:
         if rows is None:
             return True
         first = [row for row in rows if row["build"] == 0]
-        start_s = self.build_start_s if self.build_start_s is not None else first_row_after_s(first, self.launched_s)
-        return later_build_starts(rows, build, time.time(), self.deadline_s, start_s, self.last_rows)
+        start_s = (
+            self.build_start_s
+            if self.build_start_s is not None
+            else first_row_after_s(first, self.launched_s)
+        )
+        return later_build_starts(
+            rows, build, time.time(), self.deadline_s, start_s, self.last_rows
+        )
 
     def run(self, job: Job) -> Completed:
         build = job.plan.build if job.plan is not None else 0
         if build == 0:
             self.launched_s = time.time()
-        if not ((job.plan is not None and job.plan.extra) or self.starts(build)):  # an extra: ExtraBuilds decided it
+        # an extra: ExtraBuilds decided it
+        if not ((job.plan is not None and job.plan.extra) or self.starts(build)):
             return Completed(0)
         done = self.inner.run(job)
         self.last_rows = done.answer.rows_written if done.answer is not None else None
         if done.answer is not None and done.answer.startup_s is not None:
-            self.build_start_s = done.answer.startup_s  # the first row's time also counts a fork server's start
+            # the first row's time also counts a fork server's start
+            self.build_start_s = done.answer.startup_s
         return done
 
     def notes(self) -> list[str]:
         skipped = [str(build + 1) for build, starts in self.decided.items() if not starts]
-        return [f"budget: build(s) {', '.join(skipped)} of each case not started (the budget was spent, or every case "
-                "was skipped in its first build) — raise --budget for more builds"] if skipped else []
+        return (
+            [
+                f"budget: build(s) {', '.join(skipped)} of each case not started (the budget was "
+                "spent, or every case was skipped in its first build) — raise --budget for more "
+                "builds"
+            ]
+            if skipped
+            else []
+        )
 
 
 @dataclass
 class ExtraBuilds:
-    """After the profile's builds, one more build process while the budget has time for the cheapest repeated
-    case's build (with its margin) and the process's start, and the last extra build measured something
-    (gpubench.harness.pytest_plugin.extra_build): each narrows the spread its noisiest cases are judged with."""
+    """After the profile's builds, one more build process while the budget has time for the cheapest
+    repeated case's build (with its margin) and the process's start, and the last extra build
+    measured something (gpubench.harness.pytest_plugin.extra_build): each narrows the spread its
+    noisiest cases are judged with."""
 
     deadline_s: float
     csv_path: Path
@@ -86,12 +106,17 @@ class ExtraBuilds:
         if self.first_extra is None:
             self.first_extra = build
         elif not answers or answers[-1].build != build - 1 or answers[-1].rows_written == 0:
-            return False  # the last extra build found nothing that fit
+            # the last extra build found nothing that fit
+            return False
         # a build's start, as builds measured it
         start_s = max((answer.startup_s or 0.0 for answer in answers), default=0.0)
-        return extra_build_fits(run_rows(self.csv_path) or [], time.time(), self.deadline_s, start_s)
+        return extra_build_fits(
+            run_rows(self.csv_path) or [], time.time(), self.deadline_s, start_s
+        )
 
     def announce(self, build: int) -> str:
         left = format_duration(max(0.0, self.deadline_s - time.time()))
-        return (f"gpubench: extra build {build + 1}, with {left} of the budget left: the repeated cases whose builds "
-                "disagree most, each whose build still fits")
+        return (
+            f"gpubench: extra build {build + 1}, with {left} of the budget left: the repeated "
+            "cases whose builds disagree most, each whose build still fits"
+        )

@@ -15,14 +15,18 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="print this machine's fingerprint")
     env.add_argument("--device", default="auto")
     env.add_argument("--json", action="store_true", help="print JSON instead of aligned lines")
-    env.add_argument("--peaks", action="store_true",
-                     help="print the datasheet peaks gpubench knows (dense TFLOP/s per dtype, memory GB/s)")
+    env.add_argument(
+        "--peaks",
+        action="store_true",
+        help="print the datasheet peaks gpubench knows (dense TFLOP/s per dtype, memory GB/s)",
+    )
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     import json
 
-    if args.peaks:  # what a report's "% of peak" divides by, per device
+    # what a report's "% of peak" divides by, per device
+    if args.peaks:
         from gpubench.reports.markdown import md_table
         from gpubench.reports.tables import peaks_table
 
@@ -41,7 +45,10 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     fields = fingerprint(device)
     if device.type == "cuda":
         fields.update(gpu_telemetry(device.index or 0))
-    counter, note = energy_counter(device)  # what the run's energy columns will come from
+    # what the run's energy columns will come from
+    counter, note = energy_counter(device)
     fields["energy_source"] = counter.source if counter is not None else note
-    CONSOLE.show(json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields))
+    CONSOLE.show(
+        json.dumps(fields, indent=2, default=str) if args.json else format_fingerprint(fields)
+    )
     return ExitCode.OK

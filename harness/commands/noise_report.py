@@ -1,5 +1,5 @@
-"""The one noise line of `gpubench run` and `gpubench ab` (gpubench.reports.noise): when builds disagree, what
-was seen on the machine, what it costs in resolution and the knob to try."""
+"""The one noise line of `gpubench run` and `gpubench ab` (gpubench.reports.noise): when builds
+disagree, what was seen on the machine, what it costs in resolution and the knob to try."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ from gpubench.reports.noise import Readings, noise_line
 from gpubench.harness.core.console import CONSOLE
 
 
-def print_noise_line(frame: pd.DataFrame, watch: CpuWatch, detectable: float | None = None,
-                     group: tuple[str, ...] = ("case_id",)) -> str | None:
+def print_noise_line(
+    frame: pd.DataFrame,
+    watch: CpuWatch,
+    detectable: float | None = None,
+    group: tuple[str, ...] = ("case_id",),
+) -> str | None:
     """Prints the line when the builds disagree; returns it (None when they agree)."""
     if frame.empty:
         return None
@@ -22,5 +26,6 @@ def print_noise_line(frame: pd.DataFrame, watch: CpuWatch, detectable: float | N
 
 
 def sides_frame(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """A session's two sides as one frame, told apart by a `side` column (each side's builds are its own)."""
+    """A session's two sides as one frame, told apart by a `side` column (each side's builds are its
+    own)."""
     return pd.concat([a.assign(side="A"), b.assign(side="B")], ignore_index=True)

@@ -13,12 +13,20 @@ PASSES_PYTEST_ARGS = False
 
 
 def setup_arguments(sub: argparse._SubParsersAction) -> None:
-    report = sub.add_parser("report", help="merge result CSVs into report.md, plots and a merged CSV")
+    report = sub.add_parser(
+        "report", help="merge result CSVs into report.md, plots and a merged CSV"
+    )
     report.add_argument("results", nargs="+", type=Path, help="CSV files or folders of them")
-    report.add_argument("--out", default=None,  # a str: Path("") would read as "."
-                        help="output folder (default: beside the results, as gpubench run's: a folder's report/, "
-                             "a CSV's <name>-report/)")
-    report.add_argument("--baseline", default=None, help="machine_id or hostname to compare the others against")
+    # a str: Path("") would read as "."
+    report.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: beside the results, as gpubench run's: a folder's report/, "
+        "a CSV's <name>-report/)",
+    )
+    report.add_argument(
+        "--baseline", default=None, help="machine_id or hostname to compare the others against"
+    )
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
@@ -32,14 +40,17 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     except UsageError as error:
         return fail(str(error))
     except KeyboardInterrupt:
-        return fail(f"interrupted: no report written ({folder} is as it was) — run gpubench report again",
-                    code=ExitCode.INTERRUPTED)
+        return fail(
+            f"interrupted: no report written ({folder} is as it was) — run gpubench report again",
+            code=ExitCode.INTERRUPTED,
+        )
     CONSOLE.say(f"report -> {out}")
     return ExitCode.OK
 
 
 def default_out(results: list[Path]) -> Path:
-    """Where a report goes without --out, beside its first input as `gpubench run` puts its own: a folder's report/
-    inside it (a report's merged.csv is never read back as a run), a CSV's <name>-report/ next to it."""
+    """Where a report goes without --out, beside its first input as `gpubench run` puts its own: a
+    folder's report/ inside it (a report's merged.csv is never read back as a run), a CSV's
+    <name>-report/ next to it."""
     first = results[0]
     return first / "report" if first.is_dir() else first.with_name(f"{first.stem}-report")

@@ -1,26 +1,38 @@
-"""What `gpubench run` refuses before any build, each in one line naming the fix: a results folder no file system
-can name, pytest arguments its builds cannot honour (a node id, -n, --lf, -c, -p no:benchmark, an unreadable
-PYTEST_ADDOPTS, pytest's form of a gpubench option), a -k/-m pytest cannot read. Torch-free."""
+"""What `gpubench run` refuses before any build, each in one line naming the fix: a results folder
+no file system can name, pytest arguments its builds cannot honour (a node id, -n, --lf, -c, -p
+no:benchmark, an unreadable PYTEST_ADDOPTS, pytest's form of a gpubench option), a -k/-m pytest
+cannot read. Torch-free."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from gpubench.harness.core.pytest_args import first_of, named_test_file, own_options, plugins_disabled, selections
+from gpubench.harness.core.pytest_args import (
+    first_of,
+    named_test_file,
+    own_options,
+    plugins_disabled,
+    selections,
+)
 
 
 def results_dir_problem(folder: str) -> str | None:
-    """A results folder no file system can name (a component over its limit, an empty path), or a link: one line
-    before any build, not a traceback after them."""
+    """A results folder no file system can name (a component over its limit, an empty path), or a
+    link: one line before any build, not a traceback after them."""
     if not folder.strip():
         return "--results-dir is empty — pass the folder the rows go to (it is created if missing)"
     try:
         Path(folder, "x.csv").exists()
-    except OSError as error:  # ENAMETOOLONG, ELOOP: exists() says False only for a missing file
-        return f"--results-dir {folder[:60]}…: {error.strerror} — pass a shorter folder" if len(folder) > 60 else (
-            f"--results-dir {folder}: {error.strerror} — pass another folder")
-    if Path(folder).is_symlink():  # not even the run's exit record goes through it
+    # ENAMETOOLONG, ELOOP: exists() says False only for a missing file
+    except OSError as error:
+        return (
+            f"--results-dir {folder[:60]}…: {error.strerror} — pass a shorter folder"
+            if len(folder) > 60
+            else (f"--results-dir {folder}: {error.strerror} — pass another folder")
+        )
+    # not even the run's exit record goes through it
+    if Path(folder).is_symlink():
         from gpubench.harness.records.results import RESULTS_DIR, RESULTS_FIX
         from gpubench.harness.records.safe_files import link_line
 
@@ -30,18 +42,30 @@ def results_dir_problem(folder: str) -> str | None:
 
 # pytest options a run's builds cannot honour, with the reason and the fix
 REFUSED_PYTEST = {
-    ("-n", "--numprocesses", "--dist"): "pytest-xdist would time cases side by side, on cores they share; gpubench "
-                                        "runs one process per build — drop it",
-    ("--lf", "--last-failed", "--ff", "--failed-first"): "a run's builds keep no pytest cache (-p no:cacheprovider) "
-                                                         "— select the cases with -k instead",
-    ("-c", "--config-file"): "the suite's configuration is gpubench's (benches/suite.ini) — drop it",
+    (
+        "-n",
+        "--numprocesses",
+        "--dist",
+    ): "pytest-xdist would time cases side by side, on cores they share; gpubench "
+    "runs one process per build — drop it",
+    (
+        "--lf",
+        "--last-failed",
+        "--ff",
+        "--failed-first",
+    ): "a run's builds keep no pytest cache (-p no:cacheprovider) "
+    "— select the cases with -k instead",
+    (
+        "-c",
+        "--config-file",
+    ): "the suite's configuration is gpubench's (benches/suite.ini) — drop it",
 }
 
 
 def pytest_args_problem(extra: list[str]) -> str | None:
-    """pytest arguments a run's builds cannot honour, said before any build: a test file or node id (the build would
-    collect the suite beside it and time every case), -n, --lf, -c, -p no:benchmark, a --gpubench-* option;
-    PYTEST_ADDOPTS likewise."""
+    """pytest arguments a run's builds cannot honour, said before any build: a test file or node id
+    (the build would collect the suite beside it and time every case), -n, --lf, -c, -p
+    no:benchmark, a --gpubench-* option; PYTEST_ADDOPTS likewise."""
     import shlex
 
     try:
@@ -56,19 +80,25 @@ def pytest_args_problem(extra: list[str]) -> str | None:
         return "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
     if own := next(iter(own_options(args)), None):
         # a build reads its options from its plan: pytest's form would be read by nobody
-        return f"{own} is pytest's form of a gpubench option — pass it as {own.replace('gpubench-', '', 1)} instead"
+        return (
+            f"{own} is pytest's form of a gpubench option — pass it as "
+            f"{own.replace('gpubench-', '', 1)} instead"
+        )
     named = named_test_file(extra)
     if named is None:
         return None
     case = named.rpartition("::")[2].partition("[")[2].rstrip("]")
     hint = f"-k '{case}'" if case else "-k with part of the case's name"
-    return (f"{named}: gpubench run selects the suite's cases with -k/-m, not by file or node id — use {hint} (or "
-            "--tests FILE for your own tests)")
+    return (
+        f"{named}: gpubench run selects the suite's cases with -k/-m, not by file or node id — "
+        f"use {hint} (or --tests FILE for your own tests)"
+    )
 
 
 def selection_problem(extra: list[str]) -> str | None:
-    """A -k or -m pytest cannot read, said before any build (not inside one, beside a warning and an empty results
-    folder). pytest's expression parser is internal: where it moved, pytest says it itself."""
+    """A -k or -m pytest cannot read, said before any build (not inside one, beside a warning and an
+    empty results folder). pytest's expression parser is internal: where it moved, pytest says it
+    itself."""
     try:
         from _pytest.mark.expression import Expression
     except ImportError:
@@ -77,5 +107,8 @@ def selection_problem(extra: list[str]) -> str | None:
         try:
             Expression.compile(expression)
         except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
-            return f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — fix the expression"
+            return (
+                f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — "
+                "fix the expression"
+            )
     return None

@@ -1,1 +1,2 @@
-"""Pure and torch-free: statistics, round plans, column and workload declarations, device peaks, the option table."""
+"""Pure and torch-free: statistics, round plans, column and workload declarations, device peaks, the
+option table."""

@@ -1,9 +1,10 @@
 """The one console of a gpubench process.
 
-Every line gpubench shows a person goes through `CONSOLE`: its voice (the `gpubench:` a line begins with), its
-stream (a result on stdout, a refusal or a note on stderr) and the screen it lands on are decided here and nowhere
-else. Outside pytest the screen is the standard streams; inside a build the pytest plugin attaches pytest's terminal
-reporter, so the plugin's lines and pytest's own keep their order. Torch-free.
+Every line gpubench shows a person goes through `CONSOLE`: its voice (the `gpubench:` a line begins
+with), its stream (a result on stdout, a refusal or a note on stderr) and the screen it lands on are
+decided here and nowhere else. Outside pytest the screen is the standard streams; inside a build the
+pytest plugin attaches pytest's terminal reporter, so the plugin's lines and pytest's own keep their
+order. Torch-free.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ class Screen(Protocol):
 
 
 class StandardStreams:
-    """Standard output, looked up at each write (pytest's capture and the guarded streams replace it)."""
+    """Standard output, looked up at each write (pytest's capture and the guarded streams replace
+    it)."""
 
     def line(self, text: str) -> None:
         write_flushed(sys.stdout, text + "\n")

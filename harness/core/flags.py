@@ -1,8 +1,8 @@
 """Every flag a row can carry, named once.
 
-A row's `flags` cell holds its flags joined by `;`. Each flag is defined here and decided in one module, named
-above it; docs/columns.md says what each means to a reader. A reader asks a flag, never the reason's words.
-Torch-free.
+A row's `flags` cell holds its flags joined by `;`. Each flag is defined here and decided in one
+module, named above it; docs/columns.md says what each means to a reader. A reader asks a flag,
+never the reason's words. Torch-free.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 ONE_SAMPLE = "one-sample"
 # measurement/runner, by core/stats.is_noisy: the figure's interval reaches past its noise bound.
 NOISY = "noisy"
-# measurement/runner: a median round shorter than the build's minimum round (the clock's overhead shows).
+# measurement/runner: a median round shorter than the build's minimum round (the clock's overhead
+# shows).
 SHORT_ROUNDS = "short-rounds"
 # measurement/runner, from devices/energy's telemetry: the device slowed itself (heat, power).
 THROTTLED = "throttled"
@@ -29,8 +30,8 @@ BUSY_FRAC = 0.25
 IMPOSSIBLE = "impossible"
 # budget/shares: skipped, one call did not fit the case's share of the budget.
 OVER_BUDGET_FLAG = "over-budget"
-# budget/plan: the plan left the case out before it was built, for a cost measured on this machine (a left-out
-# row is over-budget too).
+# budget/plan: the plan left the case out before it was built, for a cost measured on this machine
+# (a left-out row is over-budget too).
 LEFT_OUT_FLAG = "left-out"
 
 

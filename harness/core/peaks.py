@@ -1,5 +1,6 @@
-"""Datasheet peaks (dense, no sparsity) of common accelerators; torch-free, reports use it too. A figure above peak
-is flagged as impossible. Achievable rates are lower (mamf-finder: H100/H200 bf16 ~795 of 989 TFLOP/s)."""
+"""Datasheet peaks (dense, no sparsity) of common accelerators; torch-free, reports use it too. A
+figure above peak is flagged as impossible. Achievable rates are lower (mamf-finder: H100/H200 bf16
+~795 of 989 TFLOP/s)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DevicePeak:
-    tflops: dict[str, float]  # dtype -> dense TFLOP/s
-    mem_gbps: float  # device memory bandwidth, GB/s
+    # dtype -> dense TFLOP/s
+    tflops: dict[str, float]
+    # device memory bandwidth, GB/s
+    mem_gbps: float
 
 
-# Ordered: the first name that is a substring of the device name wins (so "H100 PCIe" before "H100"). The NVL
-# cards (PCIe, 400 W) are slower than the SXM parts their names begin with: NVIDIA's H200 NVL and H100 NVL sheets.
+# Ordered: the first name that is a substring of the device name wins (so "H100 PCIe" before
+# "H100"). The NVL cards (PCIe, 400 W) are slower than the SXM parts their names begin with:
+# NVIDIA's H200 NVL and H100 NVL sheets.
 PEAKS: tuple[tuple[str, DevicePeak], ...] = (
     ("H200 NVL", DevicePeak({"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5}, 4800)),
     ("H100 NVL", DevicePeak({"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5}, 3900)),

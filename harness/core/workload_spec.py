@@ -1,5 +1,6 @@
-"""What a workload declares about itself (torch-free): case ids, builds, columns, headline figures and report.
-The report, reader and case ids read these (harness.catalog), so adding a workload never edits them."""
+"""What a workload declares about itself (torch-free): case ids, builds, columns, headline figures
+and report. The report, reader and case ids read these (harness.catalog), so adding a workload never
+edits them."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ def n_size(n: int) -> str:
 # How a setting reads inside an id, by column name (any workload may use them).
 TOKENS: dict[str, Callable[[Any], str]] = {
     "batch_size": lambda v: f"bs{v}",
-    "model": lambda v: str(v).replace(":", "."),  # module:function: no ':' inside a pytest id
-    "input_shape": lambda v: str(v).replace(" ids<", "-ids"),  # 256 ids<50304 (--input-ids): 256-ids50304
+    # module:function: no ':' inside a pytest id
+    "model": lambda v: str(v).replace(":", "."),
+    # 256 ids<50304 (--input-ids): 256-ids50304
+    "input_shape": lambda v: str(v).replace(" ids<", "-ids"),
     "num_workers": lambda v: f"w{v}",
     "prefetch_factor": lambda v: f"pf{v}",
     "accumulation_steps": lambda v: f"acc{v}",
@@ -58,8 +61,9 @@ TOKENS: dict[str, Callable[[Any], str]] = {
 
 @dataclass(frozen=True)
 class IdRule:
-    """Short case ids from typed settings (`mnist_epoch/preloaded-bf16-cl-bs1024`): None settings never appear,
-    defaults only if in `always`, the rest joined with "-" in `order`; all defaults give `label`."""
+    """Short case ids from typed settings (`mnist_epoch/preloaded-bf16-cl-bs1024`): None settings
+    never appear, defaults only if in `always`, the rest joined with "-" in `order`; all defaults
+    give `label`."""
 
     order: tuple[str, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -74,7 +78,11 @@ class IdRule:
 
     def short_id(self, settings: Mapping[str, Any]) -> str:
         used = {k: settings.get(k) for k in self.order if settings.get(k) is not None}
-        changed = [k for k in self.order if k in used and (k not in self.defaults or used[k] != self.defaults[k])]
+        changed = [
+            k
+            for k in self.order
+            if k in used and (k not in self.defaults or used[k] != self.defaults[k])
+        ]
         if not changed and all(settings.get(k) == v for k, v in self.defaults.items()):
             return self.label
         shown = [k for k in self.order if k in used and (k in changed or k in self.always)]
@@ -83,8 +91,9 @@ class IdRule:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """A panel per machine (and per `panels` value): `y` against `x`, a line per `hue` value (one or several
-    columns); with `bars`, a horizontal bar of `y` per `x` (settings, not a ladder), coloured by `hue`."""
+    """A panel per machine (and per `panels` value): `y` against `x`, a line per `hue` value (one or
+    several columns); with `bars`, a horizontal bar of `y` per `x` (settings, not a ladder),
+    coloured by `hue`."""
 
     x: str
     y: str
@@ -101,24 +110,27 @@ class PlotSpec:
 
 @dataclass(frozen=True)
 class ReportSection:
-    """How the report shows a workload: `renderer` names its own section in reports/sections.py; without one, the
-    report draws `plot` and a table of `table`'s columns (medians over builds and runs)."""
+    """How the report shows a workload: `renderer` names its own section in reports/sections.py;
+    without one, the report draws `plot` and a table of `table`'s columns (medians over builds and
+    runs)."""
 
     title: str
     intro: str = ""
     table: tuple[str, ...] = ()
     plot: PlotSpec | None = None
     renderer: str | None = None
-    order: int = 100  # place in the report (lower first)
-    # a setting column whose values share one cell per row of the other settings in a table of several machines:
-    # "grad 11.1 k samples/s · no_grad 12.6 k samples/s"
+    # place in the report (lower first)
+    order: int = 100
+    # a setting column whose values share one cell per row of the other settings in a table of
+    # several machines: "grad 11.1 k samples/s · no_grad 12.6 k samples/s"
     fold: str | None = None
 
 
 @dataclass(frozen=True)
 class SummaryFigure:
-    """A row of the report's summary per machine: among cases matching `where` (at the largest `at_largest`), the
-    steadiest best `figure`; `text` (a format template or a function) writes its cell, then the builds' spread."""
+    """A row of the report's summary per machine: among cases matching `where` (at the largest
+    `at_largest`), the steadiest best `figure`; `text` (a format template or a function) writes its
+    cell, then the builds' spread."""
 
     label: str
     figure: str
@@ -134,9 +146,14 @@ class SummaryFigure:
 class WorkloadSpec:
     name: str
     id_rule: IdRule
-    builds: Mapping[str, int] | None = None  # per profile; None: the profile's default builds
-    markers: tuple[str, ...] = ()  # pytest markers of every case (slow, training, distributed, gpu)
-    headlines: tuple[tuple[str, str], ...] = ()  # (column, format) for the one-line terminal summary
-    columns: tuple[Column, ...] = ()  # columns this workload adds to the results schema
+    # per profile; None: the profile's default builds
+    builds: Mapping[str, int] | None = None
+    # pytest markers of every case (slow, training, distributed, gpu)
+    markers: tuple[str, ...] = ()
+    # (column, format) for the one-line terminal summary
+    headlines: tuple[tuple[str, str], ...] = ()
+    # columns this workload adds to the results schema
+    columns: tuple[Column, ...] = ()
     report: ReportSection | None = None
-    summary: tuple[SummaryFigure, ...] = ()  # rows this workload adds to the report's summary
+    # rows this workload adds to the report's summary
+    summary: tuple[SummaryFigure, ...] = ()

@@ -1,1 +1,2 @@
-"""Devices and what they report: device resolution, the machine fingerprint, energy and NVML, datasets."""
+"""Devices and what they report: device resolution, the machine fingerprint, energy and NVML,
+datasets."""

@@ -9,23 +9,33 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from gpubench.harness.devices.datasets import ImageDataset, Split, load_split, normalize_all, resolve_dataset
+from gpubench.harness.devices.datasets import (
+    ImageDataset,
+    Split,
+    load_split,
+    normalize_all,
+    resolve_dataset,
+)
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass
 class DataSource:
-    """Which dataset, where, and where profiler tables go; splits are read once, device copies cached per device."""
+    """Which dataset, where, and where profiler tables go; splits are read once, device copies
+    cached per device."""
 
     requested: str
     root: Path
     profile_ops: bool = False
     ops_sink: Callable[[str, list[dict[str, Any]]], str] | None = None
-    limit: tuple[int, int] | None = None  # (train, test) images, for the smoke profile
+    # (train, test) images, for the smoke profile
+    limit: tuple[int, int] | None = None
     _resolved: str | None = None
     _splits: dict[bool, Split] = field(default_factory=dict)
-    _on_device: dict[tuple[bool, str], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    _on_device: dict[tuple[bool, str], tuple[torch.Tensor, torch.Tensor]] = field(
+        default_factory=dict
+    )
 
     @property
     def dataset(self) -> str:
@@ -39,7 +49,8 @@ class DataSource:
         return self._splits[train]
 
     def read_split(self, train: bool) -> Split:
-        """The split read afresh, cached nowhere: for a run whose clock includes the data's first touch."""
+        """The split read afresh, cached nowhere: for a run whose clock includes the data's first
+        touch."""
         split = load_split(self.dataset, self.root, train)
         if self.limit is not None:
             count = self.limit[0 if train else 1]
@@ -48,10 +59,20 @@ class DataSource:
 
     def subset(self, train: int, test: int) -> DataSource:
         """The first `train`/`test` images of each split; the full splits stay cached here."""
-        splits = {kind: Split(split.images[:count], split.labels[:count])
-                  for kind, count in ((True, train), (False, test)) for split in [self.split(kind)]}
-        return DataSource(self.requested, self.root, self.profile_ops, self.ops_sink, limit=(train, test),
-                          _resolved=self.dataset, _splits=splits)
+        splits = {
+            kind: Split(split.images[:count], split.labels[:count])
+            for kind, count in ((True, train), (False, test))
+            for split in [self.split(kind)]
+        }
+        return DataSource(
+            self.requested,
+            self.root,
+            self.profile_ops,
+            self.ops_sink,
+            limit=(train, test),
+            _resolved=self.dataset,
+            _splits=splits,
+        )
 
     def image_dataset(self, train: bool) -> ImageDataset:
         return ImageDataset(self.split(train))
@@ -68,10 +89,11 @@ class DataSource:
         self._on_device.clear()
 
 
-@dataclass(eq=False)  # hashable by identity, as a DataLoader
+# hashable by identity, as a DataLoader
+@dataclass(eq=False)
 class PreloadedLoader:
-    """Re-iterable, like a DataLoader: batches indexed from device-resident tensors (no per-image Python, no
-    workers, no per-step host copies)."""
+    """Re-iterable, like a DataLoader: batches indexed from device-resident tensors (no per-image
+    Python, no workers, no per-step host copies)."""
 
     images: torch.Tensor
     labels: torch.Tensor

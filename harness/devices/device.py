@@ -1,5 +1,5 @@
-"""Device resolution, synchronization and memory figures for cuda, mps and cpu, and how many processes (--nproc)
-the distributed cases may start on it: checked before any case."""
+"""Device resolution, synchronization and memory figures for cuda, mps and cpu, and how many
+processes (--nproc) the distributed cases may start on it: checked before any case."""
 
 from __future__ import annotations
 
@@ -25,13 +25,14 @@ _SPEC = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d+))?$")
 
 
 def seeded_generator(device: torch.device, seed: int) -> torch.Generator:
-    """A generator for `randn_on`; on CUDA the device's own (the host takes ~1 s for an n=8192 operand's 64M values,
-    which a run's budget counts against the case's build)."""
+    """A generator for `randn_on`; on CUDA the device's own (the host takes ~1 s for an n=8192
+    operand's 64M values, which a run's budget counts against the case's build)."""
     return torch.Generator(device=device if device.type == "cuda" else "cpu").manual_seed(seed)
 
 
-def randn_on(shape: tuple[int, ...], device: torch.device, dtype: torch.dtype,
-             generator: torch.Generator) -> torch.Tensor:
+def randn_on(
+    shape: tuple[int, ...], device: torch.device, dtype: torch.dtype, generator: torch.Generator
+) -> torch.Tensor:
     """Normal random values on `device`, drawn where `generator` lives."""
     if generator.device.type == device.type:
         return torch.randn(shape, generator=generator, device=device, dtype=dtype)
@@ -45,7 +46,9 @@ def mps_available() -> bool:
 
 def available_devices() -> list[str]:
     """Every device string this machine can run, best first."""
-    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    found = (
+        [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    )
     if mps_available():
         found.append("mps")
     found.append("cpu")
@@ -58,19 +61,26 @@ def cuda_device_count() -> int:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """A --device value as a torch.device (`auto`: cuda, then mps, then cpu), or UsageError naming what exists."""
+    """A --device value as a torch.device (`auto`: cuda, then mps, then cpu), or UsageError naming
+    what exists."""
     text = spec.strip().lower()
     match = _SPEC.match(text)
     have = ", ".join(available_devices())
     if text == "cuda:all":
-        raise UsageError("'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); "
-                          f"here name one GPU: cuda:N (this machine has: {have})")
+        raise UsageError(
+            "'cuda:all' is for `gpubench run` (the micro cases on each GPU in turn); "
+            f"here name one GPU: cuda:N (this machine has: {have})"
+        )
     if not match:
-        raise UsageError(f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})")
+        raise UsageError(
+            f"unknown device {spec!r}: use one of {DEVICE_CHOICES} (this machine has: {have})"
+        )
     kind, index = match.group(1), match.group(2)
     if kind == "auto":
         if index is not None:
-            raise UsageError(f"'auto' takes no index: use one of {DEVICE_CHOICES} (this machine has: {have})")
+            raise UsageError(
+                f"'auto' takes no index: use one of {DEVICE_CHOICES} (this machine has: {have})"
+            )
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("mps") if mps_available() else torch.device("cpu")
@@ -80,12 +90,16 @@ def resolve_device(spec: str) -> torch.device:
         return torch.device("cpu")
     if kind == "mps":
         if not mps_available():
-            raise UsageError("mps was requested but torch.backends.mps.is_available() is False — "
-                              f"use --device cpu (this machine has: {have})")
+            raise UsageError(
+                "mps was requested but torch.backends.mps.is_available() is False — "
+                f"use --device cpu (this machine has: {have})"
+            )
         return torch.device("mps")
     if not torch.cuda.is_available():
-        raise UsageError("cuda was requested but torch.cuda.is_available() is False — "
-                          f"use --device cpu (this machine has: {have})")
+        raise UsageError(
+            "cuda was requested but torch.cuda.is_available() is False — "
+            f"use --device cpu (this machine has: {have})"
+        )
     ordinal = int(index) if index is not None else torch.cuda.current_device()
     if ordinal >= torch.cuda.device_count():
         raise UsageError(f"device {spec!r} does not exist: this machine has {have}")
@@ -101,8 +115,9 @@ def synchronize(device: torch.device) -> None:
 
 
 def empty_cache(device: torch.device, collect: bool = True) -> None:
-    """Release cached blocks so the next case starts clean. `collect` runs gc first (~0.1 s with torch loaded); on
-    the CPU tensors go with their last reference, so only a failed case needs it there."""
+    """Release cached blocks so the next case starts clean. `collect` runs gc first (~0.1 s with
+    torch loaded); on the CPU tensors go with their last reference, so only a failed case needs it
+    there."""
     if collect or device.type != "cpu":
         gc.collect()
     if device.type == "cuda":
@@ -121,7 +136,8 @@ class MemorySnapshot:
     allocated_bytes: int
     reserved_bytes: int
     peak_bytes: int
-    source: str  # what peak_bytes measures: cuda-allocator, mps-driver, cpu-rss
+    # what peak_bytes measures: cuda-allocator, mps-driver, cpu-rss
+    source: str
 
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -129,15 +145,16 @@ _STATUS = Path("/proc/self/status")
 
 
 def reset_peak_memory(device: torch.device) -> None:
-    """Start a new peak window: CUDA's allocator counters, or on Linux VmHWM (reset by writing 5 to clear_refs).
-    mps has no peak counter."""
+    """Start a new peak window: CUDA's allocator counters, or on Linux VmHWM (reset by writing 5 to
+    clear_refs). mps has no peak counter."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     elif device.type == "cpu":
         try:
             _CLEAR_REFS.write_text("5")
         except OSError:
-            pass  # not Linux, or not permitted: the peak then covers the whole process lifetime
+            # not Linux, or not permitted: the peak then covers the whole process lifetime
+            pass
 
 
 def peak_rss_bytes() -> int:
@@ -152,11 +169,16 @@ def peak_rss_bytes() -> int:
 
 
 def memory_snapshot(device: torch.device) -> MemorySnapshot:
-    """Allocated / reserved / peak bytes: cuda's allocator since reset_peak_memory; on mps the driver figure stands
-    for the peak (no counter); on cpu the process's RSS and its peak (process-wide, not per tensor)."""
+    """Allocated / reserved / peak bytes: cuda's allocator since reset_peak_memory; on mps the
+    driver figure stands for the peak (no counter); on cpu the process's RSS and its peak
+    (process-wide, not per tensor)."""
     if device.type == "cuda":
-        return MemorySnapshot(torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device),
-                              torch.cuda.max_memory_allocated(device), "cuda-allocator")
+        return MemorySnapshot(
+            torch.cuda.memory_allocated(device),
+            torch.cuda.memory_reserved(device),
+            torch.cuda.max_memory_allocated(device),
+            "cuda-allocator",
+        )
     if device.type == "mps":
         current = int(torch.mps.current_allocated_memory())
         driver = int(torch.mps.driver_allocated_memory())
@@ -171,7 +193,8 @@ _OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory"
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """True for the allocator's out-of-memory errors on any backend (an `oom` row, not a failure)."""
+    """True for the allocator's out-of-memory errors on any backend (an `oom` row, not a
+    failure)."""
     if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(error).lower()
@@ -202,36 +225,42 @@ def _mps_bf16_ok() -> bool:
 
 
 def unusable_gpu(device: torch.device) -> str | None:
-    """A GPU the driver shows while the suite runs on the CPU because torch cannot see it (CPU wheel, CUDA wheel on
-    ROCm, driver/runtime mismatch)."""
+    """A GPU the driver shows while the suite runs on the CPU because torch cannot see it (CPU
+    wheel, CUDA wheel on ROCm, driver/runtime mismatch)."""
     if device.type != "cpu":
         return None
-    for tool, marker, kind in (("nvidia-smi", "/dev/nvidia0", "an NVIDIA GPU"),
-                               ("rocm-smi", "/dev/kfd", "an AMD GPU (ROCm)")):
+    for tool, marker, kind in (
+        ("nvidia-smi", "/dev/nvidia0", "an NVIDIA GPU"),
+        ("rocm-smi", "/dev/kfd", "an AMD GPU (ROCm)"),
+    ):
         if Path(marker).exists() or shutil.which(tool):
             hip = getattr(torch.version, "hip", None) or "none"
             build = f"torch {torch.__version__} (cuda {torch.version.cuda or 'none'}, hip {hip})"
-            return (f"this machine shows {kind} but {build} cannot use it — running on the CPU; "
-                    "install the torch build for your GPU")
+            return (
+                f"this machine shows {kind} but {build} cannot use it — running on the CPU; "
+                "install the torch build for your GPU"
+            )
     return None
 
 
 def cudnn_tf32_for(precision: str | None) -> bool:
-    """cuDNN TF32 convolutions only for TF32 cases: torch's default (on) would make an "fp32" epoch TF32
-    convolutions beside IEEE linear layers; bf16/fp16 convolutions ignore the flag."""
+    """cuDNN TF32 convolutions only for TF32 cases: torch's default (on) would make an "fp32" epoch
+    TF32 convolutions beside IEEE linear layers; bf16/fp16 convolutions ignore the flag."""
     return precision == "tf32"
 
 
 def scope_cudnn_tf32(allow: bool) -> Callable[[], None]:
-    """Sets cudnn.allow_tf32 for one case and returns its restorer; harmless off cuda, so set on every device."""
+    """Sets cudnn.allow_tf32 for one case and returns its restorer; harmless off cuda, so set on
+    every device."""
     previous = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = allow
     return functools.partial(setattr, torch.backends.cudnn, "allow_tf32", previous)
 
 
 def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
-    """Allocator-level peak above what was alive at the start (RSS would count datasets, libraries, earlier cases).
-    Reads the undocumented `kineto_results`: `profile.events()` loses the allocations' time order that makes a peak."""
+    """Allocator-level peak above what was alive at the start (RSS would count datasets, libraries,
+    earlier cases). Reads the undocumented `kineto_results`: `profile.events()` loses the
+    allocations' time order that makes a peak."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     events = prof.profiler.kineto_results.events()
@@ -243,10 +272,13 @@ def cpu_peak_bytes(fn: Callable[[], Any]) -> int:
     return peak
 
 
-# ---- the cores this process may use: what threads, ranks and shares are planned for -------------------------------
+# ---- the cores this process may use: what threads, ranks and shares are planned for
+# -------------------------------
 
-MAX_PROCS_PER_CORE = 4  # gloo ranks beyond this share the cores so thinly that the case measures the scheduler
-RANK_HOST_BYTES = 1_500_000_000  # host memory one CPU rank needs: torch, the CNN, the preloaded dataset
+# gloo ranks beyond this share the cores so thinly that the case measures the scheduler
+MAX_PROCS_PER_CORE = 4
+# host memory one CPU rank needs: torch, the CNN, the preloaded dataset
+RANK_HOST_BYTES = 1_500_000_000
 
 
 def available_memory_bytes() -> int:
@@ -254,7 +286,8 @@ def available_memory_bytes() -> int:
 
 
 def default_nproc(device: torch.device) -> int:
-    """The GPU count on cuda; 2 CPU ranks, or 1 where memory holds only one (check_nproc must accept the default)."""
+    """The GPU count on cuda; 2 CPU ranks, or 1 where memory holds only one (check_nproc must accept
+    the default)."""
     if device.type == "cuda":
         return torch.cuda.device_count()
     return 2 if 2 * RANK_HOST_BYTES <= available_memory_bytes() else 1
@@ -264,32 +297,42 @@ def check_cpu_nproc(nproc: int) -> None:
     """CPU ranks the machine cannot hold: too many per core, or more than its free memory."""
     cores = usable_cores()
     if nproc > MAX_PROCS_PER_CORE * cores:
-        raise UsageError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on the {cores} "
-                         f"core{'s' if cores != 1 else ''} this process may use — use --nproc "
-                         f"{MAX_PROCS_PER_CORE * cores} or fewer")
+        raise UsageError(
+            f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per core on the {cores} "
+            f"core{'s' if cores != 1 else ''} this process may use — use --nproc "
+            f"{MAX_PROCS_PER_CORE * cores} or fewer"
+        )
     available = available_memory_bytes()
     if nproc > 1 and nproc * RANK_HOST_BYTES > available:
         fits = max(1, available // RANK_HOST_BYTES)
-        raise UsageError(f"--nproc {nproc} needs about {nproc * RANK_HOST_BYTES / 1e9:.1f} GB "
-                         f"({RANK_HOST_BYTES / 1e9:.1f} GB per process) "
-                         f"but {available / 1e9:.1f} GB is available — use --nproc {fits} or fewer")
+        raise UsageError(
+            f"--nproc {nproc} needs about {nproc * RANK_HOST_BYTES / 1e9:.1f} GB "
+            f"({RANK_HOST_BYTES / 1e9:.1f} GB per process) "
+            f"but {available / 1e9:.1f} GB is available — use --nproc {fits} or fewer"
+        )
 
 
 def check_nproc(nproc: int, device: torch.device) -> int:
-    """Refuses before launch what the machine cannot hold: more ranks than GPUs on cuda, than cores or memory on cpu."""
+    """Refuses before launch what the machine cannot hold: more ranks than GPUs on cuda, than cores
+    or memory on cpu."""
     if nproc < 1:
         raise UsageError(f"--nproc {nproc}: use a positive number of processes")
     if device.type == "cpu":
         check_cpu_nproc(nproc)
     if device.type == "cuda" and nproc > (gpus := torch.cuda.device_count()):
-        raise UsageError(f"--nproc {nproc} needs {nproc} GPUs but this machine has {gpus} — "
-                         f"use --nproc {gpus} or fewer")
+        raise UsageError(
+            f"--nproc {nproc} needs {nproc} GPUs but this machine has {gpus} — "
+            f"use --nproc {gpus} or fewer"
+        )
     if device.type == "mps" and nproc > 1:
-        raise UsageError("DDP on mps is not supported by PyTorch — use --device cpu for gloo processes")
+        raise UsageError(
+            "DDP on mps is not supported by PyTorch — use --device cpu for gloo processes"
+        )
     return nproc
 
 
-# ---- the last-level cache: what a DRAM-resident working set must exceed -------------------------------------------
+# ---- the last-level cache: what a DRAM-resident working set must exceed
+# -------------------------------------------
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 CACHE_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
@@ -302,18 +345,23 @@ def cache_size_bytes(text: str) -> int:
 
 
 def llc_instances(cpu_root: Path = SYSFS_CPU, cpus: str = "cpu[0-9]*") -> dict[str, int]:
-    """Each instance of the highest data cache level of `cpus`, by the CPUs that share it (shared_cpu_list), once."""
+    """Each instance of the highest data cache level of `cpus`, by the CPUs that share it
+    (shared_cpu_list), once."""
     top_level, instances = 0, dict[str, int]()
     for index in sorted(cpu_root.glob(f"{cpus}/cache/index[0-9]*")):
         try:
             if (index / "type").read_text().strip() == "Instruction":
                 continue
-            level, size = int((index / "level").read_text()), cache_size_bytes((index / "size").read_text())
+            level, size = (
+                int((index / "level").read_text()),
+                cache_size_bytes((index / "size").read_text()),
+            )
         except (OSError, ValueError):
             continue
         try:
             shared = (index / "shared_cpu_list").read_text().strip()
-        except OSError:  # counted as this CPU's own: a cache counted twice only makes the arrays larger
+        # counted as this CPU's own: a cache counted twice only makes the arrays larger
+        except OSError:
             shared = index.parent.parent.name
         if level > top_level:
             top_level, instances = level, {}
@@ -323,9 +371,9 @@ def llc_instances(cpu_root: Path = SYSFS_CPU, cpus: str = "cpu[0-9]*") -> dict[s
 
 
 def total_llc_bytes(cpu_root: Path = SYSFS_CPU) -> int | None:
-    """The machine's last-level cache: every instance summed — STREAM counts every cache a run can use, so two
-    sockets or eight core complexes each bring their own. None where sysfs does not say (not Linux, a container that
-    hides it)."""
+    """The machine's last-level cache: every instance summed — STREAM counts every cache a run can
+    use, so two sockets or eight core complexes each bring their own. None where sysfs does not say
+    (not Linux, a container that hides it)."""
     return sum(llc_instances(cpu_root).values()) or None
 
 
@@ -336,15 +384,16 @@ def cpu_llc_bytes() -> int | None:
 
 @functools.cache
 def last_level_cache_bytes(device: torch.device) -> int | None:
-    """The cache in front of the device's memory, all of it: CUDA's L2, the CPU's last level summed over its instances
-    (sysfs). None on MPS (Metal does not say) and where it cannot be read."""
+    """The cache in front of the device's memory, all of it: CUDA's L2, the CPU's last level summed
+    over its instances (sysfs). None on MPS (Metal does not say) and where it cannot be read."""
     if device.type == "cuda":
         return cuda_l2_bytes(device)
     return total_llc_bytes() if device.type == "cpu" else None
 
 
 def cuda_l2_bytes(device: torch.device) -> int | None:
-    """A CUDA device's L2 cache, or None where torch cannot read it (no driver: cases listed for a GPU elsewhere)."""
+    """A CUDA device's L2 cache, or None where torch cannot read it (no driver: cases listed for a
+    GPU elsewhere)."""
     try:
         size = getattr(torch.cuda.get_device_properties(device.index or 0), "L2_cache_size", 0)
     except (RuntimeError, AssertionError):
@@ -353,8 +402,9 @@ def cuda_l2_bytes(device: torch.device) -> int | None:
 
 
 def device_memory_bytes(device: torch.device) -> int | None:
-    """The memory a case's arrays live in: the GPU's on cuda, else the host's RAM (which MPS shares). Its total, not
-    what is free now: a size derived from it must be the same in every build process of a run (it names the case)."""
+    """The memory a case's arrays live in: the GPU's on cuda, else the host's RAM (which MPS
+    shares). Its total, not what is free now: a size derived from it must be the same in every build
+    process of a run (it names the case)."""
     if device.type == "cuda":
         try:
             return int(torch.cuda.get_device_properties(device.index or 0).total_memory)

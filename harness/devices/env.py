@@ -16,8 +16,14 @@ import torch
 import gpubench.harness
 from gpubench import CHECKOUT
 from gpubench.harness.devices.device import cpu_llc_bytes, cuda_l2_bytes
-from gpubench.harness.devices.nvml_probe import (as_text, instant_power_w, load_nvml, nvml_handle, read_each,
-                                                 running_pids)
+from gpubench.harness.devices.nvml_probe import (
+    as_text,
+    instant_power_w,
+    load_nvml,
+    nvml_handle,
+    read_each,
+    running_pids,
+)
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.harness.records.store import machine_id
 from gpubench.reports.units import human
@@ -32,8 +38,12 @@ def cpu_model() -> str:
         pass
     if platform.system() == "Darwin":
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                  timeout=5).stdout.strip()
+            return subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine()
@@ -44,64 +54,81 @@ def ram_bytes() -> int:
 
 
 def git_commit() -> str:
-    """Short commit of the suite's own checkout, '+dirty' when edited; 'unknown' outside git, an installed wheel
-    included (a project around the installed package has its own history, not the suite's)."""
+    """Short commit of the suite's own checkout, '+dirty' when edited; 'unknown' outside git, an
+    installed wheel included (a project around the installed package has its own history, not the
+    suite's)."""
     root = CHECKOUT
     if root is None:
         return "unknown"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5)
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         if sha.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def gpu_telemetry(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> dict[str, Any]:
-    """NVML clocks, power and temperature, each field on its own (an unreported one is left out; {} without NVML).
-    Read at a run's start and end: throttling explains many odd results."""
+    """NVML clocks, power and temperature, each field on its own (an unreported one is left out; {}
+    without NVML). Read at a run's start and end: throttling explains many odd results."""
     try:
         nvml, handle = nvml_handle(index, nvml_loader)
-    except Exception:  # NVML missing or no driver
+    # NVML missing or no driver
+    except Exception:
         return {}
-    return read_each({
-        "gpu_sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
-        "gpu_mem_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
-        "gpu_temp_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
-        # NVML's 1 s average on Ampere and newer
-        "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-        "gpu_power_instant_w": lambda: instant_power_w(nvml, handle),
-        "gpu_power_limit_w": lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
-    })
+    return read_each(
+        {
+            "gpu_sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+            "gpu_mem_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+            "gpu_temp_c": lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+            # NVML's 1 s average on Ampere and newer
+            "gpu_power_w": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "gpu_power_instant_w": lambda: instant_power_w(nvml, handle),
+            "gpu_power_limit_w": lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0,
+        }
+    )
 
 
 def gpu_other_processes(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> int | None:
-    """Other processes (not ours) holding a GPU context: another job changes results. None where NVML cannot tell
-    (running_pids says why; the run says it once)."""
+    """Other processes (not ours) holding a GPU context: another job changes results. None where
+    NVML cannot tell (running_pids says why; the run says it once)."""
     try:
         pids, _ = running_pids(*nvml_handle(index, nvml_loader))
         return None if pids is None else len(pids - our_pids())
-    except Exception:  # NVML missing, no permission, or inside a container that hides pids
+    # NVML missing, no permission, or inside a container that hides pids
+    except Exception:
         return None
 
 
 def gpu_utilization(index: int = 0, nvml_loader: Callable[[], Any] = load_nvml) -> float | None:
-    """The share of the last NVML sample period (1/6 s to 1 s) in which a kernel ran on the GPU, or None where NVML
-    cannot tell. Read before this process runs one, it is what others run there."""
+    """The share of the last NVML sample period (1/6 s to 1 s) in which a kernel ran on the GPU, or
+    None where NVML cannot tell. Read before this process runs one, it is what others run there."""
     try:
         nvml, handle = nvml_handle(index, nvml_loader)
         return float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu) / 100.0
-    except Exception:  # NVML missing, NotSupported on a VM, no permission
+    # NVML missing, NotSupported on a VM, no permission
+    except Exception:
         return None
 
 
 def our_pids() -> set[int]:
-    """This process and its children; in a `gpubench ab` pair, every process its session started (the idle partner
-    holds its own context). The session counts only while an ancestor: an unrelated process may inherit the variable."""
+    """This process and its children; in a `gpubench ab` pair, every process its session started
+    (the idle partner holds its own context). The session counts only while an ancestor: an
+    unrelated process may inherit the variable."""
     me = psutil.Process()
     root = me
     session = os.environ.get(SESSION_PID_ENV, "")
@@ -118,30 +145,41 @@ def driver_version() -> str:
 
 
 def nvml_gpu_names() -> list[str]:
-    """Every GPU of the node by NVML name (no CUDA context; CUDA_VISIBLE_DEVICES hides none); [] without NVML."""
+    """Every GPU of the node by NVML name (no CUDA context; CUDA_VISIBLE_DEVICES hides none); []
+    without NVML."""
     try:
         nvml = load_nvml()
-        return [as_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
-                for i in range(nvml.nvmlDeviceGetCount())]
-    except Exception:  # NVML missing, no driver
+        return [
+            as_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(nvml.nvmlDeviceGetCount())
+        ]
+    # NVML missing, no driver
+    except Exception:
         return []
 
 
 def host_name() -> str:
-    """The host name as encodable text: a non-UTF-8 name arrives with surrogates the CSV writer cannot encode (every
-    row would fail), so its bytes become backslash escapes ('n\\xffd')."""
+    """The host name as encodable text: a non-UTF-8 name arrives with surrogates the CSV writer
+    cannot encode (every row would fail), so its bytes become backslash escapes ('n\\xffd')."""
     return os.fsencode(socket.gethostname()).decode("utf-8", "backslashreplace")
 
 
 def machine_identity() -> dict[str, Any]:
-    """What names this machine (records.store.machine_id: the rows' column, the store's folder): host and hardware,
-    every GPU of the node by NVML's name (a job given one GPU of eight is the same machine; no CUDA context)."""
-    return {"hostname": host_name(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count() or 0,
-            "ram_gib": round(ram_bytes() / 2**30), "gpus": ",".join(nvml_gpu_names())}
+    """What names this machine (records.store.machine_id: the rows' column, the store's folder):
+    host and hardware, every GPU of the node by NVML's name (a job given one GPU of eight is the
+    same machine; no CUDA context)."""
+    return {
+        "hostname": host_name(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count() or 0,
+        "ram_gib": round(ram_bytes() / 2**30),
+        "gpus": ",".join(nvml_gpu_names()),
+    }
 
 
 def fingerprint(device: torch.device) -> dict[str, Any]:
-    """The environment a result depends on (versions, device), plus what explains a number: CPU, RAM, threads, TF32."""
+    """The environment a result depends on (versions, device), plus what explains a number: CPU,
+    RAM, threads, TF32."""
     cuda = torch.cuda.is_available()
     cpu = cpu_model()
     fields: dict[str, Any] = {
@@ -159,7 +197,8 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
         "sm_count": "",
         "compute_capability": "",
         "cpu_model": cpu,
-        "cpu_cores": os.cpu_count() or 0,  # the machine's every core, a hardware fact (machine_id): not the run's share
+        # the machine's every core, a hardware fact (machine_id): not the run's share
+        "cpu_cores": os.cpu_count() or 0,
         "ram_bytes": ram_bytes(),
         "llc_bytes": cuda_l2_bytes(device) if device.type == "cuda" else cpu_llc_bytes(),
         "os": f"{platform.system()} {platform.release()}",
@@ -172,8 +211,12 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device.index or 0)
-        fields.update(device_name=props.name, gpu_mem_bytes=int(props.total_memory),
-                      sm_count=int(props.multi_processor_count), compute_capability=f"{props.major}.{props.minor}")
+        fields.update(
+            device_name=props.name,
+            gpu_mem_bytes=int(props.total_memory),
+            sm_count=int(props.multi_processor_count),
+            compute_capability=f"{props.major}.{props.minor}",
+        )
     elif device.type == "mps":
         fields["device_name"] = f"Apple MPS ({cpu})"
     fields["machine_id"] = machine_id(machine_identity())
@@ -181,7 +224,8 @@ def fingerprint(device: torch.device) -> dict[str, Any]:
 
 
 def format_fingerprint(fields: dict[str, Any]) -> str:
-    """Aligned `key value` lines; sizes in bytes also at a readable scale (`--json` keeps the number)."""
+    """Aligned `key value` lines; sizes in bytes also at a readable scale (`--json` keeps the
+    number)."""
     width = max(len(k) for k in fields)
 
     def shown(key: str, value: Any) -> Any:

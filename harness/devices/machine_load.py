@@ -1,5 +1,5 @@
-"""How busy the machine was around a case (others' CPU share, others on the GPU): a busy neighbour changes
-results many-fold, so the row says so."""
+"""How busy the machine was around a case (others' CPU share, others on the GPU): a busy neighbour
+changes results many-fold, so the row says so."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ from gpubench.harness.devices.cpu_limits import usable_cores
 from gpubench.harness.devices.env import gpu_other_processes, gpu_utilization
 from gpubench.harness.records.row import Load
 
-GPU_BUSY_FRAC = 0.1  # before the first case, kernels ran on the GPU more than this share of NVML's last period
+# before the first case, kernels ran on the GPU more than this share of NVML's last period
+GPU_BUSY_FRAC = 0.1
 
 
 class LoadMeter:
-    """Other processes' share of the CPUs this process may run on during a case: their CPU time minus this tree's,
-    over wall time. Under taskset the other CPUs' load is no one's share of ours."""
+    """Other processes' share of the CPUs this process may run on during a case: their CPU time
+    minus this tree's, over wall time. Under taskset the other CPUs' load is no one's share of
+    ours."""
 
     def __init__(self) -> None:
         self.cpus = own_cpus()
@@ -44,7 +46,8 @@ class LoadMeter:
                 total += sum(child.cpu_times()[:2])
             except psutil.Error:
                 continue
-        return total + sum(os.times()[2:4])  # children already reaped (DataLoader workers, torchrun)
+        # children already reaped (DataLoader workers, torchrun)
+        return total + sum(os.times()[2:4])
 
     def busy_frac(self) -> float:
         wall_s = time.monotonic() - self.start_wall
@@ -59,17 +62,20 @@ PROC_STAT = Path("/proc/stat")
 
 
 def own_cpus(stat: Path = PROC_STAT) -> frozenset[int] | None:
-    """The CPUs this process's affinity allows where that is fewer than the machine's and /proc/stat counts each by
-    its number (psutil's per-CPU list skips an offline one, shifting the rest); None: the machine's share."""
+    """The CPUs this process's affinity allows where that is fewer than the machine's and /proc/stat
+    counts each by its number (psutil's per-CPU list skips an offline one, shifting the rest); None:
+    the machine's share."""
     try:
         allowed = frozenset(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
+    # not Linux
+    except (AttributeError, OSError):
         return None
     return allowed if len(allowed) < (os.cpu_count() or 0) and stat.is_file() else None
 
 
 def cpus_busy_s(cpus: frozenset[int], stat: Path = PROC_STAT) -> float:
-    """Seconds `cpus` spent in user, nice and system time since boot, from /proc/stat's `cpuN` lines (clock ticks)."""
+    """Seconds `cpus` spent in user, nice and system time since boot, from /proc/stat's `cpuN` lines
+    (clock ticks)."""
     ticks = 0
     for line in stat.read_text().splitlines():
         name, _, fields = line.partition(" ")
@@ -86,23 +92,30 @@ def load_of(busy_frac: float, device: torch.device) -> Load:
     return Load(round(busy_frac, 4), gpu_other_procs, tuple(flags))
 
 
-# The look before the first case spans at least this long: enough clock ticks on every core to say who used them.
+# The look before the first case spans at least this long: enough clock ticks on every core to say
+# who used them.
 LOOK_WINDOW_S = 0.3
 WAIT_POLL_S = 1.0
 
 
 @dataclass(frozen=True)
 class Look:
-    """What else used the machine just before the first case: others' share of the CPU, others on the GPU."""
+    """What else used the machine just before the first case: others' share of the CPU, others on
+    the GPU."""
 
     cores: int
     busy_frac: float
     gpu_other_procs: int | None = None
-    gpu_util_frac: float | None = None  # NVML's utilization before this process ran a kernel: others' work
+    # NVML's utilization before this process ran a kernel: others' work
+    gpu_util_frac: float | None = None
 
     @property
     def busy(self) -> bool:
-        return self.busy_frac > BUSY_FRAC or bool(self.gpu_other_procs) or (self.gpu_util_frac or 0) > GPU_BUSY_FRAC
+        return (
+            self.busy_frac > BUSY_FRAC
+            or bool(self.gpu_other_procs)
+            or (self.gpu_util_frac or 0) > GPU_BUSY_FRAC
+        )
 
     @property
     def cpu_busy(self) -> bool:
@@ -113,47 +126,74 @@ class Look:
 
 
 def look(meter: LoadMeter, device: torch.device, window_s: float = LOOK_WINDOW_S) -> Look:
-    """The machine as `meter` (started earlier, at the run's set-up) saw it, over at least `window_s`."""
+    """The machine as `meter` (started earlier, at the run's set-up) saw it, over at least
+    `window_s`."""
     time.sleep(max(0.0, window_s - (time.monotonic() - meter.start_wall)))
     on_gpu = device.type == "cuda"
-    return Look(usable_cores(), round(meter.busy_frac(), 4),
-                gpu_other_processes(device.index or 0) if on_gpu else None,
-                gpu_utilization(device.index or 0) if on_gpu else None)
+    return Look(
+        usable_cores(),
+        round(meter.busy_frac(), 4),
+        gpu_other_processes(device.index or 0) if on_gpu else None,
+        gpu_utilization(device.index or 0) if on_gpu else None,
+    )
 
 
 def threads_for(seen: Look, threads_now: int) -> int | None:
-    """Torch threads no more than the cores this process may use (torch counts its affinity, not its cgroup's quota),
-    and on a busy CPU than the free ones (None: keep torch's): a parallel op waits for its slowest thread, and a
-    thread on a busy core, or past the quota, is slow (a small step ran ~1.8x slower with one thread too many)."""
+    """Torch threads no more than the cores this process may use (torch counts its affinity, not its
+    cgroup's quota), and on a busy CPU than the free ones (None: keep torch's): a parallel op waits
+    for its slowest thread, and a thread on a busy core, or past the quota, is slow (a small step
+    ran ~1.8x slower with one thread too many)."""
     cores = seen.free_cores() if seen.cpu_busy else seen.cores
     return cores if cores < threads_now else None
 
 
 def seen_text(seen: Look, device: torch.device) -> str:
     cores = f"{seen.cores} core{'s' if seen.cores != 1 else ''}"
-    gpu = f"; {seen.gpu_other_procs} other process(es) hold {device}" if seen.gpu_other_procs else ""
+    gpu = (
+        f"; {seen.gpu_other_procs} other process(es) hold {device}" if seen.gpu_other_procs else ""
+    )
     if seen.gpu_util_frac is not None:
         gpu += f"; {device} {seen.gpu_util_frac:.0%} utilized"
     return f"other processes used {seen.busy_frac:.0%} of the {cores}{gpu}"
 
 
 def look_line(seen: Look, threads: tuple[int, int] | None, device: torch.device) -> str:
-    """One line before the first case: what else used the machine and what that does to the figures."""
+    """One line before the first case: what else used the machine and what that does to the
+    figures."""
     if not seen.busy:
-        moved = f"; torch threads {threads[0]} -> {threads[1]} (the cores this process may use)" if threads else ""
+        moved = (
+            f"; torch threads {threads[0]} -> {threads[1]} (the cores this process may use)"
+            if threads
+            else ""
+        )
         return f"gpubench: machine quiet before the first case ({seen_text(seen, device)}){moved}"
-    moved = f"torch threads {threads[0]} -> {threads[1]} (the free cores); " if threads is not None else ""
-    return (f"gpubench: machine busy before the first case: {seen_text(seen, device)} — {moved}figures may read "
-            "slow and their rows are flagged busy; --wait-quiet 10m waits for a quieter machine first")
+    moved = (
+        f"torch threads {threads[0]} -> {threads[1]} (the free cores); "
+        if threads is not None
+        else ""
+    )
+    return (
+        f"gpubench: machine busy before the first case: {seen_text(seen, device)} — "
+        f"{moved}figures may read slow and their rows are flagged busy; --wait-quiet 10m waits "
+        "for a quieter machine first"
+    )
 
 
-def wait_quiet(device: torch.device, wait_s: float, say: Callable[[str], None],
-               now: Callable[[], float] = time.monotonic) -> Look:
-    """Waits up to `wait_s` for the machine to turn quiet, looking once a second; the last look either way."""
+def wait_quiet(
+    device: torch.device,
+    wait_s: float,
+    say: Callable[[str], None],
+    now: Callable[[], float] = time.monotonic,
+) -> Look:
+    """Waits up to `wait_s` for the machine to turn quiet, looking once a second; the last look
+    either way."""
     give_up_s = now() + wait_s
     seen = look(LoadMeter(), device, WAIT_POLL_S)
     if seen.busy:
-        say(f"gpubench: waiting up to {wait_s:.0f} s for a quiet machine ({seen_text(seen, device)})")
+        say(
+            f"gpubench: waiting up to {wait_s:.0f} s for a quiet machine "
+            f"({seen_text(seen, device)})"
+        )
     while seen.busy and now() < give_up_s:
         seen = look(LoadMeter(), device, WAIT_POLL_S)
     if seen.busy:

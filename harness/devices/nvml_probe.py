@@ -1,6 +1,7 @@
-"""NVML read field by field: a GPU (or VM) answering NotSupported for one field loses only that field, and says why.
-Power prefers the field NVML_FI_DEV_POWER_INSTANT: nvmlDeviceGetPowerUsage averages the last second on Ampere and
-newer, so for a region under a second it mostly reports earlier work."""
+"""NVML read field by field: a GPU (or VM) answering NotSupported for one field loses only that
+field, and says why. Power prefers the field NVML_FI_DEV_POWER_INSTANT: nvmlDeviceGetPowerUsage
+averages the last second on Ampere and newer, so for a region under a second it mostly reports
+earlier work."""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ from typing import Any
 
 import torch
 
-POWER_INSTANT_FIELD = 186  # NVML_FI_DEV_POWER_INSTANT in nvml.h (milliwatts), for a pynvml without the name
+# NVML_FI_DEV_POWER_INSTANT in nvml.h (milliwatts), for a pynvml without the name
+POWER_INSTANT_FIELD = 186
 NVML_SUCCESS = 0
-AVERAGED_POWER_WINDOW_S = 1.0  # nvmlDeviceGetPowerUsage's averaging window on Ampere and newer
+# nvmlDeviceGetPowerUsage's averaging window on Ampere and newer
+AVERAGED_POWER_WINDOW_S = 1.0
 # nvmlValueType_t -> the member of the value union that holds it
-VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
 
 
 def why(error: BaseException) -> str:
@@ -30,14 +41,15 @@ def load_nvml() -> Any:
 
 
 def nvml_index(torch_index: int) -> int:
-    """NVML's number for torch's GPU: NVML numbers physically, torch after CUDA_VISIBLE_DEVICES (=3: cuda:0 is
-    NVML's 3); torch's own mapping where it has one."""
+    """NVML's number for torch's GPU: NVML numbers physically, torch after CUDA_VISIBLE_DEVICES (=3:
+    cuda:0 is NVML's 3); torch's own mapping where it has one."""
     mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
     if mapping is None:
         return torch_index
     try:
         return int(mapping(torch_index))
-    except Exception:  # an unparsable CUDA_VISIBLE_DEVICES: torch's numbering is the best guess
+    # an unparsable CUDA_VISIBLE_DEVICES: torch's numbering is the best guess
+    except Exception:
         return torch_index
 
 
@@ -67,16 +79,22 @@ def instant_power_w(nvml: Any, handle: Any) -> float:
     """The instantaneous board power; raises where the driver does not answer the field."""
     field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", POWER_INSTANT_FIELD)
     [value] = nvml.nvmlDeviceGetFieldValues(handle, [field_id])
-    if value.nvmlReturn != NVML_SUCCESS:  # per-field status: the call itself succeeds
+    # per-field status: the call itself succeeds
+    if value.nvmlReturn != NVML_SUCCESS:
         raise RuntimeError(f"NVML_FI_DEV_POWER_INSTANT answered error {value.nvmlReturn}")
     return float(getattr(value.value, VALUE_MEMBERS.get(int(value.valueType), "uiVal"))) / 1000.0
 
 
 def telemetry_readers(nvml: Any, handle: Any) -> dict[str, Callable[[], float]]:
-    """Every telemetry field, each read on its own; power twice: instantaneous first, the average as fallback."""
-    def throttle_bits() -> float:  # the newer name first (NVML 12.2 renamed throttle reasons to clock events)
-        reasons = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                   or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    """Every telemetry field, each read on its own; power twice: instantaneous first, the average as
+    fallback."""
+
+    # the newer name first (NVML 12.2 renamed throttle reasons to clock events)
+    def throttle_bits() -> float:
+        reasons = (
+            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         return float(reasons(handle))
 
     return {
@@ -90,11 +108,13 @@ def telemetry_readers(nvml: Any, handle: Any) -> dict[str, Callable[[], float]]:
 
 @dataclass
 class NvmlProbe:
-    """Fields that answered (`readers`, power as `power_w`), those that did not (`missing`: field -> why)."""
+    """Fields that answered (`readers`, power as `power_w`), those that did not (`missing`: field ->
+    why)."""
 
     readers: dict[str, Callable[[], float]]
     missing: dict[str, str] = field(default_factory=dict)
-    power: str = ""  # "instant" | "average" (a 1 s average) | "" (no power)
+    # "instant" | "average" (a 1 s average) | "" (no power)
+    power: str = ""
 
     def sample(self) -> dict[str, float]:
         return read_each(self.readers)
@@ -104,13 +124,16 @@ class NvmlProbe:
         """What the run's telemetry lacks, in one line (empty when nothing is missing)."""
         parts = [f"{name} ({reason})" for name, reason in self.missing.items()]
         if self.power == "average":
-            parts.append(f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s average, "
-                         f"left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s")
+            parts.append(
+                f"instantaneous power: gpu_power_w is NVML's {AVERAGED_POWER_WINDOW_S:g} s "
+                f"average, left empty for regions under {AVERAGED_POWER_WINDOW_S:g} s"
+            )
         return ("NVML did not answer: " + "; ".join(parts)) if parts else ""
 
 
 def probe_nvml(nvml: Any, handle: Any) -> NvmlProbe:
-    """Reads every field once and keeps those that answered; power instantaneous where it answers, else averaged."""
+    """Reads every field once and keeps those that answered; power instantaneous where it answers,
+    else averaged."""
     readers, missing = {}, {}
     for name, read in telemetry_readers(nvml, handle).items():
         try:
@@ -125,20 +148,26 @@ def probe_nvml(nvml: Any, handle: Any) -> NvmlProbe:
         power = "instant"
     elif "power_average_w" in readers:
         power = "average"
-        missing.pop("power_instant_w", None)  # said once, in `note`, as what the averaged power means
-    readers = {("power_w" if name.startswith("power_") else name): read for name, read in readers.items()}
+        # said once, in `note`, as what the averaged power means
+        missing.pop("power_instant_w", None)
+    readers = {
+        ("power_w" if name.startswith("power_") else name): read for name, read in readers.items()
+    }
     return NvmlProbe(readers, missing, power)
 
 
 def running_pids(nvml: Any, handle: Any) -> tuple[set[int] | None, str]:
-    """PIDs holding a GPU context. A failed graphics query (common on data-centre GPUs and VMs) drops only itself;
-    a failed compute query leaves the busy-GPU check unanswered (None) and says why."""
+    """PIDs holding a GPU context. A failed graphics query (common on data-centre GPUs and VMs)
+    drops only itself; a failed compute query leaves the busy-GPU check unanswered (None) and says
+    why."""
     pids: set[int] = set()
     try:
         pids |= {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
     except Exception as error:  # noqa: BLE001 - NotSupported in many VMs, NoPermission in containers
-        return None, (f"the busy-GPU check is off: NVML's running compute processes query answered {why(error)}; "
-                      "gpu_other_procs stays empty")
+        return None, (
+            "the busy-GPU check is off: NVML's running compute processes query answered "
+            f"{why(error)}; gpu_other_procs stays empty"
+        )
     try:
         pids |= {p.pid for p in nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)}
     except Exception:  # noqa: BLE001 - compute processes are what a benchmark competes with

@@ -1,5 +1,5 @@
-"""Cases are frozen dataclasses whose fields are their settings: the pytest id, the CSV's setting columns and the
-report's axes come from them, so nothing downstream parses a test name."""
+"""Cases are frozen dataclasses whose fields are their settings: the pytest id, the CSV's setting
+columns and the report's axes come from them, so nothing downstream parses a test name."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from gpubench.harness.catalog import short_id
 
 @dataclass(frozen=True)
 class Case:
-    """Base of every case: subclasses set `workload` and declare settings as fields named after their CSV columns
-    (None where unused); ids follow the workload's declared rule."""
+    """Base of every case: subclasses set `workload` and declare settings as fields named after
+    their CSV columns (None where unused); ids follow the workload's declared rule."""
 
     workload: ClassVar[str] = ""
 
@@ -43,8 +43,9 @@ class Diverged(Exception):
 
 
 class Unreached(Exception):
-    """A run stopped (by its budget share or its epoch cap) before its target: an `unreached` row that keeps what it
-    measured (`columns`: the accuracy reached, the seconds and epochs trained) and never holds a time to target."""
+    """A run stopped (by its budget share or its epoch cap) before its target: an `unreached` row
+    that keeps what it measured (`columns`: the accuracy reached, the seconds and epochs trained)
+    and never holds a time to target."""
 
     def __init__(self, message: str, columns: dict[str, Any]) -> None:
         super().__init__(message)

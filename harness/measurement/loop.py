@@ -1,6 +1,7 @@
-"""The one measurement loop: batches of calls between two reads of the synced clock, each sized by a hook (after
-torch.utils.benchmark's `_threaded_measurement_loop`); warm-up, rounds and energy repetition are this loop with their
-own hooks. Only the rounds keep fn's result, so no extra output is alive while the region's peak memory is read."""
+"""The one measurement loop: batches of calls between two reads of the synced clock, each sized by a
+hook (after torch.utils.benchmark's `_threaded_measurement_loop`); warm-up, rounds and energy
+repetition are this loop with their own hooks. Only the rounds keep fn's result, so no extra output
+is alive while the region's peak memory is read."""
 
 from __future__ import annotations
 
@@ -14,15 +15,16 @@ from gpubench.harness.devices.energy import EnergyMeter, EnergyReading
 from gpubench.harness.measurement.timing import Clock
 
 MAX_ENERGY_CALLS = 1_000_000
-# The first energy batch aims at 80% of the window (a short median would overshoot by as much); the calls then
-# added aim 5% past it.
+# The first energy batch aims at 80% of the window (a short median would overshoot by as much); the
+# calls then added aim 5% past it.
 FIRST_BATCH_SHARE = 0.8
 MISSING_CALLS_MARGIN = 1.05
 
 
 @dataclass
 class Batches:
-    """What the loop ran so far: each batch's calls and seconds, and fn's last result (rounds only)."""
+    """What the loop ran so far: each batch's calls and seconds, and fn's last result (rounds
+    only)."""
 
     calls: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
@@ -40,11 +42,15 @@ class Batches:
         return [seconds / calls for seconds, calls in zip(self.seconds, self.calls)]
 
 
-NextBatch = Callable[[Batches], int]  # the calls of the next batch, given those so far; 0 ends the loop
+# the calls of the next batch, given those so far; 0 ends the loop
+NextBatch = Callable[[Batches], int]
 
 
-def run_batches(fn: Callable[[], Any], clock: Clock, next_batch: NextBatch, keep_result: bool = False) -> Batches:
-    """Batches of [clock(), calls of fn, clock()]: a synced clock covers their device work with one sync a batch."""
+def run_batches(
+    fn: Callable[[], Any], clock: Clock, next_batch: NextBatch, keep_result: bool = False
+) -> Batches:
+    """Batches of [clock(), calls of fn, clock()]: a synced clock covers their device work with one
+    sync a batch."""
     done = Batches()
     while (calls := next_batch(done)) > 0:
         start = clock()
@@ -64,9 +70,12 @@ def time_call(fn: Callable[[], Any], clock: Clock, calls: int = 1) -> float:
     return run_batches(fn, clock, lambda done: 0 if done.calls else calls).seconds[0] / calls
 
 
-def warm_up(fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")) -> float:
-    """Up to `calls` unsampled calls (cuBLAS init, autotune, lazy allocation); the fastest of the last two plans the
-    rounds. A slow case stops after two once `max_s` is spent: the second call is already steady state."""
+def warm_up(
+    fn: Callable[[], object], calls: int, clock: Clock, max_s: float = float("inf")
+) -> float:
+    """Up to `calls` unsampled calls (cuBLAS init, autotune, lazy allocation); the fastest of the
+    last two plans the rounds. A slow case stops after two once `max_s` is spent: the second call is
+    already steady state."""
     wanted = max(1, calls)
 
     def next_batch(done: Batches) -> int:
@@ -82,18 +91,21 @@ def rounds_of(plan: RoundPlan) -> NextBatch:
 
 
 def sample(fn: Callable[[], object], plan: RoundPlan, clock: Clock) -> list[float]:
-    """Seconds per call of each planned round, for regions pytest-benchmark does not drive (calibration, selfcheck)."""
+    """Seconds per call of each planned round, for regions pytest-benchmark does not drive
+    (calibration, selfcheck)."""
     return run_batches(fn, clock, rounds_of(plan)).per_call_s()
 
 
-# A round driver: the plan's rounds run, giving seconds per call per round, the last result, and the calls made
-# (pytest-benchmark's `pedantic` makes one more after the rounds when iterations > 1, for the result).
+# A round driver: the plan's rounds run, giving seconds per call per round, the last result, and the
+# calls made (pytest-benchmark's `pedantic` makes one more after the rounds when iterations > 1, for
+# the result).
 RoundsResult = tuple[list[float], Any, int]
 Rounds = Callable[[Callable[[], Any], RoundPlan], RoundsResult]
 
 
 def inline_rounds(clock: Clock) -> Rounds:
     """The harness's own round driver: the loop over the plan, keeping fn's last result."""
+
     def run(fn: Callable[[], Any], plan: RoundPlan) -> RoundsResult:
         done = run_batches(fn, clock, rounds_of(plan), keep_result=True)
         return done.per_call_s(), done.result, done.total_calls
@@ -102,15 +114,19 @@ def inline_rounds(clock: Clock) -> Rounds:
 
 
 def fill_window(window_s: float, median_s: float) -> NextBatch:
-    """The energy repetition's hook: a first batch from `median_s`, then the missing calls sized from the time per
-    call just measured (back-to-back calls run faster than synced rounds)."""
+    """The energy repetition's hook: a first batch from `median_s`, then the missing calls sized
+    from the time per call just measured (back-to-back calls run faster than synced rounds)."""
+
     def next_batch(done: Batches) -> int:
         calls, elapsed_s = done.total_calls, done.total_s
         if elapsed_s >= window_s or calls >= MAX_ENERGY_CALLS:
             return 0
         per_call_s = max(elapsed_s / calls, 1e-9) if calls else max(median_s, 1e-9)
         margin = MISSING_CALLS_MARGIN if calls else FIRST_BATCH_SHARE
-        return min(MAX_ENERGY_CALLS - calls, max(1, math.ceil((window_s - elapsed_s) * margin / per_call_s)))
+        return min(
+            MAX_ENERGY_CALLS - calls,
+            max(1, math.ceil((window_s - elapsed_s) * margin / per_call_s)),
+        )
 
     return next_batch
 
@@ -120,9 +136,13 @@ def energy_window_s(meter: EnergyMeter) -> float:
     return meter.min_window_s * 1.2
 
 
-def energy_by_repetition(fn: Callable[[], Any], median_s: float, meter: EnergyMeter, clock: Clock) -> EnergyReading:
-    """A region too short for the counter, repeated for energy only until the window fills; the reading is per call."""
-    clock()  # work queued before is not this region's energy
+def energy_by_repetition(
+    fn: Callable[[], Any], median_s: float, meter: EnergyMeter, clock: Clock
+) -> EnergyReading:
+    """A region too short for the counter, repeated for energy only until the window fills; the
+    reading is per call."""
+    # work queued before is not this region's energy
+    clock()
     mark = meter.start()
     done = run_batches(fn, clock, fill_window(energy_window_s(meter), median_s))
     reading = meter.stop(mark)

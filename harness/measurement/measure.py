@@ -1,6 +1,7 @@
-"""One measurement of one build, usable without pytest: warm-up, calibration, then the rounds inside an energy and
-telemetry region; the `Measurement` keeps the raw samples. The round driver is pluggable (`Rounds`): pytest-benchmark's
-`pedantic` in the plugin, so its table and JSON hold the CSV's samples."""
+"""One measurement of one build, usable without pytest: warm-up, calibration, then the rounds inside
+an energy and telemetry region; the `Measurement` keeps the raw samples. The round driver is
+pluggable (`Rounds`): pytest-benchmark's `pedantic` in the plugin, so its table and JSON hold the
+CSV's samples."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from gpubench.harness.budget.shares import CaseShare, OverBudget, capped_plan
 from gpubench.harness.core.duration_text import format_duration
 from gpubench.harness.core.stats import SampleStats, summarize
 from gpubench.harness.measurement.loop import (
-    Rounds, RoundsResult, energy_by_repetition, energy_window_s, inline_rounds, sample, time_call, warm_up,
+    Rounds,
+    RoundsResult,
+    energy_by_repetition,
+    energy_window_s,
+    inline_rounds,
+    sample,
+    time_call,
+    warm_up,
 )
 from gpubench.harness.measurement.timing import SyncedClock
 
@@ -24,22 +32,33 @@ from gpubench.harness.measurement.timing import SyncedClock
 class Timed:
     """What a workload's build step hands the harness."""
 
-    fn: Callable[[], Any]  # the region to time
-    # columns from the statistics and fn's last result (no timing); may add `flags` (a list) and `reason`
+    # the region to time
+    fn: Callable[[], Any]
+    # columns from the statistics and fn's last result (no timing); may add `flags` (a list) and
+    # `reason`
     figures: Callable[[SampleStats, Any], dict[str, Any]] = lambda stats, result: {}
-    # after the rounds, outside the energy region, same clock (selfcheck pairs, a speedup's CPU side): columns
+    # after the rounds, outside the energy region, same clock (selfcheck pairs, a speedup's CPU
+    # side): columns
     companion: Callable[[Measurement], dict[str, Any]] | None = None
-    plan: RoundPlan | None = None  # a fixed plan (one epoch, no warm-up epoch); None plans from a warm-up
-    warmup: Callable[[], Any] | None = None  # a cheaper warm-up than fn (a few steps before a timed epoch)
-    windows: Callable[[Any], list[float]] | None = None  # samples from fn's result instead of the rounds
-    cleanup: Callable[[], None] | None = None  # always called at the end (restores flags such as TF32)
-    cpu_memory: Callable[[], Any] | None = None  # one untimed call under the allocator profiler: cpu peak memory
+    # a fixed plan (one epoch, no warm-up epoch); None plans from a warm-up
+    plan: RoundPlan | None = None
+    # a cheaper warm-up than fn (a few steps before a timed epoch)
+    warmup: Callable[[], Any] | None = None
+    # samples from fn's result instead of the rounds
+    windows: Callable[[Any], list[float]] | None = None
+    # always called at the end (restores flags such as TF32)
+    cleanup: Callable[[], None] | None = None
+    # one untimed call under the allocator profiler: cpu peak memory
+    cpu_memory: Callable[[], Any] | None = None
     notes: list[str] = field(default_factory=list)
-    energy_alias: str | None = None  # a column that also holds one call's energy (energy_to_target_j)
-    # False where the region's joules are not the case's (a DDP launch: mostly process start); energy_note says why
+    # a column that also holds one call's energy (energy_to_target_j)
+    energy_alias: str | None = None
+    # False where the region's joules are not the case's (a DDP launch: mostly process start);
+    # energy_note says why
     energy: bool = True
     energy_note: str = ""
-    # samples per call where the throughput covers only part of it (an epoch's eval is in its energy)
+    # samples per call where the throughput covers only part of it (an epoch's eval is in its
+    # energy)
     samples_per_call: int | None = None
     estimate: Callable[[], float] | None = None
 
@@ -51,26 +70,34 @@ class Timed:
 
 @dataclass
 class Measurement:
-    """Raw samples (seconds per call) of one build and what was read around them; statistics derive from them."""
+    """Raw samples (seconds per call) of one build and what was read around them; statistics derive
+    from them."""
 
     plan: RoundPlan
     samples_s: list[float]
     result: Any
-    calls: int  # calls the energy reading covers (a driver's extra call included; 1: a per-call reading)
+    # calls the energy reading covers (a driver's extra call included; 1: a per-call reading)
+    calls: int
     energy: EnergyReading = field(default_factory=lambda: EnergyReading(None, 0.0))
     telemetry: dict[str, Any] = field(default_factory=dict)
-    first_call_s: float | None = None  # the case's first call, warm-up included (what a budget must afford)
-    capped: str = ""  # why the rounds were cut to fit a run budget ('' when not)
+    # the case's first call, warm-up included (what a budget must afford)
+    first_call_s: float | None = None
+    # why the rounds were cut to fit a run budget ('' when not)
+    capped: str = ""
 
     @cached_property
     def stats(self) -> SampleStats:
         return summarize(self.samples_s)
 
 
-def in_region(run: Callable[[], RoundsResult], meter: EnergyMeter, sampler: TelemetrySampler | None,
-              clock: SyncedClock) -> tuple[RoundsResult, EnergyReading, dict[str, Any]]:
-    """`run` with energy and telemetry over it alone, the device drained at both edges so queued work counts in the
-    region that queued it (warm-up's is not this region's)."""
+def in_region(
+    run: Callable[[], RoundsResult],
+    meter: EnergyMeter,
+    sampler: TelemetrySampler | None,
+    clock: SyncedClock,
+) -> tuple[RoundsResult, EnergyReading, dict[str, Any]]:
+    """`run` with energy and telemetry over it alone, the device drained at both edges so queued
+    work counts in the region that queued it (warm-up's is not this region's)."""
     clock()
     if sampler is not None:
         sampler.start()
@@ -79,7 +106,8 @@ def in_region(run: Callable[[], RoundsResult], meter: EnergyMeter, sampler: Tele
         rounds = run()
         clock()
         reading = meter.stop(mark)
-    finally:  # the polling thread stops even when the counter read fails
+    # the polling thread stops even when the counter read fails
+    finally:
         telemetry = sampler.stop() if sampler is not None else {}
     return rounds, reading, telemetry
 
@@ -91,7 +119,8 @@ def plan_for(timed: Timed, timing: BuildTiming, clock: SyncedClock) -> RoundPlan
 
 
 def calibrated(timed: Timed, plan: RoundPlan, timing: BuildTiming, clock: SyncedClock) -> RoundPlan:
-    if plan.iterations > 1:  # calibrate on one whole round (still warm-up): rounds must really last >= min_round_s
+    # calibrate on one whole round (still warm-up): rounds must really last >= min_round_s
+    if plan.iterations > 1:
         one_round = RoundPlan(0, plan.iterations, 1, plan.estimate_s)
         plan = plan_rounds(sample(timed.fn, one_round, clock)[0], timing)
     return plan
@@ -105,10 +134,11 @@ def check_estimate(timed: Timed, share: CaseShare) -> None:
         raise OverBudget(share.over(estimate_s), estimate_s)
 
 
-def budgeted_plan(timed: Timed, timing: BuildTiming, clock: SyncedClock,
-                  share: CaseShare) -> tuple[RoundPlan, float, str]:
-    """(plan, first call's seconds, cap reason) under a timing: the first call must fit, warm-up stops early on a
-    small share, and the rounds are cut to what is left."""
+def budgeted_plan(
+    timed: Timed, timing: BuildTiming, clock: SyncedClock, share: CaseShare
+) -> tuple[RoundPlan, float, str]:
+    """(plan, first call's seconds, cap reason) under a timing: the first call must fit, warm-up
+    stops early on a small share, and the rounds are cut to what is left."""
     check_estimate(timed, share)
     warm = timed.warmup or timed.fn
     first_s = time_call(warm, clock)
@@ -116,16 +146,20 @@ def budgeted_plan(timed: Timed, timing: BuildTiming, clock: SyncedClock,
         raise OverBudget(share.over(first_s), first_s)
     estimate_s = first_s
     if timing.warmup_calls > 1:
-        estimate_s = warm_up(warm, timing.warmup_calls - 1, clock, min(timing.target_s, share.left_s() / 4))
+        estimate_s = warm_up(
+            warm, timing.warmup_calls - 1, clock, min(timing.target_s, share.left_s() / 4)
+        )
     plan = calibrated(timed, plan_rounds(estimate_s, timing), timing, clock)
     if plan.estimate_s * plan.iterations > share.left_s():
         raise OverBudget(share.over(plan.estimate_s * plan.iterations), first_s)
     return cut_to_share(plan, plan, first_s, share)
 
 
-def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tuple[RoundPlan, float | None, str]:
-    """A workload's fixed plan, its estimate checked against the share; one of several rounds is cut like any other,
-    after one more call tells what a call costs."""
+def fixed_plan(
+    timed: Timed, clock: SyncedClock, share: CaseShare | None
+) -> tuple[RoundPlan, float | None, str]:
+    """A workload's fixed plan, its estimate checked against the share; one of several rounds is cut
+    like any other, after one more call tells what a call costs."""
     plan = timed.plan
     assert plan is not None
     if share is not None:
@@ -140,22 +174,36 @@ def fixed_plan(timed: Timed, clock: SyncedClock, share: CaseShare | None) -> tup
     return cut_to_share(plan, replace(plan, estimate_s=call_s), call_s, share)
 
 
-def cut_to_share(plan: RoundPlan, priced: RoundPlan, first_s: float, share: CaseShare) -> tuple[RoundPlan, float, str]:
-    """(the plan, or its rounds cut to the time left as `priced` costs them, first_s, why it was cut)."""
+def cut_to_share(
+    plan: RoundPlan, priced: RoundPlan, first_s: float, share: CaseShare
+) -> tuple[RoundPlan, float, str]:
+    """(the plan, or its rounds cut to the time left as `priced` costs them, first_s, why it was
+    cut)."""
     cut = capped_plan(priced, share.left_s())
     if cut.rounds == plan.rounds:
         return plan, first_s, ""
     share_s, budget_s = format_duration(share.share_s), format_duration(share.budget_s)
-    why = f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} budget"
+    why = (
+        f"capped: {cut.rounds} of {plan.rounds} rounds fit its {share_s} share of the {budget_s} "
+        "budget"
+    )
     return cut, first_s, why
 
 
-def measure(timed: Timed, timing: BuildTiming, clock: SyncedClock, rounds: Rounds | None = None,
-            meter: EnergyMeter | None = None, sampler: TelemetrySampler | None = None,
-            share: CaseShare | None = None, why_not_repeated: str | None = "") -> Measurement:
-    """Warm-up, calibration, then the rounds in the energy region; under `share` capped or skipped (OverBudget).
-    `why_not_repeated`: None repeats a region too short for the counter where the share holds it (a GPU second at
-    full power each: the runner asks only in a first build, outside smoke); a text goes into the reading's reason."""
+def measure(
+    timed: Timed,
+    timing: BuildTiming,
+    clock: SyncedClock,
+    rounds: Rounds | None = None,
+    meter: EnergyMeter | None = None,
+    sampler: TelemetrySampler | None = None,
+    share: CaseShare | None = None,
+    why_not_repeated: str | None = "",
+) -> Measurement:
+    """Warm-up, calibration, then the rounds in the energy region; under `share` capped or skipped
+    (OverBudget). `why_not_repeated`: None repeats a region too short for the counter where the
+    share holds it (a GPU second at full power each: the runner asks only in a first build, outside
+    smoke); a text goes into the reading's reason."""
     first_s: float | None = None
     capped = ""
     if timed.plan is not None:
@@ -167,15 +215,19 @@ def measure(timed: Timed, timing: BuildTiming, clock: SyncedClock, rounds: Round
     meter = meter or EnergyMeter(None)
     start = clock.unsynced()
     (samples_s, result, calls), energy, telemetry = in_region(
-        lambda: (rounds or inline_rounds(clock))(timed.fn, plan), meter, sampler, clock)
-    if first_s is None and plan.rounds * plan.iterations == 1:  # a fixed plan's one call (an epoch)
+        lambda: (rounds or inline_rounds(clock))(timed.fn, plan), meter, sampler, clock
+    )
+    # a fixed plan's one call (an epoch)
+    if first_s is None and plan.rounds * plan.iterations == 1:
         first_s = clock.unsynced() - start
     if timed.windows is not None:
         samples_s = timed.windows(result)
     measured = Measurement(plan, samples_s, result, calls, energy, telemetry, first_s, capped)
     reading = measured.energy
     if timed.energy and timed.repeatable and reading.energy_j is None and reading.source:
-        why_not = why_not_repeated if why_not_repeated is not None else repetition_overrun(share, meter)
+        why_not = (
+            why_not_repeated if why_not_repeated is not None else repetition_overrun(share, meter)
+        )
         if why_not is None:
             measured.energy = energy_by_repetition(timed.fn, measured.stats.median_s, meter, clock)
             measured.calls = 1
@@ -185,8 +237,11 @@ def measure(timed: Timed, timing: BuildTiming, clock: SyncedClock, rounds: Round
 
 
 def repetition_overrun(share: CaseShare | None, meter: EnergyMeter) -> str | None:
-    """Why the energy repetition would run past the case's share of the run budget; None when it fits."""
+    """Why the energy repetition would run past the case's share of the run budget; None when it
+    fits."""
     if share is None or share.left_s() >= energy_window_s(meter):
         return None
-    return (f"not repeated for energy: its {energy_window_s(meter):.2g} s do not fit the "
-            f"{format_duration(max(share.left_s(), 0.0))} left of the case's share of the budget")
+    return (
+        f"not repeated for energy: its {energy_window_s(meter):.2g} s do not fit the "
+        f"{format_duration(max(share.left_s(), 0.0))} left of the case's share of the budget"
+    )

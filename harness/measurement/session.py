@@ -1,6 +1,7 @@
-"""A Session owns one run's records: fingerprint, idle power, the results writer, sidecars and what stops the run.
-The environment sidecar is written on open, before the first case, so a disk filling later costs rows, never the
-run's description; the first build's process rewrites it on close with the GPU telemetry then."""
+"""A Session owns one run's records: fingerprint, idle power, the results writer, sidecars and what
+stops the run. The environment sidecar is written on open, before the first case, so a disk filling
+later costs rows, never the run's description; the first build's process rewrites it on close with
+the GPU telemetry then."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ class RunStop:
 
 @dataclass
 class Session:
-    """One run's records, written from `open` on, so a run that records nothing writes nothing. `build` > 0: a later
-    build process, appending to a run an earlier one opened and described."""
+    """One run's records, written from `open` on, so a run that records nothing writes nothing.
+    `build` > 0: a later build process, appending to a run an earlier one opened and described."""
 
     device: torch.device
     results_dir: Path
@@ -42,10 +43,12 @@ class Session:
     env: dict[str, Any] = field(default_factory=dict)
     telemetry_start: dict[str, Any] = field(default_factory=dict)
     idle_power_w: float | None = None
-    skipped: dict[str, str] = field(default_factory=dict)  # case_id -> reason, from its first build
+    # case_id -> reason, from its first build
+    skipped: dict[str, str] = field(default_factory=dict)
     top_ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stop: RunStop | None = None
-    terminated: bool = False  # SIGTERM arrived: the run is stopping
+    # SIGTERM arrived: the run is stopping
+    terminated: bool = False
     closed: bool = False
 
     @property
@@ -66,9 +69,11 @@ class Session:
             return
         self.env = self.fingerprint_of(self.device)
         self.telemetry_start = self._telemetry()
-        if self.build == 0:  # the baseline every energy figure of the run sits on (one second)
+        # the baseline every energy figure of the run sits on (one second)
+        if self.build == 0:
             self.idle_power_w = idle_power_w(self.energy)
-        else:  # cases whose first build (an earlier process) was skipped write no row again
+        # cases whose first build (an earlier process) was skipped write no row again
+        else:
             self.skipped.update(skipped_in(self.csv_path))
         self.writer = ResultsWriter(self.results_dir, self.run_id, resume=self.build > 0)
         if self.build == 0:
@@ -86,11 +91,22 @@ class Session:
         self.writer.append(row)
 
     def write_env(self, end: dict[str, Any] | None = None) -> Path:
-        energy = {"source": self.energy.counter.source if self.energy.counter else None, "note": self.energy.note,
-                  "idle_power_w": self.idle_power_w}
-        return write_sidecar(self.results_dir, self.run_id, "env",
-                             {"fingerprint": self.env, "gpu_telemetry_start": self.telemetry_start,
-                              "gpu_telemetry_end": end or {}, "energy": energy})
+        energy = {
+            "source": self.energy.counter.source if self.energy.counter else None,
+            "note": self.energy.note,
+            "idle_power_w": self.idle_power_w,
+        }
+        return write_sidecar(
+            self.results_dir,
+            self.run_id,
+            "env",
+            {
+                "fingerprint": self.env,
+                "gpu_telemetry_start": self.telemetry_start,
+                "gpu_telemetry_end": end or {},
+                "energy": energy,
+            },
+        )
 
     def store_top_ops(self, case_id: str, table: list[dict[str, Any]]) -> str:
         """Profiler tables go in one sidecar beside the CSV; the row names the file."""
@@ -105,10 +121,15 @@ class Session:
             if self.build == 0 and not self.closed:
                 self.write_env(self._telemetry())
         except ResultsFull:
-            raise  # the plugin stops the run with its line and exit 75
-        except OSError as error:  # no descriptor left (ulimit -n), a folder swapped for a link: one line
-            self.stop = self.stop or RunStop(f"{self.run_id}.env.json not written ({error.strerror or error}); "
-                                          f"{self.rows_kept} rows kept in {self.csv_path} — fix that, then re-run", 4)
+            # the plugin stops the run with its line and exit 75
+            raise
+        # no descriptor left (ulimit -n), a folder swapped for a link: one line
+        except OSError as error:
+            self.stop = self.stop or RunStop(
+                f"{self.run_id}.env.json not written ({error.strerror or error}); "
+                f"{self.rows_kept} rows kept in {self.csv_path} — fix that, then re-run",
+                4,
+            )
         finally:
             self.writer.close()
             self.closed = True
@@ -122,4 +143,6 @@ def skipped_in(csv_path: Path) -> dict[str, str]:
     """case_id -> reason for the skipped rows already in a run's file."""
     if not csv_path.exists():
         return {}
-    return {row["case_id"]: row["reason"] for row in read_rows(csv_path) if row["status"] == "skipped"}
+    return {
+        row["case_id"]: row["reason"] for row in read_rows(csv_path) if row["status"] == "skipped"
+    }

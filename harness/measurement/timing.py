@@ -1,6 +1,7 @@
-"""The one clock everything in gpubench times with. A `SyncedClock` synchronizes its device before reading the host
-clock, so [clock(), work, clock()] covers exactly the work queued inside; syncing only at the region's edges, a round
-of many iterations pays one sync, not one per call. Installed as pytest-benchmark's timer too."""
+"""The one clock everything in gpubench times with. A `SyncedClock` synchronizes its device before
+reading the host clock, so [clock(), work, clock()] covers exactly the work queued inside; syncing
+only at the region's edges, a round of many iterations pays one sync, not one per call. Installed as
+pytest-benchmark's timer too."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ Clock = Callable[[], float]
 
 
 class SyncedClock:
-    """Seconds from `base` (perf_counter unless --benchmark-timer chose one), read after `device` drains its queue."""
+    """Seconds from `base` (perf_counter unless --benchmark-timer chose one), read after `device`
+    drains its queue."""
 
-    __name__ = "synced_clock"  # how pytest-benchmark names the timer in its table and JSON
+    # how pytest-benchmark names the timer in its table and JSON
+    __name__ = "synced_clock"
 
     def __init__(self, device: torch.device, base: Clock = time.perf_counter) -> None:
         self.device = device
@@ -36,7 +39,8 @@ class SyncedClock:
 
 
 def cuda_event_samples(fn: Callable[[], object], iterations: int, rounds: int) -> list[float]:
-    """Seconds per call by CUDA events on the current stream (the GPU's own clock), one final sync as in do_bench."""
+    """Seconds per call by CUDA events on the current stream (the GPU's own clock), one final sync
+    as in do_bench."""
     pairs = []
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -75,11 +79,13 @@ _session_clock: SyncedClock | None = None
 
 
 def install_session_clock(clock: SyncedClock | None) -> SyncedClock | None:
-    """The clock `session_clock` reads; the plugin names session_clock as pytest-benchmark's --benchmark-timer (its
-    public way to take a timer), so every round is timed with the one synced clock."""
+    """The clock `session_clock` reads; the plugin names session_clock as pytest-benchmark's
+    --benchmark-timer (its public way to take a timer), so every round is timed with the one synced
+    clock."""
     global _session_clock
     previous, _session_clock = _session_clock, clock
-    return previous  # an embedding run's clock (pytester inside a gpubench session), put back after
+    # an embedding run's clock (pytester inside a gpubench session), put back after
+    return previous
 
 
 def session_clock() -> float:

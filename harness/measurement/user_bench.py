@@ -1,6 +1,7 @@
-"""A user's own benchmark (`gpubench.measure(step, name="mymodel/train", params=..., work=...)`) as a one-case
-workload run like every case of the suite. Parameters go in `params`, unnamed figures in `user_figures`; `work` per
-call gives samples_per_s, tflops, gbps, or `<unit>_per_s` in user_figures."""
+"""A user's own benchmark (`gpubench.measure(step, name="mymodel/train", params=..., work=...)`) as
+a one-case workload run like every case of the suite. Parameters go in `params`, unnamed figures in
+`user_figures`; `work` per call gives samples_per_s, tflops, gbps, or `<unit>_per_s` in
+user_figures."""
 
 from __future__ import annotations
 
@@ -22,16 +23,19 @@ from gpubench.harness.core.exits import UsageError
 
 Figures = Callable[[SampleStats, Any], Mapping[str, float]]
 
-# A name's parts: letters, digits and . _ - (no spaces, no commas): they become the case id and file-safe labels
+# A name's parts: letters, digits and . _ - (no spaces, no commas): they become the case id and
+# file-safe labels
 NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", re.ASCII)
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*", re.ASCII)
-# work per call -> the schema's own figure and its scale; any other unit is `<unit>_per_s` in user_figures
+# work per call -> the schema's own figure and its scale; any other unit is `<unit>_per_s` in
+# user_figures
 CORE_RATES = {"samples": ("samples_per_s", 1.0), "flops": ("tflops", 1e12), "bytes": ("gbps", 1e9)}
 
 
 @dataclass(frozen=True)
 class UserCase(Case):
-    """One user case: `name` up to the first "/" is its workload; its settings are the one `params` column."""
+    """One user case: `name` up to the first "/" is its workload; its settings are the one `params`
+    column."""
 
     name: str
     params: tuple[tuple[str, Any], ...]
@@ -51,25 +55,32 @@ class UserCase(Case):
 
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise UsageError(f"name {name!r}: use parts of letters, digits, '.', '_' or '-' joined by '/', "
-                             "such as name=\"mymodel/train\"")
+        raise UsageError(
+            f"name {name!r}: use parts of letters, digits, '.', '_' or '-' joined by '/', "
+            'such as name="mymodel/train"'
+        )
     group = name.split("/", 1)[0]
     if spec_for(group) is not None:
-        raise UsageError(f"name {name!r}: {group!r} is one of gpubench's own workloads — start the name with "
-                             "your own, such as \"mymodel/...\"")
+        raise UsageError(
+            f"name {name!r}: {group!r} is one of gpubench's own workloads — start the name with "
+            'your own, such as "mymodel/..."'
+        )
     return name
 
 
 def check_params(params: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
-    """Sorted (key, value) pairs; values are text, whole numbers, finite floats, booleans or None."""
+    """Sorted (key, value) pairs; values are text, whole numbers, finite floats, booleans or
+    None."""
     if params is None:
         return ()
     if not isinstance(params, Mapping):
-        raise UsageError(f"params {params!r}: pass a dict such as params={{\"batch\": 64}}")
+        raise UsageError(f'params {params!r}: pass a dict such as params={{"batch": 64}}')
     for key, value in params.items():
         if not isinstance(key, str) or not KEY.fullmatch(key):
-            raise UsageError(f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', "
-                                 "such as \"batch\"")
+            raise UsageError(
+                f"params key {key!r}: use a name of letters, digits, '_', '.' or '-', "
+                'such as "batch"'
+            )
         finite = not isinstance(value, float) or math.isfinite(value)
         if not (value is None or isinstance(value, (str, bool, int, float))) or not finite:
             raise UsageError(f"params[{key!r}] = {value!r}: use text, a number, a boolean or None")
@@ -81,16 +92,22 @@ def check_work(work: Mapping[str, float] | None) -> dict[str, float]:
     checked: dict[str, float] = {}
     for unit, amount in (work or {}).items():
         if not isinstance(unit, str) or not KEY.fullmatch(unit):
-            raise UsageError(f"work unit {unit!r}: use a name such as \"samples\" or \"tokens\"")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
-            raise UsageError(f"work[{unit!r}] = {amount!r}: give the positive amount one call does, "
-                                 "such as 64")
+            raise UsageError(f'work unit {unit!r}: use a name such as "samples" or "tokens"')
+        if (
+            isinstance(amount, bool)
+            or not isinstance(amount, (int, float))
+            or not 0 < amount < math.inf
+        ):
+            raise UsageError(
+                f"work[{unit!r}] = {amount!r}: give the positive amount one call does, such as 64"
+            )
         checked[unit] = float(amount)
     return checked
 
 
 def rate_figures(work: dict[str, float], stats: SampleStats) -> dict[str, Any]:
-    """Throughput per unit of work from the median time of one call; user units go in user_figures."""
+    """Throughput per unit of work from the median time of one call; user units go in
+    user_figures."""
     figures: dict[str, Any] = {}
     extra: dict[str, float] = {}
     for unit, amount in work.items():
@@ -112,8 +129,12 @@ def own_figures(figures: Figures | None, stats: SampleStats, result: Any) -> dic
     values = dict(figures(stats, result))
     for key, value in values.items():
         if not isinstance(key, str) or not KEY.fullmatch(key):
-            raise UsageError(f"figure name {key!r}: use a name such as \"loss\" or \"tokens_per_s\"")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UsageError(f'figure name {key!r}: use a name such as "loss" or "tokens_per_s"')
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise UsageError(f"figure {key!r} = {value!r}: a figure is a finite number")
     return {key: float(value) for key, value in values.items()}
 
@@ -129,10 +150,16 @@ def user_timed(fn: Callable[[], Any], work: dict[str, float], figures: Figures |
     return Timed(fn=fn, figures=derive)
 
 
-def user_workload(name: str, params: Mapping[str, Any] | None, make_fn: Callable[[], Callable[[], Any]],
-                  work: Mapping[str, float] | None, figures: Figures | None,
-                  builds: int) -> tuple[UserCase, Workload]:
-    """The case and its workload; `make_fn` (untimed, once per build) returns the callable to time."""
+def user_workload(
+    name: str,
+    params: Mapping[str, Any] | None,
+    make_fn: Callable[[], Callable[[], Any]],
+    work: Mapping[str, float] | None,
+    figures: Figures | None,
+    builds: int,
+) -> tuple[UserCase, Workload]:
+    """The case and its workload; `make_fn` (untimed, once per build) returns the callable to
+    time."""
     case = UserCase(check_name(name), check_params(params))
     checked_work = check_work(work)
     if not isinstance(builds, int) or isinstance(builds, bool) or builds < 1:
@@ -144,5 +171,7 @@ def user_workload(name: str, params: Mapping[str, Any] | None, make_fn: Callable
             raise UsageError(f"setup returned {fn!r}, not a callable — return the function to time")
         return user_timed(fn, checked_work, figures)
 
-    spec = WorkloadSpec(case.workload, IdRule(()), builds={str(profile): builds for profile in Profile})
+    spec = WorkloadSpec(
+        case.workload, IdRule(()), builds={str(profile): builds for profile in Profile}
+    )
     return case, Workload(spec, lambda ctx: [case], build)

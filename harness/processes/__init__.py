@@ -1,1 +1,2 @@
-"""Processes, torch-free: launching build processes, their lifetime and cleanup, resource limits, the build entry."""
+"""Processes, torch-free: launching build processes, their lifetime and cleanup, resource limits,
+the build entry."""

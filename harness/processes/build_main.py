@@ -1,6 +1,6 @@
-"""A build process's one entry: `--plan-fd=R --answer-fd=W` (plan in, answer out; a fork server's builds enter at
-`run_from_fds`). It starts with SIGINT blocked, so a Ctrl-C during start-up and imports is held and raised
-at the session's first hook instead of a traceback from an import."""
+"""A build process's one entry: `--plan-fd=R --answer-fd=W` (plan in, answer out; a fork server's
+builds enter at `run_from_fds`). It starts with SIGINT blocked, so a Ctrl-C during start-up and
+imports is held and raised at the session's first hook instead of a traceback from an import."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from gpubench.harness.core.console import CONSOLE
 
 
 def pytest_args_of(plan: BuildPlan) -> list[str]:
-    """The suite's pytest arguments, then the user's (their --benchmark-json tagged); gpubench's own options are
-    no pytest argument: the plugin reads them from the plan itself."""
+    """The suite's pytest arguments, then the user's (their --benchmark-json tagged); gpubench's own
+    options are no pytest argument: the plugin reads them from the plan itself."""
     return [*plan.suite_args, *with_tagged_json(plan.pytest_args, plan.output_tag)]
 
 
@@ -34,14 +34,16 @@ def timer_problem(pytest_args: list[str]) -> str | None:
     try:
         getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as error:
-        return (f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as "
-                "time.perf_counter")
+        return (
+            f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as "
+            "time.perf_counter"
+        )
     return None
 
 
 def run_pytest(plan: BuildPlan) -> int:
-    """pytest as this process's command, the plan registered as a plugin object for the gpubench plugin to find: it
-    leaves with the session's status (HeldInterrupt)."""
+    """pytest as this process's command, the plan registered as a plugin object for the gpubench
+    plugin to find: it leaves with the session's status (HeldInterrupt)."""
     import pytest
 
     args = pytest_args_of(plan)
@@ -49,9 +51,12 @@ def run_pytest(plan: BuildPlan) -> int:
         CONSOLE.error(problem)
         return int(ExitCode.REFUSED)
     HELD_INTERRUPT.owns_process = True
-    guard_standard_streams()  # a closed pipe ends no build in pytest's terminal writer
-    code = int(pytest.main(args, plugins=[plan]))  # the gpubench plugin comes from the suite's configuration
-    # a Ctrl-C held while pytest never reached its session (a usage error first) is still an interrupt
+    # a closed pipe ends no build in pytest's terminal writer
+    guard_standard_streams()
+    # the gpubench plugin comes from the suite's configuration
+    code = int(pytest.main(args, plugins=[plan]))
+    # a Ctrl-C held while pytest never reached its session (a usage error first) is still an
+    # interrupt
     return BUILD_INTERRUPTED if HELD_INTERRUPT.pending and code in (0, 1, 5) else code
 
 
@@ -59,21 +64,26 @@ def run_from_fds(plan_fd: int, answer_fd: int) -> int:
     try:
         plan = read_plan(plan_fd)
     except (OSError, ProtocolError) as error:
-        CONSOLE.error(f"this build's plan cannot be read ({error}): start builds through gpubench run")
+        CONSOLE.error(
+            f"this build's plan cannot be read ({error}): start builds through gpubench run"
+        )
         return int(ExitCode.INTERNAL)
     return run_pytest(replace(plan, answer_fd=answer_fd))
 
 
 def main() -> int:
     HELD_INTERRUPT.hold()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C arrives here, held
+    # a pending Ctrl-C arrives here, held
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     own.add_argument("--plan-fd", type=int)
     own.add_argument("--answer-fd", type=int)
     fds, rest = own.parse_known_args(sys.argv[1:])
     if fds.plan_fd is None or fds.answer_fd is None or rest:
-        CONSOLE.error("a build process takes only --plan-fd and --answer-fd: start builds through "
-              "gpubench run or gpubench ab")
+        CONSOLE.error(
+            "a build process takes only --plan-fd and --answer-fd: start builds through "
+            "gpubench run or gpubench ab"
+        )
         return int(ExitCode.REFUSED)
     return run_from_fds(fds.plan_fd, fds.answer_fd)
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-MOST_CASE_BUILD_S = 60.0  # --build-seconds' own bound
+# --build-seconds' own bound
+MOST_CASE_BUILD_S = 60.0
 
 
 def cases_text(cases: list[str], seconds: dict[str, float]) -> str:
-    return "".join(f"{case} {seconds[case]}\n" if case in seconds else f"{case}\n" for case in cases)
+    return "".join(
+        f"{case} {seconds[case]}\n" if case in seconds else f"{case}\n" for case in cases
+    )
 
 
 def read_cases_file(path: Path) -> dict[str, float | None]:
@@ -25,7 +28,9 @@ def read_cases_file(path: Path) -> dict[str, float | None]:
         except ValueError:
             seconds = math.nan
         if len(fields) > 2 or (seconds is not None and not 0 < seconds <= MOST_CASE_BUILD_S):
-            raise ValueError(f"line {number} {line.strip()!r} is not 'CASE' or 'CASE SECONDS' with seconds in "
-                             f"(0, {MOST_CASE_BUILD_S:.0f}]")
+            raise ValueError(
+                f"line {number} {line.strip()!r} is not 'CASE' or 'CASE SECONDS' with seconds in "
+                f"(0, {MOST_CASE_BUILD_S:.0f}]"
+            )
         cases[fields[0]] = seconds
     return cases

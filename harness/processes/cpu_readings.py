@@ -1,5 +1,5 @@
-"""What the CPUs did while a command ran its builds: the hypervisor's share (CPU steal) and the load average.
-Torch-free; None where the system does not say (psutil knows steal on Linux only)."""
+"""What the CPUs did while a command ran its builds: the hypervisor's share (CPU steal) and the load
+average. Torch-free; None where the system does not say (psutil knows steal on Linux only)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,20 @@ def cpu_seconds() -> tuple[float, float] | None:
 
     try:
         times = psutil.cpu_times()
-    except OSError:  # no /proc/stat
+    # no /proc/stat
+    except OSError:
         return None
     if not hasattr(times, "steal"):
         return None
     # guest time is counted in user already
-    return times.steal, sum(seconds for name, seconds in times._asdict().items() if not name.startswith("guest"))
+    return times.steal, sum(
+        seconds for name, seconds in times._asdict().items() if not name.startswith("guest")
+    )
 
 
-def steal_between(start: tuple[float, float] | None, end: tuple[float, float] | None) -> float | None:
+def steal_between(
+    start: tuple[float, float] | None, end: tuple[float, float] | None
+) -> float | None:
     if start is None or end is None or end[1] <= start[1]:
         return None
     return max(0.0, min(1.0, (end[0] - start[0]) / (end[1] - start[1])))

@@ -1,6 +1,6 @@
-"""The messages between `gpubench run` and a build: the `BuildPlan` in, the `BuildAnswer` back, each one JSON line.
-A build answers twice, once its collection knows the build count (so a build that dies later still tells it) and
-at its end; the last whole line counts. Torch-free."""
+"""The messages between `gpubench run` and a build: the `BuildPlan` in, the `BuildAnswer` back, each
+one JSON line. A build answers twice, once its collection knows the build count (so a build that
+dies later still tells it) and at its end; the last whole line counts. Torch-free."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from gpubench.harness.core.options import RunOptions, kind_problem
 
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # far above a plan or an answer: a longer message is a fault, not data
+# far above a plan or an answer: a longer message is a fault, not data
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
 class ProtocolError(ValueError):
@@ -35,40 +36,63 @@ class JsonLine:
 
 @dataclass(frozen=True)
 class BuildPlan(JsonLine):
-    """What a build process is asked to do. The launcher sends it; in the build it is registered with pytest as a
-    plugin object, where the gpubench plugin finds it (`pytest_plugin.build_answer.plan_of`)."""
+    """What a build process is asked to do. The launcher sends it; in the build it is registered
+    with pytest as a plugin object, where the gpubench plugin finds it
+    (`pytest_plugin.build_answer.plan_of`)."""
 
-    build: int  # which build of every case this process runs, from 0
-    pytest_args: list[str]  # the user's, passed to pytest untouched
-    suite_args: list[str]  # pytest's command line for the suite: its folder or the user's tests, config, plugins
-    run: RunOptions = RunOptions()  # the run options as the command read them, once
-    builds: int | None = None  # build processes the selection needs, once the first build told it
-    output_tag: str = ""  # put in the names of the user's --benchmark-json/--benchmark-save ('b2'); '' keeps them
-    table_json: str = ""  # pytest-benchmark's JSON goes here when the user names none
-    micro_only: bool = False  # the micro cases only: the user's -m and-ed with their markers
-    extra: bool = False  # a build past the profile's, with the budget's time left: noisiest repeated cases first
-    turns: str = ""  # a `gpubench ab` build that takes turns with its partner (gpubench.harness.processes.turns)
-    deadline_s: float | None = None  # the run's end by the wall clock under a budget, the same for every build
-    cases: str = ""  # a `gpubench ab` build: the file of the cases still undecided (processes.cases_file)
-    answer_fd: int | None = None  # set in the build: where its answer goes (never sent)
+    # which build of every case this process runs, from 0
+    build: int
+    # the user's, passed to pytest untouched
+    pytest_args: list[str]
+    # pytest's command line for the suite: its folder or the user's tests, config, plugins
+    suite_args: list[str]
+    # the run options as the command read them, once
+    run: RunOptions = RunOptions()
+    # build processes the selection needs, once the first build told it
+    builds: int | None = None
+    # put in the names of the user's --benchmark-json/--benchmark-save ('b2'); '' keeps them
+    output_tag: str = ""
+    # pytest-benchmark's JSON goes here when the user names none
+    table_json: str = ""
+    # the micro cases only: the user's -m and-ed with their markers
+    micro_only: bool = False
+    # a build past the profile's, with the budget's time left: noisiest repeated cases first
+    extra: bool = False
+    # a `gpubench ab` build that takes turns with its partner (gpubench.harness.processes.turns)
+    turns: str = ""
+    # the run's end by the wall clock under a budget, the same for every build
+    deadline_s: float | None = None
+    # a `gpubench ab` build: the file of the cases still undecided (processes.cases_file)
+    cases: str = ""
+    # set in the build: where its answer goes (never sent)
+    answer_fd: int | None = None
 
-    def __hash__(self) -> int:  # pluggy keeps plugin objects in a set; the lists make the fields unhashable
+    # pluggy keeps plugin objects in a set; the lists make the fields unhashable
+    def __hash__(self) -> int:
         return id(self)
 
 
 @dataclass(frozen=True)
 class BuildAnswer(JsonLine):
     build: int
-    builds: int | None = None  # the selection's build count, once collected
+    # the selection's build count, once collected
+    builds: int | None = None
     rows_written: int = 0
-    case_cost_s: dict[str, float] = field(default_factory=dict)  # pytest's test id -> setup + call + teardown seconds
-    exit_code: int | None = None  # the session's status as pytest left it; None before the session ended
-    benchmark_json: str = ""  # the pytest-benchmark JSON this build wrote, '' for none
-    verbose_table: bool = False  # the user asked pytest-benchmark for its verbose table
-    startup_s: float | None = None  # from this process's start (its fork) to its first case's setup
+    # pytest's test id -> setup + call + teardown seconds
+    case_cost_s: dict[str, float] = field(default_factory=dict)
+    # the session's status as pytest left it; None before the session ended
+    exit_code: int | None = None
+    # the pytest-benchmark JSON this build wrote, '' for none
+    benchmark_json: str = ""
+    # the user asked pytest-benchmark for its verbose table
+    verbose_table: bool = False
+    # from this process's start (its fork) to its first case's setup
+    startup_s: float | None = None
     notes: list[str] = field(default_factory=list)
-    case: str = ""  # the test id of the case it has started, in an answer sent at its setup: a build cut mid-case
-    # the budget plan's headline case ids funded whole, and those it left out (the first build's, once planned)
+    # the test id of the case it has started, in an answer sent at its setup: a build cut mid-case
+    case: str = ""
+    # the budget plan's headline case ids funded whole, and those it left out (the first build's,
+    # once planned)
     promised: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
 
@@ -90,7 +114,8 @@ def _typed(cls: type[Message], text: str) -> Message:
         if "run" in data:
             data["run"] = RunOptions.from_dict(data["run"])
         return cls(**data)
-    except (TypeError, ValueError) as error:  # a field without a default left out; run options of the wrong kind
+    # a field without a default left out; run options of the wrong kind
+    except (TypeError, ValueError) as error:
         raise ProtocolError(f"{cls.__name__}: {error}") from None
 
 
@@ -119,11 +144,13 @@ def last_answer(data: bytes) -> BuildAnswer | None:
 
 @dataclass
 class Channel:
-    """One build's pipes, each served by a thread: the plan in (a pipe holds 64 KiB), the answer out (so a long answer
-    never blocks the build). `child_fds` go to the build and are closed here once it holds them (`handed_over`)."""
+    """One build's pipes, each served by a thread: the plan in (a pipe holds 64 KiB), the answer out
+    (so a long answer never blocks the build). `child_fds` go to the build and are closed here once
+    it holds them (`handed_over`)."""
 
     plan: BuildPlan
-    child_fds: tuple[int, int] = (-1, -1)  # (plan read end, answer write end)
+    # (plan read end, answer write end)
+    child_fds: tuple[int, int] = (-1, -1)
     received: bytearray = field(default_factory=bytearray)
     threads: list[threading.Thread] = field(default_factory=list)
 
@@ -149,7 +176,8 @@ class Channel:
         self.child_fds = (-1, -1)
 
     def answer(self, wait_s: float = 1.0) -> BuildAnswer | None:
-        """What the ended build answered; a process it left holding the pipe is not waited for beyond `wait_s`."""
+        """What the ended build answered; a process it left holding the pipe is not waited for
+        beyond `wait_s`."""
         self.handed_over()
         for thread in self.threads:
             thread.join(wait_s)
@@ -159,7 +187,8 @@ class Channel:
 def _write_and_close(fd: int, plan: BuildPlan) -> None:
     try:
         write_message(fd, plan)
-    except BrokenPipeError:  # the build ended before reading it: its exit says why
+    # the build ended before reading it: its exit says why
+    except BrokenPipeError:
         pass
     finally:
         os.close(fd)

@@ -1,5 +1,6 @@
-"""Process limits (ulimit) a run needs, checked before any build starts: one line naming the limit and the fix instead
-of an INTERNALERROR or a silent abort deep in pytest or torch. Low soft limits are first raised up to the hard one."""
+"""Process limits (ulimit) a run needs, checked before any build starts: one line naming the limit
+and the fix instead of an INTERNALERROR or a silent abort deep in pytest or torch. Low soft limits
+are first raised up to the hard one."""
 
 from __future__ import annotations
 
@@ -9,17 +10,23 @@ import sys
 
 try:
     import resource
-except ImportError:  # not a Unix: no ulimit to check
+# not a Unix: no ulimit to check
+except ImportError:
     resource = None  # type: ignore[assignment]
 
 # pytest, torch, a DataLoader's worker pipes and torchrun's sockets: 16 was the least that ran one
 # smoke case at all, and a DataLoader case needs dozens more; most systems give 1024.
 MIN_OPEN_FILES = 64
-WANTED_OPEN_FILES = 4096  # the soft limit is raised this far when the hard limit allows
-FEW_PROCESSES = 1024  # below this (ulimit -u, threads count), torch's thread pools may fail to start
-MIN_PROCESSES = 64  # below this (ulimit -u) DataLoader workers and DDP ranks cannot start even if torch does
-MIN_FILE_BYTES = 1 << 30  # ulimit -f: a run's CSV, sidecars and pytest-benchmark's JSON, torch's compile caches
-MIN_CPU_S = 600  # ulimit -t, per process: one build of the quick profile spends minutes of CPU on a busy machine
+# the soft limit is raised this far when the hard limit allows
+WANTED_OPEN_FILES = 4096
+# below this (ulimit -u, threads count), torch's thread pools may fail to start
+FEW_PROCESSES = 1024
+# below this (ulimit -u) DataLoader workers and DDP ranks cannot start even if torch does
+MIN_PROCESSES = 64
+# ulimit -f: a run's CSV, sidecars and pytest-benchmark's JSON, torch's compile caches
+MIN_FILE_BYTES = 1 << 30
+# ulimit -t, per process: one build of the quick profile spends minutes of CPU on a busy machine
+MIN_CPU_S = 600
 PROBE_TIMEOUT_S = 120
 # Imports torch and runs one threaded matmul: what every build process does first.
 TORCH_PROBE = "import torch; torch.ones(256, 256) @ torch.ones(256, 256)"
@@ -47,25 +54,34 @@ def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
 def open_files_problem() -> str | None:
     soft, _ = raise_soft_limit(resource.RLIMIT_NOFILE, WANTED_OPEN_FILES)
     if _as_number(soft) < MIN_OPEN_FILES:
-        return (f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — "
-                "raise it (ulimit -n 1024) and re-run")
+        return (
+            f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — "
+            "raise it (ulimit -n 1024) and re-run"
+        )
     return None
 
 
 def size_and_time_problem() -> str | None:
-    """ulimit -f and -t below what a run needs (a file cut mid-row, a build killed by SIGXCPU): one line."""
+    """ulimit -f and -t below what a run needs (a file cut mid-row, a build killed by SIGXCPU): one
+    line."""
     size, _ = raise_soft_limit(resource.RLIMIT_FSIZE, resource.RLIM_INFINITY)
     if _as_number(size) < MIN_FILE_BYTES:
-        return (f"the file-size limit is {size} bytes (ulimit -f {size // 1024}); a run writes files up to "
-                f"{MIN_FILE_BYTES >> 30} GiB — raise it (ulimit -f unlimited) and re-run")
+        return (
+            f"the file-size limit is {size} bytes (ulimit -f {size // 1024}); a run writes files "
+            f"up to {MIN_FILE_BYTES >> 30} GiB — raise it (ulimit -f unlimited) and re-run"
+        )
     cpu, _ = raise_soft_limit(resource.RLIMIT_CPU, resource.RLIM_INFINITY)
     if _as_number(cpu) < MIN_CPU_S:
-        return (f"the CPU-time limit is {cpu} s a process (ulimit -t); a build needs at least {MIN_CPU_S} s — "
-                "raise it (ulimit -t unlimited) and re-run")
+        return (
+            f"the CPU-time limit is {cpu} s a process (ulimit -t); a build needs at least "
+            f"{MIN_CPU_S} s — raise it (ulimit -t unlimited) and re-run"
+        )
     processes, _ = raise_soft_limit(resource.RLIMIT_NPROC, FEW_PROCESSES)
     if _as_number(processes) < MIN_PROCESSES:
-        return (f"the process limit is {processes} (ulimit -u); DataLoader workers and DDP ranks need more — "
-                "raise it (ulimit -u 4096) and re-run")
+        return (
+            f"the process limit is {processes} (ulimit -u); DataLoader workers and DDP ranks need "
+            "more — raise it (ulimit -u 4096) and re-run"
+        )
     return None
 
 
@@ -82,10 +98,16 @@ def tight_limits() -> list[str]:
 
 
 def torch_starts(python: str = sys.executable) -> str | None:
-    """None when a child under these limits can import torch and run a threaded op, else its last line."""
+    """None when a child under these limits can import torch and run a threaded op, else its last
+    line."""
     try:
-        done = subprocess.run([python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              check=False)
+        done = subprocess.run(
+            [python, "-c", TORCH_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return str(error)
     if done.returncode == 0:
@@ -103,8 +125,11 @@ def limits_problem(python: str = sys.executable) -> str | None:
     tight = tight_limits()
     if not tight:
         return None
-    failure = torch_starts(python)  # only under tight limits: a normal run pays nothing for the check
+    # only under tight limits: a normal run pays nothing for the check
+    failure = torch_starts(python)
     if failure is None:
         return None
-    return (f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — "
-            "raise them (ulimit -v unlimited; ulimit -u 4096) and re-run")
+    return (
+        f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — "
+        "raise them (ulimit -v unlimited; ulimit -u 4096) and re-run"
+    )

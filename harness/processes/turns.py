@@ -1,7 +1,7 @@
-"""A `gpubench ab` pair's builds take turns case by case, so a case's A and B timings are back to back (the speed of a
-shared machine drifts within seconds), in the order F0 S0 S1 F1 F2 S2 S3 F3 ... so going second cancels out. Tokens
-over two named pipes: "go", "ready", "done", "free" (the partner's process ended); after the last two a build runs
-alone. Torch-free."""
+"""A `gpubench ab` pair's builds take turns case by case, so a case's A and B timings are back to
+back (the speed of a shared machine drifts within seconds), in the order F0 S0 S1 F1 F2 S2 S3 F3 ...
+so going second cancels out. Tokens over two named pipes: "go", "ready", "done", "free" (the
+partner's process ended); after the last two a build runs alone. Torch-free."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass, field
 
 GO, READY, DONE, FREE = "go", "ready", "done", "free"
-# The session's pid, in both builds' environment: the partner holds a CUDA context of its own while it waits its
-# turn, idle, and the busy-GPU check (gpubench.harness.devices.env) must not count it as another job.
+# The session's pid, in both builds' environment: the partner holds a CUDA context of its own while
+# it waits its turn, idle, and the busy-GPU check (gpubench.harness.devices.env) must not count it
+# as another job.
 SESSION_PID_ENV = "GPUBENCH_PAIR_SESSION_PID"
 
 
@@ -50,7 +51,8 @@ class Turns:
     partner_active: bool = True
     buffer: bytearray = field(default_factory=bytearray)
 
-    def open(self) -> Turns:  # the session holds both pipes open read-write: neither open blocks, no write fails
+    # the session holds both pipes open read-write: neither open blocks, no write fails
+    def open(self) -> Turns:
         self.take_fd = os.open(self.plan.take_path, os.O_RDONLY)
         self.give_fd = os.open(self.plan.give_path, os.O_WRONLY)
         return self
@@ -69,7 +71,8 @@ class Turns:
             self._give(GO)
 
     def finish(self, wait: bool = True) -> None:
-        """After the last case: the partner runs alone from here; with `wait`, until it has finished too."""
+        """After the last case: the partner runs alone from here; with `wait`, until it has finished
+        too."""
         self._give(DONE)
         if wait:
             self._wait_for(DONE)
@@ -105,8 +108,8 @@ class Turns:
 
 @dataclass
 class PairPipes:
-    """The session's side: a named pipe into each build, held open read-write for the pair, so a build's open never
-    blocks, its writes never fail, and a token left over dies with the pair."""
+    """The session's side: a named pipe into each build, held open read-write for the pair, so a
+    build's open never blocks, its writes never fail, and a token left over dies with the pair."""
 
     folder: str
     pair: int
@@ -130,7 +133,8 @@ class PairPipes:
         """`side`'s partner ended: `side` runs alone from now on."""
         try:
             os.write(self.fds[side], f"{FREE}\n".encode())
-        except OSError:  # a full pipe holds tokens enough: the build is not waiting
+        # a full pipe holds tokens enough: the build is not waiting
+        except OSError:
             pass
 
     def close(self) -> None:

@@ -1,5 +1,5 @@
-"""--benchmark-json across pytest-benchmark's versions (5.3 and later parse it to a Path, earlier ones to a file
-argparse opened while parsing), and what gpubench adds to the file."""
+"""--benchmark-json across pytest-benchmark's versions (5.3 and later parse it to a Path, earlier
+ones to a file argparse opened while parsing), and what gpubench adds to the file."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def json_value(path: Path) -> Any:
 
 
 def add_gpubench_json(state: RunState, output_json: dict[str, Any]) -> None:
-    """Serializable params (not 'UNSERIALIZABLE[MatmulCase(...)]') and the device fingerprint under `gpubench`."""
+    """Serializable params (not 'UNSERIALIZABLE[MatmulCase(...)]') and the device fingerprint under
+    `gpubench`."""
     from gpubench.harness.devices.env import fingerprint
 
     output_json["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))

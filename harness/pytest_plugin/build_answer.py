@@ -1,6 +1,6 @@
-"""A build's side of its plan: the plan found, its output names and selection applied to pytest's parsed options
-before pytest-benchmark and the mark plugin read them (--benchmark-json alone is tagged before parsing, in
-build_main), and the answer sent back to `gpubench run`."""
+"""A build's side of its plan: the plan found, its output names and selection applied to pytest's
+parsed options before pytest-benchmark and the mark plugin read them (--benchmark-json alone is
+tagged before parsing, in build_main), and the answer sent back to `gpubench run`."""
 
 from __future__ import annotations
 
@@ -22,43 +22,59 @@ MICRO_MARKEXPR = "not slow and not training and not distributed"
 
 
 def add_build_options(group: Any) -> None:
-    """A plain pytest run of one build of each case; a build `gpubench run` starts gets its plan instead."""
-    group.addoption("--gpubench-build", type=int, default=None, dest="gpubench_build",
-                    help="run only build K of each case, appending to the run's CSV "
-                    "(gpubench run: one process per build)")
+    """A plain pytest run of one build of each case; a build `gpubench run` starts gets its plan
+    instead."""
+    group.addoption(
+        "--gpubench-build",
+        type=int,
+        default=None,
+        dest="gpubench_build",
+        help="run only build K of each case, appending to the run's CSV "
+        "(gpubench run: one process per build)",
+    )
 
 
 PLAN = pytest.StashKey["BuildPlan | None"]()
 
 
 def plan_of(config: pytest.Config) -> BuildPlan | None:
-    """The plan of a build `gpubench run` or `ab` started (build_main registers it with pytest); None in a plain
-    pytest run."""
+    """The plan of a build `gpubench run` or `ab` started (build_main registers it with pytest);
+    None in a plain pytest run."""
     if PLAN not in config.stash:
-        plans = [plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, BuildPlan)]
+        plans = [
+            plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, BuildPlan)
+        ]
         config.stash[PLAN] = plans[0] if plans else None
     return config.stash[PLAN]
 
 
 def this_build(config: pytest.Config) -> int | None:
-    """The build of each case this process runs: its plan's, or a plain run's --gpubench-build (None: every one)."""
+    """The build of each case this process runs: its plan's, or a plain run's --gpubench-build
+    (None: every one)."""
     plan = plan_of(config)
     return plan.build if plan is not None else config.getoption("gpubench_build", None)
 
 
 def apply_build_options(config: pytest.Config) -> None:
-    """One build's view of the user's options: timed cases only (unless timing is off), its own output names (else
-    each build overwrites the last), pytest-benchmark's JSON kept for the run's table, micro cases under cuda:all."""
+    """One build's view of the user's options: timed cases only (unless timing is off), its own
+    output names (else each build overwrites the last), pytest-benchmark's JSON kept for the run's
+    table, micro cases under cuda:all."""
     plan, option = plan_of(config), config.option
     if plan is None:
         return
     if getattr(option, "benchmark_skip", False):
-        # the run's builds time cases only: skipping every timed one would run nothing and say so nowhere
-        raise pytest.UsageError("--benchmark-skip skips every case gpubench run times — drop it (select cases with "
-                                "-k or -m)")
-    untimed = getattr(option, "benchmark_disable", False) and not getattr(option, "benchmark_enable", False)
+        # the run's builds time cases only: skipping every timed one would run nothing and say so
+        # nowhere
+        raise pytest.UsageError(
+            "--benchmark-skip skips every case gpubench run times — drop it (select cases with "
+            "-k or -m)"
+        )
+    untimed = getattr(option, "benchmark_disable", False) and not getattr(
+        option, "benchmark_enable", False
+    )
     if hasattr(option, "benchmark_only") and not untimed:
-        option.benchmark_only = True  # pytest-benchmark refuses --benchmark-only with --benchmark-disable
+        # pytest-benchmark refuses --benchmark-only with --benchmark-disable
+        option.benchmark_only = True
     if plan.output_tag and getattr(option, "benchmark_save", None):
         option.benchmark_save = f"{option.benchmark_save}-{plan.output_tag}"
     if plan.table_json and hasattr(option, "benchmark_json") and not option.benchmark_json:
@@ -77,22 +93,34 @@ class AnswerWriter:
     builds: int | None = None
     case_cost_s: dict[str, float] = field(default_factory=dict)
     startup_s: float | None = None
-    # the budget plan's headline cases funded whole, and those it left out: the run checks delivery against them
+    # the budget plan's headline cases funded whole, and those it left out: the run checks delivery
+    # against them
     promised: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
 
     def promise(self, promised: list[str], left_out: list[str]) -> None:
         self.promised, self.left_out = list(promised), list(left_out)
-        self.send(BuildAnswer(self.build, self.builds, promised=self.promised, left_out=self.left_out))
+        self.send(
+            BuildAnswer(self.build, self.builds, promised=self.promised, left_out=self.left_out)
+        )
 
     def case_starts(self, case: str = "") -> None:
-        """A case's setup: the first says how long this process took to get here since it started; each named one
-        is sent, so a run that cuts this build from outside can say which case it was in."""
+        """A case's setup: the first says how long this process took to get here since it started;
+        each named one is sent, so a run that cuts this build from outside can say which case it was
+        in."""
         if self.startup_s is None:
             self.startup_s = max(0.0, time.time() - process_started_s())
         if case:
-            self.send(BuildAnswer(self.build, self.builds, startup_s=self.startup_s, case=case,
-                                  promised=self.promised, left_out=self.left_out))
+            self.send(
+                BuildAnswer(
+                    self.build,
+                    self.builds,
+                    startup_s=self.startup_s,
+                    case=case,
+                    promised=self.promised,
+                    left_out=self.left_out,
+                )
+            )
 
     def collected(self, builds: int) -> None:
         self.builds = builds
@@ -102,18 +130,33 @@ class AnswerWriter:
         test_id = report.nodeid.rpartition("::")[2]
         self.case_cost_s[test_id] = self.case_cost_s.get(test_id, 0.0) + float(report.duration)
 
-    def finish(self, config: pytest.Config, exit_code: int, rows_written: int, notes: list[str]) -> None:
+    def finish(
+        self, config: pytest.Config, exit_code: int, rows_written: int, notes: list[str]
+    ) -> None:
         path = json_path(getattr(config.option, "benchmark_json", None))
         written = str(path) if path is not None and path.is_file() else ""
-        self.send(BuildAnswer(self.build, self.builds, rows_written, dict(self.case_cost_s), exit_code, written,
-                              bool(getattr(config.option, "benchmark_verbose", False)), self.startup_s, notes,
-                              promised=self.promised, left_out=self.left_out))
+        self.send(
+            BuildAnswer(
+                self.build,
+                self.builds,
+                rows_written,
+                dict(self.case_cost_s),
+                exit_code,
+                written,
+                bool(getattr(config.option, "benchmark_verbose", False)),
+                self.startup_s,
+                notes,
+                promised=self.promised,
+                left_out=self.left_out,
+            )
+        )
         os.close(self.fd)
 
     def send(self, answer: BuildAnswer) -> None:
         try:
             write_message(self.fd, answer)
-        except OSError:  # the launcher is gone: it reads no answer, and its end stops this build anyway
+        # the launcher is gone: it reads no answer, and its end stops this build anyway
+        except OSError:
             pass
 
 

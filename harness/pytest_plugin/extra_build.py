@@ -1,6 +1,7 @@
-"""Which builds of a case a build process collects, and the extra build `gpubench run` starts past the profile's
-when the budget has time left: it repeats cases the profile builds more than once, most uncertain first, each only if
-its whole build (as timed so far) fits the time left; one that does not is passed over with no row. Torch-free."""
+"""Which builds of a case a build process collects, and the extra build `gpubench run` starts past
+the profile's when the budget has time left: it repeats cases the profile builds more than once,
+most uncertain first, each only if its whole build (as timed so far) fits the time left; one that
+does not is passed over with no row. Torch-free."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ EXTRA_BUILD_SKIP = "extra build: its build does not fit the budget's time left"
 
 
 def builds_to_collect(builds: int, only_build: int | None, extra: bool) -> list[int]:
-    """The build numbers of a case this process collects: a process that runs one build collects that one only (100
-    pairs would otherwise collect 100 items per case in every build); a case without it gets build 0, deselected
-    later (an empty parameter set would show as a skipped test); an extra build collects its number."""
+    """The build numbers of a case this process collects: a process that runs one build collects
+    that one only (100 pairs would otherwise collect 100 items per case in every build); a case
+    without it gets build 0, deselected later (an empty parameter set would show as a skipped test);
+    an extra build collects its number."""
     if only_build is None:
         return list(range(builds))
     if only_build < builds or (extra and builds > 1):
@@ -26,7 +28,8 @@ def builds_to_collect(builds: int, only_build: int | None, extra: bool) -> list[
 
 
 def build_spread(medians_s: list[float]) -> float:
-    """(max - min) / median of a case's build medians; inf for one build (nothing says how uncertain it is)."""
+    """(max - min) / median of a case's build medians; inf for one build (nothing says how uncertain
+    it is)."""
     if len(medians_s) < 2:
         return math.inf
     middle_s = statistics.median(medians_s)
@@ -34,8 +37,9 @@ def build_spread(medians_s: list[float]) -> float:
 
 
 def noisiest_first(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """The cases an extra build repeats: built more than once by the profile, every build so far measured (a skipped,
-    failed or out-of-memory one is not repeated), widest spread first (ties: run order)."""
+    """The cases an extra build repeats: built more than once by the profile, every build so far
+    measured (a skipped, failed or out-of-memory one is not repeated), widest spread first (ties:
+    run order)."""
     medians_s: dict[str, list[float]] = {}
     unmeasured: set[str] = set()
     for row in rows:
@@ -64,8 +68,11 @@ def build_of(item: pytest.Item) -> int:
     return int(params_of(item).get("gpubench_build", 0))
 
 
-def deselect(config: pytest.Config, items: list[pytest.Item], keep: Callable[[pytest.Item], bool]) -> None:
-    """The items not kept leave the selection, told to pytest as deselected (its summary counts them)."""
+def deselect(
+    config: pytest.Config, items: list[pytest.Item], keep: Callable[[pytest.Item], bool]
+) -> None:
+    """The items not kept leave the selection, told to pytest as deselected (its summary counts
+    them)."""
     dropped = [item for item in items if not keep(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)

@@ -1,9 +1,10 @@
-"""A fork server: pytest, torch and this plugin imported once (~2.5 s) with no device touched, forking one process per
-build. gpubench.harness.pytest_plugin.forked talks to it over a socket (`start`, `signal`, `kill`; answers `ready`,
-`started`, `ended`, or `fork_problem` when a fork became unsafe). Only the server may wait for its children. When the
-run is gone (SIGTERM, its parent-death signal, or the end of the socket) the server ends its build as the run's
-launcher would: SIGTERM, then SIGKILL of its group (the build's own parent-death signal is SIGKILL: its user code may
-block SIGTERM)."""
+"""A fork server: pytest, torch and this plugin imported once (~2.5 s) with no device touched,
+forking one process per build. gpubench.harness.pytest_plugin.forked talks to it over a socket
+(`start`, `signal`, `kill`; answers `ready`, `started`, `ended`, or `fork_problem` when a fork
+became unsafe). Only the server may wait for its children. When the run is gone (SIGTERM, its
+parent-death signal, or the end of the socket) the server ends its build as the run's launcher
+would: SIGTERM, then SIGKILL of its group (the build's own parent-death signal is SIGKILL: its user
+code may block SIGTERM)."""
 
 from __future__ import annotations
 
@@ -21,17 +22,25 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpubench.harness.core.console import CONSOLE
-from gpubench.harness.processes.lifetime import HELD_INTERRUPT, die_with_parent, install_handlers, kill_group
+from gpubench.harness.processes.lifetime import (
+    HELD_INTERRUPT,
+    die_with_parent,
+    install_handlers,
+    kill_group,
+)
 
-MAX_CONTROL_BYTES = 65536  # one control message; the plans travel in pipes, not here
+# one control message; the plans travel in pipes, not here
+MAX_CONTROL_BYTES = 65536
 
 
 class _RunGone(BaseException):
-    """SIGTERM to the server: the run that started it has died (its parent-death signal) or is stopping it."""
+    """SIGTERM to the server: the run that started it has died (its parent-death signal) or is
+    stopping it."""
 
 
 def run_gone(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the build's end short
+    # a second one must not cut the build's end short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _RunGone
 
 
@@ -53,8 +62,8 @@ def receive(control: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
 
 @contextmanager
 def output_held() -> Iterator[None]:
-    """Descriptors 1 and 2 into a temporary file while the imports run, shown only if they fail: in a build pytest's
-    collection captures what they print (torch's CUDA_HOME line)."""
+    """Descriptors 1 and 2 into a temporary file while the imports run, shown only if they fail: in
+    a build pytest's collection captures what they print (torch's CUDA_HOME line)."""
     with tempfile.TemporaryFile() as held:
         saved = [os.dup(1), os.dup(2)]
         for fd in (1, 2):
@@ -75,8 +84,8 @@ def output_held() -> Iterator[None]:
 
 
 def preload() -> str:
-    """Import what every build imports (not plugin.py: pytest rewrites its asserts as it loads it), and run nothing;
-    '' when builds may be forked from here, else why not."""
+    """Import what every build imports (not plugin.py: pytest rewrites its asserts as it loads it),
+    and run nothing; '' when builds may be forked from here, else why not."""
     import importlib
     import pkgutil
 
@@ -88,23 +97,28 @@ def preload() -> str:
         import gpubench.harness.workloads
         from gpubench.harness.pytest_plugin import build_answer, build_setup, fixture, run_state  # noqa: F401
 
-        for module in pkgutil.iter_modules(gpubench.harness.workloads.__path__, "gpubench.harness.workloads."):
-            if not module.name.endswith("_worker"):  # a torchrun rank's entry, never imported by a build
+        for module in pkgutil.iter_modules(
+            gpubench.harness.workloads.__path__, "gpubench.harness.workloads."
+        ):
+            # a torchrun rank's entry, never imported by a build
+            if not module.name.endswith("_worker"):
                 importlib.import_module(module.name)
     return fork_problem()
 
 
 def preload_compiler() -> str:
-    """torch._dynamo (~1.5 s), which torch.profiler imports for every build's CPU peak-memory measurement: imported
-    before the second build, not at start, so a one-build run does not pay it. Imports only: no thread."""
+    """torch._dynamo (~1.5 s), which torch.profiler imports for every build's CPU peak-memory
+    measurement: imported before the second build, not at start, so a one-build run does not pay it.
+    Imports only: no thread."""
     with output_held():
         import torch._dynamo  # noqa: F401
     return fork_problem()
 
 
 def fork_problem() -> str:
-    """Why a fork is unsafe: a device runtime initialised (torch), another thread (its copied locks never open;
-    numpy's OpenBLAS pool stops itself around a fork, so it does not count), or not Linux."""
+    """Why a fork is unsafe: a device runtime initialised (torch), another thread (its copied locks
+    never open; numpy's OpenBLAS pool stops itself around a fork, so it does not count), or not
+    Linux."""
     import torch
 
     if not sys.platform.startswith("linux"):
@@ -113,23 +127,29 @@ def fork_problem() -> str:
         return "CUDA is initialised in the fork server: a forked build could not use it"
     if threading.active_count() > 1:
         others = threading.active_count() - 1
-        return f"{others} other Python thread(s) run in the fork server: a fork would copy their locks"
+        return (
+            f"{others} other Python thread(s) run in the fork server: a fork would copy their locks"
+        )
     if forks_lack_cuda():
-        return ("torch asked the CUDA runtime a question in the fork server (torch.cuda.is_available() at an import): "
-                "a forked build could not use CUDA")
+        return (
+            "torch asked the CUDA runtime a question in the fork server "
+            "(torch.cuda.is_available() at an import): a forked build could not use CUDA"
+        )
     return ""
 
 
 def forks_lack_cuda() -> bool:
-    """Whether a child forked now could not use CUDA: torch marks every later fork so once the process asks the CUDA
-    runtime anything (is_available() at an import included) while is_initialized() stays False; only a child tells."""
+    """Whether a child forked now could not use CUDA: torch marks every later fork so once the
+    process asks the CUDA runtime anything (is_available() at an import included) while
+    is_initialized() stays False; only a child tells."""
     import torch
 
     if not torch.cuda._is_compiled():
         return False
     read_fd, write_fd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # nothing but the answer: no Python-level cleanup in a copy of the server
+    # nothing but the answer: no Python-level cleanup in a copy of the server
+    if pid == 0:
         os.write(write_fd, b"1" if torch.cuda._is_in_bad_fork() else b"0")
         os._exit(0)
     os.close(write_fd)
@@ -141,34 +161,44 @@ def forks_lack_cuda() -> bool:
 
 
 def forked_build(plan_fd: int, answer_fd: int, server_pid: int) -> int:
-    """In the child: its own process group and parent-death signal, then the build as a plain one runs it."""
+    """In the child: its own process group and parent-death signal, then the build as a plain one
+    runs it."""
     from gpubench.harness.processes.build_main import run_from_fds
 
     os.setpgid(0, 0)
     die_with_parent(signal.SIGKILL)
-    if os.getppid() != server_pid:  # the server died before the parent-death signal was set
+    # the server died before the parent-death signal was set
+    if os.getppid() != server_pid:
         return 128 + signal.SIGTERM
-    if "numpy.random" in sys.modules:  # imported lazily, by no module the server loads: else seeded in the server
-        sys.modules["numpy.random"].seed()  # from the OS's entropy, as a fresh interpreter's
+    # imported lazily, by no module the server loads: else seeded in the server
+    if "numpy.random" in sys.modules:
+        # from the OS's entropy, as a fresh interpreter's
+        sys.modules["numpy.random"].seed()
     HELD_INTERRUPT.hold()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C arrives here, held
+    # a pending Ctrl-C arrives here, held
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     return run_from_fds(plan_fd, answer_fd)
 
 
 def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
-    """Fork one build, pass the launcher's signals on, reap it and say how it ended; False when the launcher is gone
-    (the build is then ended first: SIGTERM, then SIGKILL)."""
+    """Fork one build, pass the launcher's signals on, reap it and say how it ended; False when the
+    launcher is gone (the build is then ended first: SIGTERM, then SIGKILL)."""
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()  # else the child prints this process's buffered output again
+        # else the child prints this process's buffered output again
+        stream.flush()
     server_pid = os.getpid()
     own_handler = signal.getsignal(signal.SIGTERM)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # none reaches the child under the server's handler
+    # none reaches the child under the server's handler
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
         build_child(control, plan_fd, answer_fd, server_pid, own_handler)
-    try:  # here too: its group exists before the launcher may kill it, whichever of the two calls runs first
+    # here too: its group exists before the launcher may kill it, whichever of the two calls runs
+    # first
+    try:
         os.setpgid(pid, pid)
-    except OSError:  # it already ended
+    # it already ended
+    except OSError:
         pass
     os.close(plan_fd)
     os.close(answer_fd)
@@ -187,10 +217,14 @@ def serve_build(control: socket.socket, plan_fd: int, answer_fd: int) -> bool:
         os.close(ended)
 
 
-def build_child(control: socket.socket, plan_fd: int, answer_fd: int, server_pid: int, own_handler: Any) -> None:
-    """The forked child's whole life: the build, then its exit; never back into the server's loop."""
+def build_child(
+    control: socket.socket, plan_fd: int, answer_fd: int, server_pid: int, own_handler: Any
+) -> None:
+    """The forked child's whole life: the build, then its exit; never back into the server's
+    loop."""
     control.close()
-    if own_handler is run_gone:  # the server's: the build's SIGTERM is the plugin's to take, as in a plain build
+    # the server's: the build's SIGTERM is the plugin's to take, as in a plain build
+    if own_handler is run_gone:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     code = 3
@@ -205,11 +239,13 @@ def build_child(control: socket.socket, plan_fd: int, answer_fd: int, server_pid
 
 
 def follow_build(control: socket.socket, pid: int, ended: int) -> bool:
-    """Pass the launcher's signals on until the build ends (True, its end said) or the launcher is gone (False)."""
+    """Pass the launcher's signals on until the build ends (True, its end said) or the launcher is
+    gone (False)."""
     while True:
         readable, _, _ = select.select([control, ended], [], [])
         if ended in readable:
-            kill_group(pid)  # what it left in its group; its pid is not reaped yet, so the group is still its
+            # what it left in its group; its pid is not reaped yet, so the group is still its
+            kill_group(pid)
             send(control, {"ended": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
             return True
         message, fds = receive(control)
@@ -224,13 +260,16 @@ def follow_build(control: socket.socket, pid: int, ended: int) -> bool:
 
 
 def end_build(pid: int, ended: int) -> None:
-    """The launcher is gone: SIGTERM lets the case in progress unwind (rows whole), SIGKILL of its group CUT_GRACE_S
-    later ends one that blocked or ignored it; then reaped."""
+    """The launcher is gone: SIGTERM lets the case in progress unwind (rows whole), SIGKILL of its
+    group CUT_GRACE_S later ends one that blocked or ignored it; then reaped."""
     from gpubench.harness.processes.launch import CUT_GRACE_S
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # this process leaves after it: nothing may cut the grace short
+
+    # this process leaves after it: nothing may cut the grace short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:  # reaped as its end was being said: its pid may name another process already
+    # reaped as its end was being said: its pid may name another process already
+    except ChildProcessError:
         return
     for signum in (signal.SIGTERM, signal.SIGCONT):
         try:
@@ -243,9 +282,11 @@ def end_build(pid: int, ended: int) -> None:
 
 
 def main(control_fd: int) -> int:
-    with socket.socket(fileno=control_fd) as control:  # closed on the way out (PYTHONWARNINGS=error)
+    # closed on the way out (PYTHONWARNINGS=error)
+    with socket.socket(fileno=control_fd) as control:
         try:
-            # from here SIGTERM ends the build in progress first (unless this process was started with it ignored)
+            # from here SIGTERM ends the build in progress first (unless this process was started
+            # with it ignored)
             install_handlers(run_gone, (signal.SIGTERM,))
             return serve(control)
         except _RunGone:
@@ -254,7 +295,9 @@ def main(control_fd: int) -> int:
 
 def serve(control: socket.socket) -> int:
     why = preload()
-    gc.freeze()  # the imports out of the collector's sight: a build's collections neither walk nor copy their pages
+    # the imports out of the collector's sight: a build's collections neither walk nor copy their
+    # pages
+    gc.freeze()
     send(control, {"ready": True, "fork_problem": why})
     if why:
         return 0
@@ -267,7 +310,9 @@ def serve(control: socket.socket) -> int:
             if served == 1:
                 why = preload_compiler()
                 gc.freeze()
-                if why:  # the launcher starts this build and the next ones plainly, with the same descriptors
+                # the launcher starts this build and the next ones plainly, with the same
+                # descriptors
+                if why:
                     for fd in fds:
                         os.close(fd)
                     send(control, {"fork_problem": why})

@@ -1,6 +1,7 @@
-"""`ForkLauncher`: ProcessLauncher's builds forked from a fork server that imported pytest and torch once, so a build
-starts in a fraction of a second, yet behaves as a plain one (the server alone may wait for its children). Where the
-server cannot fork safely or does not start, builds start as plain processes, said in one line. Torch-free."""
+"""`ForkLauncher`: ProcessLauncher's builds forked from a fork server that imported pytest and torch
+once, so a build starts in a fraction of a second, yet behaves as a plain one (the server alone may
+wait for its children). Where the server cannot fork safely or does not start, builds start as plain
+processes, said in one line. Torch-free."""
 
 from __future__ import annotations
 
@@ -15,18 +16,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.harness.core.exits import BUILD_INTERRUPTED
-from gpubench.harness.processes.launch import (POLL_S, BuildHandle, Job, ProcessLauncher, build_preexec, safe_path,
-                                               signal_name)
+from gpubench.harness.processes.launch import (
+    POLL_S,
+    BuildHandle,
+    Job,
+    ProcessLauncher,
+    build_preexec,
+    safe_path,
+    signal_name,
+)
 from gpubench.harness.processes.lifetime import is_stopped, kill_group
 from gpubench.harness.processes.protocol import Channel
 from gpubench.harness.pytest_plugin import fork_server
 from gpubench.harness.core.console import CONSOLE
 
-SERVER_MODULE = fork_server.__name__  # started as `python -m` with the side's own interpreter
-READY_LIMIT_S = 300.0  # the server's imports: seconds, more on a loaded machine or a slow file system
+# started as `python -m` with the side's own interpreter
+SERVER_MODULE = fork_server.__name__
+# the server's imports: seconds, more on a loaded machine or a slow file system
+READY_LIMIT_S = 300.0
 CLOSE_GRACE_S = 5.0
 MAX_CONTROL_BYTES = 65536
-FORK_REPLY_S = 30.0  # a fork takes milliseconds: a server silent this long (stopped, hung) is given up
+# a fork takes milliseconds: a server silent this long (stopped, hung) is given up
+FORK_REPLY_S = 30.0
 SERVER = "its fork server"
 
 
@@ -41,13 +52,18 @@ class ForkServer:
 
     @classmethod
     def start(cls, env: dict[str, str] | None, python: str = sys.executable) -> ForkServer:
-        """The server under `python` and `env`, which its forked builds inherit (a `gpubench ab` side's venv)."""
+        """The server under `python` and `env`, which its forked builds inherit (a `gpubench ab`
+        side's venv)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            # SIGTERM at the run's death: the server then ends its build as the launcher would (fork_server)
-            process = subprocess.Popen([python, "-m", SERVER_MODULE, str(theirs.fileno())], env=safe_path(env),
-                                       pass_fds=(theirs.fileno(),),
-                                       preexec_fn=build_preexec(hold_sigint=True, death_signal=signal.SIGTERM))
+            # SIGTERM at the run's death: the server then ends its build as the launcher would
+            # (fork_server)
+            process = subprocess.Popen(
+                [python, "-m", SERVER_MODULE, str(theirs.fileno())],
+                env=safe_path(env),
+                pass_fds=(theirs.fileno(),),
+                preexec_fn=build_preexec(hold_sigint=True, death_signal=signal.SIGTERM),
+            )
         finally:
             theirs.close()
         return cls(process, ours)
@@ -59,28 +75,34 @@ class ForkServer:
         except EOFError:
             return f"the fork server ended before it was ready (exit {self.process.wait()})"
         if message is None or not message.get("ready"):
-            return str((message or {}).get("fork_problem") or
-                       f"the fork server was not ready within {READY_LIMIT_S:.0f} s")
+            return str(
+                (message or {}).get("fork_problem")
+                or f"the fork server was not ready within {READY_LIMIT_S:.0f} s"
+            )
         return str(message.get("fork_problem", ""))
 
     def reply(self, limit_s: float, stop: Callable[[], int]) -> dict[str, Any] | None:
-        """The server's next message within `limit_s`; a stopped server (state T) answers nobody, so once `stop()`
-        names a signal (Ctrl-C) it is given up at once ('fork_problem'), not waited out."""
+        """The server's next message within `limit_s`; a stopped server (state T) answers nobody, so
+        once `stop()` names a signal (Ctrl-C) it is given up at once ('fork_problem'), not waited
+        out."""
         deadline_s = time.monotonic() + limit_s
         while (left_s := deadline_s - time.monotonic()) > 0:
             message = self.receive(min(left_s, POLL_S))
             if message is not None:
                 return message
             if stop() and is_stopped(self.process.pid):
-                return {"fork_problem": f"the fork server was stopped (state T) when {signal_name(stop())} came: "
-                                        "ended"}
+                return {
+                    "fork_problem": "the fork server was stopped (state T) when "
+                    f"{signal_name(stop())} came: ended"
+                }
         return None
 
     def send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
         socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
 
     def receive(self, timeout_s: float | None) -> dict[str, Any] | None:
-        """The server's next message; None when none came within `timeout_s`. EOFError: the server ended."""
+        """The server's next message; None when none came within `timeout_s`. EOFError: the server
+        ended."""
         self.control.settimeout(timeout_s)
         try:
             data = self.control.recv(MAX_CONTROL_BYTES)
@@ -94,8 +116,10 @@ class ForkServer:
         return message if isinstance(message, dict) else {}
 
     def close(self) -> None:
-        self.control.close()  # the server leaves at the end of its socket
-        if is_stopped(self.process.pid):  # a stopped one never reads that end: no wait for it
+        # the server leaves at the end of its socket
+        self.control.close()
+        # a stopped one never reads that end: no wait for it
+        if is_stopped(self.process.pid):
             kill_group(self.process.pid)
         try:
             self.process.wait(CLOSE_GRACE_S)
@@ -106,9 +130,10 @@ class ForkServer:
 
 @dataclass
 class _ForkedBuild:
-    """A forked build, as BuildWatch sees it: every act goes through the server (which alone reaps it, so its pid names
-    no other process), except when the server is stopped: it is then continued, or killed with the build. Without a
-    server, a build the run stopped before it started (a signal while its fork server was stopped)."""
+    """A forked build, as BuildWatch sees it: every act goes through the server (which alone reaps
+    it, so its pid names no other process), except when the server is stopped: it is then continued,
+    or killed with the build. Without a server, a build the run stopped before it started (a signal
+    while its fork server was stopped)."""
 
     server: ForkServer | None
     pid: int
@@ -117,7 +142,8 @@ class _ForkedBuild:
 
     def send_signal(self, signum: int) -> None:
         if self.code is None:
-            if signum == signal.SIGCONT:  # a stopped server would leave the message unread
+            # a stopped server would leave the message unread
+            if signum == signal.SIGCONT:
                 self.server.process.send_signal(signal.SIGCONT)
             self._tell({"op": "signal", "signum": int(signum)})
 
@@ -125,24 +151,30 @@ class _ForkedBuild:
         if self.code is None:
             try:
                 message = self.server.receive(within_s)
-            except EOFError:  # the server died: the build goes with it (its parent-death signal)
+            # the server died: the build goes with it (its parent-death signal)
+            except EOFError:
                 message = {"ended": -signal.SIGKILL}
-                self.lost_why = ("was lost with its fork server, which ended mid-build "
-                                 f"({exit_words(self.server.process.wait())})")
+                self.lost_why = (
+                    "was lost with its fork server, which ended mid-build "
+                    f"({exit_words(self.server.process.wait())})"
+                )
             if message is not None and isinstance(message.get("ended"), int):
                 self.code = message["ended"]
         return self.code is not None
 
     def kill_group(self) -> None:
-        if self.code is not None:  # once ended, the server killed what was left in its group before reaping it
+        # once ended, the server killed what was left in its group before reaping it
+        if self.code is not None:
             return
         if self.stopped() == SERVER:
-            kill_group(self.server.process.pid)  # the build dies with it; later builds start as plain processes
+            # the build dies with it; later builds start as plain processes
+            kill_group(self.server.process.pid)
         else:
             self._tell({"op": "kill"})
 
     def stopped(self) -> str:
-        if self.code is not None:  # ended: nothing of it waits on anyone
+        # ended: nothing of it waits on anyone
+        if self.code is not None:
             return ""
         if is_stopped(self.server.process.pid):
             return SERVER
@@ -162,19 +194,22 @@ class _ForkedBuild:
     def _tell(self, message: dict[str, Any]) -> None:
         try:
             self.server.send(message)
-        except OSError:  # the server is gone, and the build with it
+        # the server is gone, and the build with it
+        except OSError:
             pass
 
 
 @dataclass
 class ForkLauncher(ProcessLauncher):
-    """Planned builds forked from one server, started at the first build (its `python` and environment) and kept for
-    the run; a job without a plan, or every job once forking is ruled out, starts plainly (`who` names them)."""
+    """Planned builds forked from one server, started at the first build (its `python` and
+    environment) and kept for the run; a job without a plan, or every job once forking is ruled out,
+    starts plainly (`who` names them)."""
 
     python: str = sys.executable
     who: str = "builds"
     server: ForkServer | None = None
-    plain_why: str = ""  # why builds start as plain processes, once ruled out
+    # why builds start as plain processes, once ruled out
+    plain_why: str = ""
 
     def kept_pids(self) -> set[int]:
         return {self.server.process.pid} if self.server is not None else set()
@@ -188,11 +223,15 @@ class ForkLauncher(ProcessLauncher):
             server.send({"op": "start"}, fds=channel.child_fds)
             message = server.reply(FORK_REPLY_S, lambda: self.stop.signum)
             if message is None:
-                message = {"fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
-                           "(stopped? hung?): ended"}
-        except (OSError, EOFError):  # the server died between two builds (killed alone): the rest start plainly
+                message = {
+                    "fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
+                    "(stopped? hung?): ended"
+                }
+        # the server died between two builds (killed alone): the rest start plainly
+        except (OSError, EOFError):
             message = {"fork_problem": "the fork server ended"}
-        if message.get("fork_problem"):  # found before its second build (it has ended), or a server gone silent
+        # found before its second build (it has ended), or a server gone silent
+        if message.get("fork_problem"):
             self._go_plain(str(message["fork_problem"]))
             return self._plain(job, channel, self.plain_why)
         channel.handed_over()
@@ -201,17 +240,21 @@ class ForkLauncher(ProcessLauncher):
         return _ForkedBuild(server, message["started"])
 
     def _plain(self, job: Job, channel: Channel | None, given_up: str = "") -> BuildHandle:
-        """A plain build, unless a signal came while this start waited for the server it `given_up`: the run stops,
-        and a fresh interpreter would only start to be interrupted."""
+        """A plain build, unless a signal came while this start waited for the server it `given_up`:
+        the run stops, and a fresh interpreter would only start to be interrupted."""
         if self.stop.signum and given_up:
-            # ended and named at once: no server, no process (pid -1 names none of the run's children)
+            # ended and named at once: no server, no process (pid -1 names none of the run's
+            # children)
             return _ForkedBuild(None, -1, BUILD_INTERRUPTED, f"was not started: {given_up}")
         return super().start(job, channel)
 
     def _server(self, env: dict[str, str] | None) -> ForkServer | None:
         if self.server is None and not self.plain_why:
             if not sys.platform.startswith("linux"):
-                self._go_plain(f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe there")
+                self._go_plain(
+                    f"{sys.platform} starts processes with spawn rules: a fork of torch is unsafe "
+                    "there"
+                )
             else:
                 self.server = ForkServer.start(env, self.python)
                 if why := self.server.ready(lambda: self.stop.signum):

@@ -1,5 +1,6 @@
-"""The look at the machine before the first case: what else used it, torch's threads moved to the free cores of a
-busy CPU, and the one line that says so (in every build, plain pytest and `gpubench run` alike)."""
+"""The look at the machine before the first case: what else used it, torch's threads moved to the
+free cores of a busy CPU, and the one line that says so (in every build, plain pytest and `gpubench
+run` alike)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from gpubench.harness.pytest_plugin.run_state import RunState
 
 
 def take_look(state: RunState) -> None:
-    """Once, before the plan is priced: the look, and the threads that follow the free cores unless --threads set
-    them (before the fingerprint, whose torch_threads is then what the cases ran with)."""
+    """Once, before the plan is priced: the look, and the threads that follow the free cores unless
+    --threads set them (before the fingerprint, whose torch_threads is then what the cases ran
+    with)."""
     if state.look is not None or state.load_meter is None:
         return
     state.look = look(state.load_meter, state.ctx.device)
@@ -30,6 +32,7 @@ def show_look(config: pytest.Config, state: RunState) -> None:
     if state.look is None:
         return
     first = this_build(config) in (None, 0)
-    if not first and (not state.look.busy or console_of(config) is not None):  # compact: its end line counts busy
+    # compact: its end line counts busy
+    if not first and (not state.look.busy or console_of(config) is not None):
         return
     say(config, look_line(state.look, state.threads_moved, state.ctx.device))

@@ -1,6 +1,6 @@
-"""How the plugin comes to life: loaded by name (the suite) it adds the short options and sets the run up at
-configure; through its entry point only `--gpubench-*` options, set up when one is given or a collected test asks
-for the `gpubench` fixture. Torch-free until a run is set up."""
+"""How the plugin comes to life: loaded by name (the suite) it adds the short options and sets the
+run up at configure; through its entry point only `--gpubench-*` options, set up when one is given
+or a collected test asks for the `gpubench` fixture. Torch-free until a run is set up."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ if TYPE_CHECKING:
     from gpubench.harness.pytest_plugin.run_state import RunState
 
 STATE = pytest.StashKey["RunState"]()
-ENTRY_NAME = "gpubench"  # the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
+# the pytest11 entry point's name (pyproject.toml): `-p no:gpubench` turns it off
+ENTRY_NAME = "gpubench"
 ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE, OWN_TESTS_MODULE = (
-    f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests"))
-TIMER = "gpubench.harness.measurement.timing.session_clock"  # what pytest-benchmark times the rounds with
+    f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests")
+)
+# what pytest-benchmark times the rounds with
+TIMER = "gpubench.harness.measurement.timing.session_clock"
 
 
 class _OptionNames:
@@ -42,25 +45,35 @@ class _OptionNames:
 
 
 def taken_flags(pluginmanager: pytest.PytestPluginManager) -> set[str]:
-    """Option strings other plugins declare (pytest-profiling has --profile), by calling their pytest_addoption on a
-    recording stand-in: pytest has no public list of them."""
+    """Option strings other plugins declare (pytest-profiling has --profile), by calling their
+    pytest_addoption on a recording stand-in: pytest has no public list of them."""
     recorder = _OptionNames()
     for plugin in pluginmanager.get_plugins():
         hook = getattr(plugin, "pytest_addoption", None)
-        if hook is None or getattr(plugin, "__name__", "").startswith("gpubench.harness.pytest_plugin"):
+        if hook is None or getattr(plugin, "__name__", "").startswith(
+            "gpubench.harness.pytest_plugin"
+        ):
             continue
         try:
             parameters = inspect.signature(hook).parameters
-            hook(**{k: v for k, v in (("parser", recorder), ("pluginmanager", pluginmanager)) if k in parameters})
+            hook(
+                **{
+                    k: v
+                    for k, v in (("parser", recorder), ("pluginmanager", pluginmanager))
+                    if k in parameters
+                }
+            )
         except Exception:  # noqa: BLE001 - a plugin that cannot declare into a stand-in owns nothing we can see
             continue
     return recorder.names
 
 
 def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """Every option as `--gpubench-*`, which cannot collide; loaded by name (not the entry point, nor for the user's
-    own tests, whose conftest may declare `--device`), the short form (`--profile`) too unless another plugin has it."""
-    note_run_began()  # once per pytest configuration, as early as a plugin can: the run's clock starts here
+    """Every option as `--gpubench-*`, which cannot collide; loaded by name (not the entry point,
+    nor for the user's own tests, whose conftest may declare `--device`), the short form
+    (`--profile`) too unless another plugin has it."""
+    # once per pytest configuration, as early as a plugin can: the run's clock starts here
+    note_run_began()
     group = parser.getgroup("gpubench")
     loaded = {getattr(plugin, "__name__", None) for plugin in pluginmanager.get_plugins()}
     namespaced_only = ENTRY_MODULE in loaded or OWN_TESTS_MODULE in loaded
@@ -72,8 +85,10 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
 
 
 def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """For the suite: the plugin first, then the short forms it left out when its entry point loaded it."""
-    pluginmanager.import_plugin(PLUGIN_MODULE)  # no-op when registered; else it declares its options now
+    """For the suite: the plugin first, then the short forms it left out when its entry point loaded
+    it."""
+    # no-op when registered; else it declares its options now
+    pluginmanager.import_plugin(PLUGIN_MODULE)
     group = parser.getgroup("gpubench")
     declared = {name for argument in group.options for name in argument.names()}
     taken = taken_flags(pluginmanager)
@@ -83,8 +98,8 @@ def add_suite_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginM
 
 
 def is_suite(config: pytest.Config) -> bool:
-    """Loaded as the suite's plugin: through the suite module, or by module name before (or without) the entry
-    point (pluggy lists plugins in the order they registered)."""
+    """Loaded as the suite's plugin: through the suite module, or by module name before (or without)
+    the entry point (pluggy lists plugins in the order they registered)."""
     names = [name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None]
     if SUITE_MODULE in names or OWN_TESTS_MODULE in names or ENTRY_NAME not in names:
         return True
@@ -92,33 +107,42 @@ def is_suite(config: pytest.Config) -> bool:
 
 
 def runs_no_test(config: pytest.Config) -> bool:
-    """pytest-xdist's controller: it runs no test, so it sets nothing up and never imports torch (seconds a session)."""
-    distributing = getattr(config.option, "dist", "no") != "no" and not config.getoption("collectonly")
+    """pytest-xdist's controller: it runs no test, so it sets nothing up and never imports torch
+    (seconds a session)."""
+    distributing = getattr(config.option, "dist", "no") != "no" and not config.getoption(
+        "collectonly"
+    )
     return distributing and not hasattr(config, "workerinput")
 
 
 def options_given(config: pytest.Config) -> bool:
-    """A build's plan, or a `--gpubench-*` option set to other than its default: the run is gpubench's from the
-    start."""
-    changed = any(config.getoption(option.pytest_dest) not in (None, option.default) for option in RUN_OPTIONS)
+    """A build's plan, or a `--gpubench-*` option set to other than its default: the run is
+    gpubench's from the start."""
+    changed = any(
+        config.getoption(option.pytest_dest) not in (None, option.default) for option in RUN_OPTIONS
+    )
     return changed or this_build(config) is not None
 
 
 def activate(config: pytest.Config, name_timer: bool) -> RunState:
-    """Validate the options and set the run up (a bad value: one line, exit 4). `name_timer`: pytest-benchmark has
-    not configured yet, so the synced clock becomes its --benchmark-timer for every test."""
+    """Validate the options and set the run up (a bad value: one line, exit 4). `name_timer`:
+    pytest-benchmark has not configured yet, so the synced clock becomes its --benchmark-timer for
+    every test."""
     from gpubench.harness.pytest_plugin.build_setup import make_state
 
     try:
         plan = plan_of(config)
-        state, warning = make_state(run_options(config), this_build(config),
-                                    getattr(config.option, "benchmark_timer", None),
-                                    extra_build=plan is not None and plan.extra,
-                                    deadline_s=plan.deadline_s if plan is not None else None,
-                                    budget_given=config.getoption("gpubench_budget") is not None,
-                                    collect_only=config.getoption("collectonly"),
-                                    benchmark_json=getattr(config.option, "benchmark_json", None),
-                                    benchmark_min_rounds=getattr(config.option, "benchmark_min_rounds", None))
+        state, warning = make_state(
+            run_options(config),
+            this_build(config),
+            getattr(config.option, "benchmark_timer", None),
+            extra_build=plan is not None and plan.extra,
+            deadline_s=plan.deadline_s if plan is not None else None,
+            budget_given=config.getoption("gpubench_budget") is not None,
+            collect_only=config.getoption("collectonly"),
+            benchmark_json=getattr(config.option, "benchmark_json", None),
+            benchmark_min_rounds=getattr(config.option, "benchmark_min_rounds", None),
+        )
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     if warning:
@@ -130,28 +154,34 @@ def activate(config: pytest.Config, name_timer: bool) -> RunState:
 
 
 def run_options(config: pytest.Config) -> RunOptions:
-    """A build's run options as its plan carries them; in a plain pytest run, read once from pytest's options."""
+    """A build's run options as its plan carries them; in a plain pytest run, read once from
+    pytest's options."""
     plan = plan_of(config)
     if plan is not None:
         return plan.run
     from gpubench.harness.catalog.profiles import check_profile
 
-    return read_run_options(lambda dest: config.getoption("gpubench_" + dest),
-                            lambda name: check_profile(name).run_budget_s)
+    return read_run_options(
+        lambda dest: config.getoption("gpubench_" + dest),
+        lambda name: check_profile(name).run_budget_s,
+    )
 
 
 def uses_gpubench(item: pytest.Item) -> bool:
-    """Whether the test asks for this plugin's `gpubench` fixture (a user's own by that name switches nothing on)."""
+    """Whether the test asks for this plugin's `gpubench` fixture (a user's own by that name
+    switches nothing on)."""
     if "gpubench" not in getattr(item, "fixturenames", ()):
         return False
     info = getattr(item, "_fixtureinfo", None)
     chosen = info.name2fixturedefs.get("gpubench", ()) if info is not None else ()
-    return bool(chosen) and getattr(chosen[-1].func, "__module__", "") == PLUGIN_MODULE  # the closest definition wins
+    # the closest definition wins
+    return bool(chosen) and getattr(chosen[-1].func, "__module__", "") == PLUGIN_MODULE
 
 
 def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | None:
-    """After collection: set the run up if a test asks for the fixture; where the synced clock is not the
-    --benchmark-timer, those tests get it through their `benchmark` marker (a timer the test names itself stays)."""
+    """After collection: set the run up if a test asks for the fixture; where the synced clock is
+    not the --benchmark-timer, those tests get it through their `benchmark` marker (a timer the test
+    names itself stays)."""
     used = [item for item in items if uses_gpubench(item)]
     state = config.stash.get(STATE, None)
     if state is None and used:
@@ -167,7 +197,8 @@ def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | 
 
 
 def timed_by_session_clock(config: pytest.Config, node: pytest.Item) -> bool:
-    """Whether pytest-benchmark times this test with the synced clock (its option or the test's marker)."""
+    """Whether pytest-benchmark times this test with the synced clock (its option or the test's
+    marker)."""
     from gpubench.harness.measurement.timing import session_clock
 
     marker = node.get_closest_marker("benchmark")

@@ -1,5 +1,6 @@
-"""`gpubench fleet`'s job files: submitit pickles a job's command, and loading a pickle can run any code. So they live
-in a folder of this user's alone (never the team's store), checked before each submission."""
+"""`gpubench fleet`'s job files: submitit pickles a job's command, and loading a pickle can run any
+code. So they live in a folder of this user's alone (never the team's store), checked before each
+submission."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import KINDS
 
 PRIVATE_MODE = 0o700
-OTHERS = 0o077  # group and others: any permission at all
+# group and others: any permission at all
+OTHERS = 0o077
 OTHERS_WRITE = 0o022
 TRUST_FIX = "pass --jobs-dir with a folder only you can write (under your home, say)"
 
 
 def default_jobs_dir() -> Path:
-    """~/.cache/gpubench/fleet (or under $XDG_CACHE_HOME): the user's own, and usually seen by every node."""
+    """~/.cache/gpubench/fleet (or under $XDG_CACHE_HOME): the user's own, and usually seen by every
+    node."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "gpubench" / "fleet"
 
@@ -32,7 +35,8 @@ def owner_name(uid: int) -> str:
 
 
 def described(path: Path, info: os.stat_result) -> str:
-    """'<path> (owner alice, mode 0777)', and what it is when neither a file nor a folder ('..., a FIFO)')."""
+    """'<path> (owner alice, mode 0777)', and what it is when neither a file nor a folder ('..., a
+    FIFO)')."""
     kind = None if stat.S_ISDIR(info.st_mode) else KINDS.get(stat.S_IFMT(info.st_mode))
     what = f"owner {owner_name(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
     return f"{path} ({what}{', ' + kind if kind else ''})"
@@ -43,15 +47,16 @@ def trusted_owner(info: os.stat_result) -> bool:
 
 
 def others_can_write(path: Path, info: os.stat_result) -> bool:
-    """Users other than the owner could add, rename or remove what a folder holds: group- or world-writable without
-    the sticky bit (a user private group counts as the owner)."""
+    """Users other than the owner could add, rename or remove what a folder holds: group- or
+    world-writable without the sticky bit (a user private group counts as the owner)."""
     writable = info.st_mode & (0o002 if own_group(path, info) else OTHERS_WRITE)
     return bool(writable) and not info.st_mode & stat.S_ISVTX
 
 
 def own_group(path: Path, info: os.stat_result) -> bool:
-    """The group is its owner's alone: named as the owner, no other member in /etc/group nor as a primary group in
-    /etc/passwd, and no ACL (with one, the group bits are a mask over the users and groups it names)."""
+    """The group is its owner's alone: named as the owner, no other member in /etc/group nor as a
+    primary group in /etc/passwd, and no ACL (with one, the group bits are a mask over the users and
+    groups it names)."""
     try:
         group = grp.getgrgid(info.st_gid)
     except KeyError:
@@ -59,12 +64,17 @@ def own_group(path: Path, info: os.stat_result) -> bool:
     owner = owner_name(info.st_uid)
     if group.gr_name != owner or not set(group.gr_mem) <= {owner}:
         return False
-    if any(account.pw_gid == info.st_gid and account.pw_uid != info.st_uid for account in pwd.getpwall()):
+    if any(
+        account.pw_gid == info.st_gid and account.pw_uid != info.st_uid
+        for account in pwd.getpwall()
+    ):
         return False
     try:
         os.getxattr(path, "system.posix_acl_access")
-    except (OSError, AttributeError):  # ENODATA: none; ENOTSUP: none on this file system; no getxattr: not Linux
-        return True  # no ACL
+    # ENODATA: none; ENOTSUP: none on this file system; no getxattr: not Linux
+    except (OSError, AttributeError):
+        # no ACL
+        return True
     return False
 
 
@@ -77,17 +87,21 @@ def chain(folder: Path) -> list[Path]:
 
 
 def check_folder(folder: Path, what: str = "the jobs folder") -> None:
-    """`folder` is this user's alone (0700) and no folder above lets another user swap it; checked again before each
-    job, since a chmod may come meanwhile."""
+    """`folder` is this user's alone (0700) and no folder above lets another user swap it; checked
+    again before each job, since a chmod may come meanwhile."""
     info = os.stat(folder)
     if not trusted_owner(info) or info.st_mode & OTHERS:
-        raise UsageError(f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
-                            f"files kept there as code — chmod 700 it, or {TRUST_FIX}")
+        raise UsageError(
+            f"{what} {described(folder, info)} is open to other users, and gpubench loads the job "
+            f"files kept there as code — chmod 700 it, or {TRUST_FIX}"
+        )
     for above in chain(folder)[1:]:
         info = os.stat(above)
         if not trusted_owner(info) or others_can_write(above, info):
-            raise UsageError(f"{described(above, info)}, above {what} {folder}, lets another user replace what "
-                                f"it holds, and gpubench loads the job files kept below it as code — {TRUST_FIX}")
+            raise UsageError(
+                f"{described(above, info)}, above {what} {folder}, lets another user replace what "
+                f"it holds, and gpubench loads the job files kept below it as code — {TRUST_FIX}"
+            )
 
 
 def private_folder(folder: Path, what: str = "the jobs folder") -> Path:
@@ -96,7 +110,8 @@ def private_folder(folder: Path, what: str = "the jobs folder") -> Path:
     for path in reversed(missing):
         try:
             path.mkdir(mode=PRIVATE_MODE)
-        except FileExistsError:  # made meanwhile (another fleet): checked below like any other
+        # made meanwhile (another fleet): checked below like any other
+        except FileExistsError:
             pass
     check_folder(folder, what)
     return folder

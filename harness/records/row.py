@@ -1,6 +1,7 @@
-"""One build of one case as a results row from typed parts; `Row.columns()` is the only place they become columns.
-Where two parts name one column the later wins: fingerprint, case, measurement, figures (a workload may restate a
-setting it derived, e.g. its effective batch), memory, energy, first call, status, load, cost."""
+"""One build of one case as a results row from typed parts; `Row.columns()` is the only place they
+become columns. Where two parts name one column the later wins: fingerprint, case, measurement,
+figures (a workload may restate a setting it derived, e.g. its effective batch), memory, energy,
+first call, status, load, cost."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ KNOWN_COLUMNS = frozenset(COLUMNS)
 
 
 def fingerprint_columns(env: Columns, run_id: str, profile: str) -> dict[str, Any]:
-    """The columns every row of a run shares: the machine's fingerprint, schema, run id and profile."""
-    return {**{k: v for k, v in env.items() if k in RUN_COLUMNS}, "schema_version": SCHEMA_VERSION,
-            "run_id": run_id, "profile": str(profile)}
+    """The columns every row of a run shares: the machine's fingerprint, schema, run id and
+    profile."""
+    return {
+        **{k: v for k, v in env.items() if k in RUN_COLUMNS},
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "profile": str(profile),
+    }
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,15 @@ class CaseColumns:
     cudnn_tf32: bool | None
 
     def columns(self) -> dict[str, Any]:
-        return {"timestamp_utc": self.timestamp_utc, "workload": self.workload, "case_id": self.case_id,
-                "build": self.build, "builds": self.builds, **self.settings, "cudnn_tf32": self.cudnn_tf32}
+        return {
+            "timestamp_utc": self.timestamp_utc,
+            "workload": self.workload,
+            "case_id": self.case_id,
+            "build": self.build,
+            "builds": self.builds,
+            **self.settings,
+            "cudnn_tf32": self.cudnn_tf32,
+        }
 
 
 @dataclass(frozen=True)
@@ -49,10 +62,19 @@ class MeasuredColumns:
     def columns(self) -> dict[str, Any]:
         stats = self.stats
         return {
-            "rounds": stats.rounds, "iterations": self.iterations, "median_s": stats.median_s, "iqr_s": stats.iqr_s,
-            "min_s": stats.min_s, "mean_s": stats.mean_s, "stddev_s": stats.stddev_s, "cv": stats.cv,
-            "rel_iqr": stats.rel_iqr, "iqr_outliers": stats.iqr_outliers, "stddev_outliers": stats.stddev_outliers,
-            "round_s": stats.median_s * self.iterations, "samples_s": self.samples_s,
+            "rounds": stats.rounds,
+            "iterations": self.iterations,
+            "median_s": stats.median_s,
+            "iqr_s": stats.iqr_s,
+            "min_s": stats.min_s,
+            "mean_s": stats.mean_s,
+            "stddev_s": stats.stddev_s,
+            "cv": stats.cv,
+            "rel_iqr": stats.rel_iqr,
+            "iqr_outliers": stats.iqr_outliers,
+            "stddev_outliers": stats.stddev_outliers,
+            "round_s": stats.median_s * self.iterations,
+            "samples_s": self.samples_s,
         }
 
 
@@ -66,12 +88,14 @@ class Memory:
     mem_reserved_bytes: int | None
 
     def columns(self) -> dict[str, Any]:
-        return asdict(self)  # each field is its column
+        # each field is its column
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class Status:
-    """ok / skipped / unreached / failed / oom, the reasons a reader must see, and the row's flags."""
+    """ok / skipped / unreached / failed / oom, the reasons a reader must see, and the row's
+    flags."""
 
     status: str
     reason: str
@@ -80,7 +104,8 @@ class Status:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """A build's status and, when measured, its parts; `figures` are the workload's (for a failure, its error's)."""
+    """A build's status and, when measured, its parts; `figures` are the workload's (for a failure,
+    its error's)."""
 
     status: Status
     measurement: MeasuredColumns | None = None
@@ -93,15 +118,24 @@ class CaseResult:
         measured = self.measurement.columns() if self.measurement is not None else {}
         memory = self.memory.columns() if self.memory is not None else {}
         first_call = {"first_call_s": self.first_call_s} if self.measurement is not None else {}
-        return {**measured, **self.figures, **memory, **self.energy, **first_call,
-                "status": self.status.status, "reason": self.status.reason}
+        return {
+            **measured,
+            **self.figures,
+            **memory,
+            **self.energy,
+            **first_call,
+            "status": self.status.status,
+            "reason": self.status.reason,
+        }
 
 
 @dataclass(frozen=True)
 class Load:
-    """Other work on the machine while the case ran: CPU busy fraction, other GPU processes, flags."""
+    """Other work on the machine while the case ran: CPU busy fraction, other GPU processes,
+    flags."""
 
-    cpu_busy_frac: float | None  # None: not measured (a torchrun worker's own row)
+    # None: not measured (a torchrun worker's own row)
+    cpu_busy_frac: float | None
     gpu_other_procs: int | None = None
     flags: tuple[str, ...] = ()
 
@@ -119,15 +153,25 @@ class Row:
     result: CaseResult
     load: Load
     build_s: float | None
-    predicted_build_s: float | None = None  # what the cost model expected the build to take
+    # what the cost model expected the build to take
+    predicted_build_s: float | None = None
 
     def columns(self) -> dict[str, Any]:
         """The row's columns, each named by the schema; flags joined once, without repeats."""
         flags = ";".join(dict.fromkeys(self.result.status.flags + self.load.flags))
-        columns = {**self.fingerprint, **self.case.columns(), **self.result.columns(), "flags": flags,
-                   **self.load.columns(), "build_s": self.build_s, "predicted_build_s": self.predicted_build_s}
+        columns = {
+            **self.fingerprint,
+            **self.case.columns(),
+            **self.result.columns(),
+            "flags": flags,
+            **self.load.columns(),
+            "build_s": self.build_s,
+            "predicted_build_s": self.predicted_build_s,
+        }
         unknown = sorted(set(columns) - KNOWN_COLUMNS)
         if unknown:
-            raise ValueError(f"columns missing from gpubench.harness.records.schema: {unknown} — "
-                             "declare them in the schema or the workload's catalogue entry")
+            raise ValueError(
+                f"columns missing from gpubench.harness.records.schema: {unknown} — "
+                "declare them in the schema or the workload's catalogue entry"
+            )
         return columns

@@ -1,7 +1,8 @@
-"""Every file gpubench writes, or a report reads, in folders others can write to (a shared store, /tmp).
-Writing: files are made relative to a folder descriptor opened without following links; temporaries get random O_EXCL
-names inside it and are renamed over (never through) a planted link. Reading: O_NOFOLLOW|O_NONBLOCK, fstat-checked
-kind and size before any byte, JSON depth bounded; a refusal is one line (RefusedPath), never a hang."""
+"""Every file gpubench writes, or a report reads, in folders others can write to (a shared store,
+/tmp). Writing: files are made relative to a folder descriptor opened without following links;
+temporaries get random O_EXCL names inside it and are renamed over (never through) a planted link.
+Reading: O_NOFOLLOW|O_NONBLOCK, fstat-checked kind and size before any byte, JSON depth bounded; a
+refusal is one line (RefusedPath), never a hang."""
 
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ from typing import IO
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-# Narrowed by the umask: no file is writable by others or executable, no folder world-writable; a team's store takes
-# the group's new files in its folders (docs/usage.md, a store shared by a team).
+# Narrowed by the umask: no file is writable by others or executable, no folder world-writable; a
+# team's store takes the group's new files in its folders (docs/usage.md, a store shared by a team).
 NEW_FILE_MODE = 0o644
 NEW_FOLDER_MODE = 0o775
 
 
 class RefusedPath(OSError):
-    """A path gpubench will not go through: a link where it writes or reads, a file that is not regular, too large or
-    nested too deep. Made from a whole line, or from the path and why; str() is the one line naming it and the fix."""
+    """A path gpubench will not go through: a link where it writes or reads, a file that is not
+    regular, too large or nested too deep. Made from a whole line, or from the path and why; str()
+    is the one line naming it and the fix."""
 
     def __init__(self, path_or_line: Path | str, why: str = "") -> None:
         self.line = f"{path_or_line}: {why}" if why else str(path_or_line)
@@ -43,18 +45,23 @@ class RefusedPath(OSError):
 def link_target(path: Path | str) -> str:
     try:
         return os.readlink(path)
-    except OSError:  # gone, or no longer a link
+    # gone, or no longer a link
+    except OSError:
         return "?"
 
 
 def link_line(path: Path, what: str, fix: str) -> str:
     """'<what> <path> is a symbolic link (to <target>) — <fix>'."""
-    return f"{what} {path} is a symbolic link (to {link_target(path)}); gpubench does not write through links — {fix}"
+    return (
+        f"{what} {path} is a symbolic link (to {link_target(path)}); gpubench does not write "
+        f"through links — {fix}"
+    )
 
 
 def refuse_link(path: Path, what: str, fix: str) -> None:
-    """RefusedPath, one line naming `what` and `fix`, when `path` itself is a link (dangling or not): the one rule for
-    every folder gpubench writes into (--results-dir, --store, --jobs-dir, --out), checked before anything is made."""
+    """RefusedPath, one line naming `what` and `fix`, when `path` itself is a link (dangling or
+    not): the one rule for every folder gpubench writes into (--results-dir, --store, --jobs-dir,
+    --out), checked before anything is made."""
     if path.is_symlink():
         raise RefusedPath(link_line(path, what, fix))
 
@@ -66,9 +73,10 @@ def make_folder(path: Path, what: str, fix: str) -> None:
 
 
 def make_folders(path: Path) -> None:
-    """Each missing folder down to `path`, NEW_FOLDER_MODE under the umask (Path.mkdir's parents are 0777). Inside a
-    setgid, sticky folder (a team's store) a new one also takes the sticky bit and the parent's group permissions: a
-    member with umask 077 must not make it theirs alone, and none may remove another's runs."""
+    """Each missing folder down to `path`, NEW_FOLDER_MODE under the umask (Path.mkdir's parents are
+    0777). Inside a setgid, sticky folder (a team's store) a new one also takes the sticky bit and
+    the parent's group permissions: a member with umask 077 must not make it theirs alone, and none
+    may remove another's runs."""
     if path.exists() and not path.is_dir():
         raise FileExistsError(errno.EEXIST, "File exists", str(path))
     missing = [folder for folder in (path, *path.parents) if not folder.exists()]
@@ -76,12 +84,16 @@ def make_folders(path: Path) -> None:
         try:
             os.mkdir(folder, NEW_FOLDER_MODE)
         except FileExistsError:
-            if not folder.is_dir():  # a dangling link
+            # a dangling link
+            if not folder.is_dir():
                 raise
-            continue  # made meanwhile by another run: its maker set its bits
+            # made meanwhile by another run: its maker set its bits
+            continue
         parent = os.stat(folder.parent).st_mode
         if parent & stat.S_ISGID and parent & stat.S_ISVTX:
-            os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) | stat.S_ISVTX | (parent & 0o070))
+            os.chmod(
+                folder, stat.S_IMODE(os.stat(folder).st_mode) | stat.S_ISVTX | (parent & 0o070)
+            )
 
 
 @contextlib.contextmanager
@@ -112,27 +124,34 @@ def _temporary(dir_fd: int, name: str) -> tuple[int, str]:
 
 
 def write_all(fd: int, data: bytes) -> None:
-    """os.write may write part of the buffer (a full disk, a signal): loop until all of it is out."""
+    """os.write may write part of the buffer (a full disk, a signal): loop until all of it is
+    out."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 @contextlib.contextmanager
 def replacing(folder: Path, name: str, what: str, fix: str, text: bool = False) -> Iterator[IO]:
-    """A file to write `folder/name` through: a temporary, fsynced and renamed over `name` (a link there is replaced,
-    its target untouched) when the block succeeds, removed when it raises. Readers never see half a file."""
+    """A file to write `folder/name` through: a temporary, fsynced and renamed over `name` (a link
+    there is replaced, its target untouched) when the block succeeds, removed when it raises.
+    Readers never see half a file."""
     with folder_fd(folder, what, fix) as dir_fd:
         fd, temp = _temporary(dir_fd, name)
         try:
             raw = os.fdopen(fd, "wb", buffering=0)
-            handle = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="") if text else raw
+            handle = (
+                io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="")
+                if text
+                else raw
+            )
             try:
                 yield handle
                 handle.flush()
                 os.fsync(fd)
             finally:
-                handle.close()  # closes `raw` too
+                # closes `raw` too
+                handle.close()
             os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -148,11 +167,14 @@ def replace_bytes(folder: Path, name: str, data: bytes, what: str, fix: str) -> 
 
 
 def create_whole(folder: Path, name: str, data: bytes, what: str, fix: str) -> bool:
-    """`folder/name` made anew (O_EXCL) holding `data`, inside `folder` opened without following a link; False when a
-    file is there already (kept). A write cut short (a full disk) removes the file: no reader sees half of it."""
+    """`folder/name` made anew (O_EXCL) holding `data`, inside `folder` opened without following a
+    link; False when a file is there already (kept). A write cut short (a full disk) removes the
+    file: no reader sees half of it."""
     with folder_fd(folder, what, fix) as dir_fd:
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE, dir_fd=dir_fd)
+            fd = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, NEW_FILE_MODE, dir_fd=dir_fd
+            )
         except FileExistsError:
             return False
         try:
@@ -176,7 +198,8 @@ def probe(folder: Path, what: str, fix: str) -> None:
 
 
 def _open(path: Path, flags: int, what: str, fix: str, mode: int = NEW_FILE_MODE) -> int:
-    """os.open never through a link at `path`: one there (O_NOFOLLOW's ELOOP, O_EXCL's EEXIST) is named."""
+    """os.open never through a link at `path`: one there (O_NOFOLLOW's ELOOP, O_EXCL's EEXIST) is
+    named."""
     try:
         return os.open(path, flags | NOFOLLOW, mode)
     except OSError as error:
@@ -202,9 +225,16 @@ def open_read(path: Path, what: str, fix: str) -> IO[bytes]:
 
 # ---- reading ------------------------------------------------------------------------------------
 
-MAX_JSON_DEPTH = 32  # gpubench's JSON files nest at most 5 levels; json's parser recurses once per level
-KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-         stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
+# gpubench's JSON files nest at most 5 levels; json's parser recurses once per level
+MAX_JSON_DEPTH = 32
+KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFLNK: "a symbolic link",
+}
 
 
 def mib(size_bytes: int) -> str:
@@ -216,11 +246,17 @@ def kind_problem(path: Path | str, mode: int) -> RefusedPath | None:
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISLNK(mode):
-        return RefusedPath(path, f"a symbolic link (to {link_target(path)}), not followed when reading — "
-                                 "replace the link with the file itself")
+        return RefusedPath(
+            path,
+            f"a symbolic link (to {link_target(path)}), not followed when reading — "
+            "replace the link with the file itself",
+        )
     kind = KINDS.get(stat.S_IFMT(mode), "not a regular file")
-    return RefusedPath(path, f"{kind}, not a regular file (gpubench reads regular files only) — "
-                             "move it out of the folder")
+    return RefusedPath(
+        path,
+        f"{kind}, not a regular file (gpubench reads regular files only) — "
+        "move it out of the folder",
+    )
 
 
 def not_own(path: Path | str, status: os.stat_result) -> RefusedPath | None:
@@ -233,28 +269,38 @@ def not_own(path: Path | str, status: os.stat_result) -> RefusedPath | None:
 
 
 def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool = False) -> bytes:
-    """The bytes of the regular file `path`, at most `max_bytes`: no link followed, no FIFO or device waited on (the
-    descriptor's own fstat checks a file swapped in since the look), size checked before reading (a 2 GB sparse stray
-    costs nothing). `own`: refused unless the user owns it and no one else can write it (a planted cache)."""
+    """The bytes of the regular file `path`, at most `max_bytes`: no link followed, no FIFO or
+    device waited on (the descriptor's own fstat checks a file swapped in since the look), size
+    checked before reading (a 2 GB sparse stray costs nothing). `own`: refused unless the user owns
+    it and no one else can write it (a planted cache)."""
     problem = kind_problem(path, os.lstat(path).st_mode)
     if problem is not None:
         raise problem
     try:
         fd = os.open(path, os.O_RDONLY | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
-        if error.errno == errno.ELOOP:  # a link put there since the look
+        # a link put there since the look
+        if error.errno == errno.ELOOP:
             raise kind_problem(path, stat.S_IFLNK) from None
         raise
     status = os.fstat(fd)
-    too_large = RefusedPath(path, f"{status.st_size:,} bytes, above the {mib(max_bytes)} a {what} may be — "
-                                  "move it out of the folder")
-    problem = (kind_problem(path, status.st_mode) or (too_large if status.st_size > max_bytes else None)
-               or (not_own(path, status) if own else None))
+    too_large = RefusedPath(
+        path,
+        f"{status.st_size:,} bytes, above the {mib(max_bytes)} a {what} may be — "
+        "move it out of the folder",
+    )
+    problem = (
+        kind_problem(path, status.st_mode)
+        or (too_large if status.st_size > max_bytes else None)
+        or (not_own(path, status) if own else None)
+    )
     if problem is not None:
         os.close(fd)
         raise problem
-    with os.fdopen(fd, "rb", buffering=0) as handle:  # only now is anything read
-        # a buffer of the file's size, not of the limit; a file that grows while read stops at the limit too
+    # only now is anything read
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        # a buffer of the file's size, not of the limit; a file that grows while read stops at the
+        # limit too
         data = handle.read(min(status.st_size, max_bytes) + 1)
         if len(data) > status.st_size:
             data += handle.read(max_bytes + 1 - len(data))
@@ -268,17 +314,25 @@ DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def json_depth(text: str) -> int:
-    """How deep JSON text nests (brackets in strings aside), found before json's parser, whose RecursionError would
-    come at a depth set by the caller's stack (about 1000 levels, not MAX_JSON_DEPTH) and name none."""
-    brackets = STRINGS_AND_TEXT.sub("", text).replace('"', "")  # a quote left: a string that never ends
+    """How deep JSON text nests (brackets in strings aside), found before json's parser, whose
+    RecursionError would come at a depth set by the caller's stack (about 1000 levels, not
+    MAX_JSON_DEPTH) and name none."""
+    # a quote left: a string that never ends
+    brackets = STRINGS_AND_TEXT.sub("", text).replace('"', "")
     return max(accumulate(map(DEPTH_STEP.__getitem__, brackets)), default=0)
 
 
-def read_json(path: Path | str, max_bytes: int, what: str = "JSON file", own: bool = False) -> object:
-    """The JSON value of `path` (read_regular); RefusedPath past MAX_JSON_DEPTH, ValueError for non-UTF-8 JSON."""
+def read_json(
+    path: Path | str, max_bytes: int, what: str = "JSON file", own: bool = False
+) -> object:
+    """The JSON value of `path` (read_regular); RefusedPath past MAX_JSON_DEPTH, ValueError for
+    non-UTF-8 JSON."""
     text = read_regular(path, max_bytes, what, own).decode("utf-8")
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
-        raise RefusedPath(path, f"JSON nested {depth} levels deep (gpubench reads at most {MAX_JSON_DEPTH}) — "
-                                "move it out of the folder")
+        raise RefusedPath(
+            path,
+            f"JSON nested {depth} levels deep (gpubench reads at most {MAX_JSON_DEPTH}) — "
+            "move it out of the folder",
+        )
     return json.loads(text)

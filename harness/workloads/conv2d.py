@@ -1,5 +1,5 @@
-"""A 3x3 convolution forward (the MNIST CNN's layer, alone): TFLOP/s per dtype, memory format (NCHW or
-channels_last) and, on cuda, cuDNN's autotuner (torch.backends.cudnn.benchmark)."""
+"""A 3x3 convolution forward (the MNIST CNN's layer, alone): TFLOP/s per dtype, memory format (NCHW
+or channels_last) and, on cuda, cuDNN's autotuner (torch.backends.cudnn.benchmark)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ class ConvCase(Case):
     workload: ClassVar[str] = "conv2d"
     dtype: str
     channels_last: bool
-    cudnn_benchmark: bool | None  # None off cuda: there is no cuDNN to tune
+    # None off cuda: there is no cuDNN to tune
+    cudnn_benchmark: bool | None
     batch_size: int
 
 
@@ -37,7 +38,12 @@ def cases(ctx: BuildContext) -> list[ConvCase]:
     kind = "cpu" if ctx.device.type == "cpu" else "gpu"
     batch = 4 if ctx.profile == "smoke" else SHAPES[kind][0]
     tunings: tuple[bool | None, ...] = (False, True) if ctx.device.type == "cuda" else (None,)
-    return [ConvCase(dtype, cl, tuning, batch) for dtype in DTYPES for cl in (False, True) for tuning in tunings]
+    return [
+        ConvCase(dtype, cl, tuning, batch)
+        for dtype in DTYPES
+        for cl in (False, True)
+        for tuning in tunings
+    ]
 
 
 def conv_tflops(batch: int, channels: int, size: int, seconds: float) -> float:
@@ -46,8 +52,8 @@ def conv_tflops(batch: int, channels: int, size: int, seconds: float) -> float:
 
 
 def backend_flags(case: ConvCase, device: torch.device) -> Callable[[], None]:
-    """cuDNN's autotuner as the case says; returns its restore function. (The runner sets cuDNN's TF32 per case
-    for every workload: fp32 here is IEEE fp32.)"""
+    """cuDNN's autotuner as the case says; returns its restore function. (The runner sets cuDNN's
+    TF32 per case for every workload: fp32 here is IEEE fp32.)"""
     previous = torch.backends.cudnn.benchmark
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = bool(case.cudnn_benchmark)
@@ -59,8 +65,12 @@ def build(case: ConvCase, ctx: BuildContext) -> Timed:
         raise CaseSkipped(reason)
     _, channels, size = SHAPES["cpu" if ctx.device.type == "cpu" else "gpu"]
     memory_format = torch.channels_last if case.channels_last else torch.contiguous_format
-    x = randn_on((case.batch_size, channels, size, size), ctx.device, DTYPES[case.dtype],
-                 seeded_generator(ctx.device, 0)).contiguous(memory_format=memory_format)
+    x = randn_on(
+        (case.batch_size, channels, size, size),
+        ctx.device,
+        DTYPES[case.dtype],
+        seeded_generator(ctx.device, 0),
+    ).contiguous(memory_format=memory_format)
     conv = torch.nn.Conv2d(channels, channels, KERNEL, padding=KERNEL // 2, bias=False)
     conv = conv.to(ctx.device, DTYPES[case.dtype], memory_format=memory_format).eval()
     restore = backend_flags(case, ctx.device)
@@ -70,14 +80,18 @@ def build(case: ConvCase, ctx: BuildContext) -> Timed:
             return conv(x)
 
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
-        return {"tflops": conv_tflops(case.batch_size, channels, size, stats.median_s),
-                "samples_per_s": case.batch_size / stats.median_s, "latency_s": stats.median_s}
+        return {
+            "tflops": conv_tflops(case.batch_size, channels, size, stats.median_s),
+            "samples_per_s": case.batch_size / stats.median_s,
+            "latency_s": stats.median_s,
+        }
 
     def estimate_s() -> float:
-        """One sample's forward times the batch: a half-precision batch with no native CPU kernel is known to be
-        too slow before it runs."""
+        """One sample's forward times the batch: a half-precision batch with no native CPU kernel is
+        known to be too slow before it runs."""
         with torch.inference_mode():
-            conv(x[:1])  # one-time costs (the kernel's selection) are not the call's
+            # one-time costs (the kernel's selection) are not the call's
+            conv(x[:1])
             return time_call(lambda: conv(x[:1]), ctx.clock) * case.batch_size
 
     return Timed(fn=forward, figures=figures, cleanup=restore, estimate=estimate_s)

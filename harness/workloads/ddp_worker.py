@@ -29,16 +29,28 @@ from gpubench.harness.devices.device import memory_snapshot, reset_peak_memory
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.common.models import make_model
-from gpubench.harness.workloads.common.torchrun_launch import (Heartbeat, exit_rank, rank_arguments, report_rank0,
-                                                               run_rank)
+from gpubench.harness.workloads.common.torchrun_launch import (
+    Heartbeat,
+    exit_rank,
+    rank_arguments,
+    report_rank0,
+    run_rank,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = rank_arguments(argparse.ArgumentParser(description=__doc__,
-                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
+    parser = rank_arguments(
+        argparse.ArgumentParser(
+            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+    )
     parser.add_argument("--batch-size", type=int, default=128, help="per-rank batch size")
-    parser.add_argument("--max-steps", type=int, default=0,
-                        help="stop after this many steps per rank (0: a full epoch)")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=0,
+        help="stop after this many steps per rank (0: a full epoch)",
+    )
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--dataset", default="auto")
     parser.add_argument("--data-root", default=None)
@@ -47,22 +59,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def shard_loader(data: DataSource, batch_size: int, rank: int, world_size: int) -> DataLoader:
     images, labels = data.preloaded(True, torch.device("cpu"))
-    sampler = DistributedSampler(TensorDataset(images, labels), num_replicas=world_size, rank=rank, shuffle=True,
-                                 seed=0)
-    return DataLoader(TensorDataset(images, labels), batch_size=batch_size, sampler=sampler,
-                      pin_memory=torch.cuda.is_available())
+    sampler = DistributedSampler(
+        TensorDataset(images, labels), num_replicas=world_size, rank=rank, shuffle=True, seed=0
+    )
+    return DataLoader(
+        TensorDataset(images, labels),
+        batch_size=batch_size,
+        sampler=sampler,
+        pin_memory=torch.cuda.is_available(),
+    )
 
 
-def train(args: argparse.Namespace, rank: int, device: torch.device, world_size: int,
-          beat: Heartbeat | None = None) -> dict[str, Any]:
-    """The rank's report: its batch and steps, the samples of all ranks together, and its peak memory (CUDA
-    allocator, or the process's peak resident set on cpu)."""
+def train(
+    args: argparse.Namespace,
+    rank: int,
+    device: torch.device,
+    world_size: int,
+    beat: Heartbeat | None = None,
+) -> dict[str, Any]:
+    """The rank's report: its batch and steps, the samples of all ranks together, and its peak
+    memory (CUDA allocator, or the process's peak resident set on cpu)."""
     # fp32 convolutions are IEEE fp32, as in the parent's cases (a fresh process starts True)
     torch.backends.cudnn.allow_tf32 = False
     clock = SyncedClock(device)
     model = make_model("cnn").to(device)
     reset_peak_memory(device)
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    ddp = DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     criterion = torch.nn.CrossEntropyLoss()
     from gpubench.harness.devices.datasets import default_data_root
@@ -98,9 +122,17 @@ def train(args: argparse.Namespace, rank: int, device: torch.device, world_size:
     train_s = clock() - start
     counts = torch.tensor([seen], dtype=torch.long, device=device)
     dist.all_reduce(counts)
-    return {"world_size": world_size, "backend": dist.get_backend(), "batch_size": args.batch_size, "steps": steps,
-            "train_s": train_s, "samples": int(counts.item()), "step_samples_s": step_samples_s,
-            "dataset": data.dataset, "peak_mem_bytes": memory_snapshot(device).peak_bytes}
+    return {
+        "world_size": world_size,
+        "backend": dist.get_backend(),
+        "batch_size": args.batch_size,
+        "steps": steps,
+        "train_s": train_s,
+        "samples": int(counts.item()),
+        "step_samples_s": step_samples_s,
+        "dataset": data.dataset,
+        "peak_mem_bytes": memory_snapshot(device).peak_bytes,
+    }
 
 
 def rows(report: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -108,11 +140,22 @@ def rows(report: dict[str, Any]) -> list[tuple[Any, Any]]:
     from gpubench.harness.records.row import CaseResult, MeasuredColumns, Memory, Status
     from gpubench.harness.workloads.ddp import DistributedCase
 
-    stats, samples_per_s = summarize(report["step_samples_s"]), report["samples"] / report["train_s"]
-    figures = {"dataset": report["dataset"], "step_s": stats.median_s, "samples_per_s": samples_per_s,
-               "samples_per_s_per_rank": samples_per_s / report["world_size"]}
-    result = CaseResult(Status("ok", ""), MeasuredColumns(stats, 1, report["step_samples_s"]), figures=figures,
-                        memory=Memory(report["peak_mem_bytes"], None, None, None))
+    stats, samples_per_s = (
+        summarize(report["step_samples_s"]),
+        report["samples"] / report["train_s"],
+    )
+    figures = {
+        "dataset": report["dataset"],
+        "step_s": stats.median_s,
+        "samples_per_s": samples_per_s,
+        "samples_per_s_per_rank": samples_per_s / report["world_size"],
+    }
+    result = CaseResult(
+        Status("ok", ""),
+        MeasuredColumns(stats, 1, report["step_samples_s"]),
+        figures=figures,
+        memory=Memory(report["peak_mem_bytes"], None, None, None),
+    )
     case = DistributedCase("ddp", report["world_size"], report["backend"], report["batch_size"])
     return [(case, result)]
 

@@ -17,8 +17,11 @@ from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.measurement.workload import Workload
 from gpubench.harness.workloads.common.models import make_model
 
-GRAD_MODES: dict[str, Callable[[], Any]] = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad,
-                                             "inference_mode": torch.inference_mode}
+GRAD_MODES: dict[str, Callable[[], Any]] = {
+    "grad": contextlib.nullcontext,
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+}
 BATCHES = {"smoke": (8,), "quick": (1, 64, 1024), "full": (1, 16, 64, 256, 1024, 4096)}
 # A CNN forward of 1024 images takes ~0.4 s on a 2-core CPU: the quick CPU ladder is latency (1)
 # and throughput (256) only, so the quick profile stays within its budget there.
@@ -34,7 +37,11 @@ class InferenceCase(Case):
 
 
 def cases(ctx: BuildContext) -> list[InferenceCase]:
-    batches = CPU_QUICK_BATCHES if ctx.profile == "quick" and ctx.device.type == "cpu" else BATCHES[ctx.profile]
+    batches = (
+        CPU_QUICK_BATCHES
+        if ctx.profile == "quick" and ctx.device.type == "cpu"
+        else BATCHES[ctx.profile]
+    )
     return [InferenceCase(m, b, g) for m in ("mlp", "cnn") for b in batches for g in GRAD_MODES]
 
 

@@ -15,7 +15,12 @@ from gpubench.harness.core.plan import BuildTiming
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.measurement.workload import Workload
-from gpubench.harness.workloads.common.matmuls import device_name, operands, tflops_figures, with_precision
+from gpubench.harness.workloads.common.matmuls import (
+    device_name,
+    operands,
+    tflops_figures,
+    with_precision,
+)
 
 GUIDE_N = 5000
 
@@ -33,8 +38,13 @@ def cases(ctx: BuildContext) -> list[SpeedupCase]:
 
 def cpu_timing(profile: str) -> BuildTiming:
     # Each CPU call of n=5000 takes about a second on a few cores: a handful of rounds is enough.
-    return BuildTiming(target_s=Profile(profile).timing.target_s * 4, min_round_s=0.0, min_rounds=3, max_rounds=10,
-                  warmup_calls=1)
+    return BuildTiming(
+        target_s=Profile(profile).timing.target_s * 4,
+        min_round_s=0.0,
+        min_rounds=3,
+        max_rounds=10,
+        warmup_calls=1,
+    )
 
 
 def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
@@ -47,12 +57,25 @@ def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
     gpu_figures = tflops_figures(case.size, case.dtype, device_name(device))
 
     def cpu_side(measured: Measurement) -> dict[str, Any]:
-        """The same product on the CPU after the device's rounds, on a CPU-synced clock (no device queue waits)."""
+        """The same product on the CPU after the device's rounds, on a CPU-synced clock (no device
+        queue waits)."""
         cpu_clock = SyncedClock(torch.device("cpu"), ctx.clock.base)
-        cpu = measure(Timed(fn=lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu)), cpu_timing(profile), cpu_clock)
-        return {"baseline_median_s": cpu.stats.median_s, "speedup": cpu.stats.median_s / measured.stats.median_s}
+        cpu = measure(
+            Timed(fn=lambda: torch.matmul(a_cpu, b_cpu, out=out_cpu)),
+            cpu_timing(profile),
+            cpu_clock,
+        )
+        return {
+            "baseline_median_s": cpu.stats.median_s,
+            "speedup": cpu.stats.median_s / measured.stats.median_s,
+        }
 
-    return Timed(fn=lambda: torch.matmul(a, b, out=out), figures=gpu_figures, companion=cpu_side, cleanup=restore)
+    return Timed(
+        fn=lambda: torch.matmul(a, b, out=out),
+        figures=gpu_figures,
+        companion=cpu_side,
+        cleanup=restore,
+    )
 
 
 WORKLOAD = Workload(SPEC, cases, build)

@@ -26,15 +26,22 @@ LADDERS: dict[str, tuple[int, ...]] = {
 @dataclass(frozen=True)
 class TransferCase(Case):
     workload: ClassVar[str] = "transfer"
-    direction: str  # h2d | d2h
-    size: int  # bytes
+    # h2d | d2h
+    direction: str
+    # bytes
+    size: int
     pinned: bool
     non_blocking: bool
 
 
 def cases(ctx: BuildContext) -> list[TransferCase]:
-    return [TransferCase(direction, size, pinned, non_blocking) for direction in ("h2d", "d2h")
-            for size in LADDERS[ctx.profile] for pinned in (False, True) for non_blocking in (False, True)]
+    return [
+        TransferCase(direction, size, pinned, non_blocking)
+        for direction in ("h2d", "d2h")
+        for size in LADDERS[ctx.profile]
+        for pinned in (False, True)
+        for non_blocking in (False, True)
+    ]
 
 
 def skip_reason(case: TransferCase, device: torch.device) -> str | None:
@@ -56,8 +63,11 @@ def build(case: TransferCase, ctx: BuildContext) -> Timed:
         fn = lambda: on_device.copy_(host, non_blocking=case.non_blocking)  # noqa: E731
     else:
         fn = lambda: host.copy_(on_device, non_blocking=case.non_blocking)  # noqa: E731
-    notes = [] if case.pinned or not case.non_blocking else [
-        "non_blocking from pageable memory is staged synchronously by the driver"]
+    notes = (
+        []
+        if case.pinned or not case.non_blocking
+        else ["non_blocking from pageable memory is staged synchronously by the driver"]
+    )
 
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         return {"gbps": case.size / stats.median_s / 1e9}
@@ -71,12 +81,14 @@ def headline(cases: list[TransferCase]) -> list[TransferCase]:
     return [max(pinned, key=lambda c: c.size)] if pinned else []
 
 
-HOST_LINK_BYTES_PER_S = 20e9  # a PCIe 4/5 x16 link's order: the device's memory rate does not bound a copy
+# a PCIe 4/5 x16 link's order: the device's memory rate does not bound a copy
+HOST_LINK_BYTES_PER_S = 20e9
 
 
 def work(case: TransferCase, ctx: BuildContext) -> Work:
     if skip_reason(case, ctx.device):
-        return Work(launches=0, calls=0)  # a skipped row, at once
+        # a skipped row, at once
+        return Work(launches=0, calls=0)
     return Work(host_s=case.size / HOST_LINK_BYTES_PER_S, fresh_bytes=2 * case.size)
 
 

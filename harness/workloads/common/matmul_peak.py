@@ -1,5 +1,6 @@
-"""This machine's own matmul TFLOP/s in a dtype: the ceiling a roofline is drawn against without a datasheet.
-Measured once per device, dtype and build, so the cases of one build share it and each build measures its own."""
+"""This machine's own matmul TFLOP/s in a dtype: the ceiling a roofline is drawn against without a
+datasheet. Measured once per device, dtype and build, so the cases of one build share it and each
+build measures its own."""
 
 from __future__ import annotations
 
@@ -9,12 +10,19 @@ import torch
 
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed, measure
-from gpubench.harness.workloads.common.matmuls import cpu_computes_natively, matmul_tflops, operands, with_precision
+from gpubench.harness.workloads.common.matmuls import (
+    cpu_computes_natively,
+    matmul_tflops,
+    operands,
+    with_precision,
+)
 
-# An n×n product that reaches this kind of device's matmul peak in one call of milliseconds to tens of them.
+# An n×n product that reaches this kind of device's matmul peak in one call of milliseconds to tens
+# of them.
 GPU_N, CPU_N = 8192, 1024
-# A CPU without native bf16/fp16 emulates them at about 1 GFLOP/s up to n=512 (here: 1.39 at n=256, 1.35 at
-# n=512), slower past it: the smallest size that still runs tens of milliseconds keeps the build cheap.
+# A CPU without native bf16/fp16 emulates them at about 1 GFLOP/s up to n=512 (here: 1.39 at n=256,
+# 1.35 at n=512), slower past it: the smallest size that still runs tens of milliseconds keeps the
+# build cheap.
 CPU_EMULATED_N = 256
 
 
@@ -38,7 +46,8 @@ def measured_peak(dtype: str, ctx: BuildContext) -> MatmulPeak:
     key = (str(ctx.device), dtype, ctx.build_index)
     if key not in _MEASURED:
         n = peak_n(ctx.device, dtype)
-        restore = with_precision(dtype)  # fp32 is IEEE fp32 (no TF32), as the case's own math
+        # fp32 is IEEE fp32 (no TF32), as the case's own math
+        restore = with_precision(dtype)
         try:
             a, b, out = operands(n, dtype, ctx.device)
             timed = measure(Timed(fn=lambda: torch.matmul(a, b, out=out)), ctx.timing, ctx.clock)

@@ -1,4 +1,5 @@
-"""Dense matmul parts several workloads share: operands, the fp32 matmul precision, TFLOP/s against the peak."""
+"""Dense matmul parts several workloads share: operands, the fp32 matmul precision, TFLOP/s against
+the peak."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from gpubench.harness.core.peaks import peak_tflops
 from gpubench.harness.core.stats import SampleStats
 from gpubench.harness.devices.device import randn_on, seeded_generator
 
-TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
 
 
 def matmul_tflops(n: int, seconds: float) -> float:
@@ -19,8 +25,9 @@ def matmul_tflops(n: int, seconds: float) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-def operands(n: int, dtype: str, device: torch.device,
-             seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def operands(
+    n: int, dtype: str, device: torch.device, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random operands (never zeros: they can run faster than real data) and an output buffer."""
     gen = seeded_generator(device, seed)
     a = randn_on((n, n), device, TORCH_DTYPES[dtype], gen)
@@ -31,15 +38,22 @@ def operands(n: int, dtype: str, device: torch.device,
 def with_precision(dtype: str) -> Callable[[], None]:
     """Set the fp32 matmul precision for this case; returns its restore function."""
     previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")  # high: TF32 tensor cores
+    # high: TF32 tensor cores
+    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
     return lambda: torch.set_float32_matmul_precision(previous)
 
 
-def tflops_figures(n: int, dtype: str, device_name: str) -> Callable[[SampleStats, Any], dict[str, Any]]:
+def tflops_figures(
+    n: int, dtype: str, device_name: str
+) -> Callable[[SampleStats, Any], dict[str, Any]]:
     def figures(stats: SampleStats, _result: Any) -> dict[str, Any]:
         tflops = matmul_tflops(n, stats.median_s)
         peak = peak_tflops(device_name, dtype)
-        return {"tflops": tflops, "peak_tflops": peak, "pct_of_peak": 100 * tflops / peak if peak else None}
+        return {
+            "tflops": tflops,
+            "peak_tflops": peak,
+            "pct_of_peak": 100 * tflops / peak if peak else None,
+        }
 
     return figures
 
