@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from gpubench.harness.core.exits import UsageError
 from gpubench.reports.load import load_results
@@ -25,6 +26,7 @@ def test_a_raw_samples_cell_past_csvs_field_limit_is_read(tmp_path):
     assert len(frame) == len(rows) and len(json.loads(frame.loc[0, "samples_s"])) == 300_000
 
 
+@pytest.mark.process
 def test_a_report_draws_whatever_mplbackend_another_program_set(tmp_path):
     """MPLBACKEND=nonsense stopped matplotlib's import with a traceback, exit 1; the report draws
     with Agg."""
