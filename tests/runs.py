@@ -13,6 +13,8 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
+# The command line as a test starts it: this interpreter, gpubench's own module.
+GPUBENCH = [sys.executable, "-m", "gpubench.harness.commands.cli"]
 
 # One workload with one case that does nothing: the run's checks before the first case, and how a
 # run ends, without the cost of a real workload.
@@ -137,9 +139,7 @@ def gpubench_run(tmp_path: Path, *args: str, **popen) -> subprocess.Popen[str]:
     repository."""
     return subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from gpubench.harness.commands.ab_builds import side_job
 from gpubench.harness.commands.cli import build_parser, main
 from gpubench.harness.commands.common import read_options
 from gpubench.harness.processes.build_main import pytest_args_of
+
+from runs import GPUBENCH
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -120,9 +121,7 @@ def session(
     bench.write_text(SLEEP_BENCH, encoding="utf-8")
     return subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "ab",
             "--device",
             "cpu",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runs import REPO
+from runs import GPUBENCH, REPO
 
 # One tiny case; each build process appends what it sees to AB_LOG: its side, side B's variable, the
 # variable side B's interpreter (a wrapper) sets, the pid of the process where side B's
@@ -65,9 +65,7 @@ def session(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str, li
     wrapper.chmod(0o755)
     log = tmp_path / "seen.log"
     command = [
-        sys.executable,
-        "-m",
-        "gpubench.harness.commands.cli",
+        *GPUBENCH,
         "ab",
         "--device",
         "cpu",

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from runs import REPO
+from runs import GPUBENCH, REPO
 
 from gpubench.harness.processes.turns import PairPipes, Turns, gives_after, takes_before
 
@@ -148,9 +147,7 @@ def test_a_sessions_later_pairs_take_turns_case_by_case(tmp_path):
     (tmp_path / "bench_turns.py").write_text(TURNS_BENCH, encoding="utf-8")
     log = tmp_path / "turns.log"
     command = [
-        sys.executable,
-        "-m",
-        "gpubench.harness.commands.cli",
+        *GPUBENCH,
         "ab",
         "--device",
         "cpu",

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from pytest_benchmark.stats import Metadata
-from runs import run_bench
+from runs import GPUBENCH, run_bench
 
 from gpubench.harness.commands.bench_table import load_benchmarks
 from gpubench.harness.pytest_plugin.benchmark_entries import enter_build
@@ -205,9 +205,7 @@ def test_a_histogram_without_pygal_under_gpubench_run_fails_the_run_with_one_lin
     path = os.pathsep.join([str(one_case.path), os.environ["PYTHONPATH"]])
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

@@ -12,6 +12,8 @@ import pytest
 from gpubench.harness.core.exits import UsageError
 from gpubench.reports.load import load_results
 
+from runs import GPUBENCH
+
 HEADLINE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "h200" / "headline.csv"
 
 
@@ -32,14 +34,11 @@ def test_a_report_draws_whatever_mplbackend_another_program_set(tmp_path):
     with Agg."""
     import os
     import subprocess
-    import sys
 
     env = dict(os.environ, MPLBACKEND="nonsense", MPLCONFIGDIR=str(tmp_path / "mpl"))
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "report",
             str(HEADLINE),
             "--out",

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from runs import FULL_AFTER_ONE_ROW, REPO, assert_one_full_line, gpubench_run
+from runs import FULL_AFTER_ONE_ROW, GPUBENCH, REPO, assert_one_full_line, gpubench_run
 
 from gpubench.harness.pytest_plugin import plugin
 from gpubench.harness.commands.common import (
@@ -206,9 +206,7 @@ def test_a_plugin_that_owns_a_short_flag_keeps_it():
 def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
     bad = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -230,9 +228,7 @@ def test_a_bad_benchmark_timer_and_an_empty_selection_are_one_line(tmp_path):
     )
     empty = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -325,9 +321,7 @@ def test_a_latin1_terminal_gets_replacements_not_a_crash(tmp_path):
     env = dict(os.environ, PYTHONIOENCODING="latin-1")
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "compare",
             str(golden),
             str(golden),
@@ -518,9 +512,7 @@ def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(t
     """`gpubench run | head -1` and `>/dev/full` ended the build in pytest's terminal writer
     (INTERNALERROR, exit 3)."""
     argv = [
-        sys.executable,
-        "-m",
-        "gpubench.harness.commands.cli",
+        *GPUBENCH,
         "run",
         "--device",
         "cpu",

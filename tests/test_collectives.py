@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
-import sys
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -18,7 +17,7 @@ import torch
 import torch.distributed as dist
 from fakes import SteppingClock
 
-from runs import summary_as_quick
+from runs import GPUBENCH, summary_as_quick
 from gpubench.harness.catalog import spec_for
 from gpubench.harness.catalog.collectives import algbw_gbps, bus_factor, elements
 from gpubench.harness.measurement.context import BuildContext
@@ -437,9 +436,7 @@ def test_a_rank_adding_the_wrong_tensor_fails_the_all_reduce_rows_only(
 def test_a_run_writes_every_collective_correct_and_its_report(tmp_path) -> None:
     """gpubench run, as a user runs it: one build process, one torchrun launch (~30-60 s here)."""
     command = [
-        sys.executable,
-        "-m",
-        "gpubench.harness.commands.cli",
+        *GPUBENCH,
         "run",
         "--device",
         "cpu",

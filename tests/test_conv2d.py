@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ from gpubench.harness.records.schema import COLUMNS
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads import conv2d
+
+from runs import GPUBENCH
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,9 +83,7 @@ def test_cuda_flags_are_set_for_the_case_and_restored() -> None:
 def test_a_run_writes_its_rows_and_its_report_section(tmp_path: Path) -> None:
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

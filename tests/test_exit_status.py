@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from runs import PLUGIN_OVER_TINY, run_bench_process
+from runs import GPUBENCH, PLUGIN_OVER_TINY, run_bench_process
 
 pytest_plugins = ["pytester"]
 
@@ -107,16 +107,13 @@ def test_a_torch_py_in_the_working_folder_is_not_the_builds_torch(tmp_path):
     """`python -m` puts the working folder first on a build's import path: a user's torch.py (or
     pytest.py) there was imported instead of the real one, and every build died."""
     import subprocess
-    import sys
 
     from runs import REPO
 
     (tmp_path / "torch.py").write_text('raise SystemExit("the working folder\'s torch.py")\n')
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -274,7 +271,6 @@ def test_a_run_with_plugin_autoload_off_measures_and_leaves_nothing_in_the_worki
     --benchmark-quiet'); and every run left an empty .benchmarks/ where it was started."""
     import os
     import subprocess
-    import sys
 
     from runs import REPO
 
@@ -282,9 +278,7 @@ def test_a_run_with_plugin_autoload_off_measures_and_leaves_nothing_in_the_worki
     where.mkdir()
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

@@ -35,6 +35,8 @@ from gpubench.harness.records.job_files import private_folder
 from gpubench.harness.records.results_reader import read_rows
 from store_runs import runs_in
 
+from runs import GPUBENCH
+
 # one case, seconds
 TINY = ["--profile", "smoke", "--device", "cpu", "-k", "matmul and fp32"]
 
@@ -313,9 +315,7 @@ def fleet(
     tests)."""
     return subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "fleet",
             "--store",
             str(store),
@@ -931,9 +931,7 @@ def test_fleet_refuses_before_any_job_in_one_line(tmp_path, case):
     jobs = tmp_path / "jobs"
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "fleet",
             *argv,
             "--jobs-dir",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from runs import REPO, build_processes
+from runs import GPUBENCH, REPO, build_processes
 
 from gpubench.harness.commands import run_command
 from gpubench.harness.commands.cli import build_parser
@@ -120,9 +120,7 @@ def interrupted_gpubench_run(tmp_path: Path, delay_s: float, *how: str) -> tuple
     process started."""
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

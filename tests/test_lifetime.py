@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from runs import cmdlines, gpubench_run, processes_of, run_bench_process
+from runs import GPUBENCH, cmdlines, gpubench_run, processes_of, run_bench_process
 
 from gpubench.harness.processes.lifetime import (
     handlers_installed,
@@ -29,9 +29,7 @@ def test_sigterm_to_gpubench_run_stops_its_build_process_too(tmp_path):
     """The build process dies with gpubench run: nothing goes on appending rows after it."""
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from runs import summary_as_quick
+from runs import GPUBENCH, summary_as_quick
 from gpubench.harness.catalog.profiles import Profile
 from gpubench.harness.budget import clock as run_clock
 from gpubench.harness.core.model_spec import ModelSpec, parse_model_options
@@ -295,9 +295,7 @@ def test_gpubench_run_times_a_model_from_the_current_folder(tmp_path: Path) -> N
     from the folder the command runs in); the suite's own cases are not run beside it."""
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -344,9 +342,7 @@ def test_gpubench_run_refuses_a_bad_model_with_one_line(tmp_path: Path) -> None:
     exit 4."""
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -469,9 +465,7 @@ def test_a_factory_that_ends_the_process_itself_is_named_not_a_silent_exit_0(
 ) -> None:
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

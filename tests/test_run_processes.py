@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from runs import REPO, build_processes, cmdlines, gpubench_run
+from runs import GPUBENCH, REPO, build_processes, cmdlines, gpubench_run
 
 from gpubench.harness.processes import launch
 from gpubench.harness.processes.build_runs import BuildsOutcome, run_builds
@@ -408,9 +408,7 @@ def run_until_a_build_started(tmp_path: Path, *args: str, builds: int = 2) -> su
     returned once its `builds`-th build process has started."""
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -470,9 +468,7 @@ def test_an_existing_benchmark_json_outside_the_checkout_still_runs_the_cases(tm
     existing.write_text("{}")
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

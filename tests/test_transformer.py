@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from runs import summary_as_quick
+from runs import GPUBENCH, summary_as_quick
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.measurement.measure import Timed
@@ -337,9 +336,7 @@ def test_a_run_writes_its_rows_summary_and_section(tmp_path: Path) -> None:
     compile takes 20 s to 2 minutes on a 2-core CPU)."""
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",

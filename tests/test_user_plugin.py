@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from runs import ONE_CASE_BENCH, REPO, run_bench, run_bench_process
+from runs import GPUBENCH, ONE_CASE_BENCH, REPO, run_bench, run_bench_process
 
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
@@ -399,7 +399,6 @@ def test_my_matmul(gpubench):
 @pytest.mark.process
 def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
     import subprocess
-    import sys
 
     from gpubench.harness.records.results_reader import read_rows
 
@@ -409,9 +408,7 @@ def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "ab",
             "--device",
             "cpu",
@@ -443,9 +440,7 @@ def test_ab_pairs_a_users_own_tests_build_by_build(tmp_path):
     assert "| mine/matmul-n=64 |" in result.stdout
     missing = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "ab",
             "--tests",
             str(user / "nothere.py"),
@@ -482,7 +477,6 @@ def test_mine(gpubench, request):
 @pytest.mark.process
 def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own_values(tmp_path):
     import subprocess
-    import sys
 
     from gpubench.harness.records.results_reader import read_rows
 
@@ -493,9 +487,7 @@ def test_a_users_suite_that_declares_device_and_profile_itself_runs_with_its_own
     out = tmp_path / "out"
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -537,7 +529,6 @@ def test_a_users_fresh_builds_under_gpubench_run_are_one_build_process_each(tmp_
     and build K of the test is made in process K, as a suite case's; none is made twice (the run's
     file refused a second copy)."""
     import subprocess
-    import sys
 
     from gpubench.harness.records.results_reader import read_rows
 
@@ -545,9 +536,7 @@ def test_a_users_fresh_builds_under_gpubench_run_are_one_build_process_each(tmp_
     out = tmp_path / "out"
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
@@ -612,14 +601,11 @@ def test_a_users_test_file_that_cannot_be_collected_is_named_not_taken_for_a_ctr
     """pytest stops a session whose collection failed as 'interrupted' (2): it read 'interrupted …
     re-run with another --run-id', exit 130. An empty --tests folder blamed a -k/-m no one gave."""
     import subprocess
-    import sys
 
     def gpubench_run(folder):
         return subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "gpubench.harness.commands.cli",
+                *GPUBENCH,
                 "run",
                 "--device",
                 "cpu",
@@ -721,14 +707,11 @@ def test_benchmark_compare_fail_in_a_users_project_exits_1_as_without_gpubench(
 def test_benchmark_compare_fail_under_gpubench_run_is_a_failed_comparison(one_case):
     """It read 'build 1 of 1 ended with exit 3, pytest's internal error above', exit 3."""
     import subprocess
-    import sys
 
     store = saved_then_made_faster(one_case)
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gpubench.harness.commands.cli",
+            *GPUBENCH,
             "run",
             "--device",
             "cpu",
