@@ -16,7 +16,7 @@ from gpubench.harness.core.flags import OVER_BUDGET_FLAG, flag_pattern
 from gpubench.harness.catalog import short_id, spec_for
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame
-from gpubench.harness.records.safe_files import RefusedPath, kind_problem, read_json
+from gpubench.harness.records.safe_files import RefusedPath, kind_refusal, read_json
 from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
 from gpubench.reports.markdown import (
     CONTROL,
@@ -102,7 +102,7 @@ def _walk(folder: Path, left_out: list[str] | None) -> list[Path]:
             if stat.S_ISREG(mode):
                 found.append(path)
             elif not link(path) and left_out is not None:
-                left_out.append(str(kind_problem(path, mode)))
+                left_out.append(str(kind_refusal(path, mode)))
     # the order rglob gave: the first machine is the default baseline
     return sorted(found)
 

@@ -22,7 +22,7 @@ from gpubench.harness.records.safe_files import (
     NOFOLLOW,
     NONBLOCK,
     RefusedPath,
-    kind_problem,
+    kind_refusal,
     link_line,
     make_folders,
 )
@@ -130,7 +130,7 @@ def _open_lock(path: Path) -> int:
                 f"report lock {path} is a folder, not a lock file — remove it"
             ) from None
         raise
-    problem = kind_problem(path, os.fstat(fd).st_mode)
+    problem = kind_refusal(path, os.fstat(fd).st_mode)
     if problem is not None:
         os.close(fd)
         raise UsageError(f"report lock {problem}")

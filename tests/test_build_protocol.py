@@ -145,7 +145,7 @@ import torch
 from gpubench.harness.pytest_plugin import fork_server
 print(fork_server.preload() or "fork ok")
 torch.cuda.is_available()
-print(fork_server.fork_problem() or "fork ok")
+print(fork_server.why_fork_unsafe() or "fork ok")
 """
 
 
@@ -178,7 +178,7 @@ def test_a_server_with_cuda_initialised_forks_nothing(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert (
-        fork_server.fork_problem()
+        fork_server.why_fork_unsafe()
         == "CUDA is initialised in the fork server: a forked build could not use it"
     )
 

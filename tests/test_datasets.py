@@ -10,7 +10,7 @@ from runs import one_error_line, run_bench, write_idx_folder
 from gpubench.harness.devices.datasets import (
     IDX_FILES,
     check_dataset_files,
-    idx_problem,
+    idx_defect,
     usable_data_root,
 )
 from gpubench.harness.core.exits import UsageError
@@ -60,7 +60,7 @@ def test_whole_idx_files_pass(tmp_path):
     raw = tmp_path / "MNIST" / "raw"
     write_idx_folder(raw)
     # each file read, none has a problem
-    assert {name: idx_problem(raw / name) for name in IDX_FILES} == dict.fromkeys(IDX_FILES)
+    assert {name: idx_defect(raw / name) for name in IDX_FILES} == dict.fromkeys(IDX_FILES)
     check_dataset_files("mnist", tmp_path)
     # auto reads MNIST here: checked, and whole
     check_dataset_files("auto", tmp_path)

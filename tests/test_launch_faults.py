@@ -210,9 +210,9 @@ def test_a_malformed_stop_with_token_is_refused_before_any_build(tmp_path, monke
         and "GPUBENCH_STOP_WITH='abc' is not <pid>:<start time>" in err
         and "unset it" in err
     )
-    from gpubench.harness.processes.lifetime import token_problem
+    from gpubench.harness.processes.lifetime import check_stop_token
 
-    assert token_problem("4242:1764600000.125") is None
+    check_stop_token("4242:1764600000.125")
 
 
 LEAVES_DAEMON = """import os, subprocess, sys

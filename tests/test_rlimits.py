@@ -9,6 +9,7 @@ import resource
 import pytest
 from runs import gpubench_run, run_bench
 
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.processes import rlimits
 from gpubench.harness.records.results_reader import read_rows
 
@@ -94,9 +95,12 @@ def test_the_torch_probe_runs_only_under_tight_limits(monkeypatch):
     )
     monkeypatch.setattr(rlimits, "tight_limits", list)
     # an ordinary shell: no child started
-    assert rlimits.limits_problem() is None and calls == []
+    rlimits.check_limits()
+    assert calls == []
     monkeypatch.setattr(rlimits, "tight_limits", lambda: ["ulimit -u 40"])
-    assert rlimits.limits_problem() == (
+    with pytest.raises(UsageError) as refused:
+        rlimits.check_limits()
+    assert str(refused.value) == (
         "torch cannot start under this shell's limits (ulimit -u 40): bad_alloc — "
         "raise them (ulimit -v unlimited; ulimit -u 4096) and re-run"
     )

@@ -362,6 +362,7 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(
 
     import gpubench.harness.records.job_files
     from gpubench.harness.commands.common import resolve_store
+    from gpubench.harness.core.exits import UsageError
     from gpubench.harness.core.options import RunOptions
     from gpubench.harness.devices.env import machine_identity
     from gpubench.harness.records.store import machine_folder_name
@@ -380,7 +381,11 @@ def test_a_machine_folder_others_can_empty_is_refused_or_named_before_the_run(
         (0o755, False, False),
     ):
         folder.chmod(mode)
-        problem = resolve_store(argparse.Namespace(run=RunOptions(store=str(tmp_path / "S"))))
+        try:
+            resolve_store(argparse.Namespace(run=RunOptions(store=str(tmp_path / "S"))))
+            problem = None
+        except UsageError as refusal:
+            problem = str(refusal)
         err = capsys.readouterr().err
         assert (
             problem is not None and said in problem and "or pass another --store" in problem

@@ -64,7 +64,7 @@ def test_a_store_that_is_a_file_is_refused(tmp_path):
 def test_run_store_option_becomes_this_machines_folder(tmp_path):
     args, _ = build_parser().parse_known_args(["run", "--store", str(tmp_path)])
     args.run = read_options(args)
-    assert resolve_store(args) is None
+    resolve_store(args)
     assert (
         Path(args.run.results_dir) == tmp_path / machine_folder_name(machine_identity())
         and args.run.store is None

@@ -63,7 +63,7 @@ from gpubench.harness.processes.launch import (
     stopped_limit_s,
 )
 from gpubench.harness.processes.lifetime import adopt_orphans
-from gpubench.harness.processes.rlimits import limits_problem
+from gpubench.harness.processes.rlimits import check_limits
 from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
 from gpubench.harness.records.safe_files import RefusedPath, make_folders, open_new, write_all
@@ -85,7 +85,7 @@ def parse_env(pairs: list[str], flag: str) -> dict[str, str]:
     for item in pairs:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"{flag} {item!r}: use NAME=VALUE, such as {flag} OMP_NUM_THREADS=1")
+            raise UsageError(f"{flag} {item!r}: use NAME=VALUE, such as {flag} OMP_NUM_THREADS=1")
         env[name] = value
     return env
 
@@ -109,9 +109,9 @@ def side_options(
     try:
         given, rest = parser.parse_known_args(args)
     except argparse.ArgumentError as error:
-        raise ValueError(f"{flag}: {error}") from None
+        raise UsageError(f"{flag}: {error}") from None
     if owned := next((name for name in SESSION_OPTIONS + ("build",) if name in vars(given)), None):
-        raise ValueError(
+        raise UsageError(
             f"{flag}: the session sets --{owned.replace('_', '-')} for both sides — pass it to "
             "gpubench ab itself (--results-dir, --store, --run-id, --pairs, --budget)"
         )
@@ -406,7 +406,7 @@ def check_session(
     threshold = parse_threshold(args.threshold)
     sides = sides_of(args)
     if results_dir.exists() and not results_dir.is_dir():
-        raise ValueError(
+        raise UsageError(
             f"--results-dir {results_dir} is a file, not a folder — pass a folder "
             "(it is created if missing)"
         )
@@ -416,26 +416,26 @@ def check_session(
     try:
         make_folders(results_dir)
     except OSError as error:
-        raise ValueError(
+        raise UsageError(
             f"--results-dir {results_dir} cannot be created ({error.strerror or error}) — "
             "pass a folder you can write to"
         ) from None
     # never a link: the marker and both sides' files go inside
     check_writable(results_dir)
     # a tiny ulimit fails inside pytest or torch with no line of ours
-    if problem := limits_problem():
-        raise ValueError(problem)
+    check_limits()
     return threshold, sides, session_id
 
 
-def marker_problem(
+def write_marker_exit(
     results_dir: Path,
     session_id: str,
     sides: tuple[AbSide, AbSide],
     pairs: int,
     budget_s: float | None = None,
 ) -> int:
-    """Writes `<session>.ab.json`; a refusal is one line (exit 75 when the disk is full, else 4)."""
+    """Writes `<session>.ab.json`; its exit code: 0, or a refusal's (its line said; 75 when the disk
+    is full, else 4)."""
     try:
         write_marker(results_dir, session_id, sides, pairs, budget_s)
     # a link planted at the marker's name
@@ -475,11 +475,11 @@ def cmd_ab(args: argparse.Namespace, extra: list[str], design: Design) -> int:
     adopt_orphans()
     try:
         threshold, sides, session_id = check_session(args, results_dir)
-    except (ValueError, OSError) as error:
-        return fail(str(error), code=4)
+    except (UsageError, OSError) as error:
+        return fail(str(error), code=ExitCode.REFUSED)
     pairs, budget_s = design
-    if problem := marker_problem(results_dir, session_id, sides, pairs, budget_s):
-        return problem
+    if code := write_marker_exit(results_dir, session_id, sides, pairs, budget_s):
+        return code
     plan = (
         f"{pairs} pairs"
         if budget_s is None
@@ -558,7 +558,7 @@ def judge_and_print(
     try:
         frames = load_results([paths[0]]), load_results([paths[1]])
         problems = (
-            [files.problem(name, set(frame["run_id"])) for name, frame in zip("AB", frames)]
+            [files.defect(name, set(frame["run_id"])) for name, frame in zip("AB", frames)]
             if files
             else []
         )

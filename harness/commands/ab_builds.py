@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from gpubench import IMPORT_ROOT
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.options import RunOptions
 from gpubench.harness.pytest_plugin.forked import ForkLauncher
 from gpubench.harness.processes.launch import Completed, Job, ProcessLauncher
@@ -173,7 +174,7 @@ def interpreter(python: str, flag: str) -> str:
     """An interpreter's path; a bare name (python3) is looked up on PATH, as a shell would."""
     found = python if os.sep in python else shutil.which(python) or python
     if not (Path(found).is_file() and os.access(found, os.X_OK)):
-        raise ValueError(f"{flag} {python}: not an executable interpreter — {PYTHON_FIX}")
+        raise UsageError(f"{flag} {python}: not an executable interpreter — {PYTHON_FIX}")
     return found
 
 
@@ -219,24 +220,24 @@ def starts_python(python: str, flag: str, deadline_s: float = START_DEADLINE_S) 
     said = bytes(kept).decode(errors="replace")
     # a wrapper that waits after its python: so would every build
     if not started and "gpubench-probe 3" in said:
-        raise ValueError(
+        raise UsageError(
             f"{flag} {python}: `{command}` answered as Python 3 but did not exit within "
             f"{deadline_s:.0f} s (what does it run after python?) — {PYTHON_FIX}"
         )
     if not started:
-        raise ValueError(
+        raise UsageError(
             f"{flag} {python}: `{command}` did not start Python within {deadline_s:.0f} s — "
             f"{PYTHON_FIX}"
         )
     if probe.returncode != 0 or "gpubench-probe 3" not in said:
         first = said.strip().splitlines()[0][:120] if said.strip() else "no output"
-        raise ValueError(
+        raise UsageError(
             f"{flag} {python}: not a Python 3 interpreter (`{command}` exited {probe.returncode}: "
             f"{first}) — {PYTHON_FIX}"
         )
     missing = said.split("gpubench-probe 3", 1)[1].split()[:1]
     if missing and missing[0] != "-":
-        raise ValueError(
+        raise UsageError(
             f"{flag} {python}: it has no {missing[0].replace(',', ', ')} — {PYTHON_FIX} "
             "(pip install gpubench there)"
         )
@@ -292,7 +293,7 @@ class SideFiles:
         if code != 4 and stat.S_ISREG(info.st_mode):
             self.made[side] = (info.st_dev, info.st_ino)
 
-    def problem(self, side: str, run_ids: set[str]) -> str | None:
+    def defect(self, side: str, run_ids: set[str]) -> str | None:
         """Why the side's file is not this session's to judge, or None."""
         path, own = self.path(side), f"{self.session_id}-{side}"
         try:

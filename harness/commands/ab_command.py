@@ -8,12 +8,11 @@ import argparse
 
 from gpubench.harness.commands.common import (
     add_tests_argument,
-    fail,
+    check_tests,
     read_options,
     resolve_store,
-    tests_problem,
 )
-from gpubench.harness.core.exits import ExitCode, UsageError
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.duration_text import parse_duration
 from gpubench.harness.core.options import MAX_BUILDS
 
@@ -95,16 +94,10 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    try:
-        args.run = read_options(args)
-    except UsageError as error:
-        return fail(str(error), code=ExitCode.REFUSED)
-    if problem := tests_problem(args) or resolve_store(args):
-        return fail(problem, code=ExitCode.REFUSED)
-    try:
-        design = design_of(args)
-    except ValueError as error:
-        return fail(str(error), code=ExitCode.REFUSED)
+    args.run = read_options(args)
+    check_tests(args)
+    resolve_store(args)
+    design = design_of(args)
     from gpubench.harness.commands.ab import cmd_ab
 
     return cmd_ab(args, extra, design)
@@ -115,7 +108,7 @@ def session_budget_s(text: str) -> float:
     --budget`)."""
     seconds = parse_duration(text)
     if seconds is None:
-        raise ValueError(
+        raise UsageError(
             f"--budget {text!r}: a sequential session needs a time limit, such as 5m "
             "(or --pairs N for a fixed design)"
         )
@@ -127,7 +120,7 @@ def design_of(args: argparse.Namespace) -> tuple[int, float | None]:
     fixed = args.pairs is not None
     if fixed and (args.session_budget is not None or args.max_pairs is not None):
         given = "--budget" if args.session_budget is not None else "--max-pairs"
-        raise ValueError(
+        raise UsageError(
             f"--pairs {args.pairs} with {given}: --pairs runs exactly N pairs, "
             "--budget/--max-pairs stop when every case is decided — give one of the two"
         )
@@ -135,11 +128,11 @@ def design_of(args: argparse.Namespace) -> tuple[int, float | None]:
         (args.pairs, "--pairs") if fixed else (args.max_pairs or DEFAULT_MAX_PAIRS, "--max-pairs")
     )
     if not 3 <= pairs <= MAX_BUILDS:
-        raise ValueError(
+        raise UsageError(
             f"{flag} {pairs}: use 3 to {MAX_BUILDS} (a paired verdict needs 3 pairs or more)"
         )
     if args.builds is not None:
-        raise ValueError(
+        raise UsageError(
             f"--builds {args.builds}: a session's builds are its pairs — use --pairs {args.builds} "
             "or --max-pairs"
         )

@@ -20,7 +20,7 @@ from gpubench.harness.commands import (
     report_command,
     run_command,
 )
-from gpubench.harness.core.exits import ExitCode
+from gpubench.harness.core.exits import ExitCode, UsageError
 from gpubench.harness.processes.standard_streams import guard_standard_streams
 from gpubench.harness.core.console import CONSOLE, VOICE
 
@@ -179,23 +179,25 @@ def main(argv: list[str] | None = None) -> int:
         command_parser.error(unrecognized(parser, args.command, extra))
     if typo := option_typos(parser, args.command, extra):
         command_parser.error(typo)
-    if problem := working_folder_problem():
-        CONSOLE.error(problem)
+    # every refusal ends here: its one line, and the command's documented exit status
+    try:
+        check_working_folder()
+        return command.run_from_args(args, extra)
+    except UsageError as error:
+        CONSOLE.error(str(error))
         return int(USAGE_EXITS.get(args.command, ExitCode.ERROR))
-    return command.run_from_args(args, extra)
 
 
-def working_folder_problem() -> str | None:
+def check_working_folder() -> None:
     """A working folder removed under the shell: pytest, the builds and every relative path would
     fail on it later, as a traceback."""
     try:
         os.getcwd()
     except OSError as error:
-        return (
+        raise UsageError(
             f"the working folder is gone ({error.strerror}) — cd into a folder that exists, then "
             "run again"
-        )
-    return None
+        ) from None
 
 
 if __name__ == "__main__":

@@ -114,14 +114,13 @@ def rootdir_for(tests: list[str]) -> Path:
     )
 
 
-def tests_problem(args: argparse.Namespace) -> str | None:
+def check_tests(args: argparse.Namespace) -> None:
     """--tests naming what is not there: one line, before any build."""
     missing = [path for path in getattr(args, "tests", None) or [] if not Path(path).exists()]
-    return (
-        f"--tests {missing[0]}: no such file or folder — name your own test file or folder"
-        if missing
-        else None
-    )
+    if missing:
+        raise UsageError(
+            f"--tests {missing[0]}: no such file or folder — name your own test file or folder"
+        )
 
 
 def no_cases_line(args: argparse.Namespace, extra: list[str]) -> str:
@@ -218,28 +217,22 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     return code
 
 
-def resolve_store(args: argparse.Namespace) -> str | None:
+def resolve_store(args: argparse.Namespace) -> None:
     """--store STORE: this machine's folder in the store becomes the run's results folder, resolved
-    on the machine that runs. The problem, as one line, or None."""
+    on the machine that runs (UsageError: a store that cannot take the run)."""
     run: RunOptions = args.run
     if run.store is None:
-        return None
+        return
     from gpubench.harness.devices.env import machine_identity
     from gpubench.harness.core.options import RESULTS_DIR_DEFAULT
     from gpubench.harness.records.store import others_can_remove, results_dir_for
 
-    try:
-        folder = str(
-            results_dir_for(run.store, run.results_dir, RESULTS_DIR_DEFAULT, machine_identity)
-        )
-    except UsageError as error:
-        return str(error)
+    folder = str(results_dir_for(run.store, run.results_dir, RESULTS_DIR_DEFAULT, machine_identity))
     # the build processes get the resolved folder
     args.run = replace(run, results_dir=folder, store=None)
     removable = others_can_remove(Path(folder))
     # by every user: nothing is run
     if removable and removable[1]:
-        return removable[0]
+        raise UsageError(removable[0])
     if removable:
         CONSOLE.warn(removable[0])
-    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.pytest_args import (
     first_of,
     named_test_file,
@@ -17,27 +18,28 @@ from gpubench.harness.core.pytest_args import (
 )
 
 
-def results_dir_problem(folder: str) -> str | None:
+def check_results_dir(folder: str) -> None:
     """A results folder no file system can name (a component over its limit, an empty path), or a
     link: one line before any build, not a traceback after them."""
     if not folder.strip():
-        return "--results-dir is empty — pass the folder the rows go to (it is created if missing)"
+        raise UsageError(
+            "--results-dir is empty — pass the folder the rows go to (it is created if missing)"
+        )
     try:
         Path(folder, "x.csv").exists()
     # ENAMETOOLONG, ELOOP: exists() says False only for a missing file
     except OSError as error:
-        return (
+        raise UsageError(
             f"--results-dir {folder[:60]}…: {error.strerror} — pass a shorter folder"
             if len(folder) > 60
             else (f"--results-dir {folder}: {error.strerror} — pass another folder")
-        )
+        ) from None
     # not even the run's exit record goes through it
     if Path(folder).is_symlink():
         from gpubench.harness.records.results import RESULTS_DIR, RESULTS_FIX
         from gpubench.harness.records.safe_files import link_line
 
-        return link_line(Path(folder), RESULTS_DIR, RESULTS_FIX)
-    return None
+        raise UsageError(link_line(Path(folder), RESULTS_DIR, RESULTS_FIX))
 
 
 # pytest options a run's builds cannot honour, with the reason and the fix
@@ -62,7 +64,7 @@ REFUSED_PYTEST = {
 }
 
 
-def pytest_args_problem(extra: list[str]) -> str | None:
+def check_pytest_args(extra: list[str]) -> None:
     """pytest arguments a run's builds cannot honour, said before any build: a test file or node id
     (the build would collect the suite beside it and time every case), -n, --lf, -c, -p
     no:benchmark, a --gpubench-* option; PYTEST_ADDOPTS likewise."""
@@ -71,44 +73,45 @@ def pytest_args_problem(extra: list[str]) -> str | None:
     try:
         added = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     except ValueError as error:
-        return f"PYTEST_ADDOPTS cannot be read ({error}) — fix its quotes"
+        raise UsageError(f"PYTEST_ADDOPTS cannot be read ({error}) — fix its quotes") from None
     args = [*added, *extra]
     for flags, why in REFUSED_PYTEST.items():
         if given := first_of(args, flags):
-            return f"{given}: {why}"
+            raise UsageError(f"{given}: {why}")
     if {"benchmark", "pytest_benchmark"} & set(plugins_disabled(args)):
-        return "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
+        raise UsageError(
+            "-p no:benchmark: gpubench run times every case through pytest-benchmark — drop it"
+        )
     if own := next(iter(own_options(args)), None):
         # a build reads its options from its plan: pytest's form would be read by nobody
-        return (
+        raise UsageError(
             f"{own} is pytest's form of a gpubench option — pass it as "
             f"{own.replace('gpubench-', '', 1)} instead"
         )
     named = named_test_file(extra)
     if named is None:
-        return None
+        return
     case = named.rpartition("::")[2].partition("[")[2].rstrip("]")
     hint = f"-k '{case}'" if case else "-k with part of the case's name"
-    return (
+    raise UsageError(
         f"{named}: gpubench run selects the suite's cases with -k/-m, not by file or node id — "
         f"use {hint} (or --tests FILE for your own tests)"
     )
 
 
-def selection_problem(extra: list[str]) -> str | None:
+def check_selection(extra: list[str]) -> None:
     """A -k or -m pytest cannot read, said before any build (not inside one, beside a warning and an
     empty results folder). pytest's expression parser is internal: where it moved, pytest says it
     itself."""
     try:
         from _pytest.mark.expression import Expression
     except ImportError:
-        return None
+        return
     for flag, expression in selections(extra):
         try:
             Expression.compile(expression)
         except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
-            return (
+            raise UsageError(
                 f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — "
                 "fix the expression"
-            )
-    return None
+            ) from None

@@ -25,7 +25,7 @@ from gpubench.harness.commands.common import (
     resolve_store,
     rows_kept,
     suite_args,
-    tests_problem,
+    check_tests,
 )
 from gpubench.harness.core.exits import (
     BUILD_INTERRUPTED,
@@ -73,29 +73,23 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.commands.run_checks import (
-        pytest_args_problem,
-        results_dir_problem,
-        selection_problem,
+        check_pytest_args,
+        check_results_dir,
+        check_selection,
     )
 
-    try:
-        args.run = read_options(args)
-    except UsageError as error:
-        return fail(str(error), code=ExitCode.REFUSED)
-    if problem := (
-        tests_problem(args)
-        or resolve_store(args)
-        or results_dir_problem(args.run.results_dir)
-        or pytest_args_problem(extra)
-        or selection_problem(extra)
-    ):
-        return fail(problem, code=ExitCode.REFUSED)
-    try:
-        wait_for_quiet(args)
+    args.run = read_options(args)
+    check_tests(args)
+    resolve_store(args)
+    check_results_dir(args.run.results_dir)
+    check_pytest_args(extra)
+    check_selection(extra)
     # a device this machine does not have
+    wait_for_quiet(args)
+    try:
+        code = cmd_run(args, extra)
     except UsageError as error:
-        return fail(str(error), code=ExitCode.REFUSED)
-    code = cmd_run(args, extra)
+        code = fail(str(error), code=ExitCode.REFUSED)
     # over another run's record only if this run made the CSV (store.write_exit)
     record_exit(args, code)
     return code
@@ -414,24 +408,20 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
             f"benches/ not found beside the harness ({BENCHES}): reinstall gpubench (pip install "
             "gpubench, or pip install -e . in a checkout)"
         )
-    from gpubench.harness.processes.lifetime import STOP_WITH_ENV, token_problem
-    from gpubench.harness.processes.rlimits import limits_problem
+    from gpubench.harness.processes.lifetime import STOP_WITH_ENV, check_stop_token
+    from gpubench.harness.processes.rlimits import check_limits
 
-    # a local fleet's: which process's end stops the run
-    stop_with = os.environ.get(STOP_WITH_ENV, "")
     # a tiny ulimit fails inside pytest or torch with no line of ours
-    problem = limits_problem() or (token_problem(stop_with) if stop_with else None)
-    if problem:
-        return fail(problem, code=ExitCode.REFUSED)
+    check_limits()
+    # a local fleet's: which process's end stops the run
+    if stop_with := os.environ.get(STOP_WITH_ENV, ""):
+        check_stop_token(stop_with)
     # the report below needs to know the file's name
     if args.run.run_id is None:
         args.run = replace(args.run, run_id=new_run_id())
     # before any build: a name no file system takes would otherwise fail here, after the builds, as
     # a traceback
-    try:
-        run_id = check_run_id_text(args.run.run_id)
-    except UsageError as error:
-        return fail(str(error), code=ExitCode.REFUSED)
+    run_id = check_run_id_text(args.run.run_id)
     watch = CpuWatch()
     csv_path = Path(args.run.results_dir) / f"{run_id}.csv"
     from gpubench.harness.processes.lifetime import stops_raised

@@ -248,7 +248,7 @@ JSON_KINDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def kind_problem(owner: str, name: str, annotation: Any, value: Any) -> str | None:
+def kind_mismatch(owner: str, name: str, annotation: Any, value: Any) -> str | None:
     """'Owner.name: value is not its kind', or None when `value` may stand in a field annotated
     so."""
     allowed = JSON_KINDS[str(annotation)]
@@ -259,7 +259,9 @@ def kind_problem(owner: str, name: str, annotation: Any, value: Any) -> str | No
 
 def checked_kinds(options: RunOptions) -> RunOptions:
     for spec in fields(options):
-        if problem := kind_problem("RunOptions", spec.name, spec.type, getattr(options, spec.name)):
+        if problem := kind_mismatch(
+            "RunOptions", spec.name, spec.type, getattr(options, spec.name)
+        ):
             raise ValueError(problem)
     return options
 

@@ -99,7 +99,7 @@ IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
 IDX_DIMS = {"images": 3, "labels": 1}
 
 
-def idx_problem(path: Path) -> str | None:
+def idx_defect(path: Path) -> str | None:
     """What is wrong with an IDX file (bad magic, truncated, trailing bytes), or None when its
     header fits its size."""
     try:
@@ -125,11 +125,11 @@ def idx_problem(path: Path) -> str | None:
             f"({'x'.join(map(str, dims))}) says {expected}"
         )
     if "labels" in path.name:
-        return label_problem(path, header_bytes=4 + 4 * ndim)
+        return label_defect(path, header_bytes=4 + 4 * ndim)
     return None
 
 
-def label_problem(path: Path, header_bytes: int) -> str | None:
+def label_defect(path: Path, header_bytes: int) -> str | None:
     """A label outside 0..CLASSES-1 would fail the first step deep in the loss; at 60 KB every byte
     is checked."""
     try:
@@ -163,7 +163,7 @@ def check_dataset_files(name: str, root: Path) -> None:
     if name not in ("mnist", "fashion-mnist"):
         return
     for path in (raw_dir(root, name) / file_name for file_name in IDX_FILES):
-        if path.exists() and (problem := idx_problem(path)):
+        if path.exists() and (problem := idx_defect(path)):
             raise UsageError(f"{path} {problem} — {how_to_restore(name)}")
 
 
@@ -177,7 +177,7 @@ def _can_write(folder: Path) -> bool:
         return False
 
 
-def fallback_problem(folder: Path) -> str | None:
+def fallback_defect(folder: Path) -> str | None:
     """Why the shared-/tmp fallback must not be used, or None. Anyone can make it first and plant
     files (all labels 0 make any model "accurate"), so it must be this user's real folder, writable
     by no one else; made 0700 if absent."""
@@ -211,7 +211,7 @@ def usable_data_root(root: Path, name: str) -> tuple[Path, str | None]:
     if holds_dataset(root, name) or _can_write(root):
         return root, None
     fallback = Path(tempfile.gettempdir()) / f"gpubench-data-{os.getuid()}"
-    problem = fallback_problem(fallback)
+    problem = fallback_defect(fallback)
     if problem:
         raise UsageError(
             f"data root {root} is not writable, nor is {fallback} usable: it {problem} — "

@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 
 from gpubench.harness.core.pytest_args import option_value, with_tagged_json
-from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, ExitCode, UsageError
 from gpubench.harness.processes.lifetime import HELD_INTERRUPT
 from gpubench.harness.processes.protocol import BuildPlan, ProtocolError, read_plan
 from gpubench.harness.processes.standard_streams import guard_standard_streams
@@ -23,22 +23,21 @@ def pytest_args_of(plan: BuildPlan) -> list[str]:
     return [*plan.suite_args, *with_tagged_json(plan.pytest_args, plan.output_tag)]
 
 
-def timer_problem(pytest_args: list[str]) -> str | None:
+def check_timer(pytest_args: list[str]) -> None:
     """One line instead of pytest-benchmark's traceback when --benchmark-timer cannot be loaded."""
     import importlib
 
     name = option_value(pytest_args, "--benchmark-timer")
     if name is None:
-        return None
+        return
     module, _, attr = name.rpartition(".")
     try:
         getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as error:
-        return (
+        raise UsageError(
             f"--benchmark-timer {name!r} cannot be loaded ({error}) — pass a dotted name such as "
             "time.perf_counter"
-        )
-    return None
+        ) from None
 
 
 def run_pytest(plan: BuildPlan) -> int:
@@ -47,8 +46,10 @@ def run_pytest(plan: BuildPlan) -> int:
     import pytest
 
     args = pytest_args_of(plan)
-    if problem := timer_problem(args):
-        CONSOLE.error(problem)
+    try:
+        check_timer(args)
+    except UsageError as error:
+        CONSOLE.error(str(error))
         return int(ExitCode.REFUSED)
     HELD_INTERRUPT.owns_process = True
     # a closed pipe ends no build in pytest's terminal writer

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import subprocess
 
-from gpubench.harness.core.exits import BUILD_INTERRUPTED, StopSignal
+from gpubench.harness.core.exits import BUILD_INTERRUPTED, StopSignal, UsageError
 from gpubench.harness.core.console import CONSOLE
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 1, 36, 37
@@ -155,15 +155,14 @@ def process_token(pid: int) -> str:
     return f"{pid}:{psutil.Process(pid).create_time():.3f}"
 
 
-def token_problem(token: str) -> str | None:
-    """A line when `token` is not process_token's form (read as an ended process, it stopped the run
+def check_stop_token(token: str) -> None:
+    """Refuses a `token` not of process_token's form (read as an ended process, it stopped the run
     at once)."""
-    if re.fullmatch(r"[0-9]+:[0-9]+(\.[0-9]+)?", token):
-        return None
-    return (
-        f"{STOP_WITH_ENV}={token[:60]!r} is not <pid>:<start time>, as gpubench fleet sets it for "
-        "the runs of its local jobs — unset it"
-    )
+    if not re.fullmatch(r"[0-9]+:[0-9]+(\.[0-9]+)?", token):
+        raise UsageError(
+            f"{STOP_WITH_ENV}={token[:60]!r} is not <pid>:<start time>, as gpubench fleet sets it "
+            "for the runs of its local jobs — unset it"
+        )
 
 
 def token_alive(token: str) -> bool:

@@ -10,7 +10,7 @@ import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
-from gpubench.harness.core.options import RunOptions, kind_problem
+from gpubench.harness.core.options import RunOptions, kind_mismatch
 
 # far above a plan or an answer: a longer message is a fault, not data
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -108,7 +108,7 @@ def _typed(cls: type[Message], text: str) -> Message:
     if unknown := sorted(set(data) - set(known)):
         raise ProtocolError(f"{cls.__name__}: unknown field {unknown[0]!r}")
     for name, value in data.items():
-        if problem := kind_problem(cls.__name__, name, known[name].type, value):
+        if problem := kind_mismatch(cls.__name__, name, known[name].type, value):
             raise ProtocolError(problem)
     try:
         if "run" in data:

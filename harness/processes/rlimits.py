@@ -8,6 +8,8 @@ import math
 import subprocess
 import sys
 
+from gpubench.harness.core.exits import UsageError
+
 try:
     import resource
 # not a Unix: no ulimit to check
@@ -51,38 +53,36 @@ def raise_soft_limit(kind: int, wanted: int) -> tuple[int, int]:
     return soft, hard
 
 
-def open_files_problem() -> str | None:
+def check_open_files() -> None:
     soft, _ = raise_soft_limit(resource.RLIMIT_NOFILE, WANTED_OPEN_FILES)
     if _as_number(soft) < MIN_OPEN_FILES:
-        return (
+        raise UsageError(
             f"the open-file limit is {soft} (ulimit -n); a run needs at least {MIN_OPEN_FILES} — "
             "raise it (ulimit -n 1024) and re-run"
         )
-    return None
 
 
-def size_and_time_problem() -> str | None:
+def check_size_and_time() -> None:
     """ulimit -f and -t below what a run needs (a file cut mid-row, a build killed by SIGXCPU): one
     line."""
     size, _ = raise_soft_limit(resource.RLIMIT_FSIZE, resource.RLIM_INFINITY)
     if _as_number(size) < MIN_FILE_BYTES:
-        return (
+        raise UsageError(
             f"the file-size limit is {size} bytes (ulimit -f {size // 1024}); a run writes files "
             f"up to {MIN_FILE_BYTES >> 30} GiB — raise it (ulimit -f unlimited) and re-run"
         )
     cpu, _ = raise_soft_limit(resource.RLIMIT_CPU, resource.RLIM_INFINITY)
     if _as_number(cpu) < MIN_CPU_S:
-        return (
+        raise UsageError(
             f"the CPU-time limit is {cpu} s a process (ulimit -t); a build needs at least "
             f"{MIN_CPU_S} s — raise it (ulimit -t unlimited) and re-run"
         )
     processes, _ = raise_soft_limit(resource.RLIMIT_NPROC, FEW_PROCESSES)
     if _as_number(processes) < MIN_PROCESSES:
-        return (
+        raise UsageError(
             f"the process limit is {processes} (ulimit -u); DataLoader workers and DDP ranks need "
             "more — raise it (ulimit -u 4096) and re-run"
         )
-    return None
 
 
 def tight_limits() -> list[str]:
@@ -116,20 +116,20 @@ def torch_starts(python: str = sys.executable) -> str | None:
     return lines[-1] if lines else f"exit {done.returncode}"
 
 
-def limits_problem(python: str = sys.executable) -> str | None:
-    """One line when this process's limits would stop a run before or during its first case."""
+def check_limits(python: str = sys.executable) -> None:
+    """Refuses, in one line, this process's limits where they would stop a run before or during its
+    first case."""
     if resource is None:
-        return None
-    if problem := open_files_problem() or size_and_time_problem():
-        return problem
+        return
+    check_open_files()
+    check_size_and_time()
     tight = tight_limits()
     if not tight:
-        return None
+        return
     # only under tight limits: a normal run pays nothing for the check
     failure = torch_starts(python)
-    if failure is None:
-        return None
-    return (
-        f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — "
-        "raise them (ulimit -v unlimited; ulimit -u 4096) and re-run"
-    )
+    if failure is not None:
+        raise UsageError(
+            f"torch cannot start under this shell's limits ({', '.join(tight)}): {failure} — "
+            "raise them (ulimit -v unlimited; ulimit -u 4096) and re-run"
+        )

@@ -36,7 +36,7 @@ NOT_SAVING = "Not saving anything, no benchmarks have been run"
 UNCAUGHT = 1
 
 
-def compare_problem(config: pytest.Config) -> str | None:
+def check_compare(config: pytest.Config) -> None:
     """A --benchmark-compare that names a JSON file not there: pytest-benchmark raised ValueError
     for a path of more than two parts (an INTERNALERROR of 40 lines) and matched nothing for a
     shorter one ('x.json' becomes the glob 'x.json*.json'). One line naming the fix instead."""
@@ -44,13 +44,13 @@ def compare_problem(config: pytest.Config) -> str | None:
         given = config.getoption("benchmark_compare")
     # pytest-benchmark not loaded (-p no:benchmark): nothing compares
     except ValueError:
-        return None
+        return
     if not isinstance(given, str) or Path(given).is_file():
-        return None
+        return
     # pytest-benchmark's own glob of saved runs
     if Path(given).suffix != ".json" and len(Path(given).parts) <= 2:
-        return None
-    return (
+        return
+    raise pytest.UsageError(
         f"--benchmark-compare {given}: no such file — pass an existing pytest-benchmark JSON "
         "file, or a saved run's number or id in --benchmark-storage (e.g. "
         "--benchmark-compare=0001)"

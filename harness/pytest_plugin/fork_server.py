@@ -1,6 +1,6 @@
 """A fork server: pytest, torch and this plugin imported once (~2.5 s) with no device touched,
 forking one process per build. gpubench.harness.pytest_plugin.forked talks to it over a socket
-(`start`, `signal`, `kill`; answers `ready`, `started`, `ended`, or `fork_problem` when a fork
+(`start`, `signal`, `kill`; answers `ready`, `started`, `ended`, or `fork_unsafe` when a fork
 became unsafe). Only the server may wait for its children. When the run is gone (SIGTERM, its
 parent-death signal, or the end of the socket) the server ends its build as the run's launcher
 would: SIGTERM, then SIGKILL of its group (the build's own parent-death signal is SIGKILL: its user
@@ -103,7 +103,7 @@ def preload() -> str:
             # a torchrun rank's entry, never imported by a build
             if not module.name.endswith("_worker"):
                 importlib.import_module(module.name)
-    return fork_problem()
+    return why_fork_unsafe()
 
 
 def preload_compiler() -> str:
@@ -112,10 +112,10 @@ def preload_compiler() -> str:
     Imports only: no thread."""
     with output_held():
         import torch._dynamo  # noqa: F401
-    return fork_problem()
+    return why_fork_unsafe()
 
 
-def fork_problem() -> str:
+def why_fork_unsafe() -> str:
     """Why a fork is unsafe: a device runtime initialised (torch), another thread (its copied locks
     never open; numpy's OpenBLAS pool stops itself around a fork, so it does not count), or not
     Linux."""
@@ -298,7 +298,7 @@ def serve(control: socket.socket) -> int:
     # the imports out of the collector's sight: a build's collections neither walk nor copy their
     # pages
     gc.freeze()
-    send(control, {"ready": True, "fork_problem": why})
+    send(control, {"ready": True, "fork_unsafe": why})
     if why:
         return 0
     served = 0
@@ -315,7 +315,7 @@ def serve(control: socket.socket) -> int:
                 if why:
                     for fd in fds:
                         os.close(fd)
-                    send(control, {"fork_problem": why})
+                    send(control, {"fork_unsafe": why})
                     return 0
             served += 1
             if not serve_build(control, *fds):

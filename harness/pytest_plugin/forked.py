@@ -76,14 +76,14 @@ class ForkServer:
             return f"the fork server ended before it was ready (exit {self.process.wait()})"
         if message is None or not message.get("ready"):
             return str(
-                (message or {}).get("fork_problem")
+                (message or {}).get("fork_unsafe")
                 or f"the fork server was not ready within {READY_LIMIT_S:.0f} s"
             )
-        return str(message.get("fork_problem", ""))
+        return str(message.get("fork_unsafe", ""))
 
     def reply(self, limit_s: float, stop: Callable[[], int]) -> dict[str, Any] | None:
         """The server's next message within `limit_s`; a stopped server (state T) answers nobody, so
-        once `stop()` names a signal (Ctrl-C) it is given up at once ('fork_problem'), not waited
+        once `stop()` names a signal (Ctrl-C) it is given up at once ('fork_unsafe'), not waited
         out."""
         deadline_s = time.monotonic() + limit_s
         while (left_s := deadline_s - time.monotonic()) > 0:
@@ -92,7 +92,7 @@ class ForkServer:
                 return message
             if stop() and is_stopped(self.process.pid):
                 return {
-                    "fork_problem": "the fork server was stopped (state T) when "
+                    "fork_unsafe": "the fork server was stopped (state T) when "
                     f"{signal_name(stop())} came: ended"
                 }
         return None
@@ -224,15 +224,15 @@ class ForkLauncher(ProcessLauncher):
             message = server.reply(FORK_REPLY_S, lambda: self.stop.signum)
             if message is None:
                 message = {
-                    "fork_problem": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
+                    "fork_unsafe": f"the fork server did not answer within {FORK_REPLY_S:.0f} s "
                     "(stopped? hung?): ended"
                 }
         # the server died between two builds (killed alone): the rest start plainly
         except (OSError, EOFError):
-            message = {"fork_problem": "the fork server ended"}
+            message = {"fork_unsafe": "the fork server ended"}
         # found before its second build (it has ended), or a server gone silent
-        if message.get("fork_problem"):
-            self._go_plain(str(message["fork_problem"]))
+        if message.get("fork_unsafe"):
+            self._go_plain(str(message["fork_unsafe"]))
             return self._plain(job, channel, self.plain_why)
         channel.handed_over()
         if not isinstance(message.get("started"), int):

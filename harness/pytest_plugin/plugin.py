@@ -27,7 +27,7 @@ from gpubench.harness.pytest_plugin.budget_hooks import (
 )
 from gpubench.harness.pytest_plugin.build_answer import answer_writer, apply_build_options, plan_of
 from gpubench.harness.pytest_plugin.compare_fail import (
-    compare_problem,
+    check_compare,
     end_session_interrupts,
     histogram_status,
     process_status,
@@ -99,8 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{name}: {text}")
     if is_suite(config) or options_given(config):
         # before pytest-benchmark's session start reads it
-        if problem := compare_problem(config):
-            raise pytest.UsageError(problem)
+        check_compare(config)
         # a build of `gpubench run`: its view of the user's output files and selection
         apply_build_options(config)
         from gpubench.harness.pytest_plugin.console import attach_screen, install

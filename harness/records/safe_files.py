@@ -241,7 +241,7 @@ def mib(size_bytes: int) -> str:
     return f"{size_bytes / 2**20:.3g} MiB"
 
 
-def kind_problem(path: Path | str, mode: int) -> RefusedPath | None:
+def kind_refusal(path: Path | str, mode: int) -> RefusedPath | None:
     """Why a file of this mode is not read (None for a regular file)."""
     if stat.S_ISREG(mode):
         return None
@@ -273,7 +273,7 @@ def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool
     device waited on (the descriptor's own fstat checks a file swapped in since the look), size
     checked before reading (a 2 GB sparse stray costs nothing). `own`: refused unless the user owns
     it and no one else can write it (a planted cache)."""
-    problem = kind_problem(path, os.lstat(path).st_mode)
+    problem = kind_refusal(path, os.lstat(path).st_mode)
     if problem is not None:
         raise problem
     try:
@@ -281,7 +281,7 @@ def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool
     except OSError as error:
         # a link put there since the look
         if error.errno == errno.ELOOP:
-            raise kind_problem(path, stat.S_IFLNK) from None
+            raise kind_refusal(path, stat.S_IFLNK) from None
         raise
     status = os.fstat(fd)
     too_large = RefusedPath(
@@ -290,7 +290,7 @@ def read_regular(path: Path | str, max_bytes: int, what: str = "file", own: bool
         "move it out of the folder",
     )
     problem = (
-        kind_problem(path, status.st_mode)
+        kind_refusal(path, status.st_mode)
         or (too_large if status.st_size > max_bytes else None)
         or (not_own(path, status) if own else None)
     )

@@ -20,7 +20,7 @@ from gpubench.harness.records.job_files import described, others_can_write
 from gpubench.harness.records.safe_files import (
     RefusedPath,
     create_whole,
-    kind_problem,
+    kind_refusal,
     not_own,
     read_json,
     refuse_link,
@@ -189,7 +189,7 @@ def not_yours(path: Path) -> str | None:
         status = os.lstat(path)
     except OSError as error:
         return f"{path}: {error.strerror or error}"
-    problem = kind_problem(path, status.st_mode) or not_own(path, status)
+    problem = kind_refusal(path, status.st_mode) or not_own(path, status)
     return str(problem) if problem is not None else None
 
 

@@ -221,7 +221,7 @@ def race_key(
     )
 
 
-def entry_problem(entry: object, plan: RacePlan) -> str | None:
+def entry_defect(entry: object, plan: RacePlan) -> str | None:
     """Why a kept entry is not one `run_contestant` could have written under `plan` with its full
     cap, or None."""
     if not isinstance(entry, dict) or entry.get("name") not in {c.name for c in CONTESTANTS}:
@@ -261,7 +261,7 @@ def kept_race(found: object, key: str, plan: RacePlan) -> RaceResult:
     entries, note = found.get("entries"), found.get("note", "")
     if not isinstance(entries, list) or not isinstance(note, str) or len(note) > MAX_TEXT_CHARS:
         raise ValueError("it holds no list of entries and short note")
-    problem = next(filter(None, (entry_problem(e, plan) for e in entries)), None)
+    problem = next(filter(None, (entry_defect(e, plan) for e in entries)), None)
     names = [e["name"] for e in entries]
     if problem is None and len(set(names)) < len(names):
         problem = "a contestant entered twice"
