@@ -39,7 +39,7 @@ def cases(ctx):
     return [TinyCase(8)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     return Timed(fn=lambda: None)
 
 

@@ -42,7 +42,7 @@ def cases(ctx):
     return [SleepCase(n) for n in (1, 2, 3, 4, 5, 6)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     seconds = float(os.environ.get("SLEEP_MS", "1")) / 1e3 * (1 + case.size / 10)
     return Timed(fn=lambda: time.sleep(seconds))
 

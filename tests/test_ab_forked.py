@@ -39,7 +39,7 @@ def cases(ctx):
     return [SeenCase(1)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     seen = [os.environ.get(name, "-") for name in ("AB_SIDE", "AB_X", "AB_VIA", "AB_SITE")]
     with open(os.environ["AB_LOG"], "a") as log:
         log.write(" ".join([*seen, str(os.getpid()), str(os.getppid())]) + "\\n")

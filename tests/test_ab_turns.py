@@ -127,7 +127,7 @@ def cases(ctx):
     return [TurnCase(1), TurnCase(2)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     STARTED[case.size] = time.time_ns()
     return Timed(fn=lambda: time.sleep(0.0005))
 

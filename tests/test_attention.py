@@ -118,7 +118,7 @@ def test_a_backend_the_cpu_lacks_is_skipped_with_torchs_reason() -> None:
     with pytest.raises(
         CaseSkipped, match="sdpa backend efficient cannot run this case on cpu: RuntimeError"
     ):
-        attention.build(tiny(backend="efficient"), ctx())
+        attention.set_up(tiny(backend="efficient"), ctx())
     assert attention.backend_skip_reason(tiny(backend="flash"), CPU) is None
 
 

@@ -147,7 +147,7 @@ def test_a_later_build_prices_from_its_runs_file_and_reads_no_history(tmp_path, 
     state = SimpleNamespace(
         only_build=1,
         ctx=SimpleNamespace(device="cpu", profile="quick"),
-        session=SimpleNamespace(
+        records=SimpleNamespace(
             csv_path=run_file,
             results_dir=tmp_path,
             fingerprint_of=lambda device: {"machine_id": "m1"},

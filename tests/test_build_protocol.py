@@ -212,7 +212,7 @@ def cases(ctx):
     return [TinyCase(8)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     if (HERE / "wait-for-ctrl-c").exists():
         (HERE / "waiting").write_text("yes")
         try:

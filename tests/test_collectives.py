@@ -266,14 +266,14 @@ def test_one_launch_times_the_whole_ladder_and_a_repeated_case_launches_again(mo
 
     monkeypatch.setattr(torchrun_launch, "launch", fake_launch)
     context = ctx()
-    points = [collectives.build(case, context).fn() for case in collectives.cases(context)]
+    points = [collectives.set_up(case, context).fn() for case in collectives.cases(context)]
     assert len(launches) == 1 and len(points) == 12 and "--sizes=1024,65536" in launches[0]
     # every result taken: nothing kept
     assert collectives._LAUNCHED == {}
     first, second = collectives.cases(context)[:2]
     # the first case again before the rest: measured again
     for case, launched in ((first, 2), (first, 3), (second, 3)):
-        collectives.build(case, context).fn()
+        collectives.set_up(case, context).fn()
         assert len(launches) == launched
     collectives._LAUNCHED.clear()
 
@@ -414,7 +414,7 @@ def test_a_rank_adding_the_wrong_tensor_fails_the_all_reduce_rows_only(
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
     context = ctx()
     workload = Workload(
-        collectives.SPEC, collectives.cases, partial(collectives.build, worker="corrupt_worker")
+        collectives.SPEC, collectives.cases, partial(collectives.set_up, worker="corrupt_worker")
     )
     rows = [run_case(case, workload, context, {}, None) for case in collectives.cases(context)]
     failed = [row for row in rows if row["status"] == "failed"]

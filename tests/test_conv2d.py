@@ -61,7 +61,7 @@ def test_tflops_counts_two_operations_per_multiply_add() -> None:
 
 def test_build_runs_the_convolution_in_the_case_format() -> None:
     case = conv2d.ConvCase("fp32", True, None, 2)
-    timed = conv2d.build(case, ctx("cpu"))
+    timed = conv2d.set_up(case, ctx("cpu"))
     out = timed.fn()
     assert out.shape == (2, 32, 32, 32) and out.dtype == torch.float32
     assert out.is_contiguous(memory_format=torch.channels_last)

@@ -69,7 +69,7 @@ def test_tf32_is_scoped_to_its_case(tmp_path):
 def test_pinned_transfer_copies_the_host_bytes_to_the_gpu():
     """The timed call of a pinned, non_blocking host-to-device case copies its pinned host buffer
     into its GPU tensor, host to device (checked after a sync: the copy is asynchronous)."""
-    timed = transfer.build(transfer.TransferCase("h2d", 2**20, True, True), gpu_context())
+    timed = transfer.set_up(transfer.TransferCase("h2d", 2**20, True, True), gpu_context())
     # what the timed call copies
     buffers = dict(
         zip(timed.fn.__code__.co_freevars, (cell.cell_contents for cell in timed.fn.__closure__))
@@ -88,7 +88,7 @@ def test_pinned_transfer_copies_the_host_bytes_to_the_gpu():
 def test_selfcheck_agrees_with_cuda_events_on_the_gpu():
     """The interleaved pairs: harness / torch.utils.benchmark and harness / CUDA events within
     ±3%."""
-    timed = selfcheck.build(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
+    timed = selfcheck.set_up(selfcheck.SelfcheckCase("fp32", 4096), gpu_context("quick"))
     try:
         measured = measure(timed, BuildTiming(target_s=0.2, min_rounds=5, warmup_calls=3), CLOCK)
         # the pairs, as run_case runs them; raises SelfcheckFailed on a clear disagreement

@@ -90,7 +90,7 @@ def test_cases_compare_one_process_with_n_and_list_dataparallel(tmp_path):
 
 def test_dataparallel_needs_two_gpus(tmp_path):
     with pytest.raises(CaseSkipped, match="two or more GPUs"):
-        ddp.build(DistributedCase("dataparallel", 2, "single-process", 8), ctx(tmp_path))
+        ddp.set_up(DistributedCase("dataparallel", 2, "single-process", 8), ctx(tmp_path))
 
 
 def data(tmp_path) -> DataSource:
@@ -160,7 +160,7 @@ def test_scaling_baseline_comes_from_this_runs_rows():
 def test_scaling_efficiency_is_present_when_only_the_two_process_case_runs(tmp_path):
     """-k selects only world_size=2: no baseline row exists, so the case measures one process
     itself."""
-    timed = ddp.build(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=[]))
+    timed = ddp.set_up(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=[]))
     try:
         report = timed.fn()
         figures = timed.figures(summarize(timed.windows(report)), report)
@@ -183,7 +183,7 @@ def test_an_impossible_scaling_efficiency_is_flagged(tmp_path):
             "samples_per_s": 1.0,
         }
     ]
-    timed = ddp.build(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=rows))
+    timed = ddp.set_up(DistributedCase("ddp", 2, "gloo", 16), ctx(tmp_path, rows=rows))
     report = {
         "samples": 1000,
         "train_s": 1.0,
@@ -642,7 +642,7 @@ def test_a_build_that_fails_before_its_timed_leaves_no_workdir(tmp_path, monkeyp
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(UsageError):
-        ddp.build(
+        ddp.set_up(
             DistributedCase("ddp", 2, "gloo", 16),
             BuildContext(CPU, "smoke", SyncedClock(CPU), 2, data_source=lambda: Missing()),
         )
@@ -664,7 +664,7 @@ def test_the_launch_timeout_scales_with_the_profile(tmp_path, monkeypatch):
                 profile, (command, timeout_s, stall_s)
             ),
         )
-        timed = ddp.build(
+        timed = ddp.set_up(
             DistributedCase("ddp", 1, "gloo", 16),
             BuildContext(CPU, profile, SyncedClock(CPU), 1, data_source=lambda: source),
         )

@@ -153,7 +153,7 @@ def test_a_row_names_its_tier_the_cache_it_was_judged_against_and_a_fallback(mon
     ctx = BuildContext(CPU, "quick", SyncedClock(CPU))
     # the DRAM case: 2^18
     monkeypatch.setattr(elementwise, "last_level_cache_bytes", lambda device: MiB // 4)
-    figures = elementwise.build(elementwise.ElementwiseCase("add", "fp32", 2**18), ctx).figures(
+    figures = elementwise.set_up(elementwise.ElementwiseCase("add", "fp32", 2**18), ctx).figures(
         summarize([1e-3]), None
     )
     assert (figures["memory_tier"], figures["llc_total_bytes"], figures["reason"]) == (
@@ -164,14 +164,14 @@ def test_a_row_names_its_tier_the_cache_it_was_judged_against_and_a_fallback(mon
     monkeypatch.setattr(elementwise, "last_level_cache_bytes", lambda device: None)
     # a small fallback: the DRAM case is 2^18
     monkeypatch.setattr(elementwise, "DEFAULT_UNKNOWN_ARRAY_BYTES", MiB)
-    figures = elementwise.build(elementwise.ElementwiseCase("add", "fp32", 2**18), ctx).figures(
+    figures = elementwise.set_up(elementwise.ElementwiseCase("add", "fp32", 2**18), ctx).figures(
         summarize([1e-3]), None
     )
     assert figures["memory_tier"] == "unknown" and figures["llc_total_bytes"] is None
     assert figures["reason"].startswith(
         "last-level cache unknown: each array 1 MiB assumed DRAM-resident"
     )
-    other = elementwise.build(elementwise.ElementwiseCase("add", "fp32", 2**16), ctx).figures(
+    other = elementwise.set_up(elementwise.ElementwiseCase("add", "fp32", 2**16), ctx).figures(
         summarize([1e-3]), None
     )
     # said on the DRAM case only

@@ -182,7 +182,7 @@ def _run_matmul(
 
     class Workload:
         @staticmethod
-        def build(case, ctx):
+        def set_up(case, ctx):
             return Timed(
                 fn=fn or (lambda: torch.ones(64, 64) @ torch.ones(64, 64)),
                 figures=figures,
@@ -582,7 +582,7 @@ def test_the_runs_first_lines_say_once_what_nvml_did_not_answer():
     )
     ctx = SimpleNamespace(device=CPU, profile="smoke", energy=EnergyMeter(None), telemetry=sampler)
     config = SimpleNamespace(
-        stash={STATE: SimpleNamespace(ctx=ctx, session=SimpleNamespace(csv_path="run.csv"))}
+        stash={STATE: SimpleNamespace(ctx=ctx, records=SimpleNamespace(csv_path="run.csv"))}
     )
     assert (
         "gpubench: telemetry: NVML did not answer: temp_c (Not Supported)"

@@ -27,7 +27,7 @@ from gpubench.harness.core.options import RunOptions
 from gpubench.harness.core.stats import summarize
 from gpubench.harness.measurement.cases import CaseSkipped, Diverged
 from gpubench.harness.measurement.context import BuildContext
-from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
+from gpubench.harness.measurement.timing import SyncedClock, install_build_clock
 from gpubench.harness.pytest_plugin import plugin
 from gpubench.harness.pytest_plugin.build_setup import checked_model, make_state
 from gpubench.harness.pytest_plugin.modes import STATE
@@ -195,7 +195,7 @@ def test_the_cases_sweep_one_setting_at_a_time_around_fp32_eager() -> None:
 
 def test_a_training_step_trains_on_the_case_format_and_counts_samples() -> None:
     case = replace(base(), channels_last=True)
-    timed = workload.build(case, ctx())
+    timed = workload.set_up(case, ctx())
     try:
         step = timed.fn
         assert step.batch.is_contiguous(memory_format=torch.channels_last)
@@ -215,24 +215,24 @@ def test_a_training_step_trains_on_the_case_format_and_counts_samples() -> None:
 def test_a_non_finite_loss_or_output_fails_the_row() -> None:
     nan = ModelSpec("model_factories", "NaNModel", (16,))
     for step in ("train", "inference"):
-        timed = workload.build(base(nan, step), ctx(nan))
+        timed = workload.set_up(base(nan, step), ctx(nan))
         result = [timed.fn() for _ in range(2)][-1]
         with pytest.raises(Diverged, match="not finite"):
             timed.figures(summarize([0.5]), result)
         timed.cleanup()
-    timed = workload.build(base(MLP, "inference"), ctx(MLP))
+    timed = workload.set_up(base(MLP, "inference"), ctx(MLP))
     assert timed.figures(summarize([0.25]), timed.fn())["samples_per_s"] == 8.0
     timed.cleanup()
 
 
 def test_settings_the_device_or_model_cannot_do_are_skipped_with_the_reason() -> None:
     with pytest.raises(CaseSkipped, match="fp16 on cpu has no fast kernels"):
-        workload.build(replace(base(), precision="fp16"), ctx())
+        workload.set_up(replace(base(), precision="fp16"), ctx())
     bare = ModelSpec("model_factories", "Parameterless", (16,))
     with pytest.raises(CaseSkipped, match="has no trainable parameters"):
-        workload.build(base(bare), ctx(bare))
+        workload.set_up(base(bare), ctx(bare))
     with pytest.raises(CaseSkipped, match="needs submodules with parameters to recompute"):
-        workload.build(replace(base(bare), checkpointing=True), ctx(bare))
+        workload.set_up(replace(base(bare), checkpointing=True), ctx(bare))
 
 
 def test_checkpointing_recomputes_each_child_and_keeps_the_gradients() -> None:
@@ -427,7 +427,7 @@ def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them(
         cases[0].test_id == "model_factories.tiny_lm-8-ids64-train-bs2"
         and cases[0].input_shape == "8 ids<64"
     )
-    timed = workload.build(next(c for c in cases if c.step == "train"), ctx(LM))
+    timed = workload.set_up(next(c for c in cases if c.step == "train"), ctx(LM))
     try:
         step = timed.fn
         assert step.batch.dtype == torch.int64 and int(step.batch.max()) < 64
@@ -435,7 +435,7 @@ def test_a_model_that_takes_token_ids_is_told_to_say_so_and_then_trains_on_them(
         assert losses[-1] < losses[0]
     finally:
         timed.cleanup()
-    inference = workload.build(next(c for c in cases if c.step == "inference"), ctx(LM))
+    inference = workload.set_up(next(c for c in cases if c.step == "inference"), ctx(LM))
     try:
         assert inference.fn() is not None
     finally:
@@ -498,6 +498,6 @@ def test_a_relative_results_folder_is_fixed_at_setup_so_a_chdir_in_user_code_sen
     monkeypatch.chdir(tmp_path)
     run = RunOptions(results_dir="res", model=parse_model_options("model_factories:wanders", "16"))
     state, _ = make_state(run, None, None, collect_only=True)
-    install_session_clock(state.previous_clock)
+    install_build_clock(state.previous_clock)
     # the factory's chdir undone too
-    assert state.session.results_dir == tmp_path / "res" and Path.cwd() == tmp_path
+    assert state.records.results_dir == tmp_path / "res" and Path.cwd() == tmp_path

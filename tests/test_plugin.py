@@ -56,7 +56,7 @@ def cases(ctx):
     return [TinyCase("fp32", 32), TinyCase("tf32", 32)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     if case.dtype == "tf32":
         raise CaseSkipped("tf32 needs CUDA")
     a = torch.randn(case.size, case.size)
@@ -119,8 +119,8 @@ def test_a_tiny_bench_produces_rows_with_every_column(tiny):
     # median beside
     data = json.loads((tiny.path / "bench.json").read_text())
     (bench,) = data["benchmarks"]
-    # gpubench.harness.measurement.timing.session_clock: the session's synced clock
-    assert bench["options"]["timer"] == "session_clock"
+    # gpubench.harness.measurement.timing.build_clock: the session's synced clock
+    assert bench["options"]["timer"] == "build_clock"
     assert bench["extra_info"]["case_id"] == "matmul/fp32-n32"
     assert bench["stats"]["data"] == pytest.approx(
         [s for r in ok for s in json.loads(r["samples_s"])]
@@ -293,7 +293,7 @@ def cases(ctx):
     return [FlagCase("tf32"), FlagCase("fp32")]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high" if case.dtype == "tf32" else "highest")
     return Timed(fn=lambda: None, cleanup=lambda: torch.set_float32_matmul_precision(previous))
@@ -600,7 +600,7 @@ def cases(ctx):
     return [OneBuildCase(32)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     return Timed(fn=lambda: None)
 
 
@@ -755,7 +755,7 @@ def cases(ctx):
     return [StepsCase(2)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     """Like DDP: one timed call (a launch) whose result carries its own per-step samples."""
     return Timed(fn=lambda: [0.5, 0.25, 0.125], plan=RoundPlan(0, 1, 1, 0.0),
                  windows=lambda steps: steps)
@@ -811,7 +811,7 @@ def cases(ctx):
     return [TinyCase(8), TinyCase(16), TinyCase(32)]
 
 
-def build(case, ctx):
+def set_up(case, ctx):
     return Timed(fn=lambda: None)
 
 
@@ -839,7 +839,7 @@ import errno
 import os
 
 from gpubench.harness.records import results
-from gpubench.harness.measurement import session
+from gpubench.harness.measurement import run_records
 
 _write = results.write_sidecar
 _calls = []
@@ -857,12 +857,12 @@ def write_sidecar(results_dir, run_id, suffix, payload):
 
 
 def pytest_configure(config):
-    session.write_sidecar = write_sidecar
+    run_records.write_sidecar = write_sidecar
 
 
 def pytest_unconfigure(config):
     # the run may be inside the test's own process: leave the module as it was
-    session.write_sidecar = _write
+    run_records.write_sidecar = _write
 """
 
 

@@ -112,9 +112,9 @@ NO_FDS_AT_ENV = """
 import errno
 import os
 
-from gpubench.harness.measurement import session
+from gpubench.harness.measurement import run_records
 
-_write = session.write_sidecar
+_write = run_records.write_sidecar
 _calls = []
 
 
@@ -127,12 +127,12 @@ def write_sidecar(results_dir, run_id, suffix, payload):
 
 
 def pytest_configure(config):
-    session.write_sidecar = write_sidecar
+    run_records.write_sidecar = write_sidecar
 
 
 def pytest_unconfigure(config):
     # the run may be inside the test's own process: leave the module as it was
-    session.write_sidecar = _write
+    run_records.write_sidecar = _write
 """
 
 

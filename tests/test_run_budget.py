@@ -155,7 +155,7 @@ def test_a_known_call_that_does_not_fit_skips_the_case_before_it_is_built(tmp_pa
     )
 
     class Workload:
-        def build(self, case, ctx):
+        def set_up(self, case, ctx):
             built.append(case)
 
         def cases(self, ctx):
@@ -296,7 +296,7 @@ def test_a_share_too_small_to_build_a_case_skips_it_unbuilt(tmp_path):
     built = []
 
     class Workload:
-        def build(self, case, ctx):
+        def set_up(self, case, ctx):
             built.append(case)
 
         def cases(self, ctx):
@@ -464,7 +464,7 @@ class StateAtItsEnd:
 
     def __init__(self):
         self.budget_s, self.end_s = 8.0, time.time() - OVERRUN_GRACE_S + 0.05
-        self.session = SimpleNamespace(stop=None)
+        self.records = SimpleNamespace(stop=None)
 
 
 # pytest-timeout's own SIGALRM would hold the cut off (cut_after)
@@ -479,8 +479,8 @@ def test_a_test_that_never_returns_is_cut_past_the_run_end_and_its_grace_and_the
             while True:
                 time.sleep(0.01)
     assert (
-        state.session.stop.line.startswith("t.py::test_hang did not end")
-        and state.session.stop.code == 1
+        state.records.stop.line.startswith("t.py::test_hang did not end")
+        and state.records.stop.code == 1
     )
     assert (
         signal.getitimer(signal.ITIMER_REAL)[0] == 0
@@ -490,7 +490,7 @@ def test_a_test_that_never_returns_is_cut_past_the_run_end_and_its_grace_and_the
 
 def test_a_case_cut_mid_build_keeps_a_failed_row_and_the_cut_goes_on(tmp_path):
     class Workload:
-        def build(self, case, ctx):
+        def set_up(self, case, ctx):
             # the alarm, arriving in the user's code
             raise DeadlinePassed("did not end within the run's 8.0 s budget")
 

@@ -24,10 +24,10 @@ CPU = torch.device("cpu")
 
 
 class Workload:
-    """A workload whose build is the given function (the protocol: cases/build)."""
+    """A workload whose set-up is the given function (the protocol: cases/set_up)."""
 
-    def __init__(self, build):
-        self.build = build
+    def __init__(self, set_up):
+        self.set_up = set_up
 
     def cases(self, ctx):
         return []
@@ -112,7 +112,7 @@ def test_cpu_out_of_memory_is_an_oom_row(tmp_path):
 
     class Huge:
         @staticmethod
-        def build(case, ctx):
+        def set_up(case, ctx):
             raise RuntimeError(message)
 
     writer = ResultsWriter(tmp_path, "run")

@@ -206,7 +206,7 @@ def test_a_run_that_reaches_its_target_within_its_share_is_unchanged(tmp_path, e
 
 def test_warm_up_leaves_the_timed_model_at_its_seeds_initial_weights(easy_data):
     ctx = BuildContext(CPU, "quick", SyncedClock(CPU), data_source=lambda: easy_data, build_index=1)
-    timed = tta.build(case(model="cnn"), ctx)
+    timed = tta.set_up(case(model="cnn"), ctx)
     # the trainer is inside the timed function: find it by its model
     trainer = timed.fn.__closure__
     model = next(

@@ -292,7 +292,7 @@ def epoch_context(data, profile: str = "smoke"):
 # on purpose: the case's own note says so
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 def test_epoch_builder_warms_up_then_times_one_epoch_in_windows_with_its_figures():
-    timed = mnist_epoch.build(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
+    timed = mnist_epoch.set_up(EpochCase(batch_size=64, num_workers=8), epoch_context(tiny_data()))
     # one real epoch, warmed in build
     assert (timed.plan.rounds, timed.plan.iterations, timed.plan.warmup_calls) == (1, 1, 0)
     assert any("exceeds" in note for note in timed.notes) or (os.cpu_count() or 1) >= 8
@@ -337,7 +337,7 @@ def test_a_long_epoch_is_timed_in_about_ten_windows():
 
 
 def test_a_diverged_epoch_is_a_failed_row_never_a_result():
-    timed = mnist_epoch.build(
+    timed = mnist_epoch.set_up(
         EpochCase(
             batch_size=64,
             loader="preloaded",
@@ -454,7 +454,7 @@ def test_the_raced_epoch_trains_in_the_winners_settings_and_its_row_says_why(mon
         persistent_workers=None,
         raced=True,
     )
-    timed = mnist_epoch.build(raced, epoch_context(tiny_data()))
+    timed = mnist_epoch.set_up(raced, epoch_context(tiny_data()))
     trainer = next(
         cell.cell_contents
         for cell in timed.fn.__closure__

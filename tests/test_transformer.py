@@ -156,7 +156,7 @@ def test_a_backend_the_cpu_cannot_run_is_skipped_with_the_reason() -> None:
         case = replace(base_case("tiny", "bf16", "math"), sdpa_backend=backend)
         why = f"sdpa backend {backend} cannot run bf16 attention on cpu: No viable backend"
         with pytest.raises(CaseSkipped, match=why):
-            transformer.build(case, ctx())
+            transformer.set_up(case, ctx())
 
 
 def test_torchs_warnings_say_why_a_backend_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,7 +217,7 @@ def test_a_fused_optimizer_torch_refuses_is_skipped(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(torch.optim, "AdamW", refusing)
     why = r"AdamW\(fused=True\) is not supported on cpu by this torch: `fused=True` requires"
     with pytest.raises(CaseSkipped, match=why):
-        transformer.build(base_case("tiny", "fp32", "math", "adamw-fused"), ctx())
+        transformer.set_up(base_case("tiny", "fp32", "math", "adamw-fused"), ctx())
     # the unfused case never asks
     assert transformer.fused_skip_reason(base_case("tiny", "fp32", "math"), CPU) is None
 
@@ -238,7 +238,7 @@ def test_the_loss_guard() -> None:
 def run_build(
     case: TransformerCase, profile: Profile = Profile.SMOKE
 ) -> tuple[Timed, list[torch.Tensor]]:
-    timed = transformer.build(case, ctx(profile=profile))
+    timed = transformer.set_up(case, ctx(profile=profile))
     rounds = transformer.STEPS[str(profile)][1]
     results = [timed.fn() for _ in range(rounds)]
     return timed, results
@@ -279,7 +279,7 @@ def test_without_a_datasheet_peak_mfu_is_against_this_builds_measured_matmul() -
     from gpubench.harness.workloads.common.matmul_peak import measured_peak
 
     case, build_ctx = base_case("tiny", "fp32", "math"), ctx()
-    timed = transformer.build(case, build_ctx)
+    timed = transformer.set_up(case, build_ctx)
     try:
         # a CPU has no datasheet peak
         assert timed.companion is not None
@@ -314,7 +314,7 @@ def test_fp32_matmuls_are_ieee_for_the_case_and_restored() -> None:
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
     try:
-        timed = transformer.build(base_case("tiny", "fp32", "math"), ctx())
+        timed = transformer.set_up(base_case("tiny", "fp32", "math"), ctx())
         assert torch.get_float32_matmul_precision() == "highest"
         timed.cleanup()
         assert torch.get_float32_matmul_precision() == "high"
@@ -387,7 +387,7 @@ def test_a_gpu_runs_each_backend_it_can_and_names_why_not_the_rest() -> None:
     outcome: dict[str, object] = {}
     for backend in gpt.SDPA_BACKENDS:
         try:
-            timed = transformer.build(base_case("tiny", "bf16", backend, "adamw-fused"), context)
+            timed = transformer.set_up(base_case("tiny", "bf16", backend, "adamw-fused"), context)
         except CaseSkipped as skipped:
             outcome[backend] = str(skipped)
             continue

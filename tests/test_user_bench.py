@@ -73,7 +73,7 @@ def test_the_users_figures_join_the_row_and_a_bad_one_names_itself():
     case, workload = workload_of(
         work={"tokens": 10}, figures=lambda stats, result: {"loss": result}
     )
-    timed = workload.build(case, None)
+    timed = workload.set_up(case, None)
     assert timed.figures(summarize([0.5]), 2.5) == {
         "user_figures": {"tokens_per_s": 20.0, "loss": 2.5}
     }

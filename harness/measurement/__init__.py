@@ -1,2 +1,2 @@
-"""One measurement and its records: the synchronised clock, the round loop, cases, the session, the
-runner."""
+"""One measurement and its records: the synchronised clock, the round loop, cases, the run's
+records, the runner."""

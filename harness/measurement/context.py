@@ -1,4 +1,4 @@
-"""What every workload's `cases` and `build` receive: the one BuildContext of a session."""
+"""What every workload's `cases` and `set_up` receive: the one BuildContext of a build process."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from gpubench.harness.measurement.timing import SyncedClock
 
 @dataclass
 class BuildContext:
-    """Everything a build needs: device, profile, the session's synced clock (every figure's), data
+    """Everything a build needs: device, profile, the build's synced clock (every figure's), data
     and options."""
 
     device: torch.device
@@ -79,7 +79,7 @@ class BuildContext:
         return timing if self.build_calls is None else replace(timing, min_calls=self.build_calls)
 
     def timing_for(self, case_id: str) -> BuildTiming:
-        """The build timing of one case: its own timed seconds where the session chose them."""
+        """The build timing of one case: its own timed seconds where an `ab` session chose them."""
         own_s = self.case_build_s.get(case_id)
         return self.timing if own_s is None else replace(self.timing, target_s=own_s)
 

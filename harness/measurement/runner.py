@@ -1,5 +1,5 @@
-"""Runs one build of a case end to end (build, measure, figures, memory, energy, flags) into a row
-for the session. Every outcome (ok, skipped, unreached, oom, failed) becomes a row."""
+"""Runs one build of a case end to end (set up, measure, figures, memory, energy, flags) into a row
+of the run's records. Every outcome (ok, skipped, unreached, oom, failed) becomes a row."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def run_case(
     try:
         try:
             check_known_cost(ctx.share)
-            timed = workload.build(case, ctx)
+            timed = workload.set_up(case, ctx)
             result = measured_result(
                 case, timed, ctx, rounds, untimed, str(base_row.get("device_name", ""))
             )

@@ -75,18 +75,18 @@ class Stopwatch:
         return span
 
 
-_session_clock: SyncedClock | None = None
+_build_clock: SyncedClock | None = None
 
 
-def install_session_clock(clock: SyncedClock | None) -> SyncedClock | None:
-    """The clock `session_clock` reads; the plugin names session_clock as pytest-benchmark's
+def install_build_clock(clock: SyncedClock | None) -> SyncedClock | None:
+    """The clock `build_clock` reads; the plugin names build_clock as pytest-benchmark's
     --benchmark-timer (its public way to take a timer), so every round is timed with the one synced
     clock."""
-    global _session_clock
-    previous, _session_clock = _session_clock, clock
+    global _build_clock
+    previous, _build_clock = _build_clock, clock
     # an embedding run's clock (pytester inside a gpubench session), put back after
     return previous
 
 
-def session_clock() -> float:
-    return (_session_clock or time.perf_counter)()
+def build_clock() -> float:
+    return (_build_clock or time.perf_counter)()

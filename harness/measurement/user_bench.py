@@ -165,7 +165,7 @@ def user_workload(
     if not isinstance(builds, int) or isinstance(builds, bool) or builds < 1:
         raise UsageError(f"builds={builds!r}: pass a whole number of builds, 1 or more")
 
-    def build(case: UserCase, ctx: BuildContext) -> Timed:
+    def set_up(case: UserCase, ctx: BuildContext) -> Timed:
         fn = make_fn()
         if not callable(fn):
             raise UsageError(f"setup returned {fn!r}, not a callable — return the function to time")
@@ -174,4 +174,4 @@ def user_workload(
     spec = WorkloadSpec(
         case.workload, IdRule(()), builds={str(profile): builds for profile in Profile}
     )
-    return case, Workload(spec, lambda ctx: [case], build)
+    return case, Workload(spec, lambda ctx: [case], set_up)

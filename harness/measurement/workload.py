@@ -1,5 +1,5 @@
 """A workload: its torch-free declaration and its measurement. Each harness/workloads module ends
-with `WORKLOAD = Workload(SPEC, cases, build)`, and may add for budgeted runs `headline` (the cases
+with `WORKLOAD = Workload(SPEC, cases, set_up)`, and may add for budgeted runs `headline` (the cases
 of the report's summary, funded first) and `work` (one call's work, for the cost model)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ MICRO_WORK = Work()
 class Workload:
     spec: WorkloadSpec
     cases: Callable[[BuildContext], list[Any]]
-    build: Callable[[Any, BuildContext], Timed]
+    set_up: Callable[[Any, BuildContext], Timed]
     headline: Callable[[list[Any]], list[Any]] = lambda cases: []
     work: Callable[[Any, BuildContext], Work] = lambda case, ctx: MICRO_WORK
 
@@ -36,7 +36,7 @@ class Workload:
 
 
 def as_workload(obj: Any) -> Workload:
-    """A bench module's `gpubench_workload`: a Workload, or a module with `cases` and `build` (and
+    """A bench module's `gpubench_workload`: a Workload, or a module with `cases` and `set_up` (and
     optional `BUILDS`/`MARKERS` as in WorkloadSpec)."""
     if isinstance(obj, Workload):
         return obj
@@ -50,7 +50,7 @@ def as_workload(obj: Any) -> Workload:
     return Workload(
         spec,
         getattr(obj, "cases", lambda ctx: []),
-        obj.build,
+        obj.set_up,
         getattr(obj, "headline", lambda cases: []),
         getattr(obj, "work", lambda case, ctx: MICRO_WORK),
     )

@@ -34,7 +34,7 @@ def add_gpubench_json(state: RunState, output_json: dict[str, Any]) -> None:
     `gpubench`."""
     from gpubench.harness.devices.env import fingerprint
 
-    output_json["gpubench"] = dict(state.session.env or fingerprint(state.ctx.device))
+    output_json["gpubench"] = dict(state.records.env or fingerprint(state.ctx.device))
     for bench in output_json.get("benchmarks", []):
         params = bench.get("params") or {}
         case = params.get("case")

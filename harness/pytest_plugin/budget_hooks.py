@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
     """The plan over every selected (case, build): this run's first build or this machine's history,
     else the cost model's prediction."""
-    from gpubench.harness.measurement.session import skipped_in
+    from gpubench.harness.measurement.run_records import skipped_in
 
     if not planned_entries(state.case_builds, items) or state.budget_s is None:
         return None
@@ -67,7 +67,7 @@ def plan_budget(state: RunState, items: list[pytest.Item]) -> BudgetPlan | None:
     }
     # a later build's run file: the cases its first build skipped are not planned for
     try:
-        skipped = set(skipped_in(state.session.csv_path)) if state.only_build else set()
+        skipped = set(skipped_in(state.records.csv_path)) if state.only_build else set()
     # unreadable or not a results file: the first case's open says so, in one line
     except (OSError, ValueError):
         skipped = set()
@@ -100,11 +100,11 @@ def known_costs(state: RunState) -> History:
     s)."""
     from gpubench.harness.records.durations import case_costs, history
 
-    machine = state.session.fingerprint_of(state.ctx.device).get("machine_id", "")
+    machine = state.records.fingerprint_of(state.ctx.device).get("machine_id", "")
     device, profile = str(state.ctx.device), str(state.ctx.profile)
     if state.only_build:
-        return case_costs([state.session.csv_path], machine, device, profile, from_history=False)
-    return history(state.session.results_dir, machine, device, profile)
+        return case_costs([state.records.csv_path], machine, device, profile, from_history=False)
+    return history(state.records.results_dir, machine, device, profile)
 
 
 def too_slow_to_trust(known: CaseCost | None, budget_s: float, cases: int) -> bool:
@@ -173,7 +173,7 @@ def extra_build_order(state: RunState) -> list[str]:
     if state.budget_s is None:
         return []
     try:
-        return noisiest_first(read_rows(state.session.csv_path))
+        return noisiest_first(read_rows(state.records.csv_path))
     except (OSError, ValueError):
         return []
 
@@ -217,7 +217,7 @@ def cut_at_run_end(state: RunState | None, test: str) -> Iterator[None]:
     if state is None or state.end_s is None or state.budget_s is None:
         yield
         return
-    from gpubench.harness.measurement.session import RunStop
+    from gpubench.harness.measurement.run_records import RunStop
 
     try:
         with cut_after(
@@ -225,5 +225,5 @@ def cut_at_run_end(state: RunState | None, test: str) -> Iterator[None]:
         ):
             yield
     except DeadlinePassed as cut:
-        state.session.stop = state.session.stop or RunStop(f"{test} {cut}", ExitCode.FAILED)
+        state.records.stop = state.records.stop or RunStop(f"{test} {cut}", ExitCode.FAILED)
         raise

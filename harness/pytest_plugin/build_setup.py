@@ -46,9 +46,9 @@ from gpubench.harness.records.results import (
     new_run_id,
 )
 from gpubench.harness.pytest_plugin.run_state import RunState
-from gpubench.harness.measurement.session import Session
+from gpubench.harness.measurement.run_records import RunRecords
 from gpubench.harness.records.store import results_dir_for
-from gpubench.harness.measurement.timing import SyncedClock, install_session_clock
+from gpubench.harness.measurement.timing import SyncedClock, install_build_clock
 from gpubench.harness.workloads.common.user_model import check_model
 
 
@@ -56,7 +56,7 @@ DEFAULT_TIMERS = (
     "",
     "None",
     "time.perf_counter",
-    "gpubench.harness.measurement.timing.session_clock",
+    "gpubench.harness.measurement.timing.build_clock",
 )
 
 
@@ -177,7 +177,7 @@ def make_state(
         # the wait is no part of the run: its budget starts now
         note_run_began()
     clock = SyncedClock(device, user_base_clock(benchmark_timer))
-    previous_clock = install_session_clock(clock)
+    previous_clock = install_build_clock(clock)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     counter, energy_note = energy_counter(device)
@@ -199,7 +199,7 @@ def make_state(
         if benchmark_min_rounds in (None, BENCHMARK_DEFAULT_MIN_ROUNDS)
         else int(benchmark_min_rounds),
     )
-    session = Session(
+    records = RunRecords(
         device,
         checked["results_dir"],
         run.run_id or new_run_id(),
@@ -209,12 +209,12 @@ def make_state(
     )
     ctx.results_dir = checked["results_dir"]
     ctx.machine_id = lambda: str(
-        session.env.get("machine_id") or session.fingerprint_of(device).get("machine_id", "")
+        records.env.get("machine_id") or records.fingerprint_of(device).get("machine_id", "")
     )
     run_end_s = run_deadline(run.run_budget_s, deadline_s)
     state = RunState(
         ctx,
-        session,
+        records,
         checked["data_root"],
         checked["dataset"],
         run.profile_ops,

@@ -122,7 +122,7 @@ def header_lines(state: RunState) -> list[str]:
 
     lines = [
         f"gpubench: device {state.ctx.device}, profile {state.ctx.profile}, results "
-        f"{state.session.csv_path}"
+        f"{state.records.csv_path}"
     ]
     if unseen := unusable_gpu(state.ctx.device):
         lines.insert(0, f"gpubench: WARNING: {unseen}")
@@ -300,7 +300,7 @@ class Console:
         self.say(
             self.end_line(
                 build_label(state),
-                state.session.rows_written,
+                state.records.rows_written,
                 f"budget {plan.time_left()}" if plan is not None else None,
                 state.untimed_cases > 0,
             )

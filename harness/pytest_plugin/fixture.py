@@ -27,7 +27,7 @@ from gpubench.harness.measurement.runner import run_case
 from gpubench.harness.workloads.common.process_warm_up import warm_once
 from gpubench.harness.records.safe_files import RefusedPath
 from gpubench.harness.records.schema import RUN_COLUMNS, SchemaError
-from gpubench.harness.measurement.session import RunStop
+from gpubench.harness.measurement.run_records import RunStop
 from gpubench.harness.measurement.terminal import summary_line
 from gpubench.harness.measurement.user_bench import Figures, user_workload
 from gpubench.harness.measurement.workload import as_workload
@@ -94,12 +94,12 @@ class Recorder:
         )
 
     def _stop(self, stop: RunStop, why: str) -> NoReturn:
-        self.state.session.stop = stop
+        self.state.records.stop = stop
         pytest.skip(f"not recorded: {why}")
 
     def _open(self) -> None:
         try:
-            self.state.session.open()
+            self.state.records.open()
         except ResultsFull as full:
             self._stop(RunStop(str(full), ExitCode.RESULTS_FULL), "the results folder is full")
         # another run with this --run-id started at the same moment
@@ -124,7 +124,7 @@ class Recorder:
                 str(error)
                 if isinstance(error, RefusedPath)
                 else (
-                    f"{self.state.session.csv_path} cannot be written ({error.strerror or error}) "
+                    f"{self.state.records.csv_path} cannot be written ({error.strerror or error}) "
                     "— fix that, then re-run"
                 )
             )
@@ -189,7 +189,7 @@ class Recorder:
         pytest.skip(f"{name}: measured in {builds} build(s); this is build {only + 1}")
 
     def _run(self, case: Any, workload: Any, build: int) -> dict[str, Any]:
-        session, untimed = self.state.session, self.benchmark.disabled
+        session, untimed = self.state.records, self.benchmark.disabled
         self.benchmark.group = case.workload
         if not untimed:
             # a later build's session reads the cases its first build skipped
@@ -300,7 +300,7 @@ class Recorder:
         elif self.console is not None and not untimed:
             self.console.case_done(row, plan.time_left() if plan is not None else None)
         if row["status"] == "skipped":
-            self.state.session.skipped[case.case_id] = row["reason"]
+            self.state.records.skipped[case.case_id] = row["reason"]
             pytest.skip(row["reason"])
         # kept in the CSV; its one call is no time to target, nor pytest-benchmark's
         if row["status"] == "unreached":

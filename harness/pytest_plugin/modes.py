@@ -25,7 +25,7 @@ ENTRY_MODULE, PLUGIN_MODULE, SUITE_MODULE, OWN_TESTS_MODULE = (
     f"gpubench.harness.pytest_plugin.{name}" for name in ("entry", "plugin", "suite", "own_tests")
 )
 # what pytest-benchmark times the rounds with
-TIMER = "gpubench.harness.measurement.timing.session_clock"
+TIMER = "gpubench.harness.measurement.timing.build_clock"
 
 
 class _OptionNames:
@@ -187,21 +187,21 @@ def activate_for(config: pytest.Config, items: list[pytest.Item]) -> RunState | 
     if state is None and used:
         state = activate(config, name_timer=False)
     if state is not None and str(getattr(config.option, "benchmark_timer", "")) != TIMER:
-        from gpubench.harness.measurement.timing import session_clock
+        from gpubench.harness.measurement.timing import build_clock
 
         for item in used:
             marker = item.get_closest_marker("benchmark")
             if marker is None or "timer" not in marker.kwargs:
-                item.add_marker(pytest.mark.benchmark(timer=session_clock))
+                item.add_marker(pytest.mark.benchmark(timer=build_clock))
     return state
 
 
-def timed_by_session_clock(config: pytest.Config, node: pytest.Item) -> bool:
+def timed_by_build_clock(config: pytest.Config, node: pytest.Item) -> bool:
     """Whether pytest-benchmark times this test with the synced clock (its option or the test's
     marker)."""
-    from gpubench.harness.measurement.timing import session_clock
+    from gpubench.harness.measurement.timing import build_clock
 
     marker = node.get_closest_marker("benchmark")
     if marker is not None and "timer" in marker.kwargs:
-        return marker.kwargs["timer"] is session_clock
+        return marker.kwargs["timer"] is build_clock
     return str(getattr(config.option, "benchmark_timer", "")) == TIMER

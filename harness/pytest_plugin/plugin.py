@@ -50,7 +50,7 @@ from gpubench.harness.pytest_plugin.modes import (
     is_suite,
     options_given,
     runs_no_test,
-    timed_by_session_clock,
+    timed_by_build_clock,
     uses_gpubench,
 )
 
@@ -138,9 +138,9 @@ def catch_stop_signals(session: pytest.Session, state: RunState) -> None:
 
     def terminate(signum: int, frame: Any) -> None:
         # a second one (the group's, then gpubench run's) must not cut the cleanup short
-        if state.session.terminated:
+        if state.records.terminated:
             return
-        state.session.terminated = True
+        state.records.terminated = True
         session.config.stash[ENDED_BY] = signum
         raise StopSignal(
             signum, "the case in progress was not recorded; the finished rows are whole"
@@ -159,7 +159,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """After the results folder filled up, or SIGTERM, the remaining cases neither run nor report:
     one line ends the run instead of pytest's interrupt banner."""
     state = item.config.stash.get(STATE, None)
-    return True if state is not None and (state.session.stop or state.session.terminated) else None
+    return True if state is not None and (state.records.stop or state.records.terminated) else None
 
 
 # outermost: before pytest-benchmark writes its files
@@ -185,28 +185,28 @@ def close_session(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
     if state is None:
         return
-    from gpubench.harness.measurement.session import RunStop
+    from gpubench.harness.measurement.run_records import RunStop
     from gpubench.harness.records.results import ResultsFull
 
     errors = session.config.stash.get(COLLECTION_ERRORS, 0)
     # pytest calls collection errors "interrupted": not a Ctrl-C
-    if errors and session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.session.stop:
-        state.session.stop = RunStop(
+    if errors and session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.records.stop:
+        state.records.stop = RunStop(
             f"{errors} test file(s) could not be collected (pytest's error above): "
             "fix them, then run again",
             ExitCode.REFUSED,
         )
 
-    if state.session.is_open:
+    if state.records.is_open:
         try:
-            state.session.close()
+            state.records.close()
         except ResultsFull as full:
-            state.session.stop = state.session.stop or RunStop(str(full), ExitCode.RESULTS_FULL)
-    if state.session.terminated:
+            state.records.stop = state.records.stop or RunStop(str(full), ExitCode.RESULTS_FULL)
+    if state.records.terminated:
         session.exitstatus = SIGNAL_BASE + session.config.stash.get(ENDED_BY, signal.SIGTERM)
-    elif state.session.stop:
+    elif state.records.stop:
         # results full (75), run id taken (4): no further build starts
-        session.exitstatus = state.session.stop.code
+        session.exitstatus = state.records.stop.code
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -221,28 +221,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     answer = answer_writer(config)
     if answer is not None and state is not None:
-        stop = [state.session.stop.line] if state.session.stop else []
+        stop = [state.records.stop.line] if state.records.stop else []
         code = int(session.exitstatus) if session is not None else int(ExitCode.REFUSED)
-        answer.finish(config, code, state.session.rows_written, stop)
+        answer.finish(config, code, state.records.rows_written, stop)
     if state is None:
         return
-    from gpubench.harness.measurement.timing import install_session_clock
+    from gpubench.harness.measurement.timing import install_build_clock
 
     # an embedding run's own (pytester in a gpubench session)
-    install_session_clock(state.previous_clock)
+    install_build_clock(state.previous_clock)
     # torch's threads back as the embedding process had them
     if state.threads_moved is not None:
         import torch
 
         torch.set_num_threads(state.threads_moved[0])
     restore_handlers(config.stash.get(PREVIOUS_HANDLERS, {}))
-    if state.session.stop:
-        CONSOLE.note(state.session.stop.line)
+    if state.records.stop:
+        CONSOLE.note(state.records.stop.line)
     # under gpubench run, it says so itself
-    elif state.session.terminated and state.only_build is None:
+    elif state.records.terminated and state.only_build is None:
         ended_by = signal.Signals(config.stash.get(ENDED_BY, signal.SIGTERM)).name
         CONSOLE.note(
-            f"{ended_by}: {state.session.rows_kept} rows kept in {state.session.csv_path} "
+            f"{ended_by}: {state.records.rows_kept} rows kept in {state.records.csv_path} "
             "(each whole); the case in progress was not recorded"
         )
 
@@ -371,7 +371,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from gpubench.harness.records.results import check_writable
 
         try:
-            check_writable(state.session.results_dir)
+            check_writable(state.records.results_dir)
         except OSError as error:
             raise pytest.UsageError(str(error)) from None
         from gpubench.harness.pytest_plugin.machine_look import show_look
@@ -441,7 +441,7 @@ def gpubench(benchmark: Any, request: pytest.FixtureRequest, gpubench_build: int
         benchmark,
         request,
         gpubench_build,
-        benchmark_times=timed_by_session_clock(request.config, request.node),
+        benchmark_times=timed_by_build_clock(request.config, request.node),
     )
 
 
@@ -478,10 +478,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             "nothing was recorded"
         )
     # the compact console ends the build itself
-    if not state.session.is_open or console_of(config) is not None:
+    if not state.records.is_open or console_of(config) is not None:
         return
-    CONSOLE.say(f"{state.session.rows_written} rows -> {state.session.csv_path}")
+    CONSOLE.say(f"{state.records.rows_written} rows -> {state.records.csv_path}")
     # gpubench run says it once, for all its builds
     if state.budget_plan is not None and state.only_build is None:
-        for line in plan_delivery(state.budget_plan, state.session.csv_path):
+        for line in plan_delivery(state.budget_plan, state.records.csv_path):
             CONSOLE.show(line)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpubench.harness.measurement.context import BuildContext
 from gpubench.harness.budget.plan import BudgetPlan
 from gpubench.harness.devices.data_source import DataSource
-from gpubench.harness.measurement.session import Session
+from gpubench.harness.measurement.run_records import RunRecords
 
 if TYPE_CHECKING:
     from gpubench.harness.devices.machine_load import LoadMeter, Look
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @dataclass
 class RunState:
     ctx: BuildContext
-    session: Session
+    records: RunRecords
     data_root: Path
     dataset: str
     profile_ops: bool

@@ -234,7 +234,7 @@ def roofline(case: AttentionCase, ctx: BuildContext) -> Callable[[Measurement], 
     return companion
 
 
-def build(case: AttentionCase, ctx: BuildContext) -> Timed:
+def set_up(case: AttentionCase, ctx: BuildContext) -> Timed:
     if reason := dtype_skip_reason(ctx.device, case.dtype) or backend_skip_reason(case, ctx.device):
         raise CaseSkipped(reason)
     # fp32 is IEEE fp32: the math backend's products use no TF32
@@ -282,4 +282,4 @@ def work(case: AttentionCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

@@ -310,7 +310,7 @@ def take_point(case: CollectiveCase, ctx: BuildContext, worker: str) -> dict[str
     return dict(point, launch_busy_frac=launched.busy_frac)
 
 
-def build(case: CollectiveCase, ctx: BuildContext, worker: str = WORKER) -> Timed:
+def set_up(case: CollectiveCase, ctx: BuildContext, worker: str = WORKER) -> Timed:
     """`worker`: the module torchrun starts on every rank (a test passes one with a broken
     collective)."""
     if reason := skip_reason(case, ctx.device):
@@ -340,4 +340,4 @@ def work(case: CollectiveCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

@@ -60,7 +60,7 @@ def backend_flags(case: ConvCase, device: torch.device) -> Callable[[], None]:
     return lambda: setattr(torch.backends.cudnn, "benchmark", previous)
 
 
-def build(case: ConvCase, ctx: BuildContext) -> Timed:
+def set_up(case: ConvCase, ctx: BuildContext) -> Timed:
     if reason := dtype_skip_reason(ctx.device, case.dtype):
         raise CaseSkipped(reason)
     _, channels, size = SHAPES["cpu" if ctx.device.type == "cpu" else "gpu"]
@@ -97,4 +97,4 @@ def build(case: ConvCase, ctx: BuildContext) -> Timed:
     return Timed(fn=forward, figures=figures, cleanup=restore, estimate=estimate_s)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+WORKLOAD = Workload(SPEC, cases, set_up)

@@ -210,7 +210,7 @@ def dataparallel_build(case: DistributedCase, ctx: BuildContext) -> Timed:
     )
 
 
-def build(case: DistributedCase, ctx: BuildContext) -> Timed:
+def set_up(case: DistributedCase, ctx: BuildContext) -> Timed:
     return (dataparallel_build if case.parallel == "dataparallel" else ddp_build)(case, ctx)
 
 
@@ -233,4 +233,4 @@ def work(case: DistributedCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

@@ -161,7 +161,7 @@ def cases(ctx: BuildContext) -> list[ElementwiseCase]:
     return [ElementwiseCase(op, dtype, n) for op in OPS for dtype in dtypes for n in sizes[dtype]]
 
 
-def build(case: ElementwiseCase, ctx: BuildContext) -> Timed:
+def set_up(case: ElementwiseCase, ctx: BuildContext) -> Timed:
     device = ctx.device
     if reason := dtype_skip_reason(device, case.dtype):
         raise CaseSkipped(reason)
@@ -208,4 +208,4 @@ def work(case: ElementwiseCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

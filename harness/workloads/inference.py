@@ -45,7 +45,7 @@ def cases(ctx: BuildContext) -> list[InferenceCase]:
     return [InferenceCase(m, b, g) for m in ("mlp", "cnn") for b in batches for g in GRAD_MODES]
 
 
-def build(case: InferenceCase, ctx: BuildContext) -> Timed:
+def set_up(case: InferenceCase, ctx: BuildContext) -> Timed:
     model = make_model(case.model).to(ctx.device).eval()
     x = torch.randn(case.batch_size, 1, 28, 28, device=ctx.device)
     mode = GRAD_MODES[case.grad_mode]
@@ -60,4 +60,4 @@ def build(case: InferenceCase, ctx: BuildContext) -> Timed:
     return Timed(fn=forward, figures=figures, cpu_memory=forward)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+WORKLOAD = Workload(SPEC, cases, set_up)

@@ -64,7 +64,7 @@ def cases(ctx: BuildContext) -> list[MatmulCase]:
     ]
 
 
-def build(case: MatmulCase, ctx: BuildContext) -> Timed:
+def set_up(case: MatmulCase, ctx: BuildContext) -> Timed:
     if reason := dtype_skip_reason(ctx.device, case.dtype):
         raise CaseSkipped(reason)
     restore = with_precision(case.dtype)
@@ -110,4 +110,4 @@ def work(case: MatmulCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

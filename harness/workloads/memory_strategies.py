@@ -61,7 +61,7 @@ def cases(ctx: BuildContext) -> list[StrategyCase]:
     return strategies(ctx.device, 32 if ctx.profile == "smoke" else BASE_BATCH)
 
 
-def build(case: StrategyCase, ctx: BuildContext) -> Timed:
+def set_up(case: StrategyCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     if reason := precision_skip_reason(case.precision, device):
         raise CaseSkipped(reason)
@@ -111,4 +111,4 @@ def work(case: StrategyCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

@@ -167,7 +167,7 @@ def epoch_figures(case: EpochCase, data: DataSource, cost: CompileCost, ops: Any
     return figures
 
 
-def build(case: EpochCase, ctx: BuildContext) -> Timed:
+def set_up(case: EpochCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     if ctx.profile == "smoke":
         data = data.subset(*SMOKE_IMAGES)
@@ -217,4 +217,4 @@ def work(case: EpochCase, ctx: BuildContext) -> Work:
     return epoch_work(case, str(ctx.profile))
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

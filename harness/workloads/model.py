@@ -208,7 +208,7 @@ class InferenceStep(Step):
         }
 
 
-def build(case: ModelCase, ctx: BuildContext) -> Timed:
+def set_up(case: ModelCase, ctx: BuildContext) -> Timed:
     if ctx.model is None:
         raise CaseSkipped(
             "no --model given: name the model as --model module:factory --input SHAPE"
@@ -235,4 +235,4 @@ def build(case: ModelCase, ctx: BuildContext) -> Timed:
 
 
 # The user's own model is what they came for: every case of it heads the summary.
-WORKLOAD = Workload(SPEC, cases, build, list)
+WORKLOAD = Workload(SPEC, cases, set_up, list)

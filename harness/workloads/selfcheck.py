@@ -110,7 +110,7 @@ def disagreement(name: str, ratios: list[float]) -> str | None:
     )
 
 
-def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
+def set_up(case: SelfcheckCase, ctx: BuildContext) -> Timed:
     restore = with_precision(case.dtype)
     a, b, out = operands(case.size, case.dtype, ctx.device)
     fn = lambda: torch.matmul(a, b, out=out)  # noqa: E731
@@ -170,4 +170,4 @@ def build(case: SelfcheckCase, ctx: BuildContext) -> Timed:
     return Timed(fn=fn, figures=base, companion=pairs, cleanup=restore)
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+WORKLOAD = Workload(SPEC, cases, set_up)

@@ -47,7 +47,7 @@ def cpu_timing(profile: str) -> BuildTiming:
     )
 
 
-def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
+def set_up(case: SpeedupCase, ctx: BuildContext) -> Timed:
     device, profile = ctx.device, ctx.profile
     if device.type == "cpu":
         raise CaseSkipped("the CPU-vs-GPU speedup needs an accelerator; --device is cpu")
@@ -78,4 +78,4 @@ def build(case: SpeedupCase, ctx: BuildContext) -> Timed:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build)
+WORKLOAD = Workload(SPEC, cases, set_up)

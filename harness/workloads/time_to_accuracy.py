@@ -367,7 +367,7 @@ def target_figures(
     return figures
 
 
-def build(case: TargetCase, ctx: BuildContext) -> Timed:
+def set_up(case: TargetCase, ctx: BuildContext) -> Timed:
     device, data = ctx.device, ctx.data
     if data.dataset == "synthetic":
         raise CaseSkipped(
@@ -417,4 +417,4 @@ def work(case: TargetCase, ctx: BuildContext) -> Work:
 
 
 # Every design heads the summary: its row names the first to the target and the template's time.
-WORKLOAD = Workload(SPEC, cases, build, list, work)
+WORKLOAD = Workload(SPEC, cases, set_up, list, work)

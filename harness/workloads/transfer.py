@@ -52,7 +52,7 @@ def skip_reason(case: TransferCase, device: torch.device) -> str | None:
     return None
 
 
-def build(case: TransferCase, ctx: BuildContext) -> Timed:
+def set_up(case: TransferCase, ctx: BuildContext) -> Timed:
     device = ctx.device
     if reason := skip_reason(case, device):
         raise CaseSkipped(reason)
@@ -92,4 +92,4 @@ def work(case: TransferCase, ctx: BuildContext) -> Work:
     return Work(host_s=case.size / HOST_LINK_BYTES_PER_S, fresh_bytes=2 * case.size)
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

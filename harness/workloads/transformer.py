@@ -294,7 +294,7 @@ def attention_mismatch(case: TransformerCase, step: TransformerStep) -> str | No
     )
 
 
-def build(case: TransformerCase, ctx: BuildContext) -> Timed:
+def set_up(case: TransformerCase, ctx: BuildContext) -> Timed:
     if reason := skip_reason(case, ctx.device):
         raise CaseSkipped(reason)
     # IEEE fp32 (no TF32): fp32's peak is the one that applies
@@ -376,4 +376,4 @@ def work(case: TransformerCase, ctx: BuildContext) -> Work:
     )
 
 
-WORKLOAD = Workload(SPEC, cases, build, headline, work)
+WORKLOAD = Workload(SPEC, cases, set_up, headline, work)

@@ -374,16 +374,16 @@ def report_rank0(
 
 
 def write_rows(rows: Iterable[tuple[Case, Any]], results_dir: Path, device: torch.device) -> Path:
-    """Standalone use: rank 0 writes its rows through a Session (this node's fingerprint and
+    """Standalone use: rank 0 writes its rows through a RunRecords (this node's fingerprint and
     sidecar), with the suite's case ids."""
     from gpubench.harness.measurement.runner import standalone_row
-    from gpubench.harness.measurement.session import Session
+    from gpubench.harness.measurement.run_records import RunRecords
     from gpubench.harness.records.results import check_writable, new_run_id
 
     check_writable(results_dir)
-    session = Session(device, results_dir, new_run_id(), "torchrun")
-    session.open()
+    records = RunRecords(device, results_dir, new_run_id(), "torchrun")
+    records.open()
     for case, result in rows:
-        session.record(standalone_row(session.base_row(), case, result))
-    session.close()
-    return session.csv_path
+        records.record(standalone_row(records.base_row(), case, result))
+    records.close()
+    return records.csv_path

@@ -1,4 +1,4 @@
-"""A Session owns one run's records: fingerprint, idle power, the results writer, sidecars and what
+"""RunRecords owns one run's records: fingerprint, idle power, the results writer, sidecars and what
 stops the run. The environment sidecar is written on open, before the first case, so a disk filling
 later costs rows, never the run's description; the first build's process rewrites it on close with
 the GPU telemetry then."""
@@ -28,7 +28,7 @@ class RunStop:
 
 
 @dataclass
-class Session:
+class RunRecords:
     """One run's records, written from `open` on, so a run that records nothing writes nothing.
     `build` > 0: a later build process, appending to a run an earlier one opened and described."""
 
