@@ -16,7 +16,7 @@ from gpubench.harness.core.percent import percent as share_percent
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.compare import compare_frames, fmt_seconds, side_differences
 from gpubench.reports.health import headlines
-from gpubench.reports.load import IDENTITY, base_labels, machine_keys, run_key
+from gpubench.reports.load import base_labels, machine_keys, run_key
 from gpubench.reports.markdown import Md, code, escape, md_rows, paragraph, section
 from gpubench.reports.paired import MAX_SHOWN_CHANGE
 from gpubench.reports.references import FIGURES
@@ -54,7 +54,7 @@ class RunPair:
 
 
 def machine_runs(frame: pd.DataFrame, keys: pd.Series) -> list[tuple[str, list[str]]]:
-    """Per machine (load.IDENTITY) with two runs or more: its label and its run keys, oldest first
+    """Per machine (load.MACHINE) with two runs or more: its label and its run keys, oldest first
     (a run starts at its earliest timestamp, parsed: +14:00 sorts wrongly as text)."""
     at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
     # one row per run: its machine and label
@@ -260,7 +260,7 @@ def history_judgements(
     history.run_figures, with run_key."""
     keys = run_key(frame)
     wanted: dict[tuple[str, str], list[str]] = {}
-    for _, group in runs.groupby(list(IDENTITY), sort=False):
+    for _, group in runs.groupby(machine_keys(runs), sort=False):
         for figure in figures:
             points = group.dropna(subset=[figure])
             if len(points) >= 2:

@@ -422,12 +422,14 @@ def build_report(paths: list[Path], out: Path, baseline: str | None) -> Path:
     # files in the folders that are not readable results (a store's stray or live files)
     left_out: list[str] = []
     # a run given twice (a file and its folder, a copy) counts once everywhere
-    frame, notes = dedupe(load_results(paths, refused, left_out), left_out)
+    # machine ids older rows were written with, and the ones they read as
+    renamed: dict[str, set[str]] = {}
+    frame, notes = dedupe(load_results(paths, refused, left_out, renamed), left_out)
     top_ops, (energy_notes, power_caps_w) = (
         load_top_ops(paths, notes),
         load_env_sidecars(paths, left_out),
     )
-    races = race.load_races(paths, left_out)
+    races = race.load_races(paths, left_out, renamed)
     # a --baseline that names no machine: refused before `out` is touched
     tables.baseline_machine(frame, baseline)
     # said where the person looks, and in the report

@@ -1,6 +1,6 @@
-"""A machine's history: headline figures over its runs. A machine is its host, hardware (CPU, cores,
-RAM) and device (each GPU of a node has its own history); only machines with two runs or more get a
-table row and a plot."""
+"""A machine's history: headline figures over its runs. A machine is its machine_id (host and
+hardware) and device (each GPU of a node has its own history); only machines with two runs or more
+get a table row and a plot."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 from gpubench.reports import before_after
 from gpubench.reports.aggregate import per_case
 from gpubench.reports.health import HEALTH_DROP, headlines
-from gpubench.reports.load import IDENTITY, base_labels, identities, run_key
+from gpubench.reports.load import MACHINE, base_labels, machine_keys, run_key
 from gpubench.reports.markdown import escape, image, md_table, section, short_label
 from gpubench.reports.plots import _save, literal
 from gpubench.reports.references import FIGURES, load_references
@@ -59,8 +59,9 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")
     # the History line's two runs are judged on their rows (before_after)
     runs["run_key"] = runs.index
-    runs[list(IDENTITY)] = identities(runs)
-    runs = runs[runs.groupby(list(IDENTITY))["started"].transform("size") >= HISTORY_MIN_RUNS]
+    # an empty cell is text too
+    runs[["hostname", *MACHINE]] = runs[["hostname", *MACHINE]].fillna("")
+    runs = runs[runs.groupby(machine_keys(runs))["started"].transform("size") >= HISTORY_MIN_RUNS]
     if runs.empty:
         return pd.DataFrame()
     ordered = [f for f in FIGURES if f in runs.columns]
@@ -69,7 +70,6 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
     columns = [
         "machine",
         "hostname",
-        "hardware",
         "machine_id",
         "device",
         "device_name",
@@ -79,7 +79,7 @@ def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
         "torch",
         *ordered,
     ]
-    return out.sort_values(["machine", "hardware", "started"]).reset_index(drop=True)[columns]
+    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[columns]
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
@@ -105,7 +105,7 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
     """One PNG per machine (a panel per headline figure, torch versions beside the points, the
     device's reference where known); returns (machine, file name) pairs."""
     written, refs, names = [], load_references(), set()
-    for (host, hardware, device, _), group in runs.groupby(list(IDENTITY), sort=False):
+    for _, group in runs.groupby(machine_keys(runs), sort=False):
         machine = group["machine"].iloc[0]
         figures = [f for f in _figure_columns(runs) if group[f].notna().any()]
         references = {
@@ -142,7 +142,10 @@ def plot_history(runs: pd.DataFrame, out: Path) -> list[tuple[str, str]]:
             fig.legend(
                 list(entries.values()), list(entries), loc="upper right", fontsize=8, frameon=False
             )
-        name = _png_name(names, str(host), str(hardware), str(device))
+        first = group.iloc[0]
+        name = _png_name(
+            names, str(first["hostname"]), str(first["machine_id"]), str(first["device"])
+        )
         written.append((str(machine), _save(fig, out / name, dpi=100, tight=False).name))
     return written
 
@@ -228,10 +231,11 @@ def _panels(count: int) -> tuple[plt.Figure, list[plt.Axes]]:
     return fig, list(axes.flat[:count])
 
 
-def _png_name(taken: set[str], host: str, hardware: str, device: str) -> str:
-    """Two hosts whose names differ only in what the slug replaces ('a b', 'a_b') get a numbered
-    second file."""
-    stem = f"history_{_slug(host)[:40]}_{hardware}_{_slug(device)}"
+def _png_name(taken: set[str], host: str, machine_id: str, device: str) -> str:
+    """`history_<host>_<machine_id's first 8 hex>_<device>.png`, as the store names the machine's
+    folder; two machines whose names differ only in what the slug replaces ('a b', 'a_b') get a
+    numbered second file."""
+    stem = f"history_{_slug(host)[:40]}_{_slug(machine_id)[:8]}_{_slug(device)}"
     name, number = f"{stem}.png", 2
     while name in taken:
         name, number = f"{stem}-{number}.png", number + 1
@@ -261,7 +265,7 @@ def history_table(
     """One row per machine (the plot holds each run): its runs, dates, torch versions, each headline
     first → last with compare's verdict on it (`judged`: before_after.history_judgements)."""
     rows = []
-    for _, group in runs.groupby(list(IDENTITY), sort=False):
+    for _, group in runs.groupby(machine_keys(runs), sort=False):
         row = {
             "machine": group["machine"].iloc[0],
             "runs": len(group),

@@ -4,7 +4,6 @@ bad input as one UsageError line naming the file and the fix."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -141,18 +140,21 @@ LABELS = ("source_file", "source_path", "source_line", "machine", "setting")
 
 
 def load_results(
-    paths: list[Path], refused: list[str] | None = None, left_out: list[str] | None = None
+    paths: list[Path],
+    refused: list[str] | None = None,
+    left_out: list[str] | None = None,
+    renamed: dict[str, set[str]] | None = None,
 ) -> pd.DataFrame:
     """All rows of the results files named or found in folders, as read_frame reads them, plus the
     report's labels (`machine`, `setting`, `source_file`); empty `flags` and `reason` read as "".
     With `refused`, rows with an impossible figure are left out and named there (without, they
     refuse their file); with `left_out` (a store: some files not ours), a file in a folder that
-    cannot be read as results is left out and named there."""
+    cannot be read as results is left out and named there; `renamed` as read_frame's."""
     files = result_files(paths, left_out)
     # this read's refusals: a failed read's are not kept
     found: list[str] | None = None if refused is None else []
     try:
-        frame = read_frame(files, found)
+        frame = read_frame(files, found, renamed)
     # a SchemaError already names the file and the fix
     except (SchemaError, OSError) as error:
         if left_out is None:
@@ -166,7 +168,7 @@ def load_results(
             ) from None
         # the chunks read before the failure named their rows already
         found = None if refused is None else []
-        frame = read_frame(files, found)
+        frame = read_frame(files, found, renamed)
     if refused is not None:
         refused.extend(found or [])
         frame = screen(frame, {f.stem: str(f) for f in files}, refused)
@@ -384,30 +386,6 @@ def base_labels(frame: pd.DataFrame) -> pd.Series:
     )
 
 
-# One machine as the store names it (<host>-<hardware hash>), per device; history and health group
-# runs by it. Not machine_id: an older gpubench's rows hash the kernel and the GPUs a job was given
-# (an update would split a node).
-IDENTITY = ("hostname", "hardware", "device", "device_name")
-
-
-def identities(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each row's IDENTITY (rows of results, or one row per run with the same columns): hostname,
-    device and device name with an empty cell as "" (an empty host name is a name: groupby drops
-    NaN keys), and `hardware`, 8 hex digits over what the store's folder hash reads that the rows
-    also hold: CPU model, core count, RAM in GiB (the node's GPU list is not in the rows; the
-    device name stands for it). Each distinct hardware is hashed once."""
-    out = frame[["hostname", "device", "device_name"]].fillna("")
-    gib = (pd.to_numeric(frame["ram_bytes"], errors="coerce") / 2**30).round()
-    # an empty cell is text too
-    keys = [
-        f"{model}|{cores}|{ram}"
-        for model, cores, ram in zip(frame["cpu_model"], frame["cpu_cores"], gib)
-    ]
-    hashes = {key: hashlib.sha256(key.encode()).hexdigest()[:8] for key in set(keys)}
-    out["hardware"] = pd.Series([hashes[key] for key in keys], index=frame.index, dtype=object)
-    return out[list(IDENTITY)]
-
-
 def machine_labels(frame: pd.DataFrame) -> pd.Series:
     """A unique human name per configuration (machine, device, torch): 'host · device name
     (device)'; two machines with one name get their machine_id, one machine with two torch
@@ -444,10 +422,16 @@ def run_key(frame: pd.DataFrame) -> pd.Series:
     return joined(frame[RUN])
 
 
+# One machine per device: its machine_id (gpubench.harness.records.store: host and hardware; an
+# older row's is given on upgrade), each GPU of a node its own. History, health and before and after
+# group runs by it.
+MACHINE = ["machine_id", "device", "device_name"]
+
+
 def machine_keys(frame: pd.DataFrame) -> pd.Series:
-    """Each row's machine (IDENTITY) as one text, as the history groups runs. Not the `machine`
-    label: a kernel or torch update splits one host into two labels."""
-    return joined(identities(frame))
+    """Each row's machine (MACHINE) as one text, an empty cell as "" (groupby drops NaN keys). Not
+    the `machine` label: a torch update splits one machine into two labels."""
+    return joined(frame[MACHINE].fillna(""))
 
 
 def broken_rows(frame: pd.DataFrame) -> pd.DataFrame:

@@ -66,8 +66,14 @@ def race_rows(data: object) -> list[dict[str, object]]:
     return rows
 
 
-def load_races(paths: list[Path], notes: list[str] | None = None) -> pd.DataFrame:
-    """The races kept in the folders of the results read (one file per folder, read once)."""
+def load_races(
+    paths: list[Path],
+    notes: list[str] | None = None,
+    renamed: dict[str, set[str]] | None = None,
+) -> pd.DataFrame:
+    """The races kept in the folders of the results read (one file per folder, read once). A race
+    names its machine as the rows beside it were written: where their upgrade gave them another
+    machine_id (`renamed`: load.load_results'), the race follows it."""
     rows: list[dict[str, object]] = []
     for folder in dict.fromkeys(path.parent for path in result_files(paths, [])):
         try:
@@ -77,7 +83,11 @@ def load_races(paths: list[Path], notes: list[str] | None = None) -> pd.DataFram
         except (RefusedPath, OSError, ValueError) as error:
             if notes is not None:
                 notes.append(f"{folder / RACE_FILE} left out: {error}")
-    return pd.DataFrame(rows, columns=COLUMNS).drop_duplicates()
+    races = pd.DataFrame(rows, columns=COLUMNS)
+    if renamed:
+        read_as = races["machine_id"].map(lambda key: sorted(renamed.get(key, {key})))
+        races = races.assign(machine_id=read_as).explode("machine_id")
+    return races.drop_duplicates().reset_index(drop=True)
 
 
 def epoch_accuracy(epochs: pd.DataFrame, setting: str) -> float:

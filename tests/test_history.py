@@ -80,7 +80,7 @@ def test_two_runs_of_a_machine_are_its_history_in_time_order(h200, tmp_path):
         "778 → 622.4 (-20%; " in rows[0] and "55.14 → 55.14 (+0%; inconclusive, 99% CI " in rows[0]
     )
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert links == ["history_vm_fd2346ce_cuda_0.png"]
+    assert links == ["history_vm_8f9f0ab5_cuda_0.png"]
     assert (tmp_path / links[0]).read_bytes()[:8] == PNG_MAGIC
 
 
@@ -101,8 +101,8 @@ def test_each_gpu_of_a_node_has_its_own_history(h200, tmp_path):
     }
     history.render(frame, tmp_path)
     assert sorted(p.name for p in tmp_path.glob("history_*.png")) == [
-        "history_vm_fd2346ce_cuda_0.png",
-        "history_vm_fd2346ce_cuda_1.png",
+        "history_vm_8f9f0ab5_cuda_0.png",
+        "history_vm_8f9f0ab5_cuda_1.png",
     ]
 
 
@@ -150,8 +150,8 @@ def test_report_of_a_store_shows_the_history(h200, tmp_path):
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-12-05")):
         write_merged(run_at(h200, run_id, day), store / f"{run_id}.csv")
     report = build_report([tmp_path / "store"], tmp_path / "out", None).read_text(encoding="utf-8")
-    assert "## History" in report and "(history_vm_fd2346ce_cuda_0.png)" in report
-    assert (tmp_path / "out" / "history_vm_fd2346ce_cuda_0.png").read_bytes()[:8] == PNG_MAGIC
+    assert "## History" in report and "(history_vm_8f9f0ab5_cuda_0.png)" in report
+    assert (tmp_path / "out" / "history_vm_8f9f0ab5_cuda_0.png").read_bytes()[:8] == PNG_MAGIC
 
 
 @pytest.mark.parametrize("higher_is_better, edge", [(True, 90.0), (False, 100 / 0.9)])
@@ -183,3 +183,40 @@ def test_a_torch_version_is_labelled_where_it_starts_not_at_every_run():
         ("2.14.1", 3.0),
         ("2.13.0", 5.0),
     ]
+
+
+def machines_in(frame: pd.DataFrame) -> dict[str, list[int]]:
+    """How history, health and before and after count the machines of `frame` (a read store): runs
+    per machine in the History table, the labels Health judges, runs per machine in Before and
+    after."""
+    from gpubench.reports import before_after, health
+    from gpubench.reports.aggregate import per_case
+    from gpubench.reports.load import run_key
+
+    judged = health.health_table(frame, per_case(frame), health.load_references())
+    return {
+        "history": list(history.history_table(history.run_figures(frame))["runs"]),
+        "health": [judged["machine"].nunique()],
+        "before_after": [len(keys) for _, keys in before_after.machine_runs(frame, run_key(frame))],
+    }
+
+
+def test_every_grouping_by_machine_reads_machine_id(h200, tmp_path):
+    """One host, one CPU, one RAM size, one GPU model: two machine_ids of this schema are two
+    machines (another GPU list of the node), in History, Health and Before and after alike; an older
+    gpubench's rows, whose machine_id a kernel update changed, are one machine, read as one."""
+
+    def store(name: str, ids: list[str], **cells: object) -> pd.DataFrame:
+        folder = tmp_path / name
+        folder.mkdir()
+        for number, machine_id in enumerate(ids):
+            day = f"2026-11-{number + 1:02d}"
+            run = run_at(h200, f"r{number}", day).assign(machine_id=machine_id, **cells)
+            write_merged(run.assign(os=f"Linux 6.{number}"), folder / f"r{number}.csv")
+        return load_results([folder])
+
+    current = store("current", ["aaaaaaaaaaaa", "bbbbbbbbbbbb"] * 2)
+    assert machines_in(current) == {"history": [2, 2], "health": [2], "before_after": [2, 2]}
+    old = store("old", ["8f9f0ab5b928", "0a1b2c3d4e5f"], schema_version=5)
+    assert old["machine_id"].nunique() == 1
+    assert machines_in(old) == {"history": [2], "health": [1], "before_after": [2]}

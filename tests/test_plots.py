@@ -542,7 +542,6 @@ def history_runs(values: list[float], minutes_apart: float) -> pd.DataFrame:
             {
                 "machine": "vm · AMD EPYC (cpu)",
                 "hostname": "vm",
-                "hardware": "0123abcd",
                 "machine_id": "m",
                 "device": "cpu",
                 "device_name": "AMD EPYC",

@@ -55,17 +55,30 @@ def report(store: Path, out: Path) -> str:
     return build_report([store], out, None).read_text(encoding="utf-8")
 
 
+def read_as_old(folder: Path, *frames: pd.DataFrame) -> pd.DataFrame:
+    """`frames` as rows of schema 5 (whose machine_id hashed the kernel and the GPUs a job was
+    given), read back by the one reader, labels and all."""
+    paths = []
+    for number, frame in enumerate(frames):
+        paths.append(folder / f"old-{number}.csv")
+        write_merged(frame.assign(schema_version=5), paths[-1])
+    return load_results(paths)
+
+
 # History: a machine is its host, machine_id and device
 
 
 def test_identical_nodes_each_get_their_own_history_plot(h200, tmp_path):
-    # a homogeneous fleet: the same hardware hash on every node
+    # a homogeneous fleet: the same hardware on every node, each machine_id its own by its host
     store = tmp_path / "store"
-    for host, scale in (("node00", 1.0), ("node01", 0.5)):
+    for host, machine_id, scale in (
+        ("node00", "8f9f0ab5b928", 1.0),
+        ("node01", "5d1e7a0c3b42", 0.5),
+    ):
         for run_id, day in ((f"{host}-r1", "2026-11-29"), (f"{host}-r2", "2026-11-30")):
             put(
                 store,
-                copy_of(h200, host, "8f9f0ab5b928", matmul_bf16=scale),
+                copy_of(h200, host, machine_id, matmul_bf16=scale),
                 f"{host}-1234abcd",
                 run_id,
                 day,
@@ -82,10 +95,11 @@ def test_identical_nodes_each_get_their_own_history_plot(h200, tmp_path):
 
 def test_hosts_whose_names_collide_in_a_file_name_keep_their_own_plots(h200, tmp_path):
     store = tmp_path / "store"
-    # one store folder after safe_name; two hosts in the rows
-    for number, host in enumerate(("a b", "a_b")):
+    # one store folder after safe_name; two hosts in the rows, their machine_ids alike in the 8 hex
+    # a file name shows
+    for number, (host, machine_id) in enumerate((("a b", "8f9f0ab5b928"), ("a_b", "8f9f0ab5c0de"))):
         for run_id, day in ((f"h{number}-r1", "2026-11-29"), (f"h{number}-r2", "2026-11-30")):
-            put(store, copy_of(h200, host, "8f9f0ab5b928"), "a_b-1234abcd", run_id, day)
+            put(store, copy_of(h200, host, machine_id), "a_b-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
     names = re.findall(r"\]\((history_[^)]+\.png)\)", text)
     assert (
@@ -310,7 +324,7 @@ def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-11-30")):
         put(store, copy_of(h200, ""), "host-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
-    assert "None yet" not in text and re.search(r"\]\((history__fd2346ce_cuda_0\.png)\)", text)
+    assert "None yet" not in text and re.search(r"\]\((history__8f9f0ab5_cuda_0\.png)\)", text)
 
 
 def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
@@ -324,18 +338,19 @@ def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
 
 
 def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_path):
-    # one store folder; machine_id hashes the kernel release and the GPUs the job saw
+    # one store folder; an older gpubench's machine_id hashed the kernel release and the GPUs the
+    # job saw
     store = tmp_path / "store"
     put(
         store,
-        copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44"),
+        copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44", schema_version=5),
         "vm-1234abcd",
         "r1",
         "2026-11-01",
     )
     put(
         store,
-        copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"),
+        copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2", schema_version=5),
         "vm-1234abcd",
         "r2",
         "2026-12-01",
@@ -346,16 +361,16 @@ def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_p
     )
 
 
-def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200):
+def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200, tmp_path):
     slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1", matmul_bf16=0.7).assign(
         timestamp_utc="2026-11-01T12:00:00+00:00"
     )
-    # a new kernel: a new machine_id
+    # a new kernel: a new machine_id, as an older gpubench wrote it
     fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(
         timestamp_utc="2026-12-01T12:00:00+00:00"
     )
-    frame = pd.concat([fixed, slow], ignore_index=True)
-    # two labels (#8f9f0a, #0a1b2c): one host, one hardware, one GPU
+    frame = read_as_old(tmp_path, fixed, slow)
+    # one host, one hardware, one GPU
     frame["machine"] = machine_labels(frame)
     table = health.health_table(frame, per_case(frame), health.load_references())
     # one machine, named as its latest run
@@ -382,10 +397,10 @@ def matmul_failed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("newest", [only_transfers, matmul_failed])
-# the second: a kernel update between the runs, another label
+# the second: a kernel update between the runs, another machine_id as an older gpubench wrote it
 @pytest.mark.parametrize("machine_id", ["8f9f0ab5b928", "0a1b2c3d4e5f"])
 def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that_run(
-    h200, newest, machine_id
+    h200, newest, machine_id, tmp_path
 ):
     slow = copy_of(h200, run_id="r1", matmul=0.7).assign(
         timestamp_utc="2026-11-01T12:00:00+00:00", gpu_sm_clock_mhz=1500.0
@@ -395,7 +410,7 @@ def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that
             timestamp_utc="2026-11-02T12:00:00+00:00", gpu_sm_clock_mhz=1980.0
         )
     )
-    frame = pd.concat([later, slow], ignore_index=True)
+    frame = read_as_old(tmp_path, later, slow)
     frame["machine"] = machine_labels(frame)
     table = health.health_table(frame, per_case(frame), health.load_references()).set_index("key")
     assert (
