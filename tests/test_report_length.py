@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.reports.build import build_report
+from gpubench.reports.render.build import build_report
 
 # These tests read the report's text, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")

@@ -18,10 +18,12 @@ from test_health import H200, copy_of
 from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.records.store import results_dir_for
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports import health
-from gpubench.reports.aggregate import per_case
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results, machine_labels, write_merged
+from gpubench.reports.judge import health
+from gpubench.reports.render import health as health_report
+from gpubench.reports.judge.aggregate import per_case
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results, machine_labels, write_merged
+from gpubench.reports.judge.references import load_references
 
 # These tests read the report's notes, history sections and files, not its pixels
 # (conftest.unrendered_plots).
@@ -125,7 +127,7 @@ def test_health_judges_a_machines_latest_run_not_the_median_of_its_history(h200,
     # newest first: the order must not decide
     frame = pd.concat(runs[::-1], ignore_index=True)
     frame["machine"] = machine_labels(frame)
-    table = health.health_table(frame, per_case(frame), health.load_references())
+    table = health.health_table(frame, per_case(frame), load_references())
     bf16 = table[table["key"] == "matmul_bf16_tflops"].iloc[0]
     assert bf16["ratio"] == pytest.approx(0.7, rel=0.01) and bf16["health"] == "≥10% below"
     assert table[table["key"] == "matmul_fp32_tflops"]["health"].iloc[0] == "ok"
@@ -134,12 +136,12 @@ def test_health_judges_a_machines_latest_run_not_the_median_of_its_history(h200,
 def test_an_unknown_gpu_alone_is_said_to_have_no_reference(h200):
     frame = copy_of(h200).assign(device_name="NVIDIA GB300")
     frame["machine"] = machine_labels(frame)
-    text = health.render(frame, per_case(frame))
+    text = health_report.render(frame, per_case(frame))
     assert "Not judged. No reference for NVIDIA GB300" in text
     cpu = frame.assign(device="cpu", device_name="AMD EPYC")
     cpu["machine"] = machine_labels(cpu)
     # a CPU never has a reference: nothing to say
-    assert health.render(cpu, per_case(cpu)) == ""
+    assert health_report.render(cpu, per_case(cpu)) == ""
 
 
 def test_a_machine_whose_every_row_failed_gets_a_report(h200, tmp_path):
@@ -195,7 +197,7 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
                 continue
             yield root, dirs, names
 
-    monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
+    monkeypatch.setattr("gpubench.reports.judge.load.os.walk", walk)
     text = report(store, tmp_path / "out")
     assert "other-0123abcd: cannot list the folder (Permission denied)" in text
     # compare has no notes: refused, not silent
@@ -275,7 +277,7 @@ def test_the_causes_of_a_drop_are_read_in_the_latest_run(h200):
     frame["machine"] = machine_labels(frame)
     clock = next(
         line
-        for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {})
+        for line in health.causes(frame, frame["machine"].iloc[0], load_references(), {})
         if line.startswith("clocks")
     )
     # four healthy runs would have outvoted it
@@ -289,7 +291,7 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
         onerror(PermissionError(errno.EACCES, "Permission denied", str(top)))
         yield from ()
 
-    monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
+    monkeypatch.setattr("gpubench.reports.judge.load.os.walk", walk)
     with pytest.raises(
         UsageError,
         match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)",
@@ -372,10 +374,10 @@ def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h2
     frame = read_as_old(tmp_path, fixed, slow)
     # one host, one hardware, one GPU
     frame["machine"] = machine_labels(frame)
-    table = health.health_table(frame, per_case(frame), health.load_references())
+    table = health.health_table(frame, per_case(frame), load_references())
     # one machine, named as its latest run
     assert set(table["machine"]) == set(frame.loc[frame["run_id"] == "r2", "machine"])
-    assert (table["health"] == "ok").all() and "Causes to check" not in health.render(
+    assert (table["health"] == "ok").all() and "Causes to check" not in health_report.render(
         frame, per_case(frame)
     )
 
@@ -412,14 +414,14 @@ def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that
     )
     frame = read_as_old(tmp_path, later, slow)
     frame["machine"] = machine_labels(frame)
-    table = health.health_table(frame, per_case(frame), health.load_references()).set_index("key")
+    table = health.health_table(frame, per_case(frame), load_references()).set_index("key")
     assert (
         table.loc["matmul_bf16_tflops", "health"] == "≥10% below"
         and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
     )
     # measured in the machine's latest run: nothing to say
     assert table.loc["h2d_pinned_gbps", "run"] == ""
-    flagged = health.render(frame, per_case(frame)).split("Causes to check", 1)[1]
+    flagged = health_report.render(frame, per_case(frame)).split("Causes to check", 1)[1]
     clock = next(line for line in flagged.splitlines() if "clocks:" in line)
     # r1's clocks, the run whose matmul is flagged
     assert "median 1500 MHz" in clock and "likely cause" in clock

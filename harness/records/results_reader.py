@@ -1,8 +1,9 @@
-"""Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema and
-upgraded from older versions; read_rows serves the harness, reports.load the report commands. The
-schema's cell rules (its CHECKS on numbers, its parse_cell) are applied here over many cells at
-once; a refused cell's message is parse_cell's. Number columns go as one numpy block: pandas' fixed
-cost per column made a small file's hundred number columns cost more than their cells."""
+"""Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema
+and upgraded from older versions; read_rows serves the harness, reports.judge.load the report
+commands. The schema's cell rules (its CHECKS on numbers, its parse_cell) are applied here over
+many cells at once; a refused cell's message is parse_cell's. Number columns go as one numpy
+block: pandas' fixed cost per column made a small file's hundred number columns cost more than
+their cells."""
 
 from __future__ import annotations
 
@@ -408,7 +409,7 @@ def read_frame(
     `source_line`. Damage is a SchemaError naming file, line and fix; so is an impossible value
     unless `refused` is given (the row is left out, named there). With `renamed`, each machine_id an
     older row was written with and the ones it reads as (a sidecar written beside the row names the
-    machine as the row did: gpubench.reports.race). Typed a hundred files or
+    machine as the row did: gpubench.reports.render.race). Typed a hundred files or
     CHUNK_ROWS records at a time: a thousand runs load in seconds, and a large file's text is never
     held whole."""
     import pandas as pd

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from gpubench.harness.core.flags import BUSY_FLAGS
-from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict
+from gpubench.reports.judge.verdicts import MACHINE_WIDE, Judgement, Verdict
 
 # Added per busy run to the relative noise of a case's ratio. A build on a core another process
 # shares runs ~1.7x slower now and then, and neither the case's own spread nor the quiet cases'

@@ -5,7 +5,7 @@ build's median (one epoch's windows for a case built once per run); se² = s_p²
 scatter of all common cases' log-ratios (most cases of two runs are unchanged), never below
 NOISE_FLOOR per run. t with Satterthwaite's degrees of freedom; verdicts by verdicts.decide; rows
 flagged busy widen a case's noise, and a difference they alone could have made is "cannot judge:
-busy" (reports/busy.py)."""
+busy" (reports/judge/busy.py)."""
 
 from __future__ import annotations
 
@@ -16,30 +16,33 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench.reports import replicates
-from gpubench.reports.busy import Busy, busy_by_case, judge_busy
-from gpubench.reports.modes import mode_changes
-from gpubench.reports.case_ids import as_new_ids
-from gpubench.reports.load import RUN, broken_rows, load_results, over_budget, run_key, samples
-from gpubench.reports.ownership import dedupe
-from gpubench.reports.screen import refuse_contradicting
+from gpubench.reports.judge import replicates
+from gpubench.reports.judge.busy import Busy, busy_by_case, judge_busy
+from gpubench.reports.judge.modes import mode_changes
+from gpubench.reports.judge.case_ids import as_new_ids
+from gpubench.reports.judge.load import (
+    RUN,
+    broken_rows,
+    load_results,
+    over_budget,
+    run_key,
+    samples,
+)
+from gpubench.reports.judge.ownership import dedupe
+from gpubench.reports.judge.screen import refuse_contradicting
 from gpubench.harness.core.exits import UsageError
 
 # 0.1%, not 0%
 from gpubench.harness.core.percent import percent as share_percent
-from gpubench.reports.markdown import escape, table_row
-from gpubench.reports.paired import (
-    estimate_cells,
-    format_session,
+from gpubench.reports.judge.paired import (
+    PairedSession,
     judge_session,
     judged_sequentially,
     paired_sides,
     pairing_problem,
     reach,
 )
-from gpubench.reports.units import human
-from gpubench.reports.verdicts import (
-    ALPHA,
+from gpubench.reports.judge.verdicts import (
     MACHINE_WIDE,
     NOISE_FLOOR,
     ONE_PROCESS_FLOOR,
@@ -48,7 +51,6 @@ from gpubench.reports.verdicts import (
     decide,
     exit_code_of,
     t_estimate,
-    tally,
 )
 
 
@@ -113,7 +115,7 @@ def judge(
     between_dof: float = math.inf,
     busy2: float = 0.0,
 ) -> Verdict:
-    """busy2: the variance busy rows add (reports/busy.py), a fixed term like the floor."""
+    """busy2: the variance busy rows add (reports/judge/busy.py), a fixed term like the floor."""
     ratio = new.median_s / base.median_s
     n_base, n_new = len(base.units), len(new.units)
     estimated = pooled_log_variance(base, new) * (1 / n_base + 1 / n_new)
@@ -348,49 +350,6 @@ def judge_sides(
     return verdicts
 
 
-def fmt_seconds(seconds: float) -> str:
-    return human(seconds, "s") or "—"
-
-
-def format_comparison(
-    verdicts: list[Verdict],
-    only_base: list[str],
-    only_new: list[str],
-    threshold: float,
-    notes: list[str],
-) -> str:
-    lines = [
-        "| case | base median | new median | new/base | 99% CI | p | detectable | verdict |",
-        "|---|---:|---:|---:|---|---:|---:|---|",
-    ]
-    for v in verdicts:
-        lines.append(
-            table_row(
-                [
-                    v.case_id,
-                    fmt_seconds(v.base_median_s),
-                    fmt_seconds(v.new_median_s),
-                    *estimate_cells(v, 0),
-                    v.verdict + (f" ({v.note})" if v.note else ""),
-                ]
-            )
-        )
-    cases = [v for v in verdicts if v.case_id != MACHINE_WIDE]
-    lines += [
-        "",
-        f"{len(cases)} cases compared (threshold {share_percent(threshold)}, alpha {ALPHA}, "
-        f"between-run noise from the cases' scatter, at least {NOISE_FLOOR:.0%} per run): "
-        + tally(cases),
-    ]
-    if only_base:
-        lines.append(f"only in BASE ({len(only_base)}): " + escape(", ".join(only_base)))
-    if only_new:
-        lines.append(f"only in NEW ({len(only_new)}): " + escape(", ".join(only_new)))
-    # notes quote reasons and labels from the files: one line each
-    lines.extend(map(escape, notes))
-    return "\n".join(lines)
-
-
 def one_machine(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     """Builds pool per case within a side, so a side must hold a single machine's runs."""
     machines = sorted(set(frame["machine_id"]))
@@ -531,11 +490,29 @@ def race_differences(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     ]
 
 
-def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
-    """Text for the terminal and the exit code: 1 when any case is significantly slower (or broke),
-    or every case is (the machine-wide line); else 6 when busy rows alone could have made a
-    difference seen. The two sides of a paired session are judged paired (in either order), unless
-    their rows show they are not one session's pairs."""
+@dataclass(frozen=True)
+class Comparison:
+    """What `gpubench compare` found between two files: the sides of one paired session judged
+    paired (`session`, `sides`), else their cases judged unpaired with the notes on what else
+    differs."""
+
+    verdicts: list[Verdict]
+    only_base: list[str]
+    only_new: list[str]
+    notes: list[str]
+    session: PairedSession | None = None
+    sides: tuple[str, str] = ("A", "B")
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any case is significantly slower (or broke), or every case is (the machine-wide
+        line); else 6 when busy rows alone could have made a difference seen."""
+        return self.session.exit_code if self.session is not None else exit_code_of(self.verdicts)
+
+
+def judge_paths(base: Path, new: Path, threshold: float) -> Comparison:
+    """Two files judged as compare judges them. The two sides of a paired session are judged paired
+    (in either order), unless their rows show they are not one session's pairs."""
     paired_notes = []
     sides = paired_sides(base, new)
     base_rows, new_rows = load_results([base]), load_results([new])
@@ -547,7 +524,7 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
             session = judge_session(
                 base_rows, new_rows, threshold, sides, judged_sequentially(base)
             )
-            return format_session(session, threshold, sides), session.exit_code
+            return Comparison(session.verdicts, [], [], session.notes, session, sides)
         paired_notes.append(
             f"note: {base.name} and {new.name} are named as a paired session's sides, but "
             f"{problem}: judged unpaired"
@@ -563,7 +540,4 @@ def compare_paths(base: Path, new: Path, threshold: float) -> tuple[str, int]:
             f"no case in common between {base} and {new} "
             "— compare runs of the same cases (same profile and device)"
         )
-    code = exit_code_of(verdicts)
-    return format_comparison(
-        verdicts, only_base, only_new, threshold, base_notes + new_notes + notes
-    ), code
+    return Comparison(verdicts, only_base, only_new, base_notes + new_notes + notes)

@@ -1,7 +1,7 @@
 """Is this box healthy? Each machine's headline figures against its device's reference, with the
 usual causes to check for a figure >= 10% below, and on a node measured GPU by GPU, the GPU >= 5%
-off its siblings. Ratios are performance ratios: above 1 is better whichever way the figure runs (an
-epoch time is reference/measured)."""
+off its siblings (gpubench.reports.render.health draws the sections). Ratios are performance ratios:
+above 1 is better whichever way the figure runs (an epoch time is reference/measured)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import math
 import pandas as pd
 
 from gpubench.harness.core.flags import THROTTLED, flag_pattern
-from gpubench.reports.aggregate import column_or, per_case
-from gpubench.reports.intervals import steady_key
-from gpubench.reports.load import KEY_SEP, machine_keys
-from gpubench.reports.markdown import escape, md_table, section
-from gpubench.reports.references import FIGURES, References, load_references
-from gpubench.reports.tables import TEMPLATE_SETTING
+from gpubench.reports.judge.aggregate import column_or, per_case
+from gpubench.reports.judge.intervals import steady_key
+from gpubench.reports.judge.load import KEY_SEP, machine_keys
+from gpubench.reports.judge.references import FIGURES, References
+from gpubench.reports.judge.tables import TEMPLATE_SETTING
 
 # a figure this far below its reference is flagged
 HEALTH_DROP = 0.10
@@ -145,6 +144,12 @@ def _earlier_run(run_id: str, started: object, latest: bool) -> str:
 
 def performance_ratio(value: float, reference: float, higher_is_better: bool) -> float:
     return value / reference if higher_is_better else reference / value
+
+
+def flag_edge(reference: float, higher_is_better: bool) -> float:
+    """The figure at which health flags a machine: HEALTH_DROP below its reference, in the figure's
+    direction (a time that long above it)."""
+    return reference * (1 - HEALTH_DROP) if higher_is_better else reference / (1 - HEALTH_DROP)
 
 
 def _devices(frame: pd.DataFrame) -> pd.DataFrame:
@@ -340,129 +345,7 @@ def outlier_table(
     return pd.DataFrame(rows)
 
 
-def _display(table: pd.DataFrame) -> pd.DataFrame:
-    """Figures at 4 significant digits (4343 GB/s, not 4.34e+03), ratios at 2 decimals."""
-    # every figure from the newest runs: no column to say so
-    out = table.drop(
-        columns=["key", "run_id"] + (["run"] if (table["run"] == "").all() else [])
-    ).copy()
-    formats = {
-        "measured": ".4g",
-        "reference": ".4g",
-        "published max": ".4g",
-        "ratio": ".2f",
-        "of published": ".2f",
-    }
-    for column, fmt in formats.items():
-        out[column] = ["" if pd.isna(value) else format(value, fmt) for value in out[column]]
-    return out if out["machine"].nunique() < 2 else by_figure(out)
-
-
-def by_figure(table: pd.DataFrame) -> pd.DataFrame:
-    """Several machines: a row per figure, a column per machine."""
-
-    def cell(row: pd.Series) -> str:
-        text = f"{row['measured']} vs {row['reference']}: {row['ratio']} ({row['health']})"
-        text += (
-            f"; {row['of published']} of published {row['published max']}"
-            if row["of published"]
-            else ""
-        )
-        return text + (f"; {row['run']}" if row.get("run") else "")
-
-    cells = table.assign(cell=table.apply(cell, axis=1))
-    return (
-        cells.pivot_table(
-            index="figure", columns="machine", values="cell", aggfunc="first", sort=False
-        )
-        .fillna("")
-        .reset_index()
-    )
-
-
-def _no_reference(missing: list[str]) -> str:
-    """What to do about the devices without a reference."""
-    return (
-        f"No reference for {', '.join(map(escape, missing))}: add its figures, with their source, "
-        "to `reports/references.json`."
-        if missing
-        else ""
-    )
-
-
-def _unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
+def unknown_gpus(frame: pd.DataFrame, refs: References) -> list[str]:
     """The GPUs of the rows whose name has no reference at all (CPUs never have one: not named)."""
     gpus = frame.loc[frame["device"].astype(str).str.startswith("cuda"), "device_name"].astype(str)
     return sorted(name for name in set(gpus) if not refs.for_device(name))
-
-
-def _flag_lines(
-    frame: pd.DataFrame, table: pd.DataFrame, refs: References, power_caps_w: dict[str, float]
-) -> str:
-    flagged = (
-        table[(table["health"] != "ok") & (table["health"] != "")] if not table.empty else table
-    )
-    parts = []
-    # the causes of each run its flags are from
-    for (machine, run_id), group in flagged.groupby(["machine", "run_id"], sort=False):
-        figures = "; ".join(
-            f"{FIGURES[k].label} at {r:.0%}" for k, r in zip(group["key"], group["ratio"])
-        )
-        run = group["run"].iloc[0]
-        earlier = f" ({escape(run)}: its newest run did not measure it)" if run else ""
-        lines = "\n".join(
-            f"  - {line}" for line in causes(frame, str(machine), refs, power_caps_w, str(run_id))
-        )
-        parts.append(
-            f"- **{escape(str(machine))}**: {figures} of the reference{earlier}. "
-            f"Causes to check{', in that run' if earlier else ''}:\n{lines}"
-        )
-    return "\n".join(parts)
-
-
-def render(
-    frame: pd.DataFrame, cases: pd.DataFrame, power_caps_w: dict[str, float] | None = None
-) -> str:
-    """The report's health sections (markdown), or "" when there is nothing to say."""
-    refs = load_references()
-    # once for both tables: the section's costliest step on a store
-    heads = latest_headlines(frame, cases)
-    table = health_table(frame, cases, refs, heads)
-    parts = []
-    if not table.empty:
-        intro = (
-            "Each machine's headline figures against its device's reference "
-            "(`reports/references.json`, sources there and in docs/health.md). `ratio` is "
-            "performance against the gpubench reference (above 1: better; for a time, "
-            f"reference/measured); a figure {HEALTH_DROP:.0%} or more below it is flagged. `of "
-            "published` sets the figure against a published maximum measured another way "
-            "(mamf-finder's shape search): context, never flagged. A machine with several runs "
-            "is judged on its latest run of each figure (History shows the earlier ones). With "
-            "several machines a cell reads `measured vs reference: ratio (health)`."
-        )
-        judged = frame[frame["machine"].isin(set(table["machine"]))]
-        unjudged = sorted(
-            set(frame["device_name"].astype(str)) - set(judged["device_name"].astype(str))
-        )
-        parts.append(
-            section(
-                "Health against references",
-                " ".join(filter(None, [intro, _no_reference(unjudged)])),
-                md_table(_display(table)),
-                _flag_lines(frame, table, refs, power_caps_w or {}),
-            )
-        )
-    # say why nothing is judged
-    elif unknown := _unknown_gpus(frame, refs):
-        parts.append(section("Health against references", "Not judged. " + _no_reference(unknown)))
-    outliers = outlier_table(frame, cases, heads)
-    if not outliers.empty:
-        parts.append(
-            section(
-                "GPUs within a node",
-                "Each GPU of a node against the median of the node's GPUs (`--device cuda:all`); "
-                f"one {OUTLIER_OFF:.0%} or more off on a headline is an outlier.",
-                md_table(outliers),
-            )
-        )
-    return "\n\n".join(parts)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpubench.reports.verdicts import NOISE_FLOOR, ONE_PROCESS_FLOOR
+from gpubench.reports.judge.aggregate import geomean
+from gpubench.reports.judge.verdicts import NOISE_FLOOR, ONE_PROCESS_FLOOR
 
 Z95 = 1.96
 
@@ -118,3 +119,32 @@ BEST_RULE = (
     "best = the size whose lower quartile over builds is highest (a noisy size cannot win on one "
     "lucky build)"
 )
+
+
+def fastest_machine(frame: pd.DataFrame, baseline: str) -> tuple[str, RatioInterval | None]:
+    """The machine whose geomean speedup's lower bound is highest (one with fewer shared cases
+    cannot win on a lucky interval), with that interval; the baseline itself, and None, when none is
+    faster."""
+    timings = timings_by_machine(frame)
+    best: tuple[str, RatioInterval | None] = (baseline, None)
+    for machine in (m for m in frame["machine"].unique() if m != baseline):
+        interval = speedup_interval(pair_timings(timings, baseline, machine), baseline, machine)
+        if interval is not None and interval.low > (best[1].low if best[1] else 1.0):
+            best = (machine, interval)
+    return best
+
+
+def by_speed(cases: pd.DataFrame, machines: list[str], baseline: str) -> list[str]:
+    """`machines`, the baseline first, then the fastest against it (the geomean of its cases'
+    baseline/machine medians) to the slowest; a machine with no case in common last."""
+    both = cases.pivot_table(
+        index="case_id", columns="machine", values="median_s", aggfunc="median"
+    )
+
+    def speed(machine: str) -> float:
+        if machine == baseline or baseline not in both:
+            return math.inf
+        # no ok case: last
+        return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0
+
+    return sorted(machines, key=lambda m: -speed(m))

@@ -17,7 +17,7 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.safe_files import RefusedPath, kind_problem, read_json
 from gpubench.harness.records.schema import NUMBER, SETTING_COLUMNS, SchemaError, kind_of
-from gpubench.reports.markdown import (
+from gpubench.reports.judge.text import (
     CONTROL,
     INVISIBLE,
     LINE_BREAKS,
@@ -25,9 +25,9 @@ from gpubench.reports.markdown import (
     replace_texts,
     short_label,
 )
-from gpubench.reports.aggregate import column_or
-from gpubench.reports.merged import write_cells
-from gpubench.reports.screen import screen
+from gpubench.reports.judge.aggregate import column_or
+from gpubench.reports.judge.merged import write_cells
+from gpubench.reports.judge.screen import screen
 
 
 def result_files(paths: list[Path], left_out: list[str] | None = None) -> list[Path]:
@@ -189,8 +189,8 @@ def load_results(
 
 
 def clean_text(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells on one printable line (gpubench.reports.markdown.plain): a NUL, a line break or a
-    bidi override in a hostname or reason reaches neither merged.csv, a plot nor report.md."""
+    """Text cells on one printable line (gpubench.reports.judge.text.plain): a NUL, a line break
+    or a bidi override in a hostname or reason reaches neither merged.csv, a plot nor report.md."""
     return replace_texts(frame, _unclean, plain)
 
 
@@ -225,8 +225,8 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_merged(frame: pd.DataFrame, out: Path) -> None:
     """merged.csv: every loaded row in the current schema under one header (the schema's columns,
-    then any other a file had), each cell as the harness writes it (gpubench.reports.merged: column
-    by column)."""
+    then any other a file had), each cell as the harness writes it
+    (gpubench.reports.judge.merged: column by column)."""
     write_cells(frame, out, [c for c in frame.columns if c not in LABELS], OUT_FIX)
 
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from gpubench.reports.aggregate import column_or
-from gpubench.reports.noise import bimodal_cut, own_log_sd
-from gpubench.reports.verdicts import Judgement, Verdict
+from gpubench.reports.judge.aggregate import column_or
+from gpubench.reports.judge.noise import MIN_BIMODAL_BUILDS, bimodal_cut, own_log_sd
+from gpubench.reports.judge.verdicts import Judgement, Verdict
 
 MOVED = (Judgement.SLOWER, Judgement.FASTER)
 
@@ -25,7 +25,8 @@ def dram_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 def dram_modes(base_ok: pd.DataFrame, new_ok: pd.DataFrame) -> tuple[float, float] | None:
     """(the slower group's top, the faster group's bottom) of both sides' DRAM builds in GB/s, where
-    they fall in two groups far beyond their own samples (reports.noise.bimodal_cut), else None."""
+    they fall in two groups far beyond their own samples (reports.judge.noise.bimodal_cut), else
+    None."""
     rows = pd.concat([dram_rows(base_ok), dram_rows(new_ok)])
     if rows.empty:
         return None
@@ -70,3 +71,32 @@ def mode_changes(
         "several runs"
     )
     return out, [note] if changed else []
+
+
+def split_groups(
+    frame: pd.DataFrame, best: pd.Series, figure: str, pool: pd.Series | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The builds of the best case (of every case in `pool`, where given: the sizes that read the
+    same memory) in two groups, lower then higher (reports.judge.noise.bimodal: the gap most of
+    the range and far beyond the builds' own samples), or None."""
+    same = frame["case_id"] == best["case_id"] if pool is None else pool
+    rows = frame[(frame["machine"] == best["machine"]) & same & (frame["status"] == "ok")]
+    rows = rows[pd.to_numeric(rows[figure], errors="coerce") > 0]
+    if len(rows) < MIN_BIMODAL_BUILDS:
+        return None
+    own = own_log_sd(rows) if {"rel_iqr", "rounds"} <= set(rows) else np.array([0.0])
+    expected = float(np.median(own)) if np.isfinite(own).all() else 0.0
+    values = np.sort(rows[figure].to_numpy(float))
+    cut = bimodal_cut(np.log(values), expected)
+    return None if cut is None else (values[:cut], values[cut:])
+
+
+def claimed_gbps(
+    frame: pd.DataFrame, best: pd.Series, pool: pd.Series | None = None
+) -> tuple[float, tuple[np.ndarray, np.ndarray] | None]:
+    """The GB/s a bandwidth claims of the best case, with its builds' two groups where they fall in
+    two (split_groups): the faster group's median, what the link or the memory delivers (the slower
+    group shared it with someone else; STREAM keeps its best pass for the same reason); else the
+    best case's own figure."""
+    groups = split_groups(frame, best, "gbps", pool)
+    return (float(best["gbps"]) if groups is None else float(np.median(groups[1]))), groups

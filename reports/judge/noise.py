@@ -1,7 +1,7 @@
-"""Noise a user can act on: when a run's builds disagree more than their own samples explain (a
-median's error is about 1.25 sigma / sqrt(rounds), sigma = IQR / 1.349), one line says what was seen
-on the machine (busy cores, CPU steal, too many threads, bimodal builds), what it costs in
-resolution and the knob to try."""
+"""Noise a user can act on: whether a run's builds disagree more than their own samples explain (a
+median's error is about 1.25 sigma / sqrt(rounds), sigma = IQR / 1.349), what was seen on the
+machine (busy cores, CPU steal, too many threads, bimodal builds), what it costs in resolution and
+the knob to try (gpubench.reports.render.noise says it in one line)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from scipy.special import stdtrit
 
 from gpubench.harness.core.flags import BUSY_FRAC
 from gpubench.harness.core.stats import IQR_PER_SD, MEDIAN_SE_FACTOR
-from gpubench.reports.verdicts import ALPHA
+from gpubench.reports.judge.verdicts import ALPHA
 
 # builds disagreeing this many times more than their samples explain are said
 DISAGREE_FACTOR = 2.0
@@ -147,14 +147,29 @@ def causes(frame: pd.DataFrame, readings: Readings, spread: Spread) -> tuple[lis
     return seen, knobs
 
 
-def noise_line(
+@dataclass(frozen=True)
+class Noise:
+    """Builds that disagree beyond what their own samples explain, with a knob to turn: what was
+    seen, what it costs (the change two runs, or the session, could detect, and `quiet`: what they
+    could with builds as steady as their samples) and the knobs to try."""
+
+    spread: Spread
+    seen: list[str]
+    knobs: list[str]
+    detectable: float
+    quiet: float
+    # what the spread is the median of: "cases", or "cases on either side" of a session
+    unit: str
+
+
+def judge_noise(
     frame: pd.DataFrame,
     readings: Readings,
     detectable: float | None = None,
     group: tuple[str, ...] = ("case_id",),
-) -> str | None:
-    """The one line, or None when the builds agree as well as their samples allow. `detectable`: an
-    A/B session's median detectable change; else a comparison of two such runs'."""
+) -> Noise | None:
+    """The noise to say, or None when the builds agree as well as their samples allow. `detectable`:
+    an A/B session's median detectable change; else a comparison of two such runs'."""
     spread = build_spread(frame, group)
     seen, knobs = causes(frame, readings, spread)
     # builds as steady as their samples, or a spread with no knob besides more builds: nothing a
@@ -169,18 +184,6 @@ def noise_line(
         quiet = run_detectable(spread.expected_log_sd, builds)
     else:
         quiet = detectable * spread.expected_log_sd / spread.observed_log_sd
-    if not math.isfinite(detectable):
-        cost = "no change detectable"
-    elif quiet < detectable:
-        cost = f"detectable change {detectable:.0%} instead of ~{quiet:.0%}"
-    # each build's own rounds spread as wide: more builds alone will not narrow it
-    else:
-        cost = f"detectable change {detectable:.0%}, each build's own samples as wide"
-    what = "; ".join(seen) if seen else "no busy process, steal or thread excess seen"
     # a session's sides are judged apart
     unit = "cases" if "side" not in group else "cases on either side"
-    return (
-        f"noise: builds of a case disagree {spread.factor:.1f}x what their own samples explain "
-        f"({math.expm1(spread.observed_log_sd):.1%} vs ~{math.expm1(spread.expected_log_sd):.1%}, "
-        f"median of {spread.cases} {unit}); seen: {what}; {cost}; try {' or '.join(knobs)}"
-    )
+    return Noise(spread, seen, knobs, detectable, quiet, unit)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.load import RUN, joined, run_key
+from gpubench.reports.judge.load import RUN, joined, run_key
 
 # What one row of a run says: a case's build and its figure. Two files holding the same of these
 # hold a copy.

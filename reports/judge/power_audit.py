@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from gpubench.harness.core.exits import ExitCode
-from gpubench.reports.compare import compare_frames
-from gpubench.reports.paired import judge_session
-from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict, exit_code_of
+from gpubench.reports.judge.compare import compare_frames
+from gpubench.reports.judge.paired import judge_session
+from gpubench.reports.judge.verdicts import MACHINE_WIDE, Judgement, Verdict, exit_code_of
 
 TIME_COLUMNS = ("median_s", "min_s", "mean_s", "iqr_s", "stddev_s")
 

@@ -13,7 +13,7 @@ from gpubench.harness.records.safe_files import RefusedPath, read_json
 
 from gpubench.harness.core.exits import UsageError
 
-DEFAULT_PATH = Path(__file__).with_name("references.json")
+DEFAULT_PATH = Path(__file__).parent.parent / "references.json"
 KINDS = ("gpubench", "published")
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from gpubench.reports.verdicts import MACHINE_WIDE, Judgement, Verdict, decide, t_estimate
+from gpubench.reports.judge.verdicts import MACHINE_WIDE, Judgement, Verdict, decide, t_estimate
 
 
 def run_logs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -29,7 +29,8 @@ def welch(
     case_id: str, base: np.ndarray, new: np.ndarray, threshold: float, note: str, busy2: float = 0.0
 ) -> Verdict:
     """Verdict of new against base from two samples of run-level logs (Welch's t); busy2, the
-    variance busy rows add (reports/busy.py), a fixed term with no degrees of freedom of its own."""
+    variance busy rows add (reports/judge/busy.py), a fixed term with no degrees of freedom of its
+    own."""
     d = float(new.mean() - base.mean())
     var_b, var_n = base.var(ddof=1) / base.size, new.var(ddof=1) / new.size
     se, denominator = (

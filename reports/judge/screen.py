@@ -17,7 +17,8 @@ from gpubench.harness.core.bounds import bounds_for
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.flags import IMPOSSIBLE
 from gpubench.harness.core.peaks import peak_tflops
-from gpubench.reports.aggregate import column_or
+from gpubench.reports.judge.aggregate import column_or, per_case
+from gpubench.reports.judge.same_dtype import same_dtype_pct
 
 
 def _peak(device_name: str, dtype: str, tf32: bool) -> float:
@@ -203,3 +204,37 @@ def left_out(frame: pd.DataFrame) -> pd.Series:
         .fillna(f"flagged {IMPOSSIBLE}")
     )
     return past_bounds(frame).fillna(said.where(flagged))
+
+
+def is_smoke(frame: pd.DataFrame) -> pd.Series:
+    """Rows of the smoke profile: the suite's own test, at sizes no figure of which is
+    comparable."""
+    return column_or(frame, "profile", "").astype(str).eq("smoke")
+
+
+def shadowed_smoke(frame: pd.DataFrame, smoke: pd.Series) -> pd.Series:
+    """Smoke rows of a case the same machine also measured at a real profile: a workload table folds
+    a case's rows into one median, and a 2,048-image smoke epoch is not one of the full epoch's
+    builds."""
+    measured = set(zip(frame.loc[~smoke, "machine"], frame.loc[~smoke, "case_id"]))
+    return smoke & pd.Series(
+        [key in measured for key in zip(frame["machine"], frame["case_id"])], index=frame.index
+    )
+
+
+def trusted(
+    measured: pd.DataFrame, cases: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """The rows and cases the summary, the answer and the health verdicts read: none with a figure
+    past its bound; third, per row of `measured`, why it is left out (left_out)."""
+    reasons = left_out(measured)
+    if reasons.isna().all():
+        return measured, cases, reasons
+    kept = measured[reasons.isna()]
+    return kept, same_dtype_pct(per_case(kept)), reasons
+
+
+def impossible(flags: pd.Series) -> pd.Series:
+    """Per cell of a flags column: whether it carries `impossible` (a figure past its bound, never
+    shown bare)."""
+    return flags.map(lambda cell: IMPOSSIBLE in str(cell).split(";"))

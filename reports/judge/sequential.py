@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpubench.reports.verdicts import ALPHA
+from gpubench.reports.judge.verdicts import ALPHA
 
 # Prior variance of mu/sigma. A larger g decides large changes a pair sooner and calls unchanged
 # cases "no change" later (tried 0.25 to 10 on tests/test_power.py's simulation); with 1 a case can

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpubench.reports.aggregate import column_or
+from gpubench.reports.judge.aggregate import column_or
 from gpubench.harness.core.flags import BUSY_FLAGS
 
 KEYS = ["machine", "case_id"]
@@ -18,7 +18,7 @@ BUSY_ONLY = "busy builds only"
 def busy_flagged(frame: pd.DataFrame) -> pd.Series:
     """Per row: whether another process used the CPU or the GPU while it was timed (a busy flag)."""
     flags = column_or(frame, "flags", "").fillna("").astype(str)
-    return flags.map(lambda cell: bool(BUSY_FLAGS & set(cell.split(";"))))
+    return flags.map(lambda cell: bool(BUSY_FLAGS & set(cell.split(";")))).astype(bool)
 
 
 def set_aside(frame: pd.DataFrame) -> pd.Series:
@@ -57,3 +57,11 @@ def busy_only(flags: object) -> bool:
 def marked(text: str, flags: object) -> str:
     """A figure's text, with '(busy builds only)' where its builds all ran beside other work."""
     return f"{text} ({BUSY_ONLY})" if text and busy_only(flags) else text
+
+
+def is_busy(rows: pd.DataFrame) -> pd.Series:
+    """Per row: a build of it was measured while another process used the CPU or the GPU."""
+    if "flags" not in rows:
+        return pd.Series(False, index=rows.index)
+    flags = rows["flags"].fillna("").astype(str).str.split(";")
+    return flags.map(lambda found: any(flag.strip() in BUSY_FLAGS for flag in found))

@@ -1,4 +1,5 @@
-"""Pure table-building over the merged frame: what the report says, without rendering."""
+"""Pure table-building over the merged frame: what the report says, without rendering (the tables
+the judge builds; gpubench.reports.render draws them)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,14 @@ import pandas as pd
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.peaks import PEAKS, peak_tflops
 from gpubench.harness.core.duration_text import format_duration
-from gpubench.reports.aggregate import column_or, geomean, per_case, union_flags
-from gpubench.reports.intervals import (
+from gpubench.reports.judge.aggregate import column_or, geomean, per_case, union_flags
+from gpubench.reports.judge.intervals import (
     pair_timings,
     speedup_interval,
     steady_best,
     timings_by_machine,
 )
-from gpubench.reports.markdown import Md, code
-from gpubench.reports.settled import busy_flagged
-from gpubench.reports.units import human
+from gpubench.reports.judge.settled import busy_flagged
 
 TEMPLATE_SETTING = "guide-template"
 # a duration a build measured and wrote into its reason
@@ -360,57 +359,6 @@ def flagged(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def recommendations(frame: pd.DataFrame) -> dict[str, list[str]]:
-    """Per machine, the fastest settings found, in words."""
-    advice: dict[str, list[str]] = {}
-    for machine, group in frame[frame["status"] == "ok"].groupby("machine"):
-        lines = []
-        matmul = per_case(group[group["workload"] == "matmul"]).dropna(subset=["tflops"])
-        # the Matmul table's rule: a lucky build is not the best
-        top = steady_best(matmul, "tflops")
-        if top is not None:
-            lines.append(
-                Md("matmul: {} is fastest ({:.3g} TFLOP/s at n={:.0f})").format(
-                    top["dtype"], top["tflops"], top["size"]
-                )
-            )
-        epoch = group[group["workload"] == "mnist_epoch"]
-        if not epoch.empty:
-            top, _ = fastest_at_equal_accuracy(epoch_table(epoch))
-            assert top is not None
-            lines.append(
-                Md(
-                    "training: {} gave the fastest epoch at the template's accuracy ({}, {:.3g} "
-                    "samples/s, accuracy {:.3f})"
-                ).format(
-                    code(top["setting"]),
-                    human(top["epoch_s"], "s"),
-                    top["samples_per_s"],
-                    top["test_accuracy"],
-                )
-            )
-            bound = epoch[epoch["input_bound"] == True]  # noqa: E712 - an object column of True/False/None
-            if not bound.empty:
-                lines.append(
-                    Md("input-bound: {} setting(s) wait for their data loader — prefer {}").format(
-                        bound["setting"].nunique(), code(top["setting"])
-                    )
-                )
-        transfer = group[group["workload"] == "transfer"]
-        if not transfer.empty:
-            by_pin = transfer.groupby("pinned")["gbps"].max()
-            if len(by_pin) == 2:
-                lines.append(
-                    f"transfers: pinned memory peaks at {by_pin.get(True, math.nan):.1f} GB/s "
-                    f"against {by_pin.get(False, math.nan):.1f} pageable"
-                )
-        inference = inference_advice(group[group["workload"] == "inference"])
-        if inference:
-            lines.append(inference)
-        advice[machine] = lines
-    return advice
-
-
 # like for like: a grad mode is set against the others here
 INFERENCE_GROUP = ("model", "batch_size", "dtype")
 
@@ -435,25 +383,6 @@ def fastest_grad_modes(rows: pd.DataFrame) -> dict[str, list[str]]:
             label
         )
     return winners
-
-
-def inference_advice(rows: pd.DataFrame) -> Md | None:
-    """The grad mode with the highest throughput where one wins every model and batch size; else
-    each mode with the groups it wins. None without two modes to set apart."""
-    winners = fastest_grad_modes(rows)
-    if not winners:
-        return None
-    groups = sum(len(labels) for labels in winners.values())
-    if len(winners) == 1:
-        (mode,) = winners
-        return Md(
-            "inference: {} gives the highest throughput at each of the {} model and batch size(s) "
-            "measured"
-        ).format(code(mode), groups)
-    per_mode = "; ".join(
-        Md("{} at {}").format(code(mode), ", ".join(labels)) for mode, labels in winners.items()
-    )
-    return Md("inference: the fastest grad mode differs by model and batch: " + per_mode)
 
 
 COMPILE_FIGURES = ["compile_s", "eager_step_s", "compiled_step_s", "gain_pct", "break_even_steps"]
@@ -507,3 +436,26 @@ def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
         ),
     )
     return out.reset_index()[["machine", "workload", "status", "rows", "reason", "cases"]]
+
+
+# of the builds that ran
+SELFCHECK_WORST_FIRST = ("failed", "inconclusive", "ok")
+
+
+def check_result(outcomes: pd.Series) -> str:
+    """A size's self-check in one word: the worst outcome of the builds that ran; where none ran,
+    what stopped them (`skipped`, `oom`): such a size says nothing of the clocks, and must not read
+    as a pass."""
+    for outcome in SELFCHECK_WORST_FIRST:
+        if (outcomes == outcome).any():
+            return outcome
+    return str(outcomes.iloc[0])
+
+
+def selfcheck_outcomes(checks: pd.DataFrame) -> pd.Series:
+    """Per row: its status, an ok row the check could not decide (its reason says so) as
+    `inconclusive`."""
+    unclear = (checks["status"] == "ok") & checks["reason"].astype(str).str.contains(
+        "selfcheck inconclusive"
+    )
+    return checks["status"].mask(unclear, "inconclusive")

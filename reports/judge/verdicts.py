@@ -37,11 +37,11 @@ class Judgement(str, Enum):
     BROKEN = "broken"
     # the machine-wide line when cases are judged one by one
     NOT_JUDGED = "not judged"
-    # significant in the direction a busy side alone could make it (reports/busy.py): the load's, or
-    # the code's?
+    # significant in the direction a busy side alone could make it (reports/judge/busy.py): the
+    # load's, or the code's?
     CANNOT_JUDGE = "cannot judge: busy"
-    # a DRAM case whose sides read the memory's two modes (reports/modes.py): the mode's, not the
-    # code's
+    # a DRAM case whose sides read the memory's two modes (reports/judge/modes.py): the mode's, not
+    # the code's
     TWO_MODES = "cannot judge: two modes"
 
     def __str__(self) -> str:

@@ -7,16 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 # before matplotlib's modules: Agg, whatever MPLBACKEND says
-from gpubench.reports.drawing import plt
+from gpubench.reports.render.drawing import plt
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from gpubench.harness.core.workload_spec import PlotSpec
-from gpubench.reports.aggregate import column_or
-from gpubench.reports.plot_marks import is_busy
-from gpubench.reports.plots import (
+from gpubench.reports.judge.aggregate import column_or
+from gpubench.reports.judge.settled import is_busy
+from gpubench.reports.render.plots import (
     DPI,
     KEY,
     _legend,

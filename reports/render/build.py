@@ -8,29 +8,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.harness.core.flags import BUSY_FLAGS
 from gpubench.harness.catalog import specs
-from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
+from gpubench.harness.core.console import CONSOLE
+from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import (
-    before_after,
-    health,
-    history,
-    machines,
-    race,
-    screen,
-    sections,
-    summary,
-    tables,
-)
-from gpubench.reports.aggregate import column_or, per_case
-from gpubench.reports.intervals import (
-    RatioInterval,
-    pair_timings,
-    speedup_interval,
-    timings_by_machine,
-)
-from gpubench.reports.load import (
+from gpubench.harness.records.safe_files import RefusedPath, replace_bytes
+from gpubench.reports.judge import tables
+from gpubench.reports.judge.aggregate import per_case
+from gpubench.reports.judge.intervals import fastest_machine
+from gpubench.reports.judge.load import (
     OUT_FIX,
     load_env_sidecars,
     load_results,
@@ -38,14 +24,24 @@ from gpubench.reports.load import (
     spreadsheet_safe,
     write_merged,
 )
-from gpubench.reports.ownership import dedupe
-from gpubench.reports.markdown import Md, code, escape, md_table, section, short_label
-from gpubench.reports.publish import report_folder
-from gpubench.reports.settled import set_aside_note, undisturbed
-from gpubench.reports.same_dtype import same_dtype_pct
-from gpubench.reports.units import human
-from gpubench.harness.core.exits import UsageError
-from gpubench.harness.core.console import CONSOLE
+from gpubench.reports.judge.ownership import dedupe
+from gpubench.reports.judge.same_dtype import same_dtype_pct
+from gpubench.reports.judge.screen import is_smoke, shadowed_smoke, trusted
+from gpubench.reports.judge.settled import busy_flagged, set_aside_note, undisturbed
+from gpubench.reports.judge.text import short_label
+from gpubench.reports.render import (
+    before_after,
+    health,
+    history,
+    machines,
+    race,
+    sections,
+    summary,
+)
+from gpubench.reports.render.advice import recommendations
+from gpubench.reports.render.markdown import Md, code, escape, md_table, section
+from gpubench.reports.render.publish import report_folder
+from gpubench.reports.render.units import human
 
 # a CUDA kernel's name is a C++ template signature of 200 characters and more: its head names it
 OP_CHARS = 60
@@ -123,9 +119,7 @@ def outcome_sections(frame: pd.DataFrame, measured: pd.DataFrame, refused: list[
     """Recommendations (from `measured` rows: no advice from the suite's own test sizes), flagged
     figures, rows not ok, rows refused and the machines: every report ends with them."""
     # no empty bullet
-    advice = {
-        machine: lines for machine, lines in tables.recommendations(measured).items() if lines
-    }
+    advice = {machine: lines for machine, lines in recommendations(measured).items() if lines}
     parts = [section("Recommendations", md_table(advice_table(advice)))] if advice else []
     flags = tables.flagged(frame)
     if not flags.empty:
@@ -212,19 +206,6 @@ def workload_sections(
     return [text for _, text in sorted(parts, key=lambda part: part[0])]
 
 
-def fastest_machine(frame: pd.DataFrame, baseline: str) -> tuple[str, RatioInterval | None]:
-    """The machine whose geomean speedup's lower bound is highest (one with fewer shared cases
-    cannot win on a lucky interval), with that interval; the baseline itself, and None, when none is
-    faster."""
-    timings = timings_by_machine(frame)
-    best: tuple[str, RatioInterval | None] = (baseline, None)
-    for machine in (m for m in frame["machine"].unique() if m != baseline):
-        interval = speedup_interval(pair_timings(timings, baseline, machine), baseline, machine)
-        if interval is not None and interval.low > (best[1].low if best[1] else 1.0):
-            best = (machine, interval)
-    return best
-
-
 def setting_line(frame: pd.DataFrame, cases: pd.DataFrame, machine: str) -> str:
     """The fastest epoch at the template's accuracy against the template; else the best matmul."""
     epochs = tables.epoch_table(frame[frame["machine"] == machine])
@@ -296,8 +277,7 @@ def banners(frame: pd.DataFrame, smoke: pd.Series) -> list[str]:
             "tiny sizes — their figures are not for comparison** (they appear in the workload "
             "tables only, never in the summary or against a reference)."
         )
-    flags = frame.loc[frame["status"] == "ok", "flags"].astype(str).str.split(";")
-    busy = int(flags.map(lambda found: bool(BUSY_FLAGS & set(found))).sum())
+    busy = int(busy_flagged(frame[frame["status"] == "ok"]).sum())
     if busy:
         out.append(
             f"> **{busy} row(s) were measured while another process used the CPU (`busy`) or the "
@@ -307,34 +287,6 @@ def banners(frame: pd.DataFrame, smoke: pd.Series) -> list[str]:
             'the load alone could explain "cannot judge: busy".'
         )
     return out
-
-
-def is_smoke(frame: pd.DataFrame) -> pd.Series:
-    """Rows of the smoke profile: the suite's own test, at sizes no figure of which is
-    comparable."""
-    return column_or(frame, "profile", "").astype(str).eq("smoke")
-
-
-def shadowed_smoke(frame: pd.DataFrame, smoke: pd.Series) -> pd.Series:
-    """Smoke rows of a case the same machine also measured at a real profile: a workload table folds
-    a case's rows into one median, and a 2,048-image smoke epoch is not one of the full epoch's
-    builds."""
-    measured = set(zip(frame.loc[~smoke, "machine"], frame.loc[~smoke, "case_id"]))
-    return smoke & pd.Series(
-        [key in measured for key in zip(frame["machine"], frame["case_id"])], index=frame.index
-    )
-
-
-def trusted(
-    measured: pd.DataFrame, cases: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
-    """The rows and cases the summary, the answer and the health verdicts read: none with a figure
-    past its bound; third, per row of `measured`, why it is left out (screen.left_out)."""
-    reasons = screen.left_out(measured)
-    if reasons.isna().all():
-        return measured, cases, reasons
-    kept = measured[reasons.isna()]
-    return kept, same_dtype_pct(per_case(kept)), reasons
 
 
 def runs_sections(kept: pd.DataFrame, out: Path) -> list[str]:

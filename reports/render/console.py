@@ -12,12 +12,14 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports import summary, tables
-from gpubench.reports.aggregate import per_case
-from gpubench.reports.build import answer, is_smoke, trusted
-from gpubench.reports.load import load_results
-from gpubench.reports.ownership import dedupe
-from gpubench.reports.settled import undisturbed
+from gpubench.reports.judge import tables
+from gpubench.reports.render import summary
+from gpubench.reports.judge.aggregate import per_case
+from gpubench.reports.render.build import answer
+from gpubench.reports.judge.screen import is_smoke, trusted
+from gpubench.reports.judge.load import load_results
+from gpubench.reports.judge.ownership import dedupe
+from gpubench.reports.judge.settled import undisturbed
 
 # a run of one machine is its own baseline
 UNSHOWN_FIGURES = ("speed vs baseline",)

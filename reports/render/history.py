@@ -7,79 +7,24 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpubench.reports.drawing import matplotlib, plt
+from gpubench.reports.render.drawing import matplotlib, plt
 
 import matplotlib.dates  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from gpubench.reports import before_after
-from gpubench.reports.aggregate import per_case
-from gpubench.reports.health import HEALTH_DROP, headlines
-from gpubench.reports.load import MACHINE, base_labels, machine_keys, run_key
-from gpubench.reports.markdown import escape, image, md_table, section, short_label
-from gpubench.reports.plots import _save, literal
-from gpubench.reports.references import FIGURES, load_references
+from gpubench.reports.judge.health import HEALTH_DROP, flag_edge
+from gpubench.reports.judge.history import run_figures
+from gpubench.reports.judge.load import machine_keys
+from gpubench.reports.judge.references import FIGURES, load_references
+from gpubench.reports.judge.text import short_label
+from gpubench.reports.render import before_after
+from gpubench.reports.render.markdown import escape, image, md_table, section
+from gpubench.reports.render.plots import _save, literal
 
-HISTORY_MIN_RUNS = 2
 MAX_PANEL_COLUMNS = 4
 # the y axis spans at least ±5% of a figure's median
 REL_WINDOW = 0.05
-
-
-def run_figures(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of a machine with two runs or more: its identity, run_id, started, torch,
-    then a column per headline figure it measured. Sorted by machine, then time."""
-    # two nodes (or two GPUs of one) given one --run-id are two runs
-    runs_of_rows = run_key(frame)
-    # a run starts at its earliest time, not its smallest text (+14:00 sorts wrongly as text)
-    at = pd.to_datetime(frame["timestamp_utc"], utc=True, format="ISO8601", errors="coerce")
-    runs = (
-        frame.assign(started_at=at)
-        .groupby(runs_of_rows, sort=False)
-        .agg(
-            run_id=("run_id", "first"),
-            machine_id=("machine_id", "first"),
-            device=("device", "first"),
-            hostname=("hostname", "first"),
-            device_name=("device_name", "first"),
-            torch=("torch_version", "first"),
-            started=("started_at", "min"),
-            cpu_model=("cpu_model", "first"),
-            cpu_cores=("cpu_cores", "first"),
-            ram_bytes=("ram_bytes", "first"),
-        )
-    )
-    # per_case folds by machine: here, by run
-    per_run = frame.assign(machine=runs_of_rows)
-    values = headlines(per_case(per_run)).pivot_table(
-        index="machine", columns="figure", values="value", aggfunc="first"
-    )
-    # a run without a headline (-k epochs only) is no point
-    runs = runs.join(values[[f for f in FIGURES if f in values.columns]], how="inner")
-    # the History line's two runs are judged on their rows (before_after)
-    runs["run_key"] = runs.index
-    # an empty cell is text too
-    runs[["hostname", *MACHINE]] = runs[["hostname", *MACHINE]].fillna("")
-    runs = runs[runs.groupby(machine_keys(runs))["started"].transform("size") >= HISTORY_MIN_RUNS]
-    if runs.empty:
-        return pd.DataFrame()
-    ordered = [f for f in FIGURES if f in runs.columns]
-    out = runs.reset_index(drop=True)
-    out["machine"] = base_labels(out)
-    columns = [
-        "machine",
-        "hostname",
-        "machine_id",
-        "device",
-        "device_name",
-        "run_id",
-        "run_key",
-        "started",
-        "torch",
-        *ordered,
-    ]
-    return out.sort_values(["machine", "machine_id", "started"]).reset_index(drop=True)[columns]
 
 
 def _figure_columns(runs: pd.DataFrame) -> list[str]:
@@ -94,7 +39,7 @@ def _reference_lines(ax: plt.Axes, reference: float | None, higher_is_better: bo
     """The device's gpubench reference (dashed) and the health flag's edge (dotted), where known."""
     if reference is None:
         return
-    edge = reference * (1 - HEALTH_DROP) if higher_is_better else reference / (1 - HEALTH_DROP)
+    edge = flag_edge(reference, higher_is_better)
     ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label="reference")
     ax.axhline(
         edge, color="tab:red", linestyle=":", linewidth=1, label=f"{HEALTH_DROP:.0%} below: flagged"

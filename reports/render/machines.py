@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpubench.reports.markdown import escape, md_table, section
-from gpubench.reports.units import human_column
+from gpubench.reports.render.markdown import escape, md_table, section
+from gpubench.reports.render.units import human_column
 
 # a row of the section per part of the machine: the fields it folds into one cell
 FIELD_ROWS = {

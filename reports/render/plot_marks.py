@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpubench.harness.core.flags import BUSY_FLAGS
-from gpubench.reports.drawing import plt
+from gpubench.reports.judge.settled import is_busy
+from gpubench.reports.render.drawing import plt
 
 # neighbouring sizes further apart than this are two points, not one line
 GAP_RATIO = 10.0
@@ -28,14 +28,6 @@ def broken_at_gaps(
     with np.errstate(divide="ignore", invalid="ignore"):
         gaps = np.flatnonzero(np.abs(x[1:] / x[:-1]) > ratio) + 1
     return np.insert(x, gaps, np.nan), np.insert(y, gaps, np.nan)
-
-
-def is_busy(rows: pd.DataFrame) -> pd.Series:
-    """Per row: a build of it was measured while another process used the CPU or the GPU."""
-    if "flags" not in rows:
-        return pd.Series(False, index=rows.index)
-    flags = rows["flags"].fillna("").astype(str).str.split(";")
-    return flags.map(lambda found: any(flag.strip() in BUSY_FLAGS for flag in found))
 
 
 def mark_busy(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> bool:

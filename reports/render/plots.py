@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from gpubench.reports.drawing import matplotlib, plt
+from gpubench.reports.render.drawing import matplotlib, plt
 
 import matplotlib.container  # noqa: E402
 import matplotlib.lines  # noqa: E402
@@ -24,16 +24,16 @@ from gpubench.harness.core.peaks import peak_gbps, peak_tflops  # noqa: E402
 from gpubench.harness.records.safe_files import replacing  # noqa: E402
 from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
 from gpubench.harness.records.schema import BY_NAME, SETTING_COLUMNS  # noqa: E402
-from gpubench.reports.markdown import MAX_LABEL_CHARS, replace_texts, short_label  # noqa: E402
-from gpubench.reports.plot_marks import broken_at_gaps, busy_key, mark_busy  # noqa: E402
-from gpubench.reports.units import human  # noqa: E402
+from gpubench.reports.judge.text import MAX_LABEL_CHARS, replace_texts, short_label  # noqa: E402
+from gpubench.reports.render.plot_marks import broken_at_gaps, busy_key, mark_busy  # noqa: E402
+from gpubench.reports.render.units import human  # noqa: E402
 
 MAX_LEGEND = 24
 # entries in one column; more take columns
 MAX_LEGEND_ROWS = 4
 # laid out at the resolution it is saved at: tight_layout's text sizes are then savefig's
 DPI = 110
-# a machine label at its longest (gpubench.reports.load.base_labels)
+# a machine label at its longest (gpubench.reports.judge.load.base_labels)
 MAX_PLOT_LABEL = 3 * MAX_LABEL_CHARS + 6
 
 

@@ -2,7 +2,7 @@
 written into a hidden `.DIR.<random>.partial` and renamed into place (a previous report moved aside
 as `.DIR.<random>.old`, then removed), under a flock on `.DIR.lock`. DIR is replaced whole, so it
 must be new, empty, or a previous report. Hidden names keep the temporaries out of every folder walk
-(gpubench.reports.load)."""
+(gpubench.reports.judge.load)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from gpubench.harness.records.safe_files import (
     link_line,
     make_folders,
 )
-from gpubench.reports.load import OUT_FIX
+from gpubench.reports.judge.load import OUT_FIX
 from gpubench.harness.core.exits import UsageError
 
 # all a report writes

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.records.safe_files import RefusedPath, read_json
-from gpubench.reports.load import result_files
-from gpubench.reports.markdown import md_table, section
-from gpubench.reports.sections import machine_columns
-from gpubench.reports.units import human_column
+from gpubench.reports.judge.load import result_files
+from gpubench.reports.render.markdown import md_table, section
+from gpubench.reports.render.sections import machine_columns
+from gpubench.reports.render.units import human_column
 
 # written by gpubench.harness.workloads.common.epoch_race beside the results
 RACE_FILE = "epoch-race.json"

@@ -9,13 +9,15 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from gpubench.harness.core.flags import IMPOSSIBLE
 from gpubench.harness.core.workload_spec import ReportSection
-from gpubench.reports import bar_plots, plots, tables
-from gpubench.reports.aggregate import USER_PREFIX
-from gpubench.reports.intervals import BEST_RULE
+from gpubench.reports.render import bar_plots, plots
+from gpubench.reports.judge import tables
+from gpubench.reports.judge.screen import impossible
+from gpubench.reports.judge.tables import check_result, selfcheck_outcomes
+from gpubench.reports.judge.aggregate import USER_PREFIX
+from gpubench.reports.judge.intervals import BEST_RULE
 from gpubench.harness.records.schema import SETTING_COLUMNS
-from gpubench.reports.markdown import (
+from gpubench.reports.render.markdown import (
     Md,
     code,
     constant_columns,
@@ -26,9 +28,9 @@ from gpubench.reports.markdown import (
     same_rows_folded,
     section,
 )
-from gpubench.reports.summary import bandwidth_cell, pm
-from gpubench.reports.intervals import steady_best
-from gpubench.reports.units import human, human_column
+from gpubench.reports.render.summary import bandwidth_cell, pm
+from gpubench.reports.judge.intervals import steady_best
+from gpubench.reports.render.units import human, human_column
 from gpubench.harness.core.percent import percent
 
 Renderer = Callable[[pd.DataFrame, pd.DataFrame, Path, ReportSection, str], str]
@@ -192,29 +194,6 @@ def bandwidth(
             "set fits in it.",
         )
     return section(spec.title, image(png, f"{workload} GB/s"), *headline)
-
-
-# of the builds that ran
-SELFCHECK_WORST_FIRST = ("failed", "inconclusive", "ok")
-
-
-def check_result(outcomes: pd.Series) -> str:
-    """A size's self-check in one word: the worst outcome of the builds that ran; where none ran,
-    what stopped them (`skipped`, `oom`): such a size says nothing of the clocks, and must not read
-    as a pass."""
-    for outcome in SELFCHECK_WORST_FIRST:
-        if (outcomes == outcome).any():
-            return outcome
-    return str(outcomes.iloc[0])
-
-
-def selfcheck_outcomes(checks: pd.DataFrame) -> pd.Series:
-    """Per row: its status, an ok row the check could not decide (its reason says so) as
-    `inconclusive`."""
-    unclear = (checks["status"] == "ok") & checks["reason"].astype(str).str.contains(
-        "selfcheck inconclusive"
-    )
-    return checks["status"].mask(unclear, "inconclusive")
 
 
 def selfcheck(
@@ -447,10 +426,7 @@ def generic(
     columns = list(
         spec.table or ("machine", "setting", "median_s", "spread", *figures_of(rows), "flags")
     )
-    if (
-        "flags" not in columns
-        and rows["flags"].map(lambda flags: IMPOSSIBLE in str(flags).split(";")).any()
-    ):
+    if "flags" not in columns and impossible(rows["flags"]).any():
         # a figure past its bound is never shown bare: the summary leaves it out, the table says why
         columns.append("flags")
     table = rows[[c for c in columns if c in rows]]

@@ -5,29 +5,29 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from gpubench.harness.catalog import specs
 from gpubench.harness.core.percent import percent
-from gpubench.reports.aggregate import column_or, geomean
-from gpubench.reports.intervals import (
+from gpubench.reports.judge.aggregate import column_or
+from gpubench.reports.judge.intervals import (
+    by_speed,
     pair_timings,
     run_interval,
     speedup_interval,
     steady_best,
     timings_by_machine,
 )
-from gpubench.reports.markdown import Md, code
-from gpubench.reports.noise import MIN_BIMODAL_BUILDS, bimodal_cut, own_log_sd
-from gpubench.reports.settled import BUSY_ONLY, busy_only, marked
-from gpubench.reports.tables import (
+from gpubench.reports.render.markdown import Md, code
+from gpubench.reports.judge.modes import claimed_gbps
+from gpubench.reports.judge.settled import BUSY_ONLY, busy_only, marked
+from gpubench.reports.judge.tables import (
     epoch_table,
     fastest_at_equal_accuracy,
     first_to_target,
     template_row,
 )
-from gpubench.reports.units import human
+from gpubench.reports.render.units import human
 
 
 def interval_text(rows: pd.DataFrame, figure: str, unit: str = "") -> str:
@@ -69,24 +69,6 @@ def of_peak(pct: object) -> str:
     )
 
 
-def split_groups(
-    frame: pd.DataFrame, best: pd.Series, figure: str, pool: pd.Series | None = None
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The builds of the best case (of every case in `pool`, where given: the sizes that read the
-    same memory) in two groups, lower then higher (reports.noise.bimodal: the gap most of the range
-    and far beyond the builds' own samples), or None."""
-    same = frame["case_id"] == best["case_id"] if pool is None else pool
-    rows = frame[(frame["machine"] == best["machine"]) & same & (frame["status"] == "ok")]
-    rows = rows[pd.to_numeric(rows[figure], errors="coerce") > 0]
-    if len(rows) < MIN_BIMODAL_BUILDS:
-        return None
-    own = own_log_sd(rows) if {"rel_iqr", "rounds"} <= set(rows) else np.array([0.0])
-    expected = float(np.median(own)) if np.isfinite(own).all() else 0.0
-    values = np.sort(rows[figure].to_numpy(float))
-    cut = bimodal_cut(np.log(values), expected)
-    return None if cut is None else (values[:cut], values[cut:])
-
-
 def gbps_text(gbps: float) -> str:
     """3 significant digits, whole GB/s from 1000 up (4373, not 4.37e+03)."""
     return f"{gbps:.0f}" if abs(gbps) >= 1000 else f"{gbps:.3g}"
@@ -100,8 +82,7 @@ def bandwidth_cell(
     whose memory has two modes is seen in both by every run) are said as two ranges, and the figure
     is the faster group's median: a bandwidth claims what the link or the memory delivers, and the
     slower group shared it with someone else (STREAM keeps its best pass for the same reason)."""
-    groups = split_groups(frame, best, "gbps", pool)
-    gbps = float(best["gbps"]) if groups is None else float(np.median(groups[1]))
+    gbps, groups = claimed_gbps(frame, best, pool)
     pct = best.get(pct_column) if pct_column else None
     pct = (
         pct * gbps / float(best["gbps"])
@@ -304,17 +285,7 @@ def summary(
 ) -> pd.DataFrame:
     """Machines as columns (ranked by speed against the baseline), headline figures as rows;
     `left_out` as in summary_rows."""
-    both = cases.pivot_table(
-        index="case_id", columns="machine", values="median_s", aggfunc="median"
-    )
-
-    def speed(machine: str) -> float:
-        if machine == baseline or baseline not in both:
-            return math.inf
-        # no ok case: last
-        return geomean((both[baseline] / both[machine]).dropna()) if machine in both else 0.0
-
-    machines = sorted(frame["machine"].unique(), key=lambda m: -speed(m))
+    machines = by_speed(cases, list(frame["machine"].unique()), baseline)
     timings = timings_by_machine(frame)
     columns = {
         m: summary_rows(frame, cases, m, baseline, energy_notes, timings, left_out)
