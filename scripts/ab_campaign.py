@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpubench.reports.load import load_results  # noqa: E402
+from gpubench.reports.judge.load import load_results  # noqa: E402
 from gpubench.harness.core.exits import UsageError  # noqa: E402
-from gpubench.reports.paired import PairedSession, judge_session  # noqa: E402
-from gpubench.reports.verdicts import MACHINE_WIDE  # noqa: E402
+from gpubench.reports.judge.paired import PairedSession, judge_session  # noqa: E402
+from gpubench.reports.judge.verdicts import MACHINE_WIDE  # noqa: E402
 
 INJECT = ROOT / "docs" / "validation" / "ab-campaign-tools" / "inject"
 # Twelve CPU micro cases of a few milliseconds or less a call (quick profile), as `gpubench ab`

@@ -1,6 +1,6 @@
 """A read frame written back as a results CSV row by row, each cell as ResultsWriter writes it
-(to_cell of its typed value): what merged.csv's column writer (gpubench.reports.merged) must equal
-byte for byte, and the A/B tests' sides."""
+(to_cell of its typed value): what merged.csv's column writer (gpubench.reports.judge.merged)
+must equal byte for byte, and the A/B tests' sides."""
 
 from __future__ import annotations
 

@@ -242,7 +242,7 @@ def summary_as_quick(csv_path: Path, out: Path) -> str:
     summary line relabels them."""
     import csv as csv_module
 
-    from gpubench.reports.build import build_report
+    from gpubench.reports.render.build import build_report
 
     with open(csv_path, newline="", encoding="utf-8") as handle:
         header, *rows = list(csv_module.reader(handle))

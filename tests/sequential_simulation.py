@@ -1,7 +1,8 @@
-"""Sessions played by the sequential rule of `gpubench ab --budget` (gpubench.reports.sequential) on
-simulated pair log-ratios, vectorised over sessions and cases: what tests/test_power.py and
-tests/test_ab_lengths.py measure the false-alarm rate and power with. test_power holds its verdicts
-equal to the session's own (paired.judge_session, sequential=True)."""
+"""Sessions played by the sequential rule of `gpubench ab --budget`
+(gpubench.reports.judge.sequential) on simulated pair log-ratios, vectorised over sessions and
+cases: what tests/test_power.py and tests/test_ab_lengths.py measure the false-alarm rate and
+power with. test_power holds its verdicts equal to the session's own (paired.judge_session,
+sequential=True)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import false_discovery_control
 
-from gpubench.reports.sequential import MIN_PAIRS, MIXTURE_G, prefixes
-from gpubench.reports.verdicts import ALPHA, Judgement
+from gpubench.reports.judge.sequential import MIN_PAIRS, MIXTURE_G, prefixes
+from gpubench.reports.judge.verdicts import ALPHA, Judgement
 
 SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = 0, 1, 2, 3
 # by code

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from frames import write_frame
-from gpubench.reports.load import LABELS, load_results
+from gpubench.reports.judge.load import LABELS, load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden_laptop.csv"

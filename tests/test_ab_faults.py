@@ -23,14 +23,9 @@ from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.build_main import pytest_args_of
 from gpubench.harness.processes.launch import Job
 from frames import write_frame
-from gpubench.reports.load import LABELS, load_results
-from gpubench.reports.paired import (
-    format_session,
-    judge_logs,
-    judge_session,
-    paired_sides,
-    pairing_problem,
-)
+from gpubench.reports.judge.load import LABELS, load_results
+from gpubench.reports.render.paired import format_session
+from gpubench.reports.judge.paired import judge_logs, judge_session, paired_sides, pairing_problem
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
@@ -302,7 +297,7 @@ def test_the_sessions_counts_add_up_to_its_cases_without_the_machine_wide_line()
 
 
 def test_absurd_intervals_are_printed_short():
-    from gpubench.reports.paired import factor, percent
+    from gpubench.reports.render.paired import factor, percent
 
     assert percent(2.024e9) == "over 1000%" and percent(0.853) == "85.3%"
     assert judge_logs("c", [0.0, 9.0, -9.0], 0.05).note == (

@@ -20,8 +20,8 @@ from gpubench.harness.processes.cases_file import cases_text, read_cases_file
 from gpubench.harness.processes.launch import Completed, Job
 from gpubench.harness.processes.protocol import BuildPlan
 from frames import write_frame
-from gpubench.reports.load import LABELS, load_results
-from gpubench.reports.verdicts import ALPHA
+from gpubench.reports.judge.load import LABELS, load_results
+from gpubench.reports.judge.verdicts import ALPHA
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_laptop.csv"
 LEAST_S = 0.1

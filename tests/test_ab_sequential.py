@@ -17,7 +17,7 @@ from gpubench.harness.commands.ab_sequential import Looks
 from gpubench.harness.commands.cli import main
 from gpubench.harness.processes.launch import Job
 from frames import write_frame
-from gpubench.reports.load import LABELS, load_results
+from gpubench.reports.judge.load import LABELS, load_results
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"

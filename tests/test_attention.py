@@ -24,8 +24,9 @@ from gpubench.harness.workloads import attention
 from gpubench.harness.workloads.common import matmul_peak
 from gpubench.harness.workloads.attention import AttentionCase, attention_flops
 from gpubench.harness.workloads.common.matmul_peak import MatmulPeak
-from gpubench.reports import plots, summary
-from gpubench.reports.build import build_report
+from gpubench.reports.render import plots
+from gpubench.reports.render import summary
+from gpubench.reports.render.build import build_report
 
 CPU = torch.device("cpu")
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.load import load_results
+from gpubench.reports.judge.load import load_results
 
 from runs import GPUBENCH
 

@@ -29,7 +29,7 @@ from gpubench.harness.processes.protocol import BuildPlan
 from gpubench.harness.devices.device import resolve_device
 from gpubench.harness.core.options import RUN_OPTIONS
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.reports import build
+from gpubench.reports.render import build
 
 
 # what an import pulls in shows only in a fresh interpreter
@@ -560,7 +560,7 @@ def test_a_standard_output_that_cannot_be_written_ends_no_run_and_loses_no_row(t
 def test_a_report_that_cannot_be_written_after_a_run_exits_8_and_says_how_to_make_it_later(
     tmp_path, monkeypatch, capsys
 ):
-    from gpubench.reports import build
+    from gpubench.reports.render import build
 
     from gpubench.harness.core.exits import ExitCode, UsageError
 

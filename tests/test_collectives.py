@@ -31,7 +31,7 @@ from gpubench.harness.workloads import collectives, collectives_worker
 from gpubench.harness.workloads.common import torchrun_launch
 from gpubench.harness.workloads.common.collective_ops import COLLECTIVES, Buffers, Ranks, mismatch
 from gpubench.harness.workloads.collectives import MEMORY_PER_SIZE, CollectiveCase, WrongResult
-from gpubench.reports.summary import declared_summary
+from gpubench.reports.render.summary import declared_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")

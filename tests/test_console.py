@@ -1,6 +1,6 @@
-"""The console of a run's build process (gpubench.harness.pytest_plugin.console) and a run's closing
-lines (gpubench.reports.console), without starting a process: tests/test_run_processes.py runs the
-whole story."""
+"""The console of a run's build process (gpubench.harness.pytest_plugin.console) and a run's
+closing lines (gpubench.reports.render.console), without starting a process:
+tests/test_run_processes.py runs the whole story."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gpubench.harness.pytest_plugin.console import (
     case_name,
     reason_key,
 )
-from gpubench.reports.console import console_text, figure_lines
+from gpubench.reports.render.console import console_text, figure_lines
 
 
 class Writer:
@@ -170,7 +170,7 @@ def test_a_sessions_progress_line_is_said_when_it_changes_or_every_half_minute(m
 def test_paths_in_the_closing_lines_are_one_pasteable_shell_word():
     from pathlib import Path
 
-    from gpubench.reports.console import shell_word
+    from gpubench.reports.render.console import shell_word
 
     assert shell_word(Path("/tmp/a b/x.csv")) == "'/tmp/a b/x.csv'"
     # one line, as bash reads it back

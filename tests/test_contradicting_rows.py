@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results
-from gpubench.reports.screen import contradicting
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results
+from gpubench.reports.judge.screen import contradicting
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 HEADLINE = EXAMPLES / "h200" / "headline.csv"

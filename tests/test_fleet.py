@@ -852,7 +852,7 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(
 ):
     """Ctrl-C during the final report is one line naming the runs kept and how to build the report,
     no traceback."""
-    import gpubench.reports.build
+    import gpubench.reports.render.build
     from gpubench.harness.commands.fleet_command import summary_and_report
     from gpubench.harness.processes.lifetime import stops_raised
 
@@ -860,7 +860,7 @@ def test_ctrl_c_while_the_report_is_built_names_the_runs_and_exits_130(
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
 
-    monkeypatch.setattr(gpubench.reports.build, "build_report", slow_report)
+    monkeypatch.setattr(gpubench.reports.render.build, "build_report", slow_report)
     csv = tmp_path / "m" / "r.csv"
     job = FleetJob(Target("a"), "r", state=DONE, csv=csv)
     with stops_raised():

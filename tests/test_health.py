@@ -1,6 +1,6 @@
-"""Health against references (reports/health.py, reports/references.py) and --device cuda:all
-(harness/commands/cli.py), on synthetic copies of the committed H200 run: figures scaled, hostnames,
-machines, devices and telemetry changed."""
+"""Health against references (reports/judge/health.py, reports/judge/references.py) and --device
+cuda:all (harness/commands/cli.py), on synthetic copies of the committed H200 run: figures
+scaled, hostnames, machines, devices and telemetry changed."""
 
 from __future__ import annotations
 
@@ -13,12 +13,23 @@ import pytest
 from gpubench.harness.commands import cli, run_command
 from gpubench.harness.commands.common import read_options
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports import health
-from gpubench.reports.aggregate import per_case
-from gpubench.reports.build import build_report
-from gpubench.reports.intervals import steady_best
-from gpubench.reports.load import load_env_sidecars, load_results, machine_labels, write_merged
-from gpubench.reports.references import DEFAULT_PATH, FIGURES, load_references, parse_references
+from gpubench.reports.judge import health
+from gpubench.reports.render import health as health_report
+from gpubench.reports.judge.aggregate import per_case
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.intervals import steady_best
+from gpubench.reports.judge.load import (
+    load_env_sidecars,
+    load_results,
+    machine_labels,
+    write_merged,
+)
+from gpubench.reports.judge.references import (
+    DEFAULT_PATH,
+    FIGURES,
+    load_references,
+    parse_references,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "reports" / "examples" / "h200-quick.csv"
@@ -262,7 +273,7 @@ def test_thermal_slowdown_in_the_rows_is_a_likely_cause(h200, tmp_path):
 
 def test_flagged_machine_gets_its_causes_and_labels_are_escaped(h200):
     frame, cases = together(h200, copy_of(h200, "bad|host\nx", "acacacacacac", h2d=0.75))
-    text = health.render(frame, cases, {})
+    text = health_report.render(frame, cases, {})
     flagged = [line for line in text.splitlines() if line.startswith("- **")]
     assert (
         len(flagged) == 1
@@ -317,7 +328,7 @@ def test_single_gpu_machines_have_no_node_table(h200):
     frame, cases = together(h200, upgraded, copy_of(h200, "other", "bcbcbcbcbcbc"))
     assert frame["machine"].nunique() == 3
     assert health.outlier_table(frame, cases).empty
-    assert "GPUs within a node" not in health.render(frame, cases, {})
+    assert "GPUs within a node" not in health_report.render(frame, cases, {})
 
 
 # ---- --device cuda:all --------------------------------------------------------------------------

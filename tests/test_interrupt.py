@@ -280,7 +280,7 @@ def test_a_stop_while_the_report_is_written_exits_as_interrupted_with_the_rows_k
     def stopped(*args: object, **kwargs: object) -> None:
         raise stop
 
-    monkeypatch.setattr("gpubench.reports.build.build_report", stopped)
+    monkeypatch.setattr("gpubench.reports.render.build.build_report", stopped)
     assert report_after_run([csv_path], tmp_path / "out", 0) == code
     assert capsys.readouterr().err.splitlines() == [
         f"gpubench: interrupted while writing the report: 1 rows kept in {csv_path} (each whole); "

@@ -21,8 +21,10 @@ PACKAGES: tuple[str, ...] = (
     "gpubench.harness.catalog",
     # schema, results, run ids, store, safe files, fleet job files
     "gpubench.harness.records",
-    # reads results; torch-free
-    "gpubench.reports",
+    # reads results and decides: rows, labels, busy, noise, verdicts, health; torch-free
+    "gpubench.reports.judge",
+    # draws what the judge decided: markdown, plots, console lines, the report folder; torch-free
+    "gpubench.reports.render",
     # launchers, lifetime, limits, the build entry; torch-free
     "gpubench.harness.processes",
     # torch from here: devices, fingerprint, energy, data
@@ -35,6 +37,8 @@ PACKAGES: tuple[str, ...] = (
 )
 LAYERS: dict[str, int] = {
     "gpubench.harness": 0,
+    # the package's own __init__ (a docstring): the lower of its two layers
+    "gpubench.reports": PACKAGES.index("gpubench.reports.judge"),
     **{package: layer for layer, package in enumerate(PACKAGES)},
 }
 TORCH_FREE_BELOW = PACKAGES.index("gpubench.harness.devices")
@@ -100,10 +104,10 @@ def test_the_check_sees_an_upward_import_and_torch(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert violations(module, "gpubench.harness.core.stats") == [
-        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 9 "
+        "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin (layer 10 "
         "above 0)",
         "gpubench.harness.core.stats:5 imports gpubench.harness.pytest_plugin.plugin.STATE (layer "
-        "9 above 0)",
+        "10 above 0)",
         "gpubench.harness.core.stats:6 imports torch in a torch-free layer",
     ]
 
@@ -133,14 +137,20 @@ def test_the_budget_package_imports_neither_torch_nor_pytest(tmp_path: Path) -> 
 def test_every_module_lives_in_a_layer_package() -> None:
     """The tree shows the layers: no flat module beside the packages, no package the map leaves
     out."""
-    flat = sorted(p.name for p in (ROOT / "harness").glob("*.py") if p.name != "__init__.py")
+    flat = sorted(
+        str(p.relative_to(ROOT))
+        for folder in ("harness", "reports")
+        for p in (ROOT / folder).glob("*.py")
+        if p.name != "__init__.py"
+    )
     assert flat == [], f"modules outside a layer package: {flat}"
     on_disk = {
-        f"gpubench.harness.{p.name}"
-        for p in (ROOT / "harness").iterdir()
+        f"gpubench.{folder}.{p.name}"
+        for folder in ("harness", "reports")
+        for p in (ROOT / folder).iterdir()
         if (p / "__init__.py").exists()
     }
-    assert on_disk | {"gpubench.reports"} == set(PACKAGES)
+    assert on_disk == set(PACKAGES)
 
 
 def test_the_architecture_page_draws_the_same_map() -> None:
@@ -248,3 +258,131 @@ def test_the_check_sees_a_sibling_import(tmp_path: Path) -> None:
     assert sibling_imports(module, "gpubench.harness.workloads.common.epoch")[0].endswith(
         "imports gpubench.harness.workloads.mnist_epoch"
     )
+
+
+# The judge decides, the renderers draw what it decided (docs/architecture.md, "Who decides what").
+JUDGE, RENDER = ROOT / "reports" / "judge", ROOT / "reports" / "render"
+# What a renderer may import from the harness besides the judge: declarations and data it shows
+# (columns, workloads' sections and plots, datasheet peaks), how a value is written (a share, a
+# duration), the console, the one usage error and safe file writing. Never a rule: flags, bounds,
+# statistics, the store or the reader.
+RENDER_MAY_IMPORT = (
+    "gpubench.harness.catalog",
+    "gpubench.harness.core.console",
+    "gpubench.harness.core.duration_text",
+    "gpubench.harness.core.exits",
+    "gpubench.harness.core.peaks",
+    "gpubench.harness.core.percent",
+    "gpubench.harness.core.workload_spec",
+    "gpubench.harness.records.safe_files",
+    "gpubench.harness.records.schema",
+)
+# What the commands may take from the renderers: entry points that render what the judge decided
+# (the report, compare's text, an A/B session's table, the noise line, a run's last lines, a table).
+# A decision (a verdict, an exit code, which rows count) is asked of the judge.
+COMMANDS_MAY_RENDER = {
+    "build_report",
+    "closing_lines",
+    "compare_paths",
+    "format_session",
+    "md_table",
+    "noise_line",
+}
+
+
+def judge_imports_render(path: Path) -> list[str]:
+    return [
+        f"{path.name}:{line} imports {target}"
+        for line, target in imports(path)
+        if target.startswith("gpubench.reports.render")
+    ]
+
+
+def render_imports_a_rule(path: Path) -> list[str]:
+    """A renderer's imports of anything that decides, outside the judge: the harness beyond
+    RENDER_MAY_IMPORT, or a reports module in neither package."""
+    bad = []
+    for line, target in imports(path):
+        reports = target.startswith("gpubench.reports.") and not target.startswith(
+            ("gpubench.reports.judge", "gpubench.reports.render")
+        )
+        harness = target.startswith("gpubench.harness") and not any(
+            target == allowed or target.startswith(allowed + ".") for allowed in RENDER_MAY_IMPORT
+        )
+        if reports or harness:
+            bad.append(f"{path.name}:{line} imports {target}")
+    return bad
+
+
+def commands_rendering(path: Path) -> list[str]:
+    """What a command takes from the renderers beyond COMMANDS_MAY_RENDER; a whole renderer module
+    is never taken (its every name would be in reach)."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "gpubench.reports.render"
+        ):
+            module = node.module or ""
+            bad += [
+                f"{path.name}:{node.lineno} takes {module}.{alias.name}"
+                for alias in node.names
+                if alias.name not in COMMANDS_MAY_RENDER or module == "gpubench.reports.render"
+            ]
+        elif isinstance(node, ast.Import):
+            bad += [
+                f"{path.name}:{node.lineno} takes {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("gpubench.reports.render")
+            ]
+    return bad
+
+
+@pytest.mark.parametrize("path", sorted(JUDGE.glob("*.py")), ids=lambda p: p.name)
+def test_the_judge_never_imports_a_renderer(path: Path) -> None:
+    assert judge_imports_render(path) == []
+
+
+@pytest.mark.parametrize("path", sorted(RENDER.glob("*.py")), ids=lambda p: p.name)
+def test_a_renderer_takes_its_decisions_from_the_judge_alone(path: Path) -> None:
+    assert render_imports_a_rule(path) == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "harness" / "commands").glob("*.py")), ids=lambda p: p.name
+)
+def test_the_commands_ask_the_renderers_only_to_render(path: Path) -> None:
+    assert commands_rendering(path) == []
+
+
+def test_the_judge_and_render_checks_see_what_they_guard(tmp_path: Path) -> None:
+    planted = tmp_path / "verdicts.py"
+    planted.write_text(
+        "def f():\n    from gpubench.reports.render.markdown import escape\n", encoding="utf-8"
+    )
+    assert judge_imports_render(planted) == [
+        "verdicts.py:2 imports gpubench.reports.render.markdown",
+        "verdicts.py:2 imports gpubench.reports.render.markdown.escape",
+    ]
+    planted = tmp_path / "summary.py"
+    planted.write_text(
+        "from gpubench.harness.core.flags import BUSY\n"
+        "from gpubench.harness.core.percent import percent\n"
+        "from gpubench.reports.judge.settled import busy_only\n",
+        encoding="utf-8",
+    )
+    assert render_imports_a_rule(planted) == [
+        "summary.py:1 imports gpubench.harness.core.flags",
+        "summary.py:1 imports gpubench.harness.core.flags.BUSY",
+    ]
+    planted = tmp_path / "ab.py"
+    planted.write_text(
+        "from gpubench.reports.render.paired import format_session, percent\n"
+        "from gpubench.reports.render import build\n"
+        "import gpubench.reports.render.units\n",
+        encoding="utf-8",
+    )
+    assert commands_rendering(planted) == [
+        "ab.py:1 takes gpubench.reports.render.paired.percent",
+        "ab.py:2 takes gpubench.reports.render.build",
+        "ab.py:3 takes gpubench.reports.render.units",
+    ]

@@ -132,3 +132,39 @@ def test_machine_id_is_the_host_and_hardware_only():
     ):
         assert machine_id(dict(identity, **{key: value})) != machine_id(identity), key
     assert machine_folder_name(identity) == f"{safe_name('n1')}-{machine_id(identity)[:8]}"
+
+
+def test_an_older_gpubenchs_rows_read_as_the_stores_machine(tmp_path):
+    """Through schema 5 machine_id hashed the kernel and the GPUs torch saw, and no host name: read,
+    an old row's id is the store's over its own host, CPU model, cores and RAM in GiB (no GPU list:
+    the rows hold none), whatever its kernel; a row of this schema keeps the id it was written
+    with."""
+    from gpubench.harness.records.results_reader import read_rows
+
+    fields = {
+        "hostname": "n1",
+        "cpu_model": "AMD EPYC 9654",
+        "cpu_cores": 192,
+        "ram_bytes": 1536 * 2**30 - 4096,
+        "device": "cuda:0",
+        "device_name": "NVIDIA H200",
+        "torch_version": "2.11.0",
+        "cuda_version": "13.0",
+    }
+    for run_id, kernel, written in (("r1", "6.8", "0123456789ab"), ("r2", "6.11", "ba9876543210")):
+        write_run(
+            tmp_path / "old",
+            run_id,
+            dict(fields, os=kernel, machine_id=written),
+            "2026-11-01",
+            schema_version=5,
+        )
+    write_run(tmp_path / "new", "r3", dict(fields, machine_id="feedfacecafe"), "2026-12-01")
+    store = {"hostname": "n1", "cpu_model": "AMD EPYC 9654", "cpu_cores": 192, "ram_gib": 1536}
+    old = {
+        row["machine_id"]
+        for name in ("r1", "r2")
+        for row in read_rows(tmp_path / "old" / f"{name}.csv")
+    }
+    assert old == {machine_id(dict(store, gpus=""))}
+    assert {row["machine_id"] for row in read_rows(tmp_path / "new" / "r3.csv")} == {"feedfacecafe"}

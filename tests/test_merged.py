@@ -1,5 +1,6 @@
-"""merged.csv written column by column (gpubench.reports.merged) holds the same bytes as the row
-writer (tests/frames.write_frame: to_cell of each typed value), hostile and odd cells included."""
+"""merged.csv written column by column (gpubench.reports.judge.merged) holds the same bytes as
+the row writer (tests/frames.write_frame: to_cell of each typed value), hostile and odd cells
+included."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from frames import write_frame
-from gpubench.reports.load import LABELS, load_results, spreadsheet_safe, write_merged
+from gpubench.reports.judge.load import LABELS, load_results, spreadsheet_safe, write_merged
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 # schema 3 and schema 1

@@ -1,5 +1,5 @@
-"""The noise line (gpubench.reports.noise) from synthetic build medians and load readings: no
-process runs."""
+"""The noise line (gpubench.reports.judge.noise decides, gpubench.reports.render.noise says it) from
+synthetic build medians and load readings: no process runs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.processes.cpu_readings import CpuWatch, cpu_seconds, steal_between
-from gpubench.reports.noise import Readings, build_spread, noise_line
+from gpubench.reports.judge.noise import Readings, build_spread
+from gpubench.reports.render.noise import noise_line
 
 ROUNDS = 100
 
@@ -154,7 +155,7 @@ def test_check_threads_refuses_zero_with_the_fix() -> None:
 
 
 def test_detectable_is_finite_and_grows_with_the_spread() -> None:
-    from gpubench.reports.noise import run_detectable
+    from gpubench.reports.judge.noise import run_detectable
 
     assert math.isinf(run_detectable(0.1, 1))
     assert 0 < run_detectable(0.01, 3) < run_detectable(0.05, 3)

@@ -25,10 +25,11 @@ import pytest
 from matplotlib.transforms import Bbox
 
 from gpubench.harness.core.workload_spec import PlotSpec
-from gpubench.reports import bar_plots, history, plots
-from gpubench.reports.build import build_report
-from gpubench.reports.plot_marks import BUSY_LABEL
-from gpubench.reports.plots import IQR_LABEL, KEY
+from gpubench.reports.render import bar_plots, plots
+from gpubench.reports.render import history
+from gpubench.reports.render.build import build_report
+from gpubench.reports.render.plot_marks import BUSY_LABEL
+from gpubench.reports.render.plots import IQR_LABEL, KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "reports" / "examples"
@@ -542,7 +543,6 @@ def history_runs(values: list[float], minutes_apart: float) -> pd.DataFrame:
             {
                 "machine": "vm · AMD EPYC (cpu)",
                 "hostname": "vm",
-                "hardware": "0123abcd",
                 "machine_id": "m",
                 "device": "cpu",
                 "device_name": "AMD EPYC",

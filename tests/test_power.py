@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import sequential_simulation as sq
 
-from gpubench.reports.paired import judge_logs, judge_session
-from gpubench.reports.power_audit import (
+from gpubench.reports.judge.paired import judge_logs, judge_session
+from gpubench.reports.judge.power_audit import (
     SCENARIOS,
     Scenario,
     audit,
@@ -17,7 +17,7 @@ from gpubench.reports.power_audit import (
     paired_judge,
     unpaired_judge,
 )
-from gpubench.reports.verdicts import ALPHA, MACHINE_WIDE, exit_code_of
+from gpubench.reports.judge.verdicts import ALPHA, MACHINE_WIDE, exit_code_of
 
 CASES = [
     f"{w}/c{i}" for w, n in (("matmul", 8), ("elementwise", 8), ("conv2d", 6)) for i in range(n)
@@ -296,8 +296,8 @@ def test_a_sequential_session_finds_the_one_changed_case_and_leaves_the_others()
 def test_the_simulation_judges_as_the_session_does():
     """Each simulated session, written as a real session's two sides (a case's rows only for the
     pairs it got), gets the same verdicts from
-    gpubench.reports.paired.judge_session(sequential=True), which gpubench ab prints (through
-    gpubench.reports.verdicts.decide, the rule compare uses too)."""
+    gpubench.reports.judge.paired.judge_session(sequential=True), which gpubench ab prints (through
+    gpubench.reports.judge.verdicts.decide, the rule compare uses too)."""
     logs = sequential_logs(6, effect=1.10, changed=4, seed=11)
     sim = sq.simulate(logs, 0.05)
     for s in range(len(logs)):

@@ -13,9 +13,9 @@ import pytest
 
 from gpubench.harness.records.results_reader import read_frame
 from gpubench.harness.records.schema import SchemaError, parse_cell
-from gpubench.reports import publish
-from gpubench.reports.build import build_report
-from gpubench.reports.load import spreadsheet_safe
+from gpubench.reports.render import publish
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import spreadsheet_safe
 from tests.test_read_faults import edited, run
 
 
@@ -54,8 +54,8 @@ def test_a_naive_timestamp_beside_aware_ones_leaves_its_file_out_of_the_history_
 
 
 def test_a_run_starts_at_its_earliest_time_not_its_smallest_timestamp_text(tmp_path):
-    from gpubench.reports.history import run_figures
-    from gpubench.reports.load import load_results
+    from gpubench.reports.judge.history import run_figures
+    from gpubench.reports.judge.load import load_results
 
     store = tmp_path / "store"
     run(store, "before")
@@ -148,7 +148,7 @@ def test_an_empty_out_is_refused_naming_it_not_the_current_folder(tmp_path, monk
 def test_a_glyph_the_font_lacks_draws_without_a_warning_per_glyph(tmp_path, recwarn):
     import matplotlib.pyplot as plt
 
-    from gpubench.reports.plots import _save
+    from gpubench.reports.render.plots import _save
 
     fig, ax = plt.subplots()
     ax.set_title("node\N{FIRE}\N{MAN}")

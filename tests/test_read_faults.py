@@ -17,8 +17,8 @@ from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.results_reader import read_rows
 from gpubench.harness.records.safe_files import RefusedPath, json_depth, read_json, read_regular
 from gpubench.harness.records.schema import SCHEMA_VERSION
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results, result_files
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results, result_files
 
 CASE = "matmul/fp32-n64"
 MEDIANS_S = (1.0e-3, 1.1e-3, 0.9e-3)

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 from test_read_faults import run
 
-from gpubench.reports import build
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results, machine_labels
+from gpubench.reports.render import build
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results, machine_labels
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.markdown import INVISIBLE, MAX_LABEL_CHARS
-from gpubench.reports.plots import MAX_PLOT_LABEL, _literal_dollars
+from gpubench.reports.judge.text import INVISIBLE, MAX_LABEL_CHARS
+from gpubench.reports.render.plots import MAX_PLOT_LABEL, _literal_dollars
 
 # These tests read the report's files and folders, not its pixels (conftest.unrendered_plots); the
 # two whose labels could stop a drawing (format characters, a 10,000-character name) are `drawn`.

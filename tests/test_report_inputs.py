@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpubench.harness.commands.cli import main
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results
 from gpubench.harness.core.exits import UsageError
 
 # These tests read the report's tables, notes and files, not its pixels (conftest.unrendered_plots).
@@ -92,8 +92,8 @@ def test_hostile_labels_change_nothing_in_compare_output(tmp_path, capsys):
 def test_schema_1_epochs_compare_like_for_like_with_current_ones():
     """The committed examples: the H200's v1 epoch rows timed a whole epoch as median_s, the
     CPU's current ones a step; the H200 was 0.0354x the 2-core CPU on mnist_epoch."""
-    from gpubench.reports.load import load_results
-    from gpubench.reports.tables import baseline_machine, speedups
+    from gpubench.reports.judge.load import load_results
+    from gpubench.reports.judge.tables import baseline_machine, speedups
 
     # the example report's runs
     frame = load_results(sorted(EXAMPLES.glob("*.csv")))
@@ -416,7 +416,7 @@ def test_plot_labels_from_the_files_are_never_typeset_as_formulas(tmp_path, monk
     plot)."""
     from matplotlib import cbook
 
-    from gpubench.reports import plots
+    from gpubench.reports.render import plots
 
     texts: list[str] = []
     save = plots._save

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.reports.build import build_report
+from gpubench.reports.render.build import build_report
 
 # These tests read the report's text, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
@@ -149,9 +149,9 @@ KEY_TEXTS = {
         "the CPU-vs-GPU speedup needs an accelerator",
     ],
     "machines": [
-        "161faf6ff7d9",
-        "deadbeef0025",
-        "8f9f0ab5b928",
+        "85ddd6f6788f",
+        "eeaff5b5e503",
+        "6d6deb0eaa28",
         "Intel(R) Xeon(R) Processor",
         "23.5 GiB",
         "32 MiB",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench.harness.records.results_reader import read_frame
-from gpubench.reports.load import load_results
+from gpubench.reports.judge.load import load_results
 
 SMOKE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "h200" / "smoke.csv"
 # peak allocation per byte of CSV while reading it: the typed frame and one chunk of text (a whole

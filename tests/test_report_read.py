@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.reports.build import build_report
-from gpubench.reports.references import FIGURES
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.references import FIGURES
 
 # These tests read the report's text, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
@@ -192,9 +192,9 @@ def test_the_memory_plot_keys_its_red_edges(
 ) -> None:
     """A busy run's memory strategies plot edged its bars in red with no key saying why (the epoch
     plot has one)."""
-    from gpubench.reports import bar_plots
-    from gpubench.reports.aggregate import per_case
-    from gpubench.reports.load import load_results
+    from gpubench.reports.render import bar_plots
+    from gpubench.reports.judge.aggregate import per_case
+    from gpubench.reports.judge.load import load_results
 
     texts: list[str] = []
     save = bar_plots._save

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 
 from gpubench.harness.records.results_reader import parse_column, within
-from gpubench.reports.intervals import pair_timings, speedup_interval, timings_by_machine
-from gpubench.reports.load import _unclean
-from gpubench.reports.markdown import CONTROL, INVISIBLE, LINE_BREAKS
+from gpubench.reports.judge.intervals import pair_timings, speedup_interval, timings_by_machine
+from gpubench.reports.judge.load import _unclean
+from gpubench.reports.judge.text import CONTROL, INVISIBLE, LINE_BREAKS
 
 SAMPLES = [
     "[]",

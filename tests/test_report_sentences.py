@@ -10,7 +10,9 @@ import pandas as pd
 
 import pytest
 
-from gpubench.reports import build, sections, tables
+from gpubench.reports.judge import tables
+from gpubench.reports.render import build, sections
+from gpubench.reports.render.advice import inference_advice, recommendations
 
 EXAMPLES = Path(__file__).parent.parent / "reports" / "examples"
 
@@ -63,7 +65,7 @@ def claimed_winners(sentence: str) -> dict[str, str]:
 
 
 def test_the_inference_advice_names_each_groups_fastest_mode_when_they_differ() -> None:
-    sentence = str(tables.inference_advice(inference_rows(INFERENCE)))
+    sentence = str(inference_advice(inference_rows(INFERENCE)))
     # no one mode is fastest everywhere here
     assert "gives the highest" not in sentence
     table = {
@@ -78,7 +80,7 @@ def test_one_mode_is_named_only_where_it_wins_every_group() -> None:
         group: {**modes, "inference_mode": max(modes.values()) * 1.1}
         for group, modes in INFERENCE.items()
     }
-    sentence = str(tables.inference_advice(inference_rows(uniform)))
+    sentence = str(inference_advice(inference_rows(uniform)))
     assert sentence == (
         "inference: `inference_mode` gives the highest throughput at each of the 4 model and batch "
         "size(s) measured"
@@ -86,9 +88,9 @@ def test_one_mode_is_named_only_where_it_wins_every_group() -> None:
 
 
 def test_the_recommendations_table_carries_the_like_for_like_sentence() -> None:
-    advice = tables.recommendations(inference_rows(INFERENCE))
+    advice = recommendations(inference_rows(INFERENCE))
     assert [line for line in advice["m"] if line.startswith("inference")] == [
-        tables.inference_advice(inference_rows(INFERENCE))
+        inference_advice(inference_rows(INFERENCE))
     ]
 
 
@@ -167,7 +169,7 @@ def test_the_input_bound_advice_counts_settings_not_builds() -> None:
     rows["input_bound"] = rows["setting"].eq("guide-template")
     advice = [
         line
-        for line in tables.recommendations(rows.assign(tflops=float("nan")))["m"]
+        for line in recommendations(rows.assign(tflops=float("nan")))["m"]
         if line.startswith("input-bound")
     ]
     assert advice == ["input-bound: 1 setting(s) wait for their data loader — prefer `preloaded`"]

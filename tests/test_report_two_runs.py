@@ -11,8 +11,8 @@ import pytest
 
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import SCHEMA_VERSION
-from gpubench.reports.build import build_report
-from gpubench.reports.compare import compare_paths
+from gpubench.reports.render.build import build_report
+from gpubench.reports.render.compare import compare_paths
 
 # These tests read the report's tables, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")

@@ -16,19 +16,13 @@ import pytest
 from gpubench.harness.commands.cli import main
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import COLUMNS, SCHEMA_VERSION
-from gpubench.reports.build import build_report
-from gpubench.reports.compare import (
-    ALPHA,
-    SideUnits,
-    compare_frames,
-    judge,
-    run_noise,
-    side_of,
-)
-from gpubench.reports.load import load_results, machine_labels, result_files
-from gpubench.reports.verdicts import parse_threshold
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.verdicts import ALPHA
+from gpubench.reports.judge.compare import SideUnits, compare_frames, judge, run_noise, side_of
+from gpubench.reports.judge.load import load_results, machine_labels, result_files
+from gpubench.reports.judge.verdicts import parse_threshold
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.tables import compile_table, not_ok_grouped, template_vs_fastest
+from gpubench.reports.judge.tables import compile_table, not_ok_grouped, template_vs_fastest
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = [DATA / "golden_laptop.csv", DATA / "golden_h100.csv"]
@@ -535,8 +529,8 @@ def test_profiler_tables_beside_a_csv_reach_the_report(tmp_path):
 def test_reports_read_csv_only_without_torch_or_pytest():
     """Layering: the report builder must run where torch is not installed."""
     code = (
-        "import sys, gpubench.reports.build, gpubench.reports.compare; bad = {'torch', 'pytest'} & "
-        "set(sys.modules); sys.exit(str(bad) if bad else 0)"
+        "import sys, gpubench.reports.render.build, gpubench.reports.render.compare; "
+        "bad = {'torch', 'pytest'} & set(sys.modules); sys.exit(str(bad) if bad else 0)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -1236,6 +1230,6 @@ def test_compare_prints_its_notes_as_written(tmp_path, capsys):
     ],
 )
 def test_table_cells_escape_only_what_would_change_the_markdown(label, cell):
-    from gpubench.reports.markdown import md_table
+    from gpubench.reports.render.markdown import md_table
 
     assert md_table(pd.DataFrame({"input_shape": [label]})).splitlines()[-1] == f"| {cell} |"

@@ -29,8 +29,8 @@ from gpubench.harness.records.schema import (
     SCHEMA_VERSION,
     SchemaError,
 )
-from gpubench.reports.load import load_results
-from gpubench.reports.units import human_column
+from gpubench.reports.judge.load import load_results
+from gpubench.reports.render.units import human_column
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,7 +149,7 @@ def test_an_epoch_from_before_the_epoch_race_reads_as_not_raced_and_keeps_its_la
     """An epoch row of version 3 has no `raced`: it was not raced (the race came later), so the
     guide's template epoch is still labelled the template in a report, not by its loader, and its
     template figures stay."""
-    from gpubench.reports.load import load_results
+    from gpubench.reports.judge.load import load_results
 
     rows = read_rows(REPO / "reports/examples/cpu-2core-quick.csv")
     epochs = [r for r in rows if r["workload"] == "mnist_epoch"]
@@ -574,11 +574,11 @@ def _plain(value):
 
 @pytest.mark.parametrize("name", TRICKY)
 def test_the_harness_and_the_report_accept_and_refuse_the_same_files(tmp_path, name):
-    """read_rows (the harness) and gpubench.reports.load.load_results (gpubench report) read one
-    file alike: both refuse it naming the file, or both read the same values."""
+    """read_rows (the harness) and gpubench.reports.judge.load.load_results (gpubench report)
+    read one file alike: both refuse it naming the file, or both read the same values."""
     import json
 
-    from gpubench.reports.load import load_results
+    from gpubench.reports.judge.load import load_results
 
     path = _tricky(tmp_path, name)
     try:
@@ -642,7 +642,7 @@ def test_merged_csv_is_written_from_the_frame_under_one_header(tmp_path):
     from pathlib import Path
 
     from gpubench.harness.records.results_reader import frame_rows
-    from gpubench.reports.load import load_results, write_merged
+    from gpubench.reports.judge.load import load_results, write_merged
 
     full = _tricky(tmp_path, "bools")
     with open(full, newline="", encoding="utf-8") as handle:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpubench.reports.compare import side_differences
-from gpubench.reports.load import load_results
+from gpubench.reports.judge.compare import side_differences
+from gpubench.reports.judge.load import load_results
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core-quick.csv"
 

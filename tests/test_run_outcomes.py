@@ -92,7 +92,7 @@ def test_a_report_that_cannot_be_written_does_not_exit_0(tmp_path, capsys, monke
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("gpubench.reports.build.replace_bytes", full)
+    monkeypatch.setattr("gpubench.reports.render.build.replace_bytes", full)
     assert report_after_run([EXAMPLE], tmp_path / "out", ExitCode.OK) == ExitCode.REPORT_NOT_WRITTEN
     [line] = [line for line in capsys.readouterr().err.splitlines() if "report not written" in line]
     assert "No space left on device" in line and "gpubench report" in line

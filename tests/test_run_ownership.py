@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results
-from gpubench.reports.ownership import dedupe, owned_rows, writer
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results
+from gpubench.reports.judge.ownership import dedupe, owned_rows, writer
 
 HEADLINE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "h200" / "headline.csv"
 TIMES = ["median_s", "min_s", "mean_s", "iqr_s", "stddev_s", "round_s"]

@@ -21,7 +21,7 @@ from gpubench.harness.records.results import (
 )
 from gpubench.harness.core.exits import UsageError
 from gpubench.harness.records.safe_files import RefusedPath, probe, replace_bytes
-from gpubench.reports.build import build_report
+from gpubench.reports.render.build import build_report
 
 
 pytest_plugins = ["pytester"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from test_summary_bounds import CPU, ddp_rows, report_of, section_of
 
 from gpubench.harness.records.results import ResultsWriter
-from gpubench.reports.console import answer_lines
+from gpubench.reports.render.console import answer_lines
 
 
 def matmul(
@@ -155,7 +155,7 @@ def test_a_version_1_dram_row_is_dram_everywhere(tmp_path):
     assert upgrade_row(dict(old), 1, "v1.csv")["memory_tier"] == "dram"
     assert upgrade_row(dict(old, size=str(2**20)), 1, "v1.csv")["memory_tier"] == "unknown"
     example = Path(__file__).resolve().parent.parent / "reports" / "examples" / "h200-quick.csv"
-    from gpubench.reports.build import build_report
+    from gpubench.reports.render.build import build_report
 
     text = build_report([example], tmp_path / "out", None).read_text(encoding="utf-8")
     assert "| memory bandwidth (DRAM) | 4343 GB/s (95% " in section_of(text, "Summary")
@@ -199,7 +199,7 @@ def test_two_quiet_runs_each_read_within_the_interval_the_other_prints(tmp_path)
 def test_a_case_built_once_per_run_gets_the_wider_interval():
     import pandas as pd
 
-    from gpubench.reports.intervals import run_interval
+    from gpubench.reports.judge.intervals import run_interval
 
     several = run_interval(pd.Series([1.0, 1.0, 1.0]), pd.Series(["r", "r", "r"]))
     once = run_interval(pd.Series([1.0]), pd.Series(["r"]))

@@ -18,10 +18,12 @@ from test_health import H200, copy_of
 from gpubench.harness.records.results import ResultsFull
 from gpubench.harness.records.store import results_dir_for
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports import health
-from gpubench.reports.aggregate import per_case
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results, machine_labels, write_merged
+from gpubench.reports.judge import health
+from gpubench.reports.render import health as health_report
+from gpubench.reports.judge.aggregate import per_case
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results, machine_labels, write_merged
+from gpubench.reports.judge.references import load_references
 
 # These tests read the report's notes, history sections and files, not its pixels
 # (conftest.unrendered_plots).
@@ -55,17 +57,30 @@ def report(store: Path, out: Path) -> str:
     return build_report([store], out, None).read_text(encoding="utf-8")
 
 
+def read_as_old(folder: Path, *frames: pd.DataFrame) -> pd.DataFrame:
+    """`frames` as rows of schema 5 (whose machine_id hashed the kernel and the GPUs a job was
+    given), read back by the one reader, labels and all."""
+    paths = []
+    for number, frame in enumerate(frames):
+        paths.append(folder / f"old-{number}.csv")
+        write_merged(frame.assign(schema_version=5), paths[-1])
+    return load_results(paths)
+
+
 # History: a machine is its host, machine_id and device
 
 
 def test_identical_nodes_each_get_their_own_history_plot(h200, tmp_path):
-    # a homogeneous fleet: the same hardware hash on every node
+    # a homogeneous fleet: the same hardware on every node, each machine_id its own by its host
     store = tmp_path / "store"
-    for host, scale in (("node00", 1.0), ("node01", 0.5)):
+    for host, machine_id, scale in (
+        ("node00", "8f9f0ab5b928", 1.0),
+        ("node01", "5d1e7a0c3b42", 0.5),
+    ):
         for run_id, day in ((f"{host}-r1", "2026-11-29"), (f"{host}-r2", "2026-11-30")):
             put(
                 store,
-                copy_of(h200, host, "8f9f0ab5b928", matmul_bf16=scale),
+                copy_of(h200, host, machine_id, matmul_bf16=scale),
                 f"{host}-1234abcd",
                 run_id,
                 day,
@@ -82,10 +97,11 @@ def test_identical_nodes_each_get_their_own_history_plot(h200, tmp_path):
 
 def test_hosts_whose_names_collide_in_a_file_name_keep_their_own_plots(h200, tmp_path):
     store = tmp_path / "store"
-    # one store folder after safe_name; two hosts in the rows
-    for number, host in enumerate(("a b", "a_b")):
+    # one store folder after safe_name; two hosts in the rows, their machine_ids alike in the 8 hex
+    # a file name shows
+    for number, (host, machine_id) in enumerate((("a b", "8f9f0ab5b928"), ("a_b", "8f9f0ab5c0de"))):
         for run_id, day in ((f"h{number}-r1", "2026-11-29"), (f"h{number}-r2", "2026-11-30")):
-            put(store, copy_of(h200, host, "8f9f0ab5b928"), "a_b-1234abcd", run_id, day)
+            put(store, copy_of(h200, host, machine_id), "a_b-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
     names = re.findall(r"\]\((history_[^)]+\.png)\)", text)
     assert (
@@ -111,7 +127,7 @@ def test_health_judges_a_machines_latest_run_not_the_median_of_its_history(h200,
     # newest first: the order must not decide
     frame = pd.concat(runs[::-1], ignore_index=True)
     frame["machine"] = machine_labels(frame)
-    table = health.health_table(frame, per_case(frame), health.load_references())
+    table = health.health_table(frame, per_case(frame), load_references())
     bf16 = table[table["key"] == "matmul_bf16_tflops"].iloc[0]
     assert bf16["ratio"] == pytest.approx(0.7, rel=0.01) and bf16["health"] == "≥10% below"
     assert table[table["key"] == "matmul_fp32_tflops"]["health"].iloc[0] == "ok"
@@ -120,12 +136,12 @@ def test_health_judges_a_machines_latest_run_not_the_median_of_its_history(h200,
 def test_an_unknown_gpu_alone_is_said_to_have_no_reference(h200):
     frame = copy_of(h200).assign(device_name="NVIDIA GB300")
     frame["machine"] = machine_labels(frame)
-    text = health.render(frame, per_case(frame))
+    text = health_report.render(frame, per_case(frame))
     assert "Not judged. No reference for NVIDIA GB300" in text
     cpu = frame.assign(device="cpu", device_name="AMD EPYC")
     cpu["machine"] = machine_labels(cpu)
     # a CPU never has a reference: nothing to say
-    assert health.render(cpu, per_case(cpu)) == ""
+    assert health_report.render(cpu, per_case(cpu)) == ""
 
 
 def test_a_machine_whose_every_row_failed_gets_a_report(h200, tmp_path):
@@ -181,7 +197,7 @@ def test_an_unlistable_machine_folder_is_named_not_silently_missing(h200, tmp_pa
                 continue
             yield root, dirs, names
 
-    monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
+    monkeypatch.setattr("gpubench.reports.judge.load.os.walk", walk)
     text = report(store, tmp_path / "out")
     assert "other-0123abcd: cannot list the folder (Permission denied)" in text
     # compare has no notes: refused, not silent
@@ -261,7 +277,7 @@ def test_the_causes_of_a_drop_are_read_in_the_latest_run(h200):
     frame["machine"] = machine_labels(frame)
     clock = next(
         line
-        for line in health.causes(frame, frame["machine"].iloc[0], health.load_references(), {})
+        for line in health.causes(frame, frame["machine"].iloc[0], load_references(), {})
         if line.startswith("clocks")
     )
     # four healthy runs would have outvoted it
@@ -275,7 +291,7 @@ def test_a_store_that_cannot_be_listed_says_so_not_run_first(tmp_path, monkeypat
         onerror(PermissionError(errno.EACCES, "Permission denied", str(top)))
         yield from ()
 
-    monkeypatch.setattr("gpubench.reports.load.os.walk", walk)
+    monkeypatch.setattr("gpubench.reports.judge.load.os.walk", walk)
     with pytest.raises(
         UsageError,
         match=r"no results read in .*store: .*cannot list the folder \(Permission denied\)",
@@ -310,7 +326,7 @@ def test_a_host_without_a_name_keeps_its_history(h200, tmp_path):
     for run_id, day in (("r1", "2026-11-29"), ("r2", "2026-11-30")):
         put(store, copy_of(h200, ""), "host-1234abcd", run_id, day)
     text = report(store, tmp_path / "out")
-    assert "None yet" not in text and re.search(r"\]\((history__fd2346ce_cuda_0\.png)\)", text)
+    assert "None yet" not in text and re.search(r"\]\((history__8f9f0ab5_cuda_0\.png)\)", text)
 
 
 def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
@@ -324,18 +340,19 @@ def test_a_host_name_that_is_not_utf8_is_written_as_text(monkeypatch):
 
 
 def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_path):
-    # one store folder; machine_id hashes the kernel release and the GPUs the job saw
+    # one store folder; an older gpubench's machine_id hashed the kernel release and the GPUs the
+    # job saw
     store = tmp_path / "store"
     put(
         store,
-        copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44"),
+        copy_of(h200, "vm", "8f9f0ab5b928").assign(os="Linux 6.18.44", schema_version=5),
         "vm-1234abcd",
         "r1",
         "2026-11-01",
     )
     put(
         store,
-        copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2"),
+        copy_of(h200, "vm", "0a1b2c3d4e5f").assign(os="Linux 6.19.2", schema_version=5),
         "vm-1234abcd",
         "r2",
         "2026-12-01",
@@ -346,21 +363,21 @@ def test_a_kernel_update_or_another_gpu_allocation_keeps_one_history(h200, tmp_p
     )
 
 
-def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200):
+def test_a_machine_fixed_before_a_kernel_update_is_judged_on_its_run_after_it(h200, tmp_path):
     slow = copy_of(h200, "vm", "8f9f0ab5b928", run_id="r1", matmul_bf16=0.7).assign(
         timestamp_utc="2026-11-01T12:00:00+00:00"
     )
-    # a new kernel: a new machine_id
+    # a new kernel: a new machine_id, as an older gpubench wrote it
     fixed = copy_of(h200, "vm", "0a1b2c3d4e5f", run_id="r2").assign(
         timestamp_utc="2026-12-01T12:00:00+00:00"
     )
-    frame = pd.concat([fixed, slow], ignore_index=True)
-    # two labels (#8f9f0a, #0a1b2c): one host, one hardware, one GPU
+    frame = read_as_old(tmp_path, fixed, slow)
+    # one host, one hardware, one GPU
     frame["machine"] = machine_labels(frame)
-    table = health.health_table(frame, per_case(frame), health.load_references())
+    table = health.health_table(frame, per_case(frame), load_references())
     # one machine, named as its latest run
     assert set(table["machine"]) == set(frame.loc[frame["run_id"] == "r2", "machine"])
-    assert (table["health"] == "ok").all() and "Causes to check" not in health.render(
+    assert (table["health"] == "ok").all() and "Causes to check" not in health_report.render(
         frame, per_case(frame)
     )
 
@@ -382,10 +399,10 @@ def matmul_failed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("newest", [only_transfers, matmul_failed])
-# the second: a kernel update between the runs, another label
+# the second: a kernel update between the runs, another machine_id as an older gpubench wrote it
 @pytest.mark.parametrize("machine_id", ["8f9f0ab5b928", "0a1b2c3d4e5f"])
 def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that_run(
-    h200, newest, machine_id
+    h200, newest, machine_id, tmp_path
 ):
     slow = copy_of(h200, run_id="r1", matmul=0.7).assign(
         timestamp_utc="2026-11-01T12:00:00+00:00", gpu_sm_clock_mhz=1500.0
@@ -395,16 +412,16 @@ def test_a_figure_from_an_earlier_run_is_said_so_and_its_causes_are_read_in_that
             timestamp_utc="2026-11-02T12:00:00+00:00", gpu_sm_clock_mhz=1980.0
         )
     )
-    frame = pd.concat([later, slow], ignore_index=True)
+    frame = read_as_old(tmp_path, later, slow)
     frame["machine"] = machine_labels(frame)
-    table = health.health_table(frame, per_case(frame), health.load_references()).set_index("key")
+    table = health.health_table(frame, per_case(frame), load_references()).set_index("key")
     assert (
         table.loc["matmul_bf16_tflops", "health"] == "≥10% below"
         and table.loc["matmul_bf16_tflops", "run"] == "from run r1 of 2026-11-01"
     )
     # measured in the machine's latest run: nothing to say
     assert table.loc["h2d_pinned_gbps", "run"] == ""
-    flagged = health.render(frame, per_case(frame)).split("Causes to check", 1)[1]
+    flagged = health_report.render(frame, per_case(frame)).split("Causes to check", 1)[1]
     clock = next(line for line in flagged.splitlines() if "clocks:" in line)
     # r1's clocks, the run whose matmul is flagged
     assert "median 1500 MHz" in clock and "likely cause" in clock

@@ -14,10 +14,10 @@ from gpubench.harness.core.bounds import past_bounds
 from gpubench.harness.core.percent import percent
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.schema import SCHEMA_VERSION
-from gpubench.reports.build import build_report
-from gpubench.reports.load import load_results, write_merged
-from gpubench.reports.screen import left_out
-from gpubench.reports.units import human
+from gpubench.reports.render.build import build_report
+from gpubench.reports.judge.load import load_results, write_merged
+from gpubench.reports.judge.screen import left_out
+from gpubench.reports.render.units import human
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "reports" / "examples"

@@ -23,7 +23,7 @@ from gpubench.harness.measurement.timing import SyncedClock
 from gpubench.harness.workloads.common import epoch_race
 from gpubench.harness.workloads import time_to_accuracy as tta
 from gpubench.harness.workloads.common.models import make_model
-from gpubench.reports.tables import first_to_target, olympic_mean, time_to_accuracy_table
+from gpubench.reports.judge.tables import first_to_target, olympic_mean, time_to_accuracy_table
 
 CPU = torch.device("cpu")
 ROOT = Path(__file__).resolve().parent.parent
@@ -411,7 +411,7 @@ def test_unreached_seeds_count_without_a_time_and_show_what_they_reached():
 
 
 def test_the_report_shows_an_unreached_seed_with_what_it_reached_and_no_time(tmp_path):
-    from gpubench.reports.build import build_report
+    from gpubench.reports.render.build import build_report
 
     writer = ResultsWriter(tmp_path, "run")
     base = {

@@ -15,8 +15,8 @@ from runs import GPUBENCH, ONE_CASE_BENCH, REPO, run_bench, run_bench_process
 
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.harness.records.results_reader import read_rows
-from gpubench.reports.build import build_report
-from gpubench.reports.compare import compare_paths
+from gpubench.reports.render.build import build_report
+from gpubench.reports.render.compare import compare_paths
 
 pytest_plugins = ["pytester"]
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from gpubench.reports.intervals import speedup_interval, steady_best
-from gpubench.reports.paired import judge_logs
-from gpubench.reports.sequential import bh_adjust
-from gpubench.reports.replicates import machine_wide, welch
+from gpubench.reports.judge.intervals import speedup_interval, steady_best
+from gpubench.reports.judge.paired import judge_logs
+from gpubench.reports.judge.sequential import bh_adjust
+from gpubench.reports.judge.replicates import machine_wide, welch
 
 
 def test_paired_t_over_log_ratios():
@@ -152,10 +152,10 @@ def test_a_noisy_size_cannot_win_the_headline():
 
 
 def test_one_rule_decides_every_estimate():
-    """gpubench.reports.verdicts.decide: beyond the band and significant is slower/faster; an
+    """gpubench.reports.judge.verdicts.decide: beyond the band and significant is slower/faster; an
     interval inside the band is no change; an interval that leaves the band without significance is
     inconclusive."""
-    from gpubench.reports.verdicts import Estimate, decide
+    from gpubench.reports.judge.verdicts import Estimate, decide
 
     assert decide(Estimate(1.20, 1.10, 1.30, 0.001, 0.08), 0.05) == "slower"
     assert decide(Estimate(0.80, 0.75, 0.86, 0.001, 0.08), 0.05) == "faster"
@@ -169,7 +169,7 @@ def test_compare_judges_by_the_one_rule():
     """compare's unpaired estimator goes through decide: x1.04, significant, with an interval
     reaching past +5% is inconclusive (not "no change" because its detectable change is within the
     threshold)."""
-    from gpubench.reports.compare import SideUnits, judge
+    from gpubench.reports.judge.compare import SideUnits, judge
 
     spread = [0.985, 0.995, 1.0, 1.0, 1.005, 1.015]
     base, new = (

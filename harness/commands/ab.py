@@ -67,9 +67,10 @@ from gpubench.harness.processes.rlimits import check_limits
 from gpubench.harness.processes.turns import PairPipes
 from gpubench.harness.records.results import check_run_id, check_writable, new_run_id
 from gpubench.harness.records.safe_files import RefusedPath, make_folders, open_new, write_all
-from gpubench.reports.verdicts import parse_threshold
-from gpubench.reports.load import load_results
-from gpubench.reports.paired import format_session, judge_session
+from gpubench.reports.judge.verdicts import parse_threshold
+from gpubench.reports.judge.load import load_results
+from gpubench.reports.render.paired import format_session
+from gpubench.reports.judge.paired import judge_session
 from gpubench.harness.core.console import CONSOLE
 
 # A build's timed seconds per case. On a 2-core VM builds of 0.03 s disagreed ~35% a pair, 0.1 s

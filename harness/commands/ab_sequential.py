@@ -22,11 +22,11 @@ from gpubench.harness.commands.common import ThrottledLine
 from gpubench.harness.core.plan import MEDIAN_VAR_FACTOR, BuildNoise, best_build_s
 from gpubench.harness.core.stats import IQR_PER_SD
 from gpubench.harness.processes.cases_file import cases_text
-from gpubench.reports.load import load_results
+from gpubench.reports.judge.load import load_results
 from gpubench.harness.core.exits import UsageError
-from gpubench.reports.paired import judge_session, pair_logs, undecided_cases
-from gpubench.reports.sequential import MIN_PAIRS
-from gpubench.reports.verdicts import MACHINE_WIDE, Judgement
+from gpubench.reports.judge.paired import judge_session, pair_logs, undecided_cases
+from gpubench.reports.judge.sequential import MIN_PAIRS
+from gpubench.reports.judge.verdicts import MACHINE_WIDE, Judgement
 from gpubench.harness.core.console import CONSOLE
 
 # a case's build never times more than this: a pair stays short enough to look often

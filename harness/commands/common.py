@@ -193,7 +193,7 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
     """The report over the run's rows; stopped (Ctrl-C, or a StopSignal under lifetime.stops_raised)
     it is not written, the rows stay whole, and the run exits as interrupted: the report can be made
     later."""
-    from gpubench.reports.build import build_report
+    from gpubench.reports.render.build import build_report
 
     try:
         report = build_report(csvs, out, baseline=None)
@@ -211,7 +211,7 @@ def report_after_run(csvs: list[Path], out: Path, code: int) -> int:
             f"gpubench report {' '.join(map(str, csvs))} --out {out} makes it later"
         )
         return int(getattr(stop, "code", ExitCode.INTERRUPTED))
-    from gpubench.reports.console import closing_lines
+    from gpubench.reports.render.console import closing_lines
 
     CONSOLE.show("\n".join(closing_lines(csvs, report)))
     return code

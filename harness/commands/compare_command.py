@@ -1,6 +1,6 @@
 """`gpubench compare`: two runs case by case; exit 1 on a significant slowdown or a case BASE
 measured and NEW did not (failed, or held back by its run budget: too slow now to fit), 6 when rows
-flagged busy alone could have made a difference (reports/busy.py)."""
+flagged busy alone could have made a difference (reports/judge/busy.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from gpubench.reports.compare import compare_paths
-    from gpubench.reports.verdicts import parse_threshold
+    from gpubench.reports.render.compare import compare_paths
+    from gpubench.reports.judge.verdicts import parse_threshold
 
     try:
         threshold = parse_threshold(args.threshold)

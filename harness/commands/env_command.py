@@ -27,8 +27,8 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
 
     # what a report's "% of peak" divides by, per device
     if args.peaks:
-        from gpubench.reports.markdown import md_table
-        from gpubench.reports.tables import peaks_table
+        from gpubench.reports.render.markdown import md_table
+        from gpubench.reports.judge.tables import peaks_table
 
         CONSOLE.show(md_table(peaks_table()))
         return ExitCode.OK

@@ -413,7 +413,7 @@ def interrupted(
 
 
 def summary_and_report(jobs: list[FleetJob], store: Path, out: Path) -> int:
-    from gpubench.reports.build import build_report
+    from gpubench.reports.render.build import build_report
 
     done = [j for j in jobs if j.state == DONE]
     say(

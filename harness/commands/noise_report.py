@@ -1,12 +1,14 @@
-"""The one noise line of `gpubench run` and `gpubench ab` (gpubench.reports.noise): when builds
-disagree, what was seen on the machine, what it costs in resolution and the knob to try."""
+"""The one noise line of `gpubench run` and `gpubench ab` (gpubench.reports.judge.noise decides it,
+gpubench.reports.render.noise says it): when builds disagree, what was seen on the machine, what it
+costs in resolution and the knob to try."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from gpubench.harness.processes.cpu_readings import CpuWatch
-from gpubench.reports.noise import Readings, noise_line
+from gpubench.reports.judge.noise import Readings
+from gpubench.reports.render.noise import noise_line
 from gpubench.harness.core.console import CONSOLE
 
 

@@ -30,7 +30,7 @@ def setup_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
-    from gpubench.reports.build import build_report
+    from gpubench.reports.render.build import build_report
 
     if args.out == "":
         return fail("--out is empty — pass the report's folder (it is created if missing)")

@@ -367,9 +367,10 @@ def cmd_run_all_gpus(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def say_noise(csv_path: Path, watch: CpuWatch) -> None:
-    """The noise line of the run's rows (gpubench.reports.noise), when its builds disagree."""
+    """The noise line of the run's rows (gpubench.reports.render.noise), when its builds
+    disagree."""
     from gpubench.harness.commands.noise_report import print_noise_line
-    from gpubench.reports.load import load_results
+    from gpubench.reports.judge.load import load_results
 
     try:
         frame = load_results([csv_path]) if csv_path.exists() else None

@@ -110,9 +110,9 @@ class PlotSpec:
 
 @dataclass(frozen=True)
 class ReportSection:
-    """How the report shows a workload: `renderer` names its own section in reports/sections.py;
-    without one, the report draws `plot` and a table of `table`'s columns (medians over builds and
-    runs)."""
+    """How the report shows a workload: `renderer` names its own section in
+    reports/render/sections.py; without one, the report draws `plot` and a table of `table`'s
+    columns (medians over builds and runs)."""
 
     title: str
     intro: str = ""

@@ -26,7 +26,7 @@ from gpubench.harness.devices.nvml_probe import (
 )
 from gpubench.harness.processes.turns import SESSION_PID_ENV
 from gpubench.harness.records.store import machine_id
-from gpubench.reports.units import human
+from gpubench.reports.render.units import human
 
 
 def cpu_model() -> str:

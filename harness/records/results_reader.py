@@ -1,8 +1,9 @@
-"""Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema and
-upgraded from older versions; read_rows serves the harness, reports.load the report commands. The
-schema's cell rules (its CHECKS on numbers, its parse_cell) are applied here over many cells at
-once; a refused cell's message is parse_cell's. Number columns go as one numpy block: pandas' fixed
-cost per column made a small file's hundred number columns cost more than their cells."""
+"""Reading results files: read_frame is the one reader of the writer's CSVs, typed by the schema
+and upgraded from older versions; read_rows serves the harness, reports.judge.load the report
+commands. The schema's cell rules (its CHECKS on numbers, its parse_cell) are applied here over
+many cells at once; a refused cell's message is parse_cell's. Number columns go as one numpy
+block: pandas' fixed cost per column made a small file's hundred number columns cost more than
+their cells."""
 
 from __future__ import annotations
 
@@ -160,10 +161,14 @@ class _Records:
 
 
 def _upgraded(
-    path: Path, header: list[str], records: list[list[str]], lines: list[int]
+    path: Path,
+    header: list[str],
+    records: list[list[str]],
+    lines: list[int],
+    renamed: dict[str, set[str]] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """Older schema versions' records upgraded as text, row by row; a newer or non-numeric version
-    is refused."""
+    is refused. A machine_id the upgrade replaced is kept in `renamed` (as written -> as read)."""
     at, current = header.index("schema_version"), str(SCHEMA_VERSION)
     if all(record[at] == current for record in records):
         return header, records
@@ -177,7 +182,10 @@ def _upgraded(
                 raise SchemaError(
                     f"{path}: line {line} has schema_version {record[at]!r} — not a gpubench row"
                 ) from None
+            written = row.get("machine_id", "")
             row = upgrade_row(row, version, str(path))
+            if renamed is not None and row.get("machine_id", "") != written:
+                renamed.setdefault(written, set()).add(row["machine_id"])
         rows.append(row)
     header = list(dict.fromkeys([*header, *(c for row in rows for c in row)]))
     return header, [[row.get(c, "") for c in header] for row in rows]
@@ -392,10 +400,16 @@ CHUNK_FILES = 100
 CHUNK_ROWS = 1000
 
 
-def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -> pd.DataFrame:
+def read_frame(
+    paths: Path | Iterable[Path],
+    refused: list[str] | None = None,
+    renamed: dict[str, set[str]] | None = None,
+) -> pd.DataFrame:
     """Every row of the CSVs `paths` as one frame, with `source_file` (stem), `source_path` and
     `source_line`. Damage is a SchemaError naming file, line and fix; so is an impossible value
-    unless `refused` is given (the row is left out, named there). Typed a hundred files or
+    unless `refused` is given (the row is left out, named there). With `renamed`, each machine_id an
+    older row was written with and the ones it reads as (a sidecar written beside the row names the
+    machine as the row did: gpubench.reports.render.race). Typed a hundred files or
     CHUNK_ROWS records at a time: a thousand runs load in seconds, and a large file's text is never
     held whole."""
     import pandas as pd
@@ -404,7 +418,7 @@ def read_frame(paths: Path | Iterable[Path], refused: list[str] | None = None) -
     for path in map(Path, [paths] if isinstance(paths, (str, os.PathLike)) else paths):
         source, added = _Records(path), False
         for records, lines in source.chunks(CHUNK_ROWS):
-            pending.add(path, *_upgraded(path, source.header, records, lines), lines)
+            pending.add(path, *_upgraded(path, source.header, records, lines, renamed), lines)
             added = True
             if len(pending.records) >= CHUNK_ROWS:
                 frames.append(pending.typed())

@@ -11,7 +11,10 @@ and teach upgrade_row the old version:
      `first_call_s`, `capped`.
   5  status `unreached` (a run to target stopped before it: what it measured kept); `training_s`,
      `epochs_trained`, `stopped_by`; `llc_total_bytes`.
-  6  the budget's outcomes as flags, `over-budget` and `left-out` (docs/columns.md).
+  6  the budget's outcomes as flags, `over-budget` and `left-out` (docs/columns.md); every row's
+     `machine_id` is records.store's (host and hardware). Through 5 it hashed the kernel release and
+     the GPUs a job was given, and no host name (the last gpubench of 5 already wrote store's):
+     upgrade_row replaces it with the one the row's own columns give.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from gpubench.harness.records.schema import (
     to_cell,
     typed_row,
 )
+from gpubench.harness.records.store import machine_id
 
 V1_DRAM_MIN_ELEMENTS = 2**26
 
@@ -96,6 +97,42 @@ def _budget_flags(row: dict[str, str]) -> str:
     return ";".join(filter(None, [flags, OVER_BUDGET_FLAG])) if said else flags
 
 
+# The last schema whose rows may carry the old machine_id: a hash of the kernel release, the GPUs
+# the job was given and no host name (records.schema's docstring).
+OLD_MACHINE_ID = 5
+
+
+def _whole(text: str | None) -> str:
+    """A count as the store writes it ("64", never "64.0"); text that is no number stays."""
+    try:
+        return str(int(float(text or "")))
+    except (ValueError, OverflowError):
+        return text or ""
+
+
+def _gib(text: str | None) -> str:
+    """RAM in bytes as the store's whole GiB; "" where the cell holds no number."""
+    try:
+        return str(round(float(text or "") / 2**30))
+    except (ValueError, OverflowError):
+        return ""
+
+
+def read_machine_id(row: dict[str, str]) -> str:
+    """An old row's machine as records.store.machine_id hashes one, from the columns the row holds:
+    host name, CPU model, core count and RAM in GiB. The node's GPU list is not in the row: none is
+    hashed, and the device name stands for it where a report tells devices apart (every row of a
+    run keeps one machine, whichever device it measured)."""
+    identity = {
+        "hostname": row.get("hostname") or "",
+        "cpu_model": row.get("cpu_model") or "",
+        "cpu_cores": _whole(row.get("cpu_cores")),
+        "ram_gib": _gib(row.get("ram_bytes")),
+        "gpus": "",
+    }
+    return machine_id(identity)
+
+
 def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str]:
     """Bring a row written by schema `version` up to SCHEMA_VERSION; refuse newer ones."""
     if version > SCHEMA_VERSION:
@@ -113,4 +150,8 @@ def upgrade_row(row: dict[str, str], version: int, source: str) -> dict[str, str
         if version <= 3 and row.get("workload") in RACED_WORKLOADS and not row.get("raced"):
             # an epoch before the race: its template is still the template
             row["raced"] = to_cell(False)
+    if version <= OLD_MACHINE_ID:
+        # one identity for every row read: a kernel update or a job's share of the GPUs never
+        # splits a machine
+        row["machine_id"] = read_machine_id(row)
     return row

@@ -1,6 +1,6 @@
-"""killat.py N ARGS...: gpubench with SIGKILL of itself at the N-th os.rename in gpubench.reports.publish (1: out moved aside, 2: new one in)."""
+"""killat.py N ARGS...: gpubench with SIGKILL of itself at the N-th os.rename in gpubench.reports.render.publish (1: out moved aside, 2: new one in)."""
 import os, signal, sys
-from gpubench.reports import publish
+from gpubench.reports.render import publish
 n, count, real = int(sys.argv[1]), [0], os.rename
 def rename(*a, **k):
     count[0] += 1
