@@ -25,7 +25,7 @@ from gpubench.harness.processes.launch import Job
 from frames import write_frame
 from gpubench.reports.judge.load import LABELS, load_results
 from gpubench.reports.render.paired import format_session
-from gpubench.reports.judge.paired import judge_logs, judge_session, paired_sides, pairing_problem
+from gpubench.reports.judge.paired import judge_logs, judge_session, paired_sides, pairing_defect
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden_laptop.csv"
@@ -344,7 +344,7 @@ def test_files_named_as_a_session_that_are_not_one_are_judged_unpaired_with_a_no
     a_path, b_path = write_session(
         tmp_path, side_frame("s-A", 4), side_frame("s-B", 4, start="2026-12-02T00:00:00")
     )
-    assert "did not alternate" in pairing_problem(load_results([a_path]), load_results([b_path]))
+    assert "did not alternate" in pairing_defect(load_results([a_path]), load_results([b_path]))
     main(["compare", str(a_path), str(b_path)])
     out = capsys.readouterr().out
     assert (
@@ -357,9 +357,9 @@ def test_a_side_from_another_machine_is_not_judged_paired(tmp_path):
     a_path, b_path = write_session(
         tmp_path, side_frame("s-A", 4), side_frame("s-B", 4, machine="bbbbbbbbbbbb")
     )
-    assert "2 machines" in pairing_problem(load_results([a_path]), load_results([b_path]))
+    assert "2 machines" in pairing_defect(load_results([a_path]), load_results([b_path]))
     # a real session's builds alternate
-    assert pairing_problem(*(side_frame(f"s-{n}", 4) for n in "AB")) is None
+    assert pairing_defect(*(side_frame(f"s-{n}", 4) for n in "AB")) is None
 
 
 @pytest.mark.process

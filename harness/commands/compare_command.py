@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpubench.harness.commands.common import fail
-from gpubench.harness.core.exits import UsageError
 from gpubench.harness.core.console import CONSOLE
 
 PASSES_PYTEST_ARGS = False
@@ -32,10 +30,6 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.reports.render.compare import compare_paths
     from gpubench.reports.judge.verdicts import parse_threshold
 
-    try:
-        threshold = parse_threshold(args.threshold)
-        text, code = compare_paths(args.base, args.new, threshold)
-    except UsageError as error:
-        return fail(str(error))
+    text, code = compare_paths(args.base, args.new, parse_threshold(args.threshold))
     CONSOLE.show(text)
     return code

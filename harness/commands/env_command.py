@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench.harness.commands.common import fail
-from gpubench.harness.core.exits import ExitCode, UsageError
+from gpubench.harness.core.exits import ExitCode
 from gpubench.harness.core.console import CONSOLE
 
 PASSES_PYTEST_ARGS = False
@@ -36,10 +35,7 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.harness.devices.device import resolve_device
     from gpubench.harness.devices.env import fingerprint, format_fingerprint, gpu_telemetry
 
-    try:
-        device = resolve_device(args.device)
-    except UsageError as error:
-        return fail(str(error))
+    device = resolve_device(args.device)
     from gpubench.harness.devices.energy import energy_counter
 
     fields = fingerprint(device)

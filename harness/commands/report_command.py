@@ -33,12 +33,10 @@ def run_from_args(args: argparse.Namespace, extra: list[str]) -> int:
     from gpubench.reports.render.build import build_report
 
     if args.out == "":
-        return fail("--out is empty — pass the report's folder (it is created if missing)")
+        raise UsageError("--out is empty — pass the report's folder (it is created if missing)")
     folder = Path(args.out) if args.out else default_out(args.results)
     try:
         out = build_report(args.results, folder, args.baseline)
-    except UsageError as error:
-        return fail(str(error))
     except KeyboardInterrupt:
         return fail(
             f"interrupted: no report written ({folder} is as it was) — run gpubench report again",

@@ -189,17 +189,17 @@ class Recorder:
         pytest.skip(f"{name}: measured in {builds} build(s); this is build {only + 1}")
 
     def _run(self, case: Any, workload: Any, build: int) -> dict[str, Any]:
-        session, untimed = self.state.records, self.benchmark.disabled
+        records, untimed = self.state.records, self.benchmark.disabled
         self.benchmark.group = case.workload
         if not untimed:
-            # a later build's session reads the cases its first build skipped
+            # a later build's records read the cases its first build skipped
             self._open()
         plan = self.state.budget_plan
-        if build > 0 and case.case_id in session.skipped:
+        if build > 0 and case.case_id in records.skipped:
             if plan is not None:
                 plan.done(case.case_id, skipped=True)
             # its first build already left the row
-            pytest.skip(session.skipped[case.case_id])
+            pytest.skip(records.skipped[case.case_id])
         if plan is not None and plan.extra and not plan.fits(case.case_id):
             plan.done(case.case_id, skipped=False)
             # it has the profile's builds already: no row
@@ -226,13 +226,13 @@ class Recorder:
             if not untimed:
                 warm_once(ctx.device, workers=bool(getattr(case, "num_workers", None)))
             rounds = inline_rounds(ctx.clock) if self._driven else benchmark_rounds(self.benchmark)
-            base = session.base_row() if not untimed else {"run_id": session.run_id}
+            base = records.base_row() if not untimed else {"run_id": records.run_id}
             row = run_case(
                 case,
                 workload,
                 ctx,
                 base,
-                session.record if not untimed else None,
+                records.record if not untimed else None,
                 rounds=rounds,
                 untimed=untimed,
             )

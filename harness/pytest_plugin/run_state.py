@@ -62,7 +62,7 @@ class RunState:
     def data(self) -> DataSource:
         if self._data is None:
             self._data = DataSource(
-                self.dataset, self.data_root, self.profile_ops, self.session.store_top_ops
+                self.dataset, self.data_root, self.profile_ops, self.records.store_top_ops
             )
         return self._data
 

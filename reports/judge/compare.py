@@ -39,7 +39,7 @@ from gpubench.reports.judge.paired import (
     judge_session,
     judged_sequentially,
     paired_sides,
-    pairing_problem,
+    pairing_defect,
     reach,
 )
 from gpubench.reports.judge.verdicts import (
@@ -519,7 +519,7 @@ def judge_paths(base: Path, new: Path, threshold: float) -> Comparison:
     # files from anywhere: a row whose median contradicts its own rate is refused, never judged
     refuse_contradicting(base_rows, new_rows)
     if sides:
-        problem = pairing_problem(base_rows, new_rows)
+        problem = pairing_defect(base_rows, new_rows)
         if problem is None:
             session = judge_session(
                 base_rows, new_rows, threshold, sides, judged_sequentially(base)

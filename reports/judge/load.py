@@ -117,12 +117,12 @@ def _readable(files: list[Path], named: set[Path], left_out: list[str]) -> list[
             kept.append(path)
         except (SchemaError, OSError) as error:
             if path in named:
-                raise UsageError(_read_problem(error)) from None
-            left_out.append(_read_problem(error))
+                raise UsageError(_read_defect(error)) from None
+            left_out.append(_read_defect(error))
     return kept
 
 
-def _read_problem(error: Exception) -> str:
+def _read_defect(error: Exception) -> str:
     if isinstance(error, RefusedPath):
         return str(error)
     if isinstance(error, OSError):
@@ -158,7 +158,7 @@ def load_results(
     # a SchemaError already names the file and the fix
     except (SchemaError, OSError) as error:
         if left_out is None:
-            raise UsageError(_read_problem(error)) from None
+            raise UsageError(_read_defect(error)) from None
         named = {Path(os.path.realpath(p)) if p.is_symlink() else p for p in paths}
         # only on this path: each file read once more
         files = _readable(files, named, left_out)

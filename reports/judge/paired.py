@@ -367,7 +367,7 @@ def judged_sequentially(base: Path) -> bool:
     return isinstance(payload, dict) and payload.get("design") == "sequential"
 
 
-def pairing_problem(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
+def pairing_defect(a: pd.DataFrame, b: pd.DataFrame) -> str | None:
     """Why two files named as a session's sides cannot be judged paired: more than one machine, or
     builds that did not alternate (every row of build k no later than any of build k + 1; a side
     copied from another session)."""

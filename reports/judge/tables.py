@@ -442,7 +442,7 @@ def not_ok_grouped(frame: pd.DataFrame) -> pd.DataFrame:
 SELFCHECK_WORST_FIRST = ("failed", "inconclusive", "ok")
 
 
-def check_result(outcomes: pd.Series) -> str:
+def selfcheck_word(outcomes: pd.Series) -> str:
     """A size's self-check in one word: the worst outcome of the builds that ran; where none ran,
     what stopped them (`skipped`, `oom`): such a size says nothing of the clocks, and must not read
     as a pass."""

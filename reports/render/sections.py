@@ -13,7 +13,7 @@ from gpubench.harness.core.workload_spec import ReportSection
 from gpubench.reports.render import bar_plots, plots
 from gpubench.reports.judge import tables
 from gpubench.reports.judge.screen import impossible
-from gpubench.reports.judge.tables import check_result, selfcheck_outcomes
+from gpubench.reports.judge.tables import selfcheck_word, selfcheck_outcomes
 from gpubench.reports.judge.aggregate import USER_PREFIX
 from gpubench.reports.judge.intervals import BEST_RULE
 from gpubench.harness.records.schema import SETTING_COLUMNS
@@ -206,7 +206,7 @@ def selfcheck(
         checks.assign(outcome=selfcheck_outcomes(checks))
         .groupby(["machine", "size"], sort=False)
         .agg(
-            result=("outcome", check_result),
+            result=("outcome", selfcheck_word),
             builds=("ran", "sum"),
             failed=("failed", "sum"),
             median_s=("median_s", "median"),
