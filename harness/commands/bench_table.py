@@ -91,7 +91,8 @@ def print_one_table(paths: list[Path], verbose: bool = False) -> int:
         if not benchmarks:
             return 0
         draw_table(benchmarks)
-    except Exception as error:  # noqa: BLE001 - pytest-benchmark's internals differ by version
+    # pytest-benchmark's internals differ by version
+    except Exception as error:
         CONSOLE.say(
             f"no combined pytest-benchmark table ({type(error).__name__}: {error}); "
             "the run's rows are in its CSV"

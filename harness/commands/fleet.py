@@ -463,7 +463,8 @@ def stop_local_tree(job_id: str, grace_s: float = 60.0) -> None:
 def is_gpubench_run(process: Any) -> bool:
     try:
         argv = process.cmdline()
-    except Exception:  # noqa: BLE001 - psutil.Error: gone, or not ours to read
+    # psutil.Error: gone, or not ours to read
+    except Exception:
         return False
     return "gpubench.harness.commands.cli" in argv and "run" in argv
 

@@ -178,7 +178,8 @@ def submit(fleet_job: FleetJob, engine: str, folder: Path, argv: list[str]) -> N
         command = CommandFunction(argv, verbose=True, cwd=str(IMPORT_ROOT), env=env)
         with stderr_into(folder / "controller.log") if engine == "local" else nullcontext():
             fleet_job.job = executor.submit(command)
-    except Exception as error:  # noqa: BLE001 - sbatch refused it or could not run: submitit raises several types
+    # sbatch refused it or could not run: submitit raises several types
+    except Exception as error:
         fleet_job.state, fleet_job.reason = (
             FAILED,
             f"not submitted: {' '.join(str(error).split())[:400]}",

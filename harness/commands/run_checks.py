@@ -110,7 +110,8 @@ def check_selection(extra: list[str]) -> None:
     for flag, expression in selections(extra):
         try:
             Expression.compile(expression)
-        except Exception as error:  # noqa: BLE001 - SyntaxError in pytest 9, its own ParseError before
+        # SyntaxError in pytest 9, its own ParseError before
+        except Exception as error:
             raise UsageError(
                 f"{flag} {expression!r}: pytest cannot read it ({' '.join(str(error).split())}) — "
                 "fix the expression"

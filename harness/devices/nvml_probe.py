@@ -70,7 +70,8 @@ def read_each(readers: dict[str, Callable[[], Any]]) -> dict[str, Any]:
     for name, read in readers.items():
         try:
             reading[name] = read()
-        except Exception:  # noqa: BLE001 - NotSupported (VMs), NoPermission, a transient error: this field only
+        # NotSupported (VMs), NoPermission, a transient error: this field only
+        except Exception:
             continue
     return reading
 
@@ -139,7 +140,8 @@ def probe_nvml(nvml: Any, handle: Any) -> NvmlProbe:
         try:
             read()
             readers[name] = read
-        except Exception as error:  # noqa: BLE001 - NotSupported, NoPermission, an old driver: this field only
+        # NotSupported, NoPermission, an old driver: this field only
+        except Exception as error:
             missing[name] = why(error)
     power = ""
     if "power_instant_w" in readers:
@@ -163,13 +165,15 @@ def running_pids(nvml: Any, handle: Any) -> tuple[set[int] | None, str]:
     pids: set[int] = set()
     try:
         pids |= {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
-    except Exception as error:  # noqa: BLE001 - NotSupported in many VMs, NoPermission in containers
+    # NotSupported in many VMs, NoPermission in containers
+    except Exception as error:
         return None, (
             "the busy-GPU check is off: NVML's running compute processes query answered "
             f"{why(error)}; gpu_other_procs stays empty"
         )
     try:
         pids |= {p.pid for p in nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)}
-    except Exception:  # noqa: BLE001 - compute processes are what a benchmark competes with
+    # compute processes are what a benchmark competes with
+    except Exception:
         pass
     return pids, ""

@@ -236,7 +236,8 @@ def run_case(
         # Ctrl-C, SIGTERM (StopSignal), exit: no row
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
-        except BaseException as error:  # noqa: BLE001 - every other end becomes a row: pytest's outcomes too
+        # every other end becomes a row: pytest's outcomes too
+        except BaseException as error:
             result, failure = failure_result(error)
     finally:
         if timed is not None and timed.cleanup is not None:

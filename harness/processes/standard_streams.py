@@ -74,9 +74,10 @@ def guard_standard_streams() -> None:
             os.set_inheritable(fd, True)
     # Python starts with None for a descriptor closed at start
     if sys.stdout is None:
-        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the process's own
+        # the process's own descriptor, kept open for the process's life
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
     if sys.stderr is None:
-        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
     if not isinstance(sys.stdout, _DroppedOnFailure):
         sys.stdout = _DroppedOnFailure(sys.stdout)  # type: ignore[assignment]
     # stderr on a full disk: the exit code still says what happened

@@ -26,7 +26,8 @@ def json_path(value: Any) -> Path | None:
 
 
 def json_value(path: Path) -> Any:
-    return path if parses_to_path() else open(path, "wb")  # noqa: SIM115 - pytest-benchmark writes and closes it
+    # pytest-benchmark writes and closes it
+    return path if parses_to_path() else open(path, "wb")
 
 
 def add_gpubench_json(state: RunState, output_json: dict[str, Any]) -> None:

@@ -70,7 +70,7 @@ class ReporterScreen:
         with uncaptured(self.config):
             if self.live_shown:
                 # The live line is wiped, then this one takes its place.
-                reporter._tw.write("\r" + " " * (terminal_columns() - 1) + "\r")  # noqa: SLF001
+                reporter._tw.write("\r" + " " * (terminal_columns() - 1) + "\r")
                 self.live_shown = False
             reporter.write_line(text)
 
@@ -83,7 +83,7 @@ class ReporterScreen:
         width = terminal_columns() - 1
         shown = text[:width]
         with uncaptured(self.config):
-            reporter._tw.write("\r" + shown.ljust(width if self.live_shown else len(shown)))  # noqa: SLF001
+            reporter._tw.write("\r" + shown.ljust(width if self.live_shown else len(shown)))
         self.live_shown = True
 
 

@@ -230,7 +230,8 @@ def build_child(
     code = 3
     try:
         code = forked_build(plan_fd, answer_fd, server_pid)
-    except BaseException:  # noqa: BLE001 - said, then the build's exit: never an exception into the server's loop
+    # said, then the build's exit: never an exception into the server's loop
+    except BaseException:
         import traceback
 
         traceback.print_exc()

@@ -278,7 +278,8 @@ def launch_ladder(key: LaunchKey, share: CaseShare | None = None) -> Launched:
         return Launched(
             {}, error=f"{over} (one launch for its {len(key.points())} cases)", over_budget=True
         )
-    except Exception as error:  # noqa: BLE001 - every case of the launch fails with its reason
+    # every case of the launch fails with its reason
+    except Exception as error:
         return Launched({}, error=" ".join(str(error).split()) or type(error).__name__)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

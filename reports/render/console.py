@@ -79,7 +79,8 @@ def closing_lines(paths: list[Path], report: Path) -> list[str]:
     rows = ", ".join(map(shell_word, paths))
     try:
         answer = answer_lines(paths)
-    except Exception as error:  # noqa: BLE001 - the report is written and the rows whole: the run's exit stays its own
+    # the report is written and the rows whole: the run's exit stays its own
+    except Exception as error:
         answer = [
             f"gpubench: the answer is in the report ({type(error).__name__} while saying it here: "
             f"{error})"

@@ -36,7 +36,8 @@ def factory_of(spec: ModelSpec) -> Callable[[], Any]:
             "was imported (a script that reads its command line?) — put that part under "
             '`if __name__ == "__main__":`'
         ) from None
-    except Exception as error:  # noqa: BLE001 - whatever the import raised, the line says it
+    # whatever the import raised, the line says it
+    except Exception as error:
         raise UsageError(
             f"--model {spec.target}: module {spec.module!r} cannot be imported ({one_line(error)}) "
             "— install it, or run from the folder that holds it (or add that folder to PYTHONPATH)"
@@ -66,7 +67,8 @@ def make_model(spec: ModelSpec) -> nn.Module:
     default, folder = torch.get_default_dtype(), os.getcwd()
     try:
         model = factory()
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code: its error (or sys.exit), in one line
+    # the user's code: its error (or sys.exit), in one line
+    except (Exception, SystemExit) as error:
         raise UsageError(
             f"--model {spec.target}: calling {spec.factory}() raised {one_line(error)} — "
             "name a factory that builds the model with no arguments"
@@ -156,7 +158,8 @@ def check_model(spec: ModelSpec) -> None:
     try:
         with torch.inference_mode():
             output = model(sample_batch(spec, 2))
-    except Exception as error:  # noqa: BLE001 - the user's model: its error, in one line
+    # the user's model: its error, in one line
+    except Exception as error:
         dtype = "int64" if spec.vocab_size is not None else "float32"
         raise UsageError(
             f"--input {spec.input_text}: the model's forward of a {dtype} batch of shape "
