@@ -67,7 +67,7 @@ KEY_TEXTS = {
         "2.7%",
         "4.1%",
     ],
-    "gpu over cpu": ["36.6", "0.00543", "0.199"],
+    "gpu over cpu": ["36.6", "5.43 ms", "199 ms"],
     "transfer": [
         "54.9 GB/s (95% 47–64.3) `transfer/d2h-256MiB-pinned-blocking`",
         "55.1 GB/s (95% 47.1–64.5) `transfer/h2d-256MiB-pinned-nb`",
@@ -88,7 +88,7 @@ KEY_TEXTS = {
         "9.95 s windows ±13%, accuracy 85.5%, data wait 0.74%",
         "6.93 s, accuracy 86.2%, data wait 81.7%",
     ],
-    "compile": ["12.5 s", "3.93 ms", "0.00351", "10.7", "29713"],
+    "compile": ["12.5 s", "3.93 ms", "3.51 ms", "10.7", "29713"],
     "time to accuracy": [
         "fastest-epoch",
         "speedrun",

@@ -694,7 +694,7 @@ def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
     ).read_text()
     section = text.split("## Time to accuracy")[1].split("\n## ")[0]
     # olympic mean of 5, 5.5, 6, 7, inf
-    assert "speedrun" in section and "| invalid" not in section and "| 6.17 |" in section
+    assert "speedrun" in section and "| invalid" not in section and "| 6.17 s |" in section
     summary = text.split("## Summary")[1].split("\n## ")[0]
     # 30 / 6.17
     assert "time to 0.85 accuracy" in summary and "`speedrun`" in summary and "(4.86x)" in summary

@@ -142,14 +142,13 @@ def paragraph(intro: str, rows: str) -> str:
 
 
 def _formatter(column: str, human: bool):
-    from gpubench.harness.records.schema import BY_NAME
     from gpubench.harness.core.percent import percent
-    from gpubench.reports.render.units import human_column
+    from gpubench.reports.render.units import human_column, unit_of
 
     if human and column in ("spread", "rel_iqr", "windows_spread"):
         # a spread of 0.3% is not 0.0%
         return lambda v: "" if _empty(v) else percent(v, 1)
-    if human and column in BY_NAME and BY_NAME[column].unit not in ("", "x", "%"):
+    if human and unit_of(column) not in ("", "x", "%"):
         return lambda v: "" if _empty(v) else human_column(column, v)
     return cell
 

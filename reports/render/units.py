@@ -37,6 +37,17 @@ def human(value: Any, unit: str) -> str:
     return f"{text} {unit}".strip()
 
 
-def human_column(column: str, value: Any) -> str:
+# A figure the report derives, not a column of the schema, says its unit in its name's end.
+SUFFIX_UNITS = {"_s": "s", "_pct": "%", "_bytes": "bytes"}
+
+
+def unit_of(column: str) -> str:
+    """The schema's unit of `column`, else the one its name ends in (`compiled_step_s`: s)."""
     spec = BY_NAME.get(column)
-    return human(value, spec.unit if spec else "")
+    if spec is not None:
+        return spec.unit
+    return next((unit for end, unit in SUFFIX_UNITS.items() if column.endswith(end)), "")
+
+
+def human_column(column: str, value: Any) -> str:
+    return human(value, unit_of(column))
