@@ -29,6 +29,19 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
+@pytest.hookimpl(wrapper=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` for the whole suite (make test): half as many workers again as cores. Its process
+    tests spend about a quarter of their time waiting on what they started (a budget running out, a
+    timeout, a grace, a hung rank), and a core waits with them; the third worker on a 2-core machine
+    took `make test` from 461 s to 400 s. The fast loop (--no-processes), busy on its cores alone,
+    keeps one worker per core; PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is taken as it is."""
+    cores = yield
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.getoption("--no-processes"):
+        return cores
+    return cores + (cores + 1) // 2
+
+
 def ctrl_c_as_a_terminal_gives_it() -> None:
     """A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and every process
     a test starts would inherit that: Python installs no Ctrl-C handler then, so a run sent SIGINT
