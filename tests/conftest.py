@@ -2,6 +2,8 @@ import os
 import struct
 import sys
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -132,14 +134,12 @@ ONE_PIXEL_PNG = (
 )
 
 
-@pytest.fixture
-def unrendered_plots(request, monkeypatch):
-    """For report tests that check tables, notes, links and files, not pixels: a matplotlib figure
-    is saved as a 1x1 PNG without being laid out or drawn (drawing is about three quarters of a
-    report's cost). The PNG is still written where and how the report writes it (through its safe
-    temporary), so link and folder checks hold. A test marked `drawn` keeps real drawing."""
-    if request.node.get_closest_marker("drawn"):
-        return
+@contextmanager
+def plots_unrendered() -> Iterator[None]:
+    """Within it a matplotlib figure is saved as a 1x1 PNG without being laid out or drawn (drawing
+    is about three quarters of a report's cost). The PNG is still written where and how the report
+    writes it (through its safe temporary), so link and folder checks hold. For a fixture of module
+    or session scope, which the per-test `unrendered_plots` does not reach."""
     import matplotlib.figure
 
     def save_one_pixel(self, target, *args, **kwargs):
@@ -148,7 +148,32 @@ def unrendered_plots(request, monkeypatch):
         else:
             Path(target).write_bytes(ONE_PIXEL_PNG)
 
-    monkeypatch.setattr(
-        matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None
-    )
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", save_one_pixel)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None)
+        patch.setattr(matplotlib.figure.Figure, "savefig", save_one_pixel)
+        yield
+
+
+@pytest.fixture
+def unrendered_plots(request) -> Iterator[None]:
+    """For report tests that check tables, notes, links and files, not pixels: plots_unrendered for
+    the test. A test marked `drawn` keeps real drawing."""
+    if request.node.get_closest_marker("drawn"):
+        yield
+        return
+    with plots_unrendered():
+        yield
+
+
+@pytest.fixture(scope="session")
+def example_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The example report's text as this code writes it from the committed example runs
+    (reports/examples/*.csv, baseline vm), its plots unrendered: built once per worker for the tests
+    that read it (its length, its sentences, that it is the committed report.md)."""
+    from gpubench.reports.build import build_report
+
+    examples = Path(REPO) / "reports" / "examples"
+    out = tmp_path_factory.mktemp("example") / "report"
+    with plots_unrendered():
+        report = build_report(sorted(examples.glob("*.csv")), out, "vm")
+    return report.read_text(encoding="utf-8")
