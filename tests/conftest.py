@@ -1,9 +1,6 @@
 import os
-import struct
 import sys
-import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("P
 from process_guard import _no_processes, pytest_addoption  # noqa: E402,F401 - the fast loop's guard
 from process_guard import pytest_configure as guard_configure  # noqa: E402
 from runs import ONE_CASE_BENCH  # noqa: E402 - found through the path above
+from unrendered import plots_unrendered  # noqa: E402
 
 
 def pytest_configure(config):
@@ -119,39 +117,6 @@ def not_a_subreaper_after_the_test():
 
     if adopting():
         prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-
-
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-# A valid 1x1 grey PNG: what a report test that reads tables gets in place of each drawn plot.
-ONE_PIXEL_PNG = (
-    b"\x89PNG\r\n\x1a\n"
-    + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
-    + _png_chunk(b"IDAT", zlib.compress(b"\x00\x80"))
-    + _png_chunk(b"IEND", b"")
-)
-
-
-@contextmanager
-def plots_unrendered() -> Iterator[None]:
-    """Within it a matplotlib figure is saved as a 1x1 PNG without being laid out or drawn (drawing
-    is about three quarters of a report's cost). The PNG is still written where and how the report
-    writes it (through its safe temporary), so link and folder checks hold. For a fixture of module
-    or session scope, which the per-test `unrendered_plots` does not reach."""
-    import matplotlib.figure
-
-    def save_one_pixel(self, target, *args, **kwargs):
-        if hasattr(target, "write"):
-            target.write(ONE_PIXEL_PNG)
-        else:
-            Path(target).write_bytes(ONE_PIXEL_PNG)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None)
-        patch.setattr(matplotlib.figure.Figure, "savefig", save_one_pixel)
-        yield
 
 
 @pytest.fixture

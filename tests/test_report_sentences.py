@@ -12,6 +12,9 @@ import pytest
 
 from gpubench.reports import build, sections, tables
 
+# These tests read the report's text, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 EXAMPLES = Path(__file__).parent.parent / "reports" / "examples"
 
 # samples/s: no_grad is lowest at mlp bs256 (one busy build) and below inference_mode at bs1,
