@@ -29,8 +29,9 @@ data:
 bench: $(VENV)/.installed data
 	$(VENV)/bin/gpubench run --device $(DEVICE) --profile $(PROFILE) --results-dir $(RESULTS)
 
-# Every test, spread over the cores by pytest-xdist like `make check` (JOBS=0: in this one process); a test
-# that hangs fails by name after 10 minutes.
+# Every test, spread by pytest-xdist over half as many workers again as cores (-n auto: the process tests
+# wait on their processes, tests/conftest.py; JOBS=0: in this one process); a test that hangs fails by name
+# after 10 minutes.
 test: $(VENV)/.installed
 	$(TEST_PY) -m pytest tests --timeout 600 -n $(JOBS) --maxprocesses 8 --dist worksteal $(ARGS)
 

@@ -1,7 +1,6 @@
 import os
-import struct
 import sys
-import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("P
 from process_guard import _no_processes, pytest_addoption  # noqa: E402,F401 - the fast loop's guard
 from process_guard import pytest_configure as guard_configure  # noqa: E402
 from runs import ONE_CASE_BENCH  # noqa: E402 - found through the path above
+from unrendered import plots_unrendered  # noqa: E402
 
 
 def pytest_configure(config):
@@ -27,6 +27,19 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+
+
+@pytest.hookimpl(wrapper=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` for the whole suite (make test): half as many workers again as cores. Its process
+    tests spend about a quarter of their time waiting on what they started (a budget running out, a
+    timeout, a grace, a hung rank), and a core waits with them; the third worker on a 2-core machine
+    took `make test` from 461 s to 400 s. The fast loop (--no-processes), busy on its cores alone,
+    keeps one worker per core; PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is taken as it is."""
+    cores = yield
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.getoption("--no-processes"):
+        return cores
+    return cores + (cores + 1) // 2
 
 
 def ctrl_c_as_a_terminal_gives_it() -> None:
@@ -94,6 +107,27 @@ def one_console_on_standard_streams():
     CONSOLE.speak_as(voice)
 
 
+# The look's window for a run inside this process (seconds): a few clock ticks.
+IN_PROCESS_LOOK_S = 0.05
+
+
+@pytest.fixture(autouse=True)
+def a_short_look_in_process(monkeypatch):
+    """A run's look at the machine before its first case spans LOOK_WINDOW_S (0.3 s) from the run's
+    set-up, enough clock ticks to say who used the cores; a gpubench process takes longer than that
+    to get there, a pytest run inside this one does not, and slept the rest: 0.3 s of nothing per
+    build of the suite's in-process runs, where what the look reads is the other workers' load. Here
+    it spans IN_PROCESS_LOOK_S; the look's own tests fake what it reads (LoadMeter.busy_frac)."""
+    from gpubench.harness.pytest_plugin import machine_look
+
+    full = machine_look.look
+
+    def short_look(meter, device, window_s=IN_PROCESS_LOOK_S):
+        return full(meter, device, min(window_s, IN_PROCESS_LOOK_S))
+
+    monkeypatch.setattr(machine_look, "look", short_look)
+
+
 @pytest.fixture(autouse=True)
 def not_a_subreaper_after_the_test():
     """`gpubench run` and `ab` make their process the subreaper of its builds
@@ -106,36 +140,26 @@ def not_a_subreaper_after_the_test():
         prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-# A valid 1x1 grey PNG: what a report test that reads tables gets in place of each drawn plot.
-ONE_PIXEL_PNG = (
-    b"\x89PNG\r\n\x1a\n"
-    + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
-    + _png_chunk(b"IDAT", zlib.compress(b"\x00\x80"))
-    + _png_chunk(b"IEND", b"")
-)
-
-
 @pytest.fixture
-def unrendered_plots(request, monkeypatch):
-    """For report tests that check tables, notes, links and files, not pixels: a matplotlib figure
-    is saved as a 1x1 PNG without being laid out or drawn (drawing is about three quarters of a
-    report's cost). The PNG is still written where and how the report writes it (through its safe
-    temporary), so link and folder checks hold. A test marked `drawn` keeps real drawing."""
+def unrendered_plots(request) -> Iterator[None]:
+    """For report tests that check tables, notes, links and files, not pixels: plots_unrendered for
+    the test. A test marked `drawn` keeps real drawing."""
     if request.node.get_closest_marker("drawn"):
+        yield
         return
-    import matplotlib.figure
+    with plots_unrendered():
+        yield
 
-    def save_one_pixel(self, target, *args, **kwargs):
-        if hasattr(target, "write"):
-            target.write(ONE_PIXEL_PNG)
-        else:
-            Path(target).write_bytes(ONE_PIXEL_PNG)
 
-    monkeypatch.setattr(
-        matplotlib.figure.Figure, "tight_layout", lambda self, *args, **kwargs: None
-    )
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", save_one_pixel)
+@pytest.fixture(scope="session")
+def example_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The example report's text as this code writes it from the committed example runs
+    (reports/examples/*.csv, baseline vm), its plots unrendered: built once per worker for the tests
+    that read it (its length, its sentences, that it is the committed report.md)."""
+    from gpubench.reports.render.build import build_report
+
+    examples = Path(REPO) / "reports" / "examples"
+    out = tmp_path_factory.mktemp("example") / "report"
+    with plots_unrendered():
+        report = build_report(sorted(examples.glob("*.csv")), out, "vm")
+    return report.read_text(encoding="utf-8")

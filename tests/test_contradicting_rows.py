@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from gpubench.reports.render.build import build_report
 from gpubench.reports.judge.load import load_results
 from gpubench.reports.judge.screen import contradicting
+
+# These tests read the report's text, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 HEADLINE = EXAMPLES / "h200" / "headline.csv"

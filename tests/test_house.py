@@ -11,6 +11,7 @@ decides where a module splits. The limits are the old ones of 400 and 60 physica
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -21,6 +22,18 @@ SOURCES = sorted(p for folder in ("harness", "reports") for p in (ROOT / folder)
 MAX_MODULE_STATEMENTS, MAX_FUNCTION_STATEMENTS = 280, 48
 
 
+@functools.cache
+def source_of(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def tree_of(path: Path) -> ast.Module:
+    """A source's tree, parsed once for all the rules here (they only read it)."""
+    return ast.parse(source_of(path))
+
+
+@functools.cache
 def statement_rows(source: str) -> list[int]:
     """The row each logical line ends on."""
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
@@ -28,10 +41,9 @@ def statement_rows(source: str) -> list[int]:
 
 
 def long_functions(path: Path) -> list[str]:
-    source = path.read_text(encoding="utf-8")
-    rows = statement_rows(source)
+    rows = statement_rows(source_of(path))
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree_of(path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             statements = sum(node.lineno <= row <= node.end_lineno for row in rows)
             if statements > MAX_FUNCTION_STATEMENTS:
@@ -44,10 +56,7 @@ def test_no_function_over_48_statements() -> None:
 
 
 def test_no_module_over_280_statements() -> None:
-    sizes = {
-        str(p.relative_to(ROOT)): len(statement_rows(p.read_text(encoding="utf-8")))
-        for p in SOURCES
-    }
+    sizes = {str(p.relative_to(ROOT)): len(statement_rows(source_of(p))) for p in SOURCES}
     assert {name: size for name, size in sizes.items() if size > MAX_MODULE_STATEMENTS} == {}
 
 
@@ -101,7 +110,7 @@ def test_every_console_line_goes_through_the_one_console() -> None:
     stray = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in SOURCES
-        for line, owner in console_writes(ast.parse(path.read_text()))
+        for line, owner in console_writes(tree_of(path))
         if (str(path.relative_to(ROOT)), None) not in CONSOLE_WRITERS
         and (str(path.relative_to(ROOT)), owner) not in CONSOLE_WRITERS
     ]
@@ -176,7 +185,7 @@ def test_the_users_pytest_arguments_are_read_by_one_reader() -> None:
     stray = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in SOURCES
-        for line, function in argument_reads(ast.parse(path.read_text()))
+        for line, function in argument_reads(tree_of(path))
         if (str(path.relative_to(ROOT)), None) not in ARGUMENT_READERS
         and (str(path.relative_to(ROOT)), function) not in ARGUMENT_READERS
     ]
@@ -234,7 +243,7 @@ def module_definitions(tree: ast.Module) -> set[str]:
 def test_each_rule_is_defined_in_one_module() -> None:
     defined: dict[str, list[str]] = {name: [] for name in RULE_CONSTANTS}
     for path in SOURCES:
-        for name in module_definitions(ast.parse(path.read_text())) & set(RULE_CONSTANTS):
+        for name in module_definitions(tree_of(path)) & set(RULE_CONSTANTS):
             defined[name].append(str(path.relative_to(ROOT)))
     assert {name: where for name, where in defined.items() if len(where) != 1} == {}
 
@@ -251,7 +260,7 @@ def test_a_flag_is_named_by_its_constant_never_by_its_text() -> None:
         f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}"
         for path in SOURCES
         if path.name != "flags.py"
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in ast.walk(tree_of(path))
         if isinstance(node, ast.Constant) and node.value in texts
     ]
     assert not literal, f"flags written as text outside harness/core/flags.py: {literal}"
@@ -276,7 +285,7 @@ def test_a_comment_sits_on_its_own_line_above_what_it_explains() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{row}"
         for path in SOURCES
-        for row in end_of_line_comments(path.read_text(encoding="utf-8"))
+        for row in end_of_line_comments(source_of(path))
     ]
     assert not found, f"comments at the end of a code line: {found[:10]}"
 

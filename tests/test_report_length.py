@@ -4,16 +4,11 @@ to find."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-from gpubench.reports.render.build import build_report
 
 # These tests read the report's text, not its pixels (conftest.unrendered_plots).
 pytestmark = pytest.mark.usefixtures("unrendered_plots")
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 MAX_LINES = 250
 ANSWER_LINE = 2
 
@@ -165,13 +160,6 @@ KEY_TEXTS = {
         "gpubench_version 0.1.0",
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def example_report(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The example report as this code writes it from the committed example CSVs."""
-    out = tmp_path_factory.mktemp("example") / "report"
-    return build_report(sorted(EXAMPLES.glob("*.csv")), out, "vm").read_text(encoding="utf-8")
 
 
 def test_the_example_report_fits_250_lines_with_the_answer_at_the_top(example_report: str) -> None:

@@ -33,11 +33,10 @@ def test_a_machine_whose_runs_differ_in_a_field_shows_every_value_of_it(tmp_path
     assert "profile quick." not in machines
 
 
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The example report as this code writes it from the committed example CSVs."""
-    out = tmp_path_factory.mktemp("example") / "report"
-    return build_report(sorted(EXAMPLES.glob("*.csv")), out, "vm").read_text(encoding="utf-8")
+@pytest.fixture
+def example(example_report: str) -> str:
+    """The example report as this code writes it from the committed example CSVs (conftest)."""
+    return example_report
 
 
 def test_the_answer_and_the_epoch_section_say_one_ratio(example: str) -> None:

@@ -14,6 +14,9 @@ from gpubench.reports.judge import tables
 from gpubench.reports.render import build, sections
 from gpubench.reports.render.advice import inference_advice, recommendations
 
+# These tests read the report's text, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 EXAMPLES = Path(__file__).parent.parent / "reports" / "examples"
 
 # samples/s: no_grad is lowest at mlp bs256 (one busy build) and below inference_mode at bs1,

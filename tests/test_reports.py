@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from unrendered import plots_unrendered
 
 from gpubench.harness.commands.cli import main
 from gpubench.harness.records.results import ResultsWriter
@@ -31,8 +32,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
+    """The golden runs' report; its tests read its text and links, not its pixels."""
     out = tmp_path_factory.mktemp("report")
-    return build_report(GOLDEN, out, baseline="laptop")
+    with plots_unrendered():
+        return build_report(GOLDEN, out, baseline="laptop")
 
 
 def test_report_links_only_plots_that_exist_and_are_pngs(report):
@@ -705,6 +708,7 @@ def test_the_report_has_time_to_accuracy_energy_and_per_watt_figures(tmp_path):
     )
 
 
+@pytest.mark.usefixtures("unrendered_plots")
 def test_a_run_without_an_energy_counter_says_why_once_in_the_summary(tmp_path):
     path = write_rows(
         tmp_path / "novm.csv",
@@ -914,6 +918,7 @@ def test_two_machines_sharing_a_run_id_are_two_runs_not_duplicates(tmp_path, cap
     assert "the sides differ in machines" in out and "same run(s)" not in out
 
 
+@pytest.mark.usefixtures("unrendered_plots")
 def test_one_run_in_two_files_with_different_figures_is_read_as_two_runs_naming_both_files(
     tmp_path, capsys
 ):

@@ -14,6 +14,9 @@ from gpubench.reports.render.build import build_report
 from gpubench.reports.judge.load import load_results
 from gpubench.reports.judge.ownership import dedupe, owned_rows, writer
 
+# These tests read the report's text, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 HEADLINE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "h200" / "headline.csv"
 TIMES = ["median_s", "min_s", "mean_s", "iqr_s", "stddev_s", "round_s"]
 RATES = ["tflops", "gbps", "pct_of_peak", "pct_of_peak_gbps"]

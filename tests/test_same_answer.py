@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_summary_bounds import CPU, ddp_rows, report_of, section_of
 
 from gpubench.harness.records.results import ResultsWriter
 from gpubench.reports.render.console import answer_lines
+
+# These tests read the report's text, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
 
 
 def matmul(

@@ -19,6 +19,9 @@ from gpubench.reports.judge.load import load_results, write_merged
 from gpubench.reports.judge.screen import left_out
 from gpubench.reports.render.units import human
 
+# These tests read the report's text, not its pixels (conftest.unrendered_plots).
+pytestmark = pytest.mark.usefixtures("unrendered_plots")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "reports" / "examples"
 CPU = {
