@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 from gpubench.harness.core.workload_spec import PlotSpec
 from gpubench.reports.judge.aggregate import column_or
 from gpubench.reports.judge.settled import is_busy
+from gpubench.reports.render.plot_marks import plotted_rows
 from gpubench.reports.render.plots import (
     DPI,
     KEY,
@@ -259,11 +260,7 @@ def compile_plot(compiled: pd.DataFrame, out: Path) -> Path | None:
 def spec_bars(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     """A workload's declared bars: `spec.y` per value of `spec.x` (its settings), machines side by
     side."""
-    rows = (
-        rows.dropna(subset=[spec.x, spec.y])
-        if {spec.x, spec.y} <= set(rows.columns)
-        else rows.iloc[0:0]
-    )
+    rows = plotted_rows(rows, spec)
     if rows.empty:
         return None
     return setting_bars(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gpubench.harness.core.workload_spec import PlotSpec
 from gpubench.reports.judge.settled import is_busy
 from gpubench.reports.render.drawing import plt
 
@@ -43,3 +44,11 @@ def busy_key(gid: str) -> plt.Line2D:
     """The legend's entry for the crosses, marked `gid` (an entry that explains a mark, not a
     series)."""
     return plt.Line2D([], [], label=BUSY_LABEL, gid=gid, **BUSY_STYLE)
+
+
+def plotted_rows(rows: pd.DataFrame, spec: PlotSpec) -> pd.DataFrame:
+    """The rows a declared plot can place: both its x and its y given (none where either column is
+    missing)."""
+    if not {spec.x, spec.y} <= set(rows.columns):
+        return rows.iloc[0:0]
+    return rows.dropna(subset=[spec.x, spec.y])

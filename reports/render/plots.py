@@ -25,7 +25,12 @@ from gpubench.harness.records.safe_files import replacing  # noqa: E402
 from gpubench.harness.core.workload_spec import PlotSpec  # noqa: E402
 from gpubench.harness.records.schema import BY_NAME, SETTING_COLUMNS  # noqa: E402
 from gpubench.reports.judge.text import MAX_LABEL_CHARS, replace_texts, short_label  # noqa: E402
-from gpubench.reports.render.plot_marks import broken_at_gaps, busy_key, mark_busy  # noqa: E402
+from gpubench.reports.render.plot_marks import (  # noqa: E402
+    broken_at_gaps,
+    busy_key,
+    mark_busy,
+    plotted_rows,
+)
 from gpubench.reports.render.units import human  # noqa: E402
 
 MAX_LEGEND = 24
@@ -522,11 +527,7 @@ def spec_plot(rows: pd.DataFrame, spec: PlotSpec, path: Path) -> Path | None:
     over `spec.x` on one y scale, a line per value of the hue columns and of any other setting that
     varies (`told_apart`), one style per line name in every panel. Categories are points, dodged so
     none hides another."""
-    rows = (
-        rows.dropna(subset=[spec.x, spec.y])
-        if {spec.x, spec.y} <= set(rows.columns)
-        else rows.iloc[0:0]
-    )
+    rows = plotted_rows(rows, spec)
     if rows.empty:
         return None
     rows = rows.assign(_line=_hue_labels(rows, told_apart(rows, spec)))
